@@ -1,0 +1,80 @@
+//! The environment a run draws randomness from and reports progress to.
+
+use rand::RngCore;
+
+use crate::linalg::Matrix;
+use crate::privacy::noise::{self, NoiseAudit, NoiseDraw};
+
+/// The job was cancelled while running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cancelled;
+
+/// Randomness, noise and progress for one run. Mechanisms draw all their noise through the
+/// `*_noise` methods, which report each draw to the audit when one is attached (tests).
+pub struct RunEnv<'a> {
+    rng: &'a mut dyn RngCore,
+    progress: &'a mut dyn FnMut(u32, u32) -> Result<(), Cancelled>,
+    audit: Option<&'a mut dyn NoiseAudit>,
+}
+
+impl<'a> RunEnv<'a> {
+    pub fn new(
+        rng: &'a mut dyn RngCore,
+        progress: &'a mut dyn FnMut(u32, u32) -> Result<(), Cancelled>,
+    ) -> Self {
+        Self { rng, progress, audit: None }
+    }
+
+    /// Attach an audit that sees every noise draw (tests and experiments only).
+    pub fn with_audit(mut self, audit: &'a mut dyn NoiseAudit) -> Self {
+        self.audit = Some(audit);
+        self
+    }
+
+    /// Randomness that is not privacy noise (initial iterates, permutations).
+    pub fn rng(&mut self) -> &mut dyn RngCore {
+        self.rng
+    }
+
+    /// Report progress (`done` of `total` steps); returns `Err(Cancelled)` when the job has
+    /// been cancelled, which the algorithm must propagate.
+    pub fn progress(&mut self, done: u32, total: u32) -> Result<(), Cancelled> {
+        (self.progress)(done, total)
+    }
+
+    fn audit(&mut self, label: &'static str, distribution: &'static str, scale: f64, values: Vec<f64>) {
+        if let Some(audit) = self.audit.as_deref_mut() {
+            audit.record(NoiseDraw { label, distribution, scale, values });
+        }
+    }
+
+    /// A rows×cols matrix of iid N(0, sd²) noise.
+    pub fn gaussian_noise(&mut self, label: &'static str, rows: usize, cols: usize, sd: f64) -> Matrix {
+        let g = noise::gaussian_matrix(self.rng, rows, cols, sd);
+        if self.audit.is_some() {
+            self.audit(label, "gaussian", sd, g.as_slice().to_vec());
+        }
+        g
+    }
+
+    /// A symmetric d×d noise matrix with iid N(0, sd²) upper triangle (diagonal included).
+    pub fn gaussian_symmetric_noise(&mut self, label: &'static str, d: usize, sd: f64) -> Matrix {
+        let (e, draws) = noise::gaussian_symmetric(self.rng, d, sd);
+        self.audit(label, "gaussian", sd, draws);
+        e
+    }
+
+    /// One draw of N(0, sd²) noise.
+    pub fn gaussian_scalar_noise(&mut self, label: &'static str, sd: f64) -> f64 {
+        let v = noise::gaussian(self.rng, sd);
+        self.audit(label, "gaussian", sd, vec![v]);
+        v
+    }
+
+    /// One draw of Laplace(0, b) noise.
+    pub fn laplace_noise(&mut self, label: &'static str, b: f64) -> f64 {
+        let v = noise::laplace(self.rng, b);
+        self.audit(label, "laplace", b, vec![v]);
+        v
+    }
+}

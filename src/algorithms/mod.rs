@@ -1,0 +1,160 @@
+//! The private PCA algorithms. One file per algorithm, all behind the [`Algorithm`] trait:
+//! pure functions of (data, validated configuration, injected randomness). Nothing here knows
+//! about HTTP, JSON transport or the database.
+//!
+//! The life of a job: the client's unchecked `Params` plus the job's [`PrivacyTarget`] are
+//! turned by [`Algorithm::configure`] into a `Config` that fixes every parameter, including the
+//! calibrated noise. [`Algorithm::cost`] is the spec's cost formula applied to that `Config`
+//! (pure, data-independent); the ledger charges exactly that. [`Algorithm::run`] then executes
+//! the `Config` on the data.
+
+pub mod env;
+pub mod registry;
+
+use serde::{Serialize, de::DeserializeOwned};
+
+pub use env::{Cancelled, RunEnv};
+pub use registry::{DynAlgorithm, Prepared, find, registry};
+
+use crate::dataset::{DataContext, Kind, Relation};
+use crate::linalg::Matrix;
+use crate::privacy::{Cost, PrivacyTarget};
+
+/// The data an algorithm runs on.
+#[derive(Debug, Clone, Copy)]
+pub enum DataInput<'a> {
+    /// Records held transposed: `xt` = Xᵀ is d×n, one record per column, already clipped to the
+    /// dataset's bounds.
+    Records { xt: &'a Matrix },
+    /// A symmetric m×m matrix.
+    Matrix { a: &'a Matrix },
+}
+
+/// What a successful run returns (privacy.md §3: only DP outputs and their post-processing).
+#[derive(Debug, Clone)]
+pub struct Output {
+    /// d×k, orthonormal columns, ordered by decreasing (noisy) importance, signs fixed by
+    /// [`crate::linalg::fix_signs`].
+    pub basis: Matrix,
+    /// Private eigenvalue estimates, when the algorithm released them (post-processing only).
+    pub eigenvalues: Option<Vec<f64>>,
+}
+
+/// A configuration could not be built from the client's parameters.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ConfigError {
+    /// A parameter is missing, malformed or out of range.
+    #[error("{field}: {message}")]
+    Invalid { field: String, message: String },
+    /// The algorithm does not support this dataset's kind or relation.
+    #[error("{0}")]
+    Unsupported(String),
+    /// The algorithm is only allowed on `public: true` datasets.
+    #[error("{0}")]
+    PublicOnly(String),
+}
+
+impl ConfigError {
+    pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::Invalid { field: field.into(), message: message.into() }
+    }
+}
+
+/// A run stopped without a basis.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RunError {
+    #[error("cancelled")]
+    Cancelled,
+    /// A clean, documented failure (e.g. a coherence bound exceeded). The message must not
+    /// reveal anything about the data beyond what the algorithm's DP releases already do.
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl From<Cancelled> for RunError {
+    fn from(_: Cancelled) -> Self {
+        RunError::Cancelled
+    }
+}
+
+/// One calibrated noise scale, for `POST /v1/privacy/plan` and the job record.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NoiseScale {
+    /// Which release (e.g. "power_iteration").
+    pub release: String,
+    /// "gaussian" or "laplace".
+    pub distribution: String,
+    /// The noise multiplier s (noise std = s × sensitivity), or the scale itself when `sensitivity` is given.
+    pub multiplier: f64,
+    /// The L2 (or L1 for Laplace) sensitivity bound, when it is fixed in advance; `None` when it
+    /// is recomputed from each public iterate (e.g. `row_norm` sensitivity).
+    pub sensitivity: Option<f64>,
+    /// How many times this release happens.
+    pub count: usize,
+    /// Plain-words description.
+    pub description: String,
+}
+
+/// Description of one parameter, for `GET /v1/algorithms`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ParamInfo {
+    pub name: &'static str,
+    /// JSON type: "integer", "number", "string", "boolean" or "array".
+    pub json_type: &'static str,
+    pub description: &'static str,
+    /// Default value, or a description of how it is derived ("min(d, 2k)").
+    pub default: Option<serde_json::Value>,
+    pub required: bool,
+    pub minimum: Option<f64>,
+    pub allowed: Option<Vec<&'static str>>,
+}
+
+/// What `GET /v1/algorithms` shows about an algorithm.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AlgorithmInfo {
+    pub name: &'static str,
+    pub summary: &'static str,
+    /// The paper (and algorithm/equation numbers) it implements.
+    pub source: &'static str,
+    pub kinds: Vec<Kind>,
+    pub relations: Vec<Relation>,
+    pub params: Vec<ParamInfo>,
+    /// One line: what is guaranteed and how it is charged.
+    pub privacy: &'static str,
+    /// Refused (403) on datasets that are not `public: true`.
+    pub public_only: bool,
+}
+
+/// One private PCA algorithm.
+pub trait Algorithm: Send + Sync + 'static {
+    /// What the client sends (unknown fields are rejected by `#[serde(deny_unknown_fields)]`).
+    type Params: DeserializeOwned;
+    /// Every parameter fixed, noise calibrated. Stored with the job and re-read by the runner.
+    type Config: Serialize + DeserializeOwned + Send + Sync;
+
+    fn info(&self) -> AlgorithmInfo;
+
+    /// Validate `params` against the dataset's public context and calibrate the noise so that
+    /// the cost does not exceed `target`.
+    fn configure(
+        &self,
+        params: Self::Params,
+        ctx: &DataContext,
+        target: &PrivacyTarget,
+    ) -> Result<Self::Config, ConfigError>;
+
+    /// The spec's cost formula on a configuration. Pure and data-independent.
+    fn cost(&self, config: &Self::Config, ctx: &DataContext) -> Cost;
+
+    /// The noise scales this configuration uses (for planning and display).
+    fn noise_scales(&self, config: &Self::Config, ctx: &DataContext) -> Vec<NoiseScale>;
+
+    /// Run on the data. Every noise draw goes through `env`.
+    fn run(
+        &self,
+        input: DataInput<'_>,
+        config: &Self::Config,
+        ctx: &DataContext,
+        env: &mut RunEnv<'_>,
+    ) -> Result<Output, RunError>;
+}
