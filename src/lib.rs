@@ -6,6 +6,21 @@
 //! `http` exposes the API.
 
 pub mod algorithms;
+pub mod config;
+pub mod context;
+pub mod http;
+pub mod ingest;
+pub mod metrics;
+pub mod runner;
+pub mod serve;
+pub mod state;
+pub mod telemetry;
 pub mod dataset;
 pub mod linalg;
 pub mod privacy;
+pub mod store;
+
+/// The whole application as a router (tests call `app(state).oneshot(request)`).
+pub fn app(state: state::AppState) -> axum::Router {
+    http::router(state)
+}

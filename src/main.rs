@@ -1,1 +1,50 @@
-fn main() {}
+//! `privpca`: thin entry point. Configuration → telemetry → store (migrated) → HTTP server and
+//! job runner, with graceful shutdown.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use privpca::config::Config;
+use privpca::{serve, telemetry};
+
+#[derive(Parser)]
+#[command(name = "privpca", version, about = "Private PCA as a service")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Start the service (creates and migrates the SQLite database).
+    Serve(Config),
+    /// Print the OpenAPI document (the committed copy is openapi/openapi.json).
+    Openapi,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Openapi => {
+            print!("{}", privpca::http::openapi::document());
+            ExitCode::SUCCESS
+        }
+        Command::Serve(config) => {
+            telemetry::init(&config.log_format);
+            let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+                Ok(rt) => rt,
+                Err(e) => {
+                    eprintln!("cannot start the async runtime: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            match runtime.block_on(serve::serve(config)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    tracing::error!(error = %format!("{e:#}"), "privpca stopped with an error");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+    }
+}

@@ -8,8 +8,12 @@
 //! (pure, data-independent); the ledger charges exactly that. [`Algorithm::run`] then executes
 //! the `Config` on the data.
 
+pub mod analyze_gauss;
 pub mod env;
+pub mod exact;
+pub mod noisy_power;
 pub mod registry;
+pub mod sensitivity;
 
 use serde::{Serialize, de::DeserializeOwned};
 

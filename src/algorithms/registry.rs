@@ -3,6 +3,9 @@
 
 use serde_json::Value;
 
+use super::analyze_gauss::AnalyzeGauss;
+use super::exact::Exact;
+use super::noisy_power::NoisyPower;
 use super::{Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError};
 use crate::dataset::DataContext;
 use crate::privacy::{Cost, PrivacyTarget};
@@ -86,7 +89,7 @@ impl<A: Algorithm> DynAlgorithm for A {
 
 /// Every algorithm the service offers, in the order `GET /v1/algorithms` lists them.
 pub fn registry() -> &'static [&'static dyn DynAlgorithm] {
-    &[]
+    &[&NoisyPower, &AnalyzeGauss, &Exact]
 }
 
 /// The algorithm called `name`.

@@ -1,15 +1,30 @@
 //! Linear algebra behind one door. The rest of the code sees nalgebra matrices
-//! ([`Matrix`], column-major `f64`); the heavy kernels run in faer through zero-copy views.
+//! ([`Matrix`], column-major `f64`); the heavy kernels run in faer through zero-copy views, on
+//! one rayon pool ([`init_threads`], [`par`]).
 //!
 //! Record data is held transposed: a records dataset X ∈ R^{n×d} is stored as `Xᵀ` (d×n),
 //! one record per column, which is exactly the row-major bytes of X read column-major.
 //!
 //! This module never imports web, database or async crates.
 
+pub mod eigen;
+pub mod error;
 pub mod kernels;
+pub mod qr;
 pub mod subspace;
+pub mod svd;
+pub mod threads;
+mod view;
 
-pub use kernels::{SymEig, ThinSvd, fix_signs, gram_t, matmul, matmul_tn, sym_eig, thin_qr_q, thin_svd};
+#[cfg(test)]
+pub(crate) mod testing;
+
+pub use error::LinalgError;
+pub use kernels::{
+    SymEig, ThinSvd, fix_signs, gram_t, gram_t_times, matmul, matmul_tn, sym_eig, thin_qr_q, thin_svd,
+    try_sym_eig, try_sym_eigenvalues, try_thin_svd,
+};
+pub use threads::{init_threads, par, par_for};
 
 /// Dense column-major matrix of f64.
 pub type Matrix = nalgebra::DMatrix<f64>;

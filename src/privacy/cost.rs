@@ -11,6 +11,13 @@ pub enum PrivacyError {
     Epsilon(f64),
     #[error("delta must lie in the open interval (0, 1) (got {0})")]
     Delta(f64),
+    /// An amount for the ledger (a charge or a budget, where 0 is allowed) is out of range.
+    #[error("{quantity} must be a finite number in {range} (got {value})")]
+    Range {
+        quantity: &'static str,
+        value: f64,
+        range: &'static str,
+    },
     #[error("{0}")]
     Other(String),
 }
@@ -81,18 +88,29 @@ pub struct PrivacyTarget {
 impl PrivacyTarget {
     /// A target stated directly as ρ (and optionally the δ approximate parts may use).
     pub fn from_rho(rho: Rho, delta: Option<Delta>) -> Self {
-        Self { rho: rho.get(), delta: delta.map(Delta::get) }
+        Self {
+            rho: rho.get(),
+            delta: delta.map(Delta::get),
+        }
     }
 
     /// A target stated as (ε, δ): converted to ρ with the inverse of Bun–Steinke Prop. 1.3
     /// (see [`crate::privacy::convert::epsilon_delta_to_rho`]); δ stays available to
     /// approximate parts.
     pub fn from_epsilon_delta(epsilon: Epsilon, delta: Delta) -> Self {
-        Self { rho: super::epsilon_delta_to_rho(epsilon, delta), delta: Some(delta.get()) }
+        Self {
+            rho: super::epsilon_delta_to_rho(epsilon, delta),
+            delta: Some(delta.get()),
+        }
     }
 }
 
 /// The privacy cost of a job: δ-approximate ρ-zCDP.
+///
+/// The constructors are total and conservative: parameters for which no finite guarantee holds
+/// (NaN, a zero or negative noise scale, an infinite sensitivity) give an infinite cost, which
+/// the ledger refuses (see [`Cost::check`] and [`crate::privacy::units`]). Composition
+/// propagates NaN rather than dropping it.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 pub struct Cost {
     pub rho: f64,
@@ -102,38 +120,98 @@ pub struct Cost {
 impl Cost {
     pub const ZERO: Cost = Cost { rho: 0.0, delta: 0.0 };
 
+    /// A pure zCDP cost ρ (δ = 0).
     pub fn zcdp(rho: f64) -> Self {
         Self { rho, delta: 0.0 }
     }
 
     /// Cost of the Gaussian mechanism with L2 sensitivity `sensitivity` and per-coordinate
     /// noise standard deviation `sd`: ρ = Δ² / (2 s²) (Bun & Steinke 2016, Prop. 1.6).
+    ///
+    /// Δ = 0 costs nothing (the release does not depend on the data; any s ≥ 0), and s = +∞
+    /// costs nothing; a negative, infinite or NaN Δ, or an s that is not > 0, costs +∞.
     pub fn gaussian(sensitivity: f64, sd: f64) -> Self {
-        Self::zcdp(sensitivity * sensitivity / (2.0 * sd * sd))
+        if sensitivity == 0.0 && sd >= 0.0 {
+            return Self::ZERO;
+        }
+        if !(sensitivity >= 0.0 && sensitivity.is_finite() && sd > 0.0) {
+            return Self::zcdp(f64::INFINITY);
+        }
+        // (Δ/s)² / 2 rather than Δ²/(2s²): no spurious overflow or underflow of the squares.
+        let ratio = sensitivity / sd;
+        Self::zcdp(ratio * ratio / 2.0)
     }
 
-    /// An ε-DP mechanism is (ε²/2)-zCDP (Bun & Steinke 2016, Prop. 1.4).
+    /// An ε-DP mechanism is (ε²/2)-zCDP (Bun & Steinke 2016, Prop. 1.4). ε = 0 costs nothing;
+    /// a negative or NaN ε costs +∞.
     pub fn pure(epsilon: f64) -> Self {
-        Self::zcdp(epsilon * epsilon / 2.0)
+        Self::zcdp(half_square(epsilon))
     }
 
-    /// An (ε, δ)-DP subroutine, charged as δ-approximate (ε²/2)-zCDP (privacy.md §2).
+    /// An (ε, δ)-DP subroutine, charged as δ-approximate (ε²/2)-zCDP (privacy.md §2). A
+    /// negative or NaN ε costs ρ = +∞; a δ outside [0, 1] costs δ = +∞.
     pub fn approximate(epsilon: f64, delta: f64) -> Self {
-        Self { rho: epsilon * epsilon / 2.0, delta }
+        let delta = if (0.0..=1.0).contains(&delta) {
+            delta
+        } else {
+            f64::INFINITY
+        };
+        Self {
+            rho: half_square(epsilon),
+            delta,
+        }
     }
 
     /// Sequential (adaptive) composition: ρ's add, δ's add.
     pub fn then(self, other: Cost) -> Cost {
-        Cost { rho: self.rho + other.rho, delta: self.delta + other.delta }
+        Cost {
+            rho: self.rho + other.rho,
+            delta: self.delta + other.delta,
+        }
     }
 
-    /// Parallel composition over disjoint parts of the records: the maximum.
+    /// Parallel composition over disjoint parts of the records: the maximum. Unlike
+    /// [`f64::max`], a NaN on either side gives NaN (it must not be silently dropped).
     pub fn parallel(self, other: Cost) -> Cost {
-        Cost { rho: self.rho.max(other.rho), delta: self.delta.max(other.delta) }
+        Cost {
+            rho: nan_max(self.rho, other.rho),
+            delta: nan_max(self.delta, other.delta),
+        }
     }
 
     /// Sequential composition of many costs (a fold of [`Cost::then`]).
     pub fn sum(costs: impl IntoIterator<Item = Cost>) -> Cost {
         costs.into_iter().fold(Cost::ZERO, Cost::then)
     }
+
+    /// The cost, if it is a chargeable amount: ρ finite in [0, MAX_RHO] and δ finite in
+    /// [0, 1). Deserialised or composed costs should pass through this before reaching the
+    /// ledger.
+    pub fn check(self) -> Result<Cost, PrivacyError> {
+        super::units::check_rho(self.rho)?;
+        super::units::check_delta(self.delta)?;
+        Ok(self)
+    }
 }
+
+/// ε²/2 for ε ≥ 0 (including +∞); +∞ for a negative or NaN ε.
+fn half_square(epsilon: f64) -> f64 {
+    if epsilon >= 0.0 {
+        epsilon * epsilon / 2.0
+    } else {
+        f64::INFINITY
+    }
+}
+
+/// The maximum, propagating NaN.
+fn nan_max(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else {
+        a.max(b)
+    }
+}
+
+#[cfg(test)]
+#[path = "cost_tests.rs"]
+mod tests;

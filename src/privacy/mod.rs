@@ -1,5 +1,7 @@
-//! Privacy arithmetic: zCDP costs and their composition, conversions between ρ and (ε, δ),
-//! the ledger's integer units, and the noise samplers every mechanism draws from.
+//! Privacy arithmetic: zCDP costs and their composition ([`cost`]), conversions between ρ and
+//! (ε, δ) ([`convert`]), the ledger's integer units ([`units`]), the noise samplers every
+//! mechanism draws from ([`noise`]), data-free planning helpers ([`plan`]) and statistical
+//! checks of noise scale for tests ([`testing`]).
 //!
 //! Everything here follows `shared/spec/privacy.md` §2 (Bun & Steinke 2016; Canonne, Kamath &
 //! Steinke 2020). Arithmetic rounds against the user: charges are rounded up, budgets down.
@@ -7,9 +9,11 @@
 pub mod convert;
 pub mod cost;
 pub mod noise;
+pub mod plan;
 pub mod testing;
 pub mod units;
 
 pub use convert::{epsilon_delta_to_rho, rho_to_epsilon};
 pub use cost::{Cost, Delta, Epsilon, PrivacyError, PrivacyTarget, Rho};
 pub use noise::{NoiseAudit, NoiseDraw};
+pub use plan::{Conversions, describe, gaussian_sd};

@@ -42,7 +42,8 @@ impl NoiseAudit for RecordingAudit {
     }
 }
 
-/// One draw from N(0, sd²).
+/// One draw from N(0, sd²). `sd` is the calibrated scale (finite, > 0); callers obtain it from
+/// [`crate::privacy::plan::gaussian_sd`] or an algorithm's calibration, never from the data.
 pub fn gaussian(rng: &mut dyn RngCore, sd: f64) -> f64 {
     let z: f64 = StandardNormal.sample(rng);
     sd * z
@@ -77,3 +78,7 @@ pub fn gaussian_symmetric(rng: &mut dyn RngCore, d: usize, sd: f64) -> (Matrix, 
     }
     (e, draws)
 }
+
+#[cfg(test)]
+#[path = "noise_tests.rs"]
+mod tests;

@@ -1,0 +1,114 @@
+//! Service configuration: one struct from flags with environment fallbacks (clap `env`).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+/// Everything `privpca serve` needs. Every flag has a `PRIVPCA_*` environment fallback so the
+/// service can be configured in a container without a command line.
+#[derive(Debug, Clone, Args)]
+pub struct Config {
+    /// Address to listen on.
+    #[arg(long, env = "PRIVPCA_BIND", default_value = "127.0.0.1:8080")]
+    pub bind: SocketAddr,
+
+    /// Database URL. The SQLite file is created and migrated at start.
+    #[arg(long, env = "PRIVPCA_DATABASE_URL", default_value = "sqlite://privpca-data/privpca.db")]
+    pub database_url: String,
+
+    /// Directory for uploaded data (stored as binary f64, loaded directly by jobs).
+    #[arg(long, env = "PRIVPCA_DATA_DIR", default_value = "privpca-data")]
+    pub data_dir: PathBuf,
+
+    /// Admin key that may create tenants. When unset, a random key is generated at start and
+    /// printed once in the log.
+    #[arg(long, env = "PRIVPCA_ADMIN_KEY", hide_env_values = true)]
+    pub admin_key: Option<String>,
+
+    /// Jobs that run at the same time (each uses the shared linear-algebra thread pool).
+    #[arg(long, env = "PRIVPCA_WORKERS", default_value_t = 2)]
+    pub workers: usize,
+
+    /// Threads of the shared linear-algebra pool (0 = one per core).
+    #[arg(long, env = "PRIVPCA_THREADS", default_value_t = 0)]
+    pub threads: usize,
+
+    /// Largest accepted upload, in bytes.
+    #[arg(long, env = "PRIVPCA_MAX_UPLOAD_BYTES", default_value_t = 2 * 1024 * 1024 * 1024)]
+    pub max_upload_bytes: u64,
+
+    /// Largest number of rows in an upload.
+    #[arg(long, env = "PRIVPCA_MAX_ROWS", default_value_t = 10_000_000)]
+    pub max_rows: u64,
+
+    /// Largest number of columns d (records) or side m (matrix).
+    #[arg(long, env = "PRIVPCA_MAX_D", default_value_t = 10_000)]
+    pub max_d: usize,
+
+    /// Largest accepted JSON request body, in bytes (uploads have their own limit).
+    #[arg(long, env = "PRIVPCA_MAX_BODY_BYTES", default_value_t = 1024 * 1024)]
+    pub max_body_bytes: usize,
+
+    /// Most jobs waiting in the queue; further submissions get 503 with Retry-After.
+    #[arg(long, env = "PRIVPCA_MAX_QUEUE", default_value_t = 1000)]
+    pub max_queue: i64,
+
+    /// Time limit of one request other than uploads, in seconds.
+    #[arg(long, env = "PRIVPCA_REQUEST_TIMEOUT_SECS", default_value_t = 30)]
+    pub request_timeout_secs: u64,
+
+    /// Time limit of one upload, in seconds.
+    #[arg(long, env = "PRIVPCA_UPLOAD_TIMEOUT_SECS", default_value_t = 3600)]
+    pub upload_timeout_secs: u64,
+
+    /// Time limit of one job's computation, in seconds; a job over it fails (charge kept).
+    #[arg(long, env = "PRIVPCA_JOB_TIMEOUT_SECS", default_value_t = 3600)]
+    pub job_timeout_secs: u64,
+
+    /// On shutdown, how long running jobs may take to finish before they are stopped.
+    #[arg(long, env = "PRIVPCA_SHUTDOWN_GRACE_SECS", default_value_t = 20)]
+    pub shutdown_grace_secs: u64,
+
+    /// Log format: `text` or `json`.
+    #[arg(long, env = "PRIVPCA_LOG_FORMAT", default_value = "text")]
+    pub log_format: String,
+}
+
+impl Config {
+    pub fn request_timeout(&self) -> Duration {
+        Duration::from_secs(self.request_timeout_secs)
+    }
+    pub fn upload_timeout(&self) -> Duration {
+        Duration::from_secs(self.upload_timeout_secs)
+    }
+    pub fn job_timeout(&self) -> Duration {
+        Duration::from_secs(self.job_timeout_secs)
+    }
+    pub fn shutdown_grace(&self) -> Duration {
+        Duration::from_secs(self.shutdown_grace_secs)
+    }
+
+    /// A configuration for tests: database and data under `dir`, small limits, a known admin key.
+    pub fn for_tests(dir: &std::path::Path) -> Self {
+        Self {
+            bind: "127.0.0.1:0".parse().expect("literal address"),
+            database_url: format!("sqlite://{}", dir.join("privpca.db").display()),
+            data_dir: dir.join("data"),
+            admin_key: Some("test-admin-key".into()),
+            workers: 2,
+            threads: 0,
+            max_upload_bytes: 64 * 1024 * 1024,
+            max_rows: 1_000_000,
+            max_d: 2_000,
+            max_body_bytes: 1024 * 1024,
+            max_queue: 1000,
+            request_timeout_secs: 30,
+            upload_timeout_secs: 300,
+            job_timeout_secs: 300,
+            shutdown_grace_secs: 5,
+            log_format: "text".into(),
+        }
+    }
+}

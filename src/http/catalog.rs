@@ -1,0 +1,213 @@
+//! `GET /v1/algorithms` and `POST /v1/privacy/plan`: what can run, and what it would cost,
+//! without touching any data.
+
+use axum::extract::State;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use super::auth::TenantAuth;
+use super::datasets::{DatasetView, display_delta, load_dataset};
+use super::error::{ApiError, Json, ProblemDocument};
+use super::jobs::price;
+use super::privacy_input::{DEFAULT_DISPLAY_DELTA, PrivacyAmount, PrivacyInput};
+use crate::algorithms::{self, AlgorithmInfo, NoiseScale};
+use crate::privacy::units::{DELTA_UNIT, RHO_UNIT, from_units};
+use crate::state::AppState;
+use crate::store::DatasetStatus;
+
+/// An algorithm the service offers.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct AlgorithmView {
+    pub name: String,
+    pub summary: String,
+    /// Source paper with algorithm/equation numbers.
+    pub source: String,
+    /// Dataset kinds it runs on.
+    pub kinds: Vec<String>,
+    /// Neighbouring relations it has a privacy proof for.
+    pub relations: Vec<String>,
+    /// JSON Schema of `params`, with defaults.
+    #[schema(value_type = Object)]
+    pub parameters: Value,
+    /// One line: the guarantee and how it is charged.
+    pub privacy: String,
+    /// Runs only on `public: true` datasets.
+    pub public_only: bool,
+}
+
+fn parameter_schema(info: &AlgorithmInfo) -> Value {
+    let mut properties = Map::new();
+    let mut required = Vec::new();
+    for p in &info.params {
+        let mut prop = Map::new();
+        prop.insert("type".into(), p.json_type.into());
+        prop.insert("description".into(), p.description.into());
+        if let Some(default) = &p.default {
+            prop.insert("default".into(), default.clone());
+        }
+        if let Some(min) = p.minimum {
+            prop.insert("minimum".into(), min.into());
+        }
+        if let Some(allowed) = &p.allowed {
+            prop.insert("enum".into(), allowed.clone().into());
+        }
+        if p.required {
+            required.push(p.name);
+        }
+        properties.insert(p.name.into(), Value::Object(prop));
+    }
+    json!({ "type": "object", "properties": properties, "required": required, "additionalProperties": false })
+}
+
+impl From<AlgorithmInfo> for AlgorithmView {
+    fn from(info: AlgorithmInfo) -> Self {
+        Self {
+            parameters: parameter_schema(&info),
+            name: info.name.into(),
+            summary: info.summary.into(),
+            source: info.source.into(),
+            kinds: info.kinds.iter().map(|k| k.as_str().to_string()).collect(),
+            relations: info.relations.iter().map(|r| r.as_str().to_string()).collect(),
+            privacy: info.privacy.into(),
+            public_only: info.public_only,
+        }
+    }
+}
+
+/// Every algorithm with its parameter schema, sources and privacy statement.
+#[utoipa::path(get, path = "/v1/algorithms", tag = "algorithms", responses((status = 200, body = Vec<AlgorithmView>)))]
+pub async fn list() -> Json<Vec<AlgorithmView>> {
+    Json(algorithms::registry().iter().map(|a| AlgorithmView::from(a.info())).collect())
+}
+
+/// Plan a job without running it (no data is read).
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PlanRequest {
+    /// The privacy a job would spend.
+    pub privacy: PrivacyInput,
+    /// With `algorithm`: price the job on this dataset (its metadata and public shape only).
+    pub dataset_id: Option<Uuid>,
+    pub algorithm: Option<String>,
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub params: Value,
+    /// δ at which to show ρ as ε (default: the dataset's, else 1e-6).
+    pub display_delta: Option<f64>,
+}
+
+/// One calibrated noise scale.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct NoiseView {
+    pub release: String,
+    pub distribution: String,
+    /// Noise multiplier s: std = s × sensitivity (Gaussian), scale b (Laplace).
+    pub multiplier: f64,
+    /// Fixed sensitivity bound, if known before running.
+    pub sensitivity: Option<f64>,
+    pub count: usize,
+    pub description: String,
+}
+
+impl From<NoiseScale> for NoiseView {
+    fn from(n: NoiseScale) -> Self {
+        Self {
+            release: n.release,
+            distribution: n.distribution,
+            multiplier: n.multiplier,
+            sensitivity: n.sensitivity,
+            count: n.count,
+            description: n.description,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PlanView {
+    /// The requested privacy as ρ and (ε, δ).
+    pub requested: PrivacyAmount,
+    /// What the job would be charged (with `algorithm` and `dataset_id`).
+    pub cost: Option<PrivacyAmount>,
+    /// The full configuration that would run, noise calibrated.
+    #[schema(value_type = Option<Object>)]
+    pub config: Option<Value>,
+    pub noise: Vec<NoiseView>,
+    /// Whether the cost fits the dataset's remaining budget (public datasets: always).
+    pub fits_budget: Option<bool>,
+    pub remaining: Option<PrivacyAmount>,
+}
+
+/// Convert between ρ and (ε, δ), show the noise a job would use and whether it fits the
+/// remaining budget. Touches no data and spends nothing.
+#[utoipa::path(post, path = "/v1/privacy/plan", tag = "privacy", request_body = PlanRequest, security(("api_key" = [])),
+    responses((status = 200, body = PlanView), (status = 404, body = ProblemDocument), (status = 422, body = ProblemDocument)))]
+pub async fn plan(
+    State(state): State<AppState>,
+    auth: TenantAuth,
+    Json(body): Json<PlanRequest>,
+) -> Result<Json<PlanView>, ApiError> {
+    let target = body.privacy.parse("privacy")?;
+    if let Some(d) = body.display_delta
+        && !(d > 0.0 && d < 1.0)
+    {
+        return Err(ApiError::validation("display_delta", "display_delta must lie in (0, 1)"));
+    }
+    let dataset = match body.dataset_id {
+        Some(id) => Some(load_dataset(&state, auth.tenant_id, id).await?),
+        None => None,
+    };
+    let shown = body
+        .display_delta
+        .or(body.privacy.delta)
+        .or(dataset.as_ref().map(display_delta))
+        .unwrap_or(DEFAULT_DISPLAY_DELTA);
+    let mut view = PlanView {
+        requested: PrivacyAmount::new(target.rho, target.delta.unwrap_or(0.0), shown),
+        cost: None,
+        config: None,
+        noise: Vec::new(),
+        fits_budget: None,
+        remaining: None,
+    };
+    let Some(dataset) = dataset else {
+        if body.algorithm.is_some() {
+            return Err(ApiError::validation("dataset_id", "pricing an algorithm needs the dataset it would run on"));
+        }
+        return Ok(Json(view));
+    };
+    view.remaining = DatasetView::from(&dataset).budget.map(|b| b.remaining);
+    let (rho_units, delta_units) = match body.algorithm.as_deref() {
+        Some(name) => {
+            if dataset.status != DatasetStatus::Ready {
+                return Err(ApiError::conflict("the dataset's shape is known only once its data is uploaded"));
+            }
+            let algorithm = algorithms::find(name)
+                .ok_or_else(|| ApiError::validation("algorithm", format!("unknown algorithm `{name}`")))?;
+            let priced = price(algorithm, &dataset, body.params, &body.privacy)?;
+            view.cost = Some(PrivacyAmount::new(
+                from_units(priced.rho_units, RHO_UNIT),
+                from_units(priced.delta_units, DELTA_UNIT),
+                shown,
+            ));
+            view.config = Some(priced.prepared.config);
+            view.noise = priced.prepared.noise.into_iter().map(NoiseView::from).collect();
+            (priced.rho_units, priced.delta_units)
+        }
+        None => (
+            crate::privacy::units::charge_units(target.rho, RHO_UNIT),
+            crate::privacy::units::charge_units(target.delta.unwrap_or(0.0), DELTA_UNIT),
+        ),
+    };
+    view.fits_budget = Some(match (dataset.budget_rho_units, dataset.budget_delta_units) {
+        _ if dataset.public => true,
+        (Some(rho), Some(delta)) => {
+            dataset.status != DatasetStatus::Deleted
+                && dataset.spent_rho_units + rho_units <= rho
+                && dataset.spent_delta_units + delta_units <= delta
+        }
+        _ => false,
+    });
+    Ok(Json(view))
+}

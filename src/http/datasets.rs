@@ -1,0 +1,442 @@
+//! `/v1/datasets`: create, upload data, read, list, delete, ledger.
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::IntoResponse;
+use chrono::{DateTime, Utc};
+use futures_util::TryStreamExt;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use super::auth::TenantAuth;
+use super::error::{ApiError, Json, Path, ProblemDocument, ProblemKind};
+use super::privacy_input::{BudgetInput, DEFAULT_DISPLAY_DELTA, PrivacyAmount};
+use crate::dataset::{Kind, Relation};
+use crate::ingest::{self, Format, IngestError, Limits, Shape};
+use crate::privacy::units::{DELTA_UNIT, RHO_UNIT, from_units};
+use crate::state::AppState;
+use crate::store::{DatasetRecord, DatasetStatus, LedgerEntry, LedgerEntryKind, NewDataset};
+
+/// Create a dataset: its kind, unit of privacy, public bounds and budget. All immutable.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateDataset {
+    /// A name for people (1 to 200 characters).
+    pub name: String,
+    /// `records` (one row per individual) or `matrix` (symmetric m×m).
+    #[schema(value_type = String, example = "records")]
+    pub kind: Kind,
+    /// Neighbouring relation: `replace_one` (default) or `add_remove` for records, `entry` for matrices.
+    #[schema(value_type = Option<String>, example = "replace_one")]
+    pub relation: Option<Relation>,
+    /// Records: L2 bound β > 0; every row is clipped to it on upload.
+    pub row_norm_bound: Option<f64>,
+    /// Records: optional L1 bound α > 0 (rows are also clipped to it); default √d·β.
+    pub row_l1_bound: Option<f64>,
+    /// Matrix: entry-change bound u > 0 (default 1).
+    pub entry_bound: Option<f64>,
+    /// Privacy budget; required unless `public` is true.
+    pub budget: Option<BudgetInput>,
+    /// Open or synthetic data: no budget, exact PCA and seeds allowed.
+    #[serde(default)]
+    pub public: bool,
+}
+
+/// A dataset's privacy budget state.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct BudgetView {
+    /// The budget as the owner stated it.
+    #[schema(value_type = Object)]
+    pub stated: serde_json::Value,
+    pub total: PrivacyAmount,
+    pub spent: PrivacyAmount,
+    pub remaining: PrivacyAmount,
+}
+
+/// A dataset's metadata and budget state. Never contains statistics of the data; the row
+/// count is shown only where it is public (`replace_one`, matrices, public datasets).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct DatasetView {
+    pub id: Uuid,
+    pub name: String,
+    #[schema(value_type = String)]
+    pub kind: Kind,
+    #[schema(value_type = String)]
+    pub relation: Relation,
+    pub row_norm_bound: Option<f64>,
+    pub row_l1_bound: Option<f64>,
+    pub entry_bound: Option<f64>,
+    pub public: bool,
+    /// `empty` (awaiting data), `ready`, or `deleted` (data gone, ledger kept).
+    pub status: String,
+    /// Number of features (records) or side of the matrix.
+    pub d: Option<i64>,
+    /// Number of records, when it is public.
+    pub n: Option<i64>,
+    /// Budget state; absent on public datasets, which carry no budget.
+    pub budget: Option<BudgetView>,
+    pub created_at: DateTime<Utc>,
+    pub deleted_at: Option<DateTime<Utc>>,
+}
+
+/// The δ used to display a dataset's ρ amounts as (ε, δ).
+pub fn display_delta(record: &DatasetRecord) -> f64 {
+    record.budget_stated.get("display_delta").and_then(|v| v.as_f64()).unwrap_or(DEFAULT_DISPLAY_DELTA)
+}
+
+impl From<&DatasetRecord> for DatasetView {
+    fn from(r: &DatasetRecord) -> Self {
+        let shown_delta = display_delta(r);
+        let budget = match (r.budget_rho_units, r.budget_delta_units) {
+            (Some(total_rho), Some(total_delta)) if !r.public => {
+                let amount = |rho: i64, delta: i64| {
+                    PrivacyAmount::new(from_units(rho, RHO_UNIT), from_units(delta, DELTA_UNIT), shown_delta)
+                };
+                let mut stated = r.budget_stated.clone();
+                if let Some(map) = stated.as_object_mut() {
+                    map.remove("display_delta");
+                }
+                Some(BudgetView {
+                    stated,
+                    total: amount(total_rho, total_delta),
+                    spent: amount(r.spent_rho_units, r.spent_delta_units),
+                    remaining: amount(total_rho - r.spent_rho_units, total_delta - r.spent_delta_units),
+                })
+            }
+            _ => None,
+        };
+        let n_public = crate::context::n_is_public(r);
+        DatasetView {
+            id: r.id,
+            name: r.name.clone(),
+            kind: r.kind,
+            relation: r.relation,
+            row_norm_bound: r.row_norm_bound,
+            row_l1_bound: r.row_l1_bound,
+            entry_bound: r.entry_bound,
+            public: r.public,
+            status: r.status.as_str().to_string(),
+            d: r.d,
+            n: if n_public { r.n } else { None },
+            budget,
+            created_at: r.created_at,
+            deleted_at: r.deleted_at,
+        }
+    }
+}
+
+fn positive(field: &str, value: Option<f64>) -> Result<Option<f64>, ApiError> {
+    match value {
+        Some(v) if !(v > 0.0 && v.is_finite()) => {
+            Err(ApiError::validation(field, format!("{field} must be a finite number > 0 (got {v})")))
+        }
+        other => Ok(other),
+    }
+}
+
+fn validate(body: CreateDataset) -> Result<NewDataset, ApiError> {
+    let name = body.name.trim().to_string();
+    if name.is_empty() || name.chars().count() > 200 {
+        return Err(ApiError::validation("name", "name must have 1 to 200 characters"));
+    }
+    let relation = body.relation.unwrap_or(match body.kind {
+        Kind::Records => Relation::ReplaceOne,
+        Kind::Matrix => Relation::Entry,
+    });
+    if !relation.fits(body.kind) {
+        return Err(ApiError::validation(
+            "relation",
+            format!(
+                "relation `{}` does not apply to {} datasets (records: replace_one | add_remove; matrix: entry)",
+                relation.as_str(),
+                body.kind.as_str()
+            ),
+        ));
+    }
+    let row_norm_bound = positive("row_norm_bound", body.row_norm_bound)?;
+    let row_l1_bound = positive("row_l1_bound", body.row_l1_bound)?;
+    let entry_bound = positive("entry_bound", body.entry_bound)?;
+    let (row_norm_bound, row_l1_bound, entry_bound) = match body.kind {
+        Kind::Records => {
+            if entry_bound.is_some() {
+                return Err(ApiError::validation("entry_bound", "entry_bound applies to matrix datasets only"));
+            }
+            let beta = row_norm_bound.ok_or_else(|| {
+                ApiError::validation("row_norm_bound", "records datasets need row_norm_bound (the L2 bound β)")
+            })?;
+            (Some(beta), row_l1_bound, None)
+        }
+        Kind::Matrix => {
+            if row_norm_bound.is_some() || row_l1_bound.is_some() {
+                return Err(ApiError::validation(
+                    "row_norm_bound",
+                    "row bounds apply to records datasets only; matrices use entry_bound",
+                ));
+            }
+            (None, None, Some(entry_bound.unwrap_or(1.0)))
+        }
+    };
+    let (budget_rho_units, budget_delta_units, budget_stated) = match (&body.budget, body.public) {
+        (Some(_), true) => {
+            return Err(ApiError::validation("budget", "public datasets carry no budget; omit it"));
+        }
+        (None, true) => (None, None, serde_json::json!({})),
+        (None, false) => {
+            return Err(ApiError::validation(
+                "budget",
+                "a private dataset needs a budget: {\"rho\": …} or {\"epsilon\": …, \"delta\": …}",
+            ));
+        }
+        (Some(input), false) => {
+            let parsed = input.parse()?;
+            let mut stated = serde_json::to_value(input).unwrap_or_default();
+            if let Some(map) = stated.as_object_mut() {
+                map.retain(|_, v| !v.is_null());
+                map.insert("display_delta".into(), parsed.display_delta.into());
+            }
+            (Some(parsed.rho_units), Some(parsed.delta_units), stated)
+        }
+    };
+    Ok(NewDataset {
+        name,
+        kind: body.kind,
+        relation,
+        row_norm_bound,
+        row_l1_bound,
+        entry_bound,
+        public: body.public,
+        budget_rho_units,
+        budget_delta_units,
+        budget_stated,
+    })
+}
+
+/// Create a dataset.
+#[utoipa::path(post, path = "/v1/datasets", tag = "datasets", request_body = CreateDataset,
+    security(("api_key" = [])),
+    responses((status = 201, body = DatasetView), (status = 422, body = ProblemDocument), (status = 401, body = ProblemDocument)))]
+pub async fn create(
+    State(state): State<AppState>,
+    auth: TenantAuth,
+    Json(body): Json<CreateDataset>,
+) -> Result<impl IntoResponse, ApiError> {
+    let new = validate(body)?;
+    let record = state.store.create_dataset(auth.tenant_id, new).await?;
+    let location = format!("/v1/datasets/{}", record.id);
+    Ok((StatusCode::CREATED, [(header::LOCATION, location)], Json(DatasetView::from(&record))))
+}
+
+/// List the tenant's datasets (deleted ones included, with status `deleted`).
+#[utoipa::path(get, path = "/v1/datasets", tag = "datasets", security(("api_key" = [])),
+    responses((status = 200, body = Vec<DatasetView>)))]
+pub async fn list(State(state): State<AppState>, auth: TenantAuth) -> Result<Json<Vec<DatasetView>>, ApiError> {
+    let records = state.store.list_datasets(auth.tenant_id).await?;
+    Ok(Json(records.iter().map(DatasetView::from).collect()))
+}
+
+pub(crate) async fn load_dataset(state: &AppState, tenant: Uuid, id: Uuid) -> Result<DatasetRecord, ApiError> {
+    state.store.get_dataset(tenant, id).await?.ok_or_else(|| ApiError::not_found("dataset", id))
+}
+
+/// A dataset's metadata and budget state.
+#[utoipa::path(get, path = "/v1/datasets/{id}", tag = "datasets", security(("api_key" = [])),
+    params(("id" = Uuid, Path, description = "dataset id")),
+    responses((status = 200, body = DatasetView), (status = 404, body = ProblemDocument)))]
+pub async fn get(
+    State(state): State<AppState>,
+    auth: TenantAuth,
+    Path(id): Path<Uuid>,
+) -> Result<Json<DatasetView>, ApiError> {
+    let record = load_dataset(&state, auth.tenant_id, id).await?;
+    Ok(Json(DatasetView::from(&record)))
+}
+
+/// Delete a dataset's data. The ledger is kept, queued jobs are cancelled and refunded, and the
+/// id is never reused.
+#[utoipa::path(delete, path = "/v1/datasets/{id}", tag = "datasets", security(("api_key" = [])),
+    params(("id" = Uuid, Path, description = "dataset id")),
+    responses((status = 200, body = DatasetView), (status = 404, body = ProblemDocument)))]
+pub async fn delete(
+    State(state): State<AppState>,
+    auth: TenantAuth,
+    Path(id): Path<Uuid>,
+) -> Result<Json<DatasetView>, ApiError> {
+    let record = state.store.delete_dataset(auth.tenant_id, id).await?.ok_or_else(|| ApiError::not_found("dataset", id))?;
+    Ok(Json(DatasetView::from(&record)))
+}
+
+/// One ledger entry.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct LedgerEntryView {
+    pub id: i64,
+    pub job_id: Option<Uuid>,
+    /// `charge` or `refund` (a job cancelled before it started).
+    pub entry: String,
+    pub algorithm: Option<String>,
+    pub rho: f64,
+    pub delta: f64,
+    pub created_at: DateTime<Utc>,
+}
+
+/// A dataset's ledger: every charge and refund, and the totals.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct LedgerView {
+    pub dataset_id: Uuid,
+    pub entries: Vec<LedgerEntryView>,
+    /// Budget totals (absent on public datasets).
+    pub budget: Option<BudgetView>,
+}
+
+impl From<&LedgerEntry> for LedgerEntryView {
+    fn from(e: &LedgerEntry) -> Self {
+        Self {
+            id: e.id,
+            job_id: e.job_id,
+            entry: match e.entry {
+                LedgerEntryKind::Charge => "charge".into(),
+                LedgerEntryKind::Refund => "refund".into(),
+            },
+            algorithm: e.algorithm.clone(),
+            rho: from_units(e.rho_units, RHO_UNIT),
+            delta: from_units(e.delta_units, DELTA_UNIT),
+            created_at: e.created_at,
+        }
+    }
+}
+
+/// Every charge against a dataset's budget.
+#[utoipa::path(get, path = "/v1/datasets/{id}/ledger", tag = "datasets", security(("api_key" = [])),
+    params(("id" = Uuid, Path, description = "dataset id")),
+    responses((status = 200, body = LedgerView), (status = 404, body = ProblemDocument)))]
+pub async fn ledger(
+    State(state): State<AppState>,
+    auth: TenantAuth,
+    Path(id): Path<Uuid>,
+) -> Result<Json<LedgerView>, ApiError> {
+    let record = load_dataset(&state, auth.tenant_id, id).await?;
+    let entries =
+        state.store.ledger(auth.tenant_id, id).await?.ok_or_else(|| ApiError::not_found("dataset", id))?;
+    Ok(Json(LedgerView {
+        dataset_id: id,
+        entries: entries.iter().map(LedgerEntryView::from).collect(),
+        budget: DatasetView::from(&record).budget,
+    }))
+}
+
+/// Removes a dataset id from the in-progress upload set when the upload ends.
+struct UploadGuard {
+    state: AppState,
+    id: Uuid,
+}
+
+impl Drop for UploadGuard {
+    fn drop(&mut self) {
+        if let Ok(mut set) = self.state.uploads.lock() {
+            set.remove(&self.id);
+        }
+    }
+}
+
+fn ingest_problem(e: IngestError) -> ApiError {
+    if matches!(e, IngestError::TooLarge { .. }) {
+        return ApiError::new(ProblemKind::PayloadTooLarge, e.to_string());
+    }
+    if e.is_client_error() {
+        ApiError::new(ProblemKind::Validation, format!("data rejected: {e}")).with_field("body")
+    } else {
+        ApiError::internal(e)
+    }
+}
+
+/// Upload the data, once. `text/csv` (header optional), `application/json` (array of rows) or
+/// `application/x-npy` (f64/f32, C order). Streamed and validated; records are clipped to the
+/// declared bounds. A symmetric matrix is checked for shape and symmetry.
+#[utoipa::path(put, path = "/v1/datasets/{id}/data", tag = "datasets", security(("api_key" = [])),
+    params(("id" = Uuid, Path, description = "dataset id")),
+    request_body(content = String, content_type = "text/csv", description = "CSV rows; also accepts application/json (array of rows) and application/x-npy"),
+    responses((status = 200, body = DatasetView), (status = 409, body = ProblemDocument),
+        (status = 413, body = ProblemDocument), (status = 415, body = ProblemDocument), (status = 422, body = ProblemDocument)))]
+pub async fn upload(
+    State(state): State<AppState>,
+    auth: TenantAuth,
+    Path(id): Path<Uuid>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Json<DatasetView>, ApiError> {
+    let record = load_dataset(&state, auth.tenant_id, id).await?;
+    match record.status {
+        DatasetStatus::Empty => {}
+        DatasetStatus::Ready => {
+            return Err(ApiError::conflict(
+                "this dataset already has data; datasets are immutable, create a new dataset to upload other data",
+            ));
+        }
+        DatasetStatus::Deleted => return Err(ApiError::conflict("this dataset has been deleted")),
+    }
+    let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let format = Format::from_content_type(content_type).ok_or_else(|| {
+        ApiError::new(
+            ProblemKind::UnsupportedMediaType,
+            format!("unsupported Content-Type `{content_type}`; use text/csv, application/json or application/x-npy"),
+        )
+    })?;
+    let limits = Limits {
+        max_bytes: state.config.max_upload_bytes,
+        max_rows: state.config.max_rows,
+        max_d: state.config.max_d,
+    };
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|len| len > limits.max_bytes) {
+        return Err(ApiError::new(
+            ProblemKind::PayloadTooLarge,
+            format!("upload is larger than the limit of {} bytes", limits.max_bytes),
+        ));
+    }
+    let shape = match record.kind {
+        Kind::Records => Shape::Records {
+            beta: record.row_norm_bound.ok_or_else(|| ApiError::internal("records dataset without row bound"))?,
+            alpha: record.row_l1_bound,
+        },
+        Kind::Matrix => Shape::SymmetricMatrix,
+    };
+    {
+        let mut uploads = state.uploads.lock().map_err(|_| ApiError::internal("upload set poisoned"))?;
+        if !uploads.insert(id) {
+            return Err(ApiError::conflict("an upload to this dataset is already in progress"));
+        }
+    }
+    let _guard = UploadGuard { state: state.clone(), id };
+
+    let temp = state.store.upload_temp_path(id);
+    let stream = body.into_data_stream().map_err(std::io::Error::other);
+    let reader = tokio_util::io::SyncIoBridge::new(tokio_util::io::StreamReader::new(stream));
+    let temp_for_task = temp.clone();
+    let outcome = tokio::task::spawn_blocking(move || -> Result<ingest::Ingested, IngestError> {
+        let file = std::fs::File::create(&temp_for_task).map_err(IngestError::Io)?;
+        let mut writer = std::io::BufWriter::with_capacity(1 << 20, file);
+        let ingested = ingest::ingest(reader, format, shape, &limits, &mut writer)?;
+        let file = writer.into_inner().map_err(|e| IngestError::Io(e.into_error()))?;
+        file.sync_all().map_err(IngestError::Io)?;
+        Ok(ingested)
+    })
+    .await
+    .map_err(ApiError::internal)?;
+    let ingested = match outcome {
+        Ok(ingested) => ingested,
+        Err(e) => {
+            let _ = tokio::fs::remove_file(&temp).await;
+            return Err(ingest_problem(e));
+        }
+    };
+    // The store moves the file into place and marks the dataset ready in one step (or removes
+    // the file when the dataset was deleted or filled meanwhile).
+    match state.store.attach_upload(auth.tenant_id, id, &temp, ingested.n, ingested.d).await? {
+        Some(record) => Ok(Json(DatasetView::from(&record))),
+        None => Err(ApiError::conflict("the dataset was deleted or filled during the upload")),
+    }
+}

@@ -1,0 +1,426 @@
+//! `/v1/jobs`: submit (atomic with the budget charge), status, result, cancel, list.
+
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use utoipa::{IntoParams, ToSchema};
+use uuid::Uuid;
+
+use super::auth::TenantAuth;
+use super::datasets::load_dataset;
+use crate::context::data_context;
+use super::error::{ApiError, Json, Path, ProblemDocument, ProblemKind, Query};
+use super::privacy_input::{DEFAULT_DISPLAY_DELTA, PrivacyAmount, PrivacyInput};
+use crate::algorithms::{self, ConfigError, DynAlgorithm};
+use crate::privacy::units::{DELTA_UNIT, RHO_UNIT, charge_units, from_units};
+use crate::state::AppState;
+use crate::store::{CancelOutcome, DatasetRecord, DatasetStatus, Idempotency, JobRecord, JobStatus, NewJob, SubmitOutcome};
+
+/// Submit a private PCA job.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SubmitJob {
+    pub dataset_id: Uuid,
+    /// Algorithm name, see `GET /v1/algorithms`.
+    pub algorithm: String,
+    /// Algorithm parameters (see its schema in `GET /v1/algorithms`); defaults fill the rest.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub params: serde_json::Value,
+    /// What the job may spend: `{"rho": …}` or `{"epsilon": …, "delta": …}`.
+    pub privacy: PrivacyInput,
+    /// Seed for reproducible experiments: public datasets only (refused on private ones).
+    pub seed: Option<u64>,
+}
+
+/// Progress of a running job: step `done` of `total` (e.g. power iteration l of L).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ProgressView {
+    pub done: i64,
+    pub total: i64,
+}
+
+/// A job.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct JobView {
+    pub id: Uuid,
+    pub dataset_id: Uuid,
+    pub algorithm: String,
+    /// `queued`, `running`, `succeeded`, `failed` or `cancelled`.
+    pub status: String,
+    /// Parameters as submitted.
+    #[schema(value_type = Object)]
+    pub params: serde_json::Value,
+    /// The full configuration that runs: defaults filled in, noise calibrated.
+    #[schema(value_type = Object)]
+    pub config: serde_json::Value,
+    /// Privacy as submitted.
+    #[schema(value_type = Object)]
+    pub privacy: serde_json::Value,
+    /// What the ledger charged for this job (refunded if it was cancelled before starting).
+    pub cost: PrivacyAmount,
+    pub progress: Option<ProgressView>,
+    /// Why the job failed, when it did.
+    pub error: Option<String>,
+    pub cancel_requested: bool,
+    pub seed: Option<u64>,
+    pub created_at: DateTime<Utc>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+    /// Milliseconds spent waiting in the queue.
+    pub queued_ms: Option<i64>,
+    /// Milliseconds spent running.
+    pub run_ms: Option<i64>,
+    /// Where the result is, once the job succeeded.
+    pub result_url: Option<String>,
+}
+
+fn job_view(state: &AppState, job: &JobRecord) -> JobView {
+    let display_delta = job.privacy.get("delta").and_then(|v| v.as_f64()).unwrap_or(DEFAULT_DISPLAY_DELTA);
+    let live = state.jobs.progress(job.id);
+    let progress = match (job.status, live) {
+        (JobStatus::Running, Some((done, total))) => Some(ProgressView { done: done.into(), total: total.into() }),
+        (JobStatus::Queued, _) => None,
+        _ if job.progress_total > 0 => Some(ProgressView { done: job.progress_done, total: job.progress_total }),
+        _ => None,
+    };
+    let queued_ms = job.started_at.map(|s| (s - job.created_at).num_milliseconds());
+    let run_ms = match (job.started_at, job.finished_at) {
+        (Some(s), Some(f)) => Some((f - s).num_milliseconds()),
+        (Some(s), None) => Some((Utc::now() - s).num_milliseconds()),
+        _ => None,
+    };
+    JobView {
+        id: job.id,
+        dataset_id: job.dataset_id,
+        algorithm: job.algorithm.clone(),
+        status: job.status.as_str().to_string(),
+        params: job.params.clone(),
+        config: job.config.clone(),
+        privacy: job.privacy.clone(),
+        cost: PrivacyAmount::new(
+            from_units(job.cost_rho_units, RHO_UNIT),
+            from_units(job.cost_delta_units, DELTA_UNIT),
+            display_delta,
+        ),
+        progress,
+        error: job.error.clone(),
+        cancel_requested: job.cancel_requested,
+        seed: job.seed,
+        created_at: job.created_at,
+        started_at: job.started_at,
+        finished_at: job.finished_at,
+        queued_ms,
+        run_ms,
+        result_url: (job.status == JobStatus::Succeeded).then(|| format!("/v1/jobs/{}/result", job.id)),
+    }
+}
+
+fn config_problem(e: ConfigError) -> ApiError {
+    match e {
+        ConfigError::Invalid { field, message } => ApiError::validation(field, message),
+        ConfigError::Unsupported(message) => ApiError::validation("algorithm", message),
+        ConfigError::PublicOnly(message) => ApiError::new(ProblemKind::Forbidden, message),
+    }
+}
+
+fn find_algorithm(name: &str) -> Result<&'static dyn DynAlgorithm, ApiError> {
+    algorithms::find(name).ok_or_else(|| {
+        let known: Vec<&str> = algorithms::registry().iter().map(|a| a.info().name).collect();
+        ApiError::validation("algorithm", format!("unknown algorithm `{name}`; known: {}", known.join(", ")))
+    })
+}
+
+fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
+    let Some(value) = headers.get("idempotency-key") else { return Ok(None) };
+    let key = value.to_str().map_err(|_| ApiError::validation("Idempotency-Key", "must be visible ASCII"))?;
+    if key.is_empty() || key.len() > 255 {
+        return Err(ApiError::validation("Idempotency-Key", "must have 1 to 255 characters"));
+    }
+    Ok(Some(key.to_string()))
+}
+
+/// Everything needed to price a job on a dataset, shared by submission and planning.
+pub(crate) struct Priced {
+    pub prepared: algorithms::Prepared,
+    pub rho_units: i64,
+    pub delta_units: i64,
+}
+
+pub(crate) fn price(
+    algorithm: &dyn DynAlgorithm,
+    dataset: &DatasetRecord,
+    params: serde_json::Value,
+    privacy: &PrivacyInput,
+) -> Result<Priced, ApiError> {
+    let target = privacy.parse("privacy")?;
+    let ctx = data_context(dataset).ok_or_else(|| ApiError::conflict("the dataset has no data yet"))?;
+    let prepared = algorithm.prepare(params, &ctx, &target).map_err(config_problem)?;
+    let cost = prepared.cost;
+    // Calibration is each algorithm's contract; a cost above the target is a bug, never charged silently.
+    let allowed_delta = target.delta.unwrap_or(0.0);
+    if !(cost.rho <= target.rho * (1.0 + 1e-9)) || !(cost.delta <= allowed_delta * (1.0 + 1e-9)) {
+        if cost.delta > allowed_delta {
+            return Err(ApiError::validation(
+                "privacy.delta",
+                format!("this algorithm spends δ = {:e}; give at least that as privacy.delta", cost.delta),
+            ));
+        }
+        return Err(ApiError::internal(format!(
+            "algorithm {} calibrated to cost {:?} above target {:?}",
+            algorithm.info().name,
+            cost,
+            target
+        )));
+    }
+    Ok(Priced {
+        rho_units: charge_units(cost.rho, RHO_UNIT),
+        delta_units: charge_units(cost.delta, DELTA_UNIT),
+        prepared,
+    })
+}
+
+fn require_ready(dataset: &DatasetRecord) -> Result<(), ApiError> {
+    match dataset.status {
+        DatasetStatus::Ready => Ok(()),
+        DatasetStatus::Empty => Err(ApiError::conflict("the dataset has no data yet; upload it first")),
+        DatasetStatus::Deleted => Err(ApiError::conflict("the dataset has been deleted")),
+    }
+}
+
+/// Submit a job. The privacy cost is computed from the parameters alone and charged in the same
+/// transaction that queues the job; over budget is a 409 naming remaining and requested ρ.
+/// An `Idempotency-Key` header makes retries safe: the same key and body return the same job.
+#[utoipa::path(post, path = "/v1/jobs", tag = "jobs", request_body = SubmitJob, security(("api_key" = [])),
+    params(("Idempotency-Key" = Option<String>, Header, description = "same key and body → same job, no new charge")),
+    responses((status = 202, body = JobView, headers(("Location" = String))),
+        (status = 403, body = ProblemDocument), (status = 404, body = ProblemDocument),
+        (status = 409, body = ProblemDocument), (status = 422, body = ProblemDocument), (status = 503, body = ProblemDocument)))]
+pub async fn submit(
+    State(state): State<AppState>,
+    auth: TenantAuth,
+    headers: HeaderMap,
+    Json(body): Json<SubmitJob>,
+) -> Result<Response, ApiError> {
+    let idempotency = idempotency_key(&headers)?;
+    let algorithm = find_algorithm(&body.algorithm)?;
+    let dataset = load_dataset(&state, auth.tenant_id, body.dataset_id).await?;
+    require_ready(&dataset)?;
+    if body.seed.is_some() && !dataset.public {
+        return Err(ApiError::validation(
+            "seed",
+            "seeds are accepted only on public datasets; private jobs draw noise from a fresh OS-seeded generator",
+        ));
+    }
+    let priced = price(algorithm, &dataset, body.params.clone(), &body.privacy)?;
+    let queued = state.store.job_counts().await?;
+    let queued = queued.iter().find(|(s, _)| *s == JobStatus::Queued).map_or(0, |(_, n)| *n);
+    if queued >= state.config.max_queue {
+        return Err(ApiError::new(ProblemKind::QueueFull, "the job queue is full; retry later").retry_after(10));
+    }
+    let request = serde_json::to_value(&body).map_err(ApiError::internal)?;
+    let idempotency = idempotency.map(|key| Idempotency { key, request_hash: hex::encode(Sha256::digest(request.to_string())) });
+    let privacy = serde_json::to_value(&body.privacy).map_err(ApiError::internal)?;
+    let new = NewJob {
+        dataset_id: dataset.id,
+        algorithm: body.algorithm.clone(),
+        params: body.params.clone(),
+        config: priced.prepared.config,
+        privacy: strip_nulls(privacy),
+        cost_rho_units: priced.rho_units,
+        cost_delta_units: priced.delta_units,
+        seed: body.seed,
+        idempotency,
+    };
+    let (job, replayed) = match state.store.submit_job(auth.tenant_id, new).await? {
+        SubmitOutcome::Created(job) => (job, false),
+        SubmitOutcome::Replayed(job) => (job, true),
+        SubmitOutcome::OverBudget { remaining_rho_units, requested_rho_units, remaining_delta_units, requested_delta_units } => {
+            state.metrics.budget_refusal();
+            let remaining_rho = from_units(remaining_rho_units, RHO_UNIT);
+            let requested_rho = from_units(requested_rho_units, RHO_UNIT);
+            let detail = if requested_rho_units > remaining_rho_units {
+                format!("dataset {} has ρ = {remaining_rho:e} left; this job needs ρ = {requested_rho:e}", dataset.id)
+            } else {
+                format!(
+                    "dataset {} has δ = {:e} left; this job needs δ = {:e}",
+                    dataset.id,
+                    from_units(remaining_delta_units, DELTA_UNIT),
+                    from_units(requested_delta_units, DELTA_UNIT)
+                )
+            };
+            return Err(ApiError::new(ProblemKind::OverBudget, detail)
+                .with("dataset_id", dataset.id.to_string())
+                .with("remaining_rho", remaining_rho)
+                .with("requested_rho", requested_rho)
+                .with("remaining_delta", from_units(remaining_delta_units, DELTA_UNIT))
+                .with("requested_delta", from_units(requested_delta_units, DELTA_UNIT)));
+        }
+        SubmitOutcome::IdempotencyMismatch => {
+            return Err(ApiError::new(
+                ProblemKind::IdempotencyMismatch,
+                "this Idempotency-Key was used with a different request body",
+            ));
+        }
+        SubmitOutcome::DatasetNotFound => return Err(ApiError::not_found("dataset", body.dataset_id)),
+        SubmitOutcome::DatasetNotReady(status) => {
+            return Err(ApiError::conflict(format!("the dataset is {}", status.as_str())));
+        }
+    };
+    if !replayed {
+        state.jobs.wake();
+    }
+    let location = format!("/v1/jobs/{}", job.id);
+    let mut response = (StatusCode::ACCEPTED, [(header::LOCATION, location)], Json(job_view(&state, &job))).into_response();
+    if replayed {
+        response.headers_mut().insert("idempotent-replayed", HeaderValue::from_static("true"));
+    }
+    Ok(response)
+}
+
+fn strip_nulls(mut value: serde_json::Value) -> serde_json::Value {
+    if let Some(map) = value.as_object_mut() {
+        map.retain(|_, v| !v.is_null());
+    }
+    value
+}
+
+async fn load_job(state: &AppState, tenant: Uuid, id: Uuid) -> Result<JobRecord, ApiError> {
+    state.store.get_job(tenant, id).await?.ok_or_else(|| ApiError::not_found("job", id))
+}
+
+/// A job's status, progress while running, cost and timings.
+#[utoipa::path(get, path = "/v1/jobs/{id}", tag = "jobs", security(("api_key" = [])),
+    params(("id" = Uuid, Path, description = "job id")),
+    responses((status = 200, body = JobView), (status = 404, body = ProblemDocument)))]
+pub async fn get(State(state): State<AppState>, auth: TenantAuth, Path(id): Path<Uuid>) -> Result<Json<JobView>, ApiError> {
+    let job = load_job(&state, auth.tenant_id, id).await?;
+    Ok(Json(job_view(&state, &job)))
+}
+
+/// Filter for the job list.
+#[derive(Debug, Deserialize, IntoParams)]
+pub struct JobFilter {
+    /// Only jobs on this dataset.
+    pub dataset_id: Option<Uuid>,
+}
+
+/// The tenant's jobs, newest first.
+#[utoipa::path(get, path = "/v1/jobs", tag = "jobs", security(("api_key" = [])), params(JobFilter),
+    responses((status = 200, body = Vec<JobView>)))]
+pub async fn list(
+    State(state): State<AppState>,
+    auth: TenantAuth,
+    Query(filter): Query<JobFilter>,
+) -> Result<Json<Vec<JobView>>, ApiError> {
+    let jobs = state.store.list_jobs(auth.tenant_id, filter.dataset_id).await?;
+    Ok(Json(jobs.iter().map(|j| job_view(&state, j)).collect()))
+}
+
+/// Cancel a job. Queued: cancelled and refunded (200). Running: cancellation requested, the
+/// charge stands because noise has been drawn (202). Finished: 409.
+#[utoipa::path(delete, path = "/v1/jobs/{id}", tag = "jobs", security(("api_key" = [])),
+    params(("id" = Uuid, Path, description = "job id")),
+    responses((status = 200, body = JobView), (status = 202, body = JobView),
+        (status = 404, body = ProblemDocument), (status = 409, body = ProblemDocument)))]
+pub async fn cancel(State(state): State<AppState>, auth: TenantAuth, Path(id): Path<Uuid>) -> Result<Response, ApiError> {
+    match state.store.cancel_job(auth.tenant_id, id).await? {
+        CancelOutcome::Refunded(job) => Ok((StatusCode::OK, Json(job_view(&state, &job))).into_response()),
+        CancelOutcome::CancelRequested(job) => {
+            state.jobs.request_cancel(job.id);
+            Ok((StatusCode::ACCEPTED, Json(job_view(&state, &job))).into_response())
+        }
+        CancelOutcome::AlreadyFinished(job) => {
+            Err(ApiError::conflict(format!("the job has already finished ({})", job.status.as_str())))
+        }
+        CancelOutcome::NotFound => Err(ApiError::not_found("job", id)),
+    }
+}
+
+/// The result of a succeeded job.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct JobResultView {
+    pub job_id: Uuid,
+    pub d: usize,
+    pub k: usize,
+    /// k columns of d numbers each: orthonormal, ordered by decreasing (noisy) importance.
+    pub basis: Vec<Vec<f64>>,
+    /// Private eigenvalue estimates (post-processing of DP releases), when the algorithm gives them.
+    pub eigenvalues: Option<Vec<f64>>,
+    pub cost: PrivacyAmount,
+}
+
+/// The d×k basis as `.npy` bytes (f64 little-endian, C order).
+pub fn npy_bytes(d: usize, k: usize, column_major: &[f64]) -> Vec<u8> {
+    let mut header = format!("{{'descr': '<f8', 'fortran_order': False, 'shape': ({d}, {k}), }}");
+    // Magic (6) + version (2) + header length (2) + header + '\n' is a multiple of 64.
+    let unpadded = 10 + header.len() + 1;
+    header.push_str(&" ".repeat((64 - unpadded % 64) % 64));
+    header.push('\n');
+    let mut out = Vec::with_capacity(10 + header.len() + 8 * d * k);
+    out.extend_from_slice(b"\x93NUMPY\x01\x00");
+    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    out.extend_from_slice(header.as_bytes());
+    for i in 0..d {
+        for j in 0..k {
+            out.extend_from_slice(&column_major[j * d + i].to_le_bytes());
+        }
+    }
+    out
+}
+
+fn wants_npy(headers: &HeaderMap) -> Result<bool, ApiError> {
+    let Some(accept) = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else { return Ok(false) };
+    let types: Vec<&str> = accept.split(',').map(|t| t.split(';').next().unwrap_or("").trim()).collect();
+    if types.iter().any(|t| *t == "application/x-npy" || *t == "application/octet-stream") {
+        return Ok(true);
+    }
+    if accept.trim().is_empty() || types.iter().any(|t| matches!(*t, "application/json" | "application/*" | "*/*")) {
+        return Ok(false);
+    }
+    Err(ApiError::new(ProblemKind::NotAcceptable, "results are available as application/json or application/x-npy"))
+}
+
+/// The basis of a succeeded job: JSON by default, `.npy` with `Accept: application/x-npy`.
+#[utoipa::path(get, path = "/v1/jobs/{id}/result", tag = "jobs", security(("api_key" = [])),
+    params(("id" = Uuid, Path, description = "job id")),
+    responses((status = 200, body = JobResultView, content_type = "application/json"),
+        (status = 200, description = "d×k f64 matrix", content_type = "application/x-npy"),
+        (status = 404, body = ProblemDocument), (status = 406, body = ProblemDocument), (status = 409, body = ProblemDocument)))]
+pub async fn result(
+    State(state): State<AppState>,
+    auth: TenantAuth,
+    Path(id): Path<Uuid>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let npy = wants_npy(&headers)?;
+    let job = load_job(&state, auth.tenant_id, id).await?;
+    match job.status {
+        JobStatus::Succeeded => {}
+        JobStatus::Failed => {
+            return Err(ApiError::conflict(format!(
+                "the job failed: {}",
+                job.error.as_deref().unwrap_or("no reason recorded")
+            )));
+        }
+        other => return Err(ApiError::conflict(format!("the job has no result: it is {}", other.as_str()))),
+    }
+    let result = state.store.job_result(auth.tenant_id, id).await?.ok_or_else(|| ApiError::internal("succeeded job without result"))?;
+    if npy {
+        let bytes = npy_bytes(result.d, result.k, &result.basis);
+        return Ok(([(header::CONTENT_TYPE, "application/x-npy")], bytes).into_response());
+    }
+    let view = job_view(&state, &job);
+    Ok(Json(JobResultView {
+        job_id: id,
+        d: result.d,
+        k: result.k,
+        basis: result.basis.chunks(result.d.max(1)).map(<[f64]>::to_vec).collect(),
+        eigenvalues: result.eigenvalues,
+        cost: view.cost,
+    })
+    .into_response())
+}

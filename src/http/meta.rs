@@ -1,0 +1,46 @@
+//! Open endpoints: health, readiness, metrics.
+
+use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::error::{ApiError, Json, ProblemDocument, ProblemKind};
+use crate::state::AppState;
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Health {
+    /// `ok`
+    pub status: &'static str,
+    pub version: &'static str,
+}
+
+/// Liveness: the process answers.
+#[utoipa::path(get, path = "/healthz", tag = "meta", responses((status = 200, body = Health)))]
+pub async fn healthz() -> Json<Health> {
+    Json(Health { status: "ok", version: env!("CARGO_PKG_VERSION") })
+}
+
+/// Readiness: the database answers and its migrations are applied.
+#[utoipa::path(get, path = "/readyz", tag = "meta",
+    responses((status = 200, body = Health), (status = 503, body = ProblemDocument)))]
+pub async fn readyz(State(state): State<AppState>) -> Result<Json<Health>, ApiError> {
+    state.store.ping().await.map_err(|e| {
+        tracing::warn!(error = %e, "readiness check failed");
+        ApiError::new(ProblemKind::Unavailable, "the database is not reachable")
+    })?;
+    Ok(Json(Health { status: "ok", version: env!("CARGO_PKG_VERSION") }))
+}
+
+/// Prometheus metrics in text format.
+#[utoipa::path(get, path = "/metrics", tag = "meta",
+    responses((status = 200, description = "Prometheus text exposition", content_type = "text/plain")))]
+pub async fn metrics(State(state): State<AppState>) -> Result<impl IntoResponse, ApiError> {
+    let counts = state.store.job_counts().await?;
+    let counts: Vec<(String, i64)> = counts.into_iter().map(|(s, n)| (s.as_str().to_string(), n)).collect();
+    Ok((
+        [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
+        state.metrics.render(&counts),
+    ))
+}

@@ -1,0 +1,92 @@
+//! The HTTP API: routes, handlers per resource, problem documents, OpenAPI.
+
+pub mod auth;
+pub mod catalog;
+pub mod datasets;
+pub mod error;
+pub mod jobs;
+pub mod meta;
+pub mod openapi;
+pub mod privacy_input;
+pub mod tenants;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Request};
+use axum::http::{StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use tower_http::timeout::TimeoutLayer;
+use tower_http::trace::TraceLayer;
+use utoipa::OpenApi;
+use utoipa_swagger_ui::SwaggerUi;
+
+use crate::state::AppState;
+use error::{ApiError, ProblemKind};
+
+/// The whole application as a router, so tests can drive it without a socket.
+pub fn router(state: AppState) -> Router {
+    let config = state.config.clone();
+    let api = Router::new()
+        .route("/v1/tenants", post(tenants::create))
+        .route("/v1/datasets", post(datasets::create).get(datasets::list))
+        .route("/v1/datasets/{id}", get(datasets::get).delete(datasets::delete))
+        .route("/v1/datasets/{id}/ledger", get(datasets::ledger))
+        .route("/v1/jobs", post(jobs::submit).get(jobs::list))
+        .route("/v1/jobs/{id}", get(jobs::get).delete(jobs::cancel))
+        .route("/v1/jobs/{id}/result", get(jobs::result))
+        .route("/v1/algorithms", get(catalog::list))
+        .route("/v1/privacy/plan", post(catalog::plan))
+        .route("/healthz", get(meta::healthz))
+        .route("/readyz", get(meta::readyz))
+        .route("/metrics", get(meta::metrics))
+        .layer(DefaultBodyLimit::max(config.max_body_bytes))
+        .layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, config.request_timeout()));
+    let uploads = Router::new()
+        .route("/v1/datasets/{id}/data", put(datasets::upload))
+        .layer(DefaultBodyLimit::disable())
+        .layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, config.upload_timeout()));
+    Router::new()
+        .merge(api)
+        .merge(uploads)
+        .merge(SwaggerUi::new("/docs").url("/openapi.json", openapi::ApiDoc::openapi()))
+        .fallback(|| async { ApiError::new(ProblemKind::NotFound, "no such route") })
+        .layer(middleware::from_fn(problem_for_bare_errors))
+        .layer(TraceLayer::new_for_http())
+        .with_state(state)
+}
+
+/// Error responses produced by the framework itself (405, 408 from the timeout layer, 413, ...)
+/// carry no body; give them a problem document like every other error.
+async fn problem_for_bare_errors(request: Request, next: Next) -> Response {
+    let response = next.run(request).await;
+    let status = response.status();
+    let bare = (status.is_client_error() || status.is_server_error())
+        && !response.headers().get(header::CONTENT_TYPE).is_some_and(|ct| {
+            ct.to_str().is_ok_and(|ct| ct.starts_with("application/problem+json"))
+        });
+    if !bare {
+        return response;
+    }
+    let kind = match status {
+        StatusCode::METHOD_NOT_ALLOWED => ProblemKind::MethodNotAllowed,
+        StatusCode::REQUEST_TIMEOUT => ProblemKind::Timeout,
+        StatusCode::PAYLOAD_TOO_LARGE => ProblemKind::PayloadTooLarge,
+        StatusCode::NOT_FOUND => ProblemKind::NotFound,
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => ProblemKind::UnsupportedMediaType,
+        s if s.is_server_error() => ProblemKind::Internal,
+        _ => ProblemKind::Malformed,
+    };
+    let detail = match kind {
+        ProblemKind::MethodNotAllowed => "this route does not accept that method".to_string(),
+        ProblemKind::Timeout => "the request took longer than the configured limit".to_string(),
+        ProblemKind::PayloadTooLarge => "the request body is larger than the configured limit".to_string(),
+        _ => status.canonical_reason().unwrap_or("error").to_string(),
+    };
+    let mut problem = ApiError::new(kind, detail).into_response();
+    *problem.status_mut() = status;
+    if let Some(allow) = response.headers().get(header::ALLOW) {
+        problem.headers_mut().insert(header::ALLOW, allow.clone());
+    }
+    problem
+}

@@ -1,0 +1,50 @@
+//! `/v1/tenants`: the admin creates tenants and their API keys.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use super::auth::AdminAuth;
+use super::error::{ApiError, Json, ProblemDocument};
+use crate::state::AppState;
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateTenant {
+    /// A name for people (1 to 200 characters).
+    pub name: String,
+}
+
+/// A new tenant. `api_key` is shown once: only its hash is stored.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TenantCreated {
+    pub id: Uuid,
+    pub name: String,
+    pub api_key: String,
+    pub created_at: DateTime<Utc>,
+}
+
+/// Create a tenant and its API key (admin key required).
+#[utoipa::path(post, path = "/v1/tenants", tag = "tenants", request_body = CreateTenant,
+    security(("admin_key" = [])),
+    responses((status = 201, body = TenantCreated), (status = 401, body = ProblemDocument),
+        (status = 403, body = ProblemDocument), (status = 422, body = ProblemDocument)))]
+pub async fn create(
+    State(state): State<AppState>,
+    _admin: AdminAuth,
+    Json(body): Json<CreateTenant>,
+) -> Result<impl IntoResponse, ApiError> {
+    let name = body.name.trim();
+    if name.is_empty() || name.chars().count() > 200 {
+        return Err(ApiError::validation("name", "name must have 1 to 200 characters"));
+    }
+    let (tenant, api_key) = state.store.create_tenant(name).await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(TenantCreated { id: tenant.id, name: tenant.name, api_key, created_at: tenant.created_at }),
+    ))
+}

@@ -1,0 +1,187 @@
+//! Per-row clipping of records (privacy.md §1):
+//! x ← x·min(1, β/‖x‖₂), then, if α is set, x ← x·min(1, α/‖x‖₁).
+//!
+//! The scale depends on the row alone and on public bounds, never on other rows, so it costs
+//! no privacy. Floating-point rounding is handled against the data: a computed norm of a
+//! d-vector can be below the exact one by a relative γ ≈ d·u (u = f64::EPSILON/2, Higham,
+//! *Accuracy and Stability of Numerical Algorithms*, §3.1), so rows are clipped to
+//! β·(1 − (d + 8)·ε) in computed norm. That makes the exact norm of the stored floats ≤ β,
+//! which is what the sensitivity arguments of the algorithms need. Rows already within that
+//! target are left bit-for-bit untouched.
+
+use super::IngestError;
+
+/// 2⁻⁶⁰⁰: a power of two, so multiplying by it is exact except for values that underflow.
+const TINY_POW2: f64 = f64::from_bits((1023 - 600) << 52);
+
+/// Validated clipping bounds of a records dataset.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RowClip {
+    beta: f64,
+    alpha: Option<f64>,
+}
+
+impl RowClip {
+    /// `beta` = `row_norm_bound` (L2), `alpha` = optional `row_l1_bound`; both must be finite
+    /// and > 0.
+    pub fn new(beta: f64, alpha: Option<f64>) -> Result<RowClip, IngestError> {
+        if !(beta > 0.0 && beta.is_finite()) {
+            return Err(IngestError::InvalidBounds(
+                "row_norm_bound must be finite and > 0",
+            ));
+        }
+        if let Some(a) = alpha
+            && !(a > 0.0 && a.is_finite())
+        {
+            return Err(IngestError::InvalidBounds("row_l1_bound must be finite and > 0"));
+        }
+        Ok(RowClip { beta, alpha })
+    }
+
+    /// Clips `row` in place. Its values must be finite (the caller has checked).
+    pub fn apply(&self, row: &mut [f64]) {
+        clip_to(row, self.beta, l2_norm);
+        if let Some(alpha) = self.alpha {
+            clip_to(row, alpha, l1_norm);
+        }
+    }
+}
+
+/// The relative safety margin for a d-vector: (d + 8)·ε covers the rounding of the norm
+/// (≤ (d/2 + 4)·ε, scaled path included) and of the scaling itself.
+fn margin(d: usize) -> f64 {
+    (d as f64 + 8.0) * f64::EPSILON
+}
+
+/// Scales `row` so that `norm(row) ≤ bound·(1 − margin)` if it is above that.
+fn clip_to(row: &mut [f64], bound: f64, norm: fn(&[f64]) -> f64) {
+    let target = bound * (1.0 - margin(row.len()));
+    let mut n = norm(row);
+    if n.is_infinite() {
+        // Only for norms beyond f64::MAX: bring the row into range exactly, then clip.
+        row.iter_mut().for_each(|v| *v *= TINY_POW2);
+        n = norm(row);
+    }
+    if n > target {
+        let s = target / n;
+        row.iter_mut().for_each(|v| *v *= s);
+    }
+}
+
+/// ‖x‖₂, without spurious overflow or underflow (the plain sum of squares when it is safe,
+/// the max-scaled form otherwise).
+fn l2_norm(x: &[f64]) -> f64 {
+    let s: f64 = x.iter().map(|v| v * v).sum();
+    if s.is_finite() && s >= f64::MIN_POSITIVE {
+        return s.sqrt();
+    }
+    let m = x.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    if m == 0.0 {
+        return 0.0;
+    }
+    let t: f64 = x.iter().map(|v| (v / m) * (v / m)).sum();
+    m * t.sqrt()
+}
+
+/// ‖x‖₁ (infinite only when the exact value exceeds f64::MAX).
+fn l1_norm(x: &[f64]) -> f64 {
+    x.iter().map(|v| v.abs()).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn clip(row: &[f64], beta: f64, alpha: Option<f64>) -> Vec<f64> {
+        let mut out = row.to_vec();
+        RowClip::new(beta, alpha).expect("valid bounds").apply(&mut out);
+        out
+    }
+
+    #[test]
+    fn tiny_pow2_is_two_to_the_minus_600() {
+        assert_eq!(TINY_POW2, 2f64.powi(-600));
+    }
+
+    #[test]
+    fn rows_within_the_bound_are_untouched() {
+        let row = [0.3, -0.4, 0.0];
+        assert_eq!(clip(&row, 1.0, None), row);
+        assert_eq!(clip(&row, 1.0, Some(0.8)), row);
+    }
+
+    #[test]
+    fn long_rows_are_scaled_onto_the_sphere() {
+        let out = clip(&[3.0, 4.0], 1.0, None);
+        assert!(l2_norm(&out) <= 1.0);
+        assert!(
+            (out[0] - 0.6).abs() < 1e-14 && (out[1] - 0.8).abs() < 1e-14,
+            "{out:?}"
+        );
+    }
+
+    #[test]
+    fn l1_clip_follows_the_l2_clip() {
+        // ‖(3,4)‖₂ = 5 → (0.6, 0.8), ‖·‖₁ = 1.4 > 1 → scaled by 1/1.4.
+        let out = clip(&[3.0, 4.0], 1.0, Some(1.0));
+        assert!(l1_norm(&out) <= 1.0 && l2_norm(&out) <= 1.0);
+        assert!((out[0] - 0.6 / 1.4).abs() < 1e-14, "{out:?}");
+        assert!(
+            (out[1] / out[0] - 4.0 / 3.0).abs() < 1e-14,
+            "direction kept: {out:?}"
+        );
+    }
+
+    #[test]
+    fn extreme_magnitudes_clip_to_the_bound_not_to_zero() {
+        for scale in [1e-300, 1e-160, 1e160, 1e300, f64::MAX] {
+            let row = [scale, -scale, scale / 2.0];
+            let out = clip(&row, 2.0, None);
+            let n = l2_norm(&out);
+            assert!(
+                n <= 2.0 && n > 2.0 * (1.0 - 1e-12) || l2_norm(&row) <= 2.0,
+                "{scale}: {out:?}"
+            );
+            assert!(out[0] > 0.0 && out[1] < 0.0, "signs kept at {scale}: {out:?}");
+        }
+    }
+
+    #[test]
+    fn bad_bounds_are_rejected() {
+        for beta in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            assert!(matches!(
+                RowClip::new(beta, None),
+                Err(IngestError::InvalidBounds(_))
+            ));
+            assert!(matches!(
+                RowClip::new(1.0, Some(beta)),
+                Err(IngestError::InvalidBounds(_))
+            ));
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn clipped_rows_respect_both_bounds(
+            row in prop::collection::vec(-1e6f64..1e6, 1..200),
+            exp in -20i32..20,
+            beta in 1e-3f64..1e3,
+            alpha_factor in 0.1f64..3.0,
+        ) {
+            let row: Vec<f64> = row.iter().map(|v| v * 10f64.powi(exp)).collect();
+            let alpha = beta * alpha_factor;
+            let out = clip(&row, beta, Some(alpha));
+            prop_assert!(l2_norm(&out) <= beta);
+            prop_assert!(l1_norm(&out) <= alpha);
+            // The same direction: out is a non-negative multiple of row.
+            let s = out.iter().zip(&row).filter(|(_, r)| **r != 0.0).map(|(o, r)| o / r).next();
+            if let Some(s) = s {
+                prop_assert!((0.0..=1.0).contains(&s));
+                for (o, r) in out.iter().zip(&row) {
+                    prop_assert!((o - s * r).abs() <= 4.0 * f64::EPSILON * (s * r).abs() + f64::MIN_POSITIVE);
+                }
+            }
+        }
+    }
+}

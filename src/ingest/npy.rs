@@ -1,0 +1,233 @@
+//! `.npy` uploads (NumPy format versions 1–3): a 2-D `float64` or `float32` array, little- or
+//! big-endian, in C order. The header is parsed by npyz; the data is decoded here in blocks
+//! of whole rows, so memory is O(d) beyond a fixed 1 MiB buffer.
+//!
+//! Fortran order is accepted where it cannot change the result: for symmetric matrices (the
+//! bytes then read as Aᵀ, and both the symmetry check and (A + Aᵀ)/2 are invariant under
+//! transposition) and for single rows or columns (same bytes either way). A Fortran-ordered
+//! records array would have to be held whole to be transposed, so it is refused with a hint.
+
+use std::io::{Read, Write};
+
+use npyz::{DType, Endianness, NpyHeader, Order, TypeChar};
+use py_literal::Value;
+
+use super::IngestError;
+use super::reader::{read_full, read_some};
+use super::sink::RowSink;
+
+/// Largest header accepted (NumPy itself refuses headers over 10 000 bytes by default).
+const MAX_HEADER: usize = 1 << 16;
+/// Deepest bracket nesting accepted in the header (a plain 2-D header has 1).
+const MAX_NESTING: usize = 8;
+/// Data is read in blocks of whole rows of about this many bytes.
+const BLOCK: usize = 1 << 20;
+
+/// Element encoding: f64 or f32, in either byte order.
+#[derive(Debug, Clone, Copy)]
+struct Element {
+    size: usize,
+    big_endian: bool,
+}
+
+impl Element {
+    fn decode(self, bytes: &[u8], row: &mut Vec<f64>) {
+        row.clear();
+        match (self.size, self.big_endian) {
+            (8, false) => row.extend(bytes.as_chunks::<8>().0.iter().map(|b| f64::from_le_bytes(*b))),
+            (8, true) => row.extend(bytes.as_chunks::<8>().0.iter().map(|b| f64::from_be_bytes(*b))),
+            (_, false) => row.extend(
+                bytes
+                    .as_chunks::<4>()
+                    .0
+                    .iter()
+                    .map(|b| f64::from(f32::from_le_bytes(*b))),
+            ),
+            (_, true) => row.extend(
+                bytes
+                    .as_chunks::<4>()
+                    .0
+                    .iter()
+                    .map(|b| f64::from(f32::from_be_bytes(*b))),
+            ),
+        }
+    }
+}
+
+/// Parses an `.npy` file from `input` into `sink`.
+pub(super) fn parse<W: Write>(input: &mut impl Read, sink: &mut RowSink<W>) -> Result<(), IngestError> {
+    let (header, header_len) = read_header(input)?;
+    let [rows, cols] = *header.shape() else {
+        return Err(IngestError::UnsupportedNpy(format!(
+            "expected a 2-D array (rows × columns), got {} dimensions; \
+             reshape a single row or column with x.reshape(1, -1) or x.reshape(-1, 1)",
+            header.shape().len()
+        )));
+    };
+    let element = element(&header.dtype())?;
+    let fortran = header.order() == Order::Fortran;
+    if fortran && !sink.is_matrix() && rows > 1 && cols > 1 {
+        return Err(IngestError::UnsupportedNpy(
+            "fortran_order=True is supported for symmetric matrices only; \
+             save the array with np.save(path, np.ascontiguousarray(x))"
+                .into(),
+        ));
+    }
+    sink.announce(rows, cols)?;
+    let data_bytes = (rows as u128) * (cols as u128) * (element.size as u128);
+    let max_bytes = sink.limits().max_bytes;
+    if header_len as u128 + data_bytes > max_bytes as u128 {
+        return Err(IngestError::TooLarge { max_bytes });
+    }
+    read_rows(input, sink, element, rows, cols as usize)?;
+    let mut probe = [0u8; 1];
+    if read_some(input, &mut probe)? != 0 {
+        return Err(IngestError::InvalidNpy("bytes follow the array data".into()));
+    }
+    Ok(())
+}
+
+/// Reads `rows` rows of `cols` elements in blocks and pushes them to the sink.
+fn read_rows<W: Write>(
+    input: &mut impl Read,
+    sink: &mut RowSink<W>,
+    element: Element,
+    rows: u64,
+    cols: usize,
+) -> Result<(), IngestError> {
+    let row_bytes = cols * element.size;
+    let block_rows = (BLOCK / row_bytes).max(1) as u64;
+    let mut block = vec![0u8; row_bytes * block_rows.min(rows) as usize];
+    let mut row = Vec::with_capacity(cols);
+    let mut done = 0u64;
+    while done < rows {
+        let take = block_rows.min(rows - done) as usize;
+        let bytes = &mut block[..take * row_bytes];
+        if !read_full(input, bytes)? {
+            return Err(IngestError::InvalidNpy(format!(
+                "the data ends early: the header declares {rows} × {cols} values (truncated upload?)"
+            )));
+        }
+        for chunk in bytes.chunks_exact(row_bytes) {
+            element.decode(chunk, &mut row);
+            sink.push(&mut row)?;
+        }
+        done += take as u64;
+    }
+    Ok(())
+}
+
+/// The supported element types: `<f8`, `>f8`, `<f4`, `>f4`.
+fn element(dtype: &DType) -> Result<Element, IngestError> {
+    let unsupported = || {
+        IngestError::UnsupportedNpy(format!(
+            "dtype {} is not supported; use float64 or float32 (x.astype(np.float64))",
+            dtype.descr()
+        ))
+    };
+    let DType::Plain(ts) = dtype else {
+        return Err(unsupported());
+    };
+    if ts.type_char() != TypeChar::Float || !matches!(ts.size_field(), 4 | 8) {
+        return Err(unsupported());
+    }
+    let big_endian = match ts.endianness() {
+        Endianness::Little => false,
+        Endianness::Big => true,
+        Endianness::Irrelevant => return Err(unsupported()),
+    };
+    Ok(Element {
+        size: ts.size_field() as usize,
+        big_endian,
+    })
+}
+
+/// Reads the magic, version, header length and header text, checks them, and lets npyz
+/// interpret the header. Returns the header and its total length in bytes.
+fn read_header(input: &mut impl Read) -> Result<(NpyHeader, usize), IngestError> {
+    let short = || IngestError::InvalidNpy("the file ends inside the header".into());
+    let mut prefix = vec![0u8; 10];
+    if !read_full(input, &mut prefix)? {
+        return Err(IngestError::InvalidNpy("too short to be an .npy file".into()));
+    }
+    if &prefix[..6] != b"\x93NUMPY" {
+        return Err(IngestError::InvalidNpy(
+            "not an .npy file (the \\x93NUMPY magic is missing)".into(),
+        ));
+    }
+    let text_len = match prefix[6] {
+        1 => u16::from_le_bytes([prefix[8], prefix[9]]) as usize,
+        2 | 3 => {
+            prefix.resize(12, 0);
+            if !read_full(input, &mut prefix[10..])? {
+                return Err(short());
+            }
+            u32::from_le_bytes([prefix[8], prefix[9], prefix[10], prefix[11]]) as usize
+        }
+        major => {
+            return Err(IngestError::UnsupportedNpy(format!(
+                "format version {major}.{}; versions 1.0 to 3.0 are supported",
+                prefix[7]
+            )));
+        }
+    };
+    if text_len > MAX_HEADER {
+        return Err(IngestError::UnsupportedNpy(format!(
+            "a header of {text_len} bytes (at most {MAX_HEADER} are accepted)"
+        )));
+    }
+    let mut text = vec![0u8; text_len];
+    if !read_full(input, &mut text)? {
+        return Err(short());
+    }
+    check_header_text(&text)?;
+    let total = prefix.len() + text.len();
+    let header = NpyHeader::from_reader(prefix.as_slice().chain(text.as_slice()))
+        .map_err(|e| IngestError::InvalidNpy(format!("unreadable header: {e}")))?;
+    Ok((header, total))
+}
+
+/// Guards npyz against headers it would mishandle: nesting deep enough to exhaust the stack
+/// of its recursive parser, and shapes whose element count overflows u64 (npyz multiplies
+/// the dimensions unchecked, which panics in debug builds).
+fn check_header_text(text: &[u8]) -> Result<(), IngestError> {
+    let mut depth = 0usize;
+    for b in text {
+        match b {
+            b'(' | b'[' | b'{' => depth += 1,
+            b')' | b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => continue,
+        }
+        if depth > MAX_NESTING {
+            return Err(IngestError::UnsupportedNpy("the header nests too deeply".into()));
+        }
+    }
+    let text = std::str::from_utf8(text)
+        .map_err(|_| IngestError::InvalidNpy("the header is not UTF-8 text".into()))?;
+    let Ok(Value::Dict(entries)) = text.trim_end().parse::<Value>() else {
+        return Ok(()); // Not a dict literal: npyz reports it.
+    };
+    let shape = entries
+        .iter()
+        .find(|(k, _)| k.as_string().is_some_and(|k| k == "shape"));
+    let Some((_, Value::Tuple(dims) | Value::List(dims))) = shape else {
+        return Ok(());
+    };
+    // npyz multiplies the dimensions in several orders; the product of the non-zero ones
+    // bounds every partial product.
+    let count = dims.iter().try_fold(1u64, |acc, dim| {
+        match dim.as_integer().map(|i| i.to_u64_digits()) {
+            Some((_, digits)) if digits.len() <= 1 => match digits.first() {
+                Some(&d) if d > 0 => acc.checked_mul(d),
+                _ => Some(acc),
+            },
+            _ => Some(acc), // Negative or beyond u64: npyz refuses it.
+        }
+    });
+    match count {
+        Some(_) => Ok(()),
+        None => Err(IngestError::InvalidNpy(
+            "the shape's element count overflows".into(),
+        )),
+    }
+}

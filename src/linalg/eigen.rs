@@ -1,0 +1,181 @@
+//! Symmetric eigendecomposition (exact PCA, utility metrics, spectral quantities).
+
+use faer::diag::DiagMut;
+use faer::dyn_stack::{MemBuffer, MemStack};
+use faer::linalg::evd::{self, ComputeEigenvectors};
+
+use super::error::{LinalgError, check_finite, check_square};
+use super::threads::{par_for, work};
+use super::view::{view, view_mut};
+use super::{Matrix, Vector};
+
+/// Symmetric eigendecomposition A = V·diag(λ)·Vᵀ.
+///
+/// Ordering: `values` are in decreasing order (λ₀ ≥ λ₁ ≥ …) and column j of `vectors` is the unit
+/// eigenvector of `values[j]`; `vectors` is orthogonal.
+#[derive(Debug, Clone)]
+pub struct SymEig {
+    pub values: Vector,
+    pub vectors: Matrix,
+}
+
+/// Eigendecomposition of the symmetric matrix `a`, sorted by decreasing eigenvalue.
+///
+/// Only the lower triangle of `a` is read. Errors on a non-square or non-finite matrix, or if the
+/// tridiagonal iteration does not converge.
+pub fn try_sym_eig(a: &Matrix) -> Result<SymEig, LinalgError> {
+    check_square(a)?;
+    check_finite(a)?;
+    let d = a.nrows();
+    let mut values = Vector::zeros(d);
+    let mut vectors = Matrix::zeros(d, d);
+    decompose(a, &mut values, Some(&mut vectors))?;
+    // faer returns nondecreasing eigenvalues: reverse values and columns together.
+    values.as_mut_slice().reverse();
+    for j in 0..d / 2 {
+        vectors.swap_columns(j, d - 1 - j);
+    }
+    Ok(SymEig { values, vectors })
+}
+
+/// Eigenvalues only of the symmetric matrix `a` (lower triangle read), decreasing. Several times
+/// cheaper than [`try_sym_eig`] when the eigenvectors are not needed.
+pub fn try_sym_eigenvalues(a: &Matrix) -> Result<Vector, LinalgError> {
+    check_square(a)?;
+    check_finite(a)?;
+    let mut values = Vector::zeros(a.nrows());
+    decompose(a, &mut values, None)?;
+    values.as_mut_slice().reverse();
+    Ok(values)
+}
+
+/// Eigendecomposition of the symmetric matrix `a` (only symmetric input is meaningful; the lower
+/// triangle is read), sorted by decreasing eigenvalue.
+///
+/// Infallible form of [`try_sym_eig`]: on a non-square or non-finite matrix, or without
+/// convergence, it returns NaN values and vectors (n×n with n = `a.nrows()`) so that the failure
+/// propagates to any finiteness check downstream. Code handling untrusted input should call
+/// [`try_sym_eig`] and report the typed error.
+pub fn sym_eig(a: &Matrix) -> SymEig {
+    try_sym_eig(a).unwrap_or_else(|_| {
+        let d = a.nrows();
+        SymEig {
+            values: Vector::from_element(d, f64::NAN),
+            vectors: Matrix::from_element(d, d, f64::NAN),
+        }
+    })
+}
+
+/// faer's self-adjoint EVD of `a` (square, finite) into `values` (nondecreasing) and `vectors`.
+fn decompose(a: &Matrix, values: &mut Vector, vectors: Option<&mut Matrix>) -> Result<(), LinalgError> {
+    let d = a.nrows();
+    if d == 0 {
+        return Ok(());
+    }
+    let par = par_for(work(d, d, d));
+    let compute = if vectors.is_some() {
+        ComputeEigenvectors::Yes
+    } else {
+        ComputeEigenvectors::No
+    };
+    let mut buffer = MemBuffer::new(evd::self_adjoint_evd_scratch::<f64>(
+        d,
+        compute,
+        par,
+        Default::default(),
+    ));
+    evd::self_adjoint_evd(
+        view(a),
+        DiagMut::from_slice_mut(values.as_mut_slice()),
+        vectors.map(view_mut),
+        par,
+        MemStack::new(&mut buffer),
+        Default::default(),
+    )
+    .map_err(|_| LinalgError::NoConvergence("symmetric eigendecomposition"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::linalg::testing::{
+        gaussian, is_decreasing, max_abs, max_diff, orthonormality_reference, with_spectrum,
+    };
+
+    /// Reconstruction, orthonormality and ordering, with tolerances c·d·ε·‖A‖.
+    fn check(a: &Matrix) -> SymEig {
+        let d = a.nrows();
+        let e = try_sym_eig(a).expect("finite square input");
+        assert_eq!((e.values.len(), e.vectors.shape()), (d, (d, d)));
+        assert!(is_decreasing(&e.values), "d={d}: not decreasing");
+        let tol = 20.0 * d as f64 * f64::EPSILON;
+        assert!(orthonormality_reference(&e.vectors) <= tol, "d={d}: VᵀV ≠ I");
+        let scale = max_abs(a).max(f64::MIN_POSITIVE) * d as f64;
+        let rebuilt = &e.vectors * Matrix::from_diagonal(&e.values) * e.vectors.transpose();
+        assert!(max_diff(&rebuilt, a) <= tol * scale, "d={d}: V·diag(λ)·Vᵀ ≠ A");
+        e
+    }
+
+    #[test]
+    fn recovers_a_known_spectrum_in_decreasing_order() {
+        for (s, &d) in [1usize, 2, 5, 33, 160].iter().enumerate() {
+            // Mixed signs, unsorted, with a repeated eigenvalue when d ≥ 3.
+            let spectrum: Vec<f64> = (0..d).map(|i| ((i * 7919) % d) as f64 - d as f64 / 3.0).collect();
+            let e = check(&with_spectrum(&spectrum, 200 + s as u64));
+            let mut want = spectrum.clone();
+            want.sort_by(|x, y| y.total_cmp(x));
+            let tol = 50.0 * d as f64 * f64::EPSILON * max_abs(&Matrix::from_column_slice(d, 1, &want));
+            for (got, want) in e.values.iter().zip(&want) {
+                assert!((got - want).abs() <= tol, "d={d}: {got} vs {want}");
+            }
+        }
+    }
+
+    #[test]
+    fn gram_matrices_decompose_and_match_eigenvalues_only() {
+        for (s, &(d, n)) in [(8, 3), (60, 200), (210, 300)].iter().enumerate() {
+            let x = gaussian(d, n, 300 + s as u64);
+            let a = &x * x.transpose();
+            let e = check(&a);
+            let values = try_sym_eigenvalues(&a).expect("finite square input");
+            let tol = 50.0 * d as f64 * f64::EPSILON * e.values[0];
+            assert!((&values - &e.values).amax() <= tol);
+            // Rank ≤ n: the trailing d − n eigenvalues are zero up to rounding.
+            for &v in e.values.iter().skip(n) {
+                assert!(v.abs() <= tol);
+            }
+        }
+    }
+
+    #[test]
+    fn only_the_lower_triangle_is_read() {
+        let a = with_spectrum(&[3.0, 1.0, -2.0, 0.5], 5);
+        let mut lower = a.clone();
+        lower[(0, 3)] = 1e6;
+        lower[(1, 2)] = -7.0;
+        let (e, f) = (sym_eig(&a), sym_eig(&lower));
+        assert!((&e.values - &f.values).amax() <= 1e-12);
+    }
+
+    #[test]
+    fn bad_input_is_a_typed_error_or_nan() {
+        assert_eq!(
+            try_sym_eig(&Matrix::zeros(2, 3)).err(),
+            Some(LinalgError::NotSquare { nrows: 2, ncols: 3 })
+        );
+        let mut a = Matrix::identity(3, 3);
+        a[(2, 1)] = f64::NAN;
+        assert_eq!(try_sym_eig(&a).err(), Some(LinalgError::NonFinite));
+        a[(2, 1)] = f64::INFINITY;
+        assert_eq!(try_sym_eigenvalues(&a).err(), Some(LinalgError::NonFinite));
+        let e = sym_eig(&a);
+        assert_eq!(e.vectors.shape(), (3, 3));
+        assert!(e.values.iter().chain(e.vectors.iter()).all(|x| x.is_nan()));
+    }
+
+    #[test]
+    fn empty_matrix_has_empty_decomposition() {
+        let e = try_sym_eig(&Matrix::zeros(0, 0)).expect("empty is fine");
+        assert_eq!((e.values.len(), e.vectors.shape()), (0, (0, 0)));
+    }
+}

@@ -1,0 +1,143 @@
+//! Thin singular value decomposition.
+
+use faer::diag::DiagMut;
+use faer::dyn_stack::{MemBuffer, MemStack};
+use faer::linalg::svd::{self, ComputeSvdVectors};
+
+use super::error::{LinalgError, check_finite};
+use super::threads::{par_for, work};
+use super::view::{view, view_mut};
+use super::{Matrix, Vector};
+
+/// Thin SVD `y = U diag(s) Vᵀ`, singular values in decreasing order.
+#[derive(Debug, Clone)]
+pub struct ThinSvd {
+    /// m×r left singular vectors.
+    pub u: Matrix,
+    /// r singular values, decreasing.
+    pub s: Vector,
+    /// n×r right singular vectors (V, not Vᵀ).
+    pub v: Matrix,
+}
+
+/// Thin SVD of `y` (m×n), r = min(m, n), singular values decreasing (faer's documented order,
+/// checked by the tests), columns of `u` and `v` in the same order.
+///
+/// Errors on a non-finite matrix or if the bidiagonal iteration does not converge.
+pub fn try_thin_svd(y: &Matrix) -> Result<ThinSvd, LinalgError> {
+    check_finite(y)?;
+    let (m, n) = y.shape();
+    let r = m.min(n);
+    let mut out = ThinSvd {
+        u: Matrix::zeros(m, r),
+        s: Vector::zeros(r),
+        v: Matrix::zeros(n, r),
+    };
+    if r == 0 {
+        return Ok(out);
+    }
+    let par = par_for(work(m, n, r));
+    let thin = ComputeSvdVectors::Thin;
+    let mut buffer = MemBuffer::new(svd::svd_scratch::<f64>(m, n, thin, thin, par, Default::default()));
+    svd::svd(
+        view(y),
+        DiagMut::from_slice_mut(out.s.as_mut_slice()),
+        Some(view_mut(&mut out.u)),
+        Some(view_mut(&mut out.v)),
+        par,
+        MemStack::new(&mut buffer),
+        Default::default(),
+    )
+    .map_err(|_| LinalgError::NoConvergence("singular value decomposition"))?;
+    Ok(out)
+}
+
+/// Thin SVD of `y` (m×n), r = min(m, n).
+///
+/// Infallible form of [`try_thin_svd`]: on a non-finite matrix or without convergence it returns
+/// NaN factors of the right shapes, so that the failure propagates to any finiteness check
+/// downstream. Code handling untrusted input should call [`try_thin_svd`].
+pub fn thin_svd(y: &Matrix) -> ThinSvd {
+    try_thin_svd(y).unwrap_or_else(|_| {
+        let (m, n) = y.shape();
+        let r = m.min(n);
+        ThinSvd {
+            u: Matrix::from_element(m, r, f64::NAN),
+            s: Vector::from_element(r, f64::NAN),
+            v: Matrix::from_element(n, r, f64::NAN),
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::linalg::testing::{gaussian, is_decreasing, max_abs, max_diff, orthonormality_reference};
+
+    fn check(y: &Matrix) {
+        let (m, n) = y.shape();
+        let r = m.min(n);
+        let f = try_thin_svd(y).expect("finite input");
+        assert_eq!((f.u.shape(), f.s.len(), f.v.shape()), ((m, r), r, (n, r)));
+        assert!(
+            is_decreasing(&f.s) && f.s.iter().all(|&x| x >= 0.0),
+            "{m}×{n}: order"
+        );
+        let tol = 20.0 * m.max(n) as f64 * f64::EPSILON;
+        assert!(orthonormality_reference(&f.u) <= tol, "{m}×{n}: UᵀU ≠ I");
+        assert!(orthonormality_reference(&f.v) <= tol, "{m}×{n}: VᵀV ≠ I");
+        let rebuilt = &f.u * Matrix::from_diagonal(&f.s) * f.v.transpose();
+        let scale = max_abs(y).max(f64::MIN_POSITIVE) * r as f64;
+        assert!(max_diff(&rebuilt, y) <= tol * scale, "{m}×{n}: U·diag(s)·Vᵀ ≠ Y");
+        // Same singular values as nalgebra's independent implementation.
+        let mut want: Vec<f64> = y.clone().singular_values().iter().copied().collect();
+        want.sort_by(|a, b| b.total_cmp(a));
+        for (got, want) in f.s.iter().zip(&want) {
+            assert!(
+                (got - want).abs() <= tol * want.max(f.s[0]),
+                "{m}×{n}: {got} vs {want}"
+            );
+        }
+    }
+
+    #[test]
+    fn thin_svd_reconstructs_with_decreasing_singular_values() {
+        let shapes = [
+            (1, 1),
+            (1, 6),
+            (6, 1),
+            (9, 9),
+            (60, 8),
+            (8, 60),
+            (150, 130),
+            (40, 170),
+        ];
+        for (s, &(m, n)) in shapes.iter().enumerate() {
+            check(&gaussian(m, n, 400 + s as u64));
+        }
+    }
+
+    #[test]
+    fn rank_deficient_input_has_zero_tail() {
+        let y = gaussian(40, 3, 1) * gaussian(3, 30, 2);
+        check(&y);
+        let f = thin_svd(&y);
+        assert!(f.s.iter().skip(3).all(|&x| x <= 1e-12 * f.s[0]));
+    }
+
+    #[test]
+    fn bad_input_is_a_typed_error_or_nan() {
+        let mut y = gaussian(4, 3, 9);
+        y[(3, 2)] = f64::NEG_INFINITY;
+        assert_eq!(try_thin_svd(&y).err(), Some(LinalgError::NonFinite));
+        let f = thin_svd(&y);
+        assert_eq!((f.u.shape(), f.s.len(), f.v.shape()), ((4, 3), 3, (3, 3)));
+        assert!(f.s.iter().all(|x| x.is_nan()));
+    }
+
+    #[test]
+    fn empty_shapes_give_empty_factors() {
+        let f = thin_svd(&Matrix::zeros(0, 5));
+        assert_eq!((f.u.shape(), f.s.len(), f.v.shape()), ((0, 0), 0, (5, 0)));
+    }
+}

@@ -1,0 +1,76 @@
+//! One rayon pool for every kernel, and the rule that keeps small problems sequential.
+//!
+//! All kernels draw their threads from rayon's global pool, so concurrent jobs share the machine
+//! instead of each spawning its own workers. [`init_threads`] sizes that pool; it must run at
+//! start-up, before the first kernel (any rayon use builds the global pool with one thread per
+//! logical core, after which the size can no longer change).
+
+use std::sync::Once;
+
+use faer::Par;
+
+/// Work (in multiply-adds) below which a kernel runs sequentially: under it, waking the pool
+/// costs more than it saves. Measured on the 2-core reference machine (see
+/// `docs/performance-linalg.md`): faer's square matmul gains from a second thread from n ≈ 128
+/// (2·10⁶ multiply-adds) up; at n = 64 (2.6·10⁵) the parallel run is slower than the sequential one.
+pub const PARALLEL_MIN_WORK: usize = 1 << 21;
+
+static INIT: Once = Once::new();
+
+/// Builds rayon's global pool with `n` worker threads (`0`: one per logical core).
+///
+/// Idempotent: only the first call has an effect, later calls (with any `n`) do nothing. If the
+/// global pool already exists because rayon was used before this call, that pool is kept.
+pub fn init_threads(n: usize) {
+    INIT.call_once(|| {
+        let built = rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .thread_name(|i| format!("linalg-{i}"))
+            .build_global();
+        // An error only means the global pool was built earlier; it stays in use.
+        drop(built);
+    });
+}
+
+/// Parallelism over the global pool with all of its threads (`Par::Seq` when it has one).
+pub fn par() -> Par {
+    match rayon::current_num_threads() {
+        0 | 1 => Par::Seq,
+        n => Par::rayon(n),
+    }
+}
+
+/// [`par`] for a kernel doing `work` multiply-adds, or `Par::Seq` below [`PARALLEL_MIN_WORK`].
+pub fn par_for(work: usize) -> Par {
+    if work < PARALLEL_MIN_WORK { Par::Seq } else { par() }
+}
+
+/// `a·b·c` without overflow (saturates), for work estimates.
+pub(crate) fn work(a: usize, b: usize, c: usize) -> usize {
+    a.saturating_mul(b).saturating_mul(c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn init_threads_is_idempotent_and_par_follows_the_pool() {
+        init_threads(2);
+        let first = rayon::current_num_threads();
+        init_threads(7);
+        assert_eq!(rayon::current_num_threads(), first);
+        match par() {
+            Par::Seq => assert_eq!(first, 1),
+            Par::Rayon(n) => assert_eq!(n.get(), first),
+        }
+    }
+
+    #[test]
+    fn small_work_runs_sequentially() {
+        assert_eq!(par_for(0), Par::Seq);
+        assert_eq!(par_for(PARALLEL_MIN_WORK - 1), Par::Seq);
+        assert_eq!(par_for(PARALLEL_MIN_WORK), par());
+        assert_eq!(work(usize::MAX, 2, 3), usize::MAX);
+    }
+}

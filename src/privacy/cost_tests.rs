@@ -1,0 +1,193 @@
+//! Tests of the privacy quantities and of cost arithmetic, with hand-worked numbers.
+
+use super::*;
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 4.0 * f64::EPSILON * b.abs()
+}
+
+#[test]
+fn gaussian_cost_is_sensitivity_squared_over_twice_the_variance() {
+    // Δ = 1, s = 1: ρ = 1/2. Δ = 2, s = 4: ρ = 4/32 = 0.125. Δ = 0.3, s = 0.1: ρ = 9/2 = 4.5.
+    assert_eq!(Cost::gaussian(1.0, 1.0), Cost { rho: 0.5, delta: 0.0 });
+    assert_eq!(Cost::gaussian(2.0, 4.0).rho, 0.125);
+    assert!(close(Cost::gaussian(0.3, 0.1).rho, 4.5));
+    // Inverse of s = Δ/sqrt(2ρ): Δ = 1, ρ = 0.02 gives s = 5, and back.
+    assert!(close(Cost::gaussian(1.0, 5.0).rho, 0.02));
+    // No spurious overflow of Δ² or underflow of s².
+    assert!(close(Cost::gaussian(1e200, 1e200).rho, 0.5));
+    assert!(close(Cost::gaussian(1e-200, 1e-200).rho, 0.5));
+}
+
+#[test]
+fn gaussian_cost_of_degenerate_parameters_is_conservative() {
+    assert_eq!(Cost::gaussian(0.0, 1.0).rho, 0.0);
+    assert_eq!(Cost::gaussian(0.0, 0.0).rho, 0.0);
+    assert_eq!(Cost::gaussian(0.0, f64::NAN).rho, f64::INFINITY);
+    assert_eq!(Cost::gaussian(1.0, f64::INFINITY).rho, 0.0);
+    for (sensitivity, sd) in [
+        (1.0, 0.0),
+        (1.0, -1.0),
+        (1.0, f64::NAN),
+        (f64::NAN, 1.0),
+        (-1.0, 1.0),
+        (f64::INFINITY, 1.0),
+        (1.0, 1e-300),
+    ] {
+        assert_eq!(
+            Cost::gaussian(sensitivity, sd).rho,
+            f64::INFINITY,
+            "Δ = {sensitivity}, s = {sd}"
+        );
+    }
+}
+
+#[test]
+fn pure_and_approximate_costs() {
+    // ε = 1 → ρ = 0.5; ε = 0.2 → ρ = 0.02; ε = 3 → ρ = 4.5.
+    assert_eq!(Cost::pure(1.0), Cost { rho: 0.5, delta: 0.0 });
+    assert!(close(Cost::pure(0.2).rho, 0.02));
+    assert_eq!(
+        Cost::approximate(3.0, 1e-6),
+        Cost {
+            rho: 4.5,
+            delta: 1e-6
+        }
+    );
+    assert_eq!(Cost::pure(0.0), Cost::ZERO);
+    assert_eq!(Cost::pure(-1.0).rho, f64::INFINITY);
+    assert_eq!(Cost::pure(f64::NAN).rho, f64::INFINITY);
+    assert_eq!(Cost::approximate(1.0, f64::NAN).delta, f64::INFINITY);
+    assert_eq!(Cost::approximate(1.0, -1e-9).delta, f64::INFINITY);
+    assert_eq!(Cost::approximate(f64::NAN, 1e-9).rho, f64::INFINITY);
+}
+
+#[test]
+fn sequential_composition_adds() {
+    // 0.5 + 0.125 + 4.5 = 5.125 (all exact in binary); δ: 1e-6 + 0 + 2e-6.
+    let a = Cost::gaussian(1.0, 1.0);
+    let b = Cost::gaussian(2.0, 4.0);
+    let c = Cost::approximate(3.0, 2e-6);
+    let total = a.then(b).then(Cost::approximate(0.0, 1e-6)).then(c);
+    assert_eq!(total.rho, 5.125);
+    assert!(close(total.delta, 3e-6));
+    assert_eq!(Cost::sum([a, b, c]), a.then(b).then(c));
+    assert_eq!(Cost::sum([]), Cost::ZERO);
+    // k iterations of the same Gaussian release cost k·ρ.
+    assert_eq!(Cost::sum(std::iter::repeat_n(b, 8)).rho, 1.0);
+}
+
+#[test]
+fn parallel_composition_takes_the_maximum() {
+    let a = Cost {
+        rho: 0.5,
+        delta: 1e-6,
+    };
+    let b = Cost {
+        rho: 0.25,
+        delta: 1e-5,
+    };
+    assert_eq!(
+        a.parallel(b),
+        Cost {
+            rho: 0.5,
+            delta: 1e-5
+        }
+    );
+    assert_eq!(b.parallel(a), a.parallel(b));
+    assert_eq!(a.parallel(Cost::ZERO), a);
+    // A NaN part must not vanish from the maximum.
+    assert!(
+        a.parallel(Cost {
+            rho: f64::NAN,
+            delta: 0.0
+        })
+        .rho
+        .is_nan()
+    );
+    assert!(
+        Cost {
+            rho: 0.0,
+            delta: f64::NAN
+        }
+        .parallel(a)
+        .delta
+        .is_nan()
+    );
+}
+
+#[test]
+fn check_accepts_ledger_amounts_only() {
+    assert_eq!(Cost::ZERO.check(), Ok(Cost::ZERO));
+    assert!(Cost { rho: 1e6, delta: 0.5 }.check().is_ok());
+    for bad in [
+        Cost {
+            rho: f64::NAN,
+            delta: 0.0,
+        },
+        Cost {
+            rho: f64::INFINITY,
+            delta: 0.0,
+        },
+        Cost {
+            rho: -1.0,
+            delta: 0.0,
+        },
+        Cost { rho: 2e6, delta: 0.0 },
+        Cost { rho: 1.0, delta: 1.0 },
+        Cost {
+            rho: 1.0,
+            delta: f64::NAN,
+        },
+        Cost::gaussian(1.0, 0.0),
+    ] {
+        assert!(bad.check().is_err(), "{bad:?}");
+    }
+}
+
+#[test]
+fn constructors_reject_out_of_range_values() {
+    for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 0.0, -0.0, -1.0] {
+        assert!(matches!(Rho::new(bad), Err(PrivacyError::Rho(_))), "ρ = {bad}");
+        assert!(
+            matches!(Epsilon::new(bad), Err(PrivacyError::Epsilon(_))),
+            "ε = {bad}"
+        );
+        assert!(
+            matches!(Delta::new(bad), Err(PrivacyError::Delta(_))),
+            "δ = {bad}"
+        );
+    }
+    for bad in [1.0, 1.5, f64::INFINITY] {
+        assert!(Delta::new(bad).is_err(), "δ = {bad}");
+    }
+    assert_eq!(Rho::new(0.5).map(Rho::get), Ok(0.5));
+    assert_eq!(Epsilon::new(1e-300).map(Epsilon::get), Ok(1e-300));
+    assert_eq!(Delta::new(1e-300).map(Delta::get), Ok(1e-300));
+    assert_eq!(
+        Delta::new(1.0_f64.next_down()).map(Delta::get),
+        Ok(1.0_f64.next_down())
+    );
+    assert_eq!(
+        Rho::new(f64::NAN).expect_err("NaN").to_string(),
+        "rho must be a finite number > 0 (got NaN)"
+    );
+}
+
+#[test]
+fn targets_from_epsilon_delta_convert_once() {
+    let eps = Epsilon::new(1.0).expect("valid");
+    let delta = Delta::new(1e-5).expect("valid");
+    let target = PrivacyTarget::from_epsilon_delta(eps, delta);
+    // ε = 1, δ = 1e-5 → ρ = 0.020819938339535461 (see convert_tests.rs).
+    assert!((target.rho - 0.020_819_938_339_535_461).abs() < 1e-15);
+    assert_eq!(target.delta, Some(1e-5));
+    let rho = Rho::new(0.3).expect("valid");
+    assert_eq!(
+        PrivacyTarget::from_rho(rho, None),
+        PrivacyTarget {
+            rho: 0.3,
+            delta: None
+        }
+    );
+}

@@ -1,0 +1,293 @@
+//! The job runner: claims queued jobs from the store, runs the maths on blocking threads with
+//! bounded concurrency, reports progress, honours cancellation and time limits, and records
+//! the outcome. A job is claimed (queued → running) before any noise is drawn, so its charge is
+//! final from then on; a job left running by a crash is failed at the next start, never re-run.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha20Rng;
+use tokio::sync::{Notify, Semaphore};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::algorithms::{self, Cancelled, DataInput, RunEnv, RunError};
+use crate::context::data_context;
+use crate::dataset::Kind;
+use crate::ingest;
+use crate::linalg::subspace::orthonormality_error;
+use crate::state::AppState;
+use crate::store::{DatasetStatus, JobRecord, JobResult};
+
+/// Why a running job was asked to stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+enum StopReason {
+    None = 0,
+    User = 1,
+    Timeout = 2,
+    Shutdown = 3,
+}
+
+/// Live state of a running job, shared between the worker and the HTTP handlers.
+#[derive(Debug, Default)]
+pub struct RunningJob {
+    done: AtomicU32,
+    total: AtomicU32,
+    stop: AtomicBool,
+    reason: AtomicU8,
+}
+
+impl RunningJob {
+    fn request_stop(&self, reason: StopReason) {
+        // The first reason wins.
+        let _ = self.reason.compare_exchange(0, reason as u8, Ordering::SeqCst, Ordering::SeqCst);
+        self.stop.store(true, Ordering::SeqCst);
+    }
+
+    fn reason(&self) -> StopReason {
+        match self.reason.load(Ordering::SeqCst) {
+            1 => StopReason::User,
+            2 => StopReason::Timeout,
+            3 => StopReason::Shutdown,
+            _ => StopReason::None,
+        }
+    }
+}
+
+/// Registry of the jobs running in this process, and the runner's wake-up signal.
+#[derive(Debug, Default)]
+pub struct JobControl {
+    running: Mutex<HashMap<Uuid, Arc<RunningJob>>>,
+    wake: Notify,
+}
+
+impl JobControl {
+    /// Tell the runner a job was queued.
+    pub fn wake(&self) {
+        self.wake.notify_one();
+    }
+
+    /// Live progress (done, total) of a job running in this process.
+    pub fn progress(&self, id: Uuid) -> Option<(u32, u32)> {
+        let running = self.running.lock().ok()?;
+        let job = running.get(&id)?;
+        Some((job.done.load(Ordering::Relaxed), job.total.load(Ordering::Relaxed)))
+    }
+
+    /// Ask a running job to stop at its next progress report.
+    pub fn request_cancel(&self, id: Uuid) {
+        if let Some(job) = self.running.lock().ok().and_then(|r| r.get(&id).cloned()) {
+            job.request_stop(StopReason::User);
+        }
+    }
+
+    pub fn running_count(&self) -> usize {
+        self.running.lock().map(|r| r.len()).unwrap_or(0)
+    }
+
+    fn register(&self, id: Uuid) -> Arc<RunningJob> {
+        let job = Arc::new(RunningJob::default());
+        if let Ok(mut running) = self.running.lock() {
+            running.insert(id, job.clone());
+        }
+        job
+    }
+
+    fn unregister(&self, id: Uuid) {
+        if let Ok(mut running) = self.running.lock() {
+            running.remove(&id);
+        }
+    }
+
+    fn stop_all(&self, reason: StopReason) {
+        if let Ok(running) = self.running.lock() {
+            for job in running.values() {
+                job.request_stop(reason);
+            }
+        }
+    }
+}
+
+/// Runs until `shutdown` is cancelled, then lets running jobs finish within the grace period
+/// and stops the rest (they fail with their charge kept).
+pub async fn run(state: AppState, shutdown: CancellationToken) {
+    let permits = Arc::new(Semaphore::new(state.config.workers.max(1)));
+    let mut tasks = JoinSet::new();
+    loop {
+        while tasks.try_join_next().is_some() {}
+        let permit = tokio::select! {
+            permit = permits.clone().acquire_owned() => match permit { Ok(p) => p, Err(_) => break },
+            _ = shutdown.cancelled() => break,
+        };
+        match state.store.claim_next_job().await {
+            Ok(Some(job)) => {
+                let state = state.clone();
+                tasks.spawn(async move {
+                    run_one(&state, job).await;
+                    drop(permit);
+                });
+            }
+            Ok(None) => {
+                drop(permit);
+                tokio::select! {
+                    _ = state.jobs.wake.notified() => {}
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                    _ = shutdown.cancelled() => break,
+                }
+            }
+            Err(e) => {
+                drop(permit);
+                tracing::error!(error = %e, "could not claim a job");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    }
+    let grace = state.config.shutdown_grace();
+    let drained = tokio::time::timeout(grace, async { while tasks.join_next().await.is_some() {} }).await;
+    if drained.is_err() {
+        tracing::warn!(running = state.jobs.running_count(), "stopping jobs still running after the grace period");
+        state.jobs.stop_all(StopReason::Shutdown);
+        while tasks.join_next().await.is_some() {}
+    }
+}
+
+/// How a job ended without a result.
+enum Failure {
+    Stopped,
+    Failed(String),
+}
+
+async fn run_one(state: &AppState, job: JobRecord) {
+    let control = state.jobs.register(job.id);
+    let started = Instant::now();
+    tracing::info!(job = %job.id, algorithm = %job.algorithm, "job started");
+    let outcome = execute(state, &job, control.clone()).await;
+    let seconds = started.elapsed().as_secs_f64();
+    let recorded = match outcome {
+        Ok(result) => {
+            state.metrics.job_finished("succeeded", seconds);
+            state.store.complete_job(job.id, &result).await
+        }
+        Err(Failure::Stopped) => match control.reason() {
+            StopReason::User | StopReason::None => {
+                state.metrics.job_finished("cancelled", seconds);
+                state.store.mark_cancelled(job.id).await
+            }
+            StopReason::Timeout => {
+                state.metrics.job_finished("failed", seconds);
+                let reason = format!(
+                    "the job exceeded the time limit of {} s; its privacy charge is kept",
+                    state.config.job_timeout_secs
+                );
+                state.store.fail_job(job.id, &reason).await
+            }
+            StopReason::Shutdown => {
+                state.metrics.job_finished("failed", seconds);
+                state.store.fail_job(job.id, "stopped by a service shutdown; its privacy charge is kept").await
+            }
+        },
+        Err(Failure::Failed(reason)) => {
+            state.metrics.job_finished("failed", seconds);
+            state.store.fail_job(job.id, &reason).await
+        }
+    };
+    if let Err(e) = recorded {
+        tracing::error!(job = %job.id, error = %e, "could not record the job's outcome");
+    }
+    tracing::info!(job = %job.id, seconds, "job finished");
+    state.jobs.unregister(job.id);
+}
+
+async fn execute(state: &AppState, job: &JobRecord, control: Arc<RunningJob>) -> Result<JobResult, Failure> {
+    let store_error = |e: crate::store::StoreError| {
+        tracing::error!(job = %job.id, error = %e, "store error while starting a job");
+        Failure::Failed("internal error while loading the job".into())
+    };
+    let dataset = state
+        .store
+        .get_dataset(job.tenant_id, job.dataset_id)
+        .await
+        .map_err(store_error)?
+        .ok_or_else(|| Failure::Failed("the dataset no longer exists".into()))?;
+    if dataset.status != DatasetStatus::Ready {
+        return Err(Failure::Failed("the dataset's data was deleted before the job started".into()));
+    }
+    let ctx = data_context(&dataset).ok_or_else(|| Failure::Failed("the dataset has no data".into()))?;
+    let algorithm = algorithms::find(&job.algorithm)
+        .ok_or_else(|| Failure::Failed(format!("algorithm `{}` is not available in this version", job.algorithm)))?;
+    let (n, d) = match (dataset.n, dataset.d) {
+        (Some(n), Some(d)) => (n as usize, d as usize),
+        _ => return Err(Failure::Failed("the dataset has no data".into())),
+    };
+    let path = state.store.data_path(dataset.id);
+    let seed = if dataset.public { job.seed } else { None };
+    let config = job.config.clone();
+    let kind = dataset.kind;
+    let deadline = Instant::now() + state.config.job_timeout();
+    let runtime = tokio::runtime::Handle::current();
+    let store = state.store.clone();
+    let job_id = job.id;
+
+    let task = tokio::task::spawn_blocking(move || -> Result<algorithms::Output, Failure> {
+        let data = ingest::load(&path, n, d).map_err(|e| {
+            tracing::error!(job = %job_id, error = %e, "could not load the dataset");
+            Failure::Failed("could not load the dataset's data".into())
+        })?;
+        let input = match kind {
+            Kind::Records => DataInput::Records { xt: &data },
+            Kind::Matrix => DataInput::Matrix { a: &data },
+        };
+        // Private datasets: a fresh generator seeded from the OS, never stored or logged.
+        let mut rng = match seed {
+            Some(seed) => ChaCha20Rng::seed_from_u64(seed),
+            None => ChaCha20Rng::from_os_rng(),
+        };
+        let mut last_saved = Instant::now() - Duration::from_secs(1);
+        let mut progress = |done: u32, total: u32| -> Result<(), Cancelled> {
+            control.done.store(done, Ordering::Relaxed);
+            control.total.store(total, Ordering::Relaxed);
+            if Instant::now() > deadline {
+                control.request_stop(StopReason::Timeout);
+            }
+            if control.stop.load(Ordering::SeqCst) {
+                return Err(Cancelled);
+            }
+            if last_saved.elapsed() >= Duration::from_millis(250) || done == total {
+                last_saved = Instant::now();
+                let store = store.clone();
+                runtime.spawn(async move {
+                    if let Err(e) = store.update_progress(job_id, done, total).await {
+                        tracing::warn!(job = %job_id, error = %e, "could not save progress");
+                    }
+                });
+            }
+            Ok(())
+        };
+        let mut env = RunEnv::new(&mut rng, &mut progress);
+        algorithm.run_prepared(&config, input, &ctx, &mut env).map_err(|e| match e {
+            RunError::Cancelled => Failure::Stopped,
+            RunError::Failed(reason) => Failure::Failed(reason),
+        })
+    });
+    let output = match task.await {
+        Ok(result) => result?,
+        Err(e) => {
+            tracing::error!(job = %job.id, error = %e, "job panicked");
+            return Err(Failure::Failed("internal error while running the algorithm".into()));
+        }
+    };
+    let basis = output.basis;
+    let valid = basis.nrows() == d
+        && basis.ncols() >= 1
+        && basis.iter().all(|v| v.is_finite())
+        && orthonormality_error(&basis) <= 1e-8;
+    if !valid {
+        return Err(Failure::Failed("the algorithm did not produce an orthonormal basis (numerical failure)".into()));
+    }
+    Ok(JobResult { d: basis.nrows(), k: basis.ncols(), basis: basis.as_slice().to_vec(), eigenvalues: output.eigenvalues })
+}

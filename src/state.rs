@@ -1,0 +1,36 @@
+//! Shared application state handed to every handler and to the job runner.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+use uuid::Uuid;
+
+use crate::config::Config;
+use crate::metrics::Metrics;
+use crate::runner::JobControl;
+use crate::store::Store;
+
+#[derive(Clone)]
+pub struct AppState {
+    pub store: Store,
+    pub config: Arc<Config>,
+    /// The admin key in effect (configured or generated at start).
+    pub admin_key: Arc<String>,
+    pub jobs: Arc<JobControl>,
+    pub metrics: Arc<Metrics>,
+    /// Datasets with an upload in progress in this process (a second concurrent upload is 409).
+    pub uploads: Arc<Mutex<HashSet<Uuid>>>,
+}
+
+impl AppState {
+    pub fn new(store: Store, config: Config, admin_key: String) -> Self {
+        Self {
+            store,
+            config: Arc::new(config),
+            admin_key: Arc::new(admin_key),
+            jobs: Arc::new(JobControl::default()),
+            metrics: Arc::new(Metrics::new()),
+            uploads: Arc::new(Mutex::new(HashSet::new())),
+        }
+    }
+}

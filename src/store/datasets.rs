@@ -1,0 +1,284 @@
+//! Datasets: creation with their budget, attaching uploaded data, listing, deletion (data
+//! removed, ledger kept, queued jobs refunded, id never reused).
+
+use std::path::Path;
+
+use sqlx::SqliteConnection;
+use uuid::Uuid;
+
+use super::codec::{id, now, ts};
+use super::jobs::cancel_queued;
+use super::models::{DatasetRecord, DatasetStatus, JobRecord, NewDataset};
+use super::rows::{self, DATASET_COLUMNS, JOB_COLUMNS};
+use super::{Store, StoreError};
+use crate::privacy::units::{DELTA_UNIT, MAX_RHO, RHO_UNIT, budget_units};
+
+/// Why a queued job of a deleted dataset ended.
+const DELETED_REASON: &str = "the dataset was deleted before this job started; its charge was refunded";
+
+/// Second-line checks of what the schema and the privacy rules require of a new dataset.
+fn check(new: &NewDataset) -> Result<(), StoreError> {
+    let bad = |msg: &str| Err(StoreError::InvalidDataset(msg.to_owned()));
+    if !new.relation.fits(new.kind) {
+        return bad("the neighbouring relation does not fit the dataset kind");
+    }
+    for bound in [new.row_norm_bound, new.row_l1_bound, new.entry_bound]
+        .into_iter()
+        .flatten()
+    {
+        if !(bound > 0.0 && bound.is_finite()) {
+            return bad("bounds must be finite and > 0");
+        }
+    }
+    match (new.public, new.budget_rho_units, new.budget_delta_units) {
+        (true, None, None) => Ok(()),
+        (true, _, _) => bad("a public dataset carries no budget"),
+        (false, Some(rho), Some(delta)) => {
+            if !(rho > 0 && rho <= budget_units(MAX_RHO, RHO_UNIT)) {
+                return bad("the rho budget must be > 0 and at most the largest allowed budget");
+            }
+            if !(delta >= 0 && delta < budget_units(1.0, DELTA_UNIT)) {
+                return bad("the delta budget must lie in [0, 1)");
+            }
+            Ok(())
+        }
+        (false, _, _) => bad("a private dataset needs a rho and a delta budget"),
+    }
+}
+
+fn positive(value: u64, what: &str) -> Result<i64, StoreError> {
+    match i64::try_from(value) {
+        Ok(v) if v > 0 => Ok(v),
+        _ => Err(StoreError::InvalidDataset(format!(
+            "{what} must be between 1 and 2^63-1"
+        ))),
+    }
+}
+
+/// The dataset if it belongs to `tenant`.
+pub(crate) async fn dataset_for(
+    conn: &mut SqliteConnection,
+    tenant: Uuid,
+    dataset: Uuid,
+) -> Result<Option<DatasetRecord>, StoreError> {
+    let sql = format!("SELECT {DATASET_COLUMNS} FROM datasets WHERE id = ? AND tenant_id = ?");
+    let row = sqlx::query(&sql)
+        .bind(id(dataset))
+        .bind(id(tenant))
+        .fetch_optional(conn)
+        .await?;
+    row.as_ref().map(rows::dataset).transpose()
+}
+
+/// Removes a file, treating "already gone" as success.
+async fn remove_if_present(path: &Path) -> Result<(), StoreError> {
+    match tokio::fs::remove_file(path).await {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
+        _ => Ok(()),
+    }
+}
+
+impl Store {
+    /// Creates an empty dataset with a fresh random (v4) id.
+    pub async fn create_dataset(&self, tenant: Uuid, new: NewDataset) -> Result<DatasetRecord, StoreError> {
+        check(&new)?;
+        let at = now();
+        let record = DatasetRecord {
+            id: Uuid::new_v4(),
+            tenant_id: tenant,
+            name: new.name,
+            kind: new.kind,
+            relation: new.relation,
+            row_norm_bound: new.row_norm_bound,
+            row_l1_bound: new.row_l1_bound,
+            entry_bound: new.entry_bound,
+            public: new.public,
+            budget_rho_units: new.budget_rho_units,
+            budget_delta_units: new.budget_delta_units,
+            spent_rho_units: 0,
+            spent_delta_units: 0,
+            budget_stated: new.budget_stated,
+            status: DatasetStatus::Empty,
+            n: None,
+            d: None,
+            created_at: at,
+            deleted_at: None,
+        };
+        sqlx::query(
+            "INSERT INTO datasets (id, tenant_id, name, kind, relation, row_norm_bound, row_l1_bound, \
+                 entry_bound, public, budget_rho_units, budget_delta_units, budget_stated, status, \
+                 created_at, updated_at) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(id(record.id))
+        .bind(id(tenant))
+        .bind(&record.name)
+        .bind(record.kind.as_str())
+        .bind(record.relation.as_str())
+        .bind(record.row_norm_bound)
+        .bind(record.row_l1_bound)
+        .bind(record.entry_bound)
+        .bind(record.public)
+        .bind(record.budget_rho_units)
+        .bind(record.budget_delta_units)
+        .bind(serde_json::to_string(&record.budget_stated)?)
+        .bind(record.status.as_str())
+        .bind(ts(at))
+        .bind(ts(at))
+        .execute(&self.pool)
+        .await?;
+        Ok(record)
+    }
+
+    /// The dataset, including a deleted one (status `Deleted`); `None` if it does not exist
+    /// for this tenant.
+    pub async fn get_dataset(
+        &self,
+        tenant: Uuid,
+        dataset: Uuid,
+    ) -> Result<Option<DatasetRecord>, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        dataset_for(&mut conn, tenant, dataset).await
+    }
+
+    /// The tenant's datasets (deleted ones included) in creation order.
+    pub async fn list_datasets(&self, tenant: Uuid) -> Result<Vec<DatasetRecord>, StoreError> {
+        let sql =
+            format!("SELECT {DATASET_COLUMNS} FROM datasets WHERE tenant_id = ? ORDER BY created_at, id");
+        let found = sqlx::query(&sql).bind(id(tenant)).fetch_all(&self.pool).await?;
+        found.iter().map(rows::dataset).collect()
+    }
+
+    /// Marks an empty dataset ready with its shape; `None` if it does not exist for this tenant
+    /// or is not empty. The caller has already moved the data into [`Store::data_path`];
+    /// prefer [`Store::attach_upload`], which does the move under the write lock so that two
+    /// concurrent uploads or an upload racing a delete cannot leave data and shape mismatched.
+    pub async fn attach_data(
+        &self,
+        tenant: Uuid,
+        dataset: Uuid,
+        n: u64,
+        d: u64,
+    ) -> Result<Option<DatasetRecord>, StoreError> {
+        let (n, d) = (positive(n, "n")?, positive(d, "d")?);
+        let mut conn = self.pool.acquire().await?;
+        mark_ready(&mut conn, tenant, dataset, n, d).await
+    }
+
+    /// Atomically moves a finished upload (written at [`Store::upload_temp_path`]) to
+    /// [`Store::data_path`] and marks the dataset ready with shape n×d. The store takes the
+    /// file: it either becomes the dataset's data, or (dataset unknown for this tenant, not
+    /// empty, or an error) it is removed. Returns `None` when the dataset was not attachable.
+    pub async fn attach_upload(
+        &self,
+        tenant: Uuid,
+        dataset: Uuid,
+        upload: &Path,
+        n: u64,
+        d: u64,
+    ) -> Result<Option<DatasetRecord>, StoreError> {
+        let attached = self.attach_upload_inner(tenant, dataset, upload, n, d).await;
+        if !matches!(attached, Ok(Some(_))) {
+            remove_if_present(upload).await?;
+        }
+        attached
+    }
+
+    async fn attach_upload_inner(
+        &self,
+        tenant: Uuid,
+        dataset: Uuid,
+        upload: &Path,
+        n: u64,
+        d: u64,
+    ) -> Result<Option<DatasetRecord>, StoreError> {
+        let (n, d) = (positive(n, "n")?, positive(d, "d")?);
+        let mut tx = self.write_tx().await?;
+        let attachable = dataset_for(&mut tx, tenant, dataset)
+            .await?
+            .is_some_and(|found| found.status == DatasetStatus::Empty);
+        if !attachable {
+            tx.rollback().await?;
+            return Ok(None);
+        }
+        let target = self.data_path(dataset);
+        tokio::fs::rename(upload, &target).await?;
+        let marked = match mark_ready(&mut tx, tenant, dataset, n, d).await {
+            Ok(Some(ready)) => tx.commit().await.map(|()| Some(ready)).map_err(StoreError::from),
+            // Unreachable under the write lock (checked empty above); the rollback is on drop.
+            other => other,
+        };
+        if !matches!(marked, Ok(Some(_))) {
+            remove_if_present(&target).await?;
+        }
+        marked
+    }
+
+    /// Deletes a dataset: status `Deleted`, its queued jobs cancelled and refunded, its running
+    /// jobs asked to stop (their charge is kept), all in one transaction; then its data file is
+    /// removed. The ledger is kept. Idempotent: deleting again returns the deleted record and
+    /// retries the file removal. `None` if the dataset does not exist for this tenant.
+    pub async fn delete_dataset(
+        &self,
+        tenant: Uuid,
+        dataset: Uuid,
+    ) -> Result<Option<DatasetRecord>, StoreError> {
+        let mut tx = self.write_tx().await?;
+        let Some(found) = dataset_for(&mut tx, tenant, dataset).await? else {
+            tx.rollback().await?;
+            return Ok(None);
+        };
+        if found.status != DatasetStatus::Deleted {
+            let at = now();
+            sqlx::query(
+                "UPDATE datasets SET status = 'deleted', deleted_at = ?1, updated_at = ?1 WHERE id = ?2",
+            )
+            .bind(ts(at))
+            .bind(id(dataset))
+            .execute(&mut *tx)
+            .await?;
+            let sql = format!(
+                "SELECT {JOB_COLUMNS} FROM jobs WHERE dataset_id = ? AND status = 'queued' ORDER BY seq"
+            );
+            let queued = sqlx::query(&sql).bind(id(dataset)).fetch_all(&mut *tx).await?;
+            for job in queued
+                .iter()
+                .map(rows::job)
+                .collect::<Result<Vec<JobRecord>, _>>()?
+            {
+                cancel_queued(&mut tx, &job, Some(DELETED_REASON), at).await?;
+            }
+            sqlx::query("UPDATE jobs SET cancel_requested = 1 WHERE dataset_id = ? AND status = 'running'")
+                .bind(id(dataset))
+                .execute(&mut *tx)
+                .await?;
+        }
+        let deleted = dataset_for(&mut tx, tenant, dataset).await?;
+        tx.commit().await?;
+        remove_if_present(&self.data_path(dataset)).await?;
+        Ok(deleted)
+    }
+}
+
+/// Empty → ready with shape n×d, scoped by tenant.
+async fn mark_ready(
+    conn: &mut SqliteConnection,
+    tenant: Uuid,
+    dataset: Uuid,
+    n: i64,
+    d: i64,
+) -> Result<Option<DatasetRecord>, StoreError> {
+    let sql = format!(
+        "UPDATE datasets SET status = 'ready', n = ?, d = ?, updated_at = ? \
+         WHERE id = ? AND tenant_id = ? AND status = 'empty' RETURNING {DATASET_COLUMNS}"
+    );
+    let row = sqlx::query(&sql)
+        .bind(n)
+        .bind(d)
+        .bind(ts(now()))
+        .bind(id(dataset))
+        .bind(id(tenant))
+        .fetch_optional(conn)
+        .await?;
+    row.as_ref().map(rows::dataset).transpose()
+}

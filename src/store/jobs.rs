@@ -1,0 +1,264 @@
+//! The tenant's side of jobs: submission (atomic with the budget charge), reading, listing,
+//! cancellation (refunded while queued) and results.
+
+use chrono::{DateTime, Utc};
+use sqlx::{Row, SqliteConnection};
+use uuid::Uuid;
+
+use super::codec::{basis_from_bytes, id, now, parse_json, seed_to_db, ts};
+use super::datasets::dataset_for;
+use super::ledger::{record, refund, reserve, shortfall};
+use super::models::{
+    CancelOutcome, DatasetStatus, JobRecord, JobResult, JobStatus, LedgerEntryKind, NewJob, SubmitOutcome,
+};
+use super::rows::{self, JOB_COLUMNS};
+use super::{Store, StoreError};
+
+/// Moves a queued job to cancelled and refunds its charge. Runs inside a write transaction
+/// in which the job was just read as queued.
+pub(crate) async fn cancel_queued(
+    conn: &mut SqliteConnection,
+    job: &JobRecord,
+    reason: Option<&str>,
+    at: DateTime<Utc>,
+) -> Result<JobRecord, StoreError> {
+    let sql = format!(
+        "UPDATE jobs SET status = 'cancelled', finished_at = ?, error = ? \
+         WHERE id = ? AND status = 'queued' RETURNING {JOB_COLUMNS}"
+    );
+    let row = sqlx::query(&sql)
+        .bind(ts(at))
+        .bind(reason)
+        .bind(id(job.id))
+        .fetch_optional(&mut *conn)
+        .await?;
+    let Some(row) = row else {
+        return Err(StoreError::Corrupt(format!(
+            "job {} left the queue inside a write transaction",
+            job.id
+        )));
+    };
+    let cancelled = rows::job(&row)?;
+    refund(conn, &cancelled, at).await?;
+    Ok(cancelled)
+}
+
+async fn job_for(
+    conn: &mut SqliteConnection,
+    tenant: Uuid,
+    job: Uuid,
+) -> Result<Option<JobRecord>, StoreError> {
+    let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ? AND tenant_id = ?");
+    let row = sqlx::query(&sql)
+        .bind(id(job))
+        .bind(id(tenant))
+        .fetch_optional(conn)
+        .await?;
+    row.as_ref().map(rows::job).transpose()
+}
+
+/// Replay or refusal for a reused idempotency key; `None` if the key is new.
+async fn idempotent_replay(
+    conn: &mut SqliteConnection,
+    tenant: Uuid,
+    key: &str,
+    request_hash: &str,
+) -> Result<Option<SubmitOutcome>, StoreError> {
+    let sql =
+        format!("SELECT {JOB_COLUMNS}, request_hash FROM jobs WHERE tenant_id = ? AND idempotency_key = ?");
+    let Some(row) = sqlx::query(&sql)
+        .bind(id(tenant))
+        .bind(key)
+        .fetch_optional(conn)
+        .await?
+    else {
+        return Ok(None);
+    };
+    let seen: Option<String> = row.try_get("request_hash")?;
+    Ok(Some(if seen.as_deref() == Some(request_hash) {
+        SubmitOutcome::Replayed(rows::job(&row)?)
+    } else {
+        SubmitOutcome::IdempotencyMismatch
+    }))
+}
+
+async fn insert_job(conn: &mut SqliteConnection, job: &JobRecord, new: &NewJob) -> Result<(), StoreError> {
+    let idempotency = new.idempotency.as_ref();
+    sqlx::query(
+        "INSERT INTO jobs (id, tenant_id, dataset_id, algorithm, params, config, privacy, cost_rho_units, \
+             cost_delta_units, status, seed, created_at, idempotency_key, request_hash) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    )
+    .bind(id(job.id))
+    .bind(id(job.tenant_id))
+    .bind(id(job.dataset_id))
+    .bind(&job.algorithm)
+    .bind(serde_json::to_string(&job.params)?)
+    .bind(serde_json::to_string(&job.config)?)
+    .bind(serde_json::to_string(&job.privacy)?)
+    .bind(job.cost_rho_units)
+    .bind(job.cost_delta_units)
+    .bind(job.status.as_str())
+    .bind(seed_to_db(job.seed))
+    .bind(ts(job.created_at))
+    .bind(idempotency.map(|i| i.key.as_str()))
+    .bind(idempotency.map(|i| i.request_hash.as_str()))
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Steps (1)–(4) of [`Store::submit_job`], inside its write transaction.
+async fn admit(conn: &mut SqliteConnection, tenant: Uuid, new: NewJob) -> Result<SubmitOutcome, StoreError> {
+    if let Some(idem) = &new.idempotency {
+        if let Some(outcome) = idempotent_replay(conn, tenant, &idem.key, &idem.request_hash).await? {
+            return Ok(outcome);
+        }
+    }
+    let Some(dataset) = dataset_for(conn, tenant, new.dataset_id).await? else {
+        return Ok(SubmitOutcome::DatasetNotFound);
+    };
+    if dataset.status != DatasetStatus::Ready {
+        return Ok(SubmitOutcome::DatasetNotReady(dataset.status));
+    }
+    if new.seed.is_some() && !dataset.public {
+        return Err(StoreError::SeedNotAllowed);
+    }
+    let at = now();
+    if !dataset.public && !reserve(conn, dataset.id, new.cost_rho_units, new.cost_delta_units, at).await? {
+        return Ok(shortfall(&dataset, new.cost_rho_units, new.cost_delta_units));
+    }
+    let job = JobRecord {
+        id: Uuid::new_v4(),
+        tenant_id: tenant,
+        dataset_id: dataset.id,
+        algorithm: new.algorithm.clone(),
+        params: new.params.clone(),
+        config: new.config.clone(),
+        privacy: new.privacy.clone(),
+        cost_rho_units: new.cost_rho_units,
+        cost_delta_units: new.cost_delta_units,
+        status: JobStatus::Queued,
+        progress_done: 0,
+        progress_total: 0,
+        cancel_requested: false,
+        error: None,
+        seed: new.seed,
+        created_at: at,
+        started_at: None,
+        finished_at: None,
+    };
+    insert_job(conn, &job, &new).await?;
+    record(conn, LedgerEntryKind::Charge, &job, at).await?;
+    Ok(SubmitOutcome::Created(job))
+}
+
+impl Store {
+    /// Submits a job: in one `BEGIN IMMEDIATE` transaction, (1) replays or refuses a reused
+    /// idempotency key, (2) finds the tenant's ready dataset, (3) admits the cost iff
+    /// spent + cost ≤ budget for both ρ and δ and adds it to the spending (budgeted datasets;
+    /// public ones have no budget and their spending is not tracked on the dataset row), and
+    /// (4) records the charge in the ledger and queues the job (privacy.md §2).
+    ///
+    /// Only `Created` writes anything. A seed on a private dataset is refused with
+    /// `StoreError::SeedNotAllowed` (privacy.md §4).
+    pub async fn submit_job(&self, tenant: Uuid, new: NewJob) -> Result<SubmitOutcome, StoreError> {
+        if !(new.cost_rho_units >= 0 && new.cost_delta_units >= 0) {
+            return Err(StoreError::InvalidCharge("a job's cost must be >= 0".to_owned()));
+        }
+        let mut tx = self.write_tx().await?;
+        let outcome = admit(&mut tx, tenant, new).await?;
+        if matches!(outcome, SubmitOutcome::Created(_)) {
+            tx.commit().await?;
+        } else {
+            tx.rollback().await?;
+        }
+        Ok(outcome)
+    }
+
+    /// The tenant's job, or `None`.
+    pub async fn get_job(&self, tenant: Uuid, job: Uuid) -> Result<Option<JobRecord>, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        job_for(&mut conn, tenant, job).await
+    }
+
+    /// Any tenant's job (for the runner).
+    pub async fn get_job_any(&self, job: Uuid) -> Result<Option<JobRecord>, StoreError> {
+        let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?");
+        let row = sqlx::query(&sql).bind(id(job)).fetch_optional(&self.pool).await?;
+        row.as_ref().map(rows::job).transpose()
+    }
+
+    /// The tenant's jobs, optionally of one dataset, in submission order.
+    pub async fn list_jobs(&self, tenant: Uuid, dataset: Option<Uuid>) -> Result<Vec<JobRecord>, StoreError> {
+        let sql = format!(
+            "SELECT {JOB_COLUMNS} FROM jobs WHERE tenant_id = ?1 AND (?2 IS NULL OR dataset_id = ?2) ORDER BY seq"
+        );
+        let found = sqlx::query(&sql)
+            .bind(id(tenant))
+            .bind(dataset.map(id))
+            .fetch_all(&self.pool)
+            .await?;
+        found.iter().map(rows::job).collect()
+    }
+
+    /// Cancels a job. Queued: cancelled and refunded (a refund entry, spending lowered) in one
+    /// transaction. Running: `cancel_requested` is set and the runner stops at its next check;
+    /// noise has been drawn, so the charge is kept (privacy.md §2). Finished: unchanged.
+    pub async fn cancel_job(&self, tenant: Uuid, job: Uuid) -> Result<CancelOutcome, StoreError> {
+        let mut tx = self.write_tx().await?;
+        let Some(found) = job_for(&mut tx, tenant, job).await? else {
+            tx.rollback().await?;
+            return Ok(CancelOutcome::NotFound);
+        };
+        let outcome = match found.status {
+            JobStatus::Queued => CancelOutcome::Refunded(cancel_queued(&mut tx, &found, None, now()).await?),
+            JobStatus::Running => {
+                sqlx::query("UPDATE jobs SET cancel_requested = 1 WHERE id = ?")
+                    .bind(id(job))
+                    .execute(&mut *tx)
+                    .await?;
+                CancelOutcome::CancelRequested(JobRecord {
+                    cancel_requested: true,
+                    ..found
+                })
+            }
+            JobStatus::Succeeded | JobStatus::Failed | JobStatus::Cancelled => {
+                CancelOutcome::AlreadyFinished(found)
+            }
+        };
+        tx.commit().await?;
+        Ok(outcome)
+    }
+
+    /// The result of the tenant's succeeded job; `None` if the job is unknown or has no result.
+    pub async fn job_result(&self, tenant: Uuid, job: Uuid) -> Result<Option<JobResult>, StoreError> {
+        let row = sqlx::query(
+            "SELECT result, result_d, result_k, eigenvalues FROM jobs \
+             WHERE id = ? AND tenant_id = ? AND status = 'succeeded' AND result IS NOT NULL",
+        )
+        .bind(id(job))
+        .bind(id(tenant))
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some(row) = row else { return Ok(None) };
+        let corrupt = || StoreError::Corrupt(format!("result shape of job {job}"));
+        let d = usize::try_from(row.try_get::<i64, _>("result_d")?).map_err(|_| corrupt())?;
+        let k = usize::try_from(row.try_get::<i64, _>("result_k")?).map_err(|_| corrupt())?;
+        let basis = basis_from_bytes(row.try_get("result")?)?;
+        if d.checked_mul(k) != Some(basis.len()) {
+            return Err(corrupt());
+        }
+        let eigenvalues: Option<&str> = row.try_get("eigenvalues")?;
+        let eigenvalues = match eigenvalues {
+            Some(text) => Some(serde_json::from_value(parse_json(text)?)?),
+            None => None,
+        };
+        Ok(Some(JobResult {
+            d,
+            k,
+            basis,
+            eigenvalues,
+        }))
+    }
+}

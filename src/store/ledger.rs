@@ -1,0 +1,122 @@
+//! The ledger: the check-and-charge step, refunds, and reading a dataset's entries
+//! (privacy.md §2).
+//!
+//! Spending is kept twice, on purpose: as running totals on the dataset row (what admission
+//! compares against the budget, with `CHECK (spent ≤ budget)` in the schema) and as the
+//! append-only list of entries. For budgeted datasets `spent = Σ charges − Σ refunds` at every
+//! commit, because both are written in the same transaction. Public datasets carry no budget:
+//! their charges are recorded as entries (the cost of every job stays visible) but their
+//! running totals are not touched, so nothing about them can overflow or be refused.
+
+use chrono::{DateTime, Utc};
+use sqlx::SqliteConnection;
+use uuid::Uuid;
+
+use super::codec::{id, ts};
+use super::models::{DatasetRecord, JobRecord, LedgerEntry, LedgerEntryKind};
+use super::rows::{self, LEDGER_COLUMNS};
+use super::{Store, StoreError};
+
+/// Adds `rho`/`delta` units to a ready, budgeted dataset's spending iff the result stays within
+/// its budget. Returns whether the charge was admitted. Must run inside the transaction that
+/// also records the charge entry.
+pub(crate) async fn reserve(
+    conn: &mut SqliteConnection,
+    dataset: Uuid,
+    rho_units: i64,
+    delta_units: i64,
+    at: DateTime<Utc>,
+) -> Result<bool, StoreError> {
+    let done = sqlx::query(
+        "UPDATE datasets SET spent_rho_units = spent_rho_units + ?1, \
+             spent_delta_units = spent_delta_units + ?2, updated_at = ?3 \
+         WHERE id = ?4 AND status = 'ready' AND public = 0 \
+           AND spent_rho_units + ?1 <= budget_rho_units \
+           AND spent_delta_units + ?2 <= budget_delta_units",
+    )
+    .bind(rho_units)
+    .bind(delta_units)
+    .bind(ts(at))
+    .bind(id(dataset))
+    .execute(&mut *conn)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Appends one entry.
+pub(crate) async fn record(
+    conn: &mut SqliteConnection,
+    entry: LedgerEntryKind,
+    job: &JobRecord,
+    at: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO ledger (dataset_id, job_id, entry, algorithm, rho_units, delta_units, created_at) \
+         VALUES (?, ?, ?, ?, ?, ?, ?)",
+    )
+    .bind(id(job.dataset_id))
+    .bind(id(job.id))
+    .bind(entry.as_str())
+    .bind(&job.algorithm)
+    .bind(job.cost_rho_units)
+    .bind(job.cost_delta_units)
+    .bind(ts(at))
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// Gives a queued job's charge back: lowers the dataset's spending (budgeted datasets only)
+/// and appends the refund entry. The caller has just moved the job from queued to cancelled
+/// in the same transaction; the schema allows one refund per job.
+pub(crate) async fn refund(
+    conn: &mut SqliteConnection,
+    job: &JobRecord,
+    at: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE datasets SET spent_rho_units = spent_rho_units - ?1, \
+             spent_delta_units = spent_delta_units - ?2, updated_at = ?3 \
+         WHERE id = ?4 AND public = 0",
+    )
+    .bind(job.cost_rho_units)
+    .bind(job.cost_delta_units)
+    .bind(ts(at))
+    .bind(id(job.dataset_id))
+    .execute(&mut *conn)
+    .await?;
+    record(conn, LedgerEntryKind::Refund, job, at).await
+}
+
+/// Remaining and requested amounts for an over-budget answer.
+pub(crate) fn shortfall(dataset: &DatasetRecord, rho_units: i64, delta_units: i64) -> super::SubmitOutcome {
+    super::SubmitOutcome::OverBudget {
+        remaining_rho_units: dataset.remaining_rho_units().unwrap_or(0),
+        requested_rho_units: rho_units,
+        remaining_delta_units: dataset.remaining_delta_units().unwrap_or(0),
+        requested_delta_units: delta_units,
+    }
+}
+
+impl Store {
+    /// Every entry of a dataset's ledger in the order written, also after the dataset was
+    /// deleted; `None` if the dataset does not exist for this tenant.
+    pub async fn ledger(&self, tenant: Uuid, dataset: Uuid) -> Result<Option<Vec<LedgerEntry>>, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        let owned: Option<i64> = sqlx::query_scalar("SELECT 1 FROM datasets WHERE id = ? AND tenant_id = ?")
+            .bind(id(dataset))
+            .bind(id(tenant))
+            .fetch_optional(&mut *conn)
+            .await?;
+        if owned.is_none() {
+            return Ok(None);
+        }
+        let sql = format!("SELECT {LEDGER_COLUMNS} FROM ledger WHERE dataset_id = ? ORDER BY id");
+        let found = sqlx::query(&sql).bind(id(dataset)).fetch_all(&mut *conn).await?;
+        found
+            .iter()
+            .map(rows::ledger_entry)
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
+    }
+}

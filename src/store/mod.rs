@@ -1,0 +1,132 @@
+//! Persistence: tenants and their API keys, datasets with their zCDP budget, the append-only
+//! ledger, and the job queue, in SQLite through sqlx (runtime queries, embedded migrations).
+//!
+//! The ledger rules are those of privacy.md §2: a job's cost is checked against the remaining
+//! budget and charged in the same `BEGIN IMMEDIATE` transaction that queues the job, so two
+//! concurrent submissions can never both fit into a budget that holds one; a job cancelled
+//! while queued is refunded in one transaction; a job that ran (succeeded, failed, was
+//! cancelled or interrupted) keeps its charge and is never re-run. The schema repeats the
+//! guarantees as constraints: `spent ≤ budget`, non-negative amounts, an append-only ledger,
+//! dataset rows never deleted (ids never reused).
+//!
+//! Every tenant-facing method is scoped by tenant: another tenant's id behaves as unknown.
+
+mod codec;
+mod datasets;
+mod error;
+mod jobs;
+mod ledger;
+mod models;
+mod queue;
+mod rows;
+mod tenants;
+
+#[cfg(test)]
+mod tests;
+
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::migrate::Migrator;
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+use uuid::Uuid;
+
+pub use error::StoreError;
+pub use models::{
+    CancelOutcome, DatasetRecord, DatasetStatus, Idempotency, JobRecord, JobResult, JobStatus, LedgerEntry,
+    LedgerEntryKind, NewDataset, NewJob, SubmitOutcome, Tenant,
+};
+pub use queue::{CANCELLED_REASON, INTERRUPTED_REASON};
+pub use tenants::API_KEY_PREFIX;
+
+/// The schema, embedded at build time from `migrations/`.
+static MIGRATOR: Migrator = sqlx::migrate!();
+
+/// How long a connection waits for SQLite's write lock before giving up with SQLITE_BUSY.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+/// Pool size; SQLite has one writer at a time, the rest serve reads (WAL).
+const MAX_CONNECTIONS: u32 = 8;
+
+/// Handle to the database and the directory holding uploaded data. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Store {
+    pool: SqlitePool,
+    data_dir: PathBuf,
+}
+
+impl Store {
+    /// Opens (creating if missing) the database at `database_url` (e.g.
+    /// `sqlite:///var/lib/privpca/privpca.db` or `sqlite://privpca.db`), creates
+    /// `data_dir/datasets`, and applies pending migrations.
+    ///
+    /// Note: `sqlite::memory:` gives every pooled connection its own empty database; use a file.
+    pub async fn connect(database_url: &str, data_dir: &Path) -> Result<Store, StoreError> {
+        let options = SqliteConnectOptions::from_str(database_url)?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .busy_timeout(BUSY_TIMEOUT)
+            .foreign_keys(true);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(MAX_CONNECTIONS)
+            .connect_with(options)
+            .await?;
+        let store = Store {
+            pool,
+            data_dir: data_dir.to_path_buf(),
+        };
+        tokio::fs::create_dir_all(store.datasets_dir()).await?;
+        MIGRATOR.run(&store.pool).await?;
+        Ok(store)
+    }
+
+    /// Readiness: the database answers and every embedded migration is applied.
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        let applied: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM _sqlx_migrations WHERE success = 1")
+            .fetch_one(&self.pool)
+            .await?;
+        let up = MIGRATOR
+            .iter()
+            .filter(|m| !m.migration_type.is_down_migration())
+            .count();
+        let expected = i64::try_from(up).unwrap_or(i64::MAX);
+        if applied < expected {
+            return Err(StoreError::NotMigrated { applied, expected });
+        }
+        Ok(())
+    }
+
+    /// Where a dataset's data lives once attached: `data_dir/datasets/{id}.f64`.
+    pub fn data_path(&self, dataset_id: Uuid) -> PathBuf {
+        self.datasets_dir().join(format!("{}.f64", codec::id(dataset_id)))
+    }
+
+    /// A fresh temporary file name for an upload in progress, in the same directory as
+    /// [`Store::data_path`] so the final move is an atomic rename.
+    pub fn upload_temp_path(&self, dataset_id: Uuid) -> PathBuf {
+        self.datasets_dir().join(format!(
+            "{}.{}.upload",
+            codec::id(dataset_id),
+            Uuid::new_v4().simple()
+        ))
+    }
+
+    /// Closes the pool, waiting for connections to be returned (graceful shutdown).
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    /// A write transaction that takes SQLite's write lock at `BEGIN` (waiting up to the busy
+    /// timeout), so a read-then-write inside it can never fail to upgrade or interleave with
+    /// another writer. Dropped without `commit` it rolls back.
+    async fn write_tx(&self) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, StoreError> {
+        Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
+    }
+
+    fn datasets_dir(&self) -> PathBuf {
+        self.data_dir.join("datasets")
+    }
+}

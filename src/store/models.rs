@@ -1,0 +1,275 @@
+//! The records the store persists: tenants, datasets with their budget state, ledger entries
+//! and jobs. Privacy amounts are integers in ledger units (`crate::privacy::units`).
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use uuid::Uuid;
+
+use crate::dataset::{Kind, Relation};
+
+/// A tenant: owner of datasets and jobs, authenticated by an API key stored hashed.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Tenant {
+    pub id: Uuid,
+    pub name: String,
+    pub created_at: DateTime<Utc>,
+}
+
+/// Lifecycle of a dataset: created without data, data attached once, deleted (data removed,
+/// ledger kept, id never reused).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DatasetStatus {
+    Empty,
+    Ready,
+    Deleted,
+}
+
+impl DatasetStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DatasetStatus::Empty => "empty",
+            DatasetStatus::Ready => "ready",
+            DatasetStatus::Deleted => "deleted",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "empty" => Some(DatasetStatus::Empty),
+            "ready" => Some(DatasetStatus::Ready),
+            "deleted" => Some(DatasetStatus::Deleted),
+            _ => None,
+        }
+    }
+}
+
+/// A dataset's metadata and budget state.
+///
+/// `budget_*` are `None` exactly when `public` is true. For budgeted datasets
+/// `spent_* ≤ budget_*` always holds (the database refuses anything else) and `spent_*` equals
+/// the dataset's ledger charges minus its refunds. Public datasets record their charges in the
+/// ledger only; their `spent_*` stay 0.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DatasetRecord {
+    pub id: Uuid,
+    pub tenant_id: Uuid,
+    pub name: String,
+    pub kind: Kind,
+    pub relation: Relation,
+    pub row_norm_bound: Option<f64>,
+    pub row_l1_bound: Option<f64>,
+    pub entry_bound: Option<f64>,
+    pub public: bool,
+    pub budget_rho_units: Option<i64>,
+    pub budget_delta_units: Option<i64>,
+    pub spent_rho_units: i64,
+    pub spent_delta_units: i64,
+    /// How the owner stated the budget (ρ, or ε and δ), as given at creation.
+    pub budget_stated: serde_json::Value,
+    pub status: DatasetStatus,
+    pub n: Option<i64>,
+    pub d: Option<i64>,
+    pub created_at: DateTime<Utc>,
+    pub deleted_at: Option<DateTime<Utc>>,
+}
+
+impl DatasetRecord {
+    /// Remaining ρ units, `None` for public datasets (no budget).
+    pub fn remaining_rho_units(&self) -> Option<i64> {
+        self.budget_rho_units.map(|b| b - self.spent_rho_units)
+    }
+
+    /// Remaining δ units, `None` for public datasets (no budget).
+    pub fn remaining_delta_units(&self) -> Option<i64> {
+        self.budget_delta_units.map(|b| b - self.spent_delta_units)
+    }
+}
+
+/// What a caller supplies to create a dataset. `budget_*` must be `Some` (ρ > 0, δ ≥ 0 units)
+/// for private datasets and `None` for public ones.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewDataset {
+    pub name: String,
+    pub kind: Kind,
+    pub relation: Relation,
+    pub row_norm_bound: Option<f64>,
+    pub row_l1_bound: Option<f64>,
+    pub entry_bound: Option<f64>,
+    pub public: bool,
+    pub budget_rho_units: Option<i64>,
+    pub budget_delta_units: Option<i64>,
+    pub budget_stated: serde_json::Value,
+}
+
+/// A ledger row: a charge (at submission) or a refund (cancelled while queued).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LedgerEntryKind {
+    Charge,
+    Refund,
+}
+
+impl LedgerEntryKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LedgerEntryKind::Charge => "charge",
+            LedgerEntryKind::Refund => "refund",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "charge" => Some(LedgerEntryKind::Charge),
+            "refund" => Some(LedgerEntryKind::Refund),
+            _ => None,
+        }
+    }
+}
+
+/// One line of a dataset's ledger. Ledger rows are never updated or deleted.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LedgerEntry {
+    pub id: i64,
+    pub dataset_id: Uuid,
+    pub job_id: Option<Uuid>,
+    pub entry: LedgerEntryKind,
+    pub algorithm: Option<String>,
+    pub rho_units: i64,
+    pub delta_units: i64,
+    pub created_at: DateTime<Utc>,
+}
+
+/// Lifecycle of a job. `Succeeded`, `Failed` and `Cancelled` are terminal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobStatus {
+    Queued,
+    Running,
+    Succeeded,
+    Failed,
+    Cancelled,
+}
+
+impl JobStatus {
+    pub const ALL: [JobStatus; 5] = [
+        JobStatus::Queued,
+        JobStatus::Running,
+        JobStatus::Succeeded,
+        JobStatus::Failed,
+        JobStatus::Cancelled,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobStatus::Queued => "queued",
+            JobStatus::Running => "running",
+            JobStatus::Succeeded => "succeeded",
+            JobStatus::Failed => "failed",
+            JobStatus::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        JobStatus::ALL.into_iter().find(|status| status.as_str() == s)
+    }
+
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            JobStatus::Succeeded | JobStatus::Failed | JobStatus::Cancelled
+        )
+    }
+}
+
+/// A job as stored (without its result; see [`JobResult`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct JobRecord {
+    pub id: Uuid,
+    pub tenant_id: Uuid,
+    pub dataset_id: Uuid,
+    pub algorithm: String,
+    /// Parameters as the client sent them.
+    pub params: serde_json::Value,
+    /// Validated and calibrated configuration the runner executes.
+    pub config: serde_json::Value,
+    /// Privacy as the client stated it.
+    pub privacy: serde_json::Value,
+    pub cost_rho_units: i64,
+    pub cost_delta_units: i64,
+    pub status: JobStatus,
+    pub progress_done: i64,
+    pub progress_total: i64,
+    pub cancel_requested: bool,
+    pub error: Option<String>,
+    /// Only ever present on public datasets (privacy.md §4).
+    pub seed: Option<u64>,
+    pub created_at: DateTime<Utc>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+/// What a caller supplies to submit a job. The cost is computed by the caller from the
+/// parameters and public bounds before submission (privacy.md §2); both amounts must be ≥ 0.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewJob {
+    pub dataset_id: Uuid,
+    pub algorithm: String,
+    pub params: serde_json::Value,
+    pub config: serde_json::Value,
+    pub privacy: serde_json::Value,
+    pub cost_rho_units: i64,
+    pub cost_delta_units: i64,
+    /// Refused (`StoreError::SeedNotAllowed`) unless the dataset is public.
+    pub seed: Option<u64>,
+    pub idempotency: Option<Idempotency>,
+}
+
+/// An `Idempotency-Key` and a hash of the request it came with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Idempotency {
+    pub key: String,
+    pub request_hash: String,
+}
+
+/// The result of [`super::Store::submit_job`]. Only `Created` charged the budget.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SubmitOutcome {
+    /// The job was admitted, charged and queued.
+    Created(JobRecord),
+    /// The same idempotency key and request were seen before: that job, no new charge.
+    Replayed(JobRecord),
+    /// The charge does not fit the remaining budget; nothing was written.
+    OverBudget {
+        remaining_rho_units: i64,
+        requested_rho_units: i64,
+        remaining_delta_units: i64,
+        requested_delta_units: i64,
+    },
+    /// The idempotency key was used before with a different request.
+    IdempotencyMismatch,
+    DatasetNotFound,
+    DatasetNotReady(DatasetStatus),
+}
+
+/// The result of [`super::Store::cancel_job`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum CancelOutcome {
+    /// It was queued: now cancelled and its charge refunded.
+    Refunded(JobRecord),
+    /// It is running: the runner is asked to stop; the charge is kept.
+    CancelRequested(JobRecord),
+    /// It had already finished (succeeded, failed or cancelled); nothing changed.
+    AlreadyFinished(JobRecord),
+    NotFound,
+}
+
+/// A finished job's output: the orthonormal basis, column-major d×k, and optional
+/// post-processed values (privacy.md §3).
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobResult {
+    pub d: usize,
+    pub k: usize,
+    pub basis: Vec<f64>,
+    pub eigenvalues: Option<Vec<f64>>,
+}

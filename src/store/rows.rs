@@ -1,0 +1,99 @@
+//! Mapping SQLite rows to the store's records. Each `*_COLUMNS` list is the one `SELECT` list
+//! (and `RETURNING` list) its mapper expects.
+
+use sqlx::Row;
+use sqlx::sqlite::SqliteRow;
+
+use super::StoreError;
+use super::codec::{parse_id, parse_json, parse_kind, parse_opt_ts, parse_relation, parse_ts, seed_from_db};
+use super::models::{
+    DatasetRecord, DatasetStatus, JobRecord, JobStatus, LedgerEntry, LedgerEntryKind, Tenant,
+};
+
+pub(crate) const TENANT_COLUMNS: &str = "id, name, created_at";
+
+pub(crate) const DATASET_COLUMNS: &str = "id, tenant_id, name, kind, relation, row_norm_bound, row_l1_bound, \
+     entry_bound, public, budget_rho_units, budget_delta_units, spent_rho_units, spent_delta_units, \
+     budget_stated, status, n, d, created_at, deleted_at";
+
+pub(crate) const JOB_COLUMNS: &str = "id, tenant_id, dataset_id, algorithm, params, config, privacy, \
+     cost_rho_units, cost_delta_units, status, progress_done, progress_total, cancel_requested, error, \
+     seed, created_at, started_at, finished_at";
+
+pub(crate) const LEDGER_COLUMNS: &str =
+    "id, dataset_id, job_id, entry, algorithm, rho_units, delta_units, created_at";
+
+pub(crate) fn tenant(row: &SqliteRow) -> Result<Tenant, StoreError> {
+    Ok(Tenant {
+        id: parse_id(row.try_get("id")?)?,
+        name: row.try_get("name")?,
+        created_at: parse_ts(row.try_get("created_at")?)?,
+    })
+}
+
+pub(crate) fn dataset(row: &SqliteRow) -> Result<DatasetRecord, StoreError> {
+    let status: &str = row.try_get("status")?;
+    Ok(DatasetRecord {
+        id: parse_id(row.try_get("id")?)?,
+        tenant_id: parse_id(row.try_get("tenant_id")?)?,
+        name: row.try_get("name")?,
+        kind: parse_kind(row.try_get("kind")?)?,
+        relation: parse_relation(row.try_get("relation")?)?,
+        row_norm_bound: row.try_get("row_norm_bound")?,
+        row_l1_bound: row.try_get("row_l1_bound")?,
+        entry_bound: row.try_get("entry_bound")?,
+        public: row.try_get("public")?,
+        budget_rho_units: row.try_get("budget_rho_units")?,
+        budget_delta_units: row.try_get("budget_delta_units")?,
+        spent_rho_units: row.try_get("spent_rho_units")?,
+        spent_delta_units: row.try_get("spent_delta_units")?,
+        budget_stated: parse_json(row.try_get("budget_stated")?)?,
+        status: DatasetStatus::parse(status)
+            .ok_or_else(|| StoreError::Corrupt(format!("dataset status {status:?}")))?,
+        n: row.try_get("n")?,
+        d: row.try_get("d")?,
+        created_at: parse_ts(row.try_get("created_at")?)?,
+        deleted_at: parse_opt_ts(row.try_get("deleted_at")?)?,
+    })
+}
+
+pub(crate) fn job(row: &SqliteRow) -> Result<JobRecord, StoreError> {
+    let status: &str = row.try_get("status")?;
+    Ok(JobRecord {
+        id: parse_id(row.try_get("id")?)?,
+        tenant_id: parse_id(row.try_get("tenant_id")?)?,
+        dataset_id: parse_id(row.try_get("dataset_id")?)?,
+        algorithm: row.try_get("algorithm")?,
+        params: parse_json(row.try_get("params")?)?,
+        config: parse_json(row.try_get("config")?)?,
+        privacy: parse_json(row.try_get("privacy")?)?,
+        cost_rho_units: row.try_get("cost_rho_units")?,
+        cost_delta_units: row.try_get("cost_delta_units")?,
+        status: JobStatus::parse(status)
+            .ok_or_else(|| StoreError::Corrupt(format!("job status {status:?}")))?,
+        progress_done: row.try_get("progress_done")?,
+        progress_total: row.try_get("progress_total")?,
+        cancel_requested: row.try_get("cancel_requested")?,
+        error: row.try_get("error")?,
+        seed: seed_from_db(row.try_get("seed")?),
+        created_at: parse_ts(row.try_get("created_at")?)?,
+        started_at: parse_opt_ts(row.try_get("started_at")?)?,
+        finished_at: parse_opt_ts(row.try_get("finished_at")?)?,
+    })
+}
+
+pub(crate) fn ledger_entry(row: &SqliteRow) -> Result<LedgerEntry, StoreError> {
+    let entry: &str = row.try_get("entry")?;
+    let job_id: Option<&str> = row.try_get("job_id")?;
+    Ok(LedgerEntry {
+        id: row.try_get("id")?,
+        dataset_id: parse_id(row.try_get("dataset_id")?)?,
+        job_id: job_id.map(parse_id).transpose()?,
+        entry: LedgerEntryKind::parse(entry)
+            .ok_or_else(|| StoreError::Corrupt(format!("ledger entry {entry:?}")))?,
+        algorithm: row.try_get("algorithm")?,
+        rho_units: row.try_get("rho_units")?,
+        delta_units: row.try_get("delta_units")?,
+        created_at: parse_ts(row.try_get("created_at")?)?,
+    })
+}

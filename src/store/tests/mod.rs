@@ -1,0 +1,105 @@
+//! Store tests: each test gets its own SQLite file in a temporary directory.
+
+mod admission;
+mod datasets;
+mod ledger_props;
+mod queue;
+mod tenancy;
+
+use serde_json::json;
+use tempfile::TempDir;
+use uuid::Uuid;
+
+use super::{DatasetRecord, NewDataset, NewJob, Store, SubmitOutcome};
+use crate::dataset::{Kind, Relation};
+
+/// A store on a fresh database file, with one tenant.
+pub(super) struct Fixture {
+    pub store: Store,
+    pub tenant: Uuid,
+    pub dir: TempDir,
+}
+
+pub(super) fn db_url(dir: &TempDir) -> String {
+    format!("sqlite://{}", dir.path().join("privpca.db").display())
+}
+
+pub(super) async fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::connect(&db_url(&dir), dir.path()).await.expect("connect");
+    let (tenant, _key) = store.create_tenant("alice").await.expect("tenant");
+    Fixture {
+        store,
+        tenant: tenant.id,
+        dir,
+    }
+}
+
+pub(super) fn private_spec(budget_rho_units: i64, budget_delta_units: i64) -> NewDataset {
+    NewDataset {
+        name: "census".to_owned(),
+        kind: Kind::Records,
+        relation: Relation::ReplaceOne,
+        row_norm_bound: Some(1.0),
+        row_l1_bound: None,
+        entry_bound: None,
+        public: false,
+        budget_rho_units: Some(budget_rho_units),
+        budget_delta_units: Some(budget_delta_units),
+        budget_stated: json!({ "rho": 1.0 }),
+    }
+}
+
+pub(super) fn public_spec() -> NewDataset {
+    NewDataset {
+        public: true,
+        budget_rho_units: None,
+        budget_delta_units: None,
+        ..private_spec(1, 0)
+    }
+}
+
+/// Creates a dataset from `spec` and marks it ready (100 × 5).
+pub(super) async fn ready_dataset(store: &Store, tenant: Uuid, spec: NewDataset) -> DatasetRecord {
+    let created = store.create_dataset(tenant, spec).await.expect("create dataset");
+    store
+        .attach_data(tenant, created.id, 100, 5)
+        .await
+        .expect("attach")
+        .expect("attachable")
+}
+
+pub(super) fn job(dataset: Uuid, rho_units: i64, delta_units: i64) -> NewJob {
+    NewJob {
+        dataset_id: dataset,
+        algorithm: "noisy_power".to_owned(),
+        params: json!({ "k": 2 }),
+        config: json!({ "k": 2, "iterations": 10 }),
+        privacy: json!({ "rho": 0.1 }),
+        cost_rho_units: rho_units,
+        cost_delta_units: delta_units,
+        seed: None,
+        idempotency: None,
+    }
+}
+
+/// Submits and expects admission.
+pub(super) async fn submit_ok(store: &Store, tenant: Uuid, new: NewJob) -> super::JobRecord {
+    match store.submit_job(tenant, new).await.expect("submit") {
+        SubmitOutcome::Created(job) => job,
+        other => panic!("expected Created, got {other:?}"),
+    }
+}
+
+/// (Σ charges − Σ refunds) of a dataset's ledger, for ρ and δ.
+pub(super) async fn ledger_net(store: &Store, tenant: Uuid, dataset: Uuid) -> (i64, i64) {
+    let entries = store
+        .ledger(tenant, dataset)
+        .await
+        .expect("ledger")
+        .expect("dataset exists");
+    entries.iter().fold((0, 0), |(rho, delta), e| match e.entry {
+        super::LedgerEntryKind::Charge => (rho + e.rho_units, delta + e.delta_units),
+        super::LedgerEntryKind::Refund => (rho - e.rho_units, delta - e.delta_units),
+    })
+}

@@ -1,0 +1,265 @@
+//! The job lifecycle: claiming, progress, completion, failure, cancellation and restart.
+
+use std::collections::HashSet;
+
+use super::{db_url, fixture, job, ledger_net, private_spec, ready_dataset, submit_ok};
+use crate::store::{
+    CancelOutcome, INTERRUPTED_REASON, JobResult, JobStatus, LedgerEntryKind, Store, StoreError,
+};
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_running_at_a_crash_fails_keeps_its_charge_and_is_never_rerun() {
+    let f = fixture().await;
+    let ds = ready_dataset(&f.store, f.tenant, private_spec(1_000, 0)).await;
+    let submitted = submit_ok(&f.store, f.tenant, job(ds.id, 250, 0)).await;
+    let claimed = f
+        .store
+        .claim_next_job()
+        .await
+        .expect("claim")
+        .expect("a queued job");
+    assert_eq!(claimed.id, submitted.id);
+    assert_eq!(claimed.status, JobStatus::Running);
+    drop(f.store); // no graceful close: as after a crash
+
+    let store = Store::connect(&db_url(&f.dir), f.dir.path())
+        .await
+        .expect("reconnect");
+    store.ping().await.expect("ready");
+    assert_eq!(store.fail_interrupted_jobs().await.expect("fail interrupted"), 1);
+    let after = store
+        .get_job(f.tenant, submitted.id)
+        .await
+        .expect("get")
+        .expect("exists");
+    assert_eq!(after.status, JobStatus::Failed);
+    assert_eq!(after.error.as_deref(), Some(INTERRUPTED_REASON));
+    assert!(after.finished_at.is_some());
+    assert!(store.claim_next_job().await.expect("claim").is_none());
+    let dataset = store
+        .get_dataset(f.tenant, ds.id)
+        .await
+        .expect("get")
+        .expect("exists");
+    assert_eq!(dataset.spent_rho_units, 250);
+    assert_eq!(ledger_net(&store, f.tenant, ds.id).await, (250, 0));
+    assert_eq!(store.fail_interrupted_jobs().await.expect("again"), 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cancelling_refunds_only_while_queued() {
+    let f = fixture().await;
+    let ds = ready_dataset(&f.store, f.tenant, private_spec(1_000, 10)).await;
+    let first = submit_ok(&f.store, f.tenant, job(ds.id, 300, 2)).await;
+    let second = submit_ok(&f.store, f.tenant, job(ds.id, 200, 3)).await;
+
+    // Running: asked to stop, charge kept.
+    let running = f.store.claim_next_job().await.expect("claim").expect("job");
+    assert_eq!(running.id, first.id);
+    let CancelOutcome::CancelRequested(requested) =
+        f.store.cancel_job(f.tenant, first.id).await.expect("cancel")
+    else {
+        panic!("expected CancelRequested");
+    };
+    assert!(requested.cancel_requested);
+    let stored = f.store.get_job_any(first.id).await.expect("get").expect("exists");
+    assert!(stored.cancel_requested && stored.status == JobStatus::Running);
+
+    // Queued: cancelled and refunded.
+    let CancelOutcome::Refunded(refunded) = f.store.cancel_job(f.tenant, second.id).await.expect("cancel")
+    else {
+        panic!("expected Refunded");
+    };
+    assert_eq!(refunded.status, JobStatus::Cancelled);
+    let dataset = f
+        .store
+        .get_dataset(f.tenant, ds.id)
+        .await
+        .expect("get")
+        .expect("exists");
+    assert_eq!((dataset.spent_rho_units, dataset.spent_delta_units), (300, 2));
+    let entries = f
+        .store
+        .ledger(f.tenant, ds.id)
+        .await
+        .expect("ledger")
+        .expect("exists");
+    let refunds: Vec<_> = entries
+        .iter()
+        .filter(|e| e.entry == LedgerEntryKind::Refund)
+        .collect();
+    assert_eq!(refunds.len(), 1);
+    assert_eq!(
+        (refunds[0].job_id, refunds[0].rho_units, refunds[0].delta_units),
+        (Some(second.id), 200, 3)
+    );
+
+    // Terminal: unchanged, no second refund.
+    f.store
+        .mark_cancelled(first.id)
+        .await
+        .expect("runner honours the request");
+    for id in [first.id, second.id] {
+        let outcome = f.store.cancel_job(f.tenant, id).await.expect("cancel");
+        assert!(matches!(outcome, CancelOutcome::AlreadyFinished(j) if j.status == JobStatus::Cancelled));
+    }
+    assert_eq!(ledger_net(&f.store, f.tenant, ds.id).await, (300, 2));
+    let dataset = f
+        .store
+        .get_dataset(f.tenant, ds.id)
+        .await
+        .expect("get")
+        .expect("exists");
+    assert_eq!(dataset.spent_rho_units, 300);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn claims_are_fifo() {
+    let f = fixture().await;
+    let ds = ready_dataset(&f.store, f.tenant, private_spec(1_000, 0)).await;
+    let mut submitted = Vec::new();
+    for _ in 0..6 {
+        submitted.push(submit_ok(&f.store, f.tenant, job(ds.id, 1, 0)).await.id);
+    }
+    let mut claimed = Vec::new();
+    while let Some(next) = f.store.claim_next_job().await.expect("claim") {
+        assert!(next.started_at.is_some());
+        claimed.push(next.id);
+    }
+    assert_eq!(claimed, submitted);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_claimers_each_get_a_job_once() {
+    let f = fixture().await;
+    let ds = ready_dataset(&f.store, f.tenant, private_spec(1_000, 0)).await;
+    let mut submitted = HashSet::new();
+    for _ in 0..24 {
+        submitted.insert(submit_ok(&f.store, f.tenant, job(ds.id, 1, 0)).await.id);
+    }
+    let claimers: Vec<_> = (0..8)
+        .map(|_| {
+            let store = f.store.clone();
+            tokio::spawn(async move {
+                let mut mine = Vec::new();
+                while let Some(next) = store.claim_next_job().await.expect("claim") {
+                    mine.push(next.id);
+                }
+                mine
+            })
+        })
+        .collect();
+    let mut all = Vec::new();
+    for claimer in claimers {
+        all.extend(claimer.await.expect("task"));
+    }
+    assert_eq!(all.len(), 24, "every job claimed exactly once");
+    assert_eq!(all.into_iter().collect::<HashSet<_>>(), submitted);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn completion_stores_the_basis_and_failure_keeps_the_charge() {
+    let f = fixture().await;
+    let ds = ready_dataset(&f.store, f.tenant, private_spec(1_000, 0)).await;
+    let a = submit_ok(&f.store, f.tenant, job(ds.id, 100, 0)).await;
+    let b = submit_ok(&f.store, f.tenant, job(ds.id, 100, 0)).await;
+    let result = JobResult {
+        d: 3,
+        k: 2,
+        basis: vec![1.0, 0.0, 0.0, 0.0, 0.6, 0.8],
+        eigenvalues: Some(vec![2.5, 0.5]),
+    };
+
+    // Not running yet: runner transitions are refused.
+    assert!(matches!(
+        f.store.complete_job(a.id, &result).await,
+        Err(StoreError::JobNotRunning(_))
+    ));
+    assert!(
+        f.store
+            .job_result(f.tenant, a.id)
+            .await
+            .expect("result")
+            .is_none()
+    );
+
+    f.store.claim_next_job().await.expect("claim").expect("a");
+    f.store.update_progress(a.id, 3, 10).await.expect("progress");
+    let progressed = f
+        .store
+        .get_job(f.tenant, a.id)
+        .await
+        .expect("get")
+        .expect("exists");
+    assert_eq!((progressed.progress_done, progressed.progress_total), (3, 10));
+    let ragged = JobResult {
+        basis: vec![1.0; 5],
+        ..result.clone()
+    };
+    assert!(matches!(
+        f.store.complete_job(a.id, &ragged).await,
+        Err(StoreError::InvalidResult(_))
+    ));
+    let nan = JobResult {
+        eigenvalues: Some(vec![f64::NAN, 1.0]),
+        ..result.clone()
+    };
+    assert!(matches!(
+        f.store.complete_job(a.id, &nan).await,
+        Err(StoreError::InvalidResult(_))
+    ));
+    f.store.complete_job(a.id, &result).await.expect("complete");
+    assert_eq!(
+        f.store.job_result(f.tenant, a.id).await.expect("result"),
+        Some(result.clone())
+    );
+    let done = f
+        .store
+        .get_job(f.tenant, a.id)
+        .await
+        .expect("get")
+        .expect("exists");
+    assert_eq!((done.status, done.progress_done), (JobStatus::Succeeded, 10));
+    assert!(matches!(
+        f.store.complete_job(a.id, &result).await,
+        Err(StoreError::JobNotRunning(_))
+    ));
+
+    f.store.claim_next_job().await.expect("claim").expect("b");
+    f.store
+        .fail_job(b.id, "the iteration diverged")
+        .await
+        .expect("fail");
+    let failed = f
+        .store
+        .get_job(f.tenant, b.id)
+        .await
+        .expect("get")
+        .expect("exists");
+    assert_eq!(
+        (failed.status, failed.error.as_deref()),
+        (JobStatus::Failed, Some("the iteration diverged"))
+    );
+    assert!(
+        f.store
+            .job_result(f.tenant, b.id)
+            .await
+            .expect("result")
+            .is_none()
+    );
+    assert_eq!(ledger_net(&f.store, f.tenant, ds.id).await, (200, 0));
+
+    let counts = f.store.job_counts().await.expect("counts");
+    assert_eq!(counts.len(), JobStatus::ALL.len());
+    let count = |s: JobStatus| counts.iter().find(|(status, _)| *status == s).map(|(_, n)| *n);
+    assert_eq!(
+        [
+            JobStatus::Queued,
+            JobStatus::Running,
+            JobStatus::Succeeded,
+            JobStatus::Failed
+        ]
+        .map(count),
+        [Some(0), Some(0), Some(1), Some(1)]
+    );
+}

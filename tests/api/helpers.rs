@@ -1,0 +1,195 @@
+//! A test instance of the service and request helpers.
+
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{HeaderMap, Method, Request, StatusCode, header};
+use http_body_util::BodyExt;
+use privpca::config::Config;
+use privpca::state::AppState;
+use serde_json::{Value, json};
+use tempfile::TempDir;
+use tokio_util::sync::CancellationToken;
+use tower::ServiceExt;
+
+pub const ADMIN: &str = "test-admin-key";
+
+pub struct TestApp {
+    pub state: AppState,
+    pub router: Router,
+    pub dir: TempDir,
+    shutdown: CancellationToken,
+    runner: Option<tokio::task::JoinHandle<()>>,
+}
+
+pub struct Reply {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub bytes: Vec<u8>,
+}
+
+impl Reply {
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.bytes)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.bytes)))
+    }
+
+    pub fn content_type(&self) -> String {
+        self.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string()
+    }
+
+    /// Asserts a problem document with this status and returns it.
+    #[track_caller]
+    pub fn problem(&self, status: u16) -> Value {
+        assert_eq!(self.status.as_u16(), status, "body: {}", String::from_utf8_lossy(&self.bytes));
+        assert_eq!(self.content_type(), "application/problem+json");
+        let doc = self.json();
+        assert!(doc["type"].as_str().unwrap().starts_with("urn:privpca:problem:"));
+        assert_eq!(doc["status"], status);
+        assert!(!doc["detail"].as_str().unwrap().is_empty());
+        doc
+    }
+}
+
+impl TestApp {
+    /// The service with its job runner.
+    pub async fn start() -> Self {
+        Self::build(true, |_| {}).await
+    }
+
+    /// The service without a runner: jobs stay queued.
+    pub async fn without_runner() -> Self {
+        Self::build(false, |_| {}).await
+    }
+
+    pub async fn build(runner: bool, adjust: impl FnOnce(&mut Config)) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = Config::for_tests(dir.path());
+        adjust(&mut config);
+        Self::open(dir, config, runner).await
+    }
+
+    pub async fn open(dir: TempDir, config: Config, runner: bool) -> Self {
+        let state = privpca::serve::prepare(config).await.unwrap();
+        let router = privpca::app(state.clone());
+        let shutdown = CancellationToken::new();
+        let runner = runner.then(|| tokio::spawn(privpca::runner::run(state.clone(), shutdown.clone())));
+        Self { state, router, dir, shutdown, runner }
+    }
+
+    /// Stop the runner and close the store, keeping the directory (for restart tests).
+    pub async fn stop(mut self) -> TempDir {
+        self.shutdown.cancel();
+        if let Some(runner) = self.runner.take() {
+            runner.await.unwrap();
+        }
+        self.state.store.close().await;
+        self.dir
+    }
+
+    pub async fn send(&self, request: Request<Body>) -> Reply {
+        let response = self.router.clone().oneshot(request).await.unwrap();
+        let status = response.status();
+        let headers = response.headers().clone();
+        let bytes = response.into_body().collect().await.unwrap().to_bytes().to_vec();
+        Reply { status, headers, bytes }
+    }
+
+    pub async fn call(&self, method: Method, uri: &str, key: Option<&str>, body: Option<Value>) -> Reply {
+        let mut builder = Request::builder().method(method).uri(uri);
+        if let Some(key) = key {
+            builder = builder.header(header::AUTHORIZATION, format!("Bearer {key}"));
+        }
+        let body = match body {
+            Some(json) => {
+                builder = builder.header(header::CONTENT_TYPE, "application/json");
+                Body::from(json.to_string())
+            }
+            None => Body::empty(),
+        };
+        self.send(builder.body(body).unwrap()).await
+    }
+
+    pub async fn get(&self, uri: &str, key: &str) -> Reply {
+        self.call(Method::GET, uri, Some(key), None).await
+    }
+
+    pub async fn post(&self, uri: &str, key: &str, body: Value) -> Reply {
+        self.call(Method::POST, uri, Some(key), Some(body)).await
+    }
+
+    pub async fn upload(&self, key: &str, dataset: &str, content_type: &str, bytes: Vec<u8>) -> Reply {
+        let request = Request::builder()
+            .method(Method::PUT)
+            .uri(format!("/v1/datasets/{dataset}/data"))
+            .header(header::AUTHORIZATION, format!("Bearer {key}"))
+            .header(header::CONTENT_TYPE, content_type)
+            .body(Body::from(bytes))
+            .unwrap();
+        self.send(request).await
+    }
+
+    /// A new tenant's API key.
+    pub async fn tenant(&self, name: &str) -> String {
+        let reply = self.post("/v1/tenants", ADMIN, json!({ "name": name })).await;
+        assert_eq!(reply.status, StatusCode::CREATED);
+        reply.json()["api_key"].as_str().unwrap().to_string()
+    }
+
+    /// Creates a dataset and returns its id.
+    pub async fn dataset(&self, key: &str, body: Value) -> String {
+        let reply = self.post("/v1/datasets", key, body).await;
+        assert_eq!(reply.status, StatusCode::CREATED, "{}", String::from_utf8_lossy(&reply.bytes));
+        reply.json()["id"].as_str().unwrap().to_string()
+    }
+
+    /// A records dataset (β = 1) with `csv` uploaded; returns its id.
+    pub async fn records(&self, key: &str, budget: Value, csv: &str) -> String {
+        let id = self
+            .dataset(key, json!({ "name": "r", "kind": "records", "row_norm_bound": 1.0, "budget": budget }))
+            .await;
+        let reply = self.upload(key, &id, "text/csv", csv.as_bytes().to_vec()).await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", String::from_utf8_lossy(&reply.bytes));
+        id
+    }
+
+    /// A public records dataset with `csv` uploaded.
+    pub async fn public_records(&self, key: &str, csv: &str) -> String {
+        let id =
+            self.dataset(key, json!({ "name": "p", "kind": "records", "row_norm_bound": 10.0, "public": true })).await;
+        let reply = self.upload(key, &id, "text/csv", csv.as_bytes().to_vec()).await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", String::from_utf8_lossy(&reply.bytes));
+        id
+    }
+
+    /// Polls a job until it is in a terminal state.
+    pub async fn wait(&self, key: &str, job: &str) -> Value {
+        for _ in 0..2000 {
+            let view = self.get(&format!("/v1/jobs/{job}"), key).await.json();
+            if matches!(view["status"].as_str(), Some("succeeded" | "failed" | "cancelled")) {
+                return view;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        panic!("job {job} did not finish");
+    }
+}
+
+/// Rows of a seeded random matrix with a clear top direction, as CSV.
+pub fn csv_rows(n: usize, d: usize, seed: u64) -> String {
+    let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    let mut next = move || {
+        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        ((state >> 11) as f64 / (1u64 << 53) as f64) - 0.5
+    };
+    let mut out = String::new();
+    for _ in 0..n {
+        let scale = next() * 4.0;
+        let row: Vec<String> =
+            (0..d).map(|j| format!("{:.6}", if j == 0 { scale } else { 0.2 * next() })).collect();
+        out.push_str(&row.join(","));
+        out.push('\n');
+    }
+    out
+}

@@ -1,0 +1,134 @@
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use serde_json::{Value, json};
+
+use crate::helpers::{TestApp, csv_rows};
+
+fn gauss(dataset: &str, rho: f64) -> Value {
+    json!({ "dataset_id": dataset, "algorithm": "analyze_gauss", "params": { "k": 1 }, "privacy": { "rho": rho } })
+}
+
+#[tokio::test]
+async fn over_budget_is_a_409_naming_remaining_and_requested() {
+    let app = TestApp::without_runner().await;
+    let key = app.tenant("t").await;
+    let ds = app.records(&key, json!({ "rho": 1.0 }), "1,0\n0,1\n").await;
+    assert_eq!(app.post("/v1/jobs", &key, gauss(&ds, 0.7)).await.status, StatusCode::ACCEPTED);
+    let doc = app.post("/v1/jobs", &key, gauss(&ds, 0.5)).await.problem(409);
+    assert_eq!(doc["type"], "urn:privpca:problem:over-budget");
+    assert_eq!(doc["dataset_id"], ds.as_str());
+    assert!((doc["remaining_rho"].as_f64().unwrap() - 0.3).abs() < 1e-9, "{doc}");
+    assert!((doc["requested_rho"].as_f64().unwrap() - 0.5).abs() < 1e-9, "{doc}");
+    // Exactly the rest still fits.
+    assert_eq!(app.post("/v1/jobs", &key, gauss(&ds, 0.3)).await.status, StatusCode::ACCEPTED);
+    let view = app.get(&format!("/v1/datasets/{ds}"), &key).await.json();
+    assert_eq!(view["budget"]["remaining"]["rho"], 0.0);
+    app.post("/v1/jobs", &key, gauss(&ds, 1e-6)).await.problem(409);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn fifty_concurrent_submissions_against_a_budget_for_ten_admit_exactly_ten() {
+    let app = Arc::new(TestApp::without_runner().await);
+    let key = app.tenant("t").await;
+    let ds = app.records(&key, json!({ "rho": 1.0 }), "1,0\n0,1\n").await;
+    let mut handles = Vec::new();
+    for _ in 0..50 {
+        let (app, key, ds) = (app.clone(), key.clone(), ds.clone());
+        handles.push(tokio::spawn(async move { app.post("/v1/jobs", &key, gauss(&ds, 0.1)).await.status }));
+    }
+    let mut accepted = 0;
+    let mut refused = 0;
+    for h in handles {
+        match h.await.unwrap() {
+            StatusCode::ACCEPTED => accepted += 1,
+            StatusCode::CONFLICT => refused += 1,
+            other => panic!("unexpected {other}"),
+        }
+    }
+    assert_eq!((accepted, refused), (10, 40));
+    let ledger = app.get(&format!("/v1/datasets/{ds}/ledger"), &key).await.json();
+    assert_eq!(ledger["entries"].as_array().unwrap().len(), 10);
+    assert_eq!(ledger["budget"]["remaining"]["rho"], 0.0);
+}
+
+#[tokio::test]
+async fn idempotency_key_replays_the_same_job_without_a_new_charge() {
+    let app = TestApp::without_runner().await;
+    let key = app.tenant("t").await;
+    let ds = app.records(&key, json!({ "rho": 1.0 }), "1,0\n0,1\n").await;
+    let send = |body: Value, idem: &str| {
+        Request::builder()
+            .method("POST")
+            .uri("/v1/jobs")
+            .header("authorization", format!("Bearer {key}"))
+            .header("content-type", "application/json")
+            .header("idempotency-key", idem)
+            .body(Body::from(body.to_string()))
+            .unwrap()
+    };
+    let first = app.send(send(gauss(&ds, 0.4), "abc")).await;
+    assert_eq!(first.status, StatusCode::ACCEPTED);
+    let second = app.send(send(gauss(&ds, 0.4), "abc")).await;
+    assert_eq!(second.status, StatusCode::ACCEPTED);
+    assert_eq!(first.json()["id"], second.json()["id"]);
+    assert_eq!(second.headers.get("idempotent-replayed").unwrap(), "true");
+    let doc = app.send(send(gauss(&ds, 0.2), "abc")).await.problem(409);
+    assert_eq!(doc["type"], "urn:privpca:problem:idempotency-key-reused");
+    let view = app.get(&format!("/v1/datasets/{ds}"), &key).await.json();
+    assert!((view["budget"]["spent"]["rho"].as_f64().unwrap() - 0.4).abs() < 1e-9);
+    // Another key is another job.
+    assert_ne!(app.send(send(gauss(&ds, 0.4), "def")).await.json()["id"], first.json()["id"]);
+}
+
+#[tokio::test]
+async fn the_ledger_lists_every_charge_and_totals_in_rho_and_epsilon() {
+    let app = TestApp::start().await;
+    let key = app.tenant("t").await;
+    let ds = app.records(&key, json!({ "epsilon": 2.0, "delta": 1e-6 }), &csv_rows(100, 4, 9)).await;
+    let a = app.post("/v1/jobs", &key, gauss(&ds, 0.01)).await.json();
+    let b = app
+        .post("/v1/jobs", &key, json!({ "dataset_id": ds, "algorithm": "noisy_power", "params": { "k": 1 }, "privacy": { "rho": 0.02 } }))
+        .await
+        .json();
+    app.wait(&key, a["id"].as_str().unwrap()).await;
+    app.wait(&key, b["id"].as_str().unwrap()).await;
+    let ledger = app.get(&format!("/v1/datasets/{ds}/ledger"), &key).await.json();
+    let entries = ledger["entries"].as_array().unwrap();
+    assert_eq!(entries.len(), 2);
+    assert_eq!(entries[0]["job_id"], a["id"]);
+    assert_eq!(entries[0]["algorithm"], "analyze_gauss");
+    assert_eq!(entries[1]["algorithm"], "noisy_power");
+    let spent = &ledger["budget"]["spent"];
+    assert!((spent["rho"].as_f64().unwrap() - 0.03).abs() < 1e-9);
+    assert_eq!(spent["epsilon_at_delta"], 1e-6);
+    assert!(spent["epsilon"].as_f64().unwrap() > 0.0);
+    assert!(ledger["budget"]["remaining"]["epsilon"].as_f64().unwrap() < 2.0);
+}
+
+#[tokio::test]
+async fn a_job_left_running_by_a_crash_is_failed_with_its_charge_kept_and_never_rerun() {
+    let app = TestApp::without_runner().await;
+    let key = app.tenant("t").await;
+    let ds = app.records(&key, json!({ "rho": 1.0 }), "1,0\n0,1\n").await;
+    let id = app.post("/v1/jobs", &key, gauss(&ds, 0.4)).await.json()["id"].as_str().unwrap().to_string();
+    // The runner claims it (noise would be drawn from here on), then the process dies.
+    let claimed = app.state.store.claim_next_job().await.unwrap().unwrap();
+    assert_eq!(claimed.id.to_string(), id);
+    let config = privpca::config::Config::for_tests(app.dir.path());
+    let dir = app.stop().await;
+
+    let app = TestApp::open(dir, config, true).await;
+    let view = app.get(&format!("/v1/jobs/{id}"), &key).await.json();
+    assert_eq!(view["status"], "failed");
+    assert!(view["error"].as_str().unwrap().contains("interrupted"), "{view}");
+    let spent = app.get(&format!("/v1/datasets/{ds}"), &key).await.json()["budget"]["spent"]["rho"].as_f64().unwrap();
+    assert!((spent - 0.4).abs() < 1e-9, "charge kept");
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(app.get(&format!("/v1/jobs/{id}"), &key).await.json()["status"], "failed", "never re-run");
+
+    // A job that was only queued at the crash runs after the restart.
+    let queued = app.post("/v1/jobs", &key, gauss(&ds, 0.1)).await.json()["id"].as_str().unwrap().to_string();
+    assert_eq!(app.wait(&key, &queued).await["status"], "succeeded");
+}

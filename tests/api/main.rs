@@ -1,0 +1,10 @@
+//! Black-box tests of the HTTP API: the app is driven through `tower::ServiceExt::oneshot`,
+//! with the real store (SQLite in a temp dir) and, where jobs must run, the real job runner.
+
+mod helpers;
+
+mod auth;
+mod datasets;
+mod jobs;
+mod ledger;
+mod meta;

@@ -1,0 +1,111 @@
+use axum::http::{Method, StatusCode};
+use serde_json::json;
+
+use crate::helpers::{ADMIN, TestApp};
+
+#[tokio::test]
+async fn health_readiness_docs_and_openapi_are_open() {
+    let app = TestApp::without_runner().await;
+    for path in ["/healthz", "/readyz", "/openapi.json", "/docs/"] {
+        let reply = app.call(Method::GET, path, None, None).await;
+        assert_eq!(reply.status, StatusCode::OK, "{path}");
+    }
+    let doc = app.call(Method::GET, "/openapi.json", None, None).await.json();
+    assert!(doc["paths"]["/v1/jobs"]["post"].is_object());
+    let docs = app.call(Method::GET, "/docs/", None, None).await;
+    assert!(String::from_utf8_lossy(&docs.bytes).contains("swagger"), "docs page is Swagger UI");
+}
+
+#[tokio::test]
+async fn committed_openapi_document_matches_the_code() {
+    let committed = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/openapi/openapi.json"))
+        .expect("openapi/openapi.json is committed");
+    let generated = privpca::http::openapi::document();
+    assert!(
+        committed == generated,
+        "openapi/openapi.json is stale: run `cargo run -- openapi > openapi/openapi.json`"
+    );
+}
+
+#[tokio::test]
+async fn metrics_count_jobs_by_state_and_budget_refusals() {
+    let app = TestApp::without_runner().await;
+    let key = app.tenant("m").await;
+    let ds = app.records(&key, json!({ "rho": 0.1 }), "1,0\n0,1\n1,1\n").await;
+    let job = json!({ "dataset_id": ds, "algorithm": "analyze_gauss", "params": { "k": 1 }, "privacy": { "rho": 0.1 } });
+    assert_eq!(app.post("/v1/jobs", &key, job.clone()).await.status, StatusCode::ACCEPTED);
+    app.post("/v1/jobs", &key, job).await.problem(409);
+    let reply = app.call(Method::GET, "/metrics", None, None).await;
+    assert_eq!(reply.status, StatusCode::OK);
+    let text = String::from_utf8(reply.bytes).unwrap();
+    assert!(text.contains("privpca_jobs{status=\"queued\"} 1"), "{text}");
+    assert!(text.contains("privpca_budget_refusals_total 1"), "{text}");
+    assert!(text.contains("privpca_job_duration_seconds"), "{text}");
+}
+
+#[tokio::test]
+async fn unknown_routes_and_methods_are_problem_documents() {
+    let app = TestApp::without_runner().await;
+    app.call(Method::GET, "/v1/nothing", None, None).await.problem(404);
+    let reply = app.call(Method::PATCH, "/v1/datasets", Some(ADMIN), None).await;
+    reply.problem(405);
+}
+
+#[tokio::test]
+async fn algorithms_list_describes_parameters_and_privacy() {
+    let app = TestApp::without_runner().await;
+    let list = app.call(Method::GET, "/v1/algorithms", None, None).await.json();
+    let list = list.as_array().unwrap();
+    for name in ["noisy_power", "analyze_gauss", "exact"] {
+        let a = list.iter().find(|a| a["name"] == name).unwrap_or_else(|| panic!("{name} listed"));
+        assert!(!a["summary"].as_str().unwrap().is_empty());
+        assert!(!a["source"].as_str().unwrap().is_empty());
+        assert!(!a["privacy"].as_str().unwrap().is_empty());
+        assert_eq!(a["parameters"]["type"], "object");
+        assert!(a["parameters"]["properties"]["k"].is_object(), "{name} has k");
+        assert!(!a["kinds"].as_array().unwrap().is_empty());
+    }
+    let np = list.iter().find(|a| a["name"] == "noisy_power").unwrap();
+    assert!(np["parameters"]["properties"]["sensitivity"]["enum"].as_array().unwrap().len() >= 4);
+    let exact = list.iter().find(|a| a["name"] == "exact").unwrap();
+    assert_eq!(exact["public_only"], true);
+}
+
+#[tokio::test]
+async fn privacy_plan_converts_and_prices_without_spending() {
+    let app = TestApp::without_runner().await;
+    let key = app.tenant("p").await;
+    let conv = app.post("/v1/privacy/plan", &key, json!({ "privacy": { "epsilon": 1.0, "delta": 1e-5 } })).await;
+    assert_eq!(conv.status, StatusCode::OK);
+    let conv = conv.json();
+    let rho = conv["requested"]["rho"].as_f64().unwrap();
+    // (sqrt(ln(1e5) + 1) - sqrt(ln(1e5)))^2
+    let l = (1e5f64).ln();
+    assert!((rho - ((l + 1.0).sqrt() - l.sqrt()).powi(2)).abs() < 1e-12);
+    assert!(conv["requested"]["epsilon"].as_f64().unwrap() <= 1.0 + 1e-9);
+
+    let ds = app.records(&key, json!({ "rho": 0.5 }), "1,0\n0,1\n").await;
+    let plan = app
+        .post(
+            "/v1/privacy/plan",
+            &key,
+            json!({ "privacy": { "rho": 0.25 }, "dataset_id": ds, "algorithm": "noisy_power",
+                    "params": { "k": 1, "iterations": 4 } }),
+        )
+        .await;
+    assert_eq!(plan.status, StatusCode::OK, "{}", String::from_utf8_lossy(&plan.bytes));
+    let plan = plan.json();
+    assert_eq!(plan["fits_budget"], true);
+    assert!((plan["cost"]["rho"].as_f64().unwrap() - 0.25).abs() < 1e-9);
+    // s = sqrt(L / (2ρ)) = sqrt(4 / 0.5)
+    let s = plan["noise"][0]["multiplier"].as_f64().unwrap();
+    assert!((s - 8f64.sqrt()).abs() < 1e-9, "{plan}");
+    let too_much = app
+        .post("/v1/privacy/plan", &key, json!({ "privacy": { "rho": 0.75 }, "dataset_id": ds, "algorithm": "noisy_power", "params": { "k": 1 } }))
+        .await
+        .json();
+    assert_eq!(too_much["fits_budget"], false);
+    // Nothing was spent.
+    let view = app.get(&format!("/v1/datasets/{ds}"), &key).await.json();
+    assert_eq!(view["budget"]["spent"]["rho"], 0.0);
+}
