@@ -126,27 +126,33 @@ fn crossover() {
         let (s, p) = (time(Par::Seq), time(par));
         show(format!("matmul {n}³ (work {:.1e})", (n * n * n) as f64), s, p);
     }
-    for (m, p_cols) in [(1000usize, 20usize), (5000, 20), (20000, 20)] {
-        let y = Mat::<f64>::from_fn(m, p_cols, |i, j| ((i + 3 * j) % 11) as f64 - 5.0);
-        let mut time = |p: Par| {
+    for (m, n) in [(1000usize, 20usize), (20000, 20), (20000, 100), (2000, 200)] {
+        let y = Mat::<f64>::from_fn(m, n, |i, j| {
+            ((i + 3 * j) % 11) as f64 - 5.0 + 1.0 / (1.0 + i as f64)
+        });
+        let time = |p: Par| {
             faer::set_global_parallelism(p);
             best_of_3(|| y.qr().compute_thin_Q())
         };
         let (s, p) = (time(Par::Seq), time(par));
-        show(
-            format!("thin QR {m}×{p_cols} (work {:.1e})", (m * p_cols * p_cols) as f64),
-            s,
-            p,
-        );
+        show(format!("thin QR {m}×{n} (work {:.1e})", (m * n * n) as f64), s, p);
     }
-    for d in [64usize, 128, 256] {
-        let g = Mat::<f64>::from_fn(d, d, |i, j| 1.0 / (1.0 + i as f64 + j as f64));
-        let mut time = |p: Par| {
+    for d in [128usize, 256, 384, 512] {
+        let g = Mat::<f64>::from_fn(d, d, |i, j| {
+            1.0 / (1.0 + i as f64 + j as f64) + ((i * j) % 5) as f64
+        });
+        let time = |p: Par| {
             faer::set_global_parallelism(p);
             best_of_3(|| g.self_adjoint_eigen(faer::Side::Lower))
         };
         let (s, p) = (time(Par::Seq), time(par));
         show(format!("eigh d={d} (work {:.1e})", (d * d * d) as f64), s, p);
+        let time = |p: Par| {
+            faer::set_global_parallelism(p);
+            best_of_3(|| g.thin_svd())
+        };
+        let (s, p) = (time(Par::Seq), time(par));
+        show(format!("SVD {d}×{d} (work {:.1e})", (d * d * d) as f64), s, p);
     }
 }
 

@@ -20,6 +20,12 @@ enum Command {
     Serve(Config),
     /// Print the OpenAPI document (the committed copy is openapi/openapi.json).
     Openapi,
+    /// Exit 0 when the service at `--addr` answers `GET /healthz` with 200 (for container
+    /// health checks, which have no curl).
+    Healthcheck {
+        #[arg(long, env = "PRIVPCA_HEALTHCHECK_ADDR", default_value = "127.0.0.1:8080")]
+        addr: String,
+    },
 }
 
 fn main() -> ExitCode {
@@ -29,6 +35,13 @@ fn main() -> ExitCode {
             print!("{}", privpca::http::openapi::document());
             ExitCode::SUCCESS
         }
+        Command::Healthcheck { addr } => match privpca::serve::healthcheck(&addr) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("unhealthy: {e}");
+                ExitCode::FAILURE
+            }
+        },
         Command::Serve(config) => {
             telemetry::init(&config.log_format);
             let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {

@@ -10,6 +10,7 @@ use crate::store::Store;
 /// Open the store, fail jobs a crash left running, and build the state.
 pub async fn prepare(config: Config) -> anyhow::Result<AppState> {
     crate::linalg::init_threads(config.threads);
+    create_parent_dirs(&config).await?;
     let store = Store::connect(&config.database_url, &config.data_dir)
         .await
         .with_context(|| format!("opening the database {}", config.database_url))?;
@@ -26,6 +27,24 @@ pub async fn prepare(config: Config) -> anyhow::Result<AppState> {
         }
     };
     Ok(AppState::new(store, config, admin_key))
+}
+
+/// SQLite creates the database file but not its directory; create it, and the data directory.
+async fn create_parent_dirs(config: &Config) -> anyhow::Result<()> {
+    tokio::fs::create_dir_all(&config.data_dir)
+        .await
+        .with_context(|| format!("creating {}", config.data_dir.display()))?;
+    let path = config
+        .database_url
+        .strip_prefix("sqlite://")
+        .or_else(|| config.database_url.strip_prefix("sqlite:"))
+        .map(|rest| rest.split('?').next().unwrap_or(rest));
+    if let Some(path) = path.filter(|p| !p.is_empty() && !p.starts_with(':'))
+        && let Some(parent) = std::path::Path::new(path).parent().filter(|p| !p.as_os_str().is_empty())
+    {
+        tokio::fs::create_dir_all(parent).await.with_context(|| format!("creating {}", parent.display()))?;
+    }
+    Ok(())
 }
 
 /// Serve until SIGINT/SIGTERM, then stop accepting requests, let running jobs finish within
@@ -72,4 +91,20 @@ async fn wait_for_signal() {
         _ = ctrl_c => {}
         _ = terminate => {}
     }
+}
+
+/// `GET /healthz` over plain HTTP/1.0 with a short timeout; Ok when the status is 200.
+pub fn healthcheck(addr: &str) -> anyhow::Result<()> {
+    use std::io::{Read, Write};
+    use std::net::ToSocketAddrs;
+    let target = addr.to_socket_addrs()?.next().context("address did not resolve")?;
+    let timeout = std::time::Duration::from_secs(3);
+    let mut stream = std::net::TcpStream::connect_timeout(&target, timeout)?;
+    stream.set_read_timeout(Some(timeout))?;
+    stream.write_all(format!("GET /healthz HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())?;
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply)?;
+    let status = reply.lines().next().unwrap_or("");
+    anyhow::ensure!(status.split_whitespace().nth(1) == Some("200"), "status line `{status}`");
+    Ok(())
 }

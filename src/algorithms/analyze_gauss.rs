@@ -60,7 +60,9 @@ pub fn sensitivity(neighbours: &Neighbours) -> f64 {
 
 /// ρ = Δ²/(2σ²) (Bun & Steinke 2016 Prop. 1.6).
 fn cost_of(delta: f64, sd: f64) -> f64 {
-    delta * delta / (2.0 * sd * sd)
+    // (Δ/σ)² rather than Δ²/σ², so that neither square can overflow or underflow alone.
+    let ratio = delta / sd;
+    ratio * ratio / 2.0
 }
 
 /// σ = Δ/sqrt(2ρ), rounded up (never down) so that `cost_of(Δ, σ) ≤ ρ` in floating point too.
@@ -106,9 +108,16 @@ impl Algorithm for AnalyzeGauss {
         check_bounds(&ctx.neighbours)?;
         let rho = target_rho(target)?;
         check_k(params.k, ctx.d)?;
+        let noise_sd = calibrate(sensitivity(&ctx.neighbours), rho);
+        if !noise_sd.is_finite() {
+            return Err(ConfigError::invalid(
+                "rho",
+                "is too small to calibrate noise in floating point",
+            ));
+        }
         Ok(AnalyzeGaussConfig {
             k: params.k,
-            noise_sd: calibrate(sensitivity(&ctx.neighbours), rho),
+            noise_sd,
         })
     }
 
@@ -383,9 +392,7 @@ mod tests {
                 draw.scale
             );
         }
-        let r = check_gaussian_scale(&draw.values, spec_sd);
-        eprintln!("AG {neighbours:?} {factor}: {r:?}");
-        r
+        check_gaussian_scale(&draw.values, spec_sd)
     }
 
     #[test]

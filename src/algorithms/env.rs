@@ -77,4 +77,13 @@ impl<'a> RunEnv<'a> {
         self.audit(label, "laplace", b, vec![v]);
         v
     }
+
+    /// `len` iid draws of Laplace(0, b) noise, reported to the audit as one batch.
+    pub fn laplace_vector_noise(&mut self, label: &'static str, len: usize, b: f64) -> Vec<f64> {
+        let values: Vec<f64> = (0..len).map(|_| noise::laplace(self.rng, b)).collect();
+        if self.audit.is_some() {
+            self.audit(label, "laplace", b, values.clone());
+        }
+        values
+    }
 }

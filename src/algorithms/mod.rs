@@ -9,6 +9,7 @@
 //! the `Config` on the data.
 
 pub mod analyze_gauss;
+pub mod coherent_power;
 pub mod env;
 pub mod exact;
 pub mod noisy_power;

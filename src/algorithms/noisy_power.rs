@@ -82,7 +82,9 @@ pub(crate) fn target_rho(target: &PrivacyTarget) -> Result<f64, ConfigError> {
 
 /// The cost ρ = L/(2s²) (Nicolas et al. eqs. 25–27: L Gaussian mechanisms of cost 1/(2s²)).
 fn cost_of(iterations: u32, multiplier: f64) -> f64 {
-    f64::from(iterations) / (2.0 * multiplier * multiplier)
+    // (1/s)² rather than 1/s², so that a huge s cannot overflow s² into a zero cost.
+    let inverse = 1.0 / multiplier;
+    f64::from(iterations) * inverse * inverse / 2.0
 }
 
 /// s = sqrt(L/(2ρ)), the inverse of [`cost_of`], rounded up (never down) so that
@@ -244,12 +246,19 @@ impl Algorithm for NoisyPower {
                 "rank_one applies to records datasets only; use row_norm, hardt_price or auto on a matrix",
             ));
         }
+        let multiplier = calibrate(iterations, rho);
+        if !multiplier.is_finite() {
+            return Err(ConfigError::invalid(
+                "rho",
+                "is too small to calibrate noise in floating point",
+            ));
+        }
         Ok(NoisyPowerConfig {
             k,
             p,
             iterations,
             sensitivity: params.sensitivity,
-            multiplier: calibrate(iterations, rho),
+            multiplier,
         })
     }
 
@@ -300,7 +309,8 @@ impl Algorithm for NoisyPower {
             multiplier,
         } = *config;
         let d = ctx.d;
-        if !(k >= 1 && k <= p && p <= d && iterations >= 1 && multiplier > 0.0 && multiplier.is_finite()) {
+        let fits = k >= 1 && k <= p && p <= d && (1..=MAX_ITERATIONS).contains(&iterations);
+        if !(fits && multiplier > 0.0 && multiplier.is_finite()) {
             return Err(RunError::Failed(
                 "the stored configuration does not fit the dataset".into(),
             ));
@@ -606,7 +616,6 @@ pub(crate) mod tests {
             (json!({"k": 2, "q": 3}), "`q`"),
         ] {
             let e = rejected(&NoisyPower, params.clone(), &c, 1.0);
-            eprintln!("NP field {:?}", e);
             assert!(invalid_field(&e).starts_with("params"), "{params}: {e}");
             assert!(e.to_string().contains(needle), "{params}: {e}");
         }
@@ -619,7 +628,7 @@ pub(crate) mod tests {
         );
         assert_eq!(invalid_field(&e), "params.sensitivity");
         // The budget and the bounds are validated too (NaN included).
-        for rho in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+        for rho in [0.0, -1.0, f64::NAN, f64::INFINITY, 1e-320] {
             assert_eq!(
                 invalid_field(&rejected(&NoisyPower, json!({"k": 2}), &c, rho)),
                 "rho"
@@ -736,7 +745,6 @@ pub(crate) mod tests {
             let out = out.expect("run");
             let exact = sym_eig(target_a);
             let err = sin_theta(&out.basis, &exact.vectors.columns(0, k).into_owned());
-            eprintln!("NP huge {err:e} {:?}", out.eigenvalues);
             assert!(err < 1e-3, "{neighbours:?}: sin θ = {err:e}");
             let values = out.eigenvalues.expect("released");
             for (got, want) in values.iter().zip(exact.values.iter()) {
@@ -769,7 +777,6 @@ pub(crate) mod tests {
                     / 4.0
             })
             .collect();
-        eprintln!("NP errors {errors:?}");
         assert!(errors.windows(2).all(|w| w[1] < w[0]), "errors {errors:?}");
         assert!(errors[0] > 0.5 && errors[4] < 1e-2, "errors {errors:?}");
     }
@@ -788,19 +795,21 @@ pub(crate) mod tests {
             calls.push((done, total));
             Ok(())
         };
-        let mut env = RunEnv::new(&mut rng, &mut progress);
-        NoisyPower
-            .run(DataInput::Records { xt: &xt }, &config, &c, &mut env)
-            .expect("run");
-        drop(env);
+        {
+            let mut env = RunEnv::new(&mut rng, &mut progress);
+            NoisyPower
+                .run(DataInput::Records { xt: &xt }, &config, &c, &mut env)
+                .expect("run");
+        }
         assert_eq!(calls, (1..=5).map(|l| (l, 5)).collect::<Vec<_>>());
 
         let mut rng = seeded(1);
         let mut progress = |done: u32, _: u32| if done >= 2 { Err(Cancelled) } else { Ok(()) };
         let mut audit = RecordingAudit::default();
-        let mut env = RunEnv::new(&mut rng, &mut progress).with_audit(&mut audit);
-        let result = NoisyPower.run(DataInput::Records { xt: &xt }, &config, &c, &mut env);
-        drop(env);
+        let result = {
+            let mut env = RunEnv::new(&mut rng, &mut progress).with_audit(&mut audit);
+            NoisyPower.run(DataInput::Records { xt: &xt }, &config, &c, &mut env)
+        };
         assert_eq!(result.expect_err("cancelled"), RunError::Cancelled);
         assert_eq!(audit.draws.len(), 2, "no noise is drawn after the cancellation");
     }
@@ -926,7 +935,8 @@ pub(crate) mod tests {
     /// with the recorded G_l and X_l = Q(Y_l); the output must be Y_L's Rayleigh–Ritz basis,
     /// which shows the audited noise is the noise that was used.
     fn audit_noise(neighbours: Neighbours, mode: SensitivityMode, factor: f64) -> AuditReport {
-        let (d, n, k, p, iterations, rho, seed): (usize, usize, usize, usize, u32, f64, u64) = (60, 300, 5, 10, 5, 0.8, 21);
+        let (d, n, k, p, iterations, rho, seed): (usize, usize, usize, usize, u32, f64, u64) =
+            (60, 300, 5, 10, 5, 0.8, 21);
         let xt = spiked_records(13, d, n, &[6.0, 4.0, 3.0], 0.3, 2.0);
         let a = spiked_matrix(14, d, &[40.0, 30.0, 20.0], 0.3);
         let (input, dense) = match neighbours {
@@ -971,7 +981,6 @@ pub(crate) mod tests {
     }
 
     fn assert_calibrated(report: &AuditReport) {
-        eprintln!("NP cal scale_err {:e} pooled {:?} per {:?}", report.scale_error, report.pooled, report.per_draw);
         assert!(
             report.scale_error < 1e-9,
             "recorded sd off by {:e}",
@@ -1011,7 +1020,6 @@ pub(crate) mod tests {
             (EN, SensitivityMode::Auto),
         ] {
             let report = audit_noise(neighbours, mode, 0.9);
-            eprintln!("NP under {neighbours:?} {mode:?}: {:?}", report.pooled);
             assert!(
                 report.pooled.is_err(),
                 "{neighbours:?} {mode:?}: under-noising went unnoticed"

@@ -89,7 +89,7 @@ impl<A: Algorithm> DynAlgorithm for A {
 
 /// Every algorithm the service offers, in the order `GET /v1/algorithms` lists them.
 pub fn registry() -> &'static [&'static dyn DynAlgorithm] {
-    &[&NoisyPower, &AnalyzeGauss, &Exact]
+    &[&NoisyPower, &AnalyzeGauss, &super::coherent_power::CoherentPower, &Exact]
 }
 
 /// The algorithm called `name`.

@@ -159,7 +159,9 @@ pub(crate) fn price(
     let target = privacy.parse("privacy")?;
     let ctx = data_context(dataset).ok_or_else(|| ApiError::conflict("the dataset has no data yet"))?;
     let prepared = algorithm.prepare(params, &ctx, &target).map_err(config_problem)?;
-    let cost = prepared.cost;
+    let cost = prepared.cost.check().map_err(|e| {
+        ApiError::internal(format!("algorithm {} produced an invalid cost: {e}", algorithm.info().name))
+    })?;
     // Calibration is each algorithm's contract; a cost above the target is a bug, never charged silently.
     let allowed_delta = target.delta.unwrap_or(0.0);
     if !(cost.rho <= target.rho * (1.0 + 1e-9)) || !(cost.delta <= allowed_delta * (1.0 + 1e-9)) {

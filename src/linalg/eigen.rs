@@ -5,7 +5,7 @@ use faer::dyn_stack::{MemBuffer, MemStack};
 use faer::linalg::evd::{self, ComputeEigenvectors};
 
 use super::error::{LinalgError, check_finite, check_square};
-use super::threads::{par_for, work};
+use super::threads::{par_for_decomposition, work};
 use super::view::{view, view_mut};
 use super::{Matrix, Vector};
 
@@ -72,7 +72,7 @@ fn decompose(a: &Matrix, values: &mut Vector, vectors: Option<&mut Matrix>) -> R
     if d == 0 {
         return Ok(());
     }
-    let par = par_for(work(d, d, d));
+    let par = par_for_decomposition(work(d, d, d));
     let compute = if vectors.is_some() {
         ComputeEigenvectors::Yes
     } else {

@@ -8,8 +8,9 @@
 //! The products panic when the operands' inner dimensions disagree, as nalgebra's `*` does:
 //! that is a bug in the caller, not bad input.
 
-use faer::Accum;
-use faer::linalg::matmul::triangular::{self, BlockStructure};
+use faer::linalg::matmul::{self, triangular, triangular::BlockStructure};
+use faer::{Accum, MatRef, Par};
+use rayon::prelude::*;
 
 use super::Matrix;
 use super::threads::{par_for, work};
@@ -19,8 +20,9 @@ pub use super::eigen::{SymEig, sym_eig, try_sym_eig, try_sym_eigenvalues};
 pub use super::qr::thin_qr_q;
 pub use super::svd::{ThinSvd, thin_svd, try_thin_svd};
 
-/// Records per block in [`gram_t_times`]: bounds its scratch to 8192·p entries.
-const RECORD_BLOCK: usize = 8192;
+/// Bytes of Xᵀ per record block in [`gram_t_times`]: small enough for the block to stay in a
+/// core's L2 cache between its two products (measured in docs/performance-linalg.md).
+const BLOCK_BYTES: usize = 256 * 1024;
 
 /// `XᵀX` for records held transposed: given `xt` = Xᵀ (d×n), returns the d×d Gram matrix
 /// Σ_i x_i x_iᵀ = xt·xtᵀ. Computes the lower triangle only (d²n/2 multiply-adds) and mirrors it,
@@ -45,10 +47,13 @@ pub fn gram_t(xt: &Matrix) -> Matrix {
 }
 
 /// `A·V` for the Gram matrix A = XᵀX of records held transposed (`xt` = Xᵀ, d×n; `v` d×p),
-/// without forming A: Σ_blocks X_bᵀ (X_b V), O(ndp) instead of O(nd² + d²p).
+/// without forming A: Σ_b X_bᵀ(X_b V) over blocks b of records, O(ndp) instead of O(nd² + d²p).
 ///
 /// This is the data access of the power-method family (algorithms.md, "Sensitivities shared by
-/// the power-method family": the released quantity is A·X).
+/// the power-method family": the released quantity is A·X). The records are split into one
+/// contiguous part per pool thread (one part below [`PRODUCT_MIN_WORK`](super::threads::PRODUCT_MIN_WORK));
+/// each thread walks its part in cache-sized blocks so X is read from memory once, and the
+/// per-part sums are added in part order, so the result is reproducible for a given thread count.
 pub fn gram_t_times(xt: &Matrix, v: &Matrix) -> Matrix {
     let (d, n) = xt.shape();
     let p = v.ncols();
@@ -58,17 +63,40 @@ pub fn gram_t_times(xt: &Matrix, v: &Matrix) -> Matrix {
         "gram_t_times: xt is {d}×{n} but v has {} rows",
         v.nrows()
     );
-    let mut out = Matrix::zeros(d, p);
     let (x, v) = (view(xt), view(v));
-    let mut scores = faer::Mat::<f64>::zeros(RECORD_BLOCK.min(n), p);
+    let parts = match par_for(work(2 * n, d, p)) {
+        Par::Seq => 1,
+        Par::Rayon(threads) => threads.get().min(n),
+    };
+    if parts <= 1 {
+        return gram_times_part(x, v);
+    }
+    let chunk = n.div_ceil(parts);
+    let partials: Vec<Matrix> = (0..parts)
+        .into_par_iter()
+        .map(|t| {
+            let start = (t * chunk).min(n);
+            gram_times_part(x.subcols(start, chunk.min(n - start)), v)
+        })
+        .collect();
+    partials
+        .into_iter()
+        .fold(Matrix::zeros(d, p), |acc, part| acc + part)
+}
+
+/// Σ_b X_bᵀ(X_b V) for the records (columns) of `x`, sequentially, block by block.
+fn gram_times_part(x: MatRef<'_, f64>, v: MatRef<'_, f64>) -> Matrix {
+    let (d, n, p) = (x.nrows(), x.ncols(), v.ncols());
+    let block = (BLOCK_BYTES / (8 * d.max(1))).clamp(16, 4096);
+    let mut out = Matrix::zeros(d, p);
+    let mut scores = faer::Mat::<f64>::zeros(block.min(n), p);
     let mut start = 0;
     while start < n {
-        let len = RECORD_BLOCK.min(n - start);
-        let block = x.subcols(start, len);
+        let len = block.min(n - start);
+        let records = x.subcols(start, len);
         let mut s = scores.as_mut().subrows_mut(0, len);
-        let par = par_for(work(len, d, p));
-        faer::linalg::matmul::matmul(s.as_mut(), Accum::Replace, block.transpose(), v, 1.0, par);
-        faer::linalg::matmul::matmul(view_mut(&mut out), Accum::Add, block, s.as_ref(), 1.0, par);
+        matmul::matmul(s.as_mut(), Accum::Replace, records.transpose(), v, 1.0, Par::Seq);
+        matmul::matmul(view_mut(&mut out), Accum::Add, records, s.as_ref(), 1.0, Par::Seq);
         start += len;
     }
     out
@@ -78,7 +106,7 @@ pub fn gram_t_times(xt: &Matrix, v: &Matrix) -> Matrix {
 pub fn matmul(a: &Matrix, b: &Matrix) -> Matrix {
     let mut c = Matrix::zeros(a.nrows(), b.ncols());
     let par = par_for(work(a.nrows(), a.ncols(), b.ncols()));
-    faer::linalg::matmul::matmul(view_mut(&mut c), Accum::Replace, view(a), view(b), 1.0, par);
+    matmul::matmul(view_mut(&mut c), Accum::Replace, view(a), view(b), 1.0, par);
     c
 }
 
@@ -86,7 +114,7 @@ pub fn matmul(a: &Matrix, b: &Matrix) -> Matrix {
 pub fn matmul_tn(a: &Matrix, b: &Matrix) -> Matrix {
     let mut c = Matrix::zeros(a.ncols(), b.ncols());
     let par = par_for(work(a.ncols(), a.nrows(), b.ncols()));
-    faer::linalg::matmul::matmul(
+    matmul::matmul(
         view_mut(&mut c),
         Accum::Replace,
         view(a).transpose(),
@@ -166,12 +194,13 @@ mod tests {
 
     #[test]
     fn gram_t_times_equals_the_formed_gram_product() {
-        // n crosses RECORD_BLOCK so the blocked accumulation is exercised.
+        // Several record blocks, an uneven last block, and (d=100) enough work to split the records.
         for (s, &(d, n, p)) in [
             (1, 1, 1),
             (4, 3, 1),
             (10, 50, 10),
-            (20, RECORD_BLOCK + 37, 3),
+            (20, 5000, 3),
+            (100, 5003, 5),
             (1, 20, 4),
         ]
         .iter()

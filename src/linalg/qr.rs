@@ -6,7 +6,7 @@ use faer::linalg::householder;
 use faer::linalg::qr::no_pivoting::factor;
 
 use super::Matrix;
-use super::threads::{par_for, work};
+use super::threads::{par_for_decomposition, work};
 use super::view::{view, view_mut};
 
 /// The Q factor of the thin QR decomposition of `y` (m×p): m×r with r = min(m, p) and
@@ -22,7 +22,7 @@ pub fn thin_qr_q(y: &Matrix) -> Matrix {
     if r == 0 {
         return Matrix::zeros(m, r);
     }
-    let par = par_for(work(m, p, r));
+    let par = par_for_decomposition(work(m, p, r));
     let blocksize = factor::recommended_blocksize::<f64>(m, p);
     let mut buffer = MemBuffer::new(StackReq::any_of(&[
         factor::qr_in_place_scratch::<f64>(m, p, blocksize, par, Default::default()),

@@ -5,7 +5,7 @@ use faer::dyn_stack::{MemBuffer, MemStack};
 use faer::linalg::svd::{self, ComputeSvdVectors};
 
 use super::error::{LinalgError, check_finite};
-use super::threads::{par_for, work};
+use super::threads::{par_for_decomposition, work};
 use super::view::{view, view_mut};
 use super::{Matrix, Vector};
 
@@ -36,7 +36,7 @@ pub fn try_thin_svd(y: &Matrix) -> Result<ThinSvd, LinalgError> {
     if r == 0 {
         return Ok(out);
     }
-    let par = par_for(work(m, n, r));
+    let par = par_for_decomposition(work(m, n, r));
     let thin = ComputeSvdVectors::Thin;
     let mut buffer = MemBuffer::new(svd::svd_scratch::<f64>(m, n, thin, thin, par, Default::default()));
     svd::svd(

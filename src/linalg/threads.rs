@@ -9,11 +9,17 @@ use std::sync::Once;
 
 use faer::Par;
 
-/// Work (in multiply-adds) below which a kernel runs sequentially: under it, waking the pool
-/// costs more than it saves. Measured on the 2-core reference machine (see
-/// `docs/performance-linalg.md`): faer's square matmul gains from a second thread from n ≈ 128
-/// (2·10⁶ multiply-adds) up; at n = 64 (2.6·10⁵) the parallel run is slower than the sequential one.
-pub const PARALLEL_MIN_WORK: usize = 1 << 21;
+/// Work (multiply-adds) below which a product ([`super::matmul`], [`super::gram_t`],
+/// [`super::gram_t_times`]) runs sequentially: under it, waking the pool costs more than the
+/// second thread saves. Measured crossover on the 2-core reference machine
+/// (docs/performance-linalg.md): faer's square matmul is slower in parallel at 128³ ≈ 2.1·10⁶
+/// and faster from 192³ ≈ 7.1·10⁶.
+pub const PRODUCT_MIN_WORK: usize = 1 << 22;
+
+/// Work (≈ m·n·min(m, n) multiply-adds) below which a decomposition (QR, eigen, SVD) runs
+/// sequentially. Their parallel parts are shorter than a product's, so the crossover is later:
+/// see the table in docs/performance-linalg.md.
+pub const DECOMPOSITION_MIN_WORK: usize = 1 << 25;
 
 static INIT: Once = Once::new();
 
@@ -40,9 +46,19 @@ pub fn par() -> Par {
     }
 }
 
-/// [`par`] for a kernel doing `work` multiply-adds, or `Par::Seq` below [`PARALLEL_MIN_WORK`].
+/// [`par`] for a product doing `work` multiply-adds, or `Par::Seq` below [`PRODUCT_MIN_WORK`].
 pub fn par_for(work: usize) -> Par {
-    if work < PARALLEL_MIN_WORK { Par::Seq } else { par() }
+    if work < PRODUCT_MIN_WORK { Par::Seq } else { par() }
+}
+
+/// [`par`] for a decomposition of `work` multiply-adds, or `Par::Seq` below
+/// [`DECOMPOSITION_MIN_WORK`].
+pub(crate) fn par_for_decomposition(work: usize) -> Par {
+    if work < DECOMPOSITION_MIN_WORK {
+        Par::Seq
+    } else {
+        par()
+    }
 }
 
 /// `a·b·c` without overflow (saturates), for work estimates.
@@ -69,8 +85,10 @@ mod tests {
     #[test]
     fn small_work_runs_sequentially() {
         assert_eq!(par_for(0), Par::Seq);
-        assert_eq!(par_for(PARALLEL_MIN_WORK - 1), Par::Seq);
-        assert_eq!(par_for(PARALLEL_MIN_WORK), par());
+        assert_eq!(par_for(PRODUCT_MIN_WORK - 1), Par::Seq);
+        assert_eq!(par_for(PRODUCT_MIN_WORK), par());
+        assert_eq!(par_for_decomposition(DECOMPOSITION_MIN_WORK - 1), Par::Seq);
+        assert_eq!(par_for_decomposition(DECOMPOSITION_MIN_WORK), par());
         assert_eq!(work(usize::MAX, 2, 3), usize::MAX);
     }
 }

@@ -110,10 +110,10 @@ async fn insert_job(conn: &mut SqliteConnection, job: &JobRecord, new: &NewJob) 
 
 /// Steps (1)–(4) of [`Store::submit_job`], inside its write transaction.
 async fn admit(conn: &mut SqliteConnection, tenant: Uuid, new: NewJob) -> Result<SubmitOutcome, StoreError> {
-    if let Some(idem) = &new.idempotency {
-        if let Some(outcome) = idempotent_replay(conn, tenant, &idem.key, &idem.request_hash).await? {
-            return Ok(outcome);
-        }
+    if let Some(idem) = &new.idempotency
+        && let Some(outcome) = idempotent_replay(conn, tenant, &idem.key, &idem.request_hash).await?
+    {
+        return Ok(outcome);
     }
     let Some(dataset) = dataset_for(conn, tenant, new.dataset_id).await? else {
         return Ok(SubmitOutcome::DatasetNotFound);

@@ -1,6 +1,8 @@
 //! Black-box tests of the HTTP API: the app is driven through `tower::ServiceExt::oneshot`,
 //! with the real store (SQLite in a temp dir) and, where jobs must run, the real job runner.
 
+#![allow(clippy::unwrap_used)]
+
 mod helpers;
 
 mod auth;

@@ -15,7 +15,7 @@ enum Op {
     Submit { dataset: usize, rho: i64, delta: i64 },
     Cancel(usize),
     Claim,
-    Finish { pick: usize, succeed: bool },
+    Finish { pick: usize, honour_cancel: bool },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -24,7 +24,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => any::<prop::sample::Index>().prop_map(|i| Op::Cancel(i.index(usize::MAX))),
         2 => Just(Op::Claim),
         1 => (any::<prop::sample::Index>(), any::<bool>())
-            .prop_map(|(i, succeed)| Op::Finish { pick: i.index(usize::MAX), succeed }),
+            .prop_map(|(i, honour_cancel)| Op::Finish { pick: i.index(usize::MAX), honour_cancel }),
     ]
 }
 
@@ -82,9 +82,9 @@ async fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                     running.push(j.id);
                 }
             }
-            Op::Finish { pick, succeed } if !running.is_empty() => {
+            Op::Finish { pick, honour_cancel } if !running.is_empty() => {
                 let id = running.swap_remove(pick % running.len());
-                let done = if succeed {
+                let done = if honour_cancel {
                     f.store.mark_cancelled(id).await
                 } else {
                     f.store.fail_job(id, "stopped").await
@@ -106,7 +106,7 @@ async fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
             prop_assert_eq!(ledger_net(&f.store, f.tenant, id).await, model[i]);
         }
     }
-    // Jobs that left the queue without a refund keep their charge.
+    // Cancelling a queued job ends it at once: no queued job carries a cancellation request.
     for (id, ..) in &jobs {
         let j = f
             .store

@@ -1,0 +1,597 @@
+//! `coherent_power`: private power iteration under a coherence bound (Hardt & Roth 2013,
+//! "Beyond worst-case analysis in private singular vector computation"), Fig. 2 (PPI) for one
+//! vector, Fig. 3 (rank-k) for k vectors by deflation, Remark 4.5 for searching the bound C.
+//!
+//! # One vector: PPI (Fig. 2)
+//! x₀ ~ N(0, 1/d)^d (Fig. 2 line 2). For t = 1..T:
+//! (a) if ‖x_{t−1}‖∞² > C/d, stop with a "coherence bound exceeded" failure (line 3a);
+//! (b) g_t ~ N(0, (u_eff·s)²·C/d)^d (line 3b, σ² there is our (u_eff·s)²);
+//! (c) x'_t = A·x_{t−1} + g_t; (d) x_t = x'_t/‖x'_t‖₂. Output x_T.
+//!
+//! Sensitivity of round t. A neighbouring change turns A into A + E. Every row of E obeys
+//! eq. 12 of Nicolas et al. (our `entry` relation): sqrt(Σ_i ‖E_i:‖₁²) ≤ u_eff, so
+//! ‖E·x‖₂² = Σ_i (E_i:·x)² ≤ Σ_i ‖E_i:‖₁²·‖x‖∞² ≤ u_eff²·‖x‖∞².
+//! Step (a) has just checked ‖x_{t−1}‖∞ ≤ sqrt(C/d), and x_{t−1} is a post-processing of x₀
+//! (data-independent) and of the earlier releases, so the release A·x_{t−1} + g_t is a Gaussian
+//! mechanism with L2 sensitivity Δ = u_eff·sqrt(C/d) and noise sd s·Δ: (1/(2s²))-zCDP
+//! (Bun & Steinke 2016 Prop. 1.6). This is the paper's calibration: its neighbours (Def. 2.1)
+//! change one entry by at most 1, E = α·e_s·e_tᵀ, ‖E·x‖₂ = abs(α)·abs(x_t) ≤ ‖x‖∞ ≤ sqrt(C/n),
+//! hence its per-coordinate variance C·σ²/n; Def. 2.1 is the case u = 1 of eq. 12 (one row of E
+//! with L1 norm abs(α) ≤ 1). Whether step (a) stops depends only on released values, so stopping
+//! (and reporting the round) is post-processing too. It is the `row_norm` bound of
+//! algorithms.md with p = 1 (max_i ‖X_i:‖₂ = ‖x‖∞), evaluated at its worst case sqrt(C/d) so the
+//! noise is fixed in advance, as in the paper.
+//!
+//! u_eff, the eq.-12 bound of one change (algorithms.md sensitivity table, `row_norm` column):
+//! - `matrix`, relation `entry`: u;
+//! - `records` `add_remove` (A = Σ_i x_i x_iᵀ): E = xxᵀ, ‖E_i:‖₁ = abs(x_i)·‖x‖₁, so
+//!   sqrt(Σ_i ‖E_i:‖₁²) = ‖x‖₂·‖x‖₁ ≤ β·α;
+//! - `records` `replace_one`: E = xxᵀ − yyᵀ, by the triangle inequality ≤ 2αβ.
+//!
+//! # Rank k by deflation (Fig. 3)
+//! A₀ = A; for i = 1..k: v_i = PPI(A_{i−1}); σ̂_i = ‖A_{i−1}·v_i‖₂ + Lap(u_eff/ε'') (line 3b);
+//! A_i = A_{i−1} − σ̂_i·v_i·v_iᵀ (line 3c). Output the Q factor of [v_1 … v_k] (re-orthonormalised,
+//! deflation order kept, signs fixed) and σ̂_1..σ̂_k as `eigenvalues`.
+//! A_{i−1} − A differs from A by released quantities only, so A_{i−1}'s neighbour is again
+//! A_{i−1} + E. The scalar ‖A_{i−1}·v_i‖₂ moves by at most ‖E·v_i‖₂ ≤ u_eff·‖v_i‖∞ ≤ u_eff
+//! (v_i is a unit vector, and x_T is not re-checked against C), so Lap(u_eff/ε'') is ε''-DP,
+//! i.e. (ε''²/2)-zCDP (Bun & Steinke Prop. 1.4). The paper's Lap(1/ε') is the case u_eff = 1.
+//! σ̂_i = ‖A_{i−1}v_i‖ estimates the magnitude of the eigenvalue found; for positive
+//! semi-definite A (every Gram matrix) that is the eigenvalue. On a matrix whose dominant
+//! eigenvalue is negative, power iteration finds it and deflation by +σ̂ does not remove it
+//! (Fig. 3 as published); the output is then not the top-k by value.
+//!
+//! # Cost
+//! Adaptive composition (Bun & Steinke Lemma 2.3) over k vectors, each with T Gaussian rounds
+//! and one Laplace release: ρ = k·(T/(2s²) + ε''²/2) (algorithms.md `coherent_power`).
+//! Given ρ_job: ρ_v = ρ_job/k per vector, a share η (default 0.1) of it for σ̂:
+//! ε'' = sqrt(2ηρ_v), s = sqrt(T/(2(1−η)ρ_v)), nudged so the cost never exceeds ρ_job.
+//!
+//! # Searching C (Remark 4.5)
+//! With `coherence_search: true`, each vector tries C = 1, 2, 4, …, 2^{⌈log₂C_max⌉−1} and finally
+//! C_max (default d; the user's `coherence_bound` when given), in increasing order, each try a
+//! fresh PPI from a fresh x₀, and keeps the first that completes T rounds. That is m =
+//! ⌈log₂C_max⌉ + 1 candidates (m = 1 for C_max = 1); each of them is the PPI above with its own
+//! C. Which candidates actually run depends on (released) failures, so the charge must cover all
+//! of them up front: ρ = k·(m·T/(2s²) + ε''²/2), and s = sqrt(m·T/(2(1−η)ρ_v)). The paper
+//! scales (ε, δ) down by log n per execution; under zCDP the noise grows by √m instead.
+//!
+//! # Randomness
+//! Each x₀ comes from a ChaCha20 generator seeded once from `env.rng()` at the start of the run
+//! (x₀ is data-independent, not privacy noise); every g_t goes through `env.gaussian_noise`
+//! under [`RELEASE`] and every Laplace draw through `env.laplace_noise` under
+//! [`EIGENVALUE_RELEASE`].
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha20Rng;
+use rand_distr::{Distribution, StandardNormal};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::noisy_power::{check_k, gram_is_cheaper, target_rho};
+use super::sensitivity::{change_l1_bound, check_bounds};
+use super::{
+    Algorithm, AlgorithmInfo, Cancelled, ConfigError, DataInput, NoiseScale, Output, ParamInfo, RunEnv,
+    RunError,
+};
+use crate::dataset::{DataContext, Kind, Relation};
+use crate::linalg::{Matrix, fix_signs, gram_t, gram_t_times, matmul, thin_qr_q};
+use crate::privacy::{Cost, PrivacyTarget};
+
+/// Default number of rounds T per vector. The paper's T = 4·ln σ₁(A) (Lemma 3.5) depends on the
+/// data. A single vector has no oversampling, so it needs more rounds than `noisy_power`'s 4:
+/// ten rounds shrink the noiseless error by (λ₂/λ₁)¹⁰ (1e-3 at a ratio of 1/2), and at a fixed
+/// budget the noise sd grows only like √T (√10 ≈ 3.2 times that of a single round).
+pub const DEFAULT_ITERATIONS: u32 = 10;
+/// Largest accepted T (bounds the job's run time).
+pub const MAX_ITERATIONS: u32 = 1000;
+/// Default share η of each vector's budget spent on its singular-value estimate (algorithms.md).
+pub const DEFAULT_EIGENVALUE_SHARE: f64 = 0.1;
+/// Audit label of the power-iteration releases A·x_{t−1} + g_t.
+pub const RELEASE: &str = "power_iteration";
+/// Audit label of the singular-value releases σ̂_i.
+pub const EIGENVALUE_RELEASE: &str = "singular_value";
+
+/// Private power iteration under a coherence bound, rank k by deflation.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CoherentPower;
+
+/// What the client sends.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CoherentPowerParams {
+    /// Target rank k, 1 ≤ k ≤ d.
+    pub k: usize,
+    /// Rounds T per vector, 1 ≤ T ≤ 1000; default [`DEFAULT_ITERATIONS`].
+    #[serde(default)]
+    pub iterations: Option<u32>,
+    /// The public coherence bound C, 1 ≤ C ≤ d. Required unless `coherence_search`, where it is
+    /// the largest candidate (default d).
+    #[serde(default)]
+    pub coherence_bound: Option<f64>,
+    /// Remark 4.5: try C = 1, 2, 4, … up to the bound for each vector; default false.
+    #[serde(default)]
+    pub coherence_search: bool,
+    /// Share η ∈ (0, 1) of each vector's budget for its singular-value estimate; default 0.1.
+    #[serde(default)]
+    pub eigenvalue_share: Option<f64>,
+}
+
+/// Every parameter fixed and the noise calibrated.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CoherentPowerConfig {
+    pub k: usize,
+    pub iterations: u32,
+    /// The coherence bounds each vector tries, in order: [C] without the search,
+    /// [1, 2, 4, …, C_max] with it.
+    pub coherence_candidates: Vec<f64>,
+    pub coherence_search: bool,
+    pub eigenvalue_share: f64,
+    /// The noise multiplier s: round noise sd = s·u_eff·sqrt(C/d).
+    pub multiplier: f64,
+    /// ε'' of each singular-value estimate: Laplace scale u_eff/ε''.
+    pub eigenvalue_epsilon: f64,
+}
+
+/// ρ = k·(m·T/(2s²) + ε''²/2) (algorithms.md `coherent_power`; m = 1 without the search).
+fn cost_of(k: usize, candidates: usize, iterations: u32, multiplier: f64, epsilon: f64) -> f64 {
+    let rounds = candidates as f64 * f64::from(iterations);
+    k as f64 * (rounds / (2.0 * multiplier * multiplier) + epsilon * epsilon / 2.0)
+}
+
+/// (s, ε'') from ρ_job: ρ_v = ρ/k, ε'' = sqrt(2ηρ_v), s = sqrt(m·T/(2(1−η)ρ_v)); then s nudged
+/// up and ε'' down (never the other way) until `cost_of` ≤ ρ in floating point too.
+fn calibrate(k: usize, candidates: usize, iterations: u32, share: f64, rho: f64) -> (f64, f64) {
+    let per_vector = rho / k as f64;
+    let rounds = candidates as f64 * f64::from(iterations);
+    let mut epsilon = (2.0 * share * per_vector).sqrt();
+    let mut multiplier = (rounds / (2.0 * (1.0 - share) * per_vector)).sqrt();
+    while cost_of(k, candidates, iterations, multiplier, epsilon) > rho {
+        multiplier = multiplier.next_up();
+        epsilon = epsilon.next_down();
+    }
+    (multiplier, epsilon)
+}
+
+/// Remark 4.5's candidates up to `c_max` ≥ 1: 1, 2, 4, … while below `c_max`, then `c_max`.
+pub fn coherence_candidates(c_max: f64) -> Vec<f64> {
+    let mut out = Vec::new();
+    let mut c = 1.0;
+    while c < c_max {
+        out.push(c);
+        c *= 2.0;
+    }
+    out.push(c_max);
+    out
+}
+
+/// Parses the bound C or C_max, 1 ≤ C ≤ d (positive form: NaN fails).
+fn check_coherence(bound: Option<f64>, search: bool, d: usize) -> Result<Vec<f64>, ConfigError> {
+    let field = "params.coherence_bound";
+    let c = match (bound, search) {
+        (Some(c), _) => c,
+        (None, true) => d as f64,
+        (None, false) => {
+            return Err(ConfigError::invalid(
+                field,
+                format!(
+                    "required unless coherence_search is true: a public upper bound C on the coherence, 1 ≤ C ≤ d = {d}"
+                ),
+            ));
+        }
+    };
+    if !(c >= 1.0 && c <= d as f64) {
+        return Err(ConfigError::invalid(
+            field,
+            format!("must satisfy 1 ≤ C ≤ d = {d} (got {c})"),
+        ));
+    }
+    Ok(if search { coherence_candidates(c) } else { vec![c] })
+}
+
+/// A ← A − Σ_j σ̂_j·v_j·v_jᵀ applied as an operator x ↦ A_i·x (d×1 columns).
+enum Operator<'a> {
+    Dense(std::borrow::Cow<'a, Matrix>),
+    /// A = xt·xtᵀ applied in factored form (never formed).
+    Records(&'a Matrix),
+}
+
+struct Deflated<'a> {
+    base: Operator<'a>,
+    /// (σ̂_j, v_j) of the vectors found so far: released values only.
+    removed: Vec<(f64, Matrix)>,
+}
+
+impl<'a> Deflated<'a> {
+    /// Forms A = XᵀX once when that is cheaper than `applications` factored products
+    /// ([`gram_is_cheaper`] with p = 1); checks the input against the public shape and kind.
+    fn new(input: DataInput<'a>, ctx: &DataContext, applications: u64) -> Result<Self, RunError> {
+        let d = ctx.d;
+        let base = match (input, ctx.kind()) {
+            (DataInput::Records { xt }, Kind::Records) if xt.nrows() == d => {
+                let l = u32::try_from(applications).unwrap_or(u32::MAX);
+                if gram_is_cheaper(xt.ncols(), d, 1, l) {
+                    Operator::Dense(std::borrow::Cow::Owned(gram_t(xt)))
+                } else {
+                    Operator::Records(xt)
+                }
+            }
+            (DataInput::Matrix { a }, Kind::Matrix) if a.nrows() == d && a.ncols() == d => {
+                Operator::Dense(std::borrow::Cow::Borrowed(a))
+            }
+            _ => {
+                return Err(RunError::Failed(
+                    "the data does not match the dataset's kind or dimension".into(),
+                ));
+            }
+        };
+        Ok(Self {
+            base,
+            removed: Vec::new(),
+        })
+    }
+
+    /// A_i·x = A·x − Σ_j σ̂_j·v_j·(v_jᵀx) (Fig. 3 line 3c, without forming A_i).
+    fn apply(&self, x: &Matrix) -> Matrix {
+        let mut y = match &self.base {
+            Operator::Dense(a) => matmul(a, x),
+            Operator::Records(xt) => gram_t_times(xt, x),
+        };
+        for (sigma, v) in &self.removed {
+            y -= v * (sigma * v.dot(x));
+        }
+        y
+    }
+}
+
+/// How one PPI run ended.
+enum Ppi {
+    Done(Matrix),
+    /// Step (a) stopped it before round `round`.
+    CoherenceExceeded {
+        round: u32,
+    },
+}
+
+/// The run's progress in rounds: m·T rounds are reserved for each vector, and the rounds a
+/// failed or skipped candidate did not use are counted as done when it is abandoned.
+struct Progress {
+    done: u64,
+    total: u64,
+}
+
+impl Progress {
+    /// Reports done/total, scaled into u32 when the total does not fit.
+    fn report(&self, env: &mut RunEnv<'_>) -> Result<(), Cancelled> {
+        let scale = self.total.div_ceil(u64::from(u32::MAX)).max(1);
+        let narrow = |v: u64| u32::try_from(v / scale).unwrap_or(u32::MAX);
+        env.progress(narrow(self.done), narrow(self.total))
+    }
+}
+
+/// One PPI (Fig. 2) on `op` from `x0` with coherence bound `c` and round noise sd `sd`.
+fn ppi(
+    op: &Deflated<'_>,
+    x0: Matrix,
+    c: f64,
+    sd: f64,
+    iterations: u32,
+    env: &mut RunEnv<'_>,
+    progress: &mut Progress,
+) -> Result<Ppi, RunError> {
+    let d = x0.nrows();
+    let limit = c / d as f64;
+    let mut x = x0;
+    for t in 1..=iterations {
+        // (a) ‖x_{t−1}‖∞² ≤ C/d, written so that NaN fails.
+        let coherent = x.amax().powi(2) <= limit;
+        if !coherent {
+            return Ok(Ppi::CoherenceExceeded { round: t });
+        }
+        // (b), (c): x'_t = A_{i−1}·x_{t−1} + g_t.
+        let released = op.apply(&x) + env.gaussian_noise(RELEASE, d, 1, sd);
+        let norm = released.norm();
+        if !(norm > 0.0 && norm.is_finite()) {
+            return Err(RunError::Failed(
+                "numerical overflow in the power iteration".into(),
+            ));
+        }
+        // (d) x_t = x'_t/‖x'_t‖.
+        x = released / norm;
+        progress.done += 1;
+        progress.report(env)?;
+    }
+    Ok(Ppi::Done(x))
+}
+
+/// The "coherence bound exceeded" failure for vector `i` (1-based). Everything it states is a
+/// function of the public configuration and of released iterates.
+fn coherence_failure(i: usize, k: usize, candidates: &[f64], round: u32, d: usize) -> RunError {
+    let tried = match candidates {
+        [c] => format!("C = {c}"),
+        _ => format!(
+            "every candidate C = {}",
+            candidates
+                .iter()
+                .map(|c| c.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    RunError::Failed(format!(
+        "coherence bound exceeded: while computing component {i} of {k}, a noisy iterate had a squared entry above C/d \
+         with {tried} (d = {d}; last check failed before round {round}). The privacy charge stands. \
+         Retry with a larger coherence_bound or with coherence_search: true."
+    ))
+}
+
+/// Whether a stored configuration can run on a dataset of dimension `d`.
+fn fits(config: &CoherentPowerConfig, d: usize) -> bool {
+    let positive = |v: f64| v > 0.0 && v.is_finite();
+    config.k >= 1
+        && config.k <= d
+        && (1..=MAX_ITERATIONS).contains(&config.iterations)
+        && !config.coherence_candidates.is_empty()
+        && config
+            .coherence_candidates
+            .iter()
+            .all(|&c| c >= 1.0 && c <= d as f64)
+        && positive(config.multiplier)
+        && positive(config.eigenvalue_epsilon)
+}
+
+impl Algorithm for CoherentPower {
+    type Params = CoherentPowerParams;
+    type Config = CoherentPowerConfig;
+
+    fn info(&self) -> AlgorithmInfo {
+        AlgorithmInfo {
+            name: "coherent_power",
+            summary: "Private power iteration one vector at a time under a public coherence bound C, rank k by deflation with private singular-value estimates; the job fails cleanly if an iterate breaks the bound.",
+            source: "Hardt & Roth 2013, Fig. 2 (PPI, Lemma 3.4), Fig. 3 (rank-k by deflation), Remark 4.5 (search over C)",
+            kinds: vec![Kind::Records, Kind::Matrix],
+            relations: vec![Relation::ReplaceOne, Relation::AddRemove, Relation::Entry],
+            params: vec![
+                ParamInfo {
+                    name: "k",
+                    json_type: "integer",
+                    description: "Target rank: number of principal components returned (1 ≤ k ≤ d).",
+                    default: None,
+                    required: true,
+                    minimum: Some(1.0),
+                    allowed: None,
+                },
+                ParamInfo {
+                    name: "iterations",
+                    json_type: "integer",
+                    description: "Power-iteration rounds T per component (1–1000). At a fixed budget the noise grows like √T.",
+                    default: Some(json!(DEFAULT_ITERATIONS)),
+                    required: false,
+                    minimum: Some(1.0),
+                    allowed: None,
+                },
+                ParamInfo {
+                    name: "coherence_bound",
+                    json_type: "number",
+                    description: "Public upper bound C on the coherence (1 ≤ C ≤ d): every iterate must satisfy ‖x‖∞² ≤ C/d, else the job fails. Required unless coherence_search is true; then it caps the search.",
+                    default: Some(json!("required; d when coherence_search is true")),
+                    required: false,
+                    minimum: Some(1.0),
+                    allowed: None,
+                },
+                ParamInfo {
+                    name: "coherence_search",
+                    json_type: "boolean",
+                    description: "Remark 4.5: for each component try C = 1, 2, 4, … up to coherence_bound (default d) and keep the first that succeeds; all m = ⌈log₂C⌉ + 1 tries are charged up front.",
+                    default: Some(json!(false)),
+                    required: false,
+                    minimum: None,
+                    allowed: None,
+                },
+                ParamInfo {
+                    name: "eigenvalue_share",
+                    json_type: "number",
+                    description: "Share of each component's budget spent on its private singular-value estimate (strictly between 0 and 1).",
+                    default: Some(json!(DEFAULT_EIGENVALUE_SHARE)),
+                    required: false,
+                    minimum: Some(0.0),
+                    allowed: None,
+                },
+            ],
+            privacy: "ρ-zCDP with ρ = k·(m·T/(2s²) + ε''²/2): per component, m·T Gaussian rounds of sensitivity u_eff·sqrt(C/d) (m coherence candidates, 1 without the search) and one Laplace estimate of sensitivity u_eff.",
+            public_only: false,
+        }
+    }
+
+    fn configure(
+        &self,
+        params: CoherentPowerParams,
+        ctx: &DataContext,
+        target: &PrivacyTarget,
+    ) -> Result<CoherentPowerConfig, ConfigError> {
+        check_bounds(&ctx.neighbours)?;
+        let rho = target_rho(target)?;
+        let d = ctx.d;
+        let k = params.k;
+        check_k(k, d)?;
+        let iterations = params.iterations.unwrap_or(DEFAULT_ITERATIONS);
+        if !(1..=MAX_ITERATIONS).contains(&iterations) {
+            return Err(ConfigError::invalid(
+                "params.iterations",
+                format!("must satisfy 1 ≤ iterations ≤ {MAX_ITERATIONS} (got {iterations})"),
+            ));
+        }
+        let share = params.eigenvalue_share.unwrap_or(DEFAULT_EIGENVALUE_SHARE);
+        if !(share > 0.0 && share < 1.0) {
+            return Err(ConfigError::invalid(
+                "params.eigenvalue_share",
+                format!("must lie strictly between 0 and 1 (got {share})"),
+            ));
+        }
+        let candidates = check_coherence(params.coherence_bound, params.coherence_search, d)?;
+        let (multiplier, epsilon) = calibrate(k, candidates.len(), iterations, share, rho);
+        let calibrated = multiplier > 0.0
+            && multiplier.is_finite()
+            && epsilon > 0.0
+            && epsilon.is_finite()
+            && cost_of(k, candidates.len(), iterations, multiplier, epsilon) <= rho;
+        if !calibrated {
+            return Err(ConfigError::invalid(
+                "rho",
+                "is too small or too large to calibrate the noise in floating point",
+            ));
+        }
+        Ok(CoherentPowerConfig {
+            k,
+            iterations,
+            coherence_candidates: candidates,
+            coherence_search: params.coherence_search,
+            eigenvalue_share: share,
+            multiplier,
+            eigenvalue_epsilon: epsilon,
+        })
+    }
+
+    /// ρ = k·(m·T/(2s²) + ε''²/2), independent of the data (module docs, "Cost").
+    fn cost(&self, config: &CoherentPowerConfig, _ctx: &DataContext) -> Cost {
+        Cost::zcdp(cost_of(
+            config.k,
+            config.coherence_candidates.len(),
+            config.iterations,
+            config.multiplier,
+            config.eigenvalue_epsilon,
+        ))
+    }
+
+    fn noise_scales(&self, config: &CoherentPowerConfig, ctx: &DataContext) -> Vec<NoiseScale> {
+        let u_eff = change_l1_bound(&ctx.neighbours);
+        let d = ctx.d as f64;
+        let tries = config.coherence_candidates.len() > 1;
+        let mut scales: Vec<NoiseScale> = config
+            .coherence_candidates
+            .iter()
+            .map(|&c| {
+                let delta = u_eff * (c / d).sqrt();
+                NoiseScale {
+                    release: RELEASE.into(),
+                    distribution: "gaussian".into(),
+                    multiplier: config.multiplier,
+                    sensitivity: Some(delta),
+                    count: config.k * config.iterations as usize,
+                    description: format!(
+                        "Gaussian noise added to A·x in each of T = {} rounds for each of {} components{}, coherence bound C = {c}: sd = multiplier × u_eff·sqrt(C/d) = {:.6e}.",
+                        config.iterations,
+                        config.k,
+                        if tries { " (at most; later candidates run only if earlier ones fail)" } else { "" },
+                        config.multiplier * delta
+                    ),
+                }
+            })
+            .collect();
+        scales.push(NoiseScale {
+            release: EIGENVALUE_RELEASE.into(),
+            distribution: "laplace".into(),
+            multiplier: 1.0 / config.eigenvalue_epsilon,
+            sensitivity: Some(u_eff),
+            count: config.k,
+            description: format!(
+                "Laplace noise added to ‖A_(i−1)·v_i‖ for each of {} components: scale u_eff/ε'' = {:.6e} (ε'' = {:.6e}).",
+                config.k,
+                u_eff / config.eigenvalue_epsilon,
+                config.eigenvalue_epsilon
+            ),
+        });
+        scales
+    }
+
+    /// Runs Fig. 3 with Fig. 2 (and Remark 4.5's search when configured).
+    fn run(
+        &self,
+        input: DataInput<'_>,
+        config: &CoherentPowerConfig,
+        ctx: &DataContext,
+        env: &mut RunEnv<'_>,
+    ) -> Result<Output, RunError> {
+        let d = ctx.d;
+        let u_eff = change_l1_bound(&ctx.neighbours);
+        if !(fits(config, d) && u_eff > 0.0 && u_eff.is_finite()) {
+            return Err(RunError::Failed(
+                "the stored configuration does not fit the dataset".into(),
+            ));
+        }
+        let (k, iterations) = (config.k, config.iterations);
+        let candidates = &config.coherence_candidates;
+        let rounds_per_vector = candidates.len() as u64 * u64::from(iterations);
+        let mut op = Deflated::new(input, ctx, k as u64 * (rounds_per_vector + 1))?;
+        let mut starts = ChaCha20Rng::from_rng(&mut env.rng());
+        let x0_sd = 1.0 / (d as f64).sqrt();
+        let laplace_scale = u_eff / config.eigenvalue_epsilon;
+        let mut progress = Progress {
+            done: 0,
+            total: k as u64 * rounds_per_vector,
+        };
+        let mut vectors = Matrix::zeros(d, k);
+        let mut estimates = Vec::with_capacity(k);
+        for i in 0..k {
+            let mut found = None;
+            let mut last_round = 0;
+            for &c in candidates {
+                // x₀ ~ N(0, 1/d)^d (Fig. 2 line 2), fresh for every try.
+                let x0 = Matrix::from_fn(d, 1, |_, _| {
+                    let z: f64 = StandardNormal.sample(&mut starts);
+                    x0_sd * z
+                });
+                let sd = config.multiplier * u_eff * (c / d as f64).sqrt();
+                let before = progress.done;
+                match ppi(&op, x0, c, sd, iterations, env, &mut progress)? {
+                    Ppi::Done(x) => {
+                        found = Some(x);
+                        break;
+                    }
+                    Ppi::CoherenceExceeded { round } => {
+                        last_round = round;
+                        progress.done = before + u64::from(iterations);
+                        progress.report(env)?;
+                    }
+                }
+            }
+            let Some(v) = found else {
+                return Err(coherence_failure(i + 1, k, candidates, last_round, d));
+            };
+            // σ̂_i = ‖A_{i−1}·v_i‖ + Lap(u_eff/ε'') (Fig. 3 line 3b).
+            let sigma = op.apply(&v).norm() + env.laplace_noise(EIGENVALUE_RELEASE, laplace_scale);
+            if !sigma.is_finite() {
+                return Err(RunError::Failed(
+                    "numerical overflow in the singular-value estimate".into(),
+                ));
+            }
+            vectors.set_column(i, &v.column(0));
+            estimates.push(sigma);
+            // A_i = A_{i−1} − σ̂_i·v_i·v_iᵀ (Fig. 3 line 3c).
+            op.removed.push((sigma, v));
+            // Skip the rounds reserved for candidates that did not need to run.
+            let reserved = (i as u64 + 1) * rounds_per_vector;
+            if progress.done != reserved {
+                progress.done = reserved;
+                progress.report(env)?;
+            }
+        }
+        // Re-orthonormalise in deflation order: column j of Q spans v_1..v_j's new direction.
+        let mut basis = thin_qr_q(&vectors);
+        if !basis.iter().all(|v| v.is_finite()) {
+            return Err(RunError::Failed(
+                "re-orthonormalisation of the components failed".into(),
+            ));
+        }
+        fix_signs(&mut basis);
+        Ok(Output {
+            basis,
+            eigenvalues: Some(estimates),
+        })
+    }
+}
+
+#[cfg(test)]
+#[path = "coherent_power_tests.rs"]
+mod tests;
