@@ -264,6 +264,12 @@ pub async fn delete(
     Path(id): Path<Uuid>,
 ) -> Result<Json<DatasetView>, ApiError> {
     let record = state.store.delete_dataset(auth.tenant_id, id).await?.ok_or_else(|| ApiError::not_found("dataset", id))?;
+    // The store marked this dataset's running jobs for cancellation; stop those running here now.
+    for job in state.store.list_jobs(auth.tenant_id, Some(id)).await? {
+        if job.status == crate::store::JobStatus::Running {
+            state.jobs.request_cancel(job.id);
+        }
+    }
     Ok(Json(DatasetView::from(&record)))
 }
 

@@ -198,6 +198,10 @@ impl IntoResponse for ApiError {
 
 impl From<crate::store::StoreError> for ApiError {
     fn from(e: crate::store::StoreError) -> Self {
+        if e.is_busy() {
+            tracing::warn!(error = %e, "database busy");
+            return ApiError::new(ProblemKind::Unavailable, "the database is busy; retry shortly").retry_after(1);
+        }
         ApiError::internal(e)
     }
 }

@@ -355,17 +355,24 @@ pub struct JobResultView {
     pub cost: PrivacyAmount,
 }
 
-/// The d×k basis as `.npy` bytes (f64 little-endian, C order).
-pub fn npy_bytes(d: usize, k: usize, column_major: &[f64]) -> Vec<u8> {
-    let mut header = format!("{{'descr': '<f8', 'fortran_order': False, 'shape': ({d}, {k}), }}");
+/// The header of a `.npy` file holding a rows×cols f64 little-endian array in C order.
+pub fn npy_header(rows: usize, cols: usize) -> Vec<u8> {
+    let mut header = format!("{{'descr': '<f8', 'fortran_order': False, 'shape': ({rows}, {cols}), }}");
     // Magic (6) + version (2) + header length (2) + header + '\n' is a multiple of 64.
     let unpadded = 10 + header.len() + 1;
     header.push_str(&" ".repeat((64 - unpadded % 64) % 64));
     header.push('\n');
-    let mut out = Vec::with_capacity(10 + header.len() + 8 * d * k);
+    let mut out = Vec::with_capacity(10 + header.len());
     out.extend_from_slice(b"\x93NUMPY\x01\x00");
     out.extend_from_slice(&(header.len() as u16).to_le_bytes());
     out.extend_from_slice(header.as_bytes());
+    out
+}
+
+/// The d×k basis as `.npy` bytes (f64 little-endian, C order) from its column-major values.
+pub fn npy_bytes(d: usize, k: usize, column_major: &[f64]) -> Vec<u8> {
+    let mut out = npy_header(d, k);
+    out.reserve(8 * d * k);
     for i in 0..d {
         for j in 0..k {
             out.extend_from_slice(&column_major[j * d + i].to_le_bytes());
