@@ -9,9 +9,13 @@
 //! the `Config` on the data.
 
 pub mod analyze_gauss;
+pub mod bingham;
 pub mod coherent_power;
+pub mod dp_oja;
+pub mod eigen_sampling;
 pub mod env;
 pub mod exact;
+pub mod k_dp_pca;
 pub mod noisy_power;
 pub mod registry;
 pub mod sensitivity;
@@ -89,7 +93,8 @@ pub struct NoiseScale {
     pub release: String,
     /// "gaussian" or "laplace".
     pub distribution: String,
-    /// The noise multiplier s (noise std = s × sensitivity), or the scale itself when `sensitivity` is given.
+    /// The noise multiplier s: noise std (Gaussian) or scale (Laplace) = s × sensitivity. When the
+    /// sensitivity is recomputed from each public iterate (`sensitivity` is `None`), s multiplies that.
     pub multiplier: f64,
     /// The L2 (or L1 for Laplace) sensitivity bound, when it is fixed in advance; `None` when it
     /// is recomputed from each public iterate (e.g. `row_norm` sensitivity).
