@@ -24,7 +24,14 @@ struct Bench {
 }
 
 impl Bench {
-    async fn call(&self, method: Method, uri: &str, key: &str, content_type: &str, body: Vec<u8>) -> (StatusCode, Vec<u8>) {
+    async fn call(
+        &self,
+        method: Method,
+        uri: &str,
+        key: &str,
+        content_type: &str,
+        body: Vec<u8>,
+    ) -> (StatusCode, Vec<u8>) {
         let request = Request::builder()
             .method(method)
             .uri(uri)
@@ -34,11 +41,28 @@ impl Bench {
             .expect("request");
         let response = self.router.clone().oneshot(request).await.expect("response");
         let status = response.status();
-        (status, response.into_body().collect().await.expect("body").to_bytes().to_vec())
+        (
+            status,
+            response
+                .into_body()
+                .collect()
+                .await
+                .expect("body")
+                .to_bytes()
+                .to_vec(),
+        )
     }
 
     async fn json(&self, method: Method, uri: &str, key: &str, body: Value) -> Value {
-        let (status, bytes) = self.call(method, uri, key, "application/json", body.to_string().into_bytes()).await;
+        let (status, bytes) = self
+            .call(
+                method,
+                uri,
+                key,
+                "application/json",
+                body.to_string().into_bytes(),
+            )
+            .await;
         let value: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
         assert!(status.is_success(), "{uri}: {status} {value}");
         value
@@ -46,8 +70,13 @@ impl Bench {
 
     async fn wait(&self, key: &str, job: &str) -> Value {
         loop {
-            let view = self.json(Method::GET, &format!("/v1/jobs/{job}"), key, Value::Null).await;
-            if matches!(view["status"].as_str(), Some("succeeded" | "failed" | "cancelled")) {
+            let view = self
+                .json(Method::GET, &format!("/v1/jobs/{job}"), key, Value::Null)
+                .await;
+            if matches!(
+                view["status"].as_str(),
+                Some("succeeded" | "failed" | "cancelled")
+            ) {
                 return view;
             }
             tokio::time::sleep(Duration::from_micros(200)).await;
@@ -80,8 +109,14 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
-    let n: usize = std::env::var("PRIVPCA_BENCH_N").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000);
-    let d: usize = std::env::var("PRIVPCA_BENCH_D").ok().and_then(|v| v.parse().ok()).unwrap_or(500);
+    let n: usize = std::env::var("PRIVPCA_BENCH_N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100_000);
+    let d: usize = std::env::var("PRIVPCA_BENCH_D")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(500);
     let dir = tempfile::tempdir().expect("tempdir");
     let mut config = Config::for_tests(dir.path());
     config.max_upload_bytes = 1 << 33;
@@ -91,21 +126,45 @@ async fn main() {
     let state = privpca::serve::prepare(config).await.expect("prepare");
     let shutdown = CancellationToken::new();
     let runner = tokio::spawn(privpca::runner::run(state.clone(), shutdown.clone()));
-    let bench = Bench { router: privpca::app(state.clone()) };
-    let key = bench.json(Method::POST, "/v1/tenants", "test-admin-key", json!({ "name": "bench" })).await["api_key"]
+    let bench = Bench {
+        router: privpca::app(state.clone()),
+    };
+    let key = bench
+        .json(
+            Method::POST,
+            "/v1/tenants",
+            "test-admin-key",
+            json!({ "name": "bench" }),
+        )
+        .await["api_key"]
         .as_str()
         .expect("key")
         .to_string();
 
     // Tiny jobs.
     let tiny = bench
-        .json(Method::POST, "/v1/datasets", &key, json!({ "name": "tiny", "kind": "records", "row_norm_bound": 1.0, "budget": { "rho": 1e5 } }))
+        .json(
+            Method::POST,
+            "/v1/datasets",
+            &key,
+            json!({ "name": "tiny", "kind": "records", "row_norm_bound": 1.0, "budget": { "rho": 1e5 } }),
+        )
         .await["id"]
         .as_str()
         .expect("id")
         .to_string();
-    let csv: String = (0..50).map(|i| format!("{},{},{},{}\n", i % 7, i % 3, i % 5, 1)).collect();
-    let (status, _) = bench.call(Method::PUT, &format!("/v1/datasets/{tiny}/data"), &key, "text/csv", csv.into_bytes()).await;
+    let csv: String = (0..50)
+        .map(|i| format!("{},{},{},{}\n", i % 7, i % 3, i % 5, 1))
+        .collect();
+    let (status, _) = bench
+        .call(
+            Method::PUT,
+            &format!("/v1/datasets/{tiny}/data"),
+            &key,
+            "text/csv",
+            csv.into_bytes(),
+        )
+        .await;
     assert_eq!(status, StatusCode::OK);
     let mut latencies = Vec::new();
     let mut last_job = String::new();
@@ -116,7 +175,9 @@ async fn main() {
             .await;
         let id = job["id"].as_str().expect("id").to_string();
         assert_eq!(bench.wait(&key, &id).await["status"], "succeeded");
-        bench.json(Method::GET, &format!("/v1/jobs/{id}/result"), &key, Value::Null).await;
+        bench
+            .json(Method::GET, &format!("/v1/jobs/{id}/result"), &key, Value::Null)
+            .await;
         latencies.push(start.elapsed());
         last_job = id;
     }
@@ -138,7 +199,15 @@ async fn main() {
         tasks.push(tokio::spawn(async move {
             let b = Bench { router };
             for _ in 0..reads / 8 {
-                let (status, _) = b.call(Method::GET, &format!("/v1/jobs/{job}"), &key, "application/json", Vec::new()).await;
+                let (status, _) = b
+                    .call(
+                        Method::GET,
+                        &format!("/v1/jobs/{job}"),
+                        &key,
+                        "application/json",
+                        Vec::new(),
+                    )
+                    .await;
                 assert_eq!(status, StatusCode::OK);
             }
         }));
@@ -146,11 +215,19 @@ async fn main() {
     for t in tasks {
         t.await.expect("reader");
     }
-    println!("status reads: {:.0} req/s (8 concurrent in-process callers)", reads as f64 / start.elapsed().as_secs_f64());
+    println!(
+        "status reads: {:.0} req/s (8 concurrent in-process callers)",
+        reads as f64 / start.elapsed().as_secs_f64()
+    );
 
     // Large public dataset.
     let big = bench
-        .json(Method::POST, "/v1/datasets", &key, json!({ "name": "big", "kind": "records", "row_norm_bound": 1.0, "public": true }))
+        .json(
+            Method::POST,
+            "/v1/datasets",
+            &key,
+            json!({ "name": "big", "kind": "records", "row_norm_bound": 1.0, "public": true }),
+        )
         .await["id"]
         .as_str()
         .expect("id")
@@ -158,9 +235,20 @@ async fn main() {
     let body = npy(n, d, 1);
     let mb = body.len() as f64 / 1e6;
     let start = Instant::now();
-    let (status, reply) = bench.call(Method::PUT, &format!("/v1/datasets/{big}/data"), &key, "application/x-npy", body).await;
+    let (status, reply) = bench
+        .call(
+            Method::PUT,
+            &format!("/v1/datasets/{big}/data"),
+            &key,
+            "application/x-npy",
+            body,
+        )
+        .await;
     assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&reply));
-    println!("upload {n}×{d} .npy ({mb:.0} MB): {:.2} s", start.elapsed().as_secs_f64());
+    println!(
+        "upload {n}×{d} .npy ({mb:.0} MB): {:.2} s",
+        start.elapsed().as_secs_f64()
+    );
     for (algorithm, params) in [
         ("noisy_power", json!({ "k": 10 })),
         ("analyze_gauss", json!({ "k": 10 })),

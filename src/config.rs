@@ -15,7 +15,11 @@ pub struct Config {
     pub bind: SocketAddr,
 
     /// Database URL. The SQLite file is created and migrated at start.
-    #[arg(long, env = "PRIVPCA_DATABASE_URL", default_value = "sqlite://privpca-data/privpca.db")]
+    #[arg(
+        long,
+        env = "PRIVPCA_DATABASE_URL",
+        default_value = "sqlite://privpca-data/privpca.db"
+    )]
     pub database_url: String,
 
     /// Directory for uploaded data (stored as binary f64, loaded directly by jobs).

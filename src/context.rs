@@ -9,7 +9,9 @@ pub fn data_context(record: &DatasetRecord) -> Option<DataContext> {
     let d = usize::try_from(record.d?).ok()?;
     let n = usize::try_from(record.n?).ok()?;
     let neighbours = match record.relation {
-        Relation::Entry => Neighbours::Entry { u: record.entry_bound.unwrap_or(1.0) },
+        Relation::Entry => Neighbours::Entry {
+            u: record.entry_bound.unwrap_or(1.0),
+        },
         relation => {
             let beta = record.row_norm_bound?;
             // ‖x‖₁ ≤ √d·‖x‖₂ ≤ √d·β always holds, so the effective α is the smaller of the two.
@@ -22,7 +24,12 @@ pub fn data_context(record: &DatasetRecord) -> Option<DataContext> {
             }
         }
     };
-    Some(DataContext { d, n: n_is_public(record).then_some(n), neighbours, public: record.public })
+    Some(DataContext {
+        d,
+        n: n_is_public(record).then_some(n),
+        neighbours,
+        public: record.public,
+    })
 }
 
 /// The row count is public under `replace_one`, for matrices (it is the side) and on public

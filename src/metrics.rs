@@ -36,10 +36,28 @@ impl Metrics {
         let duration = Histogram::new(exponential_buckets(0.001, 2.0, 22));
         let refusals = Counter::default();
         registry.register("jobs", "Jobs by state (from the database)", jobs.clone());
-        registry.register("jobs_finished", "Jobs this process finished, by final state", finished.clone());
-        registry.register("job_duration_seconds", "Run time of jobs this process finished", duration.clone());
-        registry.register("budget_refusals", "Job submissions refused for lack of budget", refusals.clone());
-        Self { registry: Mutex::new(registry), jobs, finished, duration, refusals }
+        registry.register(
+            "jobs_finished",
+            "Jobs this process finished, by final state",
+            finished.clone(),
+        );
+        registry.register(
+            "job_duration_seconds",
+            "Run time of jobs this process finished",
+            duration.clone(),
+        );
+        registry.register(
+            "budget_refusals",
+            "Job submissions refused for lack of budget",
+            refusals.clone(),
+        );
+        Self {
+            registry: Mutex::new(registry),
+            jobs,
+            finished,
+            duration,
+            refusals,
+        }
     }
 
     pub fn budget_refusal(&self) {
@@ -47,7 +65,11 @@ impl Metrics {
     }
 
     pub fn job_finished(&self, status: &str, seconds: f64) {
-        self.finished.get_or_create(&StatusLabel { status: status.to_string() }).inc();
+        self.finished
+            .get_or_create(&StatusLabel {
+                status: status.to_string(),
+            })
+            .inc();
         self.duration.observe(seconds);
     }
 
@@ -55,7 +77,11 @@ impl Metrics {
     pub fn render(&self, counts: &[(String, i64)]) -> String {
         for status in ["queued", "running", "succeeded", "failed", "cancelled"] {
             let n = counts.iter().find(|(s, _)| s == status).map_or(0, |(_, n)| *n);
-            self.jobs.get_or_create(&StatusLabel { status: status.to_string() }).set(n);
+            self.jobs
+                .get_or_create(&StatusLabel {
+                    status: status.to_string(),
+                })
+                .set(n);
         }
         let mut out = String::new();
         if let Ok(registry) = self.registry.lock() {

@@ -4,7 +4,7 @@
 //! final from then on; a job left running by a crash is failed at the next start, never re-run.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -45,7 +45,9 @@ pub struct RunningJob {
 impl RunningJob {
     fn request_stop(&self, reason: StopReason) {
         // The first reason wins.
-        let _ = self.reason.compare_exchange(0, reason as u8, Ordering::SeqCst, Ordering::SeqCst);
+        let _ = self
+            .reason
+            .compare_exchange(0, reason as u8, Ordering::SeqCst, Ordering::SeqCst);
         self.stop.store(true, Ordering::SeqCst);
     }
 
@@ -76,7 +78,10 @@ impl JobControl {
     pub fn progress(&self, id: Uuid) -> Option<(u32, u32)> {
         let running = self.running.lock().ok()?;
         let job = running.get(&id)?;
-        Some((job.done.load(Ordering::Relaxed), job.total.load(Ordering::Relaxed)))
+        Some((
+            job.done.load(Ordering::Relaxed),
+            job.total.load(Ordering::Relaxed),
+        ))
     }
 
     /// Ask a running job to stop at its next progress report.
@@ -150,7 +155,10 @@ pub async fn run(state: AppState, shutdown: CancellationToken) {
     let grace = state.config.shutdown_grace();
     let drained = tokio::time::timeout(grace, async { while tasks.join_next().await.is_some() {} }).await;
     if drained.is_err() {
-        tracing::warn!(running = state.jobs.running_count(), "stopping jobs still running after the grace period");
+        tracing::warn!(
+            running = state.jobs.running_count(),
+            "stopping jobs still running after the grace period"
+        );
         state.jobs.stop_all(StopReason::Shutdown);
         while tasks.join_next().await.is_some() {}
     }
@@ -188,7 +196,13 @@ async fn run_one(state: &AppState, job: JobRecord) {
             }
             StopReason::Shutdown => {
                 state.metrics.job_finished("failed", seconds);
-                state.store.fail_job(job.id, "stopped by a service shutdown; its privacy charge is kept").await
+                state
+                    .store
+                    .fail_job(
+                        job.id,
+                        "stopped by a service shutdown; its privacy charge is kept",
+                    )
+                    .await
             }
         },
         Err(Failure::Failed(reason)) => {
@@ -215,11 +229,17 @@ async fn execute(state: &AppState, job: &JobRecord, control: Arc<RunningJob>) ->
         .map_err(store_error)?
         .ok_or_else(|| Failure::Failed("the dataset no longer exists".into()))?;
     if dataset.status != DatasetStatus::Ready {
-        return Err(Failure::Failed("the dataset's data was deleted before the job started".into()));
+        return Err(Failure::Failed(
+            "the dataset's data was deleted before the job started".into(),
+        ));
     }
     let ctx = data_context(&dataset).ok_or_else(|| Failure::Failed("the dataset has no data".into()))?;
-    let algorithm = algorithms::find(&job.algorithm)
-        .ok_or_else(|| Failure::Failed(format!("algorithm `{}` is not available in this version", job.algorithm)))?;
+    let algorithm = algorithms::find(&job.algorithm).ok_or_else(|| {
+        Failure::Failed(format!(
+            "algorithm `{}` is not available in this version",
+            job.algorithm
+        ))
+    })?;
     let (n, d) = match (dataset.n, dataset.d) {
         (Some(n), Some(d)) => (n as usize, d as usize),
         _ => return Err(Failure::Failed("the dataset has no data".into())),
@@ -269,16 +289,20 @@ async fn execute(state: &AppState, job: &JobRecord, control: Arc<RunningJob>) ->
             Ok(())
         };
         let mut env = RunEnv::new(&mut rng, &mut progress);
-        algorithm.run_prepared(&config, input, &ctx, &mut env).map_err(|e| match e {
-            RunError::Cancelled => Failure::Stopped,
-            RunError::Failed(reason) => Failure::Failed(reason),
-        })
+        algorithm
+            .run_prepared(&config, input, &ctx, &mut env)
+            .map_err(|e| match e {
+                RunError::Cancelled => Failure::Stopped,
+                RunError::Failed(reason) => Failure::Failed(reason),
+            })
     });
     let output = match task.await {
         Ok(result) => result?,
         Err(e) => {
             tracing::error!(job = %job.id, error = %e, "job panicked");
-            return Err(Failure::Failed("internal error while running the algorithm".into()));
+            return Err(Failure::Failed(
+                "internal error while running the algorithm".into(),
+            ));
         }
     };
     let basis = output.basis;
@@ -287,7 +311,14 @@ async fn execute(state: &AppState, job: &JobRecord, control: Arc<RunningJob>) ->
         && basis.iter().all(|v| v.is_finite())
         && orthonormality_error(&basis) <= 1e-8;
     if !valid {
-        return Err(Failure::Failed("the algorithm did not produce an orthonormal basis (numerical failure)".into()));
+        return Err(Failure::Failed(
+            "the algorithm did not produce an orthonormal basis (numerical failure)".into(),
+        ));
     }
-    Ok(JobResult { d: basis.nrows(), k: basis.ncols(), basis: basis.as_slice().to_vec(), eigenvalues: output.eigenvalues })
+    Ok(JobResult {
+        d: basis.nrows(),
+        k: basis.ncols(),
+        basis: basis.as_slice().to_vec(),
+        eigenvalues: output.eigenvalues,
+    })
 }

@@ -14,9 +14,15 @@ pub async fn prepare(config: Config) -> anyhow::Result<AppState> {
     let store = Store::connect(&config.database_url, &config.data_dir)
         .await
         .with_context(|| format!("opening the database {}", config.database_url))?;
-    let interrupted = store.fail_interrupted_jobs().await.context("failing interrupted jobs")?;
+    let interrupted = store
+        .fail_interrupted_jobs()
+        .await
+        .context("failing interrupted jobs")?;
     if interrupted > 0 {
-        tracing::warn!(interrupted, "jobs left running by an earlier stop were failed (their charges are kept)");
+        tracing::warn!(
+            interrupted,
+            "jobs left running by an earlier stop were failed (their charges are kept)"
+        );
     }
     let admin_key = match &config.admin_key {
         Some(key) if !key.trim().is_empty() => key.trim().to_string(),
@@ -40,9 +46,13 @@ async fn create_parent_dirs(config: &Config) -> anyhow::Result<()> {
         .or_else(|| config.database_url.strip_prefix("sqlite:"))
         .map(|rest| rest.split('?').next().unwrap_or(rest));
     if let Some(path) = path.filter(|p| !p.is_empty() && !p.starts_with(':'))
-        && let Some(parent) = std::path::Path::new(path).parent().filter(|p| !p.as_os_str().is_empty())
+        && let Some(parent) = std::path::Path::new(path)
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
     {
-        tokio::fs::create_dir_all(parent).await.with_context(|| format!("creating {}", parent.display()))?;
+        tokio::fs::create_dir_all(parent)
+            .await
+            .with_context(|| format!("creating {}", parent.display()))?;
     }
     Ok(())
 }
@@ -52,7 +62,9 @@ async fn create_parent_dirs(config: &Config) -> anyhow::Result<()> {
 pub async fn serve(config: Config) -> anyhow::Result<()> {
     let bind = config.bind;
     let state = prepare(config).await?;
-    let listener = tokio::net::TcpListener::bind(bind).await.with_context(|| format!("binding {bind}"))?;
+    let listener = tokio::net::TcpListener::bind(bind)
+        .await
+        .with_context(|| format!("binding {bind}"))?;
     tracing::info!(address = %listener.local_addr()?, "privpca listening");
     let shutdown = CancellationToken::new();
     let runner = tokio::spawn(crate::runner::run(state.clone(), shutdown.clone()));
@@ -97,7 +109,10 @@ async fn wait_for_signal() {
 pub fn healthcheck(addr: &str) -> anyhow::Result<()> {
     use std::io::{Read, Write};
     use std::net::ToSocketAddrs;
-    let target = addr.to_socket_addrs()?.next().context("address did not resolve")?;
+    let target = addr
+        .to_socket_addrs()?
+        .next()
+        .context("address did not resolve")?;
     let timeout = std::time::Duration::from_secs(3);
     let mut stream = std::net::TcpStream::connect_timeout(&target, timeout)?;
     stream.set_read_timeout(Some(timeout))?;
@@ -105,6 +120,9 @@ pub fn healthcheck(addr: &str) -> anyhow::Result<()> {
     let mut reply = String::new();
     stream.read_to_string(&mut reply)?;
     let status = reply.lines().next().unwrap_or("");
-    anyhow::ensure!(status.split_whitespace().nth(1) == Some("200"), "status line `{status}`");
+    anyhow::ensure!(
+        status.split_whitespace().nth(1) == Some("200"),
+        "status line `{status}`"
+    );
     Ok(())
 }

@@ -13,9 +13,18 @@ fn readme_walkthrough_is_the_script_that_ci_runs() {
         .collect();
     assert!(commands.len() > 10, "the walk-through has its steps");
     for line in commands {
-        assert!(readme.contains(line), "README is missing walk-through line: {line}");
+        assert!(
+            readme.contains(line),
+            "README is missing walk-through line: {line}"
+        );
     }
     let ci = std::fs::read_to_string(format!("{root}/.ci/run")).expect(".ci/run");
-    assert!(readme.contains("\ncargo test --locked "), "README gives the test command");
-    assert!(ci.contains("\ncargo test --locked\n"), "CI runs the README's test command");
+    assert!(
+        readme.contains("\ncargo test --locked "),
+        "README gives the test command"
+    );
+    assert!(
+        ci.contains("\ncargo test --locked\n"),
+        "CI runs the README's test command"
+    );
 }

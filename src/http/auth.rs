@@ -22,16 +22,28 @@ pub struct AdminAuth;
 
 fn bearer(parts: &Parts) -> Result<&str, ApiError> {
     let value = parts.headers.get(AUTHORIZATION).ok_or_else(|| {
-        ApiError::new(ProblemKind::Unauthorized, "missing `Authorization: Bearer <api key>` header")
+        ApiError::new(
+            ProblemKind::Unauthorized,
+            "missing `Authorization: Bearer <api key>` header",
+        )
     })?;
-    let text = value
-        .to_str()
-        .map_err(|_| ApiError::new(ProblemKind::Unauthorized, "Authorization header is not valid text"))?;
-    let (scheme, key) = text
-        .split_once(' ')
-        .ok_or_else(|| ApiError::new(ProblemKind::Unauthorized, "expected `Authorization: Bearer <api key>`"))?;
+    let text = value.to_str().map_err(|_| {
+        ApiError::new(
+            ProblemKind::Unauthorized,
+            "Authorization header is not valid text",
+        )
+    })?;
+    let (scheme, key) = text.split_once(' ').ok_or_else(|| {
+        ApiError::new(
+            ProblemKind::Unauthorized,
+            "expected `Authorization: Bearer <api key>`",
+        )
+    })?;
     if !scheme.eq_ignore_ascii_case("bearer") || key.trim().is_empty() {
-        return Err(ApiError::new(ProblemKind::Unauthorized, "expected `Authorization: Bearer <api key>`"));
+        return Err(ApiError::new(
+            ProblemKind::Unauthorized,
+            "expected `Authorization: Bearer <api key>`",
+        ));
     }
     Ok(key.trim())
 }
@@ -56,7 +68,10 @@ impl FromRequestParts<AppState> for AdminAuth {
         if bool::from(key.as_bytes().ct_eq(state.admin_key.as_bytes())) {
             Ok(AdminAuth)
         } else {
-            Err(ApiError::new(ProblemKind::Forbidden, "this operation needs the admin key"))
+            Err(ApiError::new(
+                ProblemKind::Forbidden,
+                "this operation needs the admin key",
+            ))
         }
     }
 }

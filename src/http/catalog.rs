@@ -79,7 +79,12 @@ impl From<AlgorithmInfo> for AlgorithmView {
 /// Every algorithm with its parameter schema, sources and privacy statement.
 #[utoipa::path(get, path = "/v1/algorithms", tag = "algorithms", responses((status = 200, body = Vec<AlgorithmView>)))]
 pub async fn list() -> Json<Vec<AlgorithmView>> {
-    Json(algorithms::registry().iter().map(|a| AlgorithmView::from(a.info())).collect())
+    Json(
+        algorithms::registry()
+            .iter()
+            .map(|a| AlgorithmView::from(a.info()))
+            .collect(),
+    )
 }
 
 /// Plan a job without running it (no data is read).
@@ -152,7 +157,10 @@ pub async fn plan(
     if let Some(d) = body.display_delta
         && !(d > 0.0 && d < 1.0)
     {
-        return Err(ApiError::validation("display_delta", "display_delta must lie in (0, 1)"));
+        return Err(ApiError::validation(
+            "display_delta",
+            "display_delta must lie in (0, 1)",
+        ));
     }
     let dataset = match body.dataset_id {
         Some(id) => Some(load_dataset(&state, auth.tenant_id, id).await?),
@@ -173,7 +181,10 @@ pub async fn plan(
     };
     let Some(dataset) = dataset else {
         if body.algorithm.is_some() {
-            return Err(ApiError::validation("dataset_id", "pricing an algorithm needs the dataset it would run on"));
+            return Err(ApiError::validation(
+                "dataset_id",
+                "pricing an algorithm needs the dataset it would run on",
+            ));
         }
         return Ok(Json(view));
     };
@@ -181,7 +192,9 @@ pub async fn plan(
     let (rho_units, delta_units) = match body.algorithm.as_deref() {
         Some(name) => {
             if dataset.status != DatasetStatus::Ready {
-                return Err(ApiError::conflict("the dataset's shape is known only once its data is uploaded"));
+                return Err(ApiError::conflict(
+                    "the dataset's shape is known only once its data is uploaded",
+                ));
             }
             let algorithm = algorithms::find(name)
                 .ok_or_else(|| ApiError::validation("algorithm", format!("unknown algorithm `{name}`")))?;

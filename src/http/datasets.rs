@@ -83,7 +83,11 @@ pub struct DatasetView {
 
 /// The δ used to display a dataset's ρ amounts as (ε, δ).
 pub fn display_delta(record: &DatasetRecord) -> f64 {
-    record.budget_stated.get("display_delta").and_then(|v| v.as_f64()).unwrap_or(DEFAULT_DISPLAY_DELTA)
+    record
+        .budget_stated
+        .get("display_delta")
+        .and_then(|v| v.as_f64())
+        .unwrap_or(DEFAULT_DISPLAY_DELTA)
 }
 
 impl From<&DatasetRecord> for DatasetView {
@@ -92,7 +96,11 @@ impl From<&DatasetRecord> for DatasetView {
         let budget = match (r.budget_rho_units, r.budget_delta_units) {
             (Some(total_rho), Some(total_delta)) if !r.public => {
                 let amount = |rho: i64, delta: i64| {
-                    PrivacyAmount::new(from_units(rho, RHO_UNIT), from_units(delta, DELTA_UNIT), shown_delta)
+                    PrivacyAmount::new(
+                        from_units(rho, RHO_UNIT),
+                        from_units(delta, DELTA_UNIT),
+                        shown_delta,
+                    )
                 };
                 let mut stated = r.budget_stated.clone();
                 if let Some(map) = stated.as_object_mut() {
@@ -129,9 +137,10 @@ impl From<&DatasetRecord> for DatasetView {
 
 fn positive(field: &str, value: Option<f64>) -> Result<Option<f64>, ApiError> {
     match value {
-        Some(v) if !(v > 0.0 && v.is_finite()) => {
-            Err(ApiError::validation(field, format!("{field} must be a finite number > 0 (got {v})")))
-        }
+        Some(v) if !(v > 0.0 && v.is_finite()) => Err(ApiError::validation(
+            field,
+            format!("{field} must be a finite number > 0 (got {v})"),
+        )),
         other => Ok(other),
     }
 }
@@ -161,10 +170,16 @@ fn validate(body: CreateDataset) -> Result<NewDataset, ApiError> {
     let (row_norm_bound, row_l1_bound, entry_bound) = match body.kind {
         Kind::Records => {
             if entry_bound.is_some() {
-                return Err(ApiError::validation("entry_bound", "entry_bound applies to matrix datasets only"));
+                return Err(ApiError::validation(
+                    "entry_bound",
+                    "entry_bound applies to matrix datasets only",
+                ));
             }
             let beta = row_norm_bound.ok_or_else(|| {
-                ApiError::validation("row_norm_bound", "records datasets need row_norm_bound (the L2 bound β)")
+                ApiError::validation(
+                    "row_norm_bound",
+                    "records datasets need row_norm_bound (the L2 bound β)",
+                )
             })?;
             (Some(beta), row_l1_bound, None)
         }
@@ -180,7 +195,10 @@ fn validate(body: CreateDataset) -> Result<NewDataset, ApiError> {
     };
     let (budget_rho_units, budget_delta_units, budget_stated) = match (&body.budget, body.public) {
         (Some(_), true) => {
-            return Err(ApiError::validation("budget", "public datasets carry no budget; omit it"));
+            return Err(ApiError::validation(
+                "budget",
+                "public datasets carry no budget; omit it",
+            ));
         }
         (None, true) => (None, None, serde_json::json!({})),
         (None, false) => {
@@ -225,19 +243,34 @@ pub async fn create(
     let new = validate(body)?;
     let record = state.store.create_dataset(auth.tenant_id, new).await?;
     let location = format!("/v1/datasets/{}", record.id);
-    Ok((StatusCode::CREATED, [(header::LOCATION, location)], Json(DatasetView::from(&record))))
+    Ok((
+        StatusCode::CREATED,
+        [(header::LOCATION, location)],
+        Json(DatasetView::from(&record)),
+    ))
 }
 
 /// List the tenant's datasets (deleted ones included, with status `deleted`).
 #[utoipa::path(get, path = "/v1/datasets", tag = "datasets", security(("api_key" = [])),
     responses((status = 200, body = Vec<DatasetView>)))]
-pub async fn list(State(state): State<AppState>, auth: TenantAuth) -> Result<Json<Vec<DatasetView>>, ApiError> {
+pub async fn list(
+    State(state): State<AppState>,
+    auth: TenantAuth,
+) -> Result<Json<Vec<DatasetView>>, ApiError> {
     let records = state.store.list_datasets(auth.tenant_id).await?;
     Ok(Json(records.iter().map(DatasetView::from).collect()))
 }
 
-pub(crate) async fn load_dataset(state: &AppState, tenant: Uuid, id: Uuid) -> Result<DatasetRecord, ApiError> {
-    state.store.get_dataset(tenant, id).await?.ok_or_else(|| ApiError::not_found("dataset", id))
+pub(crate) async fn load_dataset(
+    state: &AppState,
+    tenant: Uuid,
+    id: Uuid,
+) -> Result<DatasetRecord, ApiError> {
+    state
+        .store
+        .get_dataset(tenant, id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("dataset", id))
 }
 
 /// A dataset's metadata and budget state.
@@ -263,7 +296,11 @@ pub async fn delete(
     auth: TenantAuth,
     Path(id): Path<Uuid>,
 ) -> Result<Json<DatasetView>, ApiError> {
-    let record = state.store.delete_dataset(auth.tenant_id, id).await?.ok_or_else(|| ApiError::not_found("dataset", id))?;
+    let record = state
+        .store
+        .delete_dataset(auth.tenant_id, id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("dataset", id))?;
     // The store marked this dataset's running jobs for cancellation; stop those running here now.
     for job in state.store.list_jobs(auth.tenant_id, Some(id)).await? {
         if job.status == crate::store::JobStatus::Running {
@@ -322,8 +359,11 @@ pub async fn ledger(
     Path(id): Path<Uuid>,
 ) -> Result<Json<LedgerView>, ApiError> {
     let record = load_dataset(&state, auth.tenant_id, id).await?;
-    let entries =
-        state.store.ledger(auth.tenant_id, id).await?.ok_or_else(|| ApiError::not_found("dataset", id))?;
+    let entries = state
+        .store
+        .ledger(auth.tenant_id, id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("dataset", id))?;
     Ok(Json(LedgerView {
         dataset_id: id,
         entries: entries.iter().map(LedgerEntryView::from).collect(),
@@ -381,7 +421,10 @@ pub async fn upload(
         }
         DatasetStatus::Deleted => return Err(ApiError::conflict("this dataset has been deleted")),
     }
-    let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
     let format = Format::from_content_type(content_type).ok_or_else(|| {
         ApiError::new(
             ProblemKind::UnsupportedMediaType,
@@ -405,18 +448,28 @@ pub async fn upload(
     }
     let shape = match record.kind {
         Kind::Records => Shape::Records {
-            beta: record.row_norm_bound.ok_or_else(|| ApiError::internal("records dataset without row bound"))?,
+            beta: record
+                .row_norm_bound
+                .ok_or_else(|| ApiError::internal("records dataset without row bound"))?,
             alpha: record.row_l1_bound,
         },
         Kind::Matrix => Shape::SymmetricMatrix,
     };
     {
-        let mut uploads = state.uploads.lock().map_err(|_| ApiError::internal("upload set poisoned"))?;
+        let mut uploads = state
+            .uploads
+            .lock()
+            .map_err(|_| ApiError::internal("upload set poisoned"))?;
         if !uploads.insert(id) {
-            return Err(ApiError::conflict("an upload to this dataset is already in progress"));
+            return Err(ApiError::conflict(
+                "an upload to this dataset is already in progress",
+            ));
         }
     }
-    let _guard = UploadGuard { state: state.clone(), id };
+    let _guard = UploadGuard {
+        state: state.clone(),
+        id,
+    };
 
     let temp = state.store.upload_temp_path(id);
     let stream = body.into_data_stream().map_err(std::io::Error::other);
@@ -441,8 +494,14 @@ pub async fn upload(
     };
     // The store moves the file into place and marks the dataset ready in one step (or removes
     // the file when the dataset was deleted or filled meanwhile).
-    match state.store.attach_upload(auth.tenant_id, id, &temp, ingested.n, ingested.d).await? {
+    match state
+        .store
+        .attach_upload(auth.tenant_id, id, &temp, ingested.n, ingested.d)
+        .await?
+    {
         Some(record) => Ok(Json(DatasetView::from(&record))),
-        None => Err(ApiError::conflict("the dataset was deleted or filled during the upload")),
+        None => Err(ApiError::conflict(
+            "the dataset was deleted or filled during the upload",
+        )),
     }
 }

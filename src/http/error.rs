@@ -129,7 +129,13 @@ pub struct ApiError {
 
 impl ApiError {
     pub fn new(kind: ProblemKind, detail: impl Into<String>) -> Self {
-        Self { kind, detail: detail.into(), field: None, extra: Map::new(), retry_after: None }
+        Self {
+            kind,
+            detail: detail.into(),
+            field: None,
+            extra: Map::new(),
+            retry_after: None,
+        }
     }
 
     pub fn validation(field: impl Into<String>, detail: impl Into<String>) -> Self {
@@ -147,7 +153,10 @@ impl ApiError {
     /// A server-side failure: logged with its cause, answered with a generic detail.
     pub fn internal(cause: impl std::fmt::Display) -> Self {
         tracing::error!(error = %cause, "internal error");
-        Self::new(ProblemKind::Internal, "the server failed to handle this request; it has been logged")
+        Self::new(
+            ProblemKind::Internal,
+            "the server failed to handle this request; it has been logged",
+        )
     }
 
     pub fn with_field(mut self, field: impl Into<String>) -> Self {
@@ -188,7 +197,10 @@ impl IntoResponse for ApiError {
         let body = serde_json::to_vec(&self.document()).unwrap_or_default();
         let mut response = (self.kind.status(), body).into_response();
         let headers = response.headers_mut();
-        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/problem+json"),
+        );
         if let Some(seconds) = self.retry_after {
             headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
         }
@@ -200,7 +212,8 @@ impl From<crate::store::StoreError> for ApiError {
     fn from(e: crate::store::StoreError) -> Self {
         if e.is_busy() {
             tracing::warn!(error = %e, "database busy");
-            return ApiError::new(ProblemKind::Unavailable, "the database is busy; retry shortly").retry_after(1);
+            return ApiError::new(ProblemKind::Unavailable, "the database is busy; retry shortly")
+                .retry_after(1);
         }
         ApiError::internal(e)
     }
@@ -210,13 +223,17 @@ impl From<axum::extract::rejection::JsonRejection> for ApiError {
     fn from(rejection: axum::extract::rejection::JsonRejection) -> Self {
         use axum::extract::rejection::JsonRejection as J;
         match rejection {
-            J::MissingJsonContentType(_) => {
-                ApiError::new(ProblemKind::UnsupportedMediaType, "expected `Content-Type: application/json`")
-            }
+            J::MissingJsonContentType(_) => ApiError::new(
+                ProblemKind::UnsupportedMediaType,
+                "expected `Content-Type: application/json`",
+            ),
             J::JsonDataError(e) => {
                 // "Failed to deserialize the JSON body into the target type: field: message"
                 let text = e.body_text();
-                let detail = text.split_once(": ").map(|(_, rest)| rest.to_string()).unwrap_or(text);
+                let detail = text
+                    .split_once(": ")
+                    .map(|(_, rest)| rest.to_string())
+                    .unwrap_or(text);
                 let field = detail.split_once(": ").map(|(f, _)| f.to_string());
                 let mut err = ApiError::new(ProblemKind::Validation, detail);
                 err.field = field.filter(|f| !f.contains(' '));
@@ -225,7 +242,10 @@ impl From<axum::extract::rejection::JsonRejection> for ApiError {
             J::JsonSyntaxError(e) => ApiError::new(ProblemKind::Malformed, e.body_text()),
             J::BytesRejection(e) => {
                 if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                    ApiError::new(ProblemKind::PayloadTooLarge, "request body is larger than the configured limit")
+                    ApiError::new(
+                        ProblemKind::PayloadTooLarge,
+                        "request body is larger than the configured limit",
+                    )
                 } else {
                     ApiError::new(ProblemKind::Malformed, e.body_text())
                 }
@@ -237,7 +257,10 @@ impl From<axum::extract::rejection::JsonRejection> for ApiError {
 
 impl From<axum::extract::rejection::PathRejection> for ApiError {
     fn from(rejection: axum::extract::rejection::PathRejection) -> Self {
-        ApiError::new(ProblemKind::NotFound, format!("no such resource: {}", rejection.body_text()))
+        ApiError::new(
+            ProblemKind::NotFound,
+            format!("no such resource: {}", rejection.body_text()),
+        )
     }
 }
 

@@ -11,13 +11,15 @@ use uuid::Uuid;
 
 use super::auth::TenantAuth;
 use super::datasets::load_dataset;
-use crate::context::data_context;
 use super::error::{ApiError, Json, Path, ProblemDocument, ProblemKind, Query};
 use super::privacy_input::{DEFAULT_DISPLAY_DELTA, PrivacyAmount, PrivacyInput};
 use crate::algorithms::{self, ConfigError, DynAlgorithm};
+use crate::context::data_context;
 use crate::privacy::units::{DELTA_UNIT, RHO_UNIT, charge_units, from_units};
 use crate::state::AppState;
-use crate::store::{CancelOutcome, DatasetRecord, DatasetStatus, Idempotency, JobRecord, JobStatus, NewJob, SubmitOutcome};
+use crate::store::{
+    CancelOutcome, DatasetRecord, DatasetStatus, Idempotency, JobRecord, JobStatus, NewJob, SubmitOutcome,
+};
 
 /// Submit a private PCA job.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -79,12 +81,22 @@ pub struct JobView {
 }
 
 fn job_view(state: &AppState, job: &JobRecord) -> JobView {
-    let display_delta = job.privacy.get("delta").and_then(|v| v.as_f64()).unwrap_or(DEFAULT_DISPLAY_DELTA);
+    let display_delta = job
+        .privacy
+        .get("delta")
+        .and_then(|v| v.as_f64())
+        .unwrap_or(DEFAULT_DISPLAY_DELTA);
     let live = state.jobs.progress(job.id);
     let progress = match (job.status, live) {
-        (JobStatus::Running, Some((done, total))) => Some(ProgressView { done: done.into(), total: total.into() }),
+        (JobStatus::Running, Some((done, total))) => Some(ProgressView {
+            done: done.into(),
+            total: total.into(),
+        }),
         (JobStatus::Queued, _) => None,
-        _ if job.progress_total > 0 => Some(ProgressView { done: job.progress_done, total: job.progress_total }),
+        _ if job.progress_total > 0 => Some(ProgressView {
+            done: job.progress_done,
+            total: job.progress_total,
+        }),
         _ => None,
     };
     let queued_ms = job.started_at.map(|s| (s - job.created_at).num_milliseconds());
@@ -130,15 +142,25 @@ fn config_problem(e: ConfigError) -> ApiError {
 fn find_algorithm(name: &str) -> Result<&'static dyn DynAlgorithm, ApiError> {
     algorithms::find(name).ok_or_else(|| {
         let known: Vec<&str> = algorithms::registry().iter().map(|a| a.info().name).collect();
-        ApiError::validation("algorithm", format!("unknown algorithm `{name}`; known: {}", known.join(", ")))
+        ApiError::validation(
+            "algorithm",
+            format!("unknown algorithm `{name}`; known: {}", known.join(", ")),
+        )
     })
 }
 
 fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
-    let Some(value) = headers.get("idempotency-key") else { return Ok(None) };
-    let key = value.to_str().map_err(|_| ApiError::validation("Idempotency-Key", "must be visible ASCII"))?;
+    let Some(value) = headers.get("idempotency-key") else {
+        return Ok(None);
+    };
+    let key = value
+        .to_str()
+        .map_err(|_| ApiError::validation("Idempotency-Key", "must be visible ASCII"))?;
     if key.is_empty() || key.len() > 255 {
-        return Err(ApiError::validation("Idempotency-Key", "must have 1 to 255 characters"));
+        return Err(ApiError::validation(
+            "Idempotency-Key",
+            "must have 1 to 255 characters",
+        ));
     }
     Ok(Some(key.to_string()))
 }
@@ -160,7 +182,10 @@ pub(crate) fn price(
     let ctx = data_context(dataset).ok_or_else(|| ApiError::conflict("the dataset has no data yet"))?;
     let prepared = algorithm.prepare(params, &ctx, &target).map_err(config_problem)?;
     let cost = prepared.cost.check().map_err(|e| {
-        ApiError::internal(format!("algorithm {} produced an invalid cost: {e}", algorithm.info().name))
+        ApiError::internal(format!(
+            "algorithm {} produced an invalid cost: {e}",
+            algorithm.info().name
+        ))
     })?;
     // Calibration is each algorithm's contract; a cost above the target is a bug, never charged silently.
     let allowed_delta = target.delta.unwrap_or(0.0);
@@ -168,7 +193,10 @@ pub(crate) fn price(
         if cost.delta > allowed_delta {
             return Err(ApiError::validation(
                 "privacy.delta",
-                format!("this algorithm spends δ = {:e}; give at least that as privacy.delta", cost.delta),
+                format!(
+                    "this algorithm spends δ = {:e}; give at least that as privacy.delta",
+                    cost.delta
+                ),
             ));
         }
         return Err(ApiError::internal(format!(
@@ -219,12 +247,20 @@ pub async fn submit(
     }
     let priced = price(algorithm, &dataset, body.params.clone(), &body.privacy)?;
     let queued = state.store.job_counts().await?;
-    let queued = queued.iter().find(|(s, _)| *s == JobStatus::Queued).map_or(0, |(_, n)| *n);
+    let queued = queued
+        .iter()
+        .find(|(s, _)| *s == JobStatus::Queued)
+        .map_or(0, |(_, n)| *n);
     if queued >= state.config.max_queue {
-        return Err(ApiError::new(ProblemKind::QueueFull, "the job queue is full; retry later").retry_after(10));
+        return Err(
+            ApiError::new(ProblemKind::QueueFull, "the job queue is full; retry later").retry_after(10),
+        );
     }
     let request = serde_json::to_value(&body).map_err(ApiError::internal)?;
-    let idempotency = idempotency.map(|key| Idempotency { key, request_hash: hex::encode(Sha256::digest(request.to_string())) });
+    let idempotency = idempotency.map(|key| Idempotency {
+        key,
+        request_hash: hex::encode(Sha256::digest(request.to_string())),
+    });
     let privacy = serde_json::to_value(&body.privacy).map_err(ApiError::internal)?;
     let new = NewJob {
         dataset_id: dataset.id,
@@ -240,12 +276,20 @@ pub async fn submit(
     let (job, replayed) = match state.store.submit_job(auth.tenant_id, new).await? {
         SubmitOutcome::Created(job) => (job, false),
         SubmitOutcome::Replayed(job) => (job, true),
-        SubmitOutcome::OverBudget { remaining_rho_units, requested_rho_units, remaining_delta_units, requested_delta_units } => {
+        SubmitOutcome::OverBudget {
+            remaining_rho_units,
+            requested_rho_units,
+            remaining_delta_units,
+            requested_delta_units,
+        } => {
             state.metrics.budget_refusal();
             let remaining_rho = from_units(remaining_rho_units, RHO_UNIT);
             let requested_rho = from_units(requested_rho_units, RHO_UNIT);
             let detail = if requested_rho_units > remaining_rho_units {
-                format!("dataset {} has ρ = {remaining_rho:e} left; this job needs ρ = {requested_rho:e}", dataset.id)
+                format!(
+                    "dataset {} has ρ = {remaining_rho:e} left; this job needs ρ = {requested_rho:e}",
+                    dataset.id
+                )
             } else {
                 format!(
                     "dataset {} has δ = {:e} left; this job needs δ = {:e}",
@@ -276,9 +320,16 @@ pub async fn submit(
         state.jobs.wake();
     }
     let location = format!("/v1/jobs/{}", job.id);
-    let mut response = (StatusCode::ACCEPTED, [(header::LOCATION, location)], Json(job_view(&state, &job))).into_response();
+    let mut response = (
+        StatusCode::ACCEPTED,
+        [(header::LOCATION, location)],
+        Json(job_view(&state, &job)),
+    )
+        .into_response();
     if replayed {
-        response.headers_mut().insert("idempotent-replayed", HeaderValue::from_static("true"));
+        response
+            .headers_mut()
+            .insert("idempotent-replayed", HeaderValue::from_static("true"));
     }
     Ok(response)
 }
@@ -291,14 +342,22 @@ fn strip_nulls(mut value: serde_json::Value) -> serde_json::Value {
 }
 
 async fn load_job(state: &AppState, tenant: Uuid, id: Uuid) -> Result<JobRecord, ApiError> {
-    state.store.get_job(tenant, id).await?.ok_or_else(|| ApiError::not_found("job", id))
+    state
+        .store
+        .get_job(tenant, id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("job", id))
 }
 
 /// A job's status, progress while running, cost and timings.
 #[utoipa::path(get, path = "/v1/jobs/{id}", tag = "jobs", security(("api_key" = [])),
     params(("id" = Uuid, Path, description = "job id")),
     responses((status = 200, body = JobView), (status = 404, body = ProblemDocument)))]
-pub async fn get(State(state): State<AppState>, auth: TenantAuth, Path(id): Path<Uuid>) -> Result<Json<JobView>, ApiError> {
+pub async fn get(
+    State(state): State<AppState>,
+    auth: TenantAuth,
+    Path(id): Path<Uuid>,
+) -> Result<Json<JobView>, ApiError> {
     let job = load_job(&state, auth.tenant_id, id).await?;
     Ok(Json(job_view(&state, &job)))
 }
@@ -328,16 +387,21 @@ pub async fn list(
     params(("id" = Uuid, Path, description = "job id")),
     responses((status = 200, body = JobView), (status = 202, body = JobView),
         (status = 404, body = ProblemDocument), (status = 409, body = ProblemDocument)))]
-pub async fn cancel(State(state): State<AppState>, auth: TenantAuth, Path(id): Path<Uuid>) -> Result<Response, ApiError> {
+pub async fn cancel(
+    State(state): State<AppState>,
+    auth: TenantAuth,
+    Path(id): Path<Uuid>,
+) -> Result<Response, ApiError> {
     match state.store.cancel_job(auth.tenant_id, id).await? {
         CancelOutcome::Refunded(job) => Ok((StatusCode::OK, Json(job_view(&state, &job))).into_response()),
         CancelOutcome::CancelRequested(job) => {
             state.jobs.request_cancel(job.id);
             Ok((StatusCode::ACCEPTED, Json(job_view(&state, &job))).into_response())
         }
-        CancelOutcome::AlreadyFinished(job) => {
-            Err(ApiError::conflict(format!("the job has already finished ({})", job.status.as_str())))
-        }
+        CancelOutcome::AlreadyFinished(job) => Err(ApiError::conflict(format!(
+            "the job has already finished ({})",
+            job.status.as_str()
+        ))),
         CancelOutcome::NotFound => Err(ApiError::not_found("job", id)),
     }
 }
@@ -382,15 +446,30 @@ pub fn npy_bytes(d: usize, k: usize, column_major: &[f64]) -> Vec<u8> {
 }
 
 fn wants_npy(headers: &HeaderMap) -> Result<bool, ApiError> {
-    let Some(accept) = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else { return Ok(false) };
-    let types: Vec<&str> = accept.split(',').map(|t| t.split(';').next().unwrap_or("").trim()).collect();
-    if types.iter().any(|t| *t == "application/x-npy" || *t == "application/octet-stream") {
+    let Some(accept) = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else {
+        return Ok(false);
+    };
+    let types: Vec<&str> = accept
+        .split(',')
+        .map(|t| t.split(';').next().unwrap_or("").trim())
+        .collect();
+    if types
+        .iter()
+        .any(|t| *t == "application/x-npy" || *t == "application/octet-stream")
+    {
         return Ok(true);
     }
-    if accept.trim().is_empty() || types.iter().any(|t| matches!(*t, "application/json" | "application/*" | "*/*")) {
+    if accept.trim().is_empty()
+        || types
+            .iter()
+            .any(|t| matches!(*t, "application/json" | "application/*" | "*/*"))
+    {
         return Ok(false);
     }
-    Err(ApiError::new(ProblemKind::NotAcceptable, "results are available as application/json or application/x-npy"))
+    Err(ApiError::new(
+        ProblemKind::NotAcceptable,
+        "results are available as application/json or application/x-npy",
+    ))
 }
 
 /// The basis of a succeeded job: JSON by default, `.npy` with `Accept: application/x-npy`.
@@ -415,9 +494,18 @@ pub async fn result(
                 job.error.as_deref().unwrap_or("no reason recorded")
             )));
         }
-        other => return Err(ApiError::conflict(format!("the job has no result: it is {}", other.as_str()))),
+        other => {
+            return Err(ApiError::conflict(format!(
+                "the job has no result: it is {}",
+                other.as_str()
+            )));
+        }
     }
-    let result = state.store.job_result(auth.tenant_id, id).await?.ok_or_else(|| ApiError::internal("succeeded job without result"))?;
+    let result = state
+        .store
+        .job_result(auth.tenant_id, id)
+        .await?
+        .ok_or_else(|| ApiError::internal("succeeded job without result"))?;
     if npy {
         let bytes = npy_bytes(result.d, result.k, &result.basis);
         return Ok(([(header::CONTENT_TYPE, "application/x-npy")], bytes).into_response());
@@ -427,7 +515,11 @@ pub async fn result(
         job_id: id,
         d: result.d,
         k: result.k,
-        basis: result.basis.chunks(result.d.max(1)).map(<[f64]>::to_vec).collect(),
+        basis: result
+            .basis
+            .chunks(result.d.max(1))
+            .map(<[f64]>::to_vec)
+            .collect(),
         eigenvalues: result.eigenvalues,
         cost: view.cost,
     })

@@ -19,7 +19,10 @@ pub struct Health {
 /// Liveness: the process answers.
 #[utoipa::path(get, path = "/healthz", tag = "meta", responses((status = 200, body = Health)))]
 pub async fn healthz() -> Json<Health> {
-    Json(Health { status: "ok", version: env!("CARGO_PKG_VERSION") })
+    Json(Health {
+        status: "ok",
+        version: env!("CARGO_PKG_VERSION"),
+    })
 }
 
 /// Readiness: the database answers and its migrations are applied.
@@ -30,7 +33,10 @@ pub async fn readyz(State(state): State<AppState>) -> Result<Json<Health>, ApiEr
         tracing::warn!(error = %e, "readiness check failed");
         ApiError::new(ProblemKind::Unavailable, "the database is not reachable")
     })?;
-    Ok(Json(Health { status: "ok", version: env!("CARGO_PKG_VERSION") }))
+    Ok(Json(Health {
+        status: "ok",
+        version: env!("CARGO_PKG_VERSION"),
+    }))
 }
 
 /// Prometheus metrics in text format.
@@ -38,9 +44,15 @@ pub async fn readyz(State(state): State<AppState>) -> Result<Json<Health>, ApiEr
     responses((status = 200, description = "Prometheus text exposition", content_type = "text/plain")))]
 pub async fn metrics(State(state): State<AppState>) -> Result<impl IntoResponse, ApiError> {
     let counts = state.store.job_counts().await?;
-    let counts: Vec<(String, i64)> = counts.into_iter().map(|(s, n)| (s.as_str().to_string(), n)).collect();
+    let counts: Vec<(String, i64)> = counts
+        .into_iter()
+        .map(|(s, n)| (s.as_str().to_string(), n))
+        .collect();
     Ok((
-        [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
         state.metrics.render(&counts),
     ))
 }

@@ -41,11 +41,17 @@ pub fn router(state: AppState) -> Router {
         .route("/readyz", get(meta::readyz))
         .route("/metrics", get(meta::metrics))
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
-        .layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, config.request_timeout()));
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            config.request_timeout(),
+        ));
     let uploads = Router::new()
         .route("/v1/datasets/{id}/data", put(datasets::upload))
         .layer(DefaultBodyLimit::disable())
-        .layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, config.upload_timeout()));
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            config.upload_timeout(),
+        ));
     Router::new()
         .merge(api)
         .merge(uploads)
@@ -63,7 +69,8 @@ async fn problem_for_bare_errors(request: Request, next: Next) -> Response {
     let status = response.status();
     let bare = (status.is_client_error() || status.is_server_error())
         && !response.headers().get(header::CONTENT_TYPE).is_some_and(|ct| {
-            ct.to_str().is_ok_and(|ct| ct.starts_with("application/problem+json"))
+            ct.to_str()
+                .is_ok_and(|ct| ct.starts_with("application/problem+json"))
         });
     if !bare {
         return response;

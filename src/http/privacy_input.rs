@@ -46,7 +46,10 @@ impl BudgetInput {
             (Some(rho), None) => {
                 let rho = Rho::new(rho).map_err(|e| field_err("budget.rho", e))?;
                 if !(rho.get() <= MAX_RHO) {
-                    return Err(ApiError::validation("budget.rho", format!("rho must be at most {MAX_RHO}")));
+                    return Err(ApiError::validation(
+                        "budget.rho",
+                        format!("rho must be at most {MAX_RHO}"),
+                    ));
                 }
                 let delta = match self.delta {
                     Some(d) => Delta::new(d).map_err(|e| field_err("budget.delta", e))?.get(),
@@ -61,13 +64,16 @@ impl BudgetInput {
             }
             (None, Some(epsilon)) => {
                 let epsilon = Epsilon::new(epsilon).map_err(|e| field_err("budget.epsilon", e))?;
-                let delta = self
-                    .delta
-                    .ok_or_else(|| ApiError::validation("budget.delta", "an (epsilon, delta) budget needs delta"))?;
+                let delta = self.delta.ok_or_else(|| {
+                    ApiError::validation("budget.delta", "an (epsilon, delta) budget needs delta")
+                })?;
                 let delta = Delta::new(delta).map_err(|e| field_err("budget.delta", e))?;
                 let rho = epsilon_delta_to_rho(epsilon, delta);
                 if !(rho <= MAX_RHO) {
-                    return Err(ApiError::validation("budget.epsilon", "budget is larger than the maximum"));
+                    return Err(ApiError::validation(
+                        "budget.epsilon",
+                        "budget is larger than the maximum",
+                    ));
                 }
                 Ok(ParsedBudget {
                     rho,
@@ -76,9 +82,10 @@ impl BudgetInput {
                     display_delta: delta.get(),
                 })
             }
-            (Some(_), Some(_)) => {
-                Err(ApiError::validation("budget", "give either rho or (epsilon, delta), not both"))
-            }
+            (Some(_), Some(_)) => Err(ApiError::validation(
+                "budget",
+                "give either rho or (epsilon, delta), not both",
+            )),
             (None, None) => Err(ApiError::validation("budget", "give rho or (epsilon, delta)")),
         }
     }
@@ -104,7 +111,10 @@ impl PrivacyInput {
             (Some(rho), None) => {
                 let rho = Rho::new(rho).map_err(|e| field_err(&f("rho"), e))?;
                 if !(rho.get() <= MAX_RHO) {
-                    return Err(ApiError::validation(f("rho"), format!("rho must be at most {MAX_RHO}")));
+                    return Err(ApiError::validation(
+                        f("rho"),
+                        format!("rho must be at most {MAX_RHO}"),
+                    ));
                 }
                 let delta = match self.delta {
                     Some(d) => Some(Delta::new(d).map_err(|e| field_err(&f("delta"), e))?),
@@ -120,11 +130,17 @@ impl PrivacyInput {
                 let delta = Delta::new(delta).map_err(|e| field_err(&f("delta"), e))?;
                 let target = PrivacyTarget::from_epsilon_delta(epsilon, delta);
                 if !(target.rho <= MAX_RHO) {
-                    return Err(ApiError::validation(f("epsilon"), "epsilon is larger than the maximum"));
+                    return Err(ApiError::validation(
+                        f("epsilon"),
+                        "epsilon is larger than the maximum",
+                    ));
                 }
                 Ok(target)
             }
-            (Some(_), Some(_)) => Err(ApiError::validation(prefix, "give either rho or (epsilon, delta), not both")),
+            (Some(_), Some(_)) => Err(ApiError::validation(
+                prefix,
+                "give either rho or (epsilon, delta), not both",
+            )),
             (None, None) => Err(ApiError::validation(prefix, "give rho or (epsilon, delta)")),
         }
     }
@@ -150,6 +166,11 @@ impl PrivacyAmount {
             Ok(d) if rho > 0.0 => crate::privacy::rho_to_epsilon(rho, d),
             _ => 0.0,
         };
-        Self { rho, delta, epsilon, epsilon_at_delta: display_delta }
+        Self {
+            rho,
+            delta,
+            epsilon,
+            epsilon_at_delta: display_delta,
+        }
     }
 }

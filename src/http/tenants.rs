@@ -45,6 +45,11 @@ pub async fn create(
     let (tenant, api_key) = state.store.create_tenant(name).await?;
     Ok((
         StatusCode::CREATED,
-        Json(TenantCreated { id: tenant.id, name: tenant.name, api_key, created_at: tenant.created_at }),
+        Json(TenantCreated {
+            id: tenant.id,
+            name: tenant.name,
+            api_key,
+            created_at: tenant.created_at,
+        }),
     ))
 }

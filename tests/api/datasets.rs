@@ -11,7 +11,13 @@ fn records(budget: Value) -> Value {
 async fn create_reports_budget_as_rho_and_epsilon_delta() {
     let app = TestApp::without_runner().await;
     let key = app.tenant("t").await;
-    let reply = app.post("/v1/datasets", &key, records(json!({ "epsilon": 1.0, "delta": 1e-6 }))).await;
+    let reply = app
+        .post(
+            "/v1/datasets",
+            &key,
+            records(json!({ "epsilon": 1.0, "delta": 1e-6 })),
+        )
+        .await;
     assert_eq!(reply.status, StatusCode::CREATED);
     assert!(reply.headers.get("location").is_some());
     let view = reply.json();
@@ -35,34 +41,94 @@ async fn bad_dataset_metadata_is_a_422_naming_the_field() {
     let app = TestApp::without_runner().await;
     let key = app.tenant("t").await;
     let cases = [
-        (json!({ "name": "d", "kind": "records", "budget": { "rho": 1 } }), "row_norm_bound"),
-        (json!({ "name": "d", "kind": "records", "row_norm_bound": -1, "budget": { "rho": 1 } }), "row_norm_bound"),
-        (json!({ "name": "d", "kind": "records", "row_norm_bound": 0, "budget": { "rho": 1 } }), "row_norm_bound"),
-        (json!({ "name": "d", "kind": "records", "row_norm_bound": 1, "row_l1_bound": 0, "budget": { "rho": 1 } }), "row_l1_bound"),
-        (json!({ "name": "d", "kind": "records", "row_norm_bound": 1 }), "budget"),
-        (json!({ "name": "d", "kind": "records", "row_norm_bound": 1, "budget": { "rho": 0 } }), "budget.rho"),
-        (json!({ "name": "d", "kind": "records", "row_norm_bound": 1, "budget": { "rho": -2 } }), "budget.rho"),
-        (json!({ "name": "d", "kind": "records", "row_norm_bound": 1, "budget": { "epsilon": 1 } }), "budget.delta"),
-        (json!({ "name": "d", "kind": "records", "row_norm_bound": 1, "budget": { "epsilon": 0, "delta": 1e-5 } }), "budget.epsilon"),
-        (json!({ "name": "d", "kind": "records", "row_norm_bound": 1, "budget": { "epsilon": 1, "delta": 1 } }), "budget.delta"),
-        (json!({ "name": "d", "kind": "records", "row_norm_bound": 1, "budget": { "epsilon": 1, "delta": 0 } }), "budget.delta"),
-        (json!({ "name": "d", "kind": "records", "row_norm_bound": 1, "budget": { "rho": 1, "epsilon": 1 } }), "budget"),
-        (json!({ "name": "d", "kind": "records", "relation": "entry", "row_norm_bound": 1, "budget": { "rho": 1 } }), "relation"),
-        (json!({ "name": "d", "kind": "matrix", "relation": "add_remove", "budget": { "rho": 1 } }), "relation"),
-        (json!({ "name": "d", "kind": "matrix", "row_norm_bound": 1, "budget": { "rho": 1 } }), "row_norm_bound"),
-        (json!({ "name": "d", "kind": "matrix", "entry_bound": -3, "budget": { "rho": 1 } }), "entry_bound"),
-        (json!({ "name": "", "kind": "matrix", "budget": { "rho": 1 } }), "name"),
-        (json!({ "name": "d", "kind": "records", "row_norm_bound": 1, "public": true, "budget": { "rho": 1 } }), "budget"),
+        (
+            json!({ "name": "d", "kind": "records", "budget": { "rho": 1 } }),
+            "row_norm_bound",
+        ),
+        (
+            json!({ "name": "d", "kind": "records", "row_norm_bound": -1, "budget": { "rho": 1 } }),
+            "row_norm_bound",
+        ),
+        (
+            json!({ "name": "d", "kind": "records", "row_norm_bound": 0, "budget": { "rho": 1 } }),
+            "row_norm_bound",
+        ),
+        (
+            json!({ "name": "d", "kind": "records", "row_norm_bound": 1, "row_l1_bound": 0, "budget": { "rho": 1 } }),
+            "row_l1_bound",
+        ),
+        (
+            json!({ "name": "d", "kind": "records", "row_norm_bound": 1 }),
+            "budget",
+        ),
+        (
+            json!({ "name": "d", "kind": "records", "row_norm_bound": 1, "budget": { "rho": 0 } }),
+            "budget.rho",
+        ),
+        (
+            json!({ "name": "d", "kind": "records", "row_norm_bound": 1, "budget": { "rho": -2 } }),
+            "budget.rho",
+        ),
+        (
+            json!({ "name": "d", "kind": "records", "row_norm_bound": 1, "budget": { "epsilon": 1 } }),
+            "budget.delta",
+        ),
+        (
+            json!({ "name": "d", "kind": "records", "row_norm_bound": 1, "budget": { "epsilon": 0, "delta": 1e-5 } }),
+            "budget.epsilon",
+        ),
+        (
+            json!({ "name": "d", "kind": "records", "row_norm_bound": 1, "budget": { "epsilon": 1, "delta": 1 } }),
+            "budget.delta",
+        ),
+        (
+            json!({ "name": "d", "kind": "records", "row_norm_bound": 1, "budget": { "epsilon": 1, "delta": 0 } }),
+            "budget.delta",
+        ),
+        (
+            json!({ "name": "d", "kind": "records", "row_norm_bound": 1, "budget": { "rho": 1, "epsilon": 1 } }),
+            "budget",
+        ),
+        (
+            json!({ "name": "d", "kind": "records", "relation": "entry", "row_norm_bound": 1, "budget": { "rho": 1 } }),
+            "relation",
+        ),
+        (
+            json!({ "name": "d", "kind": "matrix", "relation": "add_remove", "budget": { "rho": 1 } }),
+            "relation",
+        ),
+        (
+            json!({ "name": "d", "kind": "matrix", "row_norm_bound": 1, "budget": { "rho": 1 } }),
+            "row_norm_bound",
+        ),
+        (
+            json!({ "name": "d", "kind": "matrix", "entry_bound": -3, "budget": { "rho": 1 } }),
+            "entry_bound",
+        ),
+        (
+            json!({ "name": "", "kind": "matrix", "budget": { "rho": 1 } }),
+            "name",
+        ),
+        (
+            json!({ "name": "d", "kind": "records", "row_norm_bound": 1, "public": true, "budget": { "rho": 1 } }),
+            "budget",
+        ),
     ];
     for (body, field) in cases {
         let doc = app.post("/v1/datasets", &key, body.clone()).await.problem(422);
         assert_eq!(doc["field"], field, "{body} -> {doc}");
     }
     // Unknown field, unknown kind: 422; broken JSON: 400; wrong content type: 415.
-    app.post("/v1/datasets", &key, json!({ "name": "d", "kind": "records", "row_norm_bound": 1, "budget": { "rho": 1 }, "colour": 1 }))
+    app.post(
+        "/v1/datasets",
+        &key,
+        json!({ "name": "d", "kind": "records", "row_norm_bound": 1, "budget": { "rho": 1 }, "colour": 1 }),
+    )
+    .await
+    .problem(422);
+    app.post("/v1/datasets", &key, json!({ "name": "d", "kind": "tensor" }))
         .await
         .problem(422);
-    app.post("/v1/datasets", &key, json!({ "name": "d", "kind": "tensor" })).await.problem(422);
     let broken = axum::http::Request::builder()
         .method(Method::POST)
         .uri("/v1/datasets")
@@ -86,23 +152,50 @@ async fn uploads_in_every_format_give_the_same_shape() {
     let app = TestApp::without_runner().await;
     let key = app.tenant("t").await;
     let csv = app.dataset(&key, records(json!({ "rho": 1 }))).await;
-    let reply = app.upload(&key, &csv, "text/csv", b"a,b,c\n1,2,3\n4,5,6\n".to_vec()).await;
-    assert_eq!(reply.status, StatusCode::OK, "{}", String::from_utf8_lossy(&reply.bytes));
+    let reply = app
+        .upload(&key, &csv, "text/csv", b"a,b,c\n1,2,3\n4,5,6\n".to_vec())
+        .await;
+    assert_eq!(
+        reply.status,
+        StatusCode::OK,
+        "{}",
+        String::from_utf8_lossy(&reply.bytes)
+    );
     let view = reply.json();
-    assert_eq!((view["status"].as_str(), view["d"].as_i64(), view["n"].as_i64()), (Some("ready"), Some(3), Some(2)));
+    assert_eq!(
+        (view["status"].as_str(), view["d"].as_i64(), view["n"].as_i64()),
+        (Some("ready"), Some(3), Some(2))
+    );
 
     let json_ds = app.dataset(&key, records(json!({ "rho": 1 }))).await;
-    let reply = app.upload(&key, &json_ds, "application/json", b"[[1,2],[3,4],[5,6]]".to_vec()).await;
+    let reply = app
+        .upload(
+            &key,
+            &json_ds,
+            "application/json",
+            b"[[1,2],[3,4],[5,6]]".to_vec(),
+        )
+        .await;
     assert_eq!(reply.json()["d"], 2);
 
     let npy_ds = app.dataset(&key, records(json!({ "rho": 1 }))).await;
     let bytes = privpca::http::jobs::npy_bytes(4, 2, &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]);
     let reply = app.upload(&key, &npy_ds, "application/x-npy", bytes).await;
-    assert_eq!(reply.status, StatusCode::OK, "{}", String::from_utf8_lossy(&reply.bytes));
-    assert_eq!((reply.json()["n"].as_i64(), reply.json()["d"].as_i64()), (Some(4), Some(2)));
+    assert_eq!(
+        reply.status,
+        StatusCode::OK,
+        "{}",
+        String::from_utf8_lossy(&reply.bytes)
+    );
+    assert_eq!(
+        (reply.json()["n"].as_i64(), reply.json()["d"].as_i64()),
+        (Some(4), Some(2))
+    );
 
     // Data is immutable once uploaded.
-    app.upload(&key, &csv, "text/csv", b"1,2,3\n".to_vec()).await.problem(409);
+    app.upload(&key, &csv, "text/csv", b"1,2,3\n".to_vec())
+        .await
+        .problem(409);
 }
 
 #[tokio::test]
@@ -121,16 +214,32 @@ async fn bad_uploads_are_rejected_with_the_reason() {
     ];
     for (content_type, body, status) in cases {
         let id = app.dataset(&key, records(json!({ "rho": 1 }))).await;
-        let doc = app.upload(&key, &id, content_type, body.to_vec()).await.problem(status);
+        let doc = app
+            .upload(&key, &id, content_type, body.to_vec())
+            .await
+            .problem(status);
         assert!(!doc["detail"].as_str().unwrap().is_empty());
         // A failed upload leaves the dataset empty and uploadable.
         let view = app.get(&format!("/v1/datasets/{id}"), &key).await.json();
-        assert_eq!(view["status"], "empty", "{content_type} {:?}", String::from_utf8_lossy(body));
+        assert_eq!(
+            view["status"],
+            "empty",
+            "{content_type} {:?}",
+            String::from_utf8_lossy(body)
+        );
     }
     let id = app.dataset(&key, records(json!({ "rho": 1 }))).await;
-    app.upload(&key, &id, "text/plain", b"1,2\n".to_vec()).await.problem(415);
-    let ragged = app.upload(&key, &id, "text/csv", b"1,2\n3\n".to_vec()).await.problem(422);
-    assert!(ragged["detail"].as_str().unwrap().contains('2'), "names the row: {ragged}");
+    app.upload(&key, &id, "text/plain", b"1,2\n".to_vec())
+        .await
+        .problem(415);
+    let ragged = app
+        .upload(&key, &id, "text/csv", b"1,2\n3\n".to_vec())
+        .await
+        .problem(422);
+    assert!(
+        ragged["detail"].as_str().unwrap().contains('2'),
+        "names the row: {ragged}"
+    );
 }
 
 #[tokio::test]
@@ -148,12 +257,23 @@ async fn matrices_must_be_square_and_symmetric() {
     let key = app.tenant("t").await;
     let matrix = json!({ "name": "m", "kind": "matrix", "entry_bound": 1.0, "budget": { "rho": 1 } });
     let id = app.dataset(&key, matrix.clone()).await;
-    app.upload(&key, &id, "text/csv", b"1,2\n3,4\n".to_vec()).await.problem(422);
-    app.upload(&key, &id, "text/csv", b"1,2,3\n2,4,5\n".to_vec()).await.problem(422);
+    app.upload(&key, &id, "text/csv", b"1,2\n3,4\n".to_vec())
+        .await
+        .problem(422);
+    app.upload(&key, &id, "text/csv", b"1,2,3\n2,4,5\n".to_vec())
+        .await
+        .problem(422);
     let reply = app.upload(&key, &id, "text/csv", b"1,2\n2,4\n".to_vec()).await;
     assert_eq!(reply.status, StatusCode::OK);
     let view = reply.json();
-    assert_eq!((view["kind"].as_str(), view["relation"].as_str(), view["d"].as_i64()), (Some("matrix"), Some("entry"), Some(2)));
+    assert_eq!(
+        (
+            view["kind"].as_str(),
+            view["relation"].as_str(),
+            view["d"].as_i64()
+        ),
+        (Some("matrix"), Some("entry"), Some(2))
+    );
 }
 
 #[tokio::test]
@@ -162,7 +282,10 @@ async fn add_remove_hides_the_row_count() {
     let key = app.tenant("t").await;
     let body = json!({ "name": "d", "kind": "records", "relation": "add_remove", "row_norm_bound": 1, "budget": { "rho": 1 } });
     let id = app.dataset(&key, body).await;
-    let reply = app.upload(&key, &id, "text/csv", b"1,2\n3,4\n5,6\n".to_vec()).await.json();
+    let reply = app
+        .upload(&key, &id, "text/csv", b"1,2\n3,4\n5,6\n".to_vec())
+        .await
+        .json();
     assert!(reply["n"].is_null(), "{reply}");
     assert_eq!(reply["d"], 2);
     let list = app.get("/v1/datasets", &key).await.json();
@@ -175,10 +298,15 @@ async fn deleting_keeps_the_ledger_and_blocks_jobs() {
     let key = app.tenant("t").await;
     let id = app.records(&key, json!({ "rho": 1 }), "1,0\n0,1\n").await;
     let job = json!({ "dataset_id": id, "algorithm": "analyze_gauss", "params": { "k": 1 }, "privacy": { "rho": 0.25 } });
-    assert_eq!(app.post("/v1/jobs", &key, job.clone()).await.status, StatusCode::ACCEPTED);
+    assert_eq!(
+        app.post("/v1/jobs", &key, job.clone()).await.status,
+        StatusCode::ACCEPTED
+    );
     let path = app.state.store.data_path(id.parse().unwrap());
     assert!(path.exists());
-    let reply = app.call(Method::DELETE, &format!("/v1/datasets/{id}"), Some(&key), None).await;
+    let reply = app
+        .call(Method::DELETE, &format!("/v1/datasets/{id}"), Some(&key), None)
+        .await;
     assert_eq!(reply.status, StatusCode::OK);
     assert_eq!(reply.json()["status"], "deleted");
     assert!(!path.exists(), "data file removed");
@@ -188,7 +316,9 @@ async fn deleting_keeps_the_ledger_and_blocks_jobs() {
     // The queued job was cancelled and refunded.
     assert!(entries.iter().any(|e| e["entry"] == "refund"), "{ledger}");
     app.post("/v1/jobs", &key, job).await.problem(409);
-    app.upload(&key, &id, "text/csv", b"1,2\n".to_vec()).await.problem(409);
+    app.upload(&key, &id, "text/csv", b"1,2\n".to_vec())
+        .await
+        .problem(409);
     // A new dataset never reuses the id.
     let other = app.records(&key, json!({ "rho": 1 }), "1,0\n").await;
     assert_ne!(other, id);

@@ -36,13 +36,22 @@ impl Reply {
     }
 
     pub fn content_type(&self) -> String {
-        self.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string()
+        self.headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string()
     }
 
     /// Asserts a problem document with this status and returns it.
     #[track_caller]
     pub fn problem(&self, status: u16) -> Value {
-        assert_eq!(self.status.as_u16(), status, "body: {}", String::from_utf8_lossy(&self.bytes));
+        assert_eq!(
+            self.status.as_u16(),
+            status,
+            "body: {}",
+            String::from_utf8_lossy(&self.bytes)
+        );
         assert_eq!(self.content_type(), "application/problem+json");
         let doc = self.json();
         assert!(doc["type"].as_str().unwrap().starts_with("urn:privpca:problem:"));
@@ -75,7 +84,13 @@ impl TestApp {
         let router = privpca::app(state.clone());
         let shutdown = CancellationToken::new();
         let runner = runner.then(|| tokio::spawn(privpca::runner::run(state.clone(), shutdown.clone())));
-        Self { state, router, dir, shutdown, runner }
+        Self {
+            state,
+            router,
+            dir,
+            shutdown,
+            runner,
+        }
     }
 
     /// Stop the runner and close the store, keeping the directory (for restart tests).
@@ -93,7 +108,11 @@ impl TestApp {
         let status = response.status();
         let headers = response.headers().clone();
         let bytes = response.into_body().collect().await.unwrap().to_bytes().to_vec();
-        Reply { status, headers, bytes }
+        Reply {
+            status,
+            headers,
+            bytes,
+        }
     }
 
     pub async fn call(&self, method: Method, uri: &str, key: Option<&str>, body: Option<Value>) -> Reply {
@@ -140,26 +159,48 @@ impl TestApp {
     /// Creates a dataset and returns its id.
     pub async fn dataset(&self, key: &str, body: Value) -> String {
         let reply = self.post("/v1/datasets", key, body).await;
-        assert_eq!(reply.status, StatusCode::CREATED, "{}", String::from_utf8_lossy(&reply.bytes));
+        assert_eq!(
+            reply.status,
+            StatusCode::CREATED,
+            "{}",
+            String::from_utf8_lossy(&reply.bytes)
+        );
         reply.json()["id"].as_str().unwrap().to_string()
     }
 
     /// A records dataset (β = 1) with `csv` uploaded; returns its id.
     pub async fn records(&self, key: &str, budget: Value, csv: &str) -> String {
         let id = self
-            .dataset(key, json!({ "name": "r", "kind": "records", "row_norm_bound": 1.0, "budget": budget }))
+            .dataset(
+                key,
+                json!({ "name": "r", "kind": "records", "row_norm_bound": 1.0, "budget": budget }),
+            )
             .await;
         let reply = self.upload(key, &id, "text/csv", csv.as_bytes().to_vec()).await;
-        assert_eq!(reply.status, StatusCode::OK, "{}", String::from_utf8_lossy(&reply.bytes));
+        assert_eq!(
+            reply.status,
+            StatusCode::OK,
+            "{}",
+            String::from_utf8_lossy(&reply.bytes)
+        );
         id
     }
 
     /// A public records dataset with `csv` uploaded.
     pub async fn public_records(&self, key: &str, csv: &str) -> String {
-        let id =
-            self.dataset(key, json!({ "name": "p", "kind": "records", "row_norm_bound": 10.0, "public": true })).await;
+        let id = self
+            .dataset(
+                key,
+                json!({ "name": "p", "kind": "records", "row_norm_bound": 10.0, "public": true }),
+            )
+            .await;
         let reply = self.upload(key, &id, "text/csv", csv.as_bytes().to_vec()).await;
-        assert_eq!(reply.status, StatusCode::OK, "{}", String::from_utf8_lossy(&reply.bytes));
+        assert_eq!(
+            reply.status,
+            StatusCode::OK,
+            "{}",
+            String::from_utf8_lossy(&reply.bytes)
+        );
         id
     }
 
@@ -167,7 +208,10 @@ impl TestApp {
     pub async fn wait(&self, key: &str, job: &str) -> Value {
         for _ in 0..2000 {
             let view = self.get(&format!("/v1/jobs/{job}"), key).await.json();
-            if matches!(view["status"].as_str(), Some("succeeded" | "failed" | "cancelled")) {
+            if matches!(
+                view["status"].as_str(),
+                Some("succeeded" | "failed" | "cancelled")
+            ) {
                 return view;
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
@@ -178,16 +222,21 @@ impl TestApp {
 
 /// Rows of a seeded random matrix with a clear top direction, as CSV.
 pub fn csv_rows(n: usize, d: usize, seed: u64) -> String {
-    let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    let mut state = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
     let mut next = move || {
-        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         ((state >> 11) as f64 / (1u64 << 53) as f64) - 0.5
     };
     let mut out = String::new();
     for _ in 0..n {
         let scale = next() * 4.0;
-        let row: Vec<String> =
-            (0..d).map(|j| format!("{:.6}", if j == 0 { scale } else { 0.2 * next() })).collect();
+        let row: Vec<String> = (0..d)
+            .map(|j| format!("{:.6}", if j == 0 { scale } else { 0.2 * next() }))
+            .collect();
         out.push_str(&row.join(","));
         out.push('\n');
     }

@@ -23,17 +23,45 @@ fn job(dataset: &str, algorithm: &str, params: Value, privacy: Value) -> Value {
 async fn a_job_runs_and_returns_an_orthonormal_basis_as_json_and_npy() {
     let app = TestApp::start().await;
     let key = app.tenant("t").await;
-    let ds = app.records(&key, json!({ "rho": 10.0 }), &csv_rows(300, 6, 1)).await;
-    let reply = app.post("/v1/jobs", &key, job(&ds, "noisy_power", json!({ "k": 2 }), json!({ "rho": 5.0 }))).await;
-    assert_eq!(reply.status, StatusCode::ACCEPTED, "{}", String::from_utf8_lossy(&reply.bytes));
-    let location = reply.headers.get(header::LOCATION).unwrap().to_str().unwrap().to_string();
+    let ds = app
+        .records(&key, json!({ "rho": 10.0 }), &csv_rows(300, 6, 1))
+        .await;
+    let reply = app
+        .post(
+            "/v1/jobs",
+            &key,
+            job(&ds, "noisy_power", json!({ "k": 2 }), json!({ "rho": 5.0 })),
+        )
+        .await;
+    assert_eq!(
+        reply.status,
+        StatusCode::ACCEPTED,
+        "{}",
+        String::from_utf8_lossy(&reply.bytes)
+    );
+    let location = reply
+        .headers
+        .get(header::LOCATION)
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
     let submitted = reply.json();
-    assert_eq!(location, format!("/v1/jobs/{}", submitted["id"].as_str().unwrap()));
-    assert!(matches!(submitted["status"].as_str(), Some("queued" | "running" | "succeeded")));
+    assert_eq!(
+        location,
+        format!("/v1/jobs/{}", submitted["id"].as_str().unwrap())
+    );
+    assert!(matches!(
+        submitted["status"].as_str(),
+        Some("queued" | "running" | "succeeded")
+    ));
     assert!((submitted["cost"]["rho"].as_f64().unwrap() - 5.0).abs() < 1e-9);
     // Defaults are filled in and the calibrated noise is visible.
     assert_eq!(submitted["config"]["p"], 4);
-    assert!(submitted["config"]["multiplier"].as_f64().is_some(), "{submitted}");
+    assert!(
+        submitted["config"]["multiplier"].as_f64().is_some(),
+        "{submitted}"
+    );
 
     let id = submitted["id"].as_str().unwrap();
     let done = app.wait(&key, id).await;
@@ -67,7 +95,9 @@ async fn a_job_runs_and_returns_an_orthonormal_basis_as_json_and_npy() {
     let data = &npy.bytes[10 + header_len..];
     assert_eq!(data.len(), 6 * 2 * 8);
     // C order: element (i, j) is basis[j][i].
-    let at = |i: usize, j: usize| f64::from_le_bytes(data[(i * 2 + j) * 8..(i * 2 + j + 1) * 8].try_into().unwrap());
+    let at = |i: usize, j: usize| {
+        f64::from_le_bytes(data[(i * 2 + j) * 8..(i * 2 + j + 1) * 8].try_into().unwrap())
+    };
     assert_eq!(at(3, 1), basis[1][3]);
 
     let unacceptable = Request::builder()
@@ -83,14 +113,25 @@ async fn a_job_runs_and_returns_an_orthonormal_basis_as_json_and_npy() {
 async fn a_tiny_job_goes_from_submit_to_result_quickly() {
     let app = TestApp::start().await;
     let key = app.tenant("t").await;
-    let ds = app.records(&key, json!({ "rho": 100.0 }), &csv_rows(50, 4, 2)).await;
+    let ds = app
+        .records(&key, json!({ "rho": 100.0 }), &csv_rows(50, 4, 2))
+        .await;
     let mut latencies = Vec::new();
     for _ in 0..20 {
         let start = std::time::Instant::now();
-        let reply = app.post("/v1/jobs", &key, job(&ds, "analyze_gauss", json!({ "k": 1 }), json!({ "rho": 1.0 }))).await;
+        let reply = app
+            .post(
+                "/v1/jobs",
+                &key,
+                job(&ds, "analyze_gauss", json!({ "k": 1 }), json!({ "rho": 1.0 })),
+            )
+            .await;
         let id = reply.json()["id"].as_str().unwrap().to_string();
         assert_eq!(app.wait(&key, &id).await["status"], "succeeded");
-        assert_eq!(app.get(&format!("/v1/jobs/{id}/result"), &key).await.status, StatusCode::OK);
+        assert_eq!(
+            app.get(&format!("/v1/jobs/{id}/result"), &key).await.status,
+            StatusCode::OK
+        );
         latencies.push(start.elapsed());
     }
     latencies.sort();
@@ -103,42 +144,158 @@ async fn a_tiny_job_goes_from_submit_to_result_quickly() {
 async fn bad_job_requests_are_4xx_with_the_field() {
     let app = TestApp::without_runner().await;
     let key = app.tenant("t").await;
-    let ds = app.records(&key, json!({ "rho": 1.0 }), "1,0,0\n0,1,0\n0,0,1\n").await;
+    let ds = app
+        .records(&key, json!({ "rho": 1.0 }), "1,0,0\n0,1,0\n0,0,1\n")
+        .await;
     let cases = [
-        (job(&ds, "magic", json!({ "k": 1 }), json!({ "rho": 0.1 })), 422, "algorithm"),
-        (job(&ds, "noisy_power", json!({ "k": 0 }), json!({ "rho": 0.1 })), 422, "params.k"),
-        (job(&ds, "noisy_power", json!({ "k": 4 }), json!({ "rho": 0.1 })), 422, "params.k"),
-        (job(&ds, "noisy_power", json!({ "k": 2, "p": 1 }), json!({ "rho": 0.1 })), 422, "params.p"),
-        (job(&ds, "noisy_power", json!({ "k": 1, "iterations": 0 }), json!({ "rho": 0.1 })), 422, "params.iterations"),
-        (job(&ds, "noisy_power", json!({ "k": 1, "speed": 3 }), json!({ "rho": 0.1 })), 422, "params"),
-        (job(&ds, "noisy_power", json!({ "k": "one" }), json!({ "rho": 0.1 })), 422, "params.k"),
-        (job(&ds, "noisy_power", json!({ "k": 1, "sensitivity": "psychic" }), json!({ "rho": 0.1 })), 422, "params.sensitivity"),
-        (job(&ds, "noisy_power", json!({ "k": 1 }), json!({ "rho": 0 })), 422, "privacy.rho"),
-        (job(&ds, "noisy_power", json!({ "k": 1 }), json!({ "rho": -1 })), 422, "privacy.rho"),
-        (job(&ds, "noisy_power", json!({ "k": 1 }), json!({ "epsilon": 1 })), 422, "privacy.delta"),
-        (job(&ds, "noisy_power", json!({ "k": 1 }), json!({ "epsilon": -1, "delta": 1e-5 })), 422, "privacy.epsilon"),
-        (job(&ds, "noisy_power", json!({ "k": 1 }), json!({ "epsilon": 1, "delta": 2 })), 422, "privacy.delta"),
-        (job(&ds, "noisy_power", json!({ "k": 1 }), json!({})), 422, "privacy"),
-        (job(&ds, "exact", json!({ "k": 1 }), json!({ "rho": 0.1 })), 403, ""),
+        (
+            job(&ds, "magic", json!({ "k": 1 }), json!({ "rho": 0.1 })),
+            422,
+            "algorithm",
+        ),
+        (
+            job(&ds, "noisy_power", json!({ "k": 0 }), json!({ "rho": 0.1 })),
+            422,
+            "params.k",
+        ),
+        (
+            job(&ds, "noisy_power", json!({ "k": 4 }), json!({ "rho": 0.1 })),
+            422,
+            "params.k",
+        ),
+        (
+            job(
+                &ds,
+                "noisy_power",
+                json!({ "k": 2, "p": 1 }),
+                json!({ "rho": 0.1 }),
+            ),
+            422,
+            "params.p",
+        ),
+        (
+            job(
+                &ds,
+                "noisy_power",
+                json!({ "k": 1, "iterations": 0 }),
+                json!({ "rho": 0.1 }),
+            ),
+            422,
+            "params.iterations",
+        ),
+        (
+            job(
+                &ds,
+                "noisy_power",
+                json!({ "k": 1, "speed": 3 }),
+                json!({ "rho": 0.1 }),
+            ),
+            422,
+            "params",
+        ),
+        (
+            job(&ds, "noisy_power", json!({ "k": "one" }), json!({ "rho": 0.1 })),
+            422,
+            "params.k",
+        ),
+        (
+            job(
+                &ds,
+                "noisy_power",
+                json!({ "k": 1, "sensitivity": "psychic" }),
+                json!({ "rho": 0.1 }),
+            ),
+            422,
+            "params.sensitivity",
+        ),
+        (
+            job(&ds, "noisy_power", json!({ "k": 1 }), json!({ "rho": 0 })),
+            422,
+            "privacy.rho",
+        ),
+        (
+            job(&ds, "noisy_power", json!({ "k": 1 }), json!({ "rho": -1 })),
+            422,
+            "privacy.rho",
+        ),
+        (
+            job(&ds, "noisy_power", json!({ "k": 1 }), json!({ "epsilon": 1 })),
+            422,
+            "privacy.delta",
+        ),
+        (
+            job(
+                &ds,
+                "noisy_power",
+                json!({ "k": 1 }),
+                json!({ "epsilon": -1, "delta": 1e-5 }),
+            ),
+            422,
+            "privacy.epsilon",
+        ),
+        (
+            job(
+                &ds,
+                "noisy_power",
+                json!({ "k": 1 }),
+                json!({ "epsilon": 1, "delta": 2 }),
+            ),
+            422,
+            "privacy.delta",
+        ),
+        (
+            job(&ds, "noisy_power", json!({ "k": 1 }), json!({})),
+            422,
+            "privacy",
+        ),
+        (
+            job(&ds, "exact", json!({ "k": 1 }), json!({ "rho": 0.1 })),
+            403,
+            "",
+        ),
     ];
     for (body, status, field) in cases {
         let doc = app.post("/v1/jobs", &key, body.clone()).await.problem(status);
         if !field.is_empty() {
-            assert!(doc["field"].as_str().unwrap_or("").starts_with(field), "{body} -> {doc}");
+            assert!(
+                doc["field"].as_str().unwrap_or("").starts_with(field),
+                "{body} -> {doc}"
+            );
         }
     }
     let mut seeded = job(&ds, "noisy_power", json!({ "k": 1 }), json!({ "rho": 0.1 }));
     seeded["seed"] = json!(7);
-    assert_eq!(app.post("/v1/jobs", &key, seeded).await.problem(422)["field"], "seed");
-    let missing = job(&uuid::Uuid::new_v4().to_string(), "noisy_power", json!({ "k": 1 }), json!({ "rho": 0.1 }));
+    assert_eq!(
+        app.post("/v1/jobs", &key, seeded).await.problem(422)["field"],
+        "seed"
+    );
+    let missing = job(
+        &uuid::Uuid::new_v4().to_string(),
+        "noisy_power",
+        json!({ "k": 1 }),
+        json!({ "rho": 0.1 }),
+    );
     app.post("/v1/jobs", &key, missing).await.problem(404);
     // Nothing above spent anything.
     let view = app.get(&format!("/v1/datasets/{ds}"), &key).await.json();
     assert_eq!(view["budget"]["spent"]["rho"], 0.0);
     // A dataset without data cannot run jobs.
-    let empty = app.dataset(&key, json!({ "name": "e", "kind": "records", "row_norm_bound": 1, "budget": { "rho": 1 } })).await;
-    app.post("/v1/jobs", &key, job(&empty, "noisy_power", json!({ "k": 1 }), json!({ "rho": 0.1 }))).await.problem(409);
-    app.get(&format!("/v1/jobs/{}", uuid::Uuid::new_v4()), &key).await.problem(404);
+    let empty = app
+        .dataset(
+            &key,
+            json!({ "name": "e", "kind": "records", "row_norm_bound": 1, "budget": { "rho": 1 } }),
+        )
+        .await;
+    app.post(
+        "/v1/jobs",
+        &key,
+        job(&empty, "noisy_power", json!({ "k": 1 }), json!({ "rho": 0.1 })),
+    )
+    .await
+    .problem(409);
+    app.get(&format!("/v1/jobs/{}", uuid::Uuid::new_v4()), &key)
+        .await
+        .problem(404);
     app.get("/v1/jobs/not-a-uuid", &key).await.problem(404);
 }
 
@@ -146,12 +303,33 @@ async fn bad_job_requests_are_4xx_with_the_field() {
 async fn matrix_datasets_run_the_power_method_and_analyze_gauss() {
     let app = TestApp::start().await;
     let key = app.tenant("t").await;
-    let id = app.dataset(&key, json!({ "name": "m", "kind": "matrix", "entry_bound": 1.0, "budget": { "rho": 100.0 } })).await;
+    let id = app
+        .dataset(
+            &key,
+            json!({ "name": "m", "kind": "matrix", "entry_bound": 1.0, "budget": { "rho": 100.0 } }),
+        )
+        .await;
     let m = "4,1,0,0\n1,3,0,0\n0,0,1,0\n0,0,0,0.5\n";
-    assert_eq!(app.upload(&key, &id, "text/csv", m.as_bytes().to_vec()).await.status, StatusCode::OK);
+    assert_eq!(
+        app.upload(&key, &id, "text/csv", m.as_bytes().to_vec())
+            .await
+            .status,
+        StatusCode::OK
+    );
     for algorithm in ["noisy_power", "analyze_gauss"] {
-        let reply = app.post("/v1/jobs", &key, job(&id, algorithm, json!({ "k": 2 }), json!({ "rho": 10.0 }))).await;
-        assert_eq!(reply.status, StatusCode::ACCEPTED, "{}", String::from_utf8_lossy(&reply.bytes));
+        let reply = app
+            .post(
+                "/v1/jobs",
+                &key,
+                job(&id, algorithm, json!({ "k": 2 }), json!({ "rho": 10.0 })),
+            )
+            .await;
+        assert_eq!(
+            reply.status,
+            StatusCode::ACCEPTED,
+            "{}",
+            String::from_utf8_lossy(&reply.bytes)
+        );
         let done = app.wait(&key, reply.json()["id"].as_str().unwrap()).await;
         assert_eq!(done["status"], "succeeded", "{done}");
     }
@@ -165,7 +343,12 @@ async fn exact_runs_on_public_datasets_with_a_seed_and_is_free() {
     let mut body = job(&ds, "exact", json!({ "k": 1 }), json!({ "rho": 1.0 }));
     body["seed"] = json!(42);
     let reply = app.post("/v1/jobs", &key, body).await;
-    assert_eq!(reply.status, StatusCode::ACCEPTED, "{}", String::from_utf8_lossy(&reply.bytes));
+    assert_eq!(
+        reply.status,
+        StatusCode::ACCEPTED,
+        "{}",
+        String::from_utf8_lossy(&reply.bytes)
+    );
     let id = reply.json()["id"].as_str().unwrap().to_string();
     assert_eq!(app.wait(&key, &id).await["status"], "succeeded");
     let result = app.get(&format!("/v1/jobs/{id}/result"), &key).await.json();
@@ -184,7 +367,10 @@ async fn seeded_jobs_on_public_data_are_reproducible() {
     for _ in 0..2 {
         let mut body = job(&ds, "noisy_power", json!({ "k": 2 }), json!({ "rho": 0.5 }));
         body["seed"] = json!(1234);
-        let id = app.post("/v1/jobs", &key, body).await.json()["id"].as_str().unwrap().to_string();
+        let id = app.post("/v1/jobs", &key, body).await.json()["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
         assert_eq!(app.wait(&key, &id).await["status"], "succeeded");
         results.push(app.get(&format!("/v1/jobs/{id}/result"), &key).await.json()["basis"].clone());
     }
@@ -196,21 +382,42 @@ async fn cancelling_a_queued_job_refunds_it() {
     let app = TestApp::without_runner().await;
     let key = app.tenant("t").await;
     let ds = app.records(&key, json!({ "rho": 1.0 }), "1,0\n0,1\n").await;
-    let id = app.post("/v1/jobs", &key, job(&ds, "analyze_gauss", json!({ "k": 1 }), json!({ "rho": 0.6 }))).await.json()["id"]
+    let id = app
+        .post(
+            "/v1/jobs",
+            &key,
+            job(&ds, "analyze_gauss", json!({ "k": 1 }), json!({ "rho": 0.6 })),
+        )
+        .await
+        .json()["id"]
         .as_str()
         .unwrap()
         .to_string();
-    let spent = app.get(&format!("/v1/datasets/{ds}"), &key).await.json()["budget"]["spent"]["rho"].as_f64().unwrap();
+    let spent = app.get(&format!("/v1/datasets/{ds}"), &key).await.json()["budget"]["spent"]["rho"]
+        .as_f64()
+        .unwrap();
     assert!((spent - 0.6).abs() < 1e-9);
-    let reply = app.call(Method::DELETE, &format!("/v1/jobs/{id}"), Some(&key), None).await;
+    let reply = app
+        .call(Method::DELETE, &format!("/v1/jobs/{id}"), Some(&key), None)
+        .await;
     assert_eq!(reply.status, StatusCode::OK);
     assert_eq!(reply.json()["status"], "cancelled");
-    let spent = app.get(&format!("/v1/datasets/{ds}"), &key).await.json()["budget"]["spent"]["rho"].as_f64().unwrap();
+    let spent = app.get(&format!("/v1/datasets/{ds}"), &key).await.json()["budget"]["spent"]["rho"]
+        .as_f64()
+        .unwrap();
     assert_eq!(spent, 0.0);
-    app.call(Method::DELETE, &format!("/v1/jobs/{id}"), Some(&key), None).await.problem(409);
+    app.call(Method::DELETE, &format!("/v1/jobs/{id}"), Some(&key), None)
+        .await
+        .problem(409);
     app.get(&format!("/v1/jobs/{id}/result"), &key).await.problem(409);
     // The refunded budget can be spent again.
-    let again = app.post("/v1/jobs", &key, job(&ds, "analyze_gauss", json!({ "k": 1 }), json!({ "rho": 0.9 }))).await;
+    let again = app
+        .post(
+            "/v1/jobs",
+            &key,
+            job(&ds, "analyze_gauss", json!({ "k": 1 }), json!({ "rho": 0.9 })),
+        )
+        .await;
     assert_eq!(again.status, StatusCode::ACCEPTED);
 }
 
@@ -218,9 +425,19 @@ async fn cancelling_a_queued_job_refunds_it() {
 async fn cancelling_a_running_job_keeps_its_charge() {
     let app = TestApp::start().await;
     let key = app.tenant("t").await;
-    let ds = app.records(&key, json!({ "rho": 10.0 }), &csv_rows(2000, 60, 4)).await;
-    let body = job(&ds, "noisy_power", json!({ "k": 2, "iterations": 1000 }), json!({ "rho": 1.0 }));
-    let id = app.post("/v1/jobs", &key, body).await.json()["id"].as_str().unwrap().to_string();
+    let ds = app
+        .records(&key, json!({ "rho": 10.0 }), &csv_rows(2000, 60, 4))
+        .await;
+    let body = job(
+        &ds,
+        "noisy_power",
+        json!({ "k": 2, "iterations": 1000 }),
+        json!({ "rho": 1.0 }),
+    );
+    let id = app.post("/v1/jobs", &key, body).await.json()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     // Wait until it runs.
     for _ in 0..2000 {
         if app.get(&format!("/v1/jobs/{id}"), &key).await.json()["status"] == "running" {
@@ -228,11 +445,20 @@ async fn cancelling_a_running_job_keeps_its_charge() {
         }
         tokio::time::sleep(std::time::Duration::from_millis(2)).await;
     }
-    let reply = app.call(Method::DELETE, &format!("/v1/jobs/{id}"), Some(&key), None).await;
-    assert_eq!(reply.status, StatusCode::ACCEPTED, "{}", String::from_utf8_lossy(&reply.bytes));
+    let reply = app
+        .call(Method::DELETE, &format!("/v1/jobs/{id}"), Some(&key), None)
+        .await;
+    assert_eq!(
+        reply.status,
+        StatusCode::ACCEPTED,
+        "{}",
+        String::from_utf8_lossy(&reply.bytes)
+    );
     let done = app.wait(&key, &id).await;
     assert_eq!(done["status"], "cancelled", "{done}");
-    let spent = app.get(&format!("/v1/datasets/{ds}"), &key).await.json()["budget"]["spent"]["rho"].as_f64().unwrap();
+    let spent = app.get(&format!("/v1/datasets/{ds}"), &key).await.json()["budget"]["spent"]["rho"]
+        .as_f64()
+        .unwrap();
     assert!((spent - 1.0).abs() < 1e-9, "charge kept: {spent}");
 }
 
@@ -240,9 +466,22 @@ async fn cancelling_a_running_job_keeps_its_charge() {
 async fn jobs_over_the_time_limit_fail_with_their_charge_kept() {
     let app = TestApp::build(true, |c| c.job_timeout_secs = 0).await;
     let key = app.tenant("t").await;
-    let ds = app.records(&key, json!({ "rho": 10.0 }), &csv_rows(200, 10, 5)).await;
-    let id = app.post("/v1/jobs", &key, job(&ds, "noisy_power", json!({ "k": 1, "iterations": 50 }), json!({ "rho": 1.0 }))).await.json()
-        ["id"]
+    let ds = app
+        .records(&key, json!({ "rho": 10.0 }), &csv_rows(200, 10, 5))
+        .await;
+    let id = app
+        .post(
+            "/v1/jobs",
+            &key,
+            job(
+                &ds,
+                "noisy_power",
+                json!({ "k": 1, "iterations": 50 }),
+                json!({ "rho": 1.0 }),
+            ),
+        )
+        .await
+        .json()["id"]
         .as_str()
         .unwrap()
         .to_string();

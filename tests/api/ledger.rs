@@ -15,14 +15,26 @@ async fn over_budget_is_a_409_naming_remaining_and_requested() {
     let app = TestApp::without_runner().await;
     let key = app.tenant("t").await;
     let ds = app.records(&key, json!({ "rho": 1.0 }), "1,0\n0,1\n").await;
-    assert_eq!(app.post("/v1/jobs", &key, gauss(&ds, 0.7)).await.status, StatusCode::ACCEPTED);
+    assert_eq!(
+        app.post("/v1/jobs", &key, gauss(&ds, 0.7)).await.status,
+        StatusCode::ACCEPTED
+    );
     let doc = app.post("/v1/jobs", &key, gauss(&ds, 0.5)).await.problem(409);
     assert_eq!(doc["type"], "urn:privpca:problem:over-budget");
     assert_eq!(doc["dataset_id"], ds.as_str());
-    assert!((doc["remaining_rho"].as_f64().unwrap() - 0.3).abs() < 1e-9, "{doc}");
-    assert!((doc["requested_rho"].as_f64().unwrap() - 0.5).abs() < 1e-9, "{doc}");
+    assert!(
+        (doc["remaining_rho"].as_f64().unwrap() - 0.3).abs() < 1e-9,
+        "{doc}"
+    );
+    assert!(
+        (doc["requested_rho"].as_f64().unwrap() - 0.5).abs() < 1e-9,
+        "{doc}"
+    );
     // Exactly the rest still fits.
-    assert_eq!(app.post("/v1/jobs", &key, gauss(&ds, 0.3)).await.status, StatusCode::ACCEPTED);
+    assert_eq!(
+        app.post("/v1/jobs", &key, gauss(&ds, 0.3)).await.status,
+        StatusCode::ACCEPTED
+    );
     let view = app.get(&format!("/v1/datasets/{ds}"), &key).await.json();
     assert_eq!(view["budget"]["remaining"]["rho"], 0.0);
     app.post("/v1/jobs", &key, gauss(&ds, 1e-6)).await.problem(409);
@@ -36,7 +48,9 @@ async fn fifty_concurrent_submissions_against_a_budget_for_ten_admit_exactly_ten
     let mut handles = Vec::new();
     for _ in 0..50 {
         let (app, key, ds) = (app.clone(), key.clone(), ds.clone());
-        handles.push(tokio::spawn(async move { app.post("/v1/jobs", &key, gauss(&ds, 0.1)).await.status }));
+        handles.push(tokio::spawn(async move {
+            app.post("/v1/jobs", &key, gauss(&ds, 0.1)).await.status
+        }));
     }
     let mut accepted = 0;
     let mut refused = 0;
@@ -79,14 +93,23 @@ async fn idempotency_key_replays_the_same_job_without_a_new_charge() {
     let view = app.get(&format!("/v1/datasets/{ds}"), &key).await.json();
     assert!((view["budget"]["spent"]["rho"].as_f64().unwrap() - 0.4).abs() < 1e-9);
     // Another key is another job.
-    assert_ne!(app.send(send(gauss(&ds, 0.4), "def")).await.json()["id"], first.json()["id"]);
+    assert_ne!(
+        app.send(send(gauss(&ds, 0.4), "def")).await.json()["id"],
+        first.json()["id"]
+    );
 }
 
 #[tokio::test]
 async fn the_ledger_lists_every_charge_and_totals_in_rho_and_epsilon() {
     let app = TestApp::start().await;
     let key = app.tenant("t").await;
-    let ds = app.records(&key, json!({ "epsilon": 2.0, "delta": 1e-6 }), &csv_rows(100, 4, 9)).await;
+    let ds = app
+        .records(
+            &key,
+            json!({ "epsilon": 2.0, "delta": 1e-6 }),
+            &csv_rows(100, 4, 9),
+        )
+        .await;
     let a = app.post("/v1/jobs", &key, gauss(&ds, 0.01)).await.json();
     let b = app
         .post("/v1/jobs", &key, json!({ "dataset_id": ds, "algorithm": "noisy_power", "params": { "k": 1 }, "privacy": { "rho": 0.02 } }))
@@ -112,7 +135,10 @@ async fn a_job_left_running_by_a_crash_is_failed_with_its_charge_kept_and_never_
     let app = TestApp::without_runner().await;
     let key = app.tenant("t").await;
     let ds = app.records(&key, json!({ "rho": 1.0 }), "1,0\n0,1\n").await;
-    let id = app.post("/v1/jobs", &key, gauss(&ds, 0.4)).await.json()["id"].as_str().unwrap().to_string();
+    let id = app.post("/v1/jobs", &key, gauss(&ds, 0.4)).await.json()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     // The runner claims it (noise would be drawn from here on), then the process dies.
     let claimed = app.state.store.claim_next_job().await.unwrap().unwrap();
     assert_eq!(claimed.id.to_string(), id);
@@ -123,12 +149,21 @@ async fn a_job_left_running_by_a_crash_is_failed_with_its_charge_kept_and_never_
     let view = app.get(&format!("/v1/jobs/{id}"), &key).await.json();
     assert_eq!(view["status"], "failed");
     assert!(view["error"].as_str().unwrap().contains("interrupted"), "{view}");
-    let spent = app.get(&format!("/v1/datasets/{ds}"), &key).await.json()["budget"]["spent"]["rho"].as_f64().unwrap();
+    let spent = app.get(&format!("/v1/datasets/{ds}"), &key).await.json()["budget"]["spent"]["rho"]
+        .as_f64()
+        .unwrap();
     assert!((spent - 0.4).abs() < 1e-9, "charge kept");
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    assert_eq!(app.get(&format!("/v1/jobs/{id}"), &key).await.json()["status"], "failed", "never re-run");
+    assert_eq!(
+        app.get(&format!("/v1/jobs/{id}"), &key).await.json()["status"],
+        "failed",
+        "never re-run"
+    );
 
     // A job that was only queued at the crash runs after the restart.
-    let queued = app.post("/v1/jobs", &key, gauss(&ds, 0.1)).await.json()["id"].as_str().unwrap().to_string();
+    let queued = app.post("/v1/jobs", &key, gauss(&ds, 0.1)).await.json()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert_eq!(app.wait(&key, &queued).await["status"], "succeeded");
 }

@@ -13,7 +13,10 @@ async fn health_readiness_docs_and_openapi_are_open() {
     let doc = app.call(Method::GET, "/openapi.json", None, None).await.json();
     assert!(doc["paths"]["/v1/jobs"]["post"].is_object());
     let docs = app.call(Method::GET, "/docs/", None, None).await;
-    assert!(String::from_utf8_lossy(&docs.bytes).contains("swagger"), "docs page is Swagger UI");
+    assert!(
+        String::from_utf8_lossy(&docs.bytes).contains("swagger"),
+        "docs page is Swagger UI"
+    );
 }
 
 #[tokio::test]
@@ -33,7 +36,10 @@ async fn metrics_count_jobs_by_state_and_budget_refusals() {
     let key = app.tenant("m").await;
     let ds = app.records(&key, json!({ "rho": 0.1 }), "1,0\n0,1\n1,1\n").await;
     let job = json!({ "dataset_id": ds, "algorithm": "analyze_gauss", "params": { "k": 1 }, "privacy": { "rho": 0.1 } });
-    assert_eq!(app.post("/v1/jobs", &key, job.clone()).await.status, StatusCode::ACCEPTED);
+    assert_eq!(
+        app.post("/v1/jobs", &key, job.clone()).await.status,
+        StatusCode::ACCEPTED
+    );
     app.post("/v1/jobs", &key, job).await.problem(409);
     let reply = app.call(Method::GET, "/metrics", None, None).await;
     assert_eq!(reply.status, StatusCode::OK);
@@ -46,7 +52,9 @@ async fn metrics_count_jobs_by_state_and_budget_refusals() {
 #[tokio::test]
 async fn unknown_routes_and_methods_are_problem_documents() {
     let app = TestApp::without_runner().await;
-    app.call(Method::GET, "/v1/nothing", None, None).await.problem(404);
+    app.call(Method::GET, "/v1/nothing", None, None)
+        .await
+        .problem(404);
     let reply = app.call(Method::PATCH, "/v1/datasets", Some(ADMIN), None).await;
     reply.problem(405);
 }
@@ -57,7 +65,10 @@ async fn algorithms_list_describes_parameters_and_privacy() {
     let list = app.call(Method::GET, "/v1/algorithms", None, None).await.json();
     let list = list.as_array().unwrap();
     for name in ["noisy_power", "analyze_gauss", "exact"] {
-        let a = list.iter().find(|a| a["name"] == name).unwrap_or_else(|| panic!("{name} listed"));
+        let a = list
+            .iter()
+            .find(|a| a["name"] == name)
+            .unwrap_or_else(|| panic!("{name} listed"));
         assert!(!a["summary"].as_str().unwrap().is_empty());
         assert!(!a["source"].as_str().unwrap().is_empty());
         assert!(!a["privacy"].as_str().unwrap().is_empty());
@@ -66,7 +77,13 @@ async fn algorithms_list_describes_parameters_and_privacy() {
         assert!(!a["kinds"].as_array().unwrap().is_empty());
     }
     let np = list.iter().find(|a| a["name"] == "noisy_power").unwrap();
-    assert!(np["parameters"]["properties"]["sensitivity"]["enum"].as_array().unwrap().len() >= 4);
+    assert!(
+        np["parameters"]["properties"]["sensitivity"]["enum"]
+            .as_array()
+            .unwrap()
+            .len()
+            >= 4
+    );
     let exact = list.iter().find(|a| a["name"] == "exact").unwrap();
     assert_eq!(exact["public_only"], true);
 }
@@ -75,7 +92,13 @@ async fn algorithms_list_describes_parameters_and_privacy() {
 async fn privacy_plan_converts_and_prices_without_spending() {
     let app = TestApp::without_runner().await;
     let key = app.tenant("p").await;
-    let conv = app.post("/v1/privacy/plan", &key, json!({ "privacy": { "epsilon": 1.0, "delta": 1e-5 } })).await;
+    let conv = app
+        .post(
+            "/v1/privacy/plan",
+            &key,
+            json!({ "privacy": { "epsilon": 1.0, "delta": 1e-5 } }),
+        )
+        .await;
     assert_eq!(conv.status, StatusCode::OK);
     let conv = conv.json();
     let rho = conv["requested"]["rho"].as_f64().unwrap();
@@ -93,7 +116,12 @@ async fn privacy_plan_converts_and_prices_without_spending() {
                     "params": { "k": 1, "iterations": 4 } }),
         )
         .await;
-    assert_eq!(plan.status, StatusCode::OK, "{}", String::from_utf8_lossy(&plan.bytes));
+    assert_eq!(
+        plan.status,
+        StatusCode::OK,
+        "{}",
+        String::from_utf8_lossy(&plan.bytes)
+    );
     let plan = plan.json();
     assert_eq!(plan["fits_budget"], true);
     assert!((plan["cost"]["rho"].as_f64().unwrap() - 0.25).abs() < 1e-9);
