@@ -126,7 +126,7 @@ fn crossover() {
         let (s, p) = (time(Par::Seq), time(par));
         show(format!("matmul {n}³ (work {:.1e})", (n * n * n) as f64), s, p);
     }
-    for (m, n) in [(1000usize, 20usize), (20000, 20), (20000, 100), (2000, 200)] {
+    for (m, n) in [(1000usize, 20usize), (20000, 20), (20000, 100), (5000, 400)] {
         let y = Mat::<f64>::from_fn(m, n, |i, j| {
             ((i + 3 * j) % 11) as f64 - 5.0 + 1.0 / (1.0 + i as f64)
         });
@@ -137,7 +137,7 @@ fn crossover() {
         let (s, p) = (time(Par::Seq), time(par));
         show(format!("thin QR {m}×{n} (work {:.1e})", (m * n * n) as f64), s, p);
     }
-    for d in [128usize, 256, 384, 512] {
+    for d in [128usize, 256, 512, 768, 1024] {
         let g = Mat::<f64>::from_fn(d, d, |i, j| {
             1.0 / (1.0 + i as f64 + j as f64) + ((i * j) % 5) as f64
         });

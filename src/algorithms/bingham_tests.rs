@@ -35,14 +35,21 @@ pub(crate) fn check_uniform(cdf_values: &[f64]) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!("KS statistic sqrt(n)·D = {stat:.3} above {KS_LIMIT} (n = {})", cdf_values.len()))
+        Err(format!(
+            "KS statistic sqrt(n)·D = {stat:.3} above {KS_LIMIT} (n = {})",
+            cdf_values.len()
+        ))
     }
 }
 
 /// Maps U ~ Uniform(0, 1) to Laplace(0, 1) by the inverse CDF, so that a uniformity question
 /// becomes a scale question for [`crate::privacy::testing::check_laplace_scale`].
 pub(crate) fn uniform_to_laplace(u: f64) -> f64 {
-    if u < 0.5 { (2.0 * u).ln() } else { -(2.0 * (1.0 - u)).ln() }
+    if u < 0.5 {
+        (2.0 * u).ln()
+    } else {
+        -(2.0 * (1.0 - u)).ln()
+    }
 }
 
 /// Composite Simpson rule with `n` (rounded up to even) intervals.
@@ -166,9 +173,9 @@ fn b_solves_kent_equation_in_closed_forms() {
         let b = solve_b(&vec![0.0; q]);
         assert!((b - q as f64).abs() <= 1e-12 * q as f64, "q = {q}: b = {b}");
     }
-    // a = (0, c): 1/b + 1/(b + 2c) = 1 ⇔ b = 1 − c + sqrt(c² + 1).
+    // a = (0, c): 1/b + 1/(b + 2c) = 1 ⇔ b = 1 − c + sqrt(c² + 1) = 1 + 1/(sqrt(c² + 1) + c).
     for c in [1e-6, 0.5, 1.0, 7.0, 1e3, 1e9] {
-        let want = 1.0 - c + (c * c + 1.0_f64).sqrt();
+        let want = 1.0 + 1.0 / ((c * c + 1.0_f64).sqrt() + c);
         let b = solve_b(&[0.0, c]);
         assert!((b - want).abs() <= 1e-12 * want, "c = {c}: {b} vs {want}");
     }
@@ -184,7 +191,10 @@ fn b_is_a_root_in_range_for_random_parameters() {
             let b = solve_b(&a);
             assert!((1.0..=q as f64).contains(&b), "q = {q}, scale {scale}: b = {b}");
             let residual = a.iter().map(|aj| 1.0 / (b + 2.0 * aj)).sum::<f64>() - 1.0;
-            assert!(residual.abs() <= 1e-12, "q = {q}, scale {scale}: residual {residual:e}");
+            assert!(
+                residual.abs() <= 1e-12,
+                "q = {q}, scale {scale}: residual {residual:e}"
+            );
         }
     }
 }
@@ -193,7 +203,11 @@ fn b_is_a_root_in_range_for_random_parameters() {
 #[test]
 fn envelope_bounds_the_target_and_is_tight() {
     let mut rng = ChaCha20Rng::seed_from_u64(2);
-    for a in [vec![0.0, 3.0], vec![0.0, 1.0, 5.0, 40.0], vec![2.0, 0.0, 2.0, 1e4, 7.0, 0.5]] {
+    for a in [
+        vec![0.0, 3.0],
+        vec![0.0, 1.0, 5.0, 40.0],
+        vec![2.0, 0.0, 2.0, 1e4, 7.0, 0.5],
+    ] {
         let bingham = Bingham::new(&a).expect("valid");
         let q = a.len();
         for _ in 0..20_000 {
@@ -225,7 +239,10 @@ fn envelope_bounds_the_target_and_is_tight() {
 /// concentrated, including a zero that is not in the first coordinate.
 #[test]
 fn circle_draws_match_the_exact_density() {
-    for (i, a) in [[0.0, 0.3], [0.0, 3.0], [30.0, 0.0], [0.0, 3000.0], [1.0, 1.0]].into_iter().enumerate() {
+    for (i, a) in [[0.0, 0.3], [0.0, 3.0], [30.0, 0.0], [0.0, 3000.0], [1.0, 1.0]]
+        .into_iter()
+        .enumerate()
+    {
         let bingham = Bingham::new(&a).expect("valid");
         let (samples, _) = draws(&bingham, 4000, 10 + i as u64);
         let cdf = circle_cdf(a);
@@ -251,7 +268,15 @@ fn a_mis_scaled_sampler_fails_the_density_test() {
 /// q = 3: the first coordinate's empirical CDF matches the exact marginal (KS).
 #[test]
 fn sphere_draws_match_the_exact_marginal() {
-    for (i, a) in [[0.0, 1.0, 4.0], [0.0, 40.0, 400.0], [6.0, 0.0, 2.0], [0.0, 0.0, 50.0]].into_iter().enumerate() {
+    for (i, a) in [
+        [0.0, 1.0, 4.0],
+        [0.0, 40.0, 400.0],
+        [6.0, 0.0, 2.0],
+        [0.0, 0.0, 50.0],
+    ]
+    .into_iter()
+    .enumerate()
+    {
         let bingham = Bingham::new(&a).expect("valid");
         let (samples, _) = draws(&bingham, 3000, 30 + i as u64);
         let cdf = sphere_first_coordinate_cdf(a);
@@ -274,11 +299,18 @@ fn conditional_pair_angles_are_exact_in_higher_dimensions() {
         let a: Vec<f64> = (0..q).map(|j| 25.0 * (j as f64).powf(1.5)).collect();
         let bingham = Bingham::new(&a).expect("valid");
         let (samples, _) = draws(&bingham, 1500, 40 + i as u64);
-        let pits = |s: &[Vec<f64>]| s.iter().map(|y| pair_pit(y[0], y[1], a[0], a[1])).collect::<Vec<_>>();
+        let pits = |s: &[Vec<f64>]| {
+            s.iter()
+                .map(|y| pair_pit(y[0], y[1], a[0], a[1]))
+                .collect::<Vec<_>>()
+        };
         check_uniform(&pits(&samples)).unwrap_or_else(|e| panic!("q = {q}: {e}"));
         let half: Vec<f64> = a.iter().map(|v| v / 2.0).collect();
         let (wrong, _) = draws(&Bingham::new(&half).expect("valid"), 1500, 50 + i as u64);
-        assert!(check_uniform(&pits(&wrong)).is_err(), "q = {q}: halved concentration not detected");
+        assert!(
+            check_uniform(&pits(&wrong)).is_err(),
+            "q = {q}: halved concentration not detected"
+        );
     }
 }
 
@@ -288,7 +320,7 @@ fn conditional_pair_angles_are_exact_in_higher_dimensions() {
 fn limit_acceptance_matches_hand_worked_values() {
     assert!((ln_gamma(5.0) - 24.0_f64.ln()).abs() < 1e-12);
     assert!((ln_gamma(0.5) - PI.sqrt().ln()).abs() < 1e-12);
-    assert!((ln_gamma(250.0) - 1128.8004_f64).abs() < 1e-3);
+    assert!((ln_gamma(250.0) - 1128.5237708729908).abs() < 1e-9);
     assert!((limit_acceptance(1) - 1.0).abs() < 1e-12);
     // q = 2: sqrt(2e)/(2√π) = 0.65774.
     let two = (2.0 * std::f64::consts::E).sqrt() / (2.0 * PI.sqrt());
@@ -317,7 +349,10 @@ fn acceptance_rate_stays_bounded_as_the_signal_grows() {
                 let n = 600;
                 let (_, proposals) = draws(&bingham, n, 1000 + (q * 100 + s * 10 + k) as u64);
                 let rate = n as f64 / proposals as f64;
-                assert!(rate >= floor, "q = {q}, c = {c}, shape {k}: rate {rate:.4} < {floor:.4}");
+                assert!(
+                    rate >= floor,
+                    "q = {q}, c = {c}, shape {k}: rate {rate:.4} < {floor:.4}"
+                );
             }
         }
     }
@@ -328,7 +363,7 @@ fn uniform_and_one_dimensional_cases_accept_the_first_proposal() {
     let mut rng = ChaCha20Rng::seed_from_u64(3);
     for a in [vec![0.0], vec![5.0], vec![0.0; 7], vec![2.5; 3]] {
         let bingham = Bingham::new(&a).expect("valid");
-        assert_eq!(bingham.log_bound(), 0.0, "{a:?}: M = 1");
+        assert!(bingham.log_bound().abs() < 1e-12, "{a:?}: M = 1");
         for _ in 0..50 {
             let draw = bingham.sample(&mut rng).expect("sampler works");
             assert_eq!(draw.proposals, 1);
@@ -344,7 +379,10 @@ fn exponential_mechanism_shifts_by_the_largest_score() {
     assert_eq!(bingham.a(), &[0.0, 4.0, 12.0]);
     assert_eq!(bingham.dim(), 3);
     // Shifting a does not change the distribution (y is a unit vector).
-    assert_eq!(Bingham::new(&[3.0, 7.0]).expect("valid"), Bingham::new(&[0.0, 4.0]).expect("valid"));
+    assert_eq!(
+        Bingham::new(&[3.0, 7.0]).expect("valid"),
+        Bingham::new(&[0.0, 4.0]).expect("valid")
+    );
 }
 
 #[test]
@@ -354,9 +392,15 @@ fn unusable_parameters_are_errors() {
     assert_eq!(Bingham::new(&[0.0, f64::INFINITY]), Err(BinghamError::NonFinite));
     assert_eq!(Bingham::new(&[-f64::MAX, f64::MAX]), Err(BinghamError::NonFinite));
     for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
-        assert_eq!(Bingham::exponential_mechanism(&[1.0, 0.0], bad), Err(BinghamError::Concentration));
+        assert_eq!(
+            Bingham::exponential_mechanism(&[1.0, 0.0], bad),
+            Err(BinghamError::Concentration)
+        );
     }
-    assert_eq!(Bingham::exponential_mechanism(&[1.0, f64::NAN], 1.0), Err(BinghamError::NonFinite));
+    assert_eq!(
+        Bingham::exponential_mechanism(&[1.0, f64::NAN], 1.0),
+        Err(BinghamError::NonFinite)
+    );
     assert_eq!(Bingham::exponential_mechanism(&[], 1.0), Err(BinghamError::Empty));
     // Messages carry no parameter values.
     assert!(!BinghamError::NonFinite.to_string().contains(char::is_numeric));

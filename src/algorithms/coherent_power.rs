@@ -8,8 +8,8 @@
 //! (b) g_t ~ N(0, (u_eff·s)²·C/d)^d (line 3b, σ² there is our (u_eff·s)²);
 //! (c) x'_t = A·x_{t−1} + g_t; (d) x_t = x'_t/‖x'_t‖₂. Output x_T.
 //!
-//! Sensitivity of round t. A neighbouring change turns A into A + E. Every row of E obeys
-//! eq. 12 of Nicolas et al. (our `entry` relation): sqrt(Σ_i ‖E_i:‖₁²) ≤ u_eff, so
+//! Sensitivity of round t. A neighbouring change turns A into A + E, and E obeys eq. 12 of
+//! Nicolas et al. (our `entry` relation) with the bound u_eff: sqrt(Σ_i ‖E_i:‖₁²) ≤ u_eff, so
 //! ‖E·x‖₂² = Σ_i (E_i:·x)² ≤ Σ_i ‖E_i:‖₁²·‖x‖∞² ≤ u_eff²·‖x‖∞².
 //! Step (a) has just checked ‖x_{t−1}‖∞ ≤ sqrt(C/d), and x_{t−1} is a post-processing of x₀
 //! (data-independent) and of the earlier releases, so the release A·x_{t−1} + g_t is a Gaussian
@@ -42,7 +42,7 @@
 //! (Fig. 3 as published); the output is then not the top-k by value.
 //!
 //! # Cost
-//! Adaptive composition (Bun & Steinke Lemma 2.3) over k vectors, each with T Gaussian rounds
+//! Adaptive composition (Bun & Steinke 2016 Lemma 1.7) over k vectors, each with T Gaussian rounds
 //! and one Laplace release: ρ = k·(T/(2s²) + ε''²/2) (algorithms.md `coherent_power`).
 //! Given ρ_job: ρ_v = ρ_job/k per vector, a share η (default 0.1) of it for σ̂:
 //! ε'' = sqrt(2ηρ_v), s = sqrt(T/(2(1−η)ρ_v)), nudged so the cost never exceeds ρ_job.
@@ -55,6 +55,13 @@
 //! C. Which candidates actually run depends on (released) failures, so the charge must cover all
 //! of them up front: ρ = k·(m·T/(2s²) + ε''²/2), and s = sqrt(m·T/(2(1−η)ρ_v)). The paper
 //! scales (ε, δ) down by log n per execution; under zCDP the noise grows by √m instead.
+//!
+//! # Notes
+//! - x₀ ~ N(0, 1/d)^d is not a unit vector (as in Fig. 2), so even C = d can fail step (a) at
+//!   round 1, with probability about d·P(abs(Z) > √d) per try: 6e-3 at d = 12, 1e-6 at d = 30.
+//! - For records, u_eff·sqrt(C/d) = αβ·sqrt(C/d) is the spec's bound. With the default
+//!   α = √d·β it equals β²·√C ≥ β², the `rank_one` bound that `noisy_power` may use, so on
+//!   records the coherence bound pays off only when α is set well below √d·β.
 //!
 //! # Randomness
 //! Each x₀ comes from a ChaCha20 generator seeded once from `env.rng()` at the start of the run
@@ -527,6 +534,11 @@ impl Algorithm for CoherentPower {
         let mut starts = ChaCha20Rng::from_rng(&mut env.rng());
         let x0_sd = 1.0 / (d as f64).sqrt();
         let laplace_scale = u_eff / config.eigenvalue_epsilon;
+        if !(laplace_scale > 0.0 && laplace_scale.is_finite()) {
+            return Err(RunError::Failed(
+                "noise scale is not a finite positive number".into(),
+            ));
+        }
         let mut progress = Progress {
             done: 0,
             total: k as u64 * rounds_per_vector,
@@ -543,6 +555,11 @@ impl Algorithm for CoherentPower {
                     x0_sd * z
                 });
                 let sd = config.multiplier * u_eff * (c / d as f64).sqrt();
+                if !(sd > 0.0 && sd.is_finite()) {
+                    return Err(RunError::Failed(
+                        "noise scale is not a finite positive number".into(),
+                    ));
+                }
                 let before = progress.done;
                 match ppi(&op, x0, c, sd, iterations, env, &mut progress)? {
                     Ppi::Done(x) => {

@@ -425,7 +425,7 @@ fn error_decreases_as_rho_grows() {
     let (xt, gram) = data(AR, d, n, 7);
     let exact = exact_top(&gram, k);
     let c = ctx(d, None, AR);
-    let rhos = [1e-2, 1.0, 1e2, 1e4, 1e6];
+    let rhos = [1.0, 1e2, 1e3, 1e4, 1e6];
     let errors: Vec<f64> = rhos
         .iter()
         .map(|&rho| {
@@ -488,13 +488,14 @@ fn coherence_violation_fails_cleanly() {
 
     // The search finds C = d = 40 (the only candidate e₁ satisfies) and recovers e₁, e₂.
     let config = CoherentPower
-        .configure(params(2, 30, None, true), &c, &target(1e6))
+        .configure(params(2, 30, None, true), &c, &target(1e10))
         .expect("valid");
     assert_eq!(config.coherence_candidates.len(), 7);
     let (out, audit) = run_audited(&CoherentPower, DataInput::Matrix { a: &a }, &config, &c, 3);
     let out = out.expect("the search succeeds");
     assert_basis_contract(&out.basis, d, 2);
-    assert!(sin_theta(&out.basis, &exact_top(&a, 2)) < 1e-3);
+    let err = sin_theta(&out.basis, &exact_top(&a, 2));
+    assert!(err < 1e-3, "sin θ = {err:e}");
     let rounds = audit.draws.iter().filter(|draw| draw.label == RELEASE).count();
     assert!(
         rounds > 2 * 30,
@@ -679,7 +680,7 @@ fn dense_and_factored_records_paths_agree() {
     let x = Matrix::from_fn(8, 1, |_, _| StandardNormal.sample(&mut rng));
     let gram = gram_t(&tall);
     let explicit =
-        &gram - &v.column(0) * v.column(0).transpose() * 5.0 + &v.column(1) * v.column(1).transpose() * 2.0;
+        &gram - v.column(0) * v.column(0).transpose() * 5.0 + v.column(1) * v.column(1).transpose() * 2.0;
     let want = &explicit * &x;
     for base in [
         Operator::Dense(std::borrow::Cow::Borrowed(&gram)),
@@ -815,7 +816,7 @@ fn audit_run(
 }
 
 /// One larger run per relation: T·k rounds of d = 100 Gaussian draws each.
-fn gaussian_audit(neighbours: Neighbours, search: bool, factor: f64) -> AuditReport {
+fn gaussian_audit(neighbours: Neighbours, search: bool, factor: f64, seed: u64) -> AuditReport {
     let (d, n) = (100, 300);
     let (m, dense) = data(neighbours, d, n, 13);
     let bound = if search { None } else { Some(d as f64) };
@@ -826,7 +827,7 @@ fn gaussian_audit(neighbours: Neighbours, search: bool, factor: f64) -> AuditRep
         &dense,
         params(3, 20, bound, search),
         0.8,
-        21,
+        seed,
         factor,
         1.0,
         &mut report,
@@ -836,8 +837,9 @@ fn gaussian_audit(neighbours: Neighbours, search: bool, factor: f64) -> AuditRep
 
 #[test]
 fn gaussian_noise_matches_spec() {
-    for (neighbours, search) in [(AR, false), (RO, false), (EN, false), (EN, true), (AR, true)] {
-        let report = gaussian_audit(neighbours, search, 1.0);
+    let cases = [(AR, false), (RO, false), (EN, false), (EN, true), (AR, true)];
+    for (seed, (neighbours, search)) in (21..).zip(cases) {
+        let report = gaussian_audit(neighbours, search, 1.0, seed);
         assert!(
             report.gaussian_scale_error < 1e-9,
             "recorded sd off by {:e}",
@@ -855,8 +857,9 @@ fn gaussian_noise_matches_spec() {
 /// The same check catches round noise 10 % too small.
 #[test]
 fn under_noised_rounds_fail_the_gaussian_audit() {
-    for (neighbours, search) in [(AR, false), (RO, false), (EN, false), (EN, true)] {
-        let report = gaussian_audit(neighbours, search, 0.9);
+    let cases = [(AR, false), (RO, false), (EN, false), (EN, true)];
+    for (seed, (neighbours, search)) in (31..).zip(cases) {
+        let report = gaussian_audit(neighbours, search, 0.9, seed);
         assert!(
             check_gaussian_scale(&report.gaussian, 1.0).is_err(),
             "{neighbours:?} search {search}: under-noising went unnoticed"
@@ -866,7 +869,8 @@ fn under_noised_rounds_fail_the_gaussian_audit() {
 
 /// Many small runs over all three relations: k estimates each, 3 000 Laplace draws in all.
 fn laplace_audit(factor: f64) -> AuditReport {
-    let (d, n, k) = (12, 60, 6);
+    // d = 30: x₀ ~ N(0, 1/d)^d breaks even C = d with probability about d·P(|Z| > √d) ≈ 1e-6.
+    let (d, n, k) = (30, 60, 6);
     let mut report = AuditReport::default();
     for run in 0..500_u64 {
         let neighbours = [AR, RO, EN][(run % 3) as usize];

@@ -22,7 +22,11 @@ impl<'a> RunEnv<'a> {
         rng: &'a mut dyn RngCore,
         progress: &'a mut dyn FnMut(u32, u32) -> Result<(), Cancelled>,
     ) -> Self {
-        Self { rng, progress, audit: None }
+        Self {
+            rng,
+            progress,
+            audit: None,
+        }
     }
 
     /// Attach an audit that sees every noise draw (tests and experiments only).
@@ -44,7 +48,12 @@ impl<'a> RunEnv<'a> {
 
     fn audit(&mut self, label: &'static str, distribution: &'static str, scale: f64, values: Vec<f64>) {
         if let Some(audit) = self.audit.as_deref_mut() {
-            audit.record(NoiseDraw { label, distribution, scale, values });
+            audit.record(NoiseDraw {
+                label,
+                distribution,
+                scale,
+                values,
+            });
         }
     }
 
@@ -85,5 +94,24 @@ impl<'a> RunEnv<'a> {
             self.audit(label, "laplace", b, values.clone());
         }
         values
+    }
+
+    /// One draw of the exponential mechanism on the unit sphere of R^q whose score is the
+    /// quadratic form Σ_j μ_j y_j², μ = `scores` (the eigenvalues of the score matrix, y in its
+    /// eigenbasis): density ∝ exp(concentration·Σ_j μ_j y_j²), a Bingham distribution sampled
+    /// exactly by [`super::bingham`]. The audit sees the drawn unit vector y (distribution
+    /// "bingham", scale = the concentration).
+    pub fn bingham_noise(
+        &mut self,
+        label: &'static str,
+        scores: &[f64],
+        concentration: f64,
+    ) -> Result<super::bingham::BinghamDraw, super::bingham::BinghamError> {
+        let bingham = super::bingham::Bingham::exponential_mechanism(scores, concentration)?;
+        let draw = bingham.sample(self.rng)?;
+        if self.audit.is_some() {
+            self.audit(label, "bingham", concentration, draw.direction.clone());
+        }
+        Ok(draw)
     }
 }

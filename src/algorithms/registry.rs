@@ -89,7 +89,15 @@ impl<A: Algorithm> DynAlgorithm for A {
 
 /// Every algorithm the service offers, in the order `GET /v1/algorithms` lists them.
 pub fn registry() -> &'static [&'static dyn DynAlgorithm] {
-    &[&NoisyPower, &AnalyzeGauss, &super::coherent_power::CoherentPower, &Exact]
+    &[
+        &NoisyPower,
+        &AnalyzeGauss,
+        &super::coherent_power::CoherentPower,
+        &super::eigen_sampling::EigenSampling,
+        &super::k_dp_pca::KDpPca,
+        &super::dp_oja::DpOja,
+        &Exact,
+    ]
 }
 
 /// The algorithm called `name`.

@@ -101,6 +101,7 @@ mod tests {
     use crate::linalg::testing::{
         gaussian, is_decreasing, max_abs, max_diff, orthonormality_reference, with_spectrum,
     };
+    use crate::linalg::threads::DECOMPOSITION_MIN_WORK;
 
     /// Reconstruction, orthonormality and ordering, with tolerances c·d·ε·‖A‖.
     fn check(a: &Matrix) -> SymEig {
@@ -129,6 +130,14 @@ mod tests {
                 assert!((got - want).abs() <= tol, "d={d}: {got} vs {want}");
             }
         }
+    }
+
+    #[test]
+    fn large_enough_to_run_in_parallel() {
+        let d = (DECOMPOSITION_MIN_WORK as f64).cbrt().ceil() as usize + 1;
+        assert!(work(d, d, d) >= DECOMPOSITION_MIN_WORK);
+        let spectrum: Vec<f64> = (0..d).map(|i| (i as f64).sin() * 10.0).collect();
+        check(&with_spectrum(&spectrum, 250));
     }
 
     #[test]

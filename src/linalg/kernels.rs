@@ -51,9 +51,10 @@ pub fn gram_t(xt: &Matrix) -> Matrix {
 ///
 /// This is the data access of the power-method family (algorithms.md, "Sensitivities shared by
 /// the power-method family": the released quantity is A·X). The records are split into one
-/// contiguous part per pool thread (one part below [`PRODUCT_MIN_WORK`](super::threads::PRODUCT_MIN_WORK));
+/// contiguous part per pool thread (a single part below [`super::threads::PRODUCT_MIN_WORK`]);
 /// each thread walks its part in cache-sized blocks so X is read from memory once, and the
-/// per-part sums are added in part order, so the result is reproducible for a given thread count.
+/// per-part sums are added in part order, so the result is reproducible for a given thread
+/// count.
 pub fn gram_t_times(xt: &Matrix, v: &Matrix) -> Matrix {
     let (d, n) = xt.shape();
     let p = v.ncols();

@@ -57,6 +57,7 @@ pub fn thin_qr_q(y: &Matrix) -> Matrix {
 mod tests {
     use super::*;
     use crate::linalg::testing::{gaussian, max_abs, max_diff, orthonormality_reference};
+    use crate::linalg::threads::DECOMPOSITION_MIN_WORK;
 
     /// Checks Q orthonormal, Y = Q·(QᵀY) and QᵀY upper triangular, with tolerances scaled by m.
     fn check(y: &Matrix) {
@@ -97,6 +98,14 @@ mod tests {
         for (s, &(m, p)) in shapes.iter().enumerate() {
             check(&gaussian(m, p, 100 + s as u64));
         }
+    }
+
+    #[test]
+    fn large_enough_to_run_in_parallel() {
+        let p = 64;
+        let m = DECOMPOSITION_MIN_WORK / (p * p) + 1;
+        assert!(work(m, p, p) >= DECOMPOSITION_MIN_WORK);
+        check(&gaussian(m, p, 150));
     }
 
     #[test]

@@ -73,6 +73,7 @@ pub fn thin_svd(y: &Matrix) -> ThinSvd {
 mod tests {
     use super::*;
     use crate::linalg::testing::{gaussian, is_decreasing, max_abs, max_diff, orthonormality_reference};
+    use crate::linalg::threads::DECOMPOSITION_MIN_WORK;
 
     fn check(y: &Matrix) {
         let (m, n) = y.shape();
@@ -115,6 +116,15 @@ mod tests {
         for (s, &(m, n)) in shapes.iter().enumerate() {
             check(&gaussian(m, n, 400 + s as u64));
         }
+    }
+
+    #[test]
+    fn large_enough_to_run_in_parallel() {
+        let d = (DECOMPOSITION_MIN_WORK as f64).cbrt().ceil() as usize + 1;
+        // Wide, so faer's transposed path runs too.
+        let (m, n) = (d, d + 7);
+        assert!(work(m, n, d) >= DECOMPOSITION_MIN_WORK);
+        check(&gaussian(m, n, 450));
     }
 
     #[test]

@@ -72,7 +72,9 @@ pub struct Projector {
 impl Projector {
     /// P₀ = I on R^d.
     pub fn identity(d: usize) -> Self {
-        Self { u: Matrix::zeros(d, 0) }
+        Self {
+            u: Matrix::zeros(d, 0),
+        }
     }
 
     /// V ← P·V, column by column. P·V = V − U(UᵀV) is applied twice: one classical
@@ -258,7 +260,10 @@ mod tests {
         }
         let expected = trials as f64 / n as f64;
         for row in &counts {
-            let chi2: f64 = row.iter().map(|&c| (c as f64 - expected).powi(2) / expected).sum();
+            let chi2: f64 = row
+                .iter()
+                .map(|&c| (c as f64 - expected).powi(2) / expected)
+                .sum();
             // χ²_7: P(> 30) ≈ 1e-4.
             assert!(chi2 < 30.0, "{row:?}");
         }
@@ -316,15 +321,42 @@ mod tests {
 
     #[test]
     fn learning_rate_is_checked_and_evaluated() {
-        let lr = LearningRate { offset: 1.0, slope: 1.0 };
+        let lr = LearningRate {
+            offset: 1.0,
+            slope: 1.0,
+        };
         assert_eq!(lr.at(1), 0.5);
         assert_eq!(lr.at(9), 0.1);
         assert!(lr.check("params.learning_rate").is_ok());
         for (bad, field) in [
-            (LearningRate { offset: -1.0, slope: 1.0 }, "params.learning_rate.offset"),
-            (LearningRate { offset: f64::NAN, slope: 1.0 }, "params.learning_rate.offset"),
-            (LearningRate { offset: 1.0, slope: f64::INFINITY }, "params.learning_rate.slope"),
-            (LearningRate { offset: 0.0, slope: 0.0 }, "params.learning_rate"),
+            (
+                LearningRate {
+                    offset: -1.0,
+                    slope: 1.0,
+                },
+                "params.learning_rate.offset",
+            ),
+            (
+                LearningRate {
+                    offset: f64::NAN,
+                    slope: 1.0,
+                },
+                "params.learning_rate.offset",
+            ),
+            (
+                LearningRate {
+                    offset: 1.0,
+                    slope: f64::INFINITY,
+                },
+                "params.learning_rate.slope",
+            ),
+            (
+                LearningRate {
+                    offset: 0.0,
+                    slope: 0.0,
+                },
+                "params.learning_rate",
+            ),
         ] {
             match bad.check("params.learning_rate") {
                 Err(ConfigError::Invalid { field: f, .. }) => assert_eq!(f, field),

@@ -32,6 +32,14 @@ pub struct RangeCalibration {
     pub subsets: usize,
 }
 
+/// The fewest subsets for which PrivRange keeps a bin with probability ≥ 1 − τ when all k'
+/// estimates share that bin: k' + Lap(2/ε) ≤ 1 + 2·ln(2/δ)/ε has probability
+/// ½·exp(−(k' − threshold)·ε/2), which is ≤ τ iff k' ≥ 1 + 2·ln(1/(δτ))/ε. This is the paper's
+/// k' = C₁·log(1/(δτ))/ε (line 3) with C₁ = 2, plus one.
+pub fn minimum_subsets(histogram: &StabilityHistogram, tau: f64) -> f64 {
+    1.0 + 2.0 * (-histogram.delta.ln() - tau.ln()) / histogram.epsilon
+}
+
 /// The geometric bin of λ: `Some(i)` with 2^{i/4} ≤ λ < 2^{(i+1)/4}, or `None` for the bin of
 /// λ = 0 (and of anything not finite and positive, which finite data cannot produce). A fixed
 /// function of each value, so any rounding in it does not affect privacy.
@@ -62,7 +70,11 @@ fn top_eigenvalue(block: &Matrix) -> Result<f64, RunError> {
     let top = if b == 1 {
         block.norm_squared()
     } else {
-        let gram = if b <= d { matmul_tn(block, block) } else { gram_t(block) };
+        let gram = if b <= d {
+            matmul_tn(block, block)
+        } else {
+            gram_t(block)
+        };
         let values = try_sym_eigenvalues(&gram)
             .map_err(|_| RunError::Failed("PrivRange: an eigenvalue computation failed".into()))?;
         values.iter().copied().fold(0.0, f64::max)
@@ -74,7 +86,7 @@ fn top_eigenvalue(block: &Matrix) -> Result<f64, RunError> {
 pub fn subset_eigenvalues(g: &Matrix, subsets: usize) -> Result<Vec<f64>, RunError> {
     let (d, batch) = g.shape();
     let pairs = batch / 2;
-    let b = if subsets == 0 { 0 } else { pairs / subsets };
+    let b = pairs.checked_div(subsets).unwrap_or(0);
     if b == 0 {
         return Err(RunError::Failed(
             "PrivRange: the batch has fewer pairs than subsets".into(),
@@ -110,10 +122,28 @@ mod tests {
     use crate::privacy::noise::RecordingAudit;
 
     #[test]
+    fn minimum_subsets_clear_the_threshold_with_probability_one_minus_tau() {
+        let h = StabilityHistogram {
+            epsilon: 0.5,
+            delta: 0.005,
+        };
+        let tau = 1e-3;
+        // 1 + 2·ln(1/(0.005·0.001))/0.5 = 1 + 4·ln(2e5).
+        let k = minimum_subsets(&h, tau);
+        assert!((k - (1.0 + 4.0 * 2e5_f64.ln())).abs() < 1e-12);
+        // P(k + Lap(2/ε) ≤ threshold) = ½·exp(−(k − threshold)·ε/2) = τ exactly.
+        let p = 0.5 * (-(k - h.threshold()) * h.epsilon / 2.0).exp();
+        assert!((p - tau).abs() < 1e-15, "{p}");
+    }
+
+    #[test]
     fn geometric_bins_contain_their_values() {
         for lambda in [1e-300, 1e-5, 0.3, 1.0, 2.0_f64.powf(0.25), 1.5, 7.0, 1e6, 1e300] {
             let i = geometric_bin(lambda).expect("positive");
-            assert!(bin_left_end(i) <= lambda && lambda < bin_left_end(i + 1), "{lambda}: {i}");
+            assert!(
+                bin_left_end(i) <= lambda && lambda < bin_left_end(i + 1),
+                "{lambda}: {i}"
+            );
         }
         assert_eq!(geometric_bin(1.0), Some(0));
         assert_eq!(geometric_bin(2.0), Some(4));
@@ -168,7 +198,10 @@ mod tests {
         };
         let lambda = run(&g, &cal, 3).expect("not ⊥");
         // λ_max of a 4-dim sample covariance of 1 000 differences: 2s² = 18 times at most (1 + √(4/1000))² ≈ 1.13.
-        assert!((18.0 / 2.0_f64.sqrt()..18.0 * 2.0_f64.sqrt()).contains(&lambda), "{lambda}");
+        assert!(
+            (18.0 / 2.0_f64.sqrt()..18.0 * 2.0_f64.sqrt()).contains(&lambda),
+            "{lambda}"
+        );
         assert_eq!(lambda, bin_left_end(geometric_bin(lambda).expect("positive")));
         // Identical gradients: every estimate is 0, which is ⊥.
         let flat = Matrix::from_element(d, batch, 1.0);

@@ -159,10 +159,10 @@ mod tests {
             epsilon: epsilon / factor,
             delta: 1e-4,
         };
-        let counts = count((0..3000_i64).flat_map(|b| [b, b]));
+        let counts = count((0..6000_i64).flat_map(|b| [b, b]));
         let (_, audit) = run_select(h, &counts, 9);
         let values: Vec<f64> = audit.draws.iter().flat_map(|d| d.values.clone()).collect();
-        assert_eq!(values.len(), 3000);
+        assert_eq!(values.len(), 6000);
         check_laplace_scale(&values, 2.0 / epsilon)
     }
 

@@ -1,0 +1,647 @@
+//! Tests of `eigen_sampling`: the cost formula, the calibration, the sensitivities, validation,
+//! refusal, the output contract, convergence, and statistical audits of both kinds of noise.
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha20Rng;
+use rand_distr::{Distribution, StandardNormal};
+use serde_json::json;
+
+use super::*;
+use crate::algorithms::bingham::tests::{check_uniform, pair_pit, uniform_to_laplace};
+use crate::algorithms::noisy_power::tests::{
+    assert_basis_contract, ctx, exact_top, invalid_field, rejected, run_audited, spiked_records, target,
+};
+use crate::algorithms::{Cancelled, DynAlgorithm};
+use crate::linalg::subspace::sin_theta;
+use crate::linalg::{matmul, sym_eig, thin_qr_q};
+use crate::privacy::testing::check_laplace_scale;
+
+const AR: Neighbours = Neighbours::AddRemove {
+    beta: 2.0,
+    alpha: 6.0,
+};
+const RO: Neighbours = Neighbours::ReplaceOne {
+    beta: 2.0,
+    alpha: 6.0,
+};
+const EN: Neighbours = Neighbours::Entry { u: 1.0 };
+
+fn params(k: usize, share: Option<f64>) -> EigenSamplingParams {
+    EigenSamplingParams {
+        k,
+        eigenvalue_share: share,
+    }
+}
+
+fn config_of(k: usize, eigenvalue_epsilon: f64, vector_epsilon: f64) -> EigenSamplingConfig {
+    EigenSamplingConfig {
+        k,
+        eigenvalue_epsilon,
+        vector_epsilon,
+    }
+}
+
+// ---- Cost, calibration, sensitivities. ----
+
+#[test]
+fn cost_is_pure_epsilon_squared_over_two() {
+    // d = 10, k = 2 (m = 2): ε = 0.5 + 2·0.25 = 1 → ρ = 1/2.
+    assert_eq!(
+        EigenSampling.cost(&config_of(2, 0.5, 0.25), &ctx(10, None, AR)),
+        Cost::zcdp(0.5)
+    );
+    // k = d = 3: only m = 2 vectors are drawn, ε = 0.2 + 2·0.4 = 1.0 → 0.5.
+    let cost = EigenSampling
+        .cost(&config_of(3, 0.2, 0.4), &ctx(3, Some(9), RO))
+        .rho;
+    assert!((cost - 0.5).abs() < 1e-15, "{cost}");
+    // d = 1: no vector is drawn, ε = ε₀ = 0.6 → 0.18.
+    let cost = EigenSampling
+        .cost(&config_of(1, 0.6, 123.0), &ctx(1, None, AR))
+        .rho;
+    assert!((cost - 0.18).abs() < 1e-15, "{cost}");
+    // No eigenvalues: ε = 4·0.5 = 2 → 2.
+    assert_eq!(
+        EigenSampling.cost(&config_of(4, 0.0, 0.5), &ctx(5, None, RO)),
+        Cost::zcdp(2.0)
+    );
+    assert_eq!(
+        EigenSampling
+            .cost(&config_of(4, 0.0, 0.5), &ctx(5, None, RO))
+            .delta,
+        0.0
+    );
+}
+
+#[test]
+fn sensitivities_are_the_hand_worked_ones() {
+    // β = 2: score β² = 4 under both relations; eigenvalues β² = 4 and 2β² = 8.
+    assert_eq!(score_sensitivity(&AR), Some(4.0));
+    assert_eq!(score_sensitivity(&RO), Some(4.0));
+    assert_eq!(eigenvalue_sensitivity(&AR), Some(4.0));
+    assert_eq!(eigenvalue_sensitivity(&RO), Some(8.0));
+    assert_eq!(
+        (score_sensitivity(&EN), eigenvalue_sensitivity(&EN)),
+        (None, None)
+    );
+    assert_eq!(sampled_vectors(3, 10), 3);
+    assert_eq!(sampled_vectors(5, 5), 4);
+    assert_eq!(sampled_vectors(1, 1), 0);
+}
+
+fn unit(rng: &mut ChaCha20Rng, d: usize) -> Vector {
+    let z = Vector::from_fn(d, |_, _| StandardNormal.sample(&mut *rng));
+    &z / z.norm()
+}
+
+fn l1_distance(a: &Vector, b: &Vector, k: usize) -> f64 {
+    a.iter().zip(b.iter()).take(k).map(|(x, y)| (x - y).abs()).sum()
+}
+
+/// The bounds hold on actual neighbours (rows on the boundary ‖x‖ = β), and Δ₁ = 2β² is
+/// attained under replace_one.
+#[test]
+fn sensitivities_hold_on_random_neighbours() {
+    let mut rng = ChaCha20Rng::seed_from_u64(5);
+    let (d, n, beta) = (6, 12, 1.5);
+    let ar = Neighbours::AddRemove { beta, alpha: 10.0 };
+    let ro = Neighbours::ReplaceOne { beta, alpha: 10.0 };
+    for _ in 0..300 {
+        let mut xt = Matrix::from_fn(d, n, |_, _| StandardNormal.sample(&mut rng));
+        for mut col in xt.column_iter_mut() {
+            let norm = col.norm();
+            col *= beta * rng.random::<f64>() / norm;
+        }
+        let c = gram_t(&xt);
+        let x = unit(&mut rng, d) * beta;
+        let y: Vector = xt.column(0) * 1.0;
+        let added = &c + &x * x.transpose();
+        let replaced = &added - &y * y.transpose();
+        let (lc, la, lr) = (
+            sym_eig(&c).values,
+            sym_eig(&added).values,
+            sym_eig(&replaced).values,
+        );
+        let tol = 1e-9;
+        for k in [1, 3, d] {
+            assert!(l1_distance(&lc, &la, k) <= eigenvalue_sensitivity(&ar).expect("records") + tol);
+            assert!(l1_distance(&lc, &lr, k) <= eigenvalue_sensitivity(&ro).expect("records") + tol);
+        }
+        for _ in 0..10 {
+            let u = unit(&mut rng, d);
+            let change = |m: &Matrix| (u.transpose() * m * &u)[(0, 0)] - (u.transpose() * &c * &u)[(0, 0)];
+            assert!(change(&added).abs() <= score_sensitivity(&ar).expect("records") + tol);
+            assert!(change(&replaced).abs() <= score_sensitivity(&ro).expect("records") + tol);
+        }
+    }
+    // C = diag(3, 1)β², replace y = βe₁ by x = βe₂: eigenvalues (3, 1)β² → (2, 2)β², L1 = 2β².
+    let c = Matrix::from_diagonal(&Vector::from_vec(vec![3.0, 1.0])) * (beta * beta);
+    let swapped = &c + Matrix::from_diagonal(&Vector::from_vec(vec![-1.0, 1.0])) * (beta * beta);
+    let distance = l1_distance(&sym_eig(&c).values, &sym_eig(&swapped).values, 2);
+    assert!((distance - eigenvalue_sensitivity(&ro).expect("records")).abs() < 1e-12);
+}
+
+#[test]
+fn configure_then_cost_returns_the_target() {
+    for neighbours in [AR, RO] {
+        for (d, k) in [(10, 3), (10, 10), (2, 1), (50, 7)] {
+            let c = ctx(d, None, neighbours);
+            let m = sampled_vectors(k, d) as f64;
+            for share in [0.0, 0.1, 0.5, 0.9] {
+                for rho in [1e-8, 1e-3, 0.1, 0.5, 1.0, 3.7, 1e4, 1e6] {
+                    let config = EigenSampling
+                        .configure(params(k, Some(share)), &c, &target(rho))
+                        .expect("valid");
+                    let cost = EigenSampling.cost(&config, &c);
+                    assert!(cost.rho <= rho, "cost {} above target {rho}", cost.rho);
+                    assert!((rho - cost.rho) / rho <= 1e-12, "{} vs {rho}", cost.rho);
+                    assert_eq!(cost.delta, 0.0);
+                    let epsilon = (2.0 * rho).sqrt();
+                    assert!((config.eigenvalue_epsilon - share * epsilon).abs() <= 1e-12 * epsilon);
+                    let ev = (1.0 - share) * epsilon / m;
+                    assert!((config.vector_epsilon - ev).abs() <= 1e-12 * ev);
+                }
+            }
+        }
+    }
+    // d = 1: nothing to draw, only ε₀ is spent and charged.
+    let c = ctx(1, None, AR);
+    let config = EigenSampling
+        .configure(params(1, Some(0.5)), &c, &target(2.0))
+        .expect("valid");
+    assert_eq!(config.vector_epsilon, 0.0);
+    assert!((EigenSampling.cost(&config, &c).rho - 0.5).abs() < 1e-12);
+}
+
+#[test]
+fn defaults_and_noise_scales() {
+    let c = ctx(8, Some(100), RO);
+    let prepared = EigenSampling
+        .prepare(json!({"k": 2}), &c, &target(0.5))
+        .expect("valid");
+    // ρ = 1/2 → ε = 1: ε₀ = 1/2, ε_v = 1/4.
+    assert!((prepared.config["eigenvalue_epsilon"].as_f64().expect("number") - 0.5).abs() < 1e-12);
+    assert!((prepared.config["vector_epsilon"].as_f64().expect("number") - 0.25).abs() < 1e-12);
+    assert!((prepared.cost.rho - 0.5).abs() < 1e-12);
+    let [values, vectors] = &prepared.noise[..] else {
+        panic!("two releases expected: {:?}", prepared.noise)
+    };
+    assert_eq!(
+        (
+            values.release.as_str(),
+            values.distribution.as_str(),
+            values.count
+        ),
+        (EIGENVALUE_RELEASE, "laplace", 2)
+    );
+    // b = Δ₁/ε₀ = 8/0.5: multiplier 1/ε₀ = 2 times Δ₁ = 2β² = 8.
+    assert!((values.multiplier - 2.0).abs() < 1e-12 && values.sensitivity == Some(8.0));
+    assert_eq!(
+        (
+            vectors.release.as_str(),
+            vectors.distribution.as_str(),
+            vectors.count
+        ),
+        (EIGENVECTOR_RELEASE, "bingham", 2)
+    );
+    // Temperature 2Δ/ε_v: multiplier 2/ε_v = 8 times Δ = β² = 4.
+    assert!((vectors.multiplier - 8.0).abs() < 1e-12 && vectors.sensitivity == Some(4.0));
+    // No eigenvalues at share 0; k = d draws d − 1 vectors.
+    let prepared = EigenSampling
+        .prepare(json!({"k": 8, "eigenvalue_share": 0.0}), &c, &target(0.5))
+        .expect("valid");
+    assert_eq!(prepared.noise.len(), 1);
+    assert_eq!(
+        (prepared.noise[0].release.as_str(), prepared.noise[0].count),
+        (EIGENVECTOR_RELEASE, 7)
+    );
+    assert!((prepared.config["vector_epsilon"].as_f64().expect("number") - 1.0 / 7.0).abs() < 1e-12);
+}
+
+#[test]
+fn invalid_parameters_name_their_field() {
+    let c = ctx(6, None, AR);
+    for (params, field) in [
+        (json!({"k": 0}), "params.k"),
+        (json!({"k": 7}), "params.k"),
+        (json!({"k": "two"}), "params.k"),
+        (json!({"k": -1}), "params.k"),
+        (json!({"k": 2.5}), "params.k"),
+        (
+            json!({"k": 2, "eigenvalue_share": -0.1}),
+            "params.eigenvalue_share",
+        ),
+        (
+            json!({"k": 2, "eigenvalue_share": 1.0}),
+            "params.eigenvalue_share",
+        ),
+        (json!({"k": 2, "eigenvalue_share": 3}), "params.eigenvalue_share"),
+        (
+            json!({"k": 2, "eigenvalue_share": "half"}),
+            "params.eigenvalue_share",
+        ),
+    ] {
+        let e = rejected(&EigenSampling, params.clone(), &c, 1.0);
+        assert_eq!(invalid_field(&e), field, "{params}: {e}");
+    }
+    for (params, needle) in [
+        (json!({}), "`k`"),
+        (json!({"k": 2, "iterations": 4}), "`iterations`"),
+    ] {
+        let e = rejected(&EigenSampling, params.clone(), &c, 1.0);
+        assert!(
+            invalid_field(&e).starts_with("params") && e.to_string().contains(needle),
+            "{params}: {e}"
+        );
+    }
+    for bad in [f64::NAN, 0.0, -1.0, f64::INFINITY] {
+        assert_eq!(
+            invalid_field(&rejected(&EigenSampling, json!({"k": 2}), &c, bad)),
+            "rho"
+        );
+    }
+    let bad = ctx(
+        6,
+        None,
+        Neighbours::ReplaceOne {
+            beta: 0.0,
+            alpha: 1.0,
+        },
+    );
+    assert_eq!(
+        invalid_field(&rejected(&EigenSampling, json!({"k": 2}), &bad, 1.0)),
+        "bounds.row_norm_bound"
+    );
+}
+
+#[test]
+fn matrix_datasets_are_refused() {
+    let c = ctx(6, None, EN);
+    let e = rejected(&EigenSampling, json!({"k": 2}), &c, 1.0);
+    assert!(
+        matches!(e, ConfigError::Unsupported(ref m) if m.contains("eigen_sampling")),
+        "{e}"
+    );
+    // Also when configure is called directly, without the registry's check.
+    let e = EigenSampling
+        .configure(params(2, None), &c, &target(1.0))
+        .expect_err("refused");
+    assert!(matches!(e, ConfigError::Unsupported(_)), "{e}");
+    for neighbours in [AR, RO] {
+        assert!(
+            EigenSampling
+                .prepare(json!({"k": 2}), &ctx(6, None, neighbours), &target(1.0))
+                .is_ok()
+        );
+    }
+}
+
+#[test]
+fn info_is_complete() {
+    let info = Algorithm::info(&EigenSampling);
+    assert_eq!(info.name, "eigen_sampling");
+    assert!(!info.summary.is_empty() && info.source.contains("Amin") && info.source.contains("Kent"));
+    assert_eq!(info.kinds, vec![Kind::Records]);
+    assert_eq!(info.relations, vec![Relation::ReplaceOne, Relation::AddRemove]);
+    assert!(info.privacy.contains("ε²/2") && !info.public_only);
+    let names: Vec<_> = info
+        .params
+        .iter()
+        .map(|p| (p.name, p.json_type, p.required))
+        .collect();
+    assert_eq!(
+        names,
+        [("k", "integer", true), ("eigenvalue_share", "number", false)]
+    );
+    assert_eq!(info.params[1].default, Some(json!(0.5)));
+    assert!(
+        info.params
+            .iter()
+            .all(|p| p.minimum.is_some() && !p.description.is_empty())
+    );
+    assert!(crate::algorithms::find("eigen_sampling").is_some(), "registered");
+}
+
+// ---- Runs. ----
+
+#[test]
+fn output_is_orthonormal_and_converges() {
+    let (d, n, k) = (20, 400, 3);
+    let xt = spiked_records(61, d, n, &[9.0, 6.0, 4.0], 0.3, 4.0);
+    let gram = gram_t(&xt);
+    let exact = exact_top(&gram, k);
+    let beta = 4.0;
+    for neighbours in [
+        Neighbours::AddRemove { beta, alpha: 20.0 },
+        Neighbours::ReplaceOne { beta, alpha: 20.0 },
+    ] {
+        let c = ctx(d, Some(n), neighbours);
+        let mut errors = Vec::new();
+        for (s, rho) in [1e-3, 10.0, 1e4, 1e8, 1e20].into_iter().enumerate() {
+            let config = EigenSampling
+                .configure(params(k, None), &c, &target(rho))
+                .expect("valid");
+            let (out, audit) = run_audited(
+                &EigenSampling,
+                DataInput::Records { xt: &xt },
+                &config,
+                &c,
+                70 + s as u64,
+            );
+            let out = out.expect("run");
+            assert_basis_contract(&out.basis, d, k);
+            assert_eq!(
+                audit.draws.len(),
+                1 + k,
+                "one eigenvalue batch and k vector draws"
+            );
+            errors.push(sin_theta(&out.basis, &exact));
+        }
+        assert!(
+            errors.windows(2).all(|w| w[1] < w[0]),
+            "{neighbours:?}: errors {errors:?}"
+        );
+        assert!(
+            errors[0] > 0.5 && errors[4] < 1e-4,
+            "{neighbours:?}: errors {errors:?}"
+        );
+    }
+}
+
+#[test]
+fn eigenvalues_converge_are_sorted_and_optional() {
+    let (d, n, k) = (12, 300, 4);
+    let xt = spiked_records(62, d, n, &[8.0, 5.0, 3.0, 2.0], 0.3, 3.0);
+    let exact = sym_eig(&gram_t(&xt)).values;
+    let c = ctx(d, Some(n), RO);
+    let config = EigenSampling
+        .configure(params(k, None), &c, &target(1e16))
+        .expect("valid");
+    let (out, _) = run_audited(&EigenSampling, DataInput::Records { xt: &xt }, &config, &c, 63);
+    let values = out.expect("run").eigenvalues.expect("released");
+    assert_eq!(values.len(), k);
+    for (got, want) in values.iter().zip(exact.iter()) {
+        assert!((got - want).abs() <= 1e-6 * want, "{got} vs {want}");
+    }
+    // At a small budget the noisy values are still sorted and non-negative.
+    let config = EigenSampling
+        .configure(params(k, None), &c, &target(1e-4))
+        .expect("valid");
+    let (out, _) = run_audited(&EigenSampling, DataInput::Records { xt: &xt }, &config, &c, 64);
+    let values = out.expect("run").eigenvalues.expect("released");
+    assert!(
+        values.windows(2).all(|w| w[0] >= w[1]) && values.iter().all(|&v| v >= 0.0),
+        "{values:?}"
+    );
+    // Share 0: no eigenvalue release at all.
+    let config = EigenSampling
+        .configure(params(k, Some(0.0)), &c, &target(1.0))
+        .expect("valid");
+    let (out, audit) = run_audited(&EigenSampling, DataInput::Records { xt: &xt }, &config, &c, 65);
+    assert!(out.expect("run").eigenvalues.is_none());
+    assert!(audit.draws.iter().all(|draw| draw.label == EIGENVECTOR_RELEASE));
+}
+
+#[test]
+fn full_rank_draws_all_but_the_last_vector() {
+    let (d, n) = (5, 40);
+    let xt = spiked_records(66, d, n, &[4.0, 2.0], 0.5, 2.0);
+    let c = ctx(d, Some(n), AR);
+    let config = EigenSampling
+        .configure(params(d, None), &c, &target(0.5))
+        .expect("valid");
+    let (out, audit) = run_audited(&EigenSampling, DataInput::Records { xt: &xt }, &config, &c, 67);
+    assert_basis_contract(&out.expect("run").basis, d, d);
+    let vectors: Vec<_> = audit
+        .draws
+        .iter()
+        .filter(|draw| draw.label == EIGENVECTOR_RELEASE)
+        .collect();
+    assert_eq!(vectors.len(), d - 1);
+    // Each draw lives on the sphere of the remaining subspace: dimension d, d − 1, …, 2.
+    for (i, draw) in vectors.iter().enumerate() {
+        assert_eq!(draw.values.len(), d - i);
+    }
+}
+
+#[test]
+fn wrong_input_and_cancellation_are_clean_failures() {
+    let xt = spiked_records(68, 6, 30, &[3.0], 0.5, 2.0);
+    let c = ctx(6, Some(30), RO);
+    let config = EigenSampling
+        .configure(params(2, None), &c, &target(1.0))
+        .expect("valid");
+    let a = Matrix::identity(6, 6);
+    let (out, audit) = run_audited(&EigenSampling, DataInput::Matrix { a: &a }, &config, &c, 1);
+    assert!(matches!(out, Err(RunError::Failed(_))));
+    assert!(
+        audit.draws.is_empty(),
+        "no noise drawn before the input is checked"
+    );
+    let (out, _) = run_audited(
+        &EigenSampling,
+        DataInput::Records { xt: &xt },
+        &config,
+        &ctx(7, None, RO),
+        1,
+    );
+    assert!(matches!(out, Err(RunError::Failed(_))));
+    let (out, _) = run_audited(
+        &EigenSampling,
+        DataInput::Records { xt: &xt },
+        &config_of(2, 0.5, -1.0),
+        &c,
+        1,
+    );
+    assert!(matches!(out, Err(RunError::Failed(_))));
+    // A cancelled job stops at the first progress report.
+    let mut rng = ChaCha20Rng::seed_from_u64(2);
+    let mut progress = |_: u32, _: u32| Err::<(), Cancelled>(Cancelled);
+    let mut env = RunEnv::new(&mut rng, &mut progress);
+    let out = EigenSampling.run(DataInput::Records { xt: &xt }, &config, &c, &mut env);
+    assert_eq!(out.err(), Some(RunError::Cancelled));
+}
+
+// ---- Statistical audits of the noise. ----
+
+/// Laplace eigenvalue noise against b = Δ₁/(share·sqrt(2ρ)) computed here from the spec, with
+/// the released values rebuilt from the audited noise. `factor` scales the configured ε₀
+/// (factor > 1: an under-noised variant).
+fn audit_eigenvalues(neighbours: Neighbours, factor: f64) -> Result<(), String> {
+    let (d, n, k, rho, share) = (8, 60, 5, 0.3_f64, 0.5);
+    let xt = spiked_records(81, d, n, &[5.0, 3.0], 0.5, 2.0);
+    let exact = sym_eig(&gram_t(&xt)).values;
+    let c = ctx(d, Some(n), neighbours);
+    let spec_delta = match neighbours {
+        Neighbours::AddRemove { beta, .. } => beta * beta,
+        Neighbours::ReplaceOne { beta, .. } => 2.0 * beta * beta,
+        Neighbours::Entry { .. } => unreachable!("records only"),
+    };
+    let spec_b = spec_delta / (share * (2.0 * rho).sqrt());
+    let mut config = EigenSampling
+        .configure(params(k, Some(share)), &c, &target(rho))
+        .expect("valid");
+    config.eigenvalue_epsilon *= factor;
+    let mut noise = Vec::new();
+    for seed in 0..60 {
+        let (out, audit) = run_audited(
+            &EigenSampling,
+            DataInput::Records { xt: &xt },
+            &config,
+            &c,
+            900 + seed,
+        );
+        let values = out.expect("run").eigenvalues.expect("released");
+        let draws: Vec<_> = audit
+            .draws
+            .iter()
+            .filter(|draw| draw.label == EIGENVALUE_RELEASE)
+            .collect();
+        assert_eq!(draws.len(), 1);
+        assert_eq!((draws[0].distribution, draws[0].values.len()), ("laplace", k));
+        let mut rebuilt: Vec<f64> = exact
+            .iter()
+            .zip(&draws[0].values)
+            .map(|(l, z)| (l + z).max(0.0))
+            .collect();
+        rebuilt.sort_by(|a, b| b.total_cmp(a));
+        assert_eq!(values, rebuilt, "released values = sort(max(λ + noise, 0))");
+        noise.extend_from_slice(&draws[0].values);
+    }
+    check_laplace_scale(&noise, spec_b)
+}
+
+#[test]
+fn eigenvalue_noise_has_the_calibrated_scale() {
+    for neighbours in [AR, RO] {
+        audit_eigenvalues(neighbours, 1.0).unwrap_or_else(|e| panic!("{neighbours:?}: {e}"));
+    }
+}
+
+#[test]
+fn under_noised_eigenvalues_fail_the_audit() {
+    for neighbours in [AR, RO] {
+        assert!(audit_eigenvalues(neighbours, 2.0).is_err(), "{neighbours:?}");
+    }
+}
+
+/// The top two eigenpairs of C restricted to the orthogonal complement of `earlier` (columns).
+/// C is PSD, so pushing span(earlier) to a negative eigenvalue leaves the complement on top.
+fn restricted_top_two(c: &Matrix, earlier: &Matrix) -> ([f64; 2], Matrix) {
+    let d = c.nrows();
+    let pp = matmul(earlier, &earlier.transpose());
+    let proj = Matrix::identity(d, d) - &pp;
+    let shift = 2.0 * (c.trace() + 1.0);
+    let restricted = &proj * c * &proj - pp * shift;
+    let e = sym_eig(&restricted);
+    ([e.values[0], e.values[1]], e.vectors.columns(0, 2).into_owned())
+}
+
+/// The exponential-mechanism draws against the concentration t = ε_v/(2β²) computed here from
+/// the spec, using only the data and the output basis: for draw i, the top two eigenvectors
+/// (w₁, w₂) of C restricted to the complement of the earlier outputs give a coordinate pair
+/// whose conditional angle is exactly von Mises under the exponential mechanism
+/// ([`pair_pit`]). The PITs must be Uniform(0, 1): a KS test, and the same question as a scale
+/// test (PIT → Laplace(0, 1), [`check_laplace_scale`]). `factor` scales the configured ε_v.
+fn audit_vectors(neighbours: Neighbours, factor: f64) -> Result<(), String> {
+    let (d, n, k, rho) = (6, 60, 3, 500.0_f64);
+    let xt = spiked_records(82, d, n, &[4.0, 2.0, 1.0], 0.4, 1.0);
+    let gram = gram_t(&xt);
+    let c = ctx(d, Some(n), neighbours);
+    let beta = match neighbours {
+        Neighbours::AddRemove { beta, .. } | Neighbours::ReplaceOne { beta, .. } => beta,
+        Neighbours::Entry { .. } => unreachable!("records only"),
+    };
+    let epsilon_v = 0.5 * (2.0 * rho).sqrt() / k as f64;
+    let t = epsilon_v / (2.0 * beta * beta);
+    let mut config = EigenSampling
+        .configure(params(k, None), &c, &target(rho))
+        .expect("valid");
+    config.vector_epsilon *= factor;
+    let mut pits = Vec::new();
+    for seed in 0..250 {
+        let (out, audit) = run_audited(
+            &EigenSampling,
+            DataInput::Records { xt: &xt },
+            &config,
+            &c,
+            2000 + seed,
+        );
+        let basis = out.expect("run").basis;
+        let draws: Vec<_> = audit
+            .draws
+            .iter()
+            .filter(|draw| draw.label == EIGENVECTOR_RELEASE)
+            .collect();
+        assert_eq!(draws.len(), k);
+        for (i, draw) in draws.iter().enumerate() {
+            assert_eq!((draw.distribution, draw.values.len()), ("bingham", d - i));
+            let norm = draw.values.iter().map(|v| v * v).sum::<f64>();
+            assert!((norm - 1.0).abs() < 1e-12);
+            if factor == 1.0 {
+                assert!(
+                    (draw.scale - t).abs() <= 1e-12 * t,
+                    "audited concentration {} vs {t}",
+                    draw.scale
+                );
+            }
+            let earlier = basis.columns(0, i).into_owned();
+            let ([mu1, mu2], w) = restricted_top_two(&gram, &earlier);
+            let v = basis.column(i);
+            let (y1, y2) = (w.column(0).dot(&v), w.column(1).dot(&v));
+            pits.push(pair_pit(y1, y2, -t * mu1, -t * mu2));
+        }
+    }
+    let laplace: Vec<f64> = pits.iter().map(|&u| uniform_to_laplace(u)).collect();
+    match (check_uniform(&pits), check_laplace_scale(&laplace, 1.0)) {
+        (Ok(()), Ok(())) => Ok(()),
+        (uniform, scale) => Err(format!("uniformity: {uniform:?}; scale: {scale:?}")),
+    }
+}
+
+#[test]
+fn eigenvector_draws_have_the_calibrated_concentration() {
+    for neighbours in [
+        Neighbours::AddRemove {
+            beta: 1.0,
+            alpha: 3.0,
+        },
+        Neighbours::ReplaceOne {
+            beta: 1.0,
+            alpha: 3.0,
+        },
+    ] {
+        audit_vectors(neighbours, 1.0).unwrap_or_else(|e| panic!("{neighbours:?}: {e}"));
+    }
+}
+
+#[test]
+fn under_noised_eigenvectors_fail_the_audit() {
+    let neighbours = Neighbours::ReplaceOne {
+        beta: 1.0,
+        alpha: 3.0,
+    };
+    assert!(audit_vectors(neighbours, 2.0).is_err());
+}
+
+/// The deflation keeps an orthonormal frame orthogonal to the drawn vector and compresses C
+/// onto it exactly: P_{i+1}ᵀ C P_{i+1} = C_{i+1}.
+#[test]
+fn deflation_is_an_exact_compression() {
+    let mut rng = ChaCha20Rng::seed_from_u64(9);
+    let d = 7;
+    let g = Matrix::from_fn(d, d, |_, _| StandardNormal.sample(&mut rng));
+    let c = &g * g.transpose();
+    let frame = thin_qr_q(&Matrix::from_fn(d, d, |_, _| StandardNormal.sample(&mut rng)));
+    let compressed = frame.transpose() * &c * &frame;
+    for sign in [1.0, -1.0] {
+        let u = unit(&mut rng, d) * sign;
+        let (next_frame, next_c) = deflate(&frame, &compressed, &u);
+        assert_eq!(next_frame.shape(), (d, d - 1));
+        let gram = next_frame.transpose() * &next_frame;
+        assert!((gram - Matrix::identity(d - 1, d - 1)).amax() < 1e-14);
+        assert!((next_frame.transpose() * (&frame * &u)).amax() < 1e-14);
+        let want = next_frame.transpose() * &c * &next_frame;
+        assert!((next_c - want).amax() < 1e-12 * c.amax());
+    }
+}
