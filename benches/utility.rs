@@ -467,24 +467,20 @@ fn diag(setup: &Setup) {
     // TEMP diagnostic
     let n = 50_000;
     let data = sample(setup, n, 5);
-    let mut rng = ChaCha20Rng::seed_from_u64(9);
-    let w = privpca::linalg::Vector::from_fn(setup.d, |_, _| StandardNormal.sample(&mut rng)).normalize();
-    for b in [1usize, 2, 4, 8] {
-        let pairs = 1500;
-        let mut bins: BTreeMap<i64, usize> = BTreeMap::new();
-        for j in 0..pairs / b {
-            let mut g = Matrix::zeros(setup.d, b);
-            for l in 0..b {
-                let i = 2 * (j * b + l);
-                let x1 = data.xt.column(i);
-                let x2 = data.xt.column(i + 1);
-                let diff = x2 * x2.dot(&w) - x1 * x1.dot(&w);
-                g.set_column(l, &diff);
-            }
-            let ev = privpca::linalg::sym_eig(&(privpca::linalg::gram_t(&g.transpose()) / b as f64)).values[0];
-            *bins.entry(privpca::algorithms::k_dp_pca::priv_range::geometric_bin(ev).unwrap_or(-999)).or_default() += 1;
+    let alg = find("k_dp_pca").unwrap_or(&privpca::algorithms::k_dp_pca::KDpPca);
+    let u = privpca::linalg::sym_eig(&data.population).vectors.columns(0, setup.k()).into_owned();
+    for (rho, lr) in [(1e4, None), (1e8, None), (1e8, Some(json!({"offset": 1.0, "slope": 1.0}))), (1e8, Some(json!({"offset": 0.0, "slope": 0.1})))] {
+        let ctx = setup.context(n, false);
+        let mut params = json!({"k": setup.k()});
+        if let Some(l) = lr { params["learning_rate"] = l; }
+        let p = alg.prepare(params, &ctx, &PrivacyTarget { rho, delta: Some(DELTA) }).expect("prep");
+        let mut rng = ChaCha20Rng::seed_from_u64(3);
+        let mut progress = |_: u32, _: u32| Ok::<(), Cancelled>(());
+        let mut env = RunEnv::new(&mut rng, &mut progress);
+        match alg.run_prepared(&p.config, DataInput::Records { xt: &data.xt }, &ctx, &mut env) {
+            Ok(out) => println!("rho {rho}: config {} UᵀQ = {:.3}", p.config, u.transpose() * &out.basis),
+            Err(e) => println!("rho {rho}: {e}"),
         }
-        println!("b = {b}: {:?}", bins);
     }
 }
 

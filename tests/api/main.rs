@@ -6,6 +6,7 @@
 mod helpers;
 
 mod auth;
+mod central;
 mod datasets;
 mod jobs;
 mod ledger;

@@ -64,7 +64,15 @@ async fn algorithms_list_describes_parameters_and_privacy() {
     let app = TestApp::without_runner().await;
     let list = app.call(Method::GET, "/v1/algorithms", None, None).await.json();
     let list = list.as_array().unwrap();
-    for name in ["noisy_power", "analyze_gauss", "exact"] {
+    for name in [
+        "noisy_power",
+        "analyze_gauss",
+        "exact",
+        "coherent_power",
+        "k_dp_pca",
+        "dp_oja",
+        "eigen_sampling",
+    ] {
         let a = list
             .iter()
             .find(|a| a["name"] == name)

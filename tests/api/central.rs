@@ -1,0 +1,248 @@
+//! The issue-3 central algorithms through HTTP: they run, refuse what they do not support, and
+//! their documented failures surface as clean `failed` jobs.
+
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+
+use crate::helpers::{TestApp, csv_rows};
+
+fn job(dataset: &str, algorithm: &str, params: Value, privacy: Value) -> Value {
+    json!({ "dataset_id": dataset, "algorithm": algorithm, "params": params, "privacy": privacy })
+}
+
+async fn run(app: &TestApp, key: &str, body: Value) -> Value {
+    let reply = app.post("/v1/jobs", key, body).await;
+    assert_eq!(
+        reply.status,
+        StatusCode::ACCEPTED,
+        "{}",
+        String::from_utf8_lossy(&reply.bytes)
+    );
+    app.wait(key, reply.json()["id"].as_str().unwrap()).await
+}
+
+#[tokio::test]
+async fn coherent_power_runs_and_returns_private_eigenvalues() {
+    let app = TestApp::start().await;
+    let key = app.tenant("t").await;
+    let ds = app
+        .records(&key, json!({ "rho": 1e6 }), &csv_rows(400, 6, 11))
+        .await;
+    let done = run(
+        &app,
+        &key,
+        job(
+            &ds,
+            "coherent_power",
+            json!({ "k": 2, "coherence_bound": 6 }),
+            json!({ "rho": 1e5 }),
+        ),
+    )
+    .await;
+    assert_eq!(done["status"], "succeeded", "{done}");
+    let result = app
+        .get(&format!("/v1/jobs/{}/result", done["id"].as_str().unwrap()), &key)
+        .await
+        .json();
+    assert_eq!(result["k"], 2);
+    assert_eq!(
+        result["eigenvalues"].as_array().map(Vec::len),
+        Some(2),
+        "{result}"
+    );
+}
+
+#[tokio::test]
+async fn a_coherence_violation_is_a_clean_failure_with_the_charge_kept() {
+    let app = TestApp::start().await;
+    let key = app.tenant("t").await;
+    // All energy on one coordinate: the iterate becomes maximally coherent.
+    let mut csv = String::new();
+    for i in 0..200 {
+        csv.push_str(&format!(
+            "{},0,0,0,0,0,0,0,0,0,0,0\n",
+            if i % 2 == 0 { 1.0 } else { -1.0 }
+        ));
+    }
+    let ds = app.records(&key, json!({ "rho": 1e6 }), &csv).await;
+    let done = run(
+        &app,
+        &key,
+        job(
+            &ds,
+            "coherent_power",
+            json!({ "k": 1, "coherence_bound": 1 }),
+            json!({ "rho": 1e5 }),
+        ),
+    )
+    .await;
+    assert_eq!(done["status"], "failed", "{done}");
+    assert!(done["error"].as_str().unwrap().contains("coherence"), "{done}");
+    let spent = app.get(&format!("/v1/datasets/{ds}"), &key).await.json()["budget"]["spent"]["rho"]
+        .as_f64()
+        .unwrap();
+    assert!((spent - 1e5).abs() < 1e-3, "charge stands: {spent}");
+}
+
+#[tokio::test]
+async fn replace_one_only_algorithms_refuse_other_relations_and_need_delta() {
+    let app = TestApp::without_runner().await;
+    let key = app.tenant("t").await;
+    let add_remove = app
+        .dataset(&key, json!({ "name": "a", "kind": "records", "relation": "add_remove", "row_norm_bound": 1, "budget": { "rho": 1, "delta": 0.1 } }))
+        .await;
+    app.upload(&key, &add_remove, "text/csv", csv_rows(100, 4, 1).into_bytes())
+        .await;
+    for algorithm in ["k_dp_pca", "dp_oja"] {
+        let doc = app
+            .post(
+                "/v1/jobs",
+                &key,
+                job(
+                    &add_remove,
+                    algorithm,
+                    json!({ "k": 1 }),
+                    json!({ "rho": 0.5, "delta": 0.01 }),
+                ),
+            )
+            .await
+            .problem(422);
+        assert_eq!(doc["field"], "algorithm", "{doc}");
+    }
+    let replace = app
+        .records(&key, json!({ "rho": 1, "delta": 0.1 }), &csv_rows(2000, 4, 2))
+        .await;
+    let doc = app
+        .post(
+            "/v1/jobs",
+            &key,
+            job(&replace, "k_dp_pca", json!({ "k": 1 }), json!({ "rho": 0.5 })),
+        )
+        .await
+        .problem(422);
+    assert_eq!(doc["field"], "privacy.delta", "{doc}");
+    // δ is charged against the dataset's δ budget: more than it holds is refused.
+    let doc = app
+        .post(
+            "/v1/jobs",
+            &key,
+            job(
+                &replace,
+                "k_dp_pca",
+                json!({ "k": 1, "batch_size": 200 }),
+                json!({ "rho": 0.5, "delta": 0.2 }),
+            ),
+        )
+        .await
+        .problem(409);
+    assert_eq!(doc["type"], "urn:privpca:problem:over-budget");
+}
+
+#[tokio::test]
+async fn dp_oja_runs_on_replace_one_records() {
+    let app = TestApp::start().await;
+    let key = app.tenant("t").await;
+    let ds = app
+        .records(&key, json!({ "rho": 1e6 }), &csv_rows(3000, 5, 3))
+        .await;
+    let done = run(
+        &app,
+        &key,
+        job(&ds, "dp_oja", json!({ "k": 2 }), json!({ "rho": 1e4 })),
+    )
+    .await;
+    assert_eq!(done["status"], "succeeded", "{done}");
+    let result = app
+        .get(&format!("/v1/jobs/{}/result", done["id"].as_str().unwrap()), &key)
+        .await
+        .json();
+    assert_eq!((result["d"].as_u64(), result["k"].as_u64()), (Some(5), Some(2)));
+}
+
+#[tokio::test]
+async fn k_dp_pca_charges_epsilon_squared_over_two_and_delta() {
+    let app = TestApp::without_runner().await;
+    let key = app.tenant("t").await;
+    let ds = app
+        .records(&key, json!({ "rho": 1e6, "delta": 0.5 }), &csv_rows(20_000, 4, 4))
+        .await;
+    let reply = app
+        .post(
+            "/v1/jobs",
+            &key,
+            job(
+                &ds,
+                "k_dp_pca",
+                json!({ "k": 1 }),
+                json!({ "rho": 1e4, "delta": 0.01 }),
+            ),
+        )
+        .await;
+    assert_eq!(
+        reply.status,
+        StatusCode::ACCEPTED,
+        "{}",
+        String::from_utf8_lossy(&reply.bytes)
+    );
+    let view = reply.json();
+    assert!(
+        (view["cost"]["rho"].as_f64().unwrap() - 1e4).abs() < 1e-6,
+        "{view}"
+    );
+    assert!(
+        (view["cost"]["delta"].as_f64().unwrap() - 0.01).abs() < 1e-12,
+        "{view}"
+    );
+    let budget = app.get(&format!("/v1/datasets/{ds}"), &key).await.json()["budget"].clone();
+    assert!(
+        (budget["spent"]["delta"].as_f64().unwrap() - 0.01).abs() < 1e-12,
+        "{budget}"
+    );
+}
+
+#[tokio::test]
+async fn eigen_sampling_runs_on_records_and_refuses_matrices() {
+    let app = TestApp::start().await;
+    let key = app.tenant("t").await;
+    let ds = app
+        .records(&key, json!({ "rho": 1e6 }), &csv_rows(500, 6, 5))
+        .await;
+    let done = run(
+        &app,
+        &key,
+        job(&ds, "eigen_sampling", json!({ "k": 2 }), json!({ "rho": 100.0 })),
+    )
+    .await;
+    assert_eq!(done["status"], "succeeded", "{done}");
+    let result = app
+        .get(&format!("/v1/jobs/{}/result", done["id"].as_str().unwrap()), &key)
+        .await
+        .json();
+    assert_eq!(
+        result["eigenvalues"].as_array().map(Vec::len),
+        Some(2),
+        "{result}"
+    );
+    let matrix = app
+        .dataset(
+            &key,
+            json!({ "name": "m", "kind": "matrix", "budget": { "rho": 1 } }),
+        )
+        .await;
+    app.upload(&key, &matrix, "text/csv", b"2,1\n1,2\n".to_vec())
+        .await;
+    let doc = app
+        .post(
+            "/v1/jobs",
+            &key,
+            job(
+                &matrix,
+                "eigen_sampling",
+                json!({ "k": 1 }),
+                json!({ "rho": 0.5 }),
+            ),
+        )
+        .await
+        .problem(422);
+    assert_eq!(doc["field"], "algorithm");
+}
