@@ -8,17 +8,17 @@
 pub mod algorithms;
 pub mod config;
 pub mod context;
+pub mod dataset;
 pub mod http;
 pub mod ingest;
+pub mod linalg;
 pub mod metrics;
+pub mod privacy;
 pub mod runner;
 pub mod serve;
 pub mod state;
-pub mod telemetry;
-pub mod dataset;
-pub mod linalg;
-pub mod privacy;
 pub mod store;
+pub mod telemetry;
 
 /// The whole application as a router (tests call `app(state).oneshot(request)`).
 pub fn app(state: state::AppState) -> axum::Router {

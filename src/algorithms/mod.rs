@@ -65,7 +65,10 @@ pub enum ConfigError {
 
 impl ConfigError {
     pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
-        Self::Invalid { field: field.into(), message: message.into() }
+        Self::Invalid {
+            field: field.into(),
+            message: message.into(),
+        }
     }
 }
 

@@ -25,7 +25,12 @@ pub trait DynAlgorithm: Send + Sync {
     fn info(&self) -> AlgorithmInfo;
 
     /// Check the dataset fits, parse and validate `params`, calibrate to `target`, and price.
-    fn prepare(&self, params: Value, ctx: &DataContext, target: &PrivacyTarget) -> Result<Prepared, ConfigError>;
+    fn prepare(
+        &self,
+        params: Value,
+        ctx: &DataContext,
+        target: &PrivacyTarget,
+    ) -> Result<Prepared, ConfigError>;
 
     /// Run a configuration produced by [`DynAlgorithm::prepare`].
     fn run_prepared(
@@ -42,7 +47,12 @@ impl<A: Algorithm> DynAlgorithm for A {
         Algorithm::info(self)
     }
 
-    fn prepare(&self, params: Value, ctx: &DataContext, target: &PrivacyTarget) -> Result<Prepared, ConfigError> {
+    fn prepare(
+        &self,
+        params: Value,
+        ctx: &DataContext,
+        target: &PrivacyTarget,
+    ) -> Result<Prepared, ConfigError> {
         let info = Algorithm::info(self);
         if info.public_only && !ctx.public {
             return Err(ConfigError::PublicOnly(format!(
@@ -60,10 +70,18 @@ impl<A: Algorithm> DynAlgorithm for A {
                 info.relations.iter().map(|r| r.as_str()).collect::<Vec<_>>(),
             )));
         }
-        let params = if params.is_null() { Value::Object(Default::default()) } else { params };
+        let params = if params.is_null() {
+            Value::Object(Default::default())
+        } else {
+            params
+        };
         let parsed: A::Params = serde_path_to_error::deserialize(params).map_err(|e| {
             let path = e.path().to_string();
-            let field = if path == "." { "params".to_string() } else { format!("params.{path}") };
+            let field = if path == "." {
+                "params".to_string()
+            } else {
+                format!("params.{path}")
+            };
             ConfigError::invalid(field, e.into_inner().to_string())
         })?;
         let config = self.configure(parsed, ctx, target)?;

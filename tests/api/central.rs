@@ -2,24 +2,9 @@
 //! their documented failures surface as clean `failed` jobs.
 
 use axum::http::StatusCode;
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::helpers::{TestApp, csv_rows};
-
-fn job(dataset: &str, algorithm: &str, params: Value, privacy: Value) -> Value {
-    json!({ "dataset_id": dataset, "algorithm": algorithm, "params": params, "privacy": privacy })
-}
-
-async fn run(app: &TestApp, key: &str, body: Value) -> Value {
-    let reply = app.post("/v1/jobs", key, body).await;
-    assert_eq!(
-        reply.status,
-        StatusCode::ACCEPTED,
-        "{}",
-        String::from_utf8_lossy(&reply.bytes)
-    );
-    app.wait(key, reply.json()["id"].as_str().unwrap()).await
-}
+use crate::helpers::{TestApp, csv_rows, job};
 
 #[tokio::test]
 async fn coherent_power_runs_and_returns_private_eigenvalues() {
@@ -28,17 +13,17 @@ async fn coherent_power_runs_and_returns_private_eigenvalues() {
     let ds = app
         .records(&key, json!({ "rho": 1e6 }), &csv_rows(400, 6, 11))
         .await;
-    let done = run(
-        &app,
-        &key,
-        job(
-            &ds,
-            "coherent_power",
-            json!({ "k": 2, "coherence_bound": 6 }),
-            json!({ "rho": 1e5 }),
-        ),
-    )
-    .await;
+    let done = app
+        .run(
+            &key,
+            job(
+                &ds,
+                "coherent_power",
+                json!({ "k": 2, "coherence_bound": 6 }),
+                json!({ "rho": 1e5 }),
+            ),
+        )
+        .await;
     assert_eq!(done["status"], "succeeded", "{done}");
     let result = app
         .get(&format!("/v1/jobs/{}/result", done["id"].as_str().unwrap()), &key)
@@ -65,17 +50,17 @@ async fn a_coherence_violation_is_a_clean_failure_with_the_charge_kept() {
         ));
     }
     let ds = app.records(&key, json!({ "rho": 1e6 }), &csv).await;
-    let done = run(
-        &app,
-        &key,
-        job(
-            &ds,
-            "coherent_power",
-            json!({ "k": 1, "coherence_bound": 1 }),
-            json!({ "rho": 1e5 }),
-        ),
-    )
-    .await;
+    let done = app
+        .run(
+            &key,
+            job(
+                &ds,
+                "coherent_power",
+                json!({ "k": 1, "coherence_bound": 1 }),
+                json!({ "rho": 1e5 }),
+            ),
+        )
+        .await;
     assert_eq!(done["status"], "failed", "{done}");
     assert!(done["error"].as_str().unwrap().contains("coherence"), "{done}");
     let spent = app.get(&format!("/v1/datasets/{ds}"), &key).await.json()["budget"]["spent"]["rho"]
@@ -145,12 +130,9 @@ async fn dp_oja_runs_on_replace_one_records() {
     let ds = app
         .records(&key, json!({ "rho": 1e6 }), &csv_rows(3000, 5, 3))
         .await;
-    let done = run(
-        &app,
-        &key,
-        job(&ds, "dp_oja", json!({ "k": 2 }), json!({ "rho": 1e4 })),
-    )
-    .await;
+    let done = app
+        .run(&key, job(&ds, "dp_oja", json!({ "k": 2 }), json!({ "rho": 1e4 })))
+        .await;
     assert_eq!(done["status"], "succeeded", "{done}");
     let result = app
         .get(&format!("/v1/jobs/{}/result", done["id"].as_str().unwrap()), &key)
@@ -207,12 +189,12 @@ async fn eigen_sampling_runs_on_records_and_refuses_matrices() {
     let ds = app
         .records(&key, json!({ "rho": 1e6 }), &csv_rows(500, 6, 5))
         .await;
-    let done = run(
-        &app,
-        &key,
-        job(&ds, "eigen_sampling", json!({ "k": 2 }), json!({ "rho": 100.0 })),
-    )
-    .await;
+    let done = app
+        .run(
+            &key,
+            job(&ds, "eigen_sampling", json!({ "k": 2 }), json!({ "rho": 100.0 })),
+        )
+        .await;
     assert_eq!(done["status"], "succeeded", "{done}");
     let result = app
         .get(&format!("/v1/jobs/{}/result", done["id"].as_str().unwrap()), &key)

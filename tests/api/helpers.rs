@@ -204,6 +204,18 @@ impl TestApp {
         id
     }
 
+    /// Submits a job, expects 202, and waits for it to end.
+    pub async fn run(&self, key: &str, body: Value) -> Value {
+        let reply = self.post("/v1/jobs", key, body).await;
+        assert_eq!(
+            reply.status,
+            StatusCode::ACCEPTED,
+            "{}",
+            String::from_utf8_lossy(&reply.bytes)
+        );
+        self.wait(key, reply.json()["id"].as_str().unwrap()).await
+    }
+
     /// Polls a job until it is in a terminal state.
     pub async fn wait(&self, key: &str, job: &str) -> Value {
         for _ in 0..2000 {
@@ -218,6 +230,11 @@ impl TestApp {
         }
         panic!("job {job} did not finish");
     }
+}
+
+/// A job submission body.
+pub fn job(dataset: &str, algorithm: &str, params: Value, privacy: Value) -> Value {
+    json!({ "dataset_id": dataset, "algorithm": algorithm, "params": params, "privacy": privacy })
 }
 
 /// Rows of a seeded random matrix with a clear top direction, as CSV.

@@ -1,8 +1,8 @@
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::helpers::{TestApp, csv_rows};
+use crate::helpers::{TestApp, csv_rows, job};
 
 fn orthonormality_error(basis: &[Vec<f64>]) -> f64 {
     let mut worst: f64 = 0.0;
@@ -13,10 +13,6 @@ fn orthonormality_error(basis: &[Vec<f64>]) -> f64 {
         }
     }
     worst
-}
-
-fn job(dataset: &str, algorithm: &str, params: Value, privacy: Value) -> Value {
-    json!({ "dataset_id": dataset, "algorithm": algorithm, "params": params, "privacy": privacy })
 }
 
 #[tokio::test]
