@@ -296,38 +296,54 @@ async fn bad_job_requests_are_4xx_with_the_field() {
 }
 
 #[tokio::test]
-async fn matrix_datasets_run_the_power_method_and_analyze_gauss() {
+async fn matrix_datasets_run_every_algorithm_that_supports_them() {
     let app = TestApp::start().await;
     let key = app.tenant("t").await;
-    let id = app
-        .dataset(
-            &key,
-            json!({ "name": "m", "kind": "matrix", "entry_bound": 1.0, "budget": { "rho": 100.0 } }),
-        )
-        .await;
-    let m = "4,1,0,0\n1,3,0,0\n0,0,1,0\n0,0,0,0.5\n";
+    let matrix = json!({ "name": "m", "kind": "matrix", "entry_bound": 1.0, "budget": { "rho": 1e5 } });
+    let id = app.dataset(&key, matrix).await;
+    // The top-2 eigenspace is spanned by the first two coordinates (eigenvalues 36 and 24 against 5 and 2).
+    let m = "30,6,0,0\n6,30,0,0\n0,0,5,0\n0,0,0,2\n";
     assert_eq!(
         app.upload(&key, &id, "text/csv", m.as_bytes().to_vec())
             .await
             .status,
         StatusCode::OK
     );
-    for algorithm in ["noisy_power", "analyze_gauss"] {
-        let reply = app
+    for (algorithm, params) in [
+        ("noisy_power", json!({ "k": 2 })),
+        ("analyze_gauss", json!({ "k": 2 })),
+        ("coherent_power", json!({ "k": 2, "coherence_bound": 4 })),
+    ] {
+        let done = app
+            .run(&key, job(&id, algorithm, params, json!({ "rho": 1e4 })))
+            .await;
+        assert_eq!(done["status"], "succeeded", "{algorithm}: {done}");
+        let result = app
+            .get(&format!("/v1/jobs/{}/result", done["id"].as_str().unwrap()), &key)
+            .await
+            .json();
+        let basis: Vec<Vec<f64>> = serde_json::from_value(result["basis"].clone()).unwrap();
+        for column in &basis {
+            let captured = column[0] * column[0] + column[1] * column[1];
+            assert!(captured > 0.99, "{algorithm}: {column:?}");
+        }
+    }
+    // Algorithms without a proof for matrices refuse them.
+    for algorithm in ["eigen_sampling", "k_dp_pca", "dp_oja"] {
+        let doc = app
             .post(
                 "/v1/jobs",
                 &key,
-                job(&id, algorithm, json!({ "k": 2 }), json!({ "rho": 10.0 })),
+                job(
+                    &id,
+                    algorithm,
+                    json!({ "k": 1 }),
+                    json!({ "rho": 1.0, "delta": 0.1 }),
+                ),
             )
-            .await;
-        assert_eq!(
-            reply.status,
-            StatusCode::ACCEPTED,
-            "{}",
-            String::from_utf8_lossy(&reply.bytes)
-        );
-        let done = app.wait(&key, reply.json()["id"].as_str().unwrap()).await;
-        assert_eq!(done["status"], "succeeded", "{done}");
+            .await
+            .problem(422);
+        assert_eq!(doc["field"], "algorithm", "{algorithm}");
     }
 }
 
