@@ -10,9 +10,11 @@
 
 pub mod analyze_gauss;
 pub mod bingham;
+pub mod centering;
 pub mod coherent_power;
 pub mod dp_oja;
 pub mod eigen_sampling;
+pub mod eigenvalues;
 pub mod env;
 pub mod exact;
 pub mod k_dp_pca;

@@ -1,21 +1,27 @@
 //! The list of algorithms the service offers, and the object-safe view of [`Algorithm`] the
 //! rest of the service uses (configurations travel as JSON between submission and run).
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::analyze_gauss::AnalyzeGauss;
+use super::centering::CenterConfig;
+use super::eigenvalues::{self, EigenvalueConfig};
 use super::exact::Exact;
 use super::noisy_power::NoisyPower;
-use super::{Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError};
-use crate::dataset::DataContext;
+use super::{
+    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, ParamInfo, RunEnv, RunError,
+};
+use crate::dataset::{DataContext, Kind};
 use crate::privacy::{Cost, PrivacyTarget};
 
 /// A job ready to be charged and queued.
 #[derive(Debug, Clone)]
 pub struct Prepared {
-    /// The full configuration, defaults filled in and noise calibrated.
+    /// The full configuration, defaults filled in and noise calibrated: the algorithm's own
+    /// configuration object, plus the keys `center`, `with_eigenvalues` and `eigenvalues` when
+    /// the generic options are used.
     pub config: Value,
-    /// What the ledger charges: the algorithm's cost formula on `config`.
+    /// What the ledger charges: the options' costs composed with the algorithm's cost formula.
     pub cost: Cost,
     pub noise: Vec<NoiseScale>,
 }
@@ -42,9 +48,244 @@ pub trait DynAlgorithm: Send + Sync {
     ) -> Result<Output, RunError>;
 }
 
+// Generic job options (`center`, `center_share`, `with_eigenvalues`, `eigenvalue_share`) are
+// handled here for every algorithm (see [`super::centering`] and [`super::eigenvalues`]),
+// unless the algorithm declares a parameter of the same name itself.
+/// Top-level keys added to the stored configuration when an option is used.
+const CONFIG_CENTER: &str = "center";
+const CONFIG_EIGENVALUES: &str = "eigenvalues";
+const CONFIG_WITH_EIGENVALUES: &str = "with_eigenvalues";
+
+fn declares(info: &AlgorithmInfo, name: &str) -> bool {
+    info.params.iter().any(|p| p.name == name)
+}
+
+/// The generic parameters an algorithm accepts in addition to its own.
+fn generic_param_info(info: &AlgorithmInfo) -> Vec<ParamInfo> {
+    let mut params = Vec::new();
+    let own = |name: &str| declares(info, name);
+    if info.kinds.contains(&Kind::Records) && !own("center") {
+        params.push(ParamInfo {
+            name: "center",
+            json_type: "string",
+            description: "records only: \"none\", \"private\" (private mean by the Gaussian mechanism on the clipped sum, charged center_share of the job's budget; rows re-centred and re-clipped) or an array of d numbers (a public centre, free)",
+            default: Some(json!("none")),
+            required: false,
+            minimum: None,
+            allowed: None,
+        });
+        if !own("center_share") {
+            params.push(ParamInfo {
+                name: "center_share",
+                json_type: "number",
+                description: "share of the job's ρ spent on the private mean, in (0, 1); only with center = \"private\"",
+                default: Some(json!(super::centering::DEFAULT_CENTER_SHARE)),
+                required: false,
+                minimum: Some(0.0),
+                allowed: None,
+            });
+        }
+    }
+    if !own("with_eigenvalues") {
+        params.push(ParamInfo {
+            name: "with_eigenvalues",
+            json_type: "boolean",
+            description: "true: return private eigenvalue estimates (free when the algorithm releases them, otherwise noisy Rayleigh quotients charged eigenvalue_share of the job's ρ); false: return none; absent: return them only when free",
+            default: None,
+            required: false,
+            minimum: None,
+            allowed: None,
+        });
+    }
+    if !own("eigenvalue_share") && !eigenvalues::releases_eigenvalues(info.name) {
+        params.push(ParamInfo {
+            name: "eigenvalue_share",
+            json_type: "number",
+            description: "share of the job's ρ spent on the eigenvalue estimates, in (0, 1); only with with_eigenvalues = true",
+            default: Some(json!(eigenvalues::DEFAULT_EIGENVALUE_SHARE)),
+            required: false,
+            minimum: Some(0.0),
+            allowed: None,
+        });
+    }
+    params
+}
+
+/// The generic options of one job, validated and calibrated.
+#[derive(Debug, Default)]
+struct Options {
+    center: Option<CenterConfig>,
+    with_eigenvalues: Option<bool>,
+    eigenvalues: Option<EigenvalueConfig>,
+}
+
+impl Options {
+    /// Removes the generic parameters the algorithm does not declare from `params` and splits
+    /// the target: the options' costs first, the algorithm gets the rest.
+    fn take(
+        info: &AlgorithmInfo,
+        params: &mut Value,
+        ctx: &DataContext,
+        target: &PrivacyTarget,
+    ) -> Result<(Options, PrivacyTarget), ConfigError> {
+        let Value::Object(map) = params else {
+            return Ok((Options::default(), *target));
+        };
+        let mut options = Options::default();
+        let center = if declares(info, "center") {
+            None
+        } else {
+            super::centering::take_request(map, ctx)?
+        };
+        let mut with = None;
+        if !declares(info, "with_eigenvalues") {
+            match map.remove("with_eigenvalues") {
+                None | Some(Value::Null) => {}
+                Some(Value::Bool(b)) => with = Some(b),
+                Some(_) => {
+                    return Err(ConfigError::invalid(
+                        "params.with_eigenvalues",
+                        "must be a boolean",
+                    ));
+                }
+            }
+        }
+        let mut eigen_share = None;
+        if !declares(info, "eigenvalue_share")
+            && let Some(v) = map.remove("eigenvalue_share").filter(|v| !v.is_null())
+        {
+            let share = eigenvalues::check_share(&v, "params.eigenvalue_share")?;
+            if with != Some(true) || eigenvalues::releases_eigenvalues(info.name) {
+                return Err(ConfigError::invalid(
+                    "params.eigenvalue_share",
+                    "applies only with with_eigenvalues = true on an algorithm that does not release eigenvalues itself",
+                ));
+            }
+            eigen_share = Some(share);
+        }
+        options.with_eigenvalues = with;
+        let needs_charge = with == Some(true) && !eigenvalues::releases_eigenvalues(info.name);
+        if center.is_none() && !needs_charge {
+            return Ok((options, *target));
+        }
+        let rho = target.rho;
+        if !(rho > 0.0 && rho.is_finite()) {
+            return Err(ConfigError::invalid("rho", "must be a finite number > 0"));
+        }
+        if let Some(request) = center {
+            options.center = Some(super::centering::configure(request, ctx, rho)?);
+        }
+        if needs_charge {
+            let share = eigen_share.unwrap_or(eigenvalues::DEFAULT_EIGENVALUE_SHARE);
+            options.eigenvalues = Some(eigenvalues::configure(share, ctx, rho));
+        }
+        let extras = options.cost();
+        let mut rest = rho - extras.rho;
+        if !(rest > 0.0) {
+            return Err(ConfigError::invalid(
+                "params.center_share",
+                "center_share and eigenvalue_share together must leave part of the budget to the algorithm",
+            ));
+        }
+        // Never let the composed total exceed the target in floating point.
+        while extras.rho + rest > rho {
+            rest = rest.next_down();
+        }
+        Ok((
+            options,
+            PrivacyTarget {
+                rho: rest,
+                delta: target.delta,
+            },
+        ))
+    }
+
+    /// The options' own cost (composed before the algorithm's).
+    fn cost(&self) -> Cost {
+        let center = self.center.as_ref().map_or(Cost::ZERO, CenterConfig::cost);
+        let eigen = self
+            .eigenvalues
+            .as_ref()
+            .map_or(Cost::ZERO, EigenvalueConfig::cost);
+        center.then(eigen)
+    }
+
+    fn noise(&self, d: usize, k: Option<usize>) -> Vec<NoiseScale> {
+        let mut noise = self.center.as_ref().map_or(Vec::new(), |c| c.noise_scales(d));
+        if let Some(e) = &self.eigenvalues {
+            noise.push(e.noise_scale(k.unwrap_or(0)));
+        }
+        noise
+    }
+
+    /// Adds the options to the algorithm's configuration object.
+    fn store(&self, config: &mut Value) -> Result<(), ConfigError> {
+        if self.center.is_none() && self.with_eigenvalues.is_none() {
+            return Ok(());
+        }
+        let Value::Object(map) = config else {
+            return Err(ConfigError::invalid("params", "configuration is not an object"));
+        };
+        let mut put = |key: &str, value: Value| {
+            if map.insert(key.to_string(), value).is_some() {
+                Err(ConfigError::invalid(
+                    "params",
+                    format!("configuration key `{key}` is used by the algorithm"),
+                ))
+            } else {
+                Ok(())
+            }
+        };
+        let ser = |e: serde_json::Error| {
+            ConfigError::invalid("params", format!("configuration not serialisable: {e}"))
+        };
+        if let Some(c) = &self.center {
+            put(CONFIG_CENTER, serde_json::to_value(c).map_err(ser)?)?;
+        }
+        if let Some(w) = self.with_eigenvalues {
+            put(CONFIG_WITH_EIGENVALUES, Value::Bool(w))?;
+        }
+        if let Some(e) = &self.eigenvalues {
+            put(CONFIG_EIGENVALUES, serde_json::to_value(e).map_err(ser)?)?;
+        }
+        Ok(())
+    }
+
+    /// Splits a stored configuration into the algorithm's own object and the options.
+    fn load(info: &AlgorithmInfo, config: &Value) -> Result<(Value, Options), RunError> {
+        let bad = |e: serde_json::Error| RunError::Failed(format!("stored configuration is unreadable: {e}"));
+        let mut own = config.clone();
+        let mut options = Options::default();
+        if let Value::Object(map) = &mut own {
+            if !declares(info, "center")
+                && let Some(c) = map.remove(CONFIG_CENTER)
+            {
+                options.center = Some(serde_json::from_value(c).map_err(bad)?);
+            }
+            if !declares(info, "with_eigenvalues")
+                && let Some(w) = map.remove(CONFIG_WITH_EIGENVALUES)
+            {
+                options.with_eigenvalues = Some(serde_json::from_value(w).map_err(bad)?);
+            }
+            if let Some(e) = map.remove(CONFIG_EIGENVALUES) {
+                options.eigenvalues = Some(serde_json::from_value(e).map_err(bad)?);
+            }
+        }
+        Ok((own, options))
+    }
+}
+
+/// The `k` of an algorithm configuration, for display of the eigenvalue release.
+fn config_k(config: &Value) -> Option<usize> {
+    config.get("k").and_then(Value::as_u64).map(|k| k as usize)
+}
+
 impl<A: Algorithm> DynAlgorithm for A {
     fn info(&self) -> AlgorithmInfo {
-        Algorithm::info(self)
+        let mut info = Algorithm::info(self);
+        let generic = generic_param_info(&info);
+        info.params.extend(generic);
+        info
     }
 
     fn prepare(
@@ -70,11 +311,12 @@ impl<A: Algorithm> DynAlgorithm for A {
                 info.relations.iter().map(|r| r.as_str()).collect::<Vec<_>>(),
             )));
         }
-        let params = if params.is_null() {
+        let mut params = if params.is_null() {
             Value::Object(Default::default())
         } else {
             params
         };
+        let (options, algorithm_target) = Options::take(&info, &mut params, ctx, target)?;
         let parsed: A::Params = serde_path_to_error::deserialize(params).map_err(|e| {
             let path = e.path().to_string();
             let field = if path == "." {
@@ -84,11 +326,13 @@ impl<A: Algorithm> DynAlgorithm for A {
             };
             ConfigError::invalid(field, e.into_inner().to_string())
         })?;
-        let config = self.configure(parsed, ctx, target)?;
-        let cost = self.cost(&config, ctx);
-        let noise = self.noise_scales(&config, ctx);
-        let config = serde_json::to_value(&config)
+        let config = self.configure(parsed, ctx, &algorithm_target)?;
+        let cost = options.cost().then(self.cost(&config, ctx));
+        let mut noise = self.noise_scales(&config, ctx);
+        let mut config = serde_json::to_value(&config)
             .map_err(|e| ConfigError::invalid("params", format!("configuration not serialisable: {e}")))?;
+        noise.extend(options.noise(ctx.d, config_k(&config)));
+        options.store(&mut config)?;
         Ok(Prepared { config, cost, noise })
     }
 
@@ -99,9 +343,34 @@ impl<A: Algorithm> DynAlgorithm for A {
         ctx: &DataContext,
         env: &mut RunEnv<'_>,
     ) -> Result<Output, RunError> {
-        let config: A::Config = serde_json::from_value(config.clone())
+        let info = Algorithm::info(self);
+        let (own, options) = Options::load(&info, config)?;
+        let config: A::Config = serde_json::from_value(own)
             .map_err(|e| RunError::Failed(format!("stored configuration is unreadable: {e}")))?;
-        self.run(input, &config, ctx, env)
+        let centred;
+        let input = match (&options.center, input) {
+            (None, input) => input,
+            (Some(center), DataInput::Records { xt }) => {
+                centred = center.apply(xt, ctx, env)?;
+                DataInput::Records { xt: &centred }
+            }
+            (Some(_), DataInput::Matrix { .. }) => {
+                return Err(RunError::Failed(
+                    "centering applies to records datasets only".into(),
+                ));
+            }
+        };
+        let mut output = self.run(input, &config, ctx, env)?;
+        match options.with_eigenvalues {
+            Some(false) => output.eigenvalues = None,
+            Some(true) => {
+                if let Some(e) = &options.eigenvalues {
+                    output.eigenvalues = Some(e.release(input, &output.basis, env)?);
+                }
+            }
+            None => {}
+        }
+        Ok(output)
     }
 }
 

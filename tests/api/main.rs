@@ -11,3 +11,4 @@ mod datasets;
 mod jobs;
 mod ledger;
 mod meta;
+mod options;

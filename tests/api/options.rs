@@ -1,0 +1,178 @@
+//! The generic job options of issue 3 through HTTP: private / given centering and private
+//! eigenvalue estimates, for every algorithm.
+
+use serde_json::{Value, json};
+
+use crate::helpers::{TestApp, csv_rows, job};
+
+async fn result(app: &TestApp, key: &str, done: &Value) -> Value {
+    app.get(&format!("/v1/jobs/{}/result", done["id"].as_str().unwrap()), key)
+        .await
+        .json()
+}
+
+#[tokio::test]
+async fn private_centering_is_charged_within_the_requested_rho() {
+    let app = TestApp::start().await;
+    let key = app.tenant("t").await;
+    let ds = app
+        .records(&key, json!({ "rho": 10.0 }), &csv_rows(500, 4, 7))
+        .await;
+    let done = app
+        .run(
+            &key,
+            job(
+                &ds,
+                "noisy_power",
+                json!({ "k": 2, "center": "private" }),
+                json!({ "rho": 0.5 }),
+            ),
+        )
+        .await;
+    assert_eq!(done["status"], "succeeded", "{done}");
+    let rho = done["cost"]["rho"].as_f64().unwrap();
+    assert!(rho <= 0.5 && (rho - 0.5).abs() < 1e-9, "{done}");
+    let center = &done["config"]["center"];
+    assert_eq!(center["mode"], "private", "{done}");
+    // replace_one, β = 1, ρ_c = 0.1·0.5: sd = 2/sqrt(2·0.05).
+    let sd = center["noise_sd"].as_f64().unwrap();
+    assert!((sd - 2.0 / 0.1_f64.sqrt()).abs() < 1e-9, "{center}");
+    assert!(done["config"]["multiplier"].as_f64().unwrap() > 0.0);
+    let budget = app.get(&format!("/v1/datasets/{ds}"), &key).await.json()["budget"].clone();
+    assert!(
+        (budget["spent"]["rho"].as_f64().unwrap() - 0.5).abs() < 1e-9,
+        "{budget}"
+    );
+    let out = result(&app, &key, &done).await;
+    assert_eq!(out["k"], 2);
+}
+
+#[tokio::test]
+async fn a_given_centre_is_checked_and_free() {
+    let app = TestApp::without_runner().await;
+    let key = app.tenant("t").await;
+    let ds = app
+        .records(&key, json!({ "rho": 10.0 }), &csv_rows(50, 4, 7))
+        .await;
+    for center in [json!([0.0, 1.0]), json!([0.0, 1.0, 2.0, "x"]), json!("mean")] {
+        let doc = app
+            .post(
+                "/v1/jobs",
+                &key,
+                job(
+                    &ds,
+                    "noisy_power",
+                    json!({ "k": 1, "center": center }),
+                    json!({ "rho": 0.5 }),
+                ),
+            )
+            .await
+            .problem(422);
+        assert_eq!(doc["field"], "params.center", "{doc}");
+    }
+    let reply = app
+        .post(
+            "/v1/jobs",
+            &key,
+            job(
+                &ds,
+                "noisy_power",
+                json!({ "k": 1, "center": [0.0, 0.1, 0.0, 0.0] }),
+                json!({ "rho": 0.5 }),
+            ),
+        )
+        .await;
+    assert_eq!(
+        reply.status.as_u16(),
+        202,
+        "{}",
+        String::from_utf8_lossy(&reply.bytes)
+    );
+    let view = reply.json();
+    assert_eq!(view["config"]["center"]["mode"], "given");
+    assert!(
+        (view["cost"]["rho"].as_f64().unwrap() - 0.5).abs() < 1e-9,
+        "{view}"
+    );
+}
+
+#[tokio::test]
+async fn centering_a_matrix_is_refused() {
+    let app = TestApp::without_runner().await;
+    let key = app.tenant("t").await;
+    let matrix = app
+        .dataset(
+            &key,
+            json!({ "name": "m", "kind": "matrix", "budget": { "rho": 1 } }),
+        )
+        .await;
+    app.upload(&key, &matrix, "text/csv", b"2,1\n1,2\n".to_vec())
+        .await;
+    let doc = app
+        .post(
+            "/v1/jobs",
+            &key,
+            job(
+                &matrix,
+                "noisy_power",
+                json!({ "k": 1, "center": "private" }),
+                json!({ "rho": 0.5 }),
+            ),
+        )
+        .await
+        .problem(422);
+    assert_eq!(doc["field"], "params.center", "{doc}");
+}
+
+#[tokio::test]
+async fn with_eigenvalues_false_returns_none() {
+    let app = TestApp::start().await;
+    let key = app.tenant("t").await;
+    let ds = app
+        .records(&key, json!({ "rho": 1e6 }), &csv_rows(400, 4, 3))
+        .await;
+    let done = app
+        .run(
+            &key,
+            job(
+                &ds,
+                "noisy_power",
+                json!({ "k": 2, "with_eigenvalues": false }),
+                json!({ "rho": 10.0 }),
+            ),
+        )
+        .await;
+    assert_eq!(done["status"], "succeeded", "{done}");
+    let out = result(&app, &key, &done).await;
+    assert!(out["eigenvalues"].as_array().is_none(), "{out}");
+}
+
+#[tokio::test]
+async fn dp_oja_eigenvalues_are_charged_inside_the_requested_rho() {
+    let app = TestApp::start().await;
+    let key = app.tenant("t").await;
+    let ds = app
+        .records(&key, json!({ "rho": 1e6 }), &csv_rows(3000, 5, 3))
+        .await;
+    let done = app
+        .run(
+            &key,
+            job(
+                &ds,
+                "dp_oja",
+                json!({ "k": 2, "with_eigenvalues": true }),
+                json!({ "rho": 1e4 }),
+            ),
+        )
+        .await;
+    assert_eq!(done["status"], "succeeded", "{done}");
+    let rho = done["cost"]["rho"].as_f64().unwrap();
+    assert!(rho <= 1e4 && (rho - 1e4).abs() < 1e-6, "{done}");
+    let eigen = &done["config"]["eigenvalues"];
+    assert!((eigen["rho"].as_f64().unwrap() - 1e3).abs() < 1e-6, "{eigen}");
+    let out = result(&app, &key, &done).await;
+    let values = out["eigenvalues"].as_array().expect("eigenvalues");
+    assert_eq!(values.len(), 2, "{out}");
+    // The first column of csv_rows carries most of the energy: λ̂₁ ≈ Σ x₁² ≫ noise sd (≈ 0.03).
+    assert!(values[0].as_f64().unwrap() > values[1].as_f64().unwrap(), "{out}");
+}
