@@ -85,15 +85,7 @@ impl Algorithm for AnalyzeGauss {
             source: "Dwork, Talwar, Thakurta & Zhang 2014 (Analyze Gauss, DP-Gauss-1); seed 004 App. G",
             kinds: vec![Kind::Records, Kind::Matrix],
             relations: vec![Relation::ReplaceOne, Relation::AddRemove, Relation::Entry],
-            params: vec![ParamInfo {
-                name: "k",
-                json_type: "integer",
-                description: "Target rank: number of principal components returned (1 ≤ k ≤ d).",
-                default: None,
-                required: true,
-                minimum: Some(1.0),
-                allowed: None,
-            }],
+            params: vec![ParamInfo::rank()],
             privacy: "ρ-zCDP with ρ = Δ²/(2σ²): one Gaussian mechanism on the upper triangle of A, Δ = β² (add_remove), √2·β² (replace_one) or u (matrix).",
             public_only: false,
         }

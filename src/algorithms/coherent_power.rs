@@ -360,15 +360,7 @@ impl Algorithm for CoherentPower {
             kinds: vec![Kind::Records, Kind::Matrix],
             relations: vec![Relation::ReplaceOne, Relation::AddRemove, Relation::Entry],
             params: vec![
-                ParamInfo {
-                    name: "k",
-                    json_type: "integer",
-                    description: "Target rank: number of principal components returned (1 ≤ k ≤ d).",
-                    default: None,
-                    required: true,
-                    minimum: Some(1.0),
-                    allowed: None,
-                },
+                ParamInfo::rank(),
                 ParamInfo {
                     name: "iterations",
                     json_type: "integer",

@@ -112,15 +112,7 @@ impl Algorithm for DpOja {
             kinds: vec![Kind::Records],
             relations: vec![Relation::ReplaceOne],
             params: vec![
-                ParamInfo {
-                    name: "k",
-                    json_type: "integer",
-                    description: "Target rank: number of principal components returned (1 ≤ k ≤ d). The records are split into k disjoint parts, one per component.",
-                    default: None,
-                    required: true,
-                    minimum: Some(1.0),
-                    allowed: None,
-                },
+                ParamInfo::rank(),
                 ParamInfo {
                     name: "clip",
                     json_type: "number",

@@ -170,15 +170,7 @@ impl Algorithm for EigenSampling {
             kinds: vec![Kind::Records],
             relations: vec![Relation::ReplaceOne, Relation::AddRemove],
             params: vec![
-                ParamInfo {
-                    name: "k",
-                    json_type: "integer",
-                    description: "Target rank: number of principal components returned (1 ≤ k ≤ d).",
-                    default: None,
-                    required: true,
-                    minimum: Some(1.0),
-                    allowed: None,
-                },
+                ParamInfo::rank(),
                 ParamInfo {
                     name: "eigenvalue_share",
                     json_type: "number",

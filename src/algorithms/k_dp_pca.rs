@@ -251,15 +251,7 @@ impl Algorithm for KDpPca {
             kinds: vec![Kind::Records],
             relations: vec![Relation::ReplaceOne],
             params: vec![
-                ParamInfo {
-                    name: "k",
-                    json_type: "integer",
-                    description: "Target rank: number of principal components returned (1 ≤ k ≤ d). The records are split into k disjoint parts, one per component.",
-                    default: None,
-                    required: true,
-                    minimum: Some(1.0),
-                    allowed: None,
-                },
+                ParamInfo::rank(),
                 param(
                     "batch_size",
                     "integer",

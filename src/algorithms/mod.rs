@@ -124,6 +124,21 @@ pub struct ParamInfo {
     pub allowed: Option<Vec<&'static str>>,
 }
 
+impl ParamInfo {
+    /// The target rank k every algorithm takes: required, 1 ≤ k ≤ d.
+    pub fn rank() -> Self {
+        Self {
+            name: "k",
+            json_type: "integer",
+            description: "Target rank: number of principal components returned (1 ≤ k ≤ d).",
+            default: None,
+            required: true,
+            minimum: Some(1.0),
+            allowed: None,
+        }
+    }
+}
+
 /// What `GET /v1/algorithms` shows about an algorithm.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AlgorithmInfo {

@@ -173,15 +173,7 @@ impl Algorithm for NoisyPower {
             kinds: vec![Kind::Records, Kind::Matrix],
             relations: vec![Relation::ReplaceOne, Relation::AddRemove, Relation::Entry],
             params: vec![
-                ParamInfo {
-                    name: "k",
-                    json_type: "integer",
-                    description: "Target rank: number of principal components returned (1 ≤ k ≤ d).",
-                    default: None,
-                    required: true,
-                    minimum: Some(1.0),
-                    allowed: None,
-                },
+                ParamInfo::rank(),
                 ParamInfo {
                     name: "p",
                     json_type: "integer",

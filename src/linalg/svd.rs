@@ -5,7 +5,7 @@ use faer::dyn_stack::{MemBuffer, MemStack};
 use faer::linalg::svd::{self, ComputeSvdVectors};
 
 use super::error::{LinalgError, check_finite};
-use super::threads::{par_for_decomposition, work};
+use super::threads::{par_for_svd, work};
 use super::view::{view, view_mut};
 use super::{Matrix, Vector};
 
@@ -36,7 +36,7 @@ pub fn try_thin_svd(y: &Matrix) -> Result<ThinSvd, LinalgError> {
     if r == 0 {
         return Ok(out);
     }
-    let par = par_for_decomposition(work(m, n, r));
+    let par = par_for_svd(work(m, n, r));
     let thin = ComputeSvdVectors::Thin;
     let mut buffer = MemBuffer::new(svd::svd_scratch::<f64>(m, n, thin, thin, par, Default::default()));
     svd::svd(
@@ -73,7 +73,7 @@ pub fn thin_svd(y: &Matrix) -> ThinSvd {
 mod tests {
     use super::*;
     use crate::linalg::testing::{gaussian, is_decreasing, max_abs, max_diff, orthonormality_reference};
-    use crate::linalg::threads::DECOMPOSITION_MIN_WORK;
+    use crate::linalg::threads::SVD_MIN_WORK;
 
     fn check(y: &Matrix) {
         let (m, n) = y.shape();
@@ -120,10 +120,10 @@ mod tests {
 
     #[test]
     fn large_enough_to_run_in_parallel() {
-        let d = (DECOMPOSITION_MIN_WORK as f64).cbrt().ceil() as usize + 1;
-        // Wide, so faer's transposed path runs too.
-        let (m, n) = (d, d + 7);
-        assert!(work(m, n, d) >= DECOMPOSITION_MIN_WORK);
+        // Wide, so faer's transposed path runs too; m·n·m ≥ SVD_MIN_WORK.
+        let m = 500;
+        let n = SVD_MIN_WORK / (m * m) + 1;
+        assert!(n > m && work(m, n, m) >= SVD_MIN_WORK);
         check(&gaussian(m, n, 450));
     }
 

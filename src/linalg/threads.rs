@@ -11,15 +11,19 @@ use faer::Par;
 
 /// Work (multiply-adds) below which a product ([`super::matmul`], [`super::gram_t`],
 /// [`super::gram_t_times`]) runs sequentially: under it, waking the pool costs more than the
-/// second thread saves. Measured crossover on the 2-core reference machine
-/// (docs/performance-linalg.md): faer's square matmul is slower in parallel at 128³ ≈ 2.1·10⁶
-/// and faster from 192³ ≈ 7.1·10⁶.
-pub const PRODUCT_MIN_WORK: usize = 1 << 22;
+/// second thread saves. Measured on the 2-core reference machine (docs/performance-linalg.md):
+/// faer's square matmul in parallel takes 1.41× the sequential time at 96³ ≈ 0.9·10⁶, 0.92× at
+/// 128³ ≈ 2.1·10⁶ and 0.60× at 192³.
+pub const PRODUCT_MIN_WORK: usize = 1 << 21;
 
-/// Work (≈ m·n·min(m, n) multiply-adds) below which a decomposition (QR, eigen, SVD) runs
-/// sequentially. Their parallel parts are shorter than a product's, so the crossover is later:
-/// see the table in docs/performance-linalg.md.
+/// Work (≈ m·n·min(m, n) multiply-adds) below which thin QR and the symmetric eigendecomposition
+/// run sequentially. Measured (docs/performance-linalg.md): eigh is 0.93× at d = 256 (1.7·10⁷)
+/// and 0.82× at d = 512; QR 1.27× at 20000×20 (8·10⁶) and 0.68× at 20000×100 (2·10⁸).
 pub const DECOMPOSITION_MIN_WORK: usize = 1 << 25;
+
+/// Work below which the SVD runs sequentially: faer's parallel SVD only pays from about
+/// 768×768 (0.95×; 1.07× at 512×512, 0.76× at 1024×1024).
+pub const SVD_MIN_WORK: usize = 1 << 28;
 
 static INIT: Once = Once::new();
 
@@ -51,14 +55,19 @@ pub fn par_for(work: usize) -> Par {
     if work < PRODUCT_MIN_WORK { Par::Seq } else { par() }
 }
 
-/// [`par`] for a decomposition of `work` multiply-adds, or `Par::Seq` below
-/// [`DECOMPOSITION_MIN_WORK`].
+/// [`par`] for a thin QR or symmetric eigendecomposition of `work` multiply-adds, or `Par::Seq`
+/// below [`DECOMPOSITION_MIN_WORK`].
 pub(crate) fn par_for_decomposition(work: usize) -> Par {
     if work < DECOMPOSITION_MIN_WORK {
         Par::Seq
     } else {
         par()
     }
+}
+
+/// [`par`] for an SVD of `work` multiply-adds, or `Par::Seq` below [`SVD_MIN_WORK`].
+pub(crate) fn par_for_svd(work: usize) -> Par {
+    if work < SVD_MIN_WORK { Par::Seq } else { par() }
 }
 
 /// `a·b·c` without overflow (saturates), for work estimates.
@@ -89,6 +98,8 @@ mod tests {
         assert_eq!(par_for(PRODUCT_MIN_WORK), par());
         assert_eq!(par_for_decomposition(DECOMPOSITION_MIN_WORK - 1), Par::Seq);
         assert_eq!(par_for_decomposition(DECOMPOSITION_MIN_WORK), par());
+        assert_eq!(par_for_svd(SVD_MIN_WORK - 1), Par::Seq);
+        assert_eq!(par_for_svd(SVD_MIN_WORK), par());
         assert_eq!(work(usize::MAX, 2, 3), usize::MAX);
     }
 }
