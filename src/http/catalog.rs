@@ -13,7 +13,7 @@ use super::error::{ApiError, Json, ProblemDocument};
 use super::jobs::price;
 use super::privacy_input::{DEFAULT_DISPLAY_DELTA, PrivacyAmount, PrivacyInput};
 use crate::algorithms::{self, AlgorithmInfo, NoiseScale};
-use crate::privacy::units::{DELTA_UNIT, RHO_UNIT, from_units};
+use crate::privacy::units::{DELTA_UNIT, RHO_UNIT, admits, from_units};
 use crate::state::AppState;
 use crate::store::DatasetStatus;
 
@@ -213,12 +213,13 @@ pub async fn plan(
             crate::privacy::units::charge_units(target.delta.unwrap_or(0.0), DELTA_UNIT),
         ),
     };
+    // The ledger's own admission rule (privacy::units::admits), without charging.
     view.fits_budget = Some(match (dataset.budget_rho_units, dataset.budget_delta_units) {
         _ if dataset.public => true,
         (Some(rho), Some(delta)) => {
             dataset.status != DatasetStatus::Deleted
-                && dataset.spent_rho_units + rho_units <= rho
-                && dataset.spent_delta_units + delta_units <= delta
+                && admits(dataset.spent_rho_units, rho_units, rho)
+                && admits(dataset.spent_delta_units, delta_units, delta)
         }
         _ => false,
     });

@@ -110,7 +110,10 @@ impl From<&DatasetRecord> for DatasetView {
                     stated,
                     total: amount(total_rho, total_delta),
                     spent: amount(r.spent_rho_units, r.spent_delta_units),
-                    remaining: amount(total_rho - r.spent_rho_units, total_delta - r.spent_delta_units),
+                    remaining: amount(
+                        r.remaining_rho_units().unwrap_or(0),
+                        r.remaining_delta_units().unwrap_or(0),
+                    ),
                 })
             }
             _ => None,

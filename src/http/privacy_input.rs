@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::error::ApiError;
-use crate::privacy::units::{DELTA_UNIT, MAX_RHO, RHO_UNIT, budget_units};
+use crate::privacy::units::{MAX_RHO, checked_delta_budget_units, checked_rho_budget_units};
 use crate::privacy::{Delta, Epsilon, PrivacyTarget, Rho, epsilon_delta_to_rho};
 
 /// δ at which a budget stated only as ρ is displayed as (ε, δ).
@@ -40,54 +40,79 @@ fn field_err(field: &str, e: impl std::fmt::Display) -> ApiError {
     ApiError::validation(field, e.to_string())
 }
 
+/// Privacy as a client states it, checked: the one parser behind budgets and job targets.
+enum Stated {
+    /// `{"rho": ρ}` with an optional approximate-DP δ.
+    Rho { rho: Rho, delta: Option<Delta> },
+    /// `{"epsilon": ε, "delta": δ}`, with ρ from the inverse of Bun–Steinke Prop. 1.3.
+    EpsilonDelta { rho: f64, delta: Delta },
+}
+
+fn parse_stated(
+    prefix: &str,
+    rho: Option<f64>,
+    epsilon: Option<f64>,
+    delta: Option<f64>,
+) -> Result<Stated, ApiError> {
+    let f = |name: &str| format!("{prefix}.{name}");
+    let delta_of = |d: f64| Delta::new(d).map_err(|e| field_err(&f("delta"), e));
+    match (rho, epsilon) {
+        (Some(rho), None) => {
+            let rho = Rho::new(rho).map_err(|e| field_err(&f("rho"), e))?;
+            if !(rho.get() <= MAX_RHO) {
+                return Err(ApiError::validation(
+                    f("rho"),
+                    format!("rho must be at most {MAX_RHO}"),
+                ));
+            }
+            Ok(Stated::Rho {
+                rho,
+                delta: delta.map(delta_of).transpose()?,
+            })
+        }
+        (None, Some(epsilon)) => {
+            let epsilon = Epsilon::new(epsilon).map_err(|e| field_err(&f("epsilon"), e))?;
+            let delta = delta.ok_or_else(|| ApiError::validation(f("delta"), "epsilon needs delta"))?;
+            let delta = delta_of(delta)?;
+            let rho = epsilon_delta_to_rho(epsilon, delta);
+            if !(rho <= MAX_RHO) {
+                return Err(ApiError::validation(
+                    f("epsilon"),
+                    "epsilon is larger than the maximum",
+                ));
+            }
+            Ok(Stated::EpsilonDelta { rho, delta })
+        }
+        (Some(_), Some(_)) => Err(ApiError::validation(
+            prefix,
+            "give either rho or (epsilon, delta), not both",
+        )),
+        (None, None) => Err(ApiError::validation(prefix, "give rho or (epsilon, delta)")),
+    }
+}
+
 impl BudgetInput {
     pub fn parse(&self) -> Result<ParsedBudget, ApiError> {
-        match (self.rho, self.epsilon) {
-            (Some(rho), None) => {
-                let rho = Rho::new(rho).map_err(|e| field_err("budget.rho", e))?;
-                if !(rho.get() <= MAX_RHO) {
-                    return Err(ApiError::validation(
-                        "budget.rho",
-                        format!("rho must be at most {MAX_RHO}"),
-                    ));
+        let (rho, delta_budget, display_delta) =
+            match parse_stated("budget", self.rho, self.epsilon, self.delta)? {
+                Stated::Rho { rho, delta } => {
+                    let delta = delta.map_or(0.0, Delta::get);
+                    (
+                        rho.get(),
+                        delta,
+                        if delta > 0.0 { delta } else { DEFAULT_DISPLAY_DELTA },
+                    )
                 }
-                let delta = match self.delta {
-                    Some(d) => Delta::new(d).map_err(|e| field_err("budget.delta", e))?.get(),
-                    None => 0.0,
-                };
-                Ok(ParsedBudget {
-                    rho: rho.get(),
-                    rho_units: budget_units(rho.get(), RHO_UNIT),
-                    delta_units: budget_units(delta, DELTA_UNIT),
-                    display_delta: if delta > 0.0 { delta } else { DEFAULT_DISPLAY_DELTA },
-                })
-            }
-            (None, Some(epsilon)) => {
-                let epsilon = Epsilon::new(epsilon).map_err(|e| field_err("budget.epsilon", e))?;
-                let delta = self.delta.ok_or_else(|| {
-                    ApiError::validation("budget.delta", "an (epsilon, delta) budget needs delta")
-                })?;
-                let delta = Delta::new(delta).map_err(|e| field_err("budget.delta", e))?;
-                let rho = epsilon_delta_to_rho(epsilon, delta);
-                if !(rho <= MAX_RHO) {
-                    return Err(ApiError::validation(
-                        "budget.epsilon",
-                        "budget is larger than the maximum",
-                    ));
-                }
-                Ok(ParsedBudget {
-                    rho,
-                    rho_units: budget_units(rho, RHO_UNIT),
-                    delta_units: 0,
-                    display_delta: delta.get(),
-                })
-            }
-            (Some(_), Some(_)) => Err(ApiError::validation(
-                "budget",
-                "give either rho or (epsilon, delta), not both",
-            )),
-            (None, None) => Err(ApiError::validation("budget", "give rho or (epsilon, delta)")),
-        }
+                // The whole δ went into the conversion: no approximate-DP δ is left to spend.
+                Stated::EpsilonDelta { rho, delta } => (rho, 0.0, delta.get()),
+            };
+        Ok(ParsedBudget {
+            rho,
+            rho_units: checked_rho_budget_units(rho).map_err(|e| field_err("budget", e))?,
+            delta_units: checked_delta_budget_units(delta_budget)
+                .map_err(|e| field_err("budget.delta", e))?,
+            display_delta,
+        })
     }
 }
 
@@ -106,43 +131,13 @@ pub struct PrivacyInput {
 
 impl PrivacyInput {
     pub fn parse(&self, prefix: &str) -> Result<PrivacyTarget, ApiError> {
-        let f = |name: &str| format!("{prefix}.{name}");
-        match (self.rho, self.epsilon) {
-            (Some(rho), None) => {
-                let rho = Rho::new(rho).map_err(|e| field_err(&f("rho"), e))?;
-                if !(rho.get() <= MAX_RHO) {
-                    return Err(ApiError::validation(
-                        f("rho"),
-                        format!("rho must be at most {MAX_RHO}"),
-                    ));
-                }
-                let delta = match self.delta {
-                    Some(d) => Some(Delta::new(d).map_err(|e| field_err(&f("delta"), e))?),
-                    None => None,
-                };
-                Ok(PrivacyTarget::from_rho(rho, delta))
-            }
-            (None, Some(epsilon)) => {
-                let epsilon = Epsilon::new(epsilon).map_err(|e| field_err(&f("epsilon"), e))?;
-                let delta = self
-                    .delta
-                    .ok_or_else(|| ApiError::validation(f("delta"), "epsilon needs delta"))?;
-                let delta = Delta::new(delta).map_err(|e| field_err(&f("delta"), e))?;
-                let target = PrivacyTarget::from_epsilon_delta(epsilon, delta);
-                if !(target.rho <= MAX_RHO) {
-                    return Err(ApiError::validation(
-                        f("epsilon"),
-                        "epsilon is larger than the maximum",
-                    ));
-                }
-                Ok(target)
-            }
-            (Some(_), Some(_)) => Err(ApiError::validation(
-                prefix,
-                "give either rho or (epsilon, delta), not both",
-            )),
-            (None, None) => Err(ApiError::validation(prefix, "give rho or (epsilon, delta)")),
-        }
+        Ok(match parse_stated(prefix, self.rho, self.epsilon, self.delta)? {
+            Stated::Rho { rho, delta } => PrivacyTarget::from_rho(rho, delta),
+            Stated::EpsilonDelta { rho, delta } => PrivacyTarget {
+                rho,
+                delta: Some(delta.get()),
+            },
+        })
     }
 }
 
