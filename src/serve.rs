@@ -24,6 +24,16 @@ pub async fn prepare(config: Config) -> anyhow::Result<AppState> {
             "jobs left running by an earlier stop were failed (their charges are kept)"
         );
     }
+    let stale = store
+        .remove_interrupted_uploads()
+        .await
+        .context("removing the temporary files of interrupted uploads")?;
+    if stale > 0 {
+        tracing::warn!(
+            stale,
+            "removed temporary files of uploads an earlier stop interrupted"
+        );
+    }
     let admin_key = match &config.admin_key {
         Some(key) if !key.trim().is_empty() => key.trim().to_string(),
         _ => {

@@ -400,6 +400,7 @@ impl Algorithm for CoherentPower {
             ],
             privacy: "ρ-zCDP with ρ = k·(m·T/(2s²) + ε''²/2): per component, m·T Gaussian rounds of sensitivity u_eff·sqrt(C/d) (m coherence candidates, 1 without the search) and one Laplace estimate of sensitivity u_eff.",
             public_only: false,
+            scope_reason: None,
         }
     }
 

@@ -134,6 +134,9 @@ impl Algorithm for DpOja {
             ],
             privacy: "ρ-zCDP with ρ = 1/(2a²): every update is a Gaussian mechanism (sensitivity 2c, sd 2c·a) on its own record, and records are disjoint across updates and rounds.",
             public_only: false,
+            scope_reason: Some(
+                "records under replace_one only: each record feeds exactly one update and the job is DP by parallel composition over disjoint updates; adding or removing a record shifts every later update, and matrix datasets have no per-record terms x xᵀ.",
+            ),
         }
     }
 

@@ -183,6 +183,9 @@ impl Algorithm for EigenSampling {
             ],
             privacy: "Pure ε-DP with ε = sqrt(2ρ), charged ρ = ε²/2: Laplace on the top-k eigenvalues (L1 sensitivity β² add_remove, 2β² replace_one) with share·ε, then min(k, d − 1) exponential-mechanism draws (score sensitivity β²) sharing the rest.",
             public_only: false,
+            scope_reason: Some(
+                "records only: the Laplace eigenvalues and the exponential mechanism's score uᵀCu are calibrated to one clipped row's xxᵀ (Amin et al. 2019); the paper and the spec give no matrix calibration.",
+            ),
         }
     }
 

@@ -83,6 +83,7 @@ impl Algorithm for Exact {
             ],
             privacy: "Not private: allowed only on datasets marked public; charges nothing.",
             public_only: true,
+            scope_reason: None,
         }
     }
 

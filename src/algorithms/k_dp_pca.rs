@@ -297,6 +297,9 @@ impl Algorithm for KDpPca {
             ],
             privacy: "(ε, δ)-DP with ε = sqrt(2ρ) and δ the job's delta, charged as δ-approximate ρ-zCDP: every step is (ε, δ)-DP on its own disjoint batch (stability histograms + Gaussian mechanism).",
             public_only: false,
+            scope_reason: Some(
+                "records under replace_one only: one shuffle splits the records into disjoint positional batches, each step is DP on its own batch, and the job is DP by parallel composition; adding or removing a record shifts every later batch, and matrix datasets have no per-record terms x xᵀ.",
+            ),
         }
     }
 

@@ -153,6 +153,9 @@ pub struct AlgorithmInfo {
     pub privacy: &'static str,
     /// Refused (403) on datasets that are not `public: true`.
     pub public_only: bool,
+    /// Why `kinds` and `relations` leave some datasets out, when they do; quoted when such a
+    /// dataset is refused.
+    pub scope_reason: Option<&'static str>,
 }
 
 /// One private PCA algorithm.

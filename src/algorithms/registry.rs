@@ -302,14 +302,19 @@ impl<A: Algorithm> DynAlgorithm for A {
             )));
         }
         if !info.kinds.contains(&ctx.kind()) || !info.relations.contains(&ctx.relation()) {
-            return Err(ConfigError::Unsupported(format!(
-                "algorithm `{}` does not support {} datasets with relation `{}` (it supports kinds {:?} with relations {:?})",
-                info.name,
-                ctx.kind().as_str(),
-                ctx.relation().as_str(),
-                info.kinds.iter().map(|k| k.as_str()).collect::<Vec<_>>(),
-                info.relations.iter().map(|r| r.as_str()).collect::<Vec<_>>(),
-            )));
+            return Err(ConfigError::Unsupported(
+                format!(
+                    "algorithm `{}` does not support {} datasets with relation `{}` (it supports kinds {:?} with relations {:?})",
+                    info.name,
+                    ctx.kind().as_str(),
+                    ctx.relation().as_str(),
+                    info.kinds.iter().map(|k| k.as_str()).collect::<Vec<_>>(),
+                    info.relations.iter().map(|r| r.as_str()).collect::<Vec<_>>(),
+                ) + &info
+                    .scope_reason
+                    .map(|why| format!(": {why}"))
+                    .unwrap_or_default(),
+            ));
         }
         let mut params = if params.is_null() {
             Value::Object(Default::default())

@@ -35,6 +35,8 @@ pub struct AlgorithmView {
     pub privacy: String,
     /// Runs only on `public: true` datasets.
     pub public_only: bool,
+    /// Why some dataset kinds or relations are not supported, when some are not.
+    pub scope_reason: Option<String>,
 }
 
 fn parameter_schema(info: &AlgorithmInfo) -> Value {
@@ -72,6 +74,7 @@ impl From<AlgorithmInfo> for AlgorithmView {
             relations: info.relations.iter().map(|r| r.as_str().to_string()).collect(),
             privacy: info.privacy.into(),
             public_only: info.public_only,
+            scope_reason: info.scope_reason.map(str::to_string),
         }
     }
 }

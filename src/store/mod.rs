@@ -24,6 +24,9 @@ mod tenants;
 #[cfg(test)]
 mod tests;
 
+/// The extension of an upload's temporary file, next to the data files.
+const UPLOAD_EXTENSION: &str = "upload";
+
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
@@ -108,10 +111,31 @@ impl Store {
     /// [`Store::data_path`] so the final move is an atomic rename.
     pub fn upload_temp_path(&self, dataset_id: Uuid) -> PathBuf {
         self.datasets_dir().join(format!(
-            "{}.{}.upload",
+            "{}.{}.{UPLOAD_EXTENSION}",
             codec::id(dataset_id),
             Uuid::new_v4().simple()
         ))
+    }
+
+    /// Removes the temporary files of uploads that a crash interrupted (`*.upload` in the data
+    /// directory) and returns how many it removed. Call it at start, before serving: an upload
+    /// in progress in this process would lose its file. Data files are never touched.
+    pub async fn remove_interrupted_uploads(&self) -> Result<usize, StoreError> {
+        let mut entries = match tokio::fs::read_dir(self.datasets_dir()).await {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+            Err(e) => return Err(e.into()),
+        };
+        let mut removed = 0;
+        while let Some(entry) = entries.next_entry().await? {
+            let path = entry.path();
+            let is_upload = path.extension().is_some_and(|ext| ext == UPLOAD_EXTENSION);
+            if is_upload && entry.file_type().await?.is_file() {
+                tokio::fs::remove_file(&path).await?;
+                removed += 1;
+            }
+        }
+        Ok(removed)
     }
 
     /// Closes the pool, waiting for connections to be returned (graceful shutdown).

@@ -10,8 +10,10 @@ use crate::helpers::{TestApp, csv_rows, job};
 async fn coherent_power_runs_and_returns_private_eigenvalues() {
     let app = TestApp::start().await;
     let key = app.tenant("t").await;
+    // d = 30 and C = d: x₀ ~ N(0, 1/d)^d (Fig. 2) breaks C = d only when some |z_i| > √d,
+    // about 30·P(|Z| > 5.5) ≈ 1e-6 per component; at d = 6 it was 8%, and this test flaked.
     let ds = app
-        .records(&key, json!({ "rho": 1e6 }), &csv_rows(400, 6, 11))
+        .records(&key, json!({ "rho": 1e6 }), &csv_rows(400, 30, 11))
         .await;
     let done = app
         .run(
@@ -19,7 +21,7 @@ async fn coherent_power_runs_and_returns_private_eigenvalues() {
             job(
                 &ds,
                 "coherent_power",
-                json!({ "k": 2, "coherence_bound": 6 }),
+                json!({ "k": 2, "coherence_bound": 30 }),
                 json!({ "rho": 1e5 }),
             ),
         )
@@ -93,6 +95,9 @@ async fn replace_one_only_algorithms_refuse_other_relations_and_need_delta() {
             .await
             .problem(422);
         assert_eq!(doc["field"], "algorithm", "{doc}");
+        // The refusal says why, not only what is supported.
+        let detail = doc["detail"].as_str().unwrap_or_default();
+        assert!(detail.contains("parallel composition"), "{doc}");
     }
     let replace = app
         .records(&key, json!({ "rho": 1, "delta": 0.1 }), &csv_rows(2000, 4, 2))

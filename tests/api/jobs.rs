@@ -301,8 +301,24 @@ async fn matrix_datasets_run_every_algorithm_that_supports_them() {
     let key = app.tenant("t").await;
     let matrix = json!({ "name": "m", "kind": "matrix", "entry_bound": 1.0, "budget": { "rho": 1e5 } });
     let id = app.dataset(&key, matrix).await;
-    // The top-2 eigenspace is spanned by the first two coordinates (eigenvalues 36 and 24 against 5 and 2).
-    let m = "30,6,0,0\n6,30,0,0\n0,0,5,0\n0,0,0,2\n";
+    // The top-2 eigenspace is spanned by the first two coordinates (eigenvalues 36 and 24 against
+    // at most 5). d = 30 so that coherent_power's Gaussian start x₀ ~ N(0, 1/d)^d (Fig. 2) passes
+    // the check ‖x₀‖∞² ≤ C/d at C = d except with probability about 1e-6: at d = 4 it failed 17%
+    // of the time per component.
+    let d = 30;
+    let mut m = String::new();
+    for i in 0..d {
+        let row: Vec<String> = (0..d)
+            .map(|j| match (i, j) {
+                (0, 0) | (1, 1) => "30".to_string(),
+                (0, 1) | (1, 0) => "6".to_string(),
+                _ if i == j => format!("{}", 5.0 - 0.1 * i as f64),
+                _ => "0".to_string(),
+            })
+            .collect();
+        m.push_str(&row.join(","));
+        m.push('\n');
+    }
     assert_eq!(
         app.upload(&key, &id, "text/csv", m.as_bytes().to_vec())
             .await
@@ -312,7 +328,7 @@ async fn matrix_datasets_run_every_algorithm_that_supports_them() {
     for (algorithm, params) in [
         ("noisy_power", json!({ "k": 2 })),
         ("analyze_gauss", json!({ "k": 2 })),
-        ("coherent_power", json!({ "k": 2, "coherence_bound": 4 })),
+        ("coherent_power", json!({ "k": 2, "coherence_bound": d })),
     ] {
         let done = app
             .run(&key, job(&id, algorithm, params, json!({ "rho": 1e4 })))
@@ -437,9 +453,24 @@ async fn cancelling_a_queued_job_refunds_it() {
 async fn cancelling_a_running_job_keeps_its_charge() {
     let app = TestApp::start().await;
     let key = app.tenant("t").await;
-    let ds = app
-        .records(&key, json!({ "rho": 10.0 }), &csv_rows(2000, 60, 4))
-        .await;
+    // A 1 000 × 1 000 matrix makes each of the 1 000 iterations take about a millisecond, so the
+    // job is still running when the cancel arrives (on 2 000 × 60 records it finished in 8 ms
+    // and the test raced).
+    let matrix = json!({ "name": "m", "kind": "matrix", "entry_bound": 1.0, "budget": { "rho": 10.0 } });
+    let ds = app.dataset(&key, matrix).await;
+    let d = 1000;
+    let mut m = String::with_capacity(2 * d * d);
+    for i in 0..d {
+        let row: Vec<String> = (0..d)
+            .map(|j| if i == j { format!("{}", d - i) } else { "0".into() })
+            .collect();
+        m.push_str(&row.join(","));
+        m.push('\n');
+    }
+    assert_eq!(
+        app.upload(&key, &ds, "text/csv", m.into_bytes()).await.status,
+        StatusCode::OK
+    );
     let body = job(
         &ds,
         "noisy_power",

@@ -83,6 +83,10 @@ async fn algorithms_list_describes_parameters_and_privacy() {
         assert_eq!(a["parameters"]["type"], "object");
         assert!(a["parameters"]["properties"]["k"].is_object(), "{name} has k");
         assert!(!a["kinds"].as_array().unwrap().is_empty());
+        // Every algorithm that leaves out a kind or relation says why.
+        let everything =
+            a["kinds"].as_array().unwrap().len() == 2 && a["relations"].as_array().unwrap().len() == 3;
+        assert_eq!(a["scope_reason"].is_string(), !everything, "{name}: {a}");
     }
     let np = list.iter().find(|a| a["name"] == "noisy_power").unwrap();
     assert!(

@@ -223,3 +223,32 @@ async fn deletion_keeps_the_ledger_refunds_queued_jobs_and_removes_the_data() {
     assert_ne!(fresh.id, ds.id);
     assert_eq!(fresh.spent_rho_units, 0);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn interrupted_uploads_are_removed_and_data_files_kept() {
+    let f = fixture().await;
+    let ds = f
+        .store
+        .create_dataset(f.tenant, private_spec(1_000, 0))
+        .await
+        .expect("create");
+    let attached = f.store.upload_temp_path(ds.id);
+    std::fs::write(&attached, [1u8; 16]).expect("write");
+    f.store
+        .attach_upload(f.tenant, ds.id, &attached, 2, 1)
+        .await
+        .expect("attach")
+        .expect("attachable");
+    let stale = [f.store.upload_temp_path(ds.id), f.store.upload_temp_path(ds.id)];
+    for path in &stale {
+        std::fs::write(path, [2u8; 8]).expect("write");
+    }
+
+    assert_eq!(f.store.remove_interrupted_uploads().await.expect("clean"), 2);
+    assert!(stale.iter().all(|p| !p.exists()));
+    assert_eq!(
+        std::fs::read(f.store.data_path(ds.id)).expect("data kept"),
+        vec![1u8; 16]
+    );
+    assert_eq!(f.store.remove_interrupted_uploads().await.expect("clean"), 0);
+}
