@@ -1,14 +1,14 @@
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::*;
+use crate::algorithms::DynAlgorithm;
 use crate::algorithms::noisy_power::NoisyPower;
-use crate::algorithms::noisy_power::tests::{
-    assert_basis_contract, ctx, exact_top, invalid_field, rejected, seeded, spiked_records, target,
+use crate::algorithms::testing::{
+    assert_basis_contract, assert_invalid_fields, ctx, exact_top, invalid_field, rejected,
+    run_prepared_audited, spiked_records, target, with_audited_env,
 };
-use crate::algorithms::{Cancelled, DynAlgorithm, Output};
 use crate::linalg::gram_t;
 use crate::linalg::subspace::sin_theta;
-use crate::privacy::noise::RecordingAudit;
 use crate::privacy::testing::check_gaussian_scale;
 
 const RO: Neighbours = Neighbours::ReplaceOne {
@@ -22,25 +22,6 @@ const AR: Neighbours = Neighbours::AddRemove {
 
 fn private(share: f64) -> CenterRequest {
     CenterRequest::Private { share }
-}
-
-/// Runs a prepared job through the registry with a seeded RNG and a recording audit.
-fn run_dyn(
-    alg: &dyn DynAlgorithm,
-    config: &Value,
-    xt: &Matrix,
-    c: &DataContext,
-    seed: u64,
-) -> (Output, RecordingAudit) {
-    let mut rng = seeded(seed);
-    let mut progress = |_: u32, _: u32| Ok::<(), Cancelled>(());
-    let mut audit = RecordingAudit::default();
-    let out = {
-        let mut env = RunEnv::new(&mut rng, &mut progress).with_audit(&mut audit);
-        alg.run_prepared(config, crate::algorithms::DataInput::Records { xt }, c, &mut env)
-            .expect("run succeeds")
-    };
-    (out, audit)
 }
 
 #[test]
@@ -152,10 +133,7 @@ fn invalid_options_name_their_field() {
         (json!({"k": 1, "center_share": 0.2}), "params.center_share"),
         (json!({"k": 1, "center": "private", "bogus": 1}), "params.bogus"),
     ];
-    for (params, field) in cases {
-        let e = rejected(&NoisyPower, params.clone(), &c, 1.0);
-        assert_eq!(invalid_field(&e), field, "{params}");
-    }
+    assert_invalid_fields(&NoisyPower, &c, &target(1.0), cases);
     // Matrix datasets: any centre other than "none" is refused on params.center.
     let m = ctx(3, None, Neighbours::Entry { u: 1.0 });
     for center in [json!("private"), json!([0.0, 0.0, 0.0])] {
@@ -188,13 +166,8 @@ fn given_centre_is_applied_exactly_and_draws_no_noise() {
     let xt = spiked_records(3, d, 50, &[4.0], 0.3, 10.0);
     let c = ctx(d, Some(50), RO);
     let config = configure(CenterRequest::Given(vec![0.1, -0.2, 0.0, 0.3]), &c, 1.0).unwrap();
-    let mut rng = seeded(1);
-    let mut progress = |_: u32, _: u32| Ok::<(), Cancelled>(());
-    let mut audit = RecordingAudit::default();
-    let out = {
-        let mut env = RunEnv::new(&mut rng, &mut progress).with_audit(&mut audit);
-        config.apply(&xt, &c, &mut env).unwrap()
-    };
+    let (out, audit) = with_audited_env(1, |env| config.apply(&xt, &c, env));
+    let out = out.unwrap();
     assert!(audit.draws.is_empty());
     let expected = recentre(
         &xt,
@@ -237,7 +210,9 @@ fn centred_output_converges_to_the_centred_top_k() {
             &target(1e14),
         )
         .unwrap();
-    let (out, audit) = run_dyn(&NoisyPower, &p.config, &xt, &c, 9);
+    let input = crate::algorithms::DataInput::Records { xt: &xt };
+    let (out, audit) = run_prepared_audited(&NoisyPower, &p.config, input, &c, 9);
+    let out = out.expect("run succeeds");
     assert_basis_contract(&out.basis, d, k);
     let err = sin_theta(&out.basis, &truth);
     assert!(err < 1e-3, "sin θ = {err:e}");
@@ -250,19 +225,15 @@ fn audited_centre(config: &CenterConfig, c: &DataContext, runs: usize) -> (Vec<f
     let d = c.d;
     let xt = spiked_records(11, d, 30, &[2.0], 0.5, 1.0);
     let sum = xt.column_sum();
-    let mut rng = seeded(21);
-    let mut progress = |_: u32, _: u32| Ok::<(), Cancelled>(());
-    let mut audit = RecordingAudit::default();
     let mut recovered = Vec::new();
-    {
-        let mut env = RunEnv::new(&mut rng, &mut progress).with_audit(&mut audit);
+    let ((), audit) = with_audited_env(21, |env| {
         for _ in 0..runs {
-            let mu = config.centre(&xt, c, &mut env).unwrap();
+            let mu = config.centre(&xt, c, env).unwrap();
             if c.relation() == crate::dataset::Relation::ReplaceOne {
                 recovered.extend((mu * 30.0 - &sum).iter().copied());
             }
         }
-    }
+    });
     let pick = |label: &str| -> Vec<f64> {
         audit
             .draws
@@ -296,45 +267,44 @@ fn private_mean_noise_has_the_calibrated_scale() {
     check_gaussian_scale(&counts, expected).unwrap();
 }
 
-#[test]
-fn under_noised_private_mean_fails_the_audit() {
-    let c = ctx(50, Some(30), RO);
+/// A private centre's configuration with the sum noise scaled by `sum` and the count noise (when
+/// there is one) by `count`.
+fn scaled_noise(config: CenterConfig, sum: f64, count: f64) -> CenterConfig {
     let CenterConfig::Private {
         rho,
         sum_sensitivity,
         noise_sd,
         count_noise_sd,
-    } = configure(private(0.1), &c, 2.0).unwrap()
+    } = config
     else {
-        panic!()
+        panic!("private config expected")
     };
-    let weak = CenterConfig::Private {
+    CenterConfig::Private {
         rho,
         sum_sensitivity,
-        noise_sd: noise_sd * 0.8,
-        count_noise_sd,
-    };
+        noise_sd: noise_sd * sum,
+        count_noise_sd: count_noise_sd.map(|sd| sd * count),
+    }
+}
+
+#[test]
+fn under_noised_private_mean_fails_the_audit() {
+    let c = ctx(50, Some(30), RO);
+    let weak = scaled_noise(configure(private(0.1), &c, 2.0).unwrap(), 0.8, 1.0);
     let (sums, _, recovered) = audited_centre(&weak, &c, 20);
     let expected = 2.0 / 0.4_f64.sqrt();
     assert!(check_gaussian_scale(&sums, expected).is_err());
     assert!(check_gaussian_scale(&recovered, expected).is_err());
 
     let c = ctx(2, None, AR);
-    let CenterConfig::Private {
-        rho,
-        sum_sensitivity,
-        noise_sd,
-        count_noise_sd: Some(count_sd),
-    } = configure(private(0.1), &c, 2.0).unwrap()
-    else {
-        panic!()
-    };
-    let weak = CenterConfig::Private {
-        rho,
-        sum_sensitivity,
-        noise_sd,
-        count_noise_sd: Some(count_sd * 0.8),
-    };
+    let weak = scaled_noise(configure(private(0.1), &c, 2.0).unwrap(), 1.0, 0.8);
+    assert!(matches!(
+        weak,
+        CenterConfig::Private {
+            count_noise_sd: Some(_),
+            ..
+        }
+    ));
     let (_, counts, _) = audited_centre(&weak, &c, 1000);
     assert!(check_gaussian_scale(&counts, 1.0 / 0.2_f64.sqrt()).is_err());
 }

@@ -8,14 +8,15 @@ use rand_distr::{Distribution, StandardNormal};
 use serde_json::json;
 
 use super::*;
-use crate::algorithms::noisy_power::tests::{
-    assert_basis_contract, ctx, exact_top, invalid_field, rejected, run_audited, seeded, spiked_matrix,
-    spiked_records, target,
+use crate::algorithms::testing::{
+    assert_basis_contract, assert_cancellation_stops_the_noise, assert_fails_cleanly, assert_invalid_fields,
+    assert_matches_exact, assert_object_errors, ctx, exact_top, gaussian, input_for, invalid_field,
+    mean_sin_theta, registry_and_direct_runs, rejected, run_audited, run_with_progress, seeded,
+    spiked_matrix, spiked_records, target,
 };
 use crate::algorithms::{DynAlgorithm, find};
 use crate::dataset::Neighbours;
 use crate::linalg::subspace::sin_theta;
-use crate::privacy::noise::RecordingAudit;
 use crate::privacy::testing::{check_gaussian_scale, check_laplace_scale};
 
 /// Records clipped to β = 4 by `spiked_records`; α = √30·β, the default for d = 30.
@@ -79,13 +80,6 @@ fn data(neighbours: Neighbours, d: usize, n: usize, seed: u64) -> (Matrix, Matri
             let gram = gram_t(&xt);
             (xt, gram)
         }
-    }
-}
-
-fn input(neighbours: Neighbours, m: &Matrix) -> DataInput<'_> {
-    match neighbours {
-        Neighbours::Entry { .. } => DataInput::Matrix { a: m },
-        _ => DataInput::Records { xt: m },
     }
 }
 
@@ -272,23 +266,20 @@ fn invalid_parameters_name_their_field() {
             "params.coherence_search",
         ),
     ];
-    for (params, field) in cases {
-        let e = rejected(&CoherentPower, params.clone(), &c, 1.0);
-        assert_eq!(invalid_field(&e), field, "{params}: {e}");
-    }
+    assert_invalid_fields(&CoherentPower, &c, &target(1.0), cases);
     // The missing-C message says how to fix it.
     let e = rejected(&CoherentPower, json!({"k": 2}), &c, 1.0);
     assert!(e.to_string().contains("coherence_search"), "{e}");
     // Missing k and unknown fields are errors on the parameter object, naming the field.
-    for (params, needle) in [
-        (json!({}), "`k`"),
-        (json!(null), "`k`"),
-        (json!({"k": 2, "coherence_bound": 2, "p": 3}), "`p`"),
-    ] {
-        let e = rejected(&CoherentPower, params.clone(), &c, 1.0);
-        assert!(invalid_field(&e).starts_with("params"), "{params}: {e}");
-        assert!(e.to_string().contains(needle), "{params}: {e}");
-    }
+    assert_object_errors(
+        &CoherentPower,
+        &c,
+        [
+            (json!({}), "`k`"),
+            (json!(null), "`k`"),
+            (json!({"k": 2, "coherence_bound": 2, "p": 3}), "`p`"),
+        ],
+    );
     // NaN cannot come through JSON, but configure rejects it too (positive-form checks).
     let nan_bound = CoherentPower.configure(params(2, 3, Some(f64::NAN), false), &c, &target(1.0));
     assert_eq!(
@@ -384,7 +375,7 @@ fn output_is_orthonormal_with_fixed_signs() {
                 let config = CoherentPower
                     .configure(params(k, 6, Some(d as f64), search), &c, &target(rho))
                     .expect("valid");
-                let (out, _) = run_audited(&CoherentPower, input(neighbours, &m), &config, &c, 5);
+                let (out, _) = run_audited(&CoherentPower, input_for(&neighbours, &m), &config, &c, 5);
                 let out = out.expect("run");
                 assert_basis_contract(&out.basis, d, k);
                 let values = out.eigenvalues.expect("released estimates");
@@ -401,20 +392,13 @@ fn converges_to_the_exact_subspace_at_huge_rho() {
     for neighbours in [AR, RO, EN] {
         let (m, dense) = data(neighbours, d, n, 7);
         let c = ctx(d, Some(n), neighbours);
-        let exact = crate::linalg::sym_eig(&dense);
-        let top = exact.vectors.columns(0, k).into_owned();
         for search in [false, true] {
             let config = CoherentPower
                 .configure(params(k, 100, Some(d as f64), search), &c, &target(1e12))
                 .expect("valid");
-            let (out, _) = run_audited(&CoherentPower, input(neighbours, &m), &config, &c, 9);
-            let out = out.expect("run");
-            let err = sin_theta(&out.basis, &top);
-            assert!(err < 1e-4, "{neighbours:?} search {search}: sin θ = {err:e}");
-            let values = out.eigenvalues.expect("released");
-            for (got, want) in values.iter().zip(exact.values.iter()) {
-                assert!((got - want).abs() <= 1e-5 * want.abs(), "{got} vs {want}");
-            }
+            let (out, _) = run_audited(&CoherentPower, input_for(&neighbours, &m), &config, &c, 9);
+            let case = (neighbours, search);
+            assert_matches_exact(&out.expect("run"), &dense, k, (1e-4, 1e-5), case);
         }
     }
 }
@@ -432,15 +416,7 @@ fn error_decreases_as_rho_grows() {
             let config = CoherentPower
                 .configure(params(k, 10, Some(d as f64), false), &c, &target(rho))
                 .expect("valid");
-            // Averaged over seeds so the comparison is about the noise level, not one draw.
-            (0..4)
-                .map(|seed| {
-                    let (out, _) =
-                        run_audited(&CoherentPower, DataInput::Records { xt: &xt }, &config, &c, seed);
-                    sin_theta(&out.expect("run").basis, &exact)
-                })
-                .sum::<f64>()
-                / 4.0
+            mean_sin_theta(&CoherentPower, &xt, &config, &c, &exact, 4)
         })
         .collect();
     assert!(errors.windows(2).all(|w| w[1] < w[0]), "errors {errors:?}");
@@ -523,18 +499,9 @@ fn progress_is_reported_and_cancellation_stops_the_run() {
     let config = CoherentPower
         .configure(params(2, 5, Some(d as f64), false), &c, &target(1.0))
         .expect("valid");
-    let mut rng = seeded(1);
-    let mut calls = Vec::new();
-    let mut progress = |done: u32, total: u32| {
-        calls.push((done, total));
-        Ok(())
-    };
-    {
-        let mut env = RunEnv::new(&mut rng, &mut progress);
-        CoherentPower
-            .run(DataInput::Records { xt: &xt }, &config, &c, &mut env)
-            .expect("run");
-    }
+    let input = DataInput::Records { xt: &xt };
+    let (out, calls, _) = run_with_progress(&CoherentPower, input, &config, &c, 1, |_, _| false);
+    out.expect("run");
     assert_eq!(calls, (1..=10).map(|l| (l, 10)).collect::<Vec<_>>());
 
     // With the search: monotone, and ends at m·T·k.
@@ -542,18 +509,8 @@ fn progress_is_reported_and_cancellation_stops_the_run() {
         .configure(params(2, 5, None, true), &c, &target(1.0))
         .expect("valid");
     let total = 2 * 5 * config.coherence_candidates.len() as u32;
-    let mut rng = seeded(1);
-    let mut calls = Vec::new();
-    let mut progress = |done: u32, total: u32| {
-        calls.push((done, total));
-        Ok(())
-    };
-    {
-        let mut env = RunEnv::new(&mut rng, &mut progress);
-        CoherentPower
-            .run(DataInput::Records { xt: &xt }, &config, &c, &mut env)
-            .expect("run");
-    }
+    let (out, calls, _) = run_with_progress(&CoherentPower, input, &config, &c, 1, |_, _| false);
+    out.expect("run");
     assert!(calls.windows(2).all(|w| w[0].0 < w[1].0), "{calls:?}");
     assert!(calls.iter().all(|&(_, t)| t == total));
     assert_eq!(calls.last(), Some(&(total, total)));
@@ -561,15 +518,7 @@ fn progress_is_reported_and_cancellation_stops_the_run() {
     let config = CoherentPower
         .configure(params(2, 5, Some(d as f64), false), &c, &target(1.0))
         .expect("valid");
-    let mut rng = seeded(1);
-    let mut progress = |done: u32, _: u32| if done >= 2 { Err(Cancelled) } else { Ok(()) };
-    let mut audit = RecordingAudit::default();
-    let result = {
-        let mut env = RunEnv::new(&mut rng, &mut progress).with_audit(&mut audit);
-        CoherentPower.run(DataInput::Records { xt: &xt }, &config, &c, &mut env)
-    };
-    assert_eq!(result.expect_err("cancelled"), RunError::Cancelled);
-    assert_eq!(audit.draws.len(), 2, "no noise is drawn after the cancellation");
+    assert_cancellation_stops_the_noise(&CoherentPower, input, &config, &c);
 }
 
 #[test]
@@ -625,9 +574,7 @@ fn mismatched_input_or_stale_config_fails_cleanly() {
         ),
     ];
     for (i, (input, c, config)) in cases.into_iter().enumerate() {
-        let (out, audit) = run_audited(&CoherentPower, input, &config, &c, 1);
-        assert!(matches!(out, Err(RunError::Failed(_))), "case {i}: {out:?}");
-        assert!(audit.draws.is_empty(), "case {i}: noise drawn");
+        assert_fails_cleanly(&CoherentPower, input, &config, &c, i);
     }
 }
 
@@ -643,18 +590,13 @@ fn registry_round_trip_matches_a_direct_run() {
             &target(0.7),
         )
         .expect("valid");
-    let mut rng = seeded(4);
-    let mut progress = |_: u32, _: u32| Ok::<(), Cancelled>(());
-    let mut env = RunEnv::new(&mut rng, &mut progress);
-    let via_registry =
-        CoherentPower.run_prepared(&prepared.config, DataInput::Records { xt: &xt }, &c, &mut env);
     let p = CoherentPowerParams {
         eigenvalue_share: Some(0.2),
         ..params(2, 3, Some(12.0), false)
     };
     let config = CoherentPower.configure(p, &c, &target(0.7)).expect("valid");
-    let (direct, _) = run_audited(&CoherentPower, DataInput::Records { xt: &xt }, &config, &c, 4);
-    let (via_registry, direct) = (via_registry.expect("run"), direct.expect("run"));
+    let (via_registry, direct) =
+        registry_and_direct_runs(&CoherentPower, &prepared.config, &config, &xt, &c, 4);
     assert_eq!(via_registry.basis, direct.basis);
     assert_eq!(via_registry.eigenvalues, direct.eigenvalues);
 }
@@ -672,12 +614,12 @@ fn dense_and_factored_records_paths_agree() {
     assert!(matches!(op.base, Operator::Dense(_)));
     // Both compute A_i·x = (XᵀX − Σ σ̂ v vᵀ)·x.
     let mut rng = seeded(3);
-    let v = thin_qr_q(&Matrix::from_fn(8, 2, |_, _| StandardNormal.sample(&mut rng)));
+    let v = thin_qr_q(&gaussian(&mut rng, 8, 2));
     let removed: Vec<(f64, Matrix)> = vec![
         (5.0, v.columns(0, 1).into_owned()),
         (-2.0, v.columns(1, 1).into_owned()),
     ];
-    let x = Matrix::from_fn(8, 1, |_, _| StandardNormal.sample(&mut rng));
+    let x = gaussian(&mut rng, 8, 1);
     let gram = gram_t(&tall);
     let explicit =
         &gram - v.column(0) * v.column(0).transpose() * 5.0 + v.column(1) * v.column(1).transpose() * 2.0;
@@ -735,7 +677,7 @@ fn audit_run(
     let mut config = CoherentPower.configure(p, &c, &target(rho)).expect("valid");
     config.multiplier *= gauss_factor;
     config.eigenvalue_epsilon /= laplace_factor;
-    let (out, audit) = run_audited(&CoherentPower, input(neighbours, m), &config, &c, seed);
+    let (out, audit) = run_audited(&CoherentPower, input_for(&neighbours, m), &config, &c, seed);
     let out = out.expect("run");
 
     // The spec's candidates and scales, computed here.

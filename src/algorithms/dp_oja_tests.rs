@@ -3,14 +3,14 @@
 use serde_json::json;
 
 use super::*;
-use crate::algorithms::k_dp_pca::tests::sign_spiked_records;
-use crate::algorithms::noisy_power::tests::{
-    assert_basis_contract, ctx, exact_top, invalid_field, run_audited, seeded, target,
+use crate::algorithms::DynAlgorithm;
+use crate::algorithms::testing::{
+    assert_basis_contract, assert_fails_cleanly, assert_invalid_fields, assert_replace_one_records_only, ctx,
+    exact_top, registry_and_direct_runs, rejected_field, run_on_records, run_with_progress,
+    sign_spiked_records, target,
 };
-use crate::algorithms::{Cancelled, DynAlgorithm};
 use crate::linalg::subspace::sin_theta;
 use crate::linalg::{Matrix, Vector, gram_t};
-use crate::privacy::noise::RecordingAudit;
 use crate::privacy::testing::check_gaussian_scale;
 
 const BETA: f64 = 6.0;
@@ -25,22 +25,6 @@ fn params(k: usize) -> DpOjaParams {
         clip: None,
         learning_rate: None,
     }
-}
-
-fn rejected_field(params: serde_json::Value, c: &DataContext, rho: f64) -> String {
-    let e = DpOja
-        .prepare(params, c, &target(rho))
-        .expect_err("must be rejected");
-    invalid_field(&e).to_string()
-}
-
-fn run_with(
-    config: &DpOjaConfig,
-    xt: &Matrix,
-    c: &DataContext,
-    seed: u64,
-) -> (Result<Output, RunError>, RecordingAudit) {
-    run_audited(&DpOja, DataInput::Records { xt }, config, c, seed)
 }
 
 #[test]
@@ -110,49 +94,41 @@ fn defaults_are_filled_in() {
 #[test]
 fn invalid_parameters_name_their_field() {
     let c = ctx(10, Some(100), RO);
-    for (params, field) in [
-        (json!({"k": 0}), "params.k"),
-        (json!({"k": 11}), "params.k"),
-        (json!({"k": 2, "clip": 0.0}), "params.clip"),
-        (json!({"k": 2, "clip": -1.0}), "params.clip"),
-        (json!({"k": 2, "clip": "big"}), "params.clip"),
-        (
-            json!({"k": 2, "learning_rate": {"offset": 1.0, "slope": -2.0}}),
-            "params.learning_rate.slope",
-        ),
-        (
-            json!({"k": 2, "learning_rate": {"offset": 0.0, "slope": 0.0}}),
-            "params.learning_rate",
-        ),
-    ] {
-        assert_eq!(rejected_field(params.clone(), &c, 1.0), field, "{params}");
-    }
+    assert_invalid_fields(
+        &DpOja,
+        &c,
+        &target(1.0),
+        [
+            (json!({"k": 0}), "params.k"),
+            (json!({"k": 11}), "params.k"),
+            (json!({"k": 2, "clip": 0.0}), "params.clip"),
+            (json!({"k": 2, "clip": -1.0}), "params.clip"),
+            (json!({"k": 2, "clip": "big"}), "params.clip"),
+            (
+                json!({"k": 2, "learning_rate": {"offset": 1.0, "slope": -2.0}}),
+                "params.learning_rate.slope",
+            ),
+            (
+                json!({"k": 2, "learning_rate": {"offset": 0.0, "slope": 0.0}}),
+                "params.learning_rate",
+            ),
+        ],
+    );
     let e = DpOja
         .prepare(json!({"k": 2, "batch_size": 3}), &c, &target(1.0))
         .expect_err("unknown");
     assert!(e.to_string().contains("`batch_size`"), "{e}");
     let few = ctx(10, Some(3), RO);
-    assert_eq!(rejected_field(json!({"k": 4}), &few, 1.0), "params.k");
-    assert_eq!(rejected_field(json!({"k": 2}), &c, 0.0), "rho");
+    assert_eq!(
+        rejected_field(&DpOja, json!({"k": 4}), &few, &target(1.0)),
+        "params.k"
+    );
+    assert_eq!(rejected_field(&DpOja, json!({"k": 2}), &c, &target(0.0)), "rho");
 }
 
 #[test]
 fn refuses_matrices_and_add_remove() {
-    let matrix = ctx(10, None, Neighbours::Entry { u: 1.0 });
-    let add_remove = ctx(
-        10,
-        None,
-        Neighbours::AddRemove {
-            beta: 1.0,
-            alpha: 3.0,
-        },
-    );
-    for c in [matrix, add_remove] {
-        assert!(matches!(
-            DpOja.prepare(json!({"k": 1}), &c, &target(1.0)),
-            Err(ConfigError::Unsupported(_))
-        ));
-    }
+    let [_, add_remove] = assert_replace_one_records_only(&DpOja, &target(1.0));
     let Err(ConfigError::Unsupported(why)) = DpOja.configure(params(1), &add_remove, &target(1.0)) else {
         panic!("add_remove accepted");
     };
@@ -178,7 +154,7 @@ fn converges_to_the_exact_subspace_at_huge_budget() {
     let xt = sign_spiked_records(21, d, n, &[10.0, 5.0], 0.3, BETA);
     let c = ctx(d, Some(n), RO);
     let config = DpOja.configure(params(k), &c, &target(1e12)).expect("valid");
-    let (out, _) = run_with(&config, &xt, &c, 22);
+    let (out, _) = run_on_records(&DpOja, &xt, &config, &c, 22);
     let out = out.expect("run");
     assert_basis_contract(&out.basis, d, k);
     assert!(out.eigenvalues.is_none());
@@ -196,7 +172,7 @@ fn error_decreases_as_the_budget_grows() {
         .iter()
         .map(|&rho| {
             let config = DpOja.configure(params(k), &c, &target(rho)).expect("valid");
-            let (out, _) = run_with(&config, &xt, &c, 24);
+            let (out, _) = run_on_records(&DpOja, &xt, &config, &c, 24);
             sin_theta(&out.expect("run").basis, &exact)
         })
         .collect();
@@ -210,14 +186,19 @@ fn progress_is_reported_and_cancellation_stops_the_run() {
     let xt = sign_spiked_records(25, d, n, &[3.0], 0.3, BETA);
     let c = ctx(d, Some(n), RO);
     let config = DpOja.configure(params(2), &c, &target(1.0)).expect("valid");
-    let mut seen = Vec::new();
-    let mut rng = seeded(26);
-    let mut progress = |done: u32, total: u32| {
-        seen.push((done, total));
-        if seen.len() == 3 { Err(Cancelled) } else { Ok(()) }
+    let mut reports = 0;
+    let cancel_third = |_: u32, _: u32| {
+        reports += 1;
+        reports == 3
     };
-    let mut env = RunEnv::new(&mut rng, &mut progress);
-    let out = DpOja.run(DataInput::Records { xt: &xt }, &config, &c, &mut env);
+    let (out, seen, _) = run_with_progress(
+        &DpOja,
+        DataInput::Records { xt: &xt },
+        &config,
+        &c,
+        26,
+        cancel_third,
+    );
     assert_eq!(out.err(), Some(RunError::Cancelled));
     // Every 1024 updates and at the end of each round (1500 updates per round).
     assert_eq!(seen, [(1024, 3000), (1500, 3000), (2048, 3000)]);
@@ -239,15 +220,16 @@ fn mismatched_input_fails_cleanly() {
             ctx(d, None, Neighbours::Entry { u: 1.0 }),
         ),
     ] {
-        let (out, audit) = run_audited(&DpOja, input, &config, &context, 1);
-        assert!(matches!(out, Err(RunError::Failed(_))), "{out:?}");
-        assert!(audit.draws.is_empty());
+        assert_fails_cleanly(&DpOja, input, &config, &context, context);
     }
     let bad = DpOjaConfig {
         noise_multiplier: 0.0,
         ..config
     };
-    assert!(matches!(run_with(&bad, &xt, &c, 1).0, Err(RunError::Failed(_))));
+    assert!(matches!(
+        run_on_records(&DpOja, &xt, &bad, &c, 1).0,
+        Err(RunError::Failed(_))
+    ));
 }
 
 #[test]
@@ -258,10 +240,6 @@ fn registry_round_trip_matches_a_direct_run() {
     let prepared = DpOja
         .prepare(json!({"k": 2, "clip": 20.0}), &c, &target(3.0))
         .expect("valid");
-    let mut rng = seeded(29);
-    let mut progress = |_: u32, _: u32| Ok::<(), Cancelled>(());
-    let mut env = RunEnv::new(&mut rng, &mut progress);
-    let via_registry = DpOja.run_prepared(&prepared.config, DataInput::Records { xt: &xt }, &c, &mut env);
     let config = DpOja
         .configure(
             DpOjaParams {
@@ -273,8 +251,8 @@ fn registry_round_trip_matches_a_direct_run() {
             &target(3.0),
         )
         .expect("valid");
-    let (direct, _) = run_with(&config, &xt, &c, 29);
-    assert_eq!(via_registry.expect("run").basis, direct.expect("run").basis);
+    let (via_registry, direct) = registry_and_direct_runs(&DpOja, &prepared.config, &config, &xt, &c, 29);
+    assert_eq!(via_registry.basis, direct.basis);
 }
 
 /// Runs dp_oja with the multiplier scaled by `factor` (1 = calibrated) and checks every draw
@@ -295,7 +273,7 @@ fn audit_noise(clip: f64, factor: f64) -> Result<(), String> {
         )
         .expect("valid");
     config.noise_multiplier *= factor;
-    let (out, audit) = run_with(&config, &xt, &c, 31);
+    let (out, audit) = run_on_records(&DpOja, &xt, &config, &c, 31);
     out.expect("run");
     assert_eq!(audit.draws.len(), n, "one draw per update");
     let sd = 2.0 * clip / (2.0 * rho).sqrt();

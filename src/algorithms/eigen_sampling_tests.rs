@@ -1,30 +1,21 @@
 //! Tests of `eigen_sampling`: the cost formula, the calibration, the sensitivities, validation,
 //! refusal, the output contract, convergence, and statistical audits of both kinds of noise.
 
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 use rand_chacha::ChaCha20Rng;
-use rand_distr::{Distribution, StandardNormal};
 use serde_json::json;
 
 use super::*;
+use crate::algorithms::DynAlgorithm;
 use crate::algorithms::bingham::tests::{check_uniform, pair_pit, uniform_to_laplace};
-use crate::algorithms::noisy_power::tests::{
-    assert_basis_contract, ctx, exact_top, invalid_field, rejected, run_audited, spiked_records, target,
+use crate::algorithms::testing::{
+    AR, EN, RO, assert_basis_contract, assert_fails_cleanly, assert_invalid_fields, assert_object_errors,
+    ctx, exact_top, gaussian, gaussian_vector, invalid_field, rejected, run_audited, run_with_progress,
+    seeded, spiked_records, target,
 };
-use crate::algorithms::{Cancelled, DynAlgorithm};
 use crate::linalg::subspace::sin_theta;
 use crate::linalg::{matmul, sym_eig, thin_qr_q};
 use crate::privacy::testing::check_laplace_scale;
-
-const AR: Neighbours = Neighbours::AddRemove {
-    beta: 2.0,
-    alpha: 6.0,
-};
-const RO: Neighbours = Neighbours::ReplaceOne {
-    beta: 2.0,
-    alpha: 6.0,
-};
-const EN: Neighbours = Neighbours::Entry { u: 1.0 };
 
 fn params(k: usize, share: Option<f64>) -> EigenSamplingParams {
     EigenSamplingParams {
@@ -89,8 +80,9 @@ fn sensitivities_are_the_hand_worked_ones() {
     assert_eq!(sampled_vectors(1, 1), 0);
 }
 
+/// A uniformly random unit vector in R^d.
 fn unit(rng: &mut ChaCha20Rng, d: usize) -> Vector {
-    let z = Vector::from_fn(d, |_, _| StandardNormal.sample(&mut *rng));
+    let z = gaussian_vector(rng, d);
     &z / z.norm()
 }
 
@@ -102,12 +94,12 @@ fn l1_distance(a: &Vector, b: &Vector, k: usize) -> f64 {
 /// attained under replace_one.
 #[test]
 fn sensitivities_hold_on_random_neighbours() {
-    let mut rng = ChaCha20Rng::seed_from_u64(5);
+    let mut rng = seeded(5);
     let (d, n, beta) = (6, 12, 1.5);
     let ar = Neighbours::AddRemove { beta, alpha: 10.0 };
     let ro = Neighbours::ReplaceOne { beta, alpha: 10.0 };
     for _ in 0..300 {
-        let mut xt = Matrix::from_fn(d, n, |_, _| StandardNormal.sample(&mut rng));
+        let mut xt = gaussian(&mut rng, d, n);
         for mut col in xt.column_iter_mut() {
             let norm = col.norm();
             col *= beta * rng.random::<f64>() / norm;
@@ -221,39 +213,39 @@ fn defaults_and_noise_scales() {
 #[test]
 fn invalid_parameters_name_their_field() {
     let c = ctx(6, None, AR);
-    for (params, field) in [
-        (json!({"k": 0}), "params.k"),
-        (json!({"k": 7}), "params.k"),
-        (json!({"k": "two"}), "params.k"),
-        (json!({"k": -1}), "params.k"),
-        (json!({"k": 2.5}), "params.k"),
-        (
-            json!({"k": 2, "eigenvalue_share": -0.1}),
-            "params.eigenvalue_share",
-        ),
-        (
-            json!({"k": 2, "eigenvalue_share": 1.0}),
-            "params.eigenvalue_share",
-        ),
-        (json!({"k": 2, "eigenvalue_share": 3}), "params.eigenvalue_share"),
-        (
-            json!({"k": 2, "eigenvalue_share": "half"}),
-            "params.eigenvalue_share",
-        ),
-    ] {
-        let e = rejected(&EigenSampling, params.clone(), &c, 1.0);
-        assert_eq!(invalid_field(&e), field, "{params}: {e}");
-    }
-    for (params, needle) in [
-        (json!({}), "`k`"),
-        (json!({"k": 2, "iterations": 4}), "`iterations`"),
-    ] {
-        let e = rejected(&EigenSampling, params.clone(), &c, 1.0);
-        assert!(
-            invalid_field(&e).starts_with("params") && e.to_string().contains(needle),
-            "{params}: {e}"
-        );
-    }
+    assert_invalid_fields(
+        &EigenSampling,
+        &c,
+        &target(1.0),
+        [
+            (json!({"k": 0}), "params.k"),
+            (json!({"k": 7}), "params.k"),
+            (json!({"k": "two"}), "params.k"),
+            (json!({"k": -1}), "params.k"),
+            (json!({"k": 2.5}), "params.k"),
+            (
+                json!({"k": 2, "eigenvalue_share": -0.1}),
+                "params.eigenvalue_share",
+            ),
+            (
+                json!({"k": 2, "eigenvalue_share": 1.0}),
+                "params.eigenvalue_share",
+            ),
+            (json!({"k": 2, "eigenvalue_share": 3}), "params.eigenvalue_share"),
+            (
+                json!({"k": 2, "eigenvalue_share": "half"}),
+                "params.eigenvalue_share",
+            ),
+        ],
+    );
+    assert_object_errors(
+        &EigenSampling,
+        &c,
+        [
+            (json!({}), "`k`"),
+            (json!({"k": 2, "iterations": 4}), "`iterations`"),
+        ],
+    );
     for bad in [f64::NAN, 0.0, -1.0, f64::INFINITY] {
         assert_eq!(
             invalid_field(&rejected(&EigenSampling, json!({"k": 2}), &c, bad)),
@@ -432,11 +424,12 @@ fn wrong_input_and_cancellation_are_clean_failures() {
         .configure(params(2, None), &c, &target(1.0))
         .expect("valid");
     let a = Matrix::identity(6, 6);
-    let (out, audit) = run_audited(&EigenSampling, DataInput::Matrix { a: &a }, &config, &c, 1);
-    assert!(matches!(out, Err(RunError::Failed(_))));
-    assert!(
-        audit.draws.is_empty(),
-        "no noise drawn before the input is checked"
+    assert_fails_cleanly(
+        &EigenSampling,
+        DataInput::Matrix { a: &a },
+        &config,
+        &c,
+        "matrix input",
     );
     let (out, _) = run_audited(
         &EigenSampling,
@@ -455,10 +448,8 @@ fn wrong_input_and_cancellation_are_clean_failures() {
     );
     assert!(matches!(out, Err(RunError::Failed(_))));
     // A cancelled job stops at the first progress report.
-    let mut rng = ChaCha20Rng::seed_from_u64(2);
-    let mut progress = |_: u32, _: u32| Err::<(), Cancelled>(Cancelled);
-    let mut env = RunEnv::new(&mut rng, &mut progress);
-    let out = EigenSampling.run(DataInput::Records { xt: &xt }, &config, &c, &mut env);
+    let input = DataInput::Records { xt: &xt };
+    let (out, _, _) = run_with_progress(&EigenSampling, input, &config, &c, 2, |_, _| true);
     assert_eq!(out.err(), Some(RunError::Cancelled));
 }
 
@@ -628,11 +619,11 @@ fn under_noised_eigenvectors_fail_the_audit() {
 /// onto it exactly: P_{i+1}ᵀ C P_{i+1} = C_{i+1}.
 #[test]
 fn deflation_is_an_exact_compression() {
-    let mut rng = ChaCha20Rng::seed_from_u64(9);
+    let mut rng = seeded(9);
     let d = 7;
-    let g = Matrix::from_fn(d, d, |_, _| StandardNormal.sample(&mut rng));
+    let g = gaussian(&mut rng, d, d);
     let c = &g * g.transpose();
-    let frame = thin_qr_q(&Matrix::from_fn(d, d, |_, _| StandardNormal.sample(&mut rng)));
+    let frame = thin_qr_q(&gaussian(&mut rng, d, d));
     let compressed = frame.transpose() * &c * &frame;
     for sign in [1.0, -1.0] {
         let u = unit(&mut rng, d) * sign;

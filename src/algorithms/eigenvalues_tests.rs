@@ -3,10 +3,11 @@ use serde_json::{Value, json};
 use super::*;
 use crate::algorithms::dp_oja::DpOja;
 use crate::algorithms::noisy_power::NoisyPower;
-use crate::algorithms::noisy_power::tests::{
-    ctx, invalid_field, rejected, seeded, spiked_matrix, spiked_records, target,
+use crate::algorithms::testing::{
+    assert_invalid_fields, ctx, invalid_field, rejected, run_prepared_audited, spiked_matrix, spiked_records,
+    target, with_audited_env,
 };
-use crate::algorithms::{Cancelled, DynAlgorithm, Output, registry};
+use crate::algorithms::{DynAlgorithm, Output, registry};
 use crate::linalg::{gram_t, thin_qr_q};
 use crate::privacy::PrivacyTarget;
 use crate::privacy::noise::RecordingAudit;
@@ -21,6 +22,7 @@ const AR: Neighbours = Neighbours::AddRemove {
     alpha: 100.0,
 };
 
+/// A prepared job run through the registry (seeded, audited); the run must succeed.
 fn run_dyn(
     alg: &dyn DynAlgorithm,
     config: &Value,
@@ -28,15 +30,8 @@ fn run_dyn(
     c: &DataContext,
     seed: u64,
 ) -> (Output, RecordingAudit) {
-    let mut rng = seeded(seed);
-    let mut progress = |_: u32, _: u32| Ok::<(), Cancelled>(());
-    let mut audit = RecordingAudit::default();
-    let out = {
-        let mut env = RunEnv::new(&mut rng, &mut progress).with_audit(&mut audit);
-        alg.run_prepared(config, input, c, &mut env)
-            .expect("run succeeds")
-    };
-    (out, audit)
+    let (out, audit) = run_prepared_audited(alg, config, input, c, seed);
+    (out.expect("run succeeds"), audit)
 }
 
 #[test]
@@ -113,10 +108,7 @@ fn invalid_options_name_their_field() {
             "params.center_share",
         ),
     ];
-    for (params, field) in cases {
-        let e = rejected(&DpOja, params.clone(), &c, 1.0);
-        assert_eq!(invalid_field(&e), field, "{params}");
-    }
+    assert_invalid_fields(&DpOja, &c, &target(1.0), cases);
     // eigenvalue_share makes no sense where the eigenvalues are free.
     let e = rejected(
         &NoisyPower,
@@ -148,19 +140,13 @@ fn audited_release(config: &EigenvalueConfig, runs: usize) -> (Vec<f64>, Vec<f64
     let xt = spiked_records(4, 30, 50, &[5.0, 2.0], 0.4, 2.0);
     let q = thin_qr_q(&spiked_records(5, 30, 10, &[1.0], 1.0, 100.0));
     let exact = rayleigh_quotients(DataInput::Records { xt: &xt }, &q).unwrap();
-    let mut rng = seeded(8);
-    let mut progress = |_: u32, _: u32| Ok::<(), Cancelled>(());
-    let mut audit = RecordingAudit::default();
     let mut recovered = Vec::new();
-    {
-        let mut env = RunEnv::new(&mut rng, &mut progress).with_audit(&mut audit);
+    let ((), audit) = with_audited_env(8, |env| {
         for _ in 0..runs {
-            let noisy = config
-                .release(DataInput::Records { xt: &xt }, &q, &mut env)
-                .unwrap();
+            let noisy = config.release(DataInput::Records { xt: &xt }, &q, env).unwrap();
             recovered.extend(noisy.iter().zip(&exact).map(|(l, e)| l - e));
         }
-    }
+    });
     let draws = audit
         .draws
         .iter()
@@ -244,10 +230,8 @@ fn charged_eigenvalues_on_a_matrix_use_the_entry_bound() {
     let config = configure(0.1, &c, 1.0);
     assert_eq!(config.sensitivity, 0.5);
     let q = thin_qr_q(&spiked_records(1, d, 2, &[1.0], 1.0, 100.0));
-    let mut rng = seeded(2);
-    let mut progress = |_: u32, _: u32| Ok::<(), Cancelled>(());
-    let mut env = RunEnv::new(&mut rng, &mut progress);
-    let values = config.release(DataInput::Matrix { a: &a }, &q, &mut env).unwrap();
+    let (values, _) = with_audited_env(2, |env| config.release(DataInput::Matrix { a: &a }, &q, env));
+    let values = values.unwrap();
     assert_eq!(values.len(), 2);
 }
 

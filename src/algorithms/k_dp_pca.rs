@@ -37,7 +37,7 @@ pub mod priv_range;
 pub mod stability_histogram;
 
 #[cfg(test)]
-pub(crate) mod tests;
+mod tests;
 
 use serde::{Deserialize, Serialize};
 use serde_json::json;

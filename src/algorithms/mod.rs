@@ -21,6 +21,8 @@ pub mod k_dp_pca;
 pub mod noisy_power;
 pub mod registry;
 pub mod sensitivity;
+#[cfg(test)]
+pub(crate) mod testing;
 
 use serde::{Serialize, de::DeserializeOwned};
 

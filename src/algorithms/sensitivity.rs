@@ -159,11 +159,8 @@ pub fn power_sensitivity(mode: SensitivityMode, neighbours: &Neighbours, x: &Mat
 
 #[cfg(test)]
 mod tests {
-    use rand::SeedableRng;
-    use rand_chacha::ChaCha20Rng;
-    use rand_distr::{Distribution, StandardNormal};
-
     use super::*;
+    use crate::algorithms::testing::{gaussian, gaussian_vector, seeded};
     use crate::linalg::{Vector, thin_qr_q};
 
     const AR: Neighbours = Neighbours::AddRemove {
@@ -267,10 +264,6 @@ mod tests {
         assert!(check_bounds(&AR).is_ok() && check_bounds(&RO).is_ok() && check_bounds(&EN).is_ok());
     }
 
-    fn gaussian_vector(rng: &mut ChaCha20Rng, d: usize) -> Vector {
-        Vector::from_fn(d, |_, _| StandardNormal.sample(rng))
-    }
-
     /// Scales `x` into the clipping region ‖x‖₂ ≤ β, ‖x‖₁ ≤ α, landing on its boundary.
     fn on_boundary(x: Vector, beta: f64, alpha: f64) -> Vector {
         let l1 = x.iter().map(|v| v.abs()).sum::<f64>();
@@ -282,7 +275,7 @@ mod tests {
     /// X and clipped records (one added, or one replaced) and for random eq.-12 matrix changes.
     #[test]
     fn bounds_hold_on_random_changes() {
-        let mut rng = ChaCha20Rng::seed_from_u64(11);
+        let mut rng = seeded(11);
         let (d, p) = (12, 4);
         let (beta, alpha) = (2.0, 5.0);
         let ar = Neighbours::AddRemove { beta, alpha };
@@ -296,14 +289,14 @@ mod tests {
             SensitivityMode::HardtPrice,
         ];
         for _ in 0..300 {
-            let g = Matrix::from_fn(d, p, |_, _| StandardNormal.sample(&mut rng));
+            let g = gaussian(&mut rng, d, p);
             let x = thin_qr_q(&g);
             let a = on_boundary(gaussian_vector(&mut rng, d), beta, alpha);
             let b = on_boundary(gaussian_vector(&mut rng, d), beta, alpha);
             let add = &a * a.transpose();
             let replace = &add - &b * b.transpose();
             // A symmetric change scaled so that sqrt(Σ_i ‖C_i:‖₁²) = u exactly (eq. 12).
-            let mut c = Matrix::from_fn(d, d, |_, _| StandardNormal.sample(&mut rng));
+            let mut c = gaussian(&mut rng, d, d);
             c = &c + c.transpose();
             let l1 = c
                 .row_iter()
@@ -331,8 +324,7 @@ mod tests {
     /// the first two columns give ‖(xxᵀ − yyᵀ)X‖_F = √2·β².
     #[test]
     fn rank_one_bound_is_tight() {
-        let mut rng = ChaCha20Rng::seed_from_u64(12);
-        let g = Matrix::from_fn(10, 3, |_, _| StandardNormal.sample(&mut rng));
+        let g = gaussian(&mut seeded(12), 10, 3);
         let x = thin_qr_q(&g);
         let beta = 1.7;
         let a: Vector = x.column(0) * beta;

@@ -229,7 +229,7 @@ pub fn gradients(batch: &Matrix, omega: &Vector, projector: &Projector) -> Matri
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::algorithms::noisy_power::tests::{gaussian, seeded};
+    use crate::algorithms::testing::{gaussian, seeded};
     use crate::linalg::subspace::orthonormality_error;
 
     #[test]

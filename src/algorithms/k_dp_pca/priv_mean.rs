@@ -197,8 +197,7 @@ pub fn priv_mean(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::algorithms::Cancelled;
-    use crate::algorithms::noisy_power::tests::{gaussian, seeded};
+    use crate::algorithms::testing::{gaussian, seeded, with_audited_env};
     use crate::privacy::noise::RecordingAudit;
     use crate::privacy::rho_to_epsilon;
     use crate::privacy::testing::{check_gaussian_scale, check_laplace_scale};
@@ -298,14 +297,8 @@ pub(crate) mod tests {
     }
 
     fn run(g: &Matrix, lambda: f64, cal: &MeanCalibration, seed: u64) -> (Vector, RecordingAudit) {
-        let mut rng = seeded(seed);
-        let mut progress = |_: u32, _: u32| Ok::<(), Cancelled>(());
-        let mut audit = RecordingAudit::default();
-        let out = {
-            let mut env = RunEnv::new(&mut rng, &mut progress).with_audit(&mut audit);
-            priv_mean(g, lambda, cal, &mut env).expect("runs")
-        };
-        (out, audit)
+        let (out, audit) = with_audited_env(seed, |env| priv_mean(g, lambda, cal, env));
+        (out.expect("runs"), audit)
     }
 
     /// At a huge budget the output is the plain mean when nothing is truncated, and an

@@ -117,9 +117,7 @@ pub fn priv_range(g: &Matrix, cal: &RangeCalibration, env: &mut RunEnv<'_>) -> R
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::algorithms::Cancelled;
-    use crate::algorithms::noisy_power::tests::{gaussian, seeded};
-    use crate::privacy::noise::RecordingAudit;
+    use crate::algorithms::testing::{gaussian, seeded, with_audited_env};
 
     #[test]
     fn minimum_subsets_clear_the_threshold_with_probability_one_minus_tau() {
@@ -176,11 +174,8 @@ mod tests {
     }
 
     fn run(g: &Matrix, cal: &RangeCalibration, seed: u64) -> Option<f64> {
-        let mut rng = seeded(seed);
-        let mut progress = |_: u32, _: u32| Ok::<(), Cancelled>(());
-        let mut audit = RecordingAudit::default();
-        let mut env = RunEnv::new(&mut rng, &mut progress).with_audit(&mut audit);
-        priv_range(g, cal, &mut env).expect("runs")
+        let (lambda, _) = with_audited_env(seed, |env| priv_range(g, cal, env));
+        lambda.expect("runs")
     }
 
     /// Gradients with covariance s²·I_d: differences have covariance 2s²·I, so with large

@@ -76,8 +76,7 @@ pub fn count<K: Ord>(bins: impl IntoIterator<Item = K>) -> BTreeMap<K, usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::algorithms::Cancelled;
-    use crate::algorithms::noisy_power::tests::seeded;
+    use crate::algorithms::testing::with_audited_env;
     use crate::privacy::noise::RecordingAudit;
     use crate::privacy::testing::check_laplace_scale;
 
@@ -86,14 +85,7 @@ mod tests {
         counts: &BTreeMap<i64, usize>,
         seed: u64,
     ) -> (Option<i64>, RecordingAudit) {
-        let mut rng = seeded(seed);
-        let mut progress = |_: u32, _: u32| Ok::<(), Cancelled>(());
-        let mut audit = RecordingAudit::default();
-        let out = {
-            let mut env = RunEnv::new(&mut rng, &mut progress).with_audit(&mut audit);
-            hist.select(counts, "test_histogram", &mut env)
-        };
-        (out, audit)
+        with_audited_env(seed, |env| hist.select(counts, "test_histogram", env))
     }
 
     #[test]

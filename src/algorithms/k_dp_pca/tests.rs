@@ -3,13 +3,14 @@
 use serde_json::json;
 
 use super::*;
-use crate::algorithms::noisy_power::tests::{
-    assert_basis_contract, ctx, exact_top, gaussian, invalid_field, run_audited, seeded,
+use crate::algorithms::DynAlgorithm;
+use crate::algorithms::testing::{
+    assert_basis_contract, assert_fails_cleanly, assert_invalid_fields, assert_replace_one_records_only, ctx,
+    exact_top, invalid_field, registry_and_direct_runs, rejected_field, run_on_records, run_with_progress,
+    sign_spiked_records,
 };
-use crate::algorithms::{Cancelled, DynAlgorithm};
 use crate::linalg::subspace::sin_theta;
-use crate::linalg::{Matrix, gram_t, thin_qr_q};
-use crate::privacy::noise::RecordingAudit;
+use crate::linalg::{Matrix, gram_t};
 use crate::privacy::testing::{check_gaussian_scale, check_laplace_scale};
 
 const BETA: f64 = 6.0;
@@ -37,31 +38,6 @@ fn params(k: usize) -> KDpPcaParams {
     }
 }
 
-/// Records of the App. G.1 spiked model written as rows: x = Σ_j s_j·sqrt(λ_j)·v_j + σ·w with
-/// random signs s_j and w ~ N(0, I_d), so E[xxᵀ] = Σ_j λ_j v_j v_jᵀ + σ²·I; clipped to β.
-pub(crate) fn sign_spiked_records(
-    seed: u64,
-    d: usize,
-    n: usize,
-    spikes: &[f64],
-    sigma: f64,
-    beta: f64,
-) -> Matrix {
-    let mut rng = seeded(seed);
-    let v = thin_qr_q(&gaussian(&mut rng, d, spikes.len()));
-    let signs = gaussian(&mut rng, spikes.len(), n);
-    let w = gaussian(&mut rng, d, n);
-    let scaled = Matrix::from_fn(spikes.len(), n, |j, i| spikes[j].sqrt() * signs[(j, i)].signum());
-    let mut xt = &v * scaled + w * sigma;
-    for mut col in xt.column_iter_mut() {
-        let norm = col.norm();
-        if norm > beta {
-            col *= beta / norm;
-        }
-    }
-    xt
-}
-
 fn prepare(
     params: serde_json::Value,
     c: &DataContext,
@@ -69,11 +45,6 @@ fn prepare(
 ) -> Result<KDpPcaConfig, ConfigError> {
     let prepared = KDpPca.prepare(params, c, t)?;
     Ok(serde_json::from_value(prepared.config).expect("config round-trips"))
-}
-
-fn rejected_field(params: serde_json::Value, c: &DataContext, t: &PrivacyTarget) -> String {
-    let e = KDpPca.prepare(params, c, t).expect_err("must be rejected");
-    invalid_field(&e).to_string()
 }
 
 // ---- Cost and calibration. ----
@@ -141,16 +112,19 @@ fn delta_is_required() {
         rho: 1.0,
         delta: None,
     };
-    assert_eq!(rejected_field(json!({"k": 1}), &c, &none), "privacy.delta");
+    assert_eq!(
+        rejected_field(&KDpPca, json!({"k": 1}), &c, &none),
+        "privacy.delta"
+    );
     for bad in [0.0, 1.0, -0.1, f64::NAN] {
         assert_eq!(
-            rejected_field(json!({"k": 1}), &c, &target(1.0, bad)),
+            rejected_field(&KDpPca, json!({"k": 1}), &c, &target(1.0, bad)),
             "privacy.delta",
             "{bad}"
         );
     }
     assert_eq!(
-        rejected_field(json!({"k": 1}), &c, &target(f64::NAN, 0.01)),
+        rejected_field(&KDpPca, json!({"k": 1}), &c, &target(f64::NAN, 0.01)),
         "rho"
     );
 }
@@ -216,46 +190,49 @@ fn defaults_follow_app_g1() {
 fn invalid_parameters_name_their_field() {
     let c = ctx(10, Some(10_000), RO);
     let t = target(2.0, 0.01);
-    for (params, field) in [
-        (json!({"k": 0}), "params.k"),
-        (json!({"k": 11}), "params.k"),
-        (json!({"k": 2, "batch_size": 1}), "params.batch_size"),
-        (json!({"k": 2, "batch_size": 5001}), "params.batch_size"),
-        (json!({"k": 2, "batch_size": 20}), "params.batch_size"),
-        (
-            json!({"k": 2, "batch_size": 400, "range_subsets": 201}),
-            "params.range_subsets",
-        ),
-        (
-            json!({"k": 2, "batch_size": 400, "range_subsets": 10}),
-            "params.range_subsets",
-        ),
-        (json!({"k": 2, "tail_scale": 0.0}), "params.tail_scale"),
-        (json!({"k": 2, "tail_exponent": -1.0}), "params.tail_exponent"),
-        (
-            json!({"k": 2, "failure_probability": 1.0}),
-            "params.failure_probability",
-        ),
-        (
-            json!({"k": 2, "failure_probability": 0.0}),
-            "params.failure_probability",
-        ),
-        (
-            json!({"k": 2, "learning_rate": {"offset": -1.0, "slope": 1.0}}),
-            "params.learning_rate.offset",
-        ),
-        (
-            json!({"k": 2, "learning_rate": {"offset": 0.0, "slope": 0.0}}),
-            "params.learning_rate",
-        ),
-        (
-            json!({"k": 2, "learning_rate": {"offset": 1.0}}),
-            "params.learning_rate",
-        ),
-        (json!({"k": "two"}), "params.k"),
-    ] {
-        assert_eq!(rejected_field(params.clone(), &c, &t), field, "{params}");
-    }
+    assert_invalid_fields(
+        &KDpPca,
+        &c,
+        &t,
+        [
+            (json!({"k": 0}), "params.k"),
+            (json!({"k": 11}), "params.k"),
+            (json!({"k": 2, "batch_size": 1}), "params.batch_size"),
+            (json!({"k": 2, "batch_size": 5001}), "params.batch_size"),
+            (json!({"k": 2, "batch_size": 20}), "params.batch_size"),
+            (
+                json!({"k": 2, "batch_size": 400, "range_subsets": 201}),
+                "params.range_subsets",
+            ),
+            (
+                json!({"k": 2, "batch_size": 400, "range_subsets": 10}),
+                "params.range_subsets",
+            ),
+            (json!({"k": 2, "tail_scale": 0.0}), "params.tail_scale"),
+            (json!({"k": 2, "tail_exponent": -1.0}), "params.tail_exponent"),
+            (
+                json!({"k": 2, "failure_probability": 1.0}),
+                "params.failure_probability",
+            ),
+            (
+                json!({"k": 2, "failure_probability": 0.0}),
+                "params.failure_probability",
+            ),
+            (
+                json!({"k": 2, "learning_rate": {"offset": -1.0, "slope": 1.0}}),
+                "params.learning_rate.offset",
+            ),
+            (
+                json!({"k": 2, "learning_rate": {"offset": 0.0, "slope": 0.0}}),
+                "params.learning_rate",
+            ),
+            (
+                json!({"k": 2, "learning_rate": {"offset": 1.0}}),
+                "params.learning_rate",
+            ),
+            (json!({"k": "two"}), "params.k"),
+        ],
+    );
     let e = KDpPca
         .prepare(json!({"k": 2, "steps": 3}), &c, &t)
         .expect_err("unknown field");
@@ -275,21 +252,7 @@ fn invalid_parameters_name_their_field() {
 #[test]
 fn refuses_matrices_and_add_remove() {
     let t = target(1.0, 0.01);
-    let matrix = ctx(10, None, Neighbours::Entry { u: 1.0 });
-    let add_remove = ctx(
-        10,
-        None,
-        Neighbours::AddRemove {
-            beta: 1.0,
-            alpha: 3.0,
-        },
-    );
-    for c in [matrix, add_remove] {
-        assert!(matches!(
-            KDpPca.prepare(json!({"k": 1}), &c, &t),
-            Err(ConfigError::Unsupported(_))
-        ));
-    }
+    let [matrix, add_remove] = assert_replace_one_records_only(&KDpPca, &t);
     let Err(ConfigError::Unsupported(why)) = KDpPca.configure(params(1), &add_remove, &t) else {
         panic!("add_remove accepted");
     };
@@ -302,15 +265,6 @@ fn refuses_matrices_and_add_remove() {
 
 // ---- Runs. ----
 
-fn run_with(
-    config: &KDpPcaConfig,
-    xt: &Matrix,
-    c: &DataContext,
-    seed: u64,
-) -> (Result<Output, RunError>, RecordingAudit) {
-    run_audited(&KDpPca, DataInput::Records { xt }, config, c, seed)
-}
-
 /// d = 20, k = 2, n = 20 000, huge budget: the output is orthonormal with fixed signs and
 /// within a small angle of the exact top-2 eigenvectors of XᵀX.
 #[test]
@@ -321,7 +275,7 @@ fn converges_to_the_exact_subspace_at_huge_budget() {
     let config = KDpPca
         .configure(params(k), &c, &target(1e12, 1e-6))
         .expect("valid");
-    let (out, _) = run_with(&config, &xt, &c, 2);
+    let (out, _) = run_on_records(&KDpPca, &xt, &config, &c, 2);
     let out = out.expect("run");
     assert_basis_contract(&out.basis, d, k);
     assert!(out.eigenvalues.is_none());
@@ -349,7 +303,7 @@ fn error_decreases_as_the_budget_grows() {
             let total: f64 = data
                 .iter()
                 .map(|(seed, xt)| {
-                    let (out, _) = run_with(&config, xt, &c, seed + 1);
+                    let (out, _) = run_on_records(&KDpPca, xt, &config, &c, seed + 1);
                     sin_theta(&out.expect("run").basis, &exact_top(&gram_t(xt), k))
                 })
                 .sum();
@@ -370,7 +324,7 @@ fn priv_range_bottom_fails_the_job_cleanly() {
     let config = KDpPca
         .configure(params(1), &c, &target(50.0, 1e-3))
         .expect("valid");
-    let (out, audit) = run_with(&config, &xt, &c, 5);
+    let (out, audit) = run_on_records(&KDpPca, &xt, &config, &c, 5);
     match out {
         Err(RunError::Failed(message)) => assert!(message.contains("PrivRange returned ⊥"), "{message}"),
         other => panic!("{other:?}"),
@@ -385,14 +339,8 @@ fn progress_is_reported_and_cancellation_stops_the_run() {
     let xt = sign_spiked_records(6, d, n, &[4.0], 0.3, BETA);
     let c = ctx(d, Some(n), RO);
     let config = prepare(json!({"k": 2, "batch_size": 100}), &c, &target(1e6, 1e-6)).expect("valid");
-    let mut seen = Vec::new();
-    let mut rng = seeded(7);
-    let mut progress = |done: u32, total: u32| {
-        seen.push((done, total));
-        if done == 3 { Err(Cancelled) } else { Ok(()) }
-    };
-    let mut env = RunEnv::new(&mut rng, &mut progress);
-    let out = KDpPca.run(DataInput::Records { xt: &xt }, &config, &c, &mut env);
+    let input = DataInput::Records { xt: &xt };
+    let (out, seen, _) = run_with_progress(&KDpPca, input, &config, &c, 7, |done, _| done == 3);
     assert_eq!(out.err(), Some(RunError::Cancelled));
     assert_eq!(seen, [(1, 20), (2, 20), (3, 20)]);
 }
@@ -420,15 +368,16 @@ fn mismatched_input_fails_cleanly() {
             ),
         ),
     ] {
-        let (out, audit) = run_audited(&KDpPca, input, &config, &context, 1);
-        assert!(matches!(out, Err(RunError::Failed(_))), "{out:?}");
-        assert!(audit.draws.is_empty());
+        assert_fails_cleanly(&KDpPca, input, &config, &context, context);
     }
     let bad = KDpPcaConfig {
         range_subsets: 51,
         ..config
     };
-    assert!(matches!(run_with(&bad, &xt, &c, 1).0, Err(RunError::Failed(_))));
+    assert!(matches!(
+        run_on_records(&KDpPca, &xt, &bad, &c, 1).0,
+        Err(RunError::Failed(_))
+    ));
 }
 
 #[test]
@@ -448,13 +397,9 @@ fn registry_round_trip_matches_a_direct_run() {
         )
     );
     assert_eq!(prepared.noise.len(), 3);
-    let mut rng = seeded(10);
-    let mut progress = |_: u32, _: u32| Ok::<(), Cancelled>(());
-    let mut env = RunEnv::new(&mut rng, &mut progress);
-    let via_registry = KDpPca.run_prepared(&prepared.config, DataInput::Records { xt: &xt }, &c, &mut env);
     let config = prepare(json!({"k": 2, "batch_size": 150}), &c, &t).expect("valid");
-    let (direct, _) = run_with(&config, &xt, &c, 10);
-    assert_eq!(via_registry.expect("run").basis, direct.expect("run").basis);
+    let (via_registry, direct) = registry_and_direct_runs(&KDpPca, &prepared.config, &config, &xt, &c, 10);
+    assert_eq!(via_registry.basis, direct.basis);
 }
 
 // ---- Statistical audit of the noise actually drawn. ----
@@ -483,7 +428,7 @@ fn audit_noise(factor: f64) -> AuditReport {
     let c = ctx(d, Some(n), RO);
     let mut config = prepare(json!({"k": k, "batch_size": batch}), &c, &target(rho, delta)).expect("valid");
     config.epsilon *= factor;
-    let (out, audit) = run_with(&config, &xt, &c, 12);
+    let (out, audit) = run_on_records(&KDpPca, &xt, &config, &c, 12);
     out.expect("run");
 
     let epsilon = (2.0 * rho).sqrt();

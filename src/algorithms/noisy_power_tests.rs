@@ -1,0 +1,502 @@
+//! Tests of `noisy_power`: cost and calibration, parameters, the run contract, convergence,
+//! progress and cancellation, and a statistical audit of every noise draw against an
+//! independent replay of Alg. 1.
+
+use super::*;
+use crate::algorithms::DynAlgorithm;
+use crate::algorithms::testing::{
+    AR, EN, RO, assert_basis_contract, assert_cancellation_stops_the_noise, assert_fails_cleanly,
+    assert_invalid_fields, assert_matches_exact, assert_object_errors, ctx, exact_top, gaussian,
+    input_and_dense, invalid_field, mean_sin_theta, registry_and_direct_runs, rejected, run_audited,
+    run_with_progress, seeded, spiked_matrix, spiked_records, target,
+};
+use crate::dataset::Neighbours;
+use crate::linalg::subspace::sin_theta;
+use crate::linalg::{matmul_tn, thin_svd};
+use crate::privacy::testing::check_gaussian_scale;
+
+fn params(k: usize, p: usize, iterations: u32, sensitivity: SensitivityMode) -> NoisyPowerParams {
+    NoisyPowerParams {
+        k,
+        p: Some(p),
+        iterations: Some(iterations),
+        sensitivity,
+    }
+}
+
+// ---- Cost and calibration. ----
+
+#[test]
+fn cost_is_l_over_two_s_squared() {
+    let c = ctx(10, None, AR);
+    let cfg = |iterations, multiplier| NoisyPowerConfig {
+        k: 2,
+        p: 4,
+        iterations,
+        sensitivity: SensitivityMode::Auto,
+        multiplier,
+    };
+    // 4 / (2·2²) = 0.5; 1 / (2·0.5²) = 2; 10 / (2·10²) = 0.05.
+    assert_eq!(NoisyPower.cost(&cfg(4, 2.0), &c), Cost::zcdp(0.5));
+    assert_eq!(NoisyPower.cost(&cfg(1, 0.5), &c), Cost::zcdp(2.0));
+    assert_eq!(NoisyPower.cost(&cfg(10, 10.0), &c), Cost::zcdp(0.05));
+}
+
+#[test]
+fn configure_then_cost_returns_the_target() {
+    for neighbours in [AR, RO, EN] {
+        let c = ctx(20, None, neighbours);
+        for rho in [1e-8, 1e-3, 0.1, 0.5, 1.0, 3.7, 1e4, 1e6] {
+            for iterations in [1, 2, 4, 17, 1000] {
+                let p = params(3, 6, iterations, SensitivityMode::RowNorm);
+                let config = NoisyPower.configure(p, &c, &target(rho)).expect("valid");
+                let cost = NoisyPower.cost(&config, &c);
+                assert!(cost.rho <= rho, "cost {} above target {rho}", cost.rho);
+                assert!((rho - cost.rho) / rho <= 1e-12);
+                assert_eq!(cost.delta, 0.0);
+                let s = (f64::from(iterations) / (2.0 * rho)).sqrt();
+                assert!((config.multiplier - s).abs() / s <= 1e-12);
+            }
+        }
+    }
+}
+
+#[test]
+fn defaults_are_filled_in() {
+    let full = NoisyPowerParams {
+        k: 3,
+        p: None,
+        iterations: None,
+        sensitivity: SensitivityMode::Auto,
+    };
+    let config = NoisyPower
+        .configure(full.clone(), &ctx(30, None, AR), &target(1.0))
+        .expect("valid");
+    assert_eq!(
+        (config.k, config.p, config.iterations),
+        (3, 6, DEFAULT_ITERATIONS)
+    );
+    assert_eq!(config.sensitivity, SensitivityMode::Auto);
+    // p = min(d, 2k) when 2k > d.
+    let config = NoisyPower
+        .configure(full, &ctx(5, None, AR), &target(1.0))
+        .expect("valid");
+    assert_eq!(config.p, 5);
+    // Through the registry: an empty object is missing k, null parameters likewise.
+    let prepared = NoisyPower.prepare(serde_json::json!({"k": 2}), &ctx(8, None, EN), &target(1.0));
+    let prepared = prepared.expect("valid");
+    assert_eq!(prepared.config["p"], 4);
+    assert_eq!(prepared.config["iterations"], 4);
+    assert_eq!(prepared.config["sensitivity"], "auto");
+    assert!((prepared.cost.rho - 1.0).abs() <= 1e-12);
+    assert_eq!(prepared.noise.len(), 1);
+    assert_eq!(prepared.noise[0].count, 4);
+    assert_eq!(prepared.noise[0].sensitivity, None);
+}
+
+#[test]
+fn noise_scale_shows_fixed_rank_one_sensitivity() {
+    let c = ctx(10, None, RO);
+    let config = NoisyPower
+        .configure(params(2, 4, 3, SensitivityMode::RankOne), &c, &target(1.5))
+        .expect("valid");
+    let scales = NoisyPower.noise_scales(&config, &c);
+    assert_eq!(scales.len(), 1);
+    assert_eq!(scales[0].release, RELEASE);
+    assert_eq!(scales[0].distribution, "gaussian");
+    assert_eq!(scales[0].count, 3);
+    assert_eq!(scales[0].multiplier, config.multiplier);
+    // √2·β² with β = 2.
+    let expected = 2.0_f64.sqrt() * 4.0;
+    assert!((scales[0].sensitivity.expect("fixed") - expected).abs() < 1e-14);
+}
+
+#[test]
+fn invalid_parameters_name_their_field() {
+    use serde_json::json;
+    let c = ctx(6, None, AR);
+    let cases = [
+        (json!({"k": 0}), "params.k"),
+        (json!({"k": 7}), "params.k"),
+        (json!({"k": 3, "p": 2}), "params.p"),
+        (json!({"k": 3, "p": 7}), "params.p"),
+        (json!({"k": 2, "iterations": 0}), "params.iterations"),
+        (json!({"k": 2, "iterations": 1001}), "params.iterations"),
+        (json!({"k": "three"}), "params.k"),
+        (json!({"k": -1}), "params.k"),
+        (json!({"k": 2.5}), "params.k"),
+        (json!({"k": 2, "p": "4"}), "params.p"),
+        (json!({"k": 2, "iterations": 1.5}), "params.iterations"),
+        (json!({"k": 2, "sensitivity": "frobenius"}), "params.sensitivity"),
+        (json!({"k": 2, "sensitivity": 1}), "params.sensitivity"),
+    ];
+    assert_invalid_fields(&NoisyPower, &c, &target(1.0), cases);
+    // Missing k and unknown fields are errors on the parameter object; the message names them.
+    assert_object_errors(
+        &NoisyPower,
+        &c,
+        [
+            (json!({}), "`k`"),
+            (json!(null), "`k`"),
+            (json!({"k": 2, "q": 3}), "`q`"),
+        ],
+    );
+    // rank_one does not apply to matrices.
+    let e = rejected(
+        &NoisyPower,
+        json!({"k": 2, "sensitivity": "rank_one"}),
+        &ctx(6, None, EN),
+        1.0,
+    );
+    assert_eq!(invalid_field(&e), "params.sensitivity");
+    // The budget and the bounds are validated too (NaN included).
+    for rho in [0.0, -1.0, f64::NAN, f64::INFINITY, 1e-320] {
+        assert_eq!(
+            invalid_field(&rejected(&NoisyPower, json!({"k": 2}), &c, rho)),
+            "rho"
+        );
+    }
+    let bad = ctx(
+        6,
+        None,
+        Neighbours::AddRemove {
+            beta: f64::NAN,
+            alpha: 1.0,
+        },
+    );
+    assert_eq!(
+        invalid_field(&rejected(&NoisyPower, json!({"k": 2}), &bad, 1.0)),
+        "bounds.row_norm_bound"
+    );
+}
+
+/// noisy_power supports every kind and relation, so `prepare` never answers `Unsupported`.
+#[test]
+fn every_kind_and_relation_is_supported() {
+    let info = Algorithm::info(&NoisyPower);
+    assert!(!info.public_only);
+    for neighbours in [AR, RO, EN] {
+        assert!(info.kinds.contains(&neighbours.kind()) && info.relations.contains(&neighbours.relation()));
+        let prepared = NoisyPower.prepare(
+            serde_json::json!({"k": 1}),
+            &ctx(4, None, neighbours),
+            &target(1.0),
+        );
+        assert!(prepared.is_ok(), "{neighbours:?}: {prepared:?}");
+    }
+}
+
+// ---- Running. ----
+
+#[test]
+fn path_choice_follows_the_flop_counts() {
+    // n·d² + L·d²·p vs 2·L·n·d·p.
+    assert!(gram_is_cheaper(1000, 10, 4, 4)); // 101 600 ≤ 320 000
+    assert!(!gram_is_cheaper(100, 1000, 4, 4)); // 100 016 000 > 3 200 000
+    assert!(!gram_is_cheaper(usize::MAX, usize::MAX, 1, 1));
+    // Both operators compute the same A·V.
+    let xt = spiked_records(1, 7, 9, &[3.0], 0.5, 10.0);
+    let v = gaussian(&mut seeded(2), 7, 3);
+    let dense = Operator::Dense(std::borrow::Cow::Owned(gram_t(&xt))).apply(&v);
+    let factored = Operator::Records(&xt).apply(&v);
+    let naive = matmul(&xt, &matmul_tn(&xt, &v));
+    assert!((&dense - factored).amax() < 1e-12 && (dense - naive).amax() < 1e-12);
+}
+
+#[test]
+fn gram_cheaper_edge_is_exact() {
+    // d(n + L·p) ≤ 2·L·n·p at equality: n = 10, d = 10, p = 1, L = 5 → 150 vs 100 (not
+    // cheaper); n = 10, d = 5, p = 1, L = 5 → 75 ≤ 100 (cheaper).
+    assert!(!gram_is_cheaper(10, 10, 1, 5));
+    assert!(gram_is_cheaper(10, 5, 1, 5));
+}
+
+#[test]
+fn output_is_orthonormal_with_fixed_signs() {
+    let (d, n) = (15, 120);
+    let xt = spiked_records(3, d, n, &[5.0, 3.0], 0.3, 3.0);
+    let a = spiked_matrix(4, d, &[8.0, 5.0], 0.1);
+    for (neighbours, input) in [
+        (AR, DataInput::Records { xt: &xt }),
+        (RO, DataInput::Records { xt: &xt }),
+        (EN, DataInput::Matrix { a: &a }),
+    ] {
+        for mode in [
+            SensitivityMode::Auto,
+            SensitivityMode::RowNorm,
+            SensitivityMode::HardtPrice,
+        ] {
+            for rho in [0.01, 1e6] {
+                let c = ctx(d, Some(n), neighbours);
+                let config = NoisyPower
+                    .configure(params(4, 6, 3, mode), &c, &target(rho))
+                    .expect("valid");
+                let (out, _) = run_audited(&NoisyPower, input, &config, &c, 5);
+                let out = out.expect("run");
+                assert_basis_contract(&out.basis, d, 4);
+                let values = out.eigenvalues.expect("released singular values");
+                assert_eq!(values.len(), 4);
+                assert!(values.windows(2).all(|w| w[0] >= w[1]) && values[3] >= 0.0);
+            }
+        }
+    }
+}
+
+#[test]
+fn converges_to_the_exact_subspace_at_huge_rho() {
+    let (d, n, k) = (30, 400, 3);
+    let xt = spiked_records(7, d, n, &[9.0, 6.0, 4.0], 0.3, 4.0);
+    let a = spiked_matrix(8, d, &[50.0, 30.0, 20.0], 0.2);
+    for neighbours in [AR, RO, EN] {
+        let (input, dense) = input_and_dense(&neighbours, &xt, &a);
+        let c = ctx(d, Some(n), neighbours);
+        let p = NoisyPowerParams {
+            k,
+            p: None,
+            iterations: None,
+            sensitivity: SensitivityMode::Auto,
+        };
+        let config = NoisyPower.configure(p, &c, &target(1e12)).expect("valid");
+        let (out, _) = run_audited(&NoisyPower, input, &config, &c, 9);
+        assert_matches_exact(&out.expect("run"), &dense, k, (1e-3, 1e-4), neighbours);
+    }
+}
+
+#[test]
+fn error_decreases_as_rho_grows() {
+    let (d, n, k) = (30, 400, 3);
+    let xt = spiked_records(7, d, n, &[9.0, 6.0, 4.0], 0.3, 4.0);
+    let exact = exact_top(&gram_t(&xt), k);
+    let c = ctx(d, Some(n), AR);
+    let rhos = [1e-4, 1e-2, 1.0, 1e2, 1e4];
+    let errors: Vec<f64> = rhos
+        .iter()
+        .map(|&rho| {
+            let config = NoisyPower
+                .configure(params(k, 6, 4, SensitivityMode::Auto), &c, &target(rho))
+                .expect("valid");
+            mean_sin_theta(&NoisyPower, &xt, &config, &c, &exact, 4)
+        })
+        .collect();
+    assert!(errors.windows(2).all(|w| w[1] < w[0]), "errors {errors:?}");
+    assert!(errors[0] > 0.5 && errors[4] < 1e-2, "errors {errors:?}");
+}
+
+#[test]
+fn progress_is_reported_and_cancellation_stops_the_run() {
+    let (d, n) = (10, 50);
+    let xt = spiked_records(3, d, n, &[4.0], 0.3, 2.0);
+    let c = ctx(d, Some(n), AR);
+    let config = NoisyPower
+        .configure(params(2, 3, 5, SensitivityMode::Auto), &c, &target(1.0))
+        .expect("valid");
+    let input = DataInput::Records { xt: &xt };
+    let (out, calls, _) = run_with_progress(&NoisyPower, input, &config, &c, 1, |_, _| false);
+    out.expect("run");
+    assert_eq!(calls, (1..=5).map(|l| (l, 5)).collect::<Vec<_>>());
+
+    assert_cancellation_stops_the_noise(&NoisyPower, input, &config, &c);
+}
+
+#[test]
+fn mismatched_input_fails_cleanly() {
+    let xt = spiked_records(3, 6, 20, &[4.0], 0.3, 2.0);
+    let a = spiked_matrix(3, 6, &[4.0], 0.1);
+    let config = NoisyPowerConfig {
+        k: 2,
+        p: 3,
+        iterations: 2,
+        sensitivity: SensitivityMode::Auto,
+        multiplier: 1.0,
+    };
+    let cases = [
+        (DataInput::Matrix { a: &a }, ctx(6, None, AR)),
+        (DataInput::Records { xt: &xt }, ctx(6, None, EN)),
+        (DataInput::Records { xt: &xt }, ctx(7, None, AR)),
+        (DataInput::Matrix { a: &a }, ctx(5, None, EN)),
+    ];
+    for (i, (input, c)) in cases.into_iter().enumerate() {
+        assert_fails_cleanly(&NoisyPower, input, &config, &c, i);
+    }
+    // A stored configuration that no longer fits (k > p, rank_one on a matrix) fails too.
+    let bad = NoisyPowerConfig {
+        k: 4,
+        ..config.clone()
+    };
+    assert!(matches!(
+        run_audited(
+            &NoisyPower,
+            DataInput::Records { xt: &xt },
+            &bad,
+            &ctx(6, None, AR),
+            1
+        )
+        .0,
+        Err(RunError::Failed(_))
+    ));
+    let bad = NoisyPowerConfig {
+        sensitivity: SensitivityMode::RankOne,
+        ..config
+    };
+    assert!(matches!(
+        run_audited(
+            &NoisyPower,
+            DataInput::Matrix { a: &a },
+            &bad,
+            &ctx(6, None, EN),
+            1
+        )
+        .0,
+        Err(RunError::Failed(_))
+    ));
+}
+
+#[test]
+fn registry_round_trip_matches_a_direct_run() {
+    let (d, n) = (12, 60);
+    let xt = spiked_records(5, d, n, &[4.0, 2.0], 0.3, 2.0);
+    let c = ctx(d, Some(n), RO);
+    let prepared = NoisyPower
+        .prepare(
+            serde_json::json!({"k": 2, "p": 4, "iterations": 3, "sensitivity": "row_norm"}),
+            &c,
+            &target(0.7),
+        )
+        .expect("valid");
+    let config = NoisyPower
+        .configure(params(2, 4, 3, SensitivityMode::RowNorm), &c, &target(0.7))
+        .expect("valid");
+    let (via_registry, direct) = registry_and_direct_runs(&NoisyPower, &prepared.config, &config, &xt, &c, 4);
+    assert_eq!(via_registry.basis, direct.basis);
+}
+
+// ---- Statistical audit of the noise actually drawn. ----
+
+/// Δ(X) straight from the algorithms.md table, written independently of `sensitivity.rs`.
+fn spec_delta(neighbours: &Neighbours, mode: SensitivityMode, x: &Matrix) -> f64 {
+    let root_p = (x.ncols() as f64).sqrt();
+    let max_row = x.row_iter().map(|r| r.norm()).fold(0.0, f64::max);
+    let max_abs = x.amax();
+    let (row_norm, rank_one, hardt_price) = match *neighbours {
+        Neighbours::Entry { u } => (u * max_row, f64::INFINITY, u * root_p * max_abs),
+        Neighbours::AddRemove { beta, alpha } => (
+            alpha * beta * max_row,
+            beta * beta,
+            alpha * beta * root_p * max_abs,
+        ),
+        Neighbours::ReplaceOne { beta, alpha } => (
+            2.0 * alpha * beta * max_row,
+            2.0_f64.sqrt() * beta * beta,
+            2.0 * alpha * beta * root_p * max_abs,
+        ),
+    };
+    match mode {
+        SensitivityMode::RowNorm => row_norm,
+        SensitivityMode::RankOne => rank_one,
+        SensitivityMode::HardtPrice => hardt_price,
+        SensitivityMode::Auto => row_norm.min(rank_one).min(hardt_price),
+    }
+}
+
+struct AuditReport {
+    /// Largest relative gap between the recorded and the spec's sd.
+    scale_error: f64,
+    per_draw: Vec<Result<(), String>>,
+    /// All draws, each divided by its spec sd, against N(0, 1).
+    pooled: Result<(), String>,
+}
+
+/// Runs noisy_power (multiplier scaled by `factor`, 1 = calibrated) with an audit and checks
+/// the drawn noise against sd = sqrt(L/(2ρ))·Δ(X_{l−1}) computed here from the spec. The
+/// iterates are replayed from the audit: X₀ from the same seed, then Y_l = A·X_{l−1} + G_l
+/// with the recorded G_l and X_l = Q(Y_l); the output must be Y_L's Rayleigh–Ritz basis,
+/// which shows the audited noise is the noise that was used.
+fn audit_noise(neighbours: Neighbours, mode: SensitivityMode, factor: f64) -> AuditReport {
+    let (d, n, k, p, iterations, rho, seed): (usize, usize, usize, usize, u32, f64, u64) =
+        (60, 300, 5, 10, 5, 0.8, 21);
+    let xt = spiked_records(13, d, n, &[6.0, 4.0, 3.0], 0.3, 2.0);
+    let a = spiked_matrix(14, d, &[40.0, 30.0, 20.0], 0.3);
+    let (input, dense) = input_and_dense(&neighbours, &xt, &a);
+    let c = ctx(d, None, neighbours);
+    let mut config = NoisyPower
+        .configure(params(k, p, iterations, mode), &c, &target(rho))
+        .expect("valid");
+    config.multiplier *= factor;
+    let (out, audit) = run_audited(&NoisyPower, input, &config, &c, seed);
+    let out = out.expect("run");
+    assert_eq!(audit.draws.len(), iterations as usize);
+
+    let s_spec = (f64::from(iterations) / (2.0 * rho)).sqrt();
+    let mut x = initial_iterate(&mut seeded(seed), d, p);
+    let mut y = Matrix::zeros(d, p);
+    let (mut scale_error, mut per_draw, mut pooled) = (0.0_f64, Vec::new(), Vec::new());
+    for draw in &audit.draws {
+        assert_eq!(
+            (draw.label, draw.distribution, draw.values.len()),
+            (RELEASE, "gaussian", d * p)
+        );
+        let sd = s_spec * spec_delta(&neighbours, mode, &x);
+        scale_error = scale_error.max((draw.scale - sd).abs() / sd);
+        per_draw.push(check_gaussian_scale(&draw.values, sd));
+        pooled.extend(draw.values.iter().map(|v| v / sd));
+        y = &dense * &x + Matrix::from_column_slice(d, p, &draw.values);
+        x = thin_qr_q(&y);
+    }
+    let replayed = thin_svd(&y).u.columns(0, k).into_owned();
+    assert!(
+        sin_theta(&out.basis, &replayed) < 1e-8,
+        "output is not the replayed Rayleigh–Ritz basis"
+    );
+    AuditReport {
+        scale_error,
+        per_draw,
+        pooled: check_gaussian_scale(&pooled, 1.0),
+    }
+}
+
+fn assert_calibrated(report: &AuditReport) {
+    assert!(
+        report.scale_error < 1e-9,
+        "recorded sd off by {:e}",
+        report.scale_error
+    );
+    for (l, r) in report.per_draw.iter().enumerate() {
+        assert!(r.is_ok(), "iteration {}: {r:?}", l + 1);
+    }
+    assert!(report.pooled.is_ok(), "{:?}", report.pooled);
+}
+
+#[test]
+fn noise_matches_spec_rank_one() {
+    assert_calibrated(&audit_noise(AR, SensitivityMode::RankOne, 1.0));
+    assert_calibrated(&audit_noise(RO, SensitivityMode::RankOne, 1.0));
+}
+
+#[test]
+fn noise_matches_spec_row_norm_and_hardt_price() {
+    assert_calibrated(&audit_noise(RO, SensitivityMode::RowNorm, 1.0));
+    assert_calibrated(&audit_noise(AR, SensitivityMode::HardtPrice, 1.0));
+    assert_calibrated(&audit_noise(EN, SensitivityMode::RowNorm, 1.0));
+}
+
+#[test]
+fn noise_matches_spec_auto() {
+    assert_calibrated(&audit_noise(AR, SensitivityMode::Auto, 1.0));
+    assert_calibrated(&audit_noise(EN, SensitivityMode::Auto, 1.0));
+}
+
+/// The same check catches a mechanism that adds 10 % too little noise.
+#[test]
+fn under_noised_run_fails_the_audit() {
+    for (neighbours, mode) in [
+        (RO, SensitivityMode::RankOne),
+        (AR, SensitivityMode::RowNorm),
+        (EN, SensitivityMode::Auto),
+    ] {
+        let report = audit_noise(neighbours, mode, 0.9);
+        assert!(
+            report.pooled.is_err(),
+            "{neighbours:?} {mode:?}: under-noising went unnoticed"
+        );
+    }
+}

@@ -1,0 +1,425 @@
+//! Test support shared by the algorithms' tests: contexts and targets, seeded randomness,
+//! data with a planted spectrum, audited runs, and the checks every algorithm's output and
+//! every refusal must pass.
+
+use std::fmt::Debug;
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha20Rng;
+use rand_distr::{Distribution, StandardNormal};
+use serde_json::Value;
+
+use super::{Algorithm, Cancelled, ConfigError, DataInput, DynAlgorithm, Output, RunEnv, RunError};
+use crate::dataset::{DataContext, Neighbours};
+use crate::linalg::subspace::{orthonormality_error, sin_theta};
+use crate::linalg::{Matrix, Vector, gram_t, sym_eig, thin_qr_q};
+use crate::privacy::PrivacyTarget;
+use crate::privacy::noise::RecordingAudit;
+
+// ---- Contexts, targets and inputs. ----
+
+/// add_remove records with β = 2, α = 6.
+pub(crate) const AR: Neighbours = Neighbours::AddRemove {
+    beta: 2.0,
+    alpha: 6.0,
+};
+/// replace_one records with β = 2, α = 6.
+pub(crate) const RO: Neighbours = Neighbours::ReplaceOne {
+    beta: 2.0,
+    alpha: 6.0,
+};
+/// A matrix dataset with entry-level neighbours, u = 1.
+pub(crate) const EN: Neighbours = Neighbours::Entry { u: 1.0 };
+
+/// The public context of a private (not `public: true`) dataset.
+pub(crate) fn ctx(d: usize, n: Option<usize>, neighbours: Neighbours) -> DataContext {
+    DataContext {
+        d,
+        n,
+        neighbours,
+        public: false,
+    }
+}
+
+/// A pure zCDP target: ρ and no δ.
+pub(crate) fn target(rho: f64) -> PrivacyTarget {
+    PrivacyTarget { rho, delta: None }
+}
+
+/// The input of a dataset under `neighbours`: the matrix for entry-level neighbours, records Xᵀ
+/// otherwise.
+pub(crate) fn input_for<'a>(neighbours: &Neighbours, data: &'a Matrix) -> DataInput<'a> {
+    match neighbours {
+        Neighbours::Entry { .. } => DataInput::Matrix { a: data },
+        _ => DataInput::Records { xt: data },
+    }
+}
+
+/// The input under `neighbours` (`a` for entry-level neighbours, the records `xt` otherwise) and
+/// the dense matrix it stands for (`a`, or XᵀX).
+pub(crate) fn input_and_dense<'a>(
+    neighbours: &Neighbours,
+    xt: &'a Matrix,
+    a: &'a Matrix,
+) -> (DataInput<'a>, Matrix) {
+    match neighbours {
+        Neighbours::Entry { .. } => (DataInput::Matrix { a }, a.clone()),
+        _ => (DataInput::Records { xt }, gram_t(xt)),
+    }
+}
+
+// ---- Seeded randomness and data with a planted spectrum. ----
+
+/// The tests' random generator, seeded.
+pub(crate) fn seeded(seed: u64) -> ChaCha20Rng {
+    ChaCha20Rng::seed_from_u64(seed)
+}
+
+/// A rows×cols matrix of iid standard normal entries (filled column by column).
+pub(crate) fn gaussian(rng: &mut ChaCha20Rng, rows: usize, cols: usize) -> Matrix {
+    Matrix::from_fn(rows, cols, |_, _| StandardNormal.sample(&mut *rng))
+}
+
+/// A vector of `d` iid standard normal entries.
+pub(crate) fn gaussian_vector(rng: &mut ChaCha20Rng, d: usize) -> Vector {
+    Vector::from_fn(d, |_, _| StandardNormal.sample(&mut *rng))
+}
+
+/// Records xt (d×n) with a planted spectrum: x = Σ_j sqrt(spikes_j)·z_j·u_j + background·w,
+/// then clipped to ‖x‖₂ ≤ β (privacy.md §1; ‖x‖₁ ≤ √d·β, the default α, follows).
+pub(crate) fn spiked_records(
+    seed: u64,
+    d: usize,
+    n: usize,
+    spikes: &[f64],
+    background: f64,
+    beta: f64,
+) -> Matrix {
+    planted_records(seed, d, n, spikes, background, beta, |z| z)
+}
+
+/// Records of the App. G.1 spiked model: x = Σ_j s_j·sqrt(λ_j)·v_j + σ·w with random signs s_j
+/// and w ~ N(0, I_d), so E[xxᵀ] = Σ_j λ_j v_j v_jᵀ + σ²·I; clipped to ‖x‖₂ ≤ β.
+pub(crate) fn sign_spiked_records(
+    seed: u64,
+    d: usize,
+    n: usize,
+    spikes: &[f64],
+    sigma: f64,
+    beta: f64,
+) -> Matrix {
+    planted_records(seed, d, n, spikes, sigma, beta, f64::signum)
+}
+
+/// x = Σ_j sqrt(spikes_j)·amplitude(z_j)·u_j + background·w for a random orthonormal U and
+/// standard normal z, w (drawn in that order from `seeded(seed)`), clipped to ‖x‖₂ ≤ β.
+fn planted_records(
+    seed: u64,
+    d: usize,
+    n: usize,
+    spikes: &[f64],
+    background: f64,
+    beta: f64,
+    amplitude: fn(f64) -> f64,
+) -> Matrix {
+    let mut rng = seeded(seed);
+    let u = thin_qr_q(&gaussian(&mut rng, d, spikes.len()));
+    let z = gaussian(&mut rng, spikes.len(), n);
+    let w = gaussian(&mut rng, d, n);
+    let scaled = Matrix::from_fn(spikes.len(), n, |j, i| spikes[j].sqrt() * amplitude(z[(j, i)]));
+    let mut xt = &u * scaled + w * background;
+    for mut col in xt.column_iter_mut() {
+        let norm = col.norm();
+        if norm > beta {
+            col *= beta / norm;
+        }
+    }
+    xt
+}
+
+/// A symmetric d×d matrix U·diag(spikes)·Uᵀ + a symmetric perturbation of size `background`.
+pub(crate) fn spiked_matrix(seed: u64, d: usize, spikes: &[f64], background: f64) -> Matrix {
+    let mut rng = seeded(seed);
+    let u = thin_qr_q(&gaussian(&mut rng, d, spikes.len()));
+    let lambda = Matrix::from_diagonal(&Vector::from_column_slice(spikes));
+    let e = gaussian(&mut rng, d, d);
+    &u * lambda * u.transpose() + (&e + e.transpose()) * (background / 2.0)
+}
+
+// ---- Runs. ----
+
+/// What a run returned, and every noise draw it made.
+pub(crate) type Audited = (Result<Output, RunError>, RecordingAudit);
+
+/// Calls `f` with an environment on `seeded(seed)` whose progress never cancels, and returns
+/// its result with every noise draw it made.
+pub(crate) fn with_audited_env<T>(seed: u64, f: impl FnOnce(&mut RunEnv<'_>) -> T) -> (T, RecordingAudit) {
+    with_env(seed, &mut |_, _| Ok(()), f)
+}
+
+/// Calls `f` with an environment on `seeded(seed)`, the given progress callback and a recording
+/// audit.
+fn with_env<T>(
+    seed: u64,
+    progress: &mut dyn FnMut(u32, u32) -> Result<(), Cancelled>,
+    f: impl FnOnce(&mut RunEnv<'_>) -> T,
+) -> (T, RecordingAudit) {
+    let mut rng = seeded(seed);
+    let mut audit = RecordingAudit::default();
+    let out = {
+        let mut env = RunEnv::new(&mut rng, progress).with_audit(&mut audit);
+        f(&mut env)
+    };
+    (out, audit)
+}
+
+/// Runs `alg` with a seeded RNG and a recording audit.
+pub(crate) fn run_audited<A: Algorithm>(
+    alg: &A,
+    input: DataInput<'_>,
+    config: &A::Config,
+    ctx: &DataContext,
+    seed: u64,
+) -> Audited {
+    with_audited_env(seed, |env| alg.run(input, config, ctx, env))
+}
+
+/// [`run_audited`] on records xt.
+pub(crate) fn run_on_records<A: Algorithm>(
+    alg: &A,
+    xt: &Matrix,
+    config: &A::Config,
+    ctx: &DataContext,
+    seed: u64,
+) -> Audited {
+    run_audited(alg, DataInput::Records { xt }, config, ctx, seed)
+}
+
+/// Runs a configuration from `prepare` through the registry, with a seeded RNG and a recording
+/// audit.
+pub(crate) fn run_prepared_audited(
+    alg: &dyn DynAlgorithm,
+    config: &Value,
+    input: DataInput<'_>,
+    ctx: &DataContext,
+    seed: u64,
+) -> Audited {
+    with_audited_env(seed, |env| alg.run_prepared(config, input, ctx, env))
+}
+
+/// Runs records xt twice with the same seed: the configuration `prepare` stored, through the
+/// registry, and `config`, directly. Both runs must succeed.
+pub(crate) fn registry_and_direct_runs<A: Algorithm>(
+    alg: &A,
+    prepared: &Value,
+    config: &A::Config,
+    xt: &Matrix,
+    ctx: &DataContext,
+    seed: u64,
+) -> (Output, Output) {
+    let (via_registry, _) = run_prepared_audited(alg, prepared, DataInput::Records { xt }, ctx, seed);
+    let (direct, _) = run_on_records(alg, xt, config, ctx, seed);
+    (
+        via_registry.expect("run through the registry"),
+        direct.expect("direct run"),
+    )
+}
+
+/// The mean sin θ between `exact` and the bases of runs on records xt with seeds 0..runs, so
+/// that a comparison is about the noise level rather than one draw.
+pub(crate) fn mean_sin_theta<A: Algorithm>(
+    alg: &A,
+    xt: &Matrix,
+    config: &A::Config,
+    ctx: &DataContext,
+    exact: &Matrix,
+    runs: u64,
+) -> f64 {
+    (0..runs)
+        .map(|seed| {
+            let (out, _) = run_on_records(alg, xt, config, ctx, seed);
+            sin_theta(&out.expect("run").basis, exact)
+        })
+        .sum::<f64>()
+        / runs as f64
+}
+
+/// Runs `alg` with a seeded RNG and a recording audit, logging every progress report
+/// (done, total) and cancelling the job at the first report for which `cancel` holds.
+pub(crate) fn run_with_progress<A: Algorithm>(
+    alg: &A,
+    input: DataInput<'_>,
+    config: &A::Config,
+    ctx: &DataContext,
+    seed: u64,
+    mut cancel: impl FnMut(u32, u32) -> bool,
+) -> (Result<Output, RunError>, Vec<(u32, u32)>, RecordingAudit) {
+    let mut reports = Vec::new();
+    let mut progress = |done: u32, total: u32| {
+        reports.push((done, total));
+        if cancel(done, total) {
+            Err(Cancelled)
+        } else {
+            Ok(())
+        }
+    };
+    let (out, audit) = with_env(seed, &mut progress, |env| alg.run(input, config, ctx, env));
+    (out, reports, audit)
+}
+
+// ---- Checks. ----
+
+/// Orthonormal columns and the sign rule of algorithms.md (largest-magnitude entry > 0).
+pub(crate) fn assert_basis_contract(q: &Matrix, d: usize, k: usize) {
+    assert_eq!((q.nrows(), q.ncols()), (d, k));
+    let err = orthonormality_error(q);
+    assert!(err <= 1e-10, "‖QᵀQ − I‖ = {err:e}");
+    for col in q.column_iter() {
+        let biggest = col
+            .iter()
+            .copied()
+            .fold(0.0_f64, |b, v| if v.abs() > b.abs() { v } else { b });
+        assert!(
+            biggest > 0.0,
+            "column's largest-magnitude entry {biggest} is not positive"
+        );
+    }
+}
+
+/// Asserts that the basis is within sin θ < `angle` of the top-k eigenvectors of `a`, and each
+/// released eigenvalue within `relative` of the exact one.
+pub(crate) fn assert_matches_exact(
+    out: &Output,
+    a: &Matrix,
+    k: usize,
+    (angle, relative): (f64, f64),
+    case: impl Debug,
+) {
+    let exact = sym_eig(a);
+    let top = exact.vectors.columns(0, k).into_owned();
+    let err = sin_theta(&out.basis, &top);
+    assert!(err < angle, "{case:?}: sin θ = {err:e}");
+    let values = out.eigenvalues.as_ref().expect("released");
+    for (got, want) in values.iter().zip(exact.values.iter()) {
+        assert!(
+            (got - want).abs() <= relative * want.abs(),
+            "{case:?}: {got} vs {want}"
+        );
+    }
+}
+
+/// Asserts that cancelling at the progress report of step 2 ends the run with `Cancelled`, and
+/// that no noise is drawn after it (for algorithms that draw once per reported step).
+pub(crate) fn assert_cancellation_stops_the_noise<A: Algorithm>(
+    alg: &A,
+    input: DataInput<'_>,
+    config: &A::Config,
+    ctx: &DataContext,
+) {
+    let (result, _, audit) = run_with_progress(alg, input, config, ctx, 1, |done, _| done >= 2);
+    assert_eq!(result.expect_err("cancelled"), RunError::Cancelled);
+    assert_eq!(audit.draws.len(), 2, "no noise is drawn after the cancellation");
+}
+
+/// Asserts that a run fails cleanly: `RunError::Failed`, and no noise drawn.
+pub(crate) fn assert_fails_cleanly<A: Algorithm>(
+    alg: &A,
+    input: DataInput<'_>,
+    config: &A::Config,
+    ctx: &DataContext,
+    case: impl Debug,
+) {
+    let (out, audit) = run_audited(alg, input, config, ctx, 1);
+    assert!(matches!(out, Err(RunError::Failed(_))), "case {case:?}: {out:?}");
+    assert!(audit.draws.is_empty(), "case {case:?}: noise drawn");
+}
+
+/// The exact top-k eigenvectors of `a`.
+pub(crate) fn exact_top(a: &Matrix, k: usize) -> Matrix {
+    sym_eig(a).vectors.columns(0, k).into_owned()
+}
+
+/// The error of a `prepare` that must be rejected at ρ = `rho` (no δ).
+pub(crate) fn rejected(alg: &dyn DynAlgorithm, params: Value, ctx: &DataContext, rho: f64) -> ConfigError {
+    rejected_under(alg, params, ctx, &target(rho))
+}
+
+/// The error of a `prepare` that must be rejected under `target`.
+pub(crate) fn rejected_under(
+    alg: &dyn DynAlgorithm,
+    params: Value,
+    ctx: &DataContext,
+    target: &PrivacyTarget,
+) -> ConfigError {
+    alg.prepare(params, ctx, target).expect_err("must be rejected")
+}
+
+/// The field named by a `prepare` that must be rejected under `target`.
+pub(crate) fn rejected_field(
+    alg: &dyn DynAlgorithm,
+    params: Value,
+    ctx: &DataContext,
+    target: &PrivacyTarget,
+) -> String {
+    invalid_field(&rejected_under(alg, params, ctx, target)).to_string()
+}
+
+/// Asserts that `prepare` refuses matrices and add_remove records as unsupported (an algorithm
+/// for replace_one records only), and returns those two contexts (d = 10).
+pub(crate) fn assert_replace_one_records_only(
+    alg: &dyn DynAlgorithm,
+    target: &PrivacyTarget,
+) -> [DataContext; 2] {
+    let matrix = ctx(10, None, Neighbours::Entry { u: 1.0 });
+    let add_remove = ctx(
+        10,
+        None,
+        Neighbours::AddRemove {
+            beta: 1.0,
+            alpha: 3.0,
+        },
+    );
+    for c in [matrix, add_remove] {
+        assert!(matches!(
+            alg.prepare(serde_json::json!({"k": 1}), &c, target),
+            Err(ConfigError::Unsupported(_))
+        ));
+    }
+    [matrix, add_remove]
+}
+
+/// Asserts that `prepare` under `target` rejects each parameter object naming the field paired
+/// with it.
+pub(crate) fn assert_invalid_fields<'a>(
+    alg: &dyn DynAlgorithm,
+    ctx: &DataContext,
+    target: &PrivacyTarget,
+    cases: impl IntoIterator<Item = (Value, &'a str)>,
+) {
+    for (params, field) in cases {
+        let e = rejected_under(alg, params.clone(), ctx, target);
+        assert_eq!(invalid_field(&e), field, "{params}: {e}");
+    }
+}
+
+/// Asserts that `prepare` at ρ = 1 rejects each parameter object as a whole (a missing or unknown
+/// field: an error on `params…`) with a message containing the text paired with it.
+pub(crate) fn assert_object_errors<'a>(
+    alg: &dyn DynAlgorithm,
+    ctx: &DataContext,
+    cases: impl IntoIterator<Item = (Value, &'a str)>,
+) {
+    for (params, needle) in cases {
+        let e = rejected(alg, params.clone(), ctx, 1.0);
+        assert!(invalid_field(&e).starts_with("params"), "{params}: {e}");
+        assert!(e.to_string().contains(needle), "{params}: {e}");
+    }
+}
+
+/// The field of a `ConfigError::Invalid` (panics on any other error).
+pub(crate) fn invalid_field(e: &ConfigError) -> &str {
+    match e {
+        ConfigError::Invalid { field, .. } => field,
+        other => panic!("expected ConfigError::Invalid, got {other:?}"),
+    }
+}
