@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::error::ApiError;
-use crate::privacy::units::{MAX_RHO, checked_delta_budget_units, checked_rho_budget_units};
+use crate::privacy::units::{MAX_RHO, RHO_UNIT, checked_delta_budget_units, checked_rho_budget_units};
 use crate::privacy::{Delta, Epsilon, PrivacyTarget, Rho, epsilon_delta_to_rho};
 
 /// δ at which a budget stated only as ρ is displayed as (ε, δ).
@@ -106,9 +106,18 @@ impl BudgetInput {
                 // The whole δ went into the conversion: no approximate-DP δ is left to spend.
                 Stated::EpsilonDelta { rho, delta } => (rho, 0.0, delta.get()),
             };
+        let rho_units = checked_rho_budget_units(rho).map_err(|e| field_err("budget", e))?;
+        if rho_units == 0 {
+            // Budgets are rounded down to the ledger's unit; one that rounds to nothing could
+            // never admit a job (and the schema refuses it).
+            return Err(ApiError::validation(
+                "budget",
+                format!("the budget is ρ = {rho:e}, below the ledger's resolution of ρ = {RHO_UNIT:e}"),
+            ));
+        }
         Ok(ParsedBudget {
             rho,
-            rho_units: checked_rho_budget_units(rho).map_err(|e| field_err("budget", e))?,
+            rho_units,
             delta_units: checked_delta_budget_units(delta_budget)
                 .map_err(|e| field_err("budget.delta", e))?,
             display_delta,
