@@ -382,7 +382,8 @@ pub async fn list(
 }
 
 /// Cancel a job. Queued: cancelled and refunded (200). Running: cancellation requested, the
-/// charge stands because noise has been drawn (202). Finished: 409.
+/// charge stands because noise has been drawn (202); the job stops at its next progress report,
+/// so one in its last step may still end `succeeded`. Finished: 409.
 #[utoipa::path(delete, path = "/v1/jobs/{id}", tag = "jobs", security(("api_key" = [])),
     params(("id" = Uuid, Path, description = "job id")),
     responses((status = 200, body = JobView), (status = 202, body = JobView),
