@@ -9,6 +9,7 @@ pub mod algorithms;
 pub mod config;
 pub mod context;
 pub mod dataset;
+pub mod federation;
 pub mod http;
 pub mod ingest;
 pub mod linalg;
@@ -16,8 +17,10 @@ pub mod metrics;
 pub mod privacy;
 pub mod runner;
 pub mod serve;
+pub mod site;
 pub mod state;
 pub mod store;
+pub mod studies;
 pub mod telemetry;
 
 /// The whole application as a router (tests call `app(state).oneshot(request)`).

@@ -26,6 +26,10 @@ enum Command {
         #[arg(long, env = "PRIVPCA_HEALTHCHECK_ADDR", default_value = "127.0.0.1:8080")]
         addr: String,
     },
+    /// Take part in a study as one site (joins, contributes each round, charges the local
+    /// ledger). Exit codes: 0 succeeded, 1 study failed, 2 refused, 3 protocol violation,
+    /// 4 network gave up.
+    Site(privpca::site::SiteArgs),
 }
 
 fn main() -> ExitCode {
@@ -42,6 +46,7 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::Site(args) => privpca::site::run(args),
         Command::Serve(config) => {
             telemetry::init(&config.log_format);
             let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {

@@ -24,6 +24,16 @@ pub async fn prepare(config: Config) -> anyhow::Result<AppState> {
             "jobs left running by an earlier stop were failed (their charges are kept)"
         );
     }
+    let studies = store
+        .fail_interrupted_studies()
+        .await
+        .context("failing interrupted studies")?;
+    if studies > 0 {
+        tracing::warn!(
+            studies,
+            "studies left unfinished by an earlier stop were failed (charges made stand)"
+        );
+    }
     let stale = store
         .remove_interrupted_uploads()
         .await

@@ -9,6 +9,7 @@ use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::runner::JobControl;
 use crate::store::Store;
+use crate::studies::StudyHub;
 
 #[derive(Clone)]
 pub struct AppState {
@@ -20,17 +21,20 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     /// Datasets with an upload in progress in this process (a second concurrent upload is 409).
     pub uploads: Arc<Mutex<HashSet<Uuid>>>,
+    /// Live studies coordinated by this process.
+    pub studies: StudyHub,
 }
 
 impl AppState {
     pub fn new(store: Store, config: Config, admin_key: String) -> Self {
         Self {
-            store,
+            store: store.clone(),
             config: Arc::new(config),
             admin_key: Arc::new(admin_key),
             jobs: Arc::new(JobControl::default()),
             metrics: Arc::new(Metrics::new()),
             uploads: Arc::new(Mutex::new(HashSet::new())),
+            studies: StudyHub::new(store.clone()),
         }
     }
 }

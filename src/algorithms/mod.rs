@@ -17,6 +17,7 @@ pub mod eigen_sampling;
 pub mod eigenvalues;
 pub mod env;
 pub mod exact;
+pub mod federated_power;
 pub mod k_dp_pca;
 pub mod noisy_power;
 pub mod registry;

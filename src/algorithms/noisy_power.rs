@@ -81,7 +81,7 @@ pub(crate) fn target_rho(target: &PrivacyTarget) -> Result<f64, ConfigError> {
 }
 
 /// The cost ρ = L/(2s²) (Nicolas et al. eqs. 25–27: L Gaussian mechanisms of cost 1/(2s²)).
-fn cost_of(iterations: u32, multiplier: f64) -> f64 {
+pub(crate) fn cost_of(iterations: u32, multiplier: f64) -> f64 {
     // (1/s)² rather than 1/s², so that a huge s cannot overflow s² into a zero cost.
     let inverse = 1.0 / multiplier;
     f64::from(iterations) * inverse * inverse / 2.0
@@ -89,7 +89,7 @@ fn cost_of(iterations: u32, multiplier: f64) -> f64 {
 
 /// s = sqrt(L/(2ρ)), the inverse of [`cost_of`], rounded up (never down) so that
 /// `cost_of(L, s) ≤ ρ` holds in floating point too.
-fn calibrate(iterations: u32, rho: f64) -> f64 {
+pub(crate) fn calibrate(iterations: u32, rho: f64) -> f64 {
     let mut s = (f64::from(iterations) / (2.0 * rho)).sqrt();
     while cost_of(iterations, s) > rho {
         s = s.next_up();
@@ -156,7 +156,7 @@ impl<'a> Operator<'a> {
 }
 
 /// X₀ = Q(Ω), Ω a d×p standard Gaussian (Nicolas et al. Alg. 1 line 3).
-fn initial_iterate(rng: &mut dyn RngCore, d: usize, p: usize) -> Matrix {
+pub(crate) fn initial_iterate(rng: &mut dyn RngCore, d: usize, p: usize) -> Matrix {
     let omega = Matrix::from_fn(d, p, |_, _| StandardNormal.sample(&mut *rng));
     thin_qr_q(&omega)
 }

@@ -388,6 +388,7 @@ pub fn registry() -> &'static [&'static dyn DynAlgorithm] {
         &super::eigen_sampling::EigenSampling,
         &super::k_dp_pca::KDpPca,
         &super::dp_oja::DpOja,
+        &super::federated_power::FederatedPower,
         &Exact,
     ]
 }

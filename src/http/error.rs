@@ -26,6 +26,8 @@ pub enum ProblemKind {
     Conflict,
     /// Same Idempotency-Key, different request.
     IdempotencyMismatch,
+    /// A site message that already arrived (a retry); the client may treat it as success.
+    AlreadyReceived,
     PayloadTooLarge,
     UnsupportedMediaType,
     QueueFull,
@@ -47,6 +49,7 @@ impl ProblemKind {
             Self::OverBudget => "over-budget",
             Self::Conflict => "conflict",
             Self::IdempotencyMismatch => "idempotency-key-reused",
+            Self::AlreadyReceived => "already-received",
             Self::PayloadTooLarge => "payload-too-large",
             Self::UnsupportedMediaType => "unsupported-media-type",
             Self::QueueFull => "queue-full",
@@ -65,7 +68,9 @@ impl ProblemKind {
             Self::NotFound => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::NotAcceptable => StatusCode::NOT_ACCEPTABLE,
-            Self::OverBudget | Self::Conflict | Self::IdempotencyMismatch => StatusCode::CONFLICT,
+            Self::OverBudget | Self::Conflict | Self::IdempotencyMismatch | Self::AlreadyReceived => {
+                StatusCode::CONFLICT
+            }
             Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::QueueFull | Self::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
@@ -86,6 +91,7 @@ impl ProblemKind {
             Self::OverBudget => "Privacy budget exceeded",
             Self::Conflict => "Conflict with the resource's state",
             Self::IdempotencyMismatch => "Idempotency-Key reused with a different request",
+            Self::AlreadyReceived => "Already received",
             Self::PayloadTooLarge => "Payload too large",
             Self::UnsupportedMediaType => "Unsupported media type",
             Self::QueueFull => "Job queue is full",

@@ -446,7 +446,7 @@ pub fn npy_bytes(d: usize, k: usize, column_major: &[f64]) -> Vec<u8> {
     out
 }
 
-fn wants_npy(headers: &HeaderMap) -> Result<bool, ApiError> {
+pub(crate) fn wants_npy(headers: &HeaderMap) -> Result<bool, ApiError> {
     let Some(accept) = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else {
         return Ok(false);
     };

@@ -8,6 +8,8 @@ pub mod jobs;
 pub mod meta;
 pub mod openapi;
 pub mod privacy_input;
+pub mod site;
+pub mod studies;
 pub mod tenants;
 
 use axum::Router;
@@ -24,6 +26,9 @@ use utoipa_swagger_ui::SwaggerUi;
 use crate::state::AppState;
 use error::{ApiError, ProblemKind};
 
+/// Largest site-protocol request body (a contribution of d·p fixed-point words, base64).
+const SITE_BODY_BYTES: usize = 256 * 1024 * 1024;
+
 /// The whole application as a router, so tests can drive it without a socket.
 pub fn router(state: AppState) -> Router {
     let config = state.config.clone();
@@ -35,6 +40,9 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/jobs", post(jobs::submit).get(jobs::list))
         .route("/v1/jobs/{id}", get(jobs::get).delete(jobs::cancel))
         .route("/v1/jobs/{id}/result", get(jobs::result))
+        .route("/v1/studies", post(studies::create).get(studies::list))
+        .route("/v1/studies/{id}", get(studies::get).delete(studies::cancel))
+        .route("/v1/studies/{id}/result", get(studies::result))
         .route("/v1/algorithms", get(catalog::list))
         .route("/v1/privacy/plan", post(catalog::plan))
         .route("/healthz", get(meta::healthz))
@@ -44,6 +52,20 @@ pub fn router(state: AppState) -> Router {
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
             config.request_timeout(),
+        ));
+    // Site protocol: contributions are d·p words in base64, larger than other JSON bodies;
+    // the task long-poll waits up to 25 s, inside the request time limit.
+    let site = Router::new()
+        .route("/v1/site/study", get(site::study))
+        .route("/v1/site/join", post(site::join))
+        .route("/v1/site/task", get(site::task))
+        .route("/v1/site/shares", post(site::shares))
+        .route("/v1/site/rounds/{round}/contribution", post(site::contribution))
+        .route("/v1/site/rounds/{round}/unmask", post(site::unmask))
+        .layer(DefaultBodyLimit::max(config.max_body_bytes.max(SITE_BODY_BYTES)))
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            config.request_timeout().max(std::time::Duration::from_secs(35)),
         ));
     let uploads = Router::new()
         .route("/v1/datasets/{id}/data", put(datasets::upload))
@@ -55,6 +77,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .merge(api)
         .merge(uploads)
+        .merge(site)
         .merge(SwaggerUi::new("/docs").url("/openapi.json", openapi::ApiDoc::openapi()))
         .fallback(|| async { ApiError::new(ProblemKind::NotFound, "no such route") })
         .layer(middleware::from_fn(problem_for_bare_errors))

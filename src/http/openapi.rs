@@ -5,7 +5,7 @@
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::{catalog, datasets, error, jobs, meta, privacy_input, tenants};
+use super::{catalog, datasets, error, jobs, meta, privacy_input, site, studies, tenants};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -19,6 +19,8 @@ use super::{catalog, datasets, error, jobs, meta, privacy_input, tenants};
         tenants::create,
         datasets::create, datasets::list, datasets::get, datasets::delete, datasets::ledger, datasets::upload,
         jobs::submit, jobs::list, jobs::get, jobs::cancel, jobs::result,
+        studies::create, studies::list, studies::get, studies::cancel, studies::result,
+        site::study, site::join, site::task, site::shares, site::contribution, site::unmask,
         catalog::list, catalog::plan,
         meta::healthz, meta::readyz, meta::metrics,
     ),
@@ -29,6 +31,8 @@ use super::{catalog, datasets, error, jobs, meta, privacy_input, tenants};
         (name = "tenants", description = "Tenants and API keys (admin)"),
         (name = "datasets", description = "Datasets, uploads, budgets and ledgers"),
         (name = "jobs", description = "Private PCA jobs"),
+        (name = "studies", description = "Multi-site studies: the data stays at the sites, which run `privpca site`"),
+        (name = "sites", description = "The site protocol (site tokens only; used by `privpca site`)"),
         (name = "algorithms", description = "What can run"),
         (name = "privacy", description = "Data-free planning"),
         (name = "meta", description = "Health, readiness, metrics"),
@@ -42,6 +46,10 @@ impl Modify for Security {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
         let components = openapi.components.get_or_insert_with(Default::default);
         components.add_security_scheme("api_key", SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)));
+        components.add_security_scheme(
+            "site_token",
+            SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)),
+        );
         components.add_security_scheme(
             "admin_key",
             SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)),

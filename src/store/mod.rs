@@ -16,9 +16,11 @@ mod datasets;
 mod error;
 mod jobs;
 mod ledger;
+mod local_ledger;
 mod models;
 mod queue;
 mod rows;
+mod studies;
 mod tenants;
 
 #[cfg(test)]
@@ -38,11 +40,16 @@ use sqlx::sqlite::{
 use uuid::Uuid;
 
 pub use error::StoreError;
+pub use local_ledger::{ChargeOutcome, LocalBudget, LocalDataset};
 pub use models::{
     CancelOutcome, DatasetRecord, DatasetStatus, Idempotency, JobRecord, JobResult, JobStatus, LedgerEntry,
     LedgerEntryKind, NewDataset, NewJob, SubmitOutcome, Tenant,
 };
 pub use queue::{CANCELLED_REASON, INTERRUPTED_REASON};
+pub use studies::{
+    NewStudy, NewStudySite, SITE_TOKEN_PREFIX, SiteStatus, StudyCancel, StudyRecord, StudyResult, StudySiteRecord,
+    StudyStatus,
+};
 pub use tenants::API_KEY_PREFIX;
 
 /// The schema, embedded at build time from `migrations/`.
@@ -52,6 +59,24 @@ static MIGRATOR: Migrator = sqlx::migrate!();
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Pool size; SQLite has one writer at a time, the rest serve reads (WAL).
 const MAX_CONNECTIONS: u32 = 8;
+
+/// The connection settings every store uses: created if missing, WAL, busy timeout, foreign
+/// keys on.
+fn connect_options(options: SqliteConnectOptions) -> SqliteConnectOptions {
+    options
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Normal)
+        .busy_timeout(BUSY_TIMEOUT)
+        .foreign_keys(true)
+}
+
+async fn open_pool(options: SqliteConnectOptions) -> Result<SqlitePool, StoreError> {
+    Ok(SqlitePoolOptions::new()
+        .max_connections(MAX_CONNECTIONS)
+        .connect_with(options)
+        .await?)
+}
 
 /// Handle to the database and the directory holding uploaded data. Cheap to clone.
 #[derive(Clone, Debug)]
@@ -67,16 +92,7 @@ impl Store {
     ///
     /// Note: `sqlite::memory:` gives every pooled connection its own empty database; use a file.
     pub async fn connect(database_url: &str, data_dir: &Path) -> Result<Store, StoreError> {
-        let options = SqliteConnectOptions::from_str(database_url)?
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Normal)
-            .busy_timeout(BUSY_TIMEOUT)
-            .foreign_keys(true);
-        let pool = SqlitePoolOptions::new()
-            .max_connections(MAX_CONNECTIONS)
-            .connect_with(options)
-            .await?;
+        let pool = open_pool(connect_options(SqliteConnectOptions::from_str(database_url)?)).await?;
         let store = Store {
             pool,
             data_dir: data_dir.to_path_buf(),

@@ -16,16 +16,21 @@ use super::{Store, StoreError};
 pub const API_KEY_PREFIX: &str = "ppk_";
 
 /// Hex SHA-256 of an API key: what is stored and looked up.
-fn key_hash(key: &str) -> String {
+pub(crate) fn key_hash(key: &str) -> String {
     hex::encode(Sha256::digest(key.as_bytes()))
 }
 
-fn new_api_key() -> Result<String, StoreError> {
+pub(crate) fn new_api_key() -> Result<String, StoreError> {
+    new_secret(API_KEY_PREFIX)
+}
+
+/// A fresh secret: `prefix` followed by 64 hex characters from the operating system's generator.
+pub(crate) fn new_secret(prefix: &str) -> Result<String, StoreError> {
     let mut bytes = [0u8; 32];
     OsRng
         .try_fill_bytes(&mut bytes)
         .map_err(|e| StoreError::Entropy(e.to_string()))?;
-    Ok(format!("{API_KEY_PREFIX}{}", hex::encode(bytes)))
+    Ok(format!("{prefix}{}", hex::encode(bytes)))
 }
 
 impl Store {

@@ -1,0 +1,215 @@
+//! Fixed-point encoding of a site's update over Z_{2^64} (docs/design/federation.md, "Masking
+//! round r" and "No wrap"): v ↦ round(v·2^f) as a two's-complement u64. Secure aggregation adds
+//! encodings modulo 2^64 (Bonawitz et al. 2017 work over Z_R), which decodes to the true sum as
+//! long as |sum|·2^f < 2^63; the study keeps a margin and requires S·bound·2^f < 2^62 ([`fits`]).
+//!
+//! Errors never quote the value that was refused: it is private data.
+
+/// Largest number of fraction bits: an f64 has a 53-bit significand.
+pub const MAX_FRACTION_BITS: u32 = 52;
+/// Exponent of the no-wrap limit: totals stay below 2^62.
+const LIMIT_EXPONENT: i32 = 62;
+
+/// A value or parameter the encoding refuses.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum FixedPointError {
+    #[error("fraction bits must be in 0..={MAX_FRACTION_BITS}, got {0}")]
+    FractionBits(u32),
+    #[error(
+        "the bound {bound} is not a finite non-negative number below 2^62 once scaled by 2^{fraction_bits}"
+    )]
+    Bound { bound: f64, fraction_bits: u32 },
+    #[error("a value is not a finite number")]
+    NonFinite,
+    #[error("a value exceeds the bound {bound} in absolute value")]
+    OutOfBound { bound: f64 },
+    #[error("entry {index}: {source}")]
+    Entry {
+        index: usize,
+        #[source]
+        source: Box<FixedPointError>,
+    },
+}
+
+/// The encoding with scale 2^`fraction_bits`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FixedPoint {
+    fraction_bits: u32,
+}
+
+/// 2^e for |e| ≤ 1000 (exact: a power of two).
+fn pow2(e: i32) -> f64 {
+    2f64.powi(e.clamp(-1000, 1000))
+}
+
+impl FixedPoint {
+    /// The encoding with `fraction_bits` ∈ 0..=52.
+    pub fn new(fraction_bits: u32) -> Result<FixedPoint, FixedPointError> {
+        if fraction_bits <= MAX_FRACTION_BITS {
+            Ok(FixedPoint { fraction_bits })
+        } else {
+            Err(FixedPointError::FractionBits(fraction_bits))
+        }
+    }
+
+    pub fn fraction_bits(&self) -> u32 {
+        self.fraction_bits
+    }
+
+    /// 2^f.
+    fn scale(&self) -> f64 {
+        pow2(self.fraction_bits as i32)
+    }
+
+    /// round(v·2^f) in two's complement. Refuses a non-finite `v`, |v| > `bound`, and a bound
+    /// that does not itself fit (`bound`·2^f ≥ 2^62).
+    pub fn encode(&self, v: f64, bound: f64) -> Result<u64, FixedPointError> {
+        if !fits(bound, self.fraction_bits) {
+            return Err(FixedPointError::Bound {
+                bound,
+                fraction_bits: self.fraction_bits,
+            });
+        }
+        if !v.is_finite() {
+            return Err(FixedPointError::NonFinite);
+        }
+        if !(v.abs() <= bound) {
+            return Err(FixedPointError::OutOfBound { bound });
+        }
+        // |v·2^f| ≤ bound·2^f < 2^62: the cast is exact after rounding.
+        let scaled = (v * self.scale()).round() as i64;
+        Ok(scaled as u64)
+    }
+
+    /// The value of a (possibly summed) word: (w as i64)/2^f.
+    pub fn decode(&self, w: u64) -> f64 {
+        (w as i64) as f64 / self.scale()
+    }
+
+    /// [`FixedPoint::encode`] of every value; the error names the first entry refused.
+    pub fn encode_all(&self, values: &[f64], bound: f64) -> Result<Vec<u64>, FixedPointError> {
+        values
+            .iter()
+            .enumerate()
+            .map(|(index, &v)| {
+                self.encode(v, bound).map_err(|source| FixedPointError::Entry {
+                    index,
+                    source: Box::new(source),
+                })
+            })
+            .collect()
+    }
+
+    /// [`FixedPoint::decode`] of every word.
+    pub fn decode_all(&self, words: &[u64]) -> Vec<f64> {
+        words.iter().map(|&w| self.decode(w)).collect()
+    }
+}
+
+/// Whether a total of magnitude at most `total_bound` encodes without wrapping with margin:
+/// `total_bound` is finite, ≥ 0 and `total_bound`·2^f < 2^62. Computed as a comparison with
+/// 2^(62−f), which cannot overflow.
+pub fn fits(total_bound: f64, fraction_bits: u32) -> bool {
+    if !(total_bound >= 0.0 && total_bound.is_finite()) {
+        return false;
+    }
+    let exponent = i64::from(LIMIT_EXPONENT) - i64::from(fraction_bits);
+    let limit = pow2(exponent.clamp(-1000, 1000) as i32);
+    total_bound == 0.0 || total_bound < limit
+}
+
+/// The largest f ≤ min(`cap`, 52) with [`fits`]`(total_bound, f)`, if any (then
+/// [`FixedPoint::new`] accepts it).
+pub fn max_fraction_bits(total_bound: f64, cap: u32) -> Option<u32> {
+    (0..=cap.min(MAX_FRACTION_BITS))
+        .rev()
+        .find(|&f| fits(total_bound, f))
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha20Rng;
+
+    use super::*;
+
+    #[test]
+    fn round_trip_is_within_half_a_step() {
+        let mut rng = ChaCha20Rng::seed_from_u64(1);
+        for f in [0, 1, 16, 40, 52] {
+            let fp = FixedPoint::new(f).expect("valid");
+            let bound = 100.0_f64.min(pow2(61 - f as i32));
+            for _ in 0..1000 {
+                let v = rng.random_range(-bound..=bound);
+                let back = fp.decode(fp.encode(v, bound).expect("in bound"));
+                assert!((back - v).abs() <= pow2(-(f as i32) - 1), "f = {f}, v = {v}");
+            }
+        }
+    }
+
+    #[test]
+    fn negative_numbers_are_twos_complement() {
+        let fp = FixedPoint::new(4).expect("valid");
+        assert_eq!(fp.encode(-1.0, 2.0).expect("in bound"), (-16_i64) as u64);
+        assert_eq!(fp.encode(-0.03, 2.0).expect("in bound"), 0, "rounds to zero");
+        assert_eq!(fp.decode(u64::MAX), -1.0 / 16.0);
+        assert_eq!(fp.decode(fp.encode(-1.5, 2.0).expect("in bound")), -1.5);
+    }
+
+    #[test]
+    fn wrapping_sum_of_encodings_decodes_to_the_sum() {
+        let fp = FixedPoint::new(30).expect("valid");
+        let mut rng = ChaCha20Rng::seed_from_u64(2);
+        let values: Vec<f64> = (0..10_000).map(|_| rng.random_range(-1000.0..1000.0)).collect();
+        assert!(fits(1000.0 * 10_000.0, 30));
+        let words = fp.encode_all(&values, 1000.0).expect("in bound");
+        let sum = words.iter().fold(0_u64, |acc, w| acc.wrapping_add(*w));
+        let exact_words: i128 = words.iter().map(|&w| i128::from(w as i64)).sum();
+        assert_eq!(i128::from(sum as i64), exact_words, "no wrap in the total");
+        let exact: f64 = values.iter().sum();
+        let tolerance = 10_000.0 * pow2(-31) + 1e-6;
+        assert!((fp.decode(sum) - exact).abs() <= tolerance);
+        assert_eq!(fp.decode_all(&words).len(), values.len());
+    }
+
+    #[test]
+    fn values_out_of_bound_are_refused_without_quoting_them() {
+        let fp = FixedPoint::new(10).expect("valid");
+        let err = fp.encode(3.25, 3.0).expect_err("out of bound");
+        assert_eq!(err, FixedPointError::OutOfBound { bound: 3.0 });
+        assert!(!err.to_string().contains("3.25"));
+        assert_eq!(fp.encode(f64::NAN, 3.0), Err(FixedPointError::NonFinite));
+        assert_eq!(fp.encode(f64::INFINITY, 3.0), Err(FixedPointError::NonFinite));
+        let err = fp.encode_all(&[1.0, 2.0, -7.0], 3.0).expect_err("entry 2");
+        assert!(matches!(err, FixedPointError::Entry { index: 2, .. }), "{err}");
+    }
+
+    #[test]
+    fn a_bound_that_would_wrap_is_refused() {
+        let fp = FixedPoint::new(40).expect("valid");
+        let too_big = pow2(22);
+        assert!(!fits(too_big, 40));
+        assert!(matches!(
+            fp.encode(1.0, too_big),
+            Err(FixedPointError::Bound { .. })
+        ));
+        assert!(fits(too_big * (1.0 - f64::EPSILON), 40));
+        assert!(fp.encode(1.0, f64::NAN).is_err());
+        assert!(fp.encode(1.0, -1.0).is_err());
+        assert_eq!(FixedPoint::new(53), Err(FixedPointError::FractionBits(53)));
+    }
+
+    #[test]
+    fn fits_and_max_fraction_bits() {
+        assert!(fits(0.0, u32::MAX));
+        assert!(!fits(1.0, u32::MAX));
+        assert!(!fits(f64::INFINITY, 0));
+        assert!(!fits(-1.0, 0));
+        assert!(fits(pow2(61), 0) && !fits(pow2(62), 0));
+        assert_eq!(max_fraction_bits(1.0, 100), Some(52));
+        assert_eq!(max_fraction_bits(1.0, 40), Some(40));
+        assert_eq!(max_fraction_bits(pow2(20), 100), Some(41));
+        assert_eq!(max_fraction_bits(pow2(62), 40), None);
+        assert_eq!(max_fraction_bits(0.0, u32::MAX), Some(52));
+    }
+}

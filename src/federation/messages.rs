@@ -1,0 +1,149 @@
+//! The wire messages between the coordinator and a site (`/v1/site/*`), shared by the HTTP
+//! handlers and the `privpca site` client. Binary payloads travel as standard base64 (with
+//! padding): public keys (32 bytes), AEAD boxes, Shamir shares, f64 matrices (little-endian,
+//! column-major) and masked u64 vectors (little-endian).
+//!
+//! See `docs/design/federation.md` for the protocol.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+/// What a site learns about its study before joining (`GET /v1/site/study`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct SiteStudyView {
+    pub study_id: Uuid,
+    pub study_name: String,
+    pub algorithm: String,
+    /// This site's name and index (1-based; also its Shamir x-coordinate).
+    pub site_name: String,
+    pub site_index: u32,
+    /// Number of sites invited.
+    pub n_sites: u32,
+    pub threshold: u32,
+    pub n_features: usize,
+    /// `replace_one` or `add_remove`.
+    pub relation: String,
+    pub row_norm_bound: f64,
+    /// The L1 bound α (√d·β when the study did not set one).
+    pub row_l1_bound: f64,
+    /// The resolved algorithm configuration (k, p, iterations, sensitivity, multiplier, ...).
+    pub config: serde_json::Value,
+    /// What taking part costs this site: ρ (zCDP) and δ.
+    pub cost_rho: f64,
+    pub cost_delta: f64,
+    /// Fixed-point encoding: values are scaled by 2^fraction_bits.
+    pub fraction_bits: u32,
+    /// Largest number of records a site may hold (the no-wrap bound assumes it).
+    pub max_site_samples: u64,
+    /// Study status (`enrolling`, `running`, ...).
+    pub status: String,
+    /// This site's status (`invited`, `joined`, ...).
+    pub site_status: String,
+}
+
+/// `POST /v1/site/join`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct JoinRequest {
+    /// The site's record count. Required when the relation is `replace_one` (n is public);
+    /// must be absent under `add_remove` (n is private there).
+    #[serde(default)]
+    pub n_samples: Option<u64>,
+    /// X25519 public key for the share boxes (base64, 32 bytes).
+    pub encryption_public_key: String,
+    /// One X25519 masking public key per round, rounds 1..=L in order (base64, 32 bytes each).
+    pub mask_public_keys: Vec<String>,
+}
+
+/// One participant of the fixed roster, with its public keys.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Participant {
+    pub index: u32,
+    pub name: String,
+    pub encryption_public_key: String,
+    pub mask_public_keys: Vec<String>,
+}
+
+/// One AEAD box of Shamir shares from `from` to `to`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ShareBox {
+    pub from: u32,
+    pub to: u32,
+    /// base64 of nonce ‖ ciphertext.
+    pub ciphertext: String,
+}
+
+/// `POST /v1/site/shares`: one box for every participant of the roster (itself included).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SharesRequest {
+    pub boxes: Vec<ShareBox>,
+}
+
+/// `POST /v1/site/rounds/{round}/contribution`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ContributionRequest {
+    /// The masked fixed-point vector z (d·p u64 words, little-endian, base64).
+    pub masked: String,
+}
+
+/// One revealed Shamir share of another site's round secret.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RevealedShare {
+    /// Whose secret this is a share of.
+    pub site: u32,
+    /// The share bytes (base64).
+    pub share: String,
+}
+
+/// `POST /v1/site/rounds/{round}/unmask`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UnmaskRequest {
+    /// Shares of the self-mask seeds b_{u,r} of every survivor u.
+    pub self_mask_shares: Vec<RevealedShare>,
+    /// Shares of the masking secrets s_{d,r} of every dropped site d.
+    pub mask_key_shares: Vec<RevealedShare>,
+}
+
+/// What the site should do next (`GET /v1/site/task`, long-polled).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "task", rename_all = "snake_case")]
+pub enum SiteTask {
+    /// Nothing yet (enrolment or other sites still pending): ask again.
+    Wait {
+        /// The study status, for display.
+        status: String,
+    },
+    /// The roster is fixed: send one share box to every participant.
+    ShareKeys { participants: Vec<Participant> },
+    /// Round `round` is open: compute, mask and send the contribution.
+    Contribute {
+        round: u32,
+        rounds: u32,
+        /// Indices of the sites expected this round (the mask partners), ascending.
+        roster: Vec<u32>,
+        /// The public iterate X_{round−1}: `rows`×`cols` f64, column-major, little-endian, base64.
+        iterate: String,
+        rows: usize,
+        cols: usize,
+        /// The share boxes addressed to this site (sent with round 1 only; empty afterwards).
+        inbox: Vec<ShareBox>,
+    },
+    /// Round `round` needs unmasking information.
+    Unmask {
+        round: u32,
+        survivors: Vec<u32>,
+        dropped: Vec<u32>,
+    },
+    /// The study is over (for this site). `status` is the study status.
+    Finished {
+        status: String,
+        /// Why the study failed or this site was dropped, when it did.
+        reason: Option<String>,
+    },
+}

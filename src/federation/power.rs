@@ -1,0 +1,227 @@
+//! `federated_power` on both sides of the wire: what a site computes each round
+//! ([`SiteComputation`]) and what the coordinator does with the unmasked sums ([`PowerState`]).
+//! The maths is in [`crate::algorithms::federated_power`]; this module adds the fixed-point
+//! encoding and the study's public description.
+
+use rand::RngCore;
+use serde::Serialize;
+
+use super::fixed_point::FixedPoint;
+use super::messages::SiteStudyView;
+use super::rounds::RoundRecord;
+use crate::algorithms::federated_power::{FederatedPowerConfig, site_update};
+use crate::algorithms::noisy_power::initial_iterate;
+use crate::algorithms::{Cancelled, Output, RunEnv, RunError};
+use crate::dataset::Neighbours;
+use crate::linalg::{Matrix, fix_signs, thin_qr_q, try_thin_svd};
+
+/// The neighbouring relation of a study from its public fields.
+pub fn study_neighbours(relation: &str, beta: f64, alpha: f64) -> Result<Neighbours, String> {
+    match relation {
+        "replace_one" => Ok(Neighbours::ReplaceOne { beta, alpha }),
+        "add_remove" => Ok(Neighbours::AddRemove { beta, alpha }),
+        other => Err(format!("relation `{other}` is not one a study can have")),
+    }
+}
+
+/// What one site computes each round, from the study's public description.
+#[derive(Debug, Clone)]
+pub struct SiteComputation {
+    config: FederatedPowerConfig,
+    neighbours: Neighbours,
+    d: usize,
+    fixed: FixedPoint,
+    bound: f64,
+}
+
+impl SiteComputation {
+    /// Reads the study description; refuses an algorithm or relation this client cannot run.
+    pub fn from_view(view: &SiteStudyView) -> Result<SiteComputation, String> {
+        if view.algorithm != "federated_power" {
+            return Err(format!(
+                "this client runs federated_power; the study uses `{}`",
+                view.algorithm
+            ));
+        }
+        let config: FederatedPowerConfig = serde_json::from_value(view.config.clone())
+            .map_err(|e| format!("the study's configuration is unreadable: {e}"))?;
+        let neighbours = study_neighbours(&view.relation, view.row_norm_bound, view.row_l1_bound)?;
+        if config.fraction_bits != view.fraction_bits || config.max_site_samples != view.max_site_samples {
+            return Err("the study's fixed-point parameters are inconsistent".into());
+        }
+        if config.threshold != view.threshold {
+            return Err("the study's threshold is inconsistent".into());
+        }
+        let fixed = FixedPoint::new(config.fraction_bits).map_err(|e| e.to_string())?;
+        let bound = config.entry_bound(&neighbours);
+        if !super::fixed_point::fits(config.total_bound(&neighbours), config.fraction_bits) {
+            return Err("the study's fixed-point encoding could wrap; refusing to take part".into());
+        }
+        Ok(SiteComputation {
+            config,
+            neighbours,
+            d: view.n_features,
+            fixed,
+            bound,
+        })
+    }
+
+    /// The iterate's shape (d, p).
+    pub fn rows_cols(&self) -> (usize, usize) {
+        (self.d, self.config.p)
+    }
+
+    pub fn config(&self) -> &FederatedPowerConfig {
+        &self.config
+    }
+
+    /// Checks the local data fits the study: d features, at most `max_site_samples` records.
+    pub fn check_data(&self, n: usize, d: usize) -> Result<(), String> {
+        if d != self.d {
+            return Err(format!("the data has {d} columns; the study has n_features = {}", self.d));
+        }
+        if n == 0 {
+            return Err("the data has no records".into());
+        }
+        if n as u64 > self.config.max_site_samples {
+            return Err(format!(
+                "the data has {n} records; the study allows at most max_site_samples = {} per site",
+                self.config.max_site_samples
+            ));
+        }
+        Ok(())
+    }
+
+    /// This round's release A_s·X + N(0, (mΔ(X))²/t), fixed-point encoded (not yet masked).
+    pub fn contribution(&self, xt: &Matrix, iterate: &Matrix, rng: &mut dyn RngCore) -> Result<Vec<u64>, String> {
+        if iterate.nrows() != self.d || iterate.ncols() != self.config.p {
+            return Err("the iterate has the wrong shape".into());
+        }
+        let mut progress = |_: u32, _: u32| -> Result<(), Cancelled> { Ok(()) };
+        let mut env = RunEnv::new(rng, &mut progress);
+        let y = site_update(xt, iterate, &self.config, &self.neighbours, &mut env).map_err(|e| e.to_string())?;
+        self.fixed
+            .encode_all(y.as_slice(), self.bound)
+            .map_err(|e| format!("this round's values do not fit the study's encoding: {e}"))
+    }
+}
+
+/// Per round: who was summed, and the noise the sum actually carries.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RoundNoise {
+    pub round: u32,
+    pub survivors: Vec<u32>,
+    pub dropped: Vec<u32>,
+    /// Survivors that did not answer the unmask request (counted this round, out afterwards).
+    pub silent: Vec<u32>,
+    /// The multiplier the released sum achieved: m·sqrt(|U|/t) ≥ m.
+    pub achieved_multiplier: f64,
+}
+
+/// What a federated run reports besides the basis.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FederationReport {
+    /// The central multiplier m the cost pays for.
+    pub target_multiplier: f64,
+    /// The smallest multiplier any round achieved (≥ target).
+    pub achieved_multiplier: f64,
+    pub rounds: Vec<RoundNoise>,
+}
+
+impl FederationReport {
+    pub fn from_history(config: &FederatedPowerConfig, history: &[RoundRecord]) -> FederationReport {
+        let t = f64::from(config.threshold);
+        let rounds: Vec<RoundNoise> = history
+            .iter()
+            .map(|r| RoundNoise {
+                round: r.round,
+                survivors: r.survivors.clone(),
+                dropped: r.dropped.clone(),
+                silent: r.silent.clone(),
+                achieved_multiplier: config.multiplier * (r.survivors.len() as f64 / t).sqrt(),
+            })
+            .collect();
+        let achieved = rounds
+            .iter()
+            .map(|r| r.achieved_multiplier)
+            .fold(f64::INFINITY, f64::min);
+        FederationReport {
+            target_multiplier: config.multiplier,
+            achieved_multiplier: if achieved.is_finite() { achieved } else { config.multiplier },
+            rounds,
+        }
+    }
+}
+
+/// The coordinator's numerics: the public iterate, updated from each unmasked sum.
+pub struct PowerState {
+    config: FederatedPowerConfig,
+    fixed: FixedPoint,
+    d: usize,
+    x: Matrix,
+    last: Option<Matrix>,
+}
+
+impl PowerState {
+    /// X₀ = Q(Ω) from public randomness (Nicolas et al. Alg. 2 line 3).
+    pub fn new(config: FederatedPowerConfig, d: usize, rng: &mut dyn RngCore) -> Result<PowerState, RunError> {
+        let fixed = FixedPoint::new(config.fraction_bits).map_err(|e| RunError::Failed(e.to_string()))?;
+        let x = initial_iterate(rng, d, config.p);
+        Ok(PowerState {
+            config,
+            fixed,
+            d,
+            x,
+            last: None,
+        })
+    }
+
+    /// The iterate the open round works on.
+    pub fn iterate(&self) -> &Matrix {
+        &self.x
+    }
+
+    /// Number of fixed-point words per contribution (d·p).
+    pub fn len(&self) -> usize {
+        self.d * self.config.p
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Y_l = decode(sum); X_l = Q(Y_l) (Alg. 2 lines 7–8).
+    pub fn absorb(&mut self, sum: &[u64]) -> Result<(), RunError> {
+        if sum.len() != self.len() {
+            return Err(RunError::Failed("the unmasked sum has the wrong length".into()));
+        }
+        let values = self.fixed.decode_all(sum);
+        let y = Matrix::from_column_slice(self.d, self.config.p, &values);
+        if !y.iter().all(|v| v.is_finite()) {
+            return Err(RunError::Failed("numerical overflow in the power iteration".into()));
+        }
+        self.x = thin_qr_q(&y);
+        self.last = Some(y);
+        Ok(())
+    }
+
+    /// The released last iterate Y_L, once a round has been absorbed.
+    pub fn last_release(&self) -> Option<&Matrix> {
+        self.last.as_ref()
+    }
+
+    /// The top-k left singular vectors of Y_L and their singular values (post-processing).
+    pub fn finish(&self) -> Result<Output, RunError> {
+        let y = self
+            .last
+            .as_ref()
+            .ok_or_else(|| RunError::Failed("no round was completed".into()))?;
+        let svd = try_thin_svd(y).map_err(|_| RunError::Failed("the final SVD did not converge".into()))?;
+        let mut basis = svd.u.columns(0, self.config.k).into_owned();
+        fix_signs(&mut basis);
+        Ok(Output {
+            basis,
+            eigenvalues: Some(svd.s.iter().take(self.config.k).copied().collect()),
+        })
+    }
+}

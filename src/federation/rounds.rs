@@ -1,0 +1,266 @@
+//! The coordinator's side of the rounds of a secure-aggregation study, as a pure state machine
+//! (docs/design/federation.md, "Masking round r" and "Unmasking round r"). Time is not in here:
+//! whoever drives it (the HTTP hub with deadlines, or the in-process simulation) decides when a
+//! phase closes.
+//!
+//! Round r: `Collect` (masked vectors from the roster R_r) → [`Rounds::close_collect`] fixes the
+//! survivors U_r (|U_r| ≥ t, else the round fails) and the dropped D_r = R_r \ U_r → `Unmask`
+//! (survivors send their shares) → [`Rounds::finish_round`] (≥ t answers) returns the exact
+//! fixed-point sum over U_r. The next roster is the survivors that answered the unmask request.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::messages::UnmaskRequest;
+use super::secagg::{Aggregator, SecAggError};
+
+/// Where the current round stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Phase {
+    /// Waiting for masked vectors from the roster.
+    Collect,
+    /// Waiting for unmasking shares from the survivors.
+    Unmask { survivors: Vec<u32>, dropped: Vec<u32> },
+    /// Every round is done.
+    Done,
+}
+
+/// What happened in one round (returned with the result).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RoundRecord {
+    pub round: u32,
+    /// Sites whose masked vector is in the sum.
+    pub survivors: Vec<u32>,
+    /// Sites of the roster that sent nothing this round (out from now on).
+    pub dropped: Vec<u32>,
+    /// Survivors that did not answer the unmask request (counted this round, out from the next).
+    pub silent: Vec<u32>,
+}
+
+/// A message that does not fit the protocol's current state. The HTTP layer maps these to 4xx.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RoundError {
+    #[error("round {got} is not the open round (round {expected} is)")]
+    WrongRound { expected: u32, got: u32 },
+    #[error("round {round} is not collecting {what} now")]
+    WrongPhase { round: u32, what: &'static str },
+    #[error("site {0} is not expected in this round")]
+    NotExpected(u32),
+    #[error("site {site} already sent its {what} for round {round}")]
+    AlreadyReceived { site: u32, round: u32, what: &'static str },
+    #[error("a contribution holds {expected} values; got {got}")]
+    WrongLength { expected: usize, got: usize },
+    #[error("round {round} has {have} survivors; at least t = {need} are needed")]
+    TooFewSurvivors { round: u32, have: usize, need: u32 },
+    #[error("round {round} has {have} unmasking answers; at least t = {need} are needed")]
+    TooFewAnswers { round: u32, have: usize, need: u32 },
+    #[error("unmasking failed: {0}")]
+    Unmask(#[from] SecAggError),
+}
+
+/// The rounds of one study.
+pub struct Rounds {
+    aggregator: Aggregator,
+    threshold: u32,
+    rounds: u32,
+    len: usize,
+    round: u32,
+    roster: Vec<u32>,
+    phase: Phase,
+    masked: BTreeMap<u32, Vec<u64>>,
+    answers: BTreeMap<u32, UnmaskRequest>,
+    history: Vec<RoundRecord>,
+}
+
+impl Rounds {
+    /// Round 1 opens with `roster` (ascending, deduplicated here).
+    pub fn new(aggregator: Aggregator, threshold: u32, rounds: u32, len: usize, mut roster: Vec<u32>) -> Rounds {
+        roster.sort_unstable();
+        roster.dedup();
+        Rounds {
+            aggregator,
+            threshold,
+            rounds,
+            len,
+            round: 1,
+            roster,
+            phase: Phase::Collect,
+            masked: BTreeMap::new(),
+            answers: BTreeMap::new(),
+            history: Vec::new(),
+        }
+    }
+
+    /// The open round (1-based; `rounds + 1` once done).
+    pub fn round(&self) -> u32 {
+        self.round
+    }
+    pub fn phase(&self) -> &Phase {
+        &self.phase
+    }
+    /// The sites expected in the open round.
+    pub fn roster(&self) -> &[u32] {
+        &self.roster
+    }
+    pub fn history(&self) -> &[RoundRecord] {
+        &self.history
+    }
+
+    /// Whether `site` has already sent what the current phase asks of it.
+    pub fn has_answered(&self, site: u32) -> bool {
+        match self.phase {
+            Phase::Collect => self.masked.contains_key(&site),
+            Phase::Unmask { .. } => self.answers.contains_key(&site),
+            Phase::Done => true,
+        }
+    }
+
+    /// Sites the current phase still waits for.
+    pub fn awaiting(&self) -> Vec<u32> {
+        match &self.phase {
+            Phase::Collect => self.roster.iter().copied().filter(|s| !self.masked.contains_key(s)).collect(),
+            Phase::Unmask { survivors, .. } => {
+                survivors.iter().copied().filter(|s| !self.answers.contains_key(s)).collect()
+            }
+            Phase::Done => Vec::new(),
+        }
+    }
+
+    fn check_round(&self, round: u32) -> Result<(), RoundError> {
+        if round == self.round {
+            Ok(())
+        } else {
+            Err(RoundError::WrongRound {
+                expected: self.round,
+                got: round,
+            })
+        }
+    }
+
+    /// A masked vector from `site` for `round`.
+    pub fn submit(&mut self, site: u32, round: u32, masked: Vec<u64>) -> Result<(), RoundError> {
+        self.check_round(round)?;
+        if self.phase != Phase::Collect {
+            return Err(RoundError::WrongPhase {
+                round,
+                what: "contributions",
+            });
+        }
+        if !self.roster.contains(&site) {
+            return Err(RoundError::NotExpected(site));
+        }
+        if self.masked.contains_key(&site) {
+            return Err(RoundError::AlreadyReceived {
+                site,
+                round,
+                what: "contribution",
+            });
+        }
+        if masked.len() != self.len {
+            return Err(RoundError::WrongLength {
+                expected: self.len,
+                got: masked.len(),
+            });
+        }
+        self.masked.insert(site, masked);
+        Ok(())
+    }
+
+    /// Every site of the roster has contributed.
+    pub fn collect_complete(&self) -> bool {
+        self.phase == Phase::Collect && self.masked.len() == self.roster.len()
+    }
+
+    /// Ends collection: the senders so far are the survivors. Fails with fewer than t.
+    pub fn close_collect(&mut self) -> Result<(), RoundError> {
+        if self.phase != Phase::Collect {
+            return Err(RoundError::WrongPhase {
+                round: self.round,
+                what: "contributions",
+            });
+        }
+        let survivors: Vec<u32> = self.masked.keys().copied().collect();
+        if survivors.len() < self.threshold as usize {
+            return Err(RoundError::TooFewSurvivors {
+                round: self.round,
+                have: survivors.len(),
+                need: self.threshold,
+            });
+        }
+        let dropped = self.roster.iter().copied().filter(|s| !self.masked.contains_key(s)).collect();
+        self.phase = Phase::Unmask { survivors, dropped };
+        Ok(())
+    }
+
+    /// A survivor's unmasking shares for `round`.
+    pub fn submit_unmask(&mut self, site: u32, round: u32, answer: UnmaskRequest) -> Result<(), RoundError> {
+        self.check_round(round)?;
+        let Phase::Unmask { survivors, .. } = &self.phase else {
+            return Err(RoundError::WrongPhase {
+                round,
+                what: "unmasking shares",
+            });
+        };
+        if !survivors.contains(&site) {
+            return Err(RoundError::NotExpected(site));
+        }
+        if self.answers.contains_key(&site) {
+            return Err(RoundError::AlreadyReceived {
+                site,
+                round,
+                what: "unmasking shares",
+            });
+        }
+        self.answers.insert(site, answer);
+        Ok(())
+    }
+
+    /// Every survivor has answered.
+    pub fn unmask_complete(&self) -> bool {
+        matches!(&self.phase, Phase::Unmask { survivors, .. } if self.answers.len() == survivors.len())
+    }
+
+    /// At least t survivors have answered (enough to finish once a deadline passes).
+    pub fn unmask_sufficient(&self) -> bool {
+        matches!(self.phase, Phase::Unmask { .. }) && self.answers.len() >= self.threshold as usize
+    }
+
+    /// Unmasks the round: the exact wrapping sum of the survivors' encodings. Opens the next
+    /// round with the survivors that answered as its roster (or ends after the last round).
+    pub fn finish_round(&mut self) -> Result<Vec<u64>, RoundError> {
+        let Phase::Unmask { survivors, dropped } = self.phase.clone() else {
+            return Err(RoundError::WrongPhase {
+                round: self.round,
+                what: "unmasking shares",
+            });
+        };
+        if self.answers.len() < self.threshold as usize {
+            return Err(RoundError::TooFewAnswers {
+                round: self.round,
+                have: self.answers.len(),
+                need: self.threshold,
+            });
+        }
+        let sum = self
+            .aggregator
+            .unmask_sum(self.round, &self.roster, &self.masked, &self.answers)?;
+        let silent = survivors.iter().copied().filter(|s| !self.answers.contains_key(s)).collect();
+        self.history.push(RoundRecord {
+            round: self.round,
+            survivors,
+            dropped,
+            silent,
+        });
+        self.roster = self.answers.keys().copied().collect();
+        self.masked.clear();
+        self.answers.clear();
+        self.round += 1;
+        self.phase = if self.round > self.rounds {
+            Phase::Done
+        } else {
+            Phase::Collect
+        };
+        Ok(sum)
+    }
+}

@@ -1,0 +1,206 @@
+//! The coordinator's half of secure aggregation (docs/design/federation.md, "Unmasking round r";
+//! Bonawitz et al. 2017, §4 round 4): reconstruct the survivors' self-mask seeds and the dropped
+//! sites' masking secrets from ≥ t responses, and remove those masks from the sum.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use uuid::Uuid;
+use zeroize::Zeroizing;
+
+use super::{PeerKeys, SecAggError, known_sites, parse_participants, round_slot};
+use crate::federation::crypto::{self, KeyPair};
+use crate::federation::messages::{Participant, RevealedShare, UnmaskRequest};
+use crate::federation::shamir::{self, Share};
+use crate::federation::wire;
+
+/// The coordinator's view of a study's secure aggregation: the participants' public keys.
+#[derive(Debug, Clone)]
+pub struct Aggregator {
+    study: Uuid,
+    threshold: u32,
+    shamir_threshold: u8,
+    rounds: u32,
+    peers: BTreeMap<u32, PeerKeys>,
+}
+
+/// The shares revealed for one round, by the site whose secret they share.
+type SharesBySite = BTreeMap<u32, Vec<Share>>;
+
+impl Aggregator {
+    /// Validates the roster as the sites do (indices, keys, 2 ≤ `threshold` ≤ its size).
+    pub fn new(
+        study: Uuid,
+        threshold: u32,
+        participants: &[Participant],
+        rounds: u32,
+    ) -> Result<Aggregator, SecAggError> {
+        let (peers, shamir_threshold) = parse_participants(participants, rounds, threshold)?;
+        Ok(Aggregator {
+            study,
+            threshold,
+            shamir_threshold,
+            rounds,
+            peers,
+        })
+    }
+
+    /// The exact sum (mod 2^64) of the survivors' encodings in `round`. The survivors are the
+    /// keys of `masked` (a subset of `roster`, at least t, vectors of one length); the dropped
+    /// are the rest of `roster`. Needs at least t `responses` from survivors, each revealing a
+    /// share of b_{u,r} for every survivor u and of s_{d,r} for every dropped d at x = its
+    /// responder's index.
+    pub fn unmask_sum(
+        &self,
+        round: u32,
+        roster: &[u32],
+        masked: &BTreeMap<u32, Vec<u64>>,
+        responses: &BTreeMap<u32, UnmaskRequest>,
+    ) -> Result<Vec<u64>, SecAggError> {
+        let slot = round_slot(round, self.rounds)?;
+        let roster = known_sites(roster, "roster", &self.peers)?;
+        let survivors: BTreeSet<u32> = masked.keys().copied().collect();
+        if let Some(outsider) = survivors.iter().find(|s| !roster.contains(s)) {
+            return Err(SecAggError::InconsistentSets {
+                round,
+                reason: format!("site {outsider} sent a masked vector but is not in the roster"),
+            });
+        }
+        if survivors.len() < self.threshold as usize {
+            return Err(SecAggError::TooFewSurvivors {
+                round,
+                survivors: survivors.len(),
+                threshold: self.threshold,
+            });
+        }
+        let dropped: BTreeSet<u32> = roster.difference(&survivors).copied().collect();
+        let (self_shares, mask_shares) = self.collect_shares(round, &survivors, &dropped, responses)?;
+
+        let len = masked.values().next().map_or(0, Vec::len);
+        let mut sum = vec![0_u64; len];
+        for (&site, z) in masked {
+            if z.len() != len {
+                return Err(SecAggError::LengthMismatch {
+                    round,
+                    site,
+                    expected: len,
+                    got: z.len(),
+                });
+            }
+            for (acc, w) in sum.iter_mut().zip(z) {
+                *acc = acc.wrapping_add(*w);
+            }
+        }
+        // Survivors' self masks: z_u carries +PRG(b_{u,r}).
+        for (&u, shares) in &self_shares {
+            let b = Zeroizing::new(shamir::combine(shares, self.shamir_threshold)?);
+            let seed = Zeroizing::new(crypto::self_seed(&b, self.study, round, u)?);
+            crypto::add_prg(&mut sum, &seed, true);
+        }
+        // Dropped sites' pair masks with each survivor u: z_u carries +PRG(k) if d > u, −PRG(k)
+        // if d < u; the survivors' pair masks among themselves cancel in the sum.
+        for (&d, shares) in &mask_shares {
+            let secret = Zeroizing::new(shamir::combine(shares, self.shamir_threshold)?);
+            if KeyPair::from_secret(*secret).public() != self.peers[&d].masks[slot] {
+                return Err(SecAggError::ReconstructionMismatch { round, site: d });
+            }
+            for &u in &survivors {
+                let shared = Zeroizing::new(crypto::agree(&secret, &self.peers[&u].masks[slot])?);
+                let seed = Zeroizing::new(crypto::pair_seed(&shared, self.study, round, d, u)?);
+                crypto::add_prg(&mut sum, &seed, d > u);
+            }
+        }
+        Ok(sum)
+    }
+
+    /// Checks the responses (from survivors, at least t, each covering exactly the survivors
+    /// and the dropped with shares at x = responder) and gathers their shares by secret owner.
+    fn collect_shares(
+        &self,
+        round: u32,
+        survivors: &BTreeSet<u32>,
+        dropped: &BTreeSet<u32>,
+        responses: &BTreeMap<u32, UnmaskRequest>,
+    ) -> Result<(SharesBySite, SharesBySite), SecAggError> {
+        if let Some(&outsider) = responses.keys().find(|r| !survivors.contains(r)) {
+            return Err(SecAggError::BadResponse {
+                round,
+                responder: outsider,
+                reason: "the responder is not a survivor of the round".to_string(),
+            });
+        }
+        if responses.len() < self.threshold as usize {
+            return Err(SecAggError::TooFewResponses {
+                round,
+                responses: responses.len(),
+                threshold: self.threshold,
+            });
+        }
+        let mut self_shares = SharesBySite::new();
+        let mut mask_shares = SharesBySite::new();
+        for (&responder, response) in responses {
+            let revealed = [
+                (
+                    &response.self_mask_shares,
+                    survivors,
+                    &mut self_shares,
+                    "self-mask shares",
+                    "survivors",
+                ),
+                (
+                    &response.mask_key_shares,
+                    dropped,
+                    &mut mask_shares,
+                    "masking-key shares",
+                    "dropped sites",
+                ),
+            ];
+            for (list, expected, out, what, whose) in revealed {
+                let shares = parse_revealed(round, responder, list, what)?;
+                if !shares.keys().eq(expected.iter()) {
+                    return Err(SecAggError::BadResponse {
+                        round,
+                        responder,
+                        reason: format!("its {what} are not for exactly the {whose} of the round"),
+                    });
+                }
+                for (site, share) in shares {
+                    out.entry(site).or_default().push(share);
+                }
+            }
+        }
+        Ok((self_shares, mask_shares))
+    }
+}
+
+/// The shares of one response list by owner: distinct owners, valid shares at x = `responder`.
+fn parse_revealed(
+    round: u32,
+    responder: u32,
+    list: &[RevealedShare],
+    what: &str,
+) -> Result<BTreeMap<u32, Share>, SecAggError> {
+    let bad = |reason: String| SecAggError::BadResponse {
+        round,
+        responder,
+        reason,
+    };
+    let mut shares = BTreeMap::new();
+    for revealed in list {
+        let bytes = Zeroizing::new(
+            wire::decode(&revealed.share)
+                .map_err(|e| bad(format!("{what} for site {}: {e}", revealed.site)))?,
+        );
+        let share =
+            Share::from_bytes(&bytes).map_err(|e| bad(format!("{what} for site {}: {e}", revealed.site)))?;
+        if u32::from(share.x) != responder {
+            return Err(bad(format!(
+                "a share for site {} has x = {}, not the responder's index",
+                revealed.site, share.x
+            )));
+        }
+        if shares.insert(revealed.site, share).is_some() {
+            return Err(bad(format!("two {what} for site {}", revealed.site)));
+        }
+    }
+    Ok(shares)
+}

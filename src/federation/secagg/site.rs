@@ -1,0 +1,394 @@
+//! The site's half of secure aggregation (docs/design/federation.md; Bonawitz et al. 2017,
+//! §4 rounds 0–4, with per-round masking keys).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use rand::RngCore;
+use uuid::Uuid;
+use zeroize::Zeroizing;
+
+use super::{PeerKeys, ROUND_SHARES_LEN, SecAggError, known_sites, parse_participants, round_slot};
+use crate::federation::crypto::{self, KeyPair, Seed};
+use crate::federation::messages::{Participant, RevealedShare, ShareBox, UnmaskRequest};
+use crate::federation::shamir::{self, SHARE_LEN, Share};
+use crate::federation::wire;
+
+/// What this site received from one peer for one round: its shares of s_{peer,r} and b_{peer,r}.
+struct RoundShares {
+    mask_key: Share,
+    self_seed: Share,
+}
+
+/// The roster and threshold this site dealt its shares for, and the boxes it produced (a retry
+/// with the same roster gets the same boxes: the secrets are dealt once).
+struct Dealt {
+    participants: Vec<Participant>,
+    threshold: u32,
+    peers: BTreeMap<u32, PeerKeys>,
+    boxes: Vec<ShareBox>,
+}
+
+/// One site's secure-aggregation state for one study. Secrets are zeroized on drop.
+pub struct SiteSession {
+    study: Uuid,
+    index: u32,
+    rounds: u32,
+    encryption: KeyPair,
+    /// s_{i,r}, r = 1..=rounds.
+    masking: Vec<KeyPair>,
+    /// b_{i,r}, r = 1..=rounds.
+    self_seeds: Vec<Zeroizing<Seed>>,
+    dealt: Option<Dealt>,
+    /// Shares received, by sender, per round.
+    received: BTreeMap<u32, Vec<RoundShares>>,
+    /// The roster this site masked each round with.
+    masked: BTreeMap<u32, Vec<u32>>,
+    /// The (survivors, dropped) sets this site answered each round with.
+    answered: BTreeMap<u32, (Vec<u32>, Vec<u32>)>,
+}
+
+impl SiteSession {
+    /// Fresh keys for site `index` of `study`: one encryption key pair and, for each round
+    /// 1..=`rounds`, a masking key pair and a self-mask seed.
+    pub fn new(study: Uuid, index: u32, rounds: u32, rng: &mut dyn RngCore) -> SiteSession {
+        let encryption = KeyPair::generate(rng);
+        let mut masking = Vec::with_capacity(rounds as usize);
+        let mut self_seeds = Vec::with_capacity(rounds as usize);
+        for _ in 0..rounds {
+            masking.push(KeyPair::generate(rng));
+            let mut seed = Zeroizing::new([0u8; 32]);
+            rng.fill_bytes(seed.as_mut());
+            self_seeds.push(seed);
+        }
+        SiteSession {
+            study,
+            index,
+            rounds,
+            encryption,
+            masking,
+            self_seeds,
+            dealt: None,
+            received: BTreeMap::new(),
+            masked: BTreeMap::new(),
+            answered: BTreeMap::new(),
+        }
+    }
+
+    pub fn index(&self) -> u32 {
+        self.index
+    }
+
+    /// The encryption public key to publish at join (base64).
+    pub fn encryption_public_key(&self) -> String {
+        wire::encode(&self.encryption.public())
+    }
+
+    /// The masking public keys to publish at join, rounds 1..=L (base64).
+    pub fn mask_public_keys(&self) -> Vec<String> {
+        self.masking.iter().map(|k| wire::encode(&k.public())).collect()
+    }
+
+    /// Deals this site's secrets: every round's masking secret and self-mask seed split
+    /// `threshold`-of-n with x = recipient index, one AEAD box per participant (this site
+    /// included) holding, per round, its share of s_{i,r} then its share of b_{i,r}.
+    ///
+    /// Validates the roster first (see the errors). Calling again with the same roster and
+    /// threshold returns the same boxes; another roster is refused.
+    pub fn share_boxes(
+        &mut self,
+        participants: &[Participant],
+        threshold: u32,
+        rng: &mut dyn RngCore,
+    ) -> Result<Vec<ShareBox>, SecAggError> {
+        if let Some(dealt) = &self.dealt {
+            return if dealt.participants == participants && dealt.threshold == threshold {
+                Ok(dealt.boxes.clone())
+            } else {
+                Err(SecAggError::AlreadyDealt)
+            };
+        }
+        let (peers, shamir_threshold) = parse_participants(participants, self.rounds, threshold)?;
+        let own = peers.get(&self.index).ok_or(SecAggError::NotListed(self.index))?;
+        let published: Vec<[u8; 32]> = self.masking.iter().map(KeyPair::public).collect();
+        if !(own.encryption == self.encryption.public() && own.masks == published) {
+            return Err(SecAggError::KeysMismatch(self.index));
+        }
+        // Shares for x = 1..=max index, so that participant j gets x = j even with gaps.
+        let max_index = peers.keys().copied().max().unwrap_or(0);
+        let count = u8::try_from(max_index).map_err(|_| SecAggError::IndexOutOfRange(max_index))?;
+        let mut mask_shares = Vec::with_capacity(self.masking.len());
+        let mut seed_shares = Vec::with_capacity(self.masking.len());
+        for (key, seed) in self.masking.iter().zip(&self.self_seeds) {
+            let secret = Zeroizing::new(key.secret_bytes());
+            mask_shares.push(shamir::split(&secret, shamir_threshold, count, rng)?);
+            seed_shares.push(shamir::split(seed, shamir_threshold, count, rng)?);
+        }
+        let own_secret = Zeroizing::new(self.encryption.secret_bytes());
+        let mut boxes = Vec::with_capacity(peers.len());
+        for (&to, keys) in &peers {
+            let slot = to as usize - 1;
+            let mut plaintext = Zeroizing::new(Vec::with_capacity(ROUND_SHARES_LEN * mask_shares.len()));
+            for (mask, seed) in mask_shares.iter().zip(&seed_shares) {
+                plaintext.extend_from_slice(&mask[slot].to_bytes());
+                plaintext.extend_from_slice(&seed[slot].to_bytes());
+            }
+            let shared = Zeroizing::new(crypto::agree(&own_secret, &keys.encryption)?);
+            let sealed = crypto::seal(&shared, self.study, self.index, to, &plaintext, rng)?;
+            boxes.push(ShareBox {
+                from: self.index,
+                to,
+                ciphertext: wire::encode(&sealed),
+            });
+        }
+        self.dealt = Some(Dealt {
+            participants: participants.to_vec(),
+            threshold,
+            peers,
+            boxes: boxes.clone(),
+        });
+        Ok(boxes)
+    }
+
+    /// Opens and stores the share boxes addressed to this site. Every box must come from a
+    /// participant, be addressed here, authenticate, and hold one share of each secret per round,
+    /// all at x = this site's index. All or nothing: on error nothing is stored. A box received
+    /// again with the same contents is accepted.
+    pub fn receive_inbox(&mut self, inbox: &[ShareBox]) -> Result<(), SecAggError> {
+        let dealt = self.dealt.as_ref().ok_or(SecAggError::RosterNotFixed)?;
+        let own_secret = Zeroizing::new(self.encryption.secret_bytes());
+        let mut opened: BTreeMap<u32, Vec<RoundShares>> = BTreeMap::new();
+        for b in inbox {
+            if b.to != self.index {
+                return Err(SecAggError::Misaddressed {
+                    from: b.from,
+                    to: b.to,
+                    this: self.index,
+                });
+            }
+            let keys = dealt.peers.get(&b.from).ok_or(SecAggError::UnknownSite {
+                site: b.from,
+                list: "share boxes",
+            })?;
+            let sealed = wire::decode(&b.ciphertext)
+                .map_err(|source| SecAggError::BoxEncoding { from: b.from, source })?;
+            let shared = Zeroizing::new(crypto::agree(&own_secret, &keys.encryption)?);
+            let plaintext = Zeroizing::new(
+                crypto::open(&shared, self.study, b.from, self.index, &sealed)
+                    .map_err(|source| SecAggError::BoxRejected { from: b.from, source })?,
+            );
+            let shares = self.parse_box(b.from, &plaintext)?;
+            let previous = opened.get(&b.from).or_else(|| self.received.get(&b.from));
+            if previous.is_some_and(|p| !same_shares(p, &shares)) {
+                return Err(SecAggError::ConflictingBoxes { from: b.from });
+            }
+            opened.insert(b.from, shares);
+        }
+        self.received.extend(opened);
+        Ok(())
+    }
+
+    /// The per-round shares in a box's plaintext, checked to be at x = this site's index.
+    fn parse_box(&self, from: u32, plaintext: &[u8]) -> Result<Vec<RoundShares>, SecAggError> {
+        let expected = ROUND_SHARES_LEN * self.rounds as usize;
+        if plaintext.len() != expected {
+            return Err(SecAggError::BoxLength {
+                from,
+                expected,
+                got: plaintext.len(),
+            });
+        }
+        let share = |bytes: &[u8]| -> Result<Share, SecAggError> {
+            let share = Share::from_bytes(bytes)?;
+            if u32::from(share.x) == self.index {
+                Ok(share)
+            } else {
+                Err(SecAggError::WrongShareX {
+                    from,
+                    expected: self.index,
+                    got: share.x,
+                })
+            }
+        };
+        plaintext
+            .chunks_exact(ROUND_SHARES_LEN)
+            .map(|round| {
+                Ok(RoundShares {
+                    mask_key: share(&round[..SHARE_LEN])?,
+                    self_seed: share(&round[SHARE_LEN..])?,
+                })
+            })
+            .collect()
+    }
+
+    /// The masked vector for `round`: z = `encoded` + PRG(b_{i,r}) + Σ_{j∈roster, j>i} PRG(k_{ij,r})
+    /// − Σ_{j∈roster, j<i} PRG(k_{ji,r}) (mod 2^64). The roster must be participants, contain
+    /// this site and at least t sites, and be the same if the round is masked again.
+    pub fn mask(&mut self, round: u32, roster: &[u32], encoded: &[u64]) -> Result<Vec<u64>, SecAggError> {
+        let slot = round_slot(round, self.rounds)?;
+        let dealt = self.dealt.as_ref().ok_or(SecAggError::RosterNotFixed)?;
+        let roster = known_sites(roster, "roster", &dealt.peers)?;
+        if !roster.contains(&self.index) {
+            return Err(SecAggError::NotInRoster {
+                round,
+                site: self.index,
+            });
+        }
+        if roster.len() < dealt.threshold as usize {
+            return Err(SecAggError::RosterTooSmall {
+                round,
+                size: roster.len(),
+                threshold: dealt.threshold,
+            });
+        }
+        let sorted: Vec<u32> = roster.iter().copied().collect();
+        if self
+            .masked
+            .get(&round)
+            .is_some_and(|previous| *previous != sorted)
+        {
+            return Err(SecAggError::RosterChanged { round });
+        }
+        let mut z = encoded.to_vec();
+        let own_seed = Zeroizing::new(crypto::self_seed(
+            &self.self_seeds[slot],
+            self.study,
+            round,
+            self.index,
+        )?);
+        crypto::add_prg(&mut z, &own_seed, false);
+        let secret = Zeroizing::new(self.masking[slot].secret_bytes());
+        for (&j, keys) in dealt
+            .peers
+            .iter()
+            .filter(|(j, _)| roster.contains(j) && **j != self.index)
+        {
+            let shared = Zeroizing::new(crypto::agree(&secret, &keys.masks[slot])?);
+            let seed = Zeroizing::new(crypto::pair_seed(&shared, self.study, round, self.index, j)?);
+            crypto::add_prg(&mut z, &seed, j < self.index);
+        }
+        self.masked.insert(round, sorted);
+        Ok(z)
+    }
+
+    /// This site's shares for unmasking `round`: of b_{u,r} for every survivor u and of s_{d,r}
+    /// for every dropped d. Refused unless the survivors and the dropped are disjoint, make up
+    /// the roster this site masked with, include this site, number at least t, and the round was
+    /// not already answered with other sets — so one round never reveals both secrets of a site.
+    pub fn unmask_response(
+        &mut self,
+        round: u32,
+        roster: &[u32],
+        survivors: &[u32],
+        dropped: &[u32],
+        threshold: u32,
+    ) -> Result<UnmaskRequest, SecAggError> {
+        let slot = round_slot(round, self.rounds)?;
+        let dealt = self.dealt.as_ref().ok_or(SecAggError::RosterNotFixed)?;
+        if threshold != dealt.threshold {
+            return Err(SecAggError::ThresholdMismatch {
+                expected: dealt.threshold,
+                got: threshold,
+            });
+        }
+        let roster = known_sites(roster, "roster", &dealt.peers)?;
+        let survivors = known_sites(survivors, "survivors", &dealt.peers)?;
+        let dropped = known_sites(dropped, "dropped", &dealt.peers)?;
+        check_partition(round, self.index, &roster, &survivors, &dropped)?;
+        if survivors.len() < dealt.threshold as usize {
+            return Err(SecAggError::TooFewSurvivors {
+                round,
+                survivors: survivors.len(),
+                threshold: dealt.threshold,
+            });
+        }
+        let sorted_roster: Vec<u32> = roster.iter().copied().collect();
+        match self.masked.get(&round) {
+            None => return Err(SecAggError::NotContributed { round }),
+            Some(masked_with) if *masked_with != sorted_roster => {
+                return Err(SecAggError::RosterChanged { round });
+            }
+            Some(_) => {}
+        }
+        let sets = (
+            survivors.iter().copied().collect(),
+            dropped.iter().copied().collect(),
+        );
+        if self
+            .answered
+            .get(&round)
+            .is_some_and(|previous| *previous != sets)
+        {
+            return Err(SecAggError::AlreadyAnswered { round });
+        }
+        let reveal = |site: u32, pick: fn(&RoundShares) -> &Share| -> Result<RevealedShare, SecAggError> {
+            let shares = self
+                .received
+                .get(&site)
+                .ok_or(SecAggError::MissingShares { site })?;
+            let bytes = Zeroizing::new(pick(&shares[slot]).to_bytes());
+            Ok(RevealedShare {
+                site,
+                share: wire::encode(bytes.as_ref()),
+            })
+        };
+        let response = UnmaskRequest {
+            self_mask_shares: survivors
+                .iter()
+                .map(|&u| reveal(u, |s| &s.self_seed))
+                .collect::<Result<_, _>>()?,
+            mask_key_shares: dropped
+                .iter()
+                .map(|&d| reveal(d, |s| &s.mask_key))
+                .collect::<Result<_, _>>()?,
+        };
+        self.answered.insert(round, sets);
+        Ok(response)
+    }
+
+    /// s_{i,round} (test support: the tests play an attacker who learnt it).
+    #[cfg(test)]
+    pub(super) fn masking_secret(&self, round: u32) -> [u8; 32] {
+        self.masking[round as usize - 1].secret_bytes()
+    }
+
+    /// The encryption secret (test support: the tests forge boxes).
+    #[cfg(test)]
+    pub(super) fn encryption_secret(&self) -> [u8; 32] {
+        self.encryption.secret_bytes()
+    }
+}
+
+/// Checks that `survivors` and `dropped` partition `roster` and that `site` survived.
+fn check_partition(
+    round: u32,
+    site: u32,
+    roster: &BTreeSet<u32>,
+    survivors: &BTreeSet<u32>,
+    dropped: &BTreeSet<u32>,
+) -> Result<(), SecAggError> {
+    let inconsistent = |reason: String| Err(SecAggError::InconsistentSets { round, reason });
+    if let Some(both) = survivors.intersection(dropped).next() {
+        return inconsistent(format!("site {both} is listed both as a survivor and as dropped"));
+    }
+    if let Some(extra) = survivors.union(dropped).find(|s| !roster.contains(s)) {
+        return inconsistent(format!("site {extra} is not in the roster"));
+    }
+    if let Some(missing) = roster
+        .iter()
+        .find(|s| !(survivors.contains(s) || dropped.contains(s)))
+    {
+        return inconsistent(format!("roster site {missing} is neither a survivor nor dropped"));
+    }
+    if !survivors.contains(&site) {
+        return inconsistent(format!("this site (site {site}) is not among the survivors"));
+    }
+    Ok(())
+}
+
+/// Whether two boxes' shares are the same.
+fn same_shares(a: &[RoundShares], b: &[RoundShares]) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|(x, y)| x.mask_key == y.mask_key && x.self_seed == y.self_seed)
+}

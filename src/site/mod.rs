@@ -1,0 +1,131 @@
+//! `privpca site`: one site's client of a study (docs/design/federation.md "Site client").
+//!
+//! It reads the study (`GET /v1/site/study`), loads and clips its records with the service's
+//! ingest code, checks d, n ≤ `max_site_samples` and its local ledger (one SQLite file, one
+//! budget for the data it protects), and only then joins. It then follows the coordinator's
+//! long-polled tasks: share its key shares, charge its ledger just before the first masked
+//! contribution, contribute each round, answer unmask requests, and stop when the study is
+//! over. Raw data and unmasked values never leave the process and are never printed.
+//!
+//! Progress goes to stderr, one line per step, each starting `privpca site: `:
+//! `joined as site i of S ...`, `waiting for enrolment ...`, `keys shared ...`,
+//! `charged ...`, `round r/L contributed ...`, `unmask r sent ...`, `finished: ...`, and
+//! `error: ...` before a non-zero exit.
+//!
+//! Exit codes: 0 the study succeeded (also when this site was dropped on the way; the last
+//! line says so); 1 the study failed or was cancelled, or this site was dropped from an
+//! unfinished study; 2 refused before or instead of taking part (usage, data, ledger, token);
+//! 3 protocol violation (the server refused a request or asked for something the protocol
+//! does not allow); 4 the network kept failing past `--give-up-seconds`.
+
+mod args;
+mod data;
+mod http;
+mod run;
+
+use std::fmt;
+use std::process::ExitCode;
+
+pub use args::{DataFormat, SiteArgs};
+pub use http::{ALREADY_RECEIVED, Class, classify};
+
+/// The prefix of every line the client prints.
+const PREFIX: &str = "privpca site";
+
+/// One progress line on stderr.
+fn progress(message: &str) {
+    eprintln!("{PREFIX}: {message}");
+}
+
+/// Why the client stopped without success; each kind has its exit code.
+#[derive(Debug, Clone, PartialEq)]
+enum Failure {
+    /// The study failed or was cancelled, or this site was dropped (exit 1).
+    Study(String),
+    /// Refused before or instead of taking part: usage, data, ledger, token (exit 2).
+    Refused(String),
+    /// The server broke the protocol or refused a request (exit 3).
+    Protocol(String),
+    /// The network kept failing (exit 4).
+    Network(String),
+}
+
+impl Failure {
+    fn code(&self) -> u8 {
+        match self {
+            Failure::Study(_) => 1,
+            Failure::Refused(_) => 2,
+            Failure::Protocol(_) => 3,
+            Failure::Network(_) => 4,
+        }
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Failure::Study(m) | Failure::Refused(m) | Failure::Protocol(m) | Failure::Network(m) => {
+                f.write_str(m)
+            }
+        }
+    }
+}
+
+impl From<http::HttpError> for Failure {
+    fn from(e: http::HttpError) -> Failure {
+        match e {
+            http::HttpError::Unauthorized(_) => Failure::Refused(format!("{e} (check --token)")),
+            http::HttpError::Protocol { .. } => Failure::Protocol(format!("the server refused: {e}")),
+            http::HttpError::GaveUp { .. } => Failure::Network(e.to_string()),
+        }
+    }
+}
+
+/// Runs the site client to the end of its study and returns the process exit code (see the
+/// module documentation).
+pub fn run(args: SiteArgs) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            progress(&format!("error: cannot start the async runtime: {e}"));
+            return ExitCode::from(Failure::Refused(String::new()).code());
+        }
+    };
+    match runtime.block_on(run::run(&args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => {
+            progress(&format!("error: {failure}"));
+            ExitCode::from(failure.code())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_codes_follow_the_kind_of_failure() {
+        assert_eq!(Failure::Study(String::new()).code(), 1);
+        assert_eq!(Failure::Refused(String::new()).code(), 2);
+        assert_eq!(Failure::Protocol(String::new()).code(), 3);
+        assert_eq!(Failure::Network(String::new()).code(), 4);
+        let unauthorized: Failure = http::HttpError::Unauthorized("bad token".into()).into();
+        assert_eq!(unauthorized.code(), 2);
+        let gave_up: Failure = http::HttpError::GaveUp {
+            what: "GET /v1/site/task".into(),
+            last: "connection refused".into(),
+            elapsed: std::time::Duration::from_secs(300),
+        }
+        .into();
+        assert_eq!(gave_up.code(), 4);
+        let refused: Failure = http::HttpError::Protocol {
+            status: Some(reqwest::StatusCode::CONFLICT),
+            problem_type: None,
+            message: "the study is no longer enrolling".into(),
+        }
+        .into();
+        assert_eq!(refused.code(), 3);
+        assert!(refused.to_string().contains("no longer enrolling"));
+    }
+}

@@ -1,0 +1,582 @@
+//! The ledger of one site (`privpca site --ledger PATH`, docs/design/federation.md "Site
+//! client"): the service's own schema, migrations and check-and-charge step, in a SQLite file
+//! the site keeps next to its data.
+//!
+//! One ledger file holds one budget for the data it protects: the first use creates a tenant
+//! `site` and one private records dataset named after the data file, with the budget stated
+//! then; every later use must state the same budget (it is never changed silently) and the
+//! same neighbouring relation (ρ under `replace_one` and under `add_remove` do not add up).
+//! A study is charged at most once per dataset: the charge is a ledger row with `job_id` NULL
+//! and `study_id` set, and the schema's unique index `ledger_once_per_study` refuses a second
+//! one. A file that holds anything else (another tenant, several datasets, the service's own
+//! database) is refused.
+
+use std::path::Path;
+
+use sha2::{Digest, Sha256};
+use sqlx::SqliteConnection;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteSynchronous};
+use uuid::Uuid;
+
+use super::codec::{id, now, ts};
+use super::ledger::reserve;
+use super::rows::{self, DATASET_COLUMNS};
+use super::{MIGRATOR, Store, StoreError, connect_options, open_pool};
+use crate::dataset::{Kind, Relation};
+use crate::privacy::units::{DELTA_UNIT, MAX_RHO, RHO_UNIT, budget_units, from_units};
+
+/// The name of the one tenant of a site ledger.
+const SITE_TENANT: &str = "site";
+
+/// What a site ledger records about the data it protects when it is first used.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LocalDataset {
+    /// The data file's name (for the owner's eyes only).
+    pub name: String,
+    /// The neighbouring relation the budget is stated under (`replace_one` or `add_remove`).
+    pub relation: Relation,
+    pub row_norm_bound: f64,
+    pub row_l1_bound: Option<f64>,
+    pub n: u64,
+    pub d: u64,
+}
+
+/// The budget of a site ledger and what is spent of it, in ledger units
+/// (`crate::privacy::units`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LocalBudget {
+    pub tenant: Uuid,
+    pub dataset: Uuid,
+    /// The data file's name when the ledger was created.
+    pub name: String,
+    pub relation: Relation,
+    pub budget_rho_units: i64,
+    pub budget_delta_units: i64,
+    pub spent_rho_units: i64,
+    pub spent_delta_units: i64,
+    /// Whether this call created the ledger's dataset (first use of the file).
+    pub created: bool,
+}
+
+impl LocalBudget {
+    pub fn remaining_rho_units(&self) -> i64 {
+        self.budget_rho_units - self.spent_rho_units
+    }
+
+    pub fn remaining_delta_units(&self) -> i64 {
+        self.budget_delta_units - self.spent_delta_units
+    }
+
+    /// Whether a charge of `rho_units`/`delta_units` fits what remains.
+    pub fn fits(&self, rho_units: i64, delta_units: i64) -> bool {
+        crate::privacy::units::admits(self.spent_rho_units, rho_units, self.budget_rho_units)
+            && crate::privacy::units::admits(self.spent_delta_units, delta_units, self.budget_delta_units)
+    }
+}
+
+/// The result of [`Store::charge_study`]. Only `Charged` wrote anything.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ChargeOutcome {
+    /// Charged; the budget as it stands after the charge.
+    Charged(LocalBudget),
+    /// This study was charged to this dataset before; nothing was charged now.
+    AlreadyCharged,
+    /// The charge does not fit what remains; nothing was written.
+    OverBudget {
+        remaining_rho_units: i64,
+        remaining_delta_units: i64,
+    },
+}
+
+/// ρ and δ in units, for messages.
+fn show(rho_units: i64, delta_units: i64) -> String {
+    format!(
+        "rho = {}, delta = {}",
+        from_units(rho_units, RHO_UNIT),
+        from_units(delta_units, DELTA_UNIT)
+    )
+}
+
+fn not_a_site_ledger(why: &str) -> StoreError {
+    StoreError::InvalidDataset(format!(
+        "this file is not a site ledger ({why}); give `privpca site` a ledger file of its own"
+    ))
+}
+
+/// The one dataset of a site ledger, if it has been created; refuses files that hold
+/// anything else.
+async fn site_dataset(conn: &mut SqliteConnection) -> Result<Option<LocalBudget>, StoreError> {
+    let tenants: Vec<(String, String)> = sqlx::query_as("SELECT id, name FROM tenants")
+        .fetch_all(&mut *conn)
+        .await?;
+    let sql = format!("SELECT {DATASET_COLUMNS} FROM datasets");
+    let datasets = sqlx::query(&sql).fetch_all(&mut *conn).await?;
+    match (tenants.as_slice(), datasets.as_slice()) {
+        ([], []) => Ok(None),
+        ([(_, name)], [row]) if name == SITE_TENANT => {
+            let found = rows::dataset(row)?;
+            let (Some(budget_rho_units), Some(budget_delta_units)) =
+                (found.budget_rho_units, found.budget_delta_units)
+            else {
+                return Err(not_a_site_ledger("its dataset carries no budget"));
+            };
+            if found.kind != Kind::Records || found.status != super::DatasetStatus::Ready {
+                return Err(not_a_site_ledger("its dataset is not a ready records dataset"));
+            }
+            Ok(Some(LocalBudget {
+                tenant: found.tenant_id,
+                dataset: found.id,
+                name: found.name,
+                relation: found.relation,
+                budget_rho_units,
+                budget_delta_units,
+                spent_rho_units: found.spent_rho_units,
+                spent_delta_units: found.spent_delta_units,
+                created: false,
+            }))
+        }
+        _ => Err(not_a_site_ledger(&format!(
+            "it holds {} tenants and {} datasets",
+            tenants.len(),
+            datasets.len()
+        ))),
+    }
+}
+
+/// Checks a budget stated in units the way the service checks a dataset's.
+fn check_budget(rho_units: i64, delta_units: i64) -> Result<(), StoreError> {
+    if !(rho_units > 0 && rho_units <= budget_units(MAX_RHO, RHO_UNIT)) {
+        return Err(StoreError::InvalidCharge(
+            "the rho budget must be > 0 and at most the largest allowed budget".to_owned(),
+        ));
+    }
+    if !(delta_units >= 0 && delta_units < budget_units(1.0, DELTA_UNIT)) {
+        return Err(StoreError::InvalidCharge(
+            "the delta budget must lie in [0, 1)".to_owned(),
+        ));
+    }
+    Ok(())
+}
+
+/// Creates the site tenant and its one dataset (ready, with its budget) in `conn`'s
+/// transaction.
+async fn create_site_dataset(
+    conn: &mut SqliteConnection,
+    budget_rho_units: i64,
+    budget_delta_units: i64,
+    data: &LocalDataset,
+) -> Result<LocalBudget, StoreError> {
+    let bad = |msg: &str| Err(StoreError::InvalidDataset(msg.to_owned()));
+    if !data.relation.fits(Kind::Records) {
+        return bad("a site ledger protects records (replace_one or add_remove)");
+    }
+    let bounds_ok = data.row_norm_bound > 0.0
+        && data.row_norm_bound.is_finite()
+        && data.row_l1_bound.is_none_or(|a| a > 0.0 && a.is_finite());
+    if !bounds_ok {
+        return bad("bounds must be finite and > 0");
+    }
+    let (Ok(n), Ok(d)) = (i64::try_from(data.n), i64::try_from(data.d)) else {
+        return bad("n and d must fit in 63 bits");
+    };
+    if !(n > 0 && d > 0) {
+        return bad("n and d must be > 0");
+    }
+    let at = ts(now());
+    let tenant = Uuid::new_v4();
+    // The tenant never authenticates: its key hash is the hash of a key nobody holds.
+    let key_hash = hex::encode(Sha256::digest(Uuid::new_v4().as_bytes()));
+    sqlx::query("INSERT INTO tenants (id, name, key_hash, created_at) VALUES (?, ?, ?, ?)")
+        .bind(id(tenant))
+        .bind(SITE_TENANT)
+        .bind(key_hash)
+        .bind(&at)
+        .execute(&mut *conn)
+        .await?;
+    let dataset = Uuid::new_v4();
+    let stated = serde_json::json!({
+        "rho": from_units(budget_rho_units, RHO_UNIT),
+        "delta": from_units(budget_delta_units, DELTA_UNIT),
+        "stated_by": "privpca site",
+    });
+    sqlx::query(
+        "INSERT INTO datasets (id, tenant_id, name, kind, relation, row_norm_bound, row_l1_bound, \
+             entry_bound, public, budget_rho_units, budget_delta_units, budget_stated, status, n, d, \
+             created_at, updated_at) \
+         VALUES (?, ?, ?, 'records', ?, ?, ?, NULL, 0, ?, ?, ?, 'ready', ?, ?, ?, ?)",
+    )
+    .bind(id(dataset))
+    .bind(id(tenant))
+    .bind(&data.name)
+    .bind(data.relation.as_str())
+    .bind(data.row_norm_bound)
+    .bind(data.row_l1_bound)
+    .bind(budget_rho_units)
+    .bind(budget_delta_units)
+    .bind(serde_json::to_string(&stated)?)
+    .bind(n)
+    .bind(d)
+    .bind(&at)
+    .bind(&at)
+    .execute(&mut *conn)
+    .await?;
+    Ok(LocalBudget {
+        tenant,
+        dataset,
+        name: data.name.clone(),
+        relation: data.relation,
+        budget_rho_units,
+        budget_delta_units,
+        spent_rho_units: 0,
+        spent_delta_units: 0,
+        created: true,
+    })
+}
+
+impl Store {
+    /// Opens (creating if missing) the site ledger at `path` and applies pending migrations.
+    /// It needs no data directory. Commits are synchronous (`synchronous = FULL`): a charge
+    /// that returned has reached the disk before anything is sent.
+    pub async fn open_ledger(path: &Path) -> Result<Store, StoreError> {
+        let options =
+            connect_options(SqliteConnectOptions::new().filename(path)).synchronous(SqliteSynchronous::Full);
+        let store = Store {
+            pool: open_pool(options).await?,
+            data_dir: path.parent().unwrap_or(Path::new("")).to_path_buf(),
+        };
+        MIGRATOR.run(&store.pool).await?;
+        Ok(store)
+    }
+
+    /// The site ledger's budget: on first use (an empty file) creates the tenant `site` and
+    /// one ready records dataset described by `data` with this budget; later, checks that the
+    /// stated budget and relation are those of the ledger and refuses otherwise
+    /// (`StoreError::InvalidDataset`, never changing the budget). All in one `BEGIN IMMEDIATE`
+    /// transaction.
+    pub async fn ensure_local_budget(
+        &self,
+        budget_rho_units: i64,
+        budget_delta_units: i64,
+        data: &LocalDataset,
+    ) -> Result<LocalBudget, StoreError> {
+        check_budget(budget_rho_units, budget_delta_units)?;
+        let mut tx = self.write_tx().await?;
+        let budget = match site_dataset(&mut tx).await? {
+            None => create_site_dataset(&mut tx, budget_rho_units, budget_delta_units, data).await?,
+            Some(found) => {
+                if (found.budget_rho_units, found.budget_delta_units)
+                    != (budget_rho_units, budget_delta_units)
+                {
+                    return Err(StoreError::InvalidDataset(format!(
+                        "this ledger's budget is {} and never changes; the budget stated now is {} \
+                         (state the ledger's budget, or use a new ledger file for other data)",
+                        show(found.budget_rho_units, found.budget_delta_units),
+                        show(budget_rho_units, budget_delta_units),
+                    )));
+                }
+                if found.relation != data.relation {
+                    return Err(StoreError::InvalidDataset(format!(
+                        "this ledger's budget protects its data under the {} relation; this study uses {} \
+                         (use a separate ledger file)",
+                        found.relation.as_str(),
+                        data.relation.as_str(),
+                    )));
+                }
+                found
+            }
+        };
+        tx.commit().await?;
+        Ok(budget)
+    }
+
+    /// The site ledger's budget, `None` before its first use.
+    pub async fn local_budget(&self) -> Result<Option<LocalBudget>, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        site_dataset(&mut conn).await
+    }
+
+    /// Whether `study` was charged to `dataset`.
+    pub async fn study_charged(&self, dataset: Uuid, study: Uuid) -> Result<bool, StoreError> {
+        let found: Option<i64> = sqlx::query_scalar(
+            "SELECT 1 FROM ledger WHERE study_id = ? AND dataset_id = ? AND entry = 'charge'",
+        )
+        .bind(id(study))
+        .bind(id(dataset))
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(found.is_some())
+    }
+
+    /// Charges a study's cost to the site's dataset: in one `BEGIN IMMEDIATE` transaction,
+    /// refuses a study charged before (`AlreadyCharged`), reserves the amount iff
+    /// spent + cost ≤ budget for ρ and δ (`OverBudget` otherwise), and appends the ledger row
+    /// (`job_id` NULL, `study_id` set).
+    pub async fn charge_study(
+        &self,
+        dataset: Uuid,
+        study: Uuid,
+        algorithm: &str,
+        rho_units: i64,
+        delta_units: i64,
+    ) -> Result<ChargeOutcome, StoreError> {
+        if !(rho_units >= 0 && delta_units >= 0) {
+            return Err(StoreError::InvalidCharge(
+                "a study's cost must be >= 0".to_owned(),
+            ));
+        }
+        let mut tx = self.write_tx().await?;
+        let charged_before: Option<i64> = sqlx::query_scalar(
+            "SELECT 1 FROM ledger WHERE study_id = ? AND dataset_id = ? AND entry = 'charge'",
+        )
+        .bind(id(study))
+        .bind(id(dataset))
+        .fetch_optional(&mut *tx)
+        .await?;
+        if charged_before.is_some() {
+            tx.rollback().await?;
+            return Ok(ChargeOutcome::AlreadyCharged);
+        }
+        let at = now();
+        if !reserve(&mut tx, dataset, rho_units, delta_units, at).await? {
+            let found = site_dataset(&mut tx).await?;
+            tx.rollback().await?;
+            let found = found.filter(|b| b.dataset == dataset).ok_or_else(|| {
+                StoreError::InvalidCharge("the dataset is not this ledger's ready dataset".to_owned())
+            })?;
+            return Ok(ChargeOutcome::OverBudget {
+                remaining_rho_units: found.remaining_rho_units(),
+                remaining_delta_units: found.remaining_delta_units(),
+            });
+        }
+        sqlx::query(
+            "INSERT INTO ledger (dataset_id, job_id, entry, algorithm, rho_units, delta_units, created_at, \
+                 study_id) \
+             VALUES (?, NULL, 'charge', ?, ?, ?, ?, ?)",
+        )
+        .bind(id(dataset))
+        .bind(algorithm)
+        .bind(rho_units)
+        .bind(delta_units)
+        .bind(ts(at))
+        .bind(id(study))
+        .execute(&mut *tx)
+        .await?;
+        let after = site_dataset(&mut tx)
+            .await?
+            .filter(|b| b.dataset == dataset)
+            .ok_or_else(|| {
+                StoreError::InvalidCharge("the dataset is not this ledger's dataset".to_owned())
+            })?;
+        tx.commit().await?;
+        Ok(ChargeOutcome::Charged(after))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::privacy::units::{checked_delta_budget_units, checked_rho_budget_units, checked_rho_units};
+    use tempfile::TempDir;
+
+    fn data(relation: Relation) -> LocalDataset {
+        LocalDataset {
+            name: "site-a.csv".to_owned(),
+            relation,
+            row_norm_bound: 1.0,
+            row_l1_bound: Some(2.0),
+            n: 100,
+            d: 5,
+        }
+    }
+
+    fn rho(x: f64) -> i64 {
+        checked_rho_budget_units(x).expect("rho")
+    }
+
+    async fn ledger(dir: &TempDir) -> Store {
+        Store::open_ledger(&dir.path().join("ledger.db"))
+            .await
+            .expect("open ledger")
+    }
+
+    #[tokio::test]
+    async fn first_use_creates_the_budget_and_later_uses_must_repeat_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = ledger(&dir).await;
+        assert_eq!(store.local_budget().await.expect("read"), None);
+        let delta = checked_delta_budget_units(1e-6).expect("delta");
+        let first = store
+            .ensure_local_budget(rho(1.0), delta, &data(Relation::ReplaceOne))
+            .await
+            .expect("create");
+        assert!(first.created);
+        assert_eq!(first.remaining_rho_units(), rho(1.0));
+        assert_eq!(first.remaining_delta_units(), delta);
+        let again = store
+            .ensure_local_budget(rho(1.0), delta, &data(Relation::ReplaceOne))
+            .await
+            .expect("same budget");
+        assert!(!again.created);
+        assert_eq!(again.dataset, first.dataset);
+
+        let other = store
+            .ensure_local_budget(rho(2.0), delta, &data(Relation::ReplaceOne))
+            .await;
+        assert!(
+            matches!(&other, Err(StoreError::InvalidDataset(msg)) if msg.contains("never changes")),
+            "{other:?}"
+        );
+        let other_delta = store
+            .ensure_local_budget(rho(1.0), 0, &data(Relation::ReplaceOne))
+            .await;
+        assert!(matches!(other_delta, Err(StoreError::InvalidDataset(_))));
+        let other_relation = store
+            .ensure_local_budget(rho(1.0), delta, &data(Relation::AddRemove))
+            .await;
+        assert!(matches!(other_relation, Err(StoreError::InvalidDataset(_))));
+        // Nothing changed.
+        let kept = store.local_budget().await.expect("read").expect("exists");
+        assert_eq!(kept.budget_rho_units, rho(1.0));
+        assert_eq!(kept.budget_delta_units, delta);
+    }
+
+    #[tokio::test]
+    async fn invalid_budgets_are_refused_before_anything_is_written() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = ledger(&dir).await;
+        for (r, d) in [(0, 0), (-1, 0), (rho(1.0), -1), (rho(1.0), i64::MAX)] {
+            let refused = store.ensure_local_budget(r, d, &data(Relation::ReplaceOne)).await;
+            assert!(matches!(refused, Err(StoreError::InvalidCharge(_))), "{r} {d}");
+        }
+        assert_eq!(store.local_budget().await.expect("read"), None);
+    }
+
+    #[tokio::test]
+    async fn charges_fit_the_budget_or_are_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = ledger(&dir).await;
+        let budget = store
+            .ensure_local_budget(rho(1.0), 0, &data(Relation::AddRemove))
+            .await
+            .expect("create");
+        let cost = checked_rho_units(0.4).expect("cost");
+        for _ in 0..2 {
+            let study = Uuid::new_v4();
+            let charged = store
+                .charge_study(budget.dataset, study, "federated_power", cost, 0)
+                .await
+                .expect("charge");
+            assert!(matches!(charged, ChargeOutcome::Charged(_)), "{charged:?}");
+        }
+        let refused = store
+            .charge_study(budget.dataset, Uuid::new_v4(), "federated_power", cost, 0)
+            .await
+            .expect("charge");
+        assert_eq!(
+            refused,
+            ChargeOutcome::OverBudget {
+                remaining_rho_units: rho(1.0) - 2 * cost,
+                remaining_delta_units: 0,
+            }
+        );
+        // δ is checked too: the budget has none.
+        let no_delta = store
+            .charge_study(budget.dataset, Uuid::new_v4(), "federated_power", 1, 1)
+            .await
+            .expect("charge");
+        assert!(matches!(no_delta, ChargeOutcome::OverBudget { .. }));
+        let left = store.local_budget().await.expect("read").expect("exists");
+        assert_eq!(left.spent_rho_units, 2 * cost);
+        assert!(left.fits(rho(1.0) - 2 * cost, 0));
+        assert!(!left.fits(rho(1.0) - 2 * cost + 1, 0));
+        let entries = store
+            .ledger(left.tenant, left.dataset)
+            .await
+            .expect("ledger")
+            .expect("dataset");
+        assert_eq!(entries.len(), 2);
+        assert!(entries.iter().all(|e| e.job_id.is_none() && e.rho_units == cost));
+    }
+
+    #[tokio::test]
+    async fn a_study_is_never_charged_twice() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = ledger(&dir).await;
+        let budget = store
+            .ensure_local_budget(rho(1.0), 0, &data(Relation::ReplaceOne))
+            .await
+            .expect("create");
+        let study = Uuid::new_v4();
+        assert!(!store.study_charged(budget.dataset, study).await.expect("read"));
+        let first = store
+            .charge_study(budget.dataset, study, "federated_power", 10, 0)
+            .await
+            .expect("charge");
+        let ChargeOutcome::Charged(after) = first else {
+            panic!("not charged: {first:?}");
+        };
+        assert_eq!(after.spent_rho_units, 10);
+        assert!(store.study_charged(budget.dataset, study).await.expect("read"));
+        let second = store
+            .charge_study(budget.dataset, study, "federated_power", 10, 0)
+            .await
+            .expect("charge");
+        assert_eq!(second, ChargeOutcome::AlreadyCharged);
+        let left = store.local_budget().await.expect("read").expect("exists");
+        assert_eq!(left.spent_rho_units, 10);
+    }
+
+    #[tokio::test]
+    async fn charges_survive_reopening_the_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let study = Uuid::new_v4();
+        let dataset = {
+            let store = ledger(&dir).await;
+            let budget = store
+                .ensure_local_budget(rho(1.0), 0, &data(Relation::ReplaceOne))
+                .await
+                .expect("create");
+            let charged = store
+                .charge_study(budget.dataset, study, "federated_power", rho(0.25), 0)
+                .await
+                .expect("charge");
+            assert!(matches!(charged, ChargeOutcome::Charged(_)));
+            store.close().await;
+            budget.dataset
+        };
+        let store = ledger(&dir).await;
+        let budget = store
+            .ensure_local_budget(rho(1.0), 0, &data(Relation::ReplaceOne))
+            .await
+            .expect("reopen");
+        assert!(!budget.created);
+        assert_eq!(budget.dataset, dataset);
+        assert_eq!(budget.remaining_rho_units(), rho(0.75));
+        assert_eq!(
+            store
+                .charge_study(dataset, study, "federated_power", rho(0.25), 0)
+                .await
+                .expect("charge"),
+            ChargeOutcome::AlreadyCharged
+        );
+    }
+
+    #[tokio::test]
+    async fn the_service_database_is_not_a_site_ledger() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("ledger.db");
+        let service = Store::connect(&format!("sqlite://{}", path.display()), dir.path())
+            .await
+            .expect("connect");
+        service.create_tenant("alice").await.expect("tenant");
+        service.close().await;
+        let store = Store::open_ledger(&path).await.expect("open");
+        let refused = store
+            .ensure_local_budget(rho(1.0), 0, &data(Relation::ReplaceOne))
+            .await;
+        assert!(
+            matches!(&refused, Err(StoreError::InvalidDataset(msg)) if msg.contains("not a site ledger")),
+            "{refused:?}"
+        );
+    }
+}

@@ -1,0 +1,596 @@
+//! Studies (multi-site runs) and their sites: creation with one token per site (stored
+//! hashed), the lifecycle transitions the hub makes, the coordinator's record of each site's
+//! charge, and results (docs/design/federation.md). Tenant-facing reads are scoped by tenant;
+//! site-facing reads go through the site token.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sqlx::sqlite::SqliteRow;
+use sqlx::{Row, SqliteConnection};
+use uuid::Uuid;
+
+use super::codec::{basis_from_bytes, basis_to_bytes, id, now, parse_id, parse_json, parse_opt_ts, parse_relation, parse_ts, ts};
+use super::tenants::{key_hash, new_secret};
+use super::{Store, StoreError};
+use crate::dataset::Relation;
+
+/// Prefix of every site token.
+pub const SITE_TOKEN_PREFIX: &str = "pps_";
+
+/// Lifecycle of a study. `Succeeded`, `Failed` and `Cancelled` are terminal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StudyStatus {
+    Enrolling,
+    Running,
+    Succeeded,
+    Failed,
+    Cancelled,
+}
+
+impl StudyStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StudyStatus::Enrolling => "enrolling",
+            StudyStatus::Running => "running",
+            StudyStatus::Succeeded => "succeeded",
+            StudyStatus::Failed => "failed",
+            StudyStatus::Cancelled => "cancelled",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            StudyStatus::Enrolling,
+            StudyStatus::Running,
+            StudyStatus::Succeeded,
+            StudyStatus::Failed,
+            StudyStatus::Cancelled,
+        ]
+        .into_iter()
+        .find(|v| v.as_str() == s)
+    }
+    pub fn is_terminal(self) -> bool {
+        matches!(self, StudyStatus::Succeeded | StudyStatus::Failed | StudyStatus::Cancelled)
+    }
+}
+
+/// Where one site stands in its study.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SiteStatus {
+    Invited,
+    Joined,
+    Contributing,
+    Dropped,
+    Done,
+}
+
+impl SiteStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SiteStatus::Invited => "invited",
+            SiteStatus::Joined => "joined",
+            SiteStatus::Contributing => "contributing",
+            SiteStatus::Dropped => "dropped",
+            SiteStatus::Done => "done",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            SiteStatus::Invited,
+            SiteStatus::Joined,
+            SiteStatus::Contributing,
+            SiteStatus::Dropped,
+            SiteStatus::Done,
+        ]
+        .into_iter()
+        .find(|v| v.as_str() == s)
+    }
+}
+
+/// A site to invite.
+#[derive(Debug, Clone)]
+pub struct NewStudySite {
+    pub name: String,
+    /// The coordinator-side budget of this site in ρ units, when one was stated.
+    pub budget_rho_units: Option<i64>,
+}
+
+/// A study to create. Everything is validated by the caller; the schema re-checks ranges.
+#[derive(Debug, Clone)]
+pub struct NewStudy {
+    pub name: String,
+    pub algorithm: String,
+    pub n_features: usize,
+    pub relation: Relation,
+    pub row_norm_bound: f64,
+    pub row_l1_bound: Option<f64>,
+    pub params: serde_json::Value,
+    pub config: serde_json::Value,
+    pub privacy: serde_json::Value,
+    pub cost_rho_units: i64,
+    pub cost_delta_units: i64,
+    pub threshold: u32,
+    pub join_deadline: DateTime<Utc>,
+    pub round_timeout_ms: i64,
+    pub rounds: u32,
+    pub sites: Vec<NewStudySite>,
+}
+
+/// A study's metadata and state.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StudyRecord {
+    pub id: Uuid,
+    pub tenant_id: Uuid,
+    pub name: String,
+    pub algorithm: String,
+    pub n_features: i64,
+    pub relation: Relation,
+    pub row_norm_bound: f64,
+    pub row_l1_bound: Option<f64>,
+    pub params: serde_json::Value,
+    pub config: serde_json::Value,
+    pub privacy: serde_json::Value,
+    pub cost_rho_units: i64,
+    pub cost_delta_units: i64,
+    pub threshold: i64,
+    pub n_sites: i64,
+    pub join_deadline: DateTime<Utc>,
+    pub round_timeout_ms: i64,
+    pub status: StudyStatus,
+    pub progress_done: i64,
+    pub progress_total: i64,
+    pub error: Option<String>,
+    pub report: Option<serde_json::Value>,
+    pub created_at: DateTime<Utc>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+/// One site of a study.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StudySiteRecord {
+    pub study_id: Uuid,
+    pub index: u32,
+    pub name: String,
+    pub status: SiteStatus,
+    pub n_samples: Option<i64>,
+    pub budget_rho_units: Option<i64>,
+    pub charged_rho_units: i64,
+    pub charged_delta_units: i64,
+    pub charged_at: Option<DateTime<Utc>>,
+    pub joined_at: Option<DateTime<Utc>>,
+    pub dropped_round: Option<i64>,
+}
+
+/// A succeeded study's result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StudyResult {
+    pub d: usize,
+    pub k: usize,
+    /// Column-major d×k.
+    pub basis: Vec<f64>,
+    pub eigenvalues: Option<Vec<f64>>,
+    pub report: Option<serde_json::Value>,
+}
+
+/// What cancelling a study did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StudyCancel {
+    NotFound,
+    Cancelled(StudyRecord),
+    AlreadyFinished(StudyRecord),
+}
+
+const STUDY_COLUMNS: &str = "id, tenant_id, name, algorithm, n_features, relation, row_norm_bound, row_l1_bound, \
+     params, config, privacy, cost_rho_units, cost_delta_units, threshold, n_sites, join_deadline, \
+     round_timeout_ms, status, progress_done, progress_total, error, report, created_at, started_at, finished_at";
+
+const SITE_COLUMNS: &str = "study_id, idx, name, status, n_samples, budget_rho_units, charged_rho_units, \
+     charged_delta_units, charged_at, joined_at, dropped_round";
+
+fn study_row(row: &SqliteRow) -> Result<StudyRecord, StoreError> {
+    let status: &str = row.try_get("status")?;
+    let report: Option<&str> = row.try_get("report")?;
+    Ok(StudyRecord {
+        id: parse_id(row.try_get("id")?)?,
+        tenant_id: parse_id(row.try_get("tenant_id")?)?,
+        name: row.try_get("name")?,
+        algorithm: row.try_get("algorithm")?,
+        n_features: row.try_get("n_features")?,
+        relation: parse_relation(row.try_get("relation")?)?,
+        row_norm_bound: row.try_get("row_norm_bound")?,
+        row_l1_bound: row.try_get("row_l1_bound")?,
+        params: parse_json(row.try_get("params")?)?,
+        config: parse_json(row.try_get("config")?)?,
+        privacy: parse_json(row.try_get("privacy")?)?,
+        cost_rho_units: row.try_get("cost_rho_units")?,
+        cost_delta_units: row.try_get("cost_delta_units")?,
+        threshold: row.try_get("threshold")?,
+        n_sites: row.try_get("n_sites")?,
+        join_deadline: parse_ts(row.try_get("join_deadline")?)?,
+        round_timeout_ms: row.try_get("round_timeout_ms")?,
+        status: StudyStatus::parse(status).ok_or_else(|| StoreError::Corrupt(format!("study status {status:?}")))?,
+        progress_done: row.try_get("progress_done")?,
+        progress_total: row.try_get("progress_total")?,
+        error: row.try_get("error")?,
+        report: report.map(parse_json).transpose()?,
+        created_at: parse_ts(row.try_get("created_at")?)?,
+        started_at: parse_opt_ts(row.try_get("started_at")?)?,
+        finished_at: parse_opt_ts(row.try_get("finished_at")?)?,
+    })
+}
+
+fn site_row(row: &SqliteRow) -> Result<StudySiteRecord, StoreError> {
+    let status: &str = row.try_get("status")?;
+    let idx: i64 = row.try_get("idx")?;
+    Ok(StudySiteRecord {
+        study_id: parse_id(row.try_get("study_id")?)?,
+        index: u32::try_from(idx).map_err(|_| StoreError::Corrupt(format!("site index {idx}")))?,
+        name: row.try_get("name")?,
+        status: SiteStatus::parse(status).ok_or_else(|| StoreError::Corrupt(format!("site status {status:?}")))?,
+        n_samples: row.try_get("n_samples")?,
+        budget_rho_units: row.try_get("budget_rho_units")?,
+        charged_rho_units: row.try_get("charged_rho_units")?,
+        charged_delta_units: row.try_get("charged_delta_units")?,
+        charged_at: parse_opt_ts(row.try_get("charged_at")?)?,
+        joined_at: parse_opt_ts(row.try_get("joined_at")?)?,
+        dropped_round: row.try_get("dropped_round")?,
+    })
+}
+
+async fn sites_of(conn: &mut SqliteConnection, study: Uuid) -> Result<Vec<StudySiteRecord>, StoreError> {
+    let sql = format!("SELECT {SITE_COLUMNS} FROM study_sites WHERE study_id = ? ORDER BY idx");
+    let rows = sqlx::query(&sql).bind(id(study)).fetch_all(conn).await?;
+    rows.iter().map(site_row).collect()
+}
+
+async fn study_by_id(conn: &mut SqliteConnection, study: Uuid) -> Result<Option<StudyRecord>, StoreError> {
+    let sql = format!("SELECT {STUDY_COLUMNS} FROM studies WHERE id = ?");
+    let row = sqlx::query(&sql).bind(id(study)).fetch_optional(conn).await?;
+    row.as_ref().map(study_row).transpose()
+}
+
+impl Store {
+    /// Creates a study and its sites; returns it with each site's token (shown once, stored
+    /// hashed), in site order.
+    pub async fn create_study(
+        &self,
+        tenant: Uuid,
+        new: NewStudy,
+    ) -> Result<(StudyRecord, Vec<StudySiteRecord>, Vec<String>), StoreError> {
+        let study = Uuid::new_v4();
+        let at = now();
+        let mut tokens = Vec::with_capacity(new.sites.len());
+        let mut tx = self.write_tx().await?;
+        sqlx::query(
+            "INSERT INTO studies (id, tenant_id, name, algorithm, n_features, relation, row_norm_bound, row_l1_bound, \
+                 params, config, privacy, cost_rho_units, cost_delta_units, threshold, n_sites, join_deadline, \
+                 round_timeout_ms, status, progress_total, created_at) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'enrolling', ?, ?)",
+        )
+        .bind(id(study))
+        .bind(id(tenant))
+        .bind(&new.name)
+        .bind(&new.algorithm)
+        .bind(i64::try_from(new.n_features).map_err(|_| StoreError::InvalidDataset("n_features".into()))?)
+        .bind(new.relation.as_str())
+        .bind(new.row_norm_bound)
+        .bind(new.row_l1_bound)
+        .bind(serde_json::to_string(&new.params)?)
+        .bind(serde_json::to_string(&new.config)?)
+        .bind(serde_json::to_string(&new.privacy)?)
+        .bind(new.cost_rho_units)
+        .bind(new.cost_delta_units)
+        .bind(i64::from(new.threshold))
+        .bind(new.sites.len() as i64)
+        .bind(ts(new.join_deadline))
+        .bind(new.round_timeout_ms)
+        .bind(i64::from(new.rounds))
+        .bind(ts(at))
+        .execute(&mut *tx)
+        .await?;
+        for (i, site) in new.sites.iter().enumerate() {
+            let token = new_secret(SITE_TOKEN_PREFIX)?;
+            sqlx::query(
+                "INSERT INTO study_sites (study_id, idx, name, token_hash, status, budget_rho_units) \
+                 VALUES (?, ?, ?, ?, 'invited', ?)",
+            )
+            .bind(id(study))
+            .bind(i as i64 + 1)
+            .bind(&site.name)
+            .bind(key_hash(&token))
+            .bind(site.budget_rho_units)
+            .execute(&mut *tx)
+            .await?;
+            tokens.push(token);
+        }
+        let record = study_by_id(&mut tx, study)
+            .await?
+            .ok_or_else(|| StoreError::Corrupt("the new study vanished".into()))?;
+        let sites = sites_of(&mut tx, study).await?;
+        tx.commit().await?;
+        Ok((record, sites, tokens))
+    }
+
+    /// The tenant's study with its sites, or `None`.
+    pub async fn get_study(
+        &self,
+        tenant: Uuid,
+        study: Uuid,
+    ) -> Result<Option<(StudyRecord, Vec<StudySiteRecord>)>, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        match study_by_id(&mut conn, study).await? {
+            Some(s) if s.tenant_id == tenant => {
+                let sites = sites_of(&mut conn, study).await?;
+                Ok(Some((s, sites)))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Any tenant's study with its sites (for the hub).
+    pub async fn get_study_any(&self, study: Uuid) -> Result<Option<(StudyRecord, Vec<StudySiteRecord>)>, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        match study_by_id(&mut conn, study).await? {
+            Some(s) => {
+                let sites = sites_of(&mut conn, study).await?;
+                Ok(Some((s, sites)))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// The tenant's studies, oldest first.
+    pub async fn list_studies(&self, tenant: Uuid) -> Result<Vec<StudyRecord>, StoreError> {
+        let sql = format!("SELECT {STUDY_COLUMNS} FROM studies WHERE tenant_id = ? ORDER BY seq");
+        let rows = sqlx::query(&sql).bind(id(tenant)).fetch_all(&self.pool).await?;
+        rows.iter().map(study_row).collect()
+    }
+
+    /// The study and site a site token belongs to, or `None` for an unknown token.
+    pub async fn site_by_token(&self, token: &str) -> Result<Option<(StudyRecord, StudySiteRecord)>, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        let sql = format!("SELECT {SITE_COLUMNS} FROM study_sites WHERE token_hash = ?");
+        let Some(row) = sqlx::query(&sql).bind(key_hash(token)).fetch_optional(&mut *conn).await? else {
+            return Ok(None);
+        };
+        let site = site_row(&row)?;
+        let study = study_by_id(&mut conn, site.study_id)
+            .await?
+            .ok_or_else(|| StoreError::Corrupt("a site without its study".into()))?;
+        Ok(Some((study, site)))
+    }
+
+    /// Marks an invited site of an enrolling study as joined. Returns false if the site was not
+    /// invited or the study is no longer enrolling (nothing changes then).
+    pub async fn join_study_site(&self, study: Uuid, index: u32, n_samples: Option<i64>) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE study_sites SET status = 'joined', joined_at = ?, n_samples = ? \
+             WHERE study_id = ? AND idx = ? AND status = 'invited' \
+               AND EXISTS (SELECT 1 FROM studies WHERE id = ? AND status = 'enrolling')",
+        )
+        .bind(ts(now()))
+        .bind(n_samples)
+        .bind(id(study))
+        .bind(i64::from(index))
+        .bind(id(study))
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Enrolment is over: the study runs with `roster`; every other site is dropped (round 0).
+    pub async fn start_study(&self, study: Uuid, roster: &[u32]) -> Result<bool, StoreError> {
+        let mut tx = self.write_tx().await?;
+        let done = sqlx::query("UPDATE studies SET status = 'running', started_at = ? WHERE id = ? AND status = 'enrolling'")
+            .bind(ts(now()))
+            .bind(id(study))
+            .execute(&mut *tx)
+            .await?;
+        if done.rows_affected() != 1 {
+            return Ok(false);
+        }
+        for site in sites_of(&mut tx, study).await? {
+            if !roster.contains(&site.index) {
+                set_site(&mut tx, study, site.index, SiteStatus::Dropped, Some(0)).await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    /// Round 1 opens: every site of `roster` is charged the study's cost (the coordinator's
+    /// record) and becomes `contributing`, in one transaction. A site's stated budget is
+    /// enforced by the schema. Charges stand from here on.
+    pub async fn charge_study_sites(&self, study: Uuid, roster: &[u32]) -> Result<(), StoreError> {
+        let mut tx = self.write_tx().await?;
+        let at = ts(now());
+        for &site in roster {
+            sqlx::query(
+                "UPDATE study_sites SET status = 'contributing', charged_at = ?1, \
+                     charged_rho_units = (SELECT cost_rho_units FROM studies WHERE id = ?2), \
+                     charged_delta_units = (SELECT cost_delta_units FROM studies WHERE id = ?2) \
+                 WHERE study_id = ?2 AND idx = ?3 AND charged_at IS NULL",
+            )
+            .bind(&at)
+            .bind(id(study))
+            .bind(i64::from(site))
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Sets one site's status (and the round it dropped in).
+    pub async fn set_study_site_status(
+        &self,
+        study: Uuid,
+        index: u32,
+        status: SiteStatus,
+        dropped_round: Option<u32>,
+    ) -> Result<(), StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        set_site(&mut conn, study, index, status, dropped_round.map(i64::from)).await
+    }
+
+    /// Rounds done so far.
+    pub async fn set_study_progress(&self, study: Uuid, done: u32) -> Result<(), StoreError> {
+        sqlx::query("UPDATE studies SET progress_done = ? WHERE id = ? AND status = 'running'")
+            .bind(i64::from(done))
+            .bind(id(study))
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Stores the result; the study succeeds and its contributing sites are done.
+    pub async fn finish_study(
+        &self,
+        study: Uuid,
+        d: usize,
+        k: usize,
+        basis: &[f64],
+        eigenvalues: Option<&[f64]>,
+        report: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        if d.checked_mul(k) != Some(basis.len()) {
+            return Err(StoreError::InvalidResult(format!("basis of {} values is not {d}×{k}", basis.len())));
+        }
+        let mut tx = self.write_tx().await?;
+        sqlx::query(
+            "UPDATE studies SET status = 'succeeded', finished_at = ?, progress_done = progress_total, \
+                 result = ?, result_d = ?, result_k = ?, eigenvalues = ?, report = ? \
+             WHERE id = ? AND status = 'running'",
+        )
+        .bind(ts(now()))
+        .bind(basis_to_bytes(basis))
+        .bind(d as i64)
+        .bind(k as i64)
+        .bind(eigenvalues.map(serde_json::to_string).transpose()?)
+        .bind(serde_json::to_string(report)?)
+        .bind(id(study))
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query("UPDATE study_sites SET status = 'done' WHERE study_id = ? AND status = 'contributing'")
+            .bind(id(study))
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Ends an unfinished study as failed (or cancelled) with `error`; charges stand.
+    pub async fn end_study(
+        &self,
+        study: Uuid,
+        status: StudyStatus,
+        error: &str,
+        report: Option<&serde_json::Value>,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE studies SET status = ?, error = ?, finished_at = ?, report = COALESCE(?, report) \
+             WHERE id = ? AND status IN ('enrolling', 'running')",
+        )
+        .bind(status.as_str())
+        .bind(error)
+        .bind(ts(now()))
+        .bind(report.map(serde_json::to_string).transpose()?)
+        .bind(id(study))
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Cancels the tenant's study if it is not finished.
+    pub async fn cancel_study(&self, tenant: Uuid, study: Uuid) -> Result<StudyCancel, StoreError> {
+        let Some((record, _)) = self.get_study(tenant, study).await? else {
+            return Ok(StudyCancel::NotFound);
+        };
+        if record.status.is_terminal() {
+            return Ok(StudyCancel::AlreadyFinished(record));
+        }
+        let reason = "cancelled by the study's owner";
+        self.end_study(study, StudyStatus::Cancelled, reason, None).await?;
+        let (record, _) = self
+            .get_study(tenant, study)
+            .await?
+            .ok_or_else(|| StoreError::Corrupt("a cancelled study vanished".into()))?;
+        if record.status == StudyStatus::Cancelled {
+            Ok(StudyCancel::Cancelled(record))
+        } else {
+            Ok(StudyCancel::AlreadyFinished(record))
+        }
+    }
+
+    /// At start: protocol state did not survive, so every unfinished study fails (charges
+    /// stand; nothing is rerun). Returns how many.
+    pub async fn fail_interrupted_studies(&self) -> Result<u64, StoreError> {
+        let done = sqlx::query(
+            "UPDATE studies SET status = 'failed', finished_at = ?, \
+                 error = 'the coordinator restarted while the study was ' || status || \
+                         '; its protocol state is not kept across restarts. Charges made stand; create a new study.' \
+             WHERE status IN ('enrolling', 'running')",
+        )
+        .bind(ts(now()))
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
+    /// Unfinished studies (for the hub at start, after [`Store::fail_interrupted_studies`] this
+    /// is empty; used by tests).
+    pub async fn unfinished_studies(&self) -> Result<Vec<Uuid>, StoreError> {
+        let ids: Vec<String> = sqlx::query_scalar("SELECT id FROM studies WHERE status IN ('enrolling', 'running') ORDER BY seq")
+            .fetch_all(&self.pool)
+            .await?;
+        ids.iter().map(|s| parse_id(s)).collect()
+    }
+
+    /// The result of the tenant's succeeded study.
+    pub async fn study_result(&self, tenant: Uuid, study: Uuid) -> Result<Option<StudyResult>, StoreError> {
+        let row = sqlx::query(
+            "SELECT result, result_d, result_k, eigenvalues, report FROM studies \
+             WHERE id = ? AND tenant_id = ? AND status = 'succeeded' AND result IS NOT NULL",
+        )
+        .bind(id(study))
+        .bind(id(tenant))
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some(row) = row else { return Ok(None) };
+        let corrupt = || StoreError::Corrupt(format!("result shape of study {study}"));
+        let d = usize::try_from(row.try_get::<i64, _>("result_d")?).map_err(|_| corrupt())?;
+        let k = usize::try_from(row.try_get::<i64, _>("result_k")?).map_err(|_| corrupt())?;
+        let basis = basis_from_bytes(row.try_get("result")?)?;
+        if d.checked_mul(k) != Some(basis.len()) {
+            return Err(corrupt());
+        }
+        let eigenvalues: Option<&str> = row.try_get("eigenvalues")?;
+        let report: Option<&str> = row.try_get("report")?;
+        Ok(Some(StudyResult {
+            d,
+            k,
+            basis,
+            eigenvalues: eigenvalues.map(|t| parse_json(t).and_then(|v| Ok(serde_json::from_value(v)?))).transpose()?,
+            report: report.map(parse_json).transpose()?,
+        }))
+    }
+}
+
+async fn set_site(
+    conn: &mut SqliteConnection,
+    study: Uuid,
+    index: u32,
+    status: SiteStatus,
+    dropped_round: Option<i64>,
+) -> Result<(), StoreError> {
+    sqlx::query("UPDATE study_sites SET status = ?, dropped_round = COALESCE(?, dropped_round) WHERE study_id = ? AND idx = ?")
+        .bind(status.as_str())
+        .bind(dropped_round)
+        .bind(id(study))
+        .bind(i64::from(index))
+        .execute(conn)
+        .await?;
+    Ok(())
+}

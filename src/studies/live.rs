@@ -1,0 +1,522 @@
+//! One study's protocol state in the coordinator's memory, and the transitions between its
+//! phases (docs/design/federation.md, "Study lifecycle"). Pure apart from the clock passed in:
+//! [`Live::advance`] returns the store writes the hub must make.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha20Rng;
+use uuid::Uuid;
+
+use crate::algorithms::Output;
+use crate::algorithms::federated_power::FederatedPowerConfig;
+use crate::federation::messages::{JoinRequest, Participant, ShareBox, SiteTask};
+use crate::federation::power::{FederationReport, PowerState};
+use crate::federation::rounds::{Phase, Rounds};
+use crate::federation::secagg::Aggregator;
+use crate::federation::wire;
+
+/// What the hub must write to the store after a transition.
+#[derive(Debug)]
+pub enum Effect {
+    /// Enrolment is over; the study runs with this roster (others are dropped).
+    Start { roster: Vec<u32> },
+    /// Round 1 opens: charge these sites; those missing from the key exchange are dropped.
+    Charge { roster: Vec<u32>, dropped: Vec<u32> },
+    /// These sites dropped out in `round`.
+    Dropped { sites: Vec<u32>, round: u32 },
+    /// `done` rounds are complete.
+    Progress { done: u32 },
+    /// The study succeeded.
+    Succeeded { output: Output, report: FederationReport },
+    /// The study failed; `charged` says whether charges were made (they stand).
+    Failed { reason: String, report: Option<FederationReport> },
+}
+
+struct Sharing {
+    participants: Vec<Participant>,
+    boxes: BTreeMap<u32, Vec<ShareBox>>,
+}
+
+struct Running {
+    participants: Vec<Participant>,
+    rounds: Rounds,
+    power: PowerState,
+    inboxes: BTreeMap<u32, Vec<ShareBox>>,
+    /// The open round's iterate, base64 (the same for every site).
+    iterate: String,
+}
+
+enum Stage {
+    Enrolling,
+    Sharing(Sharing),
+    Running(Box<Running>),
+    Finished { status: &'static str, reason: Option<String> },
+}
+
+/// A study's live state.
+pub struct Live {
+    pub study: Uuid,
+    config: FederatedPowerConfig,
+    d: usize,
+    n_sites: u32,
+    join_deadline: Instant,
+    round_timeout: Duration,
+    names: BTreeMap<u32, String>,
+    joined: BTreeMap<u32, JoinRequest>,
+    stage: Stage,
+    /// End of the current phase (key exchange, collection or unmasking).
+    deadline: Instant,
+    /// Sites out of the study, with the reason shown to them.
+    out: BTreeMap<u32, String>,
+}
+
+/// A site message that does not fit: the HTTP layer turns it into a 4xx.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LiveError {
+    /// 409: the message is for another phase or round, or repeats one already received.
+    #[error("{0}")]
+    Conflict(String),
+    /// 409 with type already-received: a retried message that already arrived.
+    #[error("{0}")]
+    AlreadyReceived(String),
+    /// 422: the message is malformed for this study.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl Live {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        study: Uuid,
+        config: FederatedPowerConfig,
+        d: usize,
+        names: BTreeMap<u32, String>,
+        join_deadline: Instant,
+        round_timeout: Duration,
+    ) -> Live {
+        Live {
+            study,
+            n_sites: names.len() as u32,
+            config,
+            d,
+            join_deadline,
+            round_timeout,
+            names,
+            joined: BTreeMap::new(),
+            stage: Stage::Enrolling,
+            deadline: join_deadline,
+            out: BTreeMap::new(),
+        }
+    }
+
+    pub fn is_finished(&self) -> bool {
+        matches!(self.stage, Stage::Finished { .. })
+    }
+
+    /// When the hub should look again even if nothing arrives.
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// Ends the study from outside (cancelled by its owner).
+    pub fn cancel(&mut self) {
+        if !self.is_finished() {
+            self.stage = Stage::Finished {
+                status: "cancelled",
+                reason: Some("the study was cancelled by its owner".into()),
+            };
+        }
+    }
+
+    /// Checks a join without recording it.
+    pub fn check_join(&self, site: u32, request: &JoinRequest) -> Result<(), LiveError> {
+        if !matches!(self.stage, Stage::Enrolling) {
+            return Err(LiveError::Conflict("the study is no longer enrolling".into()));
+        }
+        if self.joined.contains_key(&site) {
+            return Err(LiveError::Conflict("this site has already joined".into()));
+        }
+        if request.mask_public_keys.len() != self.config.iterations as usize {
+            return Err(LiveError::Invalid(format!(
+                "mask_public_keys must hold one key per round ({}); got {}",
+                self.config.iterations,
+                request.mask_public_keys.len()
+            )));
+        }
+        for key in std::iter::once(&request.encryption_public_key).chain(&request.mask_public_keys) {
+            wire::decode_key(key).map_err(|e| LiveError::Invalid(format!("a public key is malformed: {e}")))?;
+        }
+        Ok(())
+    }
+
+    /// Records a join (the store has already accepted it).
+    pub fn join(&mut self, site: u32, request: JoinRequest) -> Result<(), LiveError> {
+        self.check_join(site, &request)?;
+        self.joined.insert(site, request);
+        Ok(())
+    }
+
+    /// A site's share boxes.
+    pub fn shares(&mut self, site: u32, boxes: Vec<ShareBox>) -> Result<(), LiveError> {
+        let Stage::Sharing(sharing) = &mut self.stage else {
+            return Err(LiveError::Conflict("the study is not exchanging keys now".into()));
+        };
+        if !sharing.participants.iter().any(|p| p.index == site) {
+            return Err(LiveError::Conflict("this site is not a participant".into()));
+        }
+        if sharing.boxes.contains_key(&site) {
+            return Err(LiveError::AlreadyReceived("this site's share boxes already arrived".into()));
+        }
+        let expected: BTreeSet<u32> = sharing.participants.iter().map(|p| p.index).collect();
+        let to: BTreeSet<u32> = boxes.iter().map(|b| b.to).collect();
+        if boxes.len() != expected.len() || to != expected {
+            return Err(LiveError::Invalid(format!(
+                "send exactly one box to each participant {expected:?}"
+            )));
+        }
+        if let Some(b) = boxes.iter().find(|b| b.from != site) {
+            return Err(LiveError::Invalid(format!("a box says it is from site {}, not this site", b.from)));
+        }
+        // A box carries 2·L shares of 33 bytes plus nonce and tag; refuse anything far larger.
+        let limit = 4 * (2 * 33 * self.config.iterations as usize + 64);
+        if boxes.iter().any(|b| b.ciphertext.len() > limit || wire::decode(&b.ciphertext).is_err()) {
+            return Err(LiveError::Invalid("a share box is malformed or too large".into()));
+        }
+        sharing.boxes.insert(site, boxes);
+        Ok(())
+    }
+
+    /// A masked contribution for `round`.
+    pub fn contribute(&mut self, site: u32, round: u32, masked: &str) -> Result<(), LiveError> {
+        let Stage::Running(running) = &mut self.stage else {
+            return Err(LiveError::Conflict("the study is not running rounds now".into()));
+        };
+        let len = running.power.len();
+        let words = wire::b64_to_words(masked, len).map_err(|e| LiveError::Invalid(e.to_string()))?;
+        running.rounds.submit(site, round, words).map_err(round_error)
+    }
+
+    /// A survivor's unmasking shares for `round`.
+    pub fn unmask(
+        &mut self,
+        site: u32,
+        round: u32,
+        answer: crate::federation::messages::UnmaskRequest,
+    ) -> Result<(), LiveError> {
+        let Stage::Running(running) = &mut self.stage else {
+            return Err(LiveError::Conflict("the study is not running rounds now".into()));
+        };
+        if let Phase::Unmask { survivors, dropped } = running.rounds.phase() {
+            let own: BTreeSet<u32> = answer.self_mask_shares.iter().map(|s| s.site).collect();
+            let keys: BTreeSet<u32> = answer.mask_key_shares.iter().map(|s| s.site).collect();
+            let want_own: BTreeSet<u32> = survivors.iter().copied().collect();
+            let want_keys: BTreeSet<u32> = dropped.iter().copied().collect();
+            let counts_ok = own.len() == answer.self_mask_shares.len() && keys.len() == answer.mask_key_shares.len();
+            if round == running.rounds.round() && !(counts_ok && own == want_own && keys == want_keys) {
+                return Err(LiveError::Invalid(format!(
+                    "send one self-mask share per survivor {want_own:?} and one mask-key share per dropped site {want_keys:?}"
+                )));
+            }
+        }
+        running.rounds.submit_unmask(site, round, answer).map_err(round_error)
+    }
+
+    /// The next thing `site` should do.
+    pub fn task(&self, site: u32) -> SiteTask {
+        if let Some(reason) = self.out.get(&site) {
+            return SiteTask::Finished {
+                status: self.status().to_string(),
+                reason: Some(reason.clone()),
+            };
+        }
+        match &self.stage {
+            Stage::Finished { status, reason } => SiteTask::Finished {
+                status: (*status).to_string(),
+                reason: reason.clone(),
+            },
+            Stage::Enrolling => self.wait(),
+            Stage::Sharing(sharing) => {
+                if sharing.participants.iter().any(|p| p.index == site) && !sharing.boxes.contains_key(&site) {
+                    SiteTask::ShareKeys {
+                        participants: sharing.participants.clone(),
+                    }
+                } else {
+                    self.wait()
+                }
+            }
+            Stage::Running(running) => {
+                let rounds = &running.rounds;
+                if rounds.has_answered(site) {
+                    return self.wait();
+                }
+                match rounds.phase() {
+                    Phase::Collect if rounds.roster().contains(&site) => SiteTask::Contribute {
+                        round: rounds.round(),
+                        rounds: self.config.iterations,
+                        roster: rounds.roster().to_vec(),
+                        iterate: running.iterate.clone(),
+                        rows: self.d,
+                        cols: self.config.p,
+                        inbox: if rounds.round() == 1 {
+                            running.inboxes.get(&site).cloned().unwrap_or_default()
+                        } else {
+                            Vec::new()
+                        },
+                    },
+                    Phase::Unmask { survivors, dropped } if survivors.contains(&site) => SiteTask::Unmask {
+                        round: rounds.round(),
+                        survivors: survivors.clone(),
+                        dropped: dropped.clone(),
+                    },
+                    _ => self.wait(),
+                }
+            }
+        }
+    }
+
+    fn wait(&self) -> SiteTask {
+        SiteTask::Wait {
+            status: self.status().to_string(),
+        }
+    }
+
+    fn status(&self) -> &'static str {
+        match &self.stage {
+            Stage::Enrolling => "enrolling",
+            Stage::Sharing(_) | Stage::Running(_) => "running",
+            Stage::Finished { status, .. } => status,
+        }
+    }
+
+    fn fail(&mut self, reason: String, report: Option<FederationReport>, effects: &mut Vec<Effect>) {
+        self.stage = Stage::Finished {
+            status: "failed",
+            reason: Some(reason.clone()),
+        };
+        effects.push(Effect::Failed { reason, report });
+    }
+
+    fn mark_out(&mut self, sites: &[u32], round: u32, why: &str, effects: &mut Vec<Effect>) {
+        if sites.is_empty() {
+            return;
+        }
+        for &s in sites {
+            self.out.entry(s).or_insert_with(|| why.to_string());
+        }
+        effects.push(Effect::Dropped {
+            sites: sites.to_vec(),
+            round,
+        });
+    }
+
+    /// Moves the study on as far as the messages received and the clock allow.
+    pub fn advance(&mut self, now: Instant) -> Vec<Effect> {
+        let mut effects = Vec::new();
+        loop {
+            let moved = match &self.stage {
+                Stage::Finished { .. } => false,
+                Stage::Enrolling => self.advance_enrolment(now, &mut effects),
+                Stage::Sharing(_) => self.advance_sharing(now, &mut effects),
+                Stage::Running(_) => self.advance_rounds(now, &mut effects),
+            };
+            if !moved {
+                return effects;
+            }
+        }
+    }
+
+    fn advance_enrolment(&mut self, now: Instant, effects: &mut Vec<Effect>) -> bool {
+        let all = self.joined.len() as u32 == self.n_sites;
+        if !(all || now >= self.join_deadline) {
+            return false;
+        }
+        let t = self.config.threshold;
+        if (self.joined.len() as u32) < t {
+            let reason = format!(
+                "only {} of {} sites joined by the join deadline; t = {t} are needed. Nothing was charged.",
+                self.joined.len(),
+                self.n_sites
+            );
+            self.fail(reason, None, effects);
+            return true;
+        }
+        let roster: Vec<u32> = self.joined.keys().copied().collect();
+        let never: Vec<u32> = self.names.keys().copied().filter(|s| !self.joined.contains_key(s)).collect();
+        for s in never {
+            self.out.insert(s, "this site did not join before the join deadline".into());
+        }
+        let participants = roster
+            .iter()
+            .map(|&i| {
+                let j = &self.joined[&i];
+                Participant {
+                    index: i,
+                    name: self.names.get(&i).cloned().unwrap_or_default(),
+                    encryption_public_key: j.encryption_public_key.clone(),
+                    mask_public_keys: j.mask_public_keys.clone(),
+                }
+            })
+            .collect();
+        effects.push(Effect::Start { roster });
+        self.stage = Stage::Sharing(Sharing {
+            participants,
+            boxes: BTreeMap::new(),
+        });
+        self.deadline = now + self.round_timeout;
+        true
+    }
+
+    fn advance_sharing(&mut self, now: Instant, effects: &mut Vec<Effect>) -> bool {
+        let Stage::Sharing(sharing) = &self.stage else { return false };
+        let all = sharing.boxes.len() == sharing.participants.len();
+        if !(all || now >= self.deadline) {
+            return false;
+        }
+        let t = self.config.threshold;
+        let senders: Vec<u32> = sharing.boxes.keys().copied().collect();
+        let silent: Vec<u32> = sharing
+            .participants
+            .iter()
+            .map(|p| p.index)
+            .filter(|i| !sharing.boxes.contains_key(i))
+            .collect();
+        if (senders.len() as u32) < t {
+            let reason = format!(
+                "only {} sites completed the key exchange; t = {t} are needed. Nothing was charged.",
+                senders.len()
+            );
+            self.fail(reason, None, effects);
+            return true;
+        }
+        let participants = sharing.participants.clone();
+        let mut inboxes: BTreeMap<u32, Vec<ShareBox>> = BTreeMap::new();
+        for boxes in sharing.boxes.values() {
+            for b in boxes {
+                inboxes.entry(b.to).or_default().push(b.clone());
+            }
+        }
+        let setup = Aggregator::new(self.study, t, &participants, self.config.iterations)
+            .map_err(|e| e.to_string())
+            .and_then(|aggregator| {
+                let mut rng = ChaCha20Rng::from_os_rng();
+                let power = PowerState::new(self.config.clone(), self.d, &mut rng).map_err(|e| e.to_string())?;
+                Ok((aggregator, power))
+            });
+        let (aggregator, power) = match setup {
+            Ok(parts) => parts,
+            Err(e) => {
+                self.fail(format!("the key exchange could not be completed: {e}"), None, effects);
+                return true;
+            }
+        };
+        let rounds = Rounds::new(aggregator, t, self.config.iterations, power.len(), senders.clone());
+        let iterate = wire::f64s_to_b64(power.iterate().as_slice());
+        for &s in &silent {
+            self.out.insert(s, "this site did not complete the key exchange in time".into());
+        }
+        effects.push(Effect::Charge {
+            roster: senders,
+            dropped: silent,
+        });
+        self.stage = Stage::Running(Box::new(Running {
+            participants,
+            rounds,
+            power,
+            inboxes,
+            iterate,
+        }));
+        self.deadline = now + self.round_timeout;
+        true
+    }
+
+    fn advance_rounds(&mut self, now: Instant, effects: &mut Vec<Effect>) -> bool {
+        let Stage::Running(running) = &mut self.stage else { return false };
+        let round = running.rounds.round();
+        let expired = now >= self.deadline;
+        match running.rounds.phase().clone() {
+            Phase::Collect => {
+                if !(running.rounds.collect_complete() || expired) {
+                    return false;
+                }
+                if let Err(e) = running.rounds.close_collect() {
+                    let report = FederationReport::from_history(&self.config, running.rounds.history());
+                    let missing = running.rounds.awaiting();
+                    self.mark_out(&missing, round, "this site sent nothing before the round deadline", effects);
+                    self.fail(format!("{e}; the study stops (charges stand)"), Some(report), effects);
+                    return true;
+                }
+                if let Phase::Unmask { dropped, .. } = running.rounds.phase().clone() {
+                    self.mark_out(&dropped, round, "this site sent nothing before the round deadline", effects);
+                }
+                self.deadline = now + self.round_timeout;
+                true
+            }
+            Phase::Unmask { survivors, .. } => {
+                let ready = running.rounds.unmask_complete() || (expired && running.rounds.unmask_sufficient());
+                if !ready {
+                    if expired {
+                        let report = FederationReport::from_history(&self.config, running.rounds.history());
+                        let reason = format!(
+                            "round {round}: fewer than t = {} survivors answered the unmask request in time; the study stops (charges stand)",
+                            self.config.threshold
+                        );
+                        self.fail(reason, Some(report), effects);
+                        return true;
+                    }
+                    return false;
+                }
+                let summed = running.rounds.finish_round().map_err(|e| e.to_string());
+                let absorbed = summed.and_then(|sum| running.power.absorb(&sum).map_err(|e| e.to_string()));
+                if let Err(e) = absorbed {
+                    let report = FederationReport::from_history(&self.config, running.rounds.history());
+                    self.fail(format!("round {round}: {e}"), Some(report), effects);
+                    return true;
+                }
+                let silent: Vec<u32> = survivors
+                    .iter()
+                    .copied()
+                    .filter(|s| !running.rounds.roster().contains(s))
+                    .collect();
+                effects.push(Effect::Progress { done: round });
+                let report = FederationReport::from_history(&self.config, running.rounds.history());
+                let remaining = running.rounds.roster().len() as u32;
+                let finished = matches!(running.rounds.phase(), Phase::Done);
+                let output = if finished { Some(running.power.finish()) } else { None };
+                running.iterate = wire::f64s_to_b64(running.power.iterate().as_slice());
+                let _ = &running.participants;
+                self.mark_out(&silent, round, "this site did not answer the unmask request in time", effects);
+                match output {
+                    Some(Ok(output)) => {
+                        self.stage = Stage::Finished {
+                            status: "succeeded",
+                            reason: None,
+                        };
+                        effects.push(Effect::Succeeded { output, report });
+                    }
+                    Some(Err(e)) => self.fail(e.to_string(), Some(report), effects),
+                    None if remaining < self.config.threshold => {
+                        let reason = format!(
+                            "after round {round} only {remaining} sites remain; t = {} are needed; the study stops (charges stand)",
+                            self.config.threshold
+                        );
+                        self.fail(reason, Some(report), effects);
+                    }
+                    None => self.deadline = now + self.round_timeout,
+                }
+                true
+            }
+            Phase::Done => false,
+        }
+    }
+}
+
+fn round_error(e: crate::federation::rounds::RoundError) -> LiveError {
+    use crate::federation::rounds::RoundError;
+    match e {
+        RoundError::AlreadyReceived { .. } => LiveError::AlreadyReceived(e.to_string()),
+        RoundError::WrongLength { .. } => LiveError::Invalid(e.to_string()),
+        _ => LiveError::Conflict(e.to_string()),
+    }
+}
