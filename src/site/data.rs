@@ -68,7 +68,8 @@ pub fn read_records(
 ) -> Result<Records, String> {
     let limits = Limits {
         max_bytes: MAX_BYTES,
-        max_rows: max_samples.saturating_add(1),
+        // One more row stops the parse with a clear message.
+        max_rows: max_samples,
         max_d: MAX_D,
     };
     let shape = Shape::Records {

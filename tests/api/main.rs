@@ -13,3 +13,4 @@ mod jobs;
 mod ledger;
 mod meta;
 mod options;
+mod studies;

@@ -381,7 +381,7 @@ fn a_masked_vector_is_uniform() {
     let mut x_run = study(&[1, 2, 3], 2, 1, 9);
     let x: Vec<u64> = (0..len as u64).map(|i| i % 1000 * (1 << 40)).collect();
     let masked_x = x_run
-        .mask(1, &[1, 2, 3], &BTreeMap::from([(1, x)]))
+        .mask(1, &[1, 2, 3], &BTreeMap::from([(1, x.clone())]))
         .remove(&1)
         .expect("site 1");
     for (name, words) in [("0", &masked_zero), ("x", &masked_x)] {
@@ -391,6 +391,10 @@ fn a_masked_vector_is_uniform() {
     }
     let between = homogeneity(&masked_zero, &masked_x);
     assert!(between > low && between < high, "0 vs x: χ² = {between}");
+    // Control: the same statistics do see the structure of x itself.
+    let (chi2, z) = uniformity(&x);
+    assert!(chi2 > high && z > z_max, "unmasked x: χ² = {chi2}, |z| = {z}");
+    assert!(homogeneity(&masked_zero, &x) > high);
 }
 
 #[test]

@@ -34,7 +34,7 @@ fn tampered_and_misaddressed_boxes_are_rejected() {
     ));
     let for_site2 = d.inboxes[&2][0].clone();
     assert_eq!(
-        site.receive_inbox(&[for_site2.clone()]),
+        site.receive_inbox(std::slice::from_ref(&for_site2)),
         Err(SecAggError::Misaddressed {
             from: for_site2.from,
             to: 2,

@@ -1,0 +1,364 @@
+//! Studies over HTTP: creation and its refusals, the site protocol driven by in-process sites
+//! (the same protocol code `privpca site` uses), dropouts, bad site messages, and results.
+
+use std::collections::BTreeMap;
+
+use axum::http::{Method, StatusCode};
+use privpca::federation::messages::{SiteStudyView, SiteTask};
+use privpca::federation::power::SiteComputation;
+use privpca::federation::secagg::SiteSession;
+use privpca::federation::wire;
+use privpca::linalg::Matrix;
+use rand::SeedableRng;
+use rand_chacha::ChaCha20Rng;
+use serde_json::{Value, json};
+
+use crate::helpers::TestApp;
+
+fn study_body(sites: usize, threshold: u32, iterations: u32, round_timeout: u64) -> Value {
+    json!({
+        "name": "four hospitals",
+        "algorithm": "federated_power",
+        "n_features": 6,
+        "relation": "replace_one",
+        "row_norm_bound": 1.0,
+        "params": {"k": 2, "iterations": iterations},
+        "privacy": {"rho": 0.5},
+        "threshold": threshold,
+        "sites": (0..sites).map(|i| json!({"name": format!("site-{i}")})).collect::<Vec<_>>(),
+        "join_timeout_seconds": 30,
+        "round_timeout_seconds": round_timeout,
+    })
+}
+
+/// A site driven in the test: its data, token and protocol session.
+struct TestSite {
+    token: String,
+    xt: Matrix,
+    view: Option<SiteStudyView>,
+    session: Option<SiteSession>,
+    comp: Option<SiteComputation>,
+    rng: ChaCha20Rng,
+    /// Stop answering from this round on (a crash).
+    dies_at: Option<u32>,
+}
+
+impl TestSite {
+    fn new(token: &str, seed: u64, n: usize) -> TestSite {
+        let mut rng = ChaCha20Rng::seed_from_u64(seed);
+        let xt = Matrix::from_fn(6, n, |i, _| {
+            let z: f64 = rand_distr::Distribution::sample(&rand_distr::StandardNormal, &mut rng);
+            z * if i == 0 { 0.5 } else { 0.1 }
+        });
+        let mut xt = xt;
+        for mut c in xt.column_iter_mut() {
+            let norm = c.norm();
+            if norm > 1.0 {
+                c /= norm;
+            }
+        }
+        TestSite {
+            token: token.to_string(),
+            xt,
+            view: None,
+            session: None,
+            comp: None,
+            rng,
+            dies_at: None,
+        }
+    }
+
+    async fn join(&mut self, app: &TestApp) {
+        let view: SiteStudyView = serde_json::from_value(app.get("/v1/site/study", &self.token).await.json()).unwrap();
+        let comp = SiteComputation::from_view(&view).unwrap();
+        comp.check_data(self.xt.ncols(), self.xt.nrows()).unwrap();
+        let rounds = comp.config().iterations;
+        let session = SiteSession::new(view.study_id, view.site_index, rounds, &mut self.rng);
+        let reply = app
+            .post(
+                "/v1/site/join",
+                &self.token,
+                json!({
+                    "n_samples": self.xt.ncols(),
+                    "encryption_public_key": session.encryption_public_key(),
+                    "mask_public_keys": session.mask_public_keys(),
+                }),
+            )
+            .await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", String::from_utf8_lossy(&reply.bytes));
+        self.view = Some(view);
+        self.session = Some(session);
+        self.comp = Some(comp);
+    }
+
+    /// Does the next task; returns the final task when the study is over for this site.
+    async fn step(&mut self, app: &TestApp) -> Option<SiteTask> {
+        let reply = app.get("/v1/site/task?wait_ms=200", &self.token).await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", String::from_utf8_lossy(&reply.bytes));
+        let task: SiteTask = serde_json::from_value(reply.json()).unwrap();
+        let threshold = self.view.as_ref().unwrap().threshold;
+        let session = self.session.as_mut().unwrap();
+        match task {
+            SiteTask::Wait { .. } => None,
+            SiteTask::ShareKeys { participants } => {
+                let boxes = session.share_boxes(&participants, threshold, &mut self.rng).unwrap();
+                let reply = app.post("/v1/site/shares", &self.token, json!({"boxes": boxes})).await;
+                assert_eq!(reply.status, StatusCode::NO_CONTENT, "{}", String::from_utf8_lossy(&reply.bytes));
+                None
+            }
+            SiteTask::Contribute { round, roster, iterate, rows, cols, inbox, .. } => {
+                if self.dies_at.is_some_and(|r| round >= r) {
+                    return Some(SiteTask::Wait { status: "dead".into() });
+                }
+                if round == 1 {
+                    session.receive_inbox(&inbox).unwrap();
+                }
+                let x = Matrix::from_column_slice(rows, cols, &wire::b64_to_f64s(&iterate, rows * cols).unwrap());
+                let encoded = self.comp.as_ref().unwrap().contribution(&self.xt, &x, &mut self.rng).unwrap();
+                let masked = session.mask(round, &roster, &encoded).unwrap();
+                let uri = format!("/v1/site/rounds/{round}/contribution");
+                let reply = app.post(&uri, &self.token, json!({"masked": wire::words_to_b64(&masked)})).await;
+                assert_eq!(reply.status, StatusCode::NO_CONTENT, "{}", String::from_utf8_lossy(&reply.bytes));
+                None
+            }
+            SiteTask::Unmask { round, survivors, dropped } => {
+                let mut roster: Vec<u32> = survivors.iter().chain(&dropped).copied().collect();
+                roster.sort_unstable();
+                let answer = session.unmask_response(round, &roster, &survivors, &dropped, threshold).unwrap();
+                let uri = format!("/v1/site/rounds/{round}/unmask");
+                let reply = app.post(&uri, &self.token, serde_json::to_value(answer).unwrap()).await;
+                assert_eq!(reply.status, StatusCode::NO_CONTENT, "{}", String::from_utf8_lossy(&reply.bytes));
+                None
+            }
+            finished @ SiteTask::Finished { .. } => Some(finished),
+        }
+    }
+}
+
+async fn create(app: &TestApp, key: &str, body: Value) -> Value {
+    let reply = app.post("/v1/studies", key, body).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{}", String::from_utf8_lossy(&reply.bytes));
+    reply.json()
+}
+
+/// Runs every site until each has a final task.
+async fn run_sites(app: &TestApp, sites: &mut [TestSite]) -> BTreeMap<usize, SiteTask> {
+    let mut done = BTreeMap::new();
+    for _ in 0..5000 {
+        for (i, site) in sites.iter_mut().enumerate() {
+            if done.contains_key(&i) {
+                continue;
+            }
+            if let Some(task) = site.step(app).await {
+                done.insert(i, task);
+            }
+        }
+        if done.len() == sites.len() {
+            return done;
+        }
+    }
+    panic!("the study did not finish");
+}
+
+#[tokio::test]
+async fn a_study_runs_end_to_end_and_reports_survivors() {
+    let app = TestApp::start().await;
+    let key = app.tenant("owner").await;
+    let created = create(&app, &key, study_body(3, 2, 5, 30)).await;
+    assert_eq!(created["status"], "enrolling");
+    let id = created["id"].as_str().unwrap().to_string();
+    let tokens: Vec<String> = created["sites"].as_array().unwrap().iter().map(|s| s["token"].as_str().unwrap().to_string()).collect();
+    assert_eq!(tokens.len(), 3);
+    assert!(tokens.iter().all(|t| t.starts_with("pps_")));
+    let mut sites: Vec<TestSite> = tokens.iter().enumerate().map(|(i, t)| TestSite::new(t, i as u64, 200)).collect();
+    for site in &mut sites {
+        site.join(&app).await;
+    }
+    // A second join by the same site is refused and changes nothing.
+    let again = app
+        .post("/v1/site/join", &tokens[0], json!({"n_samples": 200, "encryption_public_key": "", "mask_public_keys": []}))
+        .await;
+    again.problem(409);
+    let finals = run_sites(&app, &mut sites).await;
+    for task in finals.values() {
+        assert!(matches!(task, SiteTask::Finished { status, .. } if status == "succeeded"), "{task:?}");
+    }
+    let view = app.get(&format!("/v1/studies/{id}"), &key).await.json();
+    assert_eq!(view["status"], "succeeded");
+    assert_eq!(view["progress"], json!({"done": 5, "total": 5}));
+    assert_eq!(view["n_samples"], 600);
+    for site in view["sites"].as_array().unwrap() {
+        assert_eq!(site["status"], "done");
+        assert_eq!(site["n_samples"], 200);
+        assert!((site["charged"]["rho"].as_f64().unwrap() - 0.5).abs() < 1e-9);
+    }
+    let result = app.get(&format!("/v1/studies/{id}/result"), &key).await.json();
+    assert_eq!((result["d"].as_u64(), result["k"].as_u64()), (Some(6), Some(2)));
+    assert_eq!(result["survivors"].as_array().unwrap().len(), 3);
+    assert_eq!(result["rounds"].as_array().unwrap().len(), 5);
+    let first = &result["basis"][0];
+    // The planted direction is e_0.
+    assert!(first[0].as_f64().unwrap().abs() > 0.95, "{first}");
+    assert!(result["achieved_multiplier"].as_f64().unwrap() >= result["target_multiplier"].as_f64().unwrap());
+    // A site token reads nothing on the tenant's side, and a tenant key is not a site token.
+    app.get(&format!("/v1/studies/{id}"), &tokens[0]).await.problem(401);
+    app.get("/v1/site/study", &key).await.problem(401);
+}
+
+#[tokio::test]
+async fn a_site_that_dies_is_dropped_and_the_study_survives() {
+    let app = TestApp::start().await;
+    let key = app.tenant("owner").await;
+    let created = create(&app, &key, study_body(4, 3, 4, 1)).await;
+    let id = created["id"].as_str().unwrap().to_string();
+    let tokens: Vec<String> = created["sites"].as_array().unwrap().iter().map(|s| s["token"].as_str().unwrap().to_string()).collect();
+    let mut sites: Vec<TestSite> = tokens.iter().enumerate().map(|(i, t)| TestSite::new(t, 10 + i as u64, 150)).collect();
+    sites[1].dies_at = Some(3);
+    for site in &mut sites {
+        site.join(&app).await;
+    }
+    let finals = run_sites(&app, &mut sites).await;
+    let view = app.get(&format!("/v1/studies/{id}"), &key).await.json();
+    assert_eq!(view["status"], "succeeded", "{view}");
+    assert_eq!(view["sites"][1]["status"], "dropped");
+    assert_eq!(view["sites"][1]["dropped_round"], 3);
+    // The dropped site was charged (its noisy shares went out in rounds 1–2); the charge stands.
+    assert!(view["sites"][1]["charged"]["rho"].as_f64().unwrap() > 0.0);
+    let result = app.get(&format!("/v1/studies/{id}/result"), &key).await.json();
+    let rounds = result["rounds"].as_array().unwrap();
+    assert_eq!(rounds[1]["survivors"].as_array().unwrap().len(), 4);
+    assert_eq!(rounds[2]["survivors"].as_array().unwrap().len(), 3);
+    assert_eq!(rounds[2]["dropped"], json!(["site-1"]));
+    assert!(finals.values().filter(|t| matches!(t, SiteTask::Finished { .. })).count() >= 3);
+}
+
+#[tokio::test]
+async fn below_threshold_at_the_join_deadline_fails_without_charges() {
+    let app = TestApp::start().await;
+    let key = app.tenant("owner").await;
+    let mut body = study_body(3, 3, 2, 30);
+    body["join_timeout_seconds"] = json!(1);
+    let created = create(&app, &key, body).await;
+    let id = created["id"].as_str().unwrap().to_string();
+    let mut site = TestSite::new(created["sites"][0]["token"].as_str().unwrap(), 1, 50);
+    site.join(&app).await;
+    let mut view = Value::Null;
+    for _ in 0..100 {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        view = app.get(&format!("/v1/studies/{id}"), &key).await.json();
+        if view["status"] == "failed" {
+            break;
+        }
+    }
+    assert_eq!(view["status"], "failed", "{view}");
+    assert!(view["error"].as_str().unwrap().contains("Nothing was charged"));
+    assert!(view["sites"].as_array().unwrap().iter().all(|s| s["charged"].is_null()));
+    app.get(&format!("/v1/studies/{id}/result"), &key).await.problem(409);
+}
+
+#[tokio::test]
+async fn bad_studies_are_refused_with_clear_problems() {
+    let app = TestApp::start().await;
+    let key = app.tenant("owner").await;
+    let cases: Vec<(Value, &str)> = vec![
+        (json!({"threshold": 1}), "threshold"),
+        (json!({"threshold": 5}), "threshold"),
+        (json!({"algorithm": "cape_pca"}), "algorithm"),
+        (json!({"algorithm": "noisy_power"}), "algorithm"),
+        (json!({"relation": "entry"}), "relation"),
+        (json!({"row_norm_bound": 0.0}), "row_norm_bound"),
+        (json!({"n_features": 0}), "n_features"),
+        (json!({"sites": [{"name": "only"}]}), "sites"),
+        (json!({"sites": [{"name": "a"}, {"name": "a"}]}), "sites[1].name"),
+        (json!({"params": {"k": 2, "fraction_bits": 60}}), "params.fraction_bits"),
+        (json!({"params": {"k": 2, "max_site_samples": 1_000_000_000_000_u64, "fraction_bits": 40}}), "params.fraction_bits"),
+        (json!({"params": {"k": 2, "sites": 3}}), "params.sites"),
+        (json!({"params": {"k": 9}}), "params.k"),
+        (json!({"privacy": {"rho": -1.0}}), "privacy.rho"),
+        (json!({"round_timeout_seconds": 0}), "round_timeout_seconds"),
+    ];
+    for (patch, field) in cases {
+        let mut body = study_body(3, 2, 3, 30);
+        for (k, v) in patch.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        let reply = app.post("/v1/studies", &key, body).await;
+        let doc = reply.problem(422);
+        assert_eq!(doc["field"], field, "{doc}");
+    }
+    // A site budget below the cost: 409 naming the site.
+    let mut body = study_body(3, 2, 3, 30);
+    body["sites"][2]["budget_rho"] = json!(0.1);
+    let doc = app.post("/v1/studies", &key, body).await.problem(409);
+    assert!(doc["detail"].as_str().unwrap().contains("site-2"));
+    assert!(app.get("/v1/studies", &key).await.json().as_array().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn bad_site_messages_are_refused_and_change_nothing() {
+    let app = TestApp::start().await;
+    let key = app.tenant("owner").await;
+    let created = create(&app, &key, study_body(3, 2, 3, 30)).await;
+    let tokens: Vec<String> = created["sites"].as_array().unwrap().iter().map(|s| s["token"].as_str().unwrap().to_string()).collect();
+    // Unknown or foreign tokens.
+    app.get("/v1/site/study", "pps_0000").await.problem(401);
+    app.call(Method::GET, "/v1/site/task", None, None).await.problem(401);
+    // Malformed join: wrong number of keys, a broken key, n missing under replace_one.
+    let mut site = TestSite::new(&tokens[0], 3, 40);
+    let view: SiteStudyView = serde_json::from_value(app.get("/v1/site/study", &tokens[0]).await.json()).unwrap();
+    let session = SiteSession::new(view.study_id, 1, 3, &mut site.rng);
+    let good = json!({"n_samples": 40, "encryption_public_key": session.encryption_public_key(), "mask_public_keys": session.mask_public_keys()});
+    let mut short = good.clone();
+    short["mask_public_keys"] = json!([session.mask_public_keys()[0]]);
+    app.post("/v1/site/join", &tokens[0], short).await.problem(422);
+    let mut broken = good.clone();
+    broken["encryption_public_key"] = json!("bm90IGEga2V5");
+    app.post("/v1/site/join", &tokens[0], broken).await.problem(422);
+    let mut no_n = good.clone();
+    no_n.as_object_mut().unwrap().remove("n_samples");
+    app.post("/v1/site/join", &tokens[0], no_n).await.problem(422);
+    // Contributions before the study runs.
+    app.post("/v1/site/rounds/1/contribution", &tokens[0], json!({"masked": "AAAA"})).await.problem(409);
+    // Everyone joins; the study starts.
+    let mut sites: Vec<TestSite> = tokens.iter().enumerate().map(|(i, t)| TestSite::new(t, 20 + i as u64, 40)).collect();
+    for s in &mut sites {
+        s.join(&app).await;
+    }
+    // One pass: every site shares its keys, so round 1 opens.
+    for s in &mut sites {
+        assert!(s.step(&app).await.is_none());
+    }
+    let task = app.get("/v1/site/task?wait_ms=2000", &tokens[0]).await.json();
+    assert_eq!(task["task"], "contribute", "{task}");
+    // A wrong-length contribution, a wrong round and a replayed share upload are refused.
+    app.post("/v1/site/rounds/1/contribution", &tokens[0], json!({"masked": wire::words_to_b64(&[1, 2, 3])}))
+        .await
+        .problem(422);
+    app.post("/v1/site/rounds/7/contribution", &tokens[0], json!({"masked": wire::words_to_b64(&[0; 24])}))
+        .await
+        .problem(409);
+    let replay = app.post("/v1/site/shares", &tokens[0], json!({"boxes": []})).await.problem(409);
+    assert!(replay["type"].as_str().unwrap().ends_with("conflict"));
+    // The run still completes.
+    let finals = run_sites(&app, &mut sites).await;
+    assert!(finals.values().all(|t| matches!(t, SiteTask::Finished { status, .. } if status == "succeeded")));
+}
+
+#[tokio::test]
+async fn cancelling_a_study_ends_it_for_its_sites() {
+    let app = TestApp::start().await;
+    let key = app.tenant("owner").await;
+    let created = create(&app, &key, study_body(2, 2, 2, 30)).await;
+    let id = created["id"].as_str().unwrap();
+    let token = created["sites"][0]["token"].as_str().unwrap().to_string();
+    let reply = app.call(Method::DELETE, &format!("/v1/studies/{id}"), Some(&key), None).await;
+    assert_eq!(reply.status, StatusCode::OK);
+    assert_eq!(reply.json()["status"], "cancelled");
+    app.call(Method::DELETE, &format!("/v1/studies/{id}"), Some(&key), None).await.problem(409);
+    let task = app.get("/v1/site/task?wait_ms=0", &token).await.json();
+    assert_eq!(task["task"], "finished");
+    assert_eq!(task["status"], "cancelled");
+    // Other tenants see nothing.
+    let other = app.tenant("other").await;
+    app.get(&format!("/v1/studies/{id}"), &other).await.problem(404);
+}
