@@ -7,7 +7,9 @@
 //! consecutive failures has passed); 401 and 403 mean the token is refused; every other status
 //! is a protocol violation reported with the problem document's `detail`. A POST answered 409
 //! with problem type [`ALREADY_RECEIVED`] was received before (an earlier attempt got through)
-//! and counts as success.
+//! and counts as success; so does any 409 to a POST that had to be sent again (its first
+//! attempt may have got through and moved the study on): the next task tells the truth, and
+//! the client never computes anything twice, so going on is safe.
 
 use std::time::{Duration, Instant};
 
@@ -148,14 +150,20 @@ impl Backoff {
     /// The delay before the next attempt (uniform in [next/2, next], at least `at_least`
     /// capped to a minute), or `None` once the failures have lasted longer than the give-up
     /// time.
+    /// Never sleeps past the give-up time: the last attempt is made then.
     pub fn delay(&mut self, at_least: Option<Duration>) -> Option<Duration> {
-        if self.started.elapsed() >= self.give_up {
-            return None;
-        }
+        let remaining = self
+            .give_up
+            .checked_sub(self.started.elapsed())
+            .filter(|r| !r.is_zero())?;
         let top = self.next;
         self.next = (self.next * 2).min(BACKOFF_MAX);
         let jittered = rand::rng().random_range(top / 2..=top);
-        Some(jittered.max(at_least.unwrap_or_default().min(RETRY_AFTER_MAX)))
+        Some(
+            jittered
+                .max(at_least.unwrap_or_default().min(RETRY_AFTER_MAX))
+                .min(remaining),
+        )
     }
 
     pub fn elapsed(&self) -> Duration {
@@ -170,12 +178,16 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 }
 
 /// What a POST came to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Posted {
     /// Accepted now.
     Accepted,
     /// 409 already-received: an earlier attempt got through.
     AlreadyReceived,
+    /// Another 409, but only after the request had to be sent again: it may answer the state
+    /// an earlier attempt that got through left behind (e.g. the phase moved on once every
+    /// site's message arrived). The caller goes on: its next task says what the server has.
+    ConflictAfterRetry(String),
 }
 
 /// An answer: status, body, and whether an earlier attempt of the same request may have
@@ -336,6 +348,11 @@ impl SiteClient {
                 problem_type,
                 ..
             } if is_already_received(*status, problem_type.as_deref()) => Ok(Posted::AlreadyReceived),
+            HttpError::Protocol {
+                status: Some(StatusCode::CONFLICT),
+                message,
+                ..
+            } if answer.retried => Ok(Posted::ConflictAfterRetry(message.clone())),
             _ => Err(err),
         }
     }
@@ -472,6 +489,110 @@ mod tests {
             prefixed.url("/v1/site/study").as_str(),
             "https://example.org/privpca/v1/site/study"
         );
+    }
+
+    /// A server on a free local port: `/flaky` answers 503 once and then 409 conflict,
+    /// `/received` 409 already-received, `/conflict` 409 conflict, `/token` 401, `/task`
+    /// 429 once and then a JSON body.
+    async fn fake_server() -> Url {
+        use axum::http::{HeaderValue, header};
+        use axum::response::IntoResponse;
+        use axum::routing::{get, post};
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicU32, Ordering};
+
+        fn problem(status: StatusCode, slug: &str, detail: &str) -> axum::response::Response {
+            let body = serde_json::json!({
+                "type": format!("urn:privpca:problem:{slug}"),
+                "title": "t",
+                "status": status.as_u16(),
+                "detail": detail,
+            });
+            let mut response = (status, body.to_string()).into_response();
+            response.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/problem+json"),
+            );
+            response
+        }
+        let flaky = Arc::new(AtomicU32::new(0));
+        let task = Arc::new(AtomicU32::new(0));
+        let app = axum::Router::new()
+            .route(
+                "/flaky",
+                post(move || {
+                    let flaky = flaky.clone();
+                    async move {
+                        if flaky.fetch_add(1, Ordering::SeqCst) == 0 {
+                            StatusCode::SERVICE_UNAVAILABLE.into_response()
+                        } else {
+                            problem(StatusCode::CONFLICT, "conflict", "the phase moved on")
+                        }
+                    }
+                }),
+            )
+            .route(
+                "/received",
+                post(|| async { problem(StatusCode::CONFLICT, "already-received", "seen") }),
+            )
+            .route(
+                "/conflict",
+                post(|| async { problem(StatusCode::CONFLICT, "conflict", "not enrolling") }),
+            )
+            .route(
+                "/token",
+                post(|| async { problem(StatusCode::UNAUTHORIZED, "unauthorized", "unknown site token") }),
+            )
+            .route(
+                "/task",
+                get(move || {
+                    let task = task.clone();
+                    async move {
+                        if task.fetch_add(1, Ordering::SeqCst) == 0 {
+                            let mut r = StatusCode::TOO_MANY_REQUESTS.into_response();
+                            r.headers_mut()
+                                .insert(header::RETRY_AFTER, HeaderValue::from_static("0"));
+                            r
+                        } else {
+                            (StatusCode::OK, r#"{"task":"wait","status":"enrolling"}"#).into_response()
+                        }
+                    }
+                }),
+            );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Url::parse(&format!("http://{addr}")).expect("url")
+    }
+
+    #[tokio::test]
+    async fn answers_are_classified_and_transient_ones_retried() {
+        let base = fake_server().await;
+        let client = SiteClient::new(base, "t".to_owned(), Duration::from_secs(20)).expect("client");
+        let body = serde_json::json!({});
+        assert_eq!(client.post("/received", &body).await, Ok(Posted::AlreadyReceived));
+        assert_eq!(
+            client.post("/flaky", &body).await,
+            Ok(Posted::ConflictAfterRetry("the phase moved on".to_owned()))
+        );
+        let conflict = client.post("/conflict", &body).await.expect_err("conflict");
+        assert!(
+            matches!(&conflict, HttpError::Protocol { status: Some(StatusCode::CONFLICT), message, .. }
+                if message == "not enrolling"),
+            "{conflict:?}"
+        );
+        let token = client.post("/token", &body).await.expect_err("401");
+        assert_eq!(token, HttpError::Unauthorized("unknown site token".to_owned()));
+        let task: serde_json::Value = client.get("/task", Duration::ZERO).await.expect("after a 429");
+        assert_eq!(task["task"], "wait");
+        let missing = client.get::<serde_json::Value>("/nothing", Duration::ZERO).await;
+        assert!(matches!(
+            missing,
+            Err(HttpError::Protocol {
+                status: Some(StatusCode::NOT_FOUND),
+                ..
+            })
+        ));
     }
 
     #[tokio::test]

@@ -31,17 +31,16 @@ use crate::federation::secagg::SiteSession;
 use crate::federation::wire::{b64_to_f64s, words_to_b64};
 use crate::linalg::Matrix;
 use crate::privacy::units::{
-    DELTA_UNIT, RHO_UNIT, checked_delta_budget_units, checked_delta_units, checked_rho_budget_units,
-    checked_rho_units, from_units,
+    checked_delta_budget_units, checked_delta_units, checked_rho_budget_units, checked_rho_units,
 };
-use crate::store::{ChargeOutcome, LocalBudget, LocalDataset, Store};
+use crate::store::{ChargeOutcome, DELTA_UNITS_PER_ONE, LocalBudget, LocalDataset, RHO_UNITS_PER_ONE, Store};
 
 /// ρ and δ in ledger units, for the operator.
 fn amounts(rho_units: i64, delta_units: i64) -> String {
     format!(
         "rho = {}, delta = {}",
-        from_units(rho_units, RHO_UNIT),
-        from_units(delta_units, DELTA_UNIT)
+        rho_units as f64 / RHO_UNITS_PER_ONE,
+        delta_units as f64 / DELTA_UNITS_PER_ONE
     )
 }
 
@@ -84,7 +83,7 @@ fn check_study(view: &SiteStudyView) -> Result<(), Failure> {
         }
         other => {
             return Err(Failure::Refused(format!(
-                "the study is {other}, no longer enrolling; nothing was sent"
+                "the study is {other}: it no longer takes sites in; nothing was sent"
             )));
         }
     }
@@ -355,7 +354,14 @@ impl Protocol<'_> {
     }
 
     async fn post<B: serde::Serialize>(&self, path: &str, body: &B) -> Result<Posted, Failure> {
-        Ok(self.client.post(path, body).await?)
+        let posted = self.client.post(path, body).await?;
+        if let Posted::ConflictAfterRetry(message) = &posted {
+            progress(&format!(
+                "POST {path} was sent again and then refused ({message}); an earlier attempt \
+                 probably got through: going on"
+            ));
+        }
+        Ok(posted)
     }
 
     async fn run(&mut self) -> Result<(), Failure> {

@@ -23,7 +23,12 @@ use super::ledger::reserve;
 use super::rows::{self, DATASET_COLUMNS};
 use super::{MIGRATOR, Store, StoreError, connect_options, open_pool};
 use crate::dataset::{Kind, Relation};
-use crate::privacy::units::{DELTA_UNIT, MAX_RHO, RHO_UNIT, budget_units, from_units};
+use crate::privacy::units::{DELTA_UNIT, MAX_RHO, RHO_UNIT, budget_units};
+
+/// Ledger units in one ρ and in one δ (1/`RHO_UNIT`, 1/`DELTA_UNIT`, exact in f64): amounts
+/// are shown as units divided by these, which prints 0.2 rather than 0.19999999999999998.
+pub const RHO_UNITS_PER_ONE: f64 = 1e12;
+pub const DELTA_UNITS_PER_ONE: f64 = 1e18;
 
 /// The name of the one tenant of a site ledger.
 const SITE_TENANT: &str = "site";
@@ -92,8 +97,8 @@ pub enum ChargeOutcome {
 fn show(rho_units: i64, delta_units: i64) -> String {
     format!(
         "rho = {}, delta = {}",
-        from_units(rho_units, RHO_UNIT),
-        from_units(delta_units, DELTA_UNIT)
+        rho_units as f64 / RHO_UNITS_PER_ONE,
+        delta_units as f64 / DELTA_UNITS_PER_ONE
     )
 }
 
@@ -195,8 +200,8 @@ async fn create_site_dataset(
         .await?;
     let dataset = Uuid::new_v4();
     let stated = serde_json::json!({
-        "rho": from_units(budget_rho_units, RHO_UNIT),
-        "delta": from_units(budget_delta_units, DELTA_UNIT),
+        "rho": budget_rho_units as f64 / RHO_UNITS_PER_ONE,
+        "delta": budget_delta_units as f64 / DELTA_UNITS_PER_ONE,
         "stated_by": "privpca site",
     });
     sqlx::query(
@@ -397,6 +402,16 @@ mod tests {
         Store::open_ledger(&dir.path().join("ledger.db"))
             .await
             .expect("open ledger")
+    }
+
+    #[test]
+    fn amounts_are_shown_in_short_decimals() {
+        assert_eq!(RHO_UNITS_PER_ONE * RHO_UNIT, 1.0);
+        assert_eq!(DELTA_UNITS_PER_ONE * DELTA_UNIT, 1.0);
+        assert_eq!(
+            show(200_000_000_000, 1_000_000_000_000),
+            "rho = 0.2, delta = 0.000001"
+        );
     }
 
     #[tokio::test]

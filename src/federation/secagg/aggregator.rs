@@ -138,31 +138,8 @@ impl Aggregator {
         let mut self_shares = SharesBySite::new();
         let mut mask_shares = SharesBySite::new();
         for (&responder, response) in responses {
-            let revealed = [
-                (
-                    &response.self_mask_shares,
-                    survivors,
-                    &mut self_shares,
-                    "self-mask shares",
-                    "survivors",
-                ),
-                (
-                    &response.mask_key_shares,
-                    dropped,
-                    &mut mask_shares,
-                    "masking-key shares",
-                    "dropped sites",
-                ),
-            ];
-            for (list, expected, out, what, whose) in revealed {
-                let shares = parse_revealed(round, responder, list, what)?;
-                if !shares.keys().eq(expected.iter()) {
-                    return Err(SecAggError::BadResponse {
-                        round,
-                        responder,
-                        reason: format!("its {what} are not for exactly the {whose} of the round"),
-                    });
-                }
+            let (own, keys) = parse_response(round, responder, survivors, dropped, response)?;
+            for (out, shares) in [(&mut self_shares, own), (&mut mask_shares, keys)] {
                 for (site, share) in shares {
                     out.entry(site).or_default().push(share);
                 }
@@ -170,6 +147,67 @@ impl Aggregator {
         }
         Ok((self_shares, mask_shares))
     }
+
+    /// Checks one unmasking response as [`Aggregator::unmask_sum`] will (a survivor's, with a
+    /// valid share at x = `responder` for exactly the survivors' self masks and the dropped
+    /// sites' masking keys), so that a malformed answer can be refused when it arrives.
+    pub fn check_response(
+        &self,
+        round: u32,
+        responder: u32,
+        survivors: &[u32],
+        dropped: &[u32],
+        response: &UnmaskRequest,
+    ) -> Result<(), SecAggError> {
+        round_slot(round, self.rounds)?;
+        let survivors = known_sites(survivors, "survivors", &self.peers)?;
+        let dropped = known_sites(dropped, "dropped", &self.peers)?;
+        if !survivors.contains(&responder) {
+            return Err(SecAggError::BadResponse {
+                round,
+                responder,
+                reason: "the responder is not a survivor of the round".to_string(),
+            });
+        }
+        parse_response(round, responder, &survivors, &dropped, response).map(|_| ())
+    }
+}
+
+/// A response's shares of the survivors' self-mask seeds and of the dropped sites' masking
+/// keys, each list for exactly those sites, every share at x = `responder`.
+fn parse_response(
+    round: u32,
+    responder: u32,
+    survivors: &BTreeSet<u32>,
+    dropped: &BTreeSet<u32>,
+    response: &UnmaskRequest,
+) -> Result<(BTreeMap<u32, Share>, BTreeMap<u32, Share>), SecAggError> {
+    let exactly = |list: &[RevealedShare], expected: &BTreeSet<u32>, what: &str, whose: &str| {
+        let shares = parse_revealed(round, responder, list, what)?;
+        if shares.keys().eq(expected.iter()) {
+            Ok(shares)
+        } else {
+            Err(SecAggError::BadResponse {
+                round,
+                responder,
+                reason: format!("its {what} are not for exactly the {whose} of the round"),
+            })
+        }
+    };
+    Ok((
+        exactly(
+            &response.self_mask_shares,
+            survivors,
+            "self-mask shares",
+            "survivors",
+        )?,
+        exactly(
+            &response.mask_key_shares,
+            dropped,
+            "masking-key shares",
+            "dropped sites",
+        )?,
+    ))
 }
 
 /// The shares of one response list by owner: distinct owners, valid shares at x = `responder`.

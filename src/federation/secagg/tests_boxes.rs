@@ -211,6 +211,31 @@ fn the_coordinator_checks_responses() {
     let unmask = |r: &BTreeMap<u32, UnmaskRequest>| s.aggregator.unmask_sum(1, &roster, &masked, r);
     assert_eq!(unmask(&responses).expect("valid"), wrapping_sum(&inputs));
 
+    for (&responder, response) in &responses {
+        let checked = s
+            .aggregator
+            .check_response(1, responder, &[1, 2, 3], &[4], response);
+        assert_eq!(checked, Ok(()), "site {responder}");
+        let wrong_sets = s
+            .aggregator
+            .check_response(1, responder, &[1, 2, 3, 4], &[], response);
+        assert!(matches!(wrong_sets, Err(SecAggError::BadResponse { .. })));
+    }
+    let not_survivor = s
+        .aggregator
+        .check_response(1, 4, &[1, 2, 3], &[4], &responses[&1]);
+    assert!(matches!(
+        not_survivor,
+        Err(SecAggError::BadResponse { responder: 4, .. })
+    ));
+    let misattributed = s
+        .aggregator
+        .check_response(1, 1, &[1, 2, 3], &[4], &responses[&2]);
+    assert!(matches!(
+        misattributed,
+        Err(SecAggError::BadResponse { responder: 1, .. })
+    ));
+
     let mut swapped = responses.clone();
     let answer2 = swapped.remove(&2).expect("site 2");
     swapped.insert(1, answer2);

@@ -1,0 +1,293 @@
+//! Multi-process test of a live study: the real `privpca serve` and four real `privpca site`
+//! processes on loopback, each holding a disjoint shard; one is SIGKILLed after round 2. Then a
+//! second study in which one site's own budget is too small: it must refuse before sending
+//! anything and the study must not succeed.
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nalgebra::DMatrix;
+use rand::SeedableRng;
+use rand_chacha::ChaCha20Rng;
+use rand_distr::{Distribution, StandardNormal};
+use serde_json::{Value, json};
+
+const BIN: &str = env!("CARGO_BIN_EXE_privpca");
+const ADMIN: &str = "live-test-admin";
+
+struct Server {
+    child: Child,
+    base: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+async fn start_server(dir: &Path) -> Server {
+    let port = free_port();
+    let child = Command::new(BIN)
+        .args(["serve", "--admin-key", ADMIN, "--bind", &format!("127.0.0.1:{port}")])
+        .arg("--database-url")
+        .arg(format!("sqlite://{}", dir.join("privpca.db").display()))
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join("server.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let base = format!("http://127.0.0.1:{port}");
+    let client = reqwest::Client::new();
+    for _ in 0..200 {
+        if let Ok(r) = client.get(format!("{base}/healthz")).send().await
+            && r.status().is_success()
+        {
+            return Server { child, base };
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the server did not start");
+}
+
+async fn call(method: reqwest::Method, url: &str, key: &str, body: Option<Value>) -> (u16, Value) {
+    let mut request = reqwest::Client::new().request(method, url).bearer_auth(key);
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap();
+    (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+}
+
+/// Rows with a planted top-3 spectrum plus noise, clipped to norm 1: n×d, row-major.
+fn planted_rows(n: usize, d: usize, seed: u64) -> Vec<Vec<f64>> {
+    let mut rng = ChaCha20Rng::seed_from_u64(seed);
+    let mut g = || -> f64 { StandardNormal.sample(&mut rng) };
+    let basis = DMatrix::from_fn(d, 3, |_, _| g()).qr().q();
+    let scales = [0.45, 0.3, 0.2];
+    (0..n)
+        .map(|_| {
+            let mut x: Vec<f64> = (0..d).map(|_| 0.03 * g()).collect();
+            for (j, s) in scales.iter().enumerate() {
+                let z = s * g();
+                for (i, xi) in x.iter_mut().enumerate() {
+                    *xi += z * basis[(i, j)];
+                }
+            }
+            let norm = x.iter().map(|v| v * v).sum::<f64>().sqrt();
+            if norm > 1.0 {
+                x.iter_mut().for_each(|v| *v /= norm);
+            }
+            x
+        })
+        .collect()
+}
+
+fn to_csv(rows: &[Vec<f64>]) -> String {
+    rows.iter()
+        .map(|r| r.iter().map(|v| format!("{v:.17e}")).collect::<Vec<_>>().join(","))
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
+}
+
+/// Captured energy tr(QᵀAQ)/Σ_{i≤k} λ_i on A = XᵀX.
+fn energy(rows: &[Vec<f64>], basis: &Value) -> f64 {
+    let d = rows[0].len();
+    let x = DMatrix::from_fn(rows.len(), d, |i, j| rows[i][j]);
+    let a = x.transpose() * &x;
+    let cols = basis.as_array().unwrap();
+    let q = DMatrix::from_fn(d, cols.len(), |i, j| cols[j][i].as_f64().unwrap());
+    let mut eig: Vec<f64> = a.clone().symmetric_eigen().eigenvalues.iter().copied().collect();
+    eig.sort_by(|a, b| b.total_cmp(a));
+    (q.transpose() * a * &q).trace() / eig.iter().take(cols.len()).sum::<f64>()
+}
+
+fn site(server: &Server, token: &str, data: &Path, ledger: &Path, budget: f64, log: &Path) -> Child {
+    Command::new(BIN)
+        .args(["site", "--server", &server.base, "--token", token, "--budget-rho", &budget.to_string()])
+        .arg("--data")
+        .arg(data)
+        .arg("--ledger")
+        .arg(ledger)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .unwrap()
+}
+
+fn wait_exit(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let until = Instant::now() + limit;
+    while Instant::now() < until {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    None
+}
+
+fn logs(paths: &[PathBuf]) -> String {
+    paths
+        .iter()
+        .map(|p| format!("--- {}\n{}", p.display(), std::fs::read_to_string(p).unwrap_or_default()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+async fn study(server: &Server, key: &str, sites: usize, threshold: u32, join_timeout: u64) -> Value {
+    let body = json!({
+        "name": "live",
+        "algorithm": "federated_power",
+        "n_features": 20,
+        "relation": "replace_one",
+        "row_norm_bound": 1.0,
+        "params": {"k": 3, "iterations": 40},
+        "privacy": {"rho": 0.5},
+        "threshold": threshold,
+        "sites": (0..sites).map(|i| json!({"name": format!("site-{}", i + 1)})).collect::<Vec<_>>(),
+        "join_timeout_seconds": join_timeout,
+        "round_timeout_seconds": 3,
+    });
+    let (status, created) = call(reqwest::Method::POST, &format!("{}/v1/studies", server.base), key, Some(body)).await;
+    assert_eq!(status, 201, "{created}");
+    created
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn four_sites_one_killed_and_a_site_over_its_own_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_server(dir.path()).await;
+    let (status, tenant) = call(reqwest::Method::POST, &format!("{}/v1/tenants", server.base), ADMIN, Some(json!({"name": "t"}))).await;
+    assert_eq!(status, 201, "{tenant}");
+    let key = tenant["api_key"].as_str().unwrap().to_string();
+
+    let rows = planted_rows(4000, 20, 7);
+    let shards: Vec<PathBuf> = rows
+        .chunks(1000)
+        .enumerate()
+        .map(|(i, chunk)| {
+            let path = dir.path().join(format!("shard-{i}.csv"));
+            std::fs::write(&path, to_csv(chunk)).unwrap();
+            path
+        })
+        .collect();
+
+    // Study 1: four sites, t = 3; site 4 is killed after round 2.
+    let created = study(&server, &key, 4, 3, 120).await;
+    let id = created["id"].as_str().unwrap().to_string();
+    let url = format!("{}/v1/studies/{id}", server.base);
+    let mut logs_paths = Vec::new();
+    let mut children: Vec<Child> = (0..4)
+        .map(|i| {
+            let log = dir.path().join(format!("site-{i}.log"));
+            logs_paths.push(log.clone());
+            let token = created["sites"][i]["token"].as_str().unwrap();
+            // Site 1's own budget is exactly the study's cost: it must fit.
+            let budget = if i == 0 { 0.5 } else { 1.0 };
+            site(&server, token, &shards[i], &dir.path().join(format!("ledger-{i}.db")), budget, &log)
+        })
+        .collect();
+    let until = Instant::now() + Duration::from_secs(120);
+    loop {
+        let (_, view) = call(reqwest::Method::GET, &url, &key, None).await;
+        if view["progress"]["done"].as_i64().unwrap_or(0) >= 2 {
+            children[3].kill().unwrap();
+            let _ = children[3].wait();
+            break;
+        }
+        assert!(view["status"] == "enrolling" || view["status"] == "running", "{view}\n{}", logs(&logs_paths));
+        assert!(Instant::now() < until, "round 2 never completed\n{}", logs(&logs_paths));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for child in children.iter_mut().take(3) {
+        let status = wait_exit(child, Duration::from_secs(180));
+        assert_eq!(status.map(|s| s.code()), Some(Some(0)), "a surviving site failed\n{}", logs(&logs_paths));
+    }
+    let (_, view) = call(reqwest::Method::GET, &url, &key, None).await;
+    assert_eq!(view["status"], "succeeded", "{view}");
+    assert_eq!(view["sites"][3]["status"], "dropped", "{view}");
+    for i in 0..3 {
+        assert_eq!(view["sites"][i]["status"], "done", "{view}");
+    }
+    let (_, result) = call(reqwest::Method::GET, &format!("{url}/result"), &key, None).await;
+    let federated = energy(&rows, &result["basis"]);
+
+    // Central noisy_power on the pooled data at the same ρ and iterations.
+    let (_, dataset) = call(
+        reqwest::Method::POST,
+        &format!("{}/v1/datasets", server.base),
+        &key,
+        Some(json!({"name": "pooled", "kind": "records", "row_norm_bound": 1.0, "budget": {"rho": 1.0}})),
+    )
+    .await;
+    let dataset_id = dataset["id"].as_str().unwrap();
+    let upload = reqwest::Client::new()
+        .put(format!("{}/v1/datasets/{dataset_id}/data", server.base))
+        .bearer_auth(&key)
+        .header("content-type", "text/csv")
+        .body(to_csv(&rows))
+        .send()
+        .await
+        .unwrap();
+    assert!(upload.status().is_success());
+    let (status, job) = call(
+        reqwest::Method::POST,
+        &format!("{}/v1/jobs", server.base),
+        &key,
+        Some(json!({"dataset_id": dataset_id, "algorithm": "noisy_power", "params": {"k": 3, "iterations": 40}, "privacy": {"rho": 0.5}})),
+    )
+    .await;
+    assert_eq!(status, 202, "{job}");
+    let job_url = format!("{}/v1/jobs/{}", server.base, job["id"].as_str().unwrap());
+    for _ in 0..600 {
+        let (_, j) = call(reqwest::Method::GET, &job_url, &key, None).await;
+        if j["status"] == "succeeded" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (_, central_result) = call(reqwest::Method::GET, &format!("{job_url}/result"), &key, None).await;
+    let central = energy(&rows, &central_result["basis"]);
+    assert!(
+        (federated - central).abs() <= 0.05,
+        "federated energy {federated:.4} vs central {central:.4}"
+    );
+    assert!(federated > 0.9, "federated energy {federated:.4}");
+
+    // Study 2: three sites, t = 3; site 3's own budget (ρ 0.1) is below the cost (ρ 0.5).
+    let created = study(&server, &key, 3, 3, 4).await;
+    let id = created["id"].as_str().unwrap().to_string();
+    let mut logs2 = Vec::new();
+    let mut children: Vec<Child> = (0..3)
+        .map(|i| {
+            let log = dir.path().join(format!("study2-site-{i}.log"));
+            logs2.push(log.clone());
+            let token = created["sites"][i]["token"].as_str().unwrap();
+            let budget = if i == 2 { 0.1 } else { 1.0 };
+            site(&server, token, &shards[i], &dir.path().join(format!("study2-ledger-{i}.db")), budget, &log)
+        })
+        .collect();
+    let refused = wait_exit(&mut children[2], Duration::from_secs(30));
+    assert!(matches!(refused, Some(s) if !s.success()), "the over-budget site did not refuse\n{}", logs(&logs2));
+    for child in children.iter_mut().take(2) {
+        let status = wait_exit(child, Duration::from_secs(60));
+        assert!(matches!(status, Some(s) if !s.success()), "a site reported success\n{}", logs(&logs2));
+    }
+    let (_, view) = call(reqwest::Method::GET, &format!("{}/v1/studies/{id}", server.base), &key, None).await;
+    assert_ne!(view["status"], "succeeded", "{view}");
+    assert_eq!(view["sites"][2]["status"], "invited", "the refusing site sent something: {view}");
+    assert!(view["sites"].as_array().unwrap().iter().all(|s| s["charged"].is_null()), "{view}");
+}
