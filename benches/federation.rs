@@ -1,6 +1,7 @@
 //! Secure aggregation against a plain sum on loopback (docs/performance-federation.md):
 //! `cargo bench --bench federation`. S = 10 sites, d = 1000, k = 10 (p = 20), L = 10 rounds,
-//! 2000 clipped rows per site (`PRIVPCA_BENCH_ROWS` changes that).
+//! 2000 clipped rows per site (`PRIVPCA_BENCH_ROWS`); every mode runs `PRIVPCA_BENCH_REPS` = 3
+//! times, interleaved, and the table pools the rounds of all repetitions.
 //!
 //! - secure: the real service in-process (`privpca::app` under `axum::serve` on 127.0.0.1) and ten
 //!   site tasks, each with its own `reqwest::Client`, speaking `/v1/site/*` with `SiteSession`,
@@ -65,6 +66,8 @@ struct Site {
     setup: Traffic,
     /// When each round's task, then the final one, reached this site.
     seen: Vec<Instant>,
+    /// When each round's unmask task reached this site (secure only).
+    unmasks: Vec<Instant>,
     compute: Vec<Duration>,
     mask: Vec<Duration>,
 }
@@ -166,6 +169,7 @@ async fn secure_site(mut site: Site) -> Result<Site> {
                 survivors,
                 dropped,
             } => {
+                site.unmasks.push(Instant::now());
                 let mut roster: Vec<u32> = survivors.iter().chain(&dropped).copied().collect();
                 roster.sort_unstable();
                 let t = view.threshold;
@@ -286,6 +290,8 @@ struct Run {
     label: String,
     setup: Duration,
     rounds: Vec<Duration>,
+    /// Secure: from a round's iterate to its first unmask task (the rest is the unmask phase).
+    collect: Vec<Duration>,
     sites: Vec<Site>,
 }
 
@@ -313,6 +319,7 @@ async fn run(
             traffic: [0; 3],
             setup: [0; 3],
             seen: Vec::new(),
+            unmasks: Vec::new(),
             compute: Vec::new(),
             mask: Vec::new(),
         };
@@ -325,17 +332,20 @@ async fn run(
     for task in tasks {
         sites.push(task.await??);
     }
-    // The first arrival of each round's task, over the sites.
-    let first = |r: usize| sites.iter().filter_map(|s| s.seen.get(r)).min().copied();
-    let firsts: Option<Vec<Instant>> = (0..=ROUNDS as usize).map(first).collect();
+    // The first arrival of each round's tasks, over the sites.
+    let first =
+        |r: usize, f: fn(&Site) -> &Vec<Instant>| sites.iter().filter_map(|s| f(s).get(r)).min().copied();
+    let firsts: Option<Vec<Instant>> = (0..=ROUNDS as usize).map(|r| first(r, |s| &s.seen)).collect();
     let firsts = firsts.context("a site missed a round")?;
     let rounds = firsts.windows(2).map(|w| w[1] - w[0]).collect();
+    let collect = (0..ROUNDS as usize).filter_map(|r| Some(first(r, |s| &s.unmasks)? - firsts[r]));
     let mode = if comp.is_some() { "plain" } else { "secure" };
     let label = format!("{mode}{}", if reuse { ", protocol only" } else { "" });
     Ok(Run {
         label,
         setup: firsts[0] - start,
         rounds,
+        collect: collect.collect(),
         sites,
     })
 }
@@ -495,53 +505,59 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
+/// One line per mode over every repetition: medians of the round times, setups and per-site CPU
+/// times; bytes and requests per site per round.
 fn report(runs: &[Run]) {
-    let head = "setup ms  round med     min ms   up kB/rnd down kB/rnd  req/rnd compute ms  mask ms";
+    let head = "setup ms round med  min ms  max ms up kB/rnd dn kB/rnd req/rnd compute ms mask ms setup kB";
     println!("\n{:<22}{head}", "mode");
-    for run in runs {
-        let all = |f: fn(&Site) -> &Vec<Duration>| run.sites.iter().flat_map(f).copied().collect::<Vec<_>>();
-        // Per site per round: the mean over sites of (all − setup) / L.
+    let mut medians = Vec::new();
+    for mode in ["secure", "plain", "secure, protocol only", "plain, protocol only"] {
+        let runs: Vec<&Run> = runs.iter().filter(|r| r.label == mode).collect();
+        let sites: Vec<&Site> = runs.iter().flat_map(|r| &r.sites).collect();
+        let rounds: Vec<Duration> = runs.iter().flat_map(|r| r.rounds.clone()).collect();
+        let setups: Vec<Duration> = runs.iter().map(|r| r.setup).collect();
+        let all =
+            |f: fn(&Site) -> &Vec<Duration>| sites.iter().flat_map(|s| f(s).clone()).collect::<Vec<_>>();
+        let n = sites.len() as f64;
+        // Per site per round: (all − setup) / L, averaged over sites.
         let per_round = |i: usize| {
-            let total: usize = run.sites.iter().map(|s| s.traffic[i] - s.setup[i]).sum();
-            total as f64 / (run.sites.len() as f64 * f64::from(ROUNDS))
+            sites.iter().map(|s| s.traffic[i] - s.setup[i]).sum::<usize>() as f64 / n / f64::from(ROUNDS)
         };
+        let setup_bytes = sites.iter().map(|s| s.setup[0] + s.setup[1]).sum::<usize>() as f64 / n;
         let cells = [
-            ms(run.setup),
-            ms(median(&run.rounds)),
-            ms(run.rounds.iter().min().copied().unwrap_or_default()),
+            ms(median(&setups)),
+            ms(median(&rounds)),
+            ms(rounds.iter().min().copied().unwrap_or_default()),
+            ms(rounds.iter().max().copied().unwrap_or_default()),
             per_round(0) / 1e3,
             per_round(1) / 1e3,
             per_round(2),
             ms(median(&all(|s| &s.compute))),
             ms(median(&all(|s| &s.mask))),
+            setup_bytes / 1e3,
         ];
-        println!(
-            "{:<22}{}",
-            run.label,
-            cells.map(|c| format!("{c:>10.2}")).concat()
-        );
-    }
-    for pair in runs.chunks(2) {
-        if let [secure, plain] = pair {
-            let (s, p) = (ms(median(&secure.rounds)), ms(median(&plain.rounds)));
-            println!(
-                "{} / {}: {:.2}x ({:+.1} ms per round)",
-                secure.label,
-                plain.label,
-                s / p,
-                s - p
-            );
+        println!("{mode:<22}{}", cells.map(|c| format!("{c:>9.2}")).concat());
+        medians.push(ms(median(&rounds)));
+        let collect: Vec<Duration> = runs.iter().flat_map(|r| r.collect.clone()).collect();
+        if !collect.is_empty() {
+            let unmask: Vec<Duration> = rounds.iter().zip(&collect).map(|(r, c)| *r - *c).collect();
+            let (c, u) = (ms(median(&collect)), ms(median(&unmask)));
+            println!("  phases: iterate → first unmask task {c:.1} ms, → next iterate {u:.1} ms (medians)");
         }
     }
-    println!("per-round wall times, ms:");
-    for run in runs {
-        let times: Vec<String> = run.rounds.iter().map(|d| format!("{:.0}", ms(*d))).collect();
-        let setup: usize = run.sites.iter().map(|s| s.setup[0] + s.setup[1]).sum();
-        let setup = setup as f64 / run.sites.len() as f64 / 1e3;
+    for (i, what) in [(0, "full"), (2, "protocol only")] {
+        let (s, p) = (medians[i], medians[i + 1]);
+        let reps = runs
+            .chunks(2)
+            .filter(|pair| pair[0].label == ["secure", "secure, protocol only"][i / 2]);
+        let ratios: Vec<String> = reps
+            .map(|pair| format!("{:.2}", ms(median(&pair[0].rounds)) / ms(median(&pair[1].rounds))))
+            .collect();
         println!(
-            "  {:<22} {}   (setup: {setup:.1} kB per site)",
-            run.label,
-            times.join(" ")
+            "secure / plain, {what}: {:.2}x ({:+.1} ms per round); per repetition: {}",
+            s / p,
+            s - p,
+            ratios.join(" ")
         );
     }
 }
@@ -561,12 +577,17 @@ fn shard(n: usize, seed: u64) -> Arc<Matrix> {
     Arc::new(xt)
 }
 
+/// A positive integer from the environment, or `default`.
+fn env(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 #[tokio::main]
 async fn main() -> Result<()> {
-    let rows = std::env::var("PRIVPCA_BENCH_ROWS")
-        .ok()
-        .and_then(|v| v.parse().ok());
-    let rows: usize = rows.unwrap_or(2000);
+    let (rows, reps) = (env("PRIVPCA_BENCH_ROWS", 2000), env("PRIVPCA_BENCH_REPS", 3));
     let dir = tempfile::tempdir()?;
     let mut config = privpca::config::Config::for_tests(dir.path());
     config.max_d = 10_000;
@@ -580,12 +601,28 @@ async fn main() -> Result<()> {
         "S = {SITES}, d = {D}, p = {}, L = {ROUNDS}, t = {THRESHOLD}, {rows} rows/site, {cores} cores",
         2 * K
     );
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!(
+        "load average before: {}",
+        load.split(' ').take(3).collect::<Vec<_>>().join(" ")
+    );
     let (mut runs, mut comp) = (Vec::new(), None);
-    for reuse in [false, true] {
-        let (secure, c) = secure_run(&base, &key, &shards, reuse).await?;
-        runs.push(secure);
-        runs.push(plain_run(comp.get_or_insert(c), &shards, reuse).await?);
+    for _ in 0..reps {
+        for reuse in [false, true] {
+            let (secure, c) = secure_run(&base, &key, &shards, reuse).await?;
+            runs.push(secure);
+            runs.push(plain_run(comp.get_or_insert(c), &shards, reuse).await?);
+        }
     }
     report(&runs);
+    // One idle request, sequentially: no auth at all, then a site-token lookup (two SQLite reads).
+    let site = &mut runs[0].sites[0];
+    for path in ["/healthz", "/v1/site/study"] {
+        let start = Instant::now();
+        for _ in 0..200 {
+            site.call(path, None).await?;
+        }
+        println!("idle GET {path}: {:.3} ms", ms(start.elapsed() / 200));
+    }
     micro(comp.as_ref().context("no computation")?, &shards[0])
 }

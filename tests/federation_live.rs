@@ -31,13 +31,23 @@ impl Drop for Server {
 }
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 async fn start_server(dir: &Path) -> Server {
     let port = free_port();
-    let child = Command::new(BIN)
-        .args(["serve", "--admin-key", ADMIN, "--bind", &format!("127.0.0.1:{port}")])
+    let mut child = Command::new(BIN)
+        .args([
+            "serve",
+            "--admin-key",
+            ADMIN,
+            "--bind",
+            &format!("127.0.0.1:{port}"),
+        ])
         .arg("--database-url")
         .arg(format!("sqlite://{}", dir.join("privpca.db").display()))
         .arg("--data-dir")
@@ -56,6 +66,8 @@ async fn start_server(dir: &Path) -> Server {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    let _ = child.kill();
+    let _ = child.wait();
     panic!("the server did not start");
 }
 
@@ -96,7 +108,12 @@ fn planted_rows(n: usize, d: usize, seed: u64) -> Vec<Vec<f64>> {
 
 fn to_csv(rows: &[Vec<f64>]) -> String {
     rows.iter()
-        .map(|r| r.iter().map(|v| format!("{v:.17e}")).collect::<Vec<_>>().join(","))
+        .map(|r| {
+            r.iter()
+                .map(|v| format!("{v:.17e}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
         .collect::<Vec<_>>()
         .join("\n")
         + "\n"
@@ -116,7 +133,15 @@ fn energy(rows: &[Vec<f64>], basis: &Value) -> f64 {
 
 fn site(server: &Server, token: &str, data: &Path, ledger: &Path, budget: f64, log: &Path) -> Child {
     Command::new(BIN)
-        .args(["site", "--server", &server.base, "--token", token, "--budget-rho", &budget.to_string()])
+        .args([
+            "site",
+            "--server",
+            &server.base,
+            "--token",
+            token,
+            "--budget-rho",
+            &budget.to_string(),
+        ])
         .arg("--data")
         .arg(data)
         .arg("--ledger")
@@ -142,7 +167,13 @@ fn wait_exit(child: &mut Child, limit: Duration) -> Option<std::process::ExitSta
 fn logs(paths: &[PathBuf]) -> String {
     paths
         .iter()
-        .map(|p| format!("--- {}\n{}", p.display(), std::fs::read_to_string(p).unwrap_or_default()))
+        .map(|p| {
+            format!(
+                "--- {}\n{}",
+                p.display(),
+                std::fs::read_to_string(p).unwrap_or_default()
+            )
+        })
         .collect::<Vec<_>>()
         .join("\n")
 }
@@ -161,7 +192,13 @@ async fn study(server: &Server, key: &str, sites: usize, threshold: u32, join_ti
         "join_timeout_seconds": join_timeout,
         "round_timeout_seconds": 3,
     });
-    let (status, created) = call(reqwest::Method::POST, &format!("{}/v1/studies", server.base), key, Some(body)).await;
+    let (status, created) = call(
+        reqwest::Method::POST,
+        &format!("{}/v1/studies", server.base),
+        key,
+        Some(body),
+    )
+    .await;
     assert_eq!(status, 201, "{created}");
     created
 }
@@ -170,7 +207,13 @@ async fn study(server: &Server, key: &str, sites: usize, threshold: u32, join_ti
 async fn four_sites_one_killed_and_a_site_over_its_own_budget() {
     let dir = tempfile::tempdir().unwrap();
     let server = start_server(dir.path()).await;
-    let (status, tenant) = call(reqwest::Method::POST, &format!("{}/v1/tenants", server.base), ADMIN, Some(json!({"name": "t"}))).await;
+    let (status, tenant) = call(
+        reqwest::Method::POST,
+        &format!("{}/v1/tenants", server.base),
+        ADMIN,
+        Some(json!({"name": "t"})),
+    )
+    .await;
     assert_eq!(status, 201, "{tenant}");
     let key = tenant["api_key"].as_str().unwrap().to_string();
 
@@ -197,7 +240,14 @@ async fn four_sites_one_killed_and_a_site_over_its_own_budget() {
             let token = created["sites"][i]["token"].as_str().unwrap();
             // Site 1's own budget is exactly the study's cost: it must fit.
             let budget = if i == 0 { 0.5 } else { 1.0 };
-            site(&server, token, &shards[i], &dir.path().join(format!("ledger-{i}.db")), budget, &log)
+            site(
+                &server,
+                token,
+                &shards[i],
+                &dir.path().join(format!("ledger-{i}.db")),
+                budget,
+                &log,
+            )
         })
         .collect();
     let until = Instant::now() + Duration::from_secs(120);
@@ -208,13 +258,26 @@ async fn four_sites_one_killed_and_a_site_over_its_own_budget() {
             let _ = children[3].wait();
             break;
         }
-        assert!(view["status"] == "enrolling" || view["status"] == "running", "{view}\n{}", logs(&logs_paths));
-        assert!(Instant::now() < until, "round 2 never completed\n{}", logs(&logs_paths));
+        assert!(
+            view["status"] == "enrolling" || view["status"] == "running",
+            "{view}\n{}",
+            logs(&logs_paths)
+        );
+        assert!(
+            Instant::now() < until,
+            "round 2 never completed\n{}",
+            logs(&logs_paths)
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     for child in children.iter_mut().take(3) {
         let status = wait_exit(child, Duration::from_secs(180));
-        assert_eq!(status.map(|s| s.code()), Some(Some(0)), "a surviving site failed\n{}", logs(&logs_paths));
+        assert_eq!(
+            status.map(|s| s.code()),
+            Some(Some(0)),
+            "a surviving site failed\n{}",
+            logs(&logs_paths)
+        );
     }
     let (_, view) = call(reqwest::Method::GET, &url, &key, None).await;
     assert_eq!(view["status"], "succeeded", "{view}");
@@ -277,17 +340,48 @@ async fn four_sites_one_killed_and_a_site_over_its_own_budget() {
             logs2.push(log.clone());
             let token = created["sites"][i]["token"].as_str().unwrap();
             let budget = if i == 2 { 0.1 } else { 1.0 };
-            site(&server, token, &shards[i], &dir.path().join(format!("study2-ledger-{i}.db")), budget, &log)
+            site(
+                &server,
+                token,
+                &shards[i],
+                &dir.path().join(format!("study2-ledger-{i}.db")),
+                budget,
+                &log,
+            )
         })
         .collect();
     let refused = wait_exit(&mut children[2], Duration::from_secs(30));
-    assert!(matches!(refused, Some(s) if !s.success()), "the over-budget site did not refuse\n{}", logs(&logs2));
+    assert!(
+        matches!(refused, Some(s) if !s.success()),
+        "the over-budget site did not refuse\n{}",
+        logs(&logs2)
+    );
     for child in children.iter_mut().take(2) {
         let status = wait_exit(child, Duration::from_secs(60));
-        assert!(matches!(status, Some(s) if !s.success()), "a site reported success\n{}", logs(&logs2));
+        assert!(
+            matches!(status, Some(s) if !s.success()),
+            "a site reported success\n{}",
+            logs(&logs2)
+        );
     }
-    let (_, view) = call(reqwest::Method::GET, &format!("{}/v1/studies/{id}", server.base), &key, None).await;
+    let (_, view) = call(
+        reqwest::Method::GET,
+        &format!("{}/v1/studies/{id}", server.base),
+        &key,
+        None,
+    )
+    .await;
     assert_ne!(view["status"], "succeeded", "{view}");
-    assert_eq!(view["sites"][2]["status"], "invited", "the refusing site sent something: {view}");
-    assert!(view["sites"].as_array().unwrap().iter().all(|s| s["charged"].is_null()), "{view}");
+    assert_eq!(
+        view["sites"][2]["status"], "invited",
+        "the refusing site sent something: {view}"
+    );
+    assert!(
+        view["sites"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["charged"].is_null()),
+        "{view}"
+    );
 }

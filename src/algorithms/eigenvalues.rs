@@ -36,6 +36,7 @@ pub const RELEASE: &str = "eigenvalue";
 /// of their DP releases (checked against reality by a unit test that runs every algorithm).
 pub const RELEASES_EIGENVALUES: &[&str] = &[
     "noisy_power",
+    "federated_power",
     "analyze_gauss",
     "coherent_power",
     "eigen_sampling",

@@ -196,10 +196,13 @@ pub fn configure_for(
         ));
     }
     if !params.sensitivity.applies_to(&ctx.neighbours) {
-        return Err(ConfigError::invalid("params.sensitivity", "does not apply to this relation"));
+        return Err(ConfigError::invalid(
+            "params.sensitivity",
+            "does not apply to this relation",
+        ));
     }
     let max_site_samples = params.max_site_samples.unwrap_or(DEFAULT_MAX_SITE_SAMPLES);
-    if !(max_site_samples >= 1 && max_site_samples <= 1 << 40) {
+    if !(1..=1 << 40).contains(&max_site_samples) {
         return Err(ConfigError::invalid(
             "params.max_site_samples",
             "must lie in 1..=2^40",
@@ -207,7 +210,10 @@ pub fn configure_for(
     }
     let multiplier = calibrate(iterations, rho);
     if !multiplier.is_finite() {
-        return Err(ConfigError::invalid("rho", "is too small to calibrate noise in floating point"));
+        return Err(ConfigError::invalid(
+            "rho",
+            "is too small to calibrate noise in floating point",
+        ));
     }
     let mut config = FederatedPowerConfig {
         k,
@@ -257,13 +263,17 @@ pub fn site_update(
 ) -> Result<Matrix, RunError> {
     let d = x.nrows();
     if xt.nrows() != d || x.ncols() != config.p {
-        return Err(RunError::Failed("the iterate does not match the site's data".into()));
+        return Err(RunError::Failed(
+            "the iterate does not match the site's data".into(),
+        ));
     }
     let delta = power_sensitivity(config.sensitivity, neighbours, x)
         .ok_or_else(|| RunError::Failed("sensitivity mode does not apply".into()))?;
     let sd = config.site_sd(delta);
     if !(sd > 0.0 && sd.is_finite()) {
-        return Err(RunError::Failed("noise scale is not a finite positive number".into()));
+        return Err(RunError::Failed(
+            "noise scale is not a finite positive number".into(),
+        ));
     }
     let product = if xt.ncols() == 0 {
         Matrix::zeros(d, config.p)
@@ -320,8 +330,16 @@ impl Algorithm for FederatedPower {
                     minimum: None,
                     allowed: Some(SensitivityMode::NAMES.to_vec()),
                 },
-                int("sites", "Jobs only (simulate mode): number of simulated sites S, 2–64.", json!(DEFAULT_SITES)),
-                int("threshold", "Jobs only: survivors needed per round t, 2 ≤ t ≤ S.", json!("⌈2S/3⌉")),
+                int(
+                    "sites",
+                    "Jobs only (simulate mode): number of simulated sites S, 2–64.",
+                    json!(DEFAULT_SITES),
+                ),
+                int(
+                    "threshold",
+                    "Jobs only: survivors needed per round t, 2 ≤ t ≤ S.",
+                    json!("⌈2S/3⌉"),
+                ),
                 ParamInfo {
                     name: "dropouts",
                     json_type: "array",
@@ -331,8 +349,16 @@ impl Algorithm for FederatedPower {
                     minimum: None,
                     allowed: None,
                 },
-                int("fraction_bits", "Fixed-point fraction bits f (values scaled by 2^f); refused if the sum could wrap.", json!("largest that cannot wrap, ≤ 40")),
-                int("max_site_samples", "Largest number of records one site may hold (the no-wrap bound assumes it).", json!(DEFAULT_MAX_SITE_SAMPLES)),
+                int(
+                    "fraction_bits",
+                    "Fixed-point fraction bits f (values scaled by 2^f); refused if the sum could wrap.",
+                    json!("largest that cannot wrap, ≤ 40"),
+                ),
+                int(
+                    "max_site_samples",
+                    "Largest number of records one site may hold (the no-wrap bound assumes it).",
+                    json!(DEFAULT_MAX_SITE_SAMPLES),
+                ),
             ],
             privacy: "ρ-zCDP with ρ = L/(2m²) charged to every site: each site adds N(0, (mΔ)²/t), so any t survivors reach the central noise. The server sees only noisy sums; a coalition of the server with all other sites sees one site's release with noise variance (mΔ)²/t.",
             public_only: false,
@@ -373,7 +399,10 @@ impl Algorithm for FederatedPower {
             if !(drop.site >= 1 && drop.site <= sites && drop.round >= 1 && drop.round <= config.iterations) {
                 return Err(ConfigError::invalid(
                     format!("params.dropouts[{i}]"),
-                    format!("site must lie in 1..={sites} and round in 1..={}", config.iterations),
+                    format!(
+                        "site must lie in 1..={sites} and round in 1..={}",
+                        config.iterations
+                    ),
                 ));
             }
         }
@@ -415,7 +444,9 @@ impl Algorithm for FederatedPower {
             return Err(RunError::Failed("federated_power runs on records".into()));
         };
         if xt.nrows() != ctx.d {
-            return Err(RunError::Failed("the data does not match the dataset's dimension".into()));
+            return Err(RunError::Failed(
+                "the data does not match the dataset's dimension".into(),
+            ));
         }
         crate::federation::simulate::run(xt, config, &ctx.neighbours, env).map(|run| run.output)
     }

@@ -13,26 +13,35 @@ use crate::linalg::subspace::sin_theta;
 use crate::linalg::{gram_t, gram_t_times};
 use crate::privacy::testing::check_gaussian_scale;
 
-fn params(k: usize, iterations: u32) -> FederatedPowerParams {
-    serde_json::from_value(json!({"k": k, "iterations": iterations})).expect("valid params")
-}
-
 fn configured(value: serde_json::Value, c: &DataContext, rho: f64) -> FederatedPowerConfig {
     let p: FederatedPowerParams = serde_json::from_value(value).expect("valid params");
-    FederatedPower.configure(p, c, &target(rho)).expect("valid configuration")
+    FederatedPower
+        .configure(p, c, &target(rho))
+        .expect("valid configuration")
 }
 
 #[test]
 fn cost_is_noisy_power_cost_and_never_exceeds_the_target() {
     let c = ctx(20, Some(400), RO);
     for (rho, l) in [(0.5, 40), (0.1, 4), (2.0, 1), (1e-3, 200)] {
-        let cfg = configured(json!({"k": 3, "iterations": l, "sites": 4, "threshold": 3}), &c, rho);
+        let cfg = configured(
+            json!({"k": 3, "iterations": l, "sites": 4, "threshold": 3}),
+            &c,
+            rho,
+        );
         let cost = FederatedPower.cost(&cfg, &c);
-        assert!(cost.rho <= rho && cost.rho > rho * (1.0 - 1e-12), "ρ {rho}: cost {cost:?}");
+        assert!(
+            cost.rho <= rho && cost.rho > rho * (1.0 - 1e-12),
+            "ρ {rho}: cost {cost:?}"
+        );
         assert_eq!(cost.delta, 0.0);
         // Same multiplier as the central algorithm at the same (ρ, L).
         let central: NoisyPowerConfig = NoisyPower
-            .configure(serde_json::from_value(json!({"k": 3, "iterations": l})).expect("params"), &c, &target(rho))
+            .configure(
+                serde_json::from_value(json!({"k": 3, "iterations": l})).expect("params"),
+                &c,
+                &target(rho),
+            )
             .expect("valid");
         assert_eq!(cfg.multiplier, central.multiplier);
         // Hand-worked: m = sqrt(L/(2ρ)).
@@ -49,8 +58,13 @@ fn defaults_threshold_and_fixed_point() {
     let c = ctx(30, Some(900), AR);
     let cfg = configured(json!({"k": 2}), &c, 0.5);
     assert_eq!((cfg.sites, cfg.threshold, cfg.p), (DEFAULT_SITES, 2, 4));
-    assert!(fixed_point::fits(cfg.total_bound(&c.neighbours), cfg.fraction_bits));
-    assert!(!fixed_point::fits(cfg.total_bound(&c.neighbours), cfg.fraction_bits + 1) || cfg.fraction_bits == 40);
+    assert!(fixed_point::fits(
+        cfg.total_bound(&c.neighbours),
+        cfg.fraction_bits
+    ));
+    assert!(
+        !fixed_point::fits(cfg.total_bound(&c.neighbours), cfg.fraction_bits + 1) || cfg.fraction_bits == 40
+    );
 }
 
 #[test]
@@ -70,9 +84,18 @@ fn bad_parameters_are_refused_with_their_field() {
     refuse(json!({"k": 2, "iterations": 201}), "params.iterations");
     refuse(json!({"k": 11}), "params.k");
     refuse(json!({"k": 2, "fraction_bits": 60}), "params.fraction_bits");
-    refuse(json!({"k": 2, "max_site_samples": 1_000_000_000_000_u64, "fraction_bits": 40}), "params.fraction_bits");
-    refuse(json!({"k": 2, "dropouts": [{"site": 4, "round": 1}]}), "params.dropouts[0]");
-    refuse(json!({"k": 2, "dropouts": [{"site": 1, "round": 0}]}), "params.dropouts[0]");
+    refuse(
+        json!({"k": 2, "max_site_samples": 1_000_000_000_000_u64, "fraction_bits": 40}),
+        "params.fraction_bits",
+    );
+    refuse(
+        json!({"k": 2, "dropouts": [{"site": 4, "round": 1}]}),
+        "params.dropouts[0]",
+    );
+    refuse(
+        json!({"k": 2, "dropouts": [{"site": 1, "round": 0}]}),
+        "params.dropouts[0]",
+    );
     let too_few = ctx(10, Some(2), RO);
     let p: FederatedPowerParams = serde_json::from_value(json!({"k": 2})).expect("parses");
     assert!(FederatedPower.configure(p, &too_few, &target(1.0)).is_err());
@@ -109,13 +132,20 @@ fn simulation_converges_to_exact_pca_as_the_budget_grows() {
     let c = ctx(d, Some(n), RO);
     let mut errors = Vec::new();
     for rho in [0.01, 1.0, 1e4] {
-        let cfg = configured(json!({"k": k, "iterations": 8, "sites": 5, "threshold": 3}), &c, rho);
+        let cfg = configured(
+            json!({"k": k, "iterations": 8, "sites": 5, "threshold": 3}),
+            &c,
+            rho,
+        );
         let (run, _) = simulate_audited(&xt, &cfg, &c.neighbours, 7);
         assert_basis_contract(&run.output.basis, d, k);
         errors.push(sin_theta(&run.output.basis, &top));
         assert_eq!(run.report.rounds.len(), 8);
     }
-    assert!(errors[2] < 1e-3, "large budget must recover the top subspace: {errors:?}");
+    assert!(
+        errors[2] < 1e-3,
+        "large budget must recover the top subspace: {errors:?}"
+    );
     assert!(errors[0] > errors[2], "{errors:?}");
 }
 
@@ -135,16 +165,27 @@ fn simulation_matches_central_noisy_power_utility() {
     let (mut fed, mut central) = (0.0, 0.0);
     let reps = 5;
     for seed in 0..reps {
-        let cfg = configured(json!({"k": k, "iterations": 10, "sites": 4, "threshold": 4}), &c, 0.5);
+        let cfg = configured(
+            json!({"k": k, "iterations": 10, "sites": 4, "threshold": 4}),
+            &c,
+            0.5,
+        );
         let (run, _) = simulate_audited(&xt, &cfg, &c.neighbours, 100 + seed);
         fed += energy(&run.output.basis) / reps as f64;
         let np: NoisyPowerConfig = NoisyPower
-            .configure(serde_json::from_value(json!({"k": k, "iterations": 10})).expect("p"), &c, &target(0.5))
+            .configure(
+                serde_json::from_value(json!({"k": k, "iterations": 10})).expect("p"),
+                &c,
+                &target(0.5),
+            )
             .expect("valid");
         let (out, _) = run_audited(&NoisyPower, DataInput::Records { xt: &xt }, &np, &c, 200 + seed);
         central += energy(&out.expect("runs").basis) / reps as f64;
     }
-    assert!((fed - central).abs() < 0.05, "federated {fed:.4} vs central {central:.4}");
+    assert!(
+        (fed - central).abs() < 0.05,
+        "federated {fed:.4} vs central {central:.4}"
+    );
 }
 
 #[test]
@@ -221,20 +262,32 @@ fn audit_released_noise(factor: f64) -> (Result<(), String>, Result<(), String>)
             // The release minus the survivors' exact products is the released noise (up to
             // the 2^-f rounding of the fixed-point encoding).
             let noise = y - &exact;
-            assert!((&noise - &noise_sum).amax() < 1e-6 * central_sd, "release noise is not the audited noise");
+            assert!(
+                (&noise - &noise_sum).amax() < 1e-6 * central_sd,
+                "release noise is not the audited noise"
+            );
             released.extend(noise.iter().map(|v| v / central_sd));
         }
         iterate = Some(crate::linalg::thin_qr_q(y));
         for (scale, _) in per_site.iter().rev().take(record.survivors.len()) {
             let expected = m_spec * delta / f64::from(t).sqrt();
-            assert!(((scale - expected) / expected).abs() < 1e-9 || factor != 1.0, "site sd {scale} vs {expected}");
+            assert!(
+                ((scale - expected) / expected).abs() < 1e-9 || factor != 1.0,
+                "site sd {scale} vs {expected}"
+            );
         }
     }
     let site_pool: Vec<f64> = per_site
         .iter()
-        .flat_map(|(_, v)| v.iter().map(|x| x * f64::from(t).sqrt() / (m_spec * std::f64::consts::SQRT_2 * 4.0)))
+        .flat_map(|(_, v)| {
+            v.iter()
+                .map(|x| x * f64::from(t).sqrt() / (m_spec * std::f64::consts::SQRT_2 * 4.0))
+        })
         .collect();
-    (check_gaussian_scale(&site_pool, 1.0), check_gaussian_scale(&released, 1.0))
+    (
+        check_gaussian_scale(&site_pool, 1.0),
+        check_gaussian_scale(&released, 1.0),
+    )
 }
 
 #[test]

@@ -78,7 +78,10 @@ impl SiteComputation {
     /// Checks the local data fits the study: d features, at most `max_site_samples` records.
     pub fn check_data(&self, n: usize, d: usize) -> Result<(), String> {
         if d != self.d {
-            return Err(format!("the data has {d} columns; the study has n_features = {}", self.d));
+            return Err(format!(
+                "the data has {d} columns; the study has n_features = {}",
+                self.d
+            ));
         }
         if n == 0 {
             return Err("the data has no records".into());
@@ -93,13 +96,19 @@ impl SiteComputation {
     }
 
     /// This round's release A_s·X + N(0, (mΔ(X))²/t), fixed-point encoded (not yet masked).
-    pub fn contribution(&self, xt: &Matrix, iterate: &Matrix, rng: &mut dyn RngCore) -> Result<Vec<u64>, String> {
+    pub fn contribution(
+        &self,
+        xt: &Matrix,
+        iterate: &Matrix,
+        rng: &mut dyn RngCore,
+    ) -> Result<Vec<u64>, String> {
         if iterate.nrows() != self.d || iterate.ncols() != self.config.p {
             return Err("the iterate has the wrong shape".into());
         }
         let mut progress = |_: u32, _: u32| -> Result<(), Cancelled> { Ok(()) };
         let mut env = RunEnv::new(rng, &mut progress);
-        let y = site_update(xt, iterate, &self.config, &self.neighbours, &mut env).map_err(|e| e.to_string())?;
+        let y =
+            site_update(xt, iterate, &self.config, &self.neighbours, &mut env).map_err(|e| e.to_string())?;
         self.fixed
             .encode_all(y.as_slice(), self.bound)
             .map_err(|e| format!("this round's values do not fit the study's encoding: {e}"))
@@ -147,7 +156,11 @@ impl FederationReport {
             .fold(f64::INFINITY, f64::min);
         FederationReport {
             target_multiplier: config.multiplier,
-            achieved_multiplier: if achieved.is_finite() { achieved } else { config.multiplier },
+            achieved_multiplier: if achieved.is_finite() {
+                achieved
+            } else {
+                config.multiplier
+            },
             rounds,
         }
     }
@@ -164,7 +177,11 @@ pub struct PowerState {
 
 impl PowerState {
     /// X₀ = Q(Ω) from public randomness (Nicolas et al. Alg. 2 line 3).
-    pub fn new(config: FederatedPowerConfig, d: usize, rng: &mut dyn RngCore) -> Result<PowerState, RunError> {
+    pub fn new(
+        config: FederatedPowerConfig,
+        d: usize,
+        rng: &mut dyn RngCore,
+    ) -> Result<PowerState, RunError> {
         let fixed = FixedPoint::new(config.fraction_bits).map_err(|e| RunError::Failed(e.to_string()))?;
         let x = initial_iterate(rng, d, config.p);
         Ok(PowerState {
@@ -198,7 +215,9 @@ impl PowerState {
         let values = self.fixed.decode_all(sum);
         let y = Matrix::from_column_slice(self.d, self.config.p, &values);
         if !y.iter().all(|v| v.is_finite()) {
-            return Err(RunError::Failed("numerical overflow in the power iteration".into()));
+            return Err(RunError::Failed(
+                "numerical overflow in the power iteration".into(),
+            ));
         }
         self.x = thin_qr_q(&y);
         self.last = Some(y);

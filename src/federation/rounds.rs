@@ -48,7 +48,11 @@ pub enum RoundError {
     #[error("site {0} is not expected in this round")]
     NotExpected(u32),
     #[error("site {site} already sent its {what} for round {round}")]
-    AlreadyReceived { site: u32, round: u32, what: &'static str },
+    AlreadyReceived {
+        site: u32,
+        round: u32,
+        what: &'static str,
+    },
     #[error("a contribution holds {expected} values; got {got}")]
     WrongLength { expected: usize, got: usize },
     #[error("round {round} has {have} survivors; at least t = {need} are needed")]
@@ -75,7 +79,13 @@ pub struct Rounds {
 
 impl Rounds {
     /// Round 1 opens with `roster` (ascending, deduplicated here).
-    pub fn new(aggregator: Aggregator, threshold: u32, rounds: u32, len: usize, mut roster: Vec<u32>) -> Rounds {
+    pub fn new(
+        aggregator: Aggregator,
+        threshold: u32,
+        rounds: u32,
+        len: usize,
+        mut roster: Vec<u32>,
+    ) -> Rounds {
         roster.sort_unstable();
         roster.dedup();
         Rounds {
@@ -119,10 +129,17 @@ impl Rounds {
     /// Sites the current phase still waits for.
     pub fn awaiting(&self) -> Vec<u32> {
         match &self.phase {
-            Phase::Collect => self.roster.iter().copied().filter(|s| !self.masked.contains_key(s)).collect(),
-            Phase::Unmask { survivors, .. } => {
-                survivors.iter().copied().filter(|s| !self.answers.contains_key(s)).collect()
-            }
+            Phase::Collect => self
+                .roster
+                .iter()
+                .copied()
+                .filter(|s| !self.masked.contains_key(s))
+                .collect(),
+            Phase::Unmask { survivors, .. } => survivors
+                .iter()
+                .copied()
+                .filter(|s| !self.answers.contains_key(s))
+                .collect(),
             Phase::Done => Vec::new(),
         }
     }
@@ -188,7 +205,12 @@ impl Rounds {
                 need: self.threshold,
             });
         }
-        let dropped = self.roster.iter().copied().filter(|s| !self.masked.contains_key(s)).collect();
+        let dropped = self
+            .roster
+            .iter()
+            .copied()
+            .filter(|s| !self.masked.contains_key(s))
+            .collect();
         self.phase = Phase::Unmask { survivors, dropped };
         Ok(())
     }
@@ -245,7 +267,11 @@ impl Rounds {
         let sum = self
             .aggregator
             .unmask_sum(self.round, &self.roster, &self.masked, &self.answers)?;
-        let silent = survivors.iter().copied().filter(|s| !self.answers.contains_key(s)).collect();
+        let silent = survivors
+            .iter()
+            .copied()
+            .filter(|s| !self.answers.contains_key(s))
+            .collect();
         self.history.push(RoundRecord {
             round: self.round,
             survivors,

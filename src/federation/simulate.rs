@@ -57,7 +57,10 @@ fn setup(
         .collect();
     let mut inboxes: Vec<Vec<ShareBox>> = vec![Vec::new(); sessions.len()];
     for session in &mut sessions {
-        for b in session.share_boxes(&participants, config.threshold, rng).map_err(failed)? {
+        for b in session
+            .share_boxes(&participants, config.threshold, rng)
+            .map_err(failed)?
+        {
             let to = b.to as usize;
             if !(to >= 1 && to <= inboxes.len()) {
                 return Err(failed("a share box is addressed to an unknown site"));
@@ -98,7 +101,13 @@ pub fn run(
         Aggregator::new(study, config.threshold, &participants, config.iterations).map_err(failed)?;
     let mut power = PowerState::new(config.clone(), d, env.rng())?;
     let roster = (1..=config.sites).collect();
-    let mut rounds = Rounds::new(aggregator, config.threshold, config.iterations, power.len(), roster);
+    let mut rounds = Rounds::new(
+        aggregator,
+        config.threshold,
+        config.iterations,
+        power.len(),
+        roster,
+    );
     let fixed = FixedPoint::new(config.fraction_bits).map_err(failed)?;
     let bound = config.entry_bound(neighbours);
     let mut releases = Vec::with_capacity(config.iterations as usize);

@@ -39,9 +39,13 @@ impl FromRequestParts<AppState> for SiteAuth {
             .headers
             .get(AUTHORIZATION)
             .ok_or_else(|| unauthorized("missing `Authorization: Bearer <site token>` header"))?;
-        let text = value.to_str().map_err(|_| unauthorized("Authorization header is not valid text"))?;
+        let text = value
+            .to_str()
+            .map_err(|_| unauthorized("Authorization header is not valid text"))?;
         let token = match text.split_once(' ') {
-            Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty() => token.trim(),
+            Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty() => {
+                token.trim()
+            }
             _ => return Err(unauthorized("expected `Authorization: Bearer <site token>`")),
         };
         match state.store.site_by_token(token).await? {
@@ -56,7 +60,9 @@ fn hub_problem(e: HubError) -> ApiError {
         HubError::Live(LiveError::Conflict(m)) => ApiError::conflict(m),
         HubError::Live(LiveError::AlreadyReceived(m)) => ApiError::new(ProblemKind::AlreadyReceived, m),
         HubError::Live(LiveError::Invalid(m)) => ApiError::validation("body", m),
-        HubError::NotLive => ApiError::conflict("the study is not running in this coordinator (it has finished, or the coordinator restarted)"),
+        HubError::NotLive => ApiError::conflict(
+            "the study is not running in this coordinator (it has finished, or the coordinator restarted)",
+        ),
         HubError::Store(e) => e.into(),
     }
 }
@@ -83,7 +89,10 @@ fn site_view(auth: &SiteAuth) -> Result<SiteStudyView, ApiError> {
         max_site_samples: config.max_site_samples,
         config: study.config.clone(),
         cost_rho: crate::privacy::units::from_units(study.cost_rho_units, crate::privacy::units::RHO_UNIT),
-        cost_delta: crate::privacy::units::from_units(study.cost_delta_units, crate::privacy::units::DELTA_UNIT),
+        cost_delta: crate::privacy::units::from_units(
+            study.cost_delta_units,
+            crate::privacy::units::DELTA_UNIT,
+        ),
         status: study.status.as_str().to_string(),
         site_status: auth.site.status.as_str().to_string(),
     })
@@ -106,10 +115,16 @@ pub async fn join(
     Json(body): Json<JoinRequest>,
 ) -> Result<Json<SiteStudyView>, ApiError> {
     if auth.study.status != StudyStatus::Enrolling {
-        return Err(ApiError::conflict(format!("the study is {}, not enrolling", auth.study.status.as_str())));
+        return Err(ApiError::conflict(format!(
+            "the study is {}, not enrolling",
+            auth.study.status.as_str()
+        )));
     }
     if auth.site.status != SiteStatus::Invited {
-        return Err(ApiError::conflict(format!("this site has already joined (it is {})", auth.site.status.as_str())));
+        return Err(ApiError::conflict(format!(
+            "this site has already joined (it is {})",
+            auth.site.status.as_str()
+        )));
     }
     let config: FederatedPowerConfig =
         serde_json::from_value(auth.study.config.clone()).map_err(ApiError::internal)?;
@@ -120,14 +135,23 @@ pub async fn join(
         (crate::dataset::Relation::ReplaceOne, Some(_)) => {
             return Err(ApiError::validation(
                 "n_samples",
-                format!("must lie in 1..={} (the study's max_site_samples)", config.max_site_samples),
+                format!(
+                    "must lie in 1..={} (the study's max_site_samples)",
+                    config.max_site_samples
+                ),
             ));
         }
         (crate::dataset::Relation::ReplaceOne, None) => {
-            return Err(ApiError::validation("n_samples", "is required under replace_one (n is public there)"));
+            return Err(ApiError::validation(
+                "n_samples",
+                "is required under replace_one (n is public there)",
+            ));
         }
         (_, Some(_)) => {
-            return Err(ApiError::validation("n_samples", "must be absent under add_remove (n is private there)"));
+            return Err(ApiError::validation(
+                "n_samples",
+                "must be absent under add_remove (n is private there)",
+            ));
         }
         (_, None) => None,
     };
@@ -140,7 +164,12 @@ pub async fn join(
         .store
         .get_study_any(auth.study.id)
         .await?
-        .and_then(|(study, sites)| sites.into_iter().find(|s| s.index == auth.site.index).map(|s| (study, s)))
+        .and_then(|(study, sites)| {
+            sites
+                .into_iter()
+                .find(|s| s.index == auth.site.index)
+                .map(|s| (study, s))
+        })
         .ok_or_else(|| ApiError::internal("a joined site vanished"))?;
     Ok(Json(site_view(&SiteAuth { study, site })?))
 }

@@ -172,7 +172,10 @@ fn study_view(study: &StudyRecord, sites: &[StudySiteRecord]) -> StudyView {
             dropped_round: s.dropped_round,
         })
         .collect();
-    let counted: Vec<&StudySiteView> = sites.iter().filter(|s| s.status != "dropped" && s.status != "invited").collect();
+    let counted: Vec<&StudySiteView> = sites
+        .iter()
+        .filter(|s| s.status != "dropped" && s.status != "invited")
+        .collect();
     let n_samples = if study.relation == Relation::ReplaceOne && !counted.is_empty() {
         counted.iter().map(|s| s.n_samples).sum::<Option<i64>>()
     } else {
@@ -209,7 +212,8 @@ fn study_view(study: &StudyRecord, sites: &[StudySiteRecord]) -> StudyView {
         created_at: study.created_at,
         started_at: study.started_at,
         finished_at: study.finished_at,
-        result_url: (study.status == StudyStatus::Succeeded).then(|| format!("/v1/studies/{}/result", study.id)),
+        result_url: (study.status == StudyStatus::Succeeded)
+            .then(|| format!("/v1/studies/{}/result", study.id)),
     }
 }
 
@@ -253,10 +257,16 @@ fn check_sites(sites: &[CreateStudySite]) -> Result<(), ApiError> {
     for (i, site) in sites.iter().enumerate() {
         let name = site.name.trim();
         if name.is_empty() || name.chars().count() > 100 {
-            return Err(ApiError::validation(format!("sites[{i}].name"), "must have 1 to 100 characters"));
+            return Err(ApiError::validation(
+                format!("sites[{i}].name"),
+                "must have 1 to 100 characters",
+            ));
         }
         if !names.insert(name.to_string()) {
-            return Err(ApiError::validation(format!("sites[{i}].name"), format!("`{name}` is used twice")));
+            return Err(ApiError::validation(
+                format!("sites[{i}].name"),
+                format!("`{name}` is used twice"),
+            ));
         }
         if let Some(b) = site.budget_rho {
             positive_finite(&format!("sites[{i}].budget_rho"), b)?;
@@ -275,14 +285,23 @@ fn resolve(body: &CreateStudy, max_d: usize) -> Result<Resolved, ApiError> {
         return Err(ApiError::validation(
             "algorithm",
             if planned {
-                format!("`{}` is not available for studies yet; studies run: federated_power", body.algorithm)
+                format!(
+                    "`{}` is not available for studies yet; studies run: federated_power",
+                    body.algorithm
+                )
             } else {
-                format!("unknown study algorithm `{}`; studies run: federated_power", body.algorithm)
+                format!(
+                    "unknown study algorithm `{}`; studies run: federated_power",
+                    body.algorithm
+                )
             },
         ));
     }
     if !(body.n_features >= 1 && body.n_features <= max_d) {
-        return Err(ApiError::validation("n_features", format!("must lie in 1..={max_d}")));
+        return Err(ApiError::validation(
+            "n_features",
+            format!("must lie in 1..={max_d}"),
+        ));
     }
     let beta = positive_finite("row_norm_bound", body.row_norm_bound)?;
     let alpha = match body.row_l1_bound {
@@ -293,7 +312,10 @@ fn resolve(body: &CreateStudy, max_d: usize) -> Result<Resolved, ApiError> {
         Relation::ReplaceOne => Neighbours::ReplaceOne { beta, alpha },
         Relation::AddRemove => Neighbours::AddRemove { beta, alpha },
         Relation::Entry => {
-            return Err(ApiError::validation("relation", "a study holds records: replace_one or add_remove"));
+            return Err(ApiError::validation(
+                "relation",
+                "a study holds records: replace_one or add_remove",
+            ));
         }
     };
     check_sites(&body.sites)?;
@@ -328,16 +350,25 @@ fn resolve(body: &CreateStudy, max_d: usize) -> Result<Resolved, ApiError> {
     let ctx = study_context(body.n_features, neighbours);
     let config =
         federated_power::configure_for(&parsed, &ctx, &target, n_sites, threshold).map_err(config_problem)?;
-    let cost = crate::privacy::Cost::zcdp(crate::algorithms::noisy_power::cost_of(config.iterations, config.multiplier))
-        .check()
-        .map_err(|e| ApiError::validation("privacy", e.to_string()))?;
+    let cost = crate::privacy::Cost::zcdp(crate::algorithms::noisy_power::cost_of(
+        config.iterations,
+        config.multiplier,
+    ))
+    .check()
+    .map_err(|e| ApiError::validation("privacy", e.to_string()))?;
     let join_timeout = body.join_timeout_seconds.unwrap_or(DEFAULT_JOIN_TIMEOUT_SECS);
     if !(1..=7 * 24 * 3600).contains(&join_timeout) {
-        return Err(ApiError::validation("join_timeout_seconds", "must lie in 1..=604800"));
+        return Err(ApiError::validation(
+            "join_timeout_seconds",
+            "must lie in 1..=604800",
+        ));
     }
     let round_timeout = body.round_timeout_seconds.unwrap_or(DEFAULT_ROUND_TIMEOUT_SECS);
     if !(1..=3600).contains(&round_timeout) {
-        return Err(ApiError::validation("round_timeout_seconds", "must lie in 1..=3600"));
+        return Err(ApiError::validation(
+            "round_timeout_seconds",
+            "must lie in 1..=3600",
+        ));
     }
     Ok(Resolved {
         neighbours,
@@ -386,7 +417,11 @@ pub async fn create(
         relation: body.relation,
         row_norm_bound: body.row_norm_bound,
         row_l1_bound: body.row_l1_bound,
-        params: if body.params.is_null() { serde_json::json!({}) } else { body.params.clone() },
+        params: if body.params.is_null() {
+            serde_json::json!({})
+        } else {
+            body.params.clone()
+        },
         config: serde_json::to_value(&resolved.config).map_err(ApiError::internal)?,
         privacy: strip_nulls(privacy),
         cost_rho_units: resolved.rho_units,
@@ -400,7 +435,9 @@ pub async fn create(
             .iter()
             .map(|s| NewStudySite {
                 name: s.name.trim().to_string(),
-                budget_rho_units: s.budget_rho.map(|b| crate::privacy::units::budget_units(b, RHO_UNIT)),
+                budget_rho_units: s
+                    .budget_rho
+                    .map(|b| crate::privacy::units::budget_units(b, RHO_UNIT)),
             })
             .collect(),
     };
@@ -432,7 +469,11 @@ fn strip_nulls(mut value: serde_json::Value) -> serde_json::Value {
     value
 }
 
-async fn load(state: &AppState, tenant: Uuid, id: Uuid) -> Result<(StudyRecord, Vec<StudySiteRecord>), ApiError> {
+async fn load(
+    state: &AppState,
+    tenant: Uuid,
+    id: Uuid,
+) -> Result<(StudyRecord, Vec<StudySiteRecord>), ApiError> {
     state
         .store
         .get_study(tenant, id)
@@ -566,7 +607,10 @@ pub async fn result(
                     round: r.get("round").and_then(|v| v.as_u64()).unwrap_or(0) as u32,
                     survivors: names(r.get("survivors")),
                     dropped: names(r.get("dropped")),
-                    achieved_multiplier: r.get("achieved_multiplier").and_then(|v| v.as_f64()).unwrap_or(0.0),
+                    achieved_multiplier: r
+                        .get("achieved_multiplier")
+                        .and_then(|v| v.as_f64())
+                        .unwrap_or(0.0),
                 })
                 .collect()
         })
@@ -576,12 +620,22 @@ pub async fn result(
         study_id: id,
         d: result.d,
         k: result.k,
-        basis: result.basis.chunks(result.d.max(1)).map(<[f64]>::to_vec).collect(),
+        basis: result
+            .basis
+            .chunks(result.d.max(1))
+            .map(<[f64]>::to_vec)
+            .collect(),
         eigenvalues: result.eigenvalues,
         cost: view.cost,
         survivors: rounds.last().map(|r| r.survivors.clone()).unwrap_or_default(),
-        target_multiplier: report.get("target_multiplier").and_then(|v| v.as_f64()).unwrap_or(0.0),
-        achieved_multiplier: report.get("achieved_multiplier").and_then(|v| v.as_f64()).unwrap_or(0.0),
+        target_multiplier: report
+            .get("target_multiplier")
+            .and_then(|v| v.as_f64())
+            .unwrap_or(0.0),
+        achieved_multiplier: report
+            .get("achieved_multiplier")
+            .and_then(|v| v.as_f64())
+            .unwrap_or(0.0),
         rounds,
     })
     .into_response())

@@ -342,7 +342,14 @@ struct Protocol<'a> {
     rng: ChaCha20Rng,
     iterations: u32,
     sent: Sent,
+    /// Messages sent again in a row because the server asked for them again.
+    resends: u32,
 }
+
+/// Most times in a row a message is sent again on the server's request.
+const MAX_RESENDS: u32 = 5;
+/// Pause before sending a message again.
+const RESEND_PAUSE: Duration = Duration::from_millis(500);
 
 fn violation(what: impl std::fmt::Display) -> Failure {
     Failure::Protocol(what.to_string())
@@ -364,6 +371,22 @@ impl Protocol<'_> {
         Ok(posted)
     }
 
+    /// Before sending a message again because the server asked for it again: a short pause,
+    /// and a limit, so that a server that keeps asking for what it has does not get a storm.
+    async fn resend_guard(resends: &mut u32, what: &str) -> Result<(), Failure> {
+        *resends += 1;
+        if *resends > MAX_RESENDS {
+            return Err(violation(format!(
+                "the server keeps asking for {what}, which was sent {MAX_RESENDS} times already"
+            )));
+        }
+        progress(&format!(
+            "the server asked for {what} again; sending the same message again"
+        ));
+        tokio::time::sleep(RESEND_PAUSE).await;
+        Ok(())
+    }
+
     async fn run(&mut self) -> Result<(), Failure> {
         let wait = Duration::from_secs(self.args.wait_seconds);
         let path = format!("/v1/site/task?wait_ms={}", wait.as_millis());
@@ -381,7 +404,13 @@ impl Protocol<'_> {
                     }
                     continue;
                 }
-                SiteTask::ShareKeys { participants } => self.share_keys(&participants).await?,
+                SiteTask::ShareKeys { participants } => {
+                    let before = self.resends;
+                    self.share_keys(&participants).await?;
+                    if self.resends == before {
+                        self.resends = 0;
+                    }
+                }
                 SiteTask::Contribute {
                     round,
                     rounds,
@@ -391,14 +420,24 @@ impl Protocol<'_> {
                     cols,
                     inbox,
                 } => {
+                    let before = self.resends;
                     self.contribute(round, rounds, roster, &iterate, rows, cols, &inbox)
                         .await?;
+                    if self.resends == before {
+                        self.resends = 0;
+                    }
                 }
                 SiteTask::Unmask {
                     round,
                     survivors,
                     dropped,
-                } => self.unmask(round, survivors, dropped).await?,
+                } => {
+                    let before = self.resends;
+                    self.unmask(round, survivors, dropped).await?;
+                    if self.resends == before {
+                        self.resends = 0;
+                    }
+                }
                 SiteTask::Finished { status, reason } => return finished(&status, reason),
             }
             last_wait = None;
@@ -410,6 +449,7 @@ impl Protocol<'_> {
         participants: &[crate::federation::messages::Participant],
     ) -> Result<(), Failure> {
         if let Some(shares) = &self.sent.shares {
+            Self::resend_guard(&mut self.resends, "the key shares").await?;
             self.post("/v1/site/shares", shares).await?;
             return Ok(());
         }
@@ -448,7 +488,8 @@ impl Protocol<'_> {
         let path = format!("/v1/site/rounds/{round}/contribution");
         if let Some((last, request)) = &self.sent.contribution {
             if round == *last {
-                // Our answer was lost: the same vector again, never a fresh draw.
+                // Our message was lost: the same vector again, never a fresh draw.
+                Self::resend_guard(&mut self.resends, &format!("round {round}'s contribution")).await?;
                 self.post(&path, request).await?;
                 return Ok(());
             }
@@ -571,6 +612,7 @@ impl Protocol<'_> {
                     "the server asked to unmask round {round} again with other survivors; refusing"
                 )));
             }
+            Self::resend_guard(&mut self.resends, &format!("the unmask answer of round {round}")).await?;
             self.post(&path, request).await?;
             return Ok(());
         }
@@ -648,6 +690,7 @@ async fn follow(
         rng,
         iterations,
         sent: Sent::default(),
+        resends: 0,
     };
     protocol.run().await
 }

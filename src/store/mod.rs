@@ -47,8 +47,8 @@ pub use models::{
 };
 pub use queue::{CANCELLED_REASON, INTERRUPTED_REASON};
 pub use studies::{
-    NewStudy, NewStudySite, SITE_TOKEN_PREFIX, SiteStatus, StudyCancel, StudyRecord, StudyResult, StudySiteRecord,
-    StudyStatus,
+    NewStudy, NewStudySite, SITE_TOKEN_PREFIX, SiteStatus, StudyCancel, StudyRecord, StudyResult,
+    StudySiteRecord, StudyStatus,
 };
 pub use tenants::API_KEY_PREFIX;
 

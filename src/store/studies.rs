@@ -9,7 +9,10 @@ use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, SqliteConnection};
 use uuid::Uuid;
 
-use super::codec::{basis_from_bytes, basis_to_bytes, id, now, parse_id, parse_json, parse_opt_ts, parse_relation, parse_ts, ts};
+use super::codec::{
+    basis_from_bytes, basis_to_bytes, id, now, parse_id, parse_json, parse_opt_ts, parse_relation, parse_ts,
+    ts,
+};
 use super::tenants::{key_hash, new_secret};
 use super::{Store, StoreError};
 use crate::dataset::Relation;
@@ -50,7 +53,10 @@ impl StudyStatus {
         .find(|v| v.as_str() == s)
     }
     pub fn is_terminal(self) -> bool {
-        matches!(self, StudyStatus::Succeeded | StudyStatus::Failed | StudyStatus::Cancelled)
+        matches!(
+            self,
+            StudyStatus::Succeeded | StudyStatus::Failed | StudyStatus::Cancelled
+        )
     }
 }
 
@@ -210,7 +216,8 @@ fn study_row(row: &SqliteRow) -> Result<StudyRecord, StoreError> {
         n_sites: row.try_get("n_sites")?,
         join_deadline: parse_ts(row.try_get("join_deadline")?)?,
         round_timeout_ms: row.try_get("round_timeout_ms")?,
-        status: StudyStatus::parse(status).ok_or_else(|| StoreError::Corrupt(format!("study status {status:?}")))?,
+        status: StudyStatus::parse(status)
+            .ok_or_else(|| StoreError::Corrupt(format!("study status {status:?}")))?,
         progress_done: row.try_get("progress_done")?,
         progress_total: row.try_get("progress_total")?,
         error: row.try_get("error")?,
@@ -228,7 +235,8 @@ fn site_row(row: &SqliteRow) -> Result<StudySiteRecord, StoreError> {
         study_id: parse_id(row.try_get("study_id")?)?,
         index: u32::try_from(idx).map_err(|_| StoreError::Corrupt(format!("site index {idx}")))?,
         name: row.try_get("name")?,
-        status: SiteStatus::parse(status).ok_or_else(|| StoreError::Corrupt(format!("site status {status:?}")))?,
+        status: SiteStatus::parse(status)
+            .ok_or_else(|| StoreError::Corrupt(format!("site status {status:?}")))?,
         n_samples: row.try_get("n_samples")?,
         budget_rho_units: row.try_get("budget_rho_units")?,
         charged_rho_units: row.try_get("charged_rho_units")?,
@@ -330,7 +338,10 @@ impl Store {
     }
 
     /// Any tenant's study with its sites (for the hub).
-    pub async fn get_study_any(&self, study: Uuid) -> Result<Option<(StudyRecord, Vec<StudySiteRecord>)>, StoreError> {
+    pub async fn get_study_any(
+        &self,
+        study: Uuid,
+    ) -> Result<Option<(StudyRecord, Vec<StudySiteRecord>)>, StoreError> {
         let mut conn = self.pool.acquire().await?;
         match study_by_id(&mut conn, study).await? {
             Some(s) => {
@@ -349,10 +360,17 @@ impl Store {
     }
 
     /// The study and site a site token belongs to, or `None` for an unknown token.
-    pub async fn site_by_token(&self, token: &str) -> Result<Option<(StudyRecord, StudySiteRecord)>, StoreError> {
+    pub async fn site_by_token(
+        &self,
+        token: &str,
+    ) -> Result<Option<(StudyRecord, StudySiteRecord)>, StoreError> {
         let mut conn = self.pool.acquire().await?;
         let sql = format!("SELECT {SITE_COLUMNS} FROM study_sites WHERE token_hash = ?");
-        let Some(row) = sqlx::query(&sql).bind(key_hash(token)).fetch_optional(&mut *conn).await? else {
+        let Some(row) = sqlx::query(&sql)
+            .bind(key_hash(token))
+            .fetch_optional(&mut *conn)
+            .await?
+        else {
             return Ok(None);
         };
         let site = site_row(&row)?;
@@ -364,7 +382,12 @@ impl Store {
 
     /// Marks an invited site of an enrolling study as joined. Returns false if the site was not
     /// invited or the study is no longer enrolling (nothing changes then).
-    pub async fn join_study_site(&self, study: Uuid, index: u32, n_samples: Option<i64>) -> Result<bool, StoreError> {
+    pub async fn join_study_site(
+        &self,
+        study: Uuid,
+        index: u32,
+        n_samples: Option<i64>,
+    ) -> Result<bool, StoreError> {
         let done = sqlx::query(
             "UPDATE study_sites SET status = 'joined', joined_at = ?, n_samples = ? \
              WHERE study_id = ? AND idx = ? AND status = 'invited' \
@@ -383,11 +406,13 @@ impl Store {
     /// Enrolment is over: the study runs with `roster`; every other site is dropped (round 0).
     pub async fn start_study(&self, study: Uuid, roster: &[u32]) -> Result<bool, StoreError> {
         let mut tx = self.write_tx().await?;
-        let done = sqlx::query("UPDATE studies SET status = 'running', started_at = ? WHERE id = ? AND status = 'enrolling'")
-            .bind(ts(now()))
-            .bind(id(study))
-            .execute(&mut *tx)
-            .await?;
+        let done = sqlx::query(
+            "UPDATE studies SET status = 'running', started_at = ? WHERE id = ? AND status = 'enrolling'",
+        )
+        .bind(ts(now()))
+        .bind(id(study))
+        .execute(&mut *tx)
+        .await?;
         if done.rows_affected() != 1 {
             return Ok(false);
         }
@@ -456,7 +481,10 @@ impl Store {
         report: &serde_json::Value,
     ) -> Result<(), StoreError> {
         if d.checked_mul(k) != Some(basis.len()) {
-            return Err(StoreError::InvalidResult(format!("basis of {} values is not {d}×{k}", basis.len())));
+            return Err(StoreError::InvalidResult(format!(
+                "basis of {} values is not {d}×{k}",
+                basis.len()
+            )));
         }
         let mut tx = self.write_tx().await?;
         sqlx::query(
@@ -512,7 +540,8 @@ impl Store {
             return Ok(StudyCancel::AlreadyFinished(record));
         }
         let reason = "cancelled by the study's owner";
-        self.end_study(study, StudyStatus::Cancelled, reason, None).await?;
+        self.end_study(study, StudyStatus::Cancelled, reason, None)
+            .await?;
         let (record, _) = self
             .get_study(tenant, study)
             .await?
@@ -542,9 +571,11 @@ impl Store {
     /// Unfinished studies (for the hub at start, after [`Store::fail_interrupted_studies`] this
     /// is empty; used by tests).
     pub async fn unfinished_studies(&self) -> Result<Vec<Uuid>, StoreError> {
-        let ids: Vec<String> = sqlx::query_scalar("SELECT id FROM studies WHERE status IN ('enrolling', 'running') ORDER BY seq")
-            .fetch_all(&self.pool)
-            .await?;
+        let ids: Vec<String> = sqlx::query_scalar(
+            "SELECT id FROM studies WHERE status IN ('enrolling', 'running') ORDER BY seq",
+        )
+        .fetch_all(&self.pool)
+        .await?;
         ids.iter().map(|s| parse_id(s)).collect()
     }
 
@@ -572,7 +603,9 @@ impl Store {
             d,
             k,
             basis,
-            eigenvalues: eigenvalues.map(|t| parse_json(t).and_then(|v| Ok(serde_json::from_value(v)?))).transpose()?,
+            eigenvalues: eigenvalues
+                .map(|t| parse_json(t).and_then(|v| Ok(serde_json::from_value(v)?)))
+                .transpose()?,
             report: report.map(parse_json).transpose()?,
         }))
     }

@@ -29,9 +29,15 @@ pub enum Effect {
     /// `done` rounds are complete.
     Progress { done: u32 },
     /// The study succeeded.
-    Succeeded { output: Output, report: FederationReport },
+    Succeeded {
+        output: Output,
+        report: FederationReport,
+    },
     /// The study failed; `charged` says whether charges were made (they stand).
-    Failed { reason: String, report: Option<FederationReport> },
+    Failed {
+        reason: String,
+        report: Option<FederationReport>,
+    },
 }
 
 struct Sharing {
@@ -41,6 +47,8 @@ struct Sharing {
 
 struct Running {
     participants: Vec<Participant>,
+    /// Sites whose share boxes arrived (a retried upload from one of them is already received).
+    senders: BTreeSet<u32>,
     rounds: Rounds,
     power: PowerState,
     inboxes: BTreeMap<u32, Vec<ShareBox>>,
@@ -48,11 +56,41 @@ struct Running {
     iterate: String,
 }
 
+impl Running {
+    /// A retried contribution: the round moved on with this site among its survivors, or the
+    /// round is unmasking with it among them.
+    fn already_contributed(&self, site: u32, round: u32) -> bool {
+        let current = self.rounds.round();
+        let past = round < current
+            && self
+                .rounds
+                .history()
+                .iter()
+                .any(|h| h.round == round && h.survivors.contains(&site));
+        let unmasking = round == current
+            && matches!(self.rounds.phase(), Phase::Unmask { survivors, .. } if survivors.contains(&site));
+        past || unmasking
+    }
+
+    /// A retried unmask answer: the round is done and this site answered it.
+    fn already_unmasked(&self, site: u32, round: u32) -> bool {
+        round < self.rounds.round()
+            && self
+                .rounds
+                .history()
+                .iter()
+                .any(|h| h.round == round && h.survivors.contains(&site) && !h.silent.contains(&site))
+    }
+}
+
 enum Stage {
     Enrolling,
     Sharing(Sharing),
     Running(Box<Running>),
-    Finished { status: &'static str, reason: Option<String> },
+    Finished {
+        status: &'static str,
+        reason: Option<String>,
+    },
 }
 
 /// A study's live state.
@@ -146,7 +184,8 @@ impl Live {
             )));
         }
         for key in std::iter::once(&request.encryption_public_key).chain(&request.mask_public_keys) {
-            wire::decode_key(key).map_err(|e| LiveError::Invalid(format!("a public key is malformed: {e}")))?;
+            wire::decode_key(key)
+                .map_err(|e| LiveError::Invalid(format!("a public key is malformed: {e}")))?;
         }
         Ok(())
     }
@@ -160,6 +199,13 @@ impl Live {
 
     /// A site's share boxes.
     pub fn shares(&mut self, site: u32, boxes: Vec<ShareBox>) -> Result<(), LiveError> {
+        if let Stage::Running(running) = &self.stage
+            && running.senders.contains(&site)
+        {
+            return Err(LiveError::AlreadyReceived(
+                "this site's share boxes already arrived".into(),
+            ));
+        }
         let Stage::Sharing(sharing) = &mut self.stage else {
             return Err(LiveError::Conflict("the study is not exchanging keys now".into()));
         };
@@ -167,7 +213,9 @@ impl Live {
             return Err(LiveError::Conflict("this site is not a participant".into()));
         }
         if sharing.boxes.contains_key(&site) {
-            return Err(LiveError::AlreadyReceived("this site's share boxes already arrived".into()));
+            return Err(LiveError::AlreadyReceived(
+                "this site's share boxes already arrived".into(),
+            ));
         }
         let expected: BTreeSet<u32> = sharing.participants.iter().map(|p| p.index).collect();
         let to: BTreeSet<u32> = boxes.iter().map(|b| b.to).collect();
@@ -177,11 +225,17 @@ impl Live {
             )));
         }
         if let Some(b) = boxes.iter().find(|b| b.from != site) {
-            return Err(LiveError::Invalid(format!("a box says it is from site {}, not this site", b.from)));
+            return Err(LiveError::Invalid(format!(
+                "a box says it is from site {}, not this site",
+                b.from
+            )));
         }
         // A box carries 2·L shares of 33 bytes plus nonce and tag; refuse anything far larger.
         let limit = 4 * (2 * 33 * self.config.iterations as usize + 64);
-        if boxes.iter().any(|b| b.ciphertext.len() > limit || wire::decode(&b.ciphertext).is_err()) {
+        if boxes
+            .iter()
+            .any(|b| b.ciphertext.len() > limit || wire::decode(&b.ciphertext).is_err())
+        {
             return Err(LiveError::Invalid("a share box is malformed or too large".into()));
         }
         sharing.boxes.insert(site, boxes);
@@ -193,6 +247,11 @@ impl Live {
         let Stage::Running(running) = &mut self.stage else {
             return Err(LiveError::Conflict("the study is not running rounds now".into()));
         };
+        if running.already_contributed(site, round) {
+            return Err(LiveError::AlreadyReceived(format!(
+                "this site's contribution to round {round} already arrived"
+            )));
+        }
         let len = running.power.len();
         let words = wire::b64_to_words(masked, len).map_err(|e| LiveError::Invalid(e.to_string()))?;
         running.rounds.submit(site, round, words).map_err(round_error)
@@ -208,19 +267,28 @@ impl Live {
         let Stage::Running(running) = &mut self.stage else {
             return Err(LiveError::Conflict("the study is not running rounds now".into()));
         };
+        if running.already_unmasked(site, round) {
+            return Err(LiveError::AlreadyReceived(format!(
+                "this site's unmasking shares for round {round} already arrived"
+            )));
+        }
         if let Phase::Unmask { survivors, dropped } = running.rounds.phase() {
             let own: BTreeSet<u32> = answer.self_mask_shares.iter().map(|s| s.site).collect();
             let keys: BTreeSet<u32> = answer.mask_key_shares.iter().map(|s| s.site).collect();
             let want_own: BTreeSet<u32> = survivors.iter().copied().collect();
             let want_keys: BTreeSet<u32> = dropped.iter().copied().collect();
-            let counts_ok = own.len() == answer.self_mask_shares.len() && keys.len() == answer.mask_key_shares.len();
+            let counts_ok =
+                own.len() == answer.self_mask_shares.len() && keys.len() == answer.mask_key_shares.len();
             if round == running.rounds.round() && !(counts_ok && own == want_own && keys == want_keys) {
                 return Err(LiveError::Invalid(format!(
                     "send one self-mask share per survivor {want_own:?} and one mask-key share per dropped site {want_keys:?}"
                 )));
             }
         }
-        running.rounds.submit_unmask(site, round, answer).map_err(round_error)
+        running
+            .rounds
+            .submit_unmask(site, round, answer)
+            .map_err(round_error)
     }
 
     /// The next thing `site` should do.
@@ -238,7 +306,8 @@ impl Live {
             },
             Stage::Enrolling => self.wait(),
             Stage::Sharing(sharing) => {
-                if sharing.participants.iter().any(|p| p.index == site) && !sharing.boxes.contains_key(&site) {
+                if sharing.participants.iter().any(|p| p.index == site) && !sharing.boxes.contains_key(&site)
+                {
                     SiteTask::ShareKeys {
                         participants: sharing.participants.clone(),
                     }
@@ -343,9 +412,15 @@ impl Live {
             return true;
         }
         let roster: Vec<u32> = self.joined.keys().copied().collect();
-        let never: Vec<u32> = self.names.keys().copied().filter(|s| !self.joined.contains_key(s)).collect();
+        let never: Vec<u32> = self
+            .names
+            .keys()
+            .copied()
+            .filter(|s| !self.joined.contains_key(s))
+            .collect();
         for s in never {
-            self.out.insert(s, "this site did not join before the join deadline".into());
+            self.out
+                .insert(s, "this site did not join before the join deadline".into());
         }
         let participants = roster
             .iter()
@@ -369,7 +444,9 @@ impl Live {
     }
 
     fn advance_sharing(&mut self, now: Instant, effects: &mut Vec<Effect>) -> bool {
-        let Stage::Sharing(sharing) = &self.stage else { return false };
+        let Stage::Sharing(sharing) = &self.stage else {
+            return false;
+        };
         let all = sharing.boxes.len() == sharing.participants.len();
         if !(all || now >= self.deadline) {
             return false;
@@ -401,20 +478,33 @@ impl Live {
             .map_err(|e| e.to_string())
             .and_then(|aggregator| {
                 let mut rng = ChaCha20Rng::from_os_rng();
-                let power = PowerState::new(self.config.clone(), self.d, &mut rng).map_err(|e| e.to_string())?;
+                let power =
+                    PowerState::new(self.config.clone(), self.d, &mut rng).map_err(|e| e.to_string())?;
                 Ok((aggregator, power))
             });
         let (aggregator, power) = match setup {
             Ok(parts) => parts,
             Err(e) => {
-                self.fail(format!("the key exchange could not be completed: {e}"), None, effects);
+                self.fail(
+                    format!("the key exchange could not be completed: {e}"),
+                    None,
+                    effects,
+                );
                 return true;
             }
         };
-        let rounds = Rounds::new(aggregator, t, self.config.iterations, power.len(), senders.clone());
+        let senders_set: BTreeSet<u32> = senders.iter().copied().collect();
+        let rounds = Rounds::new(
+            aggregator,
+            t,
+            self.config.iterations,
+            power.len(),
+            senders.clone(),
+        );
         let iterate = wire::f64s_to_b64(power.iterate().as_slice());
         for &s in &silent {
-            self.out.insert(s, "this site did not complete the key exchange in time".into());
+            self.out
+                .insert(s, "this site did not complete the key exchange in time".into());
         }
         effects.push(Effect::Charge {
             roster: senders,
@@ -422,6 +512,7 @@ impl Live {
         });
         self.stage = Stage::Running(Box::new(Running {
             participants,
+            senders: senders_set,
             rounds,
             power,
             inboxes,
@@ -432,7 +523,9 @@ impl Live {
     }
 
     fn advance_rounds(&mut self, now: Instant, effects: &mut Vec<Effect>) -> bool {
-        let Stage::Running(running) = &mut self.stage else { return false };
+        let Stage::Running(running) = &mut self.stage else {
+            return false;
+        };
         let round = running.rounds.round();
         let expired = now >= self.deadline;
         match running.rounds.phase().clone() {
@@ -443,18 +536,33 @@ impl Live {
                 if let Err(e) = running.rounds.close_collect() {
                     let report = FederationReport::from_history(&self.config, running.rounds.history());
                     let missing = running.rounds.awaiting();
-                    self.mark_out(&missing, round, "this site sent nothing before the round deadline", effects);
-                    self.fail(format!("{e}; the study stops (charges stand)"), Some(report), effects);
+                    self.mark_out(
+                        &missing,
+                        round,
+                        "this site sent nothing before the round deadline",
+                        effects,
+                    );
+                    self.fail(
+                        format!("{e}; the study stops (charges stand)"),
+                        Some(report),
+                        effects,
+                    );
                     return true;
                 }
                 if let Phase::Unmask { dropped, .. } = running.rounds.phase().clone() {
-                    self.mark_out(&dropped, round, "this site sent nothing before the round deadline", effects);
+                    self.mark_out(
+                        &dropped,
+                        round,
+                        "this site sent nothing before the round deadline",
+                        effects,
+                    );
                 }
                 self.deadline = now + self.round_timeout;
                 true
             }
             Phase::Unmask { survivors, .. } => {
-                let ready = running.rounds.unmask_complete() || (expired && running.rounds.unmask_sufficient());
+                let ready =
+                    running.rounds.unmask_complete() || (expired && running.rounds.unmask_sufficient());
                 if !ready {
                     if expired {
                         let report = FederationReport::from_history(&self.config, running.rounds.history());
@@ -483,10 +591,19 @@ impl Live {
                 let report = FederationReport::from_history(&self.config, running.rounds.history());
                 let remaining = running.rounds.roster().len() as u32;
                 let finished = matches!(running.rounds.phase(), Phase::Done);
-                let output = if finished { Some(running.power.finish()) } else { None };
+                let output = if finished {
+                    Some(running.power.finish())
+                } else {
+                    None
+                };
                 running.iterate = wire::f64s_to_b64(running.power.iterate().as_slice());
                 let _ = &running.participants;
-                self.mark_out(&silent, round, "this site did not answer the unmask request in time", effects);
+                self.mark_out(
+                    &silent,
+                    round,
+                    "this site did not answer the unmask request in time",
+                    effects,
+                );
                 match output {
                     Some(Ok(output)) => {
                         self.stage = Stage::Finished {

@@ -58,7 +58,9 @@ impl StudyHub {
     /// Starts coordinating a newly created study.
     pub fn open(&self, study: &StudyRecord, sites: &[StudySiteRecord], config: FederatedPowerConfig) {
         let names: BTreeMap<u32, String> = sites.iter().map(|s| (s.index, s.name.clone())).collect();
-        let until_deadline = (study.join_deadline - chrono::Utc::now()).to_std().unwrap_or(Duration::ZERO);
+        let until_deadline = (study.join_deadline - chrono::Utc::now())
+            .to_std()
+            .unwrap_or(Duration::ZERO);
         let round_timeout = Duration::from_millis(u64::try_from(study.round_timeout_ms).unwrap_or(1));
         let live = Live::new(
             study.id,
@@ -119,7 +121,12 @@ impl StudyHub {
                 tracing::error!(%study, error = %e, "recording a study transition failed");
                 let _ = self
                     .store
-                    .end_study(study, StudyStatus::Failed, "internal error while recording the study", None)
+                    .end_study(
+                        study,
+                        StudyStatus::Failed,
+                        "internal error while recording the study",
+                        None,
+                    )
                     .await;
             }
         }
@@ -151,7 +158,14 @@ impl StudyHub {
                 let (d, k) = output.basis.shape();
                 let report = serde_json::to_value(&report)?;
                 self.store
-                    .finish_study(study, d, k, output.basis.as_slice(), output.eigenvalues.as_deref(), &report)
+                    .finish_study(
+                        study,
+                        d,
+                        k,
+                        output.basis.as_slice(),
+                        output.eigenvalues.as_deref(),
+                        &report,
+                    )
                     .await?;
                 tracing::info!(%study, "study succeeded");
             }
@@ -189,7 +203,13 @@ impl StudyHub {
     }
 
     /// A site joins: recorded in the store (once) and in the live state.
-    pub async fn join(&self, study: Uuid, site: u32, n_samples: Option<i64>, request: JoinRequest) -> Result<(), HubError> {
+    pub async fn join(
+        &self,
+        study: Uuid,
+        site: u32,
+        n_samples: Option<i64>,
+        request: JoinRequest,
+    ) -> Result<(), HubError> {
         let entry = self.entry(study).ok_or(HubError::NotLive)?;
         {
             let mut live = entry.live.lock().await;
@@ -198,7 +218,10 @@ impl StudyHub {
             probe.n_samples = None;
             live.check_join(site, &probe)?;
             if !self.store.join_study_site(study, site, n_samples).await? {
-                return Err(LiveError::Conflict("this site has already joined, or the study is no longer enrolling".into()).into());
+                return Err(LiveError::Conflict(
+                    "this site has already joined, or the study is no longer enrolling".into(),
+                )
+                .into());
             }
             live.join(site, request)?;
         }
@@ -210,12 +233,26 @@ impl StudyHub {
         self.with_live(study, |live| live.shares(site, boxes)).await
     }
 
-    pub async fn contribute(&self, study: Uuid, site: u32, round: u32, masked: String) -> Result<(), HubError> {
-        self.with_live(study, |live| live.contribute(site, round, &masked)).await
+    pub async fn contribute(
+        &self,
+        study: Uuid,
+        site: u32,
+        round: u32,
+        masked: String,
+    ) -> Result<(), HubError> {
+        self.with_live(study, |live| live.contribute(site, round, &masked))
+            .await
     }
 
-    pub async fn unmask(&self, study: Uuid, site: u32, round: u32, answer: UnmaskRequest) -> Result<(), HubError> {
-        self.with_live(study, |live| live.unmask(site, round, answer)).await
+    pub async fn unmask(
+        &self,
+        study: Uuid,
+        site: u32,
+        round: u32,
+        answer: UnmaskRequest,
+    ) -> Result<(), HubError> {
+        self.with_live(study, |live| live.unmask(site, round, answer))
+            .await
     }
 
     /// The site's next task, waiting up to `wait` for one that is not `wait`.

@@ -69,7 +69,8 @@ impl TestSite {
     }
 
     async fn join(&mut self, app: &TestApp) {
-        let view: SiteStudyView = serde_json::from_value(app.get("/v1/site/study", &self.token).await.json()).unwrap();
+        let view: SiteStudyView =
+            serde_json::from_value(app.get("/v1/site/study", &self.token).await.json()).unwrap();
         let comp = SiteComputation::from_view(&view).unwrap();
         comp.check_data(self.xt.ncols(), self.xt.nrows()).unwrap();
         let rounds = comp.config().iterations;
@@ -85,7 +86,12 @@ impl TestSite {
                 }),
             )
             .await;
-        assert_eq!(reply.status, StatusCode::OK, "{}", String::from_utf8_lossy(&reply.bytes));
+        assert_eq!(
+            reply.status,
+            StatusCode::OK,
+            "{}",
+            String::from_utf8_lossy(&reply.bytes)
+        );
         self.view = Some(view);
         self.session = Some(session);
         self.comp = Some(comp);
@@ -94,40 +100,90 @@ impl TestSite {
     /// Does the next task; returns the final task when the study is over for this site.
     async fn step(&mut self, app: &TestApp) -> Option<SiteTask> {
         let reply = app.get("/v1/site/task?wait_ms=200", &self.token).await;
-        assert_eq!(reply.status, StatusCode::OK, "{}", String::from_utf8_lossy(&reply.bytes));
+        assert_eq!(
+            reply.status,
+            StatusCode::OK,
+            "{}",
+            String::from_utf8_lossy(&reply.bytes)
+        );
         let task: SiteTask = serde_json::from_value(reply.json()).unwrap();
         let threshold = self.view.as_ref().unwrap().threshold;
         let session = self.session.as_mut().unwrap();
         match task {
             SiteTask::Wait { .. } => None,
             SiteTask::ShareKeys { participants } => {
-                let boxes = session.share_boxes(&participants, threshold, &mut self.rng).unwrap();
-                let reply = app.post("/v1/site/shares", &self.token, json!({"boxes": boxes})).await;
-                assert_eq!(reply.status, StatusCode::NO_CONTENT, "{}", String::from_utf8_lossy(&reply.bytes));
+                let boxes = session
+                    .share_boxes(&participants, threshold, &mut self.rng)
+                    .unwrap();
+                let reply = app
+                    .post("/v1/site/shares", &self.token, json!({"boxes": boxes}))
+                    .await;
+                assert_eq!(
+                    reply.status,
+                    StatusCode::NO_CONTENT,
+                    "{}",
+                    String::from_utf8_lossy(&reply.bytes)
+                );
                 None
             }
-            SiteTask::Contribute { round, roster, iterate, rows, cols, inbox, .. } => {
+            SiteTask::Contribute {
+                round,
+                roster,
+                iterate,
+                rows,
+                cols,
+                inbox,
+                ..
+            } => {
                 if self.dies_at.is_some_and(|r| round >= r) {
-                    return Some(SiteTask::Wait { status: "dead".into() });
+                    return Some(SiteTask::Wait {
+                        status: "dead".into(),
+                    });
                 }
                 if round == 1 {
                     session.receive_inbox(&inbox).unwrap();
                 }
-                let x = Matrix::from_column_slice(rows, cols, &wire::b64_to_f64s(&iterate, rows * cols).unwrap());
-                let encoded = self.comp.as_ref().unwrap().contribution(&self.xt, &x, &mut self.rng).unwrap();
+                let x =
+                    Matrix::from_column_slice(rows, cols, &wire::b64_to_f64s(&iterate, rows * cols).unwrap());
+                let encoded = self
+                    .comp
+                    .as_ref()
+                    .unwrap()
+                    .contribution(&self.xt, &x, &mut self.rng)
+                    .unwrap();
                 let masked = session.mask(round, &roster, &encoded).unwrap();
                 let uri = format!("/v1/site/rounds/{round}/contribution");
-                let reply = app.post(&uri, &self.token, json!({"masked": wire::words_to_b64(&masked)})).await;
-                assert_eq!(reply.status, StatusCode::NO_CONTENT, "{}", String::from_utf8_lossy(&reply.bytes));
+                let reply = app
+                    .post(&uri, &self.token, json!({"masked": wire::words_to_b64(&masked)}))
+                    .await;
+                assert_eq!(
+                    reply.status,
+                    StatusCode::NO_CONTENT,
+                    "{}",
+                    String::from_utf8_lossy(&reply.bytes)
+                );
                 None
             }
-            SiteTask::Unmask { round, survivors, dropped } => {
+            SiteTask::Unmask {
+                round,
+                survivors,
+                dropped,
+            } => {
                 let mut roster: Vec<u32> = survivors.iter().chain(&dropped).copied().collect();
                 roster.sort_unstable();
-                let answer = session.unmask_response(round, &roster, &survivors, &dropped, threshold).unwrap();
+                let answer = session
+                    .unmask_response(round, &roster, &survivors, &dropped, threshold)
+                    .unwrap();
                 let uri = format!("/v1/site/rounds/{round}/unmask");
-                let reply = app.post(&uri, &self.token, serde_json::to_value(answer).unwrap()).await;
-                assert_eq!(reply.status, StatusCode::NO_CONTENT, "{}", String::from_utf8_lossy(&reply.bytes));
+                let reply = app
+                    .post(&uri, &self.token, serde_json::to_value(answer).unwrap())
+                    .await;
+                assert_eq!(
+                    reply.status,
+                    StatusCode::NO_CONTENT,
+                    "{}",
+                    String::from_utf8_lossy(&reply.bytes)
+                );
                 None
             }
             finished @ SiteTask::Finished { .. } => Some(finished),
@@ -137,7 +193,12 @@ impl TestSite {
 
 async fn create(app: &TestApp, key: &str, body: Value) -> Value {
     let reply = app.post("/v1/studies", key, body).await;
-    assert_eq!(reply.status, StatusCode::CREATED, "{}", String::from_utf8_lossy(&reply.bytes));
+    assert_eq!(
+        reply.status,
+        StatusCode::CREATED,
+        "{}",
+        String::from_utf8_lossy(&reply.bytes)
+    );
     reply.json()
 }
 
@@ -167,21 +228,37 @@ async fn a_study_runs_end_to_end_and_reports_survivors() {
     let created = create(&app, &key, study_body(3, 2, 5, 30)).await;
     assert_eq!(created["status"], "enrolling");
     let id = created["id"].as_str().unwrap().to_string();
-    let tokens: Vec<String> = created["sites"].as_array().unwrap().iter().map(|s| s["token"].as_str().unwrap().to_string()).collect();
+    let tokens: Vec<String> = created["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["token"].as_str().unwrap().to_string())
+        .collect();
     assert_eq!(tokens.len(), 3);
     assert!(tokens.iter().all(|t| t.starts_with("pps_")));
-    let mut sites: Vec<TestSite> = tokens.iter().enumerate().map(|(i, t)| TestSite::new(t, i as u64, 200)).collect();
+    let mut sites: Vec<TestSite> = tokens
+        .iter()
+        .enumerate()
+        .map(|(i, t)| TestSite::new(t, i as u64, 200))
+        .collect();
     for site in &mut sites {
         site.join(&app).await;
     }
     // A second join by the same site is refused and changes nothing.
     let again = app
-        .post("/v1/site/join", &tokens[0], json!({"n_samples": 200, "encryption_public_key": "", "mask_public_keys": []}))
+        .post(
+            "/v1/site/join",
+            &tokens[0],
+            json!({"n_samples": 200, "encryption_public_key": "", "mask_public_keys": []}),
+        )
         .await;
     again.problem(409);
     let finals = run_sites(&app, &mut sites).await;
     for task in finals.values() {
-        assert!(matches!(task, SiteTask::Finished { status, .. } if status == "succeeded"), "{task:?}");
+        assert!(
+            matches!(task, SiteTask::Finished { status, .. } if status == "succeeded"),
+            "{task:?}"
+        );
     }
     let view = app.get(&format!("/v1/studies/{id}"), &key).await.json();
     assert_eq!(view["status"], "succeeded");
@@ -201,7 +278,9 @@ async fn a_study_runs_end_to_end_and_reports_survivors() {
     assert!(first[0].as_f64().unwrap().abs() > 0.95, "{first}");
     assert!(result["achieved_multiplier"].as_f64().unwrap() >= result["target_multiplier"].as_f64().unwrap());
     // A site token reads nothing on the tenant's side, and a tenant key is not a site token.
-    app.get(&format!("/v1/studies/{id}"), &tokens[0]).await.problem(401);
+    app.get(&format!("/v1/studies/{id}"), &tokens[0])
+        .await
+        .problem(401);
     app.get("/v1/site/study", &key).await.problem(401);
 }
 
@@ -211,8 +290,17 @@ async fn a_site_that_dies_is_dropped_and_the_study_survives() {
     let key = app.tenant("owner").await;
     let created = create(&app, &key, study_body(4, 3, 4, 1)).await;
     let id = created["id"].as_str().unwrap().to_string();
-    let tokens: Vec<String> = created["sites"].as_array().unwrap().iter().map(|s| s["token"].as_str().unwrap().to_string()).collect();
-    let mut sites: Vec<TestSite> = tokens.iter().enumerate().map(|(i, t)| TestSite::new(t, 10 + i as u64, 150)).collect();
+    let tokens: Vec<String> = created["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["token"].as_str().unwrap().to_string())
+        .collect();
+    let mut sites: Vec<TestSite> = tokens
+        .iter()
+        .enumerate()
+        .map(|(i, t)| TestSite::new(t, 10 + i as u64, 150))
+        .collect();
     sites[1].dies_at = Some(3);
     for site in &mut sites {
         site.join(&app).await;
@@ -229,7 +317,13 @@ async fn a_site_that_dies_is_dropped_and_the_study_survives() {
     assert_eq!(rounds[1]["survivors"].as_array().unwrap().len(), 4);
     assert_eq!(rounds[2]["survivors"].as_array().unwrap().len(), 3);
     assert_eq!(rounds[2]["dropped"], json!(["site-1"]));
-    assert!(finals.values().filter(|t| matches!(t, SiteTask::Finished { .. })).count() >= 3);
+    assert!(
+        finals
+            .values()
+            .filter(|t| matches!(t, SiteTask::Finished { .. }))
+            .count()
+            >= 3
+    );
 }
 
 #[tokio::test]
@@ -252,8 +346,16 @@ async fn below_threshold_at_the_join_deadline_fails_without_charges() {
     }
     assert_eq!(view["status"], "failed", "{view}");
     assert!(view["error"].as_str().unwrap().contains("Nothing was charged"));
-    assert!(view["sites"].as_array().unwrap().iter().all(|s| s["charged"].is_null()));
-    app.get(&format!("/v1/studies/{id}/result"), &key).await.problem(409);
+    assert!(
+        view["sites"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["charged"].is_null())
+    );
+    app.get(&format!("/v1/studies/{id}/result"), &key)
+        .await
+        .problem(409);
 }
 
 #[tokio::test]
@@ -270,8 +372,14 @@ async fn bad_studies_are_refused_with_clear_problems() {
         (json!({"n_features": 0}), "n_features"),
         (json!({"sites": [{"name": "only"}]}), "sites"),
         (json!({"sites": [{"name": "a"}, {"name": "a"}]}), "sites[1].name"),
-        (json!({"params": {"k": 2, "fraction_bits": 60}}), "params.fraction_bits"),
-        (json!({"params": {"k": 2, "max_site_samples": 1_000_000_000_000_u64, "fraction_bits": 40}}), "params.fraction_bits"),
+        (
+            json!({"params": {"k": 2, "fraction_bits": 60}}),
+            "params.fraction_bits",
+        ),
+        (
+            json!({"params": {"k": 2, "max_site_samples": 1_000_000_000_000_u64, "fraction_bits": 40}}),
+            "params.fraction_bits",
+        ),
         (json!({"params": {"k": 2, "sites": 3}}), "params.sites"),
         (json!({"params": {"k": 9}}), "params.k"),
         (json!({"privacy": {"rho": -1.0}}), "privacy.rho"),
@@ -291,7 +399,14 @@ async fn bad_studies_are_refused_with_clear_problems() {
     body["sites"][2]["budget_rho"] = json!(0.1);
     let doc = app.post("/v1/studies", &key, body).await.problem(409);
     assert!(doc["detail"].as_str().unwrap().contains("site-2"));
-    assert!(app.get("/v1/studies", &key).await.json().as_array().unwrap().is_empty());
+    assert!(
+        app.get("/v1/studies", &key)
+            .await
+            .json()
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
 }
 
 #[tokio::test]
@@ -299,13 +414,21 @@ async fn bad_site_messages_are_refused_and_change_nothing() {
     let app = TestApp::start().await;
     let key = app.tenant("owner").await;
     let created = create(&app, &key, study_body(3, 2, 3, 30)).await;
-    let tokens: Vec<String> = created["sites"].as_array().unwrap().iter().map(|s| s["token"].as_str().unwrap().to_string()).collect();
+    let tokens: Vec<String> = created["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["token"].as_str().unwrap().to_string())
+        .collect();
     // Unknown or foreign tokens.
     app.get("/v1/site/study", "pps_0000").await.problem(401);
-    app.call(Method::GET, "/v1/site/task", None, None).await.problem(401);
+    app.call(Method::GET, "/v1/site/task", None, None)
+        .await
+        .problem(401);
     // Malformed join: wrong number of keys, a broken key, n missing under replace_one.
     let mut site = TestSite::new(&tokens[0], 3, 40);
-    let view: SiteStudyView = serde_json::from_value(app.get("/v1/site/study", &tokens[0]).await.json()).unwrap();
+    let view: SiteStudyView =
+        serde_json::from_value(app.get("/v1/site/study", &tokens[0]).await.json()).unwrap();
     let session = SiteSession::new(view.study_id, 1, 3, &mut site.rng);
     let good = json!({"n_samples": 40, "encryption_public_key": session.encryption_public_key(), "mask_public_keys": session.mask_public_keys()});
     let mut short = good.clone();
@@ -318,9 +441,19 @@ async fn bad_site_messages_are_refused_and_change_nothing() {
     no_n.as_object_mut().unwrap().remove("n_samples");
     app.post("/v1/site/join", &tokens[0], no_n).await.problem(422);
     // Contributions before the study runs.
-    app.post("/v1/site/rounds/1/contribution", &tokens[0], json!({"masked": "AAAA"})).await.problem(409);
+    app.post(
+        "/v1/site/rounds/1/contribution",
+        &tokens[0],
+        json!({"masked": "AAAA"}),
+    )
+    .await
+    .problem(409);
     // Everyone joins; the study starts.
-    let mut sites: Vec<TestSite> = tokens.iter().enumerate().map(|(i, t)| TestSite::new(t, 20 + i as u64, 40)).collect();
+    let mut sites: Vec<TestSite> = tokens
+        .iter()
+        .enumerate()
+        .map(|(i, t)| TestSite::new(t, 20 + i as u64, 40))
+        .collect();
     for s in &mut sites {
         s.join(&app).await;
     }
@@ -331,17 +464,32 @@ async fn bad_site_messages_are_refused_and_change_nothing() {
     let task = app.get("/v1/site/task?wait_ms=2000", &tokens[0]).await.json();
     assert_eq!(task["task"], "contribute", "{task}");
     // A wrong-length contribution, a wrong round and a replayed share upload are refused.
-    app.post("/v1/site/rounds/1/contribution", &tokens[0], json!({"masked": wire::words_to_b64(&[1, 2, 3])}))
-        .await
-        .problem(422);
-    app.post("/v1/site/rounds/7/contribution", &tokens[0], json!({"masked": wire::words_to_b64(&[0; 24])}))
+    app.post(
+        "/v1/site/rounds/1/contribution",
+        &tokens[0],
+        json!({"masked": wire::words_to_b64(&[1, 2, 3])}),
+    )
+    .await
+    .problem(422);
+    app.post(
+        "/v1/site/rounds/7/contribution",
+        &tokens[0],
+        json!({"masked": wire::words_to_b64(&[0; 24])}),
+    )
+    .await
+    .problem(409);
+    let replay = app
+        .post("/v1/site/shares", &tokens[0], json!({"boxes": []}))
         .await
         .problem(409);
-    let replay = app.post("/v1/site/shares", &tokens[0], json!({"boxes": []})).await.problem(409);
-    assert!(replay["type"].as_str().unwrap().ends_with("conflict"));
+    assert!(replay["type"].as_str().unwrap().ends_with("already-received"));
     // The run still completes.
     let finals = run_sites(&app, &mut sites).await;
-    assert!(finals.values().all(|t| matches!(t, SiteTask::Finished { status, .. } if status == "succeeded")));
+    assert!(
+        finals
+            .values()
+            .all(|t| matches!(t, SiteTask::Finished { status, .. } if status == "succeeded"))
+    );
 }
 
 #[tokio::test]
@@ -351,14 +499,131 @@ async fn cancelling_a_study_ends_it_for_its_sites() {
     let created = create(&app, &key, study_body(2, 2, 2, 30)).await;
     let id = created["id"].as_str().unwrap();
     let token = created["sites"][0]["token"].as_str().unwrap().to_string();
-    let reply = app.call(Method::DELETE, &format!("/v1/studies/{id}"), Some(&key), None).await;
+    let reply = app
+        .call(Method::DELETE, &format!("/v1/studies/{id}"), Some(&key), None)
+        .await;
     assert_eq!(reply.status, StatusCode::OK);
     assert_eq!(reply.json()["status"], "cancelled");
-    app.call(Method::DELETE, &format!("/v1/studies/{id}"), Some(&key), None).await.problem(409);
+    app.call(Method::DELETE, &format!("/v1/studies/{id}"), Some(&key), None)
+        .await
+        .problem(409);
     let task = app.get("/v1/site/task?wait_ms=0", &token).await.json();
     assert_eq!(task["task"], "finished");
     assert_eq!(task["status"], "cancelled");
     // Other tenants see nothing.
     let other = app.tenant("other").await;
     app.get(&format!("/v1/studies/{id}"), &other).await.problem(404);
+}
+
+#[tokio::test]
+async fn a_coordinator_restart_fails_unfinished_studies_and_keeps_charges() {
+    let app = TestApp::start().await;
+    let key = app.tenant("owner").await;
+    let created = create(&app, &key, study_body(2, 2, 50, 30)).await;
+    let id = created["id"].as_str().unwrap().to_string();
+    let tokens: Vec<String> = created["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["token"].as_str().unwrap().to_string())
+        .collect();
+    let mut sites: Vec<TestSite> = tokens
+        .iter()
+        .enumerate()
+        .map(|(i, t)| TestSite::new(t, 40 + i as u64, 60))
+        .collect();
+    for s in &mut sites {
+        s.join(&app).await;
+    }
+    // Run until round 1 is done, so the sites have been charged.
+    for _ in 0..50 {
+        for s in &mut sites {
+            let _ = s.step(&app).await;
+        }
+        if app.get(&format!("/v1/studies/{id}"), &key).await.json()["progress"]["done"].as_i64() >= Some(1) {
+            break;
+        }
+    }
+    let config = app.state.config.as_ref().clone();
+    let dir = app.stop().await;
+    let app = TestApp::open(dir, config, true).await;
+    let view = app.get(&format!("/v1/studies/{id}"), &key).await.json();
+    assert_eq!(view["status"], "failed", "{view}");
+    assert!(view["error"].as_str().unwrap().contains("restarted"));
+    for site in view["sites"].as_array().unwrap() {
+        assert!(
+            (site["charged"]["rho"].as_f64().unwrap() - 0.5).abs() < 1e-9,
+            "{view}"
+        );
+    }
+    // The sites learn it too, and nothing reruns.
+    let task = app.get("/v1/site/task?wait_ms=0", &tokens[0]).await.json();
+    assert_eq!(task["task"], "finished");
+    assert_eq!(task["status"], "failed");
+}
+
+#[tokio::test]
+async fn retried_site_messages_are_already_received() {
+    let app = TestApp::start().await;
+    let key = app.tenant("owner").await;
+    let created = create(&app, &key, study_body(2, 2, 3, 30)).await;
+    let tokens: Vec<String> = created["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["token"].as_str().unwrap().to_string())
+        .collect();
+    let mut sites: Vec<TestSite> = tokens
+        .iter()
+        .enumerate()
+        .map(|(i, t)| TestSite::new(t, 60 + i as u64, 30))
+        .collect();
+    for s in &mut sites {
+        s.join(&app).await;
+    }
+    // Key exchange, then both contribute to round 1 and unmask it.
+    for _ in 0..3 {
+        for s in &mut sites {
+            let _ = s.step(&app).await;
+        }
+    }
+    // Round 1 is done by now: a retried share upload, contribution or unmask is "already received".
+    let doc = app
+        .post("/v1/site/shares", &tokens[0], json!({"boxes": []}))
+        .await
+        .problem(409);
+    assert!(
+        doc["type"].as_str().unwrap().ends_with("already-received"),
+        "{doc}"
+    );
+    let doc = app
+        .post(
+            "/v1/site/rounds/1/contribution",
+            &tokens[0],
+            json!({"masked": wire::words_to_b64(&[0; 24])}),
+        )
+        .await
+        .problem(409);
+    assert!(
+        doc["type"].as_str().unwrap().ends_with("already-received"),
+        "{doc}"
+    );
+    let doc = app
+        .post(
+            "/v1/site/rounds/1/unmask",
+            &tokens[0],
+            json!({"self_mask_shares": [], "mask_key_shares": []}),
+        )
+        .await
+        .problem(409);
+    assert!(
+        doc["type"].as_str().unwrap().ends_with("already-received"),
+        "{doc}"
+    );
+    let finals = run_sites(&app, &mut sites).await;
+    assert!(
+        finals
+            .values()
+            .all(|t| matches!(t, SiteTask::Finished { status, .. } if status == "succeeded"))
+    );
 }

@@ -25,6 +25,8 @@ pub struct Aggregator {
 
 /// The shares revealed for one round, by the site whose secret they share.
 type SharesBySite = BTreeMap<u32, Vec<Share>>;
+/// One responder's shares, by the site whose secret they share.
+type ShareBySite = BTreeMap<u32, Share>;
 
 impl Aggregator {
     /// Validates the roster as the sites do (indices, keys, 2 ≤ `threshold` ≤ its size).
@@ -181,7 +183,7 @@ fn parse_response(
     survivors: &BTreeSet<u32>,
     dropped: &BTreeSet<u32>,
     response: &UnmaskRequest,
-) -> Result<(BTreeMap<u32, Share>, BTreeMap<u32, Share>), SecAggError> {
+) -> Result<(ShareBySite, ShareBySite), SecAggError> {
     let exactly = |list: &[RevealedShare], expected: &BTreeSet<u32>, what: &str, whose: &str| {
         let shares = parse_revealed(round, responder, list, what)?;
         if shares.keys().eq(expected.iter()) {
@@ -216,7 +218,7 @@ fn parse_revealed(
     responder: u32,
     list: &[RevealedShare],
     what: &str,
-) -> Result<BTreeMap<u32, Share>, SecAggError> {
+) -> Result<ShareBySite, SecAggError> {
     let bad = |reason: String| SecAggError::BadResponse {
         round,
         responder,
