@@ -234,6 +234,11 @@ impl Rounds {
                 what: "unmasking shares",
             });
         }
+        // Refuse a malformed answer now, so that it cannot spoil the round's reconstruction.
+        if let Phase::Unmask { survivors, dropped } = &self.phase {
+            self.aggregator
+                .check_response(round, site, survivors, dropped, &answer)?;
+        }
         self.answers.insert(site, answer);
         Ok(())
     }

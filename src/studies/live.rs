@@ -633,7 +633,7 @@ fn round_error(e: crate::federation::rounds::RoundError) -> LiveError {
     use crate::federation::rounds::RoundError;
     match e {
         RoundError::AlreadyReceived { .. } => LiveError::AlreadyReceived(e.to_string()),
-        RoundError::WrongLength { .. } => LiveError::Invalid(e.to_string()),
+        RoundError::WrongLength { .. } | RoundError::Unmask(_) => LiveError::Invalid(e.to_string()),
         _ => LiveError::Conflict(e.to_string()),
     }
 }
