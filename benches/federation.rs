@@ -545,20 +545,14 @@ fn report(runs: &[Run]) {
             println!("  phases: iterate → first unmask task {c:.1} ms, → next iterate {u:.1} ms (medians)");
         }
     }
-    for (i, what) in [(0, "full"), (2, "protocol only")] {
-        let (s, p) = (medians[i], medians[i + 1]);
-        let reps = runs
-            .chunks(2)
-            .filter(|pair| pair[0].label == ["secure", "secure, protocol only"][i / 2]);
-        let ratios: Vec<String> = reps
-            .map(|pair| format!("{:.2}", ms(median(&pair[0].rounds)) / ms(median(&pair[1].rounds))))
-            .collect();
-        println!(
-            "secure / plain, {what}: {:.2}x ({:+.1} ms per round); per repetition: {}",
-            s / p,
-            s - p,
-            ratios.join(" ")
-        );
+    // Runs come in (secure, plain) pairs: full, protocol only, full, protocol only, ...
+    for (offset, what) in [(0, "full"), (1, "protocol only")] {
+        let ratio = |pair: &[Run]| ms(median(&pair[0].rounds)) / ms(median(&pair[1].rounds));
+        let pairs = runs.chunks(2).skip(offset).step_by(2);
+        let per_rep: Vec<String> = pairs.map(|pair| format!("{:.2}", ratio(pair))).collect();
+        let (s, p) = (medians[2 * offset], medians[2 * offset + 1]);
+        let (ratio, extra, per_rep) = (s / p, s - p, per_rep.join(" "));
+        println!("secure / plain, {what}: {ratio:.2}x ({extra:+.1} ms per round); per repetition: {per_rep}");
     }
 }
 

@@ -334,7 +334,7 @@ pub async fn submit(
     Ok(response)
 }
 
-fn strip_nulls(mut value: serde_json::Value) -> serde_json::Value {
+pub(crate) fn strip_nulls(mut value: serde_json::Value) -> serde_json::Value {
     if let Some(map) = value.as_object_mut() {
         map.retain(|_, v| !v.is_null());
     }

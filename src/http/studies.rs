@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use super::auth::TenantAuth;
 use super::error::{ApiError, Json, Path, ProblemDocument, ProblemKind};
-use super::jobs::{ProgressView, npy_bytes, wants_npy};
+use super::jobs::{ProgressView, npy_bytes, strip_nulls, wants_npy};
 use super::privacy_input::{DEFAULT_DISPLAY_DELTA, PrivacyAmount, PrivacyInput};
 use crate::algorithms::ConfigError;
 use crate::algorithms::federated_power::{
@@ -460,13 +460,6 @@ pub async fn create(
     };
     let location = format!("/v1/studies/{}", study.id);
     Ok((StatusCode::CREATED, [(header::LOCATION, location)], Json(created)).into_response())
-}
-
-fn strip_nulls(mut value: serde_json::Value) -> serde_json::Value {
-    if let Some(map) = value.as_object_mut() {
-        map.retain(|_, v| !v.is_null());
-    }
-    value
 }
 
 async fn load(

@@ -191,6 +191,16 @@ impl TestSite {
     }
 }
 
+/// Every site's token from a creation answer, in site order.
+fn site_tokens(created: &Value) -> Vec<String> {
+    created["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["token"].as_str().unwrap().to_string())
+        .collect()
+}
+
 async fn create(app: &TestApp, key: &str, body: Value) -> Value {
     let reply = app.post("/v1/studies", key, body).await;
     assert_eq!(
@@ -228,12 +238,7 @@ async fn a_study_runs_end_to_end_and_reports_survivors() {
     let created = create(&app, &key, study_body(3, 2, 5, 30)).await;
     assert_eq!(created["status"], "enrolling");
     let id = created["id"].as_str().unwrap().to_string();
-    let tokens: Vec<String> = created["sites"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["token"].as_str().unwrap().to_string())
-        .collect();
+    let tokens = site_tokens(&created);
     assert_eq!(tokens.len(), 3);
     assert!(tokens.iter().all(|t| t.starts_with("pps_")));
     let mut sites: Vec<TestSite> = tokens
@@ -290,12 +295,7 @@ async fn a_site_that_dies_is_dropped_and_the_study_survives() {
     let key = app.tenant("owner").await;
     let created = create(&app, &key, study_body(4, 3, 4, 1)).await;
     let id = created["id"].as_str().unwrap().to_string();
-    let tokens: Vec<String> = created["sites"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["token"].as_str().unwrap().to_string())
-        .collect();
+    let tokens = site_tokens(&created);
     let mut sites: Vec<TestSite> = tokens
         .iter()
         .enumerate()
@@ -414,12 +414,7 @@ async fn bad_site_messages_are_refused_and_change_nothing() {
     let app = TestApp::start().await;
     let key = app.tenant("owner").await;
     let created = create(&app, &key, study_body(3, 2, 3, 30)).await;
-    let tokens: Vec<String> = created["sites"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["token"].as_str().unwrap().to_string())
-        .collect();
+    let tokens = site_tokens(&created);
     // Unknown or foreign tokens.
     app.get("/v1/site/study", "pps_0000").await.problem(401);
     app.call(Method::GET, "/v1/site/task", None, None)
@@ -521,12 +516,7 @@ async fn a_coordinator_restart_fails_unfinished_studies_and_keeps_charges() {
     let key = app.tenant("owner").await;
     let created = create(&app, &key, study_body(2, 2, 50, 30)).await;
     let id = created["id"].as_str().unwrap().to_string();
-    let tokens: Vec<String> = created["sites"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["token"].as_str().unwrap().to_string())
-        .collect();
+    let tokens = site_tokens(&created);
     let mut sites: Vec<TestSite> = tokens
         .iter()
         .enumerate()
@@ -567,12 +557,7 @@ async fn retried_site_messages_are_already_received() {
     let app = TestApp::start().await;
     let key = app.tenant("owner").await;
     let created = create(&app, &key, study_body(2, 2, 3, 30)).await;
-    let tokens: Vec<String> = created["sites"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["token"].as_str().unwrap().to_string())
-        .collect();
+    let tokens = site_tokens(&created);
     let mut sites: Vec<TestSite> = tokens
         .iter()
         .enumerate()
