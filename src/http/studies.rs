@@ -236,7 +236,6 @@ fn positive_finite(field: &str, v: f64) -> Result<f64, ApiError> {
 
 /// Everything a valid request resolves to.
 struct Resolved {
-    neighbours: Neighbours,
     config: FederatedPowerConfig,
     threshold: u32,
     rho_units: i64,
@@ -371,7 +370,6 @@ fn resolve(body: &CreateStudy, max_d: usize) -> Result<Resolved, ApiError> {
         ));
     }
     Ok(Resolved {
-        neighbours,
         config,
         threshold,
         rho_units: charge_units(cost.rho, RHO_UNIT),
@@ -441,7 +439,6 @@ pub async fn create(
             })
             .collect(),
     };
-    let _ = resolved.neighbours;
     let (study, sites, tokens) = state.store.create_study(auth.tenant_id, new).await?;
     state.studies.open(&study, &sites, resolved.config.clone());
     let created = StudyCreated {

@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use sqlx::{Row, SqliteConnection};
 use uuid::Uuid;
 
-use super::codec::{basis_from_bytes, id, now, parse_json, seed_to_db, ts};
+use super::codec::{id, now, seed_to_db, ts};
 use super::datasets::dataset_for;
 use super::ledger::{record, refund, reserve, shortfall};
 use super::models::{
@@ -241,24 +241,8 @@ impl Store {
         .bind(id(tenant))
         .fetch_optional(&self.pool)
         .await?;
-        let Some(row) = row else { return Ok(None) };
-        let corrupt = || StoreError::Corrupt(format!("result shape of job {job}"));
-        let d = usize::try_from(row.try_get::<i64, _>("result_d")?).map_err(|_| corrupt())?;
-        let k = usize::try_from(row.try_get::<i64, _>("result_k")?).map_err(|_| corrupt())?;
-        let basis = basis_from_bytes(row.try_get("result")?)?;
-        if d.checked_mul(k) != Some(basis.len()) {
-            return Err(corrupt());
-        }
-        let eigenvalues: Option<&str> = row.try_get("eigenvalues")?;
-        let eigenvalues = match eigenvalues {
-            Some(text) => Some(serde_json::from_value(parse_json(text)?)?),
-            None => None,
-        };
-        Ok(Some(JobResult {
-            d,
-            k,
-            basis,
-            eigenvalues,
-        }))
+        row.as_ref()
+            .map(|r| rows::basis_result(r, &format!("job {job}")))
+            .transpose()
     }
 }

@@ -82,6 +82,29 @@ pub(crate) fn job(row: &SqliteRow) -> Result<JobRecord, StoreError> {
     })
 }
 
+/// The basis, shape and eigenvalues of a succeeded job or study (`result`, `result_d`,
+/// `result_k`, `eigenvalues` columns); `owner` names it in a corruption error.
+pub(crate) fn basis_result(row: &SqliteRow, owner: &str) -> Result<super::models::JobResult, StoreError> {
+    let corrupt = || StoreError::Corrupt(format!("result shape of {owner}"));
+    let d = usize::try_from(row.try_get::<i64, _>("result_d")?).map_err(|_| corrupt())?;
+    let k = usize::try_from(row.try_get::<i64, _>("result_k")?).map_err(|_| corrupt())?;
+    let basis = super::codec::basis_from_bytes(row.try_get("result")?)?;
+    if d.checked_mul(k) != Some(basis.len()) {
+        return Err(corrupt());
+    }
+    let eigenvalues: Option<&str> = row.try_get("eigenvalues")?;
+    let eigenvalues = match eigenvalues {
+        Some(text) => Some(serde_json::from_value(parse_json(text)?)?),
+        None => None,
+    };
+    Ok(super::models::JobResult {
+        d,
+        k,
+        basis,
+        eigenvalues,
+    })
+}
+
 pub(crate) fn ledger_entry(row: &SqliteRow) -> Result<LedgerEntry, StoreError> {
     let entry: &str = row.try_get("entry")?;
     let job_id: Option<&str> = row.try_get("job_id")?;

@@ -10,8 +10,7 @@ use sqlx::{Row, SqliteConnection};
 use uuid::Uuid;
 
 use super::codec::{
-    basis_from_bytes, basis_to_bytes, id, now, parse_id, parse_json, parse_opt_ts, parse_relation, parse_ts,
-    ts,
+    basis_to_bytes, id, now, parse_id, parse_json, parse_opt_ts, parse_relation, parse_ts, ts,
 };
 use super::tenants::{key_hash, new_secret};
 use super::{Store, StoreError};
@@ -568,17 +567,6 @@ impl Store {
         Ok(done.rows_affected())
     }
 
-    /// Unfinished studies (for the hub at start, after [`Store::fail_interrupted_studies`] this
-    /// is empty; used by tests).
-    pub async fn unfinished_studies(&self) -> Result<Vec<Uuid>, StoreError> {
-        let ids: Vec<String> = sqlx::query_scalar(
-            "SELECT id FROM studies WHERE status IN ('enrolling', 'running') ORDER BY seq",
-        )
-        .fetch_all(&self.pool)
-        .await?;
-        ids.iter().map(|s| parse_id(s)).collect()
-    }
-
     /// The result of the tenant's succeeded study.
     pub async fn study_result(&self, tenant: Uuid, study: Uuid) -> Result<Option<StudyResult>, StoreError> {
         let row = sqlx::query(
@@ -590,22 +578,13 @@ impl Store {
         .fetch_optional(&self.pool)
         .await?;
         let Some(row) = row else { return Ok(None) };
-        let corrupt = || StoreError::Corrupt(format!("result shape of study {study}"));
-        let d = usize::try_from(row.try_get::<i64, _>("result_d")?).map_err(|_| corrupt())?;
-        let k = usize::try_from(row.try_get::<i64, _>("result_k")?).map_err(|_| corrupt())?;
-        let basis = basis_from_bytes(row.try_get("result")?)?;
-        if d.checked_mul(k) != Some(basis.len()) {
-            return Err(corrupt());
-        }
-        let eigenvalues: Option<&str> = row.try_get("eigenvalues")?;
+        let result = super::rows::basis_result(&row, &format!("study {study}"))?;
         let report: Option<&str> = row.try_get("report")?;
         Ok(Some(StudyResult {
-            d,
-            k,
-            basis,
-            eigenvalues: eigenvalues
-                .map(|t| parse_json(t).and_then(|v| Ok(serde_json::from_value(v)?)))
-                .transpose()?,
+            d: result.d,
+            k: result.k,
+            basis: result.basis,
+            eigenvalues: result.eigenvalues,
             report: report.map(parse_json).transpose()?,
         }))
     }

@@ -33,7 +33,7 @@ pub enum Effect {
         output: Output,
         report: FederationReport,
     },
-    /// The study failed; `charged` says whether charges were made (they stand).
+    /// The study failed; any charges already made stand.
     Failed {
         reason: String,
         report: Option<FederationReport>,
@@ -46,7 +46,6 @@ struct Sharing {
 }
 
 struct Running {
-    participants: Vec<Participant>,
     /// Sites whose share boxes arrived (a retried upload from one of them is already received).
     senders: BTreeSet<u32>,
     rounds: Rounds,
@@ -511,7 +510,6 @@ impl Live {
             dropped: silent,
         });
         self.stage = Stage::Running(Box::new(Running {
-            participants,
             senders: senders_set,
             rounds,
             power,
@@ -597,7 +595,6 @@ impl Live {
                     None
                 };
                 running.iterate = wire::f64s_to_b64(running.power.iterate().as_slice());
-                let _ = &running.participants;
                 self.mark_out(
                     &silent,
                     round,
