@@ -566,13 +566,18 @@ async fn retried_site_messages_are_already_received() {
     for s in &mut sites {
         s.join(&app).await;
     }
-    // Key exchange, then both contribute to round 1 and unmask it.
-    for _ in 0..3 {
+    // Key exchange, then both contribute to round 1 and unmask it (step until round 1 is done).
+    let id = created["id"].as_str().unwrap().to_string();
+    for _ in 0..100 {
         for s in &mut sites {
             let _ = s.step(&app).await;
         }
+        let done = app.get(&format!("/v1/studies/{id}"), &key).await.json()["progress"]["done"].as_i64();
+        if done >= Some(1) {
+            break;
+        }
     }
-    // Round 1 is done by now: a retried share upload, contribution or unmask is "already received".
+    // Round 1 is done: a retried share upload, contribution or unmask is "already received".
     let doc = app
         .post("/v1/site/shares", &tokens[0], json!({"boxes": []}))
         .await
