@@ -117,7 +117,11 @@ fn inverted_rate(bingham: &Bingham, rng: &mut ChaCha20Rng) -> String {
 fn main() {
     linalg::init_threads(0);
     let rho = EPSILON * EPSILON / 2.0;
-    let target = PrivacyTarget { rho, delta: None };
+    let target = PrivacyTarget {
+        rho,
+        delta: None,
+        epsilon: None,
+    };
     println!("eigen_sampling vs analyze_gauss, replace_one, β = 1, ε = 1 (ρ = 0.5), best wall time");
     println!();
     println!(

@@ -238,6 +238,7 @@ fn variants(setup: &Setup) -> Vec<Variant> {
     let per_step = PrivacyTarget {
         rho: 0.5,
         delta: Some(DELTA),
+        epsilon: None,
     };
     let mut out = Vec::new();
     for &algorithm in registry() {
@@ -298,6 +299,7 @@ fn variants(setup: &Setup) -> Vec<Variant> {
         let no_privacy = PrivacyTarget {
             rho: 1e8,
             delta: Some(DELTA),
+            epsilon: None,
         };
         // (label, App. G.1 η, target, B as a multiple of the smallest feasible B; 0: default √n)
         let rows: [(&str, bool, PrivacyTarget, usize); 6] = [

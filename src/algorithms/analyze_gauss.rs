@@ -116,7 +116,7 @@ impl Algorithm for AnalyzeGauss {
 
     /// ρ = Δ²/(2σ²) with Δ from the dataset's public bounds.
     fn cost(&self, config: &AnalyzeGaussConfig, ctx: &DataContext) -> Cost {
-        Cost::zcdp(cost_of(sensitivity(&ctx.neighbours), config.noise_sd))
+        Cost::gaussian_zcdp(cost_of(sensitivity(&ctx.neighbours), config.noise_sd))
     }
 
     fn noise_scales(&self, config: &AnalyzeGaussConfig, ctx: &DataContext) -> Vec<NoiseScale> {

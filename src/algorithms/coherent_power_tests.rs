@@ -141,6 +141,7 @@ fn configure_then_cost_returns_the_target() {
     let with_delta = PrivacyTarget {
         rho: 1.0,
         delta: Some(1e-6),
+        epsilon: None,
     };
     let c = ctx(d, None, AR);
     let config = CoherentPower

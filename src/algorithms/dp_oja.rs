@@ -179,7 +179,7 @@ impl Algorithm for DpOja {
 
     /// ρ = 1/(2a²), whatever c, k and n (module docs).
     fn cost(&self, config: &DpOjaConfig, _ctx: &DataContext) -> Cost {
-        Cost::zcdp(cost_of(config.noise_multiplier))
+        Cost::gaussian_zcdp(cost_of(config.noise_multiplier))
     }
 
     fn noise_scales(&self, config: &DpOjaConfig, _ctx: &DataContext) -> Vec<NoiseScale> {

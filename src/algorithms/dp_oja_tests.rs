@@ -84,6 +84,7 @@ fn defaults_are_filled_in() {
     let with_delta = PrivacyTarget {
         rho: 0.5,
         delta: Some(1e-5),
+        epsilon: None,
     };
     let prepared = DpOja
         .prepare(json!({"k": 1, "clip": 2.5}), &c, &with_delta)

@@ -263,6 +263,7 @@ fn the_list_of_free_eigenvalues_matches_reality() {
                 &PrivacyTarget {
                     rho: 1e4,
                     delta: Some(1e-6),
+                    epsilon: None,
                 },
             )
             .unwrap_or_else(|e| panic!("{name}: {e}"));

@@ -415,7 +415,7 @@ impl Algorithm for FederatedPower {
 
     /// ρ = L/(2m²), as `noisy_power` (Nicolas et al. eqs. 25–27).
     fn cost(&self, config: &FederatedPowerConfig, _ctx: &DataContext) -> Cost {
-        Cost::zcdp(cost_of(config.iterations, config.multiplier))
+        Cost::gaussian_zcdp(cost_of(config.iterations, config.multiplier))
     }
 
     fn noise_scales(&self, config: &FederatedPowerConfig, ctx: &DataContext) -> Vec<NoiseScale> {

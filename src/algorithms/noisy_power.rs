@@ -257,7 +257,7 @@ impl Algorithm for NoisyPower {
 
     /// ρ = L/(2s²) (Nicolas et al. eqs. 25–27), independent of the data and of Δ.
     fn cost(&self, config: &NoisyPowerConfig, _ctx: &DataContext) -> Cost {
-        Cost::zcdp(cost_of(config.iterations, config.multiplier))
+        Cost::gaussian_zcdp(cost_of(config.iterations, config.multiplier))
     }
 
     fn noise_scales(&self, config: &NoisyPowerConfig, ctx: &DataContext) -> Vec<NoiseScale> {

@@ -196,6 +196,8 @@ impl Options {
             PrivacyTarget {
                 rho: rest,
                 delta: target.delta,
+                // Options took part of ρ: the rest is no longer the stated (ε, δ).
+                epsilon: None,
             },
         ))
     }

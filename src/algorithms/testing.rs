@@ -43,7 +43,11 @@ pub(crate) fn ctx(d: usize, n: Option<usize>, neighbours: Neighbours) -> DataCon
 
 /// A pure zCDP target: ρ and no δ.
 pub(crate) fn target(rho: f64) -> PrivacyTarget {
-    PrivacyTarget { rho, delta: None }
+    PrivacyTarget {
+        rho,
+        delta: None,
+        epsilon: None,
+    }
 }
 
 /// The input of a dataset under `neighbours`: the matrix for entry-level neighbours, records Xᵀ

@@ -44,8 +44,12 @@ fn field_err(field: &str, e: impl std::fmt::Display) -> ApiError {
 enum Stated {
     /// `{"rho": ρ}` with an optional approximate-DP δ.
     Rho { rho: Rho, delta: Option<Delta> },
-    /// `{"epsilon": ε, "delta": δ}`, with ρ from the inverse of Bun–Steinke Prop. 1.3.
-    EpsilonDelta { rho: f64, delta: Delta },
+    /// `{"epsilon": ε, "delta": δ}`, with ρ the largest whose CKS 2020 conversion is ≤ ε.
+    EpsilonDelta {
+        rho: f64,
+        epsilon: Epsilon,
+        delta: Delta,
+    },
 }
 
 fn parse_stated(
@@ -81,7 +85,7 @@ fn parse_stated(
                     "epsilon is larger than the maximum",
                 ));
             }
-            Ok(Stated::EpsilonDelta { rho, delta })
+            Ok(Stated::EpsilonDelta { rho, epsilon, delta })
         }
         (Some(_), Some(_)) => Err(ApiError::validation(
             prefix,
@@ -104,7 +108,7 @@ impl BudgetInput {
                     )
                 }
                 // The whole δ went into the conversion: no approximate-DP δ is left to spend.
-                Stated::EpsilonDelta { rho, delta } => (rho, 0.0, delta.get()),
+                Stated::EpsilonDelta { rho, delta, .. } => (rho, 0.0, delta.get()),
             };
         let rho_units = checked_rho_budget_units(rho).map_err(|e| field_err("budget", e))?;
         if rho_units == 0 {
@@ -142,9 +146,10 @@ impl PrivacyInput {
     pub fn parse(&self, prefix: &str) -> Result<PrivacyTarget, ApiError> {
         Ok(match parse_stated(prefix, self.rho, self.epsilon, self.delta)? {
             Stated::Rho { rho, delta } => PrivacyTarget::from_rho(rho, delta),
-            Stated::EpsilonDelta { rho, delta } => PrivacyTarget {
+            Stated::EpsilonDelta { rho, epsilon, delta } => PrivacyTarget {
                 rho,
                 delta: Some(delta.get()),
+                epsilon: Some(epsilon.get()),
             },
         })
     }

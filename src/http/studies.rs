@@ -349,7 +349,7 @@ fn resolve(body: &CreateStudy, max_d: usize) -> Result<Resolved, ApiError> {
     let ctx = study_context(body.n_features, neighbours);
     let config =
         federated_power::configure_for(&parsed, &ctx, &target, n_sites, threshold).map_err(config_problem)?;
-    let cost = crate::privacy::Cost::zcdp(crate::algorithms::noisy_power::cost_of(
+    let cost = crate::privacy::Cost::gaussian_zcdp(crate::algorithms::noisy_power::cost_of(
         config.iterations,
         config.multiplier,
     ))

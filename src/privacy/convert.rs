@@ -27,32 +27,61 @@ fn log_inv_delta(delta: Delta) -> f64 {
     -delta.get().ln()
 }
 
-/// (ε, δ) → ρ: the inverse of Bun–Steinke 2016 Prop. 1.3,
-/// ρ = (sqrt(ln(1/δ) + ε) − sqrt(ln(1/δ)))²; a ρ-zCDP mechanism with this ρ is (ε, δ)-DP.
+/// (ε, δ) → ρ: the largest ρ whose conversion by [`rho_to_epsilon`] (the tighter of
+/// Bun–Steinke 2016 Prop. 1.3 and CKS 2020 Prop. 12, rounded up) is at most ε at δ
+/// (privacy.md §2: "the tightest sound inverse"; at (1, 1e-5) ρ = 0.0306 where the
+/// Bun–Steinke inverse alone gives 0.0208).
 ///
-/// The difference of square roots is evaluated as ε / (sqrt(ln(1/δ) + ε) + sqrt(ln(1/δ))),
-/// which has no cancellation when ε ≪ ln(1/δ). The result is then nudged down (by relative
-/// steps of 2⁻⁵², doubling) until [`rho_to_epsilon`], which rounds up, certifies that ρ-zCDP
-/// implies (ε, δ)-DP. The result is finite and ≥ 0; it is 0 only if ε is so small (below about
-/// 1e-150) that ρ underflows, in which case a budget of it admits nothing.
+/// Start from the Bun–Steinke inverse ρ = (sqrt(ln(1/δ) + ε) − sqrt(ln(1/δ)))², evaluated as
+/// (ε / (sqrt(ln(1/δ) + ε) + sqrt(ln(1/δ))))² without cancellation and nudged down until
+/// certified; then bisect between it and a ρ that is not certified. The result is always a
+/// certified point (rounded down), so `rho_to_epsilon(result, δ) <= ε` holds exactly in
+/// floating point. It is finite and ≥ 0; it is 0 only if ε is so small (below about 1e-150)
+/// that ρ underflows, in which case a budget of it admits nothing.
 pub fn epsilon_delta_to_rho(epsilon: Epsilon, delta: Delta) -> f64 {
-    let l = log_inv_delta(delta);
     let eps = epsilon.get();
+    let certified = |rho: f64| rho_to_epsilon(rho, delta) <= eps;
+    let l = log_inv_delta(delta);
     let root = eps / ((l + eps).sqrt() + l.sqrt());
-    let mut rho = (root * root).min(f64::MAX);
+    let mut lo = (root * root).min(f64::MAX);
     let mut step = f64::EPSILON;
-    loop {
-        let certified = rho_to_epsilon(rho, delta) <= eps;
-        if certified {
-            return rho;
-        }
+    while !certified(lo) {
         if step >= 1.0 {
             return 0.0;
         }
-        rho -= rho * step;
+        lo -= lo * step;
         step *= 2.0;
     }
+    // Every bound here is at least ρ (a·ρ with a > 1 plus a non-negative rest at the optimum,
+    // or ρ + 2·sqrt(ρ·ln(1/δ))), so ε itself is not certified unless rounding says otherwise.
+    let mut hi = eps.max(lo * 2.0);
+    for _ in 0..64 {
+        if !certified(hi) {
+            break;
+        }
+        lo = hi;
+        hi *= 2.0;
+    }
+    if certified(hi) {
+        return lo;
+    }
+    for _ in 0..BISECTION_STEPS {
+        let mid = lo + (hi - lo) / 2.0;
+        if mid <= lo || mid >= hi {
+            break;
+        }
+        if certified(mid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
 }
+
+/// Bisection steps of [`epsilon_delta_to_rho`]: enough to reach adjacent floats from any
+/// bracket in f64 range.
+const BISECTION_STEPS: usize = 2_100;
 
 /// ρ → ε at a given δ: the tighter of Bun–Steinke 2016 Prop. 1.3,
 /// ε = ρ + 2·sqrt(ρ·ln(1/δ)), and Canonne–Kamath–Steinke 2020 (Prop. 12 form)

@@ -83,6 +83,10 @@ impl Delta {
 pub struct PrivacyTarget {
     pub rho: f64,
     pub delta: Option<f64>,
+    /// The ε of a target stated as (ε, δ). Natively (ε, δ)-DP algorithms (k_dp_pca) run at
+    /// this ε and are charged (ε²/2, δ) (privacy.md §2), never ε → ρ → sqrt(2ρ).
+    #[serde(default)]
+    pub epsilon: Option<f64>,
 }
 
 impl PrivacyTarget {
@@ -91,21 +95,29 @@ impl PrivacyTarget {
         Self {
             rho: rho.get(),
             delta: delta.map(Delta::get),
+            epsilon: None,
         }
     }
 
-    /// A target stated as (ε, δ): converted to ρ with the inverse of Bun–Steinke Prop. 1.3
-    /// (see [`crate::privacy::convert::epsilon_delta_to_rho`]); δ stays available to
-    /// approximate parts.
+    /// A target stated as (ε, δ): converted to the largest ρ whose CKS 2020 conversion is at
+    /// most ε at δ (see [`crate::privacy::convert::epsilon_delta_to_rho`]); δ stays available
+    /// to approximate parts and ε to natively (ε, δ)-DP algorithms.
     pub fn from_epsilon_delta(epsilon: Epsilon, delta: Delta) -> Self {
         Self {
             rho: super::epsilon_delta_to_rho(epsilon, delta),
             delta: Some(delta.get()),
+            epsilon: Some(epsilon.get()),
         }
     }
 }
 
 /// The privacy cost of a job: δ-approximate ρ-zCDP.
+///
+/// `gaussian_rho` is the part of `rho` that comes from Gaussian mechanisms (0 ≤ it ≤ `rho`).
+/// A composition of Gaussian mechanisms alone is exactly one Gaussian mechanism (μ-GDP with
+/// μ = sqrt(2Σρ), Dong–Roth–Su 2019), which the ledger's tight rule for (ε, δ) budgets uses
+/// (privacy.md §2). Anything not known to be Gaussian counts as other ρ: a cost read from an
+/// older record without the field is taken as all "other", the conservative reading.
 ///
 /// The constructors are total and conservative: parameters for which no finite guarantee holds
 /// (NaN, a zero or negative noise scale, an infinite sensitivity) give an infinite cost, which
@@ -115,14 +127,46 @@ impl PrivacyTarget {
 pub struct Cost {
     pub rho: f64,
     pub delta: f64,
+    /// The part of `rho` spent by Gaussian mechanisms.
+    #[serde(default)]
+    pub gaussian_rho: f64,
 }
 
 impl Cost {
-    pub const ZERO: Cost = Cost { rho: 0.0, delta: 0.0 };
+    pub const ZERO: Cost = Cost {
+        rho: 0.0,
+        delta: 0.0,
+        gaussian_rho: 0.0,
+    };
 
-    /// A pure zCDP cost ρ (δ = 0).
+    /// A zCDP cost ρ (δ = 0) of a mechanism that is not Gaussian, or not known to be.
     pub fn zcdp(rho: f64) -> Self {
-        Self { rho, delta: 0.0 }
+        Self {
+            rho,
+            delta: 0.0,
+            gaussian_rho: 0.0,
+        }
+    }
+
+    /// The cost ρ of a composition of Gaussian mechanisms only (e.g. L noisy power iterations,
+    /// ρ = L/(2s²)).
+    pub fn gaussian_zcdp(rho: f64) -> Self {
+        Self {
+            rho,
+            delta: 0.0,
+            gaussian_rho: rho,
+        }
+    }
+
+    /// Whether every part of this cost is a Gaussian mechanism (no δ, no other ρ): then the
+    /// exact Gaussian curve applies to it.
+    pub fn is_gaussian_only(&self) -> bool {
+        self.delta == 0.0 && self.gaussian_rho == self.rho
+    }
+
+    /// The ρ not spent by Gaussian mechanisms (never negative).
+    pub fn other_rho(&self) -> f64 {
+        (self.rho - self.gaussian_rho).max(0.0)
     }
 
     /// Cost of the Gaussian mechanism with L2 sensitivity `sensitivity` and per-coordinate
@@ -135,11 +179,11 @@ impl Cost {
             return Self::ZERO;
         }
         if !(sensitivity >= 0.0 && sensitivity.is_finite() && sd > 0.0) {
-            return Self::zcdp(f64::INFINITY);
+            return Self::gaussian_zcdp(f64::INFINITY);
         }
         // (Δ/s)² / 2 rather than Δ²/(2s²): no spurious overflow or underflow of the squares.
         let ratio = sensitivity / sd;
-        Self::zcdp(ratio * ratio / 2.0)
+        Self::gaussian_zcdp(ratio * ratio / 2.0)
     }
 
     /// An ε-DP mechanism is (ε²/2)-zCDP (Bun & Steinke 2016, Prop. 1.4). ε = 0 costs nothing;
@@ -159,7 +203,16 @@ impl Cost {
         Self {
             rho: half_square(epsilon),
             delta,
+            gaussian_rho: 0.0,
         }
+    }
+
+    /// The exponential mechanism with parameter ε (score sensitivity Δ, concentration ε/(2Δ),
+    /// or ε/Δ for a monotone score) has bounded range, so it is (ε²/8)-zCDP (Cesar & Rogers
+    /// 2021; privacy.md §2). Charge each draw separately and add the ρ's. A negative or NaN ε
+    /// costs +∞.
+    pub fn exponential_mechanism(epsilon: f64) -> Self {
+        Self::zcdp(half_square(epsilon) / 4.0)
     }
 
     /// Sequential (adaptive) composition: ρ's add, δ's add.
@@ -167,15 +220,24 @@ impl Cost {
         Cost {
             rho: self.rho + other.rho,
             delta: self.delta + other.delta,
+            gaussian_rho: self.gaussian_rho + other.gaussian_rho,
         }
     }
 
     /// Parallel composition over disjoint parts of the records: the maximum. Unlike
     /// [`f64::max`], a NaN on either side gives NaN (it must not be silently dropped).
     pub fn parallel(self, other: Cost) -> Cost {
+        // The maximum of two costs is dominated by either part; the result is Gaussian-only
+        // only if both parts are (then the larger ρ is one Gaussian mechanism's).
+        let gaussian = if self.is_gaussian_only() && other.is_gaussian_only() {
+            nan_max(self.gaussian_rho, other.gaussian_rho)
+        } else {
+            0.0
+        };
         Cost {
             rho: nan_max(self.rho, other.rho),
             delta: nan_max(self.delta, other.delta),
+            gaussian_rho: gaussian,
         }
     }
 
@@ -190,6 +252,13 @@ impl Cost {
     pub fn check(self) -> Result<Cost, PrivacyError> {
         super::units::check_rho(self.rho)?;
         super::units::check_delta(self.delta)?;
+        if !(0.0..=self.rho).contains(&self.gaussian_rho) {
+            return Err(PrivacyError::Range {
+                quantity: "gaussian_rho",
+                value: self.gaussian_rho,
+                range: "[0, rho]",
+            });
+        }
         Ok(self)
     }
 }

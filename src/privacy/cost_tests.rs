@@ -9,7 +9,14 @@ fn close(a: f64, b: f64) -> bool {
 #[test]
 fn gaussian_cost_is_sensitivity_squared_over_twice_the_variance() {
     // Δ = 1, s = 1: ρ = 1/2. Δ = 2, s = 4: ρ = 4/32 = 0.125. Δ = 0.3, s = 0.1: ρ = 9/2 = 4.5.
-    assert_eq!(Cost::gaussian(1.0, 1.0), Cost { rho: 0.5, delta: 0.0 });
+    assert_eq!(
+        Cost::gaussian(1.0, 1.0),
+        Cost {
+            rho: 0.5,
+            delta: 0.0,
+            gaussian_rho: 0.5
+        }
+    );
     assert_eq!(Cost::gaussian(2.0, 4.0).rho, 0.125);
     assert!(close(Cost::gaussian(0.3, 0.1).rho, 4.5));
     // Inverse of s = Δ/sqrt(2ρ): Δ = 1, ρ = 0.02 gives s = 5, and back.
@@ -45,13 +52,21 @@ fn gaussian_cost_of_degenerate_parameters_is_conservative() {
 #[test]
 fn pure_and_approximate_costs() {
     // ε = 1 → ρ = 0.5; ε = 0.2 → ρ = 0.02; ε = 3 → ρ = 4.5.
-    assert_eq!(Cost::pure(1.0), Cost { rho: 0.5, delta: 0.0 });
+    assert_eq!(
+        Cost::pure(1.0),
+        Cost {
+            rho: 0.5,
+            delta: 0.0,
+            gaussian_rho: 0.0
+        }
+    );
     assert!(close(Cost::pure(0.2).rho, 0.02));
     assert_eq!(
         Cost::approximate(3.0, 1e-6),
         Cost {
             rho: 4.5,
-            delta: 1e-6
+            delta: 1e-6,
+            gaussian_rho: 0.0,
         }
     );
     assert_eq!(Cost::pure(0.0), Cost::ZERO);
@@ -82,16 +97,19 @@ fn parallel_composition_takes_the_maximum() {
     let a = Cost {
         rho: 0.5,
         delta: 1e-6,
+        gaussian_rho: 0.0,
     };
     let b = Cost {
         rho: 0.25,
         delta: 1e-5,
+        gaussian_rho: 0.0,
     };
     assert_eq!(
         a.parallel(b),
         Cost {
             rho: 0.5,
-            delta: 1e-5
+            delta: 1e-5,
+            gaussian_rho: 0.0,
         }
     );
     assert_eq!(b.parallel(a), a.parallel(b));
@@ -100,7 +118,8 @@ fn parallel_composition_takes_the_maximum() {
     assert!(
         a.parallel(Cost {
             rho: f64::NAN,
-            delta: 0.0
+            delta: 0.0,
+            gaussian_rho: 0.0,
         })
         .rho
         .is_nan()
@@ -108,7 +127,8 @@ fn parallel_composition_takes_the_maximum() {
     assert!(
         Cost {
             rho: 0.0,
-            delta: f64::NAN
+            delta: f64::NAN,
+            gaussian_rho: 0.0,
         }
         .parallel(a)
         .delta
@@ -119,25 +139,45 @@ fn parallel_composition_takes_the_maximum() {
 #[test]
 fn check_accepts_ledger_amounts_only() {
     assert_eq!(Cost::ZERO.check(), Ok(Cost::ZERO));
-    assert!(Cost { rho: 1e6, delta: 0.5 }.check().is_ok());
+    assert!(
+        Cost {
+            rho: 1e6,
+            delta: 0.5,
+            gaussian_rho: 0.0,
+        }
+        .check()
+        .is_ok()
+    );
     for bad in [
         Cost {
             rho: f64::NAN,
             delta: 0.0,
+            gaussian_rho: 0.0,
         },
         Cost {
             rho: f64::INFINITY,
             delta: 0.0,
+            gaussian_rho: 0.0,
         },
         Cost {
             rho: -1.0,
             delta: 0.0,
+            gaussian_rho: 0.0,
         },
-        Cost { rho: 2e6, delta: 0.0 },
-        Cost { rho: 1.0, delta: 1.0 },
+        Cost {
+            rho: 2e6,
+            delta: 0.0,
+            gaussian_rho: 0.0,
+        },
+        Cost {
+            rho: 1.0,
+            delta: 1.0,
+            gaussian_rho: 0.0,
+        },
         Cost {
             rho: 1.0,
             delta: f64::NAN,
+            gaussian_rho: 0.0,
         },
         Cost::gaussian(1.0, 0.0),
     ] {
@@ -179,15 +219,63 @@ fn targets_from_epsilon_delta_convert_once() {
     let eps = Epsilon::new(1.0).expect("valid");
     let delta = Delta::new(1e-5).expect("valid");
     let target = PrivacyTarget::from_epsilon_delta(eps, delta);
-    // ε = 1, δ = 1e-5 → ρ = 0.020819938339535461 (see convert_tests.rs).
-    assert!((target.rho - 0.020_819_938_339_535_461).abs() < 1e-15);
+    // ε = 1, δ = 1e-5 → ρ = 0.030556595197639566, the CKS inverse (see convert_tests.rs).
+    assert!((target.rho - 0.030_556_595_197_639_566).abs() < 1e-12);
     assert_eq!(target.delta, Some(1e-5));
+    assert_eq!(target.epsilon, Some(1.0));
     let rho = Rho::new(0.3).expect("valid");
     assert_eq!(
         PrivacyTarget::from_rho(rho, None),
         PrivacyTarget {
             rho: 0.3,
-            delta: None
+            delta: None,
+            epsilon: None
         }
     );
+}
+
+#[test]
+fn gaussian_parts_are_tracked_through_composition() {
+    let g = Cost::gaussian(1.0, 2.0);
+    assert!(g.is_gaussian_only());
+    assert_eq!(g.gaussian_rho, g.rho);
+    assert!(Cost::gaussian_zcdp(0.3).is_gaussian_only());
+    // Laplace (pure ε), the exponential mechanism and approximate parts are "other" ρ.
+    assert!(!Cost::pure(1.0).is_gaussian_only());
+    assert!(!Cost::zcdp(0.1).is_gaussian_only());
+    let mixed = g.then(Cost::pure(1.0));
+    assert_eq!(mixed.gaussian_rho, g.rho);
+    assert_eq!(mixed.other_rho(), 0.5);
+    assert!(!mixed.is_gaussian_only());
+    // Gaussian-only sums stay Gaussian-only, exactly.
+    let sum = Cost::sum(std::iter::repeat_n(Cost::gaussian_zcdp(0.1), 7));
+    assert!(sum.is_gaussian_only());
+    // A δ > 0 excludes the exact Gaussian curve even when all ρ is Gaussian.
+    assert!(!g.then(Cost::approximate(0.0, 1e-6)).is_gaussian_only());
+    // Parallel composition: Gaussian-only iff both sides are.
+    assert!(g.parallel(Cost::gaussian_zcdp(0.01)).is_gaussian_only());
+    assert!(!g.parallel(Cost::pure(0.01)).is_gaussian_only());
+    // A cost read from an older record (no field) counts as all "other".
+    let old: Cost = serde_json::from_str(r#"{"rho": 0.5, "delta": 0.0}"#).unwrap();
+    assert!(!old.is_gaussian_only());
+    assert_eq!(old.other_rho(), 0.5);
+    // check() refuses a Gaussian part larger than the whole.
+    assert!(
+        Cost {
+            rho: 0.1,
+            delta: 0.0,
+            gaussian_rho: 0.2
+        }
+        .check()
+        .is_err()
+    );
+}
+
+#[test]
+fn exponential_mechanism_costs_epsilon_squared_over_eight() {
+    // Cesar & Rogers 2021: bounded range, ε²/8 per draw. ε = 2 → 0.5; ε = 1 → 0.125.
+    assert_eq!(Cost::exponential_mechanism(2.0).rho, 0.5);
+    assert_eq!(Cost::exponential_mechanism(1.0).rho, 0.125);
+    assert!(!Cost::exponential_mechanism(1.0).is_gaussian_only());
+    assert_eq!(Cost::exponential_mechanism(-1.0).rho, f64::INFINITY);
 }

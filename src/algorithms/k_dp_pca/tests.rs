@@ -23,6 +23,7 @@ fn target(rho: f64, delta: f64) -> PrivacyTarget {
     PrivacyTarget {
         rho,
         delta: Some(delta),
+        epsilon: None,
     }
 }
 
@@ -72,14 +73,16 @@ fn cost_is_epsilon_squared_over_two_and_delta() {
         KDpPca.cost(&config(1.0, 0.01), &c),
         Cost {
             rho: 0.5,
-            delta: 0.01
+            delta: 0.01,
+            gaussian_rho: 0.0,
         }
     );
     assert_eq!(
         KDpPca.cost(&config(2.0, 1e-6), &c),
         Cost {
             rho: 2.0,
-            delta: 1e-6
+            delta: 1e-6,
+            gaussian_rho: 0.0,
         }
     );
     assert!((KDpPca.cost(&config(0.3, 0.1), &c).rho - 0.045).abs() < 1e-15);
@@ -111,6 +114,7 @@ fn delta_is_required() {
     let none = PrivacyTarget {
         rho: 1.0,
         delta: None,
+        epsilon: None,
     };
     assert_eq!(
         rejected_field(&KDpPca, json!({"k": 1}), &c, &none),
