@@ -28,6 +28,9 @@
 //! setup. Prints markdown to stdout (progress to stderr); docs/utility.md holds the measured
 //! tables. Nothing is asserted.
 
+#[path = "support/plot.rs"]
+mod plot;
+
 use std::collections::BTreeMap;
 use std::time::Instant;
 

@@ -90,7 +90,11 @@ fn describe_refuses_unchargeable_costs() {
         Cost::zcdp(-0.1),
         Cost::zcdp(2e6),
         Cost::gaussian(1.0, 0.0),
-        Cost { rho: 0.1, delta: 1.0, gaussian_rho: 0.0 },
+        Cost {
+            rho: 0.1,
+            delta: 1.0,
+            gaussian_rho: 0.0,
+        },
     ] {
         assert!(
             matches!(describe(bad, delta(1e-6)), Err(PrivacyError::Range { .. })),

@@ -1,0 +1,152 @@
+//! PNG line charts for the docs' figures: plotters draws an SVG, resvg rasterises it with the
+//! machine's fonts (Debian's DejaVu on our machines). Shared by the benches that write figures
+//! (`#[path = "support/plot.rs"] mod plot;`). Nothing here is part of the service.
+
+#![allow(dead_code)]
+
+use std::path::Path;
+
+use plotters::coord::combinators::IntoLogRange;
+use plotters::prelude::*;
+use resvg::{tiny_skia, usvg};
+
+/// One line of a chart: its legend and its (x, y) points (NaN points are skipped).
+pub struct Series {
+    pub name: String,
+    pub points: Vec<(f64, f64)>,
+}
+
+/// How a chart is drawn.
+pub struct Chart<'a> {
+    pub title: &'a str,
+    pub x_label: &'a str,
+    pub y_label: &'a str,
+    pub log_x: bool,
+    pub log_y: bool,
+    /// Fixed y range; `None` fits the data.
+    pub y_range: Option<(f64, f64)>,
+}
+
+const WIDTH: u32 = 900;
+const HEIGHT: u32 = 560;
+
+fn bounds(values: impl Iterator<Item = f64>, log: bool) -> (f64, f64) {
+    let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+    for v in values.filter(|v| v.is_finite() && (!log || *v > 0.0)) {
+        lo = lo.min(v);
+        hi = hi.max(v);
+    }
+    if !lo.is_finite() {
+        return (if log { 0.1 } else { 0.0 }, 1.0);
+    }
+    if log {
+        (lo / 1.5, hi * 1.5)
+    } else {
+        let pad = ((hi - lo) * 0.05).max(1e-9);
+        (lo - pad, hi + pad)
+    }
+}
+
+/// Draws `series` as lines with markers and writes a PNG to `path`.
+pub fn line_chart(path: &Path, chart: &Chart<'_>, series: &[Series]) -> Result<(), String> {
+    let svg = draw_svg(chart, series).map_err(|e| format!("drawing {}: {e}", path.display()))?;
+    rasterise(&svg, path)
+}
+
+fn draw_svg(chart: &Chart<'_>, series: &[Series]) -> Result<String, Box<dyn std::error::Error>> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let xs = bounds(
+            series.iter().flat_map(|s| s.points.iter().map(|p| p.0)),
+            chart.log_x,
+        );
+        let ys = chart.y_range.unwrap_or_else(|| {
+            bounds(
+                series.iter().flat_map(|s| s.points.iter().map(|p| p.1)),
+                chart.log_y,
+            )
+        });
+        let mut builder = ChartBuilder::on(&root);
+        builder
+            .caption(chart.title, ("sans-serif", 22))
+            .margin(16)
+            .x_label_area_size(48)
+            .y_label_area_size(70);
+        // The four axis combinations have different coordinate types.
+        macro_rules! draw {
+            ($ctx:expr) => {{
+                let mut ctx = $ctx;
+                ctx.configure_mesh()
+                    .x_desc(chart.x_label)
+                    .y_desc(chart.y_label)
+                    .label_style(("sans-serif", 15))
+                    .axis_desc_style(("sans-serif", 17))
+                    .draw()?;
+                for (i, s) in series.iter().enumerate() {
+                    let color = Palette99::pick(i).to_rgba();
+                    let points: Vec<(f64, f64)> = s
+                        .points
+                        .iter()
+                        .copied()
+                        .filter(|(x, y)| {
+                            x.is_finite()
+                                && y.is_finite()
+                                && (!chart.log_x || *x > 0.0)
+                                && (!chart.log_y || *y > 0.0)
+                        })
+                        .collect();
+                    ctx.draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))?
+                        .label(s.name.as_str())
+                        .legend(move |(x, y)| {
+                            PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                        });
+                    ctx.draw_series(
+                        points
+                            .into_iter()
+                            .map(|p| Circle::new(p, 4, color.filled())),
+                    )?;
+                }
+                ctx.configure_series_labels()
+                    .background_style(WHITE.mix(0.85))
+                    .border_style(BLACK)
+                    .label_font(("sans-serif", 15))
+                    .position(SeriesLabelPosition::LowerRight)
+                    .draw()?;
+            }};
+        }
+        match (chart.log_x, chart.log_y) {
+            (false, false) => draw!(builder.build_cartesian_2d(xs.0..xs.1, ys.0..ys.1)?),
+            (true, false) => draw!(builder.build_cartesian_2d((xs.0..xs.1).log_scale(), ys.0..ys.1)?),
+            (false, true) => draw!(builder.build_cartesian_2d(xs.0..xs.1, (ys.0..ys.1).log_scale())?),
+            (true, true) => {
+                draw!(builder.build_cartesian_2d((xs.0..xs.1).log_scale(), (ys.0..ys.1).log_scale())?)
+            }
+        }
+        root.present()?;
+    }
+    Ok(svg)
+}
+
+/// SVG → PNG with the system's fonts; fails clearly when no sans-serif font is installed.
+fn rasterise(svg: &str, path: &Path) -> Result<(), String> {
+    let mut options = usvg::Options::default();
+    let fonts = options.fontdb_mut();
+    fonts.load_system_fonts();
+    if fonts.is_empty() {
+        return Err("no system fonts found (install fonts-dejavu-core) to draw the figures".into());
+    }
+    fonts.set_sans_serif_family("DejaVu Sans");
+    let tree = usvg::Tree::from_str(svg, &options).map_err(|e| format!("parsing the chart: {e}"))?;
+    let size = tree.size().to_int_size();
+    let mut pixmap =
+        tiny_skia::Pixmap::new(size.width(), size.height()).ok_or_else(|| "empty chart".to_string())?;
+    resvg::render(&tree, tiny_skia::Transform::default(), &mut pixmap.as_mut());
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    }
+    pixmap
+        .save_png(path)
+        .map_err(|e| format!("writing {}: {e}", path.display()))
+}
