@@ -113,11 +113,12 @@ impl PrivacyTarget {
 
 /// The privacy cost of a job: δ-approximate ρ-zCDP.
 ///
-/// `gaussian_rho` is the part of `rho` that comes from Gaussian mechanisms (0 ≤ it ≤ `rho`).
-/// A composition of Gaussian mechanisms alone is exactly one Gaussian mechanism (μ-GDP with
-/// μ = sqrt(2Σρ), Dong–Roth–Su 2019), which the ledger's tight rule for (ε, δ) budgets uses
-/// (privacy.md §2). Anything not known to be Gaussian counts as other ρ: a cost read from an
-/// older record without the field is taken as all "other", the conservative reading.
+/// `other_rho` is the part of `rho` that does **not** come from Gaussian mechanisms
+/// (0 ≤ it ≤ `rho`). A composition of Gaussian mechanisms alone is exactly one Gaussian
+/// mechanism (μ-GDP with μ = sqrt(2Σρ), Dong–Roth–Su 2019), which the ledger's tight rule for
+/// (ε, δ) budgets uses (privacy.md §2). Keeping the non-Gaussian part (rather than the Gaussian
+/// one) means a tiny non-Gaussian charge can never be absorbed by rounding: `other_rho > 0`
+/// survives any sum. Anything not known to be Gaussian counts as other ρ.
 ///
 /// The constructors are total and conservative: parameters for which no finite guarantee holds
 /// (NaN, a zero or negative noise scale, an infinite sensitivity) give an infinite cost, which
@@ -127,16 +128,15 @@ impl PrivacyTarget {
 pub struct Cost {
     pub rho: f64,
     pub delta: f64,
-    /// The part of `rho` spent by Gaussian mechanisms.
-    #[serde(default)]
-    pub gaussian_rho: f64,
+    /// The part of `rho` not spent by Gaussian mechanisms.
+    pub other_rho: f64,
 }
 
 impl Cost {
     pub const ZERO: Cost = Cost {
         rho: 0.0,
         delta: 0.0,
-        gaussian_rho: 0.0,
+        other_rho: 0.0,
     };
 
     /// A zCDP cost ρ (δ = 0) of a mechanism that is not Gaussian, or not known to be.
@@ -144,7 +144,7 @@ impl Cost {
         Self {
             rho,
             delta: 0.0,
-            gaussian_rho: 0.0,
+            other_rho: rho,
         }
     }
 
@@ -154,19 +154,14 @@ impl Cost {
         Self {
             rho,
             delta: 0.0,
-            gaussian_rho: rho,
+            other_rho: 0.0,
         }
     }
 
     /// Whether every part of this cost is a Gaussian mechanism (no δ, no other ρ): then the
     /// exact Gaussian curve applies to it.
     pub fn is_gaussian_only(&self) -> bool {
-        self.delta == 0.0 && self.gaussian_rho == self.rho
-    }
-
-    /// The ρ not spent by Gaussian mechanisms (never negative).
-    pub fn other_rho(&self) -> f64 {
-        (self.rho - self.gaussian_rho).max(0.0)
+        self.delta == 0.0 && self.other_rho == 0.0
     }
 
     /// Cost of the Gaussian mechanism with L2 sensitivity `sensitivity` and per-coordinate
@@ -200,10 +195,11 @@ impl Cost {
         } else {
             f64::INFINITY
         };
+        let rho = half_square(epsilon);
         Self {
-            rho: half_square(epsilon),
+            rho,
             delta,
-            gaussian_rho: 0.0,
+            other_rho: rho,
         }
     }
 
@@ -220,24 +216,19 @@ impl Cost {
         Cost {
             rho: self.rho + other.rho,
             delta: self.delta + other.delta,
-            gaussian_rho: self.gaussian_rho + other.gaussian_rho,
+            other_rho: self.other_rho + other.other_rho,
         }
     }
 
     /// Parallel composition over disjoint parts of the records: the maximum. Unlike
     /// [`f64::max`], a NaN on either side gives NaN (it must not be silently dropped).
     pub fn parallel(self, other: Cost) -> Cost {
-        // The maximum of two costs is dominated by either part; the result is Gaussian-only
-        // only if both parts are (then the larger ρ is one Gaussian mechanism's).
-        let gaussian = if self.is_gaussian_only() && other.is_gaussian_only() {
-            nan_max(self.gaussian_rho, other.gaussian_rho)
-        } else {
-            0.0
-        };
+        // Each part bounds the same records' loss; the non-Gaussian share of the maximum is at
+        // most the larger non-Gaussian share, so the result is Gaussian-only iff both parts are.
         Cost {
             rho: nan_max(self.rho, other.rho),
             delta: nan_max(self.delta, other.delta),
-            gaussian_rho: gaussian,
+            other_rho: nan_max(self.other_rho, other.other_rho),
         }
     }
 
@@ -252,10 +243,10 @@ impl Cost {
     pub fn check(self) -> Result<Cost, PrivacyError> {
         super::units::check_rho(self.rho)?;
         super::units::check_delta(self.delta)?;
-        if !(0.0..=self.rho).contains(&self.gaussian_rho) {
+        if !(0.0..=self.rho).contains(&self.other_rho) {
             return Err(PrivacyError::Range {
-                quantity: "gaussian_rho",
-                value: self.gaussian_rho,
+                quantity: "other_rho",
+                value: self.other_rho,
                 range: "[0, rho]",
             });
         }

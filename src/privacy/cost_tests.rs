@@ -14,7 +14,7 @@ fn gaussian_cost_is_sensitivity_squared_over_twice_the_variance() {
         Cost {
             rho: 0.5,
             delta: 0.0,
-            gaussian_rho: 0.5
+            other_rho: 0.0
         }
     );
     assert_eq!(Cost::gaussian(2.0, 4.0).rho, 0.125);
@@ -57,7 +57,7 @@ fn pure_and_approximate_costs() {
         Cost {
             rho: 0.5,
             delta: 0.0,
-            gaussian_rho: 0.0
+            other_rho: 0.5
         }
     );
     assert!(close(Cost::pure(0.2).rho, 0.02));
@@ -66,7 +66,7 @@ fn pure_and_approximate_costs() {
         Cost {
             rho: 4.5,
             delta: 1e-6,
-            gaussian_rho: 0.0,
+            other_rho: 4.5,
         }
     );
     assert_eq!(Cost::pure(0.0), Cost::ZERO);
@@ -97,19 +97,19 @@ fn parallel_composition_takes_the_maximum() {
     let a = Cost {
         rho: 0.5,
         delta: 1e-6,
-        gaussian_rho: 0.0,
+        other_rho: 0.0,
     };
     let b = Cost {
         rho: 0.25,
         delta: 1e-5,
-        gaussian_rho: 0.0,
+        other_rho: 0.0,
     };
     assert_eq!(
         a.parallel(b),
         Cost {
             rho: 0.5,
             delta: 1e-5,
-            gaussian_rho: 0.0,
+            other_rho: 0.0,
         }
     );
     assert_eq!(b.parallel(a), a.parallel(b));
@@ -119,7 +119,7 @@ fn parallel_composition_takes_the_maximum() {
         a.parallel(Cost {
             rho: f64::NAN,
             delta: 0.0,
-            gaussian_rho: 0.0,
+            other_rho: 0.0,
         })
         .rho
         .is_nan()
@@ -128,7 +128,7 @@ fn parallel_composition_takes_the_maximum() {
         Cost {
             rho: 0.0,
             delta: f64::NAN,
-            gaussian_rho: 0.0,
+            other_rho: 0.0,
         }
         .parallel(a)
         .delta
@@ -143,7 +143,7 @@ fn check_accepts_ledger_amounts_only() {
         Cost {
             rho: 1e6,
             delta: 0.5,
-            gaussian_rho: 0.0,
+            other_rho: 0.0,
         }
         .check()
         .is_ok()
@@ -152,32 +152,32 @@ fn check_accepts_ledger_amounts_only() {
         Cost {
             rho: f64::NAN,
             delta: 0.0,
-            gaussian_rho: 0.0,
+            other_rho: 0.0,
         },
         Cost {
             rho: f64::INFINITY,
             delta: 0.0,
-            gaussian_rho: 0.0,
+            other_rho: 0.0,
         },
         Cost {
             rho: -1.0,
             delta: 0.0,
-            gaussian_rho: 0.0,
+            other_rho: 0.0,
         },
         Cost {
             rho: 2e6,
             delta: 0.0,
-            gaussian_rho: 0.0,
+            other_rho: 0.0,
         },
         Cost {
             rho: 1.0,
             delta: 1.0,
-            gaussian_rho: 0.0,
+            other_rho: 0.0,
         },
         Cost {
             rho: 1.0,
             delta: f64::NAN,
-            gaussian_rho: 0.0,
+            other_rho: 0.0,
         },
         Cost::gaussian(1.0, 0.0),
     ] {
@@ -238,14 +238,16 @@ fn targets_from_epsilon_delta_convert_once() {
 fn gaussian_parts_are_tracked_through_composition() {
     let g = Cost::gaussian(1.0, 2.0);
     assert!(g.is_gaussian_only());
-    assert_eq!(g.gaussian_rho, g.rho);
+    assert_eq!(g.other_rho, 0.0);
     assert!(Cost::gaussian_zcdp(0.3).is_gaussian_only());
     // Laplace (pure ε), the exponential mechanism and approximate parts are "other" ρ.
     assert!(!Cost::pure(1.0).is_gaussian_only());
     assert!(!Cost::zcdp(0.1).is_gaussian_only());
     let mixed = g.then(Cost::pure(1.0));
-    assert_eq!(mixed.gaussian_rho, g.rho);
-    assert_eq!(mixed.other_rho(), 0.5);
+    assert_eq!(mixed.rho, g.rho + 0.5);
+    assert_eq!(mixed.other_rho, 0.5);
+    // A non-Gaussian part below the ulp of the total is not absorbed.
+    assert!(!Cost::gaussian_zcdp(0.5).then(Cost::pure(1e-9)).is_gaussian_only());
     assert!(!mixed.is_gaussian_only());
     // Gaussian-only sums stay Gaussian-only, exactly.
     let sum = Cost::sum(std::iter::repeat_n(Cost::gaussian_zcdp(0.1), 7));
@@ -255,16 +257,12 @@ fn gaussian_parts_are_tracked_through_composition() {
     // Parallel composition: Gaussian-only iff both sides are.
     assert!(g.parallel(Cost::gaussian_zcdp(0.01)).is_gaussian_only());
     assert!(!g.parallel(Cost::pure(0.01)).is_gaussian_only());
-    // A cost read from an older record (no field) counts as all "other".
-    let old: Cost = serde_json::from_str(r#"{"rho": 0.5, "delta": 0.0}"#).unwrap();
-    assert!(!old.is_gaussian_only());
-    assert_eq!(old.other_rho(), 0.5);
-    // check() refuses a Gaussian part larger than the whole.
+    // check() refuses a non-Gaussian part larger than the whole.
     assert!(
         Cost {
             rho: 0.1,
             delta: 0.0,
-            gaussian_rho: 0.2
+            other_rho: 0.2
         }
         .check()
         .is_err()

@@ -6,8 +6,10 @@
 //! Everything here follows `shared/spec/privacy.md` §2 (Bun & Steinke 2016; Canonne, Kamath &
 //! Steinke 2020). Arithmetic rounds against the user: charges are rounded up, budgets down.
 
+pub mod admission;
 pub mod convert;
 pub mod cost;
+pub mod gaussian_curve;
 pub mod noise;
 pub mod plan;
 pub mod testing;

@@ -93,7 +93,7 @@ fn describe_refuses_unchargeable_costs() {
         Cost {
             rho: 0.1,
             delta: 1.0,
-            gaussian_rho: 0.0,
+            other_rho: 0.0,
         },
     ] {
         assert!(

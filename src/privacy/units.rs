@@ -60,9 +60,11 @@ pub fn budget_units(value: f64, unit: f64) -> i64 {
     scaled(value, unit).floor() as i64
 }
 
-/// Units back to a real value (for display only; never used for admission).
+/// Units back to a real value. Divides by the number of units per 1 (an exact integer for our
+/// units), so that 2·10¹¹ units of 1e-12 read as 0.2, not 0.19999999999999998 as the product
+/// `units × 1e-12` would: the quotient of two exact values is correctly rounded.
 pub fn from_units(units: i64, unit: f64) -> f64 {
-    units as f64 * unit
+    units as f64 / (1.0 / unit).round()
 }
 
 /// The ledger's admission rule, `spent + charge <= budget`, without overflow: a sum beyond

@@ -74,7 +74,7 @@ fn cost_is_epsilon_squared_over_two_and_delta() {
         Cost {
             rho: 0.5,
             delta: 0.01,
-            gaussian_rho: 0.0,
+            other_rho: 0.5,
         }
     );
     assert_eq!(
@@ -82,7 +82,7 @@ fn cost_is_epsilon_squared_over_two_and_delta() {
         Cost {
             rho: 2.0,
             delta: 1e-6,
-            gaussian_rho: 0.0,
+            other_rho: 2.0,
         }
     );
     assert!((KDpPca.cost(&config(0.3, 0.1), &c).rho - 0.045).abs() < 1e-15);
