@@ -20,7 +20,10 @@ const EN: Neighbours = Neighbours::Entry { u: 3.0 };
 fn cost_is_delta_squared_over_two_sigma_squared() {
     let cfg = |noise_sd| AnalyzeGaussConfig { k: 1, noise_sd };
     // add_remove, β = 2: Δ = 4, σ = 1 → 16/2 = 8.
-    assert_eq!(AnalyzeGauss.cost(&cfg(1.0), &ctx(5, None, AR)), Cost::zcdp(8.0));
+    assert_eq!(
+        AnalyzeGauss.cost(&cfg(1.0), &ctx(5, None, AR)),
+        Cost::gaussian_zcdp(8.0)
+    );
     // replace_one, β = 1: Δ = √2, σ = 0.5 → 2/(2·0.25) = 4.
     let ro = ctx(
         5,
@@ -32,7 +35,10 @@ fn cost_is_delta_squared_over_two_sigma_squared() {
     );
     assert!((AnalyzeGauss.cost(&cfg(0.5), &ro).rho - 4.0).abs() < 1e-14);
     // matrix, u = 3: Δ = 3, σ = 3 → 9/18 = 0.5.
-    assert_eq!(AnalyzeGauss.cost(&cfg(3.0), &ctx(5, None, EN)), Cost::zcdp(0.5));
+    assert_eq!(
+        AnalyzeGauss.cost(&cfg(3.0), &ctx(5, None, EN)),
+        Cost::gaussian_zcdp(0.5)
+    );
 }
 
 #[test]

@@ -37,9 +37,9 @@ fn cost_is_l_over_two_s_squared() {
         multiplier,
     };
     // 4 / (2·2²) = 0.5; 1 / (2·0.5²) = 2; 10 / (2·10²) = 0.05.
-    assert_eq!(NoisyPower.cost(&cfg(4, 2.0), &c), Cost::zcdp(0.5));
-    assert_eq!(NoisyPower.cost(&cfg(1, 0.5), &c), Cost::zcdp(2.0));
-    assert_eq!(NoisyPower.cost(&cfg(10, 10.0), &c), Cost::zcdp(0.05));
+    assert_eq!(NoisyPower.cost(&cfg(4, 2.0), &c), Cost::gaussian_zcdp(0.5));
+    assert_eq!(NoisyPower.cost(&cfg(1, 0.5), &c), Cost::gaussian_zcdp(2.0));
+    assert_eq!(NoisyPower.cost(&cfg(10, 10.0), &c), Cost::gaussian_zcdp(0.05));
 }
 
 #[test]

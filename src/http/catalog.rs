@@ -10,10 +10,11 @@ use uuid::Uuid;
 use super::auth::TenantAuth;
 use super::datasets::{DatasetView, display_delta, load_dataset};
 use super::error::{ApiError, Json, ProblemDocument};
-use super::jobs::price;
+use super::jobs::{job_privacy, price};
 use super::privacy_input::{DEFAULT_DISPLAY_DELTA, PrivacyAmount, PrivacyInput};
 use crate::algorithms::{self, AlgorithmInfo, NoiseScale};
-use crate::privacy::units::{DELTA_UNIT, RHO_UNIT, admits, from_units};
+use crate::privacy::admission::{Spending, admit};
+use crate::privacy::units::{DELTA_UNIT, RHO_UNIT, from_units};
 use crate::state::AppState;
 use crate::store::DatasetStatus;
 
@@ -94,8 +95,8 @@ pub async fn list() -> Json<Vec<AlgorithmView>> {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PlanRequest {
-    /// The privacy a job would spend.
-    pub privacy: PrivacyInput,
+    /// The privacy a job would spend (optional on a public dataset, as for jobs).
+    pub privacy: Option<PrivacyInput>,
     /// With `algorithm`: price the job on this dataset (its metadata and public shape only).
     pub dataset_id: Option<Uuid>,
     pub algorithm: Option<String>,
@@ -132,10 +133,47 @@ impl From<NoiseScale> for NoiseView {
     }
 }
 
+/// Both conversions between ρ and (ε, δ): CKS 2020 (valid for any zCDP mechanism; what
+/// budgets with any non-Gaussian charge and (ε, δ) job targets use) and the exact curve of the
+/// Gaussian mechanism (valid while every charge is Gaussian; Balle & Wang 2018).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Conversions {
+    /// The δ of the conversions.
+    pub delta: f64,
+    /// ρ → ε by CKS 2020 (the tighter of it and Bun–Steinke).
+    pub epsilon_cks: f64,
+    /// ρ → ε by the exact Gaussian curve, if ρ is spent by Gaussian mechanisms only.
+    pub epsilon_exact_gaussian: f64,
+    /// For a target stated as (ε, δ): the ρ it converts to by CKS (what the job is calibrated to).
+    pub rho_cks: Option<f64>,
+    /// For a target stated as (ε, δ): the most ρ Gaussian mechanisms may spend by the exact
+    /// curve (what an (ε, δ) budget admits while only Gaussian jobs are charged).
+    pub rho_exact_gaussian: Option<f64>,
+}
+
+impl Conversions {
+    fn of(target: &crate::privacy::PrivacyTarget, shown: f64) -> Self {
+        use crate::privacy::gaussian_curve::{epsilon_for, max_gaussian_rho, mu_of_rho};
+        let epsilon_cks = crate::privacy::Delta::new(shown)
+            .map(|d| crate::privacy::rho_to_epsilon(target.rho, d))
+            .unwrap_or(f64::INFINITY);
+        let stated = target.epsilon.zip(target.delta);
+        Conversions {
+            delta: shown,
+            epsilon_cks,
+            epsilon_exact_gaussian: epsilon_for(mu_of_rho(target.rho), shown),
+            rho_cks: stated.map(|_| target.rho),
+            rho_exact_gaussian: stated.map(|(e, d)| max_gaussian_rho(e, d)),
+        }
+    }
+}
+
 #[derive(Debug, Serialize, ToSchema)]
 pub struct PlanView {
     /// The requested privacy as ρ and (ε, δ).
     pub requested: PrivacyAmount,
+    /// The requested privacy under both conversions of privacy.md §2.
+    pub conversions: Conversions,
     /// What the job would be charged (with `algorithm` and `dataset_id`).
     pub cost: Option<PrivacyAmount>,
     /// The full configuration that would run, noise calibrated.
@@ -156,7 +194,21 @@ pub async fn plan(
     auth: TenantAuth,
     Json(body): Json<PlanRequest>,
 ) -> Result<Json<PlanView>, ApiError> {
-    let target = body.privacy.parse("privacy")?;
+    let dataset = match body.dataset_id {
+        Some(id) => Some(load_dataset(&state, auth.tenant_id, id).await?),
+        None => None,
+    };
+    let privacy = match (&body.privacy, &dataset) {
+        (Some(p), _) => p.clone(),
+        (None, Some(d)) => job_privacy(d, None)?,
+        (None, None) => {
+            return Err(ApiError::validation(
+                "privacy",
+                "give the privacy to convert, or the public dataset to plan on",
+            ));
+        }
+    };
+    let target = privacy.parse("privacy")?;
     if let Some(d) = body.display_delta
         && !(d > 0.0 && d < 1.0)
     {
@@ -165,17 +217,14 @@ pub async fn plan(
             "display_delta must lie in (0, 1)",
         ));
     }
-    let dataset = match body.dataset_id {
-        Some(id) => Some(load_dataset(&state, auth.tenant_id, id).await?),
-        None => None,
-    };
     let shown = body
         .display_delta
-        .or(body.privacy.delta)
+        .or(privacy.delta)
         .or(dataset.as_ref().map(display_delta))
         .unwrap_or(DEFAULT_DISPLAY_DELTA);
     let mut view = PlanView {
-        requested: PrivacyAmount::new(target.rho, target.delta.unwrap_or(0.0), shown),
+        requested: PrivacyAmount::new(target.rho, target.delta.unwrap_or(0.0), shown).gaussian_only(true),
+        conversions: Conversions::of(&target, shown),
         cost: None,
         config: None,
         noise: Vec::new(),
@@ -192,7 +241,7 @@ pub async fn plan(
         return Ok(Json(view));
     };
     view.remaining = DatasetView::from(&dataset).budget.map(|b| b.remaining);
-    let (rho_units, delta_units) = match body.algorithm.as_deref() {
+    let charge = match body.algorithm.as_deref() {
         Some(name) => {
             if dataset.status != DatasetStatus::Ready {
                 return Err(ApiError::conflict(
@@ -201,30 +250,39 @@ pub async fn plan(
             }
             let algorithm = algorithms::find(name)
                 .ok_or_else(|| ApiError::validation("algorithm", format!("unknown algorithm `{name}`")))?;
-            let priced = price(algorithm, &dataset, body.params, &body.privacy)?;
-            view.cost = Some(PrivacyAmount::new(
-                from_units(priced.rho_units, RHO_UNIT),
-                from_units(priced.delta_units, DELTA_UNIT),
-                shown,
-            ));
+            let priced = price(algorithm, &dataset, body.params, Some(&privacy))?;
+            let charge = Spending {
+                rho_units: priced.rho_units,
+                other_rho_units: priced.other_rho_units,
+                delta_units: priced.delta_units,
+            };
+            view.cost = Some(
+                PrivacyAmount::new(
+                    from_units(priced.rho_units, RHO_UNIT),
+                    from_units(priced.delta_units, DELTA_UNIT),
+                    shown,
+                )
+                .gaussian_only(charge.is_gaussian_only()),
+            );
             view.config = Some(priced.prepared.config);
             view.noise = priced.prepared.noise.into_iter().map(NoiseView::from).collect();
-            (priced.rho_units, priced.delta_units)
+            charge
         }
-        None => (
-            crate::privacy::units::charge_units(target.rho, RHO_UNIT),
-            crate::privacy::units::charge_units(target.delta.unwrap_or(0.0), DELTA_UNIT),
-        ),
+        // Without an algorithm, the requested amount is priced as one Gaussian-only job.
+        None => Spending {
+            rho_units: crate::privacy::units::charge_units(target.rho, RHO_UNIT),
+            other_rho_units: 0,
+            delta_units: crate::privacy::units::charge_units(target.delta.unwrap_or(0.0), DELTA_UNIT),
+        },
     };
-    // The ledger's own admission rule (privacy::units::admits), without charging.
-    view.fits_budget = Some(match (dataset.budget_rho_units, dataset.budget_delta_units) {
-        _ if dataset.public => true,
-        (Some(rho), Some(delta)) => {
-            dataset.status != DatasetStatus::Deleted
-                && admits(dataset.spent_rho_units, rho_units, rho)
-                && admits(dataset.spent_delta_units, delta_units, delta)
-        }
-        _ => false,
+    // The ledger's own admission rule (privacy::admission::admit), without charging.
+    view.fits_budget = Some(if dataset.public {
+        true
+    } else {
+        dataset.status != DatasetStatus::Deleted
+            && dataset
+                .budget()
+                .is_some_and(|budget| admit(&budget, dataset.spent(), charge).is_some())
     });
     Ok(Json(view))
 }

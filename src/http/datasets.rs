@@ -15,6 +15,7 @@ use super::error::{ApiError, Json, Path, ProblemDocument, ProblemKind};
 use super::privacy_input::{BudgetInput, DEFAULT_DISPLAY_DELTA, PrivacyAmount};
 use crate::dataset::{Kind, Relation};
 use crate::ingest::{self, Format, IngestError, Limits, Shape};
+use crate::privacy::admission::Rule;
 use crate::privacy::units::{DELTA_UNIT, RHO_UNIT, from_units};
 use crate::state::AppState;
 use crate::store::{DatasetRecord, DatasetStatus, LedgerEntry, LedgerEntryKind, NewDataset};
@@ -50,9 +51,19 @@ pub struct BudgetView {
     /// The budget as the owner stated it.
     #[schema(value_type = Object)]
     pub stated: serde_json::Value,
+    /// The ρ ceiling: the budget (zCDP), or for an (ε, δ) budget the most that Gaussian-only
+    /// spending may reach by the exact curve.
     pub total: PrivacyAmount,
     pub spent: PrivacyAmount,
+    /// The part of `spent.rho` not spent by Gaussian mechanisms (Laplace, exponential
+    /// mechanism, approximate-DP parts).
+    pub spent_other_rho: f64,
+    /// What a further Gaussian-only job may spend under the rule now in force.
     pub remaining: PrivacyAmount,
+    /// The admission rule now in force: `zcdp` (a ρ budget), `exact_gaussian` (an (ε, δ) budget
+    /// with only Gaussian mechanisms charged so far) or `cks` (an (ε, δ) budget after any other
+    /// charge). See privacy.md §2.
+    pub rule: String,
 }
 
 /// A dataset's metadata and budget state. Never contains statistics of the data; the row
@@ -106,14 +117,23 @@ impl From<&DatasetRecord> for DatasetView {
                 if let Some(map) = stated.as_object_mut() {
                     map.remove("display_delta");
                 }
+                let spent = r.spent();
+                let rule = match r.budget_epsilon_delta {
+                    None => Rule::Zcdp,
+                    Some(_) if spent.is_gaussian_only() => Rule::ExactGaussian,
+                    Some(_) => Rule::Cks,
+                };
                 Some(BudgetView {
                     stated,
-                    total: amount(total_rho, total_delta),
-                    spent: amount(r.spent_rho_units, r.spent_delta_units),
+                    total: amount(total_rho, total_delta).gaussian_only(true),
+                    spent: amount(r.spent_rho_units, r.spent_delta_units)
+                        .gaussian_only(spent.is_gaussian_only()),
+                    spent_other_rho: from_units(r.spent_other_rho_units, RHO_UNIT),
                     remaining: amount(
                         r.remaining_rho_units().unwrap_or(0),
                         r.remaining_delta_units().unwrap_or(0),
                     ),
+                    rule: rule.as_str().to_string(),
                 })
             }
             _ => None,
@@ -196,30 +216,36 @@ fn validate(body: CreateDataset) -> Result<NewDataset, ApiError> {
             (None, None, Some(entry_bound.unwrap_or(1.0)))
         }
     };
-    let (budget_rho_units, budget_delta_units, budget_stated) = match (&body.budget, body.public) {
-        (Some(_), true) => {
-            return Err(ApiError::validation(
-                "budget",
-                "public datasets carry no budget; omit it",
-            ));
-        }
-        (None, true) => (None, None, serde_json::json!({})),
-        (None, false) => {
-            return Err(ApiError::validation(
-                "budget",
-                "a private dataset needs a budget: {\"rho\": …} or {\"epsilon\": …, \"delta\": …}",
-            ));
-        }
-        (Some(input), false) => {
-            let parsed = input.parse()?;
-            let mut stated = serde_json::to_value(input).unwrap_or_default();
-            if let Some(map) = stated.as_object_mut() {
-                map.retain(|_, v| !v.is_null());
-                map.insert("display_delta".into(), parsed.display_delta.into());
+    let (budget_rho_units, budget_delta_units, budget_epsilon_delta, budget_stated) =
+        match (&body.budget, body.public) {
+            (Some(_), true) => {
+                return Err(ApiError::validation(
+                    "budget",
+                    "public datasets carry no budget; omit it",
+                ));
             }
-            (Some(parsed.rho_units), Some(parsed.delta_units), stated)
-        }
-    };
+            (None, true) => (None, None, None, serde_json::json!({})),
+            (None, false) => {
+                return Err(ApiError::validation(
+                    "budget",
+                    "a private dataset needs a budget: {\"rho\": …} or {\"epsilon\": …, \"delta\": …}",
+                ));
+            }
+            (Some(input), false) => {
+                let parsed = input.parse()?;
+                let mut stated = serde_json::to_value(input).unwrap_or_default();
+                if let Some(map) = stated.as_object_mut() {
+                    map.retain(|_, v| !v.is_null());
+                    map.insert("display_delta".into(), parsed.display_delta.into());
+                }
+                (
+                    Some(parsed.rho_units),
+                    Some(parsed.delta_units),
+                    parsed.epsilon_delta,
+                    stated,
+                )
+            }
+        };
     Ok(NewDataset {
         name,
         kind: body.kind,
@@ -230,6 +256,7 @@ fn validate(body: CreateDataset) -> Result<NewDataset, ApiError> {
         public: body.public,
         budget_rho_units,
         budget_delta_units,
+        budget_epsilon_delta,
         budget_stated,
     })
 }
@@ -323,6 +350,11 @@ pub struct LedgerEntryView {
     pub algorithm: Option<String>,
     pub rho: f64,
     pub delta: f64,
+    /// The part of `rho` not spent by Gaussian mechanisms.
+    pub other_rho: f64,
+    /// Which rule admitted a charge: `zcdp`, `exact_gaussian` or `cks` (absent on refunds,
+    /// on public datasets and on entries written before the rule was recorded).
+    pub rule: Option<String>,
     pub created_at: DateTime<Utc>,
 }
 
@@ -347,6 +379,8 @@ impl From<&LedgerEntry> for LedgerEntryView {
             algorithm: e.algorithm.clone(),
             rho: from_units(e.rho_units, RHO_UNIT),
             delta: from_units(e.delta_units, DELTA_UNIT),
+            other_rho: from_units(e.other_rho_units, RHO_UNIT),
+            rule: e.rule.map(|r| r.as_str().to_string()),
             created_at: e.created_at,
         }
     }

@@ -15,7 +15,8 @@ use super::error::{ApiError, Json, Path, ProblemDocument, ProblemKind, Query};
 use super::privacy_input::{DEFAULT_DISPLAY_DELTA, PrivacyAmount, PrivacyInput};
 use crate::algorithms::{self, ConfigError, DynAlgorithm};
 use crate::context::data_context;
-use crate::privacy::units::{DELTA_UNIT, RHO_UNIT, charge_units, from_units};
+use crate::privacy::admission::Spending;
+use crate::privacy::units::{DELTA_UNIT, RHO_UNIT, from_units};
 use crate::state::AppState;
 use crate::store::{
     CancelOutcome, DatasetRecord, DatasetStatus, Idempotency, JobRecord, JobStatus, NewJob, SubmitOutcome,
@@ -32,8 +33,10 @@ pub struct SubmitJob {
     #[serde(default)]
     #[schema(value_type = Object)]
     pub params: serde_json::Value,
-    /// What the job may spend: `{"rho": …}` or `{"epsilon": …, "delta": …}`.
-    pub privacy: PrivacyInput,
+    /// What the job may spend: `{"rho": …}` or `{"epsilon": …, "delta": …}`. Required on
+    /// private datasets; on public ones it may be omitted (the job then runs at the public
+    /// default target ρ = 1e6, δ = 1e-5, i.e. practically without noise, and records that).
+    pub privacy: Option<PrivacyInput>,
     /// Seed for reproducible experiments: public datasets only (refused on private ones).
     pub seed: Option<u64>,
 }
@@ -117,7 +120,8 @@ fn job_view(state: &AppState, job: &JobRecord) -> JobView {
             from_units(job.cost_rho_units, RHO_UNIT),
             from_units(job.cost_delta_units, DELTA_UNIT),
             display_delta,
-        ),
+        )
+        .gaussian_only(job.cost_other_rho_units == 0 && job.cost_delta_units == 0),
         progress,
         error: job.error.clone(),
         cancel_requested: job.cancel_requested,
@@ -170,14 +174,43 @@ pub(crate) struct Priced {
     pub prepared: algorithms::Prepared,
     pub rho_units: i64,
     pub delta_units: i64,
+    pub other_rho_units: i64,
+    /// The privacy the job runs at, as stored with it.
+    pub privacy: PrivacyInput,
+}
+
+/// The target of a job on a public dataset that states none: ρ = 1e6 (the ledger's largest
+/// amount), δ = 1e-5 for approximate parts. Public data need no protection (privacy.md §3);
+/// this runs every algorithm at its practically noise-free limit, which is what comparing
+/// algorithms on open data needs, and `exact` ignores it.
+pub const PUBLIC_DEFAULT_PRIVACY: PrivacyInput = PrivacyInput {
+    rho: Some(crate::privacy::units::MAX_RHO),
+    epsilon: None,
+    delta: Some(1e-5),
+};
+
+/// The privacy a job states, or the public default; a private dataset needs one.
+pub(crate) fn job_privacy(
+    dataset: &DatasetRecord,
+    privacy: Option<&PrivacyInput>,
+) -> Result<PrivacyInput, ApiError> {
+    match privacy {
+        Some(p) => Ok(p.clone()),
+        None if dataset.public => Ok(PUBLIC_DEFAULT_PRIVACY),
+        None => Err(ApiError::validation(
+            "privacy",
+            "a job on a private dataset needs a privacy target: {\"rho\": …} or {\"epsilon\": …, \"delta\": …}",
+        )),
+    }
 }
 
 pub(crate) fn price(
     algorithm: &dyn DynAlgorithm,
     dataset: &DatasetRecord,
     params: serde_json::Value,
-    privacy: &PrivacyInput,
+    privacy: Option<&PrivacyInput>,
 ) -> Result<Priced, ApiError> {
+    let privacy = job_privacy(dataset, privacy)?;
     let target = privacy.parse("privacy")?;
     let ctx = data_context(dataset).ok_or_else(|| ApiError::conflict("the dataset has no data yet"))?;
     let prepared = algorithm.prepare(params, &ctx, &target).map_err(config_problem)?;
@@ -189,7 +222,10 @@ pub(crate) fn price(
     })?;
     // Calibration is each algorithm's contract; a cost above the target is a bug, never charged silently.
     let allowed_delta = target.delta.unwrap_or(0.0);
-    if !(cost.rho <= target.rho * (1.0 + 1e-9)) || !(cost.delta <= allowed_delta * (1.0 + 1e-9)) {
+    // A natively (ε, δ)-DP algorithm given an (ε, δ) target runs at that ε and is charged ε²/2
+    // (privacy.md §2), which may exceed the CKS-converted ρ; the ledger's rule then judges it.
+    let allowed_rho = target.epsilon.map_or(target.rho, |e| target.rho.max(e * e / 2.0));
+    if !(cost.rho <= allowed_rho * (1.0 + 1e-9)) || !(cost.delta <= allowed_delta * (1.0 + 1e-9)) {
         if cost.delta > allowed_delta {
             return Err(ApiError::validation(
                 "privacy.delta",
@@ -206,10 +242,13 @@ pub(crate) fn price(
             target
         )));
     }
+    let units = Spending::of_cost(&cost);
     Ok(Priced {
-        rho_units: charge_units(cost.rho, RHO_UNIT),
-        delta_units: charge_units(cost.delta, DELTA_UNIT),
+        rho_units: units.rho_units,
+        delta_units: units.delta_units,
+        other_rho_units: units.other_rho_units,
         prepared,
+        privacy,
     })
 }
 
@@ -245,7 +284,7 @@ pub async fn submit(
             "seeds are accepted only on public datasets; private jobs draw noise from a fresh OS-seeded generator",
         ));
     }
-    let priced = price(algorithm, &dataset, body.params.clone(), &body.privacy)?;
+    let priced = price(algorithm, &dataset, body.params.clone(), body.privacy.as_ref())?;
     let queued = state.store.job_counts().await?;
     let queued = queued
         .iter()
@@ -261,7 +300,7 @@ pub async fn submit(
         key,
         request_hash: hex::encode(Sha256::digest(request.to_string())),
     });
-    let privacy = serde_json::to_value(&body.privacy).map_err(ApiError::internal)?;
+    let privacy = serde_json::to_value(&priced.privacy).map_err(ApiError::internal)?;
     let new = NewJob {
         dataset_id: dataset.id,
         algorithm: body.algorithm.clone(),
@@ -270,6 +309,7 @@ pub async fn submit(
         privacy: strip_nulls(privacy),
         cost_rho_units: priced.rho_units,
         cost_delta_units: priced.delta_units,
+        cost_other_rho_units: priced.other_rho_units,
         seed: body.seed,
         idempotency,
     };

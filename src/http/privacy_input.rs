@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::error::ApiError;
+use crate::privacy::gaussian_curve::max_gaussian_rho;
 use crate::privacy::units::{MAX_RHO, RHO_UNIT, checked_delta_budget_units, checked_rho_budget_units};
 use crate::privacy::{Delta, Epsilon, PrivacyTarget, Rho, epsilon_delta_to_rho};
 
@@ -12,8 +13,9 @@ use crate::privacy::{Delta, Epsilon, PrivacyTarget, Rho, epsilon_delta_to_rho};
 pub const DEFAULT_DISPLAY_DELTA: f64 = 1e-6;
 
 /// A dataset's privacy budget: either `{"rho": ρ}` (zCDP; optional `delta` caps the δ that
-/// approximate-DP parts of jobs may spend) or `{"epsilon": ε, "delta": δ}` (converted once to
-/// ρ = (sqrt(ln(1/δ)+ε) − sqrt(ln(1/δ)))²; no further δ may be spent).
+/// approximate-DP parts of jobs may spend) or `{"epsilon": ε, "delta": δ}` (the ledger keeps the
+/// stated pair: Gaussian-only spending is admitted by the exact Gaussian curve, anything else by
+/// CKS 2020 at δ minus the δ that approximate parts spent; privacy.md §2).
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BudgetInput {
@@ -29,9 +31,13 @@ pub struct BudgetInput {
 /// A budget in the ledger's terms.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ParsedBudget {
+    /// The ρ ceiling: the budget itself for a zCDP budget; for an (ε, δ) budget the largest
+    /// total the exact Gaussian curve admits (what Gaussian-only spending may reach).
     pub rho: f64,
     pub rho_units: i64,
     pub delta_units: i64,
+    /// The stated (ε, δ), for tight accounting.
+    pub epsilon_delta: Option<(f64, f64)>,
     /// δ used to show ρ as (ε, δ).
     pub display_delta: f64,
 }
@@ -97,7 +103,7 @@ fn parse_stated(
 
 impl BudgetInput {
     pub fn parse(&self) -> Result<ParsedBudget, ApiError> {
-        let (rho, delta_budget, display_delta) =
+        let (rho, delta_budget, display_delta, epsilon_delta) =
             match parse_stated("budget", self.rho, self.epsilon, self.delta)? {
                 Stated::Rho { rho, delta } => {
                     let delta = delta.map_or(0.0, Delta::get);
@@ -105,10 +111,19 @@ impl BudgetInput {
                         rho.get(),
                         delta,
                         if delta > 0.0 { delta } else { DEFAULT_DISPLAY_DELTA },
+                        None,
                     )
                 }
-                // The whole δ went into the conversion: no approximate-DP δ is left to spend.
-                Stated::EpsilonDelta { rho, delta, .. } => (rho, 0.0, delta.get()),
+                // Tight accounting (privacy.md §2): the ledger keeps the stated (ε, δ) and
+                // admits by the exact Gaussian curve or CKS; the ρ stored as the ceiling is the
+                // exact-Gaussian maximum, and δ is the cap approximate parts may eat into
+                // (each δ_j spent lowers the δ left for the conversion).
+                Stated::EpsilonDelta { epsilon, delta, .. } => (
+                    max_gaussian_rho(epsilon.get(), delta.get()),
+                    delta.get(),
+                    delta.get(),
+                    Some((epsilon.get(), delta.get())),
+                ),
             };
         let rho_units = checked_rho_budget_units(rho).map_err(|e| field_err("budget", e))?;
         if rho_units == 0 {
@@ -124,13 +139,15 @@ impl BudgetInput {
             rho_units,
             delta_units: checked_delta_budget_units(delta_budget)
                 .map_err(|e| field_err("budget.delta", e))?,
+            epsilon_delta,
             display_delta,
         })
     }
 }
 
 /// A job's privacy: `{"rho": ρ}` (optionally with `delta` for approximate-DP parts) or
-/// `{"epsilon": ε, "delta": δ}`, converted to ρ = (sqrt(ln(1/δ)+ε) − sqrt(ln(1/δ)))².
+/// `{"epsilon": ε, "delta": δ}`, converted to the largest ρ whose CKS 2020 conversion is ≤ ε at
+/// δ (natively (ε, δ)-DP algorithms such as `k_dp_pca` run at ε itself, charged ε²/2 and δ).
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PrivacyInput {
@@ -167,9 +184,13 @@ pub struct PrivacyAmount {
     pub epsilon: f64,
     /// The δ of that conversion.
     pub epsilon_at_delta: f64,
+    /// When every part of the amount is a Gaussian mechanism: the ε at `epsilon_at_delta` by the
+    /// exact curve of the composed Gaussian (Balle & Wang 2018), tighter than `epsilon`.
+    pub epsilon_exact_gaussian: Option<f64>,
 }
 
 impl PrivacyAmount {
+    /// `rho`/`delta` shown as (ε, δ) at `display_delta` by CKS 2020 (any zCDP amount).
     pub fn new(rho: f64, delta: f64, display_delta: f64) -> Self {
         let epsilon = match Delta::new(display_delta) {
             Ok(d) if rho > 0.0 => crate::privacy::rho_to_epsilon(rho, d),
@@ -180,6 +201,19 @@ impl PrivacyAmount {
             delta,
             epsilon,
             epsilon_at_delta: display_delta,
+            epsilon_exact_gaussian: None,
         }
+    }
+
+    /// Adds the exact-Gaussian ε of `rho` when the caller knows it is spent (or, for a ceiling,
+    /// may be spent) by Gaussian mechanisms only.
+    pub fn gaussian_only(mut self, gaussian_only: bool) -> Self {
+        if gaussian_only {
+            self.epsilon_exact_gaussian = Some(crate::privacy::gaussian_curve::epsilon_for(
+                crate::privacy::gaussian_curve::mu_of_rho(self.rho),
+                self.epsilon_at_delta,
+            ));
+        }
+        self
     }
 }

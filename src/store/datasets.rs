@@ -40,7 +40,11 @@ fn check(new: &NewDataset) -> Result<(), StoreError> {
             if !(delta >= 0 && delta < budget_units(1.0, DELTA_UNIT)) {
                 return bad("the delta budget must lie in [0, 1)");
             }
-            Ok(())
+            match new.budget_epsilon_delta {
+                None => Ok(()),
+                Some((epsilon, d)) if epsilon > 0.0 && epsilon.is_finite() && d > 0.0 && d < 1.0 => Ok(()),
+                Some(_) => bad("a stated (epsilon, delta) budget needs epsilon > 0 and delta in (0, 1)"),
+            }
         }
         (false, _, _) => bad("a private dataset needs a rho and a delta budget"),
     }
@@ -97,6 +101,8 @@ impl Store {
             budget_delta_units: new.budget_delta_units,
             spent_rho_units: 0,
             spent_delta_units: 0,
+            spent_other_rho_units: 0,
+            budget_epsilon_delta: new.budget_epsilon_delta,
             budget_stated: new.budget_stated,
             status: DatasetStatus::Empty,
             n: None,
@@ -106,9 +112,9 @@ impl Store {
         };
         sqlx::query(
             "INSERT INTO datasets (id, tenant_id, name, kind, relation, row_norm_bound, row_l1_bound, \
-                 entry_bound, public, budget_rho_units, budget_delta_units, budget_stated, status, \
-                 created_at, updated_at) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                 entry_bound, public, budget_rho_units, budget_delta_units, budget_epsilon, budget_delta, \
+                 budget_stated, status, created_at, updated_at) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )
         .bind(id(record.id))
         .bind(id(tenant))
@@ -121,6 +127,8 @@ impl Store {
         .bind(record.public)
         .bind(record.budget_rho_units)
         .bind(record.budget_delta_units)
+        .bind(record.budget_epsilon_delta.map(|(e, _)| e))
+        .bind(record.budget_epsilon_delta.map(|(_, d)| d))
         .bind(serde_json::to_string(&record.budget_stated)?)
         .bind(record.status.as_str())
         .bind(ts(at))

@@ -13,6 +13,7 @@ use super::models::{
 };
 use super::rows::{self, JOB_COLUMNS};
 use super::{Store, StoreError};
+use crate::privacy::admission::Spending;
 
 /// Moves a queued job to cancelled and refunds its charge. Runs inside a write transaction
 /// in which the job was just read as queued.
@@ -86,8 +87,8 @@ async fn insert_job(conn: &mut SqliteConnection, job: &JobRecord, new: &NewJob) 
     let idempotency = new.idempotency.as_ref();
     sqlx::query(
         "INSERT INTO jobs (id, tenant_id, dataset_id, algorithm, params, config, privacy, cost_rho_units, \
-             cost_delta_units, status, seed, created_at, idempotency_key, request_hash) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+             cost_delta_units, cost_other_rho_units, status, seed, created_at, idempotency_key, request_hash) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     )
     .bind(id(job.id))
     .bind(id(job.tenant_id))
@@ -98,6 +99,7 @@ async fn insert_job(conn: &mut SqliteConnection, job: &JobRecord, new: &NewJob) 
     .bind(serde_json::to_string(&job.privacy)?)
     .bind(job.cost_rho_units)
     .bind(job.cost_delta_units)
+    .bind(job.cost_other_rho_units)
     .bind(job.status.as_str())
     .bind(seed_to_db(job.seed))
     .bind(ts(job.created_at))
@@ -125,9 +127,19 @@ async fn admit(conn: &mut SqliteConnection, tenant: Uuid, new: NewJob) -> Result
         return Err(StoreError::SeedNotAllowed);
     }
     let at = now();
-    if !dataset.public && !reserve(conn, dataset.id, new.cost_rho_units, new.cost_delta_units, at).await? {
-        return Ok(shortfall(&dataset, new.cost_rho_units, new.cost_delta_units));
-    }
+    let charge = Spending {
+        rho_units: new.cost_rho_units,
+        other_rho_units: new.cost_other_rho_units,
+        delta_units: new.cost_delta_units,
+    };
+    let rule = if dataset.public {
+        None
+    } else {
+        match reserve(conn, dataset.id, charge, at).await? {
+            Some(rule) => Some(rule),
+            None => return Ok(shortfall(&dataset, new.cost_rho_units, new.cost_delta_units)),
+        }
+    };
     let job = JobRecord {
         id: Uuid::new_v4(),
         tenant_id: tenant,
@@ -138,6 +150,7 @@ async fn admit(conn: &mut SqliteConnection, tenant: Uuid, new: NewJob) -> Result
         privacy: new.privacy.clone(),
         cost_rho_units: new.cost_rho_units,
         cost_delta_units: new.cost_delta_units,
+        cost_other_rho_units: new.cost_other_rho_units,
         status: JobStatus::Queued,
         progress_done: 0,
         progress_total: 0,
@@ -149,7 +162,7 @@ async fn admit(conn: &mut SqliteConnection, tenant: Uuid, new: NewJob) -> Result
         finished_at: None,
     };
     insert_job(conn, &job, &new).await?;
-    record(conn, LedgerEntryKind::Charge, &job, at).await?;
+    record(conn, LedgerEntryKind::Charge, &job, rule, at).await?;
     Ok(SubmitOutcome::Created(job))
 }
 
@@ -165,6 +178,11 @@ impl Store {
     pub async fn submit_job(&self, tenant: Uuid, new: NewJob) -> Result<SubmitOutcome, StoreError> {
         if !(new.cost_rho_units >= 0 && new.cost_delta_units >= 0) {
             return Err(StoreError::InvalidCharge("a job's cost must be >= 0".to_owned()));
+        }
+        if !(0..=new.cost_rho_units).contains(&new.cost_other_rho_units) {
+            return Err(StoreError::InvalidCharge(
+                "a job's non-Gaussian ρ must lie between 0 and its whole ρ".to_owned(),
+            ));
         }
         let mut tx = self.write_tx().await?;
         let outcome = admit(&mut tx, tenant, new).await?;

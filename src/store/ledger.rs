@@ -13,46 +13,80 @@ use sqlx::SqliteConnection;
 use uuid::Uuid;
 
 use super::codec::{id, ts};
-use super::models::{DatasetRecord, JobRecord, LedgerEntry, LedgerEntryKind};
-use super::rows::{self, LEDGER_COLUMNS};
+use super::models::{DatasetRecord, DatasetStatus, JobRecord, LedgerEntry, LedgerEntryKind};
+use super::rows::{self, DATASET_COLUMNS, LEDGER_COLUMNS};
 use super::{Store, StoreError};
+use crate::privacy::admission::{Rule, Spending, admit};
 
-/// Adds `rho`/`delta` units to a ready, budgeted dataset's spending iff the result stays within
-/// its budget. Returns whether the charge was admitted. Must run inside the transaction that
-/// also records the charge entry.
+/// Admits `charge` on a ready, budgeted dataset by the rule of its budget
+/// ([`crate::privacy::admission`]) and adds it to the spending. Returns the rule that admitted
+/// it, or `None` (nothing written) if it does not fit. Must run inside the write transaction
+/// that also records the charge entry.
+///
+/// The rule is evaluated here, on the sums read in this transaction; the update then re-checks
+/// those sums (compare-and-set), so a concurrent writer can never slip between the read and the
+/// write even on a database that does not serialise writers as SQLite's `BEGIN IMMEDIATE`
+/// does. The schema's `CHECK (spent ≤ budget)` remains a ceiling underneath.
 pub(crate) async fn reserve(
     conn: &mut SqliteConnection,
     dataset: Uuid,
-    rho_units: i64,
-    delta_units: i64,
+    charge: Spending,
     at: DateTime<Utc>,
-) -> Result<bool, StoreError> {
+) -> Result<Option<Rule>, StoreError> {
+    let sql = format!("SELECT {DATASET_COLUMNS} FROM datasets WHERE id = ?");
+    let Some(row) = sqlx::query(&sql)
+        .bind(id(dataset))
+        .fetch_optional(&mut *conn)
+        .await?
+    else {
+        return Ok(None);
+    };
+    let record = rows::dataset(&row)?;
+    if record.status != DatasetStatus::Ready || record.public {
+        return Ok(None);
+    }
+    let Some(budget) = record.budget() else {
+        return Ok(None);
+    };
+    let spent = record.spent();
+    let Some(rule) = admit(&budget, spent, charge) else {
+        return Ok(None);
+    };
     let done = sqlx::query(
         "UPDATE datasets SET spent_rho_units = spent_rho_units + ?1, \
-             spent_delta_units = spent_delta_units + ?2, updated_at = ?3 \
-         WHERE id = ?4 AND status = 'ready' AND public = 0 \
+             spent_other_rho_units = spent_other_rho_units + ?2, \
+             spent_delta_units = spent_delta_units + ?3, updated_at = ?4 \
+         WHERE id = ?5 AND status = 'ready' AND public = 0 \
+           AND spent_rho_units = ?6 AND spent_other_rho_units = ?7 AND spent_delta_units = ?8 \
            AND spent_rho_units + ?1 <= budget_rho_units \
-           AND spent_delta_units + ?2 <= budget_delta_units",
+           AND spent_delta_units + ?3 <= budget_delta_units",
     )
-    .bind(rho_units)
-    .bind(delta_units)
+    .bind(charge.rho_units)
+    .bind(charge.other_rho_units)
+    .bind(charge.delta_units)
     .bind(ts(at))
     .bind(id(dataset))
+    .bind(spent.rho_units)
+    .bind(spent.other_rho_units)
+    .bind(spent.delta_units)
     .execute(&mut *conn)
     .await?;
-    Ok(done.rows_affected() == 1)
+    Ok((done.rows_affected() == 1).then_some(rule))
 }
 
-/// Appends one entry.
+/// Appends one entry for a job (`rule`: what admitted a charge; `None` for refunds and for
+/// public datasets).
 pub(crate) async fn record(
     conn: &mut SqliteConnection,
     entry: LedgerEntryKind,
     job: &JobRecord,
+    rule: Option<Rule>,
     at: DateTime<Utc>,
 ) -> Result<(), StoreError> {
     sqlx::query(
-        "INSERT INTO ledger (dataset_id, job_id, entry, algorithm, rho_units, delta_units, created_at) \
-         VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO ledger (dataset_id, job_id, entry, algorithm, rho_units, delta_units, \
+             other_rho_units, rule, created_at) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
     )
     .bind(id(job.dataset_id))
     .bind(id(job.id))
@@ -60,6 +94,8 @@ pub(crate) async fn record(
     .bind(&job.algorithm)
     .bind(job.cost_rho_units)
     .bind(job.cost_delta_units)
+    .bind(job.cost_other_rho_units)
+    .bind(rule.map(Rule::as_str))
     .bind(ts(at))
     .execute(&mut *conn)
     .await?;
@@ -76,16 +112,18 @@ pub(crate) async fn refund(
 ) -> Result<(), StoreError> {
     sqlx::query(
         "UPDATE datasets SET spent_rho_units = spent_rho_units - ?1, \
-             spent_delta_units = spent_delta_units - ?2, updated_at = ?3 \
-         WHERE id = ?4 AND public = 0",
+             spent_delta_units = spent_delta_units - ?2, \
+             spent_other_rho_units = spent_other_rho_units - ?3, updated_at = ?4 \
+         WHERE id = ?5 AND public = 0",
     )
     .bind(job.cost_rho_units)
     .bind(job.cost_delta_units)
+    .bind(job.cost_other_rho_units)
     .bind(ts(at))
     .bind(id(job.dataset_id))
     .execute(&mut *conn)
     .await?;
-    record(conn, LedgerEntryKind::Refund, job, at).await
+    record(conn, LedgerEntryKind::Refund, job, None, at).await
 }
 
 /// Remaining and requested amounts for an over-budget answer.

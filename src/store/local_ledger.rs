@@ -342,7 +342,14 @@ impl Store {
             return Ok(ChargeOutcome::AlreadyCharged);
         }
         let at = now();
-        if !reserve(&mut tx, dataset, rho_units, delta_units, at).await? {
+        // Site budgets are stated in zCDP, so the split into Gaussian and other ρ does not
+        // change admission; the study's charge is recorded as "other", the conservative reading.
+        let charge = crate::privacy::admission::Spending {
+            rho_units,
+            other_rho_units: rho_units,
+            delta_units,
+        };
+        if reserve(&mut tx, dataset, charge, at).await?.is_none() {
             let found = site_dataset(&mut tx).await?;
             tx.rollback().await?;
             let found = found.filter(|b| b.dataset == dataset).ok_or_else(|| {

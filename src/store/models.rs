@@ -5,6 +5,8 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use uuid::Uuid;
 
+use crate::privacy::admission::{Budget, Rule, Spending, rho_capacity_units};
+
 use crate::dataset::{Kind, Relation};
 
 /// A tenant: owner of datasets and jobs, authenticated by an API key stored hashed.
@@ -65,6 +67,11 @@ pub struct DatasetRecord {
     pub budget_delta_units: Option<i64>,
     pub spent_rho_units: i64,
     pub spent_delta_units: i64,
+    /// The part of `spent_rho_units` not spent by Gaussian mechanisms.
+    pub spent_other_rho_units: i64,
+    /// The owner's (ε, δ), when the budget was stated that way (tight accounting applies;
+    /// `budget_rho_units` is then the exact-Gaussian ceiling).
+    pub budget_epsilon_delta: Option<(f64, f64)>,
     /// How the owner stated the budget (ρ, or ε and δ), as given at creation.
     pub budget_stated: serde_json::Value,
     pub status: DatasetStatus,
@@ -75,9 +82,34 @@ pub struct DatasetRecord {
 }
 
 impl DatasetRecord {
-    /// Remaining ρ units, `None` for public datasets (no budget).
+    /// The budget as the admission rule sees it; `None` for public datasets.
+    pub fn budget(&self) -> Option<Budget> {
+        let rho_units = self.budget_rho_units?;
+        Some(match self.budget_epsilon_delta {
+            Some((epsilon, delta)) => Budget::EpsilonDelta { epsilon, delta },
+            None => Budget::Zcdp {
+                rho_units,
+                delta_units: self.budget_delta_units.unwrap_or(0),
+            },
+        })
+    }
+
+    /// What has been spent, in units.
+    pub fn spent(&self) -> Spending {
+        Spending {
+            rho_units: self.spent_rho_units,
+            other_rho_units: self.spent_other_rho_units,
+            delta_units: self.spent_delta_units,
+        }
+    }
+
+    /// Remaining ρ units for a Gaussian-only job under the rule now in force (for an (ε, δ)
+    /// budget this depends on what was spent: the exact Gaussian curve while only Gaussian
+    /// mechanisms were charged, CKS afterwards). `None` for public datasets (no budget).
     pub fn remaining_rho_units(&self) -> Option<i64> {
-        self.budget_rho_units.map(|b| b - self.spent_rho_units)
+        let budget = self.budget()?;
+        let capacity = rho_capacity_units(&budget, self.spent());
+        Some((capacity.min(self.budget_rho_units?) - self.spent_rho_units).max(0))
     }
 
     /// Remaining δ units, `None` for public datasets (no budget).
@@ -99,6 +131,9 @@ pub struct NewDataset {
     pub public: bool,
     pub budget_rho_units: Option<i64>,
     pub budget_delta_units: Option<i64>,
+    /// The stated (ε, δ) of a budget given that way (then `budget_rho_units` must be the
+    /// exact-Gaussian ceiling and `budget_delta_units` the δ in units).
+    pub budget_epsilon_delta: Option<(f64, f64)>,
     pub budget_stated: serde_json::Value,
 }
 
@@ -137,6 +172,10 @@ pub struct LedgerEntry {
     pub algorithm: Option<String>,
     pub rho_units: i64,
     pub delta_units: i64,
+    /// The part of `rho_units` not spent by Gaussian mechanisms.
+    pub other_rho_units: i64,
+    /// Which rule admitted a charge (`None` on refunds and on public datasets).
+    pub rule: Option<Rule>,
     pub created_at: DateTime<Utc>,
 }
 
@@ -197,6 +236,8 @@ pub struct JobRecord {
     pub privacy: serde_json::Value,
     pub cost_rho_units: i64,
     pub cost_delta_units: i64,
+    /// The part of `cost_rho_units` not spent by Gaussian mechanisms.
+    pub cost_other_rho_units: i64,
     pub status: JobStatus,
     pub progress_done: i64,
     pub progress_total: i64,
@@ -220,6 +261,8 @@ pub struct NewJob {
     pub privacy: serde_json::Value,
     pub cost_rho_units: i64,
     pub cost_delta_units: i64,
+    /// The part of `cost_rho_units` not spent by Gaussian mechanisms (≤ `cost_rho_units`).
+    pub cost_other_rho_units: i64,
     /// Refused (`StoreError::SeedNotAllowed`) unless the dataset is public.
     pub seed: Option<u64>,
     pub idempotency: Option<Idempotency>,

@@ -14,14 +14,14 @@ pub(crate) const TENANT_COLUMNS: &str = "id, name, created_at";
 
 pub(crate) const DATASET_COLUMNS: &str = "id, tenant_id, name, kind, relation, row_norm_bound, row_l1_bound, \
      entry_bound, public, budget_rho_units, budget_delta_units, spent_rho_units, spent_delta_units, \
-     budget_stated, status, n, d, created_at, deleted_at";
+     spent_other_rho_units, budget_epsilon, budget_delta, budget_stated, status, n, d, created_at, deleted_at";
 
 pub(crate) const JOB_COLUMNS: &str = "id, tenant_id, dataset_id, algorithm, params, config, privacy, \
-     cost_rho_units, cost_delta_units, status, progress_done, progress_total, cancel_requested, error, \
+     cost_rho_units, cost_delta_units, cost_other_rho_units, status, progress_done, progress_total, cancel_requested, error, \
      seed, created_at, started_at, finished_at";
 
 pub(crate) const LEDGER_COLUMNS: &str =
-    "id, dataset_id, job_id, entry, algorithm, rho_units, delta_units, created_at";
+    "id, dataset_id, job_id, entry, algorithm, rho_units, delta_units, other_rho_units, rule, created_at";
 
 pub(crate) fn tenant(row: &SqliteRow) -> Result<Tenant, StoreError> {
     Ok(Tenant {
@@ -47,6 +47,15 @@ pub(crate) fn dataset(row: &SqliteRow) -> Result<DatasetRecord, StoreError> {
         budget_delta_units: row.try_get("budget_delta_units")?,
         spent_rho_units: row.try_get("spent_rho_units")?,
         spent_delta_units: row.try_get("spent_delta_units")?,
+        spent_other_rho_units: row.try_get("spent_other_rho_units")?,
+        budget_epsilon_delta: match (
+            row.try_get::<Option<f64>, _>("budget_epsilon")?,
+            row.try_get::<Option<f64>, _>("budget_delta")?,
+        ) {
+            (Some(epsilon), Some(delta)) => Some((epsilon, delta)),
+            (None, None) => None,
+            _ => return Err(StoreError::Corrupt("budget_epsilon without budget_delta".into())),
+        },
         budget_stated: parse_json(row.try_get("budget_stated")?)?,
         status: DatasetStatus::parse(status)
             .ok_or_else(|| StoreError::Corrupt(format!("dataset status {status:?}")))?,
@@ -69,6 +78,7 @@ pub(crate) fn job(row: &SqliteRow) -> Result<JobRecord, StoreError> {
         privacy: parse_json(row.try_get("privacy")?)?,
         cost_rho_units: row.try_get("cost_rho_units")?,
         cost_delta_units: row.try_get("cost_delta_units")?,
+        cost_other_rho_units: row.try_get("cost_other_rho_units")?,
         status: JobStatus::parse(status)
             .ok_or_else(|| StoreError::Corrupt(format!("job status {status:?}")))?,
         progress_done: row.try_get("progress_done")?,
@@ -117,6 +127,14 @@ pub(crate) fn ledger_entry(row: &SqliteRow) -> Result<LedgerEntry, StoreError> {
         algorithm: row.try_get("algorithm")?,
         rho_units: row.try_get("rho_units")?,
         delta_units: row.try_get("delta_units")?,
+        other_rho_units: row.try_get("other_rho_units")?,
+        rule: match row.try_get::<Option<&str>, _>("rule")? {
+            None => None,
+            Some(r) => Some(
+                crate::privacy::admission::Rule::parse(r)
+                    .ok_or_else(|| StoreError::Corrupt(format!("ledger rule {r:?}")))?,
+            ),
+        },
         created_at: parse_ts(row.try_get("created_at")?)?,
     })
 }

@@ -23,15 +23,19 @@ async fn create_reports_budget_as_rho_and_epsilon_delta() {
     let view = reply.json();
     assert_eq!(view["status"], "empty");
     assert_eq!(view["relation"], "replace_one");
+    // An (ε, δ) budget keeps (ε, δ); its ρ ceiling is what Gaussian-only spending may reach by
+    // the exact Gaussian curve: at (1, 1e-6) ρ = 0.0280144819… (mpmath, 40 digits), above the
+    // CKS inverse and the Bun–Steinke one (0.0170…).
     let total = &view["budget"]["total"];
-    let l = (1e6f64).ln();
-    let rho = ((l + 1.0).sqrt() - l.sqrt()).powi(2);
-    assert!((total["rho"].as_f64().unwrap() - rho).abs() < 1e-11);
-    // Converting back is conservative: never more than the stated ε.
-    let eps = total["epsilon"].as_f64().unwrap();
-    // CKS 2020 is tighter than the Bun–Steinke form the budget was converted with.
-    assert!(eps <= 1.0 + 1e-9 && eps > 0.5, "{eps}");
+    let rho = total["rho"].as_f64().unwrap();
+    assert!((rho - 0.028_014_481_912_630_34).abs() < 1e-9, "{rho}");
+    // Shown as ε by the exact curve: exactly the stated ε (up to rounding), while CKS says more.
+    let exact = total["epsilon_exact_gaussian"].as_f64().unwrap();
+    assert!((exact - 1.0).abs() < 1e-6, "{exact}");
+    assert!(total["epsilon"].as_f64().unwrap() > 1.0);
     assert_eq!(total["epsilon_at_delta"], 1e-6);
+    assert_eq!(view["budget"]["rule"], "exact_gaussian");
+    assert_eq!(view["budget"]["stated"], json!({ "epsilon": 1.0, "delta": 1e-6 }));
     assert_eq!(view["budget"]["spent"]["rho"], 0.0);
     assert_eq!(view["budget"]["remaining"]["rho"], total["rho"]);
 }

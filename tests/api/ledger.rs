@@ -167,3 +167,83 @@ async fn a_job_left_running_by_a_crash_is_failed_with_its_charge_kept_and_never_
         .to_string();
     assert_eq!(app.wait(&key, &queued).await["status"], "succeeded");
 }
+
+#[tokio::test]
+async fn an_epsilon_delta_budget_admits_gaussian_jobs_by_the_exact_curve() {
+    // The case: (ε, δ) = (1, 1e-5) admits three analyze_gauss jobs of ρ = 0.0119
+    // (Σρ = 0.0357 ≤ 0.0359, the exact Gaussian maximum) and refuses a fourth of ρ = 0.001.
+    let app = TestApp::without_runner().await;
+    let key = app.tenant("t").await;
+    let ds = app
+        .records(&key, json!({ "epsilon": 1.0, "delta": 1e-5 }), "1,0\n0,1\n")
+        .await;
+    for _ in 0..3 {
+        let reply = app.post("/v1/jobs", &key, gauss(&ds, 0.0119)).await;
+        assert_eq!(
+            reply.status,
+            StatusCode::ACCEPTED,
+            "{}",
+            String::from_utf8_lossy(&reply.bytes)
+        );
+    }
+    let doc = app.post("/v1/jobs", &key, gauss(&ds, 0.001)).await.problem(409);
+    assert_eq!(doc["type"], "urn:privpca:problem:over-budget");
+    let ledger = app.get(&format!("/v1/datasets/{ds}/ledger"), &key).await.json();
+    let entries = ledger["entries"].as_array().unwrap();
+    assert_eq!(entries.len(), 3);
+    for e in entries {
+        assert_eq!(e["rule"], "exact_gaussian");
+        assert_eq!(e["other_rho"], 0.0);
+        assert_eq!(e["rho"], 0.0119, "shown as the decimal charged");
+    }
+    let budget = &ledger["budget"];
+    assert_eq!(budget["rule"], "exact_gaussian");
+    let spent = budget["spent"]["rho"].as_f64().unwrap();
+    assert!((spent - 0.0357).abs() < 1e-15, "{spent}");
+    // The exact curve says the three jobs together are (≤ 1, 1e-5)-DP.
+    let exact = budget["spent"]["epsilon_exact_gaussian"].as_f64().unwrap();
+    assert!(exact <= 1.0 && exact > 0.99, "{exact}");
+}
+
+#[tokio::test]
+async fn a_non_gaussian_charge_switches_an_epsilon_delta_budget_to_cks() {
+    let app = TestApp::without_runner().await;
+    let key = app.tenant("t").await;
+    let ds = app
+        .records(&key, json!({ "epsilon": 1.0, "delta": 1e-5 }), "1,0\n0,1\n")
+        .await;
+    // eigen_sampling's exponential mechanism is not Gaussian: CKS (0.0306) governs from here.
+    let sampling = json!({ "dataset_id": ds, "algorithm": "eigen_sampling", "params": { "k": 1 },
+                           "privacy": { "rho": 0.005 } });
+    let reply = app.post("/v1/jobs", &key, sampling).await;
+    assert_eq!(
+        reply.status,
+        StatusCode::ACCEPTED,
+        "{}",
+        String::from_utf8_lossy(&reply.bytes)
+    );
+    // 0.005 + 0.028 = 0.033 would fit the Gaussian curve (0.0359) but not CKS (0.0306).
+    app.post("/v1/jobs", &key, gauss(&ds, 0.028)).await.problem(409);
+    let reply = app.post("/v1/jobs", &key, gauss(&ds, 0.025)).await;
+    assert_eq!(reply.status, StatusCode::ACCEPTED);
+    let ledger = app.get(&format!("/v1/datasets/{ds}/ledger"), &key).await.json();
+    let entries = ledger["entries"].as_array().unwrap();
+    assert_eq!(entries[0]["rule"], "cks");
+    assert!(entries[0]["other_rho"].as_f64().unwrap() > 0.0);
+    assert_eq!(entries[1]["rule"], "cks");
+    assert_eq!(ledger["budget"]["rule"], "cks");
+    let remaining = ledger["budget"]["remaining"]["rho"].as_f64().unwrap();
+    assert!(remaining > 0.0 && remaining < 0.0006, "{remaining}");
+}
+
+#[tokio::test]
+async fn decimal_amounts_read_back_as_written() {
+    let app = TestApp::without_runner().await;
+    let key = app.tenant("t").await;
+    let ds = app.records(&key, json!({ "rho": 1.0 }), "1,0\n0,1\n").await;
+    let job = app.post("/v1/jobs", &key, gauss(&ds, 0.2)).await.json();
+    assert_eq!(job["cost"]["rho"], 0.2);
+    let view = app.get(&format!("/v1/datasets/{ds}"), &key).await.json();
+    assert_eq!(view["budget"]["spent"]["rho"], 0.2);
+    assert_eq!(view["budget"]["remaining"]["rho"], 0.8);
+}

@@ -114,10 +114,14 @@ async fn privacy_plan_converts_and_prices_without_spending() {
     assert_eq!(conv.status, StatusCode::OK);
     let conv = conv.json();
     let rho = conv["requested"]["rho"].as_f64().unwrap();
-    // (sqrt(ln(1e5) + 1) - sqrt(ln(1e5)))^2
-    let l = (1e5f64).ln();
-    assert!((rho - ((l + 1.0).sqrt() - l.sqrt()).powi(2)).abs() < 1e-12);
+    // The CKS inverse at (1, 1e-5): 0.0305566 (privacy.md §2), and the exact Gaussian maximum
+    // 0.0359257 (both mpmath, 50 digits); the Bun–Steinke inverse would give 0.0208.
+    assert!((rho - 0.030_556_595_197_639_566).abs() < 1e-9, "{conv}");
     assert!(conv["requested"]["epsilon"].as_f64().unwrap() <= 1.0 + 1e-9);
+    assert_eq!(conv["conversions"]["rho_cks"], conv["requested"]["rho"]);
+    let gauss = conv["conversions"]["rho_exact_gaussian"].as_f64().unwrap();
+    assert!((gauss - 0.035_925_702_327_418_217).abs() < 1e-9, "{conv}");
+    assert!(conv["conversions"]["epsilon_exact_gaussian"].as_f64().unwrap() < 1.0);
 
     let ds = app.records(&key, json!({ "rho": 0.5 }), "1,0\n0,1\n").await;
     let plan = app

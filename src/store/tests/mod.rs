@@ -46,6 +46,7 @@ pub(super) fn private_spec(budget_rho_units: i64, budget_delta_units: i64) -> Ne
         public: false,
         budget_rho_units: Some(budget_rho_units),
         budget_delta_units: Some(budget_delta_units),
+        budget_epsilon_delta: None,
         budget_stated: json!({ "rho": 1.0 }),
     }
 }
@@ -78,6 +79,7 @@ pub(super) fn job(dataset: Uuid, rho_units: i64, delta_units: i64) -> NewJob {
         privacy: json!({ "rho": 0.1 }),
         cost_rho_units: rho_units,
         cost_delta_units: delta_units,
+        cost_other_rho_units: 0,
         seed: None,
         idempotency: None,
     }
