@@ -25,3 +25,7 @@ ALTER TABLE ledger ADD COLUMN other_rho_units INTEGER NOT NULL DEFAULT 0 CHECK (
 -- Which rule admitted a charge: 'zcdp', 'exact_gaussian' or 'cks' (NULL on refunds, on public
 -- datasets, and on rows written before this migration).
 ALTER TABLE ledger ADD COLUMN rule TEXT NULL CHECK (rule IS NULL OR rule IN ('zcdp', 'exact_gaussian', 'cks'));
+
+-- Other DP releases of a job returned with its basis, as JSON (e.g. {"clip_norm": c}, the
+-- bound the adaptive clip released; privacy.md section 2).
+ALTER TABLE jobs ADD COLUMN released TEXT NULL;

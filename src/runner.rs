@@ -253,7 +253,8 @@ async fn execute(state: &AppState, job: &JobRecord, control: Arc<RunningJob>) ->
     let store = state.store.clone();
     let job_id = job.id;
 
-    let task = tokio::task::spawn_blocking(move || -> Result<algorithms::Output, Failure> {
+    type Released = serde_json::Map<String, serde_json::Value>;
+    let task = tokio::task::spawn_blocking(move || -> Result<(algorithms::Output, Released), Failure> {
         let data = ingest::load(&path, n, d).map_err(|e| {
             tracing::error!(job = %job_id, error = %e, "could not load the dataset");
             Failure::Failed("could not load the dataset's data".into())
@@ -289,14 +290,20 @@ async fn execute(state: &AppState, job: &JobRecord, control: Arc<RunningJob>) ->
             Ok(())
         };
         let mut env = RunEnv::new(&mut rng, &mut progress);
-        algorithm
+        let output = algorithm
             .run_prepared(&config, input, &ctx, &mut env)
             .map_err(|e| match e {
                 RunError::Cancelled => Failure::Stopped,
                 RunError::Failed(reason) => Failure::Failed(reason),
-            })
+            })?;
+        let released: Released = env
+            .released()
+            .iter()
+            .map(|(name, value)| ((*name).to_string(), serde_json::json!(value)))
+            .collect();
+        Ok((output, released))
     });
-    let output = match task.await {
+    let (output, released) = match task.await {
         Ok(result) => result?,
         Err(e) => {
             tracing::error!(job = %job.id, error = %e, "job panicked");
@@ -320,5 +327,6 @@ async fn execute(state: &AppState, job: &JobRecord, control: Arc<RunningJob>) ->
         k: basis.ncols(),
         basis: basis.as_slice().to_vec(),
         eigenvalues: output.eigenvalues,
+        released: (!released.is_empty()).then_some(serde_json::Value::Object(released)),
     })
 }

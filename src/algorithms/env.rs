@@ -15,6 +15,7 @@ pub struct RunEnv<'a> {
     rng: &'a mut dyn RngCore,
     progress: &'a mut dyn FnMut(u32, u32) -> Result<(), Cancelled>,
     audit: Option<&'a mut dyn NoiseAudit>,
+    released: Vec<(&'static str, f64)>,
 }
 
 impl<'a> RunEnv<'a> {
@@ -26,7 +27,19 @@ impl<'a> RunEnv<'a> {
             rng,
             progress,
             audit: None,
+            released: Vec::new(),
         }
+    }
+
+    /// Record a named DP release that is returned with the result (e.g. the adaptive clip
+    /// norm). Only DP values or their post-processing may be recorded (privacy.md §3).
+    pub fn record_release(&mut self, name: &'static str, value: f64) {
+        self.released.push((name, value));
+    }
+
+    /// The releases recorded so far, in order.
+    pub fn released(&self) -> &[(&'static str, f64)] {
+        &self.released
     }
 
     /// Attach an audit that sees every noise draw (tests and experiments only).

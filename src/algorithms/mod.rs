@@ -11,6 +11,7 @@
 pub mod analyze_gauss;
 pub mod bingham;
 pub mod centering;
+pub mod clipping;
 pub mod coherent_power;
 pub mod dp_oja;
 pub mod eigen_sampling;

@@ -5,6 +5,7 @@ use serde_json::{Value, json};
 
 use super::analyze_gauss::AnalyzeGauss;
 use super::centering::CenterConfig;
+use super::clipping::{self, ClipConfig, ClipRequest};
 use super::eigenvalues::{self, EigenvalueConfig};
 use super::exact::Exact;
 use super::noisy_power::NoisyPower;
@@ -55,6 +56,9 @@ pub trait DynAlgorithm: Send + Sync {
 const CONFIG_CENTER: &str = "center";
 const CONFIG_EIGENVALUES: &str = "eigenvalues";
 const CONFIG_WITH_EIGENVALUES: &str = "with_eigenvalues";
+const CONFIG_CLIP: &str = "clip";
+/// Recorded when `clip: "auto"` chose not to clip.
+const CONFIG_CLIP_AUTO: &str = "clip_auto";
 
 fn declares(info: &AlgorithmInfo, name: &str) -> bool {
     info.params.iter().any(|p| p.name == name)
@@ -85,6 +89,17 @@ fn generic_param_info(info: &AlgorithmInfo) -> Vec<ParamInfo> {
                 allowed: None,
             });
         }
+    }
+    if info.kinds.contains(&Kind::Records) && !own("clip") {
+        params.push(ParamInfo {
+            name: "clip",
+            json_type: "string",
+            description: "records only, adaptive clipping: \"none\" (default), \"auto\" (the median at 0.1 of the job's ρ, unless the public n, d and ρ say the declared bound already leaves little noise) or {\"quantile\": q, \"share\": f}: spend f of the job's ρ on a DP q-quantile c of the row norms (noisy binary search, Gaussian), clip rows at c ≤ β and calibrate the algorithm to c; c is returned with the result as released.clip_norm",
+            default: Some(json!("none")),
+            required: false,
+            minimum: None,
+            allowed: None,
+        });
     }
     if !own("with_eigenvalues") {
         params.push(ParamInfo {
@@ -117,6 +132,9 @@ struct Options {
     center: Option<CenterConfig>,
     with_eigenvalues: Option<bool>,
     eigenvalues: Option<EigenvalueConfig>,
+    clip: Option<ClipConfig>,
+    /// `clip: "auto"` decided not to clip (recorded with the job).
+    clip_auto_declined: bool,
 }
 
 impl Options {
@@ -164,8 +182,24 @@ impl Options {
             eigen_share = Some(share);
         }
         options.with_eigenvalues = with;
+        let clip = if declares(info, "clip") {
+            None
+        } else {
+            clipping::take_request(map, ctx)?
+        };
+        let clip = match clip {
+            Some(ClipRequest::Auto) => match clipping::auto_choice(ctx, target.rho) {
+                Some(choice) => Some((choice, true)),
+                None => {
+                    options.clip_auto_declined = true;
+                    None
+                }
+            },
+            Some(ClipRequest::Quantile { quantile, share }) => Some(((quantile, share), false)),
+            None => None,
+        };
         let needs_charge = with == Some(true) && !eigenvalues::releases_eigenvalues(info.name);
-        if center.is_none() && !needs_charge {
+        if center.is_none() && !needs_charge && clip.is_none() {
             return Ok((options, *target));
         }
         let rho = target.rho;
@@ -179,27 +213,45 @@ impl Options {
             let share = eigen_share.unwrap_or(eigenvalues::DEFAULT_EIGENVALUE_SHARE);
             options.eigenvalues = Some(eigenvalues::configure(share, ctx, rho));
         }
+        if let Some(((quantile, share), auto)) = clip {
+            // The algorithm's target is filled in below, once every option's cost is known.
+            let placeholder = PrivacyTarget {
+                rho,
+                delta: target.delta,
+                epsilon: None,
+            };
+            options.clip = Some(clipping::configure(
+                quantile,
+                share,
+                auto,
+                ctx,
+                rho,
+                Value::Object(map.clone()),
+                placeholder,
+            )?);
+        }
         let extras = options.cost();
         let mut rest = rho - extras.rho;
         if !(rest > 0.0) {
             return Err(ConfigError::invalid(
-                "params.center_share",
-                "center_share and eigenvalue_share together must leave part of the budget to the algorithm",
+                "params",
+                "center_share, eigenvalue_share and the clip share together must leave part of the budget to the algorithm",
             ));
         }
         // Never let the composed total exceed the target in floating point.
         while extras.rho + rest > rho {
             rest = rest.next_down();
         }
-        Ok((
-            options,
-            PrivacyTarget {
-                rho: rest,
-                delta: target.delta,
-                // Options took part of ρ: the rest is no longer the stated (ε, δ).
-                epsilon: None,
-            },
-        ))
+        let rest = PrivacyTarget {
+            rho: rest,
+            delta: target.delta,
+            // Options took part of ρ: the rest is no longer the stated (ε, δ).
+            epsilon: None,
+        };
+        if let Some(clip) = options.clip.as_mut() {
+            clip.algorithm_target = rest;
+        }
+        Ok((options, rest))
     }
 
     /// The options' own cost (composed before the algorithm's).
@@ -209,7 +261,8 @@ impl Options {
             .eigenvalues
             .as_ref()
             .map_or(Cost::ZERO, EigenvalueConfig::cost);
-        center.then(eigen)
+        let clip = self.clip.as_ref().map_or(Cost::ZERO, ClipConfig::cost);
+        center.then(eigen).then(clip)
     }
 
     fn noise(&self, d: usize, k: Option<usize>) -> Vec<NoiseScale> {
@@ -217,12 +270,19 @@ impl Options {
         if let Some(e) = &self.eigenvalues {
             noise.push(e.noise_scale(k.unwrap_or(0)));
         }
+        if let Some(c) = &self.clip {
+            noise.push(c.noise_scale());
+        }
         noise
     }
 
     /// Adds the options to the algorithm's configuration object.
     fn store(&self, config: &mut Value) -> Result<(), ConfigError> {
-        if self.center.is_none() && self.with_eigenvalues.is_none() {
+        if self.center.is_none()
+            && self.with_eigenvalues.is_none()
+            && self.clip.is_none()
+            && !self.clip_auto_declined
+        {
             return Ok(());
         }
         let Value::Object(map) = config else {
@@ -250,6 +310,17 @@ impl Options {
         if let Some(e) = &self.eigenvalues {
             put(CONFIG_EIGENVALUES, serde_json::to_value(e).map_err(ser)?)?;
         }
+        if let Some(c) = &self.clip {
+            put(CONFIG_CLIP, serde_json::to_value(c).map_err(ser)?)?;
+        }
+        if self.clip_auto_declined {
+            put(
+                CONFIG_CLIP_AUTO,
+                json!(
+                    "not clipped: the public n, d and ρ say the declared bound already leaves little noise"
+                ),
+            )?;
+        }
         Ok(())
     }
 
@@ -271,6 +342,14 @@ impl Options {
             }
             if let Some(e) = map.remove(CONFIG_EIGENVALUES) {
                 options.eigenvalues = Some(serde_json::from_value(e).map_err(bad)?);
+            }
+            if !declares(info, "clip")
+                && let Some(c) = map.remove(CONFIG_CLIP)
+            {
+                options.clip = Some(serde_json::from_value(c).map_err(bad)?);
+            }
+            if map.remove(CONFIG_CLIP_AUTO).is_some() {
+                options.clip_auto_declined = true;
             }
         }
         Ok((own, options))
@@ -367,7 +446,26 @@ impl<A: Algorithm> DynAlgorithm for A {
                 ));
             }
         };
-        let mut output = self.run(input, &config, ctx, env)?;
+        let clipped;
+        let clipped_ctx;
+        let reconfigured;
+        let (input, ctx, config) = match (&options.clip, input) {
+            (None, input) => (input, ctx, &config),
+            (Some(clip), DataInput::Records { xt }) => {
+                let c = clip.search(xt, env)?;
+                env.record_release("clip_norm", c);
+                clipped = clipping::clip_rows(xt, c);
+                clipped_ctx = clipping::clipped_context(ctx, c);
+                reconfigured = reconfigure_at_clip(self, clip, &config, ctx, &clipped_ctx)?;
+                (DataInput::Records { xt: &clipped }, &clipped_ctx, &reconfigured)
+            }
+            (Some(_), DataInput::Matrix { .. }) => {
+                return Err(RunError::Failed(
+                    "clipping applies to records datasets only".into(),
+                ));
+            }
+        };
+        let mut output = self.run(input, config, ctx, env)?;
         match options.with_eigenvalues {
             Some(false) => output.eigenvalues = None,
             Some(true) => {
@@ -379,6 +477,38 @@ impl<A: Algorithm> DynAlgorithm for A {
         }
         Ok(output)
     }
+}
+
+/// Configures `algorithm` again at the released clip bound (β = c), from the parameters and the
+/// share of the target stored at submission, and checks that it costs no more than the
+/// configuration the ledger charged (costs are functions of the parameters and ρ only; a
+/// mismatch is a bug and fails the run, the charge standing).
+fn reconfigure_at_clip<A: Algorithm>(
+    algorithm: &A,
+    clip: &ClipConfig,
+    charged: &A::Config,
+    ctx: &DataContext,
+    clipped: &DataContext,
+) -> Result<A::Config, RunError> {
+    let params: A::Params = serde_json::from_value(clip.algorithm_params.clone())
+        .map_err(|e| RunError::Failed(format!("stored parameters are unreadable: {e}")))?;
+    let config = algorithm
+        .configure(params, clipped, &clip.algorithm_target)
+        .map_err(|e| {
+            RunError::Failed(format!(
+                "the algorithm cannot run at the released clip bound: {e}"
+            ))
+        })?;
+    let before = algorithm.cost(charged, ctx);
+    let after = algorithm.cost(&config, clipped);
+    let within = |a: f64, b: f64| a <= b * (1.0 + 1e-9);
+    let kinds_match = after.other_rho == 0.0 || before.other_rho > 0.0;
+    if !(within(after.rho, before.rho) && within(after.delta, before.delta) && kinds_match) {
+        return Err(RunError::Failed(
+            "internal error: the configuration at the clip bound would cost more than was charged".into(),
+        ));
+    }
+    Ok(config)
 }
 
 /// Every algorithm the service offers, in the order `GET /v1/algorithms` lists them.

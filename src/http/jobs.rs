@@ -457,6 +457,10 @@ pub struct JobResultView {
     pub basis: Vec<Vec<f64>>,
     /// Private eigenvalue estimates (post-processing of DP releases), when the algorithm gives them.
     pub eigenvalues: Option<Vec<f64>>,
+    /// Other DP releases of the run, when there are any: `clip_norm`, the row-norm bound c the
+    /// adaptive clip released and the algorithm was calibrated to.
+    #[schema(value_type = Option<Object>)]
+    pub released: Option<serde_json::Value>,
     pub cost: PrivacyAmount,
 }
 
@@ -562,6 +566,7 @@ pub async fn result(
             .map(<[f64]>::to_vec)
             .collect(),
         eigenvalues: result.eigenvalues,
+        released: result.released,
         cost: view.cost,
     })
     .into_response())

@@ -252,7 +252,7 @@ impl Store {
     /// The result of the tenant's succeeded job; `None` if the job is unknown or has no result.
     pub async fn job_result(&self, tenant: Uuid, job: Uuid) -> Result<Option<JobResult>, StoreError> {
         let row = sqlx::query(
-            "SELECT result, result_d, result_k, eigenvalues FROM jobs \
+            "SELECT result, result_d, result_k, eigenvalues, released FROM jobs \
              WHERE id = ? AND tenant_id = ? AND status = 'succeeded' AND result IS NOT NULL",
         )
         .bind(id(job))

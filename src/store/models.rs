@@ -315,4 +315,6 @@ pub struct JobResult {
     pub k: usize,
     pub basis: Vec<f64>,
     pub eigenvalues: Option<Vec<f64>>,
+    /// Other DP releases returned with the basis, by name (e.g. `clip_norm`).
+    pub released: Option<serde_json::Value>,
 }

@@ -79,7 +79,7 @@ impl Store {
             .transpose()?;
         let updated = sqlx::query(
             "UPDATE jobs SET status = 'succeeded', finished_at = ?, result = ?, result_d = ?, result_k = ?, \
-                 eigenvalues = ?, progress_done = progress_total \
+                 eigenvalues = ?, released = ?, progress_done = progress_total \
              WHERE id = ? AND status = 'running'",
         )
         .bind(ts(now()))
@@ -87,6 +87,7 @@ impl Store {
         .bind(as_db(result.d)?)
         .bind(as_db(result.k)?)
         .bind(eigenvalues)
+        .bind(result.released.as_ref().map(serde_json::to_string).transpose()?)
         .bind(id(job))
         .execute(&self.pool)
         .await?;

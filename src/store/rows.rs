@@ -107,11 +107,18 @@ pub(crate) fn basis_result(row: &SqliteRow, owner: &str) -> Result<super::models
         Some(text) => Some(serde_json::from_value(parse_json(text)?)?),
         None => None,
     };
+    // Jobs have a `released` column (other DP releases, JSON); studies do not.
+    let released = match row.try_get::<Option<&str>, _>("released") {
+        Ok(Some(text)) => Some(parse_json(text)?),
+        Ok(None) | Err(sqlx::Error::ColumnNotFound(_)) => None,
+        Err(e) => return Err(e.into()),
+    };
     Ok(super::models::JobResult {
         d,
         k,
         basis,
         eigenvalues,
+        released,
     })
 }
 

@@ -168,6 +168,7 @@ async fn completion_stores_the_basis_and_failure_keeps_the_charge() {
         k: 2,
         basis: vec![1.0, 0.0, 0.0, 0.0, 0.6, 0.8],
         eigenvalues: Some(vec![2.5, 0.5]),
+        released: Some(serde_json::json!({ "clip_norm": 1.5 })),
     };
 
     // Not running yet: runner transitions are refused.

@@ -1,0 +1,281 @@
+//! Generic job option `clip` (adaptive clipping, privacy.md §2 and algorithms.md "Decisions
+//! after the first implementation"): spend a share of the job's ρ on a DP quantile c of the row
+//! norms, clip every row at c ≤ β, and run the algorithm calibrated to c instead of β.
+//!
+//! Why: every algorithm's noise scales with β² (or αβ), and the declared β is the largest row
+//! norm, while most rows are much shorter (2–7× on the scikit-learn datasets). Clipping at a
+//! quantile trades a bias on the longest rows for a noise cut of (β/c)².
+//!
+//! **The quantile: a noisy binary search with the Gaussian mechanism.** The search runs on a
+//! log-spaced grid of [β·2^−`LOG2_RANGE`, β]. Each of the T steps releases
+//!
+//!   S(c) = Σ_i (1[‖x_i‖₂ ≤ c] − q) + N(0, σ²)
+//!
+//! and moves down (c is above the q-quantile) if the noisy S(c) > 0, up otherwise. Sensitivity
+//! of S(c): under `replace_one` one indicator changes, |ΔS| ≤ 1; under `add_remove` one term
+//! 1[·] − q ∈ {−q, 1 − q} appears or disappears, |ΔS| ≤ max(q, 1 − q). So each step is a
+//! Gaussian mechanism with ρ_step = Δ²/(2σ²) (Bun & Steinke 2016, Prop. 1.6), and the T
+//! adaptively chosen steps compose to ρ_q = T·Δ²/(2σ²), i.e. σ = Δ·sqrt(T/(2ρ_q)). The search
+//! needs no n (so it works under `add_remove`), and because it is Gaussian, a dataset with an
+//! (ε, δ) budget keeps its tight exact-Gaussian accounting.
+//!
+//! The released c is the upper end of the final bracket: a post-processing of the T releases.
+//!
+//! **The algorithm after clipping.** Given the released c, x ↦ x·min(1, c/‖x‖₂) is a fixed
+//! row-by-row map, so neighbouring datasets map to neighbouring datasets under the same
+//! relation, now with ‖x‖₂ ≤ c and ‖x‖₁ ≤ min(α, √d·c) (‖x‖₁ ≤ √d‖x‖₂, and scaling down keeps
+//! the L1 clip). The algorithm is configured again at run time from the stored parameters with
+//! these bounds and the same ρ; its cost is a function of its parameters and ρ only, which the
+//! run checks, and it composes sequentially with ρ_q. The data stay stored clipped at β.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::{ConfigError, NoiseScale, RunEnv, RunError};
+use crate::dataset::{DataContext, Kind, Neighbours};
+use crate::linalg::Matrix;
+use crate::privacy::{Cost, PrivacyTarget};
+
+/// Audit label of the search's noisy counts.
+pub const RELEASE: &str = "clip_quantile";
+/// Steps of the binary search (T).
+pub const STEPS: u32 = 8;
+/// The grid spans [β·2^−8, β]: with 8 steps the bracket ends 2^(8/256) ≈ 2.2 % wide.
+pub const LOG2_RANGE: f64 = 8.0;
+
+/// What `"auto"` picks: the median, with a tenth of the job's ρ. See [`auto_choice`].
+pub const AUTO_QUANTILE: f64 = 0.5;
+pub const AUTO_SHARE: f64 = 0.1;
+
+/// The clip step of a job, fixed at submission and stored in its configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClipConfig {
+    /// The target quantile q of the row norms.
+    pub quantile: f64,
+    /// Share of the job's ρ spent on the search.
+    pub share: f64,
+    /// ρ_q: the exact cost of the T releases.
+    pub rho: f64,
+    /// Sensitivity Δ of each noisy count (1, or max(q, 1 − q) under `add_remove`).
+    pub sensitivity: f64,
+    /// Noise sd σ of each count.
+    pub noise_sd: f64,
+    pub steps: u32,
+    /// The declared bound β the search starts from.
+    pub upper: f64,
+    /// Whether `"auto"` chose this (recorded for the job).
+    pub auto: bool,
+    /// The algorithm's own parameters as submitted, to configure it again at c.
+    pub algorithm_params: Value,
+    /// The part of the job's target left to the algorithm.
+    pub algorithm_target: PrivacyTarget,
+}
+
+/// What the client asked for, before calibration.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ClipRequest {
+    Quantile { quantile: f64, share: f64 },
+    Auto,
+}
+
+fn bad(message: &str) -> ConfigError {
+    ConfigError::invalid("params.clip", message)
+}
+
+/// Removes `clip` from `params` and validates it: `{"quantile": q, "share": f}` with q, f in
+/// (0, 1), `"auto"`, or `"none"`/absent. Records datasets only.
+pub fn take_request(
+    params: &mut Map<String, Value>,
+    ctx: &DataContext,
+) -> Result<Option<ClipRequest>, ConfigError> {
+    let request = match params.remove("clip") {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::String(s)) if s == "none" => return Ok(None),
+        Some(Value::String(s)) if s == "auto" => ClipRequest::Auto,
+        Some(Value::Object(map)) => {
+            for key in map.keys() {
+                if key != "quantile" && key != "share" {
+                    return Err(bad(&format!(
+                        "unknown field `{key}`; expected quantile and share"
+                    )));
+                }
+            }
+            let number = |key: &str| -> Result<f64, ConfigError> {
+                match map.get(key).and_then(Value::as_f64) {
+                    Some(v) if v > 0.0 && v < 1.0 => Ok(v),
+                    _ => Err(ConfigError::invalid(
+                        format!("params.clip.{key}"),
+                        "must be a number strictly between 0 and 1",
+                    )),
+                }
+            };
+            ClipRequest::Quantile {
+                quantile: number("quantile")?,
+                share: number("share")?,
+            }
+        }
+        Some(_) => {
+            return Err(bad(
+                "must be \"auto\", \"none\" or {\"quantile\": q, \"share\": f} with q and f in (0, 1)",
+            ));
+        }
+    };
+    if ctx.kind() != Kind::Records {
+        return Err(bad(
+            "adaptive clipping applies to records datasets only (matrices have no rows to clip)",
+        ));
+    }
+    Ok(Some(request))
+}
+
+/// `"auto"`: the median at a tenth of ρ, unless the public facts say the declared bound already
+/// leaves little noise, in which case clipping would only add bias (`None`).
+///
+/// The rule compares the noise that calibrating to β adds to the Gram matrix with the Gram
+/// matrix's own scale, using only public numbers. With s = β²/sqrt(ρ) (the analyze_gauss
+/// scale at Δ = √2β²), a symmetric d×d Gaussian matrix has spectral norm ≈ 2√d·s, while the
+/// Gram matrix of n rows of norm up to β has trace ≤ nβ². Their ratio is r = 2√d/(n·sqrt(ρ)).
+/// When r ≤ [`AUTO_NO_CLIP_RATIO`] the noise is already under a tenth of a percent of the
+/// scale and the measured utility at β is within noise of exact PCA (docs/utility.md), so
+/// `"auto"` does not clip. Under `add_remove` n is private; it then always clips.
+pub fn auto_choice(ctx: &DataContext, rho: f64) -> Option<(f64, f64)> {
+    if let Some(n) = ctx.n {
+        let ratio = 2.0 * (ctx.d as f64).sqrt() / (n as f64 * rho.sqrt());
+        if ratio <= AUTO_NO_CLIP_RATIO {
+            return None;
+        }
+    }
+    Some((AUTO_QUANTILE, AUTO_SHARE))
+}
+
+/// See [`auto_choice`].
+pub const AUTO_NO_CLIP_RATIO: f64 = 1e-3;
+
+/// The declared row-norm bound β of a records context.
+fn beta(ctx: &DataContext) -> Option<f64> {
+    match ctx.neighbours {
+        Neighbours::ReplaceOne { beta, .. } | Neighbours::AddRemove { beta, .. } => Some(beta),
+        Neighbours::Entry { .. } => None,
+    }
+}
+
+/// Calibrates the search to ρ_q = `share`·ρ_job. `algorithm_params`/`algorithm_target` are
+/// what the algorithm is configured with again at c.
+pub fn configure(
+    quantile: f64,
+    share: f64,
+    auto: bool,
+    ctx: &DataContext,
+    rho_job: f64,
+    algorithm_params: Value,
+    algorithm_target: PrivacyTarget,
+) -> Result<ClipConfig, ConfigError> {
+    let upper = beta(ctx).ok_or_else(|| bad("adaptive clipping applies to records datasets only"))?;
+    let sensitivity = match ctx.neighbours {
+        Neighbours::AddRemove { .. } => quantile.max(1.0 - quantile),
+        _ => 1.0,
+    };
+    let rho_q = share * rho_job;
+    if !(rho_q > 0.0 && rho_q.is_finite()) {
+        return Err(bad(
+            "the clip share of the job's ρ must be a positive, finite amount",
+        ));
+    }
+    // σ = Δ·sqrt(T/(2ρ_q)), nudged up so that T·Δ²/(2σ²) ≤ ρ_q in floating point too.
+    let mut noise_sd = super::centering::calibrate_sd(sensitivity, rho_q / f64::from(STEPS));
+    while cost_of(STEPS, sensitivity, noise_sd).rho > rho_q {
+        noise_sd = noise_sd.next_up();
+    }
+    Ok(ClipConfig {
+        quantile,
+        share,
+        rho: cost_of(STEPS, sensitivity, noise_sd).rho,
+        sensitivity,
+        noise_sd,
+        steps: STEPS,
+        upper,
+        auto,
+        algorithm_params,
+        algorithm_target,
+    })
+}
+
+/// T Gaussian releases of sensitivity Δ and sd σ: ρ = T·Δ²/(2σ²).
+fn cost_of(steps: u32, sensitivity: f64, sd: f64) -> Cost {
+    Cost::sum((0..steps).map(|_| Cost::gaussian(sensitivity, sd)))
+}
+
+impl ClipConfig {
+    /// The search's cost, recomputed from the stored noise.
+    pub fn cost(&self) -> Cost {
+        cost_of(self.steps, self.sensitivity, self.noise_sd)
+    }
+
+    pub fn noise_scale(&self) -> NoiseScale {
+        NoiseScale {
+            release: RELEASE.into(),
+            distribution: "gaussian".into(),
+            multiplier: self.noise_sd / self.sensitivity,
+            sensitivity: Some(self.sensitivity),
+            count: self.steps as usize,
+            description: format!(
+                "adaptive clipping: noisy binary search for the {} quantile of the row norms (one noisy count per step)",
+                self.quantile
+            ),
+        }
+    }
+
+    /// Runs the search on the records (d×n, one record per column) and returns c.
+    pub fn search(&self, xt: &Matrix, env: &mut RunEnv<'_>) -> Result<f64, RunError> {
+        let norms: Vec<f64> = xt.column_iter().map(|c| c.norm()).collect();
+        // Bisection on t ∈ [−LOG2_RANGE, 0], c = β·2^t.
+        let (mut lo, mut hi) = (-LOG2_RANGE, 0.0_f64);
+        for _ in 0..self.steps {
+            let mid = (lo + hi) / 2.0;
+            let c = self.upper * mid.exp2();
+            let below = norms.iter().filter(|&&r| r <= c).count() as f64;
+            let score = below - self.quantile * norms.len() as f64;
+            let noisy = score + env.gaussian_scalar_noise(RELEASE, self.noise_sd);
+            if noisy > 0.0 {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+        }
+        Ok(self.upper * hi.exp2())
+    }
+}
+
+/// The context after clipping at c: β = c and α = min(α, √d·c).
+pub fn clipped_context(ctx: &DataContext, c: f64) -> DataContext {
+    let root_d = (ctx.d as f64).sqrt();
+    let neighbours = match ctx.neighbours {
+        Neighbours::ReplaceOne { alpha, .. } => Neighbours::ReplaceOne {
+            beta: c,
+            alpha: alpha.min(root_d * c),
+        },
+        Neighbours::AddRemove { alpha, .. } => Neighbours::AddRemove {
+            beta: c,
+            alpha: alpha.min(root_d * c),
+        },
+        other => other,
+    };
+    DataContext { neighbours, ..*ctx }
+}
+
+/// Every record scaled to ‖x‖₂ ≤ c (the L1 bound only gets looser relative to the norm).
+pub fn clip_rows(xt: &Matrix, c: f64) -> Matrix {
+    let mut out = xt.clone();
+    for mut column in out.column_iter_mut() {
+        let norm = column.norm();
+        if norm > c {
+            column *= c / norm;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+#[path = "clipping_tests.rs"]
+mod tests;

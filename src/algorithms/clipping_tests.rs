@@ -1,0 +1,219 @@
+//! Adaptive clipping: the quantile search, its calibration and noise, and the composed job.
+
+use nalgebra::DMatrix;
+use serde_json::json;
+
+use super::*;
+use crate::algorithms::analyze_gauss::{AnalyzeGauss, RELEASE as PERTURBATION};
+use crate::algorithms::registry::DynAlgorithm;
+use crate::algorithms::testing::{AR, EN, RO, ctx, run_prepared_audited, target, with_audited_env};
+use crate::linalg::subspace::orthonormality_error;
+use crate::privacy::testing::check_gaussian_scale;
+
+/// d×n records whose norms are 1, 2, …, n (one per column, along the first axis).
+fn ramp(n: usize, d: usize) -> Matrix {
+    DMatrix::from_fn(d, n, |i, j| if i == 0 { (j + 1) as f64 } else { 0.0 })
+}
+
+fn config(quantile: f64, share: f64, c: &DataContext, rho: f64) -> ClipConfig {
+    configure(quantile, share, false, c, rho, json!({}), target(rho)).expect("valid")
+}
+
+#[test]
+fn cost_is_t_gaussian_counts_and_uses_the_share() {
+    let c = ctx(3, Some(100), RO);
+    let cfg = config(0.5, 0.2, &c, 1.0);
+    // ρ_q = 0.2; σ = 1·sqrt(8/(2·0.2)) = sqrt(20).
+    assert!(cfg.rho <= 0.2 && cfg.rho > 0.2 * (1.0 - 1e-12));
+    assert!((cfg.noise_sd - 20f64.sqrt()).abs() < 1e-12);
+    assert_eq!(cfg.sensitivity, 1.0);
+    assert!(cfg.cost().is_gaussian_only());
+    assert_eq!(cfg.cost().rho, cfg.rho);
+    // add_remove: Δ = max(q, 1 − q).
+    let cfg = config(0.3, 0.2, &ctx(3, None, AR), 1.0);
+    assert_eq!(cfg.sensitivity, 0.7);
+    assert!((cfg.noise_sd - 0.7 * 20f64.sqrt()).abs() < 1e-12);
+}
+
+#[test]
+fn the_search_finds_the_quantile_at_a_generous_budget() {
+    // Norms 1..=1000 and β = 1000: the q-quantile is 1000·q; the grid is 2.2 % wide.
+    let xt = ramp(1000, 2);
+    let c = ctx(
+        2,
+        Some(1000),
+        Neighbours::ReplaceOne {
+            beta: 1000.0,
+            alpha: 2000.0,
+        },
+    );
+    for q in [0.1, 0.5, 0.9] {
+        let cfg = config(q, 0.5, &c, 1e4);
+        let (found, _) = with_audited_env(3, |env| cfg.search(&xt, env));
+        let found = found.expect("search");
+        let want = 1000.0 * q;
+        assert!(
+            found >= want * 0.97 && found <= want * 1.05,
+            "q = {q}: {found} vs {want}"
+        );
+    }
+}
+
+#[test]
+fn search_noise_has_the_calibrated_scale_and_an_under_noised_search_fails() {
+    let xt = ramp(200, 2);
+    let c = ctx(
+        2,
+        Some(200),
+        Neighbours::ReplaceOne {
+            beta: 200.0,
+            alpha: 400.0,
+        },
+    );
+    let cfg = config(0.5, 0.1, &c, 0.5);
+    let draws = |cfg: &ClipConfig| -> Vec<f64> {
+        (0..300)
+            .flat_map(|seed| {
+                let (_, audit) = with_audited_env(seed, |env| cfg.search(&xt, env));
+                audit
+                    .draws
+                    .into_iter()
+                    .filter(|d| d.label == RELEASE)
+                    .flat_map(|d| d.values)
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    };
+    let values = draws(&cfg);
+    assert_eq!(values.len(), 300 * STEPS as usize);
+    check_gaussian_scale(&values, cfg.noise_sd).expect("calibrated noise");
+    let weak = ClipConfig {
+        noise_sd: cfg.noise_sd * 0.8,
+        ..cfg.clone()
+    };
+    assert!(check_gaussian_scale(&draws(&weak), cfg.noise_sd).is_err());
+}
+
+#[test]
+fn bad_requests_are_refused() {
+    let c = ctx(3, Some(10), RO);
+    let take = |v: serde_json::Value, c: &DataContext| {
+        let mut map = serde_json::Map::new();
+        map.insert("clip".into(), v);
+        take_request(&mut map, c)
+    };
+    for bad in [
+        json!({"quantile": 0.0, "share": 0.1}),
+        json!({"quantile": 1.0, "share": 0.1}),
+        json!({"quantile": 0.5, "share": 1.0}),
+        json!({"quantile": 0.5, "share": -0.1}),
+        json!({"quantile": 0.5}),
+        json!({"quantile": 0.5, "share": 0.1, "steps": 3}),
+        json!("sometimes"),
+        json!(0.5),
+    ] {
+        assert!(take(bad.clone(), &c).is_err(), "{bad}");
+    }
+    assert_eq!(take(json!("auto"), &c), Ok(Some(ClipRequest::Auto)));
+    assert_eq!(take(json!("none"), &c), Ok(None));
+    let matrix = ctx(3, None, EN);
+    assert!(matches!(
+        take(json!("auto"), &matrix),
+        Err(ConfigError::Invalid { .. })
+    ));
+}
+
+#[test]
+fn auto_clips_when_noise_matters_and_not_when_it_does_not() {
+    // n = 178, d = 13, ρ = 0.03: r = 2√13/(178·√0.03) ≈ 0.23 → clip at the median.
+    assert_eq!(
+        auto_choice(&ctx(13, Some(178), RO), 0.03),
+        Some((AUTO_QUANTILE, AUTO_SHARE))
+    );
+    // n = 20 000, d = 30, ρ = 1e4: r ≈ 2.7e-6 → no clip.
+    assert_eq!(auto_choice(&ctx(30, Some(20_000), RO), 1e4), None);
+    // add_remove: n is private, always clip.
+    assert_eq!(
+        auto_choice(&ctx(30, None, AR), 1e4),
+        Some((AUTO_QUANTILE, AUTO_SHARE))
+    );
+}
+
+#[test]
+fn a_clipped_job_is_calibrated_to_the_released_bound() {
+    // 400 records: most of norm 1, a few of norm 10 = β. Clipping at the median (≈ 1)
+    // cuts analyze_gauss's noise sd by about (β/c)² = 100.
+    let d = 4;
+    let xt = DMatrix::from_fn(d, 400, |i, j| {
+        let scale = if j % 50 == 0 { 10.0 } else { 1.0 };
+        if i == j % d { scale } else { 0.0 }
+    });
+    let c = ctx(
+        d,
+        Some(400),
+        Neighbours::ReplaceOne {
+            beta: 10.0,
+            alpha: 20.0,
+        },
+    );
+    let rho = 1.0;
+    let prepared = AnalyzeGauss
+        .prepare(
+            json!({"k": 2, "clip": {"quantile": 0.5, "share": 0.2}}),
+            &c,
+            &target(rho),
+        )
+        .expect("prepared");
+    assert!(prepared.cost.rho <= rho * (1.0 + 1e-12));
+    assert!(prepared.cost.is_gaussian_only());
+    assert!(prepared.config.get("clip").is_some());
+    let plain = AnalyzeGauss
+        .prepare(json!({"k": 2}), &c, &target(rho * 0.8))
+        .expect("prepared");
+    let (out, audit) = run_prepared_audited(
+        &AnalyzeGauss,
+        &prepared.config,
+        crate::algorithms::DataInput::Records { xt: &xt },
+        &c,
+        5,
+    );
+    let out = out.expect("run");
+    assert!(orthonormality_error(&out.basis) < 1e-10);
+    let searches = audit.draws.iter().filter(|d| d.label == RELEASE).count();
+    assert_eq!(searches, STEPS as usize);
+    let perturbation = audit
+        .draws
+        .iter()
+        .find(|d| d.label == PERTURBATION)
+        .expect("noise");
+    let plain_sd = plain.config["noise_sd"].as_f64().expect("sd");
+    // The released c is near 1 (the median norm), so the sd falls by (10/c)² ≈ 100×.
+    assert!(
+        perturbation.scale < plain_sd / 50.0,
+        "{} vs {plain_sd}",
+        perturbation.scale
+    );
+}
+
+#[test]
+fn clipped_context_tightens_both_bounds() {
+    let c = ctx(
+        4,
+        Some(10),
+        Neighbours::ReplaceOne {
+            beta: 10.0,
+            alpha: 15.0,
+        },
+    );
+    let clipped = clipped_context(&c, 2.0);
+    assert_eq!(
+        clipped.neighbours,
+        Neighbours::ReplaceOne {
+            beta: 2.0,
+            alpha: 4.0
+        }
+    );
+    let rows = clip_rows(&ramp(5, 2), 2.5);
+    let norms: Vec<f64> = rows.column_iter().map(|c| c.norm()).collect();
+    assert_eq!(norms, vec![1.0, 2.0, 2.5, 2.5, 2.5]);
+}
