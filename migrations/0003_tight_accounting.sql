@@ -29,3 +29,7 @@ ALTER TABLE ledger ADD COLUMN rule TEXT NULL CHECK (rule IS NULL OR rule IN ('zc
 -- Other DP releases of a job returned with its basis, as JSON (e.g. {"clip_norm": c}, the
 -- bound the adaptive clip released; privacy.md section 2).
 ALTER TABLE jobs ADD COLUMN released TEXT NULL;
+
+-- How the algorithm was chosen when the client asked for "auto": {"requested": "auto",
+-- "chose": name, "because": reason} (public facts only; src/algorithms/auto.rs).
+ALTER TABLE jobs ADD COLUMN selection TEXT NULL;

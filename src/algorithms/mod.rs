@@ -9,6 +9,7 @@
 //! the `Config` on the data.
 
 pub mod analyze_gauss;
+pub mod auto;
 pub mod bingham;
 pub mod centering;
 pub mod clipping;

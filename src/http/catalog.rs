@@ -10,7 +10,7 @@ use uuid::Uuid;
 use super::auth::TenantAuth;
 use super::datasets::{DatasetView, display_delta, load_dataset};
 use super::error::{ApiError, Json, ProblemDocument};
-use super::jobs::{job_privacy, price};
+use super::jobs::{job_privacy, resolve};
 use super::privacy_input::{DEFAULT_DISPLAY_DELTA, PrivacyAmount, PrivacyInput};
 use crate::algorithms::{self, AlgorithmInfo, NoiseScale};
 use crate::privacy::admission::{Spending, admit};
@@ -183,6 +183,9 @@ pub struct PlanView {
     /// Whether the cost fits the dataset's remaining budget (public datasets: always).
     pub fits_budget: Option<bool>,
     pub remaining: Option<PrivacyAmount>,
+    /// With `algorithm: "auto"`: which algorithm would run, and why.
+    #[schema(value_type = Option<Object>)]
+    pub selection: Option<Value>,
 }
 
 /// Convert between ρ and (ε, δ), show the noise a job would use and whether it fits the
@@ -230,6 +233,7 @@ pub async fn plan(
         noise: Vec::new(),
         fits_budget: None,
         remaining: None,
+        selection: None,
     };
     let Some(dataset) = dataset else {
         if body.algorithm.is_some() {
@@ -248,9 +252,9 @@ pub async fn plan(
                     "the dataset's shape is known only once its data is uploaded",
                 ));
             }
-            let algorithm = algorithms::find(name)
-                .ok_or_else(|| ApiError::validation("algorithm", format!("unknown algorithm `{name}`")))?;
-            let priced = price(algorithm, &dataset, body.params, Some(&privacy))?;
+            let resolved = resolve(name, &dataset, &body.params, Some(&privacy))?;
+            view.selection = resolved.selection;
+            let priced = resolved.priced;
             let charge = Spending {
                 rho_units: priced.rho_units,
                 other_rho_units: priced.other_rho_units,

@@ -27,7 +27,9 @@ use crate::store::{
 #[serde(deny_unknown_fields)]
 pub struct SubmitJob {
     pub dataset_id: Uuid,
-    /// Algorithm name, see `GET /v1/algorithms`.
+    /// Algorithm name, see `GET /v1/algorithms`, or `auto`: the service picks one from public
+    /// facts (kind, d, whether the dataset is public) by the rule in docs/utility.md, and the
+    /// job records which ran.
     pub algorithm: String,
     /// Algorithm parameters (see its schema in `GET /v1/algorithms`); defaults fill the rest.
     #[serde(default)]
@@ -53,7 +55,11 @@ pub struct ProgressView {
 pub struct JobView {
     pub id: Uuid,
     pub dataset_id: Uuid,
+    /// The algorithm that runs (for `auto`, the one chosen).
     pub algorithm: String,
+    /// How the algorithm was chosen when `auto` was requested: `requested`, `chose`, `because`.
+    #[schema(value_type = Option<Object>)]
+    pub selection: Option<serde_json::Value>,
     /// `queued`, `running`, `succeeded`, `failed` or `cancelled`.
     pub status: String,
     /// Parameters as submitted.
@@ -112,6 +118,7 @@ fn job_view(state: &AppState, job: &JobRecord) -> JobView {
         id: job.id,
         dataset_id: job.dataset_id,
         algorithm: job.algorithm.clone(),
+        selection: job.selection.clone(),
         status: job.status.as_str().to_string(),
         params: job.params.clone(),
         config: job.config.clone(),
@@ -148,9 +155,60 @@ fn find_algorithm(name: &str) -> Result<&'static dyn DynAlgorithm, ApiError> {
         let known: Vec<&str> = algorithms::registry().iter().map(|a| a.info().name).collect();
         ApiError::validation(
             "algorithm",
-            format!("unknown algorithm `{name}`; known: {}", known.join(", ")),
+            format!("unknown algorithm `{name}`; known: auto, {}", known.join(", ")),
         )
     })
+}
+
+/// A job priced under the algorithm that will run, and how it was chosen when the client
+/// asked for `auto`.
+pub(crate) struct Resolved {
+    pub name: &'static str,
+    pub priced: Priced,
+    pub selection: Option<serde_json::Value>,
+}
+
+/// Prices `name` on `dataset`; for `auto`, the first candidate of
+/// [`algorithms::auto::candidates`] that accepts the parameters (public facts only), or a 422
+/// naming why each was not eligible.
+pub(crate) fn resolve(
+    name: &str,
+    dataset: &DatasetRecord,
+    params: &serde_json::Value,
+    privacy: Option<&PrivacyInput>,
+) -> Result<Resolved, ApiError> {
+    if name != algorithms::auto::AUTO {
+        let algorithm = find_algorithm(name)?;
+        let priced = price(algorithm, dataset, params.clone(), privacy)?;
+        return Ok(Resolved {
+            name: algorithm.info().name,
+            priced,
+            selection: None,
+        });
+    }
+    let ctx = data_context(dataset).ok_or_else(|| ApiError::conflict("the dataset has no data yet"))?;
+    let mut refusals = Vec::new();
+    for (candidate, because) in algorithms::auto::candidates(&ctx) {
+        let algorithm = find_algorithm(candidate)?;
+        match price(algorithm, dataset, params.clone(), privacy) {
+            Ok(priced) => {
+                return Ok(Resolved {
+                    name: algorithm.info().name,
+                    priced,
+                    selection: Some(serde_json::json!({
+                        "requested": algorithms::auto::AUTO,
+                        "chose": candidate,
+                        "because": because,
+                    })),
+                });
+            }
+            Err(e) => refusals.push(format!("{candidate}: {}", e.detail)),
+        }
+    }
+    Err(ApiError::validation(
+        "algorithm",
+        format!("auto: no algorithm is eligible for this job ({})", refusals.join("; ")),
+    ))
 }
 
 fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
@@ -275,7 +333,9 @@ pub async fn submit(
     Json(body): Json<SubmitJob>,
 ) -> Result<Response, ApiError> {
     let idempotency = idempotency_key(&headers)?;
-    let algorithm = find_algorithm(&body.algorithm)?;
+    if body.algorithm != algorithms::auto::AUTO {
+        find_algorithm(&body.algorithm)?;
+    }
     let dataset = load_dataset(&state, auth.tenant_id, body.dataset_id).await?;
     require_ready(&dataset)?;
     if body.seed.is_some() && !dataset.public {
@@ -284,7 +344,11 @@ pub async fn submit(
             "seeds are accepted only on public datasets; private jobs draw noise from a fresh OS-seeded generator",
         ));
     }
-    let priced = price(algorithm, &dataset, body.params.clone(), body.privacy.as_ref())?;
+    let Resolved {
+        name: algorithm_name,
+        priced,
+        selection,
+    } = resolve(&body.algorithm, &dataset, &body.params, body.privacy.as_ref())?;
     let queued = state.store.job_counts().await?;
     let queued = queued
         .iter()
@@ -303,13 +367,14 @@ pub async fn submit(
     let privacy = serde_json::to_value(&priced.privacy).map_err(ApiError::internal)?;
     let new = NewJob {
         dataset_id: dataset.id,
-        algorithm: body.algorithm.clone(),
+        algorithm: algorithm_name.to_string(),
         params: body.params.clone(),
         config: priced.prepared.config,
         privacy: strip_nulls(privacy),
         cost_rho_units: priced.rho_units,
         cost_delta_units: priced.delta_units,
         cost_other_rho_units: priced.other_rho_units,
+        selection,
         seed: body.seed,
         idempotency,
     };

@@ -87,8 +87,9 @@ async fn insert_job(conn: &mut SqliteConnection, job: &JobRecord, new: &NewJob) 
     let idempotency = new.idempotency.as_ref();
     sqlx::query(
         "INSERT INTO jobs (id, tenant_id, dataset_id, algorithm, params, config, privacy, cost_rho_units, \
-             cost_delta_units, cost_other_rho_units, status, seed, created_at, idempotency_key, request_hash) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+             cost_delta_units, cost_other_rho_units, selection, status, seed, created_at, idempotency_key, \
+             request_hash) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     )
     .bind(id(job.id))
     .bind(id(job.tenant_id))
@@ -100,6 +101,7 @@ async fn insert_job(conn: &mut SqliteConnection, job: &JobRecord, new: &NewJob) 
     .bind(job.cost_rho_units)
     .bind(job.cost_delta_units)
     .bind(job.cost_other_rho_units)
+    .bind(job.selection.as_ref().map(serde_json::to_string).transpose()?)
     .bind(job.status.as_str())
     .bind(seed_to_db(job.seed))
     .bind(ts(job.created_at))
@@ -151,6 +153,7 @@ async fn admit(conn: &mut SqliteConnection, tenant: Uuid, new: NewJob) -> Result
         cost_rho_units: new.cost_rho_units,
         cost_delta_units: new.cost_delta_units,
         cost_other_rho_units: new.cost_other_rho_units,
+        selection: new.selection.clone(),
         status: JobStatus::Queued,
         progress_done: 0,
         progress_total: 0,

@@ -238,6 +238,8 @@ pub struct JobRecord {
     pub cost_delta_units: i64,
     /// The part of `cost_rho_units` not spent by Gaussian mechanisms.
     pub cost_other_rho_units: i64,
+    /// How `algorithm` was chosen when the client asked for `auto`.
+    pub selection: Option<serde_json::Value>,
     pub status: JobStatus,
     pub progress_done: i64,
     pub progress_total: i64,
@@ -263,6 +265,8 @@ pub struct NewJob {
     pub cost_delta_units: i64,
     /// The part of `cost_rho_units` not spent by Gaussian mechanisms (≤ `cost_rho_units`).
     pub cost_other_rho_units: i64,
+    /// How `algorithm` was chosen when the client asked for `auto`.
+    pub selection: Option<serde_json::Value>,
     /// Refused (`StoreError::SeedNotAllowed`) unless the dataset is public.
     pub seed: Option<u64>,
     pub idempotency: Option<Idempotency>,

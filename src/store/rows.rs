@@ -17,7 +17,7 @@ pub(crate) const DATASET_COLUMNS: &str = "id, tenant_id, name, kind, relation, r
      spent_other_rho_units, budget_epsilon, budget_delta, budget_stated, status, n, d, created_at, deleted_at";
 
 pub(crate) const JOB_COLUMNS: &str = "id, tenant_id, dataset_id, algorithm, params, config, privacy, \
-     cost_rho_units, cost_delta_units, cost_other_rho_units, status, progress_done, progress_total, cancel_requested, error, \
+     cost_rho_units, cost_delta_units, cost_other_rho_units, selection, status, progress_done, progress_total, cancel_requested, error, \
      seed, created_at, started_at, finished_at";
 
 pub(crate) const LEDGER_COLUMNS: &str =
@@ -79,6 +79,10 @@ pub(crate) fn job(row: &SqliteRow) -> Result<JobRecord, StoreError> {
         cost_rho_units: row.try_get("cost_rho_units")?,
         cost_delta_units: row.try_get("cost_delta_units")?,
         cost_other_rho_units: row.try_get("cost_other_rho_units")?,
+        selection: row
+            .try_get::<Option<&str>, _>("selection")?
+            .map(parse_json)
+            .transpose()?,
         status: JobStatus::parse(status)
             .ok_or_else(|| StoreError::Corrupt(format!("job status {status:?}")))?,
         progress_done: row.try_get("progress_done")?,

@@ -80,6 +80,7 @@ pub(super) fn job(dataset: Uuid, rho_units: i64, delta_units: i64) -> NewJob {
         cost_rho_units: rho_units,
         cost_delta_units: delta_units,
         cost_other_rho_units: 0,
+        selection: None,
         seed: None,
         idempotency: None,
     }
