@@ -38,6 +38,7 @@
 //!   −yyᵀ ⪯ E ⪯ xxᵀ: every eigenvalue of E lies in [−‖y‖₂², ‖x‖₂²], hence
 //!   ‖E·v‖₂ ≤ ‖E‖₂ ≤ max(‖x‖₂², ‖y‖₂²) ≤ β² (not 2β²: the two rank-one terms cannot add up
 //!   along one direction beyond the larger of them).
+//!
 //! x_{t−1} is a unit vector (step (d), or x₀), so Δ = β² under both relations, whatever C.
 //!
 //! The round noise uses Δ_C = u_eff·sqrt(C/d) for matrices and min(β², u_eff·sqrt(C/d)) for
