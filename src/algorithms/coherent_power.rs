@@ -3,12 +3,15 @@
 //! vector, Fig. 3 (rank-k) for k vectors by deflation, Remark 4.5 for searching the bound C.
 //!
 //! # One vector: PPI (Fig. 2)
-//! x₀ ~ N(0, 1/d)^d (Fig. 2 line 2). For t = 1..T:
+//! x₀ = z/‖z‖₂ with z ~ N(0, I_d): Fig. 2 line 2's Gaussian start normalised to unit length
+//! (algorithms.md, "Decisions after the first implementation"; public randomness, no privacy
+//! cost; the direction is the same uniform one as Fig. 2's). For t = 1..T:
 //! (a) if ‖x_{t−1}‖∞² > C/d, stop with a "coherence bound exceeded" failure (line 3a);
-//! (b) g_t ~ N(0, (u_eff·s)²·C/d)^d (line 3b, σ² there is our (u_eff·s)²);
+//! (b) g_t ~ N(0, (s·Δ_C)²)^d with Δ_C the round sensitivity below (line 3b: the paper's
+//!     variance C·σ²/n is the case Δ_C = sqrt(C/n), σ = s);
 //! (c) x'_t = A·x_{t−1} + g_t; (d) x_t = x'_t/‖x'_t‖₂. Output x_T.
 //!
-//! Sensitivity of round t. A neighbouring change turns A into A + E, and E obeys eq. 12 of
+//! Sensitivity of round t, coherence form. A neighbouring change turns A into A + E, and E obeys eq. 12 of
 //! Nicolas et al. (our `entry` relation) with the bound u_eff: sqrt(Σ_i ‖E_i:‖₁²) ≤ u_eff, so
 //! ‖E·x‖₂² = Σ_i (E_i:·x)² ≤ Σ_i ‖E_i:‖₁²·‖x‖∞² ≤ u_eff²·‖x‖∞².
 //! Step (a) has just checked ‖x_{t−1}‖∞ ≤ sqrt(C/d), and x_{t−1} is a post-processing of x₀
@@ -28,14 +31,31 @@
 //!   sqrt(Σ_i ‖E_i:‖₁²) = ‖x‖₂·‖x‖₁ ≤ β·α;
 //! - `records` `replace_one`: E = xxᵀ − yyᵀ, by the triangle inequality ≤ 2αβ.
 //!
+//! Sensitivity of round t, rank-one form (records only; algorithms.md, "Decisions after the
+//! first implementation"). For any unit vector v:
+//! - `add_remove`: ‖xxᵀv‖₂ = ‖x‖₂·abs(xᵀv) ≤ ‖x‖₂² ≤ β²;
+//! - `replace_one`: E = xxᵀ − yyᵀ with xxᵀ, yyᵀ positive semi-definite, so
+//!   −yyᵀ ⪯ E ⪯ xxᵀ: every eigenvalue of E lies in [−‖y‖₂², ‖x‖₂²], hence
+//!   ‖E·v‖₂ ≤ ‖E‖₂ ≤ max(‖x‖₂², ‖y‖₂²) ≤ β² (not 2β²: the two rank-one terms cannot add up
+//!   along one direction beyond the larger of them).
+//!
+//! x_{t−1} is a unit vector (step (d), or x₀), so Δ = β² under both relations, whatever C.
+//!
+//! The round noise uses Δ_C = u_eff·sqrt(C/d) for matrices and min(β², u_eff·sqrt(C/d)) for
+//! records: both are valid bounds, so their minimum is (algorithms.md, `auto`). With the
+//! default α = √d·β, u_eff·sqrt(C/d) ≥ β²·√C ≥ β², so records use β²; the coherence form
+//! wins only for an L1 bound α well below √d·β and a small C.
+//!
 //! # Rank k by deflation (Fig. 3)
-//! A₀ = A; for i = 1..k: v_i = PPI(A_{i−1}); σ̂_i = ‖A_{i−1}·v_i‖₂ + Lap(u_eff/ε'') (line 3b);
+//! A₀ = A; for i = 1..k: v_i = PPI(A_{i−1}); σ̂_i = ‖A_{i−1}·v_i‖₂ + Lap(Δ_σ/ε'') (line 3b);
 //! A_i = A_{i−1} − σ̂_i·v_i·v_iᵀ (line 3c). Output the Q factor of [v_1 … v_k] (re-orthonormalised,
 //! deflation order kept, signs fixed) and σ̂_1..σ̂_k as `eigenvalues`.
 //! A_{i−1} − A differs from A by released quantities only, so A_{i−1}'s neighbour is again
-//! A_{i−1} + E. The scalar ‖A_{i−1}·v_i‖₂ moves by at most ‖E·v_i‖₂ ≤ u_eff·‖v_i‖∞ ≤ u_eff
-//! (v_i is a unit vector, and x_T is not re-checked against C), so Lap(u_eff/ε'') is ε''-DP,
-//! i.e. (ε''²/2)-zCDP (Bun & Steinke Prop. 1.4). The paper's Lap(1/ε') is the case u_eff = 1.
+//! A_{i−1} + E. The scalar ‖A_{i−1}·v_i‖₂ moves by at most ‖E·v_i‖₂ (triangle inequality),
+//! which is ≤ u_eff·‖v_i‖∞ ≤ u_eff (v_i is a unit vector, and x_T is not re-checked against C)
+//! and, for records, ≤ β² (rank-one form above). So Δ_σ = u (matrix) or min(β², u_eff)
+//! (records; β² whenever α ≥ β), and Lap(Δ_σ/ε'') is ε''-DP, i.e. (ε''²/2)-zCDP (Bun & Steinke
+//! Prop. 1.4). The paper's Lap(1/ε') is the case Δ_σ = 1.
 //! σ̂_i = ‖A_{i−1}v_i‖ estimates the magnitude of the eigenvalue found; for positive
 //! semi-definite A (every Gram matrix) that is the eigenvalue. On a matrix whose dominant
 //! eigenvalue is negative, power iteration finds it and deflation by +σ̂ does not remove it
@@ -43,7 +63,9 @@
 //!
 //! # Cost
 //! Adaptive composition (Bun & Steinke 2016 Lemma 1.7) over k vectors, each with T Gaussian rounds
-//! and one Laplace release: ρ = k·(T/(2s²) + ε''²/2) (algorithms.md `coherent_power`).
+//! and one Laplace release: ρ = k·(T/(2s²) + ε''²/2) (algorithms.md `coherent_power`). The
+//! ledger is told which part is which: k·m·T/(2s²) is Gaussian (each round is a Gaussian
+//! mechanism of noise sd s·Δ_C, Bun & Steinke Prop. 1.6) and k·ε''²/2 is pure DP (Laplace).
 //! Given ρ_job: ρ_v = ρ_job/k per vector, a share η (default 0.1) of it for σ̂:
 //! ε'' = sqrt(2ηρ_v), s = sqrt(T/(2(1−η)ρ_v)), nudged so the cost never exceeds ρ_job.
 //!
@@ -57,11 +79,9 @@
 //! scales (ε, δ) down by log n per execution; under zCDP the noise grows by √m instead.
 //!
 //! # Notes
-//! - x₀ ~ N(0, 1/d)^d is not a unit vector (as in Fig. 2), so even C = d can fail step (a) at
-//!   round 1, with probability about d·P(abs(Z) > √d) per try: 6e-3 at d = 12, 1e-6 at d = 30.
-//! - For records, u_eff·sqrt(C/d) = αβ·sqrt(C/d) is the spec's bound. With the default
-//!   α = √d·β it equals β²·√C ≥ β², the `rank_one` bound that `noisy_power` may use, so on
-//!   records the coherence bound pays off only when α is set well below √d·β.
+//! - Fig. 2's x₀ ~ N(0, 1/d)^d is not a unit vector, so even C = d failed step (a) at round 1
+//!   with probability about d·P(abs(Z) > √d) per try (6e-3 at d = 12, 0.05 at d = 5). The unit
+//!   x₀ has ‖x₀‖∞² ≤ ‖x₀‖₂² = 1 = d/d, so C = d never fails, and no iterate does either.
 //!
 //! # Randomness
 //! Each x₀ comes from a ChaCha20 generator seeded once from `env.rng()` at the start of the run
@@ -81,7 +101,7 @@ use super::{
     Algorithm, AlgorithmInfo, Cancelled, ConfigError, DataInput, NoiseScale, Output, ParamInfo, RunEnv,
     RunError,
 };
-use crate::dataset::{DataContext, Kind, Relation};
+use crate::dataset::{DataContext, Kind, Neighbours, Relation};
 use crate::linalg::{Matrix, fix_signs, gram_t, gram_t_times, matmul, thin_qr_q};
 use crate::privacy::{Cost, PrivacyTarget};
 
@@ -135,16 +155,44 @@ pub struct CoherentPowerConfig {
     pub coherence_candidates: Vec<f64>,
     pub coherence_search: bool,
     pub eigenvalue_share: f64,
-    /// The noise multiplier s: round noise sd = s·u_eff·sqrt(C/d).
+    /// The noise multiplier s: round noise sd = s·Δ_C ([`round_sensitivity`]).
     pub multiplier: f64,
-    /// ε'' of each singular-value estimate: Laplace scale u_eff/ε''.
+    /// ε'' of each singular-value estimate: Laplace scale Δ_σ/ε'' ([`estimate_sensitivity`]).
     pub eigenvalue_epsilon: f64,
 }
 
-/// ρ = k·(m·T/(2s²) + ε''²/2) (algorithms.md `coherent_power`; m = 1 without the search).
-fn cost_of(k: usize, candidates: usize, iterations: u32, multiplier: f64, epsilon: f64) -> f64 {
-    let rounds = candidates as f64 * f64::from(iterations);
-    k as f64 * (rounds / (2.0 * multiplier * multiplier) + epsilon * epsilon / 2.0)
+/// ρ = k·(m·T/(2s²) + ε''²/2) (algorithms.md `coherent_power`; m = 1 without the search),
+/// as the ledger's [`Cost`]: the k·m·T rounds are Gaussian (ρ = 1/(2s²) each, Bun & Steinke
+/// 2016 Prop. 1.6), the k Laplace estimates pure ε''-DP (ε''²/2 each, Prop. 1.4).
+fn cost_of(k: usize, candidates: usize, iterations: u32, multiplier: f64, epsilon: f64) -> Cost {
+    let rounds = k as f64 * candidates as f64 * f64::from(iterations);
+    let gaussian = Cost::gaussian_zcdp(rounds / (2.0 * multiplier * multiplier));
+    let laplace = Cost::sum((0..k).map(|_| Cost::pure(epsilon)));
+    gaussian.then(laplace)
+}
+
+/// β², the rank-one bound on ‖E·v‖ for unit v under both record relations (module docs);
+/// `None` for matrices.
+fn rank_one_bound(neighbours: &Neighbours) -> Option<f64> {
+    match *neighbours {
+        Neighbours::AddRemove { beta, .. } | Neighbours::ReplaceOne { beta, .. } => Some(beta * beta),
+        Neighbours::Entry { .. } => None,
+    }
+}
+
+/// Δ_C, the L2 sensitivity of one round A·x + g with coherence bound C (module docs): u·sqrt(C/d)
+/// for matrices, min(β², u_eff·sqrt(C/d)) for records (β² under both relations, since
+/// ‖(xxᵀ − yyᵀ)v‖ ≤ max(‖x‖², ‖y‖²)·‖v‖ for PSD rank-one terms).
+pub fn round_sensitivity(neighbours: &Neighbours, c: f64, d: usize) -> f64 {
+    let coherent = change_l1_bound(neighbours) * (c / d as f64).sqrt();
+    rank_one_bound(neighbours).map_or(coherent, |b| b.min(coherent))
+}
+
+/// Δ_σ, the sensitivity of the scalar ‖A_{i−1}·v_i‖ (module docs): u for matrices,
+/// min(β², u_eff) for records.
+pub fn estimate_sensitivity(neighbours: &Neighbours) -> f64 {
+    let u_eff = change_l1_bound(neighbours);
+    rank_one_bound(neighbours).map_or(u_eff, |b| b.min(u_eff))
 }
 
 /// (s, ε'') from ρ_job: ρ_v = ρ/k, ε'' = sqrt(2ηρ_v), s = sqrt(m·T/(2(1−η)ρ_v)); then s nudged
@@ -154,7 +202,7 @@ fn calibrate(k: usize, candidates: usize, iterations: u32, share: f64, rho: f64)
     let rounds = candidates as f64 * f64::from(iterations);
     let mut epsilon = (2.0 * share * per_vector).sqrt();
     let mut multiplier = (rounds / (2.0 * (1.0 - share) * per_vector)).sqrt();
-    while cost_of(k, candidates, iterations, multiplier, epsilon) > rho {
+    while cost_of(k, candidates, iterations, multiplier, epsilon).rho > rho {
         multiplier = multiplier.next_up();
         epsilon = epsilon.next_down();
     }
@@ -250,6 +298,17 @@ impl<'a> Deflated<'a> {
         }
         y
     }
+}
+
+/// x₀ = z/‖z‖₂ with z ~ N(0, I_d) drawn from `rng` (data-independent): a uniformly random unit
+/// vector, Fig. 2 line 2's start normalised (module docs).
+fn unit_start(rng: &mut ChaCha20Rng, d: usize) -> Result<Matrix, RunError> {
+    let z = Matrix::from_fn(d, 1, |_, _| StandardNormal.sample(&mut *rng));
+    let norm = z.norm();
+    if !(norm > 0.0 && norm.is_finite()) {
+        return Err(RunError::Failed("the random start vector vanished".into()));
+    }
+    Ok(z / norm)
 }
 
 /// How one PPI run ended.
@@ -398,7 +457,7 @@ impl Algorithm for CoherentPower {
                     allowed: None,
                 },
             ],
-            privacy: "ρ-zCDP with ρ = k·(m·T/(2s²) + ε''²/2): per component, m·T Gaussian rounds of sensitivity u_eff·sqrt(C/d) (m coherence candidates, 1 without the search) and one Laplace estimate of sensitivity u_eff.",
+            privacy: "ρ-zCDP with ρ = k·(m·T/(2s²) + ε''²/2): per component, m·T Gaussian rounds (the Gaussian part) of sensitivity u·sqrt(C/d) for matrices and min(β², u_eff·sqrt(C/d)) for records (m coherence candidates, 1 without the search), and one Laplace estimate (pure DP) of sensitivity u for matrices, min(β², u_eff) for records.",
             public_only: false,
             scope_reason: None,
         }
@@ -435,7 +494,7 @@ impl Algorithm for CoherentPower {
             && multiplier.is_finite()
             && epsilon > 0.0
             && epsilon.is_finite()
-            && cost_of(k, candidates.len(), iterations, multiplier, epsilon) <= rho;
+            && cost_of(k, candidates.len(), iterations, multiplier, epsilon).rho <= rho;
         if !calibrated {
             return Err(ConfigError::invalid(
                 "rho",
@@ -453,26 +512,25 @@ impl Algorithm for CoherentPower {
         })
     }
 
-    /// ρ = k·(m·T/(2s²) + ε''²/2), independent of the data (module docs, "Cost").
+    /// ρ = k·(m·T/(2s²) + ε''²/2), independent of the data; the first term is Gaussian, the
+    /// second Laplace (module docs, "Cost").
     fn cost(&self, config: &CoherentPowerConfig, _ctx: &DataContext) -> Cost {
-        Cost::zcdp(cost_of(
+        cost_of(
             config.k,
             config.coherence_candidates.len(),
             config.iterations,
             config.multiplier,
             config.eigenvalue_epsilon,
-        ))
+        )
     }
 
     fn noise_scales(&self, config: &CoherentPowerConfig, ctx: &DataContext) -> Vec<NoiseScale> {
-        let u_eff = change_l1_bound(&ctx.neighbours);
-        let d = ctx.d as f64;
         let tries = config.coherence_candidates.len() > 1;
         let mut scales: Vec<NoiseScale> = config
             .coherence_candidates
             .iter()
             .map(|&c| {
-                let delta = u_eff * (c / d).sqrt();
+                let delta = round_sensitivity(&ctx.neighbours, c, ctx.d);
                 NoiseScale {
                     release: RELEASE.into(),
                     distribution: "gaussian".into(),
@@ -480,7 +538,7 @@ impl Algorithm for CoherentPower {
                     sensitivity: Some(delta),
                     count: config.k * config.iterations as usize,
                     description: format!(
-                        "Gaussian noise added to A·x in each of T = {} rounds for each of {} components{}, coherence bound C = {c}: sd = multiplier × u_eff·sqrt(C/d) = {:.6e}.",
+                        "Gaussian noise added to A·x in each of T = {} rounds for each of {} components{}, coherence bound C = {c}: sd = multiplier × Δ_C = {:.6e} (Δ_C = u·sqrt(C/d) for matrices, min(β², u_eff·sqrt(C/d)) for records).",
                         config.iterations,
                         config.k,
                         if tries { " (at most; later candidates run only if earlier ones fail)" } else { "" },
@@ -489,16 +547,17 @@ impl Algorithm for CoherentPower {
                 }
             })
             .collect();
+        let delta_sigma = estimate_sensitivity(&ctx.neighbours);
         scales.push(NoiseScale {
             release: EIGENVALUE_RELEASE.into(),
             distribution: "laplace".into(),
             multiplier: 1.0 / config.eigenvalue_epsilon,
-            sensitivity: Some(u_eff),
+            sensitivity: Some(delta_sigma),
             count: config.k,
             description: format!(
-                "Laplace noise added to ‖A_(i−1)·v_i‖ for each of {} components: scale u_eff/ε'' = {:.6e} (ε'' = {:.6e}).",
+                "Laplace noise added to ‖A_(i−1)·v_i‖ for each of {} components: scale Δ_σ/ε'' = {:.6e} (Δ_σ = u for matrices, min(β², u_eff) for records; ε'' = {:.6e}).",
                 config.k,
-                u_eff / config.eigenvalue_epsilon,
+                delta_sigma / config.eigenvalue_epsilon,
                 config.eigenvalue_epsilon
             ),
         });
@@ -514,8 +573,8 @@ impl Algorithm for CoherentPower {
         env: &mut RunEnv<'_>,
     ) -> Result<Output, RunError> {
         let d = ctx.d;
-        let u_eff = change_l1_bound(&ctx.neighbours);
-        if !(fits(config, d) && u_eff > 0.0 && u_eff.is_finite()) {
+        let delta_sigma = estimate_sensitivity(&ctx.neighbours);
+        if !(fits(config, d) && delta_sigma > 0.0 && delta_sigma.is_finite()) {
             return Err(RunError::Failed(
                 "the stored configuration does not fit the dataset".into(),
             ));
@@ -525,8 +584,7 @@ impl Algorithm for CoherentPower {
         let rounds_per_vector = candidates.len() as u64 * u64::from(iterations);
         let mut op = Deflated::new(input, ctx, k as u64 * (rounds_per_vector + 1))?;
         let mut starts = ChaCha20Rng::from_rng(&mut env.rng());
-        let x0_sd = 1.0 / (d as f64).sqrt();
-        let laplace_scale = u_eff / config.eigenvalue_epsilon;
+        let laplace_scale = delta_sigma / config.eigenvalue_epsilon;
         if !(laplace_scale > 0.0 && laplace_scale.is_finite()) {
             return Err(RunError::Failed(
                 "noise scale is not a finite positive number".into(),
@@ -542,12 +600,9 @@ impl Algorithm for CoherentPower {
             let mut found = None;
             let mut last_round = 0;
             for &c in candidates {
-                // x₀ ~ N(0, 1/d)^d (Fig. 2 line 2), fresh for every try.
-                let x0 = Matrix::from_fn(d, 1, |_, _| {
-                    let z: f64 = StandardNormal.sample(&mut starts);
-                    x0_sd * z
-                });
-                let sd = config.multiplier * u_eff * (c / d as f64).sqrt();
+                // x₀ = z/‖z‖, z ~ N(0, I_d) (Fig. 2 line 2, normalised), fresh for every try.
+                let x0 = unit_start(&mut starts, d)?;
+                let sd = config.multiplier * round_sensitivity(&ctx.neighbours, c, d);
                 if !(sd > 0.0 && sd.is_finite()) {
                     return Err(RunError::Failed(
                         "noise scale is not a finite positive number".into(),
@@ -569,7 +624,7 @@ impl Algorithm for CoherentPower {
             let Some(v) = found else {
                 return Err(coherence_failure(i + 1, k, candidates, last_round, d));
             };
-            // σ̂_i = ‖A_{i−1}·v_i‖ + Lap(u_eff/ε'') (Fig. 3 line 3b).
+            // σ̂_i = ‖A_{i−1}·v_i‖ + Lap(Δ_σ/ε'') (Fig. 3 line 3b).
             let sigma = op.apply(&v).norm() + env.laplace_noise(EIGENVALUE_RELEASE, laplace_scale);
             if !sigma.is_finite() {
                 return Err(RunError::Failed(

@@ -40,6 +40,29 @@ fn spec_u_eff(neighbours: &Neighbours) -> f64 {
     }
 }
 
+/// The spec's round sensitivity with coherence bound C: u·sqrt(C/d) for matrices; for records
+/// β² under both relations (algorithms.md, "Decisions after the first implementation"), or the
+/// coherence form αβ·sqrt(C/d) / 2αβ·sqrt(C/d) where that is smaller.
+fn spec_round_delta(neighbours: &Neighbours, c: f64, d: usize) -> f64 {
+    let coherent = spec_u_eff(neighbours) * (c / d as f64).sqrt();
+    match *neighbours {
+        Neighbours::Entry { .. } => coherent,
+        Neighbours::AddRemove { beta, .. } | Neighbours::ReplaceOne { beta, .. } => {
+            (beta * beta).min(coherent)
+        }
+    }
+}
+
+/// The spec's σ̂ sensitivity: u for matrices, β² for records (min with u_eff).
+fn spec_estimate_delta(neighbours: &Neighbours) -> f64 {
+    match *neighbours {
+        Neighbours::Entry { u } => u,
+        Neighbours::AddRemove { beta, .. } | Neighbours::ReplaceOne { beta, .. } => {
+            (beta * beta).min(spec_u_eff(neighbours))
+        }
+    }
+}
+
 fn params(k: usize, iterations: u32, bound: Option<f64>, search: bool) -> CoherentPowerParams {
     CoherentPowerParams {
         k,
@@ -85,24 +108,90 @@ fn data(neighbours: Neighbours, d: usize, n: usize, seed: u64) -> (Matrix, Matri
 
 // ---- Cost and calibration. ----
 
+/// A cost with `gaussian` from the power rounds and `laplace` from the σ̂ releases.
+fn split(gaussian: f64, laplace: f64) -> Cost {
+    Cost::gaussian_zcdp(gaussian).then(Cost::zcdp(laplace))
+}
+
 #[test]
 fn cost_is_the_spec_formula() {
     let c = ctx(10, None, AR);
-    // k·(m·T/(2s²) + ε''²/2): 2·(5/2 + 0.25/2) = 5.25.
-    assert_eq!(
-        CoherentPower.cost(&config(2, 5, vec![4.0], 1.0, 0.5), &c),
-        Cost::zcdp(5.25)
-    );
-    // 1·(1/(2·0.25) + 4/2) = 4.
+    // k·(m·T/(2s²) + ε''²/2): 2·(5/2 + 0.25/2) = 5 (Gaussian) + 0.25 (Laplace) = 5.25.
+    let cost = CoherentPower.cost(&config(2, 5, vec![4.0], 1.0, 0.5), &c);
+    assert_eq!(cost, split(5.0, 0.25));
+    assert_eq!((cost.rho, cost.gaussian_rho, cost.other_rho()), (5.25, 5.0, 0.25));
+    // 1·(1/(2·0.25) + 4/2) = 2 + 2 = 4.
     assert_eq!(
         CoherentPower.cost(&config(1, 1, vec![1.0], 0.5, 2.0), &c),
-        Cost::zcdp(4.0)
+        split(2.0, 2.0)
     );
-    // Search over C_max = 6: m = 4 candidates; 3·(4·10/(2·4) + 1/2) = 16.5.
+    // Search over C_max = 6: m = 4 candidates; 3·(4·10/(2·4) + 1/2) = 15 + 1.5 = 16.5.
     let search = config(3, 10, vec![1.0, 2.0, 4.0, 6.0], 2.0, 1.0);
-    assert_eq!(CoherentPower.cost(&search, &c), Cost::zcdp(16.5));
+    assert_eq!(CoherentPower.cost(&search, &c), split(15.0, 1.5));
+    assert!(!CoherentPower.cost(&search, &c).is_gaussian_only());
     // The cost does not depend on the relation or the bounds.
-    assert_eq!(CoherentPower.cost(&search, &ctx(10, None, EN)), Cost::zcdp(16.5));
+    assert_eq!(CoherentPower.cost(&search, &ctx(10, None, EN)), split(15.0, 1.5));
+}
+
+/// The tight record sensitivities: β² under both relations for the rounds and for σ̂ (the
+/// coherence form only where it is smaller), u·sqrt(C/d) and u for matrices.
+#[test]
+fn record_sensitivities_are_beta_squared() {
+    // β = 4, α = √30·β: β² = 16 ≤ αβ·sqrt(C/d) = 16·√C for every C ≥ 1 at d = 30 (equal at
+    // C = 1, up to rounding).
+    for c in [2.0, 4.0, 30.0] {
+        assert_eq!(round_sensitivity(&AR, c, 30), 16.0);
+        assert_eq!(round_sensitivity(&RO, c, 30), 16.0);
+    }
+    assert!((round_sensitivity(&AR, 1.0, 30) - 16.0).abs() < 1e-12);
+    assert_eq!(round_sensitivity(&RO, 1.0, 30), 16.0);
+    assert_eq!(
+        (estimate_sensitivity(&AR), estimate_sensitivity(&RO)),
+        (16.0, 16.0)
+    );
+    assert_eq!(round_sensitivity(&EN, 4.0, 16), 1.5 * 0.5);
+    assert_eq!(estimate_sensitivity(&EN), 1.5);
+    // A small L1 bound with a small C: the coherence form αβ·sqrt(C/d) = 2·4·0.1 = 0.8 wins
+    // under add_remove, and 2αβ·sqrt(C/d) = 1.6 under replace_one.
+    let ar = Neighbours::AddRemove {
+        beta: 4.0,
+        alpha: 2.0,
+    };
+    let ro = Neighbours::ReplaceOne {
+        beta: 4.0,
+        alpha: 2.0,
+    };
+    assert!((round_sensitivity(&ar, 1.0, 100) - 0.8).abs() < 1e-15);
+    assert!((round_sensitivity(&ro, 1.0, 100) - 1.6).abs() < 1e-15);
+    assert_eq!(estimate_sensitivity(&ar), 8.0);
+    assert_eq!(estimate_sensitivity(&ro), 16.0);
+}
+
+/// ‖(xxᵀ − yyᵀ)v‖ ≤ β² for unit v on random rows of norm β (the PSD argument of the module
+/// docs), attained by x = v = e₁, y ⊥ v; 2β² is never approached.
+#[test]
+fn replace_one_change_moves_a_unit_vector_by_at_most_beta_squared() {
+    let mut rng = seeded(77);
+    let (d, beta) = (6, 1.7_f64);
+    let mut worst = 0.0_f64;
+    for _ in 0..20_000 {
+        let unit = |rng: &mut ChaCha20Rng| {
+            let z = Matrix::from_fn(d, 1, |_, _| StandardNormal.sample(&mut *rng));
+            &z / z.norm()
+        };
+        let (x, y, v) = (unit(&mut rng) * beta, unit(&mut rng) * beta, unit(&mut rng));
+        let e = &x * x.transpose() - &y * y.transpose();
+        worst = worst.max((e * &v).norm());
+    }
+    assert!(worst <= beta * beta * (1.0 + 1e-12), "{worst}");
+    assert!(worst > 0.8 * beta * beta, "{worst}");
+    let mut x = Matrix::zeros(d, 1);
+    x[(0, 0)] = beta;
+    let mut y = Matrix::zeros(d, 1);
+    y[(1, 0)] = beta;
+    let e = &x * x.transpose() - &y * y.transpose();
+    let v = &x / beta;
+    assert!(((e * v).norm() - beta * beta).abs() < 1e-12);
 }
 
 #[test]
@@ -410,7 +499,8 @@ fn error_decreases_as_rho_grows() {
     let (xt, gram) = data(AR, d, n, 7);
     let exact = exact_top(&gram, k);
     let c = ctx(d, None, AR);
-    let rhos = [1.0, 1e2, 1e3, 1e4, 1e6];
+    // The tight β² sensitivity makes ρ = 1 already accurate (sin θ ≈ 0.3); start lower.
+    let rhos = [1e-2, 1.0, 1e2, 1e4, 1e6];
     let errors: Vec<f64> = rhos
         .iter()
         .map(|&rho| {
@@ -655,8 +745,8 @@ struct AuditReport {
 /// the audited draws: same x₀ stream (a ChaCha20 seeded from the run's generator), the
 /// coherence check, x' = A_{i−1}x + g, σ̂ = ‖A_{i−1}v‖ + ℓ, A_i = A_{i−1} − σ̂vvᵀ. The output must
 /// be the replay's (so the audited noise is the noise used), and every draw is compared with
-/// the spec's scale: sd = s·u_eff·sqrt(C/d) with s = sqrt(m·T·k/(2(1−η)ρ)), Laplace
-/// b = u_eff/ε'' with ε'' = sqrt(2ηρ/k).
+/// the spec's scale: sd = s·Δ_C with s = sqrt(m·T·k/(2(1−η)ρ)) ([`spec_round_delta`]), Laplace
+/// b = Δ_σ/ε'' with ε'' = sqrt(2ηρ/k) ([`spec_estimate_delta`]). x₀ = z/‖z‖.
 #[allow(clippy::too_many_arguments)]
 fn audit_run(
     neighbours: Neighbours,
@@ -692,10 +782,9 @@ fn audit_run(
     } else {
         vec![c_max]
     };
-    let u = spec_u_eff(&neighbours);
     let mt = candidates.len() as f64 * f64::from(iterations);
     let s = (mt * k as f64 / (2.0 * (1.0 - share) * rho)).sqrt();
-    let b = u / (2.0 * share * rho / k as f64).sqrt();
+    let b = spec_estimate_delta(&neighbours) / (2.0 * share * rho / k as f64).sqrt();
 
     let mut starts = ChaCha20Rng::from_rng(&mut seeded(seed));
     let mut draws = audit.draws.iter();
@@ -705,11 +794,9 @@ fn audit_run(
     for i in 0..k {
         let mut found = None;
         for &cand in &candidates {
-            let mut x = Matrix::from_fn(d, 1, |_, _| {
-                let z: f64 = StandardNormal.sample(&mut starts);
-                z / (d as f64).sqrt()
-            });
-            let sd = s * u * (cand / d as f64).sqrt();
+            let z = Matrix::from_fn(d, 1, |_, _| StandardNormal.sample(&mut starts));
+            let mut x = &z / z.norm();
+            let sd = s * spec_round_delta(&neighbours, cand, d);
             let mut complete = true;
             for _ in 0..iterations {
                 if x.amax().powi(2) > cand / d as f64 {
@@ -812,7 +899,7 @@ fn under_noised_rounds_fail_the_gaussian_audit() {
 
 /// Many small runs over all three relations: k estimates each, 3 000 Laplace draws in all.
 fn laplace_audit(factor: f64) -> AuditReport {
-    // d = 30: x₀ ~ N(0, 1/d)^d breaks even C = d with probability about d·P(|Z| > √d) ≈ 1e-6.
+    // C = d: a unit x₀ (and every unit iterate) passes the check.
     let (d, n, k) = (30, 60, 6);
     let mut report = AuditReport::default();
     for run in 0..500_u64 {
@@ -848,4 +935,34 @@ fn under_noised_estimates_fail_the_laplace_audit() {
         check_laplace_scale(&report.laplace, 1.0).is_err(),
         "under-noising went unnoticed"
     );
+}
+
+/// The unit start: at small d and C = d the coherence check no longer fails by chance (it did
+/// with Fig. 2's N(0, 1/d)^d start, whose squared entries exceed 1 = C/d with probability
+/// about d·P(|Z| > √d), 5 % at d = 5), on records and matrices, at a generous budget.
+#[test]
+fn unit_start_never_fails_the_check_at_small_d() {
+    // The old start would have failed: count its violations on the same stream of z's.
+    let mut rng = seeded(90);
+    let old_failures = (0..2000)
+        .filter(|_| {
+            let z = Matrix::from_fn(5, 1, |_, _| StandardNormal.sample(&mut rng));
+            (&z / 5f64.sqrt()).amax().powi(2) > 1.0
+        })
+        .count();
+    assert!(old_failures > 20, "{old_failures}");
+    for d in 5..=10 {
+        for neighbours in [AR, RO, EN] {
+            let (m, _) = data(neighbours, d, 40, 200 + d as u64);
+            let c = ctx(d, Some(40), neighbours);
+            let config = CoherentPower
+                .configure(params(2, 10, Some(d as f64), false), &c, &target(1e4))
+                .expect("valid");
+            for seed in 0..40 {
+                let (out, _) = run_audited(&CoherentPower, input_for(&neighbours, &m), &config, &c, seed);
+                let out = out.unwrap_or_else(|e| panic!("d = {d}, {neighbours:?}, seed {seed}: {e:?}"));
+                assert_basis_contract(&out.basis, d, 2);
+            }
+        }
+    }
 }

@@ -3,14 +3,15 @@
 //! Bingham sampler of their Alg. 2), the PCA that OpenDP and IBM diffprivlib ship. The paper is
 //! not in ../shared/papers; steps are numbered as in Alg. 1 (the numbering OpenDP cites).
 //!
-//! On records X (rows clipped to ‖x‖₂ ≤ β), with C = XᵀX and ε = ε₀ + m·ε_v:
+//! On records X (rows clipped to ‖x‖₂ ≤ β), with C = XᵀX, ε₀ for the eigenvalues and ε_v for
+//! each of the m eigenvector draws:
 //! 1. (Alg. 1 step 1.iii) λ̂_j = λ_j(C) + Lap(Δ₁/ε₀) for the top k eigenvalues; released after
 //!    post-processing (clamped at 0, C being PSD, and sorted decreasing). Skipped when ε₀ = 0.
 //! 2. P₁ = I_d, C₁ = C. For i = 1..k, on the sphere S^{q−1} of the current q = d − i + 1
 //!    dimensional subspace:
-//!    (step 2.a) draw û_i with density ∝ exp(ε_v·ûᵀC_iû/(2Δ)) (the exponential mechanism with
-//!    score uᵀC_iu; a Bingham distribution, sampled exactly by [`super::bingham`] in the
-//!    eigenbasis of C_i) and output v̂_i = P_i û_i;
+//!    (step 2.a) draw û_i with density ∝ exp(t·ûᵀC_iû), t = ε_v/Δ (add_remove) or ε_v/(2Δ)
+//!    (replace_one) (the exponential mechanism with score uᵀC_iu; a Bingham distribution,
+//!    sampled exactly by [`super::bingham`] in the eigenbasis of C_i) and output v̂_i = P_i û_i;
 //!    (steps 2.b, 2.c) P_{i+1} = an orthonormal basis of span(P_i) ∩ v̂_i^⊥, C_{i+1} =
 //!    P_{i+1}ᵀ C P_{i+1}. The basis is the last q − 1 columns of the Householder reflector that
 //!    maps û_i to ±e₁, applied in O(dq) to P_i and O(q²) to C_i.
@@ -26,17 +27,29 @@
 //! - Score uᵀC_iu, for every unit u: P_i depends only on earlier releases, so for fixed P_i the
 //!   change is (P_iu)ᵀ(C' − C)(P_iu) = ±(wᵀx)² (add_remove) or (wᵀx)² − (wᵀy)² (replace_one)
 //!   with w = P_iu a unit vector: a difference of two numbers in [0, β²]. Δ = β² under both
-//!   relations. The exponential mechanism exp(ε_v·score/(2Δ)) is therefore ε_v-DP under both
-//!   (OpenDP charges replace_one as two add/remove changes and uses half this concentration).
+//!   relations.
 //!
-//! Cost. Basic composition of pure-DP mechanisms (the later ones adaptive): ε = ε₀ + m·ε_v,
-//! and ε-DP is (ε²/2)-zCDP (Bun & Steinke 2016 Prop. 1.4), so ρ = (ε₀ + m·ε_v)²/2. Given
-//! ρ_job: ε = sqrt(2ρ_job), ε₀ = share·ε, ε_v = (1 − share)·ε/m, with `eigenvalue_share`
-//! defaulting to 1/2 (OpenDP's even split between eigenvalues and eigenvectors, the vectors'
-//! half split evenly); both nudged down so the cost never exceeds ρ_job. When d = 1 no vector
-//! is drawn and only ε₀ is spent (and charged).
-//! (Not used: the exponential mechanism is also (ε²/8)-zCDP, Cesar & Rogers 2021; charging it
-//! that way would be tighter but departs from the spec's pure-DP rule.)
+//! Concentration of the exponential mechanism (algorithms.md, "Decisions after the first
+//! implementation"). The privacy loss of a draw u between neighbours is
+//! t·(score(u) − score'(u)) + ln(Z'/Z), so the mechanism is ε_v-DP, and moreover has ε_v-bounded
+//! range, when t times the *range* of score − score' over u is at most ε_v (Durfee & Rogers
+//! 2019, Def. 2.1; Cesar & Rogers 2021):
+//! - add_remove: score' − score = ±(wᵀx)² has one sign for every u (the score is monotone:
+//!   adding a row never lowers it), so it ranges over an interval of width Δ = β²: t = ε_v/Δ;
+//! - replace_one: (wᵀx)² − (wᵀy)² ranges over [−β², β²], width 2Δ: t = ε_v/(2Δ) (the paper's
+//!   exp(ε·score/2) with β = 1; OpenDP charges replace_one as two add/remove changes instead,
+//!   and so uses half this concentration).
+//!
+//! Cost (privacy.md §2). The Laplace release is ε₀-DP, hence (ε₀²/2)-zCDP (Bun & Steinke 2016
+//! Prop. 1.4); each ε_v-bounded-range draw is (ε_v²/8)-zCDP (Cesar & Rogers 2021, Lemma 3.2 /
+//! Thm 3.1 of Durfee & Rogers' bounded range); adaptive composition adds the ρ's:
+//! ρ = ε₀²/2 + m·ε_v²/8. Given ρ_job and `eigenvalue_share` s (default 1/2, OpenDP's even split
+//! between eigenvalues and eigenvectors, the vectors' half split evenly), now a share of ρ:
+//! ρ₀ = s·ρ_job, ε₀ = sqrt(2ρ₀), and each draw ε_v = sqrt(8(1 − s)ρ_job/m); both nudged down
+//! so the cost never exceeds ρ_job. When d = 1 no vector is drawn and only ε₀ is spent (and
+//! charged). Compared with the earlier pure-DP charge (ε₀ + m·ε_v)²/2 with ε split by s, each
+//! draw gets 2·sqrt(m/(1 − s)) times the ε at the same ρ: at s = 1/2 and m = 3,
+//! ε_v = 2·sqrt(ρ/3) instead of sqrt(2ρ)/6, about 4.9 times larger.
 //!
 //! Cost of a run: the Gram matrix O(nd²), then one symmetric eigendecomposition per drawn
 //! vector (O(q³)); each Bingham proposal is O(q) and the sampler's acceptance rate stays
@@ -58,7 +71,7 @@ use crate::privacy::{Cost, PrivacyTarget};
 pub const EIGENVALUE_RELEASE: &str = "eigenvalues";
 /// Audit label of each exponential-mechanism eigenvector draw.
 pub const EIGENVECTOR_RELEASE: &str = "eigenvector";
-/// Default share of ε spent on the eigenvalues (OpenDP's split).
+/// Default share of ρ spent on the eigenvalues (OpenDP's even split).
 pub const DEFAULT_EIGENVALUE_SHARE: f64 = 0.5;
 
 /// Iterative eigenvector sampling (Amin et al. 2019).
@@ -71,7 +84,7 @@ pub struct EigenSampling;
 pub struct EigenSamplingParams {
     /// Target rank k, 1 ≤ k ≤ d.
     pub k: usize,
-    /// Share of ε spent on the eigenvalues, 0 ≤ share < 1; default [`DEFAULT_EIGENVALUE_SHARE`].
+    /// Share of ρ spent on the eigenvalues, 0 ≤ share < 1; default [`DEFAULT_EIGENVALUE_SHARE`].
     #[serde(default)]
     pub eigenvalue_share: Option<f64>,
 }
@@ -111,22 +124,36 @@ pub fn sampled_vectors(k: usize, d: usize) -> usize {
     k.min(d.saturating_sub(1))
 }
 
-/// ε = ε₀ + m·ε_v (basic composition).
-fn total_epsilon(eigenvalue_epsilon: f64, vector_epsilon: f64, m: usize) -> f64 {
-    eigenvalue_epsilon + m as f64 * vector_epsilon
+/// The concentration t of the exponential mechanism exp(t·uᵀC_iu): ε_v/Δ under add_remove
+/// (monotone score), ε_v/(2Δ) under replace_one (module docs, "Concentration"); `None` for
+/// matrix datasets.
+pub fn concentration(neighbours: &Neighbours, vector_epsilon: f64) -> Option<f64> {
+    let delta = score_sensitivity(neighbours)?;
+    Some(match neighbours {
+        Neighbours::AddRemove { .. } => vector_epsilon / delta,
+        _ => vector_epsilon / (2.0 * delta),
+    })
 }
 
-/// (ε₀, ε_v) = (share·ε, (1 − share)·ε/m) with ε = sqrt(2ρ), nudged down until the pure-DP
-/// charge (ε₀ + m·ε_v)²/2 is at most ρ in floating point too.
+/// ρ = ε₀²/2 + m·ε_v²/8: the Laplace release (pure ε₀-DP, Bun & Steinke 2016 Prop. 1.4) then
+/// m exponential-mechanism draws of ε_v-bounded range (Cesar & Rogers 2021), composed by
+/// adding ρ's (privacy.md §2). When m = 0 no draw is made and ε_v is not charged.
+fn total_cost(eigenvalue_epsilon: f64, vector_epsilon: f64, m: usize) -> Cost {
+    let draws = (0..m).map(|_| Cost::exponential_mechanism(vector_epsilon));
+    Cost::pure(eigenvalue_epsilon).then(Cost::sum(draws))
+}
+
+/// (ε₀, ε_v) = (sqrt(2·share·ρ), sqrt(8(1 − share)ρ/m)), so that ε₀²/2 = share·ρ and
+/// m·ε_v²/8 = (1 − share)·ρ; both nudged down until [`total_cost`] is at most ρ in floating
+/// point too.
 fn calibrate(rho: f64, share: f64, m: usize) -> (f64, f64) {
-    let epsilon = (2.0 * rho).sqrt();
-    let mut eigenvalue_epsilon = share * epsilon;
+    let mut eigenvalue_epsilon = (2.0 * share * rho).sqrt();
     let mut vector_epsilon = if m == 0 {
         0.0
     } else {
-        (1.0 - share) * epsilon / m as f64
+        (8.0 * (1.0 - share) * rho / m as f64).sqrt()
     };
-    while Cost::pure(total_epsilon(eigenvalue_epsilon, vector_epsilon, m)).rho > rho {
+    while total_cost(eigenvalue_epsilon, vector_epsilon, m).rho > rho {
         eigenvalue_epsilon = eigenvalue_epsilon.next_down().max(0.0);
         vector_epsilon = vector_epsilon.next_down().max(0.0);
     }
@@ -165,7 +192,7 @@ impl Algorithm for EigenSampling {
     fn info(&self) -> AlgorithmInfo {
         AlgorithmInfo {
             name: "eigen_sampling",
-            summary: "Iterative eigenvector sampling, the PCA of OpenDP and diffprivlib: Laplace eigenvalues, then each eigenvector by the exponential mechanism (a Bingham distribution, sampled exactly) on the complement of the earlier ones. Pure ε-DP.",
+            summary: "Iterative eigenvector sampling, the PCA of OpenDP and diffprivlib: Laplace eigenvalues, then each eigenvector by the exponential mechanism (a Bingham distribution, sampled exactly) on the complement of the earlier ones.",
             source: "Amin, Dick, Kulesza, Muñoz Medina & Vassilvitskii 2019, Alg. 1 and 2; Bingham sampler with the angular central Gaussian envelope of Kent, Ganeiber & Mardia 2018",
             kinds: vec![Kind::Records],
             relations: vec![Relation::ReplaceOne, Relation::AddRemove],
@@ -174,14 +201,14 @@ impl Algorithm for EigenSampling {
                 ParamInfo {
                     name: "eigenvalue_share",
                     json_type: "number",
-                    description: "Share of ε spent on the Laplace estimates of the top-k eigenvalues (0 ≤ share < 1; 0 releases none). The rest is split evenly over the min(k, d − 1) eigenvector draws.",
+                    description: "Share of ρ spent on the Laplace estimates of the top-k eigenvalues (0 ≤ share < 1; 0 releases none). The rest is split evenly over the min(k, d − 1) eigenvector draws.",
                     default: Some(json!(DEFAULT_EIGENVALUE_SHARE)),
                     required: false,
                     minimum: Some(0.0),
                     allowed: None,
                 },
             ],
-            privacy: "Pure ε-DP with ε = sqrt(2ρ), charged ρ = ε²/2: Laplace on the top-k eigenvalues (L1 sensitivity β² add_remove, 2β² replace_one) with share·ε, then min(k, d − 1) exponential-mechanism draws (score sensitivity β²) sharing the rest.",
+            privacy: "ρ-zCDP with ρ = ε₀²/2 + m·ε_v²/8: Laplace on the top-k eigenvalues (ε₀-DP; L1 sensitivity β² add_remove, 2β² replace_one) with share·ρ, then m = min(k, d − 1) exponential-mechanism draws (score sensitivity β², concentration ε_v/β² add_remove, ε_v/(2β²) replace_one; each ε_v-bounded range, hence ε_v²/8, Cesar & Rogers 2021) sharing the rest evenly.",
             public_only: false,
             scope_reason: Some(
                 "records only: the Laplace eigenvalues and the exponential mechanism's score uᵀCu are calibrated to one clipped row's xxᵀ (Amin et al. 2019); the paper and the spec give no matrix calibration.",
@@ -220,11 +247,11 @@ impl Algorithm for EigenSampling {
         })
     }
 
-    /// ρ = (ε₀ + m·ε_v)²/2 with m = min(k, d − 1) (basic composition, then Bun & Steinke
-    /// Prop. 1.4). Independent of the data and of the bounds.
+    /// ρ = ε₀²/2 + m·ε_v²/8 with m = min(k, d − 1) ([`total_cost`]; module docs, "Cost").
+    /// Independent of the data and of the bounds. No part is Gaussian.
     fn cost(&self, config: &EigenSamplingConfig, ctx: &DataContext) -> Cost {
         let m = sampled_vectors(config.k, ctx.d);
-        Cost::pure(total_epsilon(config.eigenvalue_epsilon, config.vector_epsilon, m))
+        total_cost(config.eigenvalue_epsilon, config.vector_epsilon, m)
     }
 
     fn noise_scales(&self, config: &EigenSamplingConfig, ctx: &DataContext) -> Vec<NoiseScale> {
@@ -248,16 +275,19 @@ impl Algorithm for EigenSampling {
         }
         let m = sampled_vectors(k, ctx.d);
         if m > 0
-            && let Some(delta) = score_sensitivity(&ctx.neighbours)
+            && let (Some(delta), Some(t)) = (
+                score_sensitivity(&ctx.neighbours),
+                concentration(&ctx.neighbours, config.vector_epsilon),
+            )
         {
             scales.push(NoiseScale {
                 release: EIGENVECTOR_RELEASE.into(),
                 distribution: "bingham".into(),
-                multiplier: 2.0 / config.vector_epsilon,
+                multiplier: 1.0 / (t * delta),
                 sensitivity: Some(delta),
                 count: m,
                 description: format!(
-                    "Each of {m} eigenvectors drawn by the exponential mechanism on the unit sphere orthogonal to the earlier ones: density ∝ exp(uᵀC_iu/(multiplier·Δ)) = exp(ε_v·uᵀC_iu/(2Δ)) with ε_v = {:.6e}, a Bingham distribution sampled exactly.",
+                    "Each of {m} eigenvectors drawn by the exponential mechanism on the unit sphere orthogonal to the earlier ones: density ∝ exp(uᵀC_iu/(multiplier·Δ)) = exp(t·uᵀC_iu) with t = {t:.6e} (ε_v/Δ under add_remove, ε_v/(2Δ) under replace_one; ε_v = {:.6e}), a Bingham distribution sampled exactly.",
                     config.vector_epsilon
                 ),
             });
@@ -279,14 +309,15 @@ impl Algorithm for EigenSampling {
         let k = config.k;
         let m = sampled_vectors(k, d);
         let unfit = || RunError::Failed("the stored configuration does not fit the dataset".into());
-        let (Some(delta), Some(delta_values)) = (
+        let e0 = config.eigenvalue_epsilon;
+        let ev = config.vector_epsilon;
+        let (Some(delta), Some(delta_values), Some(concentration)) = (
             score_sensitivity(&ctx.neighbours),
             eigenvalue_sensitivity(&ctx.neighbours),
+            concentration(&ctx.neighbours, ev),
         ) else {
             return Err(unfit());
         };
-        let e0 = config.eigenvalue_epsilon;
-        let ev = config.vector_epsilon;
         let valid = k >= 1
             && k <= d
             && e0 >= 0.0
@@ -326,8 +357,8 @@ impl Algorithm for EigenSampling {
             None
         };
 
-        // Step 2: exponential mechanism exp(ε_v·uᵀC_iu/(2Δ)) on each remaining sphere.
-        let concentration = ev / (2.0 * delta);
+        // Step 2: exponential mechanism exp(t·uᵀC_iu) on each remaining sphere, t = ε_v/Δ
+        // (add_remove) or ε_v/(2Δ) (replace_one).
         let mut basis = Matrix::zeros(d, k);
         let mut frame = Matrix::identity(d, d);
         let mut scores = gram;

@@ -35,25 +35,24 @@ fn config_of(k: usize, eigenvalue_epsilon: f64, vector_epsilon: f64) -> EigenSam
 // ---- Cost, calibration, sensitivities. ----
 
 #[test]
-fn cost_is_pure_epsilon_squared_over_two() {
-    // d = 10, k = 2 (m = 2): ε = 0.5 + 2·0.25 = 1 → ρ = 1/2.
-    assert_eq!(
-        EigenSampling.cost(&config_of(2, 0.5, 0.25), &ctx(10, None, AR)),
-        Cost::zcdp(0.5)
-    );
-    // k = d = 3: only m = 2 vectors are drawn, ε = 0.2 + 2·0.4 = 1.0 → 0.5.
+fn cost_is_laplace_half_square_plus_draws_eighth_square() {
+    // d = 10, k = 2 (m = 2): ρ = 1²/2 + 2·2²/8 = 0.5 + 1 = 1.5; nothing Gaussian.
+    let cost = EigenSampling.cost(&config_of(2, 1.0, 2.0), &ctx(10, None, AR));
+    assert_eq!(cost, Cost::zcdp(1.5));
+    assert_eq!(cost.gaussian_rho, 0.0);
+    // k = d = 3: only m = 2 vectors are drawn: 0.2²/2 + 2·0.4²/8 = 0.02 + 0.04 = 0.06.
     let cost = EigenSampling
         .cost(&config_of(3, 0.2, 0.4), &ctx(3, Some(9), RO))
         .rho;
-    assert!((cost - 0.5).abs() < 1e-15, "{cost}");
-    // d = 1: no vector is drawn, ε = ε₀ = 0.6 → 0.18.
+    assert!((cost - 0.06).abs() < 1e-15, "{cost}");
+    // d = 1: no vector is drawn, only ε₀ = 0.6 → 0.18.
     let cost = EigenSampling
         .cost(&config_of(1, 0.6, 123.0), &ctx(1, None, AR))
         .rho;
     assert!((cost - 0.18).abs() < 1e-15, "{cost}");
-    // No eigenvalues: ε = 4·0.5 = 2 → 2.
+    // No eigenvalues: 4 draws of ε_v = 2 → 4·4/8 = 2, summed per draw (never (Σε)²/2 = 32).
     assert_eq!(
-        EigenSampling.cost(&config_of(4, 0.0, 0.5), &ctx(5, None, RO)),
+        EigenSampling.cost(&config_of(4, 0.0, 2.0), &ctx(5, None, RO)),
         Cost::zcdp(2.0)
     );
     assert_eq!(
@@ -148,21 +147,24 @@ fn configure_then_cost_returns_the_target() {
                     assert!(cost.rho <= rho, "cost {} above target {rho}", cost.rho);
                     assert!((rho - cost.rho) / rho <= 1e-12, "{} vs {rho}", cost.rho);
                     assert_eq!(cost.delta, 0.0);
-                    let epsilon = (2.0 * rho).sqrt();
-                    assert!((config.eigenvalue_epsilon - share * epsilon).abs() <= 1e-12 * epsilon);
-                    let ev = (1.0 - share) * epsilon / m;
+                    // ε₀²/2 = share·ρ and m·ε_v²/8 = (1 − share)·ρ.
+                    let e0 = (2.0 * share * rho).sqrt();
+                    assert!((config.eigenvalue_epsilon - e0).abs() <= 1e-12 * e0.max(1e-300));
+                    let ev = (8.0 * (1.0 - share) * rho / m).sqrt();
                     assert!((config.vector_epsilon - ev).abs() <= 1e-12 * ev);
+                    // Each draw gets more ε than the pure-DP split (1 − share)·sqrt(2ρ)/m did.
+                    assert!(config.vector_epsilon > (1.0 - share) * (2.0 * rho).sqrt() / m);
                 }
             }
         }
     }
-    // d = 1: nothing to draw, only ε₀ is spent and charged.
+    // d = 1: nothing to draw, only ε₀ (its share·ρ = 1) is spent and charged.
     let c = ctx(1, None, AR);
     let config = EigenSampling
         .configure(params(1, Some(0.5)), &c, &target(2.0))
         .expect("valid");
     assert_eq!(config.vector_epsilon, 0.0);
-    assert!((EigenSampling.cost(&config, &c).rho - 0.5).abs() < 1e-12);
+    assert!((EigenSampling.cost(&config, &c).rho - 1.0).abs() < 1e-12);
 }
 
 #[test]
@@ -171,9 +173,10 @@ fn defaults_and_noise_scales() {
     let prepared = EigenSampling
         .prepare(json!({"k": 2}), &c, &target(0.5))
         .expect("valid");
-    // ρ = 1/2 → ε = 1: ε₀ = 1/2, ε_v = 1/4.
-    assert!((prepared.config["eigenvalue_epsilon"].as_f64().expect("number") - 0.5).abs() < 1e-12);
-    assert!((prepared.config["vector_epsilon"].as_f64().expect("number") - 0.25).abs() < 1e-12);
+    // ρ = 1/2, share 1/2: ε₀ = sqrt(2·0.25) = sqrt(1/2); ε_v = sqrt(8·0.25/2) = 1.
+    let e0 = 0.5_f64.sqrt();
+    assert!((prepared.config["eigenvalue_epsilon"].as_f64().expect("number") - e0).abs() < 1e-12);
+    assert!((prepared.config["vector_epsilon"].as_f64().expect("number") - 1.0).abs() < 1e-12);
     assert!((prepared.cost.rho - 0.5).abs() < 1e-12);
     let [values, vectors] = &prepared.noise[..] else {
         panic!("two releases expected: {:?}", prepared.noise)
@@ -186,8 +189,8 @@ fn defaults_and_noise_scales() {
         ),
         (EIGENVALUE_RELEASE, "laplace", 2)
     );
-    // b = Δ₁/ε₀ = 8/0.5: multiplier 1/ε₀ = 2 times Δ₁ = 2β² = 8.
-    assert!((values.multiplier - 2.0).abs() < 1e-12 && values.sensitivity == Some(8.0));
+    // b = Δ₁/ε₀: multiplier 1/ε₀ = sqrt(2) times Δ₁ = 2β² = 8.
+    assert!((values.multiplier - 2.0_f64.sqrt()).abs() < 1e-12 && values.sensitivity == Some(8.0));
     assert_eq!(
         (
             vectors.release.as_str(),
@@ -196,8 +199,13 @@ fn defaults_and_noise_scales() {
         ),
         (EIGENVECTOR_RELEASE, "bingham", 2)
     );
-    // Temperature 2Δ/ε_v: multiplier 2/ε_v = 8 times Δ = β² = 4.
-    assert!((vectors.multiplier - 8.0).abs() < 1e-12 && vectors.sensitivity == Some(4.0));
+    // replace_one: temperature 2Δ/ε_v, multiplier 2/ε_v = 2 times Δ = β² = 4.
+    assert!((vectors.multiplier - 2.0).abs() < 1e-12 && vectors.sensitivity == Some(4.0));
+    // add_remove (monotone score): temperature Δ/ε_v, multiplier 1/ε_v = 1.
+    let monotone = EigenSampling
+        .prepare(json!({"k": 2}), &ctx(8, None, AR), &target(0.5))
+        .expect("valid");
+    assert!((monotone.noise[1].multiplier - 1.0).abs() < 1e-12);
     // No eigenvalues at share 0; k = d draws d − 1 vectors.
     let prepared = EigenSampling
         .prepare(json!({"k": 8, "eigenvalue_share": 0.0}), &c, &target(0.5))
@@ -207,7 +215,9 @@ fn defaults_and_noise_scales() {
         (prepared.noise[0].release.as_str(), prepared.noise[0].count),
         (EIGENVECTOR_RELEASE, 7)
     );
-    assert!((prepared.config["vector_epsilon"].as_f64().expect("number") - 1.0 / 7.0).abs() < 1e-12);
+    // All of ρ = 1/2 on 7 draws: ε_v = sqrt(8·0.5/7).
+    let ev = (4.0_f64 / 7.0).sqrt();
+    assert!((prepared.config["vector_epsilon"].as_f64().expect("number") - ev).abs() < 1e-12);
 }
 
 #[test]
@@ -295,7 +305,7 @@ fn info_is_complete() {
     assert!(!info.summary.is_empty() && info.source.contains("Amin") && info.source.contains("Kent"));
     assert_eq!(info.kinds, vec![Kind::Records]);
     assert_eq!(info.relations, vec![Relation::ReplaceOne, Relation::AddRemove]);
-    assert!(info.privacy.contains("ε²/2") && !info.public_only);
+    assert!(info.privacy.contains("ε₀²/2 + m·ε_v²/8") && !info.public_only);
     let names: Vec<_> = info
         .params
         .iter()
@@ -455,7 +465,7 @@ fn wrong_input_and_cancellation_are_clean_failures() {
 
 // ---- Statistical audits of the noise. ----
 
-/// Laplace eigenvalue noise against b = Δ₁/(share·sqrt(2ρ)) computed here from the spec, with
+/// Laplace eigenvalue noise against b = Δ₁/ε₀, ε₀ = sqrt(2·share·ρ), computed here from the spec, with
 /// the released values rebuilt from the audited noise. `factor` scales the configured ε₀
 /// (factor > 1: an under-noised variant).
 fn audit_eigenvalues(neighbours: Neighbours, factor: f64) -> Result<(), String> {
@@ -468,7 +478,7 @@ fn audit_eigenvalues(neighbours: Neighbours, factor: f64) -> Result<(), String> 
         Neighbours::ReplaceOne { beta, .. } => 2.0 * beta * beta,
         Neighbours::Entry { .. } => unreachable!("records only"),
     };
-    let spec_b = spec_delta / (share * (2.0 * rho).sqrt());
+    let spec_b = spec_delta / (2.0 * share * rho).sqrt();
     let mut config = EigenSampling
         .configure(params(k, Some(share)), &c, &target(rho))
         .expect("valid");
@@ -528,14 +538,14 @@ fn restricted_top_two(c: &Matrix, earlier: &Matrix) -> ([f64; 2], Matrix) {
     ([e.values[0], e.values[1]], e.vectors.columns(0, 2).into_owned())
 }
 
-/// The exponential-mechanism draws against the concentration t = ε_v/(2β²) computed here from
-/// the spec, using only the data and the output basis: for draw i, the top two eigenvectors
+/// The exponential-mechanism draws against the concentration computed here from the spec
+/// (ε_v = sqrt(8(1 − share)ρ/k); t = ε_v/β² under add_remove, ε_v/(2β²) under replace_one), using only the data and the output basis: for draw i, the top two eigenvectors
 /// (w₁, w₂) of C restricted to the complement of the earlier outputs give a coordinate pair
 /// whose conditional angle is exactly von Mises under the exponential mechanism
 /// ([`pair_pit`]). The PITs must be Uniform(0, 1): a KS test, and the same question as a scale
 /// test (PIT → Laplace(0, 1), [`check_laplace_scale`]). `factor` scales the configured ε_v.
 fn audit_vectors(neighbours: Neighbours, factor: f64) -> Result<(), String> {
-    let (d, n, k, rho) = (6, 60, 3, 500.0_f64);
+    let (d, n, k, rho) = (6, 60, 3, 20.0_f64);
     let xt = spiked_records(82, d, n, &[4.0, 2.0, 1.0], 0.4, 1.0);
     let gram = gram_t(&xt);
     let c = ctx(d, Some(n), neighbours);
@@ -543,8 +553,11 @@ fn audit_vectors(neighbours: Neighbours, factor: f64) -> Result<(), String> {
         Neighbours::AddRemove { beta, .. } | Neighbours::ReplaceOne { beta, .. } => beta,
         Neighbours::Entry { .. } => unreachable!("records only"),
     };
-    let epsilon_v = 0.5 * (2.0 * rho).sqrt() / k as f64;
-    let t = epsilon_v / (2.0 * beta * beta);
+    let epsilon_v = (8.0 * 0.5 * rho / k as f64).sqrt();
+    let t = match neighbours {
+        Neighbours::AddRemove { .. } => epsilon_v / (beta * beta),
+        _ => epsilon_v / (2.0 * beta * beta),
+    };
     let mut config = EigenSampling
         .configure(params(k, None), &c, &target(rho))
         .expect("valid");
@@ -608,11 +621,42 @@ fn eigenvector_draws_have_the_calibrated_concentration() {
 
 #[test]
 fn under_noised_eigenvectors_fail_the_audit() {
-    let neighbours = Neighbours::ReplaceOne {
-        beta: 1.0,
-        alpha: 3.0,
+    for neighbours in [
+        Neighbours::AddRemove {
+            beta: 1.0,
+            alpha: 3.0,
+        },
+        Neighbours::ReplaceOne {
+            beta: 1.0,
+            alpha: 3.0,
+        },
+    ] {
+        assert!(audit_vectors(neighbours, 2.0).is_err(), "{neighbours:?}");
+    }
+}
+
+/// The add_remove draws use twice the replace_one concentration at the same ε_v (monotone
+/// score), and the configured draw costs ε_v²/8 each.
+#[test]
+fn add_remove_concentration_is_twice_replace_one() {
+    let ar = Neighbours::AddRemove {
+        beta: 3.0,
+        alpha: 9.0,
     };
-    assert!(audit_vectors(neighbours, 2.0).is_err());
+    let ro = Neighbours::ReplaceOne {
+        beta: 3.0,
+        alpha: 9.0,
+    };
+    assert_eq!(concentration(&ar, 0.9), Some(0.1));
+    assert_eq!(concentration(&ro, 0.9), Some(0.05));
+    assert_eq!(concentration(&EN, 0.9), None);
+    let c = ctx(10, None, ar);
+    let config = EigenSampling
+        .configure(params(3, Some(0.0)), &c, &target(0.75))
+        .expect("valid");
+    // All of ρ on 3 draws: ε_v²/8 = 0.25 each, ε_v = sqrt(2).
+    assert!((config.vector_epsilon - 2.0_f64.sqrt()).abs() < 1e-12);
+    assert!((EigenSampling.cost(&config, &c).rho - 0.75).abs() < 1e-12);
 }
 
 /// The deflation keeps an orthonormal frame orthogonal to the drawn vector and compresses C
