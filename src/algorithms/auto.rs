@@ -28,8 +28,14 @@ pub fn candidates(ctx: &DataContext) -> Vec<(&'static str, &'static str)> {
     if ctx.public {
         return vec![
             ("exact", "the dataset is public: exact PCA, no noise"),
-            ("analyze_gauss", "the dataset is public, and exact PCA did not accept the parameters"),
-            ("noisy_power", "the dataset is public, and neither exact PCA nor analyze_gauss accepted the parameters"),
+            (
+                "analyze_gauss",
+                "the dataset is public, and exact PCA did not accept the parameters",
+            ),
+            (
+                "noisy_power",
+                "the dataset is public, and neither exact PCA nor analyze_gauss accepted the parameters",
+            ),
         ];
     }
     if ctx.d <= GRAM_MAX_D {
@@ -54,8 +60,8 @@ pub fn candidates(ctx: &DataContext) -> Vec<(&'static str, &'static str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::algorithms::testing::{EN, RO, ctx};
     use crate::algorithms::find;
+    use crate::algorithms::testing::{EN, RO, ctx};
 
     #[test]
     fn the_rule_follows_public_facts() {

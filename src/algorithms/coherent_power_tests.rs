@@ -119,7 +119,7 @@ fn cost_is_the_spec_formula() {
     // k·(m·T/(2s²) + ε''²/2): 2·(5/2 + 0.25/2) = 5 (Gaussian) + 0.25 (Laplace) = 5.25.
     let cost = CoherentPower.cost(&config(2, 5, vec![4.0], 1.0, 0.5), &c);
     assert_eq!(cost, split(5.0, 0.25));
-    assert_eq!((cost.rho, cost.gaussian_rho, cost.other_rho()), (5.25, 5.0, 0.25));
+    assert_eq!((cost.rho, cost.other_rho), (5.25, 0.25));
     // 1·(1/(2·0.25) + 4/2) = 2 + 2 = 4.
     assert_eq!(
         CoherentPower.cost(&config(1, 1, vec![1.0], 0.5, 2.0), &c),

@@ -39,7 +39,7 @@ fn cost_is_laplace_half_square_plus_draws_eighth_square() {
     // d = 10, k = 2 (m = 2): ρ = 1²/2 + 2·2²/8 = 0.5 + 1 = 1.5; nothing Gaussian.
     let cost = EigenSampling.cost(&config_of(2, 1.0, 2.0), &ctx(10, None, AR));
     assert_eq!(cost, Cost::zcdp(1.5));
-    assert_eq!(cost.gaussian_rho, 0.0);
+    assert_eq!(cost.other_rho, cost.rho);
     // k = d = 3: only m = 2 vectors are drawn: 0.2²/2 + 2·0.4²/8 = 0.02 + 0.04 = 0.06.
     let cost = EigenSampling
         .cost(&config_of(3, 0.2, 0.4), &ctx(3, Some(9), RO))

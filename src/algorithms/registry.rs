@@ -233,8 +233,15 @@ impl Options {
         let extras = options.cost();
         let mut rest = rho - extras.rho;
         if !(rest > 0.0) {
+            let field = if options.center.is_some() {
+                "params.center_share"
+            } else if options.eigenvalues.is_some() {
+                "params.eigenvalue_share"
+            } else {
+                "params.clip.share"
+            };
             return Err(ConfigError::invalid(
-                "params",
+                field,
                 "center_share, eigenvalue_share and the clip share together must leave part of the budget to the algorithm",
             ));
         }

@@ -207,7 +207,10 @@ pub(crate) fn resolve(
     }
     Err(ApiError::validation(
         "algorithm",
-        format!("auto: no algorithm is eligible for this job ({})", refusals.join("; ")),
+        format!(
+            "auto: no algorithm is eligible for this job ({})",
+            refusals.join("; ")
+        ),
     ))
 }
 

@@ -183,3 +183,160 @@ async fn dp_oja_eigenvalues_are_charged_inside_the_requested_rho() {
     // The first column of csv_rows carries most of the energy: λ̂₁ ≈ Σ x₁² ≫ noise sd (≈ 0.03).
     assert!(values[0].as_f64().unwrap() > values[1].as_f64().unwrap(), "{out}");
 }
+
+#[tokio::test]
+async fn adaptive_clipping_returns_the_released_bound() {
+    let app = TestApp::start().await;
+    let key = app.tenant("t").await;
+    let ds = app
+        .records(&key, json!({ "rho": 10.0 }), &csv_rows(300, 4, 3))
+        .await;
+    let done = app
+        .run(
+            &key,
+            job(
+                &ds,
+                "analyze_gauss",
+                json!({ "k": 2, "clip": { "quantile": 0.5, "share": 0.2 } }),
+                json!({ "rho": 1.0 }),
+            ),
+        )
+        .await;
+    assert_eq!(done["status"], "succeeded", "{done}");
+    assert!(done["config"]["clip"]["noise_sd"].as_f64().unwrap() > 0.0);
+    let result = app
+        .get(&format!("/v1/jobs/{}/result", done["id"].as_str().unwrap()), &key)
+        .await
+        .json();
+    let c = result["released"]["clip_norm"].as_f64().unwrap();
+    assert!(c > 0.0 && c <= 10.0, "{result}");
+    // The whole job, search included, is charged the target and stays Gaussian-only.
+    let ledger = app.get(&format!("/v1/datasets/{ds}/ledger"), &key).await.json();
+    assert_eq!(ledger["entries"][0]["other_rho"], 0.0);
+    assert!(ledger["entries"][0]["rho"].as_f64().unwrap() <= 1.0);
+}
+
+#[tokio::test]
+async fn bad_clip_requests_are_422() {
+    let app = TestApp::without_runner().await;
+    let key = app.tenant("t").await;
+    let ds = app.records(&key, json!({ "rho": 10.0 }), "1,0\n0,1\n").await;
+    for (clip, field) in [
+        (json!({ "quantile": 1.5, "share": 0.1 }), "params.clip.quantile"),
+        (json!({ "quantile": 0.5, "share": 0.0 }), "params.clip.share"),
+        (json!("sometimes"), "params.clip"),
+    ] {
+        let doc = app
+            .post(
+                "/v1/jobs",
+                &key,
+                job(
+                    &ds,
+                    "analyze_gauss",
+                    json!({ "k": 1, "clip": clip }),
+                    json!({ "rho": 1 }),
+                ),
+            )
+            .await
+            .problem(422);
+        assert_eq!(doc["field"], field, "{doc}");
+    }
+    let matrix = app
+        .dataset(
+            &key,
+            json!({ "name": "m", "kind": "matrix", "budget": { "rho": 1 } }),
+        )
+        .await;
+    app.upload(&key, &matrix, "text/csv", b"2,1\n1,2\n".to_vec())
+        .await;
+    let doc = app
+        .post(
+            "/v1/jobs",
+            &key,
+            job(
+                &matrix,
+                "analyze_gauss",
+                json!({ "k": 1, "clip": "auto" }),
+                json!({ "rho": 0.5 }),
+            ),
+        )
+        .await
+        .problem(422);
+    assert_eq!(doc["field"], "params.clip", "{doc}");
+}
+
+#[tokio::test]
+async fn auto_picks_from_public_facts_and_records_the_choice() {
+    let app = TestApp::start().await;
+    let key = app.tenant("t").await;
+    let ds = app
+        .records(&key, json!({ "rho": 10.0 }), &csv_rows(200, 5, 4))
+        .await;
+    let done = app
+        .run(
+            &key,
+            job(
+                &ds,
+                "auto",
+                json!({ "k": 2, "clip": "auto" }),
+                json!({ "rho": 1.0 }),
+            ),
+        )
+        .await;
+    assert_eq!(done["status"], "succeeded", "{done}");
+    assert_eq!(done["algorithm"], "analyze_gauss");
+    assert_eq!(done["selection"]["requested"], "auto");
+    assert_eq!(done["selection"]["chose"], "analyze_gauss");
+    assert!(
+        done["selection"]["because"]
+            .as_str()
+            .unwrap()
+            .contains("d ≤ 2000")
+    );
+    // Nothing eligible: every candidate's reason is named.
+    let doc = app
+        .post(
+            "/v1/jobs",
+            &key,
+            job(&ds, "auto", json!({ "k": 9 }), json!({ "rho": 1.0 })),
+        )
+        .await
+        .problem(422);
+    assert_eq!(doc["field"], "algorithm", "{doc}");
+    let detail = doc["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("analyze_gauss:") && detail.contains("noisy_power:"),
+        "{detail}"
+    );
+}
+
+#[tokio::test]
+async fn public_datasets_need_no_privacy_target() {
+    let app = TestApp::start().await;
+    let key = app.tenant("t").await;
+    let public = app.public_records(&key, &csv_rows(100, 4, 5)).await;
+    let body = json!({ "dataset_id": public, "algorithm": "exact", "params": { "k": 2 } });
+    let done = app.run(&key, body).await;
+    assert_eq!(done["status"], "succeeded", "{done}");
+    let body = json!({ "dataset_id": public, "algorithm": "auto", "params": { "k": 2 } });
+    let done = app.run(&key, body).await;
+    assert_eq!(done["algorithm"], "exact", "{done}");
+    let body = json!({ "dataset_id": public, "algorithm": "noisy_power", "params": { "k": 2 } });
+    let done = app.run(&key, body).await;
+    assert_eq!(done["status"], "succeeded", "{done}");
+    assert_eq!(
+        done["privacy"]["rho"], 1e6,
+        "the public default target is recorded"
+    );
+    // A private dataset still needs one.
+    let private = app.records(&key, json!({ "rho": 1.0 }), "1,0\n0,1\n").await;
+    let doc = app
+        .post(
+            "/v1/jobs",
+            &key,
+            json!({ "dataset_id": private, "algorithm": "analyze_gauss", "params": { "k": 1 } }),
+        )
+        .await
+        .problem(422);
+    assert_eq!(doc["field"], "privacy", "{doc}");
+}
