@@ -110,8 +110,9 @@ pub struct DpOja;
 pub struct DpOjaParams {
     /// Target rank k, 1 ≤ k ≤ d.
     pub k: usize,
-    /// The clip threshold c > 0; default β².
-    #[serde(default)]
+    /// The gradient clip threshold c > 0; default β². (Named `gradient_clip` in JSON: `clip` is
+    /// the generic adaptive row clipping every records algorithm takes.)
+    #[serde(default, rename = "gradient_clip")]
     pub clip: Option<f64>,
     /// A fixed η_t = 1/(offset + slope·t) for every round, instead of the default schedule
     /// (which spends `estimate_share` of ρ on an eigenvalue estimate).
@@ -155,7 +156,8 @@ pub struct EigenvalueEstimate {
 #[serde(deny_unknown_fields)]
 pub struct DpOjaConfig {
     pub k: usize,
-    /// c.
+    /// c (`gradient_clip` in the stored configuration).
+    #[serde(rename = "gradient_clip")]
     pub clip: f64,
     /// A fixed learning rate for every round, or `None` for the default schedule.
     #[serde(default)]
@@ -268,7 +270,7 @@ impl Algorithm for DpOja {
             params: vec![
                 ParamInfo::rank(),
                 ParamInfo {
-                    name: "clip",
+                    name: "gradient_clip",
                     json_type: "number",
                     description: "c > 0: each record's gradient P·x·xᵀ·P·ω is clipped to L2 norm c, and the noise sd is 2c·a/B. The default β² never clips (rows are clipped to β at upload).",
                     default: Some(json!("β²")),
@@ -334,7 +336,7 @@ impl Algorithm for DpOja {
         };
         let clip = params.clip.unwrap_or(beta * beta);
         if !(clip > 0.0 && clip.is_finite()) {
-            return Err(ConfigError::invalid("params.clip", "must be a finite number > 0"));
+            return Err(ConfigError::invalid("params.gradient_clip", "must be a finite number > 0"));
         }
         let part = n / params.k;
         let batch_size = params.batch_size.unwrap_or_else(|| default_batch_size(part));

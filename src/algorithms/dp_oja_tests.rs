@@ -145,7 +145,7 @@ fn defaults_are_filled_in() {
         epsilon: None,
     };
     let prepared = DpOja
-        .prepare(json!({"k": 1, "clip": 2.5}), &c, &with_delta)
+        .prepare(json!({"k": 1, "gradient_clip": 2.5}), &c, &with_delta)
         .expect("valid");
     assert_eq!(prepared.cost.delta, 0.0);
 }
@@ -160,9 +160,9 @@ fn invalid_parameters_name_their_field() {
         [
             (json!({"k": 0}), "params.k"),
             (json!({"k": 11}), "params.k"),
-            (json!({"k": 2, "clip": 0.0}), "params.clip"),
-            (json!({"k": 2, "clip": -1.0}), "params.clip"),
-            (json!({"k": 2, "clip": "big"}), "params.clip"),
+            (json!({"k": 2, "gradient_clip": 0.0}), "params.gradient_clip"),
+            (json!({"k": 2, "gradient_clip": -1.0}), "params.gradient_clip"),
+            (json!({"k": 2, "gradient_clip": "big"}), "params.gradient_clip"),
             (
                 json!({"k": 2, "learning_rate": {"offset": 1.0, "slope": -2.0}}),
                 "params.learning_rate.slope",
@@ -310,7 +310,7 @@ fn registry_round_trip_matches_a_direct_run() {
     let xt = sign_spiked_records(28, d, n, &[4.0, 2.0], 0.3, BETA);
     let c = ctx(d, Some(n), RO);
     let prepared = DpOja
-        .prepare(json!({"k": 2, "clip": 20.0}), &c, &target(3.0))
+        .prepare(json!({"k": 2, "gradient_clip": 20.0}), &c, &target(3.0))
         .expect("valid");
     let config = DpOja
         .configure(
@@ -516,7 +516,7 @@ fn info_describes_the_algorithm() {
         names,
         [
             ("k", true),
-            ("clip", false),
+            ("gradient_clip", false),
             ("learning_rate", false),
             ("estimate_share", false),
             ("batch_size", false)
