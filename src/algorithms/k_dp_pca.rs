@@ -20,9 +20,9 @@
 //! target was stated as (ε, δ) (privacy.md §2: a natively (ε, δ)-DP algorithm runs at that ε
 //! and is charged (ε²/2, δ)), and the target's ρ otherwise. [`Budget::split`] divides it, once,
 //! between the three kinds of release of a step, each charged in the ledger's zCDP terms:
-//! - PrivRange's histogram at (ε_R, δ_R): δ_R-approximate (ε_R²/2)-zCDP, ρ_R = ρ/8, δ_R = δ/2;
-//! - PrivMean's d per-coordinate histograms at (ε_h, δ_h): d·ε_h²/2 = ρ_H = ρ/8, d·δ_h = δ/2;
-//! - PrivMean's Gaussian: ρ_g = (Δ/σ)²/2 = 3ρ/4, charged in ρ directly (Cost::gaussian).
+//! - PrivRange's histogram at (ε_R, δ_R): δ_R-approximate (ε_R²/2)-zCDP, ρ_R = ρ/16, δ_R = δ/2;
+//! - PrivMean's d per-coordinate histograms at (ε_h, δ_h): d·ε_h²/2 = ρ_H = ρ/16, d·δ_h = δ/2;
+//! - PrivMean's Gaussian: ρ_g = (Δ/σ)²/2 = 7ρ/8, charged in ρ directly (Cost::gaussian).
 //! A step composes them sequentially (ρ's add, δ's add: Bun & Steinke 2016 Lemma 2.3 and its
 //! approximate form), so it is δ-approximate ρ-zCDP on its own batch. Batches are disjoint
 //! within a round and parts are disjoint across rounds, and a step's other inputs (ω_{t−1}, P)
@@ -35,12 +35,13 @@
 //!
 //! Why the shares: the histograms only have to clear their keep thresholds
 //! 1 + 2·ln(2/δ)/ε, which fall like 1/sqrt(ρ_share) and only decide whether a step works at
-//! all, while the Gaussian's sd ∝ 1/sqrt(ρ_g) is the privacy error of every step. An eighth to
-//! each histogram family costs a factor sqrt(8) ≈ 2.8 in their thresholds against the whole
-//! budget, and keeps the Gaussian's sd within sqrt(4/3) ≈ 1.15 of spending everything on it.
+//! all, while the Gaussian's sd ∝ 1/sqrt(ρ_g) is the privacy error of every step. A sixteenth to
+//! each histogram family costs a factor 4 in their thresholds against the whole budget (PrivRange
+//! then wants 4× larger batches, which also cut each step's Gaussian noise by 4), and keeps the
+//! Gaussian's sd within sqrt(8/7) ≈ 1.07 of spending everything on it.
 //!
 //! Default batch size ([`default_batch_size`]): the smallest B for which PrivRange can clear
-//! its threshold: ⌊B/2⌋ ≥ b_min·k' with k' = 2·⌈k'_min⌉ subsets of at least b_min = 4 pair
+//! its threshold: ⌊B/2⌋ ≥ b_min·k' with k' = max(2·⌈k'_min⌉, 16) subsets of at least b_min = 16 pair
 //! differences each, k'_min = 1 + 2·ln(1/(δ_R·τ'))/ε_R, τ' = τ/(2T), T = ⌊⌊n/k⌋/B⌋. It depends
 //! only on public n, k, d, ε, δ, τ. If even B = ⌊n/k⌋ does not satisfy it, the job is refused
 //! with the n or budget it would need.
@@ -85,13 +86,18 @@ pub const DEFAULT_TAIL_EXPONENT: f64 = 1.0;
 /// τ, the failure probability of the whole 1-PCA step (App. G.1 sets ζ = 0.01 for all methods).
 pub const DEFAULT_FAILURE_PROBABILITY: f64 = 0.01;
 /// Share of the job's ρ spent on PrivRange's histograms (module docs, "Why the shares").
-pub const RANGE_SHARE: f64 = 0.125;
+pub const RANGE_SHARE: f64 = 0.0625;
 /// Share of the job's ρ spent on PrivMean's per-coordinate histograms.
-pub const MEAN_HISTOGRAM_SHARE: f64 = 0.125;
+pub const MEAN_HISTOGRAM_SHARE: f64 = 0.0625;
 /// b_min: the default batch gives every PrivRange subset at least this many pair differences,
-/// so that its top-eigenvalue estimate is an average (log-sd ≈ 1.28/√b ≤ ln 4/2 for ratio-4
-/// bins; priv_range's module docs).
-pub const MIN_PAIRS_PER_SUBSET: usize = 4;
+/// so that its top-eigenvalue estimate is an average (log-sd ≈ 1.28/√b, ≈ 0.3 at b = 16, well
+/// inside a ratio-4 bin of width ln 4 ≈ 1.39; priv_range's module docs). b = 4 is the least
+/// for which the estimates agree at all; 16 is what docs/k_dp_pca.md measured to work: the
+/// larger batch also lowers each step's noise (∝ 1/B) more than the fewer steps cost.
+pub const MIN_PAIRS_PER_SUBSET: usize = 16;
+/// The default number of PrivRange subsets is at least this many, so that the modal bin is
+/// decided by more than a handful of estimates when the budget is large (k'_min → 1).
+pub const MIN_SUBSETS: usize = 16;
 
 /// k-DP-PCA.
 #[derive(Debug, Clone, Copy, Default)]
@@ -106,7 +112,7 @@ pub struct KDpPcaParams {
     /// B, records per batch; default the smallest B PrivRange can clear ([`default_batch_size`]).
     #[serde(default)]
     pub batch_size: Option<usize>,
-    /// η_t = 1/(offset + slope·t); default offset 0, slope β²/ln n.
+    /// η_t = 1/(offset + slope·t); default offset 0, slope β²/((k + 2)·ln n).
     #[serde(default)]
     pub learning_rate: Option<LearningRate>,
     /// K of Assumption A.4; default 1 (App. G.1).
@@ -118,7 +124,7 @@ pub struct KDpPcaParams {
     /// τ ∈ (0, 1); default 0.01 (App. G.1).
     #[serde(default)]
     pub failure_probability: Option<f64>,
-    /// k', PrivRange's number of subsets; default min(⌊B/2⌋, 2·⌈k'_min⌉).
+    /// k', PrivRange's number of subsets; default min(⌊B/2⌋, max(2·⌈k'_min⌉, 16)).
     #[serde(default)]
     pub range_subsets: Option<usize>,
     /// w, the width of PrivRange's geometric bins in quarter octaves (ratio 2^{w/4}); default 8
@@ -144,7 +150,7 @@ pub struct Budget {
 }
 
 impl Budget {
-    /// Splits a step's (ρ, δ) for d features: ρ_R = ρ/8, ρ_H = ρ/8 (ε_h = sqrt(2ρ_H/d)),
+    /// Splits a step's (ρ, δ) for d features: ρ_R = ρ/16, ρ_H = ρ/16 (ε_h = sqrt(2ρ_H/d)),
     /// ρ_g = the rest; δ_R = δ/2, δ_h = δ/(2d). Every part is then nudged down until the
     /// composed [`Budget::cost`] (computed exactly as the ledger will see it) is ≤ (ρ, δ).
     pub fn split(rho: f64, delta: f64, d: usize) -> Self {
@@ -293,8 +299,13 @@ fn subsets_needed(budget: &Budget, tau: f64, m: usize, batch: usize) -> f64 {
 /// Whether batches of B records let PrivRange clear its threshold: ⌊B/2⌋ pairs hold
 /// k' = 2·k'_min subsets of at least [`MIN_PAIRS_PER_SUBSET`] pairs each.
 fn range_clears(budget: &Budget, tau: f64, m: usize, batch: usize) -> bool {
-    let needed = 2.0 * subsets_needed(budget, tau, m, batch) * MIN_PAIRS_PER_SUBSET as f64;
+    let needed = default_subsets(subsets_needed(budget, tau, m, batch)) * MIN_PAIRS_PER_SUBSET as f64;
     batch >= 2 && batch <= m && (batch / 2) as f64 >= needed
+}
+
+/// The default k' for a given k'_min: max(2·k'_min, [`MIN_SUBSETS`]).
+fn default_subsets(minimum: f64) -> f64 {
+    (2.0 * minimum).max(MIN_SUBSETS as f64)
 }
 
 /// The default batch size: the smallest B ∈ [2, m] with [`range_clears`], or `None` when even
@@ -320,7 +331,7 @@ pub fn default_batch_size(budget: &Budget, tau: f64, m: usize) -> Option<usize> 
 fn infeasible(budget: &Budget, rho: f64, delta: f64, tau: f64, k: usize, m: usize) -> ConfigError {
     // At T = 1 (B = m), k'_min is the smallest it gets.
     let needed = subsets_needed(budget, tau, m, m);
-    let records = 4 * MIN_PAIRS_PER_SUBSET * needed as usize;
+    let records = 2 * MIN_PAIRS_PER_SUBSET * default_subsets(needed) as usize;
     let capacity = (m / 2 / MIN_PAIRS_PER_SUBSET / 2) as f64;
     let budget_hint = if capacity >= 2.0 {
         let ln = -budget.range_delta.ln() - (tau / 2.0).ln();
@@ -372,19 +383,21 @@ fn target_delta(target: &PrivacyTarget) -> Result<f64, ConfigError> {
     }
 }
 
-/// The default learning rate: offset 0, slope β²/ln n, i.e. η_t = ln n/(β²·t). This is App.
-/// G.1's η_t = 1/(20σλ_i + (λ_i − λ_{i+1})·t/ln n) in the low-noise limit σ → 0 (where
-/// k-DP-PCA is meant to shine) with the unknown eigengap, which would leak if read from the
-/// data, replaced by the public bound β² ≥ λ_1 ≥ λ_i − λ_{i+1} of clipped rows: a smaller,
-/// safer step than the paper's.
-fn default_learning_rate(ctx: &DataContext, n: usize) -> LearningRate {
+/// The default learning rate: offset 0, slope β²/((k + 2)·ln n), i.e. η_t = (k + 2)·ln n/(β²·t).
+/// This is App. G.1's η_t = 1/(20σλ_i + (λ_i − λ_{i+1})·t/ln n) in the low-noise limit σ → 0
+/// (where k-DP-PCA is meant to shine) with the unknown eigengap, which would leak if read from
+/// the data, replaced by a public guess: clipped rows have tr Σ ≤ β², so k spikes with clear
+/// gaps above a small bulk have gaps of order β²/(k + 2). A guess too large by a factor of a few
+/// only slows convergence (docs/k_dp_pca.md measures the factor); users who know the gap should
+/// pass App. G.1's schedule.
+fn default_learning_rate(ctx: &DataContext, n: usize, k: usize) -> LearningRate {
     let beta = match ctx.neighbours {
         Neighbours::ReplaceOne { beta, .. } | Neighbours::AddRemove { beta, .. } => beta,
         Neighbours::Entry { u } => u,
     };
     LearningRate {
         offset: 0.0,
-        slope: beta * beta / (n.max(3) as f64).ln(),
+        slope: beta * beta / ((k + 2) as f64 * (n.max(3) as f64).ln()),
     }
 }
 
@@ -431,15 +444,17 @@ impl Algorithm for KDpPca {
                 param(
                     "batch_size",
                     "integer",
-                    "B, records per step (2 ≤ B ≤ ⌊n/k⌋); each round takes T = ⌊⌊n/k⌋/B⌋ steps. Default: the smallest B whose ⌊B/2⌋ pair differences fill PrivRange's k' = 2·⌈k'_min⌉ subsets with at least 4 pairs each (k'_min = 1 + 2·ln(1/(δ_R·τ'))/ε_R); a larger B lowers each step's noise (∝ 1/B) but leaves fewer steps.",
-                    Some(json!("smallest B with floor(B/2) >= 4 * 2 * ceil(k'_min)")),
+                    "B, records per step (2 ≤ B ≤ ⌊n/k⌋); each round takes T = ⌊⌊n/k⌋/B⌋ steps. Default: the smallest B whose ⌊B/2⌋ pair differences fill PrivRange's k' = max(2·⌈k'_min⌉, 16) subsets with at least 16 pairs each (k'_min = 1 + 2·ln(1/(δ_R·τ'))/ε_R); a larger B lowers each step's noise (∝ 1/B) but leaves fewer steps.",
+                    Some(json!(
+                        "smallest B with floor(B/2) >= 16 * max(2 * ceil(k'_min), 16)"
+                    )),
                     Some(2.0),
                 ),
                 param(
                     "learning_rate",
                     "object",
-                    "{\"offset\": o, \"slope\": s}: η_t = 1/(o + s·t) at step t of each round (both ≥ 0, o + s > 0). App. G.1 uses o = 20σλ_i, s = (λ_i − λ_{i+1})/ln n, which needs the spectrum; the default takes σ → 0 and the public bound β² for the eigengap: o = 0, s = β²/ln n.",
-                    Some(json!({"offset": 0.0, "slope": "β²/ln(n)"})),
+                    "{\"offset\": o, \"slope\": s}: η_t = 1/(o + s·t) at step t of each round (both ≥ 0, o + s > 0). App. G.1 uses o = 20σλ_i, s = (λ_i − λ_{i+1})/ln n, which needs the spectrum; the default takes σ → 0 and the public guess β²/(k + 2) for the eigengap: o = 0, s = β²/((k + 2)·ln n).",
+                    Some(json!({"offset": 0.0, "slope": "β²/((k+2)·ln(n))"})),
                     None,
                 ),
                 param(
@@ -466,8 +481,8 @@ impl Algorithm for KDpPca {
                 param(
                     "range_subsets",
                     "integer",
-                    "k', PrivRange's number of subsets (Alg. 6 line 3). At least k'_min = 1 + 2·ln(1/(δ_R·τ'))/ε_R (ε_R = sqrt(2·ρ/8), δ_R = δ/2, τ' = τ/(2T)), for which the histogram keeps a bin holding all of them with probability ≥ 1 − τ', and at most ⌊B/2⌋. Default: min(⌊B/2⌋, 2·⌈k'_min⌉), so the estimates may split over two bins.",
-                    Some(json!("min(floor(B/2), 2*ceil(k'_min))")),
+                    "k', PrivRange's number of subsets (Alg. 6 line 3). At least k'_min = 1 + 2·ln(1/(δ_R·τ'))/ε_R (ε_R = sqrt(2·ρ/16), δ_R = δ/2, τ' = τ/(2T)), for which the histogram keeps a bin holding all of them with probability ≥ 1 − τ', and at most ⌊B/2⌋. Default: min(⌊B/2⌋, max(2·⌈k'_min⌉, 16)), so the estimates may split over two bins.",
+                    Some(json!("min(floor(B/2), max(2*ceil(k'_min), 16))")),
                     Some(1.0),
                 ),
                 param(
@@ -478,7 +493,7 @@ impl Algorithm for KDpPca {
                     Some(1.0),
                 ),
             ],
-            privacy: "δ-approximate ρ-zCDP with ρ = ε²/2 when the target is stated as (ε, δ) (else the target's ρ) and δ the job's delta: every step is so on its own disjoint batch, its ρ split 1/8 to PrivRange's stability histogram, 1/8 to PrivMean's per-coordinate histograms and 3/4 to PrivMean's Gaussian (charged in ρ directly), δ half to each histogram family.",
+            privacy: "δ-approximate ρ-zCDP with ρ = ε²/2 when the target is stated as (ε, δ) (else the target's ρ) and δ the job's delta: every step is so on its own disjoint batch, its ρ split 1/16 to PrivRange's stability histogram, 1/16 to PrivMean's per-coordinate histograms and 7/8 to PrivMean's Gaussian (charged in ρ directly), δ half to each histogram family.",
             public_only: false,
             scope_reason: Some(
                 "records under replace_one only: one shuffle splits the records into disjoint positional batches, each step is DP on its own batch, and the job is DP by parallel composition; adding or removing a record shifts every later batch, and matrix datasets have no per-record terms x xᵀ.",
@@ -501,7 +516,7 @@ impl Algorithm for KDpPca {
         let m = n / k;
         let learning_rate = params
             .learning_rate
-            .unwrap_or_else(|| default_learning_rate(ctx, n))
+            .unwrap_or_else(|| default_learning_rate(ctx, n, k))
             .check("params.learning_rate")?;
         let tail_scale = positive_param(params.tail_scale, DEFAULT_TAIL_SCALE, "params.tail_scale")?;
         let tail_exponent = positive_param(
@@ -544,7 +559,7 @@ impl Algorithm for KDpPca {
         let minimum = subsets_needed(&budget, failure_probability, m, batch_size);
         let subsets = params
             .range_subsets
-            .unwrap_or((2.0 * minimum).min(pairs as f64) as usize);
+            .unwrap_or(default_subsets(minimum).min(pairs as f64) as usize);
         if !(subsets as f64 >= minimum && subsets <= pairs) {
             let field = if params.range_subsets.is_some() {
                 "params.range_subsets"

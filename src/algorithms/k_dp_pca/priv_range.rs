@@ -23,13 +23,13 @@
 //! B = √n the estimates are single pair differences, λ^(j) = ‖g̃‖², whose logarithm spreads
 //! like the log of a χ²₂ variable (sd π/√6 ≈ 1.28 in ln, 7 quarter-octave bins): the modal bin
 //! holds ~6 % of them and never reaches the threshold. Bins of ratio r = 4 (w = 8) hold about
-//! half of the averages of b ≥ 4 pair differences (log-sd ≈ 1.28/√b ≤ ln 4/2). The price is a
+//! half of the averages of b ≥ 4 pair differences (log-sd ≈ 1.28/√b ≤ ln 4/2), and nearly all at the default b ≥ 16. The price is a
 //! coarser Λ̂: the left end is within a factor r below the kept estimates, so PrivMean's
 //! truncation radius R ∝ sqrt(Λ̂) is at most √r = 2 times smaller than with exact Λ (it still
 //! has the factor 3·ln^a(Bd/τ) ≈ 50 of slack), and its noise is never larger.
 //!
 //! The number of subsets is k' = C₁·log(1/(δτ))/ε in the paper with C₁ unspecified; the caller
-//! fixes it as 2·⌈k'_min⌉ (see [`minimum_subsets`] and [`super::KDpPcaConfig`]).
+//! fixes it as max(2·⌈k'_min⌉, 16) (see [`minimum_subsets`] and [`super::KDpPcaConfig`]).
 
 use super::stability_histogram::{StabilityHistogram, count};
 use crate::algorithms::{RunEnv, RunError};
