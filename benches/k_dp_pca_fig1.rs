@@ -10,8 +10,9 @@
 //! ζ = 0.01 (App. G.1, §5). Every algorithm runs through `find(name).prepare(params, &ctx,
 //! &target)` and `run_prepared`, with default parameters, at the target (ε, δ) = (1, 0.01)
 //! stated as such (`PrivacyTarget::from_epsilon_delta`): `k_dp_pca` runs at ε = 1 and is charged
-//! (ε²/2, δ) = (0.5, 0.01); the zCDP baselines are charged the target's converted ρ. The †
-//! row gives `analyze_gauss` the same ρ = 0.5 as `k_dp_pca`.
+//! (ε²/2, δ) = (0.5, 0.01); the zCDP baselines are charged the target's converted ρ. † rows:
+//! `analyze_gauss` at the same ρ = 0.5 as `k_dp_pca`; `k_dp_pca` at (10, 0.01), to see its slope
+//! where it runs at every n; `exact` on a public context (the statistical floor).
 //!
 //! Metric: utility loss 1 − tr(QᵀΣQ)/Σ_{i≤k}λ_i(Σ) against the population Σ = VΛVᵀ + σ²I,
 //! mean over the repetitions that succeeded; the slope of log(loss) against log(n) says how
@@ -107,6 +108,8 @@ struct Row {
     label: &'static str,
     name: &'static str,
     target: PrivacyTarget,
+    /// Run on a `public: true` context (only `exact`).
+    public: bool,
 }
 
 #[derive(Default)]
@@ -166,6 +169,8 @@ fn slope(ns: &[usize], cells: &[Cell]) -> f64 {
 fn experiment(setup: &Setup, ns: &[usize], reps: usize) {
     let target =
         PrivacyTarget::from_epsilon_delta(Epsilon::new(EPSILON).expect("ε"), Delta::new(DELTA).expect("δ"));
+    let big =
+        PrivacyTarget::from_epsilon_delta(Epsilon::new(10.0).expect("ε"), Delta::new(DELTA).expect("δ"));
     let equal_rho = PrivacyTarget {
         rho: EPSILON * EPSILON / 2.0,
         delta: Some(DELTA),
@@ -176,21 +181,37 @@ fn experiment(setup: &Setup, ns: &[usize], reps: usize) {
             label: "k_dp_pca",
             name: "k_dp_pca",
             target,
+            public: false,
         },
         Row {
             label: "analyze_gauss (DP-Gauss-1)",
             name: "analyze_gauss",
             target,
+            public: false,
         },
         Row {
             label: "noisy_power (DP power method)",
             name: "noisy_power",
             target,
+            public: false,
         },
         Row {
             label: "analyze_gauss at ρ = 0.5 †",
             name: "analyze_gauss",
             target: equal_rho,
+            public: false,
+        },
+        Row {
+            label: "k_dp_pca at (ε, δ) = (10, 0.01) †",
+            name: "k_dp_pca",
+            target: big,
+            public: false,
+        },
+        Row {
+            label: "exact (public, no noise) †",
+            name: "exact",
+            target,
+            public: true,
         },
     ];
     let k = setup.lambdas.len();
@@ -206,6 +227,10 @@ fn experiment(setup: &Setup, ns: &[usize], reps: usize) {
             for (r, row) in rows.iter().enumerate() {
                 let cell = &mut cells[r][j];
                 let algorithm = find(row.name).expect("registered");
+                let ctx = DataContext {
+                    public: row.public,
+                    ..ctx
+                };
                 let prepared = match algorithm.prepare(json!({"k": k}), &ctx, &row.target) {
                     Ok(p) => p,
                     Err(e) => {
@@ -255,10 +280,12 @@ fn experiment(setup: &Setup, ns: &[usize], reps: usize) {
         println!(" {:.2} |", slope(ns, cs));
     }
     println!("\nPer-cell configuration of k_dp_pca and charges (first repetition):\n");
-    for (n, c) in ns.iter().zip(&cells[0]) {
-        match &c.refused {
-            Some(why) => println!("- n = {n}: refused: {why}"),
-            None => println!("- n = {n}: {}", c.note.trim()),
+    for (r, label) in [(0, "k_dp_pca"), (4, "k_dp_pca at ε = 10")] {
+        for (n, c) in ns.iter().zip(&cells[r]) {
+            match &c.refused {
+                Some(why) => println!("- {label}, n = {n}: refused: {why}"),
+                None => println!("- {label}, n = {n}: {}", c.note.trim()),
+            }
         }
     }
     for (row, cs) in rows.iter().zip(&cells).skip(1).take(1) {

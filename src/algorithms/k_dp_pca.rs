@@ -8,8 +8,8 @@
 //! Alg. 2 (ModifiedDP-PCA) on a part: ω₀ = Pω'/‖Pω'‖, ω' uniform on the sphere; for
 //! t = 1..T = ⌊m/B⌋, on the t-th batch of B records (disjoint):
 //! - g_i = P·A_i·P·ω_{t−1} = P·x_i·(x_iᵀω_{t−1}) for the B records of the batch;
-//! - Λ̂ = PrivRange({g_i}, (ε/2, δ/2), τ/(2T)) (line 3; [`priv_range`]); ⊥ ends the job;
-//! - ĝ = PrivMean({g_i}, Λ̂, (ε/2, δ/2), τ/(2T)) (line 4; [`priv_mean`]);
+//! - Λ̂ = PrivRange({g_i}, (ε_R, δ_R), τ/(2T)) (line 3; [`priv_range`]); ⊥ ends the job;
+//! - ĝ = PrivMean({g_i}, Λ̂, (ε_h, δ_h) per coordinate and ρ_g, τ/(2T)) (line 4; [`priv_mean`]);
 //! - ω'_t = ω_{t−1} + η_t·P·ĝ, ω_t = P·ω'_t/‖P·ω'_t‖ (lines 5–6).
 //!
 //! The paper's lines 3–4 index both subroutines' inputs to the batch's first ⌊B/2⌋ records;
@@ -50,8 +50,8 @@
 //! truncation bounds each step's sensitivity. The service still clips every row to ‖x‖₂ ≤ β
 //! (and ‖x‖₁ ≤ α) at upload; that per-row map is fixed and public, so it neither helps nor
 //! hurts the guarantee, but a β below the data's typical norm biases A_i = x_i x_iᵀ towards
-//! small records. Upload k_dp_pca data with a generous β. β appears here only in the default
-//! learning rate, as a public scale.
+//! small records. β appears here only in the default learning rate, as a public scale, so a β
+//! far above the data's norms slows the default schedule (`default_learning_rate`).
 
 pub mod deflation;
 pub mod priv_mean;
@@ -328,18 +328,23 @@ pub fn default_batch_size(budget: &Budget, tau: f64, m: usize) -> Option<usize> 
 }
 
 /// The refusal when no batch size works: what n, or what budget, would.
-fn infeasible(budget: &Budget, rho: f64, delta: f64, tau: f64, k: usize, m: usize) -> ConfigError {
+fn infeasible(budget: &Budget, rho: f64, delta: f64, tau: f64, k: usize, n: usize) -> ConfigError {
+    let m = n / k;
     // At T = 1 (B = m), k'_min is the smallest it gets.
     let needed = subsets_needed(budget, tau, m, m);
     let records = 2 * MIN_PAIRS_PER_SUBSET * default_subsets(needed) as usize;
-    let capacity = (m / 2 / MIN_PAIRS_PER_SUBSET / 2) as f64;
-    let budget_hint = if capacity >= 2.0 {
+    // The most subsets B = m can hold, and the largest k'_min that leaves room for 2·k'_min.
+    let most = m / 2 / MIN_PAIRS_PER_SUBSET;
+    let capacity = (most / 2) as f64;
+    let budget_hint = if most >= MIN_SUBSETS && capacity >= 2.0 {
         let ln = -budget.range_delta.ln() - (tau / 2.0).ln();
         let range_epsilon = 2.0 * ln / (capacity - 1.0);
-        let rho_needed = range_epsilon * range_epsilon / 2.0 / RANGE_SHARE;
+        // Rounded up (and nudged past the split's rounding), so the hint is enough.
+        let rho_needed =
+            (range_epsilon * range_epsilon / 2.0 / RANGE_SHARE * (1.0 + 1e-9) * 1e4).ceil() / 1e4;
         format!(
-            ", or a budget of at least ρ = {rho_needed:.4} (ε = {:.4})",
-            (2.0 * rho_needed).sqrt()
+            ", or a budget of at least ρ = {rho_needed} (ε = {:.4})",
+            ((2.0 * rho_needed).sqrt() * 1e4).ceil() / 1e4
         )
     } else {
         String::new()
@@ -348,7 +353,7 @@ fn infeasible(budget: &Budget, rho: f64, delta: f64, tau: f64, k: usize, m: usiz
         "privacy",
         format!(
             "k_dp_pca cannot run at this budget (ρ = {rho:.4}, δ = {delta:e}) on n = {} records: PrivRange needs {needed} agreeing subsets (ε_R = {:.4}, δ_R = {:e}), hence batches of at least {records} records, more than ⌊n/k⌋ = {m}; it needs at least n = {} records{budget_hint}",
-            m * k,
+            n,
             budget.range_epsilon,
             budget.range_delta,
             records * k
@@ -553,7 +558,7 @@ impl Algorithm for KDpPca {
                 ));
             }
             None => default_batch_size(&budget, failure_probability, m)
-                .ok_or_else(|| infeasible(&budget, rho, delta, failure_probability, k, m))?,
+                .ok_or_else(|| infeasible(&budget, rho, delta, failure_probability, k, n))?,
         };
         let pairs = batch_size / 2;
         let minimum = subsets_needed(&budget, failure_probability, m, batch_size);

@@ -142,6 +142,10 @@ fn default_batch_size_is_the_smallest_that_clears() {
             ((batch / 2) as f64) >= 16.0 * (2.0 * kmin).max(16.0)
         };
         let b = config.batch_size;
+        eprintln!(
+            "ε = {epsilon}: B = {b}, T = {}, k' = {}, ε_R = {:.4}",
+            config.steps, config.range_subsets, config.budget.range_epsilon
+        );
         assert!(needed(b) && !needed(b - 1), "ε = {epsilon}: B = {b}");
         assert_eq!(config.steps, m / b);
         assert!(config.range_subsets * MIN_PAIRS_PER_SUBSET <= b / 2);
@@ -151,6 +155,7 @@ fn default_batch_size_is_the_smallest_that_clears() {
         panic!("accepted");
     };
     let text = e.to_string();
+    eprintln!("{text}");
     assert_eq!(invalid_field(&e), "privacy");
     assert!(
         text.contains("needs at least n =") && text.contains("a budget of at least"),
@@ -669,6 +674,7 @@ fn judged_data() -> [(Matrix, f64, &'static str); 2] {
 fn public_data_at_epsilon_20_captures_95_percent() {
     for (xt, beta, name) in judged_data() {
         let energies = judged_energies(&xt, beta, 20.0, true, 3);
+        eprintln!("ε = 20, {name}: {energies:?}");
         let floor = if name == "sign" { 0.95 } else { 0.9 };
         assert!(energies.iter().all(|e| *e >= floor), "{name}: {energies:?}");
         let mean = energies.iter().sum::<f64>() / energies.len() as f64;
@@ -680,6 +686,7 @@ fn public_data_at_epsilon_20_captures_95_percent() {
 fn private_data_at_epsilon_10_captures_90_percent() {
     for (xt, beta, name) in judged_data() {
         let energies = judged_energies(&xt, beta, 10.0, false, 3);
+        eprintln!("ε = 10, {name}: {energies:?}");
         assert!(energies.iter().all(|e| *e >= 0.9), "{name}: {energies:?}");
     }
 }
