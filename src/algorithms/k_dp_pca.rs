@@ -23,7 +23,7 @@
 //! - PrivRange's histogram at (ε_R, δ_R): δ_R-approximate (ε_R²/2)-zCDP, ρ_R = ρ/16, δ_R = δ/2;
 //! - PrivMean's d per-coordinate histograms at (ε_h, δ_h): d·ε_h²/2 = ρ_H = ρ/16, d·δ_h = δ/2;
 //! - PrivMean's Gaussian: ρ_g = (Δ/σ)²/2 = 7ρ/8, charged in ρ directly (Cost::gaussian).
-//! A step composes them sequentially (ρ's add, δ's add: Bun & Steinke 2016 Lemma 2.3 and its
+//! A step composes them sequentially (ρ's add, δ's add: Bun & Steinke 2016 Lemma 1.7 and its
 //! approximate form), so it is δ-approximate ρ-zCDP on its own batch. Batches are disjoint
 //! within a round and parts are disjoint across rounds, and a step's other inputs (ω_{t−1}, P)
 //! are post-processing of earlier releases, so the job costs what one step costs (parallel
@@ -41,8 +41,8 @@
 //! Gaussian's sd within sqrt(8/7) ≈ 1.07 of spending everything on it.
 //!
 //! Default batch size ([`default_batch_size`]): the smallest B for which PrivRange can clear
-//! its threshold: ⌊B/2⌋ ≥ b_min·k' with k' = max(2·⌈k'_min⌉, 16) subsets of at least b_min = 16 pair
-//! differences each, k'_min = 1 + 2·ln(1/(δ_R·τ'))/ε_R, τ' = τ/(2T), T = ⌊⌊n/k⌋/B⌋. It depends
+//! its threshold: ⌊B/2⌋ ≥ b_min·k' with k' = max(2·⌈k'_min⌉, 16) subsets of at least
+//! b_min = 16 pair differences each, k'_min = 1 + 2·ln(1/(δ_R·τ'))/ε_R, τ' = τ/(2T), T = ⌊⌊n/k⌋/B⌋. It depends
 //! only on public n, k, d, ε, δ, τ. If even B = ⌊n/k⌋ does not satisfy it, the job is refused
 //! with the n or budget it would need.
 //!

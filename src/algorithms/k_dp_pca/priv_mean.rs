@@ -18,7 +18,8 @@
 //! - Histograms: d of them, each on one coordinate of the same B gradients, so each one's input
 //!   changes by one value and each is (ε_h, δ_h)-DP (Karwa–Vadhan), charged as δ_h-approximate
 //!   (ε_h²/2)-zCDP (privacy.md §2). Their d-fold adaptive composition is δ-approximate zCDP
-//!   with ρ_H = d·ε_h²/2 and δ_H = d·δ_h (Bun & Steinke 2016 Lemma 8.3 for approximate zCDP).
+//!   with ρ_H = d·ε_h²/2 and δ_H = d·δ_h (composition of approximate zCDP, Bun & Steinke 2016
+//!   §8; privacy.md §2).
 //!   This replaces the paper's (ε/(4·sqrt(2d·ln(4/δ))), δ/(4d)) per coordinate (Alg. 7 line 3),
 //!   which is the same composition done with the advanced composition theorem in (ε, δ) terms;
 //!   zCDP composition is never worse and needs no slack δ'.
