@@ -23,6 +23,7 @@
 //! - PrivRange's histogram at (ε_R, δ_R): δ_R-approximate (ε_R²/2)-zCDP, ρ_R = ρ/16, δ_R = δ/2;
 //! - PrivMean's d per-coordinate histograms at (ε_h, δ_h): d·ε_h²/2 = ρ_H = ρ/16, d·δ_h = δ/2;
 //! - PrivMean's Gaussian: ρ_g = (Δ/σ)²/2 = 7ρ/8, charged in ρ directly (Cost::gaussian).
+//!
 //! A step composes them sequentially (ρ's add, δ's add: Bun & Steinke 2016 Lemma 1.7 and its
 //! approximate form), so it is δ-approximate ρ-zCDP on its own batch. Batches are disjoint
 //! within a round and parts are disjoint across rounds, and a step's other inputs (ω_{t−1}, P)
