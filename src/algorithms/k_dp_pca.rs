@@ -333,7 +333,8 @@ fn infeasible(budget: &Budget, rho: f64, delta: f64, tau: f64, k: usize, n: usiz
     let m = n / k;
     // At T = 1 (B = m), k'_min is the smallest it gets.
     let needed = subsets_needed(budget, tau, m, m);
-    let records = 2 * MIN_PAIRS_PER_SUBSET * default_subsets(needed) as usize;
+    // In f64: an extreme τ or budget can make these exceed usize (they are only reported).
+    let records = 2.0 * MIN_PAIRS_PER_SUBSET as f64 * default_subsets(needed);
     // The most subsets B = m can hold, and the largest k'_min that leaves room for 2·k'_min.
     let most = m / 2 / MIN_PAIRS_PER_SUBSET;
     let capacity = (most / 2) as f64;
@@ -353,11 +354,11 @@ fn infeasible(budget: &Budget, rho: f64, delta: f64, tau: f64, k: usize, n: usiz
     ConfigError::invalid(
         "privacy",
         format!(
-            "k_dp_pca cannot run at this budget (ρ = {rho:.4}, δ = {delta:e}) on n = {} records: PrivRange needs {needed} agreeing subsets (ε_R = {:.4}, δ_R = {:e}), hence batches of at least {records} records, more than ⌊n/k⌋ = {m}; it needs at least n = {} records{budget_hint}",
+            "k_dp_pca cannot run at this budget (ρ = {rho:.4}, δ = {delta:e}) on n = {} records: PrivRange needs {needed} agreeing subsets (ε_R = {:.4}, δ_R = {:e}), hence batches of at least {records:.0} records, more than ⌊n/k⌋ = {m}; it needs at least n = {:.0} records{budget_hint}",
             n,
             budget.range_epsilon,
             budget.range_delta,
-            records * k
+            records * k as f64
         ),
     )
 }

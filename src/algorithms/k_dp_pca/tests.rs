@@ -720,3 +720,21 @@ fn old_defaults_return_bottom_and_new_ones_do_not() {
     let energies = judged_energies(&xt, beta, 50.0, false, 3);
     assert!(energies.iter().all(|e| *e >= 0.95), "{energies:?}");
 }
+
+/// Extreme but valid parameters are refused with a message, never a panic (the hostile API
+/// test found an integer overflow in the refusal's arithmetic).
+#[test]
+fn extreme_parameters_are_refused_cleanly() {
+    let c = ctx(30, Some(2_000), RO);
+    for (p, t) in [
+        (
+            json!({"k": 3, "failure_probability": 1e-300}),
+            target(1e-300, 1e-300),
+        ),
+        (json!({"k": 1, "failure_probability": 5e-324}), target(1e-12, 0.5)),
+        (json!({"k": 30}), target(1e-3, 1e-12)),
+    ] {
+        let e = KDpPca.prepare(p, &c, &t).expect_err("refused");
+        assert!(e.to_string().contains("k_dp_pca cannot run"), "{e}");
+    }
+}
