@@ -38,12 +38,20 @@ const KS: [usize; 2] = [2, 3];
 fn variants() -> Vec<(&'static str, &'static str, Value)> {
     vec![
         ("analyze_gauss", "analyze_gauss", json!({})),
-        ("analyze_gauss clip:auto", "analyze_gauss", json!({"clip": "auto"})),
+        (
+            "analyze_gauss clip:auto",
+            "analyze_gauss",
+            json!({"clip": "auto"}),
+        ),
         ("auto clip:auto", "auto", json!({"clip": "auto"})),
         ("noisy_power clip:auto", "noisy_power", json!({"clip": "auto"})),
         ("dp_oja clip:auto", "dp_oja", json!({"clip": "auto"})),
         ("k_dp_pca", "k_dp_pca", json!({})),
-        ("eigen_sampling clip:auto", "eigen_sampling", json!({"clip": "auto"})),
+        (
+            "eigen_sampling clip:auto",
+            "eigen_sampling",
+            json!({"clip": "auto"}),
+        ),
     ]
 }
 
@@ -55,12 +63,17 @@ struct Dataset {
 }
 
 fn load(dir: &Path, name: &str) -> Option<Dataset> {
-    let meta: Value = serde_json::from_str(&std::fs::read_to_string(dir.join(format!("{name}.json"))).ok()?).ok()?;
+    let meta: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join(format!("{name}.json"))).ok()?).ok()?;
     let text = std::fs::read_to_string(dir.join(format!("{name}.csv"))).ok()?;
     let rows: Vec<Vec<f64>> = text
         .lines()
         .filter(|l| !l.trim().is_empty())
-        .map(|l| l.split(',').map(|v| v.trim().parse::<f64>().expect("number")).collect())
+        .map(|l| {
+            l.split(',')
+                .map(|v| v.trim().parse::<f64>().expect("number"))
+                .collect()
+        })
         .collect();
     let (n, d) = (rows.len(), rows[0].len());
     let xt = Matrix::from_fn(d, n, |i, j| rows[j][i]);
@@ -78,13 +91,23 @@ fn load(dir: &Path, name: &str) -> Option<Dataset> {
 /// "auto" is resolved by the HTTP layer; here, as there, the first candidate that prepares.
 fn resolve(algorithm: &str, ctx: &DataContext) -> Vec<&'static str> {
     if algorithm == "auto" {
-        privpca::algorithms::auto::candidates(ctx).into_iter().map(|(n, _)| n).collect()
+        privpca::algorithms::auto::candidates(ctx)
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect()
     } else {
         vec![find(algorithm).expect("known").info().name]
     }
 }
 
-fn run(data: &Dataset, algorithm: &str, params: &Value, k: usize, epsilon: f64, seed: u64) -> Result<f64, String> {
+fn run(
+    data: &Dataset,
+    algorithm: &str,
+    params: &Value,
+    k: usize,
+    epsilon: f64,
+    seed: u64,
+) -> Result<f64, String> {
     let n = data.xt.ncols();
     let d = data.xt.nrows();
     let ctx = DataContext {
@@ -96,7 +119,8 @@ fn run(data: &Dataset, algorithm: &str, params: &Value, k: usize, epsilon: f64, 
         },
         public: false,
     };
-    let target = PrivacyTarget::from_epsilon_delta(Epsilon::new(epsilon).unwrap(), Delta::new(DELTA).unwrap());
+    let target =
+        PrivacyTarget::from_epsilon_delta(Epsilon::new(epsilon).unwrap(), Delta::new(DELTA).unwrap());
     let mut p = params.clone();
     p["k"] = json!(k);
     let mut last = String::new();
@@ -113,7 +137,12 @@ fn run(data: &Dataset, algorithm: &str, params: &Value, k: usize, epsilon: f64, 
         let mut progress = |_: u32, _: u32| -> Result<(), Cancelled> { Ok(()) };
         let mut env = RunEnv::new(&mut rng, &mut progress);
         let out = alg
-            .run_prepared(&prepared.config, DataInput::Records { xt: &data.xt }, &ctx, &mut env)
+            .run_prepared(
+                &prepared.config,
+                DataInput::Records { xt: &data.xt },
+                &ctx,
+                &mut env,
+            )
             .map_err(|e| e.to_string())?;
         return Ok(captured_energy(&out.basis, &data.sigma));
     }
@@ -156,7 +185,10 @@ fn main() {
     let names = ["iris", "wine", "breast_cancer", "digits", "diabetes"];
     let datasets: Vec<Dataset> = names.iter().filter_map(|n| load(&dir, n)).collect();
     if datasets.is_empty() {
-        eprintln!("no data in {}: run scripts/real-data.sh --peers first", dir.display());
+        eprintln!(
+            "no data in {}: run scripts/real-data.sh --peers first",
+            dir.display()
+        );
         std::process::exit(2);
     }
     let peers = peers(&root.join("experiments/results/peers.json"));
@@ -178,8 +210,9 @@ fn main() {
                 let mut best_ours = f64::NEG_INFINITY;
                 let mut auto_mean = f64::NAN;
                 for (label, algorithm, params) in variants() {
-                    let values: Vec<Result<f64, String>> =
-                        (0..reps).map(|seed| run(data, algorithm, &params, k, epsilon, seed)).collect();
+                    let values: Vec<Result<f64, String>> = (0..reps)
+                        .map(|seed| run(data, algorithm, &params, k, epsilon, seed))
+                        .collect();
                     let ok: Vec<f64> = values.iter().filter_map(|v| v.as_ref().ok().copied()).collect();
                     let failed = values.len() - ok.len();
                     let mean = ok.iter().sum::<f64>() / ok.len().max(1) as f64;
@@ -190,7 +223,11 @@ fn main() {
                         best_ours = best_ours.max(mean);
                     }
                     cells.push(if ok.is_empty() {
-                        let why = values.iter().find_map(|v| v.as_ref().err()).cloned().unwrap_or_default();
+                        let why = values
+                            .iter()
+                            .find_map(|v| v.as_ref().err())
+                            .cloned()
+                            .unwrap_or_default();
                         eprintln!("{} k={k} ε={epsilon} {label}: {why}", data.name);
                         "fails".to_string()
                     } else if failed > 0 {

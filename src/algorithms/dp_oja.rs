@@ -336,7 +336,10 @@ impl Algorithm for DpOja {
         };
         let clip = params.clip.unwrap_or(beta * beta);
         if !(clip > 0.0 && clip.is_finite()) {
-            return Err(ConfigError::invalid("params.gradient_clip", "must be a finite number > 0"));
+            return Err(ConfigError::invalid(
+                "params.gradient_clip",
+                "must be a finite number > 0",
+            ));
         }
         let part = n / params.k;
         let batch_size = params.batch_size.unwrap_or_else(|| default_batch_size(part));

@@ -8,28 +8,51 @@
 //! Alg. 2 (ModifiedDP-PCA) on a part: ω₀ = Pω'/‖Pω'‖, ω' uniform on the sphere; for
 //! t = 1..T = ⌊m/B⌋, on the t-th batch of B records (disjoint):
 //! - g_i = P·A_i·P·ω_{t−1} = P·x_i·(x_iᵀω_{t−1}) for the B records of the batch;
-//! - Λ̂ = PrivRange({g_i}, (ε/2, δ/2), τ/(2T)) (line 3; [`priv_range`]); ⊥ ends the job;
-//! - ĝ = PrivMean({g_i}, Λ̂, (ε/2, δ/2), τ/(2T)) (line 4; [`priv_mean`]);
+//! - Λ̂ = PrivRange({g_i}, (ε_R, δ_R), τ/(2T)) (line 3; [`priv_range`]); ⊥ ends the job;
+//! - ĝ = PrivMean({g_i}, Λ̂, (ε_h, δ_h) per coordinate and ρ_g, τ/(2T)) (line 4; [`priv_mean`]);
 //! - ω'_t = ω_{t−1} + η_t·P·ĝ, ω_t = P·ω'_t/‖P·ω'_t‖ (lines 5–6).
 //!
 //! The paper's lines 3–4 index both subroutines' inputs to the batch's first ⌊B/2⌋ records;
 //! we give both the whole batch of B records, which is what the step's composition (below)
 //! pays for. Logs are natural throughout.
 //!
-//! Privacy. PrivRange and PrivMean are each (ε/2, δ/2)-DP on the batch (their module docs),
-//! so a step is (ε, δ)-DP on its batch by basic composition (the paper's Alg. 2). Batches are
-//! disjoint within a round and parts are disjoint across rounds, and a step's other inputs
-//! (ω_{t−1}, P) are post-processing of earlier releases, so the job is (ε, δ)-DP by parallel
-//! composition over disjoint records (Alg. 1's privacy, Thm 2). The ledger charges it as
-//! δ-approximate (ε²/2)-zCDP (privacy.md §2): given ρ_job and the job's δ, ε = sqrt(2ρ_job)
-//! and the cost is exactly (ρ_job, δ).
+//! Privacy and cost (docs/k_dp_pca.md, "Cost"). The job's zCDP budget is ρ = ε²/2 when the
+//! target was stated as (ε, δ) (privacy.md §2: a natively (ε, δ)-DP algorithm runs at that ε
+//! and is charged (ε²/2, δ)), and the target's ρ otherwise. [`Budget::split`] divides it, once,
+//! between the three kinds of release of a step, each charged in the ledger's zCDP terms:
+//! - PrivRange's histogram at (ε_R, δ_R): δ_R-approximate (ε_R²/2)-zCDP, ρ_R = ρ/16, δ_R = δ/2;
+//! - PrivMean's d per-coordinate histograms at (ε_h, δ_h): d·ε_h²/2 = ρ_H = ρ/16, d·δ_h = δ/2;
+//! - PrivMean's Gaussian: ρ_g = (Δ/σ)²/2 = 7ρ/8, charged in ρ directly (Cost::gaussian).
+//!
+//! A step composes them sequentially (ρ's add, δ's add: Bun & Steinke 2016 Lemma 1.7 and its
+//! approximate form), so it is δ-approximate ρ-zCDP on its own batch. Batches are disjoint
+//! within a round and parts are disjoint across rounds, and a step's other inputs (ω_{t−1}, P)
+//! are post-processing of earlier releases, so the job costs what one step costs (parallel
+//! composition over disjoint records; Alg. 1's privacy, Thm 2):
+//! `Cost::approximate(ε_R, δ_R).then(d × Cost::approximate(ε_h, δ_h)).then(Cost::gaussian(Δ, σ))`
+//! = (ρ_R + ρ_H + ρ_g, δ_R + d·δ_h) ≤ (ρ, δ). This is the paper's per-step (ε, δ) split of
+//! Alg. 2 (ε/2 to each subroutine, Alg. 7's advanced composition over coordinates) done in zCDP,
+//! which composes more tightly and keeps the Gaussian part exact.
+//!
+//! Why the shares: the histograms only have to clear their keep thresholds
+//! 1 + 2·ln(2/δ)/ε, which fall like 1/sqrt(ρ_share) and only decide whether a step works at
+//! all, while the Gaussian's sd ∝ 1/sqrt(ρ_g) is the privacy error of every step. A sixteenth to
+//! each histogram family costs a factor 4 in their thresholds against the whole budget (PrivRange
+//! then wants 4× larger batches, which also cut each step's Gaussian noise by 4), and keeps the
+//! Gaussian's sd within sqrt(8/7) ≈ 1.07 of spending everything on it.
+//!
+//! Default batch size ([`default_batch_size`]): the smallest B for which PrivRange can clear
+//! its threshold: ⌊B/2⌋ ≥ b_min·k' with k' = max(2·⌈k'_min⌉, 16) subsets of at least
+//! b_min = 16 pair differences each, k'_min = 1 + 2·ln(1/(δ_R·τ'))/ε_R, τ' = τ/(2T), T = ⌊⌊n/k⌋/B⌋. It depends
+//! only on public n, k, d, ε, δ, τ. If even B = ⌊n/k⌋ does not satisfy it, the job is refused
+//! with the n or budget it would need.
 //!
 //! Clipping. The privacy argument does not use a norm bound on the records: PrivMean's
 //! truncation bounds each step's sensitivity. The service still clips every row to ‖x‖₂ ≤ β
 //! (and ‖x‖₁ ≤ α) at upload; that per-row map is fixed and public, so it neither helps nor
 //! hurts the guarantee, but a β below the data's typical norm biases A_i = x_i x_iᵀ towards
-//! small records. Upload k_dp_pca data with a generous β. β appears here only in the default
-//! learning rate, as a public scale.
+//! small records. β appears here only in the default learning rate, as a public scale, so a β
+//! far above the data's norms slows the default schedule (`default_learning_rate`).
 
 pub mod deflation;
 pub mod priv_mean;
@@ -44,7 +67,9 @@ use serde_json::json;
 
 use self::deflation::{LearningRate, Parts, Projector, gather, gradients, public_n, records};
 use self::priv_mean::{MEAN_HISTOGRAM, MEAN_NOISE, MeanCalibration, priv_mean};
-use self::priv_range::{RANGE_HISTOGRAM, RangeCalibration, minimum_subsets, priv_range};
+use self::priv_range::{
+    DEFAULT_BIN_QUARTER_OCTAVES, RANGE_HISTOGRAM, RangeCalibration, minimum_subsets, priv_range,
+};
 use self::stability_histogram::StabilityHistogram;
 use super::noisy_power::{check_k, target_rho};
 use super::{
@@ -61,14 +86,19 @@ pub const DEFAULT_TAIL_SCALE: f64 = 1.0;
 pub const DEFAULT_TAIL_EXPONENT: f64 = 1.0;
 /// τ, the failure probability of the whole 1-PCA step (App. G.1 sets ζ = 0.01 for all methods).
 pub const DEFAULT_FAILURE_PROBABILITY: f64 = 0.01;
-/// The default number of PrivRange subsets is this many times the minimum (so the estimates
-/// may spread over a few neighbouring bins), capped by the number of pairs in a batch.
-pub const SUBSETS_SPREAD: f64 = 4.0;
-/// Floor of the default number of PrivRange subsets. At a large ε the histogram keeps any bin
-/// holding two estimates (its threshold tends to 1), but small subsets give estimates that
-/// spread over many bins; 64 estimates lying within a factor 2^{63/4} ≈ 5·10⁴ of each other
-/// (63 bins) must share a bin.
-pub const MIN_DEFAULT_SUBSETS: usize = 64;
+/// Share of the job's ρ spent on PrivRange's histograms (module docs, "Why the shares").
+pub const RANGE_SHARE: f64 = 0.0625;
+/// Share of the job's ρ spent on PrivMean's per-coordinate histograms.
+pub const MEAN_HISTOGRAM_SHARE: f64 = 0.0625;
+/// b_min: the default batch gives every PrivRange subset at least this many pair differences,
+/// so that its top-eigenvalue estimate is an average (log-sd ≈ 1.28/√b, ≈ 0.3 at b = 16, well
+/// inside a ratio-4 bin of width ln 4 ≈ 1.39; priv_range's module docs). b = 4 is the least
+/// for which the estimates agree at all; 16 is what docs/k_dp_pca.md measured to work: the
+/// larger batch also lowers each step's noise (∝ 1/B) more than the fewer steps cost.
+pub const MIN_PAIRS_PER_SUBSET: usize = 16;
+/// The default number of PrivRange subsets is at least this many, so that the modal bin is
+/// decided by more than a handful of estimates when the budget is large (k'_min → 1).
+pub const MIN_SUBSETS: usize = 16;
 
 /// k-DP-PCA.
 #[derive(Debug, Clone, Copy, Default)]
@@ -80,10 +110,10 @@ pub struct KDpPca;
 pub struct KDpPcaParams {
     /// Target rank k, 1 ≤ k ≤ d.
     pub k: usize,
-    /// B, records per batch; default ⌊√n⌋ (App. G.1).
+    /// B, records per batch; default the smallest B PrivRange can clear ([`default_batch_size`]).
     #[serde(default)]
     pub batch_size: Option<usize>,
-    /// η_t = 1/(offset + slope·t); default offset 0, slope β²/ln n.
+    /// η_t = 1/(offset + slope·t); default offset 0, slope β²/((k + 2)·ln n).
     #[serde(default)]
     pub learning_rate: Option<LearningRate>,
     /// K of Assumption A.4; default 1 (App. G.1).
@@ -95,12 +125,90 @@ pub struct KDpPcaParams {
     /// τ ∈ (0, 1); default 0.01 (App. G.1).
     #[serde(default)]
     pub failure_probability: Option<f64>,
-    /// k', PrivRange's number of subsets; default min(⌊B/2⌋, max(64, 4·minimum)).
+    /// k', PrivRange's number of subsets; default min(⌊B/2⌋, max(2·⌈k'_min⌉, 16)).
     #[serde(default)]
     pub range_subsets: Option<usize>,
+    /// w, the width of PrivRange's geometric bins in quarter octaves (ratio 2^{w/4}); default 8
+    /// (ratio 4), the paper's is 1.
+    #[serde(default)]
+    pub range_bin_quarter_octaves: Option<u32>,
 }
 
-/// Every parameter fixed. The noise scales follow from (ε, δ) and the constants by
+/// The privacy parameters of every step's releases (module docs, "Privacy and cost").
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Budget {
+    /// ε_R of PrivRange's histogram.
+    pub range_epsilon: f64,
+    /// δ_R of PrivRange's histogram.
+    pub range_delta: f64,
+    /// ε_h of each of PrivMean's d per-coordinate histograms.
+    pub histogram_epsilon: f64,
+    /// δ_h of each of PrivMean's d per-coordinate histograms.
+    pub histogram_delta: f64,
+    /// ρ_g of PrivMean's Gaussian mechanism (σ = Δ/sqrt(2ρ_g)).
+    pub gaussian_rho: f64,
+}
+
+impl Budget {
+    /// Splits a step's (ρ, δ) for d features: ρ_R = ρ/16, ρ_H = ρ/16 (ε_h = sqrt(2ρ_H/d)),
+    /// ρ_g = the rest; δ_R = δ/2, δ_h = δ/(2d). Every part is then nudged down until the
+    /// composed [`Budget::cost`] (computed exactly as the ledger will see it) is ≤ (ρ, δ).
+    pub fn split(rho: f64, delta: f64, d: usize) -> Self {
+        let dims = d.max(1) as f64;
+        let rho_range = rho * RANGE_SHARE;
+        let rho_histograms = rho * MEAN_HISTOGRAM_SHARE;
+        let mut budget = Self {
+            range_epsilon: (2.0 * rho_range).sqrt(),
+            range_delta: delta / 2.0,
+            histogram_epsilon: (2.0 * rho_histograms / dims).sqrt(),
+            histogram_delta: delta / 2.0 / dims,
+            gaussian_rho: rho - rho_range - rho_histograms,
+        };
+        for _ in 0..64 {
+            let cost = budget.cost(d);
+            let fits = cost.rho <= rho && cost.delta <= delta;
+            if fits {
+                break;
+            }
+            budget.range_epsilon = budget.range_epsilon.next_down();
+            budget.histogram_epsilon = budget.histogram_epsilon.next_down();
+            budget.gaussian_rho *= 1.0 - 1e-14;
+            budget.range_delta = budget.range_delta.next_down();
+            budget.histogram_delta *= 1.0 - 1e-14;
+        }
+        budget
+    }
+
+    /// 1/sqrt(2ρ_g): PrivMean's σ = multiplier × Δ.
+    pub fn noise_multiplier(&self) -> f64 {
+        1.0 / (2.0 * self.gaussian_rho).sqrt()
+    }
+
+    /// The cost of one step, which is the job's (module docs):
+    /// approximate(ε_R, δ_R) then d × approximate(ε_h, δ_h) then gaussian(Δ, σ).
+    pub fn cost(&self, d: usize) -> Cost {
+        let range = Cost::approximate(self.range_epsilon, self.range_delta);
+        let coordinate = Cost::approximate(self.histogram_epsilon, self.histogram_delta);
+        let histograms = Cost::sum(std::iter::repeat_n(coordinate, d));
+        // σ = multiplier·Δ for every Λ̂, so Δ = 1 gives the step's ratio Δ/σ.
+        range
+            .then(histograms)
+            .then(Cost::gaussian(1.0, self.noise_multiplier()))
+    }
+
+    fn is_valid(&self) -> bool {
+        let positive = |v: f64| v > 0.0 && v.is_finite();
+        let probability = |v: f64| v > 0.0 && v < 1.0;
+        positive(self.range_epsilon)
+            && positive(self.histogram_epsilon)
+            && positive(self.gaussian_rho)
+            && probability(self.range_delta)
+            && probability(self.histogram_delta)
+    }
+}
+
+/// Every parameter fixed. The noise scales follow from the budget and the constants by
 /// [`KDpPcaConfig::calibration`]; PrivMean's Gaussian also scales with each step's Λ̂.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -119,10 +227,10 @@ pub struct KDpPcaConfig {
     pub failure_probability: f64,
     /// k'.
     pub range_subsets: usize,
-    /// ε of every step, and of the job: sqrt(2ρ_job).
-    pub epsilon: f64,
-    /// δ of every step, and of the job.
-    pub delta: f64,
+    /// w: PrivRange's bins span w quarter octaves.
+    pub range_bin_quarter_octaves: u32,
+    /// The privacy parameters of every step (and so of the job).
+    pub budget: Budget,
 }
 
 /// The calibrated subroutines of one step.
@@ -138,22 +246,28 @@ impl KDpPcaConfig {
         self.failure_probability / (2.0 * self.steps as f64)
     }
 
-    /// PrivRange at (ε/2, δ/2) with k' subsets; PrivMean at (ε/2, δ/2) (Alg. 2 lines 3–4).
-    pub fn calibration(&self, d: usize) -> StepCalibration {
-        let (epsilon, delta) = (self.epsilon / 2.0, self.delta / 2.0);
+    /// PrivRange at (ε_R, δ_R) with k' subsets; PrivMean with (ε_h, δ_h) histograms and ρ_g.
+    pub fn calibration(&self) -> StepCalibration {
+        let b = &self.budget;
         StepCalibration {
             range: RangeCalibration {
-                histogram: StabilityHistogram { epsilon, delta },
+                histogram: StabilityHistogram {
+                    epsilon: b.range_epsilon,
+                    delta: b.range_delta,
+                },
                 subsets: self.range_subsets,
+                bin_quarter_octaves: self.range_bin_quarter_octaves,
             },
-            mean: MeanCalibration::new(
-                epsilon,
-                delta,
-                d,
-                self.tail_scale,
-                self.tail_exponent,
-                self.call_failure_probability(),
-            ),
+            mean: MeanCalibration {
+                histogram: StabilityHistogram {
+                    epsilon: b.histogram_epsilon,
+                    delta: b.histogram_delta,
+                },
+                gaussian_rho: b.gaussian_rho,
+                tail_scale: self.tail_scale,
+                tail_exponent: self.tail_exponent,
+                failure_probability: self.call_failure_probability(),
+            },
         }
     }
 
@@ -164,21 +278,101 @@ impl KDpPcaConfig {
         let steps_ok =
             k_ok && self.batch_size >= 2 && self.steps >= 1 && self.steps == n / self.k / self.batch_size;
         let subsets_ok = self.range_subsets >= 1 && self.range_subsets <= self.batch_size / 2;
-        let budget_ok = positive(self.epsilon) && self.delta > 0.0 && self.delta < 1.0;
+        let bins_ok = self.range_bin_quarter_octaves >= 1 && self.range_bin_quarter_octaves <= 64;
         let tails_ok = positive(self.tail_scale) && positive(self.tail_exponent);
         let tau_ok = self.failure_probability > 0.0 && self.failure_probability < 1.0;
         let lr_ok = self.learning_rate.check("learning_rate").is_ok();
-        steps_ok && subsets_ok && budget_ok && tails_ok && tau_ok && lr_ok
+        steps_ok && subsets_ok && bins_ok && self.budget.is_valid() && tails_ok && tau_ok && lr_ok
     }
 }
 
-/// ε = sqrt(2ρ), nudged down so that ε²/2 ≤ ρ in floating point too.
-pub(crate) fn epsilon_for(rho: f64) -> f64 {
-    let mut epsilon = (2.0 * rho).sqrt();
-    while epsilon * epsilon / 2.0 > rho {
-        epsilon = epsilon.next_down();
+/// k'_min = 1 + 2·ln(1/(δ_R·τ'))/ε_R for batches of B records (τ' = τ/(2T), T = ⌊m/B⌋ ≥ 1):
+/// the count a bin needs to be kept with probability ≥ 1 − τ' ([`minimum_subsets`]).
+fn subsets_needed(budget: &Budget, tau: f64, m: usize, batch: usize) -> f64 {
+    let steps = (m / batch).max(1) as f64;
+    let histogram = StabilityHistogram {
+        epsilon: budget.range_epsilon,
+        delta: budget.range_delta,
+    };
+    minimum_subsets(&histogram, tau / (2.0 * steps)).ceil()
+}
+
+/// Whether batches of B records let PrivRange clear its threshold: ⌊B/2⌋ pairs hold
+/// k' = 2·k'_min subsets of at least [`MIN_PAIRS_PER_SUBSET`] pairs each.
+fn range_clears(budget: &Budget, tau: f64, m: usize, batch: usize) -> bool {
+    let needed = default_subsets(subsets_needed(budget, tau, m, batch)) * MIN_PAIRS_PER_SUBSET as f64;
+    batch >= 2 && batch <= m && (batch / 2) as f64 >= needed
+}
+
+/// The default k' for a given k'_min: max(2·k'_min, [`MIN_SUBSETS`]).
+fn default_subsets(minimum: f64) -> f64 {
+    (2.0 * minimum).max(MIN_SUBSETS as f64)
+}
+
+/// The default batch size: the smallest B ∈ [2, m] with [`range_clears`], or `None` when even
+/// B = m = ⌊n/k⌋ does not. The condition is monotone in B (a larger B has more pairs and fewer
+/// steps, so a larger τ' and a smaller k'_min), so a bisection finds it.
+pub fn default_batch_size(budget: &Budget, tau: f64, m: usize) -> Option<usize> {
+    if !range_clears(budget, tau, m, m) {
+        return None;
     }
-    epsilon
+    let (mut lo, mut hi) = (1, m);
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if range_clears(budget, tau, m, mid) {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    Some(hi)
+}
+
+/// The refusal when no batch size works: what n, or what budget, would.
+fn infeasible(budget: &Budget, rho: f64, delta: f64, tau: f64, k: usize, n: usize) -> ConfigError {
+    let m = n / k;
+    // At T = 1 (B = m), k'_min is the smallest it gets.
+    let needed = subsets_needed(budget, tau, m, m);
+    // In f64: an extreme τ or budget can make these exceed usize (they are only reported).
+    let records = 2.0 * MIN_PAIRS_PER_SUBSET as f64 * default_subsets(needed);
+    // The most subsets B = m can hold, and the largest k'_min that leaves room for 2·k'_min.
+    let most = m / 2 / MIN_PAIRS_PER_SUBSET;
+    let capacity = (most / 2) as f64;
+    let budget_hint = if most >= MIN_SUBSETS && capacity >= 2.0 {
+        let ln = -budget.range_delta.ln() - (tau / 2.0).ln();
+        let range_epsilon = 2.0 * ln / (capacity - 1.0);
+        // Rounded up (and nudged past the split's rounding), so the hint is enough.
+        let rho_needed =
+            (range_epsilon * range_epsilon / 2.0 / RANGE_SHARE * (1.0 + 1e-9) * 1e4).ceil() / 1e4;
+        format!(
+            ", or a budget of at least ρ = {rho_needed} (ε = {:.4})",
+            ((2.0 * rho_needed).sqrt() * 1e4).ceil() / 1e4
+        )
+    } else {
+        String::new()
+    };
+    ConfigError::invalid(
+        "privacy",
+        format!(
+            "k_dp_pca cannot run at this budget (ρ = {rho:.4}, δ = {delta:e}) on n = {} records: PrivRange needs {needed} agreeing subsets (ε_R = {:.4}, δ_R = {:e}), hence batches of at least {records:.0} records, more than ⌊n/k⌋ = {m}; it needs at least n = {:.0} records{budget_hint}",
+            n,
+            budget.range_epsilon,
+            budget.range_delta,
+            records * k as f64
+        ),
+    )
+}
+
+/// The job's zCDP budget: ε²/2 when the target was stated as (ε, δ), else its ρ.
+fn job_rho(target: &PrivacyTarget) -> Result<f64, ConfigError> {
+    match target.epsilon {
+        Some(epsilon) if epsilon > 0.0 && epsilon.is_finite() => Ok(epsilon * epsilon / 2.0),
+        Some(_) => Err(ConfigError::invalid(
+            "privacy.epsilon",
+            "must be a finite number > 0",
+        )),
+        None => target_rho(target),
+    }
 }
 
 /// The job's δ, required by the (ε, δ) subroutines.
@@ -196,19 +390,21 @@ fn target_delta(target: &PrivacyTarget) -> Result<f64, ConfigError> {
     }
 }
 
-/// The default learning rate: offset 0, slope β²/ln n, i.e. η_t = ln n/(β²·t). This is App.
-/// G.1's η_t = 1/(20σλ_i + (λ_i − λ_{i+1})·t/ln n) in the low-noise limit σ → 0 (where
-/// k-DP-PCA is meant to shine) with the unknown eigengap, which would leak if read from the
-/// data, replaced by the public bound β² ≥ λ_1 ≥ λ_i − λ_{i+1} of clipped rows: a smaller,
-/// safer step than the paper's.
-fn default_learning_rate(ctx: &DataContext, n: usize) -> LearningRate {
+/// The default learning rate: offset 0, slope β²/((k + 2)·ln n), i.e. η_t = (k + 2)·ln n/(β²·t).
+/// This is App. G.1's η_t = 1/(20σλ_i + (λ_i − λ_{i+1})·t/ln n) in the low-noise limit σ → 0
+/// (where k-DP-PCA is meant to shine) with the unknown eigengap, which would leak if read from
+/// the data, replaced by a public guess: clipped rows have tr Σ ≤ β², so k spikes with clear
+/// gaps above a small bulk have gaps of order β²/(k + 2). A guess too large by a factor of a few
+/// only slows convergence (docs/k_dp_pca.md measures the factor); users who know the gap should
+/// pass App. G.1's schedule.
+fn default_learning_rate(ctx: &DataContext, n: usize, k: usize) -> LearningRate {
     let beta = match ctx.neighbours {
         Neighbours::ReplaceOne { beta, .. } | Neighbours::AddRemove { beta, .. } => beta,
         Neighbours::Entry { u } => u,
     };
     LearningRate {
         offset: 0.0,
-        slope: beta * beta / (n.max(3) as f64).ln(),
+        slope: beta * beta / ((k + 2) as f64 * (n.max(3) as f64).ln()),
     }
 }
 
@@ -255,15 +451,17 @@ impl Algorithm for KDpPca {
                 param(
                     "batch_size",
                     "integer",
-                    "B, records per step (2 ≤ B ≤ ⌊n/k⌋); each round takes T = ⌊⌊n/k⌋/B⌋ steps. App. G.1 found B = √n better in practice than the theory's n/ln³n. PrivRange needs ⌊B/2⌋ ≥ its minimum number of subsets, which grows like ln(1/(δτ))/ε.",
-                    Some(json!("floor(sqrt(n))")),
+                    "B, records per step (2 ≤ B ≤ ⌊n/k⌋); each round takes T = ⌊⌊n/k⌋/B⌋ steps. Default: the smallest B whose ⌊B/2⌋ pair differences fill PrivRange's k' = max(2·⌈k'_min⌉, 16) subsets with at least 16 pairs each (k'_min = 1 + 2·ln(1/(δ_R·τ'))/ε_R); a larger B lowers each step's noise (∝ 1/B) but leaves fewer steps.",
+                    Some(json!(
+                        "smallest B with floor(B/2) >= 16 * max(2 * ceil(k'_min), 16)"
+                    )),
                     Some(2.0),
                 ),
                 param(
                     "learning_rate",
                     "object",
-                    "{\"offset\": o, \"slope\": s}: η_t = 1/(o + s·t) at step t of each round (both ≥ 0, o + s > 0). App. G.1 uses o = 20σλ_i, s = (λ_i − λ_{i+1})/ln n, which needs the spectrum; the default takes σ → 0 and the public bound β² for the eigengap: o = 0, s = β²/ln n.",
-                    Some(json!({"offset": 0.0, "slope": "β²/ln(n)"})),
+                    "{\"offset\": o, \"slope\": s}: η_t = 1/(o + s·t) at step t of each round (both ≥ 0, o + s > 0). App. G.1 uses o = 20σλ_i, s = (λ_i − λ_{i+1})/ln n, which needs the spectrum; the default takes σ → 0 and the public guess β²/(k + 2) for the eigengap: o = 0, s = β²/((k + 2)·ln n).",
+                    Some(json!({"offset": 0.0, "slope": "β²/((k+2)·ln(n))"})),
                     None,
                 ),
                 param(
@@ -290,12 +488,19 @@ impl Algorithm for KDpPca {
                 param(
                     "range_subsets",
                     "integer",
-                    "k', PrivRange's number of subsets (Alg. 6 line 3). At least the minimum 1 + 2·ln(1/(δ'τ'))/ε' (ε' = ε/2, δ' = δ/2, τ' = τ/(2T)) for which the histogram keeps a bin with probability ≥ 1 − τ', and at most ⌊B/2⌋. Default: min(⌊B/2⌋, max(64, 4 × that minimum)).",
-                    Some(json!("min(floor(B/2), max(64, 4*minimum))")),
+                    "k', PrivRange's number of subsets (Alg. 6 line 3). At least k'_min = 1 + 2·ln(1/(δ_R·τ'))/ε_R (ε_R = sqrt(2·ρ/16), δ_R = δ/2, τ' = τ/(2T)), for which the histogram keeps a bin holding all of them with probability ≥ 1 − τ', and at most ⌊B/2⌋. Default: min(⌊B/2⌋, max(2·⌈k'_min⌉, 16)), so the estimates may split over two bins.",
+                    Some(json!("min(floor(B/2), max(2*ceil(k'_min), 16))")),
+                    Some(1.0),
+                ),
+                param(
+                    "range_bin_quarter_octaves",
+                    "integer",
+                    "w: PrivRange's geometric bins [2^{iw/4}, 2^{(i+1)w/4}) span w quarter octaves (1..=64). The paper's w = 1 (ratio 2^{1/4}) needs subset estimates accurate to a few per cent, which batches of √n records cannot give; w = 8 (ratio 4) lets averages of ≥ 4 pair differences agree, at the price of a Λ̂ up to 4× below the spread (truncation radius up to 2× smaller).",
+                    Some(json!(DEFAULT_BIN_QUARTER_OCTAVES)),
                     Some(1.0),
                 ),
             ],
-            privacy: "(ε, δ)-DP with ε = sqrt(2ρ) and δ the job's delta, charged as δ-approximate ρ-zCDP: every step is (ε, δ)-DP on its own disjoint batch (stability histograms + Gaussian mechanism).",
+            privacy: "δ-approximate ρ-zCDP with ρ = ε²/2 when the target is stated as (ε, δ) (else the target's ρ) and δ the job's delta: every step is so on its own disjoint batch, its ρ split 1/16 to PrivRange's stability histogram, 1/16 to PrivMean's per-coordinate histograms and 7/8 to PrivMean's Gaussian (charged in ρ directly), δ half to each histogram family.",
             public_only: false,
             scope_reason: Some(
                 "records under replace_one only: one shuffle splits the records into disjoint positional batches, each step is DP on its own batch, and the job is DP by parallel composition; adding or removing a record shifts every later batch, and matrix datasets have no per-record terms x xᵀ.",
@@ -310,22 +515,15 @@ impl Algorithm for KDpPca {
         target: &PrivacyTarget,
     ) -> Result<KDpPcaConfig, ConfigError> {
         let n = public_n(NAME, ctx)?;
-        let rho = target_rho(target)?;
+        let rho = job_rho(target)?;
         let delta = target_delta(target)?;
         let d = ctx.d;
         let k = params.k;
         check_k(k, d)?;
         let m = n / k;
-        let batch_size = params.batch_size.unwrap_or((n as f64).sqrt().floor() as usize);
-        if !(batch_size >= 2 && batch_size <= m) {
-            return Err(ConfigError::invalid(
-                "params.batch_size",
-                format!("must satisfy 2 ≤ batch_size ≤ ⌊n/k⌋ = {m} (got {batch_size})"),
-            ));
-        }
         let learning_rate = params
             .learning_rate
-            .unwrap_or_else(|| default_learning_rate(ctx, n))
+            .unwrap_or_else(|| default_learning_rate(ctx, n, k))
             .check("params.learning_rate")?;
         let tail_scale = positive_param(params.tail_scale, DEFAULT_TAIL_SCALE, "params.tail_scale")?;
         let tail_exponent = positive_param(
@@ -340,27 +538,35 @@ impl Algorithm for KDpPca {
                 "must lie in the open interval (0, 1)",
             ));
         }
-        let mut config = KDpPcaConfig {
-            k,
-            batch_size,
-            steps: m / batch_size,
-            learning_rate,
-            tail_scale,
-            tail_exponent,
-            failure_probability,
-            range_subsets: 0,
-            epsilon: epsilon_for(rho),
-            delta,
+        let bins = params
+            .range_bin_quarter_octaves
+            .unwrap_or(DEFAULT_BIN_QUARTER_OCTAVES);
+        if !(1..=64).contains(&bins) {
+            return Err(ConfigError::invalid(
+                "params.range_bin_quarter_octaves",
+                "must be an integer in 1..=64",
+            ));
+        }
+        let budget = Budget::split(rho, delta, d);
+        if !budget.is_valid() {
+            return Err(ConfigError::invalid("rho", "must be a finite number > 0"));
+        }
+        let batch_size = match params.batch_size {
+            Some(b) if b >= 2 && b <= m => b,
+            Some(b) => {
+                return Err(ConfigError::invalid(
+                    "params.batch_size",
+                    format!("must satisfy 2 ≤ batch_size ≤ ⌊n/k⌋ = {m} (got {b})"),
+                ));
+            }
+            None => default_batch_size(&budget, failure_probability, m)
+                .ok_or_else(|| infeasible(&budget, rho, delta, failure_probability, k, n))?,
         };
         let pairs = batch_size / 2;
-        let range = config.calibration(d).range.histogram;
-        let minimum = minimum_subsets(&range, config.call_failure_probability()).ceil();
-        let subsets = match params.range_subsets {
-            Some(s) => s,
-            None => (SUBSETS_SPREAD * minimum)
-                .max(MIN_DEFAULT_SUBSETS as f64)
-                .min(pairs as f64) as usize,
-        };
+        let minimum = subsets_needed(&budget, failure_probability, m, batch_size);
+        let subsets = params
+            .range_subsets
+            .unwrap_or(default_subsets(minimum).min(pairs as f64) as usize);
         if !(subsets as f64 >= minimum && subsets <= pairs) {
             let field = if params.range_subsets.is_some() {
                 "params.range_subsets"
@@ -370,23 +576,35 @@ impl Algorithm for KDpPca {
             return Err(ConfigError::invalid(
                 field,
                 format!(
-                    "PrivRange needs at least {minimum} subsets at this budget (ε = {:.4}, δ = {delta:e}) and at most ⌊B/2⌋ = {pairs} (got {subsets} subsets with batch_size {batch_size}); raise batch_size (to at least {}) or the budget",
-                    config.epsilon,
+                    "PrivRange needs at least {minimum} subsets at this budget (ε_R = {:.4}, δ_R = {:e}) and at most ⌊B/2⌋ = {pairs} (got {subsets} subsets with batch_size {batch_size}); raise batch_size (to at least {}) or the budget",
+                    budget.range_epsilon,
+                    budget.range_delta,
                     2.0 * minimum
                 ),
             ));
         }
-        config.range_subsets = subsets;
-        Ok(config)
+        Ok(KDpPcaConfig {
+            k,
+            batch_size,
+            steps: m / batch_size,
+            learning_rate,
+            tail_scale,
+            tail_exponent,
+            failure_probability,
+            range_subsets: subsets,
+            range_bin_quarter_octaves: bins,
+            budget,
+        })
     }
 
-    /// δ-approximate (ε²/2)-zCDP with (ε, δ) the per-step (= job) guarantee (privacy.md §2).
-    fn cost(&self, config: &KDpPcaConfig, _ctx: &DataContext) -> Cost {
-        Cost::approximate(config.epsilon, config.delta)
+    /// One step's cost, which is the job's (module docs, "Privacy and cost"):
+    /// approximate(ε_R, δ_R) then d × approximate(ε_h, δ_h) then gaussian(Δ, σ).
+    fn cost(&self, config: &KDpPcaConfig, ctx: &DataContext) -> Cost {
+        config.budget.cost(ctx.d)
     }
 
     fn noise_scales(&self, config: &KDpPcaConfig, ctx: &DataContext) -> Vec<NoiseScale> {
-        let cal = config.calibration(ctx.d);
+        let cal = config.calibration();
         let steps = config.k * config.steps;
         vec![
             NoiseScale {
@@ -396,9 +614,10 @@ impl Algorithm for KDpPca {
                 sensitivity: Some(2.0),
                 count: steps,
                 description: format!(
-                    "PrivRange: Laplace noise of scale {:.6e} on each non-empty bin of a histogram of {} top-eigenvalue estimates; bins kept above {:.4}.",
+                    "PrivRange: Laplace noise of scale {:.6e} on each non-empty bin of a histogram of {} top-eigenvalue estimates (bins of ratio 2^({}/4)); bins kept above {:.4}.",
                     cal.range.histogram.scale(),
                     config.range_subsets,
+                    config.range_bin_quarter_octaves,
                     cal.range.histogram.threshold()
                 ),
             },
@@ -446,7 +665,7 @@ impl Algorithm for KDpPca {
         }
         let xt = records(input, ctx, n)?;
         let (k, batch, steps) = (config.k, config.batch_size, config.steps);
-        let cal = config.calibration(d);
+        let cal = config.calibration();
         let parts = Parts::shuffle(env.rng(), n, k);
         let total = u32::try_from(k * steps).unwrap_or(u32::MAX);
         let mut projector = Projector::identity(d);
@@ -457,8 +676,9 @@ impl Algorithm for KDpPca {
                 let g = gradients(&gather(xt, &part[(t - 1) * batch..t * batch]), &omega, &projector);
                 let Some(lambda) = priv_range(&g, &cal.range, env)? else {
                     return Err(RunError::Failed(format!(
-                        "PrivRange returned ⊥ (no stable range) in round {} at step {t} of {steps}: the batch is too small for this budget or its gradients too spread out; the charge stands. A larger batch_size or budget helps.",
-                        round + 1
+                        "PrivRange returned ⊥ (no stable range) in round {} at step {t} of {steps}: its {} subset estimates did not agree on a bin; the charge stands. A larger batch_size (more pairs per subset) or budget helps.",
+                        round + 1,
+                        config.range_subsets
                     )));
                 };
                 let mut step = priv_mean(&g, lambda, &cal.mean, env)?;

@@ -14,77 +14,39 @@
 //! interval at ḡ_j = 0. That is a post-processing of the released ⊥ and keeps the interval
 //! width 2R, so the sensitivity bound below is unchanged.
 //!
-//! Privacy of one call, (ε, δ) in total:
-//! - Histograms: d of them, each on one coordinate of the same B gradients (one record changes
-//!   one gradient, so each histogram's input changes by one value), each (ε_h, δ_h)-DP with
-//!   δ_h = δ/(4d). Their d-fold adaptive composition is (ε_H, d·δ_h + δ')-DP with δ' = δ/4 and
-//!   ε_H the better of basic composition, d·ε_h, and advanced composition (Dwork, Rothblum &
-//!   Vadhan 2010; Dwork & Roth 2014 Thm 3.20), sqrt(2d·ln(1/δ'))·ε_h + d·ε_h·(e^{ε_h} − 1). We
-//!   take the largest ε_h with ε_H ≤ ε/2, so the histograms are (ε/2, δ/2)-DP. The paper's
-//!   ε_h = ε/(4·sqrt(2d·ln(4/δ))) satisfies this only while d·ε_h·(e^{ε_h} − 1) ≤ ε/4 (small
-//!   ε); ours is never smaller than the paper's wherever the paper's is valid.
+//! Privacy of one call, on one batch (one record changes one gradient g_i):
+//! - Histograms: d of them, each on one coordinate of the same B gradients, so each one's input
+//!   changes by one value and each is (ε_h, δ_h)-DP (Karwa–Vadhan), charged as δ_h-approximate
+//!   (ε_h²/2)-zCDP (privacy.md §2). Their d-fold adaptive composition is δ-approximate zCDP
+//!   with ρ_H = d·ε_h²/2 and δ_H = d·δ_h (composition of approximate zCDP, Bun & Steinke 2016
+//!   §8; privacy.md §2).
+//!   This replaces the paper's (ε/(4·sqrt(2d·ln(4/δ))), δ/(4d)) per coordinate (Alg. 7 line 3),
+//!   which is the same composition done with the advanced composition theorem in (ε, δ) terms;
+//!   zCDP composition is never worse and needs no slack δ'.
 //! - Gaussian: given the centres, every truncated coordinate lies in an interval of width 2R,
 //!   so replacing one gradient moves the mean by at most Δ = 2R·sqrt(d)/B in L2. With
-//!   σ = Δ/sqrt(2ρ_g) the release is ρ_g-zCDP (Bun & Steinke 2016 Prop. 1.6), hence
-//!   (ε/2, δ/2)-DP for ρ_g = (sqrt(ln(2/δ) + ε/2) − sqrt(ln(2/δ)))² (Prop. 1.3 inverted,
-//!   [`crate::privacy::epsilon_delta_to_rho`]). The paper's σ = 12·K·sqrt(Λ̂)·ln^a(Bd/τ)·
-//!   sqrt(2d·ln(2.5/δ))/(εB) is the classical Gaussian mechanism at (ε/2, δ/2) with the same
-//!   Δ, which is only valid for ε/2 < 1; the zCDP calibration is valid for every ε and within
-//!   a few per cent of it below 1.
+//!   σ = Δ/sqrt(2ρ_g) the release is ρ_g-zCDP (Bun & Steinke 2016 Prop. 1.6), charged in ρ
+//!   directly ([`crate::privacy::Cost::gaussian`]). The paper's σ = 12·K·sqrt(Λ̂)·ln^a(Bd/τ)·
+//!   sqrt(2d·ln(2.5/δ))/(εB) (Alg. 7 line 9) is the classical (ε/2, δ/2) Gaussian mechanism
+//!   with the same Δ, valid only for ε/2 < 1; Δ/s is the same for every Λ̂, so the charge
+//!   ρ_g = (Δ/σ)²/2 does not depend on the data.
 //!
-//! Basic composition of the two parts: (ε, δ)-DP.
+//! Sequential composition of the two parts: δ_H-approximate (ρ_H + ρ_g)-zCDP. How the job's
+//! budget is split between them is [`super::KDpPcaConfig`]'s business.
 
 use super::stability_histogram::{StabilityHistogram, count};
 use crate::algorithms::{RunEnv, RunError};
 use crate::linalg::{Matrix, Vector};
-use crate::privacy::{Delta, Epsilon, epsilon_delta_to_rho};
 
 /// Audit label of the per-coordinate histograms' Laplace draws.
 pub const MEAN_HISTOGRAM: &str = "priv_mean_histogram";
 /// Audit label of the Gaussian noise added to the truncated mean.
 pub const MEAN_NOISE: &str = "priv_mean_noise";
 
-/// ε of the d-fold composition of (e, ·)-DP mechanisms: the better of basic composition d·e and
-/// advanced composition sqrt(2d·ln(1/slack))·e + d·e·(e^e − 1) (Dwork & Roth 2014 Thm 3.20).
-pub fn composed_epsilon(e: f64, d: usize, slack: f64) -> f64 {
-    let d = d as f64;
-    let basic = d * e;
-    let advanced = (2.0 * d * -slack.ln()).sqrt() * e + d * e * e.exp_m1();
-    basic.min(advanced)
-}
-
-/// The largest per-coordinate ε_h with [`composed_epsilon`]`(ε_h, d, slack) ≤ target`
-/// (bisection on an increasing function; the value returned always satisfies the bound).
-pub fn per_coordinate_epsilon(target: f64, d: usize, slack: f64) -> f64 {
-    let fits = |e: f64| composed_epsilon(e, d, slack) <= target;
-    let mut lo = target / d as f64;
-    while !fits(lo) && lo > 0.0 {
-        lo = lo.next_down();
-    }
-    // Each bound is at least its first term, so no ε_h above this can fit.
-    let first = (d as f64).min((2.0 * d as f64 * -slack.ln()).sqrt());
-    let mut hi = target / first;
-    if fits(hi) {
-        return hi;
-    }
-    for _ in 0..200 {
-        let mid = lo + (hi - lo) / 2.0;
-        if !(mid > lo && mid < hi) {
-            break;
-        }
-        if fits(mid) {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    lo
-}
-
-/// PrivMean's privacy parameters and constants for one call at (ε, δ).
+/// PrivMean's privacy parameters and constants for one call.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct MeanCalibration {
-    /// The (ε_h, δ_h) histogram run on each coordinate.
+    /// The (ε_h, δ_h) histogram run on each coordinate (d of them per call).
     pub histogram: StabilityHistogram,
     /// ρ_g of the Gaussian part (σ = Δ/sqrt(2ρ_g)).
     pub gaussian_rho: f64,
@@ -97,35 +59,6 @@ pub struct MeanCalibration {
 }
 
 impl MeanCalibration {
-    /// Splits (ε, δ) as the module docs derive: histograms (ε/2, δ/2) with δ_h = δ/(4d) and
-    /// slack δ/4, Gaussian (ε/2, δ/2). `epsilon` > 0 and `delta` ∈ (0, 1) (checked by the caller).
-    pub fn new(
-        epsilon: f64,
-        delta: f64,
-        d: usize,
-        tail_scale: f64,
-        tail_exponent: f64,
-        failure_probability: f64,
-    ) -> Self {
-        let histogram = StabilityHistogram {
-            epsilon: per_coordinate_epsilon(epsilon / 2.0, d, delta / 4.0),
-            delta: delta / (4.0 * d as f64),
-        };
-        let gaussian_rho = match (Epsilon::new(epsilon / 2.0), Delta::new(delta / 2.0)) {
-            (Ok(e), Ok(dl)) => epsilon_delta_to_rho(e, dl),
-            // Out-of-range inputs calibrate nothing: ρ_g = 0 means infinite noise, and the
-            // run refuses a non-finite σ.
-            _ => 0.0,
-        };
-        Self {
-            histogram,
-            gaussian_rho,
-            tail_scale,
-            tail_exponent,
-            failure_probability,
-        }
-    }
-
     /// υ = 2^{1/4}·K·sqrt(Λ̂)·ln²(25) (Alg. 7 line 1).
     pub fn bin_width(&self, lambda: f64) -> f64 {
         let log = 25.0_f64.ln();
@@ -199,87 +132,32 @@ pub(crate) mod tests {
     use super::*;
     use crate::algorithms::testing::{gaussian, seeded, with_audited_env};
     use crate::privacy::noise::RecordingAudit;
-    use crate::privacy::rho_to_epsilon;
     use crate::privacy::testing::{check_gaussian_scale, check_laplace_scale};
 
-    /// ε_h solved here by a different route: the root of the advanced-composition bound alone
-    /// (bisection on [0, target/c]), then the better of it and basic composition's target/d.
-    pub(crate) fn spec_histogram_epsilon(target: f64, d: usize, slack: f64) -> f64 {
-        let c = (2.0 * d as f64 * (1.0 / slack).ln()).sqrt();
-        let dd = d as f64;
-        let f = |e: f64| c * e + dd * e * (e.exp() - 1.0) - target;
-        let (mut lo, mut hi) = (0.0, target / c);
-        for _ in 0..300 {
-            let mid = 0.5 * (lo + hi);
-            if f(mid) <= 0.0 {
-                lo = mid;
-            } else {
-                hi = mid;
-            }
+    /// A calibration with histograms at (ε_h, δ_h) and Gaussian ρ_g.
+    pub(crate) fn calibration(
+        eps_h: f64,
+        delta_h: f64,
+        rho_g: f64,
+        tail_scale: f64,
+        tail_exponent: f64,
+        tau: f64,
+    ) -> MeanCalibration {
+        MeanCalibration {
+            histogram: StabilityHistogram {
+                epsilon: eps_h,
+                delta: delta_h,
+            },
+            gaussian_rho: rho_g,
+            tail_scale,
+            tail_exponent,
+            failure_probability: tau,
         }
-        lo.max(target / dd)
-    }
-
-    /// (sqrt(ln(1/δ) + ε) − sqrt(ln(1/δ)))², Bun–Steinke Prop. 1.3 inverted, written out.
-    pub(crate) fn spec_rho(epsilon: f64, delta: f64) -> f64 {
-        let l = (1.0 / delta).ln();
-        ((l + epsilon).sqrt() - l.sqrt()).powi(2)
-    }
-
-    #[test]
-    fn calibration_composes_to_the_call_budget() {
-        for &epsilon in &[1e-3, 0.1, 0.5, 1.0, 4.0, 50.0, 1e4] {
-            for &delta in &[1e-12, 1e-6, 0.005, 0.2] {
-                for &d in &[1usize, 2, 20, 200, 5000] {
-                    let cal = MeanCalibration::new(epsilon, delta, d, 1.0, 1.0, 0.01);
-                    let eps_h = cal.histogram.epsilon;
-                    assert!(eps_h > 0.0);
-                    let hist = composed_epsilon(eps_h, d, delta / 4.0);
-                    let gauss = rho_to_epsilon(cal.gaussian_rho, Delta::new(delta / 2.0).expect("δ"));
-                    assert!(
-                        hist <= epsilon / 2.0 && gauss <= epsilon / 2.0,
-                        "{epsilon} {delta} {d}"
-                    );
-                    assert!(hist + gauss <= epsilon * (1.0 + 1e-15));
-                    let deltas = d as f64 * cal.histogram.delta + delta / 4.0 + delta / 2.0;
-                    assert!(deltas <= delta * (1.0 + 1e-15));
-                    // Tight: the histograms' share is used up to rounding.
-                    assert!(
-                        hist >= epsilon / 2.0 * (1.0 - 1e-9),
-                        "{hist} vs {}",
-                        epsilon / 2.0
-                    );
-                    let spec = spec_histogram_epsilon(epsilon / 2.0, d, delta / 4.0);
-                    assert!((eps_h - spec).abs() <= 1e-9 * spec, "{eps_h} vs {spec}");
-                    let rho = spec_rho(epsilon / 2.0, delta / 2.0);
-                    assert!((cal.gaussian_rho - rho).abs() <= 1e-9 * rho);
-                }
-            }
-        }
-    }
-
-    /// Where the paper's ε_h = ε/(4·sqrt(2d·ln(4/δ))) is valid, ours is at least as large;
-    /// at ε = 100, d = 200 the paper's choice composes above ε/2 and ours does not.
-    #[test]
-    fn per_coordinate_epsilon_improves_on_the_paper() {
-        let (d, delta) = (200, 0.005_f64);
-        let paper = |eps: f64| eps / (4.0 * (2.0 * d as f64 * (4.0 / delta).ln()).sqrt());
-        let ours = |eps: f64| {
-            MeanCalibration::new(eps, delta, d, 1.0, 1.0, 0.01)
-                .histogram
-                .epsilon
-        };
-        for eps in [0.01, 0.5, 1.0, 5.0] {
-            assert!(composed_epsilon(paper(eps), d, delta / 4.0) <= eps / 2.0);
-            assert!(ours(eps) >= paper(eps), "{eps}");
-        }
-        assert!(composed_epsilon(paper(100.0), d, delta / 4.0) > 50.0);
-        assert!(composed_epsilon(ours(100.0), d, delta / 4.0) <= 50.0);
     }
 
     #[test]
     fn constants_follow_algorithm_7() {
-        let cal = MeanCalibration::new(1.0, 0.01, 10, 2.0, 1.5, 0.001);
+        let cal = calibration(0.3, 1e-4, 0.7, 2.0, 1.5, 0.001);
         let lambda = 4.0;
         let log25 = 25.0_f64.ln();
         assert!((cal.bin_width(lambda) - 2.0_f64.powf(0.25) * 2.0 * 2.0 * log25 * log25).abs() < 1e-12);
@@ -307,7 +185,7 @@ pub(crate) mod tests {
     fn mean_is_exact_at_huge_budget_and_truncates_outliers() {
         let (d, batch) = (3, 400);
         let mut g = gaussian(&mut seeded(1), d, batch) + Matrix::from_element(d, batch, 5.0);
-        let cal = MeanCalibration::new(1e14, 1e-6, d, 1.0, 1.0, 0.01);
+        let cal = calibration(1e14, 1e-6, 1e28, 1.0, 1.0, 0.01);
         let (mean, audit) = run(&g, 1.0, &cal, 2);
         let exact = g.column_mean();
         assert!((&mean - &exact).amax() < 1e-6, "{mean} vs {exact}");
@@ -338,7 +216,7 @@ pub(crate) mod tests {
     #[test]
     fn bottom_centres_the_interval_at_zero() {
         let batch = 50;
-        let cal = MeanCalibration::new(1e14, 1e-6, 1, 1.0, 1.0, 0.01);
+        let cal = calibration(1e14, 1e-6, 1e28, 1.0, 1.0, 0.01);
         let spacing = 2.0 * cal.bin_width(1.0);
         let g = Matrix::from_fn(1, batch, |_, i| spacing * i as f64);
         let radius = cal.radius(1.0, batch, 1);
@@ -351,17 +229,14 @@ pub(crate) mod tests {
     /// Audits both kinds of noise against values computed here: Laplace(2/ε_h) for the
     /// histograms, N(0, σ²) with σ = 2·3K·sqrt(Λ̂)·ln^a(Bd/τ)·sqrt(d)/B/sqrt(2ρ_g).
     fn audit(tamper: f64) -> (Result<(), String>, Result<(), String>) {
-        let (d, batch, lambda, epsilon, delta, k_tail, a_tail, tau) =
-            (8, 60, 2.0_f64.powf(1.25), 0.8, 1e-5, 1.5, 1.0, 1e-3);
-        let mut cal = MeanCalibration::new(epsilon, delta, d, k_tail, a_tail, tau);
+        let (d, batch, lambda, eps_h, rho_g, k_tail, a_tail, tau) =
+            (8, 60, 2.0_f64.powf(1.25), 0.05, 0.3, 1.5, 1.0, 1e-3);
+        let mut cal = calibration(eps_h, 1e-6, rho_g, k_tail, a_tail, tau);
         cal.histogram.epsilon /= tamper;
         cal.gaussian_rho /= tamper * tamper;
         let g = gaussian(&mut seeded(7), d, batch) * 3.0;
-        let eps_h = spec_histogram_epsilon(epsilon / 2.0, d, delta / 4.0);
         let radius = 3.0 * k_tail * lambda.sqrt() * ((batch * d) as f64 / tau).ln().powf(a_tail);
-        let sd = 2.0 * radius * (d as f64).sqrt()
-            / batch as f64
-            / (2.0 * spec_rho(epsilon / 2.0, delta / 2.0)).sqrt();
+        let sd = 2.0 * radius * (d as f64).sqrt() / batch as f64 / (2.0 * rho_g).sqrt();
         let (mut laplace, mut gauss) = (Vec::new(), Vec::new());
         for call in 0..400 {
             let (_, audit) = run(&g, lambda, &cal, 100 + call);

@@ -1,21 +1,35 @@
 //! PrivRange: private top-eigenvalue estimate of a batch's gradient spread (Düngler & Sanyal
 //! 2025 Alg. 6, = Liu et al. 2022a Alg. 4).
 //!
-//! Input: the batch's gradients g_1, …, g_B (d-vectors), (ε, δ), the number k' of subsets.
+//! Input: the batch's gradients g_1, …, g_B (d-vectors), (ε_R, δ_R), the number k' of subsets.
 //! 1. g̃_i = g_{2i} − g_{2i−1}, i = 1..⌊B/2⌋ (line 1): pairwise differences remove the mean.
 //! 2. Cut the g̃_i into k' consecutive subsets G_j of b = ⌊⌊B/2⌋/k'⌋ (line 3; leftovers unused).
 //! 3. λ^(j) = top eigenvalue of (1/b)·G_j G_jᵀ (line 4).
-//! 4. Run the (ε, δ) stability histogram ([`super::stability_histogram`]) on the λ^(j) over the
-//!    geometric bins [2^{i/4}, 2^{(i+1)/4}), i ∈ Z (line 5); return the kept bin's left end
-//!    Λ̂ = 2^{i/4}, or ⊥ (lines 7–11).
+//! 4. Run the (ε_R, δ_R) stability histogram ([`super::stability_histogram`]) on the λ^(j) over
+//!    geometric bins [r^i, r^{i+1}), i ∈ Z, r = 2^{w/4} (line 5, where the paper has w = 1);
+//!    return the kept bin's left end Λ̂ = r^i, or ⊥ (lines 7–11).
 //!
 //! Privacy: one record is one g_i, hence one g̃, one subset and one λ^(j); the histogram's input
-//! changes by one value, so PrivRange is (ε, δ)-DP. A λ^(j) that is 0 (a subset of identical
+//! changes by one value, so PrivRange is (ε_R, δ_R)-DP whatever the bins are (they are a fixed
+//! partition of (0, ∞) chosen before seeing the data). A λ^(j) that is 0 (a subset of identical
 //! gradients) falls in a bin of its own; if that bin wins, the spread estimate is 0, which gives
 //! PrivMean no interval to work with, so it is reported as ⊥ too.
 //!
+//! Why the bins are wider than the paper's (docs/k_dp_pca.md, "Why PrivRange returned ⊥"). The
+//! histogram keeps a bin only if it holds about k'_min = 1 + 2·ln(1/(δ_R·τ))/ε_R of the k'
+//! estimates, so the estimates must agree to within one bin. With the paper's quarter-octave
+//! bins (ratio 2^{1/4} ≈ 1.19, 0.17 in ln) that needs each λ^(j) to be accurate to a few per
+//! cent, i.e. subsets of hundreds of pair differences and batches of thousands of records. At
+//! B = √n the estimates are single pair differences, λ^(j) = ‖g̃‖², whose logarithm spreads
+//! like the log of a χ²₂ variable (sd π/√6 ≈ 1.28 in ln, 7 quarter-octave bins): the modal bin
+//! holds ~6 % of them and never reaches the threshold. Bins of ratio r = 4 (w = 8) hold about
+//! half of the averages of b ≥ 4 pair differences (log-sd ≈ 1.28/√b ≤ ln 4/2), and nearly all at the default b ≥ 16. The price is a
+//! coarser Λ̂: the left end is within a factor r below the kept estimates, so PrivMean's
+//! truncation radius R ∝ sqrt(Λ̂) is at most √r = 2 times smaller than with exact Λ (it still
+//! has the factor 3·ln^a(Bd/τ) ≈ 50 of slack), and its noise is never larger.
+//!
 //! The number of subsets is k' = C₁·log(1/(δτ))/ε in the paper with C₁ unspecified; the caller
-//! fixes it (see [`super::KDpPcaConfig::range_subsets`]).
+//! fixes it as max(2·⌈k'_min⌉, 16) (see [`minimum_subsets`] and [`super::KDpPcaConfig`]).
 
 use super::stability_histogram::{StabilityHistogram, count};
 use crate::algorithms::{RunEnv, RunError};
@@ -30,25 +44,34 @@ pub struct RangeCalibration {
     pub histogram: StabilityHistogram,
     /// k', the number of subsets (1 ≤ k' ≤ ⌊B/2⌋).
     pub subsets: usize,
+    /// w: each geometric bin spans w quarter octaves (ratio 2^{w/4}; the paper's w = 1).
+    pub bin_quarter_octaves: u32,
 }
 
-/// The fewest subsets for which PrivRange keeps a bin with probability ≥ 1 − τ when all k'
-/// estimates share that bin: k' + Lap(2/ε) ≤ 1 + 2·ln(2/δ)/ε has probability
-/// ½·exp(−(k' − threshold)·ε/2), which is ≤ τ iff k' ≥ 1 + 2·ln(1/(δτ))/ε. This is the paper's
-/// k' = C₁·log(1/(δτ))/ε (line 3) with C₁ = 2, plus one.
+/// The fewest estimates a bin must hold for PrivRange to keep it with probability ≥ 1 − τ:
+/// c + Lap(2/ε) ≤ 1 + 2·ln(2/δ)/ε has probability ½·exp(−(c − threshold)·ε/2), which is ≤ τ
+/// iff c ≥ 1 + 2·ln(1/(δτ))/ε. This is the paper's k' = C₁·log(1/(δτ))/ε (line 3) with
+/// C₁ = 2, plus one. The default k' is twice its ceiling, so that the estimates may split over
+/// two neighbouring bins and one of them still holds k'_min.
 pub fn minimum_subsets(histogram: &StabilityHistogram, tau: f64) -> f64 {
     1.0 + 2.0 * (-histogram.delta.ln() - tau.ln()) / histogram.epsilon
 }
 
-/// The geometric bin of λ: `Some(i)` with 2^{i/4} ≤ λ < 2^{(i+1)/4}, or `None` for the bin of
-/// λ = 0 (and of anything not finite and positive, which finite data cannot produce). A fixed
-/// function of each value, so any rounding in it does not affect privacy.
-pub fn geometric_bin(lambda: f64) -> Option<i64> {
-    if !(lambda > 0.0 && lambda.is_finite()) {
+/// The paper's bin width (Alg. 6 line 5): one quarter octave, ratio 2^{1/4}.
+pub const PAPER_BIN_QUARTER_OCTAVES: u32 = 1;
+/// Our default bin width: eight quarter octaves, ratio 4 (module docs).
+pub const DEFAULT_BIN_QUARTER_OCTAVES: u32 = 8;
+
+/// The geometric bin of λ for bins of `w` quarter octaves: `Some(i)` with
+/// 2^{iw/4} ≤ λ < 2^{(i+1)w/4}, or `None` for the bin of λ = 0 (and of anything not finite and
+/// positive, which finite data cannot produce). A fixed function of each value, so any rounding
+/// in it does not affect privacy.
+pub fn geometric_bin(lambda: f64, w: u32) -> Option<i64> {
+    if !(lambda > 0.0 && lambda.is_finite() && w >= 1) {
         return None;
     }
-    let edge = |i: i64| (i as f64 / 4.0).exp2();
-    let mut i = (4.0 * lambda.log2()).floor() as i64;
+    let edge = |i: i64| bin_left_end(i, w);
+    let mut i = (4.0 * lambda.log2() / f64::from(w)).floor() as i64;
     while edge(i) > lambda {
         i -= 1;
     }
@@ -58,9 +81,9 @@ pub fn geometric_bin(lambda: f64) -> Option<i64> {
     Some(i)
 }
 
-/// The left end 2^{i/4} of geometric bin i.
-pub fn bin_left_end(i: i64) -> f64 {
-    (i as f64 / 4.0).exp2()
+/// The left end 2^{iw/4} of geometric bin i (bins of `w` quarter octaves).
+pub fn bin_left_end(i: i64, w: u32) -> f64 {
+    (i as f64 * f64::from(w) / 4.0).exp2()
 }
 
 /// The top eigenvalue of (1/b)·G·Gᵀ for a d×b block G, through the smaller of the two Gram
@@ -106,12 +129,13 @@ pub fn subset_eigenvalues(g: &Matrix, subsets: usize) -> Result<Vec<f64>, RunErr
 /// Alg. 6: Λ̂ = the left end of the histogram's bin, or `None` for ⊥.
 pub fn priv_range(g: &Matrix, cal: &RangeCalibration, env: &mut RunEnv<'_>) -> Result<Option<f64>, RunError> {
     let estimates = subset_eigenvalues(g, cal.subsets)?;
-    let counts = count(estimates.into_iter().map(geometric_bin));
+    let w = cal.bin_quarter_octaves;
+    let counts = count(estimates.into_iter().map(|l| geometric_bin(l, w)));
     Ok(cal
         .histogram
         .select(&counts, RANGE_HISTOGRAM, env)
         .flatten()
-        .map(bin_left_end))
+        .map(|i| bin_left_end(i, w)))
 }
 
 #[cfg(test)]
@@ -137,17 +161,22 @@ mod tests {
     #[test]
     fn geometric_bins_contain_their_values() {
         for lambda in [1e-300, 1e-5, 0.3, 1.0, 2.0_f64.powf(0.25), 1.5, 7.0, 1e6, 1e300] {
-            let i = geometric_bin(lambda).expect("positive");
-            assert!(
-                bin_left_end(i) <= lambda && lambda < bin_left_end(i + 1),
-                "{lambda}: {i}"
-            );
+            for w in [1, 3, 8] {
+                let i = geometric_bin(lambda, w).expect("positive");
+                assert!(
+                    bin_left_end(i, w) <= lambda && lambda < bin_left_end(i + 1, w),
+                    "{lambda}: {i}"
+                );
+            }
         }
-        assert_eq!(geometric_bin(1.0), Some(0));
-        assert_eq!(geometric_bin(2.0), Some(4));
-        assert_eq!(geometric_bin(0.5), Some(-4));
-        assert_eq!(geometric_bin(0.0), None);
-        assert_eq!(geometric_bin(f64::NAN), None);
+        assert_eq!(geometric_bin(1.0, 1), Some(0));
+        assert_eq!(geometric_bin(2.0, 1), Some(4));
+        assert_eq!(geometric_bin(0.5, 1), Some(-4));
+        assert_eq!(geometric_bin(3.9, 8), Some(0));
+        assert_eq!(geometric_bin(4.0, 8), Some(1));
+        assert_eq!(geometric_bin(0.25, 8), Some(-1));
+        assert_eq!(geometric_bin(0.0, 8), None);
+        assert_eq!(geometric_bin(f64::NAN, 1), None);
     }
 
     #[test]
@@ -190,6 +219,7 @@ mod tests {
                 delta: 1e-6,
             },
             subsets: 20,
+            bin_quarter_octaves: PAPER_BIN_QUARTER_OCTAVES,
         };
         let lambda = run(&g, &cal, 3).expect("not ⊥");
         // λ_max of a 4-dim sample covariance of 1 000 differences: 2s² = 18 times at most (1 + √(4/1000))² ≈ 1.13.
@@ -197,7 +227,16 @@ mod tests {
             (18.0 / 2.0_f64.sqrt()..18.0 * 2.0_f64.sqrt()).contains(&lambda),
             "{lambda}"
         );
-        assert_eq!(lambda, bin_left_end(geometric_bin(lambda).expect("positive")));
+        assert_eq!(
+            lambda,
+            bin_left_end(geometric_bin(lambda, 1).expect("positive"), 1)
+        );
+        // Ratio-4 bins: Λ̂ is the left end 4^i ≤ 18 of the kept bin, i.e. 16.
+        let wide = RangeCalibration {
+            bin_quarter_octaves: DEFAULT_BIN_QUARTER_OCTAVES,
+            ..cal
+        };
+        assert_eq!(run(&g, &wide, 3), Some(16.0));
         // Identical gradients: every estimate is 0, which is ⊥.
         let flat = Matrix::from_element(d, batch, 1.0);
         assert_eq!(run(&flat, &cal, 4), None);
