@@ -119,13 +119,15 @@ fn run(
         },
         public: false,
     };
-    let target =
-        PrivacyTarget::from_epsilon_delta(Epsilon::new(epsilon).unwrap(), Delta::new(DELTA).unwrap());
+    let target = PrivacyTarget::from_epsilon_delta(
+        Epsilon::new(epsilon).expect("valid ε"),
+        Delta::new(DELTA).expect("valid δ"),
+    );
     let mut p = params.clone();
     p["k"] = json!(k);
     let mut last = String::new();
     for name in resolve(algorithm, &ctx) {
-        let alg = find(name).unwrap();
+        let alg = find(name).expect("a registered algorithm");
         let prepared = match alg.prepare(p.clone(), &ctx, &target) {
             Ok(prepared) => prepared,
             Err(e) => {
@@ -157,11 +159,14 @@ fn peers(path: &Path) -> BTreeMap<(String, usize, String), (f64, String)> {
     };
     let rows: Vec<Value> = serde_json::from_str(&text).expect("peers.json");
     for row in rows {
-        let key = (
-            row["dataset"].as_str().unwrap().to_string(),
-            row["k"].as_u64().unwrap() as usize,
-            format!("{}", row["epsilon"].as_f64().unwrap()),
-        );
+        let (Some(dataset), Some(k), Some(epsilon)) = (
+            row["dataset"].as_str(),
+            row["k"].as_u64(),
+            row["epsilon"].as_f64(),
+        ) else {
+            continue;
+        };
+        let key = (dataset.to_string(), k as usize, format!("{epsilon}"));
         let mean = row["mean"].as_f64().unwrap_or(f64::NAN);
         let library = row["library"].as_str().unwrap_or("?").to_string();
         let entry = best.entry(key).or_insert((f64::NEG_INFINITY, String::new()));

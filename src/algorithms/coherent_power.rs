@@ -221,21 +221,13 @@ pub fn coherence_candidates(c_max: f64) -> Vec<f64> {
     out
 }
 
-/// Parses the bound C or C_max, 1 ≤ C ≤ d (positive form: NaN fails).
+/// Parses the bound C or C_max, 1 ≤ C ≤ d (positive form: NaN fails). Without a bound, C = d:
+/// the trivial bound every unit vector meets (‖x‖∞² ≤ ‖x‖₂² = 1 = d/d), so the default never
+/// fails the coherence check; it buys no noise reduction (√(C/d) = 1), which a smaller public C
+/// does (issue 10: every algorithm must work at its defaults).
 fn check_coherence(bound: Option<f64>, search: bool, d: usize) -> Result<Vec<f64>, ConfigError> {
     let field = "params.coherence_bound";
-    let c = match (bound, search) {
-        (Some(c), _) => c,
-        (None, true) => d as f64,
-        (None, false) => {
-            return Err(ConfigError::invalid(
-                field,
-                format!(
-                    "required unless coherence_search is true: a public upper bound C on the coherence, 1 ≤ C ≤ d = {d}"
-                ),
-            ));
-        }
-    };
+    let c = bound.unwrap_or(d as f64);
     if !(c >= 1.0 && c <= d as f64) {
         return Err(ConfigError::invalid(
             field,
@@ -432,8 +424,8 @@ impl Algorithm for CoherentPower {
                 ParamInfo {
                     name: "coherence_bound",
                     json_type: "number",
-                    description: "Public upper bound C on the coherence (1 ≤ C ≤ d): every iterate must satisfy ‖x‖∞² ≤ C/d, else the job fails. Required unless coherence_search is true; then it caps the search.",
-                    default: Some(json!("required; d when coherence_search is true")),
+                    description: "Public upper bound C on the coherence (1 ≤ C ≤ d): every iterate must satisfy ‖x‖∞² ≤ C/d, else the job fails. The default d is the trivial bound (never fails, no noise reduction); a smaller C cuts the noise by √(C/d). With coherence_search it caps the search.",
+                    default: Some(json!("d")),
                     required: false,
                     minimum: Some(1.0),
                     allowed: None,

@@ -14,6 +14,8 @@ pub mod bingham;
 pub mod centering;
 pub mod clipping;
 pub mod coherent_power;
+#[cfg(test)]
+mod defaults_tests;
 pub mod dp_oja;
 pub mod eigen_sampling;
 pub mod eigenvalues;

@@ -40,7 +40,7 @@ fn epsilon_delta_to_rho_matches_hand_values() {
     // the Bun–Steinke inverse alone gives 0.020819938339535461).
     let cases = [
         (1.0, 1e-5, 0.030_556_595_197_639_566),
-        (0.1, 1e-9, 1.771_384_471_850_208_8e-4),
+        (0.1, 1e-9, 1.771_384_471_850_209e-4),
         (10.0, 1e-6, 1.539_278_763_866_728_5),
     ];
     for (eps, d, reference) in cases {
