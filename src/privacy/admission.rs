@@ -75,18 +75,20 @@ impl Spending {
         self.other_rho_units == 0 && self.delta_units == 0
     }
 
-    /// The units of a job's [`super::Cost`]: ρ and δ rounded up; the other part rounded up, at
-    /// least one unit whenever the cost is not Gaussian-only (so that the flag can never round
-    /// away), and never more than ρ.
+    /// The units of a job's [`super::Cost`]: ρ and δ rounded up; the non-Gaussian part rounded
+    /// up, at least one unit whenever it is positive (so that it can never round away), and never
+    /// more than ρ's units (which the schema requires).
     pub fn of_cost(cost: &super::Cost) -> Spending {
         let rho_units = super::units::charge_units(cost.rho, RHO_UNIT);
         let delta_units = super::units::charge_units(cost.delta, DELTA_UNIT);
-        let other_rho_units = if cost.is_gaussian_only() {
-            0
-        } else {
+        // other_rho ≤ rho, so its rounded-up units never exceed ρ's; a δ-only part needs no
+        // flag here (δ > 0 already excludes the exact curve).
+        let other_rho_units = if cost.other_rho > 0.0 {
             super::units::charge_units(cost.other_rho, RHO_UNIT)
                 .max(1)
-                .min(rho_units.max(1))
+                .min(rho_units)
+        } else {
+            0
         };
         Spending {
             rho_units,

@@ -80,6 +80,8 @@ fn other_units_flag_any_non_gaussian_part() {
     assert!(!tiny.is_gaussian_only());
     let approx = Spending::of_cost(&Cost::approximate(0.0, 1e-9));
     assert!(!approx.is_gaussian_only());
+    // A δ-only cost has no ρ: its non-Gaussian units stay within ρ's (the schema's CHECK).
+    assert_eq!((approx.rho_units, approx.other_rho_units), (0, 0));
     assert_eq!(
         Spending::default().checked_add(Spending {
             rho_units: -1,
@@ -102,10 +104,21 @@ fn other_units_flag_any_non_gaussian_part() {
 /// is an upper bound on the true ε, and the check below is sound).
 fn cks_grid(rho: f64, delta: f64) -> f64 {
     let l = -delta.ln();
-    (0..4000)
-        .map(|i| 1.0 + 10f64.powf(-6.0 + 12.0 * i as f64 / 4000.0))
-        .map(|a| a * rho + (l + (a - 1.0) * (1.0 - 1.0 / a).ln() - a.ln()) / (a - 1.0))
-        .fold(f64::INFINITY, f64::min)
+    let objective = |x: f64| {
+        let a = 1.0 + 10f64.powf(x);
+        a * rho + (l + (a - 1.0) * (1.0 - 1.0 / a).ln() - a.ln()) / (a - 1.0)
+    };
+    // A coarse log grid of a − 1 over [1e-6, 1e6], then a fine one around its best point.
+    let step = 12.0 / 4000.0;
+    let coarse = (0..=4000).map(|i| -6.0 + step * i as f64);
+    let best = coarse.fold((f64::INFINITY, 0.0), |(v, x0), x| {
+        let fx = objective(x);
+        if fx < v { (fx, x) } else { (v, x0) }
+    });
+    (0..=4000)
+        .map(|i| best.1 - step + 2.0 * step * i as f64 / 4000.0)
+        .map(objective)
+        .fold(best.0, f64::min)
 }
 
 /// Φ by the complementary error function of the C library's algorithm family, evaluated in
