@@ -299,7 +299,7 @@ async fn execute(state: &AppState, job: &JobRecord, control: Arc<RunningJob>) ->
         let released: Released = env
             .released()
             .iter()
-            .map(|(name, value)| ((*name).to_string(), serde_json::json!(value)))
+            .map(|(name, value)| ((*name).to_string(), value.clone()))
             .collect();
         Ok((output, released))
     });

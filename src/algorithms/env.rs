@@ -15,7 +15,7 @@ pub struct RunEnv<'a> {
     rng: &'a mut dyn RngCore,
     progress: &'a mut dyn FnMut(u32, u32) -> Result<(), Cancelled>,
     audit: Option<&'a mut dyn NoiseAudit>,
-    released: Vec<(&'static str, f64)>,
+    released: Vec<(&'static str, serde_json::Value)>,
 }
 
 impl<'a> RunEnv<'a> {
@@ -32,13 +32,14 @@ impl<'a> RunEnv<'a> {
     }
 
     /// Record a named DP release that is returned with the result (e.g. the adaptive clip
-    /// norm). Only DP values or their post-processing may be recorded (privacy.md §3).
-    pub fn record_release(&mut self, name: &'static str, value: f64) {
-        self.released.push((name, value));
+    /// norm, a federated run's achieved noise level, tensor components). Only DP values, their
+    /// post-processing, or public facts may be recorded (privacy.md §3).
+    pub fn record_release(&mut self, name: &'static str, value: impl Into<serde_json::Value>) {
+        self.released.push((name, value.into()));
     }
 
     /// The releases recorded so far, in order.
-    pub fn released(&self) -> &[(&'static str, f64)] {
+    pub fn released(&self) -> &[(&'static str, serde_json::Value)] {
         &self.released
     }
 
