@@ -119,6 +119,19 @@ pub fn pair_seed(shared: &[u8; 32], study: Uuid, round: u32, a: u32, b: u32) -> 
     derive(shared, b"pair-mask", study, &[round, a.min(b), a.max(b)])
 }
 
+/// The CAPE pair-noise seed of sites `a` and `b` for protocol stage `stage`, from the X25519
+/// agreement of their CAPE keys (docs/design/cape.md). Symmetric in `a` and `b`; a distinct
+/// label keeps it independent of every secure-aggregation mask.
+pub fn cape_pair_seed(
+    shared: &[u8; 32],
+    study: Uuid,
+    stage: u32,
+    a: u32,
+    b: u32,
+) -> Result<Seed, CryptoError> {
+    derive(shared, b"cape-pair-noise", study, &[stage, a.min(b), a.max(b)])
+}
+
 /// The self-mask PRG seed of `site` in `round`, from its secret seed b_{site,round}.
 pub fn self_seed(b: &Seed, study: Uuid, round: u32, site: u32) -> Result<Seed, CryptoError> {
     derive(b, b"self-mask", study, &[round, site])

@@ -3,6 +3,7 @@
 //! `federated_power` computation on both sides. Pure code: no HTTP, no database; the HTTP hub
 //! (`crate::studies`) and the site client (`crate::site`) drive it.
 
+pub mod cape;
 pub mod crypto;
 pub mod fixed_point;
 pub mod messages;
