@@ -11,6 +11,7 @@
 pub mod analyze_gauss;
 pub mod auto;
 pub mod bingham;
+pub mod cape_pca;
 pub mod centering;
 pub mod clipping;
 pub mod coherent_power;

@@ -1,0 +1,424 @@
+//! `cape_pca`: improved distributed private PCA with correlated noise, capePCA (Imtiaz &
+//! Sarwate, Alg. 2 over Alg. 1; docs/design/cape.md).
+//!
+//! Sites s = 1..S hold disjoint clipped records X_s. One shot: site s sends
+//! Â_s = A_s + E_s + F_s + G_s (Alg. 2 step 6) with A_s = X_sᵀX_s in sum form (the packed upper
+//! triangle, diagonal included), E_s zero-sum pair noise, F_s from the aggregator, G_s its own
+//! ([`crate::federation::cape`]). The aggregator forms Â = Σ_s (Â_s − F_s) (step 8; dividing by
+//! the public N would give the paper's weighted average with μ_s = N_s/N, §III-A, and does not
+//! change the eigenvectors) and releases the top-k eigenvectors of Â (steps 9–10) and their
+//! eigenvalues (post-processing).
+//!
+//! Sensitivity. One record of site s moves A_s by C = xxᵀ (add_remove, ‖C‖_F ≤ β²) or
+//! xxᵀ − yyᵀ (replace_one, ‖C‖_F ≤ √2·β²), as `analyze_gauss` — in sum form the same Δ for
+//! every site whatever N_s, which is why unequal sizes need no special weights here.
+//! Privacy: ρ-zCDP against the aggregator's joint view of all messages, charged to every site
+//! (the calibration in [`crate::federation::cape`]); the release is post-processing of that view.
+//!
+//! As a job (simulate mode) the service holds every shard: contiguous shards of the dataset's
+//! rows, of near-equal sizes or proportional to `site_shares`; sites listed in `dropouts` send
+//! nothing. As a study, real sites run `privpca site`.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::analyze_gauss::sensitivity;
+use super::noisy_power::{check_k, target_rho};
+use super::sensitivity::check_bounds;
+use super::{
+    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, ParamInfo, RunEnv, RunError,
+};
+use crate::dataset::{DataContext, Kind, Relation};
+use crate::federation::cape::{self, CapeNoise, CapeReport, DEFAULT_PAIR_RATIO};
+use crate::federation::crypto::Seed;
+use crate::linalg::{Matrix, fix_signs, gram_t, try_sym_eig};
+use crate::privacy::{Cost, PrivacyTarget};
+
+/// Default number of simulated sites.
+pub const DEFAULT_SITES: u32 = 3;
+/// Most sites of one CAPE federation (every pair shares a seed: S² work at each site).
+pub const MAX_SITES: u32 = 64;
+
+/// What the client sends (a study takes the sites at its top level and refuses `sites`,
+/// `site_shares` and `dropouts` here).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CapePcaParams {
+    pub k: usize,
+    /// Simulate mode: number of sites S ≥ 2.
+    #[serde(default)]
+    pub sites: Option<u32>,
+    /// Simulate mode: relative shard sizes, one positive number per site.
+    #[serde(default)]
+    pub site_shares: Option<Vec<f64>>,
+    /// Simulate mode: sites (1-based) that send nothing.
+    #[serde(default)]
+    pub dropouts: Vec<u32>,
+    /// κ: the variance of each pair term as a multiple of the pooled variance (default 1).
+    #[serde(default)]
+    pub pair_ratio: Option<f64>,
+}
+
+/// Every parameter fixed and the noise calibrated.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CapePcaConfig {
+    pub k: usize,
+    pub sites: u32,
+    /// Relative shard sizes (simulate mode); `None`: near-equal.
+    #[serde(default)]
+    pub site_shares: Option<Vec<f64>>,
+    #[serde(default)]
+    pub dropouts: Vec<u32>,
+    pub pair_ratio: f64,
+    pub noise: CapeNoise,
+}
+
+/// Validates k, S and κ and calibrates (shared by jobs and studies).
+pub fn configure_for(
+    k: usize,
+    pair_ratio: Option<f64>,
+    ctx: &DataContext,
+    target: &PrivacyTarget,
+    sites: u32,
+    sites_field: &str,
+) -> Result<CapePcaConfig, ConfigError> {
+    if ctx.kind() != Kind::Records {
+        return Err(ConfigError::Unsupported(
+            "cape_pca runs on records held at sites".into(),
+        ));
+    }
+    check_bounds(&ctx.neighbours)?;
+    let rho = target_rho(target)?;
+    check_k(k, ctx.d)?;
+    if !(2..=MAX_SITES).contains(&sites) {
+        return Err(ConfigError::invalid(
+            sites_field,
+            format!(
+                "CAPE needs 2 to {MAX_SITES} sites (got {sites}): with one site there is nothing to correlate"
+            ),
+        ));
+    }
+    let pair_ratio = pair_ratio.unwrap_or(DEFAULT_PAIR_RATIO);
+    if !(pair_ratio.is_finite() && (1e-3..=1e6).contains(&pair_ratio)) {
+        return Err(ConfigError::invalid(
+            "params.pair_ratio",
+            "must lie in [0.001, 1e6]",
+        ));
+    }
+    let noise =
+        CapeNoise::calibrate(sensitivity(&ctx.neighbours), rho, sites, pair_ratio).ok_or_else(|| {
+            ConfigError::invalid(
+                "rho",
+                "is too small or too large to calibrate noise in floating point",
+            )
+        })?;
+    Ok(CapePcaConfig {
+        k,
+        sites,
+        site_shares: None,
+        dropouts: Vec::new(),
+        pair_ratio,
+        noise,
+    })
+}
+
+/// Column ranges of `n` records split into contiguous shards proportional to `shares` (or
+/// near-equal when `None`), every shard non-empty when n ≥ S.
+pub fn shard_ranges(n: usize, sites: usize, shares: Option<&[f64]>) -> Vec<std::ops::Range<usize>> {
+    let Some(shares) = shares else {
+        return crate::federation::simulate::shard_ranges(n, sites);
+    };
+    let total: f64 = shares.iter().sum();
+    let mut bounds = vec![0usize];
+    let mut acc = 0.0;
+    for (i, w) in shares.iter().enumerate() {
+        acc += w;
+        let end = if i + 1 == shares.len() {
+            n
+        } else {
+            // Keep at least one record for each shard still to come, and one for this one.
+            let proposed = (acc / total * n as f64).round() as usize;
+            let prev = *bounds.last().unwrap_or(&0);
+            proposed.clamp(prev + 1, n - (shares.len() - 1 - i))
+        };
+        bounds.push(end);
+    }
+    bounds.windows(2).map(|w| w[0]..w[1]).collect()
+}
+
+/// The aggregator's last step: the top-k eigenpairs of the aggregate Â (Alg. 2 steps 9–10).
+pub fn finish(aggregate: &[f64], d: usize, k: usize) -> Result<Output, RunError> {
+    let a = cape::unpack_symmetric(aggregate, d).map_err(RunError::Failed)?;
+    let eig =
+        try_sym_eig(&a).map_err(|_| RunError::Failed("the eigendecomposition did not converge".into()))?;
+    let mut basis = eig.vectors.columns(0, k).into_owned();
+    fix_signs(&mut basis);
+    Ok(Output {
+        basis,
+        eigenvalues: Some(eig.values.iter().take(k).copied().collect()),
+    })
+}
+
+/// A site's statistic: the packed upper triangle of X_sᵀX_s (`xt` = X_sᵀ, d×n_s, clipped).
+pub fn site_statistic(xt: &Matrix) -> Vec<f64> {
+    if xt.ncols() == 0 {
+        return vec![0.0; xt.nrows() * (xt.nrows() + 1) / 2];
+    }
+    cape::pack_upper(&gram_t(xt))
+}
+
+/// correlated-noise PCA.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CapePca;
+
+impl Algorithm for CapePca {
+    type Params = CapePcaParams;
+    type Config = CapePcaConfig;
+
+    fn info(&self) -> AlgorithmInfo {
+        AlgorithmInfo {
+            name: "cape_pca",
+            summary: "Distributed private PCA with correlated noise (capePCA): each site sends its Gram matrix with zero-sum pairwise noise, aggregator noise and a small own noise, so the aggregate reaches close to the pooled-data noise level. As a job it simulates S sites over a records dataset; as a study (POST /v1/studies) real sites run `privpca site`.",
+            source: "Imtiaz & Sarwate, Distributed differentially private algorithms for matrix and tensor factorization: Alg. 1 (CAPE), Alg. 2 (capePCA), §III-A",
+            kinds: vec![Kind::Records],
+            relations: vec![Relation::ReplaceOne, Relation::AddRemove],
+            params: vec![
+                ParamInfo::rank(),
+                ParamInfo {
+                    name: "sites",
+                    json_type: "integer",
+                    description: "Jobs only (simulate mode): number of sites S, 2–64; the rows are split into contiguous shards.",
+                    default: Some(json!(DEFAULT_SITES)),
+                    required: false,
+                    minimum: Some(2.0),
+                    allowed: None,
+                },
+                ParamInfo {
+                    name: "site_shares",
+                    json_type: "array",
+                    description: "Jobs only: relative shard sizes, S positive numbers (e.g. [1, 2, 4]); default near-equal shards.",
+                    default: None,
+                    required: false,
+                    minimum: None,
+                    allowed: None,
+                },
+                ParamInfo {
+                    name: "dropouts",
+                    json_type: "array",
+                    description: "Jobs only: sites (1-based) that send nothing; their pair noise then does not cancel and the result reports the noise achieved.",
+                    default: Some(json!([])),
+                    required: false,
+                    minimum: None,
+                    allowed: None,
+                },
+                ParamInfo {
+                    name: "pair_ratio",
+                    json_type: "number",
+                    description: "κ: variance of each pairwise zero-sum term as a multiple of the pooled variance. Larger κ brings the aggregate closer to the pooled noise; a dropout then leaves more noise.",
+                    default: Some(json!(DEFAULT_PAIR_RATIO)),
+                    required: false,
+                    minimum: Some(0.001),
+                    allowed: None,
+                },
+            ],
+            privacy: "ρ-zCDP against the aggregator's joint view of every site's message (correlated Gaussian noise, ρ = Δ²/2·(g+v)/(g(Sv+g))), charged to every site; Δ = β² (add_remove) or √2·β² (replace_one). A coalition of the aggregator with all other sites sees one site's Gram matrix with noise variance g only.",
+            public_only: false,
+            scope_reason: Some("cape_pca runs on records (the sites' rows)"),
+        }
+    }
+
+    fn configure(
+        &self,
+        params: CapePcaParams,
+        ctx: &DataContext,
+        target: &PrivacyTarget,
+    ) -> Result<CapePcaConfig, ConfigError> {
+        let sites = params.sites.unwrap_or(DEFAULT_SITES);
+        let mut config = configure_for(params.k, params.pair_ratio, ctx, target, sites, "params.sites")?;
+        if let Some(shares) = &params.site_shares {
+            if shares.len() != sites as usize {
+                return Err(ConfigError::invalid(
+                    "params.site_shares",
+                    format!("needs one share per site ({sites}); got {}", shares.len()),
+                ));
+            }
+            if !shares.iter().all(|w| w.is_finite() && *w > 0.0) {
+                return Err(ConfigError::invalid(
+                    "params.site_shares",
+                    "every share must be a finite number > 0",
+                ));
+            }
+            config.site_shares = Some(shares.clone());
+        }
+        if let Some(n) = ctx.n
+            && n < sites as usize
+        {
+            return Err(ConfigError::invalid(
+                "params.sites",
+                format!("cannot split {n} records into {sites} sites"),
+            ));
+        }
+        let mut dropouts = params.dropouts.clone();
+        dropouts.sort_unstable();
+        dropouts.dedup();
+        if let Some(bad) = dropouts.iter().find(|&&s| !(1..=sites).contains(&s)) {
+            return Err(ConfigError::invalid(
+                "params.dropouts",
+                format!("site {bad} is not in 1..={sites}"),
+            ));
+        }
+        if dropouts.len() >= sites as usize {
+            return Err(ConfigError::invalid(
+                "params.dropouts",
+                "at least one site must send",
+            ));
+        }
+        config.dropouts = dropouts;
+        Ok(config)
+    }
+
+    /// ρ_joint = (Δ²/2)·(g + v)/(g·(S·v + g)), one correlated Gaussian mechanism.
+    fn cost(&self, config: &CapePcaConfig, _ctx: &DataContext) -> Cost {
+        Cost::gaussian_zcdp(config.noise.cost())
+    }
+
+    fn noise_scales(&self, config: &CapePcaConfig, ctx: &DataContext) -> Vec<NoiseScale> {
+        let delta = sensitivity(&ctx.neighbours);
+        let n = &config.noise;
+        let entries = ctx.d * (ctx.d + 1) / 2;
+        let s = config.sites as usize;
+        let scale = |release: &str, sd: f64, count: usize, description: String| NoiseScale {
+            release: release.into(),
+            distribution: "gaussian".into(),
+            multiplier: sd / delta,
+            sensitivity: Some(delta),
+            count,
+            description,
+        };
+        vec![
+            scale(
+                cape::OWN_NOISE,
+                n.own_sd,
+                s,
+                format!(
+                    "Each site's own symmetric noise G_s: {entries} entries of sd {:.4e}; the aggregate carries S of them (sd {:.4e} per entry, the pooled sd being {:.4e}).",
+                    n.own_sd,
+                    n.achieved_sd(s, 0),
+                    n.pooled_sd
+                ),
+            ),
+            scale(
+                "cape_pair_noise",
+                n.pair_sd,
+                s * (s - 1) / 2,
+                format!(
+                    "One zero-sum term z_sj = −z_js per pair of sites, sd {:.4e}; cancels in the aggregate.",
+                    n.pair_sd
+                ),
+            ),
+            scale(
+                "cape_aggregator_noise",
+                n.aggregator_sd,
+                s,
+                format!(
+                    "The aggregator's term F_s for each site, sd {:.4e}; it subtracts it again.",
+                    n.aggregator_sd
+                ),
+            ),
+        ]
+    }
+
+    fn run(
+        &self,
+        input: DataInput<'_>,
+        config: &CapePcaConfig,
+        ctx: &DataContext,
+        env: &mut RunEnv<'_>,
+    ) -> Result<Output, RunError> {
+        let DataInput::Records { xt } = input else {
+            return Err(RunError::Failed("cape_pca runs on records".into()));
+        };
+        let d = ctx.d;
+        if xt.nrows() != d || config.k > d {
+            return Err(RunError::Failed(
+                "the data does not match the dataset's dimension".into(),
+            ));
+        }
+        let (output, report) = simulate(xt, config, env)?;
+        env.record_release(
+            "cape",
+            serde_json::to_value(&report).map_err(|e| RunError::Failed(e.to_string()))?,
+        );
+        Ok(output)
+    }
+}
+
+/// The whole protocol in process: fresh pair and aggregator seeds from `env` (known to no one
+/// but the simulated parties), each site's message, the aggregate and its eigenvectors.
+pub fn simulate(
+    xt: &Matrix,
+    config: &CapePcaConfig,
+    env: &mut RunEnv<'_>,
+) -> Result<(Output, CapeReport), RunError> {
+    let (sum, report) = simulate_aggregate(xt, config, env)?;
+    let output = finish(&sum, xt.nrows(), config.k)?;
+    env.progress(config.sites + 1, config.sites + 1)?;
+    Ok((output, report))
+}
+
+/// The aggregate Σ_{s∈U}(Â_s − F_s) of a simulated run (packed), and its noise report.
+pub fn simulate_aggregate(
+    xt: &Matrix,
+    config: &CapePcaConfig,
+    env: &mut RunEnv<'_>,
+) -> Result<(Vec<f64>, CapeReport), RunError> {
+    let sites = config.sites;
+    let n = xt.ncols();
+    if n < sites as usize {
+        return Err(RunError::Failed(format!(
+            "the dataset has fewer records than the {sites} sites"
+        )));
+    }
+    let d = xt.nrows();
+    let len = d * (d + 1) / 2;
+    let mut pair: BTreeMap<(u32, u32), Seed> = BTreeMap::new();
+    for a in 1..=sites {
+        for b in a + 1..=sites {
+            pair.insert((a, b), cape::fresh_seed(env.rng()));
+        }
+    }
+    let aggregator_seeds: BTreeMap<u32, Seed> =
+        (1..=sites).map(|s| (s, cape::fresh_seed(env.rng()))).collect();
+    let ranges = shard_ranges(n, sites as usize, config.site_shares.as_deref());
+    let mut releases = BTreeMap::new();
+    for (me, range) in (1..=sites).zip(ranges) {
+        env.progress(me - 1, sites + 1)?;
+        if config.dropouts.contains(&me) {
+            continue;
+        }
+        let shard = xt.columns(range.start, range.len()).into_owned();
+        let seeds: Vec<(u32, Seed)> = (1..=sites)
+            .filter(|&j| j != me)
+            .map(|j| (j, pair[&(me.min(j), me.max(j))]))
+            .collect();
+        let release = cape::site_release(
+            &site_statistic(&shard),
+            me,
+            &seeds,
+            &aggregator_seeds[&me],
+            &config.noise,
+            env,
+        );
+        releases.insert(me, release);
+    }
+    let sum = cape::aggregate(&releases, &aggregator_seeds, len, &config.noise).map_err(RunError::Failed)?;
+    let survivors: Vec<u32> = releases.keys().copied().collect();
+    Ok((sum, config.noise.report(survivors, config.dropouts.clone())))
+}
+
+#[cfg(test)]
+#[path = "cape_pca_tests.rs"]
+mod tests;
