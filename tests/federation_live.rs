@@ -385,3 +385,152 @@ async fn four_sites_one_killed_and_a_site_over_its_own_budget() {
         "{view}"
     );
 }
+
+/// Waits for a job to succeed and returns its result.
+async fn job_result(server: &Server, key: &str, job: &Value) -> Value {
+    let job_url = format!("{}/v1/jobs/{}", server.base, job["id"].as_str().unwrap());
+    for _ in 0..1500 {
+        let (_, j) = call(reqwest::Method::GET, &job_url, key, None).await;
+        if j["status"] == "succeeded" {
+            let (_, result) = call(reqwest::Method::GET, &format!("{job_url}/result"), key, None).await;
+            return result;
+        }
+        assert!(j["status"] != "failed", "{j}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("the job did not finish");
+}
+
+/// Live `cape_pca` over three real `privpca site` processes with unequal shards (1 000,
+/// 2 000 and 4 000 rows; d 20, k 2, ρ 0.002, t 3): over 8 studies the mean captured energy is
+/// within 0.05 of central `analyze_gauss` on the pooled data at the same ρ (8 jobs). Every
+/// site's own ledger is charged, and the result reports the noise achieved.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cape_pca_over_three_unequal_sites_matches_central_analyze_gauss() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_server(dir.path()).await;
+    let (status, tenant) = call(
+        reqwest::Method::POST,
+        &format!("{}/v1/tenants", server.base),
+        ADMIN,
+        Some(json!({"name": "t"})),
+    )
+    .await;
+    assert_eq!(status, 201, "{tenant}");
+    let key = tenant["api_key"].as_str().unwrap().to_string();
+    let rows = planted_rows(7000, 20, 11);
+    let mut shards = Vec::new();
+    let mut start = 0;
+    for (i, size) in [1000, 2000, 4000].into_iter().enumerate() {
+        let path = dir.path().join(format!("cape-shard-{i}.csv"));
+        std::fs::write(&path, to_csv(&rows[start..start + size])).unwrap();
+        shards.push(path);
+        start += size;
+    }
+    let runs = 8;
+    let mut live = Vec::new();
+    for run in 0..runs {
+        let body = json!({
+            "name": format!("cape {run}"),
+            "algorithm": "cape_pca",
+            "n_features": 20,
+            "relation": "replace_one",
+            "row_norm_bound": 1.0,
+            "params": {"k": 2},
+            "privacy": {"rho": 0.002},
+            "threshold": 3,
+            "sites": (0..3).map(|i| json!({"name": format!("site-{}", i + 1)})).collect::<Vec<_>>(),
+            "join_timeout_seconds": 60,
+            "round_timeout_seconds": 30,
+        });
+        let (status, created) = call(
+            reqwest::Method::POST,
+            &format!("{}/v1/studies", server.base),
+            &key,
+            Some(body),
+        )
+        .await;
+        assert_eq!(status, 201, "{created}");
+        let id = created["id"].as_str().unwrap().to_string();
+        let mut paths = Vec::new();
+        let mut children: Vec<Child> = (0..3)
+            .map(|i| {
+                let log = dir.path().join(format!("cape-{run}-site-{i}.log"));
+                paths.push(log.clone());
+                let token = created["sites"][i]["token"].as_str().unwrap();
+                // One ledger per site across all runs: 8 × 0.002 fits a budget of 0.02.
+                site(
+                    &server,
+                    token,
+                    &shards[i],
+                    &dir.path().join(format!("cape-ledger-{i}.db")),
+                    0.02,
+                    &log,
+                )
+            })
+            .collect();
+        for child in &mut children {
+            let status = wait_exit(child, Duration::from_secs(60));
+            assert_eq!(
+                status.map(|s| s.code()),
+                Some(Some(0)),
+                "a site failed\n{}",
+                logs(&paths)
+            );
+        }
+        let url = format!("{}/v1/studies/{id}", server.base);
+        let (_, view) = call(reqwest::Method::GET, &url, &key, None).await;
+        assert_eq!(view["status"], "succeeded", "{view}");
+        assert_eq!(view["sites"][0]["n_samples"], 1000, "{view}");
+        assert_eq!(view["sites"][2]["n_samples"], 4000, "{view}");
+        let (_, result) = call(reqwest::Method::GET, &format!("{url}/result"), &key, None).await;
+        let noise = &result["noise"];
+        assert_eq!(noise["fallback"], false, "{result}");
+        let ratio = noise["ratio_to_pooled"].as_f64().unwrap();
+        assert!((1.0..1.2).contains(&ratio), "{noise}");
+        assert!(noise["conventional_noise_sd"].as_f64().unwrap() > noise["noise_sd"].as_f64().unwrap());
+        live.push(energy(&rows, &result["basis"]));
+    }
+    // Each site's own ledger holds the 8 charges.
+    for i in 0..3 {
+        let log = std::fs::read_to_string(dir.path().join(format!("cape-7-site-{i}.log"))).unwrap();
+        assert!(log.contains("charged rho = 0.002"), "{log}");
+    }
+
+    let (_, dataset) = call(
+        reqwest::Method::POST,
+        &format!("{}/v1/datasets", server.base),
+        &key,
+        Some(json!({"name": "pooled", "kind": "records", "row_norm_bound": 1.0, "budget": {"rho": 1.0}})),
+    )
+    .await;
+    let dataset_id = dataset["id"].as_str().unwrap();
+    let upload = reqwest::Client::new()
+        .put(format!("{}/v1/datasets/{dataset_id}/data", server.base))
+        .bearer_auth(&key)
+        .header("content-type", "text/csv")
+        .body(to_csv(&rows))
+        .send()
+        .await
+        .unwrap();
+    assert!(upload.status().is_success());
+    let mut central = Vec::new();
+    for _ in 0..runs {
+        let (status, job) = call(
+            reqwest::Method::POST,
+            &format!("{}/v1/jobs", server.base),
+            &key,
+            Some(json!({"dataset_id": dataset_id, "algorithm": "analyze_gauss", "params": {"k": 2}, "privacy": {"rho": 0.002}})),
+        )
+        .await;
+        assert_eq!(status, 202, "{job}");
+        central.push(energy(&rows, &job_result(&server, &key, &job).await["basis"]));
+    }
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    let (live_mean, central_mean) = (mean(&live), mean(&central));
+    eprintln!("cape_pca live {live_mean:.4} ({live:?}); analyze_gauss {central_mean:.4} ({central:?})");
+    assert!(
+        (live_mean - central_mean).abs() <= 0.05,
+        "cape_pca {live_mean:.4} vs analyze_gauss {central_mean:.4}"
+    );
+}

@@ -50,10 +50,30 @@ pub struct JoinRequest {
     /// must be absent under `add_remove` (n is private there).
     #[serde(default)]
     pub n_samples: Option<u64>,
-    /// X25519 public key for the share boxes (base64, 32 bytes).
-    pub encryption_public_key: String,
-    /// One X25519 masking public key per round, rounds 1..=L in order (base64, 32 bytes each).
+    /// `federated_power`: the X25519 public key for the share boxes (base64, 32 bytes).
+    /// Must be absent for `cape_pca` (CAPE relays no boxes).
+    #[serde(default)]
+    pub encryption_public_key: Option<String>,
+    /// `federated_power`: one X25519 masking public key per round, rounds 1..=L in order.
+    /// `cape_pca`: one X25519 pair-noise public key per protocol stage (one). Base64, 32 bytes each.
     pub mask_public_keys: Vec<String>,
+}
+
+/// Another site of a CAPE study, with its pair-noise public keys (one per stage).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct CapePeer {
+    pub index: u32,
+    pub name: String,
+    pub noise_public_keys: Vec<String>,
+}
+
+/// `POST /v1/site/stages/{stage}/release`: a CAPE site's noisy statistic.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CapeReleaseRequest {
+    /// â_s = a_s + E_s + F_s + G_s: f64 little-endian, base64 (the packed upper triangle of
+    /// X_sᵀX_s for `cape_pca`, d(d+1)/2 values).
+    pub values: String,
 }
 
 /// One participant of the fixed roster, with its public keys.
@@ -139,6 +159,20 @@ pub enum SiteTask {
         round: u32,
         survivors: Vec<u32>,
         dropped: Vec<u32>,
+    },
+    /// CAPE (`cape_pca`): send this stage's noisy statistic.
+    CapeRelease {
+        stage: u32,
+        stages: u32,
+        /// Every other site of the roster (the pair-noise partners), ascending by index.
+        peers: Vec<CapePeer>,
+        /// The seed of F_s, this site's aggregator noise (base64, 32 bytes; sent to this site only).
+        aggregator_seed: String,
+        /// The calibrated noise for this roster; the site checks it against the study's cost.
+        #[schema(value_type = Object)]
+        noise: crate::federation::cape::CapeNoise,
+        /// Number of values to send.
+        len: usize,
     },
     /// The study is over (for this site). `status` is the study status.
     Finished {

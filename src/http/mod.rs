@@ -62,6 +62,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/site/shares", post(site::shares))
         .route("/v1/site/rounds/{round}/contribution", post(site::contribution))
         .route("/v1/site/rounds/{round}/unmask", post(site::unmask))
+        .route("/v1/site/stages/{stage}/release", post(site::cape_release))
         .layer(DefaultBodyLimit::max(config.max_body_bytes.max(SITE_BODY_BYTES)))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,

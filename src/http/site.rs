@@ -12,9 +12,10 @@ use serde::Deserialize;
 use utoipa::IntoParams;
 
 use super::error::{ApiError, Json, Path, ProblemDocument, ProblemKind, Query};
-use crate::algorithms::federated_power::FederatedPowerConfig;
+use crate::algorithms::federated_power::DEFAULT_MAX_SITE_SAMPLES;
 use crate::federation::messages::{
-    ContributionRequest, JoinRequest, SharesRequest, SiteStudyView, SiteTask, UnmaskRequest,
+    CapeReleaseRequest, ContributionRequest, JoinRequest, SharesRequest, SiteStudyView, SiteTask,
+    UnmaskRequest,
 };
 use crate::state::AppState;
 use crate::store::{SiteStatus, StudyRecord, StudySiteRecord, StudyStatus};
@@ -67,10 +68,23 @@ fn hub_problem(e: HubError) -> ApiError {
     }
 }
 
+/// The fixed-point bits and the largest site size of a study's configuration: those of
+/// `federated_power`, or 0 bits and the default bound for CAPE (no fixed-point encoding).
+fn study_limits(config: &serde_json::Value) -> (u32, u64) {
+    let bits = config
+        .get("fraction_bits")
+        .and_then(serde_json::Value::as_u64)
+        .unwrap_or(0);
+    let max = config
+        .get("max_site_samples")
+        .and_then(serde_json::Value::as_u64)
+        .unwrap_or(DEFAULT_MAX_SITE_SAMPLES);
+    (u32::try_from(bits).unwrap_or(0), max)
+}
+
 fn site_view(auth: &SiteAuth) -> Result<SiteStudyView, ApiError> {
     let study = &auth.study;
-    let config: FederatedPowerConfig =
-        serde_json::from_value(study.config.clone()).map_err(ApiError::internal)?;
+    let (fraction_bits, max_site_samples) = study_limits(&study.config);
     Ok(SiteStudyView {
         study_id: study.id,
         study_name: study.name.clone(),
@@ -85,8 +99,8 @@ fn site_view(auth: &SiteAuth) -> Result<SiteStudyView, ApiError> {
         row_l1_bound: study
             .row_l1_bound
             .unwrap_or_else(|| (study.n_features as f64).sqrt() * study.row_norm_bound),
-        fraction_bits: config.fraction_bits,
-        max_site_samples: config.max_site_samples,
+        fraction_bits,
+        max_site_samples,
         config: study.config.clone(),
         cost_rho: crate::privacy::units::from_units(study.cost_rho_units, crate::privacy::units::RHO_UNIT),
         cost_delta: crate::privacy::units::from_units(
@@ -126,19 +140,15 @@ pub async fn join(
             auth.site.status.as_str()
         )));
     }
-    let config: FederatedPowerConfig =
-        serde_json::from_value(auth.study.config.clone()).map_err(ApiError::internal)?;
+    let (_, max_site_samples) = study_limits(&auth.study.config);
     let n_samples = match (auth.study.relation, body.n_samples) {
-        (crate::dataset::Relation::ReplaceOne, Some(n)) if n >= 1 && n <= config.max_site_samples => {
+        (crate::dataset::Relation::ReplaceOne, Some(n)) if n >= 1 && n <= max_site_samples => {
             Some(i64::try_from(n).map_err(ApiError::internal)?)
         }
         (crate::dataset::Relation::ReplaceOne, Some(_)) => {
             return Err(ApiError::validation(
                 "n_samples",
-                format!(
-                    "must lie in 1..={} (the study's max_site_samples)",
-                    config.max_site_samples
-                ),
+                format!("must lie in 1..={max_site_samples} (the study's max_site_samples)"),
             ));
         }
         (crate::dataset::Relation::ReplaceOne, None) => {
@@ -262,6 +272,25 @@ pub async fn unmask(
     state
         .studies
         .unmask(auth.study.id, auth.site.index, round, body)
+        .await
+        .map_err(hub_problem)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// A CAPE site's noisy statistic for `stage` (`cape_pca`: stage 1, the only one).
+#[utoipa::path(post, path = "/v1/site/stages/{stage}/release", tag = "sites", security(("site_token" = [])),
+    params(("stage" = u32, Path, description = "protocol stage, 1-based")), request_body = CapeReleaseRequest,
+    responses((status = 204), (status = 401, body = ProblemDocument), (status = 409, body = ProblemDocument),
+        (status = 422, body = ProblemDocument)))]
+pub async fn cape_release(
+    State(state): State<AppState>,
+    auth: SiteAuth,
+    Path(stage): Path<u32>,
+    Json(body): Json<CapeReleaseRequest>,
+) -> Result<StatusCode, ApiError> {
+    state
+        .studies
+        .cape_release(auth.study.id, auth.site.index, stage, body.values)
         .await
         .map_err(hub_problem)?;
     Ok(StatusCode::NO_CONTENT)

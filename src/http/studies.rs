@@ -14,16 +14,18 @@ use super::error::{ApiError, Json, Path, ProblemDocument, ProblemKind};
 use super::jobs::{ProgressView, npy_bytes, strip_nulls, wants_npy};
 use super::privacy_input::{DEFAULT_DISPLAY_DELTA, PrivacyAmount, PrivacyInput};
 use crate::algorithms::ConfigError;
+use crate::algorithms::cape_pca::{self, CapePcaParams};
 use crate::algorithms::federated_power::{
-    self, FederatedPowerConfig, FederatedPowerParams, MAX_SITES, default_threshold, study_context,
+    self, FederatedPowerParams, MAX_SITES, default_threshold, study_context,
 };
 use crate::dataset::{Neighbours, Relation};
 use crate::privacy::units::{DELTA_UNIT, RHO_UNIT, charge_units, from_units};
 use crate::state::AppState;
 use crate::store::{NewStudy, NewStudySite, StudyCancel, StudyRecord, StudySiteRecord, StudyStatus};
+use crate::studies::live::{CapePlan, Protocol};
 
-/// Algorithms a study can run; `cape_pca` and `cape_agn` are planned (issue 11).
-const STUDY_ALGORITHMS: [&str; 1] = ["federated_power"];
+/// Algorithms a study can run.
+const STUDY_ALGORITHMS: [&str; 2] = ["federated_power", "cape_pca"];
 /// Default time sites have to join, in seconds.
 pub const DEFAULT_JOIN_TIMEOUT_SECS: u64 = 600;
 /// Default time a round (and the key exchange) waits for every site before dropping the silent ones.
@@ -46,7 +48,7 @@ pub struct CreateStudySite {
 pub struct CreateStudy {
     /// A name for people (1 to 200 characters).
     pub name: String,
-    /// `federated_power`.
+    /// `federated_power` or `cape_pca`.
     pub algorithm: String,
     /// Number of features d every site's data has.
     pub n_features: usize,
@@ -236,7 +238,10 @@ fn positive_finite(field: &str, v: f64) -> Result<f64, ApiError> {
 
 /// Everything a valid request resolves to.
 struct Resolved {
-    config: FederatedPowerConfig,
+    /// The resolved configuration, as stored and shown.
+    config: serde_json::Value,
+    protocol: Protocol,
+    rounds: u32,
     threshold: u32,
     rho_units: i64,
     delta_units: i64,
@@ -280,17 +285,17 @@ fn resolve(body: &CreateStudy, max_d: usize) -> Result<Resolved, ApiError> {
         return Err(ApiError::validation("name", "must have 1 to 200 characters"));
     }
     if !STUDY_ALGORITHMS.contains(&body.algorithm.as_str()) {
-        let planned = matches!(body.algorithm.as_str(), "cape_pca" | "cape_agn");
+        let planned = body.algorithm == "cape_agn";
         return Err(ApiError::validation(
             "algorithm",
             if planned {
                 format!(
-                    "`{}` is not available for studies yet; studies run: federated_power",
+                    "`{}` is not available for studies yet (it runs as a job in simulate mode); studies run: federated_power, cape_pca",
                     body.algorithm
                 )
             } else {
                 format!(
-                    "unknown study algorithm `{}`; studies run: federated_power",
+                    "unknown study algorithm `{}`; studies run: federated_power, cape_pca",
                     body.algorithm
                 )
             },
@@ -332,7 +337,7 @@ fn resolve(body: &CreateStudy, max_d: usize) -> Result<Resolved, ApiError> {
         body.params.clone()
     };
     if let Some(map) = params.as_object() {
-        for key in ["sites", "threshold", "dropouts"] {
+        for key in ["sites", "threshold", "dropouts", "site_shares"] {
             if map.contains_key(key) {
                 return Err(ApiError::validation(
                     format!("params.{key}"),
@@ -341,20 +346,37 @@ fn resolve(body: &CreateStudy, max_d: usize) -> Result<Resolved, ApiError> {
             }
         }
     }
-    let parsed: FederatedPowerParams = serde_path_to_error::deserialize(params).map_err(|e| {
-        let path = e.path().to_string();
-        ApiError::validation(format!("params.{path}"), e.into_inner().to_string())
-    })?;
     let target = body.privacy.parse("privacy")?;
     let ctx = study_context(body.n_features, neighbours);
-    let config =
-        federated_power::configure_for(&parsed, &ctx, &target, n_sites, threshold).map_err(config_problem)?;
-    let cost = crate::privacy::Cost::gaussian_zcdp(crate::algorithms::noisy_power::cost_of(
-        config.iterations,
-        config.multiplier,
-    ))
-    .check()
-    .map_err(|e| ApiError::validation("privacy", e.to_string()))?;
+    let bad_params = |e: serde_path_to_error::Error<serde_json::Error>| {
+        let path = e.path().to_string();
+        ApiError::validation(format!("params.{path}"), e.into_inner().to_string())
+    };
+    let (config, protocol, rounds, cost) = if body.algorithm == "cape_pca" {
+        let parsed: CapePcaParams = serde_path_to_error::deserialize(params).map_err(bad_params)?;
+        let config = cape_pca::configure_for(parsed.k, parsed.pair_ratio, &ctx, &target, n_sites, "sites")
+            .map_err(config_problem)?;
+        let cost = config.noise.cost();
+        let plan = CapePlan {
+            k: config.k,
+            pair_ratio: config.pair_ratio,
+            sensitivity: config.noise.sensitivity,
+            rho: cost,
+        };
+        let value = serde_json::to_value(&config).map_err(ApiError::internal)?;
+        (value, Protocol::Cape(plan), 1, cost)
+    } else {
+        let parsed: FederatedPowerParams = serde_path_to_error::deserialize(params).map_err(bad_params)?;
+        let config = federated_power::configure_for(&parsed, &ctx, &target, n_sites, threshold)
+            .map_err(config_problem)?;
+        let cost = crate::algorithms::noisy_power::cost_of(config.iterations, config.multiplier);
+        let value = serde_json::to_value(&config).map_err(ApiError::internal)?;
+        let rounds = config.iterations;
+        (value, Protocol::Power(config), rounds, cost)
+    };
+    let cost = crate::privacy::Cost::gaussian_zcdp(cost)
+        .check()
+        .map_err(|e| ApiError::validation("privacy", e.to_string()))?;
     let join_timeout = body.join_timeout_seconds.unwrap_or(DEFAULT_JOIN_TIMEOUT_SECS);
     if !(1..=7 * 24 * 3600).contains(&join_timeout) {
         return Err(ApiError::validation(
@@ -371,6 +393,8 @@ fn resolve(body: &CreateStudy, max_d: usize) -> Result<Resolved, ApiError> {
     }
     Ok(Resolved {
         config,
+        protocol,
+        rounds,
         threshold,
         rho_units: charge_units(cost.rho, RHO_UNIT),
         delta_units: charge_units(cost.delta, DELTA_UNIT),
@@ -420,14 +444,14 @@ pub async fn create(
         } else {
             body.params.clone()
         },
-        config: serde_json::to_value(&resolved.config).map_err(ApiError::internal)?,
+        config: resolved.config.clone(),
         privacy: strip_nulls(privacy),
         cost_rho_units: resolved.rho_units,
         cost_delta_units: resolved.delta_units,
         threshold: resolved.threshold,
         join_deadline: Utc::now() + chrono::Duration::seconds(resolved.join_timeout as i64),
         round_timeout_ms: (resolved.round_timeout * 1000) as i64,
-        rounds: resolved.config.iterations,
+        rounds: resolved.rounds,
         sites: body
             .sites
             .iter()
@@ -440,7 +464,7 @@ pub async fn create(
             .collect(),
     };
     let (study, sites, tokens) = state.store.create_study(auth.tenant_id, new).await?;
-    state.studies.open(&study, &sites, resolved.config.clone());
+    state.studies.open(&study, &sites, resolved.protocol.clone());
     let created = StudyCreated {
         id: study.id,
         status: study.status.as_str().to_string(),
@@ -539,11 +563,18 @@ pub struct StudyResultView {
     pub cost: PrivacyAmount,
     /// Sites whose contributions are in the last round.
     pub survivors: Vec<String>,
-    /// The central noise multiplier the cost pays for.
-    pub target_multiplier: f64,
-    /// The smallest multiplier a round achieved (≥ the target: any t survivors reach it).
-    pub achieved_multiplier: f64,
+    /// `federated_power`: the central noise multiplier the cost pays for.
+    pub target_multiplier: Option<f64>,
+    /// `federated_power`: the smallest multiplier a round achieved (≥ the target: any t
+    /// survivors reach it).
+    pub achieved_multiplier: Option<f64>,
+    /// `federated_power`: every round's survivors.
     pub rounds: Vec<StudyRoundView>,
+    /// `cape_pca`: the noise the aggregate actually carries (`noise_sd`) against the pooled
+    /// (`pooled_noise_sd`) and conventional (`conventional_noise_sd`) levels, per entry of
+    /// Σ_s X_sᵀX_s, and whether a dropout made it fall back (`fallback`, `note`).
+    #[schema(value_type = Option<Object>)]
+    pub noise: Option<serde_json::Value>,
 }
 
 /// The basis of a succeeded study: JSON by default, `.npy` with `Accept: application/x-npy`.
@@ -617,16 +648,14 @@ pub async fn result(
             .collect(),
         eigenvalues: result.eigenvalues,
         cost: view.cost,
-        survivors: rounds.last().map(|r| r.survivors.clone()).unwrap_or_default(),
-        target_multiplier: report
-            .get("target_multiplier")
-            .and_then(|v| v.as_f64())
-            .unwrap_or(0.0),
-        achieved_multiplier: report
-            .get("achieved_multiplier")
-            .and_then(|v| v.as_f64())
-            .unwrap_or(0.0),
+        survivors: match rounds.last() {
+            Some(r) => r.survivors.clone(),
+            None => names(report.get("survivors")),
+        },
+        target_multiplier: report.get("target_multiplier").and_then(|v| v.as_f64()),
+        achieved_multiplier: report.get("achieved_multiplier").and_then(|v| v.as_f64()),
         rounds,
+        noise: (study.algorithm == "cape_pca").then(|| report.clone()),
     })
     .into_response())
 }

@@ -19,6 +19,7 @@
 //! does not allow); 4 the network kept failing past `--give-up-seconds`.
 
 mod args;
+mod cape;
 mod data;
 mod http;
 mod run;

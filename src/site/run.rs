@@ -208,10 +208,11 @@ async fn check_ledger(
 }
 
 /// Everything before joining. Returns the study, the loaded data and the checked ledger.
-struct Prepared {
-    view: SiteStudyView,
-    computation: SiteComputation,
-    records: Records,
+pub(super) struct Prepared {
+    pub(super) view: SiteStudyView,
+    /// `federated_power` only; CAPE studies compute their one statistic directly.
+    computation: Option<SiteComputation>,
+    pub(super) records: Records,
     cost: Cost,
 }
 
@@ -240,7 +241,15 @@ async fn prepare(args: &SiteArgs, client: &SiteClient) -> Result<Prepared, Failu
         view.site_status,
     ));
     check_study(&view)?;
-    let computation = SiteComputation::from_view(&view).map_err(Failure::Refused)?;
+    let computation = match view.algorithm.as_str() {
+        "federated_power" => Some(SiteComputation::from_view(&view).map_err(Failure::Refused)?),
+        "cape_pca" => None,
+        other => {
+            return Err(Failure::Refused(format!(
+                "this client does not know the study algorithm `{other}`; nothing was sent"
+            )));
+        }
+    };
     let cost = study_cost(&view)?;
     let records = load_records(
         &args.data,
@@ -250,9 +259,16 @@ async fn prepare(args: &SiteArgs, client: &SiteClient) -> Result<Prepared, Failu
         view.max_site_samples,
     )
     .map_err(Failure::Refused)?;
-    computation
-        .check_data(records.n, records.d)
-        .map_err(|e| Failure::Refused(format!("{}: {e}", args.data.display())))?;
+    let checked = match &computation {
+        Some(computation) => computation.check_data(records.n, records.d),
+        None if records.d != view.n_features => Err(format!(
+            "the data has {} features; the study has {}",
+            records.d, view.n_features
+        )),
+        None if records.n == 0 => Err("the data has no records".to_string()),
+        None => Ok(()),
+    };
+    checked.map_err(|e| Failure::Refused(format!("{}: {e}", args.data.display())))?;
     progress(&format!(
         "loaded {} records of {} features from {}, clipped to L2 norm {} and L1 norm {}",
         records.n,
@@ -269,18 +285,19 @@ async fn prepare(args: &SiteArgs, client: &SiteClient) -> Result<Prepared, Failu
     })
 }
 
-/// Joins the study with this session's public keys.
-async fn join(
+/// Joins the study with this site's public keys.
+pub(super) async fn join(
     client: &SiteClient,
     view: &SiteStudyView,
     n: usize,
-    session: &SiteSession,
+    encryption_public_key: Option<String>,
+    mask_public_keys: Vec<String>,
 ) -> Result<(), Failure> {
     let request = JoinRequest {
         // n is public under replace_one only.
         n_samples: (relation(view)? == Relation::ReplaceOne).then_some(n as u64),
-        encryption_public_key: session.encryption_public_key(),
-        mask_public_keys: session.mask_public_keys(),
+        encryption_public_key,
+        mask_public_keys,
     };
     let joined: SiteStudyView = match client.post_for("/v1/site/join", &request).await {
         Ok(joined) => joined,
@@ -338,6 +355,7 @@ struct Protocol<'a> {
     store: &'a Store,
     budget: &'a LocalBudget,
     prepared: &'a Prepared,
+    computation: &'a SiteComputation,
     session: SiteSession,
     rng: ChaCha20Rng,
     iterations: u32,
@@ -438,6 +456,11 @@ impl Protocol<'_> {
                         self.resends = 0;
                     }
                 }
+                SiteTask::CapeRelease { .. } => {
+                    return Err(violation(
+                        "the server sent a CAPE task in a federated_power study",
+                    ));
+                }
                 SiteTask::Finished { status, reason } => return finished(&status, reason),
             }
             last_wait = None;
@@ -515,10 +538,10 @@ impl Protocol<'_> {
                 "round {round}'s roster does not include this site"
             )));
         }
-        if (rows, cols) != self.prepared.computation.rows_cols() {
+        if (rows, cols) != self.computation.rows_cols() {
             return Err(violation(format!(
                 "round {round}'s iterate is {rows}×{cols}; the study's is {:?}",
-                self.prepared.computation.rows_cols()
+                self.computation.rows_cols()
             )));
         }
         if !self.sent.inbox_received {
@@ -540,7 +563,6 @@ impl Protocol<'_> {
         }
         let masked = {
             let encoded = self
-                .prepared
                 .computation
                 .contribution(&self.prepared.records.xt, &iterate, &mut self.rng)
                 .map_err(|e| Failure::Refused(format!("cannot compute round {round}: {e}")))?;
@@ -564,44 +586,9 @@ impl Protocol<'_> {
 
     /// Charges the study to the local ledger, before the first noise is drawn.
     async fn charge(&mut self) -> Result<(), Failure> {
-        let view = &self.prepared.view;
-        let cost = self.prepared.cost;
-        let path = self.args.ledger.display();
-        let outcome = self
-            .store
-            .charge_study(
-                self.budget.dataset,
-                view.study_id,
-                &view.algorithm,
-                cost.rho_units,
-                cost.delta_units,
-            )
-            .await
-            .map_err(|e| Failure::Refused(format!("ledger {path}: {e}; nothing was sent for round 1")))?;
-        match outcome {
-            ChargeOutcome::Charged(after) => {
-                self.sent.charged = true;
-                progress(&format!(
-                    "charged {} to ledger {path} ({} left)",
-                    amounts(cost.rho_units, cost.delta_units),
-                    amounts(after.remaining_rho_units(), after.remaining_delta_units())
-                ));
-                Ok(())
-            }
-            ChargeOutcome::AlreadyCharged => Err(Failure::Refused(format!(
-                "ledger {path} was already charged for study {} (by another client?): the data it \
-                 protects takes part in a study once; nothing was sent for round 1",
-                view.study_id
-            ))),
-            ChargeOutcome::OverBudget {
-                remaining_rho_units,
-                remaining_delta_units,
-            } => Err(Failure::Refused(format!(
-                "the study costs {} but ledger {path} has only {} left now; nothing was sent for round 1",
-                amounts(cost.rho_units, cost.delta_units),
-                amounts(remaining_rho_units, remaining_delta_units)
-            ))),
-        }
+        charge_ledger(self.args, self.store, self.budget, self.prepared).await?;
+        self.sent.charged = true;
+        Ok(())
     }
 
     async fn unmask(&mut self, round: u32, survivors: Vec<u32>, dropped: Vec<u32>) -> Result<(), Failure> {
@@ -636,7 +623,52 @@ impl Protocol<'_> {
     }
 }
 
-fn finished(status: &str, reason: Option<String>) -> Result<(), Failure> {
+/// Charges the study to the local ledger (once per study), before any noisy value is sent.
+pub(super) async fn charge_ledger(
+    args: &SiteArgs,
+    store: &Store,
+    budget: &LocalBudget,
+    prepared: &Prepared,
+) -> Result<(), Failure> {
+    let view = &prepared.view;
+    let cost = prepared.cost;
+    let path = args.ledger.display();
+    let outcome = store
+        .charge_study(
+            budget.dataset,
+            view.study_id,
+            &view.algorithm,
+            cost.rho_units,
+            cost.delta_units,
+        )
+        .await
+        .map_err(|e| Failure::Refused(format!("ledger {path}: {e}; nothing was sent")))?;
+    match outcome {
+        ChargeOutcome::Charged(after) => {
+            progress(&format!(
+                "charged {} to ledger {path} ({} left)",
+                amounts(cost.rho_units, cost.delta_units),
+                amounts(after.remaining_rho_units(), after.remaining_delta_units())
+            ));
+            Ok(())
+        }
+        ChargeOutcome::AlreadyCharged => Err(Failure::Refused(format!(
+            "ledger {path} was already charged for study {} (by another client?): the data it \
+             protects takes part in a study once; nothing was sent",
+            view.study_id
+        ))),
+        ChargeOutcome::OverBudget {
+            remaining_rho_units,
+            remaining_delta_units,
+        } => Err(Failure::Refused(format!(
+            "the study costs {} but ledger {path} has only {} left now; nothing was sent",
+            amounts(cost.rho_units, cost.delta_units),
+            amounts(remaining_rho_units, remaining_delta_units)
+        ))),
+    }
+}
+
+pub(super) fn finished(status: &str, reason: Option<String>) -> Result<(), Failure> {
     if status == "succeeded" {
         match &reason {
             Some(why) => progress(&format!(
@@ -675,17 +707,28 @@ async fn follow(
     prepared: &Prepared,
 ) -> Result<(), Failure> {
     let view = &prepared.view;
-    let iterations = prepared.computation.config().iterations;
+    let Some(computation) = prepared.computation.as_ref() else {
+        return super::cape::follow(args, client, store, budget, prepared).await;
+    };
+    let iterations = computation.config().iterations;
     let mut rng = ChaCha20Rng::try_from_os_rng()
         .map_err(|e| Failure::Refused(format!("the operating system's random generator failed: {e}")))?;
     let session = SiteSession::new(view.study_id, view.site_index, iterations, &mut rng);
-    join(client, view, prepared.records.n, &session).await?;
+    join(
+        client,
+        view,
+        prepared.records.n,
+        Some(session.encryption_public_key()),
+        session.mask_public_keys(),
+    )
+    .await?;
     let mut protocol = Protocol {
         args,
         client,
         store,
         budget,
         prepared,
+        computation,
         session,
         rng,
         iterations,

@@ -11,7 +11,9 @@ use uuid::Uuid;
 
 use crate::algorithms::Output;
 use crate::algorithms::federated_power::FederatedPowerConfig;
-use crate::federation::messages::{JoinRequest, Participant, ShareBox, SiteTask};
+use crate::federation::cape::{self, CapeNoise};
+use crate::federation::crypto::Seed;
+use crate::federation::messages::{CapePeer, JoinRequest, Participant, ShareBox, SiteTask};
 use crate::federation::power::{FederationReport, PowerState};
 use crate::federation::rounds::{Phase, Rounds};
 use crate::federation::secagg::Aggregator;
@@ -28,24 +30,70 @@ pub enum Effect {
     Dropped { sites: Vec<u32>, round: u32 },
     /// `done` rounds are complete.
     Progress { done: u32 },
-    /// The study succeeded.
+    /// The study succeeded; `report` is the protocol's public report (survivors, noise).
     Succeeded {
         output: Output,
-        report: FederationReport,
+        report: serde_json::Value,
     },
     /// The study failed; any charges already made stand.
     Failed {
         reason: String,
-        report: Option<FederationReport>,
+        report: Option<serde_json::Value>,
     },
 }
 
+/// Which protocol a study runs.
+#[derive(Debug, Clone)]
+pub enum Protocol {
+    /// `federated_power`: key exchange, then L masked rounds (docs/design/federation.md).
+    Power(FederatedPowerConfig),
+    /// `cape_pca`: one CAPE release per site (docs/design/cape.md).
+    Cape(CapePlan),
+}
+
+/// What a CAPE study needs to calibrate once its roster is fixed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CapePlan {
+    pub k: usize,
+    pub pair_ratio: f64,
+    /// Δ of one site's statistic.
+    pub sensitivity: f64,
+    /// The ρ every site is charged; the noise is calibrated to it for the actual roster size.
+    pub rho: f64,
+}
+
+impl Protocol {
+    /// Public keys a site sends at join: one per round (power) or per stage (CAPE).
+    fn keys_per_site(&self) -> usize {
+        match self {
+            Protocol::Power(config) => config.iterations as usize,
+            Protocol::Cape(_) => CAPE_STAGES as usize,
+        }
+    }
+}
+
+/// `cape_pca` is one stage.
+const CAPE_STAGES: u32 = 1;
+
 struct Sharing {
+    config: FederatedPowerConfig,
     participants: Vec<Participant>,
     boxes: BTreeMap<u32, Vec<ShareBox>>,
 }
 
+/// A CAPE study after its roster is fixed: waiting for the releases.
+struct CapeRunning {
+    plan: CapePlan,
+    noise: CapeNoise,
+    roster: Vec<u32>,
+    peers: Vec<CapePeer>,
+    aggregator_seeds: BTreeMap<u32, Seed>,
+    releases: BTreeMap<u32, Vec<f64>>,
+    len: usize,
+}
+
 struct Running {
+    config: FederatedPowerConfig,
     /// Sites whose share boxes arrived (a retried upload from one of them is already received).
     senders: BTreeSet<u32>,
     rounds: Rounds,
@@ -86,6 +134,7 @@ enum Stage {
     Enrolling,
     Sharing(Sharing),
     Running(Box<Running>),
+    Cape(Box<CapeRunning>),
     Finished {
         status: &'static str,
         reason: Option<String>,
@@ -95,7 +144,8 @@ enum Stage {
 /// A study's live state.
 pub struct Live {
     pub study: Uuid,
-    config: FederatedPowerConfig,
+    protocol: Protocol,
+    threshold: u32,
     d: usize,
     n_sites: u32,
     join_deadline: Instant,
@@ -127,7 +177,8 @@ impl Live {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         study: Uuid,
-        config: FederatedPowerConfig,
+        protocol: Protocol,
+        threshold: u32,
         d: usize,
         names: BTreeMap<u32, String>,
         join_deadline: Instant,
@@ -136,7 +187,8 @@ impl Live {
         Live {
             study,
             n_sites: names.len() as u32,
-            config,
+            protocol,
+            threshold,
             d,
             join_deadline,
             round_timeout,
@@ -175,14 +227,36 @@ impl Live {
         if self.joined.contains_key(&site) {
             return Err(LiveError::Conflict("this site has already joined".into()));
         }
-        if request.mask_public_keys.len() != self.config.iterations as usize {
+        let want = self.protocol.keys_per_site();
+        if request.mask_public_keys.len() != want {
             return Err(LiveError::Invalid(format!(
-                "mask_public_keys must hold one key per round ({}); got {}",
-                self.config.iterations,
+                "mask_public_keys must hold one key per {} ({want}); got {}",
+                if matches!(self.protocol, Protocol::Power(_)) {
+                    "round"
+                } else {
+                    "stage"
+                },
                 request.mask_public_keys.len()
             )));
         }
-        for key in std::iter::once(&request.encryption_public_key).chain(&request.mask_public_keys) {
+        match (&self.protocol, &request.encryption_public_key) {
+            (Protocol::Power(_), None) => {
+                return Err(LiveError::Invalid(
+                    "encryption_public_key is required for federated_power".into(),
+                ));
+            }
+            (Protocol::Cape(_), Some(_)) => {
+                return Err(LiveError::Invalid(
+                    "encryption_public_key must be absent for CAPE (no share boxes are relayed)".into(),
+                ));
+            }
+            _ => {}
+        }
+        for key in request
+            .encryption_public_key
+            .iter()
+            .chain(&request.mask_public_keys)
+        {
             wire::decode_key(key)
                 .map_err(|e| LiveError::Invalid(format!("a public key is malformed: {e}")))?;
         }
@@ -230,7 +304,7 @@ impl Live {
             )));
         }
         // A box carries 2·L shares of 33 bytes plus nonce and tag; refuse anything far larger.
-        let limit = 4 * (2 * 33 * self.config.iterations as usize + 64);
+        let limit = 4 * (2 * 33 * sharing.config.iterations as usize + 64);
         if boxes
             .iter()
             .any(|b| b.ciphertext.len() > limit || wire::decode(&b.ciphertext).is_err())
@@ -322,11 +396,11 @@ impl Live {
                 match rounds.phase() {
                     Phase::Collect if rounds.roster().contains(&site) => SiteTask::Contribute {
                         round: rounds.round(),
-                        rounds: self.config.iterations,
+                        rounds: running.config.iterations,
                         roster: rounds.roster().to_vec(),
                         iterate: running.iterate.clone(),
                         rows: self.d,
-                        cols: self.config.p,
+                        cols: running.config.p,
                         inbox: if rounds.round() == 1 {
                             running.inboxes.get(&site).cloned().unwrap_or_default()
                         } else {
@@ -341,6 +415,19 @@ impl Live {
                     _ => self.wait(),
                 }
             }
+            Stage::Cape(cape) => {
+                if !cape.roster.contains(&site) || cape.releases.contains_key(&site) {
+                    return self.wait();
+                }
+                SiteTask::CapeRelease {
+                    stage: 1,
+                    stages: CAPE_STAGES,
+                    peers: cape.peers.iter().filter(|p| p.index != site).cloned().collect(),
+                    aggregator_seed: wire::encode(&cape.aggregator_seeds[&site]),
+                    noise: cape.noise,
+                    len: cape.len,
+                }
+            }
         }
     }
 
@@ -353,12 +440,12 @@ impl Live {
     fn status(&self) -> &'static str {
         match &self.stage {
             Stage::Enrolling => "enrolling",
-            Stage::Sharing(_) | Stage::Running(_) => "running",
+            Stage::Sharing(_) | Stage::Running(_) | Stage::Cape(_) => "running",
             Stage::Finished { status, .. } => status,
         }
     }
 
-    fn fail(&mut self, reason: String, report: Option<FederationReport>, effects: &mut Vec<Effect>) {
+    fn fail(&mut self, reason: String, report: Option<serde_json::Value>, effects: &mut Vec<Effect>) {
         self.stage = Stage::Finished {
             status: "failed",
             reason: Some(reason.clone()),
@@ -388,6 +475,7 @@ impl Live {
                 Stage::Enrolling => self.advance_enrolment(now, &mut effects),
                 Stage::Sharing(_) => self.advance_sharing(now, &mut effects),
                 Stage::Running(_) => self.advance_rounds(now, &mut effects),
+                Stage::Cape(_) => self.advance_cape(now, &mut effects),
             };
             if !moved {
                 return effects;
@@ -400,7 +488,7 @@ impl Live {
         if !(all || now >= self.join_deadline) {
             return false;
         }
-        let t = self.config.threshold;
+        let t = self.threshold;
         if (self.joined.len() as u32) < t {
             let reason = format!(
                 "only {} of {} sites joined by the join deadline; t = {t} are needed. Nothing was charged.",
@@ -421,6 +509,18 @@ impl Live {
             self.out
                 .insert(s, "this site did not join before the join deadline".into());
         }
+        let config = match &self.protocol {
+            Protocol::Power(config) => config.clone(),
+            Protocol::Cape(plan) => {
+                let plan = plan.clone();
+                effects.push(Effect::Start {
+                    roster: roster.clone(),
+                });
+                self.start_cape(plan, roster, effects);
+                self.deadline = now + self.round_timeout;
+                return true;
+            }
+        };
         let participants = roster
             .iter()
             .map(|&i| {
@@ -428,13 +528,14 @@ impl Live {
                 Participant {
                     index: i,
                     name: self.names.get(&i).cloned().unwrap_or_default(),
-                    encryption_public_key: j.encryption_public_key.clone(),
+                    encryption_public_key: j.encryption_public_key.clone().unwrap_or_default(),
                     mask_public_keys: j.mask_public_keys.clone(),
                 }
             })
             .collect();
         effects.push(Effect::Start { roster });
         self.stage = Stage::Sharing(Sharing {
+            config,
             participants,
             boxes: BTreeMap::new(),
         });
@@ -450,7 +551,8 @@ impl Live {
         if !(all || now >= self.deadline) {
             return false;
         }
-        let t = self.config.threshold;
+        let config = sharing.config.clone();
+        let t = config.threshold;
         let senders: Vec<u32> = sharing.boxes.keys().copied().collect();
         let silent: Vec<u32> = sharing
             .participants
@@ -473,12 +575,11 @@ impl Live {
                 inboxes.entry(b.to).or_default().push(b.clone());
             }
         }
-        let setup = Aggregator::new(self.study, t, &participants, self.config.iterations)
+        let setup = Aggregator::new(self.study, t, &participants, config.iterations)
             .map_err(|e| e.to_string())
             .and_then(|aggregator| {
                 let mut rng = ChaCha20Rng::from_os_rng();
-                let power =
-                    PowerState::new(self.config.clone(), self.d, &mut rng).map_err(|e| e.to_string())?;
+                let power = PowerState::new(config.clone(), self.d, &mut rng).map_err(|e| e.to_string())?;
                 Ok((aggregator, power))
             });
         let (aggregator, power) = match setup {
@@ -493,13 +594,7 @@ impl Live {
             }
         };
         let senders_set: BTreeSet<u32> = senders.iter().copied().collect();
-        let rounds = Rounds::new(
-            aggregator,
-            t,
-            self.config.iterations,
-            power.len(),
-            senders.clone(),
-        );
+        let rounds = Rounds::new(aggregator, t, config.iterations, power.len(), senders.clone());
         let iterate = wire::f64s_to_b64(power.iterate().as_slice());
         for &s in &silent {
             self.out
@@ -510,6 +605,7 @@ impl Live {
             dropped: silent,
         });
         self.stage = Stage::Running(Box::new(Running {
+            config,
             senders: senders_set,
             rounds,
             power,
@@ -525,6 +621,7 @@ impl Live {
             return false;
         };
         let round = running.rounds.round();
+        let config = running.config.clone();
         let expired = now >= self.deadline;
         match running.rounds.phase().clone() {
             Phase::Collect => {
@@ -532,7 +629,8 @@ impl Live {
                     return false;
                 }
                 if let Err(e) = running.rounds.close_collect() {
-                    let report = FederationReport::from_history(&self.config, running.rounds.history());
+                    let report =
+                        report_value(FederationReport::from_history(&config, running.rounds.history()));
                     let missing = running.rounds.awaiting();
                     self.mark_out(
                         &missing,
@@ -563,10 +661,11 @@ impl Live {
                     running.rounds.unmask_complete() || (expired && running.rounds.unmask_sufficient());
                 if !ready {
                     if expired {
-                        let report = FederationReport::from_history(&self.config, running.rounds.history());
+                        let report =
+                            report_value(FederationReport::from_history(&config, running.rounds.history()));
                         let reason = format!(
                             "round {round}: fewer than t = {} survivors answered the unmask request in time; the study stops (charges stand)",
-                            self.config.threshold
+                            config.threshold
                         );
                         self.fail(reason, Some(report), effects);
                         return true;
@@ -576,7 +675,8 @@ impl Live {
                 let summed = running.rounds.finish_round().map_err(|e| e.to_string());
                 let absorbed = summed.and_then(|sum| running.power.absorb(&sum).map_err(|e| e.to_string()));
                 if let Err(e) = absorbed {
-                    let report = FederationReport::from_history(&self.config, running.rounds.history());
+                    let report =
+                        report_value(FederationReport::from_history(&config, running.rounds.history()));
                     self.fail(format!("round {round}: {e}"), Some(report), effects);
                     return true;
                 }
@@ -586,7 +686,7 @@ impl Live {
                     .filter(|s| !running.rounds.roster().contains(s))
                     .collect();
                 effects.push(Effect::Progress { done: round });
-                let report = FederationReport::from_history(&self.config, running.rounds.history());
+                let report = report_value(FederationReport::from_history(&config, running.rounds.history()));
                 let remaining = running.rounds.roster().len() as u32;
                 let finished = matches!(running.rounds.phase(), Phase::Done);
                 let output = if finished {
@@ -610,10 +710,10 @@ impl Live {
                         effects.push(Effect::Succeeded { output, report });
                     }
                     Some(Err(e)) => self.fail(e.to_string(), Some(report), effects),
-                    None if remaining < self.config.threshold => {
+                    None if remaining < config.threshold => {
                         let reason = format!(
                             "after round {round} only {remaining} sites remain; t = {} are needed; the study stops (charges stand)",
-                            self.config.threshold
+                            config.threshold
                         );
                         self.fail(reason, Some(report), effects);
                     }
@@ -623,6 +723,121 @@ impl Live {
             }
             Phase::Done => false,
         }
+    }
+}
+
+/// A protocol report as stored with the study.
+fn report_value<T: serde::Serialize>(report: T) -> serde_json::Value {
+    serde_json::to_value(report).unwrap_or(serde_json::Value::Null)
+}
+
+impl Live {
+    /// The roster is fixed: calibrate for its size, draw the aggregator seeds, charge, and ask
+    /// every site for its release.
+    fn start_cape(&mut self, plan: CapePlan, roster: Vec<u32>, effects: &mut Vec<Effect>) {
+        let sites = roster.len() as u32;
+        let Some(noise) = CapeNoise::calibrate(plan.sensitivity, plan.rho, sites, plan.pair_ratio) else {
+            self.fail(
+                "the noise could not be calibrated for this roster; nothing was charged".into(),
+                None,
+                effects,
+            );
+            return;
+        };
+        let mut rng = ChaCha20Rng::from_os_rng();
+        let aggregator_seeds = roster.iter().map(|&s| (s, cape::fresh_seed(&mut rng))).collect();
+        let peers = roster
+            .iter()
+            .map(|&i| CapePeer {
+                index: i,
+                name: self.names.get(&i).cloned().unwrap_or_default(),
+                noise_public_keys: self.joined[&i].mask_public_keys.clone(),
+            })
+            .collect();
+        effects.push(Effect::Charge {
+            roster: roster.clone(),
+            dropped: Vec::new(),
+        });
+        self.stage = Stage::Cape(Box::new(CapeRunning {
+            plan,
+            noise,
+            roster,
+            peers,
+            aggregator_seeds,
+            releases: BTreeMap::new(),
+            len: self.d * (self.d + 1) / 2,
+        }));
+    }
+
+    /// A CAPE site's release for `stage`.
+    pub fn cape_release(&mut self, site: u32, stage: u32, values: &str) -> Result<(), LiveError> {
+        let Stage::Cape(cape) = &mut self.stage else {
+            return Err(LiveError::Conflict(
+                "the study is not collecting CAPE releases now".into(),
+            ));
+        };
+        if stage != 1 {
+            return Err(LiveError::Conflict(format!(
+                "stage {stage} is not open (stage 1 is)"
+            )));
+        }
+        if !cape.roster.contains(&site) {
+            return Err(LiveError::Conflict("this site is not in the roster".into()));
+        }
+        if cape.releases.contains_key(&site) {
+            return Err(LiveError::AlreadyReceived(
+                "this site's release already arrived".into(),
+            ));
+        }
+        let values = wire::b64_to_f64s(values, cape.len).map_err(|e| LiveError::Invalid(e.to_string()))?;
+        if !values.iter().all(|v| v.is_finite()) {
+            return Err(LiveError::Invalid("every value must be a finite number".into()));
+        }
+        cape.releases.insert(site, values);
+        Ok(())
+    }
+
+    /// Closes the CAPE stage when every site has sent, or at the deadline with at least one
+    /// release; the silent sites are dropouts (their pair terms stay in the sum, reported).
+    fn advance_cape(&mut self, now: Instant, effects: &mut Vec<Effect>) -> bool {
+        let Stage::Cape(cape) = &self.stage else {
+            return false;
+        };
+        let all = cape.releases.len() == cape.roster.len();
+        if !(all || now >= self.deadline) {
+            return false;
+        }
+        let survivors: Vec<u32> = cape.releases.keys().copied().collect();
+        let dropped: Vec<u32> = cape
+            .roster
+            .iter()
+            .copied()
+            .filter(|s| !cape.releases.contains_key(s))
+            .collect();
+        let report = cape.noise.report(survivors.clone(), dropped.clone());
+        let result = if survivors.is_empty() {
+            Err("no site sent its release before the deadline; the study stops (charges stand)".to_string())
+        } else {
+            cape::aggregate(&cape.releases, &cape.aggregator_seeds, cape.len, &cape.noise).and_then(|sum| {
+                crate::algorithms::cape_pca::finish(&sum, self.d, cape.plan.k).map_err(|e| e.to_string())
+            })
+        };
+        self.mark_out(&dropped, 1, "this site sent nothing before the deadline", effects);
+        effects.push(Effect::Progress { done: 1 });
+        match result {
+            Ok(output) => {
+                self.stage = Stage::Finished {
+                    status: "succeeded",
+                    reason: None,
+                };
+                effects.push(Effect::Succeeded {
+                    output,
+                    report: report_value(report),
+                });
+            }
+            Err(e) => self.fail(e, Some(report_value(report)), effects),
+        }
+        true
     }
 }
 

@@ -12,10 +12,9 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use uuid::Uuid;
 
-use crate::algorithms::federated_power::FederatedPowerConfig;
 use crate::federation::messages::{JoinRequest, ShareBox, SiteTask, UnmaskRequest};
 use crate::store::{SiteStatus, Store, StudyRecord, StudySiteRecord, StudyStatus};
-use live::{Effect, Live, LiveError};
+use live::{Effect, Live, LiveError, Protocol};
 
 /// How often a driver looks at its study even without news (deadlines are also woken exactly).
 const TICK: Duration = Duration::from_millis(250);
@@ -56,7 +55,7 @@ impl StudyHub {
     }
 
     /// Starts coordinating a newly created study.
-    pub fn open(&self, study: &StudyRecord, sites: &[StudySiteRecord], config: FederatedPowerConfig) {
+    pub fn open(&self, study: &StudyRecord, sites: &[StudySiteRecord], protocol: Protocol) {
         let names: BTreeMap<u32, String> = sites.iter().map(|s| (s.index, s.name.clone())).collect();
         let until_deadline = (study.join_deadline - chrono::Utc::now())
             .to_std()
@@ -64,7 +63,8 @@ impl StudyHub {
         let round_timeout = Duration::from_millis(u64::try_from(study.round_timeout_ms).unwrap_or(1));
         let live = Live::new(
             study.id,
-            config,
+            protocol,
+            u32::try_from(study.threshold).unwrap_or(2),
             usize::try_from(study.n_features).unwrap_or(0),
             names,
             Instant::now() + until_deadline,
@@ -156,7 +156,6 @@ impl StudyHub {
             Effect::Progress { done } => self.store.set_study_progress(study, done).await?,
             Effect::Succeeded { output, report } => {
                 let (d, k) = output.basis.shape();
-                let report = serde_json::to_value(&report)?;
                 self.store
                     .finish_study(
                         study,
@@ -170,7 +169,6 @@ impl StudyHub {
                 tracing::info!(%study, "study succeeded");
             }
             Effect::Failed { reason, report } => {
-                let report = report.map(|r| serde_json::to_value(&r)).transpose()?;
                 self.store
                     .end_study(study, StudyStatus::Failed, &reason, report.as_ref())
                     .await?;
@@ -252,6 +250,17 @@ impl StudyHub {
         answer: UnmaskRequest,
     ) -> Result<(), HubError> {
         self.with_live(study, |live| live.unmask(site, round, answer))
+            .await
+    }
+
+    pub async fn cape_release(
+        &self,
+        study: Uuid,
+        site: u32,
+        stage: u32,
+        values: String,
+    ) -> Result<(), HubError> {
+        self.with_live(study, |live| live.cape_release(site, stage, &values))
             .await
     }
 
