@@ -37,6 +37,7 @@ pub const RELEASE: &str = "eigenvalue";
 pub const RELEASES_EIGENVALUES: &[&str] = &[
     "noisy_power",
     "federated_power",
+    "cape_pca",
     "analyze_gauss",
     "coherent_power",
     "eigen_sampling",

@@ -187,6 +187,7 @@ impl TestSite {
                 None
             }
             finished @ SiteTask::Finished { .. } => Some(finished),
+            SiteTask::CapeRelease { .. } => panic!("a CAPE task in a federated_power study"),
         }
     }
 }
@@ -365,7 +366,8 @@ async fn bad_studies_are_refused_with_clear_problems() {
     let cases: Vec<(Value, &str)> = vec![
         (json!({"threshold": 1}), "threshold"),
         (json!({"threshold": 5}), "threshold"),
-        (json!({"algorithm": "cape_pca"}), "algorithm"),
+        (json!({"algorithm": "cape_agn"}), "algorithm"),
+        (json!({"algorithm": "cape_pca"}), "params.iterations"),
         (json!({"algorithm": "noisy_power"}), "algorithm"),
         (json!({"relation": "entry"}), "relation"),
         (json!({"row_norm_bound": 0.0}), "row_norm_bound"),
