@@ -8,6 +8,7 @@ mod helpers;
 mod auth;
 mod central;
 mod datasets;
+mod gossip;
 mod hostile;
 mod jobs;
 mod ledger;
