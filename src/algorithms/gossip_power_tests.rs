@@ -462,6 +462,32 @@ fn explore_defaults() {
             crate::algorithms::testing::sign_spiked_records(4, 30, 5000, &[10.0, 6.0, 3.0], 0.3, 6.0),
         ),
     ];
+    // The judged setting through the registry, 20 seeds.
+    {
+        let (d, n) = (25, 3000);
+        let (xt, sigma) = easy(1, d, n);
+        let c = ctx(d, Some(n), RO);
+        let prepared = GossipPower
+            .prepare(json!({"k": 2, "agents": 4, "graph": "ring"}), &c, &target(5.0))
+            .expect("valid");
+        let energies: Vec<f64> = (0..20)
+            .map(|seed| {
+                let (out, _) = run_prepared_audited(
+                    &GossipPower,
+                    &prepared.config,
+                    DataInput::Records { xt: &xt },
+                    &c,
+                    seed,
+                );
+                captured_energy(&out.expect("runs").basis, &sigma)
+            })
+            .collect();
+        let mean = energies.iter().sum::<f64>() / 20.0;
+        println!(
+            "judged setting: mean {mean:.4}, min {:.4}, all {energies:.3?}",
+            energies.iter().copied().fold(1.0, f64::min)
+        );
+    }
     let mut cases = Vec::new();
     for (l, p) in [(6, 2), (4, 4), (3, 4), (2, 4), (3, 3), (4, 3)] {
         for share in [0.5, 0.65, 0.8] {
