@@ -23,6 +23,8 @@ pub mod eigenvalues;
 pub mod env;
 pub mod exact;
 pub mod federated_power;
+pub mod gossip_graph;
+pub mod gossip_power;
 pub mod k_dp_pca;
 pub mod noisy_power;
 pub mod registry;

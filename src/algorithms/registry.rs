@@ -529,6 +529,7 @@ pub fn registry() -> &'static [&'static dyn DynAlgorithm] {
         &super::dp_oja::DpOja,
         &super::federated_power::FederatedPower,
         &super::cape_pca::CapePca,
+        &super::gossip_power::GossipPower,
         &Exact,
     ]
 }

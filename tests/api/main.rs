@@ -9,6 +9,7 @@ mod auth;
 mod cape;
 mod central;
 mod datasets;
+mod gossip;
 mod hostile;
 mod jobs;
 mod ledger;

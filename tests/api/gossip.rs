@@ -1,0 +1,83 @@
+//! `gossip_power` through HTTP: the judged defaults run and return the consensus error, and a
+//! mixing matrix that breaks Assumption 2 is a 422 problem naming `params.graph`.
+
+use serde_json::json;
+
+use crate::helpers::{TestApp, csv_rows, job};
+
+#[tokio::test]
+async fn gossip_power_runs_at_its_defaults_and_reports_the_consensus_error() {
+    let app = TestApp::start().await;
+    let key = app.tenant("t").await;
+    let ds = app
+        .records(&key, json!({ "rho": 10.0 }), &csv_rows(2000, 20, 7))
+        .await;
+    let done = app
+        .run(
+            &key,
+            job(
+                &ds,
+                "gossip_power",
+                json!({ "k": 2, "agents": 4, "graph": "ring" }),
+                json!({ "rho": 5.0 }),
+            ),
+        )
+        .await;
+    assert_eq!(done["status"], "succeeded", "{done}");
+    let result = app
+        .get(&format!("/v1/jobs/{}/result", done["id"].as_str().unwrap()), &key)
+        .await
+        .json();
+    assert_eq!(result["k"], 2, "{result}");
+    let error = result["released"]["consensus_error"]
+        .as_f64()
+        .expect("consensus_error");
+    assert!((0.0..1e-3).contains(&error), "{result}");
+    let gap = result["released"]["spectral_gap"].as_f64().expect("spectral_gap");
+    assert!((gap - 2.0 / 3.0).abs() < 1e-9, "{result}");
+    // csv_rows puts the top direction on the first feature.
+    let first = result["basis"][0][0].as_f64().expect("basis");
+    assert!(first.abs() > 0.9, "{result}");
+}
+
+#[tokio::test]
+async fn a_mixing_matrix_that_is_not_doubly_stochastic_is_a_422() {
+    let app = TestApp::without_runner().await;
+    let key = app.tenant("t").await;
+    let ds = app
+        .records(&key, json!({ "rho": 10.0 }), &csv_rows(50, 6, 3))
+        .await;
+    for (graph, needle) in [
+        (
+            json!({ "matrix": [[0.5, 0.5, 0.0], [0.0, 0.5, 0.5], [0.5, 0.0, 0.5]] }),
+            "symmetric",
+        ),
+        (
+            json!({ "matrix": [[0.6, 0.2, 0.2], [0.2, 0.6, 0.2], [0.2, 0.2, 0.5]] }),
+            "doubly stochastic",
+        ),
+        (
+            json!({ "matrix": [[0.5, 0.5, 0.0], [0.5, 0.5, 0.0], [0.0, 0.0, 1.0]] }),
+            "disconnected",
+        ),
+        (json!("hypercube"), "unknown variant"),
+    ] {
+        let body = job(
+            &ds,
+            "gossip_power",
+            json!({ "k": 1, "agents": 3, "graph": graph }),
+            json!({ "rho": 1.0 }),
+        );
+        let doc = app.post("/v1/jobs", &key, body).await.problem(422);
+        assert_eq!(doc["field"], "params.graph", "{doc}");
+        assert!(doc["detail"].as_str().unwrap().contains(needle), "{doc}");
+    }
+    let too_many = job(
+        &ds,
+        "gossip_power",
+        json!({ "k": 1, "agents": 7 }),
+        json!({ "rho": 1.0 }),
+    );
+    let doc = app.post("/v1/jobs", &key, too_many).await.problem(422);
+    assert_eq!(doc["field"], "params.agents", "{doc}");
+}
