@@ -528,6 +528,7 @@ pub fn registry() -> &'static [&'static dyn DynAlgorithm] {
         &super::k_dp_pca::KDpPca,
         &super::dp_oja::DpOja,
         &super::federated_power::FederatedPower,
+        &super::cape_agn::CapeAgn,
         &Exact,
     ]
 }
