@@ -636,14 +636,15 @@ pub struct SimulatedRun {
     pub stage2: CapeReport,
 }
 
-/// Seeds of one CAPE stage: every pair's seed and the aggregator's seed per site.
-struct StageSeeds {
+/// Seeds of one CAPE stage: every pair's seed and the aggregator's seed per site (simulate
+/// mode draws them from the run's public randomness; live sites agree on pair seeds by X25519).
+pub struct StageSeeds {
     pairs: BTreeMap<(u32, u32), Seed>,
     aggregator: BTreeMap<u32, Seed>,
 }
 
 impl StageSeeds {
-    fn fresh(sites: u32, env: &mut RunEnv<'_>) -> Self {
+    pub fn fresh(sites: u32, env: &mut RunEnv<'_>) -> Self {
         let mut pairs = BTreeMap::new();
         for a in 1..=sites {
             for b in a + 1..=sites {
@@ -666,71 +667,93 @@ fn failed(e: impl std::fmt::Display) -> RunError {
     RunError::Failed(e.to_string())
 }
 
-/// Runs Alg. 3 over the domain-projected shards `shards` (one d×n_s matrix per site), every
-/// CAPE message formed as a live site would (module docs).
-pub fn simulate(shards: &[Matrix], config: &CapeAgnConfig, env: &mut RunEnv<'_>) -> Result<SimulatedRun, RunError> {
-    let sites = config.sites;
+fn check_shards(shards: &[Matrix], config: &CapeAgnConfig) -> Result<usize, RunError> {
     let d = shards.first().map(Matrix::nrows).ok_or_else(|| failed("no sites"))?;
-    if shards.len() != sites as usize {
+    if shards.len() != config.sites as usize || shards.iter().any(|s| s.nrows() != d) {
         return Err(failed("the shards do not match the configuration"));
     }
-    let sends = |s: u32| !config.dropouts.contains(&s);
-    let survivors: Vec<u32> = (1..=sites).filter(|s| sends(*s)).collect();
-    let dropped = config.dropouts.clone();
-    env.progress(0, 3)?;
+    Ok(d)
+}
 
-    // Stage 1 (Alg. 3 steps 1–7): packed M₂^s by CAPE.
-    let len2 = d * (d + 1) / 2;
-    let seeds = StageSeeds::fresh(sites, env);
+/// Stage 1 (Alg. 3 steps 1–7): every site sends its packed M₂^s by CAPE; the aggregator's
+/// Σ_{s sent}(M̂₂^s − F₂^s), packed upper triangle.
+pub fn stage1_aggregate(
+    shards: &[Matrix],
+    config: &CapeAgnConfig,
+    seeds: &StageSeeds,
+    env: &mut RunEnv<'_>,
+) -> Result<Vec<f64>, RunError> {
+    let d = check_shards(shards, config)?;
+    let sites = config.sites;
     let mut releases = BTreeMap::new();
     for (s, shard) in (1..=sites).zip(shards) {
         let statistic = pack_upper(&second_moment(shard, config.model, config.sigma2));
         let message = site_release(&statistic, s, &seeds.of(s, sites), &seeds.aggregator[&s], &config.stage1, env);
-        if sends(s) {
+        if !config.dropouts.contains(&s) {
             releases.insert(s, message);
         }
     }
-    let sum = cape::aggregate(&releases, &seeds.aggregator, len2, &config.stage1).map_err(failed)?;
-    let m2 = unpack_symmetric(&sum, d).map_err(failed)?;
-    let stage1 = config.stage1.report(survivors.clone(), dropped.clone());
-    env.progress(1, 3)?;
+    cape::aggregate(&releases, &seeds.aggregator, d * (d + 1) / 2, &config.stage1).map_err(failed)
+}
 
-    // Stage 2 (steps 9–13): D-packed noise at each site, projected by W with the statistic.
+/// Stage 2 (steps 9–13): site s adds the CAPE noise to its packed M₃^s in D dimensions and sends
+/// the projection by W (packed K×K×K; the statistic's part computed from the records, module
+/// docs); the aggregator's Σ_{s sent}(M̃₃^s − F₃^s(W, W, W)).
+pub fn stage2_aggregate(
+    shards: &[Matrix],
+    config: &CapeAgnConfig,
+    seeds: &StageSeeds,
+    w: &Matrix,
+    env: &mut RunEnv<'_>,
+) -> Result<Vec<f64>, RunError> {
+    let d = check_shards(shards, config)?;
+    if w.nrows() != d {
+        return Err(failed("W does not match the shards"));
+    }
+    let sites = config.sites;
+    let noise = config.stage2;
     let len3 = packed_len(d);
-    let seeds = StageSeeds::fresh(sites, env);
+    let zeros = vec![0.0; len3];
+    let mut total = vec![0.0; packed_len(w.ncols())];
+    for (s, shard) in (1..=sites).zip(shards) {
+        let site_noise = site_release(&zeros, s, &seeds.of(s, sites), &seeds.aggregator[&s], &noise, env);
+        let projected_noise = tensor_power::project_packed(&site_noise, d, w).map_err(failed)?;
+        let statistic = projected_third_moment(shard, config.model, config.sigma2, w);
+        if config.dropouts.contains(&s) {
+            continue;
+        }
+        let f = expand_gaussian(&seeds.aggregator[&s], len3, noise.aggregator_sd);
+        let f_projected = tensor_power::project_packed(&f, d, w).map_err(failed)?;
+        for (((acc, m), n), f) in total.iter_mut().zip(&statistic).zip(&projected_noise).zip(&f_projected) {
+            *acc += m + n - f;
+        }
+    }
+    if total.iter().all(|v| v.is_finite()) {
+        Ok(total)
+    } else {
+        Err(failed("numerical overflow in the stage-2 aggregate"))
+    }
+}
+
+/// Runs Alg. 3 over the domain-projected shards `shards` (one d×n_s matrix per site), every
+/// CAPE message formed as a live site would (module docs).
+pub fn simulate(shards: &[Matrix], config: &CapeAgnConfig, env: &mut RunEnv<'_>) -> Result<SimulatedRun, RunError> {
+    let d = check_shards(shards, config)?;
+    let survivors: Vec<u32> = (1..=config.sites).filter(|s| !config.dropouts.contains(s)).collect();
+    env.progress(0, 3)?;
+    let seeds = StageSeeds::fresh(config.sites, env);
+    let sum = stage1_aggregate(shards, config, &seeds, env)?;
+    let m2 = unpack_symmetric(&sum, d).map_err(failed)?;
+    let stage1 = config.stage1.report(survivors.clone(), config.dropouts.clone());
+    env.progress(1, 3)?;
+    let whitening = whiten(&m2, config.k, noise_floor(d, stage1.noise_sd))?;
+    let seeds = StageSeeds::fresh(config.sites, env);
+    let t = stage2_aggregate(shards, config, &seeds, &whitening.w, env)?;
+    env.progress(2, 3)?;
     let settings = PowerSettings {
         starts: config.starts,
         iterations: config.power_iterations,
     };
-    let zeros = vec![0.0; len3];
-    let noise2 = config.stage2;
-    let mut third = |w: &Matrix| -> Result<Vec<f64>, RunError> {
-        let k = w.ncols();
-        let mut total = vec![0.0; packed_len(k)];
-        for (s, shard) in (1..=sites).zip(shards) {
-            let noise = site_release(&zeros, s, &seeds.of(s, sites), &seeds.aggregator[&s], &noise2, env);
-            let projected_noise = tensor_power::project_packed(&noise, d, w).map_err(failed)?;
-            let statistic = projected_third_moment(shard, config.model, config.sigma2, w);
-            if !sends(s) {
-                continue;
-            }
-            // The site's K×K×K message; the aggregator subtracts F₃^s(W, W, W).
-            let f = expand_gaussian(&seeds.aggregator[&s], len3, noise2.aggregator_sd);
-            let f_projected = tensor_power::project_packed(&f, d, w).map_err(failed)?;
-            for (((acc, m), n), f) in total.iter_mut().zip(&statistic).zip(&projected_noise).zip(&f_projected) {
-                *acc += m + n - f;
-            }
-        }
-        if total.iter().all(|v| v.is_finite()) {
-            Ok(total)
-        } else {
-            Err(failed("numerical overflow in the stage-2 aggregate"))
-        }
-    };
-    let floor = noise_floor(d, stage1.noise_sd);
-    let whitening = whiten(&m2, config.k, floor)?;
-    let t = third(&whitening.w)?;
-    env.progress(2, 3)?;
     let pairs = tensor_power::tensor_power(&t, config.k, config.k, settings, env.rng()).map_err(failed)?;
     let decomposition = Decomposition {
         components: unwhiten(&whitening, &pairs, config.model),
@@ -740,7 +763,7 @@ pub fn simulate(shards: &[Matrix], config: &CapeAgnConfig, env: &mut RunEnv<'_>)
     Ok(SimulatedRun {
         decomposition,
         stage1,
-        stage2: config.stage2.report(survivors, dropped),
+        stage2: config.stage2.report(survivors, config.dropouts.clone()),
     })
 }
 
