@@ -6,6 +6,7 @@
 mod helpers;
 
 mod auth;
+mod cape_agn;
 mod central;
 mod datasets;
 mod hostile;
