@@ -98,7 +98,10 @@ fn make_data(d: usize, k: usize, ns: usize, seed: u64) -> Data {
             *x = m + sd * gaussian(&mut rng);
         }
     }
-    let max_norm = truth.iter().map(|a| a.iter().map(|v| v * v).sum::<f64>().sqrt()).fold(0.0, f64::max);
+    let max_norm = truth
+        .iter()
+        .map(|a| a.iter().map(|v| v * v).sum::<f64>().sqrt())
+        .fold(0.0, f64::max);
     let beta = max_norm + sd * ((d as f64).sqrt() + 4.0);
     // Clip at β (the service's rule: rows above β scaled onto the sphere).
     for mut col in xt.column_iter_mut() {
@@ -107,7 +110,7 @@ fn make_data(d: usize, k: usize, ns: usize, seed: u64) -> Data {
             col *= beta / norm;
         }
     }
-    let shards = shard_ranges(n, &vec![1.0 / SITES as f64; SITES])
+    let shards = shard_ranges(n, &[1.0 / SITES as f64; SITES])
         .into_iter()
         .map(|r| xt.columns(r.start, r.len()).into_owned())
         .collect();
@@ -124,24 +127,34 @@ fn config_for(data: &Data, d: usize, k: usize, epsilon: f64) -> CapeAgnConfig {
         },
         public: false,
     };
-    let target = PrivacyTarget::from_epsilon_delta(Epsilon::new(epsilon).unwrap(), Delta::new(DELTA).unwrap());
+    let target = PrivacyTarget::from_epsilon_delta(
+        Epsilon::new(epsilon).expect("a valid ε"),
+        Delta::new(DELTA).expect("a valid δ"),
+    );
     let params: CapeAgnParams = serde_json::from_value(json!({
         "k": k, "model": "mog", "sigma2": SIGMA2, "sites": SITES, "starts": SETTINGS.starts,
         "power_iterations": SETTINGS.iterations,
     }))
-    .unwrap();
+    .expect("valid parameters");
     cape_agn::configure(params, &ctx, &target).expect("configures")
 }
 
 fn sum_m2(shards: &[Matrix], d: usize) -> Matrix {
-    shards
-        .iter()
-        .fold(Matrix::zeros(d, d), |acc, s| acc + second_moment(s, Model::Mog, SIGMA2))
+    shards.iter().fold(Matrix::zeros(d, d), |acc, s| {
+        acc + second_moment(s, Model::Mog, SIGMA2)
+    })
 }
 
 /// One baseline run: the statistic of `shards` plus iid noise of sd `sd1` (stage 1, symmetric)
 /// and `sd2` (stage 2, packed D-dimensional, projected by W); sd = 0 is non-private.
-fn baseline(shards: &[Matrix], d: usize, k: usize, sd1: f64, sd2: f64, rng: &mut ChaCha20Rng) -> Option<Components> {
+fn baseline(
+    shards: &[Matrix],
+    d: usize,
+    k: usize,
+    sd1: f64,
+    sd2: f64,
+    rng: &mut ChaCha20Rng,
+) -> Option<Components> {
     let mut m2 = sum_m2(shards, d);
     for j in 0..d {
         for i in 0..=j {
@@ -183,7 +196,12 @@ fn measure(data: &Data, d: usize, k: usize, epsilon: f64, reps: usize) -> Vec<f6
     // Conventional: each site's own message alone is (ρ/2)-private per stage: τ = pooled sd.
     let (t1, t2) = (config.stage1.pooled_sd, config.stage2.pooled_sd);
     let s = (SITES as f64).sqrt();
-    let mean_norm = data.truth.iter().map(|a| a.iter().map(|v| v * v).sum::<f64>().sqrt()).sum::<f64>() / k as f64;
+    let mean_norm = data
+        .truth
+        .iter()
+        .map(|a| a.iter().map(|v| v * v).sum::<f64>().sqrt())
+        .sum::<f64>()
+        / k as f64;
     let mut sums = [0.0; 5];
     for rep in 0..reps {
         let mut rng = ChaCha20Rng::seed_from_u64(1000 + rep as u64);
@@ -277,7 +295,11 @@ fn main() {
     println!("S = {SITES}, δ = {DELTA}, σ² = {SIGMA2}, {reps} repetition(s); mean q^comp (lower is better)");
     for setup in &setups {
         let (d, k) = (setup.d, setup.k);
-        let grid: Vec<f64> = if quick { setup.eps_grid.iter().step_by(2).copied().collect() } else { setup.eps_grid.clone() };
+        let grid: Vec<f64> = if quick {
+            setup.eps_grid.iter().step_by(2).copied().collect()
+        } else {
+            setup.eps_grid.clone()
+        };
         let data = make_data(d, k, setup.eps_ns, 7);
         let rows: Vec<Vec<f64>> = grid
             .iter()
@@ -287,9 +309,18 @@ fn main() {
                 r
             })
             .collect();
-        table(&format!("D = {d}, K = {k}, N_s = {}: q^comp against ε", setup.eps_ns), "ε", &grid, &rows);
+        table(
+            &format!("D = {d}, K = {k}, N_s = {}: q^comp against ε", setup.eps_ns),
+            "ε",
+            &grid,
+            &rows,
+        );
         eps_series.extend(series(&grid, &rows, &format!("(D={d})")));
-        let ns_grid: Vec<usize> = if quick { setup.ns_grid.iter().step_by(2).copied().collect() } else { setup.ns_grid.clone() };
+        let ns_grid: Vec<usize> = if quick {
+            setup.ns_grid.iter().step_by(2).copied().collect()
+        } else {
+            setup.ns_grid.clone()
+        };
         let rows: Vec<Vec<f64>> = ns_grid
             .iter()
             .map(|&ns| {
@@ -300,10 +331,25 @@ fn main() {
             })
             .collect();
         let xs: Vec<f64> = ns_grid.iter().map(|n| *n as f64).collect();
-        table(&format!("D = {d}, K = {k}, ε = {}: q^comp against N_s", setup.ns_eps), "N_s", &xs, &rows);
+        table(
+            &format!("D = {d}, K = {k}, ε = {}: q^comp against N_s", setup.ns_eps),
+            "N_s",
+            &xs,
+            &rows,
+        );
         ns_series.extend(series(&xs, &rows, &format!("(D={d})")));
     }
-    chart("cape_agn_fig3_eps.png", "capeAGN (MOG): q^comp against ε (δ = 0.01, S = 5)", "ε", &eps_series);
-    chart("cape_agn_fig3_ns.png", "capeAGN (MOG): q^comp against N_s (δ = 0.01, S = 5)", "N_s (samples per site)", &ns_series);
+    chart(
+        "cape_agn_fig3_eps.png",
+        "capeAGN (MOG): q^comp against ε (δ = 0.01, S = 5)",
+        "ε",
+        &eps_series,
+    );
+    chart(
+        "cape_agn_fig3_ns.png",
+        "capeAGN (MOG): q^comp against N_s (δ = 0.01, S = 5)",
+        "N_s (samples per site)",
+        &ns_series,
+    );
     eprintln!("total {:.0?}", started.elapsed());
 }

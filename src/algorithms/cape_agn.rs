@@ -79,8 +79,8 @@ use super::{
 };
 use crate::dataset::{DataContext, Kind, Neighbours, Relation};
 use crate::federation::cape::{
-    self, CapeNoise, CapeReport, DEFAULT_PAIR_RATIO, expand_gaussian, fresh_seed, pack_upper,
-    site_release, unpack_symmetric,
+    self, CapeNoise, CapeReport, DEFAULT_PAIR_RATIO, expand_gaussian, fresh_seed, pack_upper, site_release,
+    unpack_symmetric,
 };
 use crate::federation::crypto::Seed;
 use crate::linalg::{Matrix, fix_signs, gram_t, thin_qr_q, try_sym_eig};
@@ -273,7 +273,9 @@ fn check_sites(params: &CapeAgnParams, ctx: &DataContext) -> Result<(u32, Vec<f6
     if !(2..=MAX_SITES).contains(&sites) {
         return Err(ConfigError::invalid(
             "params.sites",
-            format!("CAPE needs 2 ≤ sites ≤ {MAX_SITES} (got {sites}): with one site there is no correlated noise to cancel"),
+            format!(
+                "CAPE needs 2 ≤ sites ≤ {MAX_SITES} (got {sites}): with one site there is no correlated noise to cancel"
+            ),
         ));
     }
     let shares = match &params.site_shares {
@@ -317,7 +319,11 @@ fn check_sites(params: &CapeAgnParams, ctx: &DataContext) -> Result<(u32, Vec<f6
 }
 
 /// Validates `params` against the public context and calibrates both stages at ρ/2 each.
-pub fn configure(params: CapeAgnParams, ctx: &DataContext, target: &PrivacyTarget) -> Result<CapeAgnConfig, ConfigError> {
+pub fn configure(
+    params: CapeAgnParams,
+    ctx: &DataContext,
+    target: &PrivacyTarget,
+) -> Result<CapeAgnConfig, ConfigError> {
     let (model, sigma2) = parse_model(&params)?;
     check_model_fits(model, ctx)?;
     check_bounds(&ctx.neighbours)?;
@@ -326,7 +332,9 @@ pub fn configure(params: CapeAgnParams, ctx: &DataContext, target: &PrivacyTarge
     if d > MAX_D {
         return Err(ConfigError::invalid(
             "params.k",
-            format!("cape_agn handles d ≤ {MAX_D} (the sites form C(d+2, 3)-entry third-moment tensors); this dataset has d = {d}"),
+            format!(
+                "cape_agn handles d ≤ {MAX_D} (the sites form C(d+2, 3)-entry third-moment tensors); this dataset has d = {d}"
+            ),
         ));
     }
     check_k(params.k, d)?;
@@ -365,7 +373,10 @@ pub fn configure(params: CapeAgnParams, ctx: &DataContext, target: &PrivacyTarge
     }
     let calibrate = |delta: f64| {
         CapeNoise::calibrate(delta, rho / 2.0, sites, pair_ratio).ok_or_else(|| {
-            ConfigError::invalid("rho", "is too small or too large to calibrate noise in floating point")
+            ConfigError::invalid(
+                "rho",
+                "is too small or too large to calibrate noise in floating point",
+            )
         })
     };
     let stage1 = calibrate(second_moment_sensitivity(model, sigma2, d, &ctx.neighbours))?;
@@ -528,7 +539,8 @@ pub struct Whitening {
 /// Top-K eigenpairs of the (noisy) sum-form M̂₂ and the whitening, eigenvalues clamped up to
 /// `floor` > 0 (module docs).
 pub fn whiten(m2: &Matrix, k: usize, floor: f64) -> Result<Whitening, RunError> {
-    let eig = try_sym_eig(m2).map_err(|_| RunError::Failed("the eigendecomposition of M̂₂ did not converge".into()))?;
+    let eig = try_sym_eig(m2)
+        .map_err(|_| RunError::Failed("the eigendecomposition of M̂₂ did not converge".into()))?;
     let d = m2.nrows();
     let mut w = Matrix::zeros(d, k);
     let mut back = Matrix::zeros(d, k);
@@ -580,7 +592,13 @@ pub fn unwhiten(whitening: &Whitening, pairs: &[Eigenpair], model: Model) -> Com
     Components {
         weights: items
             .iter()
-            .map(|(w, _)| if total.is_finite() && total > 0.0 { w / total } else { f64::NAN })
+            .map(|(w, _)| {
+                if total.is_finite() && total > 0.0 {
+                    w / total
+                } else {
+                    f64::NAN
+                }
+            })
             .collect(),
         vectors: items.into_iter().map(|(_, a)| a).collect(),
     }
@@ -668,7 +686,10 @@ fn failed(e: impl std::fmt::Display) -> RunError {
 }
 
 fn check_shards(shards: &[Matrix], config: &CapeAgnConfig) -> Result<usize, RunError> {
-    let d = shards.first().map(Matrix::nrows).ok_or_else(|| failed("no sites"))?;
+    let d = shards
+        .first()
+        .map(Matrix::nrows)
+        .ok_or_else(|| failed("no sites"))?;
     if shards.len() != config.sites as usize || shards.iter().any(|s| s.nrows() != d) {
         return Err(failed("the shards do not match the configuration"));
     }
@@ -688,7 +709,14 @@ pub fn stage1_aggregate(
     let mut releases = BTreeMap::new();
     for (s, shard) in (1..=sites).zip(shards) {
         let statistic = pack_upper(&second_moment(shard, config.model, config.sigma2));
-        let message = site_release(&statistic, s, &seeds.of(s, sites), &seeds.aggregator[&s], &config.stage1, env);
+        let message = site_release(
+            &statistic,
+            s,
+            &seeds.of(s, sites),
+            &seeds.aggregator[&s],
+            &config.stage1,
+            env,
+        );
         if !config.dropouts.contains(&s) {
             releases.insert(s, message);
         }
@@ -724,7 +752,12 @@ pub fn stage2_aggregate(
         }
         let f = expand_gaussian(&seeds.aggregator[&s], len3, noise.aggregator_sd);
         let f_projected = tensor_power::project_packed(&f, d, w).map_err(failed)?;
-        for (((acc, m), n), f) in total.iter_mut().zip(&statistic).zip(&projected_noise).zip(&f_projected) {
+        for (((acc, m), n), f) in total
+            .iter_mut()
+            .zip(&statistic)
+            .zip(&projected_noise)
+            .zip(&f_projected)
+        {
             *acc += m + n - f;
         }
     }
@@ -737,9 +770,15 @@ pub fn stage2_aggregate(
 
 /// Runs Alg. 3 over the domain-projected shards `shards` (one d×n_s matrix per site), every
 /// CAPE message formed as a live site would (module docs).
-pub fn simulate(shards: &[Matrix], config: &CapeAgnConfig, env: &mut RunEnv<'_>) -> Result<SimulatedRun, RunError> {
+pub fn simulate(
+    shards: &[Matrix],
+    config: &CapeAgnConfig,
+    env: &mut RunEnv<'_>,
+) -> Result<SimulatedRun, RunError> {
     let d = check_shards(shards, config)?;
-    let survivors: Vec<u32> = (1..=config.sites).filter(|s| !config.dropouts.contains(s)).collect();
+    let survivors: Vec<u32> = (1..=config.sites)
+        .filter(|s| !config.dropouts.contains(s))
+        .collect();
     env.progress(0, 3)?;
     let seeds = StageSeeds::fresh(config.sites, env);
     let sum = stage1_aggregate(shards, config, &seeds, env)?;
@@ -776,15 +815,16 @@ impl Algorithm for CapeAgn {
     type Config = CapeAgnConfig;
 
     fn info(&self) -> AlgorithmInfo {
-        let param = |name, json_type, description, default: Option<serde_json::Value>, required, allowed| ParamInfo {
-            name,
-            json_type,
-            description,
-            default,
-            required,
-            minimum: None,
-            allowed,
-        };
+        let param =
+            |name, json_type, description, default: Option<serde_json::Value>, required, allowed| ParamInfo {
+                name,
+                json_type,
+                description,
+                default,
+                required,
+                minimum: None,
+                allowed,
+            };
         let mut k = ParamInfo::rank();
         k.description = "Number of mixture components / topics K (1 ≤ K ≤ min(d, 20)); d ≤ 100.";
         AlgorithmInfo {
@@ -795,15 +835,78 @@ impl Algorithm for CapeAgn {
             relations: vec![Relation::ReplaceOne, Relation::AddRemove],
             params: vec![
                 k,
-                param("model", "string", "Latent-variable model (required): \"stm\" (rows are word counts of documents with ≥ 3 words) or \"mog\" (spherical mixture of Gaussians with public variance sigma2).", None, true, Some(vec!["stm", "mog"])),
-                param("sigma2", "number", "mog only, required there: the public per-coordinate noise variance σ².", None, false, None),
-                param("sites", "integer", "Number of simulated sites S ≥ 2 (contiguous shards of the rows).", Some(json!(DEFAULT_SITES)), false, None),
-                param("site_shares", "array", "S positive numbers: shard sizes proportional to them.", Some(json!("equal")), false, None),
-                param("dropouts", "array", "Sites (1-based) that send nothing in either stage; the noise reports say the correlated terms did not cancel.", Some(json!([])), false, None),
-                param("pair_ratio", "number", "κ: variance of each pairwise zero-sum term as a multiple of the pooled noise variance.", Some(json!(DEFAULT_PAIR_RATIO)), false, None),
-                param("starts", "integer", "Random starts L of the tensor power method.", Some(json!(DEFAULT_STARTS)), false, None),
-                param("power_iterations", "integer", "Power iterations N per start.", Some(json!(DEFAULT_POWER_ITERATIONS)), false, None),
-                param("center", "string", "Only \"none\": the moment models are about uncentred data.", Some(json!("none")), false, Some(vec!["none"])),
+                param(
+                    "model",
+                    "string",
+                    "Latent-variable model (required): \"stm\" (rows are word counts of documents with ≥ 3 words) or \"mog\" (spherical mixture of Gaussians with public variance sigma2).",
+                    None,
+                    true,
+                    Some(vec!["stm", "mog"]),
+                ),
+                param(
+                    "sigma2",
+                    "number",
+                    "mog only, required there: the public per-coordinate noise variance σ².",
+                    None,
+                    false,
+                    None,
+                ),
+                param(
+                    "sites",
+                    "integer",
+                    "Number of simulated sites S ≥ 2 (contiguous shards of the rows).",
+                    Some(json!(DEFAULT_SITES)),
+                    false,
+                    None,
+                ),
+                param(
+                    "site_shares",
+                    "array",
+                    "S positive numbers: shard sizes proportional to them.",
+                    Some(json!("equal")),
+                    false,
+                    None,
+                ),
+                param(
+                    "dropouts",
+                    "array",
+                    "Sites (1-based) that send nothing in either stage; the noise reports say the correlated terms did not cancel.",
+                    Some(json!([])),
+                    false,
+                    None,
+                ),
+                param(
+                    "pair_ratio",
+                    "number",
+                    "κ: variance of each pairwise zero-sum term as a multiple of the pooled noise variance.",
+                    Some(json!(DEFAULT_PAIR_RATIO)),
+                    false,
+                    None,
+                ),
+                param(
+                    "starts",
+                    "integer",
+                    "Random starts L of the tensor power method.",
+                    Some(json!(DEFAULT_STARTS)),
+                    false,
+                    None,
+                ),
+                param(
+                    "power_iterations",
+                    "integer",
+                    "Power iterations N per start.",
+                    Some(json!(DEFAULT_POWER_ITERATIONS)),
+                    false,
+                    None,
+                ),
+                param(
+                    "center",
+                    "string",
+                    "Only \"none\": the moment models are about uncentred data.",
+                    Some(json!("none")),
+                    false,
+                    Some(vec!["none"]),
+                ),
             ],
             privacy: "ρ-zCDP charged to every site: two CAPE releases (second moments, third moments) at ρ/2 each, calibrated against the aggregator's joint view of all messages; Δ from the model (Imtiaz & Sarwate App. C in sum form).",
             public_only: false,
@@ -811,7 +914,12 @@ impl Algorithm for CapeAgn {
         }
     }
 
-    fn configure(&self, params: CapeAgnParams, ctx: &DataContext, target: &PrivacyTarget) -> Result<CapeAgnConfig, ConfigError> {
+    fn configure(
+        &self,
+        params: CapeAgnParams,
+        ctx: &DataContext,
+        target: &PrivacyTarget,
+    ) -> Result<CapeAgnConfig, ConfigError> {
         configure(params, ctx, target)
     }
 
@@ -840,16 +948,30 @@ impl Algorithm for CapeAgn {
         };
         vec![
             scale(STAGE1, &config.stage1, d * (d + 1) / 2, "Stage 1, second moments"),
-            scale(STAGE2, &config.stage2, packed_len(d), "Stage 2, third moments (projected by W before sending)"),
+            scale(
+                STAGE2,
+                &config.stage2,
+                packed_len(d),
+                "Stage 2, third moments (projected by W before sending)",
+            ),
         ]
     }
 
-    fn run(&self, input: DataInput<'_>, config: &CapeAgnConfig, ctx: &DataContext, env: &mut RunEnv<'_>) -> Result<Output, RunError> {
+    fn run(
+        &self,
+        input: DataInput<'_>,
+        config: &CapeAgnConfig,
+        ctx: &DataContext,
+        env: &mut RunEnv<'_>,
+    ) -> Result<Output, RunError> {
         let DataInput::Records { xt } = input else {
             return Err(failed("cape_agn runs on records"));
         };
         let d = ctx.d;
-        if xt.nrows() != d || !(config.k >= 1 && config.k <= d) || config.shares.len() != config.sites as usize {
+        if xt.nrows() != d
+            || !(config.k >= 1 && config.k <= d)
+            || config.shares.len() != config.sites as usize
+        {
             return Err(failed("the stored configuration does not fit the dataset"));
         }
         let records = to_domain(xt, config.model);

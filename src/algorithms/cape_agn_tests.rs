@@ -9,19 +9,31 @@ use rand_distr::{Distribution, StandardNormal};
 use serde_json::json;
 
 use super::*;
-use crate::algorithms::tensor_power::{packed_index, pack, project_packed, q_comp, unpack};
+use crate::algorithms::tensor_power::{pack, packed_index, project_packed, q_comp, unpack};
 use crate::algorithms::testing::{
-    assert_basis_contract, assert_invalid_fields, ctx, invalid_field, rejected, seeded, target, with_audited_env,
+    assert_basis_contract, assert_invalid_fields, ctx, invalid_field, rejected, seeded, target,
+    with_audited_env,
 };
 use crate::algorithms::{DynAlgorithm, registry};
 use crate::privacy::testing::check_gaussian_scale;
 
-const RO3: Neighbours = Neighbours::ReplaceOne { beta: 3.0, alpha: 30.0 };
+const RO3: Neighbours = Neighbours::ReplaceOne {
+    beta: 3.0,
+    alpha: 30.0,
+};
 
 fn mog_config(d: usize, k: usize, rho: f64, extra: serde_json::Value) -> CapeAgnConfig {
     let mut params = json!({ "k": k, "model": "mog", "sigma2": 0.05 });
-    params.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
-    configure(serde_json::from_value(params).unwrap(), &ctx(d, Some(30_000), RO3), &target(rho)).unwrap()
+    params
+        .as_object_mut()
+        .unwrap()
+        .extend(extra.as_object().unwrap().clone());
+    configure(
+        serde_json::from_value(params).unwrap(),
+        &ctx(d, Some(30_000), RO3),
+        &target(rho),
+    )
+    .unwrap()
 }
 
 /// K well-separated means of norm ≤ 1 in R^D (orthonormal directions scaled 0.9, 0.8, …).
@@ -112,7 +124,9 @@ fn the_packed_layout_round_trips_and_projection_matches_brute_force() {
     });
     assert_eq!(order.len(), packed_len(d));
     let mut rng = seeded(1);
-    let packed: Vec<f64> = (0..packed_len(d)).map(|_| StandardNormal.sample(&mut rng)).collect();
+    let packed: Vec<f64> = (0..packed_len(d))
+        .map(|_| StandardNormal.sample(&mut rng))
+        .collect();
     let dense = unpack(&packed, d).unwrap();
     assert_eq!(pack(&dense, d), packed);
     assert_eq!(dense[1 + d * (4 + d * 2)], dense[4 + d * (2 + d)], "symmetric");
@@ -161,7 +175,10 @@ fn moments_match_their_definitions_and_projection_is_linear() {
     let w = Matrix::from_fn(d, 3, |_, _| StandardNormal.sample(&mut rng));
     for (model, data) in [
         (Model::Mog, xt.clone()),
-        (Model::Stm, stm_records(&mut rng, &stm_truth(d, 2), &[0.5, 0.5], 5, 9)),
+        (
+            Model::Stm,
+            stm_records(&mut rng, &stm_truth(d, 2), &[0.5, 0.5], 5, 9),
+        ),
     ] {
         let full = projected_third_moment(&data, model, sigma2, &identity);
         let direct = projected_third_moment(&data, model, sigma2, &w);
@@ -182,7 +199,10 @@ fn moments_match_their_definitions_and_projection_is_linear() {
     let m2 = second_moment(&doc, Model::Stm, 0.0);
     assert!((m2[(0, 2)] - 1.0 / 6.0).abs() < 1e-12 && m2[(0, 0)].abs() < 1e-12);
     // Rows of fewer than 3 words (after rounding) contribute nothing.
-    let short = to_domain(&Matrix::from_column_slice(d, 1, &[1.2, 0.0, 0.9, -3.0, 0.0, 0.0]), Model::Stm);
+    let short = to_domain(
+        &Matrix::from_column_slice(d, 1, &[1.2, 0.0, 0.9, -3.0, 0.0, 0.0]),
+        Model::Stm,
+    );
     assert_eq!(short.sum(), 0.0);
 }
 
@@ -241,8 +261,14 @@ fn worst_ratio(model: Model, neighbours: Neighbours, seed: u64) -> f64 {
 fn sensitivities_bound_every_neighbour() {
     for model in [Model::Mog, Model::Stm] {
         for (i, nb) in [
-            Neighbours::ReplaceOne { beta: 2.0, alpha: 20.0 },
-            Neighbours::AddRemove { beta: 2.0, alpha: 20.0 },
+            Neighbours::ReplaceOne {
+                beta: 2.0,
+                alpha: 20.0,
+            },
+            Neighbours::AddRemove {
+                beta: 2.0,
+                alpha: 20.0,
+            },
         ]
         .into_iter()
         .enumerate()
@@ -260,14 +286,21 @@ fn cost_is_the_jobs_rho_split_evenly() {
         let config = mog_config(10, 3, rho, json!({ "sites": sites }));
         let cost = CapeAgn.cost(&config, &ctx(10, Some(30_000), RO3));
         assert!(cost.is_gaussian_only());
-        assert!(cost.rho <= rho && cost.rho >= rho * (1.0 - 1e-9), "{cost:?} vs {rho}");
+        assert!(
+            cost.rho <= rho && cost.rho >= rho * (1.0 - 1e-9),
+            "{cost:?} vs {rho}"
+        );
         assert!((config.stage1.cost() - rho / 2.0).abs() <= 1e-9 * rho);
         assert!((config.stage2.cost() - rho / 2.0).abs() <= 1e-9 * rho);
     }
     // Through the registry too.
     let alg: &dyn DynAlgorithm = &CapeAgn;
     let p = alg
-        .prepare(json!({ "k": 2, "model": "stm" }), &ctx(8, Some(100), RO3), &target(0.7))
+        .prepare(
+            json!({ "k": 2, "model": "stm" }),
+            &ctx(8, Some(100), RO3),
+            &target(0.7),
+        )
         .unwrap();
     assert!((p.cost.rho - 0.7).abs() <= 1e-9);
 }
@@ -303,7 +336,11 @@ fn each_stage_aggregate_carries_the_calibrated_noise_and_an_under_noised_twin_fa
     assert!(config.stage1.achieved_sd(4, 0) >= config.stage1.pooled_sd);
     for stage in [1, 2] {
         let mut twin = config.clone();
-        let noise = if stage == 1 { &mut twin.stage1 } else { &mut twin.stage2 };
+        let noise = if stage == 1 {
+            &mut twin.stage1
+        } else {
+            &mut twin.stage2
+        };
         noise.own_sd *= 0.85;
         let (one, two) = aggregate_noise(&twin, d, 30);
         let (values, expected) = if stage == 1 {
@@ -311,7 +348,10 @@ fn each_stage_aggregate_carries_the_calibrated_noise_and_an_under_noised_twin_fa
         } else {
             (two, config.stage2.achieved_sd(4, 0))
         };
-        assert!(check_gaussian_scale(&values, expected).is_err(), "stage {stage} twin passed");
+        assert!(
+            check_gaussian_scale(&values, expected).is_err(),
+            "stage {stage} twin passed"
+        );
     }
     // A dropout leaves the reported extra noise.
     let dropped = mog_config(d, 3, 0.8, json!({ "sites": 4, "dropouts": [3] }));
@@ -336,8 +376,17 @@ fn non_private(xt: &Matrix, model: Model, sigma2: f64, k: usize, seed: u64) -> C
     .components
 }
 
-fn run_registry(params: serde_json::Value, xt: &Matrix, c: &DataContext, rho: f64, seed: u64) -> (Output, Vec<(&'static str, serde_json::Value)>) {
-    let alg = registry().iter().find(|a| a.info().name == "cape_agn").expect("registered");
+fn run_registry(
+    params: serde_json::Value,
+    xt: &Matrix,
+    c: &DataContext,
+    rho: f64,
+    seed: u64,
+) -> (Output, Vec<(&'static str, serde_json::Value)>) {
+    let alg = registry()
+        .iter()
+        .find(|a| a.info().name == "cape_agn")
+        .expect("registered");
     let prepared = alg.prepare(params, c, &target(rho)).unwrap();
     let (out, _) = with_audited_env(seed, |env| {
         let out = alg.run_prepared(&prepared.config, DataInput::Records { xt }, c, env);
@@ -347,7 +396,11 @@ fn run_registry(params: serde_json::Value, xt: &Matrix, c: &DataContext, rho: f6
 }
 
 fn components_of(released: &[(&'static str, serde_json::Value)]) -> (Vec<Vec<f64>>, Vec<f64>) {
-    let c = &released.iter().find(|(n, _)| *n == "components").expect("components released").1;
+    let c = &released
+        .iter()
+        .find(|(n, _)| *n == "components")
+        .expect("components released")
+        .1;
     (
         serde_json::from_value(c["components"].clone()).unwrap(),
         serde_json::from_value(c["weights"].clone()).unwrap(),
@@ -363,21 +416,36 @@ fn recovers_mog_components_at_a_huge_budget() {
     let xt = mog_records(&mut rng, &truth, &weights, sigma2, n);
     let best = q_comp(&non_private(&xt, Model::Mog, sigma2, k, 4).vectors, &truth);
     let c = ctx(d, Some(n), RO3);
-    let (out, released) = run_registry(json!({ "k": k, "model": "mog", "sigma2": sigma2 }), &xt, &c, 1e9, 5);
+    let (out, released) = run_registry(
+        json!({ "k": k, "model": "mog", "sigma2": sigma2 }),
+        &xt,
+        &c,
+        1e9,
+        5,
+    );
     assert_basis_contract(&out.basis, d, k);
     let (components, w) = components_of(&released);
     let q = q_comp(&components, &truth);
     assert!(best < 0.1, "non-private q^comp {best}");
     assert!(q <= best + 0.01, "q^comp {q} vs non-private {best}");
     assert!((w.iter().sum::<f64>() - 1.0).abs() < 1e-9);
-    assert!((w[0] - 0.5).abs() < 0.05 && (w[2] - 0.2).abs() < 0.05, "weights {w:?}");
+    assert!(
+        (w[0] - 0.5).abs() < 0.05 && (w[2] - 0.2).abs() < 0.05,
+        "weights {w:?}"
+    );
     // The stage reports are there and say all sites sent.
     for name in [STAGE1, STAGE2] {
         let r = &released.iter().find(|(n, _)| *n == name).unwrap().1;
         assert_eq!(r["fallback"], false, "{r}");
     }
     // At a small budget the error is clearly worse (the noise matters).
-    let (_, released) = run_registry(json!({ "k": k, "model": "mog", "sigma2": sigma2 }), &xt, &c, 1e-3, 5);
+    let (_, released) = run_registry(
+        json!({ "k": k, "model": "mog", "sigma2": sigma2 }),
+        &xt,
+        &c,
+        1e-3,
+        5,
+    );
     assert!(q_comp(&components_of(&released).0, &truth) > best + 0.1);
 }
 
@@ -388,7 +456,14 @@ fn recovers_stm_topics_at_a_huge_budget_with_unequal_sites_and_a_dropout() {
     let truth = stm_truth(d, k);
     let xt = stm_records(&mut rng, &truth, &[0.4, 0.35, 0.25], 6, n);
     let best = q_comp(&non_private(&xt, Model::Stm, 0.0, k, 4).vectors, &truth);
-    let c = ctx(d, Some(n), Neighbours::ReplaceOne { beta: 6.0, alpha: 6.0 });
+    let c = ctx(
+        d,
+        Some(n),
+        Neighbours::ReplaceOne {
+            beta: 6.0,
+            alpha: 6.0,
+        },
+    );
     let params = json!({ "k": k, "model": "stm", "sites": 4, "site_shares": [1, 2, 3, 4], "dropouts": [2] });
     let (out, released) = run_registry(params, &xt, &c, 1e9, 7);
     assert_basis_contract(&out.basis, d, k);
@@ -407,8 +482,14 @@ fn recovers_stm_topics_at_a_huge_budget_with_unequal_sites_and_a_dropout() {
 #[test]
 fn shards_follow_the_shares() {
     assert_eq!(shard_ranges(10, &[0.5, 0.5]), vec![0..5, 5..10]);
-    assert_eq!(shard_ranges(10, &[0.1, 0.2, 0.3, 0.4]), vec![0..1, 1..3, 3..6, 6..10]);
-    assert_eq!(shard_ranges(2, &[0.25; 4]).iter().map(|r| r.len()).sum::<usize>(), 2);
+    assert_eq!(
+        shard_ranges(10, &[0.1, 0.2, 0.3, 0.4]),
+        vec![0..1, 1..3, 3..6, 6..10]
+    );
+    assert_eq!(
+        shard_ranges(2, &[0.25; 4]).iter().map(|r| r.len()).sum::<usize>(),
+        2
+    );
 }
 
 #[test]
@@ -428,29 +509,67 @@ fn bad_inputs_name_their_field() {
             (json!({ "k": 2, "model": "mog" }), "params.sigma2"),
             (json!({ "k": 2, "model": "mog", "sigma2": -1.0 }), "params.sigma2"),
             (json!({ "k": 2, "model": "stm", "sigma2": 0.1 }), "params.sigma2"),
-            (json!({ "k": 2, "model": "stm", "sites": 3, "site_shares": [1, 2] }), "params.site_shares"),
-            (json!({ "k": 2, "model": "stm", "site_shares": [1, 0, 2] }), "params.site_shares"),
-            (json!({ "k": 2, "model": "stm", "sites": 2, "dropouts": [1, 2] }), "params.dropouts"),
-            (json!({ "k": 2, "model": "stm", "dropouts": [4] }), "params.dropouts"),
-            (json!({ "k": 2, "model": "stm", "pair_ratio": 0 }), "params.pair_ratio"),
-            (json!({ "k": 2, "model": "stm", "center": "private" }), "params.center"),
+            (
+                json!({ "k": 2, "model": "stm", "sites": 3, "site_shares": [1, 2] }),
+                "params.site_shares",
+            ),
+            (
+                json!({ "k": 2, "model": "stm", "site_shares": [1, 0, 2] }),
+                "params.site_shares",
+            ),
+            (
+                json!({ "k": 2, "model": "stm", "sites": 2, "dropouts": [1, 2] }),
+                "params.dropouts",
+            ),
+            (
+                json!({ "k": 2, "model": "stm", "dropouts": [4] }),
+                "params.dropouts",
+            ),
+            (
+                json!({ "k": 2, "model": "stm", "pair_ratio": 0 }),
+                "params.pair_ratio",
+            ),
+            (
+                json!({ "k": 2, "model": "stm", "center": "private" }),
+                "params.center",
+            ),
         ],
     );
     // STM on rows the public bounds clip below any 3-word document.
-    let small = ctx(10, Some(1000), Neighbours::ReplaceOne { beta: 1.0, alpha: 3.0 });
-    assert_eq!(invalid_field(&rejected(alg, json!({ "k": 2, "model": "stm" }), &small, 1.0)), "params.model");
+    let small = ctx(
+        10,
+        Some(1000),
+        Neighbours::ReplaceOne {
+            beta: 1.0,
+            alpha: 3.0,
+        },
+    );
+    assert_eq!(
+        invalid_field(&rejected(alg, json!({ "k": 2, "model": "stm" }), &small, 1.0)),
+        "params.model"
+    );
     // MOG is fine there.
-    assert!(alg.prepare(json!({ "k": 2, "model": "mog", "sigma2": 0.01 }), &small, &t).is_ok());
+    assert!(
+        alg.prepare(json!({ "k": 2, "model": "mog", "sigma2": 0.01 }), &small, &t)
+            .is_ok()
+    );
     // d above the cap.
     let wide = ctx(101, Some(1000), RO3);
-    assert_eq!(invalid_field(&rejected(alg, json!({ "k": 2, "model": "stm" }), &wide, 1.0)), "params.k");
+    assert_eq!(
+        invalid_field(&rejected(alg, json!({ "k": 2, "model": "stm" }), &wide, 1.0)),
+        "params.k"
+    );
     // A matrix dataset: refused as unsupported by the registry, and by configure on the model.
     let matrix = ctx(10, None, Neighbours::Entry { u: 1.0 });
     assert!(matches!(
         alg.prepare(json!({ "k": 2, "model": "mog", "sigma2": 0.1 }), &matrix, &t),
         Err(ConfigError::Unsupported(_))
     ));
-    let e = configure(serde_json::from_value(json!({ "k": 2, "model": "mog", "sigma2": 0.1 })).unwrap(), &matrix, &t)
-        .unwrap_err();
+    let e = configure(
+        serde_json::from_value(json!({ "k": 2, "model": "mog", "sigma2": 0.1 })).unwrap(),
+        &matrix,
+        &t,
+    )
+    .unwrap_err();
     assert_eq!(invalid_field(&e), "params.model");
 }

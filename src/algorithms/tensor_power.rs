@@ -227,12 +227,7 @@ pub fn q_comp(estimated: &[Vec<f64>], truth: &[Vec<f64>]) -> f64 {
     let dist = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| (x - y).powi(2)).sum::<f64>().sqrt();
     estimated
         .iter()
-        .map(|a| {
-            truth
-                .iter()
-                .map(|b| dist(a, b))
-                .fold(f64::INFINITY, f64::min)
-        })
+        .map(|a| truth.iter().map(|b| dist(a, b)).fold(f64::INFINITY, f64::min))
         .sum::<f64>()
         / estimated.len() as f64
 }

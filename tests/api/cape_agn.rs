@@ -33,8 +33,18 @@ async fn cape_agn_is_listed_runs_and_refuses_one_site() {
         .find(|a| a["name"] == "cape_agn")
         .expect("cape_agn listed")
         .clone();
-    let properties = info["parameters"]["properties"].as_object().expect("a parameter schema");
-    for name in ["k", "model", "sigma2", "sites", "site_shares", "dropouts", "pair_ratio"] {
+    let properties = info["parameters"]["properties"]
+        .as_object()
+        .expect("a parameter schema");
+    for name in [
+        "k",
+        "model",
+        "sigma2",
+        "sites",
+        "site_shares",
+        "dropouts",
+        "pair_ratio",
+    ] {
         assert!(properties.contains_key(name), "{name} in {info}");
     }
 
@@ -45,13 +55,25 @@ async fn cape_agn_is_listed_runs_and_refuses_one_site() {
             json!({ "name": "docs", "kind": "records", "row_norm_bound": 4.0, "row_l1_bound": 4.0, "budget": { "rho": 1e6 } }),
         )
         .await;
-    let reply = app.upload(&key, &ds, "text/csv", documents(600).into_bytes()).await;
-    assert_eq!(reply.status.as_u16(), 200, "{}", String::from_utf8_lossy(&reply.bytes));
+    let reply = app
+        .upload(&key, &ds, "text/csv", documents(600).into_bytes())
+        .await;
+    assert_eq!(
+        reply.status.as_u16(),
+        200,
+        "{}",
+        String::from_utf8_lossy(&reply.bytes)
+    );
 
     let done = app
         .run(
             &key,
-            job(&ds, "cape_agn", json!({ "k": 2, "model": "stm", "sites": 3 }), json!({ "rho": 1e5 })),
+            job(
+                &ds,
+                "cape_agn",
+                json!({ "k": 2, "model": "stm", "sites": 3 }),
+                json!({ "rho": 1e5 }),
+            ),
         )
         .await;
     assert_eq!(done["status"], "succeeded", "{done}");
@@ -59,7 +81,9 @@ async fn cape_agn_is_listed_runs_and_refuses_one_site() {
         .get(&format!("/v1/jobs/{}/result", done["id"].as_str().unwrap()), &key)
         .await
         .json();
-    let components = result["released"]["components"]["components"].as_array().expect("components");
+    let components = result["released"]["components"]["components"]
+        .as_array()
+        .expect("components");
     assert_eq!(components.len(), 2, "{result}");
     assert_eq!(components[0].as_array().map(Vec::len), Some(6));
     assert_eq!(result["released"]["cape_stage1"]["sites"], 3, "{result}");
@@ -69,7 +93,12 @@ async fn cape_agn_is_listed_runs_and_refuses_one_site() {
         .post(
             "/v1/jobs",
             &key,
-            job(&ds, "cape_agn", json!({ "k": 2, "model": "stm", "sites": 1 }), json!({ "rho": 1 })),
+            job(
+                &ds,
+                "cape_agn",
+                json!({ "k": 2, "model": "stm", "sites": 1 }),
+                json!({ "rho": 1 }),
+            ),
         )
         .await
         .problem(422);
