@@ -1,7 +1,7 @@
 //! `cape_agn`: distributed differentially private orthogonal tensor decomposition (Imtiaz &
-//! Sarwate, Alg. 3, "capeAGN"), simulate mode: a records dataset split into S sites. Design
-//! notes in docs/design/cape.md; the CAPE noise itself is the shared core
-//! [`crate::federation::cape`] (sum form, joint-view calibration).
+//! Sarwate, Alg. 3, "capeAGN"), simulate mode: a records dataset split into S sites. The CAPE
+//! noise itself is the shared core [`crate::federation::cape`] (sum form, joint-view
+//! calibration; its module docs explain the accounting).
 //!
 //! **Models** (App. B; Anandkumar et al. 2014 §3). Both give, in sum form over N records,
 //! M₂ = Σ_n m₂(x_n) ≈ N·Σ_k w_k a_k a_kᵀ and M₃ = Σ_n m₃(x_n) ≈ N·Σ_k w_k a_k⊗a_k⊗a_k:
