@@ -11,6 +11,7 @@
 pub mod analyze_gauss;
 pub mod auto;
 pub mod bingham;
+pub mod cape_agn;
 pub mod cape_pca;
 pub mod centering;
 pub mod clipping;
@@ -29,6 +30,7 @@ pub mod k_dp_pca;
 pub mod noisy_power;
 pub mod registry;
 pub mod sensitivity;
+pub mod tensor_power;
 #[cfg(test)]
 pub(crate) mod testing;
 

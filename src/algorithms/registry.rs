@@ -530,6 +530,7 @@ pub fn registry() -> &'static [&'static dyn DynAlgorithm] {
         &super::federated_power::FederatedPower,
         &super::cape_pca::CapePca,
         &super::gossip_power::GossipPower,
+        &super::cape_agn::CapeAgn,
         &Exact,
     ]
 }

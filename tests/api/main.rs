@@ -7,6 +7,7 @@ mod helpers;
 
 mod auth;
 mod cape;
+mod cape_agn;
 mod central;
 mod datasets;
 mod gossip;
