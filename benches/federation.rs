@@ -22,7 +22,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, ensure};
+use anyhow::{Context, Result, bail, ensure};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
@@ -182,6 +182,7 @@ async fn secure_site(mut site: Site) -> Result<Site> {
                 ensure!(status == "succeeded", "study {status}: {reason:?}");
                 return Ok(site);
             }
+            SiteTask::CapeRelease { .. } => bail!("a CAPE task in a federated_power study"),
         }
     }
 }
