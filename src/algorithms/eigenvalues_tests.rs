@@ -254,6 +254,7 @@ fn the_list_of_free_eigenvalues_matches_reality() {
         let params = match name {
             "coherent_power" => json!({"k": 1, "coherence_bound": d}),
             "k_dp_pca" => json!({"k": 1, "batch_size": 150}),
+            "cape_agn" => json!({"k": 1, "model": "mog", "sigma2": 0.0}),
             _ => json!({"k": 1}),
         };
         let p = alg

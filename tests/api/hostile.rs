@@ -156,6 +156,10 @@ async fn odd_fields_never_cause_a_server_error_or_a_stuck_job() {
         let (params, privacy) = match name {
             "coherent_power" => (json!({ "k": 1, "coherence_bound": 5 }), json!({ "rho": 1.0 })),
             "k_dp_pca" => (json!({ "k": 1 }), json!({ "rho": 50.0, "delta": 1e-3 })),
+            "cape_agn" => (
+                json!({ "k": 1, "model": "mog", "sigma2": 0.0 }),
+                json!({ "rho": 1.0 }),
+            ),
             _ => (json!({ "k": 1 }), json!({ "rho": 1.0 })),
         };
         let template = json!({ "dataset_id": ds, "algorithm": name, "params": params, "privacy": privacy });
