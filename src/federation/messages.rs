@@ -55,7 +55,8 @@ pub struct JoinRequest {
     #[serde(default)]
     pub encryption_public_key: Option<String>,
     /// `federated_power`: one X25519 masking public key per round, rounds 1..=L in order.
-    /// `cape_pca`: one X25519 pair-noise public key per protocol stage (one). Base64, 32 bytes each.
+    /// `cape_pca` / `cape_agn`: one X25519 pair-noise public key per protocol stage (one / two).
+    /// Base64, 32 bytes each.
     pub mask_public_keys: Vec<String>,
 }
 
@@ -173,6 +174,14 @@ pub enum SiteTask {
         noise: crate::federation::cape::CapeNoise,
         /// Number of values to send.
         len: usize,
+        /// `cape_agn` stage 2: the whitening W (`input_rows`×`input_cols` f64, column-major,
+        /// little-endian, base64) every site projects its third moment by; absent otherwise.
+        #[serde(default)]
+        input: Option<String>,
+        #[serde(default)]
+        input_rows: usize,
+        #[serde(default)]
+        input_cols: usize,
     },
     /// The study is over (for this site). `status` is the study status.
     Finished {

@@ -14,6 +14,7 @@ use super::error::{ApiError, Json, Path, ProblemDocument, ProblemKind};
 use super::jobs::{ProgressView, npy_bytes, strip_nulls, wants_npy};
 use super::privacy_input::{DEFAULT_DISPLAY_DELTA, PrivacyAmount, PrivacyInput};
 use crate::algorithms::ConfigError;
+use crate::algorithms::cape_agn::{self, CapeAgnParams};
 use crate::algorithms::cape_pca::{self, CapePcaParams};
 use crate::algorithms::federated_power::{
     self, FederatedPowerParams, MAX_SITES, default_threshold, study_context,
@@ -22,10 +23,11 @@ use crate::dataset::{Neighbours, Relation};
 use crate::privacy::units::{DELTA_UNIT, RHO_UNIT, charge_units, from_units};
 use crate::state::AppState;
 use crate::store::{NewStudy, NewStudySite, StudyCancel, StudyRecord, StudySiteRecord, StudyStatus};
-use crate::studies::live::{CapePlan, Protocol};
+use crate::studies::cape_live::{CapeKind, CapePlan};
+use crate::studies::live::Protocol;
 
 /// Algorithms a study can run.
-const STUDY_ALGORITHMS: [&str; 2] = ["federated_power", "cape_pca"];
+const STUDY_ALGORITHMS: [&str; 3] = ["federated_power", "cape_pca", "cape_agn"];
 /// Default time sites have to join, in seconds.
 pub const DEFAULT_JOIN_TIMEOUT_SECS: u64 = 600;
 /// Default time a round (and the key exchange) waits for every site before dropping the silent ones.
@@ -48,7 +50,7 @@ pub struct CreateStudySite {
 pub struct CreateStudy {
     /// A name for people (1 to 200 characters).
     pub name: String,
-    /// `federated_power` or `cape_pca`.
+    /// `federated_power`, `cape_pca` or `cape_agn`.
     pub algorithm: String,
     /// Number of features d every site's data has.
     pub n_features: usize,
@@ -285,20 +287,12 @@ fn resolve(body: &CreateStudy, max_d: usize) -> Result<Resolved, ApiError> {
         return Err(ApiError::validation("name", "must have 1 to 200 characters"));
     }
     if !STUDY_ALGORITHMS.contains(&body.algorithm.as_str()) {
-        let planned = body.algorithm == "cape_agn";
         return Err(ApiError::validation(
             "algorithm",
-            if planned {
-                format!(
-                    "`{}` is not available for studies yet (it runs as a job in simulate mode); studies run: federated_power, cape_pca",
-                    body.algorithm
-                )
-            } else {
-                format!(
-                    "unknown study algorithm `{}`; studies run: federated_power, cape_pca",
-                    body.algorithm
-                )
-            },
+            format!(
+                "unknown study algorithm `{}`; studies run: federated_power, cape_pca, cape_agn",
+                body.algorithm
+            ),
         ));
     }
     if !(body.n_features >= 1 && body.n_features <= max_d) {
@@ -358,13 +352,34 @@ fn resolve(body: &CreateStudy, max_d: usize) -> Result<Resolved, ApiError> {
             .map_err(config_problem)?;
         let cost = config.noise.cost();
         let plan = CapePlan {
-            k: config.k,
+            kind: CapeKind::Pca { k: config.k },
             pair_ratio: config.pair_ratio,
-            sensitivity: config.noise.sensitivity,
+            stages: vec![config.noise.sensitivity],
             rho: cost,
         };
         let value = serde_json::to_value(&config).map_err(ApiError::internal)?;
         (value, Protocol::Cape(plan), 1, cost)
+    } else if body.algorithm == "cape_agn" {
+        let mut parsed: CapeAgnParams = serde_path_to_error::deserialize(params).map_err(bad_params)?;
+        parsed.sites = Some(n_sites);
+        let pair_ratio = parsed
+            .pair_ratio
+            .unwrap_or(crate::federation::cape::DEFAULT_PAIR_RATIO);
+        let config = cape_agn::configure(parsed, &ctx, &target).map_err(|e| match e {
+            ConfigError::Invalid { field, message } if field == "params.sites" => {
+                ApiError::validation("sites", message)
+            }
+            other => config_problem(other),
+        })?;
+        let cost = config.stage1.cost() + config.stage2.cost();
+        let plan = CapePlan {
+            kind: CapeKind::Agn(Box::new(config.clone())),
+            pair_ratio,
+            stages: vec![config.stage1.sensitivity, config.stage2.sensitivity],
+            rho: cost,
+        };
+        let value = serde_json::to_value(&config).map_err(ApiError::internal)?;
+        (value, Protocol::Cape(plan), 2, cost)
     } else {
         let parsed: FederatedPowerParams = serde_path_to_error::deserialize(params).map_err(bad_params)?;
         let config = federated_power::configure_for(&parsed, &ctx, &target, n_sites, threshold)
@@ -570,7 +585,8 @@ pub struct StudyResultView {
     pub achieved_multiplier: Option<f64>,
     /// `federated_power`: every round's survivors.
     pub rounds: Vec<StudyRoundView>,
-    /// `cape_pca`: the noise the aggregate actually carries (`noise_sd`) against the pooled
+    /// `cape_pca` (for `cape_agn`: `stage1` and `stage2` of these, and `components`, the
+    /// mixture components and weights): the noise the aggregate actually carries (`noise_sd`) against the pooled
     /// (`pooled_noise_sd`) and conventional (`conventional_noise_sd`) levels, per entry of
     /// Σ_s X_sᵀX_s, and whether a dropout made it fall back (`fallback`, `note`).
     #[schema(value_type = Option<Object>)]
@@ -655,7 +671,7 @@ pub async fn result(
         target_multiplier: report.get("target_multiplier").and_then(|v| v.as_f64()),
         achieved_multiplier: report.get("achieved_multiplier").and_then(|v| v.as_f64()),
         rounds,
-        noise: (study.algorithm == "cape_pca").then(|| report.clone()),
+        noise: study.algorithm.starts_with("cape_").then(|| report.clone()),
     })
     .into_response())
 }

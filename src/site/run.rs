@@ -243,7 +243,7 @@ async fn prepare(args: &SiteArgs, client: &SiteClient) -> Result<Prepared, Failu
     check_study(&view)?;
     let computation = match view.algorithm.as_str() {
         "federated_power" => Some(SiteComputation::from_view(&view).map_err(Failure::Refused)?),
-        "cape_pca" => None,
+        "cape_pca" | "cape_agn" => None,
         other => {
             return Err(Failure::Refused(format!(
                 "this client does not know the study algorithm `{other}`; nothing was sent"

@@ -11,9 +11,7 @@ use uuid::Uuid;
 
 use crate::algorithms::Output;
 use crate::algorithms::federated_power::FederatedPowerConfig;
-use crate::federation::cape::{self, CapeNoise};
-use crate::federation::crypto::Seed;
-use crate::federation::messages::{CapePeer, JoinRequest, Participant, ShareBox, SiteTask};
+use crate::federation::messages::{JoinRequest, Participant, ShareBox, SiteTask};
 use crate::federation::power::{FederationReport, PowerState};
 use crate::federation::rounds::{Phase, Rounds};
 use crate::federation::secagg::Aggregator;
@@ -48,18 +46,7 @@ pub enum Protocol {
     /// `federated_power`: key exchange, then L masked rounds (docs/design/federation.md).
     Power(FederatedPowerConfig),
     /// `cape_pca`: one CAPE release per site (docs/design/cape.md).
-    Cape(CapePlan),
-}
-
-/// What a CAPE study needs to calibrate once its roster is fixed.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CapePlan {
-    pub k: usize,
-    pub pair_ratio: f64,
-    /// Δ of one site's statistic.
-    pub sensitivity: f64,
-    /// The ρ every site is charged; the noise is calibrated to it for the actual roster size.
-    pub rho: f64,
+    Cape(super::cape_live::CapePlan),
 }
 
 impl Protocol {
@@ -67,32 +54,18 @@ impl Protocol {
     fn keys_per_site(&self) -> usize {
         match self {
             Protocol::Power(config) => config.iterations as usize,
-            Protocol::Cape(_) => CAPE_STAGES as usize,
+            Protocol::Cape(plan) => plan.stages.len(),
         }
     }
 }
 
-/// `cape_pca` is one stage.
-const CAPE_STAGES: u32 = 1;
-
-struct Sharing {
+pub(super) struct Sharing {
     config: FederatedPowerConfig,
     participants: Vec<Participant>,
     boxes: BTreeMap<u32, Vec<ShareBox>>,
 }
 
-/// A CAPE study after its roster is fixed: waiting for the releases.
-struct CapeRunning {
-    plan: CapePlan,
-    noise: CapeNoise,
-    roster: Vec<u32>,
-    peers: Vec<CapePeer>,
-    aggregator_seeds: BTreeMap<u32, Seed>,
-    releases: BTreeMap<u32, Vec<f64>>,
-    len: usize,
-}
-
-struct Running {
+pub(super) struct Running {
     config: FederatedPowerConfig,
     /// Sites whose share boxes arrived (a retried upload from one of them is already received).
     senders: BTreeSet<u32>,
@@ -130,11 +103,11 @@ impl Running {
     }
 }
 
-enum Stage {
+pub(super) enum Stage {
     Enrolling,
     Sharing(Sharing),
     Running(Box<Running>),
-    Cape(Box<CapeRunning>),
+    Cape(Box<super::cape_live::CapeRunning>),
     Finished {
         status: &'static str,
         reason: Option<String>,
@@ -144,19 +117,19 @@ enum Stage {
 /// A study's live state.
 pub struct Live {
     pub study: Uuid,
-    protocol: Protocol,
-    threshold: u32,
-    d: usize,
+    pub(super) protocol: Protocol,
+    pub(super) threshold: u32,
+    pub(super) d: usize,
     n_sites: u32,
     join_deadline: Instant,
-    round_timeout: Duration,
-    names: BTreeMap<u32, String>,
-    joined: BTreeMap<u32, JoinRequest>,
-    stage: Stage,
+    pub(super) round_timeout: Duration,
+    pub(super) names: BTreeMap<u32, String>,
+    pub(super) joined: BTreeMap<u32, JoinRequest>,
+    pub(super) stage: Stage,
     /// End of the current phase (key exchange, collection or unmasking).
-    deadline: Instant,
+    pub(super) deadline: Instant,
     /// Sites out of the study, with the reason shown to them.
-    out: BTreeMap<u32, String>,
+    pub(super) out: BTreeMap<u32, String>,
 }
 
 /// A site message that does not fit: the HTTP layer turns it into a 4xx.
@@ -415,23 +388,11 @@ impl Live {
                     _ => self.wait(),
                 }
             }
-            Stage::Cape(cape) => {
-                if !cape.roster.contains(&site) || cape.releases.contains_key(&site) {
-                    return self.wait();
-                }
-                SiteTask::CapeRelease {
-                    stage: 1,
-                    stages: CAPE_STAGES,
-                    peers: cape.peers.iter().filter(|p| p.index != site).cloned().collect(),
-                    aggregator_seed: wire::encode(&cape.aggregator_seeds[&site]),
-                    noise: cape.noise,
-                    len: cape.len,
-                }
-            }
+            Stage::Cape(cape) => cape.task(site).unwrap_or_else(|| self.wait()),
         }
     }
 
-    fn wait(&self) -> SiteTask {
+    pub(super) fn wait(&self) -> SiteTask {
         SiteTask::Wait {
             status: self.status().to_string(),
         }
@@ -445,7 +406,12 @@ impl Live {
         }
     }
 
-    fn fail(&mut self, reason: String, report: Option<serde_json::Value>, effects: &mut Vec<Effect>) {
+    pub(super) fn fail(
+        &mut self,
+        reason: String,
+        report: Option<serde_json::Value>,
+        effects: &mut Vec<Effect>,
+    ) {
         self.stage = Stage::Finished {
             status: "failed",
             reason: Some(reason.clone()),
@@ -453,7 +419,7 @@ impl Live {
         effects.push(Effect::Failed { reason, report });
     }
 
-    fn mark_out(&mut self, sites: &[u32], round: u32, why: &str, effects: &mut Vec<Effect>) {
+    pub(super) fn mark_out(&mut self, sites: &[u32], round: u32, why: &str, effects: &mut Vec<Effect>) {
         if sites.is_empty() {
             return;
         }
@@ -727,118 +693,8 @@ impl Live {
 }
 
 /// A protocol report as stored with the study.
-fn report_value<T: serde::Serialize>(report: T) -> serde_json::Value {
+pub(super) fn report_value<T: serde::Serialize>(report: T) -> serde_json::Value {
     serde_json::to_value(report).unwrap_or(serde_json::Value::Null)
-}
-
-impl Live {
-    /// The roster is fixed: calibrate for its size, draw the aggregator seeds, charge, and ask
-    /// every site for its release.
-    fn start_cape(&mut self, plan: CapePlan, roster: Vec<u32>, effects: &mut Vec<Effect>) {
-        let sites = roster.len() as u32;
-        let Some(noise) = CapeNoise::calibrate(plan.sensitivity, plan.rho, sites, plan.pair_ratio) else {
-            self.fail(
-                "the noise could not be calibrated for this roster; nothing was charged".into(),
-                None,
-                effects,
-            );
-            return;
-        };
-        let mut rng = ChaCha20Rng::from_os_rng();
-        let aggregator_seeds = roster.iter().map(|&s| (s, cape::fresh_seed(&mut rng))).collect();
-        let peers = roster
-            .iter()
-            .map(|&i| CapePeer {
-                index: i,
-                name: self.names.get(&i).cloned().unwrap_or_default(),
-                noise_public_keys: self.joined[&i].mask_public_keys.clone(),
-            })
-            .collect();
-        effects.push(Effect::Charge {
-            roster: roster.clone(),
-            dropped: Vec::new(),
-        });
-        self.stage = Stage::Cape(Box::new(CapeRunning {
-            plan,
-            noise,
-            roster,
-            peers,
-            aggregator_seeds,
-            releases: BTreeMap::new(),
-            len: self.d * (self.d + 1) / 2,
-        }));
-    }
-
-    /// A CAPE site's release for `stage`.
-    pub fn cape_release(&mut self, site: u32, stage: u32, values: &str) -> Result<(), LiveError> {
-        let Stage::Cape(cape) = &mut self.stage else {
-            return Err(LiveError::Conflict(
-                "the study is not collecting CAPE releases now".into(),
-            ));
-        };
-        if stage != 1 {
-            return Err(LiveError::Conflict(format!(
-                "stage {stage} is not open (stage 1 is)"
-            )));
-        }
-        if !cape.roster.contains(&site) {
-            return Err(LiveError::Conflict("this site is not in the roster".into()));
-        }
-        if cape.releases.contains_key(&site) {
-            return Err(LiveError::AlreadyReceived(
-                "this site's release already arrived".into(),
-            ));
-        }
-        let values = wire::b64_to_f64s(values, cape.len).map_err(|e| LiveError::Invalid(e.to_string()))?;
-        if !values.iter().all(|v| v.is_finite()) {
-            return Err(LiveError::Invalid("every value must be a finite number".into()));
-        }
-        cape.releases.insert(site, values);
-        Ok(())
-    }
-
-    /// Closes the CAPE stage when every site has sent, or at the deadline with at least one
-    /// release; the silent sites are dropouts (their pair terms stay in the sum, reported).
-    fn advance_cape(&mut self, now: Instant, effects: &mut Vec<Effect>) -> bool {
-        let Stage::Cape(cape) = &self.stage else {
-            return false;
-        };
-        let all = cape.releases.len() == cape.roster.len();
-        if !(all || now >= self.deadline) {
-            return false;
-        }
-        let survivors: Vec<u32> = cape.releases.keys().copied().collect();
-        let dropped: Vec<u32> = cape
-            .roster
-            .iter()
-            .copied()
-            .filter(|s| !cape.releases.contains_key(s))
-            .collect();
-        let report = cape.noise.report(survivors.clone(), dropped.clone());
-        let result = if survivors.is_empty() {
-            Err("no site sent its release before the deadline; the study stops (charges stand)".to_string())
-        } else {
-            cape::aggregate(&cape.releases, &cape.aggregator_seeds, cape.len, &cape.noise).and_then(|sum| {
-                crate::algorithms::cape_pca::finish(&sum, self.d, cape.plan.k).map_err(|e| e.to_string())
-            })
-        };
-        self.mark_out(&dropped, 1, "this site sent nothing before the deadline", effects);
-        effects.push(Effect::Progress { done: 1 });
-        match result {
-            Ok(output) => {
-                self.stage = Stage::Finished {
-                    status: "succeeded",
-                    reason: None,
-                };
-                effects.push(Effect::Succeeded {
-                    output,
-                    report: report_value(report),
-                });
-            }
-            Err(e) => self.fail(e, Some(report_value(report)), effects),
-        }
-        true
-    }
 }
 
 fn round_error(e: crate::federation::rounds::RoundError) -> LiveError {

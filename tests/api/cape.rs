@@ -259,8 +259,20 @@ async fn cape_studies_are_refused_with_clear_problems() {
         app.post("/v1/studies", &key, shares).await.problem(422)["field"],
         "params.site_shares"
     );
+    // cape_agn studies need a model, and keep the jobs' limits.
     let mut agn = cape_study(3, 5);
     agn["algorithm"] = json!("cape_agn");
-    let problem = app.post("/v1/studies", &key, agn).await.problem(422);
+    let problem = app.post("/v1/studies", &key, agn.clone()).await.problem(422);
+    assert_eq!(problem["field"], "params.model", "{problem}");
+    agn["params"] = json!({"k": 1, "model": "mog", "sigma2": 0.1, "dropouts": [1]});
+    let problem = app.post("/v1/studies", &key, agn.clone()).await.problem(422);
+    assert_eq!(problem["field"], "params.dropouts", "{problem}");
+    agn["params"] = json!({"k": 1, "model": "mog", "sigma2": 0.1});
+    let created = app.post("/v1/studies", &key, agn).await;
+    assert_eq!(created.status, StatusCode::CREATED);
+    assert_eq!(created.json()["study"]["config"]["model"], "mog");
+    let mut unknown = cape_study(3, 5);
+    unknown["algorithm"] = json!("cape_svd");
+    let problem = app.post("/v1/studies", &key, unknown).await.problem(422);
     assert_eq!(problem["field"], "algorithm", "{problem}");
 }

@@ -366,7 +366,7 @@ async fn bad_studies_are_refused_with_clear_problems() {
     let cases: Vec<(Value, &str)> = vec![
         (json!({"threshold": 1}), "threshold"),
         (json!({"threshold": 5}), "threshold"),
-        (json!({"algorithm": "cape_agn"}), "algorithm"),
+        (json!({"algorithm": "cape_agn"}), "params.iterations"),
         (json!({"algorithm": "cape_pca"}), "params.iterations"),
         (json!({"algorithm": "noisy_power"}), "algorithm"),
         (json!({"relation": "entry"}), "relation"),

@@ -1,0 +1,309 @@
+//! The coordinator's side of a CAPE study (docs/design/cape.md, "Live protocol"): `cape_pca`
+//! in one stage, `cape_agn` in two (Imtiaz & Sarwate Alg. 3: second moments, then the
+//! W-projected third moments). Each stage is calibrated for the roster's actual size, draws a
+//! fresh aggregator seed per site, collects one release per site until its deadline, and sums.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha20Rng;
+
+use super::live::{Effect, Live, LiveError, Stage, report_value};
+use crate::algorithms::Output;
+use crate::algorithms::cape_agn::{self, CapeAgnConfig, Whitening};
+use crate::algorithms::tensor_power::{self, PowerSettings};
+use crate::federation::cape::{self, CapeNoise, CapeReport};
+use crate::federation::crypto::Seed;
+use crate::federation::messages::{CapePeer, SiteTask};
+use crate::federation::wire;
+
+/// Which CAPE algorithm a study runs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CapeKind {
+    /// `cape_pca`: one stage, the packed Gram matrix; the top-k eigenvectors.
+    Pca { k: usize },
+    /// `cape_agn`: stage 1 the packed second moment, stage 2 the W-projected third moment.
+    Agn(Box<CapeAgnConfig>),
+}
+
+/// What a CAPE study needs to calibrate once its roster is fixed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CapePlan {
+    pub kind: CapeKind,
+    pub pair_ratio: f64,
+    /// Δ of one site's statistic in each stage.
+    pub stages: Vec<f64>,
+    /// The ρ every site is charged; each stage is calibrated to an equal share of it.
+    pub rho: f64,
+}
+
+impl CapePlan {
+    fn stage_noise(&self, stage: u32, sites: u32) -> Option<CapeNoise> {
+        let delta = *self.stages.get(stage as usize - 1)?;
+        CapeNoise::calibrate(delta, self.rho / self.stages.len() as f64, sites, self.pair_ratio)
+    }
+}
+
+/// A CAPE study after its roster is fixed.
+pub struct CapeRunning {
+    plan: CapePlan,
+    stage: u32,
+    noise: CapeNoise,
+    roster: Vec<u32>,
+    peers: Vec<CapePeer>,
+    aggregator_seeds: BTreeMap<u32, Seed>,
+    releases: BTreeMap<u32, Vec<f64>>,
+    len: usize,
+    /// Stage 2 of `cape_agn`: the whitening W (D×K), base64 for the tasks.
+    input: Option<(String, usize, usize)>,
+    whitening: Option<Whitening>,
+    reports: Vec<CapeReport>,
+}
+
+impl CapeRunning {
+    /// `site`'s task, or `None` when it has nothing to do in this stage.
+    pub(super) fn task(&self, site: u32) -> Option<SiteTask> {
+        if !self.roster.contains(&site) || self.releases.contains_key(&site) {
+            return None;
+        }
+        let (input, input_rows, input_cols) = match &self.input {
+            Some((b64, rows, cols)) => (Some(b64.clone()), *rows, *cols),
+            None => (None, 0, 0),
+        };
+        Some(SiteTask::CapeRelease {
+            stage: self.stage,
+            stages: self.plan.stages.len() as u32,
+            peers: self.peers.iter().filter(|p| p.index != site).cloned().collect(),
+            aggregator_seed: wire::encode(&self.aggregator_seeds[&site]),
+            noise: self.noise,
+            len: self.len,
+            input,
+            input_rows,
+            input_cols,
+        })
+    }
+
+    fn fresh_seeds(&mut self) {
+        let mut rng = ChaCha20Rng::from_os_rng();
+        self.aggregator_seeds = self
+            .roster
+            .iter()
+            .map(|&s| (s, cape::fresh_seed(&mut rng)))
+            .collect();
+        self.releases.clear();
+    }
+
+    /// The sum of this stage's releases minus the aggregator terms (projected by W in stage 2
+    /// of `cape_agn`: F₃^s(W, W, W), Alg. 3 step 13).
+    fn stage_sum(&self, d: usize) -> Result<Vec<f64>, String> {
+        match (&self.plan.kind, &self.whitening) {
+            (CapeKind::Agn(_), Some(whitening)) => {
+                let len3 = tensor_power::packed_len(d);
+                let mut total = vec![0.0; self.len];
+                for (site, release) in &self.releases {
+                    let f =
+                        cape::expand_gaussian(&self.aggregator_seeds[site], len3, self.noise.aggregator_sd);
+                    let f = tensor_power::project_packed(&f, d, &whitening.w)?;
+                    for ((acc, m), f) in total.iter_mut().zip(release).zip(f) {
+                        *acc += m - f;
+                    }
+                }
+                Ok(total)
+            }
+            _ => cape::aggregate(&self.releases, &self.aggregator_seeds, self.len, &self.noise),
+        }
+    }
+}
+
+impl Live {
+    /// The roster is fixed: calibrate stage 1 for its size, draw the aggregator seeds, charge,
+    /// and ask every site for its release.
+    pub(super) fn start_cape(&mut self, plan: CapePlan, roster: Vec<u32>, effects: &mut Vec<Effect>) {
+        let Some(noise) = plan.stage_noise(1, roster.len() as u32) else {
+            self.fail(
+                "the noise could not be calibrated for this roster; nothing was charged".into(),
+                None,
+                effects,
+            );
+            return;
+        };
+        let peers = roster
+            .iter()
+            .map(|&i| CapePeer {
+                index: i,
+                name: self.names.get(&i).cloned().unwrap_or_default(),
+                noise_public_keys: self.joined[&i].mask_public_keys.clone(),
+            })
+            .collect();
+        effects.push(Effect::Charge {
+            roster: roster.clone(),
+            dropped: Vec::new(),
+        });
+        let mut running = CapeRunning {
+            plan,
+            stage: 1,
+            noise,
+            roster,
+            peers,
+            aggregator_seeds: BTreeMap::new(),
+            releases: BTreeMap::new(),
+            len: self.d * (self.d + 1) / 2,
+            input: None,
+            whitening: None,
+            reports: Vec::new(),
+        };
+        running.fresh_seeds();
+        self.stage = Stage::Cape(Box::new(running));
+    }
+
+    /// A CAPE site's release for `stage`.
+    pub fn cape_release(&mut self, site: u32, stage: u32, values: &str) -> Result<(), LiveError> {
+        let Stage::Cape(cape) = &mut self.stage else {
+            return Err(LiveError::Conflict(
+                "the study is not collecting CAPE releases now".into(),
+            ));
+        };
+        if stage < cape.stage && cape.roster.contains(&site) {
+            return Err(LiveError::AlreadyReceived(format!(
+                "stage {stage} is over; this site's release for it already arrived or came too late"
+            )));
+        }
+        if stage != cape.stage {
+            return Err(LiveError::Conflict(format!(
+                "stage {stage} is not open (stage {} is)",
+                cape.stage
+            )));
+        }
+        if !cape.roster.contains(&site) || self.out.contains_key(&site) {
+            return Err(LiveError::Conflict("this site is not in the roster".into()));
+        }
+        if cape.releases.contains_key(&site) {
+            return Err(LiveError::AlreadyReceived(
+                "this site's release already arrived".into(),
+            ));
+        }
+        let values = wire::b64_to_f64s(values, cape.len).map_err(|e| LiveError::Invalid(e.to_string()))?;
+        if !values.iter().all(|v| v.is_finite()) {
+            return Err(LiveError::Invalid("every value must be a finite number".into()));
+        }
+        cape.releases.insert(site, values);
+        Ok(())
+    }
+
+    /// Closes the open stage when every site still in has sent, or at the deadline; silent
+    /// sites are dropouts (their pair terms stay in the sum, reported). After the last stage,
+    /// the result; with no release at all, the study fails (charges stand).
+    pub(super) fn advance_cape(&mut self, now: Instant, effects: &mut Vec<Effect>) -> bool {
+        let d = self.d;
+        let Stage::Cape(cape) = &mut self.stage else {
+            return false;
+        };
+        let expected: Vec<u32> = cape
+            .roster
+            .iter()
+            .copied()
+            .filter(|s| !self.out.contains_key(s))
+            .collect();
+        let all = expected.iter().all(|s| cape.releases.contains_key(s));
+        if !(all || now >= self.deadline) {
+            return false;
+        }
+        let stage = cape.stage;
+        let survivors: Vec<u32> = cape.releases.keys().copied().collect();
+        let dropped: Vec<u32> = cape
+            .roster
+            .iter()
+            .copied()
+            .filter(|s| !cape.releases.contains_key(s))
+            .collect();
+        let newly_out: Vec<u32> = dropped
+            .iter()
+            .copied()
+            .filter(|s| !self.out.contains_key(s))
+            .collect();
+        cape.reports.push(cape.noise.report(survivors.clone(), dropped));
+        let last = stage as usize == cape.plan.stages.len();
+        let sum = if survivors.is_empty() {
+            Err(format!(
+                "no site sent its stage-{stage} release before the deadline; the study stops (charges stand)"
+            ))
+        } else {
+            cape.stage_sum(d)
+        };
+        let outcome = sum.and_then(|sum| match (&cape.plan.kind, last) {
+            (CapeKind::Pca { k }, _) => crate::algorithms::cape_pca::finish(&sum, d, *k)
+                .map(|output| Some((output, report_value(&cape.reports[0]))))
+                .map_err(|e| e.to_string()),
+            (CapeKind::Agn(config), false) => {
+                let m2 = cape::unpack_symmetric(&sum, d)?;
+                let floor = cape_agn::noise_floor(d, cape.reports[0].noise_sd);
+                let whitening = cape_agn::whiten(&m2, config.k, floor).map_err(|e| e.to_string())?;
+                let Some(noise) = cape.plan.stage_noise(stage + 1, cape.roster.len() as u32) else {
+                    return Err("the stage-2 noise could not be calibrated".to_string());
+                };
+                cape.input = Some((
+                    wire::f64s_to_b64(whitening.w.as_slice()),
+                    whitening.w.nrows(),
+                    whitening.w.ncols(),
+                ));
+                cape.len = tensor_power::packed_len(config.k);
+                cape.whitening = Some(whitening);
+                cape.noise = noise;
+                cape.stage = stage + 1;
+                cape.fresh_seeds();
+                Ok(None)
+            }
+            (CapeKind::Agn(config), true) => {
+                let whitening = cape.whitening.as_ref().ok_or("no whitening from stage 1")?;
+                let settings = PowerSettings {
+                    starts: config.starts,
+                    iterations: config.power_iterations,
+                };
+                let mut rng = ChaCha20Rng::from_os_rng();
+                let pairs = tensor_power::tensor_power(&sum, config.k, config.k, settings, &mut rng)?;
+                let components = cape_agn::unwhiten(whitening, &pairs, config.model);
+                let basis = cape_agn::components_basis(&components, d);
+                let report = serde_json::json!({
+                    "stage1": cape.reports.first(),
+                    "stage2": cape.reports.get(1),
+                    "components": {
+                        "vectors": components.vectors,
+                        "weights": components.weights,
+                        "clamped_eigenvalues": whitening.clamped,
+                    },
+                });
+                Ok(Some((
+                    Output {
+                        basis,
+                        eigenvalues: None,
+                    },
+                    report,
+                )))
+            }
+        });
+        let failure_report = match cape.reports.as_slice() {
+            [only] => report_value(only),
+            several => report_value(several),
+        };
+        self.mark_out(
+            &newly_out,
+            stage,
+            "this site sent nothing before the deadline",
+            effects,
+        );
+        effects.push(Effect::Progress { done: stage });
+        match outcome {
+            Ok(Some((output, report))) => {
+                self.stage = Stage::Finished {
+                    status: "succeeded",
+                    reason: None,
+                };
+                effects.push(Effect::Succeeded { output, report });
+            }
+            Ok(None) => self.deadline = now + self.round_timeout,
+            Err(e) => self.fail(e, Some(failure_report), effects),
+        }
+        true
+    }
+}
