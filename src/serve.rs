@@ -48,11 +48,47 @@ pub async fn prepare(config: Config) -> anyhow::Result<AppState> {
         Some(key) if !key.trim().is_empty() => key.trim().to_string(),
         _ => {
             let key = format!("ppa_{}", hex::encode(rand::random::<[u8; 32]>()));
-            tracing::warn!(admin_key = %key, "no admin key configured; generated one for this run");
+            hand_over_generated_key(&key, &config.data_dir).await?;
             key
         }
     };
     Ok(AppState::new(store, config, admin_key))
+}
+
+/// Name of the file a generated admin key is written to when stderr is not a terminal.
+pub const GENERATED_KEY_FILE: &str = "generated-admin-key";
+
+/// Gives a generated admin key to the operator without putting it in the structured log (which
+/// may be shipped elsewhere): printed once to the terminal when stderr is one; otherwise written
+/// to `<data dir>/generated-admin-key`, readable by the owner only, and the log says where.
+async fn hand_over_generated_key(key: &str, data_dir: &std::path::Path) -> anyhow::Result<()> {
+    use std::io::IsTerminal;
+    if std::io::stderr().is_terminal() {
+        eprintln!(
+            "privpca: no admin key configured; generated one for this run (shown once, never logged): {key}"
+        );
+        tracing::warn!("no admin key configured; generated one for this run and printed it to the terminal");
+        return Ok(());
+    }
+    let path = data_dir.join(GENERATED_KEY_FILE);
+    write_owner_only(&path, key).with_context(|| format!("writing {}", path.display()))?;
+    tracing::warn!(
+        file = %path.display(),
+        "no admin key configured; generated one for this run and wrote it to this file (readable by its owner only)"
+    );
+    Ok(())
+}
+
+fn write_owner_only(path: &std::path::Path, key: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let _ = std::fs::remove_file(path);
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options.open(path)?;
+    file.write_all(key.as_bytes())?;
+    file.write_all(b"\n")
 }
 
 /// SQLite creates the database file but not its directory; create it, and the data directory.

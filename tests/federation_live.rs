@@ -652,3 +652,61 @@ async fn cape_agn_over_three_sites_recovers_the_mixture() {
         assert!(text.contains("stage 2/2 release sent"), "{text}");
     }
 }
+
+/// Without a configured admin key, the service generates one and never writes it to its log:
+/// with stderr not a terminal, it goes to `<data dir>/generated-admin-key` (owner-only), and
+/// that key works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_generated_admin_key_stays_out_of_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let log = dir.path().join("server.log");
+    let child = Command::new(BIN)
+        .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
+        .arg("--database-url")
+        .arg(format!("sqlite://{}", dir.path().join("privpca.db").display()))
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .env_remove("PRIVPCA_ADMIN_KEY")
+        .stdout(std::fs::File::create(dir.path().join("server.out")).unwrap())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let server = Server {
+        child,
+        base: format!("http://127.0.0.1:{port}"),
+    };
+    let client = reqwest::Client::new();
+    let mut up = false;
+    for _ in 0..200 {
+        if let Ok(r) = client.get(format!("{}/healthz", server.base)).send().await
+            && r.status().is_success()
+        {
+            up = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(up, "{}", std::fs::read_to_string(&log).unwrap_or_default());
+    let file = dir.path().join("data").join("generated-admin-key");
+    let key = std::fs::read_to_string(&file).unwrap().trim().to_string();
+    assert!(key.starts_with("ppa_") && key.len() > 40);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+    }
+    let (status, _) = call(
+        reqwest::Method::POST,
+        &format!("{}/v1/tenants", server.base),
+        &key,
+        Some(json!({"name": "t"})),
+    )
+    .await;
+    assert_eq!(status, 201);
+    let logged = std::fs::read_to_string(&log).unwrap()
+        + &std::fs::read_to_string(dir.path().join("server.out")).unwrap();
+    assert!(!logged.contains(&key), "the key is in the log:\n{logged}");
+    assert!(logged.contains("generated-admin-key"), "{logged}");
+}
