@@ -386,6 +386,58 @@ async fn four_sites_one_killed_and_a_site_over_its_own_budget() {
     );
 }
 
+/// Creates a study from `body`, runs one `privpca site` per shard (ledger `<prefix>-ledger-i.db`
+/// with budget `budget`, log `<prefix>-site-i.log`), waits for every site to exit 0, and
+/// returns the study id and the logs.
+#[allow(clippy::too_many_arguments)]
+async fn run_study(
+    server: &Server,
+    key: &str,
+    dir: &Path,
+    body: Value,
+    shards: &[PathBuf],
+    prefix: &str,
+    log_prefix: &str,
+    budget: f64,
+) -> (String, Vec<PathBuf>) {
+    let (status, created) = call(
+        reqwest::Method::POST,
+        &format!("{}/v1/studies", server.base),
+        key,
+        Some(body),
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+    let mut paths = Vec::new();
+    let mut children: Vec<Child> = shards
+        .iter()
+        .enumerate()
+        .map(|(i, shard)| {
+            let log = dir.join(format!("{log_prefix}-site-{i}.log"));
+            paths.push(log.clone());
+            let token = created["sites"][i]["token"].as_str().unwrap();
+            site(
+                server,
+                token,
+                shard,
+                &dir.join(format!("{prefix}-ledger-{i}.db")),
+                budget,
+                &log,
+            )
+        })
+        .collect();
+    for child in &mut children {
+        let status = wait_exit(child, Duration::from_secs(120));
+        assert_eq!(
+            status.map(|s| s.code()),
+            Some(Some(0)),
+            "a site failed\n{}",
+            logs(&paths)
+        );
+    }
+    (created["id"].as_str().unwrap().to_string(), paths)
+}
+
 /// Waits for a job to succeed and returns its result.
 async fn job_result(server: &Server, key: &str, job: &Value) -> Value {
     let job_url = format!("{}/v1/jobs/{}", server.base, job["id"].as_str().unwrap());
@@ -443,41 +495,18 @@ async fn cape_pca_over_three_unequal_sites_matches_central_analyze_gauss() {
             "join_timeout_seconds": 60,
             "round_timeout_seconds": 30,
         });
-        let (status, created) = call(
-            reqwest::Method::POST,
-            &format!("{}/v1/studies", server.base),
+        // One ledger per site across all runs: 8 × 0.002 fits a budget of 0.02.
+        let (id, _) = run_study(
+            &server,
             &key,
-            Some(body),
+            dir.path(),
+            body,
+            &shards,
+            "cape",
+            &format!("cape-{run}"),
+            0.02,
         )
         .await;
-        assert_eq!(status, 201, "{created}");
-        let id = created["id"].as_str().unwrap().to_string();
-        let mut paths = Vec::new();
-        let mut children: Vec<Child> = (0..3)
-            .map(|i| {
-                let log = dir.path().join(format!("cape-{run}-site-{i}.log"));
-                paths.push(log.clone());
-                let token = created["sites"][i]["token"].as_str().unwrap();
-                // One ledger per site across all runs: 8 × 0.002 fits a budget of 0.02.
-                site(
-                    &server,
-                    token,
-                    &shards[i],
-                    &dir.path().join(format!("cape-ledger-{i}.db")),
-                    0.02,
-                    &log,
-                )
-            })
-            .collect();
-        for child in &mut children {
-            let status = wait_exit(child, Duration::from_secs(60));
-            assert_eq!(
-                status.map(|s| s.code()),
-                Some(Some(0)),
-                "a site failed\n{}",
-                logs(&paths)
-            );
-        }
         let url = format!("{}/v1/studies/{id}", server.base);
         let (_, view) = call(reqwest::Method::GET, &url, &key, None).await;
         assert_eq!(view["status"], "succeeded", "{view}");
@@ -597,39 +626,7 @@ async fn cape_agn_over_three_sites_recovers_the_mixture() {
         "join_timeout_seconds": 60,
         "round_timeout_seconds": 30,
     });
-    let (status, created) = call(
-        reqwest::Method::POST,
-        &format!("{}/v1/studies", server.base),
-        &key,
-        Some(body),
-    )
-    .await;
-    assert_eq!(status, 201, "{created}");
-    let id = created["id"].as_str().unwrap().to_string();
-    let mut logs_paths = Vec::new();
-    let mut children: Vec<Child> = (0..3)
-        .map(|i| {
-            let log = dir.path().join(format!("agn-site-{i}.log"));
-            logs_paths.push(log.clone());
-            site(
-                &server,
-                created["sites"][i]["token"].as_str().unwrap(),
-                &paths[i],
-                &dir.path().join(format!("agn-ledger-{i}.db")),
-                1e6,
-                &log,
-            )
-        })
-        .collect();
-    for child in &mut children {
-        let status = wait_exit(child, Duration::from_secs(120));
-        assert_eq!(
-            status.map(|s| s.code()),
-            Some(Some(0)),
-            "a site failed\n{}",
-            logs(&logs_paths)
-        );
-    }
+    let (id, logs_paths) = run_study(&server, &key, dir.path(), body, &paths, "agn", "agn", 1e6).await;
     let url = format!("{}/v1/studies/{id}", server.base);
     let (_, view) = call(reqwest::Method::GET, &url, &key, None).await;
     assert_eq!(view["status"], "succeeded", "{view}");
