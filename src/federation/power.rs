@@ -10,10 +10,11 @@ use super::fixed_point::FixedPoint;
 use super::messages::SiteStudyView;
 use super::rounds::RoundRecord;
 use crate::algorithms::federated_power::{FederatedPowerConfig, site_update};
-use crate::algorithms::noisy_power::initial_iterate;
+use crate::algorithms::noisy_power::{cost_of, initial_iterate};
 use crate::algorithms::{Cancelled, Output, RunEnv, RunError};
 use crate::dataset::Neighbours;
 use crate::linalg::{Matrix, fix_signs, thin_qr_q, try_thin_svd};
+use crate::privacy::units::checked_rho_units;
 
 /// The neighbouring relation of a study from its public fields.
 pub fn study_neighbours(relation: &str, beta: f64, alpha: f64) -> Result<Neighbours, String> {
@@ -22,6 +23,37 @@ pub fn study_neighbours(relation: &str, beta: f64, alpha: f64) -> Result<Neighbo
         "add_remove" => Ok(Neighbours::AddRemove { beta, alpha }),
         other => Err(format!("relation `{other}` is not one a study can have")),
     }
+}
+
+/// Refuses a study whose noise costs more than the ρ it states (and the site will charge).
+///
+/// The site draws noise of sd m·Δ/√t per round, so that any t sites' sum carries m·Δ; over L
+/// rounds that is the Gaussian mechanism's ρ = L/(2m²) (`noisy_power`'s [`cost_of`]). The
+/// multiplier and L come from the coordinator's configuration, the stated cost from the study:
+/// a coordinator that asked for less noise than it charges for would have the site spend more
+/// privacy than its ledger records. Both sides are compared in ledger units, rounded up as a
+/// charge is, so an honest coordinator (which derived the cost from the same formula) passes.
+fn check_noise_covers_cost(config: &FederatedPowerConfig, stated_rho: f64) -> Result<(), String> {
+    let multiplier = config.multiplier;
+    if !(multiplier.is_finite() && multiplier > 0.0) || config.iterations == 0 {
+        return Err(format!(
+            "the study's noise multiplier m = {multiplier} over {} iterations is not valid",
+            config.iterations
+        ));
+    }
+    let needed = cost_of(config.iterations, multiplier);
+    let needed_units = checked_rho_units(needed)
+        .map_err(|_| format!("the study's noise costs ρ = {needed:e}, beyond any budget"))?;
+    let stated_units = checked_rho_units(stated_rho)
+        .map_err(|_| format!("the study's stated cost ρ = {stated_rho} is not valid"))?;
+    if needed_units > stated_units {
+        return Err(format!(
+            "the study's noise (multiplier m = {multiplier}, {} iterations) costs ρ = {needed:e}, \
+             more than the ρ = {stated_rho:e} it states and this site would charge; refusing to take part",
+            config.iterations
+        ));
+    }
+    Ok(())
 }
 
 /// What one site computes each round, from the study's public description.
@@ -52,6 +84,7 @@ impl SiteComputation {
         if config.threshold != view.threshold {
             return Err("the study's threshold is inconsistent".into());
         }
+        check_noise_covers_cost(&config, view.cost_rho)?;
         let fixed = FixedPoint::new(config.fraction_bits).map_err(|e| e.to_string())?;
         let bound = config.entry_bound(&neighbours);
         if !super::fixed_point::fits(config.total_bound(&neighbours), config.fraction_bits) {
@@ -242,5 +275,69 @@ impl PowerState {
             basis,
             eigenvalues: Some(svd.s.iter().take(self.config.k).copied().collect()),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::algorithms::sensitivity::SensitivityMode;
+    use crate::privacy::units::{RHO_UNIT, from_units};
+
+    fn config(multiplier: f64, iterations: u32) -> FederatedPowerConfig {
+        FederatedPowerConfig {
+            k: 2,
+            p: 2,
+            iterations,
+            sensitivity: SensitivityMode::Auto,
+            multiplier,
+            sites: 3,
+            threshold: 2,
+            fraction_bits: 32,
+            max_site_samples: 1000,
+            dropouts: Vec::new(),
+        }
+    }
+
+    /// What an honest coordinator states: the noise's cost, rounded up to ledger units.
+    fn stated(config: &FederatedPowerConfig) -> f64 {
+        let units = checked_rho_units(cost_of(config.iterations, config.multiplier)).unwrap();
+        from_units(units, RHO_UNIT)
+    }
+
+    #[test]
+    fn an_honest_study_passes_for_many_multipliers() {
+        for (multiplier, iterations) in [(0.37, 1), (3.0, 10), (12.5, 7), (123.456, 40), (1e4, 3)] {
+            let config = config(multiplier, iterations);
+            assert_eq!(
+                check_noise_covers_cost(&config, stated(&config)),
+                Ok(()),
+                "m {multiplier}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_study_asking_for_less_noise_than_it_charges_is_refused() {
+        let honest = config(3.0, 10);
+        let charged = stated(&honest);
+        // The same stated cost with 5 % less noise (or 10 % more rounds): under-noised.
+        for cheat in [config(2.85, 10), config(3.0, 11)] {
+            let err = check_noise_covers_cost(&cheat, charged).unwrap_err();
+            assert!(err.contains("more than the ρ"), "{err}");
+        }
+        // Stating a smaller cost than the noise provides is refused the same way.
+        assert!(check_noise_covers_cost(&honest, charged * 0.99).is_err());
+    }
+
+    #[test]
+    fn invalid_multipliers_are_refused() {
+        for multiplier in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            assert!(
+                check_noise_covers_cost(&config(multiplier, 5), 1.0).is_err(),
+                "{multiplier}"
+            );
+        }
+        assert!(check_noise_covers_cost(&config(3.0, 0), 1.0).is_err());
     }
 }
