@@ -1,0 +1,183 @@
+// The /ui dashboard in a real headless Chromium (Debian's package, driven by playwright-core).
+// scripts/browser-test.sh starts `privpca serve` and passes BASE and ADMIN; this script sets
+// up a tenant, a private dataset with data and three finished jobs through the JSON API, then
+// checks what the page shows against what the API says.
+//
+// Env: BASE (http://127.0.0.1:port), ADMIN (admin key), SHOT_DIR (where the screenshot goes),
+// CHROMIUM (default /usr/bin/chromium).
+
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { chromium } from "playwright-core";
+
+const BASE = process.env.BASE ?? assert.fail("BASE is not set");
+const ADMIN = process.env.ADMIN ?? assert.fail("ADMIN is not set");
+const SHOT_DIR = process.env.SHOT_DIR ?? mkdtempSync(join(tmpdir(), "privpca-shot-"));
+const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
+const D = 6;
+
+async function api(method, path, key, body, contentType = "application/json") {
+  const response = await fetch(BASE + path, {
+    method,
+    headers: { Authorization: `Bearer ${key}`, ...(body ? { "Content-Type": contentType } : {}) },
+    body: body === undefined ? undefined : contentType === "application/json" ? JSON.stringify(body) : body,
+  });
+  const text = await response.text();
+  assert.ok(response.ok, `${method} ${path}: ${response.status} ${text}`);
+  return JSON.parse(text);
+}
+
+// Rows of a seeded random matrix with a clear top direction, scaled inside the unit ball.
+function csv(n, seed) {
+  let s = BigInt(seed);
+  const next = () => {
+    s = (s * 6364136223846793005n + 1442695040888963407n) & 0xffffffffffffffffn;
+    return Number(s >> 11n) / 2 ** 53 - 0.5;
+  };
+  const lines = [];
+  for (let i = 0; i < n; i++) {
+    const t = next();
+    const row = [t, 0.8 * t, -0.5 * t, 0.3 * next(), 0.2 * next(), 0.1 * next()];
+    lines.push(row.map((v) => (v * 0.9).toFixed(5)).join(","));
+  }
+  return lines.join("\n") + "\n";
+}
+
+async function finished(key, id) {
+  for (let i = 0; i < 600; i++) {
+    const job = await api("GET", `/v1/jobs/${id}`, key);
+    if (["succeeded", "failed", "cancelled"].includes(job.status)) return job;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  assert.fail(`job ${id} did not finish`);
+}
+
+async function setUp() {
+  const { api_key: key } = await api("POST", "/v1/tenants", ADMIN, { name: "dashboard" });
+  const dataset = await api("POST", "/v1/datasets", key, {
+    name: "survey", kind: "records", relation: "replace_one", row_norm_bound: 1.0,
+    budget: { epsilon: 2.0, delta: 1e-6 },
+  });
+  await api("PUT", `/v1/datasets/${dataset.id}/data`, key, csv(3000, 7), "text/csv");
+  const submit = (algorithm, params, rho) =>
+    api("POST", "/v1/jobs", key, { dataset_id: dataset.id, algorithm, params, privacy: { rho } });
+  const jobs = {};
+  for (const [name, algorithm, params, rho] of [
+    ["gauss", "analyze_gauss", { k: 3 }, 0.02],
+    ["power", "noisy_power", { k: 2 }, 0.01],
+    ["oja", "dp_oja", { k: 2 }, 0.01],
+  ]) {
+    const job = await finished(key, (await submit(algorithm, params, rho)).id);
+    assert.equal(job.status, "succeeded", `${algorithm}: ${job.error}`);
+    jobs[name] = job;
+  }
+  return { key, dataset, jobs };
+}
+
+const close = (a, b, rel = 2e-3) => Math.abs(a - b) <= rel * Math.max(Math.abs(a), Math.abs(b), 1e-12);
+
+async function main() {
+  const { key, dataset, jobs } = await setUp();
+  const ledger = await api("GET", `/v1/datasets/${dataset.id}/ledger`, key);
+  const remaining = ledger.budget.remaining;
+  assert.ok(remaining.rho < ledger.budget.total.rho, "the jobs were charged");
+
+  const profile = mkdtempSync(join(tmpdir(), "privpca-chromium-"));
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    headless: true,
+    viewport: { width: 1320, height: 900 },
+    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--disable-background-networking",
+      "--disable-component-update", "--disable-sync", "--no-first-run"],
+  });
+  const problems = [];
+  const foreign = [];
+  try {
+    const page = context.pages()[0] ?? (await context.newPage());
+    page.on("console", (m) => { if (m.type() === "error" || m.type() === "warning") problems.push(`console ${m.type()}: ${m.text()}`); });
+    page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
+    page.on("request", (r) => { if (!r.url().startsWith(BASE + "/")) foreign.push(r.url()); });
+
+    // Sign in: the key goes to sessionStorage only.
+    await page.goto(`${BASE}/ui`);
+    await page.locator("#key").fill(key);
+    await page.getByRole("button", { name: "Open dashboard" }).click();
+    const card = page.locator(`[data-dataset-id="${dataset.id}"]`);
+    await card.waitFor();
+    assert.ok(!page.url().includes(key), "the key is not in the URL");
+    assert.equal(await page.evaluate(() => sessionStorage.getItem("privpca.apiKey")), key);
+    assert.deepEqual(await context.cookies(), [], "no cookies");
+
+    // The remaining budget shown is the API's, as ρ and as ε at the dataset's δ.
+    const shownRho = Number(await card.locator('[data-testid="remaining-rho"]').textContent());
+    const shownEps = Number(await card.locator('[data-testid="remaining-epsilon"]').textContent());
+    assert.ok(close(shownRho, remaining.rho), `remaining ρ shown ${shownRho}, API ${remaining.rho}`);
+    assert.ok(close(shownEps, remaining.epsilon), `remaining ε shown ${shownEps}, API ${remaining.epsilon}`);
+    const spentRho = Number(await card.locator('[data-testid="spent-rho"]').textContent());
+    assert.ok(close(spentRho, ledger.budget.spent.rho), `spent ρ shown ${spentRho}, API ${ledger.budget.spent.rho}`);
+
+    // The burn-down: one marker per ledger entry, one band per algorithm.
+    const burn = card.locator('svg[data-testid="burndown"]');
+    assert.equal(await burn.locator("circle.marker").count(), ledger.entries.length);
+    const algorithms = new Set(ledger.entries.map((e) => e.algorithm));
+    assert.equal(await burn.locator("polygon.band").count(), algorithms.size);
+
+    // Jobs with their status and final progress.
+    for (const job of Object.values(jobs)) {
+      const row = page.locator(`tr[data-job-id="${job.id}"]`);
+      assert.equal(await row.getAttribute("data-status"), "succeeded");
+      if (job.progress) {
+        assert.match(await row.locator(".progress").textContent(), new RegExp(`${job.progress.done}/${job.progress.total}`));
+      }
+    }
+
+    // analyze_gauss releases private eigenvalues: k bars, and d×k loading cells.
+    const gauss = await api("GET", `/v1/jobs/${jobs.gauss.id}/result`, key);
+    assert.equal(gauss.eigenvalues.length, 3);
+    await page.locator(`tr[data-job-id="${jobs.gauss.id}"] button`).click();
+    const screePlot = page.locator('#result svg[data-testid="scree"]');
+    await screePlot.waitFor();
+    assert.equal(await screePlot.locator("rect.bar").count(), gauss.eigenvalues.length);
+    const bars = await screePlot.locator("rect.bar").evaluateAll((rs) => rs.map((r) => Number(r.dataset.value)));
+    assert.deepEqual(bars, gauss.eigenvalues);
+    assert.equal(await page.locator('#result svg[data-testid="loadings"] rect.cell').count(), D * 3);
+    await page.screenshot({ path: join(SHOT_DIR, "dashboard.png"), fullPage: true });
+
+    // dp_oja releases none: the page says so and draws no scree plot.
+    const oja = await api("GET", `/v1/jobs/${jobs.oja.id}/result`, key);
+    assert.equal(oja.eigenvalues ?? null, null, "dp_oja releases no eigenvalues by default");
+    await page.locator(`tr[data-job-id="${jobs.oja.id}"] button`).click();
+    await page.locator('#result [data-testid="no-eigenvalues"]').waitFor();
+    assert.equal(await page.locator('#result svg[data-testid="scree"]').count(), 0);
+    assert.equal(await page.locator('#result svg[data-testid="loadings"] rect.cell').count(), D * 2);
+
+    // The key survives a reload of the tab, and "Forget key" removes it.
+    await page.reload();
+    await card.waitFor();
+    await page.getByRole("button", { name: "Forget key" }).click();
+    await page.locator("#signin").waitFor();
+    assert.equal(await page.evaluate(() => sessionStorage.getItem("privpca.apiKey")), null);
+
+    // A wrong key is refused with the service's message and not kept.
+    await page.locator("#key").fill("not-a-key");
+    await page.getByRole("button", { name: "Open dashboard" }).click();
+    await page.locator("#error", { hasText: "refused" }).waitFor();
+    assert.equal(await page.evaluate(() => sessionStorage.getItem("privpca.apiKey")), null);
+
+    // The refused key's 401 is the only expected console error.
+    const unexpected = problems.filter((p) => !/status of 401/.test(p));
+    assert.deepEqual(unexpected, [], "no script errors or CSP violations");
+    assert.deepEqual(foreign, [], "every request stays on the service's origin");
+  } finally {
+    await context.close();
+    rmSync(profile, { recursive: true, force: true });
+  }
+  console.log(`dashboard browser test: ok (screenshot ${join(SHOT_DIR, "dashboard.png")})`);
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});
