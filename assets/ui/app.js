@@ -8,7 +8,7 @@ import { delta, duration, el, nFeatures, nSamples, num, shortId, when } from "/u
 const $ = (id) => document.getElementById(id);
 const ACTIVE = new Set(["queued", "running"]);
 const LIVE_MS = 1000;
-const IDLE_MS = 15000;
+const IDLE_MS = 5000;
 
 const state = { datasets: [], ledgers: new Map(), jobs: [], selected: null, timer: null };
 
@@ -73,6 +73,7 @@ function datasetCard(d) {
   }
   const b = d.budget;
   card.append(budgetTable(b));
+  card.append(el("p", { class: "muted small", text: "ε converts each row's ρ on its own (exact Gaussian curve where all spending is Gaussian, else CKS 2020), so ε values do not add up across rows." }));
   const notes = [`admission rule: ${b.rule}`];
   if (b.remaining.delta > 0) notes.push(`approximate-DP δ left: ${delta(b.remaining.delta)}`);
   if (b.spent_other_rho > 0) notes.push(`ρ ${num(b.spent_other_rho)} of the spending is not Gaussian`);
@@ -185,7 +186,8 @@ async function refreshAll() {
   renderJobs();
 }
 
-// While a job is queued or running, poll the job list every second; a change of status
+// Poll the job list every second while a job is queued or running, every five seconds
+// otherwise (to notice new submissions); a new job or a change of status
 // (a charge may have been refunded, a result appeared) reloads the datasets too.
 async function poll() {
   try {

@@ -153,6 +153,23 @@ async function main() {
     assert.equal(await page.locator('#result svg[data-testid="scree"]').count(), 0);
     assert.equal(await page.locator('#result svg[data-testid="loadings"] rect.cell').count(), D * 2);
 
+    // A job submitted while the page is open appears and finishes without a reload, and the
+    // budget shown follows the ledger.
+    const late = await api("POST", "/v1/jobs", key, { dataset_id: dataset.id, algorithm: "noisy_power", params: { k: 1 }, privacy: { rho: 0.005 } });
+    assert.equal((await finished(key, late.id)).status, "succeeded");
+    await page.locator(`tr[data-job-id="${late.id}"][data-status="succeeded"]`).waitFor({ timeout: 20000 });
+    const after = (await api("GET", `/v1/datasets/${dataset.id}`, key)).budget.remaining;
+    assert.ok(after.rho < remaining.rho);
+    await page.waitForFunction(
+      ([id, want]) => {
+        const shown = document.querySelector(`[data-dataset-id="${id}"] [data-testid="remaining-rho"]`);
+        return shown && Math.abs(Number(shown.textContent) - want) <= 2e-3 * want;
+      },
+      [dataset.id, after.rho],
+      { timeout: 10000 },
+    );
+    assert.equal(await burn.locator("circle.marker").count(), ledger.entries.length + 1);
+
     // The key survives a reload of the tab, and "Forget key" removes it.
     await page.reload();
     await card.waitFor();
