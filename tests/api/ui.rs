@@ -45,7 +45,11 @@ async fn the_page_and_its_assets_are_served_without_a_key_with_strict_headers() 
         assert_eq!(reply.content_type(), expected_type(name), "{path}");
         let h = |n: header::HeaderName| reply.headers.get(n).unwrap().to_str().unwrap().to_string();
         assert_eq!(h(header::CACHE_CONTROL), "no-cache", "{path}");
-        assert_eq!(h(header::CONTENT_SECURITY_POLICY), CONTENT_SECURITY_POLICY, "{path}");
+        assert_eq!(
+            h(header::CONTENT_SECURITY_POLICY),
+            CONTENT_SECURITY_POLICY,
+            "{path}"
+        );
         assert_eq!(h(header::X_CONTENT_TYPE_OPTIONS), "nosniff", "{path}");
         assert_eq!(h(header::REFERRER_POLICY), "no-referrer", "{path}");
         assert_eq!(h(header::X_FRAME_OPTIONS), "DENY", "{path}");
@@ -104,10 +108,17 @@ async fn nothing_refers_outside_the_service_and_every_reference_resolves() {
     let app = TestApp::without_runner().await;
     let mut references = Vec::new();
     for name in asset_names() {
-        let text = String::from_utf8(app.call(Method::GET, &format!("/ui/{name}"), None, None).await.bytes).unwrap();
+        let text = String::from_utf8(
+            app.call(Method::GET, &format!("/ui/{name}"), None, None)
+                .await
+                .bytes,
+        )
+        .unwrap();
         // The SVG namespace is a name, never fetched; any other absolute URL is external.
         let scrubbed = text.replace("http://www.w3.org/2000/svg", "");
-        for external in ["http://", "https://", "ws://", "wss://", "\"//", "'//", "url(//", "@import"] {
+        for external in [
+            "http://", "https://", "ws://", "wss://", "\"//", "'//", "url(//", "@import",
+        ] {
             assert!(!scrubbed.contains(external), "{name} refers to {external}");
         }
         for path in referenced_paths(&text) {
@@ -115,8 +126,14 @@ async fn nothing_refers_outside_the_service_and_every_reference_resolves() {
             references.push((name, path));
         }
     }
-    assert!(references.iter().any(|(_, p)| p == "/ui/app.js"), "the page loads its script");
-    assert!(references.iter().any(|(_, p)| p == "/ui/charts.js"), "modules import each other");
+    assert!(
+        references.iter().any(|(_, p)| p == "/ui/app.js"),
+        "the page loads its script"
+    );
+    assert!(
+        references.iter().any(|(_, p)| p == "/ui/charts.js"),
+        "modules import each other"
+    );
     for (from, path) in references {
         let reply = app.call(Method::GET, &path, None, None).await;
         assert_eq!(reply.status, StatusCode::OK, "{from} refers to {path}");
@@ -126,8 +143,12 @@ async fn nothing_refers_outside_the_service_and_every_reference_resolves() {
 #[tokio::test]
 async fn unknown_assets_are_problem_documents_and_the_slash_redirects() {
     let app = TestApp::without_runner().await;
-    app.call(Method::GET, "/ui/nope.js", None, None).await.problem(404);
-    app.call(Method::GET, "/ui/..%2fCargo.toml", None, None).await.problem(404);
+    app.call(Method::GET, "/ui/nope.js", None, None)
+        .await
+        .problem(404);
+    app.call(Method::GET, "/ui/..%2fCargo.toml", None, None)
+        .await
+        .problem(404);
     app.call(Method::POST, "/ui", None, None).await.problem(405);
     let slash = app.call(Method::GET, "/ui/", None, None).await;
     assert_eq!(slash.status, StatusCode::PERMANENT_REDIRECT);
