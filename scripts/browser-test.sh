@@ -22,9 +22,9 @@ bin="${CARGO_TARGET_DIR:-target}/debug/privpca"
 work=$(mktemp -d)
 admin="browser-test-$RANDOM$RANDOM"
 PRIVPCA_BIND=127.0.0.1:0 PRIVPCA_DATABASE_URL="sqlite://$work/privpca.db" PRIVPCA_DATA_DIR="$work/data" \
-  PRIVPCA_ADMIN_KEY="$admin" PRIVPCA_LOG_FORMAT=json "$bin" serve > "$work/server.log" 2>&1 &
+  PRIVPCA_ADMIN_KEY="$admin" PRIVPCA_WORKERS=1 PRIVPCA_LOG_FORMAT=json "$bin" serve > "$work/server.log" 2>&1 &
 pid=$!
-trap 'kill $pid 2>/dev/null || true' EXIT
+trap 'kill $pid 2>/dev/null || true; rm -rf "$work/data" "$work"/privpca.db*' EXIT
 
 # The server binds port 0; its log names the address it got.
 addr=""
@@ -43,4 +43,3 @@ if ! BASE="http://$addr" ADMIN="$admin" SHOT_DIR="$work/shots" node tests/browse
 fi
 kill -TERM $pid
 wait $pid || true
-trap - EXIT

@@ -25,12 +25,13 @@ function signedIn(on) {
 
 // ---- datasets ----------------------------------------------------------------------------
 
-function amountLine(label, amount, testid, { exact = false } = {}) {
-  const epsilon = exact ? (amount.epsilon_exact_gaussian ?? amount.epsilon) : amount.epsilon;
+// One row of the budget table: ρ, and that ρ as ε at the dataset's δ by the API's conversion
+// (the same conversion on every row, so the rows compare).
+function amountLine(label, amount, testid) {
   return el("tr", {},
     el("th", { text: label }),
     el("td", { class: "num" }, el("span", { "data-testid": testid ? `${testid}-rho` : null, text: num(amount.rho) })),
-    el("td", { class: "num" }, el("span", { "data-testid": testid ? `${testid}-epsilon` : null, text: num(epsilon) })),
+    el("td", { class: "num" }, el("span", { "data-testid": testid ? `${testid}-epsilon` : null, text: num(amount.epsilon) })),
     el("td", { class: "num", text: delta(amount.epsilon_at_delta) }),
   );
 }
@@ -39,11 +40,20 @@ function budgetTable(budget) {
   return el("table", { class: "budget" },
     el("thead", {}, el("tr", {}, el("th"), el("th", { text: "ρ (zCDP)" }), el("th", { text: "ε" }), el("th", { text: "at δ" }))),
     el("tbody", {},
-      amountLine("Budget", budget.total, null, { exact: true }),
-      amountLine("Spent", budget.spent, "spent", { exact: true }),
+      amountLine("Budget", budget.total, "total"),
+      amountLine("Spent", budget.spent, "spent"),
       amountLine("Remaining", budget.remaining, "remaining"),
     ),
   );
+}
+
+// The budget as its owner stated it: {"rho": …} or {"epsilon": …, "delta": …}.
+function statedBudget(stated) {
+  const parts = [];
+  if (stated?.rho !== undefined) parts.push(`ρ = ${num(stated.rho)}`);
+  if (stated?.epsilon !== undefined) parts.push(`ε = ${num(stated.epsilon)}`);
+  if (stated?.delta !== undefined) parts.push(`δ = ${delta(stated.delta)}`);
+  return parts.length ? `stated budget: ${parts.join(", ")}` : null;
 }
 
 function legend(ledger, colours) {
@@ -73,8 +83,8 @@ function datasetCard(d) {
   }
   const b = d.budget;
   card.append(budgetTable(b));
-  card.append(el("p", { class: "muted small", text: "ε converts each row's ρ on its own (exact Gaussian curve where all spending is Gaussian, else CKS 2020), so ε values do not add up across rows." }));
-  const notes = [`admission rule: ${b.rule}`];
+  card.append(el("p", { class: "muted small", text: "ε: each row's ρ converted at δ (the tighter of Bun–Steinke 2016 and CKS 2020); conversions do not add up across rows." }));
+  const notes = [statedBudget(b.stated), `admission rule: ${b.rule}`].filter(Boolean);
   if (b.remaining.delta > 0) notes.push(`approximate-DP δ left: ${delta(b.remaining.delta)}`);
   if (b.spent_other_rho > 0) notes.push(`ρ ${num(b.spent_other_rho)} of the spending is not Gaussian`);
   card.append(el("p", { class: "muted small", text: notes.join(" · ") }));
@@ -96,6 +106,7 @@ function renderDatasets() {
 function progressCell(j) {
   if (j.status === "queued") return el("span", { class: "muted", text: "waiting" });
   if (!j.progress) return el("span", { class: "muted", text: "–" });
+  if (!(j.progress.total > 0)) return el("span", { class: "muted", text: "starting" });
   const { done, total } = j.progress;
   return el("span", { class: "progress" },
     el("progress", { max: total, value: done }), ` ${done}/${total}`);
@@ -110,7 +121,8 @@ function jobRow(j) {
     el("td", { text: when(j.created_at) }),
     el("td", { text: dataset ? dataset.name : shortId(j.dataset_id) }),
     el("td", { class: "mono", text: j.algorithm }),
-    el("td", {}, el("span", { class: `badge ${j.status}`, text: j.status, title: j.error ?? null })),
+    el("td", {}, el("span", { class: `badge ${j.status}`, text: j.status }),
+      j.error ? el("div", { class: "job-error small", text: j.error.length > 160 ? `${j.error.slice(0, 160)}…` : j.error, title: j.error }) : null),
     el("td", {}, progressCell(j)),
     el("td", { class: "num", text: num(j.cost.rho) }),
     el("td", { class: "num", text: duration(j.run_ms) }),

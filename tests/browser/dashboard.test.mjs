@@ -45,6 +45,31 @@ function csv(n, seed) {
   return lines.join("\n") + "\n";
 }
 
+// A rows×cols f64 `.npy` file of seeded values with a few strong directions, rows inside the unit ball.
+function npy(rows, cols, seed) {
+  let header = `{'descr': '<f8', 'fortran_order': False, 'shape': (${rows}, ${cols}), }`;
+  header += " ".repeat((64 - ((10 + header.length + 1) % 64)) % 64) + "\n";
+  const out = Buffer.alloc(10 + header.length + 8 * rows * cols);
+  out.write("\x93NUMPY\x01\x00", 0, "latin1");
+  out.writeUInt16LE(header.length, 8);
+  out.write(header, 10, "latin1");
+  let s = seed >>> 0;
+  const next = () => {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    return s / 2 ** 32 - 0.5;
+  };
+  let at = 10 + header.length;
+  for (let i = 0; i < rows; i++) {
+    const t = [next(), next(), next()];
+    for (let j = 0; j < cols; j++) {
+      const v = (t[j % 3] * (3 - (j % 3))) / Math.sqrt(cols) + 0.02 * next();
+      out.writeDoubleLE(v * 0.5, at);
+      at += 8;
+    }
+  }
+  return out;
+}
+
 async function finished(key, id) {
   for (let i = 0; i < 600; i++) {
     const job = await api("GET", `/v1/jobs/${id}`, key);
@@ -115,6 +140,8 @@ async function main() {
     const shownEps = Number(await card.locator('[data-testid="remaining-epsilon"]').textContent());
     assert.ok(close(shownRho, remaining.rho), `remaining ρ shown ${shownRho}, API ${remaining.rho}`);
     assert.ok(close(shownEps, remaining.epsilon), `remaining ε shown ${shownEps}, API ${remaining.epsilon}`);
+    const totalRho = Number(await card.locator('[data-testid="total-rho"]').textContent());
+    assert.ok(close(totalRho, ledger.budget.total.rho), `total ρ shown ${totalRho}, API ${ledger.budget.total.rho}`);
     const spentRho = Number(await card.locator('[data-testid="spent-rho"]').textContent());
     assert.ok(close(spentRho, ledger.budget.spent.rho), `spent ρ shown ${spentRho}, API ${ledger.budget.spent.rho}`);
 
@@ -143,7 +170,6 @@ async function main() {
     const bars = await screePlot.locator("rect.bar").evaluateAll((rs) => rs.map((r) => Number(r.dataset.value)));
     assert.deepEqual(bars, gauss.eigenvalues);
     assert.equal(await page.locator('#result svg[data-testid="loadings"] rect.cell').count(), D * 3);
-    await page.screenshot({ path: join(SHOT_DIR, "dashboard.png"), fullPage: true });
 
     // dp_oja releases none: the page says so and draws no scree plot.
     const oja = await api("GET", `/v1/jobs/${jobs.oja.id}/result`, key);
@@ -153,11 +179,46 @@ async function main() {
     assert.equal(await page.locator('#result svg[data-testid="scree"]').count(), 0);
     assert.equal(await page.locator('#result svg[data-testid="loadings"] rect.cell').count(), D * 2);
 
-    // A job submitted while the page is open appears and finishes without a reload, and the
-    // budget shown follows the ledger.
-    const late = await api("POST", "/v1/jobs", key, { dataset_id: dataset.id, algorithm: "noisy_power", params: { k: 1 }, privacy: { rho: 0.005 } });
-    assert.equal((await finished(key, late.id)).status, "succeeded");
-    await page.locator(`tr[data-job-id="${late.id}"][data-status="succeeded"]`).waitFor({ timeout: 20000 });
+    // Live progress. With one worker (scripts/browser-test.sh), a long job on a second dataset
+    // runs while a short one on the first waits behind it. Both are submitted after the page
+    // loaded; the page follows the long job's progress every second, and both finish without a
+    // reload, the budget shown following the ledger.
+    const big = await api("POST", "/v1/datasets", key, {
+      name: "sensor log", kind: "records", relation: "add_remove", row_norm_bound: 1.0, budget: { rho: 1.0 },
+    });
+    await api("PUT", `/v1/datasets/${big.id}/data`, key, npy(80000, 200, 11), "application/x-npy");
+    await page.locator(`tr[data-job-id="${jobs.gauss.id}"] button`).click();
+    await screePlot.waitFor();
+    const long = await api("POST", "/v1/jobs", key, {
+      dataset_id: big.id, algorithm: "noisy_power", params: { k: 16, iterations: 1000 }, privacy: { rho: 0.05 },
+    });
+    const late = await api("POST", "/v1/jobs", key, {
+      dataset_id: dataset.id, algorithm: "noisy_power", params: { k: 1 }, privacy: { rho: 0.005 },
+    });
+    // The idle poll (every 5 s) may miss a job this short; Refresh starts the live poll now.
+    await page.getByRole("button", { name: "Refresh" }).click();
+    const running = await page.waitForFunction(
+      ([a, b]) => {
+        const bar = document.querySelector(`tr[data-job-id="${a}"][data-status="running"] progress`);
+        const other = document.querySelector(`tr[data-job-id="${b}"]`);
+        return bar && { done: Number(bar.value), total: Number(bar.max), late: other?.dataset.status };
+      },
+      [long.id, late.id],
+      { timeout: 30000, polling: 100 },
+    );
+    await page.screenshot({ path: join(SHOT_DIR, "dashboard.png"), fullPage: true });
+    const seen = await running.jsonValue();
+    assert.equal(seen.total, 1000);
+    assert.equal(seen.late, "queued", "one worker: the short job waits");
+    await page.waitForFunction(
+      ([a, done]) => Number(document.querySelector(`tr[data-job-id="${a}"] progress`)?.value) > done,
+      [long.id, seen.done],
+      { timeout: 60000, polling: 100 },
+    );
+    for (const id of [long.id, late.id]) {
+      assert.equal((await finished(key, id)).status, "succeeded");
+      await page.locator(`tr[data-job-id="${id}"][data-status="succeeded"]`).waitFor({ timeout: 20000 });
+    }
     const after = (await api("GET", `/v1/datasets/${dataset.id}`, key)).budget.remaining;
     assert.ok(after.rho < remaining.rho);
     await page.waitForFunction(
@@ -169,6 +230,17 @@ async function main() {
       { timeout: 10000 },
     );
     assert.equal(await burn.locator("circle.marker").count(), ledger.entries.length + 1);
+
+    // Beyond 200 features the heatmap keeps the rows with the largest loadings, in order.
+    const kept = await page.evaluate(async () => {
+      const { shownFeatures, MAX_LOADING_ROWS } = await import("/ui/charts.js");
+      const d = 300;
+      const basis = [0, 1].map((j) => Array.from({ length: d }, (_, i) => (i % 3 === 0 ? 1 : 0.01) * (j + 1)));
+      return { rows: shownFeatures(basis), max: MAX_LOADING_ROWS };
+    });
+    assert.equal(kept.rows.length, kept.max);
+    assert.ok(Array.from({ length: 100 }, (_, i) => 3 * i).every((r) => kept.rows.includes(r)), "every strong row is kept");
+    assert.ok(kept.rows.every((r, i) => i === 0 || r > kept.rows[i - 1]));
 
     // The key survives a reload of the tab, and "Forget key" removes it.
     await page.reload();
