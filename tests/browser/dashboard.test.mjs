@@ -253,6 +253,7 @@ async function main() {
     await page.locator("#key").fill("not-a-key");
     await page.getByRole("button", { name: "Open dashboard" }).click();
     await page.locator("#error", { hasText: "refused" }).waitFor();
+    await page.screenshot({ path: join(SHOT_DIR, "signin.png") });
     assert.equal(await page.evaluate(() => sessionStorage.getItem("privpca.apiKey")), null);
 
     // The refused key's 401 is the only expected console error.
