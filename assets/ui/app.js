@@ -112,6 +112,9 @@ function progressCell(j) {
     el("progress", { max: total, value: done }), ` ${done}/${total}`);
 }
 
+// A job cancelled before it started got its charge back: no noise was drawn for it.
+const refunded = (j) => j.status === "cancelled" && !j.started_at;
+
 function jobRow(j) {
   const dataset = state.datasets.find((d) => d.id === j.dataset_id);
   const action = j.status === "succeeded"
@@ -124,7 +127,7 @@ function jobRow(j) {
     el("td", {}, el("span", { class: `badge ${j.status}`, text: j.status }),
       j.error ? el("div", { class: "job-error small", text: j.error.length > 160 ? `${j.error.slice(0, 160)}…` : j.error, title: j.error }) : null),
     el("td", {}, progressCell(j)),
-    el("td", { class: "num", text: num(j.cost.rho) }),
+    el("td", { class: "num", text: refunded(j) ? `${num(j.cost.rho)} refunded` : num(j.cost.rho) }),
     el("td", { class: "num", text: duration(j.run_ms) }),
     el("td", {}, action),
   );

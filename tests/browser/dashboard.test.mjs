@@ -211,6 +211,12 @@ async function main() {
     const late = await api("POST", "/v1/jobs", key, {
       dataset_id: dataset.id, algorithm: "noisy_power", params: { k: 1 }, privacy: { rho: 0.005 },
     });
+    // A third job, queued behind those, is cancelled at once: refunded, a refund in the ledger.
+    const withdrawn = await api("POST", "/v1/jobs", key, {
+      dataset_id: dataset.id, algorithm: "dp_oja", params: { k: 1 }, privacy: { rho: 0.01 },
+    });
+    const cancel = await fetch(`${BASE}/v1/jobs/${withdrawn.id}`, { method: "DELETE", headers: { Authorization: `Bearer ${key}` } });
+    assert.equal(cancel.status, 200, "a queued job is cancelled and refunded");
     // The idle poll (every 5 s) may miss a job this short; Refresh starts the live poll now.
     await page.getByRole("button", { name: "Refresh" }).click();
     const running = await page.waitForFunction(
@@ -245,7 +251,11 @@ async function main() {
       [dataset.id, after.rho],
       { timeout: 10000 },
     );
-    assert.equal(await burn.locator("circle.marker").count(), ledger.entries.length + 1);
+    const withdrawnRow = page.locator(`tr[data-job-id="${withdrawn.id}"]`);
+    assert.equal(await withdrawnRow.getAttribute("data-status"), "cancelled");
+    assert.match(await withdrawnRow.textContent(), /refunded/);
+    assert.equal(await burn.locator("circle.marker").count(), ledger.entries.length + 3, "B, C and C's refund");
+    assert.equal(await burn.locator("circle.marker.refund").count(), 1);
 
     // Beyond 200 features the heatmap keeps the rows with the largest loadings, in order.
     const kept = await page.evaluate(async () => {
