@@ -11,6 +11,7 @@ pub mod privacy_input;
 pub mod site;
 pub mod studies;
 pub mod tenants;
+pub mod ui;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request};
@@ -75,8 +76,14 @@ pub fn router(state: AppState) -> Router {
             StatusCode::REQUEST_TIMEOUT,
             config.upload_timeout(),
         ));
+    // The budget dashboard: static, embedded assets; the page itself calls the API above.
+    let dashboard = Router::new()
+        .route("/ui", get(ui::index))
+        .route("/ui/", get(ui::index_slash))
+        .route("/ui/{asset}", get(ui::asset));
     Router::new()
         .merge(api)
+        .merge(dashboard)
         .merge(uploads)
         .merge(site)
         .merge(SwaggerUi::new("/docs").url("/openapi.json", openapi::ApiDoc::openapi()))

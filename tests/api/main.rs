@@ -17,3 +17,4 @@ mod ledger;
 mod meta;
 mod options;
 mod studies;
+mod ui;

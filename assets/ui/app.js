@@ -1,0 +1,276 @@
+// The budget dashboard: datasets with their budget burn-down, jobs with live progress, and
+// a succeeded job's private eigenvalues and loadings. Everything comes from the JSON API.
+
+import * as api from "/ui/api.js";
+import { algorithmColours, burnDown, loadings, scree, shownFeatures, swatch } from "/ui/charts.js";
+import { delta, duration, el, nFeatures, nSamples, num, shortId, when } from "/ui/format.js";
+
+const $ = (id) => document.getElementById(id);
+const ACTIVE = new Set(["queued", "running"]);
+const LIVE_MS = 1000;
+const IDLE_MS = 5000;
+
+const state = { datasets: [], ledgers: new Map(), jobs: [], selected: null, timer: null };
+
+function showError(message) {
+  $("error").textContent = message;
+  $("error").hidden = !message;
+}
+
+function signedIn(on) {
+  $("signin").hidden = on;
+  $("session").hidden = !on;
+  $("dashboard").hidden = !on;
+}
+
+// ---- datasets ----------------------------------------------------------------------------
+
+// One row of the budget table: ρ, and that ρ as ε at the dataset's δ by the API's conversion
+// (the same conversion on every row, so the rows compare).
+function amountLine(label, amount, testid) {
+  return el("tr", {},
+    el("th", { text: label }),
+    el("td", { class: "num" }, el("span", { "data-testid": testid ? `${testid}-rho` : null, text: num(amount.rho) })),
+    el("td", { class: "num" }, el("span", { "data-testid": testid ? `${testid}-epsilon` : null, text: num(amount.epsilon) })),
+    el("td", { class: "num", text: delta(amount.epsilon_at_delta) }),
+  );
+}
+
+function budgetTable(budget) {
+  return el("table", { class: "budget" },
+    el("thead", {}, el("tr", {}, el("th"), el("th", { text: "ρ (zCDP)" }), el("th", { text: "ε" }), el("th", { text: "at δ" }))),
+    el("tbody", {},
+      amountLine("Budget", budget.total, "total"),
+      amountLine("Spent", budget.spent, "spent"),
+      amountLine("Remaining", budget.remaining, "remaining"),
+    ),
+  );
+}
+
+// The budget as its owner stated it: {"rho": …} or {"epsilon": …, "delta": …}.
+function statedBudget(stated) {
+  const parts = [];
+  if (stated?.rho !== undefined) parts.push(`ρ = ${num(stated.rho)}`);
+  if (stated?.epsilon !== undefined) parts.push(`ε = ${num(stated.epsilon)}`);
+  if (stated?.delta !== undefined) parts.push(`δ = ${delta(stated.delta)}`);
+  return parts.length ? `stated budget: ${parts.join(", ")}` : null;
+}
+
+function legend(ledger, colours) {
+  const totals = new Map();
+  for (const e of ledger.entries) {
+    const name = e.algorithm ?? "other";
+    totals.set(name, (totals.get(name) ?? 0) + (e.entry === "refund" ? -e.rho : e.rho));
+  }
+  if (!totals.size) return el("p", { class: "muted small", text: "No charges yet: the whole budget is left." });
+  return el("ul", { class: "legend" },
+    [...colours.keys()].map((name) => el("li", {}, swatch(colours.get(name)), ` ${name}: ρ ${num(totals.get(name))}`)));
+}
+
+function datasetCard(d) {
+  const ledger = state.ledgers.get(d.id);
+  const features = nFeatures(d), samples = nSamples(d);
+  const facts = [d.kind, d.relation.replace("_", " "), d.status];
+  if (features !== null) facts.push(`${features} ${d.kind === "matrix" ? "× " + features : "features"}`);
+  if (samples !== null) facts.push(`${samples} rows`);
+  const card = el("article", { class: `card dataset status-${d.status}`, "data-dataset-id": d.id },
+    el("h3", {}, d.name, " ", el("span", { class: "muted small mono", text: shortId(d.id) })),
+    el("p", { class: "muted small", text: facts.join(" · ") }),
+  );
+  if (!d.budget) {
+    card.append(el("p", { text: "Public dataset: no privacy budget." }));
+    return card;
+  }
+  const b = d.budget;
+  card.append(budgetTable(b));
+  card.append(el("p", { class: "muted small", text: "ε: each row's ρ converted at δ (the tighter of Bun–Steinke 2016 and CKS 2020); conversions do not add up across rows." }));
+  const notes = [statedBudget(b.stated), `admission rule: ${b.rule}`].filter(Boolean);
+  if (b.remaining.delta > 0) notes.push(`approximate-DP δ left: ${delta(b.remaining.delta)}`);
+  if (b.spent_other_rho > 0) notes.push(`ρ ${num(b.spent_other_rho)} of the spending is not Gaussian`);
+  card.append(el("p", { class: "muted small", text: notes.join(" · ") }));
+  if (ledger) {
+    const colours = algorithmColours(ledger.entries.map((e) => e.algorithm ?? "other"));
+    card.append(burnDown(d, ledger, colours), legend(ledger, colours));
+  }
+  return card;
+}
+
+function renderDatasets() {
+  const box = $("datasets");
+  box.replaceChildren(...state.datasets.map(datasetCard));
+  if (!state.datasets.length) box.append(el("p", { class: "muted", text: "This tenant has no datasets yet." }));
+}
+
+// ---- jobs --------------------------------------------------------------------------------
+
+function progressCell(j) {
+  if (j.status === "queued") return el("span", { class: "muted", text: "waiting" });
+  if (!j.progress) return el("span", { class: "muted", text: "–" });
+  if (!(j.progress.total > 0)) return el("span", { class: "muted", text: "starting" });
+  const { done, total } = j.progress;
+  return el("span", { class: "progress" },
+    el("progress", { max: total, value: done }), ` ${done}/${total}`);
+}
+
+// A job cancelled before it started got its charge back: no noise was drawn for it.
+const refunded = (j) => j.status === "cancelled" && !j.started_at;
+
+function jobRow(j) {
+  const dataset = state.datasets.find((d) => d.id === j.dataset_id);
+  const action = j.status === "succeeded"
+    ? el("button", { type: "button", class: "small", onclick: () => select(j.id), text: "Show result" })
+    : null;
+  return el("tr", { "data-job-id": j.id, "data-status": j.status, class: state.selected === j.id ? "selected" : null },
+    el("td", { text: when(j.created_at) }),
+    el("td", { text: dataset ? dataset.name : shortId(j.dataset_id) }),
+    el("td", { class: "mono", text: j.algorithm }),
+    el("td", {}, el("span", { class: `badge ${j.status}`, text: j.status }),
+      j.error ? el("div", { class: "job-error small", text: j.error.length > 160 ? `${j.error.slice(0, 160)}…` : j.error, title: j.error }) : null),
+    el("td", {}, progressCell(j)),
+    el("td", { class: "num", text: refunded(j) ? `${num(j.cost.rho)} refunded` : num(j.cost.rho) }),
+    el("td", { class: "num", text: duration(j.run_ms) }),
+    el("td", {}, action),
+  );
+}
+
+function renderJobs() {
+  const rows = state.jobs.map(jobRow);
+  if (!rows.length) rows.push(el("tr", {}, el("td", { colspan: 8, class: "muted", text: "No jobs yet." })));
+  $("jobs").replaceChildren(...rows);
+  const live = state.jobs.some((j) => ACTIVE.has(j.status));
+  $("polling").textContent = live ? "· live: refreshing every second while jobs run" : "";
+}
+
+// ---- a job's result ----------------------------------------------------------------------
+
+function releasedList(released) {
+  if (!released || typeof released !== "object") return null;
+  const items = Object.entries(released).map(([k, v]) =>
+    el("li", {}, el("span", { class: "mono", text: k }), ": ",
+      typeof v === "number" ? num(v) : JSON.stringify(v).slice(0, 200)));
+  return items.length ? el("div", {}, el("h3", { text: "Other private releases" }), el("ul", {}, items)) : null;
+}
+
+async function select(id) {
+  state.selected = id;
+  renderJobs();
+  const box = $("result");
+  box.hidden = false;
+  box.replaceChildren(el("p", { class: "muted", text: "Loading the result…" }));
+  try {
+    const [job, result] = await Promise.all([api.job(id), api.result(id)]);
+    const dataset = state.datasets.find((d) => d.id === job.dataset_id);
+    const features = nFeatures(result);
+    const parts = [
+      el("h2", {}, `Result of job ${shortId(id)} `, el("span", { class: "muted small", text: `${job.algorithm} on ${dataset ? dataset.name : shortId(job.dataset_id)}` })),
+      el("p", { class: "muted small", text: `${result.k} components of ${features} features · cost ρ ${num(result.cost.rho)} (ε ${num(result.cost.epsilon)} at δ ${delta(result.cost.epsilon_at_delta)})` }),
+      el("h3", { text: "Scree plot: private eigenvalue estimates" }),
+    ];
+    if (Array.isArray(result.eigenvalues) && result.eigenvalues.length) {
+      parts.push(scree(result.eigenvalues));
+    } else {
+      parts.push(el("p", { class: "notice", "data-testid": "no-eigenvalues",
+        text: `This job released no private eigenvalues: ${job.algorithm} does not release them unless asked. ` +
+          "Nothing is computed from your data here, so there is no scree plot. Submit the job with " +
+          "\"with_eigenvalues\": true in params to buy estimates with a share of its ρ." }));
+    }
+    const shown = shownFeatures(result.basis);
+    parts.push(el("h3", { text: "Loadings of the private basis" }));
+    if (shown.length < features) {
+      parts.push(el("p", { class: "muted small", text: `The ${shown.length} features with the largest loadings of ${features}.` }));
+    }
+    parts.push(el("div", { class: "scroll" }, loadings(result.basis)));
+    const released = releasedList(result.released);
+    if (released) parts.push(released);
+    box.replaceChildren(...parts);
+  } catch (e) {
+    box.replaceChildren(el("p", { class: "error", text: `Could not load the result: ${e.message}` }));
+  }
+}
+
+// ---- loading and polling -----------------------------------------------------------------
+
+async function refreshAll() {
+  const [datasets, jobs] = await Promise.all([api.datasets(), api.jobs()]);
+  const ledgers = await Promise.all(
+    datasets.map((d) => (d.budget ? api.ledger(d.id).catch(() => null) : Promise.resolve(null))));
+  state.datasets = datasets;
+  state.jobs = jobs;
+  state.ledgers = new Map(datasets.map((d, i) => [d.id, ledgers[i]]));
+  renderDatasets();
+  renderJobs();
+}
+
+// Poll the job list every second while a job is queued or running, every five seconds
+// otherwise (to notice new submissions); a new job or a change of status
+// (a charge may have been refunded, a result appeared) reloads the datasets too.
+async function poll() {
+  try {
+    const before = new Map(state.jobs.map((j) => [j.id, j.status]));
+    const jobs = await api.jobs();
+    const changed = jobs.length !== before.size || jobs.some((j) => before.get(j.id) !== j.status);
+    if (changed) await refreshAll();
+    else {
+      state.jobs = jobs;
+      renderJobs();
+    }
+    showError("");
+  } catch (e) {
+    if (!handleAuth(e)) showError(e.message);
+  }
+  schedule();
+}
+
+function schedule() {
+  clearTimeout(state.timer);
+  if (!api.session.key()) return;
+  const live = state.jobs.some((j) => ACTIVE.has(j.status));
+  state.timer = setTimeout(poll, live ? LIVE_MS : IDLE_MS);
+}
+
+function handleAuth(e) {
+  if (e.status !== 401) return false;
+  forget();
+  showError("The service refused this API key. Paste a tenant's key.");
+  return true;
+}
+
+async function start() {
+  signedIn(true);
+  try {
+    await refreshAll();
+    showError("");
+  } catch (e) {
+    if (!handleAuth(e)) showError(e.message);
+  }
+  schedule();
+}
+
+function forget() {
+  api.session.forget();
+  clearTimeout(state.timer);
+  Object.assign(state, { datasets: [], ledgers: new Map(), jobs: [], selected: null });
+  $("datasets").replaceChildren();
+  $("jobs").replaceChildren();
+  $("result").replaceChildren();
+  $("result").hidden = true;
+  signedIn(false);
+}
+
+$("key-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const input = $("key");
+  const key = input.value.trim();
+  input.value = "";
+  if (!key) return;
+  api.session.set(key);
+  start();
+});
+$("forget").addEventListener("click", () => {
+  forget();
+  showError("");
+});
+$("refresh").addEventListener("click", () => start());
+
+if (api.session.key()) start();
+else signedIn(false);

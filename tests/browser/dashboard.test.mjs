@@ -1,0 +1,299 @@
+// The /ui dashboard in a real headless Chromium (Debian's package, driven by playwright-core).
+// scripts/browser-test.sh starts `privpca serve` and passes BASE and ADMIN; this script sets
+// up a tenant, a private dataset with data and three finished jobs through the JSON API, then
+// checks what the page shows against what the API says.
+//
+// Env: BASE (http://127.0.0.1:port), ADMIN (admin key), SHOT_DIR (where the screenshot goes),
+// CHROMIUM (default /usr/bin/chromium).
+
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { chromium } from "playwright-core";
+
+const BASE = process.env.BASE ?? assert.fail("BASE is not set");
+const ADMIN = process.env.ADMIN ?? assert.fail("ADMIN is not set");
+const SHOT_DIR = process.env.SHOT_DIR ?? mkdtempSync(join(tmpdir(), "privpca-shot-"));
+const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
+const D = 6;
+
+async function api(method, path, key, body, contentType = "application/json") {
+  const response = await fetch(BASE + path, {
+    method,
+    headers: { Authorization: `Bearer ${key}`, ...(body ? { "Content-Type": contentType } : {}) },
+    body: body === undefined ? undefined : contentType === "application/json" ? JSON.stringify(body) : body,
+  });
+  const text = await response.text();
+  assert.ok(response.ok, `${method} ${path}: ${response.status} ${text}`);
+  return JSON.parse(text);
+}
+
+// A `.npy` upload: as application/x-npy, or as application/octet-stream (sniffed by its magic)
+// where the server takes binary bodies that way.
+async function uploadNpy(key, id, bytes) {
+  for (const type of ["application/x-npy", "application/octet-stream"]) {
+    const response = await fetch(`${BASE}/v1/datasets/${id}/data`, {
+      method: "PUT",
+      headers: { Authorization: `Bearer ${key}`, "Content-Type": type },
+      body: bytes,
+    });
+    if (response.status === 415) continue;
+    assert.ok(response.ok, `upload: ${response.status} ${await response.text()}`);
+    return;
+  }
+  assert.fail("the server accepts no .npy upload type");
+}
+
+// Rows of a seeded random matrix with a clear top direction, scaled inside the unit ball.
+function csv(n, seed) {
+  let s = BigInt(seed);
+  const next = () => {
+    s = (s * 6364136223846793005n + 1442695040888963407n) & 0xffffffffffffffffn;
+    return Number(s >> 11n) / 2 ** 53 - 0.5;
+  };
+  const lines = [];
+  for (let i = 0; i < n; i++) {
+    const t = next();
+    const row = [t, 0.8 * t, -0.5 * t, 0.3 * next(), 0.2 * next(), 0.1 * next()];
+    lines.push(row.map((v) => (v * 0.9).toFixed(5)).join(","));
+  }
+  return lines.join("\n") + "\n";
+}
+
+// A rows×cols f64 `.npy` file of seeded values with a few strong directions, rows inside the unit ball.
+function npy(rows, cols, seed) {
+  let header = `{'descr': '<f8', 'fortran_order': False, 'shape': (${rows}, ${cols}), }`;
+  header += " ".repeat((64 - ((10 + header.length + 1) % 64)) % 64) + "\n";
+  const out = Buffer.alloc(10 + header.length + 8 * rows * cols);
+  out.write("\x93NUMPY\x01\x00", 0, "latin1");
+  out.writeUInt16LE(header.length, 8);
+  out.write(header, 10, "latin1");
+  let s = seed >>> 0;
+  const next = () => {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    return s / 2 ** 32 - 0.5;
+  };
+  let at = 10 + header.length;
+  for (let i = 0; i < rows; i++) {
+    const t = [next(), next(), next()];
+    for (let j = 0; j < cols; j++) {
+      const v = (t[j % 3] * (3 - (j % 3))) / Math.sqrt(cols) + 0.02 * next();
+      out.writeDoubleLE(v * 0.5, at);
+      at += 8;
+    }
+  }
+  return out;
+}
+
+async function finished(key, id) {
+  for (let i = 0; i < 600; i++) {
+    const job = await api("GET", `/v1/jobs/${id}`, key);
+    if (["succeeded", "failed", "cancelled"].includes(job.status)) return job;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  assert.fail(`job ${id} did not finish`);
+}
+
+async function setUp() {
+  const { api_key: key } = await api("POST", "/v1/tenants", ADMIN, { name: "dashboard" });
+  const dataset = await api("POST", "/v1/datasets", key, {
+    name: "survey", kind: "records", relation: "replace_one", row_norm_bound: 1.0,
+    budget: { epsilon: 2.0, delta: 1e-6 },
+  });
+  await api("PUT", `/v1/datasets/${dataset.id}/data`, key, csv(3000, 7), "text/csv");
+  const submit = (algorithm, params, rho) =>
+    api("POST", "/v1/jobs", key, { dataset_id: dataset.id, algorithm, params, privacy: { rho } });
+  const jobs = {};
+  for (const [name, algorithm, params, rho] of [
+    ["gauss", "analyze_gauss", { k: 3 }, 0.02],
+    ["power", "noisy_power", { k: 2 }, 0.01],
+    ["oja", "dp_oja", { k: 2 }, 0.01],
+  ]) {
+    const job = await finished(key, (await submit(algorithm, params, rho)).id);
+    assert.equal(job.status, "succeeded", `${algorithm}: ${job.error}`);
+    jobs[name] = job;
+  }
+  return { key, dataset, jobs };
+}
+
+const close = (a, b, rel = 2e-3) => Math.abs(a - b) <= rel * Math.max(Math.abs(a), Math.abs(b), 1e-12);
+
+async function main() {
+  const { key, dataset, jobs } = await setUp();
+  const ledger = await api("GET", `/v1/datasets/${dataset.id}/ledger`, key);
+  const remaining = ledger.budget.remaining;
+  assert.ok(remaining.rho < ledger.budget.total.rho, "the jobs were charged");
+
+  const profile = mkdtempSync(join(tmpdir(), "privpca-chromium-"));
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    headless: true,
+    viewport: { width: 1320, height: 900 },
+    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--disable-background-networking",
+      "--disable-component-update", "--disable-sync", "--no-first-run"],
+  });
+  const problems = [];
+  const foreign = [];
+  try {
+    const page = context.pages()[0] ?? (await context.newPage());
+    page.on("console", (m) => { if (m.type() === "error" || m.type() === "warning") problems.push(`console ${m.type()}: ${m.text()}`); });
+    page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
+    page.on("request", (r) => { if (!r.url().startsWith(BASE + "/")) foreign.push(r.url()); });
+
+    // Sign in: the key goes to sessionStorage only.
+    await page.goto(`${BASE}/ui`);
+    await page.locator("#key").fill(key);
+    await page.getByRole("button", { name: "Open dashboard" }).click();
+    const card = page.locator(`[data-dataset-id="${dataset.id}"]`);
+    await card.waitFor();
+    assert.ok(!page.url().includes(key), "the key is not in the URL");
+    assert.equal(await page.evaluate(() => sessionStorage.getItem("privpca.apiKey")), key);
+    assert.deepEqual(await context.cookies(), [], "no cookies");
+
+    // The remaining budget shown is the API's, as ρ and as ε at the dataset's δ.
+    const shownRho = Number(await card.locator('[data-testid="remaining-rho"]').textContent());
+    const shownEps = Number(await card.locator('[data-testid="remaining-epsilon"]').textContent());
+    assert.ok(close(shownRho, remaining.rho), `remaining ρ shown ${shownRho}, API ${remaining.rho}`);
+    assert.ok(close(shownEps, remaining.epsilon), `remaining ε shown ${shownEps}, API ${remaining.epsilon}`);
+    const totalRho = Number(await card.locator('[data-testid="total-rho"]').textContent());
+    assert.ok(close(totalRho, ledger.budget.total.rho), `total ρ shown ${totalRho}, API ${ledger.budget.total.rho}`);
+    const spentRho = Number(await card.locator('[data-testid="spent-rho"]').textContent());
+    assert.ok(close(spentRho, ledger.budget.spent.rho), `spent ρ shown ${spentRho}, API ${ledger.budget.spent.rho}`);
+
+    // The burn-down: one marker per ledger entry, one band per algorithm.
+    const burn = card.locator('svg[data-testid="burndown"]');
+    assert.equal(await burn.locator("circle.marker").count(), ledger.entries.length);
+    const algorithms = new Set(ledger.entries.map((e) => e.algorithm));
+    assert.equal(await burn.locator("polygon.band").count(), algorithms.size);
+
+    // Jobs with their status and final progress.
+    for (const job of Object.values(jobs)) {
+      const row = page.locator(`tr[data-job-id="${job.id}"]`);
+      assert.equal(await row.getAttribute("data-status"), "succeeded");
+      if (job.progress) {
+        assert.match(await row.locator(".progress").textContent(), new RegExp(`${job.progress.done}/${job.progress.total}`));
+      }
+    }
+
+    // analyze_gauss releases private eigenvalues: k bars, and d×k loading cells.
+    const gauss = await api("GET", `/v1/jobs/${jobs.gauss.id}/result`, key);
+    assert.equal(gauss.eigenvalues.length, 3);
+    await page.locator(`tr[data-job-id="${jobs.gauss.id}"] button`).click();
+    const screePlot = page.locator('#result svg[data-testid="scree"]');
+    await screePlot.waitFor();
+    assert.equal(await screePlot.locator("rect.bar").count(), gauss.eigenvalues.length);
+    const bars = await screePlot.locator("rect.bar").evaluateAll((rs) => rs.map((r) => Number(r.dataset.value)));
+    assert.deepEqual(bars, gauss.eigenvalues);
+    assert.equal(await page.locator('#result svg[data-testid="loadings"] rect.cell').count(), D * 3);
+
+    // dp_oja releases none: the page says so and draws no scree plot.
+    const oja = await api("GET", `/v1/jobs/${jobs.oja.id}/result`, key);
+    assert.equal(oja.eigenvalues ?? null, null, "dp_oja releases no eigenvalues by default");
+    await page.locator(`tr[data-job-id="${jobs.oja.id}"] button`).click();
+    await page.locator('#result [data-testid="no-eigenvalues"]').waitFor();
+    assert.equal(await page.locator('#result svg[data-testid="scree"]').count(), 0);
+    assert.equal(await page.locator('#result svg[data-testid="loadings"] rect.cell').count(), D * 2);
+
+    // Live progress. With one worker (scripts/browser-test.sh), a long job on a second dataset
+    // runs while a short one on the first waits behind it. Both are submitted after the page
+    // loaded; the page follows the long job's progress every second, and both finish without a
+    // reload, the budget shown following the ledger.
+    const big = await api("POST", "/v1/datasets", key, {
+      name: "sensor log", kind: "records", relation: "add_remove", row_norm_bound: 1.0, budget: { rho: 1.0 },
+    });
+    await uploadNpy(key, big.id, npy(80000, 200, 11));
+    await page.locator(`tr[data-job-id="${jobs.gauss.id}"] button`).click();
+    await screePlot.waitFor();
+    const long = await api("POST", "/v1/jobs", key, {
+      dataset_id: big.id, algorithm: "noisy_power", params: { k: 16, iterations: 1000 }, privacy: { rho: 0.05 },
+    });
+    const late = await api("POST", "/v1/jobs", key, {
+      dataset_id: dataset.id, algorithm: "noisy_power", params: { k: 1 }, privacy: { rho: 0.005 },
+    });
+    // A third job, queued behind those, is cancelled at once: refunded, a refund in the ledger.
+    const withdrawn = await api("POST", "/v1/jobs", key, {
+      dataset_id: dataset.id, algorithm: "dp_oja", params: { k: 1 }, privacy: { rho: 0.01 },
+    });
+    const cancel = await fetch(`${BASE}/v1/jobs/${withdrawn.id}`, { method: "DELETE", headers: { Authorization: `Bearer ${key}` } });
+    assert.equal(cancel.status, 200, "a queued job is cancelled and refunded");
+    // The idle poll (every 5 s) may miss a job this short; Refresh starts the live poll now.
+    await page.getByRole("button", { name: "Refresh" }).click();
+    const running = await page.waitForFunction(
+      ([a, b]) => {
+        const bar = document.querySelector(`tr[data-job-id="${a}"][data-status="running"] progress`);
+        const other = document.querySelector(`tr[data-job-id="${b}"]`);
+        return bar && { done: Number(bar.value), total: Number(bar.max), late: other?.dataset.status };
+      },
+      [long.id, late.id],
+      { timeout: 30000, polling: 100 },
+    );
+    await page.screenshot({ path: join(SHOT_DIR, "dashboard.png"), fullPage: true });
+    const seen = await running.jsonValue();
+    assert.equal(seen.total, 1000);
+    assert.equal(seen.late, "queued", "one worker: the short job waits");
+    await page.waitForFunction(
+      ([a, done]) => Number(document.querySelector(`tr[data-job-id="${a}"] progress`)?.value) > done,
+      [long.id, seen.done],
+      { timeout: 60000, polling: 100 },
+    );
+    for (const id of [long.id, late.id]) {
+      assert.equal((await finished(key, id)).status, "succeeded");
+      await page.locator(`tr[data-job-id="${id}"][data-status="succeeded"]`).waitFor({ timeout: 20000 });
+    }
+    const after = (await api("GET", `/v1/datasets/${dataset.id}`, key)).budget.remaining;
+    assert.ok(after.rho < remaining.rho);
+    await page.waitForFunction(
+      ([id, want]) => {
+        const shown = document.querySelector(`[data-dataset-id="${id}"] [data-testid="remaining-rho"]`);
+        return shown && Math.abs(Number(shown.textContent) - want) <= 2e-3 * want;
+      },
+      [dataset.id, after.rho],
+      { timeout: 10000 },
+    );
+    const withdrawnRow = page.locator(`tr[data-job-id="${withdrawn.id}"]`);
+    assert.equal(await withdrawnRow.getAttribute("data-status"), "cancelled");
+    assert.match(await withdrawnRow.textContent(), /refunded/);
+    assert.equal(await burn.locator("circle.marker").count(), ledger.entries.length + 3, "B, C and C's refund");
+    assert.equal(await burn.locator("circle.marker.refund").count(), 1);
+
+    // Beyond 200 features the heatmap keeps the rows with the largest loadings, in order.
+    const kept = await page.evaluate(async () => {
+      const { shownFeatures, MAX_LOADING_ROWS } = await import("/ui/charts.js");
+      const d = 300;
+      const basis = [0, 1].map((j) => Array.from({ length: d }, (_, i) => (i % 3 === 0 ? 1 : 0.01) * (j + 1)));
+      return { rows: shownFeatures(basis), max: MAX_LOADING_ROWS };
+    });
+    assert.equal(kept.rows.length, kept.max);
+    assert.ok(Array.from({ length: 100 }, (_, i) => 3 * i).every((r) => kept.rows.includes(r)), "every strong row is kept");
+    assert.ok(kept.rows.every((r, i) => i === 0 || r > kept.rows[i - 1]));
+
+    // The key survives a reload of the tab, and "Forget key" removes it.
+    await page.reload();
+    await card.waitFor();
+    await page.getByRole("button", { name: "Forget key" }).click();
+    await page.locator("#signin").waitFor();
+    assert.equal(await page.evaluate(() => sessionStorage.getItem("privpca.apiKey")), null);
+
+    // A wrong key is refused with the service's message and not kept.
+    await page.locator("#key").fill("not-a-key");
+    await page.getByRole("button", { name: "Open dashboard" }).click();
+    await page.locator("#error", { hasText: "refused" }).waitFor();
+    await page.screenshot({ path: join(SHOT_DIR, "signin.png") });
+    assert.equal(await page.evaluate(() => sessionStorage.getItem("privpca.apiKey")), null);
+
+    // The refused key's 401 is the only expected console error.
+    const unexpected = problems.filter((p) => !/status of 401/.test(p));
+    assert.deepEqual(unexpected, [], "no script errors or CSP violations");
+    assert.deepEqual(foreign, [], "every request stays on the service's origin");
+  } finally {
+    await context.close();
+    rmSync(profile, { recursive: true, force: true });
+  }
+  console.log(`dashboard browser test: ok (screenshot ${join(SHOT_DIR, "dashboard.png")})`);
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});
