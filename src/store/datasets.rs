@@ -86,6 +86,7 @@ impl Store {
     /// Creates an empty dataset with a fresh random (v4) id.
     pub async fn create_dataset(&self, tenant: Uuid, new: NewDataset) -> Result<DatasetRecord, StoreError> {
         check(&new)?;
+        super::error::text_without_nul("name", &new.name)?;
         let at = now();
         let record = DatasetRecord {
             id: Uuid::new_v4(),

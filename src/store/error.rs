@@ -31,12 +31,25 @@ pub enum StoreError {
     InvalidResult(String),
     #[error("a seed is only allowed on public datasets")]
     SeedNotAllowed,
+    #[error("{0} must not contain the NUL character")]
+    NulInText(&'static str),
     #[error("the database URL must start with sqlite:// or postgres://")]
     UnsupportedUrl,
     #[error("job {0} is not running under this replica's lease")]
     LeaseLost(Uuid),
     #[error("not all migrations are applied ({applied} of {expected})")]
     NotMigrated { applied: i64, expected: i64 },
+}
+
+/// Refuses text the database cannot store as given: PostgreSQL's `TEXT` holds no NUL
+/// character, and the store keeps names byte-for-byte on both backends rather than altering
+/// them. A caller mistake (a 422 for the client).
+pub(crate) fn text_without_nul(field: &'static str, value: &str) -> Result<(), StoreError> {
+    if value.contains('\0') {
+        Err(StoreError::NulInText(field))
+    } else {
+        Ok(())
+    }
 }
 
 impl StoreError {

@@ -266,6 +266,10 @@ impl Store {
         tenant: Uuid,
         new: NewStudy,
     ) -> Result<(StudyRecord, Vec<StudySiteRecord>, Vec<String>), StoreError> {
+        super::error::text_without_nul("name", &new.name)?;
+        for site in &new.sites {
+            super::error::text_without_nul("sites.name", &site.name)?;
+        }
         let study = Uuid::new_v4();
         let at = now();
         let mut tokens = Vec::with_capacity(new.sites.len());

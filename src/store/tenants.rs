@@ -37,6 +37,7 @@ impl Store {
     /// Creates a tenant and returns it with its API key. The key is not stored and cannot be
     /// recovered; only its hash is kept.
     pub async fn create_tenant(&self, name: &str) -> Result<(Tenant, String), StoreError> {
+        super::error::text_without_nul("name", name)?;
         let key = new_api_key()?;
         let tenant = Tenant {
             id: Uuid::new_v4(),
