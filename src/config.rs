@@ -14,7 +14,9 @@ pub struct Config {
     #[arg(long, env = "PRIVPCA_BIND", default_value = "127.0.0.1:8080")]
     pub bind: SocketAddr,
 
-    /// Database URL. The SQLite file is created and migrated at start.
+    /// Database URL: `sqlite://path/to/file.db` (the file is created) or
+    /// `postgres://user:password@host:port/database` (the database must exist; several
+    /// replicas may share it). Migrated at start.
     #[arg(
         long,
         env = "PRIVPCA_DATABASE_URL",
@@ -27,7 +29,8 @@ pub struct Config {
     pub data_dir: PathBuf,
 
     /// Admin key that may create tenants. When unset, a random key is generated at start and
-    /// printed once in the log.
+    /// handed over once (never logged). Required with a `postgres://` database, where several
+    /// replicas must share one key.
     #[arg(long, env = "PRIVPCA_ADMIN_KEY", hide_env_values = true)]
     pub admin_key: Option<String>,
 
@@ -75,6 +78,17 @@ pub struct Config {
     #[arg(long, env = "PRIVPCA_SHUTDOWN_GRACE_SECS", default_value_t = 20)]
     pub shutdown_grace_secs: u64,
 
+    /// This replica's name, recorded on the jobs it runs and the studies it coordinates. Must
+    /// be distinct per running process and stable across its restarts (default: the host
+    /// name, which differs per container).
+    #[arg(long, env = "PRIVPCA_REPLICA_ID")]
+    pub replica_id: Option<String>,
+
+    /// How long a replica holds a running job without a heartbeat, in seconds; a job whose
+    /// replica stopped answering for this long is failed by another replica (charge kept).
+    #[arg(long, env = "PRIVPCA_JOB_LEASE_SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub job_lease_secs: u64,
+
     /// Log format: `text` or `json`.
     #[arg(long, env = "PRIVPCA_LOG_FORMAT", default_value = "text")]
     pub log_format: String,
@@ -92,6 +106,9 @@ impl Config {
     }
     pub fn shutdown_grace(&self) -> Duration {
         Duration::from_secs(self.shutdown_grace_secs)
+    }
+    pub fn job_lease(&self) -> Duration {
+        Duration::from_secs(self.job_lease_secs)
     }
 
     /// A configuration for tests: database and data under `dir`, small limits, a known admin key.
@@ -112,6 +129,8 @@ impl Config {
             upload_timeout_secs: 300,
             job_timeout_secs: 300,
             shutdown_grace_secs: 5,
+            replica_id: None,
+            job_lease_secs: 30,
             log_format: "text".into(),
         }
     }

@@ -12,6 +12,7 @@ pub mod dataset;
 pub mod federation;
 pub mod http;
 pub mod ingest;
+pub mod job_control;
 pub mod linalg;
 pub mod metrics;
 pub mod privacy;

@@ -1,126 +1,33 @@
 //! The job runner: claims queued jobs from the store, runs the maths on blocking threads with
 //! bounded concurrency, reports progress, honours cancellation and time limits, and records
-//! the outcome. A job is claimed (queued → running) before any noise is drawn, so its charge is
-//! final from then on; a job left running by a crash is failed at the next start, never re-run.
+//! the outcome. A job is claimed (queued → running, under a lease) before any noise is drawn,
+//! so its charge is final from then on; a job left running by a crash is failed by a reaper
+//! once its lease runs out, never re-run (src/job_control.rs).
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
-use uuid::Uuid;
 
 use crate::algorithms::{self, Cancelled, DataInput, RunEnv, RunError};
 use crate::context::data_context;
 use crate::dataset::Kind;
 use crate::ingest;
+use crate::job_control::{self, RunningJob, StopReason};
 use crate::linalg::subspace::orthonormality_error;
 use crate::state::AppState;
 use crate::store::{DatasetStatus, JobRecord, JobResult};
 
-/// Why a running job was asked to stop.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-enum StopReason {
-    None = 0,
-    User = 1,
-    Timeout = 2,
-    Shutdown = 3,
-}
-
-/// Live state of a running job, shared between the worker and the HTTP handlers.
-#[derive(Debug, Default)]
-pub struct RunningJob {
-    done: AtomicU32,
-    total: AtomicU32,
-    stop: AtomicBool,
-    reason: AtomicU8,
-}
-
-impl RunningJob {
-    fn request_stop(&self, reason: StopReason) {
-        // The first reason wins.
-        let _ = self
-            .reason
-            .compare_exchange(0, reason as u8, Ordering::SeqCst, Ordering::SeqCst);
-        self.stop.store(true, Ordering::SeqCst);
-    }
-
-    fn reason(&self) -> StopReason {
-        match self.reason.load(Ordering::SeqCst) {
-            1 => StopReason::User,
-            2 => StopReason::Timeout,
-            3 => StopReason::Shutdown,
-            _ => StopReason::None,
-        }
-    }
-}
-
-/// Registry of the jobs running in this process, and the runner's wake-up signal.
-#[derive(Debug, Default)]
-pub struct JobControl {
-    running: Mutex<HashMap<Uuid, Arc<RunningJob>>>,
-    wake: Notify,
-}
-
-impl JobControl {
-    /// Tell the runner a job was queued.
-    pub fn wake(&self) {
-        self.wake.notify_one();
-    }
-
-    /// Live progress (done, total) of a job running in this process.
-    pub fn progress(&self, id: Uuid) -> Option<(u32, u32)> {
-        let running = self.running.lock().ok()?;
-        let job = running.get(&id)?;
-        Some((
-            job.done.load(Ordering::Relaxed),
-            job.total.load(Ordering::Relaxed),
-        ))
-    }
-
-    /// Ask a running job to stop at its next progress report.
-    pub fn request_cancel(&self, id: Uuid) {
-        if let Some(job) = self.running.lock().ok().and_then(|r| r.get(&id).cloned()) {
-            job.request_stop(StopReason::User);
-        }
-    }
-
-    pub fn running_count(&self) -> usize {
-        self.running.lock().map(|r| r.len()).unwrap_or(0)
-    }
-
-    fn register(&self, id: Uuid) -> Arc<RunningJob> {
-        let job = Arc::new(RunningJob::default());
-        if let Ok(mut running) = self.running.lock() {
-            running.insert(id, job.clone());
-        }
-        job
-    }
-
-    fn unregister(&self, id: Uuid) {
-        if let Ok(mut running) = self.running.lock() {
-            running.remove(&id);
-        }
-    }
-
-    fn stop_all(&self, reason: StopReason) {
-        if let Ok(running) = self.running.lock() {
-            for job in running.values() {
-                job.request_stop(reason);
-            }
-        }
-    }
-}
-
 /// Runs until `shutdown` is cancelled, then lets running jobs finish within the grace period
 /// and stops the rest (they fail with their charge kept).
+///
+/// The replica's reaper runs beside it for the same span (src/job_control.rs).
 pub async fn run(state: AppState, shutdown: CancellationToken) {
+    let reaper = tokio::spawn(job_control::reap(state.store.clone(), shutdown.clone()));
     let permits = Arc::new(Semaphore::new(state.config.workers.max(1)));
     let mut tasks = JoinSet::new();
     loop {
@@ -140,7 +47,7 @@ pub async fn run(state: AppState, shutdown: CancellationToken) {
             Ok(None) => {
                 drop(permit);
                 tokio::select! {
-                    _ = state.jobs.wake.notified() => {}
+                    _ = state.jobs.woken() => {}
                     _ = tokio::time::sleep(Duration::from_secs(1)) => {}
                     _ = shutdown.cancelled() => break,
                 }
@@ -162,6 +69,7 @@ pub async fn run(state: AppState, shutdown: CancellationToken) {
         state.jobs.stop_all(StopReason::Shutdown);
         while tasks.join_next().await.is_some() {}
     }
+    let _ = reaper.await;
 }
 
 /// How a job ended without a result.
@@ -172,6 +80,14 @@ enum Failure {
 
 async fn run_one(state: &AppState, job: JobRecord) {
     let control = state.jobs.register(job.id);
+    let lease = job.lease();
+    let heartbeat = CancellationToken::new();
+    tokio::spawn(job_control::hold(
+        state.store.clone(),
+        lease,
+        control.clone(),
+        heartbeat.clone(),
+    ));
     let started = Instant::now();
     tracing::info!(job = %job.id, algorithm = %job.algorithm, "job started");
     let outcome = execute(state, &job, control.clone()).await;
@@ -179,12 +95,17 @@ async fn run_one(state: &AppState, job: JobRecord) {
     let recorded = match outcome {
         Ok(result) => {
             state.metrics.job_finished("succeeded", seconds);
-            state.store.complete_job(job.id, &result).await
+            state.store.complete_job(lease, &result).await
         }
         Err(Failure::Stopped) => match control.reason() {
             StopReason::User | StopReason::None => {
                 state.metrics.job_finished("cancelled", seconds);
-                state.store.mark_cancelled(job.id).await
+                state.store.mark_cancelled(lease).await
+            }
+            StopReason::LeaseLost => {
+                // Another replica's reaper already failed the job; nothing left to write.
+                state.metrics.job_finished("failed", seconds);
+                Ok(())
             }
             StopReason::Timeout => {
                 state.metrics.job_finished("failed", seconds);
@@ -192,14 +113,14 @@ async fn run_one(state: &AppState, job: JobRecord) {
                     "the job exceeded the time limit of {} s; its privacy charge is kept",
                     state.config.job_timeout_secs
                 );
-                state.store.fail_job(job.id, &reason).await
+                state.store.fail_job(lease, &reason).await
             }
             StopReason::Shutdown => {
                 state.metrics.job_finished("failed", seconds);
                 state
                     .store
                     .fail_job(
-                        job.id,
+                        lease,
                         "stopped by a service shutdown; its privacy charge is kept",
                     )
                     .await
@@ -207,9 +128,10 @@ async fn run_one(state: &AppState, job: JobRecord) {
         },
         Err(Failure::Failed(reason)) => {
             state.metrics.job_finished("failed", seconds);
-            state.store.fail_job(job.id, &reason).await
+            state.store.fail_job(lease, &reason).await
         }
     };
+    heartbeat.cancel();
     if let Err(e) = recorded {
         tracing::error!(job = %job.id, error = %e, "could not record the job's outcome");
     }
@@ -252,6 +174,7 @@ async fn execute(state: &AppState, job: &JobRecord, control: Arc<RunningJob>) ->
     let runtime = tokio::runtime::Handle::current();
     let store = state.store.clone();
     let job_id = job.id;
+    let lease = job.lease();
 
     type Released = serde_json::Map<String, serde_json::Value>;
     let task = tokio::task::spawn_blocking(move || -> Result<(algorithms::Output, Released), Failure> {
@@ -270,19 +193,18 @@ async fn execute(state: &AppState, job: &JobRecord, control: Arc<RunningJob>) ->
         };
         let mut last_saved = Instant::now() - Duration::from_secs(1);
         let mut progress = |done: u32, total: u32| -> Result<(), Cancelled> {
-            control.done.store(done, Ordering::Relaxed);
-            control.total.store(total, Ordering::Relaxed);
+            control.set_progress(done, total);
             if Instant::now() > deadline {
                 control.request_stop(StopReason::Timeout);
             }
-            if control.stop.load(Ordering::SeqCst) {
+            if control.should_stop() {
                 return Err(Cancelled);
             }
             if last_saved.elapsed() >= Duration::from_millis(250) || done == total {
                 last_saved = Instant::now();
                 let store = store.clone();
                 runtime.spawn(async move {
-                    if let Err(e) = store.update_progress(job_id, done, total).await {
+                    if let Err(e) = store.update_progress(lease, done, total).await {
                         tracing::warn!(job = %job_id, error = %e, "could not save progress");
                     }
                 });

@@ -5,15 +5,30 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::state::AppState;
-use crate::store::Store;
+use crate::store::{Backend, Store};
 
-/// Open the store, fail jobs a crash left running, and build the state.
+/// Open the store, fail the jobs and studies this replica's previous run left unfinished, and
+/// build the state. Jobs other replicas left are failed by the reaper once their lease runs
+/// out (src/job_control.rs), never here.
 pub async fn prepare(config: Config) -> anyhow::Result<AppState> {
     crate::linalg::init_threads(config.threads);
+    let backend = Backend::from_url(&config.database_url).context("PRIVPCA_DATABASE_URL")?;
+    let has_admin_key = config.admin_key.as_deref().is_some_and(|k| !k.trim().is_empty());
+    anyhow::ensure!(
+        backend == Backend::Sqlite || has_admin_key,
+        "a postgres:// database is shared by replicas, which must all accept the same admin key: \
+         set PRIVPCA_ADMIN_KEY (a generated key would differ per replica)"
+    );
     create_parent_dirs(&config).await?;
     let store = Store::connect(&config.database_url, &config.data_dir)
         .await
-        .with_context(|| format!("opening the database {}", config.database_url))?;
+        .with_context(|| format!("opening the database {}", redact(&config.database_url)))?
+        .with_lease(config.job_lease());
+    let store = match &config.replica_id {
+        Some(name) => store.with_replica(name),
+        None => store,
+    };
+    tracing::info!(replica = store.replica(), backend = ?backend, "database opened");
     let interrupted = store
         .fail_interrupted_jobs()
         .await
@@ -21,7 +36,7 @@ pub async fn prepare(config: Config) -> anyhow::Result<AppState> {
     if interrupted > 0 {
         tracing::warn!(
             interrupted,
-            "jobs left running by an earlier stop were failed (their charges are kept)"
+            "jobs left running by this replica's earlier stop were failed (their charges are kept)"
         );
     }
     let studies = store
@@ -31,7 +46,7 @@ pub async fn prepare(config: Config) -> anyhow::Result<AppState> {
     if studies > 0 {
         tracing::warn!(
             studies,
-            "studies left unfinished by an earlier stop were failed (charges made stand)"
+            "studies this replica left unfinished at an earlier stop were failed (charges made stand)"
         );
     }
     let stale = store
@@ -89,6 +104,20 @@ fn write_owner_only(path: &std::path::Path, key: &str) -> std::io::Result<()> {
     let mut file = options.open(path)?;
     file.write_all(key.as_bytes())?;
     file.write_all(b"\n")
+}
+
+/// A database URL without its password, for messages.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let userinfo = &url[scheme + 3..at];
+            match userinfo.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme + 3], &url[at..]),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    }
 }
 
 /// SQLite creates the database file but not its directory; create it, and the data directory.

@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use crate::config::Config;
 use crate::metrics::Metrics;
-use crate::runner::JobControl;
+use crate::job_control::JobControl;
 use crate::store::Store;
 use crate::studies::StudyHub;
 

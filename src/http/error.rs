@@ -221,6 +221,9 @@ impl From<crate::store::StoreError> for ApiError {
             return ApiError::new(ProblemKind::Unavailable, "the database is busy; retry shortly")
                 .retry_after(1);
         }
+        if let crate::store::StoreError::NulInText(field) = e {
+            return ApiError::validation(field, e.to_string());
+        }
         ApiError::internal(e)
     }
 }

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use sqlx::SqliteConnection;
+use sqlx::AnyConnection;
 use uuid::Uuid;
 
 use super::codec::{id, now, ts};
@@ -61,11 +61,11 @@ fn positive(value: u64, what: &str) -> Result<i64, StoreError> {
 
 /// The dataset if it belongs to `tenant`.
 pub(crate) async fn dataset_for(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     tenant: Uuid,
     dataset: Uuid,
 ) -> Result<Option<DatasetRecord>, StoreError> {
-    let sql = format!("SELECT {DATASET_COLUMNS} FROM datasets WHERE id = ? AND tenant_id = ?");
+    let sql = format!("SELECT {DATASET_COLUMNS} FROM datasets WHERE id = $1 AND tenant_id = $2");
     let row = sqlx::query(&sql)
         .bind(id(dataset))
         .bind(id(tenant))
@@ -86,6 +86,7 @@ impl Store {
     /// Creates an empty dataset with a fresh random (v4) id.
     pub async fn create_dataset(&self, tenant: Uuid, new: NewDataset) -> Result<DatasetRecord, StoreError> {
         check(&new)?;
+        super::error::text_without_nul("name", &new.name)?;
         let at = now();
         let record = DatasetRecord {
             id: Uuid::new_v4(),
@@ -114,7 +115,7 @@ impl Store {
             "INSERT INTO datasets (id, tenant_id, name, kind, relation, row_norm_bound, row_l1_bound, \
                  entry_bound, public, budget_rho_units, budget_delta_units, budget_epsilon, budget_delta, \
                  budget_stated, status, created_at, updated_at) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
         )
         .bind(id(record.id))
         .bind(id(tenant))
@@ -124,7 +125,7 @@ impl Store {
         .bind(record.row_norm_bound)
         .bind(record.row_l1_bound)
         .bind(record.entry_bound)
-        .bind(record.public)
+        .bind(i64::from(record.public))
         .bind(record.budget_rho_units)
         .bind(record.budget_delta_units)
         .bind(record.budget_epsilon_delta.map(|(e, _)| e))
@@ -152,7 +153,7 @@ impl Store {
     /// The tenant's datasets (deleted ones included) in creation order.
     pub async fn list_datasets(&self, tenant: Uuid) -> Result<Vec<DatasetRecord>, StoreError> {
         let sql =
-            format!("SELECT {DATASET_COLUMNS} FROM datasets WHERE tenant_id = ? ORDER BY created_at, id");
+            format!("SELECT {DATASET_COLUMNS} FROM datasets WHERE tenant_id = $1 ORDER BY created_at, id");
         let found = sqlx::query(&sql).bind(id(tenant)).fetch_all(&self.pool).await?;
         found.iter().map(rows::dataset).collect()
     }
@@ -239,14 +240,14 @@ impl Store {
         if found.status != DatasetStatus::Deleted {
             let at = now();
             sqlx::query(
-                "UPDATE datasets SET status = 'deleted', deleted_at = ?1, updated_at = ?1 WHERE id = ?2",
+                "UPDATE datasets SET status = 'deleted', deleted_at = $1, updated_at = $1 WHERE id = $2",
             )
             .bind(ts(at))
             .bind(id(dataset))
             .execute(&mut *tx)
             .await?;
             let sql = format!(
-                "SELECT {JOB_COLUMNS} FROM jobs WHERE dataset_id = ? AND status = 'queued' ORDER BY seq"
+                "SELECT {JOB_COLUMNS} FROM jobs WHERE dataset_id = $1 AND status = 'queued' ORDER BY seq"
             );
             let queued = sqlx::query(&sql).bind(id(dataset)).fetch_all(&mut *tx).await?;
             for job in queued
@@ -256,7 +257,7 @@ impl Store {
             {
                 cancel_queued(&mut tx, &job, Some(DELETED_REASON), at).await?;
             }
-            sqlx::query("UPDATE jobs SET cancel_requested = 1 WHERE dataset_id = ? AND status = 'running'")
+            sqlx::query("UPDATE jobs SET cancel_requested = 1 WHERE dataset_id = $1 AND status = 'running'")
                 .bind(id(dataset))
                 .execute(&mut *tx)
                 .await?;
@@ -270,15 +271,15 @@ impl Store {
 
 /// Empty → ready with shape n×d, scoped by tenant.
 async fn mark_ready(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     tenant: Uuid,
     dataset: Uuid,
     n: i64,
     d: i64,
 ) -> Result<Option<DatasetRecord>, StoreError> {
     let sql = format!(
-        "UPDATE datasets SET status = 'ready', n = ?, d = ?, updated_at = ? \
-         WHERE id = ? AND tenant_id = ? AND status = 'empty' RETURNING {DATASET_COLUMNS}"
+        "UPDATE datasets SET status = 'ready', n = $1, d = $2, updated_at = $3 \
+         WHERE id = $4 AND tenant_id = $5 AND status = 'empty' RETURNING {DATASET_COLUMNS}"
     );
     let row = sqlx::query(&sql)
         .bind(n)

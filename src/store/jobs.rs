@@ -2,7 +2,7 @@
 //! cancellation (refunded while queued) and results.
 
 use chrono::{DateTime, Utc};
-use sqlx::{Row, SqliteConnection};
+use sqlx::{Row, AnyConnection};
 use uuid::Uuid;
 
 use super::codec::{id, now, seed_to_db, ts};
@@ -18,14 +18,14 @@ use crate::privacy::admission::Spending;
 /// Moves a queued job to cancelled and refunds its charge. Runs inside a write transaction
 /// in which the job was just read as queued.
 pub(crate) async fn cancel_queued(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     job: &JobRecord,
     reason: Option<&str>,
     at: DateTime<Utc>,
 ) -> Result<JobRecord, StoreError> {
     let sql = format!(
-        "UPDATE jobs SET status = 'cancelled', finished_at = ?, error = ? \
-         WHERE id = ? AND status = 'queued' RETURNING {JOB_COLUMNS}"
+        "UPDATE jobs SET status = 'cancelled', finished_at = $1, error = $2 \
+         WHERE id = $3 AND status = 'queued' RETURNING {JOB_COLUMNS}"
     );
     let row = sqlx::query(&sql)
         .bind(ts(at))
@@ -45,11 +45,11 @@ pub(crate) async fn cancel_queued(
 }
 
 async fn job_for(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     tenant: Uuid,
     job: Uuid,
 ) -> Result<Option<JobRecord>, StoreError> {
-    let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ? AND tenant_id = ?");
+    let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = $1 AND tenant_id = $2");
     let row = sqlx::query(&sql)
         .bind(id(job))
         .bind(id(tenant))
@@ -60,13 +60,13 @@ async fn job_for(
 
 /// Replay or refusal for a reused idempotency key; `None` if the key is new.
 async fn idempotent_replay(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     tenant: Uuid,
     key: &str,
     request_hash: &str,
 ) -> Result<Option<SubmitOutcome>, StoreError> {
     let sql =
-        format!("SELECT {JOB_COLUMNS}, request_hash FROM jobs WHERE tenant_id = ? AND idempotency_key = ?");
+        format!("SELECT {JOB_COLUMNS}, request_hash FROM jobs WHERE tenant_id = $1 AND idempotency_key = $2");
     let Some(row) = sqlx::query(&sql)
         .bind(id(tenant))
         .bind(key)
@@ -83,13 +83,16 @@ async fn idempotent_replay(
     }))
 }
 
-async fn insert_job(conn: &mut SqliteConnection, job: &JobRecord, new: &NewJob) -> Result<(), StoreError> {
+/// Inserts the queued job; `false` (nothing written) if the tenant's idempotency key is
+/// already taken (`ON CONFLICT … DO NOTHING`: a concurrent submission with the same key won).
+async fn insert_job(conn: &mut AnyConnection, job: &JobRecord, new: &NewJob) -> Result<bool, StoreError> {
     let idempotency = new.idempotency.as_ref();
-    sqlx::query(
+    let inserted = sqlx::query(
         "INSERT INTO jobs (id, tenant_id, dataset_id, algorithm, params, config, privacy, cost_rho_units, \
              cost_delta_units, cost_other_rho_units, selection, status, seed, created_at, idempotency_key, \
              request_hash) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) \
+         ON CONFLICT (tenant_id, idempotency_key) DO NOTHING",
     )
     .bind(id(job.id))
     .bind(id(job.tenant_id))
@@ -109,11 +112,11 @@ async fn insert_job(conn: &mut SqliteConnection, job: &JobRecord, new: &NewJob) 
     .bind(idempotency.map(|i| i.request_hash.as_str()))
     .execute(conn)
     .await?;
-    Ok(())
+    Ok(inserted.rows_affected() == 1)
 }
 
 /// Steps (1)–(4) of [`Store::submit_job`], inside its write transaction.
-async fn admit(conn: &mut SqliteConnection, tenant: Uuid, new: NewJob) -> Result<SubmitOutcome, StoreError> {
+async fn admit(conn: &mut AnyConnection, tenant: Uuid, new: NewJob) -> Result<SubmitOutcome, StoreError> {
     if let Some(idem) = &new.idempotency
         && let Some(outcome) = idempotent_replay(conn, tenant, &idem.key, &idem.request_hash).await?
     {
@@ -163,14 +166,19 @@ async fn admit(conn: &mut SqliteConnection, tenant: Uuid, new: NewJob) -> Result
         created_at: at,
         started_at: None,
         finished_at: None,
+        attempt: 0,
     };
-    insert_job(conn, &job, &new).await?;
+    if !insert_job(conn, &job, &new).await? {
+        // Only reachable with a key another transaction committed after our check; the
+        // caller rolls back (the reservation too) and answers as for a reused key.
+        return Ok(SubmitOutcome::IdempotencyMismatch);
+    }
     record(conn, LedgerEntryKind::Charge, &job, rule, at).await?;
     Ok(SubmitOutcome::Created(job))
 }
 
 impl Store {
-    /// Submits a job: in one `BEGIN IMMEDIATE` transaction, (1) replays or refuses a reused
+    /// Submits a job: in one write transaction ([`Store::write_tx`]), (1) replays or refuses a reused
     /// idempotency key, (2) finds the tenant's ready dataset, (3) admits the cost iff
     /// spent + cost ≤ budget for both ρ and δ and adds it to the spending (budgeted datasets;
     /// public ones have no budget and their spending is not tracked on the dataset row), and
@@ -187,12 +195,21 @@ impl Store {
                 "a job's non-Gaussian ρ must lie between 0 and its whole ρ".to_owned(),
             ));
         }
+        let idempotency = new.idempotency.clone();
         let mut tx = self.write_tx().await?;
         let outcome = admit(&mut tx, tenant, new).await?;
         if matches!(outcome, SubmitOutcome::Created(_)) {
             tx.commit().await?;
-        } else {
-            tx.rollback().await?;
+            return Ok(outcome);
+        }
+        tx.rollback().await?;
+        // A key taken by a transaction that committed after this one looked: answer from
+        // the committed job (replay or mismatch), now that its row is visible.
+        if let (SubmitOutcome::IdempotencyMismatch, Some(idem)) = (&outcome, idempotency) {
+            let mut conn = self.pool.acquire().await?;
+            if let Some(settled) = idempotent_replay(&mut conn, tenant, &idem.key, &idem.request_hash).await? {
+                return Ok(settled);
+            }
         }
         Ok(outcome)
     }
@@ -205,7 +222,7 @@ impl Store {
 
     /// Any tenant's job (for the runner).
     pub async fn get_job_any(&self, job: Uuid) -> Result<Option<JobRecord>, StoreError> {
-        let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?");
+        let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = $1");
         let row = sqlx::query(&sql).bind(id(job)).fetch_optional(&self.pool).await?;
         row.as_ref().map(rows::job).transpose()
     }
@@ -213,7 +230,7 @@ impl Store {
     /// The tenant's jobs, optionally of one dataset, in submission order.
     pub async fn list_jobs(&self, tenant: Uuid, dataset: Option<Uuid>) -> Result<Vec<JobRecord>, StoreError> {
         let sql = format!(
-            "SELECT {JOB_COLUMNS} FROM jobs WHERE tenant_id = ?1 AND (?2 IS NULL OR dataset_id = ?2) ORDER BY seq"
+            "SELECT {JOB_COLUMNS} FROM jobs WHERE tenant_id = $1 AND ($2 IS NULL OR dataset_id = $2) ORDER BY seq"
         );
         let found = sqlx::query(&sql)
             .bind(id(tenant))
@@ -235,7 +252,7 @@ impl Store {
         let outcome = match found.status {
             JobStatus::Queued => CancelOutcome::Refunded(cancel_queued(&mut tx, &found, None, now()).await?),
             JobStatus::Running => {
-                sqlx::query("UPDATE jobs SET cancel_requested = 1 WHERE id = ?")
+                sqlx::query("UPDATE jobs SET cancel_requested = 1 WHERE id = $1")
                     .bind(id(job))
                     .execute(&mut *tx)
                     .await?;
@@ -256,7 +273,7 @@ impl Store {
     pub async fn job_result(&self, tenant: Uuid, job: Uuid) -> Result<Option<JobResult>, StoreError> {
         let row = sqlx::query(
             "SELECT result, result_d, result_k, eigenvalues, released FROM jobs \
-             WHERE id = ? AND tenant_id = ? AND status = 'succeeded' AND result IS NOT NULL",
+             WHERE id = $1 AND tenant_id = $2 AND status = 'succeeded' AND result IS NOT NULL",
         )
         .bind(id(job))
         .bind(id(tenant))

@@ -9,7 +9,7 @@
 //! running totals are not touched, so nothing about them can overflow or be refused.
 
 use chrono::{DateTime, Utc};
-use sqlx::SqliteConnection;
+use sqlx::AnyConnection;
 use uuid::Uuid;
 
 use super::codec::{id, ts};
@@ -26,14 +26,18 @@ use crate::privacy::admission::{Rule, Spending, admit};
 /// The rule is evaluated here, on the sums read in this transaction; the update then re-checks
 /// those sums (compare-and-set), so a concurrent writer can never slip between the read and the
 /// write even on a database that does not serialise writers as SQLite's `BEGIN IMMEDIATE`
-/// does. The schema's `CHECK (spent ≤ budget)` remains a ceiling underneath.
+/// does (on PostgreSQL the row is also read `FOR UPDATE`). The schema's `CHECK (spent ≤ budget)` remains a ceiling underneath.
 pub(crate) async fn reserve(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     dataset: Uuid,
     charge: Spending,
     at: DateTime<Utc>,
 ) -> Result<Option<Rule>, StoreError> {
-    let sql = format!("SELECT {DATASET_COLUMNS} FROM datasets WHERE id = ?");
+    // PostgreSQL: lock the row until commit, so the sums read here are the sums updated below.
+    let sql = format!(
+        "SELECT {DATASET_COLUMNS} FROM datasets WHERE id = $1 {}",
+        super::for_update(conn)
+    );
     let Some(row) = sqlx::query(&sql)
         .bind(id(dataset))
         .fetch_optional(&mut *conn)
@@ -53,13 +57,13 @@ pub(crate) async fn reserve(
         return Ok(None);
     };
     let done = sqlx::query(
-        "UPDATE datasets SET spent_rho_units = spent_rho_units + ?1, \
-             spent_other_rho_units = spent_other_rho_units + ?2, \
-             spent_delta_units = spent_delta_units + ?3, updated_at = ?4 \
-         WHERE id = ?5 AND status = 'ready' AND public = 0 \
-           AND spent_rho_units = ?6 AND spent_other_rho_units = ?7 AND spent_delta_units = ?8 \
-           AND spent_rho_units + ?1 <= budget_rho_units \
-           AND spent_delta_units + ?3 <= budget_delta_units",
+        "UPDATE datasets SET spent_rho_units = spent_rho_units + $1, \
+             spent_other_rho_units = spent_other_rho_units + $2, \
+             spent_delta_units = spent_delta_units + $3, updated_at = $4 \
+         WHERE id = $5 AND status = 'ready' AND public = 0 \
+           AND spent_rho_units = $6 AND spent_other_rho_units = $7 AND spent_delta_units = $8 \
+           AND spent_rho_units + $1 <= budget_rho_units \
+           AND spent_delta_units + $3 <= budget_delta_units",
     )
     .bind(charge.rho_units)
     .bind(charge.other_rho_units)
@@ -77,7 +81,7 @@ pub(crate) async fn reserve(
 /// Appends one entry for a job (`rule`: what admitted a charge; `None` for refunds and for
 /// public datasets).
 pub(crate) async fn record(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     entry: LedgerEntryKind,
     job: &JobRecord,
     rule: Option<Rule>,
@@ -86,7 +90,7 @@ pub(crate) async fn record(
     sqlx::query(
         "INSERT INTO ledger (dataset_id, job_id, entry, algorithm, rho_units, delta_units, \
              other_rho_units, rule, created_at) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
     )
     .bind(id(job.dataset_id))
     .bind(id(job.id))
@@ -106,15 +110,15 @@ pub(crate) async fn record(
 /// and appends the refund entry. The caller has just moved the job from queued to cancelled
 /// in the same transaction; the schema allows one refund per job.
 pub(crate) async fn refund(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     job: &JobRecord,
     at: DateTime<Utc>,
 ) -> Result<(), StoreError> {
     sqlx::query(
-        "UPDATE datasets SET spent_rho_units = spent_rho_units - ?1, \
-             spent_delta_units = spent_delta_units - ?2, \
-             spent_other_rho_units = spent_other_rho_units - ?3, updated_at = ?4 \
-         WHERE id = ?5 AND public = 0",
+        "UPDATE datasets SET spent_rho_units = spent_rho_units - $1, \
+             spent_delta_units = spent_delta_units - $2, \
+             spent_other_rho_units = spent_other_rho_units - $3, updated_at = $4 \
+         WHERE id = $5 AND public = 0",
     )
     .bind(job.cost_rho_units)
     .bind(job.cost_delta_units)
@@ -141,7 +145,7 @@ impl Store {
     /// deleted; `None` if the dataset does not exist for this tenant.
     pub async fn ledger(&self, tenant: Uuid, dataset: Uuid) -> Result<Option<Vec<LedgerEntry>>, StoreError> {
         let mut conn = self.pool.acquire().await?;
-        let owned: Option<i64> = sqlx::query_scalar("SELECT 1 FROM datasets WHERE id = ? AND tenant_id = ?")
+        let owned: Option<i64> = sqlx::query_scalar("SELECT 1 FROM datasets WHERE id = $1 AND tenant_id = $2")
             .bind(id(dataset))
             .bind(id(tenant))
             .fetch_optional(&mut *conn)
@@ -149,7 +153,7 @@ impl Store {
         if owned.is_none() {
             return Ok(None);
         }
-        let sql = format!("SELECT {LEDGER_COLUMNS} FROM ledger WHERE dataset_id = ? ORDER BY id");
+        let sql = format!("SELECT {LEDGER_COLUMNS} FROM ledger WHERE dataset_id = $1 ORDER BY id");
         let found = sqlx::query(&sql).bind(id(dataset)).fetch_all(&mut *conn).await?;
         found
             .iter()

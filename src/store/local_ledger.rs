@@ -14,14 +14,13 @@
 use std::path::Path;
 
 use sha2::{Digest, Sha256};
-use sqlx::SqliteConnection;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteSynchronous};
+use sqlx::AnyConnection;
 use uuid::Uuid;
 
 use super::codec::{id, now, ts};
 use super::ledger::reserve;
 use super::rows::{self, DATASET_COLUMNS};
-use super::{MIGRATOR, Store, StoreError, connect_options, open_pool};
+use super::{Backend, Store, StoreError, open_pool};
 use crate::dataset::{Kind, Relation};
 use crate::privacy::units::{DELTA_UNIT, MAX_RHO, RHO_UNIT, budget_units};
 
@@ -110,7 +109,7 @@ fn not_a_site_ledger(why: &str) -> StoreError {
 
 /// The one dataset of a site ledger, if it has been created; refuses files that hold
 /// anything else.
-async fn site_dataset(conn: &mut SqliteConnection) -> Result<Option<LocalBudget>, StoreError> {
+async fn site_dataset(conn: &mut AnyConnection) -> Result<Option<LocalBudget>, StoreError> {
     let tenants: Vec<(String, String)> = sqlx::query_as("SELECT id, name FROM tenants")
         .fetch_all(&mut *conn)
         .await?;
@@ -166,7 +165,7 @@ fn check_budget(rho_units: i64, delta_units: i64) -> Result<(), StoreError> {
 /// Creates the site tenant and its one dataset (ready, with its budget) in `conn`'s
 /// transaction.
 async fn create_site_dataset(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     budget_rho_units: i64,
     budget_delta_units: i64,
     data: &LocalDataset,
@@ -191,7 +190,7 @@ async fn create_site_dataset(
     let tenant = Uuid::new_v4();
     // The tenant never authenticates: its key hash is the hash of a key nobody holds.
     let key_hash = hex::encode(Sha256::digest(Uuid::new_v4().as_bytes()));
-    sqlx::query("INSERT INTO tenants (id, name, key_hash, created_at) VALUES (?, ?, ?, ?)")
+    sqlx::query("INSERT INTO tenants (id, name, key_hash, created_at) VALUES ($1, $2, $3, $4)")
         .bind(id(tenant))
         .bind(SITE_TENANT)
         .bind(key_hash)
@@ -208,7 +207,7 @@ async fn create_site_dataset(
         "INSERT INTO datasets (id, tenant_id, name, kind, relation, row_norm_bound, row_l1_bound, \
              entry_bound, public, budget_rho_units, budget_delta_units, budget_stated, status, n, d, \
              created_at, updated_at) \
-         VALUES (?, ?, ?, 'records', ?, ?, ?, NULL, 0, ?, ?, ?, 'ready', ?, ?, ?, ?)",
+         VALUES ($1, $2, $3, 'records', $4, $5, $6, NULL, 0, $7, $8, $9, 'ready', $10, $11, $12, $13)",
     )
     .bind(id(dataset))
     .bind(id(tenant))
@@ -243,13 +242,15 @@ impl Store {
     /// It needs no data directory. Commits are synchronous (`synchronous = FULL`): a charge
     /// that returned has reached the disk before anything is sent.
     pub async fn open_ledger(path: &Path) -> Result<Store, StoreError> {
-        let options =
-            connect_options(SqliteConnectOptions::new().filename(path)).synchronous(SqliteSynchronous::Full);
+        let url = format!("sqlite://{}", path.display());
         let store = Store {
-            pool: open_pool(options).await?,
+            pool: open_pool(&url, Backend::Sqlite, true).await?,
+            backend: Backend::Sqlite,
             data_dir: path.parent().unwrap_or(Path::new("")).to_path_buf(),
+            replica: super::default_replica_name(),
+            lease: super::DEFAULT_LEASE,
         };
-        MIGRATOR.run(&store.pool).await?;
+        store.migrate().await?;
         Ok(store)
     }
 
@@ -303,7 +304,7 @@ impl Store {
     /// Whether `study` was charged to `dataset`.
     pub async fn study_charged(&self, dataset: Uuid, study: Uuid) -> Result<bool, StoreError> {
         let found: Option<i64> = sqlx::query_scalar(
-            "SELECT 1 FROM ledger WHERE study_id = ? AND dataset_id = ? AND entry = 'charge'",
+            "SELECT 1 FROM ledger WHERE study_id = $1 AND dataset_id = $2 AND entry = 'charge'",
         )
         .bind(id(study))
         .bind(id(dataset))
@@ -331,7 +332,7 @@ impl Store {
         }
         let mut tx = self.write_tx().await?;
         let charged_before: Option<i64> = sqlx::query_scalar(
-            "SELECT 1 FROM ledger WHERE study_id = ? AND dataset_id = ? AND entry = 'charge'",
+            "SELECT 1 FROM ledger WHERE study_id = $1 AND dataset_id = $2 AND entry = 'charge'",
         )
         .bind(id(study))
         .bind(id(dataset))
@@ -363,7 +364,7 @@ impl Store {
         sqlx::query(
             "INSERT INTO ledger (dataset_id, job_id, entry, algorithm, rho_units, delta_units, created_at, \
                  study_id) \
-             VALUES (?, NULL, 'charge', ?, ?, ?, ?, ?)",
+             VALUES ($1, NULL, 'charge', $2, $3, $4, $5, $6)",
         )
         .bind(id(dataset))
         .bind(algorithm)

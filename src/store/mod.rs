@@ -1,15 +1,32 @@
 //! Persistence: tenants and their API keys, datasets with their zCDP budget, the append-only
-//! ledger, and the job queue, in SQLite through sqlx (runtime queries, embedded migrations).
+//! ledger, and the job queue, in SQLite or PostgreSQL through sqlx (runtime queries, embedded
+//! migrations per backend: `migrations/sqlite/`, `migrations/postgres/`).
 //!
 //! The ledger rules are those of privacy.md §2: a job's cost is checked against the remaining
-//! budget and charged in the same `BEGIN IMMEDIATE` transaction that queues the job, so two
-//! concurrent submissions can never both fit into a budget that holds one; a job cancelled
-//! while queued is refunded in one transaction; a job that ran (succeeded, failed, was
-//! cancelled or interrupted) keeps its charge and is never re-run. The schema repeats the
-//! guarantees as constraints: `spent ≤ budget`, non-negative amounts, an append-only ledger,
-//! dataset rows never deleted (ids never reused).
+//! budget and charged in the same write transaction that queues the job, so two concurrent
+//! submissions can never both fit into a budget that holds one; a job cancelled while queued
+//! is refunded in one transaction; a job that ran (succeeded, failed, was cancelled or
+//! interrupted) keeps its charge and is never re-run. The schema repeats the guarantees as
+//! constraints on both backends: `spent ≤ budget`, non-negative amounts, an append-only
+//! ledger, dataset rows never deleted (ids never reused).
 //!
 //! Every tenant-facing method is scoped by tenant: another tenant's id behaves as unknown.
+//!
+//! # Two backends, one store
+//!
+//! The store is one struct over sqlx's `Any` pool, not a trait with two implementations. The
+//! reasons: every statement the store runs is plain SQL that both engines accept (positional
+//! `$n` parameters, which SQLite also understands; `RETURNING`; `ON CONFLICT … DO NOTHING`;
+//! text timestamps, integer flags, integer ledger units), so a trait would mean writing and
+//! testing each of the ~60 queries twice for no gain, and two copies of the admission code is
+//! exactly where a ledger bug would hide. The few places where the engines differ are named
+//! in [`Backend`] — how a write transaction begins (SQLite's `BEGIN IMMEDIATE` takes the
+//! database's write lock; on PostgreSQL `BEGIN` plus a transaction-scoped advisory lock gives
+//! the same one-writer-at-a-time discipline, and admission also locks the dataset row
+//! `FOR UPDATE`), and how the runner claims a job (`FOR UPDATE SKIP LOCKED` on PostgreSQL) —
+//! and both schemas use column types that decode to the same Rust values (see the PostgreSQL
+//! migration's header). The store's tests and the API tests run against both
+//! (`PRIVPCA_TEST_POSTGRES_URL`).
 
 mod codec;
 mod datasets;
@@ -22,6 +39,7 @@ mod queue;
 mod rows;
 mod studies;
 mod tenants;
+pub mod testing;
 
 #[cfg(test)]
 mod tests;
@@ -30,13 +48,13 @@ mod tests;
 const UPLOAD_EXTENSION: &str = "upload";
 
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
+use sqlx::any::AnyPoolOptions;
+use sqlx::{AnyConnection, AnyPool};
 use sqlx::migrate::Migrator;
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
-};
+use sqlx::Executor;
 use uuid::Uuid;
 
 pub use error::StoreError;
@@ -45,69 +63,222 @@ pub use models::{
     CancelOutcome, DatasetRecord, DatasetStatus, Idempotency, JobRecord, JobResult, JobStatus, LedgerEntry,
     LedgerEntryKind, NewDataset, NewJob, SubmitOutcome, Tenant,
 };
-pub use queue::{CANCELLED_REASON, INTERRUPTED_REASON};
+pub use queue::{CANCELLED_REASON, INTERRUPTED_REASON, Lease, LEASE_EXPIRED_REASON};
 pub use studies::{
     NewStudy, NewStudySite, SITE_TOKEN_PREFIX, SiteStatus, StudyCancel, StudyRecord, StudyResult,
     StudySiteRecord, StudyStatus,
 };
 pub use tenants::API_KEY_PREFIX;
 
-/// The schema, embedded at build time from `migrations/`.
-static MIGRATOR: Migrator = sqlx::migrate!();
+/// The SQLite schema, embedded at build time from `migrations/sqlite/`.
+static SQLITE_MIGRATOR: Migrator = sqlx::migrate!("migrations/sqlite");
+/// The PostgreSQL schema, embedded at build time from `migrations/postgres/`.
+static POSTGRES_MIGRATOR: Migrator = sqlx::migrate!("migrations/postgres");
 
 /// How long a connection waits for SQLite's write lock before giving up with SQLITE_BUSY.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
-/// Pool size; SQLite has one writer at a time, the rest serve reads (WAL).
+/// Pool size: SQLite has one writer at a time, the rest serve reads (WAL); PostgreSQL
+/// connections are shared by every replica, so each replica keeps a modest pool.
 const MAX_CONNECTIONS: u32 = 8;
+/// How long a request waits for a pooled connection (or a new one) before the store reports
+/// the database unavailable (a 503 for the client).
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
+/// The advisory lock key every PostgreSQL write transaction holds (`pg_advisory_xact_lock`):
+/// "privpca" in ASCII, read as an integer.
+const WRITE_LOCK_KEY: i64 = 0x70_7269_7670_6361;
 
-/// The connection settings every store uses: created if missing, WAL, busy timeout, foreign
-/// keys on.
-fn connect_options(options: SqliteConnectOptions) -> SqliteConnectOptions {
-    options
-        .create_if_missing(true)
-        .journal_mode(SqliteJournalMode::Wal)
-        .synchronous(SqliteSynchronous::Normal)
-        .busy_timeout(BUSY_TIMEOUT)
-        .foreign_keys(true)
+/// The database engine behind a store, chosen by the URL's scheme.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
 }
 
-async fn open_pool(options: SqliteConnectOptions) -> Result<SqlitePool, StoreError> {
-    Ok(SqlitePoolOptions::new()
+impl Backend {
+    /// The backend a database URL names: `sqlite:` or `postgres:`/`postgresql:`.
+    pub fn from_url(url: &str) -> Result<Backend, StoreError> {
+        if url.starts_with("sqlite:") {
+            Ok(Backend::Sqlite)
+        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Ok(Backend::Postgres)
+        } else {
+            Err(StoreError::UnsupportedUrl)
+        }
+    }
+
+    fn migrator(self) -> &'static Migrator {
+        match self {
+            Backend::Sqlite => &SQLITE_MIGRATOR,
+            Backend::Postgres => &POSTGRES_MIGRATOR,
+        }
+    }
+
+    /// The clause that makes a claimer skip rows another claimer holds; SQLite has one writer
+    /// at a time and needs none.
+    fn skip_locked(self) -> &'static str {
+        match self {
+            Backend::Sqlite => "",
+            Backend::Postgres => "FOR UPDATE SKIP LOCKED",
+        }
+    }
+}
+
+/// The backend of an open connection (for helpers that get a connection, not a store).
+fn backend_of(conn: &AnyConnection) -> Backend {
+    if conn.backend_name().eq_ignore_ascii_case("sqlite") {
+        Backend::Sqlite
+    } else {
+        Backend::Postgres
+    }
+}
+
+/// The `FOR UPDATE` row lock on PostgreSQL, nothing on SQLite (whose write transactions
+/// already hold the database's write lock).
+fn for_update(conn: &AnyConnection) -> &'static str {
+    match backend_of(conn) {
+        Backend::Sqlite => "",
+        Backend::Postgres => "FOR UPDATE",
+    }
+}
+
+/// A SQLite URL that creates the file if missing (`mode=rwc`, unless a mode is given).
+fn sqlite_url(url: &str) -> String {
+    if url.contains("mode=") {
+        url.to_owned()
+    } else if url.contains('?') {
+        format!("{url}&mode=rwc")
+    } else {
+        format!("{url}?mode=rwc")
+    }
+}
+
+/// Opens a pool on `url`. SQLite connections get WAL, the busy timeout and foreign keys, and
+/// `synchronous` as asked (`NORMAL` for the service, `FULL` for a site ledger).
+async fn open_pool(url: &str, backend: Backend, synchronous_full: bool) -> Result<AnyPool, StoreError> {
+    sqlx::any::install_default_drivers();
+    let options = AnyPoolOptions::new()
         .max_connections(MAX_CONNECTIONS)
-        .connect_with(options)
-        .await?)
+        .acquire_timeout(ACQUIRE_TIMEOUT);
+    let pool = match backend {
+        Backend::Sqlite => {
+            let pragmas = format!(
+                "PRAGMA busy_timeout = {}; PRAGMA journal_mode = WAL; PRAGMA synchronous = {}; \
+                 PRAGMA foreign_keys = ON;",
+                BUSY_TIMEOUT.as_millis(),
+                if synchronous_full { "FULL" } else { "NORMAL" },
+            );
+            options
+                .after_connect(move |conn, _| {
+                    let pragmas = pragmas.clone();
+                    Box::pin(async move {
+                        conn.execute(sqlx::raw_sql(&pragmas)).await?;
+                        Ok(())
+                    })
+                })
+                .connect(&sqlite_url(url))
+                .await?
+        }
+        Backend::Postgres => options.connect(url).await?,
+    };
+    Ok(pool)
 }
 
 /// Handle to the database and the directory holding uploaded data. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct Store {
-    pool: SqlitePool,
+    pool: AnyPool,
+    backend: Backend,
     data_dir: PathBuf,
+    /// This process's name in `jobs.claimed_by` and `studies.coordinator`.
+    replica: Arc<str>,
+    /// How long a claim or a heartbeat holds a job (and a coordinator its studies).
+    lease: Duration,
+}
+
+/// The lease when none is configured.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+
+/// The default replica name: the host's name (a container's hostname differs per container),
+/// stable across restarts, so a restarted process recognises the jobs its predecessor held.
+/// Replicas that share a host must be given distinct names (`PRIVPCA_REPLICA_ID`).
+fn default_replica_name() -> Arc<str> {
+    let host = std::fs::read_to_string("/etc/hostname").unwrap_or_default();
+    let host = host.trim();
+    Arc::from(if host.is_empty() { "privpca" } else { host })
 }
 
 impl Store {
-    /// Opens (creating if missing) the database at `database_url` (e.g.
-    /// `sqlite:///var/lib/privpca/privpca.db` or `sqlite://privpca.db`), creates
-    /// `data_dir/datasets`, and applies pending migrations.
+    /// Opens the database at `database_url` — `sqlite://path/to/file.db` (created if missing)
+    /// or `postgres://user@host:port/database` (which must exist) — creates
+    /// `data_dir/datasets`, and applies pending migrations. An unreachable database is an
+    /// error, not a wait.
     ///
     /// Note: `sqlite::memory:` gives every pooled connection its own empty database; use a file.
     pub async fn connect(database_url: &str, data_dir: &Path) -> Result<Store, StoreError> {
-        let pool = open_pool(connect_options(SqliteConnectOptions::from_str(database_url)?)).await?;
+        let backend = Backend::from_url(database_url)?;
+        let pool = open_pool(database_url, backend, false).await?;
         let store = Store {
             pool,
+            backend,
             data_dir: data_dir.to_path_buf(),
+            replica: default_replica_name(),
+            lease: DEFAULT_LEASE,
         };
-        tokio::fs::create_dir_all(store.datasets_dir()).await?;
-        MIGRATOR.run(&store.pool).await?;
+        tokio::fs::create_dir_all(store.uploads_dir()).await?;
+        store.migrate().await?;
         Ok(store)
+    }
+
+    /// Applies pending migrations. On PostgreSQL, sqlx serialises concurrent migrators with an
+    /// advisory lock, so replicas starting together are safe.
+    async fn migrate(&self) -> Result<(), StoreError> {
+        self.backend.migrator().run(&self.pool).await?;
+        Ok(())
+    }
+
+    /// The engine behind this store.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// The same store with another lease length (at least one second).
+    pub fn with_lease(mut self, lease: Duration) -> Store {
+        self.lease = lease.max(Duration::from_secs(1));
+        self
+    }
+
+    /// The same store under another replica name (non-empty).
+    pub fn with_replica(mut self, name: &str) -> Store {
+        let name = name.trim();
+        if !name.is_empty() {
+            self.replica = Arc::from(name);
+        }
+        self
+    }
+
+    /// How long a claim or a heartbeat holds a job.
+    pub fn lease(&self) -> Duration {
+        self.lease
+    }
+
+    /// This process's replica name.
+    pub fn replica(&self) -> &str {
+        &self.replica
+    }
+
+    /// When a lease taken at `at` runs out.
+    fn lease_end(&self, at: chrono::DateTime<chrono::Utc>) -> chrono::DateTime<chrono::Utc> {
+        at + chrono::Duration::from_std(self.lease).unwrap_or(chrono::Duration::MAX)
     }
 
     /// Readiness: the database answers and every embedded migration is applied.
     pub async fn ping(&self) -> Result<(), StoreError> {
-        let applied: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM _sqlx_migrations WHERE success = 1")
+        let applied: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM _sqlx_migrations WHERE success")
             .fetch_one(&self.pool)
             .await?;
-        let up = MIGRATOR
+        let up = self
+            .backend
+            .migrator()
             .iter()
             .filter(|m| !m.migration_type.is_down_migration())
             .count();
@@ -123,35 +294,52 @@ impl Store {
         self.datasets_dir().join(format!("{}.f64", codec::id(dataset_id)))
     }
 
-    /// A fresh temporary file name for an upload in progress, in the same directory as
-    /// [`Store::data_path`] so the final move is an atomic rename.
+    /// A fresh temporary file name for an upload in progress, in this replica's own upload
+    /// directory under the data directory (same file system as [`Store::data_path`], so the
+    /// final move is an atomic rename; per replica, so a replica's start-up clean-up never
+    /// touches another replica's upload in progress).
     pub fn upload_temp_path(&self, dataset_id: Uuid) -> PathBuf {
-        self.datasets_dir().join(format!(
+        self.uploads_dir().join(format!(
             "{}.{}.{UPLOAD_EXTENSION}",
             codec::id(dataset_id),
             Uuid::new_v4().simple()
         ))
     }
 
-    /// Removes the temporary files of uploads that a crash interrupted (`*.upload` in the data
-    /// directory) and returns how many it removed. Call it at start, before serving: an upload
-    /// in progress in this process would lose its file. Data files are never touched.
+    /// Removes the temporary files of this replica's uploads that a crash interrupted
+    /// (`*.upload` in its upload directory, and in the data directory itself, where versions
+    /// before replicas kept them) and returns how many it removed. Call it at start, before
+    /// serving: an upload in progress in this process would lose its file. Data files and
+    /// other replicas' uploads are never touched. Creates the upload directory.
     pub async fn remove_interrupted_uploads(&self) -> Result<usize, StoreError> {
-        let mut entries = match tokio::fs::read_dir(self.datasets_dir()).await {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
-            Err(e) => return Err(e.into()),
-        };
+        tokio::fs::create_dir_all(self.uploads_dir()).await?;
         let mut removed = 0;
-        while let Some(entry) = entries.next_entry().await? {
-            let path = entry.path();
-            let is_upload = path.extension().is_some_and(|ext| ext == UPLOAD_EXTENSION);
-            if is_upload && entry.file_type().await?.is_file() {
-                tokio::fs::remove_file(&path).await?;
-                removed += 1;
+        for dir in [self.uploads_dir(), self.datasets_dir()] {
+            let mut entries = match tokio::fs::read_dir(&dir).await {
+                Ok(entries) => entries,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(e.into()),
+            };
+            while let Some(entry) = entries.next_entry().await? {
+                let path = entry.path();
+                let is_upload = path.extension().is_some_and(|ext| ext == UPLOAD_EXTENSION);
+                if is_upload && entry.file_type().await?.is_file() {
+                    tokio::fs::remove_file(&path).await?;
+                    removed += 1;
+                }
             }
         }
         Ok(removed)
+    }
+
+    /// This replica's directory for uploads in progress: `data_dir/datasets/.uploads-{replica}`.
+    fn uploads_dir(&self) -> PathBuf {
+        let name: String = self
+            .replica
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+            .collect();
+        self.datasets_dir().join(format!(".uploads-{name}"))
     }
 
     /// Closes the pool, waiting for connections to be returned (graceful shutdown).
@@ -159,11 +347,25 @@ impl Store {
         self.pool.close().await;
     }
 
-    /// A write transaction that takes SQLite's write lock at `BEGIN` (waiting up to the busy
-    /// timeout), so a read-then-write inside it can never fail to upgrade or interleave with
-    /// another writer. Dropped without `commit` it rolls back.
-    async fn write_tx(&self) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, StoreError> {
-        Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
+    /// A write transaction that holds the database's one writer lock from its start, so a
+    /// read-then-write inside it can never interleave with another writer: SQLite's
+    /// `BEGIN IMMEDIATE` (waiting up to the busy timeout); on PostgreSQL `BEGIN` and a
+    /// transaction-scoped advisory lock that every write transaction of every replica takes.
+    /// Write transactions are short (no file I/O or computation inside), so one writer at a
+    /// time is not the bottleneck; statements outside them (claims, progress, heartbeats) do
+    /// not take it. Dropped without `commit` it rolls back.
+    async fn write_tx(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>, StoreError> {
+        match self.backend {
+            Backend::Sqlite => Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?),
+            Backend::Postgres => {
+                let mut tx = self.pool.begin().await?;
+                sqlx::query("SELECT CAST(pg_advisory_xact_lock($1) AS TEXT) AS locked")
+                    .bind(WRITE_LOCK_KEY)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                Ok(tx)
+            }
+        }
     }
 
     fn datasets_dir(&self) -> PathBuf {

@@ -250,6 +250,9 @@ pub struct JobRecord {
     pub created_at: DateTime<Utc>,
     pub started_at: Option<DateTime<Utc>>,
     pub finished_at: Option<DateTime<Utc>>,
+    /// How many times the job was claimed (0 while queued; a job is claimed at most once, as
+    /// it never returns to the queue). Completion is fenced by it (`Lease`).
+    pub attempt: i64,
 }
 
 /// What a caller supplies to submit a job. The cost is computed by the caller from the

@@ -1,6 +1,14 @@
-//! The runner's side of jobs: claiming in FIFO order, progress, and the terminal transitions.
-//! A job that leaves `running` keeps its charge whatever the outcome: noise has been drawn
-//! (privacy.md §2). Nothing here ever moves a job back to `queued`, so no job is run twice.
+//! The runner's side of jobs: claiming in FIFO order under a lease, heartbeats, progress, the
+//! terminal transitions, and the reaper. A job that leaves `running` keeps its charge whatever
+//! the outcome: noise has been drawn (privacy.md §2). Nothing here ever moves a job back to
+//! `queued`, so no job is run twice.
+//!
+//! Replicas: a claim writes the claiming replica (`claimed_by`), bumps `attempt` and sets
+//! `lease_until`; the holder's heartbeat pushes the lease forward and reads the cancel flag.
+//! Every write of the holder (progress, completion, failure) is fenced by (job, attempt,
+//! replica), so once any replica's reaper has failed a job whose lease ran out, the old holder
+//! can no longer write to it ([`StoreError::LeaseLost`]). Leases are compared on the replicas'
+//! clocks, which must agree to well within a lease (NTP).
 
 use sqlx::Row;
 use uuid::Uuid;
@@ -12,6 +20,26 @@ use super::{Store, StoreError};
 
 /// Why a job found `running` at start-up failed.
 pub const INTERRUPTED_REASON: &str = "interrupted: the service stopped while this job was running; its privacy charge is kept and it is never re-run";
+
+/// Why a job whose lease ran out failed.
+pub const LEASE_EXPIRED_REASON: &str = "interrupted: the replica running this job stopped answering (its lease ran out); its privacy charge is kept and it is never re-run";
+
+/// A running job as held by this replica: the fence of every write the runner makes to it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Lease {
+    pub job: Uuid,
+    pub attempt: i64,
+}
+
+impl JobRecord {
+    /// The lease of a job this replica just claimed.
+    pub fn lease(&self) -> Lease {
+        Lease {
+            job: self.id,
+            attempt: self.attempt,
+        }
+    }
+}
 
 /// Why a job stopped on a cancellation request ended.
 pub const CANCELLED_REASON: &str = "cancelled while running; its privacy charge is kept";
@@ -40,37 +68,71 @@ fn as_db(x: usize) -> Result<i64, StoreError> {
 }
 
 impl Store {
-    /// Claims the oldest queued job: queued → running with `started_at`, in one conditional
-    /// statement, so concurrent claimers never get the same job.
+    /// Claims the oldest queued job for this replica: queued → running with `started_at`, a
+    /// lease of [`Store::lease`] and `attempt + 1`, in one conditional statement, so
+    /// concurrent claimers (threads or replicas) never get the same job. On PostgreSQL the
+    /// candidate row is chosen `FOR UPDATE SKIP LOCKED`, so claimers do not queue behind each
+    /// other; on SQLite the statement runs under the database's write lock.
     pub async fn claim_next_job(&self) -> Result<Option<JobRecord>, StoreError> {
         let sql = format!(
-            "UPDATE jobs SET status = 'running', started_at = ?1 \
-             WHERE seq = (SELECT seq FROM jobs WHERE status = 'queued' ORDER BY seq LIMIT 1) \
+            "UPDATE jobs SET status = 'running', started_at = $1, claimed_by = $2, lease_until = $3, \
+                 attempt = attempt + 1 \
+             WHERE seq = (SELECT seq FROM jobs WHERE status = 'queued' ORDER BY seq LIMIT 1 {}) \
                AND status = 'queued' \
-             RETURNING {JOB_COLUMNS}"
+             RETURNING {JOB_COLUMNS}",
+            self.backend.skip_locked()
         );
+        let at = now();
         let row = sqlx::query(&sql)
-            .bind(ts(now()))
+            .bind(ts(at))
+            .bind(self.replica())
+            .bind(ts(self.lease_end(at)))
             .fetch_optional(&self.pool)
             .await?;
         row.as_ref().map(rows::job).transpose()
     }
 
-    /// Records progress (iteration `done` of `total`) of a running job.
-    pub async fn update_progress(&self, job: Uuid, done: u32, total: u32) -> Result<(), StoreError> {
+    /// The holder's heartbeat: pushes the lease of a job this replica holds forward by
+    /// [`Store::lease`] and returns whether cancellation was requested (by any replica).
+    /// [`StoreError::LeaseLost`] if the job is no longer this replica's running job (a reaper
+    /// failed it): the caller must stop it.
+    pub async fn heartbeat(&self, lease: Lease) -> Result<bool, StoreError> {
+        let row = sqlx::query(
+            "UPDATE jobs SET lease_until = $1 \
+             WHERE id = $2 AND status = 'running' AND attempt = $3 AND claimed_by = $4 \
+             RETURNING cancel_requested",
+        )
+        .bind(ts(self.lease_end(now())))
+        .bind(id(lease.job))
+        .bind(lease.attempt)
+        .bind(self.replica())
+        .fetch_optional(&self.pool)
+        .await?;
+        match row {
+            Some(row) => Ok(row.try_get::<i64, _>("cancel_requested")? != 0),
+            None => Err(StoreError::LeaseLost(lease.job)),
+        }
+    }
+
+    /// Records progress (iteration `done` of `total`) of a running job this replica holds.
+    pub async fn update_progress(&self, lease: Lease, done: u32, total: u32) -> Result<(), StoreError> {
         let updated = sqlx::query(
-            "UPDATE jobs SET progress_done = ?, progress_total = ? WHERE id = ? AND status = 'running'",
+            "UPDATE jobs SET progress_done = $1, progress_total = $2 \
+             WHERE id = $3 AND status = 'running' AND attempt = $4 AND claimed_by = $5",
         )
         .bind(i64::from(done))
         .bind(i64::from(total))
-        .bind(id(job))
+        .bind(id(lease.job))
+        .bind(lease.attempt)
+        .bind(self.replica())
         .execute(&self.pool)
         .await?;
-        running(updated.rows_affected(), job)
+        held(updated.rows_affected(), lease)
     }
 
-    /// running → succeeded, storing the basis (little-endian f64, column-major d×k) and values.
-    pub async fn complete_job(&self, job: Uuid, result: &JobResult) -> Result<(), StoreError> {
+    /// running → succeeded, storing the basis (little-endian f64, column-major d×k) and values;
+    /// fenced by the lease.
+    pub async fn complete_job(&self, lease: Lease, result: &JobResult) -> Result<(), StoreError> {
         check_result(result)?;
         let eigenvalues = result
             .eigenvalues
@@ -78,9 +140,9 @@ impl Store {
             .map(serde_json::to_string)
             .transpose()?;
         let updated = sqlx::query(
-            "UPDATE jobs SET status = 'succeeded', finished_at = ?, result = ?, result_d = ?, result_k = ?, \
-                 eigenvalues = ?, released = ?, progress_done = progress_total \
-             WHERE id = ? AND status = 'running'",
+            "UPDATE jobs SET status = 'succeeded', finished_at = $1, result = $2, result_d = $3, result_k = $4, \
+                 eigenvalues = $5, released = $6, progress_done = progress_total, lease_until = NULL \
+             WHERE id = $7 AND status = 'running' AND attempt = $8 AND claimed_by = $9",
         )
         .bind(ts(now()))
         .bind(basis_to_bytes(&result.basis))
@@ -88,45 +150,71 @@ impl Store {
         .bind(as_db(result.k)?)
         .bind(eigenvalues)
         .bind(result.released.as_ref().map(serde_json::to_string).transpose()?)
-        .bind(id(job))
+        .bind(id(lease.job))
+        .bind(lease.attempt)
+        .bind(self.replica())
         .execute(&self.pool)
         .await?;
-        running(updated.rows_affected(), job)
+        held(updated.rows_affected(), lease)
     }
 
-    /// running → failed with `reason`; the charge is kept.
-    pub async fn fail_job(&self, job: Uuid, reason: &str) -> Result<(), StoreError> {
-        self.finish(job, JobStatus::Failed, reason).await
+    /// running → failed with `reason`; the charge is kept. Fenced by the lease.
+    pub async fn fail_job(&self, lease: Lease, reason: &str) -> Result<(), StoreError> {
+        self.finish(lease, JobStatus::Failed, reason).await
     }
 
     /// running → cancelled (the runner honoured `cancel_requested`); the charge is kept.
-    pub async fn mark_cancelled(&self, job: Uuid) -> Result<(), StoreError> {
-        self.finish(job, JobStatus::Cancelled, CANCELLED_REASON).await
+    pub async fn mark_cancelled(&self, lease: Lease) -> Result<(), StoreError> {
+        self.finish(lease, JobStatus::Cancelled, CANCELLED_REASON).await
     }
 
-    async fn finish(&self, job: Uuid, status: JobStatus, reason: &str) -> Result<(), StoreError> {
+    async fn finish(&self, lease: Lease, status: JobStatus, reason: &str) -> Result<(), StoreError> {
         let updated = sqlx::query(
-            "UPDATE jobs SET status = ?, error = ?, finished_at = ? WHERE id = ? AND status = 'running'",
+            "UPDATE jobs SET status = $1, error = $2, finished_at = $3, lease_until = NULL \
+             WHERE id = $4 AND status = 'running' AND attempt = $5 AND claimed_by = $6",
         )
         .bind(status.as_str())
         .bind(reason)
         .bind(ts(now()))
-        .bind(id(job))
+        .bind(id(lease.job))
+        .bind(lease.attempt)
+        .bind(self.replica())
         .execute(&self.pool)
         .await?;
-        running(updated.rows_affected(), job)
+        held(updated.rows_affected(), lease)
     }
 
-    /// At start-up, before the runner claims anything: every job still `running` was cut off
-    /// by a stop or crash. It fails with [`INTERRUPTED_REASON`], keeps its charge, and is
-    /// never re-run (re-running would draw fresh noise on a charge already spent). Returns how
-    /// many jobs were failed.
+    /// The reaper, run by every replica: each running job whose lease ran out (its holder
+    /// crashed, was killed or lost the database for longer than a lease) fails with
+    /// [`LEASE_EXPIRED_REASON`], keeps its charge, and is never re-run (re-running would draw
+    /// fresh noise on a charge already spent). A running job without a lease was left by a
+    /// version without leases and is failed too. Returns how many jobs were failed.
+    pub async fn reap_expired_jobs(&self) -> Result<u64, StoreError> {
+        let at = ts(now());
+        let updated = sqlx::query(
+            "UPDATE jobs SET status = 'failed', error = $1, finished_at = $2, lease_until = NULL \
+             WHERE status = 'running' AND (lease_until IS NULL OR lease_until < $2)",
+        )
+        .bind(LEASE_EXPIRED_REASON)
+        .bind(&at)
+        .execute(&self.pool)
+        .await?;
+        Ok(updated.rows_affected())
+    }
+
+    /// At start, before the runner claims anything: every job still `running` under this
+    /// replica's name was cut off by this replica's stop or crash (one process per name), so
+    /// it fails at once with [`INTERRUPTED_REASON`] instead of waiting for its lease; so does
+    /// a running job without a lease (left by a version without leases). Charges are kept and
+    /// nothing is re-run. Other replicas' jobs are left to their leases. Returns how many.
     pub async fn fail_interrupted_jobs(&self) -> Result<u64, StoreError> {
         let updated = sqlx::query(
-            "UPDATE jobs SET status = 'failed', error = ?, finished_at = ? WHERE status = 'running'",
+            "UPDATE jobs SET status = 'failed', error = $1, finished_at = $2, lease_until = NULL \
+             WHERE status = 'running' AND (claimed_by = $3 OR lease_until IS NULL)",
         )
         .bind(INTERRUPTED_REASON)
         .bind(ts(now()))
+        .bind(self.replica())
         .execute(&self.pool)
         .await?;
         Ok(updated.rows_affected())
@@ -149,10 +237,10 @@ impl Store {
     }
 }
 
-fn running(rows_affected: u64, job: Uuid) -> Result<(), StoreError> {
+fn held(rows_affected: u64, lease: Lease) -> Result<(), StoreError> {
     if rows_affected == 1 {
         Ok(())
     } else {
-        Err(StoreError::JobNotRunning(job))
+        Err(StoreError::LeaseLost(lease.job))
     }
 }

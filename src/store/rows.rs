@@ -1,8 +1,8 @@
-//! Mapping SQLite rows to the store's records. Each `*_COLUMNS` list is the one `SELECT` list
+//! Mapping database rows (either backend, through the `Any` driver) to the store's records. Each `*_COLUMNS` list is the one `SELECT` list
 //! (and `RETURNING` list) its mapper expects.
 
 use sqlx::Row;
-use sqlx::sqlite::SqliteRow;
+use sqlx::any::AnyRow;
 
 use super::StoreError;
 use super::codec::{parse_id, parse_json, parse_kind, parse_opt_ts, parse_relation, parse_ts, seed_from_db};
@@ -18,12 +18,12 @@ pub(crate) const DATASET_COLUMNS: &str = "id, tenant_id, name, kind, relation, r
 
 pub(crate) const JOB_COLUMNS: &str = "id, tenant_id, dataset_id, algorithm, params, config, privacy, \
      cost_rho_units, cost_delta_units, cost_other_rho_units, selection, status, progress_done, progress_total, cancel_requested, error, \
-     seed, created_at, started_at, finished_at";
+     seed, created_at, started_at, finished_at, attempt";
 
 pub(crate) const LEDGER_COLUMNS: &str =
     "id, dataset_id, job_id, entry, algorithm, rho_units, delta_units, other_rho_units, rule, created_at";
 
-pub(crate) fn tenant(row: &SqliteRow) -> Result<Tenant, StoreError> {
+pub(crate) fn tenant(row: &AnyRow) -> Result<Tenant, StoreError> {
     Ok(Tenant {
         id: parse_id(row.try_get("id")?)?,
         name: row.try_get("name")?,
@@ -31,7 +31,7 @@ pub(crate) fn tenant(row: &SqliteRow) -> Result<Tenant, StoreError> {
     })
 }
 
-pub(crate) fn dataset(row: &SqliteRow) -> Result<DatasetRecord, StoreError> {
+pub(crate) fn dataset(row: &AnyRow) -> Result<DatasetRecord, StoreError> {
     let status: &str = row.try_get("status")?;
     Ok(DatasetRecord {
         id: parse_id(row.try_get("id")?)?,
@@ -42,7 +42,7 @@ pub(crate) fn dataset(row: &SqliteRow) -> Result<DatasetRecord, StoreError> {
         row_norm_bound: row.try_get("row_norm_bound")?,
         row_l1_bound: row.try_get("row_l1_bound")?,
         entry_bound: row.try_get("entry_bound")?,
-        public: row.try_get("public")?,
+        public: flag(row, "public")?,
         budget_rho_units: row.try_get("budget_rho_units")?,
         budget_delta_units: row.try_get("budget_delta_units")?,
         spent_rho_units: row.try_get("spent_rho_units")?,
@@ -66,7 +66,7 @@ pub(crate) fn dataset(row: &SqliteRow) -> Result<DatasetRecord, StoreError> {
     })
 }
 
-pub(crate) fn job(row: &SqliteRow) -> Result<JobRecord, StoreError> {
+pub(crate) fn job(row: &AnyRow) -> Result<JobRecord, StoreError> {
     let status: &str = row.try_get("status")?;
     Ok(JobRecord {
         id: parse_id(row.try_get("id")?)?,
@@ -87,18 +87,19 @@ pub(crate) fn job(row: &SqliteRow) -> Result<JobRecord, StoreError> {
             .ok_or_else(|| StoreError::Corrupt(format!("job status {status:?}")))?,
         progress_done: row.try_get("progress_done")?,
         progress_total: row.try_get("progress_total")?,
-        cancel_requested: row.try_get("cancel_requested")?,
+        cancel_requested: flag(row, "cancel_requested")?,
         error: row.try_get("error")?,
         seed: seed_from_db(row.try_get("seed")?),
         created_at: parse_ts(row.try_get("created_at")?)?,
         started_at: parse_opt_ts(row.try_get("started_at")?)?,
         finished_at: parse_opt_ts(row.try_get("finished_at")?)?,
+        attempt: row.try_get("attempt")?,
     })
 }
 
 /// The basis, shape and eigenvalues of a succeeded job or study (`result`, `result_d`,
 /// `result_k`, `eigenvalues` columns); `owner` names it in a corruption error.
-pub(crate) fn basis_result(row: &SqliteRow, owner: &str) -> Result<super::models::JobResult, StoreError> {
+pub(crate) fn basis_result(row: &AnyRow, owner: &str) -> Result<super::models::JobResult, StoreError> {
     let corrupt = || StoreError::Corrupt(format!("result shape of {owner}"));
     let d = usize::try_from(row.try_get::<i64, _>("result_d")?).map_err(|_| corrupt())?;
     let k = usize::try_from(row.try_get::<i64, _>("result_k")?).map_err(|_| corrupt())?;
@@ -126,7 +127,7 @@ pub(crate) fn basis_result(row: &SqliteRow, owner: &str) -> Result<super::models
     })
 }
 
-pub(crate) fn ledger_entry(row: &SqliteRow) -> Result<LedgerEntry, StoreError> {
+pub(crate) fn ledger_entry(row: &AnyRow) -> Result<LedgerEntry, StoreError> {
     let entry: &str = row.try_get("entry")?;
     let job_id: Option<&str> = row.try_get("job_id")?;
     Ok(LedgerEntry {
@@ -148,4 +149,13 @@ pub(crate) fn ledger_entry(row: &SqliteRow) -> Result<LedgerEntry, StoreError> {
         },
         created_at: parse_ts(row.try_get("created_at")?)?,
     })
+}
+
+/// A 0/1 flag column (both backends store flags as integers, so one decoding serves both).
+fn flag(row: &AnyRow, column: &str) -> Result<bool, StoreError> {
+    match row.try_get::<i64, _>(column)? {
+        0 => Ok(false),
+        1 => Ok(true),
+        other => Err(StoreError::Corrupt(format!("{column} = {other}"))),
+    }
 }

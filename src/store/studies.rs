@@ -5,8 +5,8 @@
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use sqlx::sqlite::SqliteRow;
-use sqlx::{Row, SqliteConnection};
+use sqlx::any::AnyRow;
+use sqlx::{Row, AnyConnection};
 use uuid::Uuid;
 
 use super::codec::{
@@ -194,7 +194,7 @@ const STUDY_COLUMNS: &str = "id, tenant_id, name, algorithm, n_features, relatio
 const SITE_COLUMNS: &str = "study_id, idx, name, status, n_samples, budget_rho_units, charged_rho_units, \
      charged_delta_units, charged_at, joined_at, dropped_round";
 
-fn study_row(row: &SqliteRow) -> Result<StudyRecord, StoreError> {
+fn study_row(row: &AnyRow) -> Result<StudyRecord, StoreError> {
     let status: &str = row.try_get("status")?;
     let report: Option<&str> = row.try_get("report")?;
     Ok(StudyRecord {
@@ -227,7 +227,7 @@ fn study_row(row: &SqliteRow) -> Result<StudyRecord, StoreError> {
     })
 }
 
-fn site_row(row: &SqliteRow) -> Result<StudySiteRecord, StoreError> {
+fn site_row(row: &AnyRow) -> Result<StudySiteRecord, StoreError> {
     let status: &str = row.try_get("status")?;
     let idx: i64 = row.try_get("idx")?;
     Ok(StudySiteRecord {
@@ -246,14 +246,14 @@ fn site_row(row: &SqliteRow) -> Result<StudySiteRecord, StoreError> {
     })
 }
 
-async fn sites_of(conn: &mut SqliteConnection, study: Uuid) -> Result<Vec<StudySiteRecord>, StoreError> {
-    let sql = format!("SELECT {SITE_COLUMNS} FROM study_sites WHERE study_id = ? ORDER BY idx");
+async fn sites_of(conn: &mut AnyConnection, study: Uuid) -> Result<Vec<StudySiteRecord>, StoreError> {
+    let sql = format!("SELECT {SITE_COLUMNS} FROM study_sites WHERE study_id = $1 ORDER BY idx");
     let rows = sqlx::query(&sql).bind(id(study)).fetch_all(conn).await?;
     rows.iter().map(site_row).collect()
 }
 
-async fn study_by_id(conn: &mut SqliteConnection, study: Uuid) -> Result<Option<StudyRecord>, StoreError> {
-    let sql = format!("SELECT {STUDY_COLUMNS} FROM studies WHERE id = ?");
+async fn study_by_id(conn: &mut AnyConnection, study: Uuid) -> Result<Option<StudyRecord>, StoreError> {
+    let sql = format!("SELECT {STUDY_COLUMNS} FROM studies WHERE id = $1");
     let row = sqlx::query(&sql).bind(id(study)).fetch_optional(conn).await?;
     row.as_ref().map(study_row).transpose()
 }
@@ -266,6 +266,10 @@ impl Store {
         tenant: Uuid,
         new: NewStudy,
     ) -> Result<(StudyRecord, Vec<StudySiteRecord>, Vec<String>), StoreError> {
+        super::error::text_without_nul("name", &new.name)?;
+        for site in &new.sites {
+            super::error::text_without_nul("sites.name", &site.name)?;
+        }
         let study = Uuid::new_v4();
         let at = now();
         let mut tokens = Vec::with_capacity(new.sites.len());
@@ -273,8 +277,9 @@ impl Store {
         sqlx::query(
             "INSERT INTO studies (id, tenant_id, name, algorithm, n_features, relation, row_norm_bound, row_l1_bound, \
                  params, config, privacy, cost_rho_units, cost_delta_units, threshold, n_sites, join_deadline, \
-                 round_timeout_ms, status, progress_total, created_at) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'enrolling', ?, ?)",
+                 round_timeout_ms, status, progress_total, created_at, coordinator, coordinator_lease_until) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, 'enrolling', $18, $19, \
+                 $20, $21)",
         )
         .bind(id(study))
         .bind(id(tenant))
@@ -295,13 +300,15 @@ impl Store {
         .bind(new.round_timeout_ms)
         .bind(i64::from(new.rounds))
         .bind(ts(at))
+        .bind(self.replica())
+        .bind(ts(self.lease_end(at)))
         .execute(&mut *tx)
         .await?;
         for (i, site) in new.sites.iter().enumerate() {
             let token = new_secret(SITE_TOKEN_PREFIX)?;
             sqlx::query(
                 "INSERT INTO study_sites (study_id, idx, name, token_hash, status, budget_rho_units) \
-                 VALUES (?, ?, ?, ?, 'invited', ?)",
+                 VALUES ($1, $2, $3, $4, 'invited', $5)",
             )
             .bind(id(study))
             .bind(i as i64 + 1)
@@ -353,7 +360,7 @@ impl Store {
 
     /// The tenant's studies, oldest first.
     pub async fn list_studies(&self, tenant: Uuid) -> Result<Vec<StudyRecord>, StoreError> {
-        let sql = format!("SELECT {STUDY_COLUMNS} FROM studies WHERE tenant_id = ? ORDER BY seq");
+        let sql = format!("SELECT {STUDY_COLUMNS} FROM studies WHERE tenant_id = $1 ORDER BY seq");
         let rows = sqlx::query(&sql).bind(id(tenant)).fetch_all(&self.pool).await?;
         rows.iter().map(study_row).collect()
     }
@@ -364,7 +371,7 @@ impl Store {
         token: &str,
     ) -> Result<Option<(StudyRecord, StudySiteRecord)>, StoreError> {
         let mut conn = self.pool.acquire().await?;
-        let sql = format!("SELECT {SITE_COLUMNS} FROM study_sites WHERE token_hash = ?");
+        let sql = format!("SELECT {SITE_COLUMNS} FROM study_sites WHERE token_hash = $1");
         let Some(row) = sqlx::query(&sql)
             .bind(key_hash(token))
             .fetch_optional(&mut *conn)
@@ -388,9 +395,9 @@ impl Store {
         n_samples: Option<i64>,
     ) -> Result<bool, StoreError> {
         let done = sqlx::query(
-            "UPDATE study_sites SET status = 'joined', joined_at = ?, n_samples = ? \
-             WHERE study_id = ? AND idx = ? AND status = 'invited' \
-               AND EXISTS (SELECT 1 FROM studies WHERE id = ? AND status = 'enrolling')",
+            "UPDATE study_sites SET status = 'joined', joined_at = $1, n_samples = $2 \
+             WHERE study_id = $3 AND idx = $4 AND status = 'invited' \
+               AND EXISTS (SELECT 1 FROM studies WHERE id = $5 AND status = 'enrolling')",
         )
         .bind(ts(now()))
         .bind(n_samples)
@@ -406,7 +413,7 @@ impl Store {
     pub async fn start_study(&self, study: Uuid, roster: &[u32]) -> Result<bool, StoreError> {
         let mut tx = self.write_tx().await?;
         let done = sqlx::query(
-            "UPDATE studies SET status = 'running', started_at = ? WHERE id = ? AND status = 'enrolling'",
+            "UPDATE studies SET status = 'running', started_at = $1 WHERE id = $2 AND status = 'enrolling'",
         )
         .bind(ts(now()))
         .bind(id(study))
@@ -432,10 +439,10 @@ impl Store {
         let at = ts(now());
         for &site in roster {
             sqlx::query(
-                "UPDATE study_sites SET status = 'contributing', charged_at = ?1, \
-                     charged_rho_units = (SELECT cost_rho_units FROM studies WHERE id = ?2), \
-                     charged_delta_units = (SELECT cost_delta_units FROM studies WHERE id = ?2) \
-                 WHERE study_id = ?2 AND idx = ?3 AND charged_at IS NULL",
+                "UPDATE study_sites SET status = 'contributing', charged_at = $1, \
+                     charged_rho_units = (SELECT cost_rho_units FROM studies WHERE id = $2), \
+                     charged_delta_units = (SELECT cost_delta_units FROM studies WHERE id = $2) \
+                 WHERE study_id = $2 AND idx = $3 AND charged_at IS NULL",
             )
             .bind(&at)
             .bind(id(study))
@@ -461,7 +468,7 @@ impl Store {
 
     /// Rounds done so far.
     pub async fn set_study_progress(&self, study: Uuid, done: u32) -> Result<(), StoreError> {
-        sqlx::query("UPDATE studies SET progress_done = ? WHERE id = ? AND status = 'running'")
+        sqlx::query("UPDATE studies SET progress_done = $1 WHERE id = $2 AND status = 'running'")
             .bind(i64::from(done))
             .bind(id(study))
             .execute(&self.pool)
@@ -487,9 +494,9 @@ impl Store {
         }
         let mut tx = self.write_tx().await?;
         sqlx::query(
-            "UPDATE studies SET status = 'succeeded', finished_at = ?, progress_done = progress_total, \
-                 result = ?, result_d = ?, result_k = ?, eigenvalues = ?, report = ? \
-             WHERE id = ? AND status = 'running'",
+            "UPDATE studies SET status = 'succeeded', finished_at = $1, progress_done = progress_total, \
+                 result = $2, result_d = $3, result_k = $4, eigenvalues = $5, report = $6 \
+             WHERE id = $7 AND status = 'running'",
         )
         .bind(ts(now()))
         .bind(basis_to_bytes(basis))
@@ -500,7 +507,7 @@ impl Store {
         .bind(id(study))
         .execute(&mut *tx)
         .await?;
-        sqlx::query("UPDATE study_sites SET status = 'done' WHERE study_id = ? AND status = 'contributing'")
+        sqlx::query("UPDATE study_sites SET status = 'done' WHERE study_id = $1 AND status = 'contributing'")
             .bind(id(study))
             .execute(&mut *tx)
             .await?;
@@ -517,8 +524,8 @@ impl Store {
         report: Option<&serde_json::Value>,
     ) -> Result<bool, StoreError> {
         let done = sqlx::query(
-            "UPDATE studies SET status = ?, error = ?, finished_at = ?, report = COALESCE(?, report) \
-             WHERE id = ? AND status IN ('enrolling', 'running')",
+            "UPDATE studies SET status = $1, error = $2, finished_at = $3, report = COALESCE($4, report) \
+             WHERE id = $5 AND status IN ('enrolling', 'running')",
         )
         .bind(status.as_str())
         .bind(error)
@@ -552,18 +559,57 @@ impl Store {
         }
     }
 
-    /// At start: protocol state did not survive, so every unfinished study fails (charges
-    /// stand; nothing is rerun). Returns how many.
-    pub async fn fail_interrupted_studies(&self) -> Result<u64, StoreError> {
+    /// The coordinator's heartbeat: pushes forward the lease of every unfinished study this
+    /// replica coordinates. Returns how many it holds.
+    pub async fn renew_study_leases(&self) -> Result<u64, StoreError> {
         let done = sqlx::query(
-            "UPDATE studies SET status = 'failed', finished_at = ?, \
-                 error = 'the coordinator restarted while the study was ' || status || \
-                         '; its protocol state is not kept across restarts. Charges made stand; create a new study.' \
-             WHERE status IN ('enrolling', 'running')",
+            "UPDATE studies SET coordinator_lease_until = $1 \
+             WHERE coordinator = $2 AND status IN ('enrolling', 'running')",
         )
-        .bind(ts(now()))
+        .bind(ts(self.lease_end(now())))
+        .bind(self.replica())
         .execute(&self.pool)
         .await?;
+        Ok(done.rows_affected())
+    }
+
+    /// At start: the unfinished studies this replica coordinated lost their protocol state
+    /// with the process, so they fail at once (charges stand; nothing is rerun); so do those
+    /// without a coordinator lease (written by a version without leases). Returns how many.
+    pub async fn fail_interrupted_studies(&self) -> Result<u64, StoreError> {
+        self.fail_studies(
+            "the coordinator restarted while the study was ",
+            "(coordinator = $2 OR coordinator_lease_until IS NULL)",
+            self.replica(),
+        )
+        .await
+    }
+
+    /// The reaper's part for studies: an unfinished study whose coordinator (another replica)
+    /// stopped renewing its lease fails; charges stand. Returns how many.
+    pub async fn reap_expired_studies(&self) -> Result<u64, StoreError> {
+        let at = ts(now());
+        self.fail_studies(
+            "the coordinating replica stopped while the study was ",
+            "coordinator_lease_until < $2",
+            &at,
+        )
+        .await
+    }
+
+    async fn fail_studies(&self, why: &str, which: &str, arg: &str) -> Result<u64, StoreError> {
+        let sql = format!(
+            "UPDATE studies SET status = 'failed', finished_at = $1, \
+                 error = $3 || status || \
+                         '; its protocol state is not kept across restarts. Charges made stand; create a new study.' \
+             WHERE status IN ('enrolling', 'running') AND {which}"
+        );
+        let done = sqlx::query(&sql)
+            .bind(ts(now()))
+            .bind(arg)
+            .bind(why)
+            .execute(&self.pool)
+            .await?;
         Ok(done.rows_affected())
     }
 
@@ -571,7 +617,7 @@ impl Store {
     pub async fn study_result(&self, tenant: Uuid, study: Uuid) -> Result<Option<StudyResult>, StoreError> {
         let row = sqlx::query(
             "SELECT result, result_d, result_k, eigenvalues, report FROM studies \
-             WHERE id = ? AND tenant_id = ? AND status = 'succeeded' AND result IS NOT NULL",
+             WHERE id = $1 AND tenant_id = $2 AND status = 'succeeded' AND result IS NOT NULL",
         )
         .bind(id(study))
         .bind(id(tenant))
@@ -591,13 +637,13 @@ impl Store {
 }
 
 async fn set_site(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     study: Uuid,
     index: u32,
     status: SiteStatus,
     dropped_round: Option<i64>,
 ) -> Result<(), StoreError> {
-    sqlx::query("UPDATE study_sites SET status = ?, dropped_round = COALESCE(?, dropped_round) WHERE study_id = ? AND idx = ?")
+    sqlx::query("UPDATE study_sites SET status = $1, dropped_round = COALESCE($2, dropped_round) WHERE study_id = $3 AND idx = $4")
         .bind(status.as_str())
         .bind(dropped_round)
         .bind(id(study))

@@ -37,13 +37,14 @@ impl Store {
     /// Creates a tenant and returns it with its API key. The key is not stored and cannot be
     /// recovered; only its hash is kept.
     pub async fn create_tenant(&self, name: &str) -> Result<(Tenant, String), StoreError> {
+        super::error::text_without_nul("name", name)?;
         let key = new_api_key()?;
         let tenant = Tenant {
             id: Uuid::new_v4(),
             name: name.to_owned(),
             created_at: now(),
         };
-        sqlx::query("INSERT INTO tenants (id, name, key_hash, created_at) VALUES (?, ?, ?, ?)")
+        sqlx::query("INSERT INTO tenants (id, name, key_hash, created_at) VALUES ($1, $2, $3, $4)")
             .bind(id(tenant.id))
             .bind(&tenant.name)
             .bind(key_hash(&key))
@@ -55,7 +56,7 @@ impl Store {
 
     /// The tenant holding `key`, or `None` for an unknown key.
     pub async fn tenant_by_api_key(&self, key: &str) -> Result<Option<Tenant>, StoreError> {
-        let sql = format!("SELECT {TENANT_COLUMNS} FROM tenants WHERE key_hash = ?");
+        let sql = format!("SELECT {TENANT_COLUMNS} FROM tenants WHERE key_hash = $1");
         let row = sqlx::query(&sql)
             .bind(key_hash(key))
             .fetch_optional(&self.pool)
@@ -65,7 +66,7 @@ impl Store {
 
     /// The tenant with this id, if any.
     pub async fn get_tenant(&self, tenant: Uuid) -> Result<Option<Tenant>, StoreError> {
-        let sql = format!("SELECT {TENANT_COLUMNS} FROM tenants WHERE id = ?");
+        let sql = format!("SELECT {TENANT_COLUMNS} FROM tenants WHERE id = $1");
         let row = sqlx::query(&sql)
             .bind(id(tenant))
             .fetch_optional(&self.pool)

@@ -75,6 +75,8 @@ impl TestApp {
     pub async fn build(runner: bool, adjust: impl FnOnce(&mut Config)) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let mut config = Config::for_tests(dir.path());
+        // PostgreSQL when PRIVPCA_TEST_POSTGRES_URL is set, each test in its own database.
+        config.database_url = privpca::store::testing::fresh_database_url(dir.path()).await;
         adjust(&mut config);
         Self::open(dir, config, runner).await
     }

@@ -142,7 +142,7 @@ async fn a_job_left_running_by_a_crash_is_failed_with_its_charge_kept_and_never_
     // The runner claims it (noise would be drawn from here on), then the process dies.
     let claimed = app.state.store.claim_next_job().await.unwrap().unwrap();
     assert_eq!(claimed.id.to_string(), id);
-    let config = privpca::config::Config::for_tests(app.dir.path());
+    let config = app.state.config.as_ref().clone();
     let dir = app.stop().await;
 
     let app = TestApp::open(dir, config, true).await;

@@ -111,12 +111,12 @@ async fn the_database_itself_refuses_an_overspend_and_ledger_rewrites() {
     let f = fixture().await;
     let ds = ready_dataset(&f.store, f.tenant, private_spec(1_000, 0)).await;
     submit_ok(&f.store, f.tenant, job(ds.id, 400, 0)).await;
-    let overspend = sqlx::query("UPDATE datasets SET spent_rho_units = 1001 WHERE id = ?")
+    let overspend = sqlx::query("UPDATE datasets SET spent_rho_units = 1001 WHERE id = $1")
         .bind(ds.id.to_string())
         .execute(&f.store.pool)
         .await;
     assert!(overspend.is_err(), "CHECK (spent <= budget) must refuse");
-    let negative = sqlx::query("UPDATE datasets SET spent_rho_units = -1 WHERE id = ?")
+    let negative = sqlx::query("UPDATE datasets SET spent_rho_units = -1 WHERE id = $1")
         .bind(ds.id.to_string())
         .execute(&f.store.pool)
         .await;

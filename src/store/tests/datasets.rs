@@ -1,6 +1,6 @@
 //! Dataset lifecycle: validation, attaching data, deletion.
 
-use super::{fixture, job, ledger_net, private_spec, public_spec, ready_dataset, submit_ok};
+use super::{fixture, held, job, ledger_net, private_spec, public_spec, ready_dataset, submit_ok};
 use crate::dataset::Relation;
 use crate::store::{
     CancelOutcome, DatasetStatus, JobStatus, LedgerEntryKind, NewDataset, StoreError, SubmitOutcome,
@@ -212,7 +212,7 @@ async fn deletion_keeps_the_ledger_refunds_queued_jobs_and_removes_the_data() {
         CancelOutcome::AlreadyFinished(_)
     ));
     // The running job ends as the runner sees the request; its charge stays.
-    f.store.mark_cancelled(running.id).await.expect("cancelled");
+    f.store.mark_cancelled(held(running.id)).await.expect("cancelled");
     assert_eq!(ledger_net(&f.store, f.tenant, ds.id).await, (300, 0));
 
     let fresh = f

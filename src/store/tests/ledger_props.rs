@@ -4,7 +4,7 @@
 
 use proptest::prelude::*;
 
-use super::{fixture, job, ledger_net, private_spec, ready_dataset};
+use super::{fixture, held, job, ledger_net, private_spec, ready_dataset};
 use crate::store::{CancelOutcome, JobStatus, SubmitOutcome};
 
 const BUDGET_RHO: i64 = 1_000;
@@ -85,9 +85,9 @@ async fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
             Op::Finish { pick, honour_cancel } if !running.is_empty() => {
                 let id = running.swap_remove(pick % running.len());
                 let done = if honour_cancel {
-                    f.store.mark_cancelled(id).await
+                    f.store.mark_cancelled(held(id)).await
                 } else {
-                    f.store.fail_job(id, "stopped").await
+                    f.store.fail_job(held(id), "stopped").await
                 };
                 done.map_err(|e| TestCaseError::fail(e.to_string()))?;
             }

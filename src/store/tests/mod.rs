@@ -1,4 +1,5 @@
-//! Store tests: each test gets its own SQLite file in a temporary directory.
+//! Store tests: each test gets its own database, a SQLite file in a temporary directory, or a
+//! fresh PostgreSQL database when `PRIVPCA_TEST_POSTGRES_URL` is set (super::testing).
 
 mod admission;
 mod datasets;
@@ -10,7 +11,7 @@ use serde_json::json;
 use tempfile::TempDir;
 use uuid::Uuid;
 
-use super::{DatasetRecord, NewDataset, NewJob, Store, SubmitOutcome};
+use super::{DatasetRecord, Lease, NewDataset, NewJob, Store, SubmitOutcome};
 use crate::dataset::{Kind, Relation};
 
 /// A store on a fresh database file, with one tenant.
@@ -18,20 +19,20 @@ pub(super) struct Fixture {
     pub store: Store,
     pub tenant: Uuid,
     pub dir: TempDir,
-}
-
-pub(super) fn db_url(dir: &TempDir) -> String {
-    format!("sqlite://{}", dir.path().join("privpca.db").display())
+    /// The database's URL, to open it again.
+    pub url: String,
 }
 
 pub(super) async fn fixture() -> Fixture {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = Store::connect(&db_url(&dir), dir.path()).await.expect("connect");
+    let url = super::testing::fresh_database_url(dir.path()).await;
+    let store = Store::connect(&url, dir.path()).await.expect("connect");
     let (tenant, _key) = store.create_tenant("alice").await.expect("tenant");
     Fixture {
         store,
         tenant: tenant.id,
         dir,
+        url,
     }
 }
 
@@ -105,4 +106,9 @@ pub(super) async fn ledger_net(store: &Store, tenant: Uuid, dataset: Uuid) -> (i
         super::LedgerEntryKind::Charge => (rho + e.rho_units, delta + e.delta_units),
         super::LedgerEntryKind::Refund => (rho - e.rho_units, delta - e.delta_units),
     })
+}
+
+/// The lease of a job claimed once (every job is claimed at most once).
+pub(super) fn held(job: Uuid) -> Lease {
+    Lease { job, attempt: 1 }
 }

@@ -2,7 +2,7 @@
 
 use std::collections::HashSet;
 
-use super::{db_url, fixture, job, ledger_net, private_spec, ready_dataset, submit_ok};
+use super::{fixture, held, job, ledger_net, private_spec, ready_dataset, submit_ok};
 use crate::store::{
     CancelOutcome, INTERRUPTED_REASON, JobResult, JobStatus, LedgerEntryKind, Store, StoreError,
 };
@@ -22,7 +22,7 @@ async fn a_job_running_at_a_crash_fails_keeps_its_charge_and_is_never_rerun() {
     assert_eq!(claimed.status, JobStatus::Running);
     drop(f.store); // no graceful close: as after a crash
 
-    let store = Store::connect(&db_url(&f.dir), f.dir.path())
+    let store = Store::connect(&f.url, f.dir.path())
         .await
         .expect("reconnect");
     store.ping().await.expect("ready");
@@ -96,7 +96,7 @@ async fn cancelling_refunds_only_while_queued() {
 
     // Terminal: unchanged, no second refund.
     f.store
-        .mark_cancelled(first.id)
+        .mark_cancelled(held(first.id))
         .await
         .expect("runner honours the request");
     for id in [first.id, second.id] {
@@ -173,8 +173,8 @@ async fn completion_stores_the_basis_and_failure_keeps_the_charge() {
 
     // Not running yet: runner transitions are refused.
     assert!(matches!(
-        f.store.complete_job(a.id, &result).await,
-        Err(StoreError::JobNotRunning(_))
+        f.store.complete_job(held(a.id), &result).await,
+        Err(StoreError::LeaseLost(_))
     ));
     assert!(
         f.store
@@ -185,7 +185,7 @@ async fn completion_stores_the_basis_and_failure_keeps_the_charge() {
     );
 
     f.store.claim_next_job().await.expect("claim").expect("a");
-    f.store.update_progress(a.id, 3, 10).await.expect("progress");
+    f.store.update_progress(held(a.id), 3, 10).await.expect("progress");
     let progressed = f
         .store
         .get_job(f.tenant, a.id)
@@ -198,7 +198,7 @@ async fn completion_stores_the_basis_and_failure_keeps_the_charge() {
         ..result.clone()
     };
     assert!(matches!(
-        f.store.complete_job(a.id, &ragged).await,
+        f.store.complete_job(held(a.id), &ragged).await,
         Err(StoreError::InvalidResult(_))
     ));
     let nan = JobResult {
@@ -206,10 +206,10 @@ async fn completion_stores_the_basis_and_failure_keeps_the_charge() {
         ..result.clone()
     };
     assert!(matches!(
-        f.store.complete_job(a.id, &nan).await,
+        f.store.complete_job(held(a.id), &nan).await,
         Err(StoreError::InvalidResult(_))
     ));
-    f.store.complete_job(a.id, &result).await.expect("complete");
+    f.store.complete_job(held(a.id), &result).await.expect("complete");
     assert_eq!(
         f.store.job_result(f.tenant, a.id).await.expect("result"),
         Some(result.clone())
@@ -222,13 +222,13 @@ async fn completion_stores_the_basis_and_failure_keeps_the_charge() {
         .expect("exists");
     assert_eq!((done.status, done.progress_done), (JobStatus::Succeeded, 10));
     assert!(matches!(
-        f.store.complete_job(a.id, &result).await,
-        Err(StoreError::JobNotRunning(_))
+        f.store.complete_job(held(a.id), &result).await,
+        Err(StoreError::LeaseLost(_))
     ));
 
     f.store.claim_next_job().await.expect("claim").expect("b");
     f.store
-        .fail_job(b.id, "the iteration diverged")
+        .fail_job(held(b.id), "the iteration diverged")
         .await
         .expect("fail");
     let failed = f
@@ -263,4 +263,68 @@ async fn completion_stores_the_basis_and_failure_keeps_the_charge() {
         .map(count),
         [Some(0), Some(0), Some(1), Some(1)]
     );
+}
+
+/// Two replicas on one database: the claimer's lease runs out, the other replica's reaper
+/// fails the job (charge kept), the old holder's writes are fenced off, nothing is re-queued.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_expired_lease_is_reaped_by_another_replica_and_fences_the_old_holder() {
+    let f = fixture().await;
+    let short = std::time::Duration::from_secs(1);
+    let a = f.store.clone().with_replica("replica-a").with_lease(short);
+    let b = Store::connect(&f.url, f.dir.path())
+        .await
+        .expect("second replica")
+        .with_replica("replica-b")
+        .with_lease(short);
+    let ds = ready_dataset(&a, f.tenant, private_spec(1_000, 0)).await;
+    let submitted = submit_ok(&a, f.tenant, job(ds.id, 200, 0)).await;
+    let claimed = a.claim_next_job().await.expect("claim").expect("job");
+    assert_eq!((claimed.id, claimed.attempt), (submitted.id, 1));
+    let lease = claimed.lease();
+    assert!(b.claim_next_job().await.expect("claim").is_none(), "claimed once");
+
+    // A renews; B's reaper leaves a live lease alone and B cannot write to A's job.
+    assert!(!a.heartbeat(lease).await.expect("heartbeat"));
+    assert_eq!(b.reap_expired_jobs().await.expect("reap"), 0);
+    assert!(matches!(b.heartbeat(lease).await, Err(StoreError::LeaseLost(_))));
+    assert!(matches!(
+        b.update_progress(lease, 1, 2).await,
+        Err(StoreError::LeaseLost(_))
+    ));
+    // B's start-up sweep only fails B's own jobs.
+    assert_eq!(b.fail_interrupted_jobs().await.expect("sweep"), 0);
+
+    // Cancellation requested through B reaches A's heartbeat.
+    assert!(matches!(
+        b.cancel_job(f.tenant, submitted.id).await.expect("cancel"),
+        CancelOutcome::CancelRequested(_)
+    ));
+    assert!(a.heartbeat(lease).await.expect("heartbeat"));
+
+    // A stops heartbeating (killed); after the lease B reaps the job.
+    tokio::time::sleep(std::time::Duration::from_millis(1_300)).await;
+    assert_eq!(b.reap_expired_jobs().await.expect("reap"), 1);
+    let failed = b.get_job(f.tenant, submitted.id).await.expect("get").expect("job");
+    assert_eq!(failed.status, JobStatus::Failed);
+    assert_eq!(failed.error.as_deref(), Some(crate::store::LEASE_EXPIRED_REASON));
+    assert_eq!(ledger_net(&b, f.tenant, ds.id).await, (200, 0), "charge kept");
+
+    // The old holder comes back: every write is fenced off, and nothing is re-queued.
+    assert!(matches!(a.heartbeat(lease).await, Err(StoreError::LeaseLost(_))));
+    let result = JobResult {
+        d: 1,
+        k: 1,
+        basis: vec![1.0],
+        eigenvalues: None,
+        released: None,
+    };
+    assert!(matches!(
+        a.complete_job(lease, &result).await,
+        Err(StoreError::LeaseLost(_))
+    ));
+    assert!(matches!(a.mark_cancelled(lease).await, Err(StoreError::LeaseLost(_))));
+    assert!(a.claim_next_job().await.expect("claim").is_none());
+    assert!(b.claim_next_job().await.expect("claim").is_none());
+    assert_eq!(b.reap_expired_jobs().await.expect("reap"), 0);
 }

@@ -1,0 +1,209 @@
+//! Job control across replicas: the database is the source of truth for who runs a job, its
+//! progress and its cancellation; this module keeps each running job's lease alive, turns what
+//! the database says into stop requests for the computation, and runs the reaper.
+//!
+//! - **Lease.** The runner claims a job under a lease ([`crate::store::Store::claim_next_job`]).
+//!   While the job runs, [`hold`] sends a heartbeat every third of a lease; the heartbeat
+//!   returns the job's `cancel_requested` flag, so a cancellation made through any replica
+//!   reaches the computation within a third of a lease. If the heartbeat finds the lease lost
+//!   (a reaper failed the job while this replica was cut off from the database), the
+//!   computation is stopped; its writes are fenced anyway.
+//! - **Reaper.** Every replica runs [`reap`]: jobs whose lease ran out fail with their charge
+//!   kept and are never re-run; studies whose coordinator stopped renewing fail (charges
+//!   stand). This replaces a start-up sweep, which would fail the jobs other replicas are
+//!   running.
+//! - **In-memory fast path.** [`JobControl`] holds the jobs running in this process: the HTTP
+//!   layer reads live progress from it and asks for a stop without waiting for the next
+//!   heartbeat. It is a cache of this process's own work, never a source of truth.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::store::{Lease, Store, StoreError};
+
+/// Why a running job was asked to stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum StopReason {
+    None = 0,
+    User = 1,
+    Timeout = 2,
+    Shutdown = 3,
+    LeaseLost = 4,
+}
+
+/// Live state of a running job, shared between the worker, its heartbeat and the HTTP handlers.
+#[derive(Debug, Default)]
+pub struct RunningJob {
+    done: AtomicU32,
+    total: AtomicU32,
+    stop: AtomicBool,
+    reason: AtomicU8,
+}
+
+impl RunningJob {
+    /// Asks the computation to stop at its next progress report; the first reason wins.
+    pub fn request_stop(&self, reason: StopReason) {
+        let _ = self
+            .reason
+            .compare_exchange(0, reason as u8, Ordering::SeqCst, Ordering::SeqCst);
+        self.stop.store(true, Ordering::SeqCst);
+    }
+
+    pub fn reason(&self) -> StopReason {
+        match self.reason.load(Ordering::SeqCst) {
+            1 => StopReason::User,
+            2 => StopReason::Timeout,
+            3 => StopReason::Shutdown,
+            4 => StopReason::LeaseLost,
+            _ => StopReason::None,
+        }
+    }
+
+    pub fn should_stop(&self) -> bool {
+        self.stop.load(Ordering::SeqCst)
+    }
+
+    pub fn set_progress(&self, done: u32, total: u32) {
+        self.done.store(done, Ordering::Relaxed);
+        self.total.store(total, Ordering::Relaxed);
+    }
+}
+
+/// Registry of the jobs running in this process, and the runner's wake-up signal.
+#[derive(Debug, Default)]
+pub struct JobControl {
+    running: Mutex<HashMap<Uuid, Arc<RunningJob>>>,
+    wake: Notify,
+}
+
+impl JobControl {
+    /// Tell the runner a job was queued (another replica's runner finds it by polling).
+    pub fn wake(&self) {
+        self.wake.notify_one();
+    }
+
+    /// Waits for [`JobControl::wake`].
+    pub async fn woken(&self) {
+        self.wake.notified().await;
+    }
+
+    /// Live progress (done, total) of a job running in this process.
+    pub fn progress(&self, id: Uuid) -> Option<(u32, u32)> {
+        let running = self.running.lock().ok()?;
+        let job = running.get(&id)?;
+        Some((
+            job.done.load(Ordering::Relaxed),
+            job.total.load(Ordering::Relaxed),
+        ))
+    }
+
+    /// Ask a job running in this process to stop at its next progress report (the fast path;
+    /// the flag in the database reaches it through the heartbeat wherever it runs).
+    pub fn request_cancel(&self, id: Uuid) {
+        if let Some(job) = self.running.lock().ok().and_then(|r| r.get(&id).cloned()) {
+            job.request_stop(StopReason::User);
+        }
+    }
+
+    pub fn running_count(&self) -> usize {
+        self.running.lock().map(|r| r.len()).unwrap_or(0)
+    }
+
+    pub fn register(&self, id: Uuid) -> Arc<RunningJob> {
+        let job = Arc::new(RunningJob::default());
+        if let Ok(mut running) = self.running.lock() {
+            running.insert(id, job.clone());
+        }
+        job
+    }
+
+    pub fn unregister(&self, id: Uuid) {
+        if let Ok(mut running) = self.running.lock() {
+            running.remove(&id);
+        }
+    }
+
+    pub fn stop_all(&self, reason: StopReason) {
+        if let Ok(running) = self.running.lock() {
+            for job in running.values() {
+                job.request_stop(reason);
+            }
+        }
+    }
+}
+
+/// How often a holder renews its leases: three heartbeats per lease, so one lost heartbeat
+/// (a slow database, a pause) never lets a healthy replica's lease run out.
+pub fn heartbeat_period(lease: Duration) -> Duration {
+    (lease / 3).max(Duration::from_millis(200))
+}
+
+/// Keeps a running job's lease alive until `done` is cancelled, and turns the database's view
+/// into stop requests: `cancel_requested` → [`StopReason::User`], a lost lease →
+/// [`StopReason::LeaseLost`]. A heartbeat that fails for another reason (the database is
+/// unreachable) is retried at the next period; if the database stays away past the lease, a
+/// reaper elsewhere fails the job and this holder learns it on reconnecting.
+pub async fn hold(store: Store, lease: Lease, control: Arc<RunningJob>, done: CancellationToken) {
+    let period = heartbeat_period(store.lease());
+    loop {
+        tokio::select! {
+            _ = done.cancelled() => return,
+            _ = tokio::time::sleep(period) => {}
+        }
+        match store.heartbeat(lease).await {
+            Ok(true) => control.request_stop(StopReason::User),
+            Ok(false) => {}
+            Err(StoreError::LeaseLost(_)) => {
+                tracing::warn!(job = %lease.job, "lost the job's lease (another replica failed it); stopping");
+                control.request_stop(StopReason::LeaseLost);
+                return;
+            }
+            Err(e) => tracing::warn!(job = %lease.job, error = %e, "could not renew the job's lease"),
+        }
+    }
+}
+
+/// The reaper, one per replica, until `shutdown`: fails jobs whose lease ran out and studies
+/// whose coordinator stopped renewing, and renews this replica's own study leases. Runs once
+/// at once (so a restarted single process fails what its predecessor left as soon as the
+/// lease allows), then every half lease.
+pub async fn reap(store: Store, shutdown: CancellationToken) {
+    let period = (store.lease() / 2).max(Duration::from_millis(200));
+    let study_period = heartbeat_period(store.lease());
+    let mut next_reap = tokio::time::Instant::now();
+    loop {
+        if tokio::time::Instant::now() >= next_reap {
+            match store.reap_expired_jobs().await {
+                Ok(0) => {}
+                Ok(n) => tracing::warn!(
+                    jobs = n,
+                    "failed jobs whose replica stopped answering (charges kept, never re-run)"
+                ),
+                Err(e) => tracing::warn!(error = %e, "could not reap expired jobs"),
+            }
+            match store.reap_expired_studies().await {
+                Ok(0) => {}
+                Ok(n) => tracing::warn!(
+                    studies = n,
+                    "failed studies whose coordinator stopped (charges made stand)"
+                ),
+                Err(e) => tracing::warn!(error = %e, "could not reap interrupted studies"),
+            }
+            next_reap = tokio::time::Instant::now() + period;
+        }
+        if let Err(e) = store.renew_study_leases().await {
+            tracing::warn!(error = %e, "could not renew this replica's study leases");
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(study_period.min(period)) => {}
+        }
+    }
+}
