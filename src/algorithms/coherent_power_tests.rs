@@ -614,8 +614,16 @@ fn mismatched_input_or_stale_config_fails_cleanly() {
     let good = config(2, 2, vec![6.0], 1.0, 1.0);
     let cases = [
         (DataInput::Matrix { a: &a }, ctx(6, None, AR), good.clone()),
-        (DataInput::Records { xt: (&xt).into() }, ctx(6, None, EN), good.clone()),
-        (DataInput::Records { xt: (&xt).into() }, ctx(7, None, AR), good.clone()),
+        (
+            DataInput::Records { xt: (&xt).into() },
+            ctx(6, None, EN),
+            good.clone(),
+        ),
+        (
+            DataInput::Records { xt: (&xt).into() },
+            ctx(7, None, AR),
+            good.clone(),
+        ),
         (DataInput::Matrix { a: &a }, ctx(5, None, EN), good.clone()),
         // Stored configurations that no longer fit.
         (

@@ -246,7 +246,12 @@ fn gaps(released: &[f64], k: usize, r: f64, floor: f64) -> Vec<f64> {
 }
 
 /// Private λ̂_1..λ̂_{k+1} (at most d) of Σ̂ = XᵀX/n: exact eigenvalues plus N(0, sd²) each.
-fn private_eigenvalues(xt: Records<'_>, k: usize, sd: f64, env: &mut RunEnv<'_>) -> Result<Vec<f64>, RunError> {
+fn private_eigenvalues(
+    xt: Records<'_>,
+    k: usize,
+    sd: f64,
+    env: &mut RunEnv<'_>,
+) -> Result<Vec<f64>, RunError> {
     let (d, n) = xt.shape();
     let sigma = gram_t(xt) / n as f64;
     let exact = try_sym_eigenvalues(&sigma)

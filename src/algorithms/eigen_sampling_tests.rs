@@ -379,7 +379,13 @@ fn eigenvalues_converge_are_sorted_and_optional() {
     let config = EigenSampling
         .configure(params(k, None), &c, &target(1e16))
         .expect("valid");
-    let (out, _) = run_audited(&EigenSampling, DataInput::Records { xt: (&xt).into() }, &config, &c, 63);
+    let (out, _) = run_audited(
+        &EigenSampling,
+        DataInput::Records { xt: (&xt).into() },
+        &config,
+        &c,
+        63,
+    );
     let values = out.expect("run").eigenvalues.expect("released");
     assert_eq!(values.len(), k);
     for (got, want) in values.iter().zip(exact.iter()) {
@@ -389,7 +395,13 @@ fn eigenvalues_converge_are_sorted_and_optional() {
     let config = EigenSampling
         .configure(params(k, None), &c, &target(1e-4))
         .expect("valid");
-    let (out, _) = run_audited(&EigenSampling, DataInput::Records { xt: (&xt).into() }, &config, &c, 64);
+    let (out, _) = run_audited(
+        &EigenSampling,
+        DataInput::Records { xt: (&xt).into() },
+        &config,
+        &c,
+        64,
+    );
     let values = out.expect("run").eigenvalues.expect("released");
     assert!(
         values.windows(2).all(|w| w[0] >= w[1]) && values.iter().all(|&v| v >= 0.0),
@@ -399,7 +411,13 @@ fn eigenvalues_converge_are_sorted_and_optional() {
     let config = EigenSampling
         .configure(params(k, Some(0.0)), &c, &target(1.0))
         .expect("valid");
-    let (out, audit) = run_audited(&EigenSampling, DataInput::Records { xt: (&xt).into() }, &config, &c, 65);
+    let (out, audit) = run_audited(
+        &EigenSampling,
+        DataInput::Records { xt: (&xt).into() },
+        &config,
+        &c,
+        65,
+    );
     assert!(out.expect("run").eigenvalues.is_none());
     assert!(audit.draws.iter().all(|draw| draw.label == EIGENVECTOR_RELEASE));
 }
@@ -412,7 +430,13 @@ fn full_rank_draws_all_but_the_last_vector() {
     let config = EigenSampling
         .configure(params(d, None), &c, &target(0.5))
         .expect("valid");
-    let (out, audit) = run_audited(&EigenSampling, DataInput::Records { xt: (&xt).into() }, &config, &c, 67);
+    let (out, audit) = run_audited(
+        &EigenSampling,
+        DataInput::Records { xt: (&xt).into() },
+        &config,
+        &c,
+        67,
+    );
     assert_basis_contract(&out.expect("run").basis, d, d);
     let vectors: Vec<_> = audit
         .draws

@@ -128,9 +128,7 @@ impl EigenvalueConfig {
 /// streaming pass).
 pub fn rayleigh_quotients(input: DataInput<'_>, q: &Matrix) -> Result<Vec<f64>, RunError> {
     match input {
-        DataInput::Records { xt } if xt.nrows() == q.nrows() => {
-            Ok(projected_energy(xt, q))
-        }
+        DataInput::Records { xt } if xt.nrows() == q.nrows() => Ok(projected_energy(xt, q)),
         DataInput::Matrix { a } if a.nrows() == q.nrows() && a.ncols() == q.nrows() => {
             let aq = matmul(a, q);
             Ok(q.column_iter()

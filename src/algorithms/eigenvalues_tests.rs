@@ -125,7 +125,10 @@ fn rayleigh_quotients_are_diag_of_qt_a_q() {
     let q = thin_qr_q(&spiked_records(3, 6, 3, &[1.0], 1.0, 100.0));
     let a = gram_t(&xt);
     let expected = (q.transpose() * &a * &q).diagonal();
-    for input in [DataInput::Records { xt: (&xt).into() }, DataInput::Matrix { a: &a }] {
+    for input in [
+        DataInput::Records { xt: (&xt).into() },
+        DataInput::Matrix { a: &a },
+    ] {
         let got = rayleigh_quotients(input, &q).unwrap();
         for (g, e) in got.iter().zip(expected.iter()) {
             assert!((g - e).abs() <= 1e-10 * e.abs().max(1.0), "{g} vs {e}");
@@ -143,7 +146,9 @@ fn audited_release(config: &EigenvalueConfig, runs: usize) -> (Vec<f64>, Vec<f64
     let mut recovered = Vec::new();
     let ((), audit) = with_audited_env(8, |env| {
         for _ in 0..runs {
-            let noisy = config.release(DataInput::Records { xt: (&xt).into() }, &q, env).unwrap();
+            let noisy = config
+                .release(DataInput::Records { xt: (&xt).into() }, &q, env)
+                .unwrap();
             recovered.extend(noisy.iter().zip(&exact).map(|(l, e)| l - e));
         }
     });

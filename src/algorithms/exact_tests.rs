@@ -5,13 +5,13 @@
 use serde_json::json;
 
 use super::*;
-use crate::linalg::Matrix;
 use crate::algorithms::DynAlgorithm;
 use crate::algorithms::testing::{
     AR, EN, RO, assert_basis_contract, assert_invalid_fields, input_for, invalid_field, rejected,
     run_audited, spiked_matrix, spiked_records, target,
 };
 use crate::dataset::Neighbours;
+use crate::linalg::Matrix;
 use crate::linalg::subspace::sin_theta;
 use crate::linalg::{Vector, thin_svd};
 

@@ -29,7 +29,9 @@ fn simulate_audited(
     c: &DataContext,
     seed: u64,
 ) -> (Simulation, RecordingAudit) {
-    let (run, audit) = with_audited_env(seed, |env| simulate(DataInput::Records { xt: xt.into() }, cfg, c, env));
+    let (run, audit) = with_audited_env(seed, |env| {
+        simulate(DataInput::Records { xt: xt.into() }, cfg, c, env)
+    });
     (run.expect("simulation runs"), audit)
 }
 

@@ -221,7 +221,8 @@ pub(crate) fn registry_and_direct_runs<A: Algorithm>(
     ctx: &DataContext,
     seed: u64,
 ) -> (Output, Output) {
-    let (via_registry, _) = run_prepared_audited(alg, prepared, DataInput::Records { xt: xt.into() }, ctx, seed);
+    let (via_registry, _) =
+        run_prepared_audited(alg, prepared, DataInput::Records { xt: xt.into() }, ctx, seed);
     let (direct, _) = run_on_records(alg, xt, config, ctx, seed);
     (
         via_registry.expect("run through the registry"),

@@ -23,8 +23,8 @@ pub(crate) mod testing;
 
 pub use error::LinalgError;
 pub use kernels::{
-    SymEig, ThinSvd, centred_gram_t, fix_signs, gram_t, projected_energy, gram_t_times, matmul, matmul_tn, sym_eig, thin_qr_q, thin_svd,
-    try_sym_eig, try_sym_eigenvalues, try_thin_svd,
+    SymEig, ThinSvd, centred_gram_t, fix_signs, gram_t, gram_t_times, matmul, matmul_tn, projected_energy,
+    sym_eig, thin_qr_q, thin_svd, try_sym_eig, try_sym_eigenvalues, try_thin_svd,
 };
 pub use records::{Records, Residency};
 pub use threads::{init_threads, par, par_for};

@@ -152,7 +152,10 @@ mod tests {
         let m = Matrix::from_fn(4, 3, |i, j| (i * 10 + j) as f64);
         let xt = Records::from(&m);
         assert_eq!(xt.as_slice().as_ptr(), m.as_slice().as_ptr());
-        assert_eq!(*xt, m.as_view::<nalgebra::Dyn, nalgebra::Dyn, nalgebra::U1, nalgebra::Dyn>());
+        assert_eq!(
+            *xt,
+            m.as_view::<nalgebra::Dyn, nalgebra::Dyn, nalgebra::U1, nalgebra::Dyn>()
+        );
     }
 
     #[derive(Default)]
@@ -160,7 +163,10 @@ mod tests {
 
     impl Residency for Log {
         fn release(&self, part: &[f64]) {
-            self.0.lock().expect("log").push((part.as_ptr() as usize, part.len()));
+            self.0
+                .lock()
+                .expect("log")
+                .push((part.as_ptr() as usize, part.len()));
         }
     }
 

@@ -31,7 +31,10 @@ fn gram_t_is_symmetric_and_matches_the_triple_loop_for_any_segment_length() {
             assert_eq!(g, g.transpose(), "gram_t must be exactly symmetric");
             assert!(g.diagonal().iter().all(|&x| x >= 0.0));
         }
-        assert_eq!(gram_t(&xt), gram_t_in_segments(Records::from(&xt), segment_len(d)));
+        assert_eq!(
+            gram_t(&xt),
+            gram_t_in_segments(Records::from(&xt), segment_len(d))
+        );
     }
 }
 
@@ -123,6 +126,9 @@ impl Residency for Released {
     }
 }
 
+/// One streaming pass over the records.
+type Pass<'a> = dyn Fn(Records<'_>) + 'a;
+
 #[test]
 fn every_pass_releases_each_record_once_in_bounded_segments() {
     // Enough work for gram_t_times to split the records over the pool's threads.
@@ -132,7 +138,7 @@ fn every_pass_releases_each_record_once_in_bounded_segments() {
     let mean = xt.column_sum() / n as f64;
     let block = BLOCK_BYTES / (8 * d);
     let q = gaussian(d, 3, 11);
-    let passes: [(&str, usize, &dyn Fn(Records<'_>)); 4] = [
+    let passes: [(&str, usize, &Pass<'_>); 4] = [
         ("gram_t", segment, &|r| drop(gram_t_in_segments(r, segment))),
         ("gram_t_times", segment.div_ceil(block) * block, &|r| {
             drop(gram_t_times_in_segments(r, &v, segment))
