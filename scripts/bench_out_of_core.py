@@ -4,14 +4,14 @@
 Writes an n × d float64 `.npy` (default 1 000 000 × 1 000, 8 GB) in chunks, starts a release
 `privpca serve` inside a memory cgroup capped at `--cap` (cgroup v1 `memory.limit_in_bytes`,
 or v2 `memory.max`, under this process's own cgroup), streams the file to
-`PUT /v1/datasets/{id}/data`, runs one noisy_power k=10 job (L = 4, p = 20: the factored path,
-four streaming passes over the stored file), and reports wall times, the server's peak RSS
+`PUT /v1/datasets/{id}/data`, runs one k=10 job of each of `--algorithms` (default noisy_power:
+L = 4, p = 20, the factored path, four streaming passes over the stored file), and reports wall times, the server's peak RSS
 (VmHWM, and the peaks of RssAnon and RssFile sampled every 50 ms) and the cgroup's peak charge
 (which includes page cache). Deletes every file it wrote.
 
 Usage (as root, or with a delegated cgroup):
   python3 scripts/bench_out_of_core.py [--bin target/release/privpca] [--n 1000000] [--d 1000]
-      [--cap 4G] [--dir target/ooc-bench]
+      [--cap 4G] [--dir target/ooc-bench] [--algorithms noisy_power,analyze_gauss,exact]
 """
 
 import argparse
@@ -135,6 +135,7 @@ def main():
     ap.add_argument("--d", type=int, default=1000)
     ap.add_argument("--cap", default="4G")
     ap.add_argument("--dir", default="target/ooc-bench")
+    ap.add_argument("--algorithms", default="noisy_power", help="comma-separated, run in order")
     args = ap.parse_args()
     limit = parse_size(args.cap)
 
@@ -181,7 +182,7 @@ def main():
         dataset = client.call(
             "POST",
             "/v1/datasets",
-            {"name": "ooc", "kind": "records", "row_norm_bound": 1.0, "public": True, "budget": {"rho": 100}},
+            {"name": "ooc", "kind": "records", "row_norm_bound": 1.0, "public": True},
         )["id"]
 
         start = time.perf_counter()
@@ -199,24 +200,26 @@ def main():
               f"server VmHWM {gib(after_upload['VmHWM'])}, cgroup peak {gib(cap.peak())}")
         os.remove(npy)  # only the stored copy from here on
 
-        start = time.perf_counter()
-        job = client.call(
-            "POST",
-            "/v1/jobs",
-            {"dataset_id": dataset, "algorithm": "noisy_power", "params": {"k": 10}, "privacy": {"rho": 1.0}},
-        )
-        while True:
-            view = client.call("GET", f"/v1/jobs/{job['id']}")
-            if view["status"] in ("succeeded", "failed", "cancelled"):
-                break
-            time.sleep(0.5)
-        elapsed = time.perf_counter() - start
-        result = client.call("GET", f"/v1/jobs/{job['id']}/result") if view["status"] == "succeeded" else None
+        for algorithm in args.algorithms.split(","):
+            start = time.perf_counter()
+            job = client.call(
+                "POST",
+                "/v1/jobs",
+                {"dataset_id": dataset, "algorithm": algorithm, "params": {"k": 10}, "privacy": {"rho": 1.0}},
+            )
+            while True:
+                view = client.call("GET", f"/v1/jobs/{job['id']}")
+                if view["status"] in ("succeeded", "failed", "cancelled"):
+                    break
+                time.sleep(0.5)
+            elapsed = time.perf_counter() - start
+            ok = view["status"] == "succeeded"
+            result = client.call("GET", f"/v1/jobs/{job['id']}/result") if ok else view.get("error")
+            print(f"{algorithm} k=10 on {args.n} × {args.d}: {view['status']} in {elapsed:.1f} s "
+                  f"(run_ms {view.get('run_ms')}), {(result['d'], result['k']) if ok else result}")
         end = status(server.pid)
         sampler.stop = True
         sampler.join()
-        print(f"noisy_power k=10 on {args.n} × {args.d}: {view['status']} in {elapsed:.1f} s "
-              f"(run_ms {view.get('run_ms')}), basis {result and (result['d'], result['k'])}")
         print(f"server peak RSS (VmHWM) {gib(end['VmHWM'])}; sampled peaks RssAnon "
               f"{gib(sampler.peaks['RssAnon'])}, RssFile {gib(sampler.peaks['RssFile'])}")
         print(f"cgroup cap {args.cap} (cgroup v{cap.version}); peak charge incl. page cache "

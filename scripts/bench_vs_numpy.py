@@ -162,7 +162,7 @@ def main():
         dataset = client.call(
             "POST",
             "/v1/datasets",
-            {"name": "bench", "kind": "records", "row_norm_bound": 1.0, "public": True, "budget": {"rho": 1e6}},
+            {"name": "bench", "kind": "records", "row_norm_bound": 1.0, "public": True},
         )["id"]
         with open(npy, "rb") as f:
             body = f.read()
