@@ -139,7 +139,7 @@ fn one_run(data: &Data, sites: u32, n_s: usize, rho: f64, seed: u64) -> [f64; 5]
         let mut progress = |_: u32, _: u32| -> Result<(), Cancelled> { Ok(()) };
         let mut env = RunEnv::new(rng, &mut progress);
         let out = CapePca
-            .run(DataInput::Records { xt: &xt }, config, &ctx, &mut env)
+            .run(DataInput::Records { xt: (&xt).into() }, config, &ctx, &mut env)
             .expect("runs");
         captured_energy(&out.basis, &sigma)
     };

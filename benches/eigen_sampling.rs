@@ -52,7 +52,7 @@ fn run<A: Algorithm>(alg: &A, config: &A::Config, xt: &Matrix, ctx: &DataContext
     let mut rng = ChaCha20Rng::seed_from_u64(seed);
     let mut progress = |_: u32, _: u32| Ok::<(), Cancelled>(());
     let mut env = RunEnv::new(&mut rng, &mut progress);
-    alg.run(DataInput::Records { xt }, config, ctx, &mut env)
+    alg.run(DataInput::Records { xt: xt.into() }, config, ctx, &mut env)
         .expect("run")
 }
 

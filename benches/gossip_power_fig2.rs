@@ -119,7 +119,9 @@ fn run(data: &Dataset, algorithm: &str, params: Value, rho: f64, seed: u64) -> (
     let out = alg
         .run_prepared(
             &prepared.config,
-            DataInput::Records { xt: &data.xt },
+            DataInput::Records {
+                xt: (&data.xt).into(),
+            },
             &ctx,
             &mut env,
         )

@@ -251,8 +251,12 @@ fn experiment(setup: &Setup, ns: &[usize], reps: usize) {
                 let mut rng = ChaCha20Rng::seed_from_u64(seed ^ 0x9e37_79b9 ^ r as u64);
                 let mut progress = |_: u32, _: u32| Ok::<(), Cancelled>(());
                 let mut env = RunEnv::new(&mut rng, &mut progress);
-                match algorithm.run_prepared(&prepared.config, DataInput::Records { xt: &xt }, &ctx, &mut env)
-                {
+                match algorithm.run_prepared(
+                    &prepared.config,
+                    DataInput::Records { xt: (&xt).into() },
+                    &ctx,
+                    &mut env,
+                ) {
                     Ok(out) => cell.losses.push(1.0 - captured_energy(&out.basis, &population)),
                     Err(_) => cell.failures += 1,
                 }

@@ -141,7 +141,9 @@ fn run(
         let out = alg
             .run_prepared(
                 &prepared.config,
-                DataInput::Records { xt: &data.xt },
+                DataInput::Records {
+                    xt: (&data.xt).into(),
+                },
                 &ctx,
                 &mut env,
             )

@@ -451,7 +451,9 @@ fn run_one(
     let start = Instant::now();
     let result = variant.algorithm.run_prepared(
         &prepared.config,
-        DataInput::Records { xt: &data.xt },
+        DataInput::Records {
+            xt: (&data.xt).into(),
+        },
         ctx,
         &mut env,
     );

@@ -178,13 +178,18 @@ async fn execute(state: &AppState, job: &JobRecord, control: Arc<RunningJob>) ->
 
     type Released = serde_json::Map<String, serde_json::Value>;
     let task = tokio::task::spawn_blocking(move || -> Result<(algorithms::Output, Released), Failure> {
-        let data = ingest::load(&path, n, d).map_err(|e| {
+        // Memory-mapped in the layout the kernels read: no load, no copy of the records.
+        let data = ingest::open(&path, n, d).map_err(|e| {
             tracing::error!(job = %job_id, error = %e, "could not load the dataset");
             Failure::Failed("could not load the dataset's data".into())
         })?;
+        let square;
         let input = match kind {
-            Kind::Records => DataInput::Records { xt: &data },
-            Kind::Matrix => DataInput::Matrix { a: &data },
+            Kind::Records => DataInput::Records { xt: data.records() },
+            Kind::Matrix => {
+                square = data.records().to_matrix();
+                DataInput::Matrix { a: &square }
+            }
         };
         // Private datasets: a fresh generator seeded from the OS, never stored or logged.
         let mut rng = match seed {

@@ -216,12 +216,18 @@ fn mismatched_input_fails_cleanly() {
     let xt = spiked_records(3, 6, 20, &[4.0], 0.3, 2.0);
     let config = AnalyzeGaussConfig { k: 2, noise_sd: 1.0 };
     for c in [ctx(6, None, EN), ctx(5, None, AR)] {
-        assert_fails_cleanly(&AnalyzeGauss, DataInput::Records { xt: &xt }, &config, &c, c);
+        assert_fails_cleanly(
+            &AnalyzeGauss,
+            DataInput::Records { xt: (&xt).into() },
+            &config,
+            &c,
+            c,
+        );
     }
     let bad = AnalyzeGaussConfig { k: 7, noise_sd: 1.0 };
     let (out, _) = run_audited(
         &AnalyzeGauss,
-        DataInput::Records { xt: &xt },
+        DataInput::Records { xt: (&xt).into() },
         &bad,
         &ctx(6, None, AR),
         1,

@@ -83,7 +83,7 @@ use crate::federation::cape::{
     unpack_symmetric,
 };
 use crate::federation::crypto::Seed;
-use crate::linalg::{Matrix, fix_signs, gram_t, thin_qr_q, try_sym_eig};
+use crate::linalg::{Matrix, Records, fix_signs, gram_t, thin_qr_q, try_sym_eig};
 use crate::privacy::{Cost, PrivacyTarget};
 
 /// Largest D: the sites form D-dimensional packed third-order noise (C(D+2, 3) entries, 171 700
@@ -415,9 +415,10 @@ pub fn shard_ranges(n: usize, shares: &[f64]) -> Vec<Range<usize>> {
 
 /// The model's domain projection of records (module docs): identity for MOG; for STM, entries
 /// rounded to integers ≥ 0 and rows of fewer than 3 words zeroed.
-pub fn to_domain(xt: &Matrix, model: Model) -> Matrix {
+pub fn to_domain<'a>(xt: impl Into<Records<'a>>, model: Model) -> Matrix {
+    let xt = xt.into();
     match model {
-        Model::Mog => xt.clone(),
+        Model::Mog => xt.to_matrix(),
         Model::Stm => {
             let mut c = xt.map(|v| if v.is_finite() { v.round().max(0.0) } else { 0.0 });
             for mut col in c.column_iter_mut() {

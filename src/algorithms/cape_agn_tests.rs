@@ -389,7 +389,7 @@ fn run_registry(
         .expect("registered");
     let prepared = alg.prepare(params, c, &target(rho)).unwrap();
     let (out, _) = with_audited_env(seed, |env| {
-        let out = alg.run_prepared(&prepared.config, DataInput::Records { xt }, c, env);
+        let out = alg.run_prepared(&prepared.config, DataInput::Records { xt: xt.into() }, c, env);
         (out, env.released().to_vec())
     });
     (out.0.expect("runs"), out.1)

@@ -33,7 +33,7 @@ use super::{
 use crate::dataset::{DataContext, Kind, Relation};
 use crate::federation::cape::{self, CapeNoise, CapeReport, DEFAULT_PAIR_RATIO};
 use crate::federation::crypto::Seed;
-use crate::linalg::{Matrix, fix_signs, gram_t, try_sym_eig};
+use crate::linalg::{Records, fix_signs, gram_t, try_sym_eig};
 use crate::privacy::{Cost, PrivacyTarget};
 
 /// Default number of simulated sites.
@@ -163,7 +163,8 @@ pub fn finish(aggregate: &[f64], d: usize, k: usize) -> Result<Output, RunError>
 }
 
 /// A site's statistic: the packed upper triangle of X_sᵀX_s (`xt` = X_sᵀ, d×n_s, clipped).
-pub fn site_statistic(xt: &Matrix) -> Vec<f64> {
+pub fn site_statistic<'a>(xt: impl Into<Records<'a>>) -> Vec<f64> {
+    let xt = xt.into();
     if xt.ncols() == 0 {
         return vec![0.0; xt.nrows() * (xt.nrows() + 1) / 2];
     }
@@ -358,11 +359,12 @@ impl Algorithm for CapePca {
 
 /// The whole protocol in process: fresh pair and aggregator seeds from `env` (known to no one
 /// but the simulated parties), each site's message, the aggregate and its eigenvectors.
-pub fn simulate(
-    xt: &Matrix,
+pub fn simulate<'a>(
+    xt: impl Into<Records<'a>>,
     config: &CapePcaConfig,
     env: &mut RunEnv<'_>,
 ) -> Result<(Output, CapeReport), RunError> {
+    let xt = xt.into();
     let (sum, report) = simulate_aggregate(xt, config, env)?;
     let output = finish(&sum, xt.nrows(), config.k)?;
     env.progress(config.sites + 1, config.sites + 1)?;
@@ -370,11 +372,12 @@ pub fn simulate(
 }
 
 /// The aggregate Σ_{s∈U}(Â_s − F_s) of a simulated run (packed), and its noise report.
-pub fn simulate_aggregate(
-    xt: &Matrix,
+pub fn simulate_aggregate<'a>(
+    xt: impl Into<Records<'a>>,
     config: &CapePcaConfig,
     env: &mut RunEnv<'_>,
 ) -> Result<(Vec<f64>, CapeReport), RunError> {
+    let xt = xt.into();
     let sites = config.sites;
     let n = xt.ncols();
     if n < sites as usize {
@@ -399,13 +402,13 @@ pub fn simulate_aggregate(
         if config.dropouts.contains(&me) {
             continue;
         }
-        let shard = xt.columns(range.start, range.len()).into_owned();
+        let shard = xt.block(range.start, range.len());
         let seeds: Vec<(u32, Seed)> = (1..=sites)
             .filter(|&j| j != me)
             .map(|j| (j, pair[&(me.min(j), me.max(j))]))
             .collect();
         let release = cape::site_release(
-            &site_statistic(&shard),
+            &site_statistic(shard),
             me,
             &seeds,
             &aggregator_seeds[&me],

@@ -24,7 +24,7 @@ use serde_json::{Map, Value};
 
 use super::{ConfigError, NoiseScale, RunEnv, RunError};
 use crate::dataset::{DataContext, Kind, Neighbours};
-use crate::linalg::{Matrix, Vector};
+use crate::linalg::{Matrix, Records, Vector};
 use crate::privacy::Cost;
 
 /// Default share of the job's ρ spent on a private mean.
@@ -245,7 +245,13 @@ impl CenterConfig {
     }
 
     /// The centre μ̂: the given vector, or the private mean of the columns of `xt` (d×n).
-    pub fn centre(&self, xt: &Matrix, ctx: &DataContext, env: &mut RunEnv<'_>) -> Result<Vector, RunError> {
+    pub fn centre<'a>(
+        &self,
+        xt: impl Into<Records<'a>>,
+        ctx: &DataContext,
+        env: &mut RunEnv<'_>,
+    ) -> Result<Vector, RunError> {
+        let xt = xt.into();
         let d = xt.nrows();
         match self {
             CenterConfig::Given { vector } if vector.len() == d => Ok(Vector::from_column_slice(vector)),
@@ -279,7 +285,13 @@ impl CenterConfig {
     }
 
     /// Centres the records (d×n, one per column) and clips them again to β and α.
-    pub fn apply(&self, xt: &Matrix, ctx: &DataContext, env: &mut RunEnv<'_>) -> Result<Matrix, RunError> {
+    pub fn apply<'a>(
+        &self,
+        xt: impl Into<Records<'a>>,
+        ctx: &DataContext,
+        env: &mut RunEnv<'_>,
+    ) -> Result<Matrix, RunError> {
+        let xt = xt.into();
         let (beta, alpha) = bounds(ctx).map_err(|e| RunError::Failed(e.to_string()))?;
         let mu = self.centre(xt, ctx, env)?;
         Ok(recentre(xt, &mu, beta, alpha))
@@ -287,8 +299,8 @@ impl CenterConfig {
 }
 
 /// x ← clip(x − μ): x·min(1, β/‖x‖₂), then x·min(1, α/‖x‖₁) (privacy.md §1), per column.
-pub fn recentre(xt: &Matrix, mu: &Vector, beta: f64, alpha: f64) -> Matrix {
-    let mut out = xt.clone();
+pub fn recentre<'a>(xt: impl Into<Records<'a>>, mu: &Vector, beta: f64, alpha: f64) -> Matrix {
+    let mut out = xt.into().to_matrix();
     for mut col in out.column_iter_mut() {
         col -= mu;
         let l2 = col.norm();

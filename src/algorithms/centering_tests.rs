@@ -210,7 +210,7 @@ fn centred_output_converges_to_the_centred_top_k() {
             &target(1e14),
         )
         .unwrap();
-    let input = crate::algorithms::DataInput::Records { xt: &xt };
+    let input = crate::algorithms::DataInput::Records { xt: (&xt).into() };
     let (out, audit) = run_prepared_audited(&NoisyPower, &p.config, input, &c, 9);
     let out = out.expect("run succeeds");
     assert_basis_contract(&out.basis, d, k);

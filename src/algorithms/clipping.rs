@@ -33,7 +33,7 @@ use serde_json::{Map, Value};
 
 use super::{ConfigError, NoiseScale, RunEnv, RunError};
 use crate::dataset::{DataContext, Kind, Neighbours};
-use crate::linalg::Matrix;
+use crate::linalg::{Matrix, Records};
 use crate::privacy::{Cost, PrivacyTarget};
 
 /// Audit label of the search's noisy counts.
@@ -227,7 +227,8 @@ impl ClipConfig {
     }
 
     /// Runs the search on the records (d×n, one record per column) and returns c.
-    pub fn search(&self, xt: &Matrix, env: &mut RunEnv<'_>) -> Result<f64, RunError> {
+    pub fn search<'a>(&self, xt: impl Into<Records<'a>>, env: &mut RunEnv<'_>) -> Result<f64, RunError> {
+        let xt = xt.into();
         let norms: Vec<f64> = xt.column_iter().map(|c| c.norm()).collect();
         // Bisection on t ∈ [−LOG2_RANGE, 0], c = β·2^t.
         let (mut lo, mut hi) = (-LOG2_RANGE, 0.0_f64);
@@ -265,8 +266,8 @@ pub fn clipped_context(ctx: &DataContext, c: f64) -> DataContext {
 }
 
 /// Every record scaled to ‖x‖₂ ≤ c (the L1 bound only gets looser relative to the norm).
-pub fn clip_rows(xt: &Matrix, c: f64) -> Matrix {
-    let mut out = xt.clone();
+pub fn clip_rows<'a>(xt: impl Into<Records<'a>>, c: f64) -> Matrix {
+    let mut out = xt.into().to_matrix();
     for mut column in out.column_iter_mut() {
         let norm = column.norm();
         if norm > c {

@@ -173,7 +173,7 @@ fn a_clipped_job_is_calibrated_to_the_released_bound() {
     let (out, audit) = run_prepared_audited(
         &AnalyzeGauss,
         &prepared.config,
-        crate::algorithms::DataInput::Records { xt: &xt },
+        crate::algorithms::DataInput::Records { xt: (&xt).into() },
         &c,
         5,
     );

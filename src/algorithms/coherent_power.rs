@@ -102,7 +102,7 @@ use super::{
     RunError,
 };
 use crate::dataset::{DataContext, Kind, Neighbours, Relation};
-use crate::linalg::{Matrix, fix_signs, gram_t, gram_t_times, matmul, thin_qr_q};
+use crate::linalg::{Matrix, Records, fix_signs, gram_t, gram_t_times, matmul, thin_qr_q};
 use crate::privacy::{Cost, PrivacyTarget};
 
 /// Default number of rounds T per vector. The paper's T = 4·ln σ₁(A) (Lemma 3.5) depends on the
@@ -241,7 +241,7 @@ fn check_coherence(bound: Option<f64>, search: bool, d: usize) -> Result<Vec<f64
 enum Operator<'a> {
     Dense(std::borrow::Cow<'a, Matrix>),
     /// A = xt·xtᵀ applied in factored form (never formed).
-    Records(&'a Matrix),
+    Records(Records<'a>),
 }
 
 struct Deflated<'a> {
@@ -283,7 +283,7 @@ impl<'a> Deflated<'a> {
     fn apply(&self, x: &Matrix) -> Matrix {
         let mut y = match &self.base {
             Operator::Dense(a) => matmul(a, x),
-            Operator::Records(xt) => gram_t_times(xt, x),
+            Operator::Records(xt) => gram_t_times(*xt, x),
         };
         for (sigma, v) in &self.removed {
             y -= v * (sigma * v.dot(x));

@@ -585,7 +585,7 @@ fn progress_is_reported_and_cancellation_stops_the_run() {
     let config = CoherentPower
         .configure(params(2, 5, Some(d as f64), false), &c, &target(1.0))
         .expect("valid");
-    let input = DataInput::Records { xt: &xt };
+    let input = DataInput::Records { xt: (&xt).into() };
     let (out, calls, _) = run_with_progress(&CoherentPower, input, &config, &c, 1, |_, _| false);
     out.expect("run");
     assert_eq!(calls, (1..=10).map(|l| (l, 10)).collect::<Vec<_>>());
@@ -614,32 +614,40 @@ fn mismatched_input_or_stale_config_fails_cleanly() {
     let good = config(2, 2, vec![6.0], 1.0, 1.0);
     let cases = [
         (DataInput::Matrix { a: &a }, ctx(6, None, AR), good.clone()),
-        (DataInput::Records { xt: &xt }, ctx(6, None, EN), good.clone()),
-        (DataInput::Records { xt: &xt }, ctx(7, None, AR), good.clone()),
+        (
+            DataInput::Records { xt: (&xt).into() },
+            ctx(6, None, EN),
+            good.clone(),
+        ),
+        (
+            DataInput::Records { xt: (&xt).into() },
+            ctx(7, None, AR),
+            good.clone(),
+        ),
         (DataInput::Matrix { a: &a }, ctx(5, None, EN), good.clone()),
         // Stored configurations that no longer fit.
         (
-            DataInput::Records { xt: &xt },
+            DataInput::Records { xt: (&xt).into() },
             ctx(6, None, AR),
             config(7, 2, vec![6.0], 1.0, 1.0),
         ),
         (
-            DataInput::Records { xt: &xt },
+            DataInput::Records { xt: (&xt).into() },
             ctx(6, None, AR),
             config(2, 0, vec![6.0], 1.0, 1.0),
         ),
         (
-            DataInput::Records { xt: &xt },
+            DataInput::Records { xt: (&xt).into() },
             ctx(6, None, AR),
             config(2, 2, vec![], 1.0, 1.0),
         ),
         (
-            DataInput::Records { xt: &xt },
+            DataInput::Records { xt: (&xt).into() },
             ctx(6, None, AR),
             config(2, 2, vec![7.0], 1.0, 1.0),
         ),
         (
-            DataInput::Records { xt: &xt },
+            DataInput::Records { xt: (&xt).into() },
             ctx(6, None, AR),
             config(2, 2, vec![0.5], 1.0, 1.0),
         ),
@@ -692,11 +700,11 @@ fn dense_and_factored_records_paths_agree() {
     // d large relative to n: A is never formed; n large relative to d: A is formed once.
     let wide = spiked_records(2, 40, 10, &[3.0], 0.3, 2.0);
     let c = ctx(40, None, AR);
-    let op = Deflated::new(DataInput::Records { xt: &wide }, &c, 50).expect("fits");
+    let op = Deflated::new(DataInput::Records { xt: (&wide).into() }, &c, 50).expect("fits");
     assert!(matches!(op.base, Operator::Records(_)));
     let tall = spiked_records(2, 8, 500, &[3.0], 0.3, 2.0);
     let c = ctx(8, None, AR);
-    let op = Deflated::new(DataInput::Records { xt: &tall }, &c, 50).expect("fits");
+    let op = Deflated::new(DataInput::Records { xt: (&tall).into() }, &c, 50).expect("fits");
     assert!(matches!(op.base, Operator::Dense(_)));
     // Both compute A_i·x = (XᵀX − Σ σ̂ v vᵀ)·x.
     let mut rng = seeded(3);
@@ -712,7 +720,7 @@ fn dense_and_factored_records_paths_agree() {
     let want = &explicit * &x;
     for base in [
         Operator::Dense(std::borrow::Cow::Borrowed(&gram)),
-        Operator::Records(&tall),
+        Operator::Records((&tall).into()),
     ] {
         let op = Deflated {
             base,

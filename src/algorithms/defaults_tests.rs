@@ -53,7 +53,12 @@ fn every_algorithm_captures_95_percent_at_defaults_with_a_huge_budget() {
         let mut progress = |_: u32, _: u32| -> Result<(), Cancelled> { Ok(()) };
         let mut env = RunEnv::new(&mut rng, &mut progress);
         let out = algorithm
-            .run_prepared(&prepared.config, DataInput::Records { xt: &xt }, &ctx, &mut env)
+            .run_prepared(
+                &prepared.config,
+                DataInput::Records { xt: (&xt).into() },
+                &ctx,
+                &mut env,
+            )
             .unwrap_or_else(|e| panic!("{name} fails at its defaults: {e}"));
         let captured = captured_energy(&out.basis, &sigma);
         assert!(captured >= 0.95, "{name}: captured {captured}");

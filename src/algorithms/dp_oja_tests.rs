@@ -265,7 +265,7 @@ fn progress_is_reported_and_cancellation_stops_the_run() {
     };
     let (out, seen, _) = run_with_progress(
         &DpOja,
-        DataInput::Records { xt: &xt },
+        DataInput::Records { xt: (&xt).into() },
         &config,
         &c,
         26,
@@ -284,11 +284,11 @@ fn mismatched_input_fails_cleanly() {
     let config = DpOja.configure(params(2), &c, &target(1.0)).expect("valid");
     let a = Matrix::identity(d, d);
     for (input, context) in [
-        (DataInput::Records { xt: &xt }, ctx(d, Some(n + 2), RO)),
-        (DataInput::Records { xt: &xt }, ctx(d - 1, Some(n), RO)),
+        (DataInput::Records { xt: (&xt).into() }, ctx(d, Some(n + 2), RO)),
+        (DataInput::Records { xt: (&xt).into() }, ctx(d - 1, Some(n), RO)),
         (DataInput::Matrix { a: &a }, c),
         (
-            DataInput::Records { xt: &xt },
+            DataInput::Records { xt: (&xt).into() },
             ctx(d, None, Neighbours::Entry { u: 1.0 }),
         ),
     ] {

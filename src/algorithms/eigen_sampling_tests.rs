@@ -345,7 +345,7 @@ fn output_is_orthonormal_and_converges() {
                 .expect("valid");
             let (out, audit) = run_audited(
                 &EigenSampling,
-                DataInput::Records { xt: &xt },
+                DataInput::Records { xt: (&xt).into() },
                 &config,
                 &c,
                 70 + s as u64,
@@ -379,7 +379,13 @@ fn eigenvalues_converge_are_sorted_and_optional() {
     let config = EigenSampling
         .configure(params(k, None), &c, &target(1e16))
         .expect("valid");
-    let (out, _) = run_audited(&EigenSampling, DataInput::Records { xt: &xt }, &config, &c, 63);
+    let (out, _) = run_audited(
+        &EigenSampling,
+        DataInput::Records { xt: (&xt).into() },
+        &config,
+        &c,
+        63,
+    );
     let values = out.expect("run").eigenvalues.expect("released");
     assert_eq!(values.len(), k);
     for (got, want) in values.iter().zip(exact.iter()) {
@@ -389,7 +395,13 @@ fn eigenvalues_converge_are_sorted_and_optional() {
     let config = EigenSampling
         .configure(params(k, None), &c, &target(1e-4))
         .expect("valid");
-    let (out, _) = run_audited(&EigenSampling, DataInput::Records { xt: &xt }, &config, &c, 64);
+    let (out, _) = run_audited(
+        &EigenSampling,
+        DataInput::Records { xt: (&xt).into() },
+        &config,
+        &c,
+        64,
+    );
     let values = out.expect("run").eigenvalues.expect("released");
     assert!(
         values.windows(2).all(|w| w[0] >= w[1]) && values.iter().all(|&v| v >= 0.0),
@@ -399,7 +411,13 @@ fn eigenvalues_converge_are_sorted_and_optional() {
     let config = EigenSampling
         .configure(params(k, Some(0.0)), &c, &target(1.0))
         .expect("valid");
-    let (out, audit) = run_audited(&EigenSampling, DataInput::Records { xt: &xt }, &config, &c, 65);
+    let (out, audit) = run_audited(
+        &EigenSampling,
+        DataInput::Records { xt: (&xt).into() },
+        &config,
+        &c,
+        65,
+    );
     assert!(out.expect("run").eigenvalues.is_none());
     assert!(audit.draws.iter().all(|draw| draw.label == EIGENVECTOR_RELEASE));
 }
@@ -412,7 +430,13 @@ fn full_rank_draws_all_but_the_last_vector() {
     let config = EigenSampling
         .configure(params(d, None), &c, &target(0.5))
         .expect("valid");
-    let (out, audit) = run_audited(&EigenSampling, DataInput::Records { xt: &xt }, &config, &c, 67);
+    let (out, audit) = run_audited(
+        &EigenSampling,
+        DataInput::Records { xt: (&xt).into() },
+        &config,
+        &c,
+        67,
+    );
     assert_basis_contract(&out.expect("run").basis, d, d);
     let vectors: Vec<_> = audit
         .draws
@@ -443,7 +467,7 @@ fn wrong_input_and_cancellation_are_clean_failures() {
     );
     let (out, _) = run_audited(
         &EigenSampling,
-        DataInput::Records { xt: &xt },
+        DataInput::Records { xt: (&xt).into() },
         &config,
         &ctx(7, None, RO),
         1,
@@ -451,14 +475,14 @@ fn wrong_input_and_cancellation_are_clean_failures() {
     assert!(matches!(out, Err(RunError::Failed(_))));
     let (out, _) = run_audited(
         &EigenSampling,
-        DataInput::Records { xt: &xt },
+        DataInput::Records { xt: (&xt).into() },
         &config_of(2, 0.5, -1.0),
         &c,
         1,
     );
     assert!(matches!(out, Err(RunError::Failed(_))));
     // A cancelled job stops at the first progress report.
-    let input = DataInput::Records { xt: &xt };
+    let input = DataInput::Records { xt: (&xt).into() };
     let (out, _, _) = run_with_progress(&EigenSampling, input, &config, &c, 2, |_, _| true);
     assert_eq!(out.err(), Some(RunError::Cancelled));
 }
@@ -487,7 +511,7 @@ fn audit_eigenvalues(neighbours: Neighbours, factor: f64) -> Result<(), String> 
     for seed in 0..60 {
         let (out, audit) = run_audited(
             &EigenSampling,
-            DataInput::Records { xt: &xt },
+            DataInput::Records { xt: (&xt).into() },
             &config,
             &c,
             900 + seed,
@@ -566,7 +590,7 @@ fn audit_vectors(neighbours: Neighbours, factor: f64) -> Result<(), String> {
     for seed in 0..250 {
         let (out, audit) = run_audited(
             &EigenSampling,
-            DataInput::Records { xt: &xt },
+            DataInput::Records { xt: (&xt).into() },
             &config,
             &c,
             2000 + seed,

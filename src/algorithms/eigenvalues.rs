@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{ConfigError, DataInput, NoiseScale, RunEnv, RunError};
 use crate::dataset::{DataContext, Neighbours};
-use crate::linalg::{Matrix, matmul, matmul_tn};
+use crate::linalg::{Matrix, matmul, projected_energy};
 use crate::privacy::Cost;
 
 /// Default share of the job's ρ spent on the Rayleigh quotients.
@@ -124,13 +124,11 @@ impl EigenvalueConfig {
     }
 }
 
-/// q_iᵀ A q_i for each column q_i of `q` (records: A = XᵀX, computed as ‖X q_i‖²).
+/// q_iᵀ A q_i for each column q_i of `q` (records: A = XᵀX, computed as ‖X q_i‖² in one
+/// streaming pass).
 pub fn rayleigh_quotients(input: DataInput<'_>, q: &Matrix) -> Result<Vec<f64>, RunError> {
     match input {
-        DataInput::Records { xt } if xt.nrows() == q.nrows() => {
-            let y = matmul_tn(xt, q);
-            Ok(y.column_iter().map(|c| c.norm_squared()).collect())
-        }
+        DataInput::Records { xt } if xt.nrows() == q.nrows() => Ok(projected_energy(xt, q)),
         DataInput::Matrix { a } if a.nrows() == q.nrows() && a.ncols() == q.nrows() => {
             let aq = matmul(a, q);
             Ok(q.column_iter()

@@ -125,7 +125,10 @@ fn rayleigh_quotients_are_diag_of_qt_a_q() {
     let q = thin_qr_q(&spiked_records(3, 6, 3, &[1.0], 1.0, 100.0));
     let a = gram_t(&xt);
     let expected = (q.transpose() * &a * &q).diagonal();
-    for input in [DataInput::Records { xt: &xt }, DataInput::Matrix { a: &a }] {
+    for input in [
+        DataInput::Records { xt: (&xt).into() },
+        DataInput::Matrix { a: &a },
+    ] {
         let got = rayleigh_quotients(input, &q).unwrap();
         for (g, e) in got.iter().zip(expected.iter()) {
             assert!((g - e).abs() <= 1e-10 * e.abs().max(1.0), "{g} vs {e}");
@@ -139,11 +142,13 @@ fn rayleigh_quotients_are_diag_of_qt_a_q() {
 fn audited_release(config: &EigenvalueConfig, runs: usize) -> (Vec<f64>, Vec<f64>) {
     let xt = spiked_records(4, 30, 50, &[5.0, 2.0], 0.4, 2.0);
     let q = thin_qr_q(&spiked_records(5, 30, 10, &[1.0], 1.0, 100.0));
-    let exact = rayleigh_quotients(DataInput::Records { xt: &xt }, &q).unwrap();
+    let exact = rayleigh_quotients(DataInput::Records { xt: (&xt).into() }, &q).unwrap();
     let mut recovered = Vec::new();
     let ((), audit) = with_audited_env(8, |env| {
         for _ in 0..runs {
-            let noisy = config.release(DataInput::Records { xt: &xt }, &q, env).unwrap();
+            let noisy = config
+                .release(DataInput::Records { xt: (&xt).into() }, &q, env)
+                .unwrap();
             recovered.extend(noisy.iter().zip(&exact).map(|(l, e)| l - e));
         }
     });
@@ -182,7 +187,7 @@ fn with_eigenvalues_controls_the_output() {
     let (d, n) = (5, 300);
     let xt = spiked_records(6, d, n, &[9.0, 3.0], 0.3, 2.0);
     let c = ctx(d, Some(n), RO);
-    let input = DataInput::Records { xt: &xt };
+    let input = DataInput::Records { xt: (&xt).into() };
     let cases = [
         (
             &NoisyPower as &dyn DynAlgorithm,
@@ -215,8 +220,8 @@ fn charged_eigenvalues_converge_to_the_rayleigh_quotients() {
     let p = DpOja
         .prepare(json!({"k": 2, "with_eigenvalues": true}), &c, &target(1e14))
         .unwrap();
-    let (out, _) = run_dyn(&DpOja, &p.config, DataInput::Records { xt: &xt }, &c, 4);
-    let exact = rayleigh_quotients(DataInput::Records { xt: &xt }, &out.basis).unwrap();
+    let (out, _) = run_dyn(&DpOja, &p.config, DataInput::Records { xt: (&xt).into() }, &c, 4);
+    let exact = rayleigh_quotients(DataInput::Records { xt: (&xt).into() }, &out.basis).unwrap();
     for (l, e) in out.eigenvalues.unwrap().iter().zip(&exact) {
         assert!((l - e).abs() <= 1e-4 * e, "{l} vs {e}");
     }
@@ -268,7 +273,7 @@ fn the_list_of_free_eigenvalues_matches_reality() {
                 },
             )
             .unwrap_or_else(|e| panic!("{name}: {e}"));
-        let (out, _) = run_dyn(*alg, &p.config, DataInput::Records { xt: &xt }, &c, 5);
+        let (out, _) = run_dyn(*alg, &p.config, DataInput::Records { xt: (&xt).into() }, &c, 5);
         assert_eq!(
             out.eigenvalues.is_some(),
             releases_eigenvalues(name),

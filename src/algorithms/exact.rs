@@ -15,7 +15,7 @@ use super::{
     Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, ParamInfo, RunEnv, RunError,
 };
 use crate::dataset::{DataContext, Kind, Relation};
-use crate::linalg::{Matrix, fix_signs, gram_t, try_sym_eig};
+use crate::linalg::{centred_gram_t, fix_signs, gram_t, try_sym_eig};
 use crate::privacy::{Cost, PrivacyTarget};
 
 /// Exact PCA (public data only).
@@ -45,17 +45,6 @@ fn public_only_error() -> ConfigError {
     ConfigError::PublicOnly(
         "algorithm `exact` computes non-private results and runs only on datasets marked public".into(),
     )
-}
-
-/// xt with the mean record subtracted from every column: (X − 1x̄ᵀ)ᵀ.
-fn centred(xt: &Matrix) -> Matrix {
-    let n = xt.ncols() as f64;
-    let mean = xt.column_sum() / n;
-    let mut c = xt.clone();
-    for mut col in c.column_iter_mut() {
-        col -= &mean;
-    }
-    c
 }
 
 impl Algorithm for Exact {
@@ -143,7 +132,8 @@ impl Algorithm for Exact {
                 } else if xt.ncols() == 0 {
                     return Err(RunError::Failed("centering needs at least one record".into()));
                 } else {
-                    gram_t(&centred(xt))
+                    // (X − 1x̄ᵀ)ᵀ(X − 1x̄ᵀ), streamed: no centred copy of the data.
+                    centred_gram_t(xt, &(xt.column_sum() / xt.ncols() as f64))
                 }
             }
             (DataInput::Matrix { a }, Kind::Matrix) if a.nrows() == d && a.ncols() == d && !config.center => {

@@ -11,6 +11,7 @@ use crate::algorithms::testing::{
     run_audited, spiked_matrix, spiked_records, target,
 };
 use crate::dataset::Neighbours;
+use crate::linalg::Matrix;
 use crate::linalg::subspace::sin_theta;
 use crate::linalg::{Vector, thin_svd};
 
@@ -91,7 +92,7 @@ fn matches_the_svd_of_the_records() {
     let xt = spiked_records(51, d, n, &[9.0, 5.0, 3.0, 2.0], 0.3, 4.0);
     let c = public(d, Some(n), RO);
     let out = run(
-        DataInput::Records { xt: &xt },
+        DataInput::Records { xt: (&xt).into() },
         &ExactConfig { k, center: false },
         &c,
     )
@@ -136,7 +137,7 @@ fn centering_uses_the_mean_record() {
     let xt = spiked_records(53, d, n, &[4.0, 2.0], 0.5, 3.0);
     let c = public(d, Some(n), AR);
     let config = ExactConfig { k: d, center: true };
-    let out = run(DataInput::Records { xt: &xt }, &config, &c).expect("run");
+    let out = run(DataInput::Records { xt: (&xt).into() }, &config, &c).expect("run");
     // Reference: Σ_i (x_i − x̄)(x_i − x̄)ᵀ accumulated record by record.
     let mean: Vector = xt.column_iter().fold(Vector::zeros(d), |acc, x| acc + x) / n as f64;
     let mut cov = Matrix::zeros(d, d);
@@ -156,13 +157,13 @@ fn centering_uses_the_mean_record() {
     for mut col in moved.column_iter_mut() {
         col += &shift;
     }
-    let again = run(DataInput::Records { xt: &moved }, &config, &c).expect("run");
+    let again = run(DataInput::Records { xt: (&moved).into() }, &config, &c).expect("run");
     for (a, b) in values.iter().zip(again.eigenvalues.expect("exact").iter()) {
         assert!((a - b).abs() <= 1e-9 * values[0]);
     }
     // Without centering the shift does change the spectrum.
     let plain = run(
-        DataInput::Records { xt: &moved },
+        DataInput::Records { xt: (&moved).into() },
         &ExactConfig { k: d, center: false },
         &c,
     )
@@ -175,14 +176,14 @@ fn degenerate_and_mismatched_inputs_fail_cleanly() {
     let empty = Matrix::zeros(4, 0);
     let c = public(4, Some(0), RO);
     let out = run(
-        DataInput::Records { xt: &empty },
+        DataInput::Records { xt: (&empty).into() },
         &ExactConfig { k: 1, center: true },
         &c,
     );
     assert!(matches!(out, Err(RunError::Failed(_))), "{out:?}");
     // Without centering, no records is a zero Gram matrix: a valid (if dull) answer.
     let out = run(
-        DataInput::Records { xt: &empty },
+        DataInput::Records { xt: (&empty).into() },
         &ExactConfig { k: 2, center: false },
         &c,
     )
@@ -191,7 +192,7 @@ fn degenerate_and_mismatched_inputs_fail_cleanly() {
     let a = Matrix::identity(4, 4);
     for (input, ctx) in [
         (DataInput::Matrix { a: &a }, public(4, None, AR)),
-        (DataInput::Records { xt: &a }, public(4, None, EN)),
+        (DataInput::Records { xt: (&a).into() }, public(4, None, EN)),
         (DataInput::Matrix { a: &a }, public(5, None, EN)),
     ] {
         assert!(matches!(

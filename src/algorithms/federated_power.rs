@@ -31,7 +31,7 @@ use super::{
 };
 use crate::dataset::{DataContext, Kind, Neighbours, Relation};
 use crate::federation::fixed_point;
-use crate::linalg::{Matrix, gram_t_times};
+use crate::linalg::{Matrix, Records, gram_t_times};
 use crate::privacy::{Cost, PrivacyTarget};
 
 /// Default number of rounds, as `noisy_power`.
@@ -254,13 +254,14 @@ pub fn configure_for(
 /// One site's release for the iterate `x` (d×p): A_s·x + G, G iid N(0, (m·Δ(x))²/t)
 /// (Nicolas et al. Alg. 2 line 6). `xt` is the site's clipped records, d×n_s. Noise goes
 /// through `env` under [`RELEASE`].
-pub fn site_update(
-    xt: &Matrix,
+pub fn site_update<'a>(
+    xt: impl Into<Records<'a>>,
     x: &Matrix,
     config: &FederatedPowerConfig,
     neighbours: &Neighbours,
     env: &mut RunEnv<'_>,
 ) -> Result<Matrix, RunError> {
+    let xt = xt.into();
     let d = x.nrows();
     if xt.nrows() != d || x.ncols() != config.p {
         return Err(RunError::Failed(

@@ -179,7 +179,13 @@ fn simulation_matches_central_noisy_power_utility() {
                 &target(0.5),
             )
             .expect("valid");
-        let (out, _) = run_audited(&NoisyPower, DataInput::Records { xt: &xt }, &np, &c, 200 + seed);
+        let (out, _) = run_audited(
+            &NoisyPower,
+            DataInput::Records { xt: (&xt).into() },
+            &np,
+            &c,
+            200 + seed,
+        );
         central += energy(&out.expect("runs").basis) / reps as f64;
     }
     assert!(

@@ -29,7 +29,9 @@ fn simulate_audited(
     c: &DataContext,
     seed: u64,
 ) -> (Simulation, RecordingAudit) {
-    let (run, audit) = with_audited_env(seed, |env| simulate(DataInput::Records { xt }, cfg, c, env));
+    let (run, audit) = with_audited_env(seed, |env| {
+        simulate(DataInput::Records { xt: xt.into() }, cfg, c, env)
+    });
     (run.expect("simulation runs"), audit)
 }
 
@@ -309,7 +311,7 @@ fn the_documented_defaults_capture_90_percent_at_rho_5() {
         let (out, _) = run_prepared_audited(
             &GossipPower,
             &prepared.config,
-            DataInput::Records { xt: &xt },
+            DataInput::Records { xt: (&xt).into() },
             &c,
             seed,
         );
@@ -329,7 +331,7 @@ fn the_run_reports_consensus_error_and_spectral_gap() {
         let cfg = configured(params, &c, 1.0);
         let (run, _) = with_audited_env(1, |env| {
             GossipPower
-                .run(DataInput::Records { xt: &xt }, &cfg, &c, env)
+                .run(DataInput::Records { xt: (&xt).into() }, &cfg, &c, env)
                 .expect("runs");
             env.released().to_vec()
         });
@@ -359,7 +361,7 @@ fn cancellation_stops_the_noise() {
     let cfg = configured(json!({"k": 1, "iterations": 5}), &c, 1.0);
     let (out, reports, audit) = run_with_progress(
         &GossipPower,
-        DataInput::Records { xt: &xt },
+        DataInput::Records { xt: (&xt).into() },
         &cfg,
         &c,
         1,
@@ -475,7 +477,7 @@ fn explore_defaults() {
                 let (out, _) = run_prepared_audited(
                     &GossipPower,
                     &prepared.config,
-                    DataInput::Records { xt: &xt },
+                    DataInput::Records { xt: (&xt).into() },
                     &c,
                     seed,
                 );

@@ -40,15 +40,17 @@ pub use env::{Cancelled, RunEnv};
 pub use registry::{DynAlgorithm, Prepared, find, registry};
 
 use crate::dataset::{DataContext, Kind, Relation};
-use crate::linalg::Matrix;
+use crate::linalg::{Matrix, Records};
 use crate::privacy::{Cost, PrivacyTarget};
 
 /// The data an algorithm runs on.
 #[derive(Debug, Clone, Copy)]
 pub enum DataInput<'a> {
     /// Records held transposed: `xt` = Xᵀ is d×n, one record per column, already clipped to the
-    /// dataset's bounds.
-    Records { xt: &'a Matrix },
+    /// dataset's bounds. Borrowed, possibly from a memory-mapped file larger than memory: read
+    /// it in passes through the streaming kernels ([`crate::linalg::stream`]); an algorithm that
+    /// copies it whole needs the memory for the copy.
+    Records { xt: Records<'a> },
     /// A symmetric m×m matrix.
     Matrix { a: &'a Matrix },
 }

@@ -25,7 +25,7 @@ use super::{
     Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, ParamInfo, RunEnv, RunError,
 };
 use crate::dataset::{DataContext, Kind, Relation};
-use crate::linalg::{Matrix, fix_signs, gram_t, gram_t_times, matmul, thin_qr_q, try_thin_svd};
+use crate::linalg::{Matrix, Records, fix_signs, gram_t, gram_t_times, matmul, thin_qr_q, try_thin_svd};
 use crate::privacy::{Cost, PrivacyTarget};
 
 /// Default number of iterations. Nicolas et al. (§5) note that L is usually 1–5. At a fixed
@@ -122,7 +122,7 @@ pub(crate) fn gram_is_cheaper(n: usize, d: usize, p: usize, iterations: u32) -> 
 enum Operator<'a> {
     Dense(std::borrow::Cow<'a, Matrix>),
     /// A = xt·xtᵀ applied in factored form.
-    Records(&'a Matrix),
+    Records(Records<'a>),
 }
 
 impl<'a> Operator<'a> {
@@ -150,7 +150,7 @@ impl<'a> Operator<'a> {
     fn apply(&self, v: &Matrix) -> Matrix {
         match self {
             Operator::Dense(a) => matmul(a, v),
-            Operator::Records(xt) => gram_t_times(xt, v),
+            Operator::Records(xt) => gram_t_times(*xt, v),
         }
     }
 }

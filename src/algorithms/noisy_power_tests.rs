@@ -198,7 +198,7 @@ fn path_choice_follows_the_flop_counts() {
     let xt = spiked_records(1, 7, 9, &[3.0], 0.5, 10.0);
     let v = gaussian(&mut seeded(2), 7, 3);
     let dense = Operator::Dense(std::borrow::Cow::Owned(gram_t(&xt))).apply(&v);
-    let factored = Operator::Records(&xt).apply(&v);
+    let factored = Operator::Records((&xt).into()).apply(&v);
     let naive = matmul(&xt, &matmul_tn(&xt, &v));
     assert!((&dense - factored).amax() < 1e-12 && (dense - naive).amax() < 1e-12);
 }
@@ -217,8 +217,8 @@ fn output_is_orthonormal_with_fixed_signs() {
     let xt = spiked_records(3, d, n, &[5.0, 3.0], 0.3, 3.0);
     let a = spiked_matrix(4, d, &[8.0, 5.0], 0.1);
     for (neighbours, input) in [
-        (AR, DataInput::Records { xt: &xt }),
-        (RO, DataInput::Records { xt: &xt }),
+        (AR, DataInput::Records { xt: (&xt).into() }),
+        (RO, DataInput::Records { xt: (&xt).into() }),
         (EN, DataInput::Matrix { a: &a }),
     ] {
         for mode in [
@@ -290,7 +290,7 @@ fn progress_is_reported_and_cancellation_stops_the_run() {
     let config = NoisyPower
         .configure(params(2, 3, 5, SensitivityMode::Auto), &c, &target(1.0))
         .expect("valid");
-    let input = DataInput::Records { xt: &xt };
+    let input = DataInput::Records { xt: (&xt).into() };
     let (out, calls, _) = run_with_progress(&NoisyPower, input, &config, &c, 1, |_, _| false);
     out.expect("run");
     assert_eq!(calls, (1..=5).map(|l| (l, 5)).collect::<Vec<_>>());
@@ -311,8 +311,8 @@ fn mismatched_input_fails_cleanly() {
     };
     let cases = [
         (DataInput::Matrix { a: &a }, ctx(6, None, AR)),
-        (DataInput::Records { xt: &xt }, ctx(6, None, EN)),
-        (DataInput::Records { xt: &xt }, ctx(7, None, AR)),
+        (DataInput::Records { xt: (&xt).into() }, ctx(6, None, EN)),
+        (DataInput::Records { xt: (&xt).into() }, ctx(7, None, AR)),
         (DataInput::Matrix { a: &a }, ctx(5, None, EN)),
     ];
     for (i, (input, c)) in cases.into_iter().enumerate() {
@@ -326,7 +326,7 @@ fn mismatched_input_fails_cleanly() {
     assert!(matches!(
         run_audited(
             &NoisyPower,
-            DataInput::Records { xt: &xt },
+            DataInput::Records { xt: (&xt).into() },
             &bad,
             &ctx(6, None, AR),
             1

@@ -445,7 +445,9 @@ impl<A: Algorithm> DynAlgorithm for A {
             (None, input) => input,
             (Some(center), DataInput::Records { xt }) => {
                 centred = center.apply(xt, ctx, env)?;
-                DataInput::Records { xt: &centred }
+                DataInput::Records {
+                    xt: (&centred).into(),
+                }
             }
             (Some(_), DataInput::Matrix { .. }) => {
                 return Err(RunError::Failed(
@@ -464,7 +466,13 @@ impl<A: Algorithm> DynAlgorithm for A {
                 clipped = clipping::clip_rows(xt, c);
                 clipped_ctx = clipping::clipped_context(ctx, c);
                 reconfigured = reconfigure_at_clip(self, clip, &config, ctx, &clipped_ctx)?;
-                (DataInput::Records { xt: &clipped }, &clipped_ctx, &reconfigured)
+                (
+                    DataInput::Records {
+                        xt: (&clipped).into(),
+                    },
+                    &clipped_ctx,
+                    &reconfigured,
+                )
             }
             (Some(_), DataInput::Matrix { .. }) => {
                 return Err(RunError::Failed(

@@ -55,7 +55,7 @@ pub(crate) fn target(rho: f64) -> PrivacyTarget {
 pub(crate) fn input_for<'a>(neighbours: &Neighbours, data: &'a Matrix) -> DataInput<'a> {
     match neighbours {
         Neighbours::Entry { .. } => DataInput::Matrix { a: data },
-        _ => DataInput::Records { xt: data },
+        _ => DataInput::Records { xt: data.into() },
     }
 }
 
@@ -68,7 +68,7 @@ pub(crate) fn input_and_dense<'a>(
 ) -> (DataInput<'a>, Matrix) {
     match neighbours {
         Neighbours::Entry { .. } => (DataInput::Matrix { a }, a.clone()),
-        _ => (DataInput::Records { xt }, gram_t(xt)),
+        _ => (DataInput::Records { xt: xt.into() }, gram_t(xt)),
     }
 }
 
@@ -196,7 +196,7 @@ pub(crate) fn run_on_records<A: Algorithm>(
     ctx: &DataContext,
     seed: u64,
 ) -> Audited {
-    run_audited(alg, DataInput::Records { xt }, config, ctx, seed)
+    run_audited(alg, DataInput::Records { xt: xt.into() }, config, ctx, seed)
 }
 
 /// Runs a configuration from `prepare` through the registry, with a seeded RNG and a recording
@@ -221,7 +221,8 @@ pub(crate) fn registry_and_direct_runs<A: Algorithm>(
     ctx: &DataContext,
     seed: u64,
 ) -> (Output, Output) {
-    let (via_registry, _) = run_prepared_audited(alg, prepared, DataInput::Records { xt }, ctx, seed);
+    let (via_registry, _) =
+        run_prepared_audited(alg, prepared, DataInput::Records { xt: xt.into() }, ctx, seed);
     let (direct, _) = run_on_records(alg, xt, config, ctx, seed);
     (
         via_registry.expect("run through the registry"),

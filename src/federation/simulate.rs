@@ -14,7 +14,7 @@ use super::secagg::{Aggregator, SiteSession};
 use crate::algorithms::federated_power::{FederatedPowerConfig, site_update};
 use crate::algorithms::{Output, RunEnv, RunError};
 use crate::dataset::Neighbours;
-use crate::linalg::Matrix;
+use crate::linalg::{Matrix, Records};
 
 use super::fixed_point::FixedPoint;
 
@@ -75,20 +75,21 @@ fn setup(
 }
 
 /// Runs `config` over the records `xt` (d×n, clipped), split into `config.sites` shards.
-pub fn run(
-    xt: &Matrix,
+pub fn run<'a>(
+    xt: impl Into<Records<'a>>,
     config: &FederatedPowerConfig,
     neighbours: &Neighbours,
     env: &mut RunEnv<'_>,
 ) -> Result<SimulatedRun, RunError> {
+    let xt = xt.into();
     let (d, n) = (xt.nrows(), xt.ncols());
     let sites = config.sites as usize;
     if n < sites {
         return Err(failed(format!("cannot split {n} records into {sites} sites")));
     }
-    let shards: Vec<Matrix> = shard_ranges(n, sites)
+    let shards: Vec<Records<'_>> = shard_ranges(n, sites)
         .into_iter()
-        .map(|r| xt.columns(r.start, r.len()).into_owned())
+        .map(|r| xt.block(r.start, r.len()))
         .collect();
     if shards.iter().any(|s| s.ncols() as u64 > config.max_site_samples) {
         return Err(failed("a shard holds more records than max_site_samples"));
@@ -119,7 +120,7 @@ pub fn run(
                 continue;
             }
             let i = site as usize - 1;
-            let y = site_update(&shards[i], power.iterate(), config, neighbours, env)?;
+            let y = site_update(shards[i], power.iterate(), config, neighbours, env)?;
             let encoded = fixed.encode_all(y.as_slice(), bound).map_err(failed)?;
             let masked = sessions[i].mask(round, &roster, &encoded).map_err(failed)?;
             rounds.submit(site, round, masked).map_err(failed)?;

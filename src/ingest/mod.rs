@@ -18,8 +18,8 @@
 //! row and column positions, but never echo a value ([`IngestError`]).
 //!
 //! Output layout: row-major `n × d` (records) or `m × m` (matrix) little-endian `f64`, no
-//! header. [`load`] reads it back as the transposed, column-major `d × n` matrix Xᵀ without
-//! any reshuffling (see `crate::linalg`).
+//! header. [`open`] memory-maps it and views it in place as the transposed, column-major
+//! `d × n` matrix Xᵀ, with no copy and no reshuffling (see `load.rs` and `crate::linalg`).
 
 pub mod clip;
 mod csv;
@@ -37,7 +37,7 @@ mod tests;
 use std::io::{Read, Write};
 
 pub use error::IngestError;
-pub use load::load;
+pub use load::{RESIDENT_BYTES, StoredData, open};
 
 /// The wire format of an upload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -803,7 +803,8 @@ fn ingested_records_load_back_as_the_transpose() {
         file.as_file_mut(),
     )
     .expect("valid");
-    let xt = load(file.path(), got.n as usize, got.d as usize).expect("load");
+    let data = open(file.path(), got.n as usize, got.d as usize).expect("open");
+    let xt = data.records();
     assert_eq!(xt.shape(), (3, 2));
     assert_eq!(xt.column(1).as_slice(), &[4.0, 5.0, 6.0]);
 }

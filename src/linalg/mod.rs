@@ -11,6 +11,8 @@ pub mod eigen;
 pub mod error;
 pub mod kernels;
 pub mod qr;
+pub mod records;
+pub mod stream;
 pub mod subspace;
 pub mod svd;
 pub mod threads;
@@ -21,9 +23,10 @@ pub(crate) mod testing;
 
 pub use error::LinalgError;
 pub use kernels::{
-    SymEig, ThinSvd, fix_signs, gram_t, gram_t_times, matmul, matmul_tn, sym_eig, thin_qr_q, thin_svd,
-    try_sym_eig, try_sym_eigenvalues, try_thin_svd,
+    SymEig, ThinSvd, centred_gram_t, fix_signs, gram_t, gram_t_times, matmul, matmul_tn, projected_energy,
+    sym_eig, thin_qr_q, thin_svd, try_sym_eig, try_sym_eigenvalues, try_thin_svd,
 };
+pub use records::{Records, Residency};
 pub use threads::{init_threads, par, par_for};
 
 /// Dense column-major matrix of f64.

@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::algorithms::{ConfigError, DataInput, RunError};
 use crate::dataset::{DataContext, Kind, Relation};
-use crate::linalg::{Matrix, Vector, fix_signs, thin_qr_q};
+use crate::linalg::{Matrix, Records, Vector, fix_signs, thin_qr_q};
 
 /// The records, shuffled and cut into k disjoint parts of m = ⌊n/k⌋ (Alg. 1 line 1).
 #[derive(Debug, Clone)]
@@ -55,7 +55,8 @@ impl Parts {
 }
 
 /// The records at `indices` (columns of `xt`), as a d×len matrix.
-pub fn gather(xt: &Matrix, indices: &[usize]) -> Matrix {
+pub fn gather<'a>(xt: impl Into<Records<'a>>, indices: &[usize]) -> Matrix {
+    let xt = xt.into();
     let mut out = Matrix::zeros(xt.nrows(), indices.len());
     for (c, &i) in indices.iter().enumerate() {
         out.column_mut(c).copy_from(&xt.column(i));
@@ -205,7 +206,7 @@ pub fn public_n(name: &str, ctx: &DataContext) -> Result<usize, ConfigError> {
 }
 
 /// The records matrix xt (d×n), checked against the public shape.
-pub fn records<'a>(input: DataInput<'a>, ctx: &DataContext, n: usize) -> Result<&'a Matrix, RunError> {
+pub fn records<'a>(input: DataInput<'a>, ctx: &DataContext, n: usize) -> Result<Records<'a>, RunError> {
     match input {
         DataInput::Records { xt } if xt.nrows() == ctx.d && xt.ncols() == n => Ok(xt),
         _ => Err(RunError::Failed(

@@ -400,7 +400,7 @@ fn progress_is_reported_and_cancellation_stops_the_run() {
     let xt = sign_spiked_records(6, d, n, &[4.0], 0.3, BETA);
     let c = ctx(d, Some(n), RO);
     let config = prepare(json!({"k": 2, "batch_size": 100}), &c, &target(1e6, 1e-6)).expect("valid");
-    let input = DataInput::Records { xt: &xt };
+    let input = DataInput::Records { xt: (&xt).into() };
     let (out, seen, _) = run_with_progress(&KDpPca, input, &config, &c, 7, |done, _| done == 3);
     assert_eq!(out.err(), Some(RunError::Cancelled));
     assert_eq!(seen, [(1, 20), (2, 20), (3, 20)]);
@@ -414,11 +414,11 @@ fn mismatched_input_fails_cleanly() {
     let config = prepare(json!({"k": 2, "batch_size": 100}), &c, &target(1e6, 1e-6)).expect("valid");
     let a = Matrix::identity(d, d);
     for (input, context) in [
-        (DataInput::Records { xt: &xt }, ctx(d, Some(n + 1), RO)),
-        (DataInput::Records { xt: &xt }, ctx(d + 1, Some(n), RO)),
+        (DataInput::Records { xt: (&xt).into() }, ctx(d, Some(n + 1), RO)),
+        (DataInput::Records { xt: (&xt).into() }, ctx(d + 1, Some(n), RO)),
         (DataInput::Matrix { a: &a }, c),
         (
-            DataInput::Records { xt: &xt },
+            DataInput::Records { xt: (&xt).into() },
             ctx(
                 d,
                 Some(n),

@@ -1,0 +1,219 @@
+#!/usr/bin/env python3
+"""Jobs through HTTP against numpy doing the same maths, side by side in one run.
+
+Starts a release `privpca serve` on a fresh data directory, uploads an n × d `.npy` (public
+dataset, rows of norm < 1), then runs `--reps` rounds. Each round times, in this order:
+
+- numpy noisy_power, twice: X₀ = Q(Ω); L = 4 times Y = A·V + G, V = Q(Y); SVD of the last Y
+  (p = 2k = 20), the maths of a noisy_power k=10 job, with A·V applied factored as Xᵀ(X·V)
+  (what privpca does at this shape) and with A = XᵀX formed first (numpy's faster way when its
+  skinny products are slow); the ratio is taken against the faster of the two;
+- privpca noisy_power k=10: POST /v1/jobs → poll GET /v1/jobs/{id} every 2 ms → GET result;
+- numpy Gram + eigh: G = XᵀX, eigh(G) (the maths of analyze_gauss and of exact);
+- privpca analyze_gauss k=10, then privpca exact k=10 (exact centres: (X − 1x̄ᵀ)ᵀ(X − 1x̄ᵀ)).
+
+numpy holds X in memory (loaded once, as a user of numpy would); privpca reads its stored copy
+per job. Prints medians, maxima and tail ratios (max / median), and the service's run_ms.
+
+Usage: python3 scripts/bench_vs_numpy.py [--bin target/release/privpca] [--n 100000] [--d 500]
+       [--reps 8] [--threads 0]   (needs numpy; nothing else outside the standard library)
+"""
+
+import argparse
+import http.client
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+ADMIN = "bench-admin-key"
+
+
+class Client:
+    def __init__(self, port, key):
+        self.port, self.key = port, key
+
+    def call(self, method, path, body=None, content_type="application/json", headers=None):
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=3600, blocksize=1 << 20)
+        h = {"Authorization": f"Bearer {self.key}", "Content-Type": content_type}
+        h.update(headers or {})
+        if isinstance(body, (dict, list)):
+            body = json.dumps(body).encode()
+        conn.request(method, path, body=body, headers=h)
+        resp = conn.getresponse()
+        data = resp.read()
+        conn.close()
+        if resp.status >= 400:
+            raise RuntimeError(f"{method} {path}: {resp.status} {data[:500]!r}")
+        return json.loads(data) if data else None
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def spiked(n, d, seed):
+    """10 strong directions plus isotropic noise, rows of norm below 1."""
+    rng = np.random.default_rng(seed)
+    scale = np.full(d, 0.3)
+    scale[:10] = 3.0 / (1.0 + np.arange(10))
+    return (rng.random((n, d)) - 0.5) * scale / np.sqrt(d)
+
+
+def numpy_noisy_power(x, k=10, iterations=4, seed=0, form_gram=False):
+    """The maths of a noisy_power job, applying A = XᵀX factored (as privpca does here) or formed."""
+    rng = np.random.default_rng(seed)
+    d = x.shape[1]
+    p = min(d, 2 * k)
+    a = x.T @ x if form_gram else None
+    v, _ = np.linalg.qr(rng.standard_normal((d, p)))
+    for it in range(iterations):
+        av = a @ v if form_gram else x.T @ (x @ v)
+        y = av + 1e-3 * rng.standard_normal((d, p))
+        if it + 1 < iterations:
+            v, _ = np.linalg.qr(y)
+    u, s, _ = np.linalg.svd(y, full_matrices=False)
+    return u[:, :k], s[:k]
+
+
+def numpy_gram_eigh(x, k=10):
+    g = x.T @ x
+    w, v = np.linalg.eigh(g)
+    return v[:, -k:], w[-k:]
+
+
+def timed(f):
+    start = time.perf_counter()
+    f()
+    return time.perf_counter() - start
+
+
+def run_job(client, dataset, algorithm):
+    start = time.perf_counter()
+    job = client.call(
+        "POST",
+        "/v1/jobs",
+        {"dataset_id": dataset, "algorithm": algorithm, "params": {"k": 10}, "privacy": {"rho": 1.0}},
+    )
+    while True:
+        view = client.call("GET", f"/v1/jobs/{job['id']}")
+        if view["status"] in ("succeeded", "failed", "cancelled"):
+            break
+        time.sleep(0.002)
+    if view["status"] != "succeeded":
+        raise RuntimeError(f"{algorithm}: {view}")
+    client.call("GET", f"/v1/jobs/{job['id']}/result")
+    return time.perf_counter() - start, view.get("run_ms")
+
+
+def summary(name, seconds, reference=None, run_ms=None):
+    med, top = statistics.median(seconds), max(seconds)
+    line = f"| {name:<28} | {med:7.3f} | {min(seconds):7.3f} | {top:7.3f} | {top / med:5.2f} |"
+    line += f" {med / reference:5.2f} |" if reference else "     — |"
+    if run_ms:
+        line += f" {statistics.median(run_ms):6.0f} / {max(run_ms):6.0f} |"
+    else:
+        line += "        — |"
+    print(line)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", default="target/release/privpca")
+    ap.add_argument("--n", type=int, default=100_000)
+    ap.add_argument("--d", type=int, default=500)
+    ap.add_argument("--reps", type=int, default=8)
+    ap.add_argument("--threads", type=int, default=0, help="PRIVPCA_THREADS (0: one per core)")
+    args = ap.parse_args()
+
+    work = tempfile.mkdtemp(prefix="privpca-bench-")
+    port = free_port()
+    server = None
+    try:
+        x = spiked(args.n, args.d, 1)
+        npy = os.path.join(work, "x.npy")
+        np.save(npy, x)
+        env = dict(
+            os.environ,
+            PRIVPCA_BIND=f"127.0.0.1:{port}",
+            PRIVPCA_DATA_DIR=os.path.join(work, "data"),
+            PRIVPCA_DATABASE_URL=f"sqlite://{work}/data/privpca.db",
+            PRIVPCA_ADMIN_KEY=ADMIN,
+            PRIVPCA_THREADS=str(args.threads),
+            PRIVPCA_MAX_UPLOAD_BYTES=str(1 << 40),
+            PRIVPCA_LOG_FORMAT="json",
+        )
+        os.makedirs(env["PRIVPCA_DATA_DIR"], exist_ok=True)
+        log = open(os.path.join(work, "serve.log"), "w")
+        server = subprocess.Popen([args.bin, "serve"], env=env, stdout=log, stderr=log)
+        admin = Client(port, ADMIN)
+        for _ in range(300):
+            try:
+                admin.call("GET", "/readyz")
+                break
+            except (OSError, RuntimeError):
+                time.sleep(0.1)
+        key = admin.call("POST", "/v1/tenants", {"name": "bench"})["api_key"]
+        client = Client(port, key)
+        dataset = client.call(
+            "POST",
+            "/v1/datasets",
+            {"name": "bench", "kind": "records", "row_norm_bound": 1.0, "public": True},
+        )["id"]
+        with open(npy, "rb") as f:
+            body = f.read()
+        upload = timed(lambda: client.call("PUT", f"/v1/datasets/{dataset}/data", body, "application/x-npy"))
+        del body
+        threads = os.environ.get("OPENBLAS_NUM_THREADS", "default")
+        print(f"numpy {np.__version__} (OPENBLAS_NUM_THREADS {threads}); {args.n} × {args.d}; "
+              f"upload {upload:.2f} s; {args.reps} rounds; load average {os.getloadavg()[0]:.1f}\n")
+
+        times = {k: [] for k in ("np_power", "np_power_gram", "np_gram", "noisy_power", "analyze_gauss", "exact")}
+        run_ms = {k: [] for k in ("noisy_power", "analyze_gauss", "exact")}
+        # One untimed warm-up of each, so that neither side pays first-touch costs in the table.
+        numpy_noisy_power(x)
+        numpy_noisy_power(x, form_gram=True)
+        numpy_gram_eigh(x)
+        for algorithm in run_ms:
+            run_job(client, dataset, algorithm)
+        for r in range(args.reps):
+            times["np_power"].append(timed(lambda: numpy_noisy_power(x, seed=r)))
+            times["np_power_gram"].append(timed(lambda: numpy_noisy_power(x, seed=r, form_gram=True)))
+            for algorithm in ("noisy_power",):
+                t, ms = run_job(client, dataset, algorithm)
+                times[algorithm].append(t)
+                run_ms[algorithm].append(ms)
+            times["np_gram"].append(timed(lambda: numpy_gram_eigh(x)))
+            for algorithm in ("analyze_gauss", "exact"):
+                t, ms = run_job(client, dataset, algorithm)
+                times[algorithm].append(t)
+                run_ms[algorithm].append(ms)
+
+        print("| what                         | median s | min s | max s | max/med | ÷ numpy | run_ms med / max |")
+        print("|------------------------------|--------:|--------:|--------:|------:|------:|---------:|")
+        np_power = min(statistics.median(times["np_power"]), statistics.median(times["np_power_gram"]))
+        np_gram = statistics.median(times["np_gram"])
+        summary("numpy noisy_power, factored", times["np_power"])
+        summary("numpy noisy_power, Gram", times["np_power_gram"])
+        summary("privpca noisy_power k=10", times["noisy_power"], np_power, run_ms["noisy_power"])
+        summary("numpy Gram + eigh", times["np_gram"])
+        summary("privpca analyze_gauss k=10", times["analyze_gauss"], np_gram, run_ms["analyze_gauss"])
+        summary("privpca exact k=10", times["exact"], np_gram, run_ms["exact"])
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(timeout=30)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,189 @@
+//! A borrowed view of a records dataset: Xᵀ (d × n), one record per column, over any contiguous
+//! column-major `&[f64]` — an owned [`Matrix`] or a memory-mapped file (`crate::ingest::mapped`).
+//!
+//! [`Records`] dereferences to a nalgebra [`DMatrixView`], so algorithms read it as they read a
+//! matrix (`xt.column(i)`, `xt.column_sum()`, `xt.ncols()`), and the streaming kernels
+//! ([`super::stream`]) hand its slice to faer without copying. A mapped file may also carry a
+//! [`Residency`] hook: the kernels tell it when a stretch of records has been read for the last
+//! time in a pass, so data larger than memory streams through with a bounded resident set.
+
+use std::fmt;
+use std::ops::Deref;
+
+use faer::MatRef;
+use nalgebra::DMatrixView;
+
+use super::Matrix;
+
+/// Told by the streaming kernels when a stretch of records will not be read again in this pass.
+/// The data must stay readable afterwards (a later pass reads it again); an implementation may
+/// only drop its cached copy (e.g. unmap the pages, which the next read faults back in).
+pub trait Residency: Sync {
+    /// `part` is a sub-slice of the records' data that this pass is done with.
+    fn release(&self, part: &[f64]);
+}
+
+/// Xᵀ (d × n), column-major, borrowed. Cheap to copy.
+#[derive(Clone, Copy)]
+pub struct Records<'a> {
+    data: &'a [f64],
+    view: DMatrixView<'a, f64>,
+    residency: Option<&'a dyn Residency>,
+}
+
+impl<'a> Records<'a> {
+    /// Xᵀ with `d` rows (features) and `n` columns (records) over `data`, column-major.
+    ///
+    /// # Panics
+    /// When `data.len() != d·n`: the caller built the shape, this is a bug, not bad input.
+    pub fn new(data: &'a [f64], d: usize, n: usize) -> Self {
+        assert_eq!(
+            Some(data.len()),
+            d.checked_mul(n),
+            "Records::new: {d}×{n} does not match {} values",
+            data.len()
+        );
+        Records {
+            data,
+            view: DMatrixView::from_slice(data, d, n),
+            residency: None,
+        }
+    }
+
+    /// The same records, with `residency` told when a streaming pass is done with a stretch.
+    pub fn with_residency(self, residency: &'a dyn Residency) -> Self {
+        Records {
+            residency: Some(residency),
+            ..self
+        }
+    }
+
+    /// Features per record.
+    pub fn d(&self) -> usize {
+        self.view.nrows()
+    }
+
+    /// Number of records.
+    pub fn n(&self) -> usize {
+        self.view.ncols()
+    }
+
+    /// The column-major values, record after record.
+    pub fn as_slice(&self) -> &'a [f64] {
+        self.data
+    }
+
+    /// The records `start .. start + len` (the residency hook goes along).
+    ///
+    /// # Panics
+    /// When the range is out of bounds.
+    pub fn block(&self, start: usize, len: usize) -> Records<'a> {
+        let d = self.d();
+        Records {
+            data: &self.data[start * d..(start + len) * d],
+            view: DMatrixView::from_slice(&self.data[start * d..(start + len) * d], d, len),
+            residency: self.residency,
+        }
+    }
+
+    /// A faer view (no copy).
+    pub(crate) fn faer(&self) -> MatRef<'a, f64> {
+        MatRef::from_column_major_slice(self.data, self.d(), self.n())
+    }
+
+    /// Tells the residency hook, if any, that this pass is done with these records.
+    pub(crate) fn release(&self) {
+        if let Some(r) = self.residency {
+            r.release(self.data);
+        }
+    }
+
+    /// An owned copy (d × n).
+    pub fn to_matrix(&self) -> Matrix {
+        Matrix::from_column_slice(self.d(), self.n(), self.data)
+    }
+}
+
+impl<'a> Deref for Records<'a> {
+    type Target = DMatrixView<'a, f64>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.view
+    }
+}
+
+impl<'a> From<&'a Matrix> for Records<'a> {
+    fn from(m: &'a Matrix) -> Self {
+        Records::new(m.as_slice(), m.nrows(), m.ncols())
+    }
+}
+
+impl fmt::Debug for Records<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Records")
+            .field("d", &self.d())
+            .field("n", &self.n())
+            .field("residency", &self.residency.is_some())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    #[test]
+    fn records_view_the_slice_as_xt() {
+        // X = [[1, 2, 3], [4, 5, 6]]: two records of three features.
+        let values = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
+        let xt = Records::new(&values, 3, 2);
+        assert_eq!((xt.d(), xt.n()), (3, 2));
+        assert_eq!(xt.column(1).as_slice(), &[4.0, 5.0, 6.0]);
+        assert_eq!(xt[(2, 0)], 3.0);
+        assert_eq!(xt.to_matrix(), Matrix::from_column_slice(3, 2, &values));
+        let second = xt.block(1, 1);
+        assert_eq!(second.as_slice(), &[4.0, 5.0, 6.0]);
+        assert_eq!(second.faer()[(1, 0)], 5.0);
+    }
+
+    #[test]
+    fn a_matrix_is_records_without_a_copy() {
+        let m = Matrix::from_fn(4, 3, |i, j| (i * 10 + j) as f64);
+        let xt = Records::from(&m);
+        assert_eq!(xt.as_slice().as_ptr(), m.as_slice().as_ptr());
+        assert_eq!(
+            *xt,
+            m.as_view::<nalgebra::Dyn, nalgebra::Dyn, nalgebra::U1, nalgebra::Dyn>()
+        );
+    }
+
+    #[derive(Default)]
+    struct Log(Mutex<Vec<(usize, usize)>>);
+
+    impl Residency for Log {
+        fn release(&self, part: &[f64]) {
+            self.0
+                .lock()
+                .expect("log")
+                .push((part.as_ptr() as usize, part.len()));
+        }
+    }
+
+    #[test]
+    fn blocks_carry_the_residency_hook() {
+        let values: Vec<f64> = (0..12).map(f64::from).collect();
+        let log = Log::default();
+        let xt = Records::new(&values, 2, 6).with_residency(&log);
+        xt.block(2, 3).release();
+        Records::new(&values, 2, 6).release();
+        let got = log.0.lock().expect("log").clone();
+        assert_eq!(got, vec![(values[4..].as_ptr() as usize, 6)]);
+    }
+
+    #[test]
+    #[should_panic(expected = "does not match")]
+    fn a_wrong_shape_is_a_bug() {
+        let _ = Records::new(&[1.0, 2.0, 3.0], 2, 2);
+    }
+}
