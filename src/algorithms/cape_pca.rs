@@ -411,7 +411,7 @@ pub fn simulate_aggregate(
             &aggregator_seeds[&me],
             &config.noise,
             env,
-        );
+        )?;
         releases.insert(me, release);
     }
     let sum = cape::aggregate(&releases, &aggregator_seeds, len, &config.noise).map_err(RunError::Failed)?;
