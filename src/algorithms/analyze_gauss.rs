@@ -162,7 +162,8 @@ impl Algorithm for AnalyzeGauss {
         };
         // Â = A + E (DP-Gauss-1); only the upper triangle of A enters, released on the grid and
         // mirrored.
-        let noisy = env.gaussian_symmetric_release(RELEASE, a, sensitivity(&ctx.neighbours), config.noise_sd)?;
+        let noisy =
+            env.gaussian_symmetric_release(RELEASE, a, sensitivity(&ctx.neighbours), config.noise_sd)?;
         if !noisy.iter().all(|v| v.is_finite()) {
             return Err(RunError::Failed(
                 "numerical overflow in the perturbed matrix".into(),

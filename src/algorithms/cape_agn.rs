@@ -750,7 +750,9 @@ pub fn stage2_aggregate(
         if config.dropouts.contains(&s) {
             continue;
         }
-        let f = CapeLattice::new(&noise, len3).map_err(failed)?.aggregator_term(&seeds.aggregator[&s], len3);
+        let f = CapeLattice::new(&noise, len3)
+            .map_err(failed)?
+            .aggregator_term(&seeds.aggregator[&s], len3);
         let f_projected = tensor_power::project_packed(&f, d, w).map_err(failed)?;
         for (((acc, m), n), f) in total
             .iter_mut()

@@ -621,7 +621,12 @@ impl Algorithm for CoherentPower {
                 return Err(coherence_failure(i + 1, k, candidates, last_round, d));
             };
             // σ̂_i = ‖A_{i−1}·v_i‖ + Lap(Δ_σ/ε'') (Fig. 3 line 3b).
-            let sigma = env.laplace_scalar_release(EIGENVALUE_RELEASE, op.apply(&v).norm(), delta_sigma, laplace_scale)?;
+            let sigma = env.laplace_scalar_release(
+                EIGENVALUE_RELEASE,
+                op.apply(&v).norm(),
+                delta_sigma,
+                laplace_scale,
+            )?;
             if !sigma.is_finite() {
                 return Err(RunError::Failed(
                     "numerical overflow in the singular-value estimate".into(),

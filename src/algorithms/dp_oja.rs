@@ -540,7 +540,12 @@ impl Algorithm for DpOja {
                     mean += gradient;
                 }
                 mean /= batch_size as f64;
-                let noisy = env.gaussian_release(RELEASE, Matrix::from_column_slice(d, 1, mean.as_slice()), sensitivity, sd)?;
+                let noisy = env.gaussian_release(
+                    RELEASE,
+                    Matrix::from_column_slice(d, 1, mean.as_slice()),
+                    sensitivity,
+                    sd,
+                )?;
                 let mut step = Vector::from_column_slice(noisy.as_slice());
                 projector.apply_vector(&mut step);
                 omega = projector.normalize(omega + step * rates.at(round, t))?;

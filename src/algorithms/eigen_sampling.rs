@@ -345,7 +345,8 @@ impl Algorithm for EigenSampling {
         // Step 1.iii: λ̂_j = λ_j + Lap(Δ₁/ε₀), then clamp at 0 and sort (post-processing).
         let eigenvalues = if e0 > 0.0 {
             let exact: Vec<f64> = first.values.iter().take(k).copied().collect();
-            let released = env.laplace_vector_release(EIGENVALUE_RELEASE, exact, delta_values, delta_values / e0)?;
+            let released =
+                env.laplace_vector_release(EIGENVALUE_RELEASE, exact, delta_values, delta_values / e0)?;
             let mut values: Vec<f64> = released.into_iter().map(|l| l.max(0.0)).collect();
             values.sort_by(|a, b| b.total_cmp(a));
             Some(values)

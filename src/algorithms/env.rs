@@ -2,8 +2,8 @@
 
 use rand::RngCore;
 
-use crate::linalg::Matrix;
 use super::RunError;
+use crate::linalg::Matrix;
 use crate::privacy::lattice::{GaussianLattice, LatticeError};
 use crate::privacy::noise::{self, NoiseAudit, NoiseDraw, Release};
 
@@ -68,12 +68,20 @@ impl<'a> RunEnv<'a> {
         (self.progress)(done, total)
     }
 
-    fn audit(&mut self, label: &'static str, distribution: &'static str, scale: f64, values: Vec<f64>) {
+    fn audit(
+        &mut self,
+        label: &'static str,
+        distribution: &'static str,
+        scale: f64,
+        grid: f64,
+        values: Vec<f64>,
+    ) {
         if let Some(audit) = self.audit.as_deref_mut() {
             audit.record(NoiseDraw {
                 label,
                 distribution,
                 scale,
+                grid,
                 values,
             });
         }
@@ -81,7 +89,7 @@ impl<'a> RunEnv<'a> {
 
     fn audited(&mut self, label: &'static str, distribution: &'static str, release: Release) {
         if self.audit.is_some() {
-            self.audit(label, distribution, release.scale, release.noise);
+            self.audit(label, distribution, release.scale, release.grid, release.noise);
         }
     }
 
@@ -95,7 +103,8 @@ impl<'a> RunEnv<'a> {
         sensitivity: f64,
         sd: f64,
     ) -> Result<Matrix, RunError> {
-        let release = noise::gaussian_release(self.rng, query.as_mut_slice(), sensitivity, sd).map_err(calibration)?;
+        let release =
+            noise::gaussian_release(self.rng, query.as_mut_slice(), sensitivity, sd).map_err(calibration)?;
         self.audited(label, "gaussian", release);
         Ok(query)
     }
@@ -110,19 +119,25 @@ impl<'a> RunEnv<'a> {
         sd: f64,
         coordinates: usize,
     ) -> Result<Matrix, RunError> {
-        let release = noise::gaussian_block_release(self.rng, query.as_mut_slice(), sensitivity, sd, coordinates)
-            .map_err(calibration)?;
+        let release =
+            noise::gaussian_block_release(self.rng, query.as_mut_slice(), sensitivity, sd, coordinates)
+                .map_err(calibration)?;
         self.audited(label, "gaussian", release);
         Ok(query)
     }
 
     /// `len` integer draws from `lattice`'s discrete Gaussian, for mechanisms that assemble
     /// their release on the grid themselves (CAPE). The audit sees h·Z.
-    pub fn lattice_gaussian_noise(&mut self, label: &'static str, lattice: &GaussianLattice, len: usize) -> Vec<i128> {
+    pub fn lattice_gaussian_noise(
+        &mut self,
+        label: &'static str,
+        lattice: &GaussianLattice,
+        len: usize,
+    ) -> Vec<i128> {
         let draws: Vec<i128> = (0..len).map(|_| lattice.sample(self.rng)).collect();
         if self.audit.is_some() {
             let values = draws.iter().map(|z| *z as f64 * lattice.grid()).collect();
-            self.audit(label, "gaussian", lattice.sd(), values);
+            self.audit(label, "gaussian", lattice.sd(), lattice.grid(), values);
         }
         draws
     }
@@ -136,7 +151,8 @@ impl<'a> RunEnv<'a> {
         sensitivity: f64,
         sd: f64,
     ) -> Result<Matrix, RunError> {
-        let release = noise::gaussian_symmetric_release(self.rng, &mut a, sensitivity, sd).map_err(calibration)?;
+        let release =
+            noise::gaussian_symmetric_release(self.rng, &mut a, sensitivity, sd).map_err(calibration)?;
         self.audited(label, "gaussian", release);
         Ok(a)
     }
@@ -192,7 +208,8 @@ impl<'a> RunEnv<'a> {
         sensitivity: f64,
         b: f64,
     ) -> Result<Vec<f64>, RunError> {
-        let release = noise::laplace_count_release(self.rng, &mut counts, sensitivity, b).map_err(calibration)?;
+        let release =
+            noise::laplace_count_release(self.rng, &mut counts, sensitivity, b).map_err(calibration)?;
         self.audited(label, "laplace", release);
         Ok(counts)
     }
@@ -211,7 +228,7 @@ impl<'a> RunEnv<'a> {
         let bingham = super::bingham::Bingham::exponential_mechanism(scores, concentration)?;
         let draw = bingham.sample(self.rng)?;
         if self.audit.is_some() {
-            self.audit(label, "bingham", concentration, draw.direction.clone());
+            self.audit(label, "bingham", concentration, 0.0, draw.direction.clone());
         }
         Ok(draw)
     }

@@ -679,8 +679,13 @@ pub fn simulate(
         updates = Vec::with_capacity(m);
         for (block, estimate) in blocks.iter().zip(&estimates) {
             // Δ_v is stated for all m updates stacked (d·p coordinates).
-            let u =
-                env.gaussian_block_release(UPDATE_RELEASE, matmul(block, estimate) / c, update_delta, update_sd, d * p)?;
+            let u = env.gaussian_block_release(
+                UPDATE_RELEASE,
+                matmul(block, estimate) / c,
+                update_delta,
+                update_sd,
+                d * p,
+            )?;
             updates.push(u);
         }
         // 5. Re-orthonormalise by gossiped Grams (post-processing).

@@ -46,8 +46,8 @@ use serde::{Deserialize, Serialize};
 
 use super::crypto::Seed;
 use crate::algorithms::{RunEnv, RunError};
-use crate::privacy::lattice::{self, GaussianLattice, LatticeError};
 use crate::linalg::Matrix;
+use crate::privacy::lattice::{self, GaussianLattice, LatticeError};
 
 /// Default κ: the variance of each pair term z_sj as a multiple of the pooled variance τ_c².
 pub const DEFAULT_PAIR_RATIO: f64 = 1.0;
@@ -249,7 +249,10 @@ impl CapeLattice {
     /// The aggregator's term F_s (as values h·F) expanded from its seed.
     pub fn aggregator_term(&self, seed: &Seed, len: usize) -> Vec<f64> {
         match &self.aggregator {
-            Some(lattice) => expand(seed, len, lattice).into_iter().map(|z| z as f64 * self.grid).collect(),
+            Some(lattice) => expand(seed, len, lattice)
+                .into_iter()
+                .map(|z| z as f64 * self.grid)
+                .collect(),
             None => vec![0.0; len],
         }
     }
@@ -288,7 +291,8 @@ pub fn site_release(
     env: &mut RunEnv<'_>,
 ) -> Result<Vec<f64>, RunError> {
     let len = statistic.len();
-    let lattice = CapeLattice::new(noise, len).map_err(|e| RunError::Failed(format!("CAPE noise calibration: {e}")))?;
+    let lattice =
+        CapeLattice::new(noise, len).map_err(|e| RunError::Failed(format!("CAPE noise calibration: {e}")))?;
     let h = lattice.grid;
     let e = zero_sum_noise(me, pair_seeds, len, &lattice);
     let f = match &lattice.aggregator {

@@ -109,7 +109,10 @@ fn pair_terms_cancel_and_seeds_expand_identically() {
     let dg = GaussianLattice::on_grid(2.5, grid).unwrap();
     assert_eq!(expand(&seed, 7, &dg), expand(&seed, 7, &dg));
     assert_eq!(expand(&seed, 7, &dg)[..5], expand(&seed, 5, &dg)[..]);
-    let draws: Vec<f64> = expand(&seed, 20_000, &dg).iter().map(|z| *z as f64 * grid).collect();
+    let draws: Vec<f64> = expand(&seed, 20_000, &dg)
+        .iter()
+        .map(|z| *z as f64 * grid)
+        .collect();
     check_gaussian_scale(&draws, 2.5).expect("expanded draws are N(0, sd²)");
     assert!(check_gaussian_scale(&draws, 2.5 * 1.1).is_err());
     assert!(check_gaussian_scale(&draws, 2.5 * 0.85).is_err());
@@ -145,7 +148,9 @@ fn noise_seen(sites: u32, own_factor: f64, dropped: &[u32], seed: u64) -> (Vec<f
                 releases.insert(me, r);
             }
         }
-        let f1 = CapeLattice::new(&noise, len).unwrap().aggregator_term(&f_seeds[&1], len);
+        let f1 = CapeLattice::new(&noise, len)
+            .unwrap()
+            .aggregator_term(&f_seeds[&1], len);
         let site_one: Vec<f64> = releases[&1].iter().zip(f1).map(|(a, f)| a - f).collect();
         (aggregate(&releases, &f_seeds, len, &noise).unwrap(), site_one)
     });

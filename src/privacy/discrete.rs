@@ -30,7 +30,11 @@ fn uniform_below(rng: &mut dyn RngCore, n: u128) -> u128 {
         return 0;
     }
     let bits = 128 - (n - 1).leading_zeros();
-    let mask = if bits == 128 { u128::MAX } else { (1u128 << bits) - 1 };
+    let mask = if bits == 128 {
+        u128::MAX
+    } else {
+        (1u128 << bits) - 1
+    };
     loop {
         let word = if bits <= 32 {
             u128::from(rng.next_u32())

@@ -19,7 +19,11 @@ fn chi_square(draws: &[i128], pmf: impl Fn(i128) -> f64, half_width: i128) -> (f
     let cells = (2 * half_width + 1) as usize;
     let mut counts = vec![0.0; cells + 1];
     for &y in draws {
-        let i = if y.abs() <= half_width { (y + half_width) as usize } else { cells };
+        let i = if y.abs() <= half_width {
+            (y + half_width) as usize
+        } else {
+            cells
+        };
         counts[i] += 1.0;
     }
     let mut expected: Vec<f64> = (-half_width..=half_width).map(|y| n * pmf(y)).collect();
@@ -39,7 +43,10 @@ fn chi_square(draws: &[i128], pmf: impl Fn(i128) -> f64, half_width: i128) -> (f
 /// Accepts χ² below df + 6·√(2·df) (≈ 6 standard deviations of the χ² distribution).
 fn assert_fits(stat: f64, df: f64, what: &str) {
     let limit = df + 6.0 * (2.0 * df).sqrt();
-    assert!(stat <= limit, "{what}: χ² = {stat:.1} with {df} degrees of freedom (limit {limit:.1})");
+    assert!(
+        stat <= limit,
+        "{what}: χ² = {stat:.1} with {df} degrees of freedom (limit {limit:.1})"
+    );
 }
 
 fn discrete_gaussian_pmf(variance: f64) -> impl Fn(i128) -> f64 {
@@ -58,12 +65,25 @@ fn discrete_laplace_pmf(scale: f64) -> impl Fn(i128) -> f64 {
 fn bernoulli_exp_matches_exp_minus_gamma() {
     let mut rng = rng(1);
     let trials = 40_000.0;
-    for (n, d) in [(0u128, 1u128), (1, 3), (1, 1), (5, 7), (7, 2), (13, 4), (1 << 100, 1 << 99)] {
-        let hits = (0..trials as usize).filter(|_| bernoulli_exp(&mut rng, n, d)).count() as f64;
+    for (n, d) in [
+        (0u128, 1u128),
+        (1, 3),
+        (1, 1),
+        (5, 7),
+        (7, 2),
+        (13, 4),
+        (1 << 100, 1 << 99),
+    ] {
+        let hits = (0..trials as usize)
+            .filter(|_| bernoulli_exp(&mut rng, n, d))
+            .count() as f64;
         let p = (-(n as f64) / d as f64).exp();
         let sd = (trials * p * (1.0 - p)).sqrt().max(1e-9);
         let z = (hits - trials * p) / sd;
-        assert!(z.abs() <= 5.0, "exp(−{n}/{d}) = {p}: {hits} hits of {trials} (z = {z:.2})");
+        assert!(
+            z.abs() <= 5.0,
+            "exp(−{n}/{d}) = {p}: {hits} hits of {trials} (z = {z:.2})"
+        );
     }
 }
 
@@ -77,7 +97,10 @@ fn discrete_laplace_matches_its_pmf() {
         assert_fits(stat, df, &format!("discrete Laplace t = {t}"));
         // A scale off by 15 % is caught by the same test.
         let (stat, df) = chi_square(&draws, discrete_laplace_pmf(t as f64 * 0.85), 8 * t as i128);
-        assert!(stat > df + 6.0 * (2.0 * df).sqrt(), "t = {t}: scale 0.85·t not rejected");
+        assert!(
+            stat > df + 6.0 * (2.0 * df).sqrt(),
+            "t = {t}: scale 0.85·t not rejected"
+        );
     }
 }
 
@@ -93,7 +116,10 @@ fn discrete_gaussian_matches_its_pmf() {
         let (stat, df) = chi_square(&draws, discrete_gaussian_pmf(variance), half_width);
         assert_fits(stat, df, &format!("discrete Gaussian σ² = {t}·{m}"));
         let (stat, df) = chi_square(&draws, discrete_gaussian_pmf(variance * 0.85 * 0.85), half_width);
-        assert!(stat > df + 6.0 * (2.0 * df).sqrt(), "σ² = {variance}: 0.85σ not rejected");
+        assert!(
+            stat > df + 6.0 * (2.0 * df).sqrt(),
+            "σ² = {variance}: 0.85σ not rejected"
+        );
     }
 }
 
@@ -108,7 +134,10 @@ fn draws_are_symmetric_about_zero() {
         let positive = draws.iter().filter(|v| **v > 0).count() as f64;
         let negative = draws.iter().filter(|v| **v < 0).count() as f64;
         let z = (positive - negative) / (positive + negative).sqrt();
-        assert!(z.abs() <= 5.0, "{name}: {positive} positive against {negative} negative");
+        assert!(
+            z.abs() <= 5.0,
+            "{name}: {positive} positive against {negative} negative"
+        );
         // And value by value: |z| for the most common magnitudes.
         for y in 1..4i128 {
             let (p, n) = (
@@ -150,7 +179,10 @@ fn parameters_round_up_and_reject_overflow() {
     assert!(DiscreteLaplace::new(1 << 64).is_none());
     for n in [0u128, 1, 2, 3, 4, 15, 16, 17, u128::from(u64::MAX), u128::MAX] {
         let r = isqrt(n);
-        assert!(r * r <= n && (r + 1).checked_mul(r + 1).is_none_or(|s| s > n), "isqrt({n}) = {r}");
+        assert!(
+            r * r <= n && (r + 1).checked_mul(r + 1).is_none_or(|s| s > n),
+            "isqrt({n}) = {r}"
+        );
     }
 }
 
@@ -165,7 +197,10 @@ fn fixed_seed_reference_vectors() {
     let l = DiscreteLaplace::new(1000).unwrap();
     let lap: Vec<i128> = (0..8).map(|_| l.sample(&mut r)).collect();
     assert_eq!(gauss, REFERENCE_GAUSSIAN, "discrete Gaussian σ² = 10⁶, seed 2020");
-    assert_eq!(lap, REFERENCE_LAPLACE, "discrete Laplace t = 1000, after the Gaussian draws");
+    assert_eq!(
+        lap, REFERENCE_LAPLACE,
+        "discrete Laplace t = 1000, after the Gaussian draws"
+    );
 }
 
 const REFERENCE_GAUSSIAN: [i128; 8] = [-4, -364, -139, -1282, -690, 1765, 1333, -1100];

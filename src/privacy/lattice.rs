@@ -9,7 +9,7 @@
 //! **Sensitivity rounded up to the grid.** Rounding each of the m coordinates to the nearest
 //! grid point moves it by at most h/2, so for neighbours x, x' the integer vectors k = round(q/h)
 //! satisfy ‖k(x) − k(x')‖₂ ≤ Δ₂/h + √m and ‖k(x) − k(x')‖₁ ≤ Δ₁/h + m. Saturating k at the i64
-//! range is a 1-Lipschitz clamp and changes neither bound.
+//! range (i128) is a 1-Lipschitz clamp and changes neither bound.
 //!
 //! **Gaussian** (zCDP). CKS 2020 Thm. 14 (multivariate discrete Gaussian): if k has integer
 //! L2 sensitivity at most Δ_Z, then k + Z with Z_j iid N_Z(0, σ_Z²) is (Δ_Z²/(2σ_Z²))-zCDP. The
@@ -70,22 +70,27 @@ pub fn grid_for(scale: f64) -> Result<f64, LatticeError> {
 
 fn check_sensitivity(sensitivity: f64) -> Result<(), LatticeError> {
     let valid = sensitivity > 0.0 && sensitivity.is_finite();
-    if valid { Ok(()) } else { Err(LatticeError::Sensitivity(sensitivity)) }
+    if valid {
+        Ok(())
+    } else {
+        Err(LatticeError::Sensitivity(sensitivity))
+    }
 }
 
-/// round(q/h) as an integer, saturating at the i64 range (NaN stays NaN: `None`).
+/// round(q/h) as an integer, saturating at the i128 range (|q| up to 2⁹⁶·σ; NaN stays NaN:
+/// `None`).
 pub fn to_grid(q: f64, h: f64) -> Option<i128> {
     if q.is_nan() {
         return None;
     }
-    Some(i128::from((q / h).round() as i64))
+    Some((q / h).round() as i128)
 }
 
 /// h·(k + z) for a rounded query k and integer noise z; a NaN query stays NaN so that callers'
 /// finiteness checks still fire.
 pub fn release_value(k: Option<i128>, z: i128, h: f64) -> f64 {
     match k {
-        Some(k) => (k + z) as f64 * h,
+        Some(k) => k.saturating_add(z) as f64 * h,
         None => f64::NAN,
     }
 }
@@ -124,7 +129,8 @@ impl GaussianLattice {
         if !fits {
             return Err(LatticeError::Range(sd));
         }
-        let sampler = DiscreteGaussian::with_variance_at_least(variance as u128).ok_or(LatticeError::Range(sd))?;
+        let sampler =
+            DiscreteGaussian::with_variance_at_least(variance as u128).ok_or(LatticeError::Range(sd))?;
         Ok(Self { grid, sampler })
     }
 

@@ -12,7 +12,10 @@ fn the_grid_is_a_power_of_two_2_to_the_30_below_the_scale() {
         let h = grid_for(s).unwrap();
         assert_eq!(h.to_bits() & ((1u64 << 52) - 1), 0, "{h} is a power of two");
         let ratio = s / h;
-        assert!(ratio >= (1u64 << 30) as f64 && ratio < (1u64 << 31) as f64, "s/h = {ratio}");
+        assert!(
+            ratio >= (1u64 << 30) as f64 && ratio < (1u64 << 31) as f64,
+            "s/h = {ratio}"
+        );
     }
     assert!(grid_for(0.0).is_err() && grid_for(f64::NAN).is_err() && grid_for(1e-310).is_err());
 }
@@ -30,10 +33,16 @@ fn rounded_neighbours_never_cost_more_than_charged() {
         let delta = sd * rng.random_range(1e-9..1e-8);
         let lattice = GaussianLattice::new(sd, delta, m).unwrap();
         let h = lattice.grid();
-        let q: Vec<f64> = (0..m).map(|_| (rng.random_range(-1e3..1e3_f64)).round() * h + 0.4999 * h).collect();
+        let q: Vec<f64> = (0..m)
+            .map(|_| (rng.random_range(-1e3..1e3_f64)).round() * h + 0.4999 * h)
+            .collect();
         let direction: Vec<f64> = (0..m).map(|_| rng.random_range(-1.0..1.0_f64)).collect();
         let norm = direction.iter().map(|v| v * v).sum::<f64>().sqrt();
-        let q2: Vec<f64> = q.iter().zip(&direction).map(|(a, u)| a + u / norm * delta).collect();
+        let q2: Vec<f64> = q
+            .iter()
+            .zip(&direction)
+            .map(|(a, u)| a + u / norm * delta)
+            .collect();
         let distance: f64 = q
             .iter()
             .zip(&q2)
@@ -44,7 +53,12 @@ fn rounded_neighbours_never_cost_more_than_charged() {
             .sum::<f64>()
             .sqrt();
         let sd_z = (lattice.sampler.variance() as f64).sqrt();
-        assert!(distance / sd_z <= delta / sd, "trial {trial}: {} > {}", distance / sd_z, delta / sd);
+        assert!(
+            distance / sd_z <= delta / sd,
+            "trial {trial}: {} > {}",
+            distance / sd_z,
+            delta / sd
+        );
     }
 }
 

@@ -25,6 +25,9 @@ pub struct NoiseDraw {
     /// for Laplace noise (the calibrated scale widened by the grid's sensitivity rounding, a
     /// relative 10⁻⁵ or less in practice).
     pub scale: f64,
+    /// The grid step h of the release (0 for draws that are not on a grid, e.g. Bingham
+    /// directions): the release is round(q/h)·h plus the noise.
+    pub grid: f64,
     /// The noise values that were added, multiples of the release's grid (column-major for matrices; for a symmetric matrix,
     /// only the independent upper triangle including the diagonal).
     pub values: Vec<f64>,
@@ -75,6 +78,7 @@ pub fn gaussian_block_release(
     let noise = lattice.release(rng, query);
     Ok(Release {
         scale: lattice.sd(),
+        grid: lattice.grid(),
         noise,
     })
 }
@@ -91,6 +95,7 @@ pub fn laplace_release(
     let noise = lattice.release(rng, query);
     Ok(Release {
         scale: lattice.scale(),
+        grid: lattice.grid(),
         noise,
     })
 }
@@ -110,6 +115,7 @@ pub fn laplace_count_release(
     let noise = lattice.release(rng, counts);
     Ok(Release {
         scale: lattice.scale(),
+        grid: lattice.grid(),
         noise,
     })
 }
@@ -147,6 +153,8 @@ pub fn gaussian_symmetric_release(
 #[derive(Debug, Clone)]
 pub struct Release {
     pub scale: f64,
+    /// The grid step h: the released values and the noise are multiples of it.
+    pub grid: f64,
     pub noise: Vec<f64>,
 }
 

@@ -17,12 +17,16 @@ fn rng(seed: u64) -> ChaCha20Rng {
 /// is large against √m·h, so the widening is below 10⁻⁶).
 fn gaussian_draws(seed: u64, sd: f64) -> Vec<f64> {
     let mut query = vec![0.25 * sd; DRAWS];
-    gaussian_release(&mut rng(seed), &mut query, sd, sd).unwrap().noise
+    gaussian_release(&mut rng(seed), &mut query, sd, sd)
+        .unwrap()
+        .noise
 }
 
 fn laplace_draws(seed: u64, b: f64) -> Vec<f64> {
     let mut query = vec![-0.5 * b; DRAWS];
-    laplace_release(&mut rng(seed), &mut query, b * 1e3, b).unwrap().noise
+    laplace_release(&mut rng(seed), &mut query, b * 1e3, b)
+        .unwrap()
+        .noise
 }
 
 fn scaled(values: &[f64], factor: f64) -> Vec<f64> {
@@ -100,7 +104,11 @@ fn symmetric_release_mirrors_its_upper_triangle() {
     let mut k = 0;
     for j in 0..d {
         for i in 0..=j {
-            assert_eq!(noisy[(i, j)], (a[(i, j)] / h).round() * h + release.noise[k], "upper triangle, column by column");
+            assert_eq!(
+                noisy[(i, j)],
+                (a[(i, j)] / h).round() * h + release.noise[k],
+                "upper triangle, column by column"
+            );
             assert_eq!(noisy[(j, i)], noisy[(i, j)], "mirrored below the diagonal");
             k += 1;
         }
@@ -116,7 +124,11 @@ fn grid_step(sd: f64) -> f64 {
 fn counts_are_released_without_rounding_penalty() {
     let mut counts = vec![3.0, 0.0, 17.0, 1.0];
     let release = laplace_count_release(&mut rng(33), &mut counts, 2.0, 4.0).unwrap();
-    assert!(release.scale >= 4.0 && release.scale <= 4.0 * (1.0 + 1e-9), "{}", release.scale);
+    assert!(
+        release.scale >= 4.0 && release.scale <= 4.0 * (1.0 + 1e-9),
+        "{}",
+        release.scale
+    );
     let h = grid_step(4.0);
     assert_eq!(counts[2], 17.0 + release.noise[2]);
     assert_eq!((counts[2] / h).fract(), 0.0);
@@ -125,9 +137,22 @@ fn counts_are_released_without_rounding_penalty() {
 #[test]
 fn invalid_calibrations_are_errors_not_panics() {
     let mut q = vec![1.0; 3];
-    for (sensitivity, sd) in [(0.0, 1.0), (1.0, 0.0), (f64::NAN, 1.0), (1.0, f64::INFINITY), (-1.0, 1.0), (1.0, 1e-320)] {
-        assert!(gaussian_release(&mut rng(1), &mut q, sensitivity, sd).is_err(), "Δ = {sensitivity}, σ = {sd}");
-        assert!(laplace_release(&mut rng(1), &mut q, sensitivity, sd).is_err(), "Δ = {sensitivity}, b = {sd}");
+    for (sensitivity, sd) in [
+        (0.0, 1.0),
+        (1.0, 0.0),
+        (f64::NAN, 1.0),
+        (1.0, f64::INFINITY),
+        (-1.0, 1.0),
+        (1.0, 1e-320),
+    ] {
+        assert!(
+            gaussian_release(&mut rng(1), &mut q, sensitivity, sd).is_err(),
+            "Δ = {sensitivity}, σ = {sd}"
+        );
+        assert!(
+            laplace_release(&mut rng(1), &mut q, sensitivity, sd).is_err(),
+            "Δ = {sensitivity}, b = {sd}"
+        );
     }
     // A NaN query coordinate stays NaN (callers' finiteness checks fire); others are released.
     let mut q = vec![f64::NAN, 2.0];
@@ -142,12 +167,14 @@ fn recording_audit_keeps_every_draw() {
         label: "test",
         distribution: "gaussian",
         scale: 1.0,
+        grid: 0.25,
         values: vec![0.5, -0.25],
     });
     audit.record(NoiseDraw {
         label: "test",
         distribution: "laplace",
         scale: 2.0,
+        grid: 0.0,
         values: vec![1.0],
     });
     assert_eq!(audit.draws.len(), 2);

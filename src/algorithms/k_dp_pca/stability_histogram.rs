@@ -88,7 +88,9 @@ mod tests {
         counts: &BTreeMap<i64, usize>,
         seed: u64,
     ) -> (Option<i64>, RecordingAudit) {
-        with_audited_env(seed, |env| hist.select(counts, "test_histogram", env).expect("calibrated"))
+        with_audited_env(seed, |env| {
+            hist.select(counts, "test_histogram", env).expect("calibrated")
+        })
     }
 
     #[test]
