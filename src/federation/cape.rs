@@ -13,6 +13,9 @@
 //! - F_s iid N(0, τ_f²), expanded from a seed the aggregator sends to site s only;
 //! - G_s iid N(0, g), the site's own noise.
 //!
+//! All three are drawn as discrete Gaussians on one grid shared by every party, and the message
+//! is h·(round(a_s/h) + E_s + F_s + G_s) ([`CapeLattice`]; `docs/design/noise.md`).
+//!
 //! The aggregator releases Σ_s (â_s − F_s) = Σ_s a_s + Σ_s G_s (Alg. 1 step 10 in sum form;
 //! dividing by the public N is the paper's weighted average with μ_s = N_s/N, §III-A).
 //!
