@@ -195,3 +195,23 @@ fn packing_round_trips() {
 /// The first four integers `expand` gives for the seed [7; 32] at sd 2.5 (grid 2⁻³¹),
 /// recorded from this implementation: a regression pin for cross-machine identity.
 const PINNED_EXPANSION: [i128; 4] = [1106684503, -1036385297, -986871803, -537566029];
+
+#[test]
+fn the_lattice_pays_for_rounding_the_statistic() {
+    let noise = CapeNoise::calibrate(1.0, 0.5, 4, DEFAULT_PAIR_RATIO).unwrap();
+    let len = 500_500;
+    let lattice = CapeLattice::new(&noise, len).unwrap();
+    // On the grid a neighbour pair differs by up to Δ + √len·h; the widened terms cover it.
+    let rounded = noise.sensitivity + (len as f64).sqrt() * lattice.grid();
+    let widened = joint_rho(rounded, 4, lattice.pair_sd(), lattice.own_sd());
+    assert!(
+        widened <= noise.cost() * (1.0 + 1e-12),
+        "{widened} > {}",
+        noise.cost()
+    );
+    // Without the widening the rounded sensitivity would cost more than was charged.
+    assert!(joint_rho(rounded, 4, noise.pair_sd, noise.own_sd) > noise.cost());
+    // And the widening is negligible for utility.
+    assert!(lattice.own_sd() / noise.own_sd - 1.0 < 1e-4);
+    assert!(lattice.pair_sd() / noise.pair_sd - 1.0 < 1e-4);
+}
