@@ -34,7 +34,7 @@ use privpca::algorithms::{Algorithm, Cancelled, DataInput, RunEnv};
 use privpca::dataset::{DataContext, Neighbours};
 use privpca::linalg::subspace::captured_energy;
 use privpca::linalg::{Matrix, gram_t, sym_eig};
-use privpca::privacy::noise::gaussian_symmetric;
+use privpca::privacy::noise::gaussian_symmetric_release;
 use privpca::privacy::{Delta, Epsilon, PrivacyTarget, Rho, epsilon_delta_to_rho};
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
@@ -146,8 +146,9 @@ fn one_run(data: &Data, sites: u32, n_s: usize, rho: f64, seed: u64) -> [f64; 5]
     let ours = cape_run(&config, &mut rng);
     let paper_levels = cape_run(&paper, &mut rng);
     let perturbed = |a: &Matrix, sd: f64, rng: &mut ChaCha20Rng| {
-        let (noise, _) = gaussian_symmetric(rng, d, sd);
-        captured_energy(&top(&(a + noise), k), &sigma)
+        let mut noisy = a.clone();
+        gaussian_symmetric_release(rng, &mut noisy, config.noise.sensitivity, sd).expect("calibrated");
+        captured_energy(&top(&noisy, k), &sigma)
     };
     let conv = perturbed(&a, tau * f64::from(sites).sqrt(), &mut rng);
     let pooled = perturbed(&a, tau, &mut rng);

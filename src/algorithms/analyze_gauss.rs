@@ -136,7 +136,7 @@ impl Algorithm for AnalyzeGauss {
         }]
     }
 
-    /// Draws E through `env.gaussian_symmetric_noise` under the label [`RELEASE`].
+    /// Draws E through `env.gaussian_symmetric_release` under the label [`RELEASE`].
     fn run(
         &self,
         input: DataInput<'_>,
@@ -160,16 +160,10 @@ impl Algorithm for AnalyzeGauss {
                 ));
             }
         };
-        // Â = A + E (DP-Gauss-1); only the upper triangle of A enters, mirrored with E's.
-        let mut noisy = env.gaussian_symmetric_noise(RELEASE, d, config.noise_sd);
-        for j in 0..d {
-            for i in 0..=j {
-                noisy[(i, j)] += a[(i, j)];
-                if i != j {
-                    noisy[(j, i)] = noisy[(i, j)];
-                }
-            }
-        }
+        // Â = A + E (DP-Gauss-1); only the upper triangle of A enters, released on the grid and
+        // mirrored.
+        let noisy =
+            env.gaussian_symmetric_release(RELEASE, a, sensitivity(&ctx.neighbours), config.noise_sd)?;
         if !noisy.iter().all(|v| v.is_finite()) {
             return Err(RunError::Failed(
                 "numerical overflow in the perturbed matrix".into(),

@@ -79,7 +79,7 @@ use super::{
 };
 use crate::dataset::{DataContext, Kind, Neighbours, Relation};
 use crate::federation::cape::{
-    self, CapeNoise, CapeReport, DEFAULT_PAIR_RATIO, expand_gaussian, fresh_seed, pack_upper, site_release,
+    self, CapeLattice, CapeNoise, CapeReport, DEFAULT_PAIR_RATIO, fresh_seed, pack_upper, site_release,
     unpack_symmetric,
 };
 use crate::federation::crypto::Seed;
@@ -717,7 +717,7 @@ pub fn stage1_aggregate(
             &seeds.aggregator[&s],
             &config.stage1,
             env,
-        );
+        )?;
         if !config.dropouts.contains(&s) {
             releases.insert(s, message);
         }
@@ -745,13 +745,15 @@ pub fn stage2_aggregate(
     let zeros = vec![0.0; len3];
     let mut total = vec![0.0; packed_len(w.ncols())];
     for (s, shard) in (1..=sites).zip(shards) {
-        let site_noise = site_release(&zeros, s, &seeds.of(s, sites), &seeds.aggregator[&s], &noise, env);
+        let site_noise = site_release(&zeros, s, &seeds.of(s, sites), &seeds.aggregator[&s], &noise, env)?;
         let projected_noise = tensor_power::project_packed(&site_noise, d, w).map_err(failed)?;
         let statistic = projected_third_moment(shard, config.model, config.sigma2, w);
         if config.dropouts.contains(&s) {
             continue;
         }
-        let f = expand_gaussian(&seeds.aggregator[&s], len3, noise.aggregator_sd);
+        let f = CapeLattice::new(&noise, len3)
+            .map_err(failed)?
+            .aggregator_term(&seeds.aggregator[&s], len3);
         let f_projected = tensor_power::project_packed(&f, d, w).map_err(failed)?;
         for (((acc, m), n), f) in total
             .iter_mut()

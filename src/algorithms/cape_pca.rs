@@ -414,7 +414,7 @@ pub fn simulate_aggregate<'a>(
             &aggregator_seeds[&me],
             &config.noise,
             env,
-        );
+        )?;
         releases.insert(me, release);
     }
     let sum = cape::aggregate(&releases, &aggregator_seeds, len, &config.noise).map_err(RunError::Failed)?;

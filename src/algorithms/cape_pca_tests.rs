@@ -103,7 +103,8 @@ fn bad_parameters_name_their_field() {
 /// The aggregate minus the exact Σ X_sᵀX_s, per packed entry, for a run whose sites' own noise
 /// is scaled by `factor`.
 fn aggregate_noise(factor: f64, dropouts: &[u32]) -> (Vec<f64>, f64) {
-    let (d, n) = (30, 600);
+    // d = 50: 1 275 packed entries, so 0.85× own noise is z ≈ −7 on the aggregate.
+    let (d, n) = (50, 600);
     let c = ctx(d, Some(n), RO);
     let xt = spiked_records(3, d, n, &[4.0, 2.0], 1.0, 2.0);
     let mut cfg = configured(json!({"k": 2, "sites": 4, "dropouts": dropouts}), &c, 0.3);

@@ -259,15 +259,18 @@ impl CenterConfig {
                 "the given centre does not match the dataset's dimension".into(),
             )),
             CenterConfig::Private {
+                sum_sensitivity,
                 noise_sd,
                 count_noise_sd,
                 ..
             } => {
-                let sum: Vector = xt.column_sum();
-                let noisy = sum + env.gaussian_noise(SUM_RELEASE, d, 1, *noise_sd).column(0);
+                let sum = Matrix::from_column_slice(d, 1, xt.column_sum().as_slice());
+                let released = env.gaussian_release(SUM_RELEASE, sum, *sum_sensitivity, *noise_sd)?;
+                let noisy = Vector::from_column_slice(released.as_slice());
                 let count = match count_noise_sd {
                     Some(sd) => {
-                        let n = xt.ncols() as f64 + env.gaussian_scalar_noise(COUNT_RELEASE, *sd);
+                        // Adding or removing one record changes the count by 1.
+                        let n = env.gaussian_scalar_release(COUNT_RELEASE, xt.ncols() as f64, 1.0, *sd)?;
                         n.max(1.0)
                     }
                     None => {

@@ -237,7 +237,7 @@ impl ClipConfig {
             let c = self.upper * mid.exp2();
             let below = norms.iter().filter(|&&r| r <= c).count() as f64;
             let score = below - self.quantile * norms.len() as f64;
-            let noisy = score + env.gaussian_scalar_noise(RELEASE, self.noise_sd);
+            let noisy = env.gaussian_scalar_release(RELEASE, score, self.sensitivity, self.noise_sd)?;
             if noisy > 0.0 {
                 hi = mid;
             } else {

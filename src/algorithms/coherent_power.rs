@@ -328,11 +328,14 @@ impl Progress {
     }
 }
 
-/// One PPI (Fig. 2) on `op` from `x0` with coherence bound `c` and round noise sd `sd`.
+/// One PPI (Fig. 2) on `op` from `x0` with coherence bound `c`, round sensitivity Δ_C
+/// `delta` and round noise sd `sd`.
+#[allow(clippy::too_many_arguments)]
 fn ppi(
     op: &Deflated<'_>,
     x0: Matrix,
     c: f64,
+    delta: f64,
     sd: f64,
     iterations: u32,
     env: &mut RunEnv<'_>,
@@ -348,7 +351,7 @@ fn ppi(
             return Ok(Ppi::CoherenceExceeded { round: t });
         }
         // (b), (c): x'_t = A_{i−1}·x_{t−1} + g_t.
-        let released = op.apply(&x) + env.gaussian_noise(RELEASE, d, 1, sd);
+        let released = env.gaussian_release(RELEASE, op.apply(&x), delta, sd)?;
         let norm = released.norm();
         if !(norm > 0.0 && norm.is_finite()) {
             return Err(RunError::Failed(
@@ -594,14 +597,15 @@ impl Algorithm for CoherentPower {
             for &c in candidates {
                 // x₀ = z/‖z‖, z ~ N(0, I_d) (Fig. 2 line 2, normalised), fresh for every try.
                 let x0 = unit_start(&mut starts, d)?;
-                let sd = config.multiplier * round_sensitivity(&ctx.neighbours, c, d);
+                let delta = round_sensitivity(&ctx.neighbours, c, d);
+                let sd = config.multiplier * delta;
                 if !(sd > 0.0 && sd.is_finite()) {
                     return Err(RunError::Failed(
                         "noise scale is not a finite positive number".into(),
                     ));
                 }
                 let before = progress.done;
-                match ppi(&op, x0, c, sd, iterations, env, &mut progress)? {
+                match ppi(&op, x0, c, delta, sd, iterations, env, &mut progress)? {
                     Ppi::Done(x) => {
                         found = Some(x);
                         break;
@@ -617,7 +621,12 @@ impl Algorithm for CoherentPower {
                 return Err(coherence_failure(i + 1, k, candidates, last_round, d));
             };
             // σ̂_i = ‖A_{i−1}·v_i‖ + Lap(Δ_σ/ε'') (Fig. 3 line 3b).
-            let sigma = op.apply(&v).norm() + env.laplace_noise(EIGENVALUE_RELEASE, laplace_scale);
+            let sigma = env.laplace_scalar_release(
+                EIGENVALUE_RELEASE,
+                op.apply(&v).norm(),
+                delta_sigma,
+                laplace_scale,
+            )?;
             if !sigma.is_finite() {
                 return Err(RunError::Failed(
                     "numerical overflow in the singular-value estimate".into(),

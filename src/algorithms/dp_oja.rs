@@ -249,6 +249,7 @@ fn gaps(released: &[f64], k: usize, r: f64, floor: f64) -> Vec<f64> {
 fn private_eigenvalues(
     xt: Records<'_>,
     k: usize,
+    sensitivity: f64,
     sd: f64,
     env: &mut RunEnv<'_>,
 ) -> Result<Vec<f64>, RunError> {
@@ -257,8 +258,9 @@ fn private_eigenvalues(
     let exact = try_sym_eigenvalues(&sigma)
         .map_err(|_| RunError::Failed("the eigenvalue estimate did not converge".into()))?;
     let count = (k + 1).min(d);
-    let noise = env.gaussian_noise(ESTIMATE_RELEASE, count, 1, sd);
-    Ok((0..count).map(|i| exact[i] + noise[(i, 0)]).collect())
+    let query = Matrix::from_fn(count, 1, |i, _| exact[i]);
+    let released = env.gaussian_release(ESTIMATE_RELEASE, query, sensitivity, sd)?;
+    Ok(released.as_slice().to_vec())
 }
 
 impl Algorithm for DpOja {
@@ -458,7 +460,7 @@ impl Algorithm for DpOja {
     }
 
     /// Alg. 1 with Alg. 3. The permutation and each round's ω₀ come from `env.rng()`; the noise
-    /// goes through `env.gaussian_noise`: the estimate under [`ESTIMATE_RELEASE`] first (default
+    /// goes through `env.gaussian_release`: the estimate under [`ESTIMATE_RELEASE`] first (default
     /// schedule), then one d-vector per update under [`RELEASE`].
     fn run(
         &self,
@@ -477,7 +479,9 @@ impl Algorithm for DpOja {
             updates,
             ..
         } = *config;
-        let sd = 2.0 * c * a / batch_size as f64;
+        // Replacing one record changes one of the B clipped gradients by at most 2c.
+        let sensitivity = 2.0 * c / batch_size as f64;
+        let sd = sensitivity * a;
         let beta = match ctx.neighbours {
             Neighbours::ReplaceOne { beta, .. } => beta,
             _ => f64::NAN,
@@ -508,7 +512,7 @@ impl Algorithm for DpOja {
         let rates = match (config.learning_rate, config.estimate) {
             (Some(rate), _) => Rates::Fixed(rate),
             (None, Some(e)) => {
-                let released = private_eigenvalues(xt, k, e.noise_sd, env)?;
+                let released = private_eigenvalues(xt, k, estimate_sensitivity(beta, n), e.noise_sd, env)?;
                 // A positive floor far below any eigenvalue worth finding (public).
                 let floor = beta * beta * 1e-9;
                 Rates::Gap {
@@ -536,8 +540,13 @@ impl Algorithm for DpOja {
                     mean += gradient;
                 }
                 mean /= batch_size as f64;
-                let noise = env.gaussian_noise(RELEASE, d, 1, sd);
-                let mut step = mean + noise.column(0);
+                let noisy = env.gaussian_release(
+                    RELEASE,
+                    Matrix::from_column_slice(d, 1, mean.as_slice()),
+                    sensitivity,
+                    sd,
+                )?;
+                let mut step = Vector::from_column_slice(noisy.as_slice());
                 projector.apply_vector(&mut step);
                 omega = projector.normalize(omega + step * rates.at(round, t))?;
                 let done = round * updates + t;

@@ -295,7 +295,7 @@ impl Algorithm for EigenSampling {
         scales
     }
 
-    /// Runs Alg. 1. The eigenvalue noise goes through `env.laplace_vector_noise` under
+    /// Runs Alg. 1. The eigenvalue noise goes through `env.laplace_vector_release` under
     /// [`EIGENVALUE_RELEASE`], then each vector through `env.bingham_noise` under
     /// [`EIGENVECTOR_RELEASE`]; nothing else is random.
     fn run(
@@ -344,13 +344,10 @@ impl Algorithm for EigenSampling {
 
         // Step 1.iii: λ̂_j = λ_j + Lap(Δ₁/ε₀), then clamp at 0 and sort (post-processing).
         let eigenvalues = if e0 > 0.0 {
-            let noise = env.laplace_vector_noise(EIGENVALUE_RELEASE, k, delta_values / e0);
-            let mut values: Vec<f64> = first
-                .values
-                .iter()
-                .zip(noise)
-                .map(|(l, z)| (l + z).max(0.0))
-                .collect();
+            let exact: Vec<f64> = first.values.iter().take(k).copied().collect();
+            let released =
+                env.laplace_vector_release(EIGENVALUE_RELEASE, exact, delta_values, delta_values / e0)?;
+            let mut values: Vec<f64> = released.into_iter().map(|l| l.max(0.0)).collect();
             values.sort_by(|a, b| b.total_cmp(a));
             Some(values)
         } else {

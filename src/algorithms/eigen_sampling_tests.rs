@@ -527,7 +527,7 @@ fn audit_eigenvalues(neighbours: Neighbours, factor: f64) -> Result<(), String> 
         let mut rebuilt: Vec<f64> = exact
             .iter()
             .zip(&draws[0].values)
-            .map(|(l, z)| (l + z).max(0.0))
+            .map(|(l, z)| (crate::privacy::testing::on_grid(*l, draws[0].grid) + z).max(0.0))
             .collect();
         rebuilt.sort_by(|a, b| b.total_cmp(a));
         assert_eq!(values, rebuilt, "released values = sort(max(λ + noise, 0))");

@@ -119,8 +119,9 @@ impl EigenvalueConfig {
         env: &mut RunEnv<'_>,
     ) -> Result<Vec<f64>, RunError> {
         let exact = rayleigh_quotients(input, basis)?;
-        let noise = env.gaussian_noise(RELEASE, exact.len(), 1, self.noise_sd);
-        Ok(exact.iter().zip(noise.iter()).map(|(l, g)| l + g).collect())
+        let query = Matrix::from_column_slice(exact.len(), 1, &exact);
+        let noisy = env.gaussian_release(RELEASE, query, self.sensitivity, self.noise_sd)?;
+        Ok(noisy.as_slice().to_vec())
     }
 }
 

@@ -281,7 +281,7 @@ pub fn site_update<'a>(
     } else {
         gram_t_times(xt, x)
     };
-    Ok(product + env.gaussian_noise(RELEASE, d, config.p, sd))
+    env.gaussian_release(RELEASE, product, delta, sd)
 }
 
 /// The public context of a study (no data): n is never known to the coordinator as a whole.

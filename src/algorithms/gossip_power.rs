@@ -630,7 +630,8 @@ pub fn simulate(
         .collect();
     let n = xt.ncols();
     let c = n as f64;
-    let message_sd = config.message_multiplier * message_sensitivity(beta, config.clip_norm);
+    let message_delta = message_sensitivity(beta, config.clip_norm);
+    let message_sd = config.message_multiplier * message_delta;
     // Independent random initial segments (Alg. 1 step 1), data-independent.
     let initial: Vec<Matrix> = blocks
         .iter()
@@ -648,7 +649,14 @@ pub fn simulate(
         let mut messages = Vec::with_capacity(m);
         for (block, segment) in blocks.iter().zip(&mut segments) {
             clip_spectral(segment, config.clip_norm)?;
-            let y = matmul_tn(block, segment) + env.gaussian_noise(MESSAGE_RELEASE, n, p, message_sd);
+            // Δ_y is stated for all m messages stacked (m·n·p coordinates).
+            let y = env.gaussian_block_release(
+                MESSAGE_RELEASE,
+                matmul_tn(block, segment),
+                message_delta,
+                message_sd,
+                m * n * p,
+            )?;
             messages.push(y);
         }
         // 3. K rounds of gossip (eq. 11); C_i = m·Ȳ_i.
@@ -661,7 +669,8 @@ pub fn simulate(
         let max_row = estimates.iter().map(max_row_norm).fold(0.0, f64::max);
         max_row_norms.push(max_row);
         // 4. Ũ_i = X_iᵀC_i/c + N(0, (s_v·Δ_v)²), Δ_v = 2β·max row norm/c.
-        let update_sd = config.update_multiplier * update_sensitivity(beta, max_row, c);
+        let update_delta = update_sensitivity(beta, max_row, c);
+        let update_sd = config.update_multiplier * update_delta;
         if !(update_sd > 0.0 && update_sd.is_finite()) {
             return Err(RunError::Failed(
                 "numerical overflow in the gossip power iteration".into(),
@@ -669,8 +678,14 @@ pub fn simulate(
         }
         updates = Vec::with_capacity(m);
         for (block, estimate) in blocks.iter().zip(&estimates) {
-            let u =
-                matmul(block, estimate) / c + env.gaussian_noise(UPDATE_RELEASE, block.nrows(), p, update_sd);
+            // Δ_v is stated for all m updates stacked (d·p coordinates).
+            let u = env.gaussian_block_release(
+                UPDATE_RELEASE,
+                matmul(block, estimate) / c,
+                update_delta,
+                update_sd,
+                d * p,
+            )?;
             updates.push(u);
         }
         // 5. Re-orthonormalise by gossiped Grams (post-processing).

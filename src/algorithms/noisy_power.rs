@@ -321,7 +321,7 @@ impl Algorithm for NoisyPower {
                 ));
             }
             // Y_l = A·X_{l−1} + G_l (Alg. 1 line 5).
-            y = op.apply(&x) + env.gaussian_noise(RELEASE, d, p, sd);
+            y = env.gaussian_release(RELEASE, op.apply(&x), delta, sd)?;
             // Clipped records and finite bounds keep Y finite unless n·β² overflows f64.
             if !y.iter().all(|v| v.is_finite()) {
                 return Err(RunError::Failed(

@@ -13,6 +13,9 @@
 //! - F_s iid N(0, τ_f²), expanded from a seed the aggregator sends to site s only;
 //! - G_s iid N(0, g), the site's own noise.
 //!
+//! All three are drawn as discrete Gaussians on one grid shared by every party, and the message
+//! is h·(round(a_s/h) + E_s + F_s + G_s) ([`CapeLattice`]; `docs/design/noise.md`).
+//!
 //! The aggregator releases Σ_s (â_s − F_s) = Σ_s a_s + Σ_s G_s (Alg. 1 step 10 in sum form;
 //! dividing by the public N is the paper's weighted average with μ_s = N_s/N, §III-A).
 //!
@@ -45,8 +48,9 @@ use rand_chacha::ChaCha20Rng;
 use serde::{Deserialize, Serialize};
 
 use super::crypto::Seed;
-use crate::algorithms::RunEnv;
+use crate::algorithms::{RunEnv, RunError};
 use crate::linalg::Matrix;
+use crate::privacy::lattice::{self, GaussianLattice, LatticeError};
 
 /// Default κ: the variance of each pair term z_sj as a multiple of the pooled variance τ_c².
 pub const DEFAULT_PAIR_RATIO: f64 = 1.0;
@@ -188,40 +192,99 @@ pub struct CapeReport {
     pub note: String,
 }
 
-/// `len` iid N(0, sd²) values expanded from `seed`: ChaCha20 → 53-bit uniforms → Box–Muller
-/// with `libm` (pure Rust, the same bits on every platform), so two sites, or a site and the
-/// aggregator, expand the same seed to exactly the same numbers.
-pub fn expand_gaussian(seed: &Seed, len: usize, sd: f64) -> Vec<f64> {
-    let mut prg = ChaCha20Rng::from_seed(*seed);
-    let mut uniform = move || ((prg.next_u64() >> 11) + 1) as f64 * (1.0 / (1u64 << 53) as f64);
-    let mut out = Vec::with_capacity(len + 1);
-    while out.len() < len {
-        let u1 = uniform();
-        let u2 = uniform();
-        let r = libm::sqrt(-2.0 * libm::log(u1));
-        let angle = 2.0 * std::f64::consts::PI * u2;
-        out.push(sd * r * libm::cos(angle));
-        out.push(sd * r * libm::sin(angle));
+/// The grid every CAPE message lives on, and the three noise terms as discrete Gaussians on it
+/// (`docs/design/noise.md`, "CAPE"). Everything is a function of the public [`CapeNoise`] and
+/// the statistic's length, so every site and the aggregator build the same lattice.
+///
+/// - The grid h is that of the pooled sd τ_c (a power of two 2³⁰ below it,
+///   [`lattice::grid_for`]); the pair and own sds are within a factor √S or so of τ_c, so each
+///   term still has σ/h ≳ 2²⁵ and its discrete Gaussian is as fine-grained as needed.
+/// - Rounding the statistic to the grid moves it by at most √len·h/2 per site, so a neighbour
+///   pair differs by at most Δ + √len·h on the grid. All three sds are widened by the same
+///   factor 1 + √len·h/Δ; ρ_joint depends only on the ratios sd/Δ, so the widened noise at
+///   sensitivity Δ + √len·h costs exactly the calibrated ρ_joint.
+/// - Each term is an integer vector: pair terms cancel exactly in integers, and the message
+///   h·(round(a/h) + E + F + G) carries nothing below the grid.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CapeLattice {
+    grid: f64,
+    pair: GaussianLattice,
+    aggregator: Option<GaussianLattice>,
+    own: GaussianLattice,
+}
+
+impl CapeLattice {
+    pub fn new(noise: &CapeNoise, len: usize) -> Result<Self, LatticeError> {
+        let positive = |sd: f64| sd > 0.0 && sd.is_finite();
+        let grid = lattice::grid_for(noise.pooled_sd)?;
+        let valid = noise.sensitivity > 0.0 && noise.sensitivity.is_finite();
+        if !valid {
+            return Err(LatticeError::Sensitivity(noise.sensitivity));
+        }
+        let widen = 1.0 + (len.max(1) as f64).sqrt() * grid / noise.sensitivity;
+        let aggregator = if positive(noise.aggregator_sd) {
+            Some(GaussianLattice::on_grid(noise.aggregator_sd * widen, grid)?)
+        } else {
+            None
+        };
+        Ok(Self {
+            grid,
+            pair: GaussianLattice::on_grid(noise.pair_sd * widen, grid)?,
+            aggregator,
+            own: GaussianLattice::on_grid(noise.own_sd * widen, grid)?,
+        })
     }
-    out.truncate(len);
-    out
+
+    pub fn grid(&self) -> f64 {
+        self.grid
+    }
+
+    /// The sd of the pair term actually drawn (≥ the calibrated `pair_sd`).
+    pub fn pair_sd(&self) -> f64 {
+        self.pair.sd()
+    }
+
+    /// The sd of the site's own term actually drawn (≥ the calibrated `own_sd`).
+    pub fn own_sd(&self) -> f64 {
+        self.own.sd()
+    }
+
+    /// The aggregator's term F_s (as values h·F) expanded from its seed.
+    pub fn aggregator_term(&self, seed: &Seed, len: usize) -> Vec<f64> {
+        match &self.aggregator {
+            Some(lattice) => expand(seed, len, lattice)
+                .into_iter()
+                .map(|z| z as f64 * self.grid)
+                .collect(),
+            None => vec![0.0; len],
+        }
+    }
+}
+
+/// `len` integer draws from `lattice`'s discrete Gaussian, driven by ChaCha20 keyed by `seed`.
+/// The sampler uses integer arithmetic only, so two sites, or a site and the aggregator, expand
+/// the same seed to exactly the same integers on every machine.
+pub fn expand(seed: &Seed, len: usize, lattice: &GaussianLattice) -> Vec<i128> {
+    let mut prg = ChaCha20Rng::from_seed(*seed);
+    (0..len).map(|_| lattice.sample(&mut prg)).collect()
 }
 
 /// E_s = Σ_{j≠s} z_sj with z_sj = +PRG(seed_sj) when s < j and −PRG(seed_sj) when s > j, so
-/// z_sj = −z_js and Σ_s E_s = 0. `pair_seeds` holds (j, seed_sj) for every other site j.
-pub fn zero_sum_noise(me: u32, pair_seeds: &[(u32, Seed)], len: usize, pair_sd: f64) -> Vec<f64> {
-    let mut e = vec![0.0; len];
+/// z_sj = −z_js and Σ_s E_s = 0 exactly (integers). `pair_seeds` holds (j, seed_sj) for every
+/// other site j.
+pub fn zero_sum_noise(me: u32, pair_seeds: &[(u32, Seed)], len: usize, lattice: &CapeLattice) -> Vec<i128> {
+    let mut e = vec![0i128; len];
     for (j, seed) in pair_seeds {
-        let sign = if me < *j { 1.0 } else { -1.0 };
-        for (acc, z) in e.iter_mut().zip(expand_gaussian(seed, len, pair_sd)) {
+        let sign = if me < *j { 1 } else { -1 };
+        for (acc, z) in e.iter_mut().zip(expand(seed, len, &lattice.pair)) {
             *acc += sign * z;
         }
     }
     e
 }
 
-/// Site s's message â_s = a_s + E_s + F_s + G_s (Alg. 1 step 8). G_s is drawn through `env`
-/// under [`OWN_NOISE`].
+/// Site s's message â_s = a_s + E_s + F_s + G_s (Alg. 1 step 8), on the grid:
+/// h·(round(a_s/h) + E + F + G). G_s is drawn through `env` under [`OWN_NOISE`].
 pub fn site_release(
     statistic: &[f64],
     me: u32,
@@ -229,18 +292,24 @@ pub fn site_release(
     aggregator_seed: &Seed,
     noise: &CapeNoise,
     env: &mut RunEnv<'_>,
-) -> Vec<f64> {
+) -> Result<Vec<f64>, RunError> {
     let len = statistic.len();
-    let e = zero_sum_noise(me, pair_seeds, len, noise.pair_sd);
-    let f = expand_gaussian(aggregator_seed, len, noise.aggregator_sd);
-    let g = env.gaussian_noise(OWN_NOISE, len, 1, noise.own_sd);
-    statistic
+    let lattice =
+        CapeLattice::new(noise, len).map_err(|e| RunError::Failed(format!("CAPE noise calibration: {e}")))?;
+    let h = lattice.grid;
+    let e = zero_sum_noise(me, pair_seeds, len, &lattice);
+    let f = match &lattice.aggregator {
+        Some(agg) => expand(aggregator_seed, len, agg),
+        None => vec![0; len],
+    };
+    let g = env.lattice_gaussian_noise(OWN_NOISE, &lattice.own, len);
+    Ok(statistic
         .iter()
         .zip(e)
         .zip(f)
-        .zip(g.iter())
-        .map(|(((a, e), f), g)| a + e + f + g)
-        .collect()
+        .zip(g)
+        .map(|(((a, e), f), g)| lattice::release_value(lattice::to_grid(*a, h), e + f + g, h))
+        .collect())
 }
 
 /// The aggregator's sum Σ_{s∈U} (â_s − F_s) over the messages that arrived (Alg. 1 step 10).
@@ -250,6 +319,7 @@ pub fn aggregate(
     len: usize,
     noise: &CapeNoise,
 ) -> Result<Vec<f64>, String> {
+    let lattice = CapeLattice::new(noise, len).map_err(|e| e.to_string())?;
     let mut sum = vec![0.0; len];
     for (site, release) in releases {
         if release.len() != len {
@@ -261,7 +331,7 @@ pub fn aggregate(
         let seed = aggregator_seeds
             .get(site)
             .ok_or_else(|| format!("no aggregator seed for site {site}"))?;
-        let f = expand_gaussian(seed, len, noise.aggregator_sd);
+        let f = lattice.aggregator_term(seed, len);
         for ((acc, a), f) in sum.iter_mut().zip(release).zip(f) {
             *acc += a - f;
         }
@@ -281,7 +351,7 @@ pub fn fresh_seed(rng: &mut dyn RngCore) -> Seed {
 }
 
 /// The upper triangle of a symmetric d×d matrix, diagonal included, column by column (the
-/// order of [`crate::privacy::noise::gaussian_symmetric`]); d(d+1)/2 entries.
+/// order of [`crate::privacy::noise::gaussian_symmetric_release`]); d(d+1)/2 entries.
 pub fn pack_upper(a: &Matrix) -> Vec<f64> {
     let d = a.nrows();
     let mut out = Vec::with_capacity(d * (d + 1) / 2);

@@ -1,6 +1,6 @@
 //! Privacy arithmetic: zCDP costs and their composition ([`cost`]), conversions between ρ and
-//! (ε, δ) ([`convert`]), the ledger's integer units ([`units`]), the noise samplers every
-//! mechanism draws from ([`noise`]), data-free planning helpers ([`plan`]) and statistical
+//! (ε, δ) ([`convert`]), the ledger's integer units ([`units`]), the discrete noise every
+//! release draws ([`noise`], on the grids of [`lattice`], sampled exactly by [`discrete`]), data-free planning helpers ([`plan`]) and statistical
 //! checks of noise scale for tests ([`testing`]).
 //!
 //! Everything here follows `shared/spec/privacy.md` §2 (Bun & Steinke 2016; Canonne, Kamath &
@@ -9,7 +9,9 @@
 pub mod admission;
 pub mod convert;
 pub mod cost;
+pub mod discrete;
 pub mod gaussian_curve;
+pub mod lattice;
 pub mod noise;
 pub mod plan;
 pub mod testing;

@@ -83,3 +83,27 @@ pub fn check_laplace_scale(values: &[f64], expected_b: f64) -> Result<(), String
 #[cfg(test)]
 #[path = "testing_tests.rs"]
 mod tests;
+
+/// A query value as a release on grid `grid` holds it: round(q/h)·h (unchanged when `grid` is 0,
+/// for draws that are not on a grid). Replays of a run use it to rebuild the released values
+/// from the exact query and the audited noise.
+pub fn on_grid(q: f64, grid: f64) -> f64 {
+    if grid > 0.0 { (q / grid).round() * grid } else { q }
+}
+
+/// Whether an audited scale is the calibrated one widened by the grid's sensitivity rounding
+/// only: recorded ∈ [calibrated, calibrated·(1 + 10⁻⁶)] (the widening is √m·h/Δ with
+/// h ≤ 2⁻³⁰·σ, below 10⁻⁶ for the tests' sizes).
+pub fn is_widened(recorded: f64, calibrated: f64) -> bool {
+    recorded >= calibrated && recorded <= calibrated * (1.0 + 1e-6)
+}
+
+/// The relative excess of an audited scale over the calibrated one, or ∞ when it is below it
+/// (under-noised). Tests bound it by 10⁻⁶ (see [`is_widened`]).
+pub fn scale_excess(recorded: f64, calibrated: f64) -> f64 {
+    if recorded >= calibrated {
+        recorded / calibrated - 1.0
+    } else {
+        f64::INFINITY
+    }
+}

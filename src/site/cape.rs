@@ -259,6 +259,7 @@ pub(super) async fn follow(
                             &noise,
                             &mut env,
                         )
+                        .map_err(violation)?
                     }
                     None => {
                         let (Plan::Agn { model, sigma2 }, Some(x)) = (&plan, &domain) else {
@@ -285,7 +286,8 @@ pub(super) async fn follow(
                             &aggregator_seed,
                             &noise,
                             &mut env,
-                        );
+                        )
+                        .map_err(violation)?;
                         let projected = tensor_power::project_packed(&noisy, d, &w).map_err(violation)?;
                         let statistic = cape_agn::projected_third_moment(x, *model, *sigma2, &w);
                         statistic.iter().zip(projected).map(|(m, n)| m + n).collect()

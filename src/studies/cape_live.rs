@@ -102,8 +102,8 @@ impl CapeRunning {
                 let len3 = tensor_power::packed_len(d);
                 let mut total = vec![0.0; self.len];
                 for (site, release) in &self.releases {
-                    let f =
-                        cape::expand_gaussian(&self.aggregator_seeds[site], len3, self.noise.aggregator_sd);
+                    let lattice = cape::CapeLattice::new(&self.noise, len3).map_err(|e| e.to_string())?;
+                    let f = lattice.aggregator_term(&self.aggregator_seeds[site], len3);
                     let f = tensor_power::project_packed(&f, d, &whitening.w)?;
                     for ((acc, m), f) in total.iter_mut().zip(release).zip(f) {
                         *acc += m - f;

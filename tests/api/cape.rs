@@ -141,7 +141,7 @@ async fn release(app: &TestApp, token: &str, keys: &KeyPair, seed: u64) -> (u16,
     let mut rng = ChaCha20Rng::seed_from_u64(seed);
     let mut never = |_: u32, _: u32| Ok(());
     let mut env = RunEnv::new(&mut rng, &mut never);
-    let values = cape::site_release(&stat, me, &seeds, &f, &noise, &mut env);
+    let values = cape::site_release(&stat, me, &seeds, &f, &noise, &mut env).expect("calibrated");
     let reply = app
         .post(
             "/v1/site/stages/1/release",

@@ -112,7 +112,7 @@ pub fn priv_mean(
     let mut centre = Vector::zeros(d);
     for j in 0..d {
         let counts = count(g.row(j).iter().map(|&x| coordinate_bin(x, width)));
-        if let Some(bin) = cal.histogram.select(&counts, MEAN_HISTOGRAM, env) {
+        if let Some(bin) = cal.histogram.select(&counts, MEAN_HISTOGRAM, env)? {
             centre[j] = bin as f64 * width;
         }
     }
@@ -123,8 +123,9 @@ pub fn priv_mean(
         }
     }
     mean /= batch as f64;
-    let noise = env.gaussian_noise(MEAN_NOISE, d, 1, sd);
-    Ok(mean + noise.column(0))
+    let query = Matrix::from_column_slice(d, 1, mean.as_slice());
+    let released = env.gaussian_release(MEAN_NOISE, query, cal.sensitivity(lambda, batch, d), sd)?;
+    Ok(Vector::from_column_slice(released.as_slice()))
 }
 
 #[cfg(test)]

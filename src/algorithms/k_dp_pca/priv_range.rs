@@ -133,7 +133,7 @@ pub fn priv_range(g: &Matrix, cal: &RangeCalibration, env: &mut RunEnv<'_>) -> R
     let counts = count(estimates.into_iter().map(|l| geometric_bin(l, w)));
     Ok(cal
         .histogram
-        .select(&counts, RANGE_HISTOGRAM, env)
+        .select(&counts, RANGE_HISTOGRAM, env)?
         .flatten()
         .map(|i| bin_left_end(i, w)))
 }

@@ -17,7 +17,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::algorithms::RunEnv;
+use crate::algorithms::{RunEnv, RunError};
 
 /// A Karwa–Vadhan stability histogram with its (ε, δ).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -45,22 +45,25 @@ impl StabilityHistogram {
         counts: &BTreeMap<K, usize>,
         label: &'static str,
         env: &mut RunEnv<'_>,
-    ) -> Option<K> {
+    ) -> Result<Option<K>, RunError> {
         if counts.is_empty() {
-            return None;
+            return Ok(None);
         }
-        let noise = env.laplace_vector_noise(label, counts.len(), self.scale());
+        // Replacing one record moves one unit between two bins: L1 sensitivity 2. The number of
+        // bins is data-dependent, so the counts go through the integer release (no per-bin
+        // grid penalty; counts are exact on the grid).
+        let exact: Vec<f64> = counts.values().map(|&c| c as f64).collect();
+        let released = env.laplace_count_release(label, exact, 2.0, self.scale())?;
         let threshold = self.threshold();
         let mut best: Option<(K, f64)> = None;
-        for ((&bin, &count), z) in counts.iter().zip(noise) {
-            let noisy = count as f64 + z;
+        for (&bin, noisy) in counts.keys().zip(released) {
             let kept = noisy > threshold;
             let larger = best.is_none_or(|(_, b)| noisy > b);
             if kept && larger {
                 best = Some((bin, noisy));
             }
         }
-        best.map(|(bin, _)| bin)
+        Ok(best.map(|(bin, _)| bin))
     }
 }
 
@@ -85,7 +88,9 @@ mod tests {
         counts: &BTreeMap<i64, usize>,
         seed: u64,
     ) -> (Option<i64>, RecordingAudit) {
-        with_audited_env(seed, |env| hist.select(counts, "test_histogram", env))
+        with_audited_env(seed, |env| {
+            hist.select(counts, "test_histogram", env).expect("calibrated")
+        })
     }
 
     #[test]
