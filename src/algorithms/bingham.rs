@@ -50,8 +50,9 @@
 //! that way has not been checked.)
 //!
 //! The number of proposals is random and depends on a, so the run time is a (weak) side
-//! channel, as for every rejection sampler; like the other floating-point samplers in
-//! [`crate::privacy::noise`], this one is not hardened against low-bit leakage.
+//! channel, as for every rejection sampler. Unlike the Gaussian and Laplace releases of
+//! [`crate::privacy::noise`] (discrete, on a grid), this sampler is floating-point and not
+//! hardened against low-bit leakage.
 
 use rand::{Rng, RngCore};
 use rand_distr::{Distribution, StandardNormal};

@@ -27,6 +27,8 @@ pub mod federated_power;
 pub mod gossip_graph;
 pub mod gossip_power;
 pub mod k_dp_pca;
+#[cfg(test)]
+mod mapped_input_tests;
 pub mod noisy_power;
 pub mod registry;
 pub mod sensitivity;

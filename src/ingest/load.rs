@@ -60,6 +60,11 @@ pub struct StoredData {
 /// Fails with `InvalidData` if the file's length is not `rows · cols · 8` bytes, and
 /// `InvalidInput` if that size overflows.
 pub fn open(path: &Path, rows: usize, cols: usize) -> io::Result<StoredData> {
+    open_with(path, rows, cols, RESIDENT_BYTES)
+}
+
+/// [`open`], streaming the file if it is larger than `resident_bytes` (0: always).
+pub fn open_with(path: &Path, rows: usize, cols: usize, resident_bytes: u64) -> io::Result<StoredData> {
     let bytes = rows
         .checked_mul(cols)
         .and_then(|c| c.checked_mul(8))
@@ -75,7 +80,7 @@ pub fn open(path: &Path, rows: usize, cols: usize) -> io::Result<StoredData> {
             ),
         ));
     }
-    let streamed = len > RESIDENT_BYTES;
+    let streamed = len > resident_bytes;
     let map = if bytes == 0 {
         None
     } else {
@@ -215,8 +220,8 @@ mod tests {
         let (n, d) = (3000, 40);
         let values: Vec<f64> = (0..n * d).map(|i| (i as f64).sin()).collect();
         let f = file_with(&values);
-        let mut data = open(f.path(), n, d).expect("open");
-        data.streamed = true;
+        let data = open_with(f.path(), n, d, 0).expect("open");
+        assert!(data.is_streamed());
         let xt = data.records();
         let before = gram_t(xt);
         xt.block(0, n).release();

@@ -37,7 +37,7 @@ mod tests;
 use std::io::{Read, Write};
 
 pub use error::IngestError;
-pub use load::{RESIDENT_BYTES, StoredData, open};
+pub use load::{RESIDENT_BYTES, StoredData, open, open_with};
 
 /// The wire format of an upload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -3,7 +3,9 @@
 //! one rayon pool ([`init_threads`], [`par`]).
 //!
 //! Record data is held transposed: a records dataset X ∈ R^{n×d} is stored as `Xᵀ` (d×n),
-//! one record per column, which is exactly the row-major bytes of X read column-major.
+//! one record per column, which is exactly the row-major bytes of X read column-major. Kernels
+//! take it as a borrowed [`Records`] view (of a [`Matrix`] or of a memory-mapped file), and
+//! the [`stream`] kernels read it in passes over row blocks, so it may be larger than memory.
 //!
 //! This module never imports web, database or async crates.
 

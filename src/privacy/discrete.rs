@@ -13,8 +13,12 @@
 //!   exp(−y²/(2σ²)). Algorithm 3 proposes Y from the discrete Laplace with scale t and accepts it
 //!   with probability exp(−(|Y| − σ²/t)²/(2σ²)); writing σ² = t·m makes σ²/t = m an integer, so
 //!   the exponent is B²/(2tm) with B = ||Y| − m| and stays within 128-bit integers. Any t > 0 is
-//!   correct (the proof of CKS Thm. 26 does not use t's value); t ≈ σ keeps the acceptance rate
-//!   near 0.7.
+//!   correct: proposal × acceptance = exp(−|y|/t)·exp(−(|y| − σ²/t)²/(2σ²)) =
+//!   exp(−y²/(2σ²))·exp(−σ²/(2t²)), proportional to the target; t ≈ σ keeps the acceptance
+//!   rate near 0.7.
+//!
+//! The running time depends only on the random stream and the public parameters (t, m), never
+//! on the query the noise is added to.
 //!
 //! [`super::lattice`] turns a real-valued σ² or scale into (t, m) or t rounded up.
 
