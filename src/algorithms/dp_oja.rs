@@ -70,7 +70,7 @@ use super::{
     Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, ParamInfo, RunEnv, RunError,
 };
 use crate::dataset::{DataContext, Kind, Neighbours, Relation};
-use crate::linalg::{Records, Vector, gram_t, try_sym_eigenvalues};
+use crate::linalg::{Matrix, Records, Vector, gram_t, try_sym_eigenvalues};
 use crate::privacy::{Cost, PrivacyTarget};
 
 /// Algorithm name.
