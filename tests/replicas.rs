@@ -9,8 +9,10 @@
 //!   budget, alternating between the replicas, admit exactly 10 and refuse 40.
 //! - A database unreachable at start: the binary exits non-zero with a clear message.
 
+#![allow(clippy::unwrap_used)]
+
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
