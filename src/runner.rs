@@ -119,10 +119,7 @@ async fn run_one(state: &AppState, job: JobRecord) {
                 state.metrics.job_finished("failed", seconds);
                 state
                     .store
-                    .fail_job(
-                        lease,
-                        "stopped by a service shutdown; its privacy charge is kept",
-                    )
+                    .fail_job(lease, "stopped by a service shutdown; its privacy charge is kept")
                     .await
             }
         },

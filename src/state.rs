@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex};
 use uuid::Uuid;
 
 use crate::config::Config;
-use crate::metrics::Metrics;
 use crate::job_control::JobControl;
+use crate::metrics::Metrics;
 use crate::store::Store;
 use crate::studies::StudyHub;
 

@@ -9,8 +9,10 @@
 //!   budget, alternating between the replicas, admit exactly 10 and refuse 40.
 //! - A database unreachable at start: the binary exits non-zero with a clear message.
 
+#![allow(clippy::unwrap_used)]
+
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -30,14 +32,19 @@ fn postgres_url() -> Option<String> {
 /// A fresh, empty database on the test server; returns its URL.
 async fn fresh_database(base: &str) -> String {
     let name = format!("privpca_replicas_{}", uuid::Uuid::new_v4().simple());
-    let mut admin = sqlx::PgConnection::connect(base).await.expect("connect to PRIVPCA_TEST_POSTGRES_URL");
+    let mut admin = sqlx::PgConnection::connect(base)
+        .await
+        .expect("connect to PRIVPCA_TEST_POSTGRES_URL");
     admin
         .execute(format!("CREATE DATABASE {name}").as_str())
         .await
         .expect("create database");
     admin.close().await.ok();
     let (prefix, _) = base.rsplit_once('/').expect("a URL with a database name");
-    let query = base.split_once('?').map(|(_, q)| format!("?{q}")).unwrap_or_default();
+    let query = base
+        .split_once('?')
+        .map(|(_, q)| format!("?{q}"))
+        .unwrap_or_default();
     format!("{prefix}/{name}{query}")
 }
 
@@ -81,7 +88,13 @@ fn serve(name: &str, database_url: &str, data_dir: &Path, log: &Path) -> (Child,
         .env("PRIVPCA_JOB_LEASE_SECS", LEASE_SECS.to_string())
         .env("PRIVPCA_WORKERS", "1")
         .env("PRIVPCA_THREADS", "1")
-        .stdout(Stdio::null())
+        .stdout(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(log)
+                .unwrap(),
+        )
         .stderr(
             std::fs::OpenOptions::new()
                 .create(true)
@@ -136,10 +149,14 @@ fn npy(n: usize, d: usize, seed: u64) -> Vec<u8> {
     let mut out = b"\x93NUMPY\x01\x00".to_vec();
     out.extend(u16::try_from(header.len()).unwrap().to_le_bytes());
     out.extend(header);
-    let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    let mut state = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
     let scale = 1.0 / (d as f64).sqrt();
     for _ in 0..n * d {
-        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         let unit = (state >> 11) as f64 / (1u64 << 53) as f64;
         out.extend(((2.0 * unit - 1.0) * scale).to_le_bytes());
     }
@@ -181,7 +198,9 @@ async fn dataset(base: &str, key: &str, rho: f64, n: usize, d: usize) -> String 
 }
 
 async fn job(base: &str, key: &str, id: &str) -> Value {
-    call(reqwest::Method::GET, &format!("{base}/v1/jobs/{id}"), key, None).await.1
+    call(reqwest::Method::GET, &format!("{base}/v1/jobs/{id}"), key, None)
+        .await
+        .1
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -205,7 +224,7 @@ async fn a_killed_replicas_job_is_failed_by_the_other_and_admission_never_oversp
     // Replica A alone, so that A is the one that claims the long job.
     let a = start("replica-a", &database, &data, &log_a).await;
     let key = tenant(&a.base).await;
-    let long_data = dataset(&a.base, &key, 1.0, 4000, 300, ).await;
+    let long_data = dataset(&a.base, &key, 1.0, 4000, 300).await;
     let (status, long) = call(
         reqwest::Method::POST,
         &format!("{}/v1/jobs", a.base),
@@ -222,9 +241,16 @@ async fn a_killed_replicas_job_is_failed_by_the_other_and_admission_never_oversp
         match view["status"].as_str() {
             Some("running") => break,
             Some("queued") => {}
-            other => panic!("the long job ended before the kill ({other:?}): {view}\n{}", logs()),
+            other => panic!(
+                "the long job ended before the kill ({other:?}): {view}\n{}",
+                logs()
+            ),
         }
-        assert!(Instant::now() < deadline, "the long job was never claimed\n{}", logs());
+        assert!(
+            Instant::now() < deadline,
+            "the long job was never claimed\n{}",
+            logs()
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 
@@ -250,7 +276,10 @@ async fn a_killed_replicas_job_is_failed_by_the_other_and_admission_never_oversp
         failed["error"].as_str().unwrap_or("").contains("lease"),
         "{failed}"
     );
-    eprintln!("replica B failed the killed replica's job {:.1} s after the kill", took.as_secs_f64());
+    eprintln!(
+        "replica B failed the killed replica's job {:.1} s after the kill",
+        took.as_secs_f64()
+    );
     let (_, ledger) = call(
         reqwest::Method::GET,
         &format!("{}/v1/datasets/{long_data}/ledger", b.base),
@@ -264,8 +293,15 @@ async fn a_killed_replicas_job_is_failed_by_the_other_and_admission_never_oversp
         .filter(|e| e["job_id"] == long_id.as_str())
         .collect();
     assert_eq!(charges.len(), 1, "one charge and no refund: {ledger}");
-    assert_eq!(charges[0]["kind"].as_str().or(charges[0]["entry"].as_str()), Some("charge"), "{ledger}");
-    assert!((charges[0]["rho"].as_f64().unwrap() - 0.2).abs() < 1e-9, "{ledger}");
+    assert_eq!(
+        charges[0]["kind"].as_str().or(charges[0]["entry"].as_str()),
+        Some("charge"),
+        "{ledger}"
+    );
+    assert!(
+        (charges[0]["rho"].as_f64().unwrap() - 0.2).abs() < 1e-9,
+        "{ledger}"
+    );
     // Never re-run: it stays failed.
     tokio::time::sleep(Duration::from_secs(LEASE_SECS)).await;
     assert_eq!(job(&b.base, &key, &long_id).await["status"], "failed");
@@ -321,7 +357,10 @@ async fn an_unreachable_database_at_start_is_a_clear_error_and_a_non_zero_exit()
         if let Some(status) = child.try_wait().unwrap() {
             break status;
         }
-        assert!(Instant::now() < deadline, "the service kept running without its database");
+        assert!(
+            Instant::now() < deadline,
+            "the service kept running without its database"
+        );
         std::thread::sleep(Duration::from_millis(50));
     };
     assert!(!status.success());
@@ -340,11 +379,12 @@ async fn a_postgres_database_without_an_admin_key_is_refused_at_start() {
         .env("PRIVPCA_DATABASE_URL", "postgres://privpca@127.0.0.1:1/privpca")
         .env("PRIVPCA_DATA_DIR", dir.path().join("data"))
         .env_remove("PRIVPCA_ADMIN_KEY")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
+        .stdout(std::fs::File::create(&log).unwrap())
+        .stderr(std::fs::File::create(dir.path().join("stderr.log")).unwrap())
         .status()
         .unwrap();
     assert!(!status.success());
-    let text = std::fs::read_to_string(&log).unwrap();
+    let text = std::fs::read_to_string(&log).unwrap()
+        + &std::fs::read_to_string(dir.path().join("stderr.log")).unwrap();
     assert!(text.contains("PRIVPCA_ADMIN_KEY"), "{text}");
 }

@@ -2,7 +2,7 @@
 //! cancellation (refunded while queued) and results.
 
 use chrono::{DateTime, Utc};
-use sqlx::{Row, AnyConnection};
+use sqlx::{AnyConnection, Row};
 use uuid::Uuid;
 
 use super::codec::{id, now, seed_to_db, ts};
@@ -44,11 +44,7 @@ pub(crate) async fn cancel_queued(
     Ok(cancelled)
 }
 
-async fn job_for(
-    conn: &mut AnyConnection,
-    tenant: Uuid,
-    job: Uuid,
-) -> Result<Option<JobRecord>, StoreError> {
+async fn job_for(conn: &mut AnyConnection, tenant: Uuid, job: Uuid) -> Result<Option<JobRecord>, StoreError> {
     let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = $1 AND tenant_id = $2");
     let row = sqlx::query(&sql)
         .bind(id(job))
@@ -207,7 +203,8 @@ impl Store {
         // the committed job (replay or mismatch), now that its row is visible.
         if let (SubmitOutcome::IdempotencyMismatch, Some(idem)) = (&outcome, idempotency) {
             let mut conn = self.pool.acquire().await?;
-            if let Some(settled) = idempotent_replay(&mut conn, tenant, &idem.key, &idem.request_hash).await? {
+            if let Some(settled) = idempotent_replay(&mut conn, tenant, &idem.key, &idem.request_hash).await?
+            {
                 return Ok(settled);
             }
         }

@@ -145,11 +145,12 @@ impl Store {
     /// deleted; `None` if the dataset does not exist for this tenant.
     pub async fn ledger(&self, tenant: Uuid, dataset: Uuid) -> Result<Option<Vec<LedgerEntry>>, StoreError> {
         let mut conn = self.pool.acquire().await?;
-        let owned: Option<i64> = sqlx::query_scalar("SELECT 1 FROM datasets WHERE id = $1 AND tenant_id = $2")
-            .bind(id(dataset))
-            .bind(id(tenant))
-            .fetch_optional(&mut *conn)
-            .await?;
+        let owned: Option<i64> =
+            sqlx::query_scalar("SELECT 1 FROM datasets WHERE id = $1 AND tenant_id = $2")
+                .bind(id(dataset))
+                .bind(id(tenant))
+                .fetch_optional(&mut *conn)
+                .await?;
         if owned.is_none() {
             return Ok(None);
         }

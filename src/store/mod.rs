@@ -51,10 +51,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use sqlx::any::AnyPoolOptions;
-use sqlx::{AnyConnection, AnyPool};
-use sqlx::migrate::Migrator;
 use sqlx::Executor;
+use sqlx::any::AnyPoolOptions;
+use sqlx::migrate::Migrator;
+use sqlx::{AnyConnection, AnyPool};
 use uuid::Uuid;
 
 pub use error::StoreError;
@@ -63,7 +63,7 @@ pub use models::{
     CancelOutcome, DatasetRecord, DatasetStatus, Idempotency, JobRecord, JobResult, JobStatus, LedgerEntry,
     LedgerEntryKind, NewDataset, NewJob, SubmitOutcome, Tenant,
 };
-pub use queue::{CANCELLED_REASON, INTERRUPTED_REASON, Lease, LEASE_EXPIRED_REASON};
+pub use queue::{CANCELLED_REASON, INTERRUPTED_REASON, LEASE_EXPIRED_REASON, Lease};
 pub use studies::{
     NewStudy, NewStudySite, SITE_TOKEN_PREFIX, SiteStatus, StudyCancel, StudyRecord, StudyResult,
     StudySiteRecord, StudyStatus,
@@ -152,6 +152,21 @@ fn sqlite_url(url: &str) -> String {
     }
 }
 
+/// A PostgreSQL URL with sqlx's prepared-statement cache turned off
+/// (`statement-cache-capacity=0`). sqlx 0.8's `Any` driver binds a NULL `f64` as a `float4`
+/// parameter; with a cached statement, a later non-NULL `f64` in the same position is then
+/// refused ("incorrect binary data format"). Without the cache each execution declares the
+/// types of its own arguments. A connection string that sets the capacity itself is kept.
+fn postgres_url(url: &str) -> String {
+    if url.contains("statement-cache-capacity") {
+        url.to_owned()
+    } else if url.contains('?') {
+        format!("{url}&statement-cache-capacity=0")
+    } else {
+        format!("{url}?statement-cache-capacity=0")
+    }
+}
+
 /// Opens a pool on `url`. SQLite connections get WAL, the busy timeout and foreign keys, and
 /// `synchronous` as asked (`NORMAL` for the service, `FULL` for a site ledger).
 async fn open_pool(url: &str, backend: Backend, synchronous_full: bool) -> Result<AnyPool, StoreError> {
@@ -178,7 +193,7 @@ async fn open_pool(url: &str, backend: Backend, synchronous_full: bool) -> Resul
                 .connect(&sqlite_url(url))
                 .await?
         }
-        Backend::Postgres => options.connect(url).await?,
+        Backend::Postgres => options.connect(&postgres_url(url)).await?,
     };
     Ok(pool)
 }
@@ -337,7 +352,13 @@ impl Store {
         let name: String = self
             .replica
             .chars()
-            .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                    c
+                } else {
+                    '_'
+                }
+            })
             .collect();
         self.datasets_dir().join(format!(".uploads-{name}"))
     }

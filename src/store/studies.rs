@@ -6,7 +6,7 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::any::AnyRow;
-use sqlx::{Row, AnyConnection};
+use sqlx::{AnyConnection, Row};
 use uuid::Uuid;
 
 use super::codec::{

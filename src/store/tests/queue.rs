@@ -22,9 +22,7 @@ async fn a_job_running_at_a_crash_fails_keeps_its_charge_and_is_never_rerun() {
     assert_eq!(claimed.status, JobStatus::Running);
     drop(f.store); // no graceful close: as after a crash
 
-    let store = Store::connect(&f.url, f.dir.path())
-        .await
-        .expect("reconnect");
+    let store = Store::connect(&f.url, f.dir.path()).await.expect("reconnect");
     store.ping().await.expect("ready");
     assert_eq!(store.fail_interrupted_jobs().await.expect("fail interrupted"), 1);
     let after = store
@@ -185,7 +183,10 @@ async fn completion_stores_the_basis_and_failure_keeps_the_charge() {
     );
 
     f.store.claim_next_job().await.expect("claim").expect("a");
-    f.store.update_progress(held(a.id), 3, 10).await.expect("progress");
+    f.store
+        .update_progress(held(a.id), 3, 10)
+        .await
+        .expect("progress");
     let progressed = f
         .store
         .get_job(f.tenant, a.id)
@@ -305,7 +306,11 @@ async fn an_expired_lease_is_reaped_by_another_replica_and_fences_the_old_holder
     // A stops heartbeating (killed); after the lease B reaps the job.
     tokio::time::sleep(std::time::Duration::from_millis(1_300)).await;
     assert_eq!(b.reap_expired_jobs().await.expect("reap"), 1);
-    let failed = b.get_job(f.tenant, submitted.id).await.expect("get").expect("job");
+    let failed = b
+        .get_job(f.tenant, submitted.id)
+        .await
+        .expect("get")
+        .expect("job");
     assert_eq!(failed.status, JobStatus::Failed);
     assert_eq!(failed.error.as_deref(), Some(crate::store::LEASE_EXPIRED_REASON));
     assert_eq!(ledger_net(&b, f.tenant, ds.id).await, (200, 0), "charge kept");
@@ -323,7 +328,10 @@ async fn an_expired_lease_is_reaped_by_another_replica_and_fences_the_old_holder
         a.complete_job(lease, &result).await,
         Err(StoreError::LeaseLost(_))
     ));
-    assert!(matches!(a.mark_cancelled(lease).await, Err(StoreError::LeaseLost(_))));
+    assert!(matches!(
+        a.mark_cancelled(lease).await,
+        Err(StoreError::LeaseLost(_))
+    ));
     assert!(a.claim_next_job().await.expect("claim").is_none());
     assert!(b.claim_next_job().await.expect("claim").is_none());
     assert_eq!(b.reap_expired_jobs().await.expect("reap"), 0);
