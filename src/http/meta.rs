@@ -17,7 +17,7 @@ pub struct Health {
 }
 
 /// Liveness: the process answers.
-#[utoipa::path(get, path = "/healthz", tag = "meta", responses((status = 200, body = Health)))]
+#[utoipa::path(get, operation_id = "get_health", path = "/healthz", tag = "meta", responses((status = 200, body = Health)))]
 pub async fn healthz() -> Json<Health> {
     Json(Health {
         status: "ok",
@@ -26,7 +26,7 @@ pub async fn healthz() -> Json<Health> {
 }
 
 /// Readiness: the database answers and its migrations are applied.
-#[utoipa::path(get, path = "/readyz", tag = "meta",
+#[utoipa::path(get, operation_id = "get_readiness", path = "/readyz", tag = "meta",
     responses((status = 200, body = Health), (status = 503, body = ProblemDocument)))]
 pub async fn readyz(State(state): State<AppState>) -> Result<Json<Health>, ApiError> {
     state.store.ping().await.map_err(|e| {
@@ -40,7 +40,7 @@ pub async fn readyz(State(state): State<AppState>) -> Result<Json<Health>, ApiEr
 }
 
 /// Prometheus metrics in text format.
-#[utoipa::path(get, path = "/metrics", tag = "meta",
+#[utoipa::path(get, operation_id = "get_metrics", path = "/metrics", tag = "meta",
     responses((status = 200, description = "Prometheus text exposition", content_type = "text/plain")))]
 pub async fn metrics(State(state): State<AppState>) -> Result<impl IntoResponse, ApiError> {
     let counts = state.store.job_counts().await?;
