@@ -233,15 +233,14 @@ fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
     let Some(value) = headers.get("idempotency-key") else {
         return Ok(None);
     };
-    let key = value
-        .to_str()
-        .map_err(|_| ApiError::validation("Idempotency-Key", "must be visible ASCII"))?;
-    if key.is_empty() || key.len() > 255 {
+    let key = value.as_bytes();
+    if !(1..=255).contains(&key.len()) || !key.iter().all(|b| (0x21..=0x7e).contains(b)) {
         return Err(ApiError::validation(
             "Idempotency-Key",
-            "must have 1 to 255 characters",
+            "must have 1 to 255 visible ASCII characters (no spaces)",
         ));
     }
+    let key = String::from_utf8_lossy(key);
     Ok(Some(key.to_string()))
 }
 
@@ -340,7 +339,8 @@ fn require_ready(dataset: &DatasetRecord) -> Result<(), ApiError> {
 /// transaction that queues the job; over budget is a 409 naming remaining and requested ρ.
 /// An `Idempotency-Key` header makes retries safe: the same key and body return the same job.
 #[utoipa::path(post, operation_id = "submit_job", path = "/v1/jobs", tag = "jobs", request_body = SubmitJob, security(("api_key" = [])),
-    params(("Idempotency-Key" = Option<String>, Header, description = "same key and body → same job, no new charge")),
+    params(("Idempotency-Key" = Option<String>, Header, min_length = 1, max_length = 255, pattern = "^[!-~]+$",
+        description = "1 to 255 visible ASCII characters: same key and body → same job, no new charge")),
     responses((status = 202, body = JobView, headers(("Location" = String))),
         (status = 403, body = ProblemDocument), (status = 404, body = ProblemDocument),
         (status = 409, body = ProblemDocument), (status = 422, body = ProblemDocument), (status = 503, body = ProblemDocument)))]

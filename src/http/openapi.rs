@@ -191,17 +191,20 @@ pub fn contract(doc: &mut Value) {
     }
 }
 
-/// `allOf` rules: when `algorithm` is one of `names`, `params` follows that algorithm's schema.
+/// `allOf` rules: when `algorithm` is one of `names`, `params` follows that algorithm's schema
+/// (inlined: test generators do not follow references inside conditionals).
 fn params_by_algorithm(names: &[&str]) -> Value {
-    let known: Vec<&str> = crate::algorithms::registry().iter().map(|a| a.info().name).collect();
+    let schemas = params::all_parameter_schemas();
     Value::Array(
         names
             .iter()
-            .filter(|name| known.contains(name))
-            .map(|name| {
+            .filter_map(|name| schemas.iter().find(|(n, _)| n == name))
+            .map(|(name, schema)| {
+                let needs_params = schema["required"].as_array().is_some_and(|r| !r.is_empty());
+                let required: Vec<&str> = if needs_params { vec!["params"] } else { vec![] };
                 json!({
                     "if": { "required": ["algorithm"], "properties": { "algorithm": { "const": name } } },
-                    "then": { "properties": { "params": { "$ref": format!("#/components/schemas/{}", params::component_name(name)) } } }
+                    "then": { "required": required, "properties": { "params": schema } }
                 })
             })
             .collect(),

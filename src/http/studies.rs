@@ -28,6 +28,14 @@ use crate::studies::live::Protocol;
 
 /// Algorithms a study can run.
 pub(crate) const STUDY_ALGORITHMS: [&str; 3] = ["federated_power", "cape_pca", "cape_agn"];
+/// The relations a study (records held at the sites) can have.
+fn study_relation_schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+    super::names::enum_schema(
+        "`replace_one` (n is public; sites report their n) or `add_remove` (n stays private).",
+        &[Relation::ReplaceOne.as_str(), Relation::AddRemove.as_str()],
+    )
+}
+
 /// Default time sites have to join, in seconds.
 pub const DEFAULT_JOIN_TIMEOUT_SECS: u64 = 600;
 /// Default time a round (and the key exchange) waits for every site before dropping the silent ones.
@@ -56,11 +64,12 @@ pub struct CreateStudy {
     /// `federated_power`, `cape_pca` or `cape_agn`.
     #[schema(schema_with = super::params::study_algorithm_schema)]
     pub algorithm: String,
-    /// Number of features d every site's data has (at most the server's `--max-d`).
-    #[schema(minimum = 1)]
+    /// Number of features d every site's data has: at most the server's `--max-d` (the
+    /// published maximum is its default).
+    #[schema(minimum = 1, maximum = 10000)]
     pub n_features: usize,
     /// `replace_one` (n is public; sites report their n) or `add_remove` (n stays private).
-    #[schema(example = "replace_one")]
+    #[schema(schema_with = study_relation_schema)]
     pub relation: Relation,
     /// L2 bound β > 0: every site clips its rows to it.
     #[schema(exclusive_minimum = 0.0)]
@@ -270,7 +279,8 @@ fn check_sites(sites: &[CreateStudySite]) -> Result<(), ApiError> {
             format!("a study needs 2 to {MAX_SITES} sites (got {count})"),
         ));
     }
-    let mut names = std::collections::HashSet::new();
+    // Names are labels for people and need not be unique: a site is identified by its index
+    // (and its token), as the study view shows.
     for (i, site) in sites.iter().enumerate() {
         let name = site.name.trim();
         if name.is_empty() || site.name.chars().count() > 100 {
@@ -279,14 +289,12 @@ fn check_sites(sites: &[CreateStudySite]) -> Result<(), ApiError> {
                 "must have 1 to 100 characters",
             ));
         }
-        if !names.insert(name.to_string()) {
-            return Err(ApiError::validation(
-                format!("sites[{i}].name"),
-                format!("`{name}` is used twice"),
-            ));
-        }
         if let Some(b) = site.budget_rho {
-            positive_finite(&format!("sites[{i}].budget_rho"), b)?;
+            let field = format!("sites[{i}].budget_rho");
+            positive_finite(&field, b)?;
+            if !(b <= crate::privacy::units::MAX_RHO) {
+                return Err(ApiError::validation(field, "must be at most 1e6"));
+            }
         }
     }
     Ok(())
@@ -355,7 +363,8 @@ fn resolve(body: &CreateStudy, max_d: usize) -> Result<Resolved, ApiError> {
     let ctx = study_context(body.n_features, neighbours);
     let bad_params = |e: serde_path_to_error::Error<serde_json::Error>| {
         let path = e.path().to_string();
-        ApiError::validation(format!("params.{path}"), e.into_inner().to_string())
+        let field = if path == "." { "params".to_string() } else { format!("params.{path}") };
+        ApiError::validation(field, e.into_inner().to_string())
     };
     let (config, protocol, rounds, cost) = if body.algorithm == "cape_pca" {
         let parsed: CapePcaParams = serde_path_to_error::deserialize(params).map_err(bad_params)?;
