@@ -279,14 +279,19 @@ fn check_sites(sites: &[CreateStudySite]) -> Result<(), ApiError> {
             format!("a study needs 2 to {MAX_SITES} sites (got {count})"),
         ));
     }
-    // Names are labels for people and need not be unique: a site is identified by its index
-    // (and its token), as the study view shows.
+    let mut names = std::collections::HashSet::new();
     for (i, site) in sites.iter().enumerate() {
         let name = site.name.trim();
         if name.is_empty() || site.name.chars().count() > 100 {
             return Err(ApiError::validation(
                 format!("sites[{i}].name"),
                 "must have 1 to 100 characters",
+            ));
+        }
+        if !names.insert(name.to_string()) {
+            return Err(ApiError::validation(
+                format!("sites[{i}].name"),
+                format!("`{name}` is used twice"),
             ));
         }
         if let Some(b) = site.budget_rho {
