@@ -14,7 +14,7 @@ DS=$(curl -s -X POST "$BASE/v1/datasets" -H "Authorization: Bearer $KEY" -H 'Con
 
 # 3. Upload the data (CSV here; JSON rows and .npy work too).
 awk 'BEGIN { srand(7); for (i = 0; i < 5000; i++) { t = 2 * rand() - 1; printf "%.4f,%.4f,%.4f,%.4f,%.4f\n", t, 0.8 * t, -0.5 * t, 0.1 * rand(), 0.1 * rand() } }' > survey.csv
-curl -s -X PUT "$BASE/v1/datasets/$DS/data" -H "Authorization: Bearer $KEY" -H 'Content-Type: text/csv' --data-binary @survey.csv | jq '{status, n, d, budget: .budget.total}'
+curl -s -X PUT "$BASE/v1/datasets/$DS/data" -H "Authorization: Bearer $KEY" -H 'Content-Type: text/csv' --data-binary @survey.csv | jq '{status, n_samples, n_features, budget: .budget.total}'
 
 # 4. The analyst submits a private PCA job that spends ρ = 0.005 of the budget.
 JOB=$(curl -s -X POST "$BASE/v1/jobs" -H "Authorization: Bearer $KEY" -H 'Content-Type: application/json' -d "{\"dataset_id\": \"$DS\", \"algorithm\": \"noisy_power\", \"params\": {\"k\": 2}, \"privacy\": {\"rho\": 0.005}}" | jq -r .id)
@@ -24,7 +24,7 @@ until curl -s "$BASE/v1/jobs/$JOB" -H "Authorization: Bearer $KEY" | jq -e '.sta
 curl -s "$BASE/v1/jobs/$JOB" -H "Authorization: Bearer $KEY" | jq '{status, progress, cost, run_ms}'
 
 # 6. Fetch the orthonormal basis: JSON (k columns of d numbers) or .npy.
-curl -s "$BASE/v1/jobs/$JOB/result" -H "Authorization: Bearer $KEY" | jq '{d, k, basis}'
+curl -s "$BASE/v1/jobs/$JOB/result" -H "Authorization: Bearer $KEY" | jq '{n_features, n_components, basis}'
 curl -s "$BASE/v1/jobs/$JOB/result" -H "Authorization: Bearer $KEY" -H 'Accept: application/x-npy' -o basis.npy
 
 # 7. The ledger shows the charge; the budget went down.

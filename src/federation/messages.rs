@@ -170,7 +170,7 @@ pub enum SiteTask {
         /// The seed of F_s, this site's aggregator noise (base64, 32 bytes; sent to this site only).
         aggregator_seed: String,
         /// The calibrated noise for this roster; the site checks it against the study's cost.
-        #[schema(value_type = Object)]
+        #[schema(value_type = Value)]
         noise: crate::federation::cape::CapeNoise,
         /// Number of values to send.
         len: usize,

@@ -3,7 +3,7 @@
 
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
@@ -13,6 +13,7 @@ use super::error::{ApiError, Json, ProblemDocument};
 use super::jobs::{job_privacy, resolve};
 use super::privacy_input::{DEFAULT_DISPLAY_DELTA, PrivacyAmount, PrivacyInput};
 use crate::algorithms::{self, AlgorithmInfo, NoiseScale};
+use crate::dataset::{Kind, Relation};
 use crate::privacy::admission::{Spending, admit};
 use crate::privacy::units::{DELTA_UNIT, RHO_UNIT, from_units};
 use crate::state::AppState;
@@ -26,9 +27,9 @@ pub struct AlgorithmView {
     /// Source paper with algorithm/equation numbers.
     pub source: String,
     /// Dataset kinds it runs on.
-    pub kinds: Vec<String>,
+    pub kinds: Vec<Kind>,
     /// Neighbouring relations it has a privacy proof for.
-    pub relations: Vec<String>,
+    pub relations: Vec<Relation>,
     /// JSON Schema of `params`, with defaults.
     #[schema(value_type = Object)]
     pub parameters: Value,
@@ -40,39 +41,15 @@ pub struct AlgorithmView {
     pub scope_reason: Option<String>,
 }
 
-fn parameter_schema(info: &AlgorithmInfo) -> Value {
-    let mut properties = Map::new();
-    let mut required = Vec::new();
-    for p in &info.params {
-        let mut prop = Map::new();
-        prop.insert("type".into(), p.json_type.into());
-        prop.insert("description".into(), p.description.into());
-        if let Some(default) = &p.default {
-            prop.insert("default".into(), default.clone());
-        }
-        if let Some(min) = p.minimum {
-            prop.insert("minimum".into(), min.into());
-        }
-        if let Some(allowed) = &p.allowed {
-            prop.insert("enum".into(), allowed.clone().into());
-        }
-        if p.required {
-            required.push(p.name);
-        }
-        properties.insert(p.name.into(), Value::Object(prop));
-    }
-    json!({ "type": "object", "properties": properties, "required": required, "additionalProperties": false })
-}
-
 impl From<AlgorithmInfo> for AlgorithmView {
     fn from(info: AlgorithmInfo) -> Self {
         Self {
-            parameters: parameter_schema(&info),
+            parameters: super::params::parameter_schema(&info),
             name: info.name.into(),
             summary: info.summary.into(),
             source: info.source.into(),
-            kinds: info.kinds.iter().map(|k| k.as_str().to_string()).collect(),
-            relations: info.relations.iter().map(|r| r.as_str().to_string()).collect(),
+            kinds: info.kinds.clone(),
+            relations: info.relations.clone(),
             privacy: info.privacy.into(),
             public_only: info.public_only,
             scope_reason: info.scope_reason.map(str::to_string),
@@ -81,7 +58,7 @@ impl From<AlgorithmInfo> for AlgorithmView {
 }
 
 /// Every algorithm with its parameter schema, sources and privacy statement.
-#[utoipa::path(get, path = "/v1/algorithms", tag = "algorithms", responses((status = 200, body = Vec<AlgorithmView>)))]
+#[utoipa::path(get, operation_id = "list_algorithms", path = "/v1/algorithms", tag = "algorithms", responses((status = 200, body = Vec<AlgorithmView>)))]
 pub async fn list() -> Json<Vec<AlgorithmView>> {
     Json(
         algorithms::registry()
@@ -99,11 +76,14 @@ pub struct PlanRequest {
     pub privacy: Option<PrivacyInput>,
     /// With `algorithm`: price the job on this dataset (its metadata and public shape only).
     pub dataset_id: Option<Uuid>,
+    /// With `dataset_id`: the algorithm to price (a name of `GET /v1/algorithms`, or `auto`).
+    #[schema(schema_with = super::params::optional_job_algorithm_schema)]
     pub algorithm: Option<String>,
     #[serde(default)]
     #[schema(value_type = Object)]
     pub params: Value,
-    /// δ at which to show ρ as ε (default: the dataset's, else 1e-6).
+    /// δ at which to show ρ as ε, in (0, 1) (default: the dataset's, else 1e-6).
+    #[schema(exclusive_minimum = 0.0, exclusive_maximum = 1.0)]
     pub display_delta: Option<f64>,
 }
 
@@ -190,7 +170,7 @@ pub struct PlanView {
 
 /// Convert between ρ and (ε, δ), show the noise a job would use and whether it fits the
 /// remaining budget. Touches no data and spends nothing.
-#[utoipa::path(post, path = "/v1/privacy/plan", tag = "privacy", request_body = PlanRequest, security(("api_key" = [])),
+#[utoipa::path(post, operation_id = "plan_privacy", path = "/v1/privacy/plan", tag = "privacy", request_body = PlanRequest, security(("api_key" = [])),
     responses((status = 200, body = PlanView), (status = 404, body = ProblemDocument), (status = 422, body = ProblemDocument)))]
 pub async fn plan(
     State(state): State<AppState>,

@@ -7,11 +7,11 @@ use axum::response::IntoResponse;
 use chrono::{DateTime, Utc};
 use futures_util::TryStreamExt;
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
+use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use super::auth::TenantAuth;
-use super::error::{ApiError, Json, Path, ProblemDocument, ProblemKind};
+use super::error::{ApiError, Json, Path, ProblemDocument, ProblemKind, Query};
 use super::privacy_input::{BudgetInput, DEFAULT_DISPLAY_DELTA, PrivacyAmount};
 use crate::dataset::{Kind, Relation};
 use crate::ingest::{self, Format, IngestError, Limits, Shape};
@@ -24,21 +24,25 @@ use crate::store::{DatasetRecord, DatasetStatus, LedgerEntry, LedgerEntryKind, N
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateDataset {
-    /// A name for people (1 to 200 characters).
+    /// A name for people: 1 to 200 characters, not only white space (stored trimmed).
+    #[schema(min_length = 1, max_length = 200, pattern = r"\S")]
     pub name: String,
     /// `records` (one row per individual) or `matrix` (symmetric m×m).
-    #[schema(value_type = String, example = "records")]
     pub kind: Kind,
-    /// Neighbouring relation: `replace_one` (default) or `add_remove` for records, `entry` for matrices.
-    #[schema(value_type = Option<String>, example = "replace_one")]
+    /// Neighbouring relation: `replace_one` (default) or `add_remove` for records, `entry`
+    /// (the default and only choice) for matrices.
     pub relation: Option<Relation>,
-    /// Records: L2 bound β > 0; every row is clipped to it on upload.
+    /// Records (required there, absent on matrices): L2 bound β > 0; every row is clipped to
+    /// it on upload.
+    #[schema(exclusive_minimum = 0.0)]
     pub row_norm_bound: Option<f64>,
-    /// Records: optional L1 bound α > 0 (rows are also clipped to it); default √d·β.
+    /// Records only: optional L1 bound α > 0 (rows are also clipped to it); default √d·β.
+    #[schema(exclusive_minimum = 0.0)]
     pub row_l1_bound: Option<f64>,
-    /// Matrix: entry-change bound u > 0 (default 1).
+    /// Matrix only: entry-change bound u > 0 (default 1).
+    #[schema(exclusive_minimum = 0.0)]
     pub entry_bound: Option<f64>,
-    /// Privacy budget; required unless `public` is true.
+    /// Privacy budget: required unless `public` is true, absent when it is.
     pub budget: Option<BudgetInput>,
     /// Open or synthetic data: no budget, exact PCA and seeds allowed.
     #[serde(default)]
@@ -63,7 +67,7 @@ pub struct BudgetView {
     /// The admission rule now in force: `zcdp` (a ρ budget), `exact_gaussian` (an (ε, δ) budget
     /// with only Gaussian mechanisms charged so far) or `cks` (an (ε, δ) budget after any other
     /// charge). See privacy.md §2.
-    pub rule: String,
+    pub rule: Rule,
 }
 
 /// A dataset's metadata and budget state. Never contains statistics of the data; the row
@@ -72,20 +76,20 @@ pub struct BudgetView {
 pub struct DatasetView {
     pub id: Uuid,
     pub name: String,
-    #[schema(value_type = String)]
     pub kind: Kind,
-    #[schema(value_type = String)]
     pub relation: Relation,
     pub row_norm_bound: Option<f64>,
     pub row_l1_bound: Option<f64>,
     pub entry_bound: Option<f64>,
     pub public: bool,
     /// `empty` (awaiting data), `ready`, or `deleted` (data gone, ledger kept).
-    pub status: String,
-    /// Number of features (records) or side of the matrix.
-    pub d: Option<i64>,
-    /// Number of records, when it is public.
-    pub n: Option<i64>,
+    pub status: DatasetStatus,
+    /// Number of features d (records) or side m of the matrix; absent until data is uploaded.
+    /// Called `d` before 0.2.0.
+    pub n_features: Option<i64>,
+    /// Number of records n, when it is public (`replace_one`, matrices, public datasets).
+    /// Called `n` before 0.2.0.
+    pub n_samples: Option<i64>,
     /// Budget state; absent on public datasets, which carry no budget.
     pub budget: Option<BudgetView>,
     pub created_at: DateTime<Utc>,
@@ -133,7 +137,7 @@ impl From<&DatasetRecord> for DatasetView {
                         r.remaining_rho_units().unwrap_or(0),
                         r.remaining_delta_units().unwrap_or(0),
                     ),
-                    rule: rule.as_str().to_string(),
+                    rule,
                 })
             }
             _ => None,
@@ -148,9 +152,9 @@ impl From<&DatasetRecord> for DatasetView {
             row_l1_bound: r.row_l1_bound,
             entry_bound: r.entry_bound,
             public: r.public,
-            status: r.status.as_str().to_string(),
-            d: r.d,
-            n: if n_public { r.n } else { None },
+            status: r.status,
+            n_features: r.d,
+            n_samples: if n_public { r.n } else { None },
             budget,
             created_at: r.created_at,
             deleted_at: r.deleted_at,
@@ -170,7 +174,7 @@ fn positive(field: &str, value: Option<f64>) -> Result<Option<f64>, ApiError> {
 
 fn validate(body: CreateDataset) -> Result<NewDataset, ApiError> {
     let name = body.name.trim().to_string();
-    if name.is_empty() || name.chars().count() > 200 {
+    if name.is_empty() || body.name.chars().count() > 200 {
         return Err(ApiError::validation("name", "name must have 1 to 200 characters"));
     }
     let relation = body.relation.unwrap_or(match body.kind {
@@ -262,7 +266,7 @@ fn validate(body: CreateDataset) -> Result<NewDataset, ApiError> {
 }
 
 /// Create a dataset.
-#[utoipa::path(post, path = "/v1/datasets", tag = "datasets", request_body = CreateDataset,
+#[utoipa::path(post, operation_id = "create_dataset", path = "/v1/datasets", tag = "datasets", request_body = CreateDataset,
     security(("api_key" = [])),
     responses((status = 201, body = DatasetView), (status = 422, body = ProblemDocument), (status = 401, body = ProblemDocument)))]
 pub async fn create(
@@ -281,7 +285,7 @@ pub async fn create(
 }
 
 /// List the tenant's datasets (deleted ones included, with status `deleted`).
-#[utoipa::path(get, path = "/v1/datasets", tag = "datasets", security(("api_key" = [])),
+#[utoipa::path(get, operation_id = "list_datasets", path = "/v1/datasets", tag = "datasets", security(("api_key" = [])),
     responses((status = 200, body = Vec<DatasetView>)))]
 pub async fn list(
     State(state): State<AppState>,
@@ -304,7 +308,7 @@ pub(crate) async fn load_dataset(
 }
 
 /// A dataset's metadata and budget state.
-#[utoipa::path(get, path = "/v1/datasets/{id}", tag = "datasets", security(("api_key" = [])),
+#[utoipa::path(get, operation_id = "get_dataset", path = "/v1/datasets/{id}", tag = "datasets", security(("api_key" = [])),
     params(("id" = Uuid, Path, description = "dataset id")),
     responses((status = 200, body = DatasetView), (status = 404, body = ProblemDocument)))]
 pub async fn get(
@@ -318,7 +322,7 @@ pub async fn get(
 
 /// Delete a dataset's data. The ledger is kept, queued jobs are cancelled and refunded, and the
 /// id is never reused.
-#[utoipa::path(delete, path = "/v1/datasets/{id}", tag = "datasets", security(("api_key" = [])),
+#[utoipa::path(delete, operation_id = "delete_dataset", path = "/v1/datasets/{id}", tag = "datasets", security(("api_key" = [])),
     params(("id" = Uuid, Path, description = "dataset id")),
     responses((status = 200, body = DatasetView), (status = 404, body = ProblemDocument)))]
 pub async fn delete(
@@ -346,7 +350,7 @@ pub struct LedgerEntryView {
     pub id: i64,
     pub job_id: Option<Uuid>,
     /// `charge` or `refund` (a job cancelled before it started).
-    pub entry: String,
+    pub entry: LedgerEntryKind,
     pub algorithm: Option<String>,
     pub rho: f64,
     pub delta: f64,
@@ -354,7 +358,7 @@ pub struct LedgerEntryView {
     pub other_rho: f64,
     /// Which rule admitted a charge: `zcdp`, `exact_gaussian` or `cks` (absent on refunds,
     /// on public datasets and on entries written before the rule was recorded).
-    pub rule: Option<String>,
+    pub rule: Option<Rule>,
     pub created_at: DateTime<Utc>,
 }
 
@@ -372,22 +376,19 @@ impl From<&LedgerEntry> for LedgerEntryView {
         Self {
             id: e.id,
             job_id: e.job_id,
-            entry: match e.entry {
-                LedgerEntryKind::Charge => "charge".into(),
-                LedgerEntryKind::Refund => "refund".into(),
-            },
+            entry: e.entry,
             algorithm: e.algorithm.clone(),
             rho: from_units(e.rho_units, RHO_UNIT),
             delta: from_units(e.delta_units, DELTA_UNIT),
             other_rho: from_units(e.other_rho_units, RHO_UNIT),
-            rule: e.rule.map(|r| r.as_str().to_string()),
+            rule: e.rule,
             created_at: e.created_at,
         }
     }
 }
 
 /// Every charge against a dataset's budget.
-#[utoipa::path(get, path = "/v1/datasets/{id}/ledger", tag = "datasets", security(("api_key" = [])),
+#[utoipa::path(get, operation_id = "get_dataset_ledger", path = "/v1/datasets/{id}/ledger", tag = "datasets", security(("api_key" = [])),
     params(("id" = Uuid, Path, description = "dataset id")),
     responses((status = 200, body = LedgerView), (status = 404, body = ProblemDocument)))]
 pub async fn ledger(
@@ -433,18 +434,87 @@ fn ingest_problem(e: IngestError) -> ApiError {
     }
 }
 
-/// Upload the data, once. `text/csv` (header optional), `application/json` (array of rows) or
-/// `application/x-npy` (f64/f32, C order). Streamed and validated; records are clipped to the
-/// declared bounds. A symmetric matrix is checked for shape and symmetry.
-#[utoipa::path(put, path = "/v1/datasets/{id}/data", tag = "datasets", security(("api_key" = [])),
-    params(("id" = Uuid, Path, description = "dataset id")),
-    request_body(content = String, content_type = "text/csv", description = "CSV rows; also accepts application/json (array of rows) and application/x-npy"),
-    responses((status = 200, body = DatasetView), (status = 409, body = ProblemDocument),
+/// How an upload names its format when its `Content-Type` does not (`application/octet-stream`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum UploadFormat {
+    Csv,
+    Json,
+    Npy,
+}
+
+impl From<UploadFormat> for Format {
+    fn from(f: UploadFormat) -> Self {
+        match f {
+            UploadFormat::Csv => Format::Csv,
+            UploadFormat::Json => Format::Json,
+            UploadFormat::Npy => Format::Npy,
+        }
+    }
+}
+
+/// Query of an upload.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct UploadQuery {
+    /// The body's format when it is sent as `application/octet-stream`: `csv`, `json` or `npy`.
+    /// Without it such a body must be a `.npy` file (recognised by its magic string). With a
+    /// specific `Content-Type` it must agree with it.
+    pub format: Option<UploadFormat>,
+}
+
+/// How the body's format will be known: named by the `Content-Type` or the query, or to be
+/// sniffed from its first bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FormatSource {
+    Named(Format),
+    Sniff,
+}
+
+const UPLOAD_TYPES: &str =
+    "application/octet-stream (a .npy file, or any format named by ?format=csv|json|npy), text/csv, application/json or application/x-npy";
+
+fn upload_format(content_type: Option<&str>, query: Option<UploadFormat>) -> Result<FormatSource, ApiError> {
+    let unsupported = |detail: String| ApiError::new(ProblemKind::UnsupportedMediaType, detail);
+    let media_type = content_type
+        .map(|ct| ct.split(';').next().unwrap_or_default().trim())
+        .unwrap_or_default();
+    if media_type.is_empty() || media_type.eq_ignore_ascii_case("application/octet-stream") {
+        return Ok(query.map_or(FormatSource::Sniff, |f| FormatSource::Named(f.into())));
+    }
+    let named = Format::from_content_type(media_type)
+        .ok_or_else(|| unsupported(format!("unsupported Content-Type `{media_type}`; use {UPLOAD_TYPES}")))?;
+    match query.map(Format::from) {
+        Some(other) if other != named => Err(unsupported(format!(
+            "Content-Type `{media_type}` and ?format={} disagree; name the format once",
+            other.content_type()
+        ))),
+        _ => Ok(FormatSource::Named(named)),
+    }
+}
+
+/// Why an upload was refused inside the blocking parse.
+enum UploadFailure {
+    /// An octet stream that is not `.npy` and names no format.
+    Unrecognised,
+    Ingest(IngestError),
+}
+
+/// Upload the data, once. The body is a file: `application/octet-stream` (what generated
+/// clients send; a `.npy` file is recognised by its magic string, other formats are named
+/// with `?format=csv|json`), or `text/csv` (header optional), `application/json` (an array of
+/// rows) or `application/x-npy` (f64/f32, C order). Streamed and validated; records are clipped
+/// to the declared bounds. A symmetric matrix is checked for shape and symmetry.
+#[utoipa::path(put, operation_id = "upload_dataset_data", path = "/v1/datasets/{id}/data", tag = "datasets", security(("api_key" = [])),
+    params(("id" = Uuid, Path, description = "dataset id"), UploadQuery),
+    responses((status = 200, body = DatasetView), (status = 404, body = ProblemDocument), (status = 409, body = ProblemDocument),
         (status = 413, body = ProblemDocument), (status = 415, body = ProblemDocument), (status = 422, body = ProblemDocument)))]
 pub async fn upload(
     State(state): State<AppState>,
     auth: TenantAuth,
     Path(id): Path<Uuid>,
+    Query(query): Query<UploadQuery>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Json<DatasetView>, ApiError> {
@@ -458,16 +528,8 @@ pub async fn upload(
         }
         DatasetStatus::Deleted => return Err(ApiError::conflict("this dataset has been deleted")),
     }
-    let content_type = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    let format = Format::from_content_type(content_type).ok_or_else(|| {
-        ApiError::new(
-            ProblemKind::UnsupportedMediaType,
-            format!("unsupported Content-Type `{content_type}`; use text/csv, application/json or application/x-npy"),
-        )
-    })?;
+    let content_type = headers.get(header::CONTENT_TYPE).map(|v| v.to_str().unwrap_or("(not text)"));
+    let source = upload_format(content_type, query.format)?;
     let limits = Limits {
         max_bytes: state.config.max_upload_bytes,
         max_rows: state.config.max_rows,
@@ -512,21 +574,40 @@ pub async fn upload(
     let stream = body.into_data_stream().map_err(std::io::Error::other);
     let reader = tokio_util::io::SyncIoBridge::new(tokio_util::io::StreamReader::new(stream));
     let temp_for_task = temp.clone();
-    let outcome = tokio::task::spawn_blocking(move || -> Result<ingest::Ingested, IngestError> {
-        let file = std::fs::File::create(&temp_for_task).map_err(IngestError::Io)?;
+    let outcome = tokio::task::spawn_blocking(move || -> Result<ingest::Ingested, UploadFailure> {
+        let (format, reader): (Format, Box<dyn std::io::Read>) = match source {
+            FormatSource::Named(format) => (format, Box::new(reader)),
+            FormatSource::Sniff => {
+                let (format, reader) =
+                    ingest::sniff::sniff(reader).map_err(|e| UploadFailure::Ingest(IngestError::Read(e)))?;
+                (format.ok_or(UploadFailure::Unrecognised)?, Box::new(reader))
+            }
+        };
+        let failed = UploadFailure::Ingest;
+        let file = std::fs::File::create(&temp_for_task).map_err(|e| failed(IngestError::Io(e)))?;
         let mut writer = std::io::BufWriter::with_capacity(1 << 20, file);
-        let ingested = ingest::ingest(reader, format, shape, &limits, &mut writer)?;
-        let file = writer.into_inner().map_err(|e| IngestError::Io(e.into_error()))?;
-        file.sync_all().map_err(IngestError::Io)?;
+        let ingested = ingest::ingest(reader, format, shape, &limits, &mut writer).map_err(failed)?;
+        let file = writer
+            .into_inner()
+            .map_err(|e| failed(IngestError::Io(e.into_error())))?;
+        file.sync_all().map_err(|e| failed(IngestError::Io(e)))?;
         Ok(ingested)
     })
     .await
     .map_err(ApiError::internal)?;
     let ingested = match outcome {
         Ok(ingested) => ingested,
-        Err(e) => {
+        Err(failure) => {
             let _ = tokio::fs::remove_file(&temp).await;
-            return Err(ingest_problem(e));
+            return Err(match failure {
+                UploadFailure::Ingest(e) => ingest_problem(e),
+                UploadFailure::Unrecognised => ApiError::new(
+                    ProblemKind::UnsupportedMediaType,
+                    format!(
+                        "this application/octet-stream body is not a .npy file (no \\x93NUMPY magic); name its format with ?format=csv or ?format=json, or send it as {UPLOAD_TYPES}"
+                    ),
+                ),
+            });
         }
     };
     // The store moves the file into place and marks the dataset ready in one step (or removes

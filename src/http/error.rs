@@ -279,10 +279,52 @@ impl From<axum::extract::rejection::QueryRejection> for ApiError {
     }
 }
 
-/// `Json<T>` whose rejections are problem documents.
-#[derive(Debug, Clone, Copy, Default, axum::extract::FromRequest)]
-#[from_request(via(axum::Json), rejection(ApiError))]
+/// `Json<T>` whose rejections are problem documents. A number written with a zero fraction
+/// (`3.0`) is read as the integer it is, as JSON Schema's `integer` type counts it (so a value
+/// valid by the published schema is never refused for being spelled `3.0`).
+#[derive(Debug, Clone, Copy, Default)]
 pub struct Json<T>(pub T);
+
+impl<T: serde::de::DeserializeOwned, S: Send + Sync> axum::extract::FromRequest<S> for Json<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: axum::extract::Request, state: &S) -> Result<Self, ApiError> {
+        let axum::Json(mut value) = axum::Json::<Value>::from_request(request, state).await?;
+        integral_floats_as_integers(&mut value);
+        match serde_path_to_error::deserialize(value) {
+            Ok(parsed) => Ok(Json(parsed)),
+            Err(e) => {
+                let path = e.path().to_string();
+                let mut err = ApiError::new(ProblemKind::Validation, format!("{path}: {}", e.inner()));
+                if path != "." {
+                    err.field = Some(path);
+                } else {
+                    err.detail = e.inner().to_string();
+                }
+                Err(err)
+            }
+        }
+    }
+}
+
+/// Rewrites every float with a zero fraction that an `i64` or `u64` holds exactly as that integer.
+pub fn integral_floats_as_integers(value: &mut Value) {
+    match value {
+        Value::Number(n) if n.is_f64() => {
+            let Some(f) = n.as_f64() else { return };
+            if f.fract() == 0.0 {
+                if (-9.223_372_036_854_775_808e18..9.223_372_036_854_775_808e18).contains(&f) {
+                    *value = Value::from(f as i64);
+                } else if (0.0..1.844_674_407_370_955_2e19).contains(&f) {
+                    *value = Value::from(f as u64);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(integral_floats_as_integers),
+        Value::Object(map) => map.values_mut().for_each(integral_floats_as_integers),
+        _ => {}
+    }
+}
 
 impl<T: Serialize> IntoResponse for Json<T> {
     fn into_response(self) -> Response {

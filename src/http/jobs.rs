@@ -30,8 +30,11 @@ pub struct SubmitJob {
     /// Algorithm name, see `GET /v1/algorithms`, or `auto`: the service picks one from public
     /// facts (kind, d, whether the dataset is public) by the rule in docs/utility.md, and the
     /// job records which ran.
+    #[schema(schema_with = super::params::job_algorithm_schema)]
     pub algorithm: String,
-    /// Algorithm parameters (see its schema in `GET /v1/algorithms`); defaults fill the rest.
+    /// Algorithm parameters (the algorithm's schema is in `GET /v1/algorithms` and in this
+    /// document as `<algorithm>Params`); defaults fill the rest. `auto` takes `k` and the
+    /// options every algorithm shares.
     #[serde(default)]
     #[schema(value_type = Object)]
     pub params: serde_json::Value,
@@ -61,7 +64,7 @@ pub struct JobView {
     #[schema(value_type = Option<Object>)]
     pub selection: Option<serde_json::Value>,
     /// `queued`, `running`, `succeeded`, `failed` or `cancelled`.
-    pub status: String,
+    pub status: JobStatus,
     /// Parameters as submitted.
     #[schema(value_type = Object)]
     pub params: serde_json::Value,
@@ -79,17 +82,28 @@ pub struct JobView {
     pub cancel_requested: bool,
     pub seed: Option<u64>,
     pub created_at: DateTime<Utc>,
+    /// When the job started running. Withheld (null) on private `add_remove` datasets, where
+    /// it would give away the running time (see `run_ms`).
     pub started_at: Option<DateTime<Utc>>,
     pub finished_at: Option<DateTime<Utc>>,
-    /// Milliseconds spent waiting in the queue.
+    /// Milliseconds spent waiting in the queue (null where `started_at` is withheld).
     pub queued_ms: Option<i64>,
-    /// Milliseconds spent running.
+    /// Milliseconds spent running. Withheld (null) on private `add_remove` datasets: the running
+    /// time grows with the number of records, which is private under that relation.
     pub run_ms: Option<i64>,
     /// Where the result is, once the job succeeded.
     pub result_url: Option<String>,
 }
 
-fn job_view(state: &AppState, job: &JobRecord) -> JobView {
+/// Whether a job's timings may be shown: they grow with the number of records n, so they are
+/// withheld exactly where n is (private `add_remove` datasets; docs/design: side channels).
+/// The total latency `finished_at − created_at` and the moment the status changes stay
+/// observable; they include the queue wait and are coarse, but are not padded.
+pub(crate) fn timings_public(dataset: &DatasetRecord) -> bool {
+    crate::context::n_is_public(dataset)
+}
+
+fn job_view(state: &AppState, job: &JobRecord, timings_public: bool) -> JobView {
     let display_delta = job
         .privacy
         .get("delta")
@@ -108,8 +122,9 @@ fn job_view(state: &AppState, job: &JobRecord) -> JobView {
         }),
         _ => None,
     };
-    let queued_ms = job.started_at.map(|s| (s - job.created_at).num_milliseconds());
-    let run_ms = match (job.started_at, job.finished_at) {
+    let started_at = job.started_at.filter(|_| timings_public);
+    let queued_ms = started_at.map(|s| (s - job.created_at).num_milliseconds());
+    let run_ms = match (started_at, job.finished_at) {
         (Some(s), Some(f)) => Some((f - s).num_milliseconds()),
         (Some(s), None) => Some((Utc::now() - s).num_milliseconds()),
         _ => None,
@@ -119,7 +134,7 @@ fn job_view(state: &AppState, job: &JobRecord) -> JobView {
         dataset_id: job.dataset_id,
         algorithm: job.algorithm.clone(),
         selection: job.selection.clone(),
-        status: job.status.as_str().to_string(),
+        status: job.status,
         params: job.params.clone(),
         config: job.config.clone(),
         privacy: job.privacy.clone(),
@@ -134,7 +149,7 @@ fn job_view(state: &AppState, job: &JobRecord) -> JobView {
         cancel_requested: job.cancel_requested,
         seed: job.seed,
         created_at: job.created_at,
-        started_at: job.started_at,
+        started_at,
         finished_at: job.finished_at,
         queued_ms,
         run_ms,
@@ -218,15 +233,14 @@ fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
     let Some(value) = headers.get("idempotency-key") else {
         return Ok(None);
     };
-    let key = value
-        .to_str()
-        .map_err(|_| ApiError::validation("Idempotency-Key", "must be visible ASCII"))?;
-    if key.is_empty() || key.len() > 255 {
+    let key = value.as_bytes();
+    if !(1..=255).contains(&key.len()) || !key.iter().all(|b| (0x21..=0x7e).contains(b)) {
         return Err(ApiError::validation(
             "Idempotency-Key",
-            "must have 1 to 255 characters",
+            "must have 1 to 255 visible ASCII characters (no spaces)",
         ));
     }
+    let key = String::from_utf8_lossy(key);
     Ok(Some(key.to_string()))
 }
 
@@ -324,8 +338,9 @@ fn require_ready(dataset: &DatasetRecord) -> Result<(), ApiError> {
 /// Submit a job. The privacy cost is computed from the parameters alone and charged in the same
 /// transaction that queues the job; over budget is a 409 naming remaining and requested ρ.
 /// An `Idempotency-Key` header makes retries safe: the same key and body return the same job.
-#[utoipa::path(post, path = "/v1/jobs", tag = "jobs", request_body = SubmitJob, security(("api_key" = [])),
-    params(("Idempotency-Key" = Option<String>, Header, description = "same key and body → same job, no new charge")),
+#[utoipa::path(post, operation_id = "submit_job", path = "/v1/jobs", tag = "jobs", request_body = SubmitJob, security(("api_key" = [])),
+    params(("Idempotency-Key" = Option<String>, Header, min_length = 1, max_length = 255, pattern = "^[!-~]+$",
+        description = "1 to 255 visible ASCII characters: same key and body → same job, no new charge")),
     responses((status = 202, body = JobView, headers(("Location" = String))),
         (status = 403, body = ProblemDocument), (status = 404, body = ProblemDocument),
         (status = 409, body = ProblemDocument), (status = 422, body = ProblemDocument), (status = 503, body = ProblemDocument)))]
@@ -431,7 +446,7 @@ pub async fn submit(
     let mut response = (
         StatusCode::ACCEPTED,
         [(header::LOCATION, location)],
-        Json(job_view(&state, &job)),
+        Json(job_view(&state, &job, timings_public(&dataset))),
     )
         .into_response();
     if replayed {
@@ -449,6 +464,15 @@ pub(crate) fn strip_nulls(mut value: serde_json::Value) -> serde_json::Value {
     value
 }
 
+/// [`timings_public`] for a job's dataset (withheld when the dataset cannot be read).
+async fn job_timings_public(state: &AppState, tenant: Uuid, job: &JobRecord) -> Result<bool, ApiError> {
+    Ok(state
+        .store
+        .get_dataset(tenant, job.dataset_id)
+        .await?
+        .is_some_and(|d| timings_public(&d)))
+}
+
 async fn load_job(state: &AppState, tenant: Uuid, id: Uuid) -> Result<JobRecord, ApiError> {
     state
         .store
@@ -458,7 +482,7 @@ async fn load_job(state: &AppState, tenant: Uuid, id: Uuid) -> Result<JobRecord,
 }
 
 /// A job's status, progress while running, cost and timings.
-#[utoipa::path(get, path = "/v1/jobs/{id}", tag = "jobs", security(("api_key" = [])),
+#[utoipa::path(get, operation_id = "get_job", path = "/v1/jobs/{id}", tag = "jobs", security(("api_key" = [])),
     params(("id" = Uuid, Path, description = "job id")),
     responses((status = 200, body = JobView), (status = 404, body = ProblemDocument)))]
 pub async fn get(
@@ -467,7 +491,8 @@ pub async fn get(
     Path(id): Path<Uuid>,
 ) -> Result<Json<JobView>, ApiError> {
     let job = load_job(&state, auth.tenant_id, id).await?;
-    Ok(Json(job_view(&state, &job)))
+    let public = job_timings_public(&state, auth.tenant_id, &job).await?;
+    Ok(Json(job_view(&state, &job, public)))
 }
 
 /// Filter for the job list.
@@ -478,7 +503,7 @@ pub struct JobFilter {
 }
 
 /// The tenant's jobs, newest first.
-#[utoipa::path(get, path = "/v1/jobs", tag = "jobs", security(("api_key" = [])), params(JobFilter),
+#[utoipa::path(get, operation_id = "list_jobs", path = "/v1/jobs", tag = "jobs", security(("api_key" = [])), params(JobFilter),
     responses((status = 200, body = Vec<JobView>)))]
 pub async fn list(
     State(state): State<AppState>,
@@ -486,13 +511,24 @@ pub async fn list(
     Query(filter): Query<JobFilter>,
 ) -> Result<Json<Vec<JobView>>, ApiError> {
     let jobs = state.store.list_jobs(auth.tenant_id, filter.dataset_id).await?;
-    Ok(Json(jobs.iter().map(|j| job_view(&state, j)).collect()))
+    let public: std::collections::HashMap<Uuid, bool> = state
+        .store
+        .list_datasets(auth.tenant_id)
+        .await?
+        .iter()
+        .map(|d| (d.id, timings_public(d)))
+        .collect();
+    Ok(Json(
+        jobs.iter()
+            .map(|j| job_view(&state, j, public.get(&j.dataset_id).copied().unwrap_or(false)))
+            .collect(),
+    ))
 }
 
 /// Cancel a job. Queued: cancelled and refunded (200). Running: cancellation requested, the
 /// charge stands because noise has been drawn (202); the job stops at its next progress report,
 /// so one in its last step may still end `succeeded`. Finished: 409.
-#[utoipa::path(delete, path = "/v1/jobs/{id}", tag = "jobs", security(("api_key" = [])),
+#[utoipa::path(delete, operation_id = "cancel_job", path = "/v1/jobs/{id}", tag = "jobs", security(("api_key" = [])),
     params(("id" = Uuid, Path, description = "job id")),
     responses((status = 200, body = JobView), (status = 202, body = JobView),
         (status = 404, body = ProblemDocument), (status = 409, body = ProblemDocument)))]
@@ -502,10 +538,14 @@ pub async fn cancel(
     Path(id): Path<Uuid>,
 ) -> Result<Response, ApiError> {
     match state.store.cancel_job(auth.tenant_id, id).await? {
-        CancelOutcome::Refunded(job) => Ok((StatusCode::OK, Json(job_view(&state, &job))).into_response()),
+        CancelOutcome::Refunded(job) => {
+            let public = job_timings_public(&state, auth.tenant_id, &job).await?;
+            Ok((StatusCode::OK, Json(job_view(&state, &job, public))).into_response())
+        }
         CancelOutcome::CancelRequested(job) => {
             state.jobs.request_cancel(job.id);
-            Ok((StatusCode::ACCEPTED, Json(job_view(&state, &job))).into_response())
+            let public = job_timings_public(&state, auth.tenant_id, &job).await?;
+            Ok((StatusCode::ACCEPTED, Json(job_view(&state, &job, public))).into_response())
         }
         CancelOutcome::AlreadyFinished(job) => Err(ApiError::conflict(format!(
             "the job has already finished ({})",
@@ -519,8 +559,10 @@ pub async fn cancel(
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct JobResultView {
     pub job_id: Uuid,
-    pub d: usize,
-    pub k: usize,
+    /// Number of features d: the length of each basis column (called `d` before 0.2.0).
+    pub n_features: usize,
+    /// Number of components k: the number of basis columns (called `k` before 0.2.0).
+    pub n_components: usize,
     /// k columns of d numbers each: orthonormal, ordered by decreasing (noisy) importance.
     pub basis: Vec<Vec<f64>>,
     /// Private eigenvalue estimates (post-processing of DP releases), when the algorithm gives them.
@@ -586,10 +628,9 @@ pub(crate) fn wants_npy(headers: &HeaderMap) -> Result<bool, ApiError> {
 }
 
 /// The basis of a succeeded job: JSON by default, `.npy` with `Accept: application/x-npy`.
-#[utoipa::path(get, path = "/v1/jobs/{id}/result", tag = "jobs", security(("api_key" = [])),
+#[utoipa::path(get, operation_id = "get_job_result", path = "/v1/jobs/{id}/result", tag = "jobs", security(("api_key" = [])),
     params(("id" = Uuid, Path, description = "job id")),
-    responses((status = 200, body = JobResultView, content_type = "application/json"),
-        (status = 200, description = "d×k f64 matrix", content_type = "application/x-npy"),
+    responses((status = 200, body = JobResultView, description = "The basis as JSON, or with `Accept: application/x-npy` as a d×k f64 `.npy` matrix"),
         (status = 404, body = ProblemDocument), (status = 406, body = ProblemDocument), (status = 409, body = ProblemDocument)))]
 pub async fn result(
     State(state): State<AppState>,
@@ -623,11 +664,11 @@ pub async fn result(
         let bytes = npy_bytes(result.d, result.k, &result.basis);
         return Ok(([(header::CONTENT_TYPE, "application/x-npy")], bytes).into_response());
     }
-    let view = job_view(&state, &job);
+    let view = job_view(&state, &job, false);
     Ok(Json(JobResultView {
         job_id: id,
-        d: result.d,
-        k: result.k,
+        n_features: result.d,
+        n_components: result.k,
         basis: result
             .basis
             .chunks(result.d.max(1))

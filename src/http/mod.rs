@@ -6,7 +6,9 @@ pub mod datasets;
 pub mod error;
 pub mod jobs;
 pub mod meta;
+pub mod names;
 pub mod openapi;
+pub mod params;
 pub mod privacy_input;
 pub mod site;
 pub mod studies;
@@ -21,7 +23,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
-use utoipa::OpenApi;
 use utoipa_swagger_ui::SwaggerUi;
 
 use crate::state::AppState;
@@ -86,7 +87,7 @@ pub fn router(state: AppState) -> Router {
         .merge(dashboard)
         .merge(uploads)
         .merge(site)
-        .merge(SwaggerUi::new("/docs").url("/openapi.json", openapi::ApiDoc::openapi()))
+        .merge(SwaggerUi::new("/docs").external_url_unchecked("/openapi.json", openapi::document_value()))
         .fallback(|| async { ApiError::new(ProblemKind::NotFound, "no such route") })
         .layer(middleware::from_fn(problem_for_bare_errors))
         .layer(TraceLayer::new_for_http())

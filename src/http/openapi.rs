@@ -1,11 +1,22 @@
 //! The OpenAPI document, generated from the handlers' annotations. Committed at
 //! `openapi/openapi.json` (regenerate with `privpca openapi > openapi/openapi.json`); a test
 //! fails when the committed copy drifts.
+//!
+//! The document is a contract for generated clients (openapi-python-client, schemathesis):
+//! the annotations give each operation its id, tag, request schema with limits and success
+//! responses; [`contract`] then applies the rules that hold for every route, so that none can
+//! forget them: error responses are `application/problem+json` problem documents, the answers
+//! of the framework and middleware (malformed JSON, missing key, timeouts, oversize bodies,
+//! wrong media type, database busy) are listed where they can occur, and the cross-field rules
+//! JSON Schema can state (a records dataset needs a row bound, a private one a budget; each
+//! algorithm's `params`) are attached to the request schemas.
 
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::{catalog, datasets, error, jobs, meta, privacy_input, site, studies, tenants};
+use serde_json::{Map, Value, json};
+
+use super::{catalog, datasets, error, jobs, meta, params, privacy_input, site, studies, tenants};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -25,7 +36,7 @@ use super::{catalog, datasets, error, jobs, meta, privacy_input, site, studies, 
         meta::healthz, meta::readyz, meta::metrics,
     ),
     components(schemas(error::ProblemDocument, privacy_input::BudgetInput, privacy_input::PrivacyInput,
-        privacy_input::PrivacyAmount)),
+        privacy_input::PrivacyAmount, datasets::UploadFormat)),
     modifiers(&Security),
     tags(
         (name = "tenants", description = "Tenants and API keys (admin)"),
@@ -57,9 +68,199 @@ impl Modify for Security {
     }
 }
 
+/// The document served at `/openapi.json` and committed: the annotations' document with the
+/// [`contract`] rules applied.
+pub fn document_value() -> Value {
+    let mut doc = serde_json::to_value(ApiDoc::openapi()).unwrap_or_default();
+    contract(&mut doc);
+    doc
+}
+
 /// The document as committed: pretty JSON with a trailing newline.
 pub fn document() -> String {
-    let mut text = ApiDoc::openapi().to_pretty_json().unwrap_or_default();
+    let mut text = serde_json::to_string_pretty(&document_value()).unwrap_or_default();
     text.push('\n');
     text
+}
+
+/// Operations that spend or store per tenant and are rate limited (429 with a problem document).
+const RATE_LIMITED: [&str; 2] = ["submit_job", "upload_dataset_data"];
+/// Operations that touch neither the database nor a timeout-bound body.
+const STATELESS: [&str; 2] = ["get_health", "list_algorithms"];
+
+/// A problem-document response.
+fn problem(description: &str) -> Value {
+    json!({
+        "description": description,
+        "content": { "application/problem+json": { "schema": { "$ref": "#/components/schemas/ProblemDocument" } } }
+    })
+}
+
+fn status_description(status: u16) -> &'static str {
+    match status {
+        400 => "Malformed request (the body is not well-formed JSON)",
+        401 => "Missing or unknown key",
+        403 => "The key may not do this",
+        404 => "No such resource (or not this tenant's)",
+        406 => "No acceptable representation",
+        408 => "The request took longer than the configured limit",
+        409 => "Conflict with the resource's state (or over budget)",
+        413 => "The body is larger than the configured limit",
+        415 => "Unsupported Content-Type",
+        422 => "A value is out of range or inconsistent (the problem's `field` names it)",
+        429 => "Too many requests from this tenant; retry after `Retry-After` seconds",
+        503 => "Busy or unavailable (database busy, queue full); retry after `Retry-After` seconds",
+        _ => "Error",
+    }
+}
+
+/// Applies the rules every operation follows (see the module docs).
+pub fn contract(doc: &mut Value) {
+    let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) else {
+        return;
+    };
+    for (path, item) in paths.iter_mut() {
+        let Some(item) = item.as_object_mut() else { continue };
+        for (_method, op) in item.iter_mut() {
+            let Some(op) = op.as_object_mut() else { continue };
+            document_errors(path, op);
+        }
+    }
+    if let Some(op) = doc.pointer_mut("/paths/~1v1~1datasets~1{id}~1data/put") {
+        op["requestBody"] = json!({
+            "description": "The data file. Generated clients send it as application/octet-stream: a `.npy` file is recognised by its magic string, CSV and JSON are named with `?format=`. `text/csv`, `application/json` (an array of rows) and `application/x-npy` are accepted too.",
+            "required": true,
+            "content": { "application/octet-stream": { "schema": { "type": "string", "format": "binary" } } }
+        });
+    }
+    for result in ["/paths/~1v1~1jobs~1{id}~1result/get", "/paths/~1v1~1studies~1{id}~1result/get"] {
+        if let Some(content) = doc.pointer_mut(&format!("{result}/responses/200/content")) {
+            content["application/x-npy"] = json!({ "schema": { "type": "string", "format": "binary" } });
+        }
+    }
+    let Some(schemas) = doc.pointer_mut("/components/schemas").and_then(Value::as_object_mut) else {
+        return;
+    };
+    for (name, schema) in params::all_parameter_schemas() {
+        schemas.insert(params::component_name(name), schema);
+    }
+    if let Some(create) = schemas.get_mut("CreateDataset") {
+        create["allOf"] = json!([
+            {
+                "if": { "properties": { "kind": { "const": "records" } } },
+                "then": {
+                    "required": ["row_norm_bound"],
+                    "properties": {
+                        "row_norm_bound": { "type": "number" },
+                        "entry_bound": { "type": "null" },
+                        "relation": { "enum": ["replace_one", "add_remove", null] }
+                    }
+                },
+                "else": {
+                    "properties": {
+                        "row_norm_bound": { "type": "null" },
+                        "row_l1_bound": { "type": "null" },
+                        "relation": { "enum": ["entry", null] }
+                    }
+                }
+            },
+            {
+                "if": { "required": ["public"], "properties": { "public": { "const": true } } },
+                "then": { "properties": { "budget": { "type": "null" } } },
+                "else": { "required": ["budget"], "properties": { "budget": { "type": "object" } } }
+            }
+        ]);
+    }
+    let job_params = params_by_algorithm(&params::job_algorithms());
+    if let Some(submit) = schemas.get_mut("SubmitJob") {
+        submit["allOf"] = job_params.clone();
+    }
+    if let Some(plan) = schemas.get_mut("PlanRequest") {
+        let mut rules = job_params.as_array().cloned().unwrap_or_default();
+        rules.push(json!({
+            "if": { "properties": { "dataset_id": { "type": "null" } } },
+            "then": {
+                "required": ["privacy"],
+                "properties": { "privacy": { "type": "object" }, "algorithm": { "type": "null" } }
+            }
+        }));
+        plan["allOf"] = Value::Array(rules);
+    }
+    if let Some(study) = schemas.get_mut("CreateStudy") {
+        study["allOf"] = params_by_algorithm(&studies::STUDY_ALGORITHMS);
+    }
+}
+
+/// `allOf` rules: when `algorithm` is one of `names`, `params` follows that algorithm's schema
+/// (inlined: test generators do not follow references inside conditionals).
+fn params_by_algorithm(names: &[&str]) -> Value {
+    let schemas = params::all_parameter_schemas();
+    Value::Array(
+        names
+            .iter()
+            .filter_map(|name| schemas.iter().find(|(n, _)| n == name))
+            .map(|(name, schema)| {
+                let needs_params = schema["required"].as_array().is_some_and(|r| !r.is_empty());
+                let required: Vec<&str> = if needs_params { vec!["params"] } else { vec![] };
+                json!({
+                    "if": { "required": ["algorithm"], "properties": { "algorithm": { "const": name } } },
+                    "then": { "required": required, "properties": { "params": schema } }
+                })
+            })
+            .collect(),
+    )
+}
+
+/// Lists every error an operation can answer, each as a problem document.
+fn document_errors(path: &str, op: &mut Map<String, Value>) {
+    let id = op.get("operationId").and_then(Value::as_str).unwrap_or_default().to_string();
+    let json_body = op
+        .get("requestBody")
+        .and_then(|b| b.pointer("/content/application~1json"))
+        .is_some();
+    let upload = id == "upload_dataset_data";
+    let secured = op.get("security").and_then(Value::as_array).is_some_and(|s| !s.is_empty());
+    let admin = op
+        .get("security")
+        .is_some_and(|s| s.to_string().contains("admin_key"));
+    let params = op.get("parameters").and_then(Value::as_array).cloned().unwrap_or_default();
+    let in_path = params.iter().any(|p| p["in"] == "path") || path.contains('{');
+    let in_query = params.iter().any(|p| p["in"] == "query" || p["in"] == "header");
+    let mut add = Vec::new();
+    if json_body {
+        add.extend([400, 413, 415, 422]);
+    }
+    if upload {
+        add.extend([413, 415, 422]);
+    }
+    if secured {
+        add.push(401);
+    }
+    if admin {
+        add.push(403);
+    }
+    if in_path {
+        add.push(404);
+    }
+    if in_query {
+        add.push(422);
+    }
+    if RATE_LIMITED.contains(&id.as_str()) {
+        add.push(429);
+    }
+    if !STATELESS.contains(&id.as_str()) {
+        add.extend([408, 503]);
+    }
+    let Some(responses) = op.entry("responses").or_insert_with(|| json!({})).as_object_mut() else {
+        return;
+    };
+    for status in add {
+        responses.entry(status.to_string()).or_insert(Value::Null);
+    }
+    for (status, response) in responses.iter_mut() {
+        let Ok(code) = status.parse::<u16>() else { continue };
+        if code >= 400 {
+            *response = problem(status_description(code));
+        }
+    }
 }

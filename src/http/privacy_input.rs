@@ -2,7 +2,9 @@
 //! Parsing turns them into checked values or a 422 naming the field.
 
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
+use utoipa::openapi::schema::{OneOfBuilder, Schema};
+use utoipa::openapi::{Ref, RefOr};
+use utoipa::{PartialSchema, ToSchema};
 
 use super::error::ApiError;
 use crate::privacy::gaussian_curve::max_gaussian_rho;
@@ -12,11 +14,113 @@ use crate::privacy::{Delta, Epsilon, PrivacyTarget, Rho, epsilon_delta_to_rho};
 /// δ at which a budget stated only as ρ is displayed as (ε, δ).
 pub const DEFAULT_DISPLAY_DELTA: f64 = 1e-6;
 
+/// Largest ε a budget or a job may state. Any ε up to it converts to ρ ≤ [`MAX_RHO`] at every
+/// δ ∈ (0, 1), so the published range alone decides whether an ε is accepted.
+pub const MAX_EPSILON: f64 = 1e5;
+
+/// Smallest ε an (ε, δ) budget may state: at every δ ∈ (0, 1) the ρ it admits is at least one
+/// ledger unit (a smaller budget would admit nothing).
+pub const MIN_BUDGET_EPSILON: f64 = 1e-3;
+
+// The published shapes of `BudgetInput` and `PrivacyInput`: one of ρ or (ε, δ), with the ranges
+// the parser below enforces, so that `{}` or `{"rho": 1, "epsilon": 1}` is not schema-valid.
+// The wire types stay single structs (one parser, field-level errors); these describe them.
+
+/// A zCDP budget: ρ, optionally with a cap on the approximate-DP δ jobs may spend.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+pub struct BudgetRho {
+    /// zCDP budget ρ, from one ledger unit (1e-12) to 1e6.
+    #[schema(minimum = 1e-12, maximum = 1e6)]
+    rho: f64,
+    /// Cap on the approximate-DP δ that jobs may spend, in (0, 1) (default 0).
+    #[schema(exclusive_minimum = 0.0, exclusive_maximum = 1.0)]
+    delta: Option<f64>,
+}
+
+/// An (ε, δ) budget.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+pub struct BudgetEpsilonDelta {
+    /// ε of the budget, from 0.001 to 1e5.
+    #[schema(minimum = 1e-3, maximum = 1e5)]
+    epsilon: f64,
+    /// δ of the budget, in (0, 1).
+    #[schema(exclusive_minimum = 0.0, exclusive_maximum = 1.0)]
+    delta: f64,
+}
+
+/// A job's privacy as zCDP ρ, optionally with the approximate-DP δ it may spend.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+pub struct PrivacyRho {
+    /// ρ > 0 (at most 1e6) this job may spend.
+    #[schema(exclusive_minimum = 0.0, maximum = 1e6)]
+    rho: f64,
+    /// The approximate-DP δ the job may spend, in (0, 1).
+    #[schema(exclusive_minimum = 0.0, exclusive_maximum = 1.0)]
+    delta: Option<f64>,
+}
+
+/// A job's privacy as (ε, δ): converted to the largest ρ whose CKS 2020 conversion is ≤ ε at δ.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+pub struct PrivacyEpsilonDelta {
+    /// ε > 0 (at most 1e5).
+    #[schema(exclusive_minimum = 0.0, maximum = 1e5)]
+    epsilon: f64,
+    /// δ in (0, 1).
+    #[schema(exclusive_minimum = 0.0, exclusive_maximum = 1.0)]
+    delta: f64,
+}
+
+fn one_of<A: ToSchema, B: ToSchema>(description: &str) -> RefOr<Schema> {
+    OneOfBuilder::new()
+        .item(Ref::from_schema_name(A::name()))
+        .item(Ref::from_schema_name(B::name()))
+        .description(Some(description))
+        .into()
+}
+
+impl PartialSchema for BudgetInput {
+    fn schema() -> RefOr<Schema> {
+        one_of::<BudgetRho, BudgetEpsilonDelta>(
+            "A dataset's privacy budget: `{\"rho\": ρ}` (zCDP, optionally with `delta`) or `{\"epsilon\": ε, \"delta\": δ}`.",
+        )
+    }
+}
+
+impl ToSchema for BudgetInput {
+    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+        schemas.push((BudgetRho::name().into(), BudgetRho::schema()));
+        schemas.push((BudgetEpsilonDelta::name().into(), BudgetEpsilonDelta::schema()));
+    }
+}
+
+impl PartialSchema for PrivacyInput {
+    fn schema() -> RefOr<Schema> {
+        one_of::<PrivacyRho, PrivacyEpsilonDelta>(
+            "What a job may spend: `{\"rho\": ρ}` (optionally with `delta`) or `{\"epsilon\": ε, \"delta\": δ}`.",
+        )
+    }
+}
+
+impl ToSchema for PrivacyInput {
+    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+        schemas.push((PrivacyRho::name().into(), PrivacyRho::schema()));
+        schemas.push((PrivacyEpsilonDelta::name().into(), PrivacyEpsilonDelta::schema()));
+    }
+}
+
 /// A dataset's privacy budget: either `{"rho": ρ}` (zCDP; optional `delta` caps the δ that
 /// approximate-DP parts of jobs may spend) or `{"epsilon": ε, "delta": δ}` (the ledger keeps the
 /// stated pair: Gaussian-only spending is admitted by the exact Gaussian curve, anything else by
 /// CKS 2020 at δ minus the δ that approximate parts spent; privacy.md §2).
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BudgetInput {
     /// zCDP budget ρ > 0.
@@ -82,6 +186,12 @@ fn parse_stated(
         }
         (None, Some(epsilon)) => {
             let epsilon = Epsilon::new(epsilon).map_err(|e| field_err(&f("epsilon"), e))?;
+            if !(epsilon.get() <= MAX_EPSILON) {
+                return Err(ApiError::validation(
+                    f("epsilon"),
+                    format!("epsilon must be at most {MAX_EPSILON:e}"),
+                ));
+            }
             let delta = delta.ok_or_else(|| ApiError::validation(f("delta"), "epsilon needs delta"))?;
             let delta = delta_of(delta)?;
             let rho = epsilon_delta_to_rho(epsilon, delta);
@@ -118,6 +228,12 @@ impl BudgetInput {
                 // admits by the exact Gaussian curve or CKS; the ρ stored as the ceiling is the
                 // exact-Gaussian maximum, and δ is the cap approximate parts may eat into
                 // (each δ_j spent lowers the δ left for the conversion).
+                Stated::EpsilonDelta { epsilon, .. } if !(epsilon.get() >= MIN_BUDGET_EPSILON) => {
+                    return Err(ApiError::validation(
+                        "budget.epsilon",
+                        format!("an (ε, δ) budget needs ε ≥ {MIN_BUDGET_EPSILON}; a smaller one admits practically nothing"),
+                    ));
+                }
                 Stated::EpsilonDelta { epsilon, delta, .. } => (
                     max_gaussian_rho(epsilon.get(), delta.get()),
                     delta.get(),
@@ -148,7 +264,7 @@ impl BudgetInput {
 /// A job's privacy: `{"rho": ρ}` (optionally with `delta` for approximate-DP parts) or
 /// `{"epsilon": ε, "delta": δ}`, converted to the largest ρ whose CKS 2020 conversion is ≤ ε at
 /// δ (natively (ε, δ)-DP algorithms such as `k_dp_pca` run at ε itself, charged ε²/2 and δ).
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PrivacyInput {
     /// zCDP ρ > 0 this job may spend.

@@ -113,14 +113,14 @@ fn site_view(auth: &SiteAuth) -> Result<SiteStudyView, ApiError> {
 }
 
 /// What this site's study asks of it: the algorithm, the public bounds, the cost to this site.
-#[utoipa::path(get, path = "/v1/site/study", tag = "sites", security(("site_token" = [])),
+#[utoipa::path(get, operation_id = "get_site_study", path = "/v1/site/study", tag = "sites", security(("site_token" = [])),
     responses((status = 200, body = SiteStudyView), (status = 401, body = ProblemDocument)))]
 pub async fn study(auth: SiteAuth) -> Result<Json<SiteStudyView>, ApiError> {
     Ok(Json(site_view(&auth)?))
 }
 
 /// Join the study with this site's public keys (and its n under `replace_one`). Once only.
-#[utoipa::path(post, path = "/v1/site/join", tag = "sites", security(("site_token" = [])), request_body = JoinRequest,
+#[utoipa::path(post, operation_id = "join_study", path = "/v1/site/join", tag = "sites", security(("site_token" = [])), request_body = JoinRequest,
     responses((status = 200, body = SiteStudyView), (status = 401, body = ProblemDocument),
         (status = 409, body = ProblemDocument), (status = 422, body = ProblemDocument)))]
 pub async fn join(
@@ -193,7 +193,7 @@ pub struct TaskQuery {
 
 /// The next thing this site should do (long-poll: answers as soon as there is a task, or with
 /// `wait` after `wait_ms`).
-#[utoipa::path(get, path = "/v1/site/task", tag = "sites", security(("site_token" = [])), params(TaskQuery),
+#[utoipa::path(get, operation_id = "get_site_task", path = "/v1/site/task", tag = "sites", security(("site_token" = [])), params(TaskQuery),
     responses((status = 200, body = SiteTask), (status = 401, body = ProblemDocument), (status = 409, body = ProblemDocument)))]
 pub async fn task(
     State(state): State<AppState>,
@@ -223,7 +223,7 @@ pub async fn task(
 }
 
 /// This site's share boxes, one per participant (after the roster is fixed).
-#[utoipa::path(post, path = "/v1/site/shares", tag = "sites", security(("site_token" = [])), request_body = SharesRequest,
+#[utoipa::path(post, operation_id = "submit_site_shares", path = "/v1/site/shares", tag = "sites", security(("site_token" = [])), request_body = SharesRequest,
     responses((status = 204), (status = 401, body = ProblemDocument), (status = 409, body = ProblemDocument),
         (status = 422, body = ProblemDocument)))]
 pub async fn shares(
@@ -240,7 +240,7 @@ pub async fn shares(
 }
 
 /// This site's masked contribution to `round`.
-#[utoipa::path(post, path = "/v1/site/rounds/{round}/contribution", tag = "sites", security(("site_token" = [])),
+#[utoipa::path(post, operation_id = "submit_site_contribution", path = "/v1/site/rounds/{round}/contribution", tag = "sites", security(("site_token" = [])),
     params(("round" = u32, Path, description = "round number, 1-based")), request_body = ContributionRequest,
     responses((status = 204), (status = 401, body = ProblemDocument), (status = 409, body = ProblemDocument),
         (status = 422, body = ProblemDocument)))]
@@ -259,7 +259,7 @@ pub async fn contribution(
 }
 
 /// This site's unmasking shares for `round`.
-#[utoipa::path(post, path = "/v1/site/rounds/{round}/unmask", tag = "sites", security(("site_token" = [])),
+#[utoipa::path(post, operation_id = "submit_site_unmask", path = "/v1/site/rounds/{round}/unmask", tag = "sites", security(("site_token" = [])),
     params(("round" = u32, Path, description = "round number, 1-based")), request_body = UnmaskRequest,
     responses((status = 204), (status = 401, body = ProblemDocument), (status = 409, body = ProblemDocument),
         (status = 422, body = ProblemDocument)))]
@@ -278,7 +278,7 @@ pub async fn unmask(
 }
 
 /// A CAPE site's noisy statistic for `stage` (`cape_pca`: stage 1, the only one).
-#[utoipa::path(post, path = "/v1/site/stages/{stage}/release", tag = "sites", security(("site_token" = [])),
+#[utoipa::path(post, operation_id = "submit_cape_release", path = "/v1/site/stages/{stage}/release", tag = "sites", security(("site_token" = [])),
     params(("stage" = u32, Path, description = "protocol stage, 1-based")), request_body = CapeReleaseRequest,
     responses((status = 204), (status = 401, body = ProblemDocument), (status = 409, body = ProblemDocument),
         (status = 422, body = ProblemDocument)))]

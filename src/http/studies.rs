@@ -22,12 +22,20 @@ use crate::algorithms::federated_power::{
 use crate::dataset::{Neighbours, Relation};
 use crate::privacy::units::{DELTA_UNIT, RHO_UNIT, charge_units, from_units};
 use crate::state::AppState;
-use crate::store::{NewStudy, NewStudySite, StudyCancel, StudyRecord, StudySiteRecord, StudyStatus};
+use crate::store::{NewStudy, NewStudySite, SiteStatus, StudyCancel, StudyRecord, StudySiteRecord, StudyStatus};
 use crate::studies::cape_live::{CapeKind, CapePlan};
 use crate::studies::live::Protocol;
 
 /// Algorithms a study can run.
-const STUDY_ALGORITHMS: [&str; 3] = ["federated_power", "cape_pca", "cape_agn"];
+pub(crate) const STUDY_ALGORITHMS: [&str; 3] = ["federated_power", "cape_pca", "cape_agn"];
+/// The relations a study (records held at the sites) can have.
+fn study_relation_schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+    super::names::enum_schema(
+        "`replace_one` (n is public; sites report their n) or `add_remove` (n stays private).",
+        &[Relation::ReplaceOne.as_str(), Relation::AddRemove.as_str()],
+    )
+}
+
 /// Default time sites have to join, in seconds.
 pub const DEFAULT_JOIN_TIMEOUT_SECS: u64 = 600;
 /// Default time a round (and the key exchange) waits for every site before dropping the silent ones.
@@ -37,10 +45,12 @@ pub const DEFAULT_ROUND_TIMEOUT_SECS: u64 = 30;
 #[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateStudySite {
-    /// A name for people, unique in the study (1 to 100 characters).
+    /// A name for people, unique in the study: 1 to 100 characters, not only white space.
+    #[schema(min_length = 1, max_length = 100, pattern = r"\S")]
     pub name: String,
     /// The coordinator-side budget of this site (ρ): the study is refused if it costs more.
     /// The site's own ledger (`privpca site --budget-rho`) is what the site enforces.
+    #[schema(exclusive_minimum = 0.0, maximum = 1e6)]
     pub budget_rho: Option<f64>,
 }
 
@@ -48,18 +58,24 @@ pub struct CreateStudySite {
 #[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateStudy {
-    /// A name for people (1 to 200 characters).
+    /// A name for people: 1 to 200 characters, not only white space (stored trimmed).
+    #[schema(min_length = 1, max_length = 200, pattern = r"\S")]
     pub name: String,
     /// `federated_power`, `cape_pca` or `cape_agn`.
+    #[schema(schema_with = super::params::study_algorithm_schema)]
     pub algorithm: String,
-    /// Number of features d every site's data has.
+    /// Number of features d every site's data has: at most the server's `--max-d` (the
+    /// published maximum is its default).
+    #[schema(minimum = 1, maximum = 10000)]
     pub n_features: usize,
     /// `replace_one` (n is public; sites report their n) or `add_remove` (n stays private).
-    #[schema(value_type = String, example = "replace_one")]
+    #[schema(schema_with = study_relation_schema)]
     pub relation: Relation,
     /// L2 bound β > 0: every site clips its rows to it.
+    #[schema(exclusive_minimum = 0.0)]
     pub row_norm_bound: f64,
     /// Optional L1 bound α > 0 (default √d·β).
+    #[schema(exclusive_minimum = 0.0)]
     pub row_l1_bound: Option<f64>,
     /// Algorithm parameters, as for jobs (`k`, `p`, `iterations`, `sensitivity`,
     /// `fraction_bits`, `max_site_samples`).
@@ -69,13 +85,17 @@ pub struct CreateStudy {
     /// What each site spends: `{"rho": …}` or `{"epsilon": …, "delta": …}`.
     pub privacy: PrivacyInput,
     /// Survivors needed per round t, 2 ≤ t ≤ number of sites; default ⌈2S/3⌉.
+    #[schema(minimum = 2, maximum = 64)]
     pub threshold: Option<u32>,
     /// The sites (2 to 64).
+    #[schema(min_items = 2, max_items = 64)]
     pub sites: Vec<CreateStudySite>,
     /// Seconds the sites have to join (default 600). After it, the study starts with the sites
     /// present if there are at least t, and fails (nothing charged) otherwise.
+    #[schema(minimum = 1, maximum = 604800)]
     pub join_timeout_seconds: Option<u64>,
     /// Seconds a round waits for every site before dropping the silent ones (default 30).
+    #[schema(minimum = 1, maximum = 3600)]
     pub round_timeout_seconds: Option<u64>,
 }
 
@@ -85,7 +105,7 @@ pub struct StudySiteView {
     pub index: u32,
     pub name: String,
     /// `invited`, `joined`, `contributing`, `dropped` or `done`.
-    pub status: String,
+    pub status: SiteStatus,
     /// The site's record count, public under `replace_one` only.
     pub n_samples: Option<i64>,
     /// What the coordinator charged this site (from round 1 on; it stands).
@@ -101,13 +121,13 @@ pub struct StudyView {
     pub name: String,
     pub algorithm: String,
     /// `enrolling`, `running`, `succeeded`, `failed` or `cancelled`.
-    pub status: String,
+    pub status: StudyStatus,
     /// Rounds done of the total.
     pub progress: ProgressView,
     pub threshold: i64,
     pub n_sites: i64,
     pub n_features: i64,
-    pub relation: String,
+    pub relation: Relation,
     pub row_norm_bound: f64,
     pub row_l1_bound: Option<f64>,
     #[schema(value_type = Object)]
@@ -145,7 +165,7 @@ pub struct SiteToken {
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct StudyCreated {
     pub id: Uuid,
-    pub status: String,
+    pub status: StudyStatus,
     pub sites: Vec<SiteToken>,
     pub study: StudyView,
 }
@@ -164,7 +184,7 @@ fn study_view(study: &StudyRecord, sites: &[StudySiteRecord]) -> StudyView {
         .map(|s| StudySiteView {
             index: s.index,
             name: s.name.clone(),
-            status: s.status.as_str().to_string(),
+            status: s.status,
             n_samples: s.n_samples,
             charged: s.charged_at.map(|_| {
                 PrivacyAmount::new(
@@ -178,7 +198,7 @@ fn study_view(study: &StudyRecord, sites: &[StudySiteRecord]) -> StudyView {
         .collect();
     let counted: Vec<&StudySiteView> = sites
         .iter()
-        .filter(|s| s.status != "dropped" && s.status != "invited")
+        .filter(|s| !matches!(s.status, SiteStatus::Dropped | SiteStatus::Invited))
         .collect();
     let n_samples = if study.relation == Relation::ReplaceOne && !counted.is_empty() {
         counted.iter().map(|s| s.n_samples).sum::<Option<i64>>()
@@ -189,7 +209,7 @@ fn study_view(study: &StudyRecord, sites: &[StudySiteRecord]) -> StudyView {
         id: study.id,
         name: study.name.clone(),
         algorithm: study.algorithm.clone(),
-        status: study.status.as_str().to_string(),
+        status: study.status,
         progress: ProgressView {
             done: study.progress_done,
             total: study.progress_total,
@@ -197,7 +217,7 @@ fn study_view(study: &StudyRecord, sites: &[StudySiteRecord]) -> StudyView {
         threshold: study.threshold,
         n_sites: study.n_sites,
         n_features: study.n_features,
-        relation: study.relation.as_str().to_string(),
+        relation: study.relation,
         row_norm_bound: study.row_norm_bound,
         row_l1_bound: study.row_l1_bound,
         params: study.params.clone(),
@@ -262,7 +282,7 @@ fn check_sites(sites: &[CreateStudySite]) -> Result<(), ApiError> {
     let mut names = std::collections::HashSet::new();
     for (i, site) in sites.iter().enumerate() {
         let name = site.name.trim();
-        if name.is_empty() || name.chars().count() > 100 {
+        if name.is_empty() || site.name.chars().count() > 100 {
             return Err(ApiError::validation(
                 format!("sites[{i}].name"),
                 "must have 1 to 100 characters",
@@ -275,7 +295,11 @@ fn check_sites(sites: &[CreateStudySite]) -> Result<(), ApiError> {
             ));
         }
         if let Some(b) = site.budget_rho {
-            positive_finite(&format!("sites[{i}].budget_rho"), b)?;
+            let field = format!("sites[{i}].budget_rho");
+            positive_finite(&field, b)?;
+            if !(b <= crate::privacy::units::MAX_RHO) {
+                return Err(ApiError::validation(field, "must be at most 1e6"));
+            }
         }
     }
     Ok(())
@@ -283,7 +307,7 @@ fn check_sites(sites: &[CreateStudySite]) -> Result<(), ApiError> {
 
 fn resolve(body: &CreateStudy, max_d: usize) -> Result<Resolved, ApiError> {
     let name = body.name.trim();
-    if name.is_empty() || name.chars().count() > 200 {
+    if name.is_empty() || body.name.chars().count() > 200 {
         return Err(ApiError::validation("name", "must have 1 to 200 characters"));
     }
     if !STUDY_ALGORITHMS.contains(&body.algorithm.as_str()) {
@@ -344,7 +368,8 @@ fn resolve(body: &CreateStudy, max_d: usize) -> Result<Resolved, ApiError> {
     let ctx = study_context(body.n_features, neighbours);
     let bad_params = |e: serde_path_to_error::Error<serde_json::Error>| {
         let path = e.path().to_string();
-        ApiError::validation(format!("params.{path}"), e.into_inner().to_string())
+        let field = if path == "." { "params".to_string() } else { format!("params.{path}") };
+        ApiError::validation(field, e.into_inner().to_string())
     };
     let (config, protocol, rounds, cost) = if body.algorithm == "cape_pca" {
         let parsed: CapePcaParams = serde_path_to_error::deserialize(params).map_err(bad_params)?;
@@ -421,7 +446,7 @@ fn resolve(body: &CreateStudy, max_d: usize) -> Result<Resolved, ApiError> {
 /// Create a study: validates the parameters (including that the fixed-point sum cannot wrap),
 /// prices it, and returns one token per site, shown once. The study waits for its sites
 /// (`privpca site`); it starts when all have joined, or at the join deadline with at least t.
-#[utoipa::path(post, path = "/v1/studies", tag = "studies", request_body = CreateStudy, security(("api_key" = [])),
+#[utoipa::path(post, operation_id = "create_study", path = "/v1/studies", tag = "studies", request_body = CreateStudy, security(("api_key" = [])),
     responses((status = 201, body = StudyCreated, headers(("Location" = String))),
         (status = 400, body = ProblemDocument), (status = 409, body = ProblemDocument),
         (status = 422, body = ProblemDocument)))]
@@ -482,7 +507,7 @@ pub async fn create(
     state.studies.open(&study, &sites, resolved.protocol.clone());
     let created = StudyCreated {
         id: study.id,
-        status: study.status.as_str().to_string(),
+        status: study.status,
         sites: sites
             .iter()
             .zip(tokens)
@@ -511,7 +536,7 @@ async fn load(
 }
 
 /// A study: status, rounds done, its sites' statuses and charges.
-#[utoipa::path(get, path = "/v1/studies/{id}", tag = "studies", security(("api_key" = [])),
+#[utoipa::path(get, operation_id = "get_study", path = "/v1/studies/{id}", tag = "studies", security(("api_key" = [])),
     params(("id" = Uuid, Path, description = "study id")),
     responses((status = 200, body = StudyView), (status = 404, body = ProblemDocument)))]
 pub async fn get(
@@ -524,7 +549,7 @@ pub async fn get(
 }
 
 /// The tenant's studies, oldest first (without their sites; read one study for those).
-#[utoipa::path(get, path = "/v1/studies", tag = "studies", security(("api_key" = [])),
+#[utoipa::path(get, operation_id = "list_studies", path = "/v1/studies", tag = "studies", security(("api_key" = [])),
     responses((status = 200, body = Vec<StudyView>)))]
 pub async fn list(State(state): State<AppState>, auth: TenantAuth) -> Result<Json<Vec<StudyView>>, ApiError> {
     let studies = state.store.list_studies(auth.tenant_id).await?;
@@ -532,7 +557,7 @@ pub async fn list(State(state): State<AppState>, auth: TenantAuth) -> Result<Jso
 }
 
 /// Cancel a study that has not finished (200). Charges already made stand. Finished: 409.
-#[utoipa::path(delete, path = "/v1/studies/{id}", tag = "studies", security(("api_key" = [])),
+#[utoipa::path(delete, operation_id = "cancel_study", path = "/v1/studies/{id}", tag = "studies", security(("api_key" = [])),
     params(("id" = Uuid, Path, description = "study id")),
     responses((status = 200, body = StudyView), (status = 404, body = ProblemDocument), (status = 409, body = ProblemDocument)))]
 pub async fn cancel(
@@ -568,8 +593,10 @@ pub struct StudyRoundView {
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct StudyResultView {
     pub study_id: Uuid,
-    pub d: usize,
-    pub k: usize,
+    /// Number of features d: the length of each basis column (called `d` before 0.2.0).
+    pub n_features: usize,
+    /// Number of components k: the number of basis columns (called `k` before 0.2.0).
+    pub n_components: usize,
     /// k columns of d numbers each: orthonormal, ordered by decreasing (noisy) importance.
     pub basis: Vec<Vec<f64>>,
     /// Private eigenvalue estimates (singular values of the last noisy release).
@@ -594,10 +621,9 @@ pub struct StudyResultView {
 }
 
 /// The basis of a succeeded study: JSON by default, `.npy` with `Accept: application/x-npy`.
-#[utoipa::path(get, path = "/v1/studies/{id}/result", tag = "studies", security(("api_key" = [])),
+#[utoipa::path(get, operation_id = "get_study_result", path = "/v1/studies/{id}/result", tag = "studies", security(("api_key" = [])),
     params(("id" = Uuid, Path, description = "study id")),
-    responses((status = 200, body = StudyResultView, content_type = "application/json"),
-        (status = 200, description = "d×k f64 matrix", content_type = "application/x-npy"),
+    responses((status = 200, body = StudyResultView, description = "The basis as JSON, or with `Accept: application/x-npy` as a d×k f64 `.npy` matrix"),
         (status = 404, body = ProblemDocument), (status = 406, body = ProblemDocument), (status = 409, body = ProblemDocument)))]
 pub async fn result(
     State(state): State<AppState>,
@@ -655,8 +681,8 @@ pub async fn result(
     let view = study_view(&study, &sites);
     Ok(Json(StudyResultView {
         study_id: id,
-        d: result.d,
-        k: result.k,
+        n_features: result.d,
+        n_components: result.k,
         basis: result
             .basis
             .chunks(result.d.max(1))

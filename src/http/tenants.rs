@@ -15,7 +15,8 @@ use crate::state::AppState;
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateTenant {
-    /// A name for people (1 to 200 characters).
+    /// A name for people: 1 to 200 characters, not only white space (stored trimmed).
+    #[schema(min_length = 1, max_length = 200, pattern = r"\S")]
     pub name: String,
 }
 
@@ -29,7 +30,7 @@ pub struct TenantCreated {
 }
 
 /// Create a tenant and its API key (admin key required).
-#[utoipa::path(post, path = "/v1/tenants", tag = "tenants", request_body = CreateTenant,
+#[utoipa::path(post, operation_id = "create_tenant", path = "/v1/tenants", tag = "tenants", request_body = CreateTenant,
     security(("admin_key" = [])),
     responses((status = 201, body = TenantCreated), (status = 401, body = ProblemDocument),
         (status = 403, body = ProblemDocument), (status = 422, body = ProblemDocument)))]
@@ -39,7 +40,7 @@ pub async fn create(
     Json(body): Json<CreateTenant>,
 ) -> Result<impl IntoResponse, ApiError> {
     let name = body.name.trim();
-    if name.is_empty() || name.chars().count() > 200 {
+    if name.is_empty() || body.name.chars().count() > 200 {
         return Err(ApiError::validation("name", "name must have 1 to 200 characters"));
     }
     let (tenant, api_key) = state.store.create_tenant(name).await?;

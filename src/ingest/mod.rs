@@ -29,6 +29,7 @@ mod load;
 mod npy;
 mod reader;
 mod sink;
+pub mod sniff;
 mod symmetric;
 
 #[cfg(test)]

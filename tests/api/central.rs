@@ -31,7 +31,7 @@ async fn coherent_power_runs_and_returns_private_eigenvalues() {
         .get(&format!("/v1/jobs/{}/result", done["id"].as_str().unwrap()), &key)
         .await
         .json();
-    assert_eq!(result["k"], 2);
+    assert_eq!(result["n_components"], 2);
     assert_eq!(
         result["eigenvalues"].as_array().map(Vec::len),
         Some(2),
@@ -143,7 +143,7 @@ async fn dp_oja_runs_on_replace_one_records() {
         .get(&format!("/v1/jobs/{}/result", done["id"].as_str().unwrap()), &key)
         .await
         .json();
-    assert_eq!((result["d"].as_u64(), result["k"].as_u64()), (Some(5), Some(2)));
+    assert_eq!((result["n_features"].as_u64(), result["n_components"].as_u64()), (Some(5), Some(2)));
 }
 
 #[tokio::test]

@@ -167,7 +167,7 @@ async fn uploads_in_every_format_give_the_same_shape() {
     );
     let view = reply.json();
     assert_eq!(
-        (view["status"].as_str(), view["d"].as_i64(), view["n"].as_i64()),
+        (view["status"].as_str(), view["n_features"].as_i64(), view["n_samples"].as_i64()),
         (Some("ready"), Some(3), Some(2))
     );
 
@@ -180,7 +180,7 @@ async fn uploads_in_every_format_give_the_same_shape() {
             b"[[1,2],[3,4],[5,6]]".to_vec(),
         )
         .await;
-    assert_eq!(reply.json()["d"], 2);
+    assert_eq!(reply.json()["n_features"], 2);
 
     let npy_ds = app.dataset(&key, records(json!({ "rho": 1 }))).await;
     let bytes = privpca::http::jobs::npy_bytes(4, 2, &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]);
@@ -192,7 +192,7 @@ async fn uploads_in_every_format_give_the_same_shape() {
         String::from_utf8_lossy(&reply.bytes)
     );
     assert_eq!(
-        (reply.json()["n"].as_i64(), reply.json()["d"].as_i64()),
+        (reply.json()["n_samples"].as_i64(), reply.json()["n_features"].as_i64()),
         (Some(4), Some(2))
     );
 
@@ -274,7 +274,7 @@ async fn matrices_must_be_square_and_symmetric() {
         (
             view["kind"].as_str(),
             view["relation"].as_str(),
-            view["d"].as_i64()
+            view["n_features"].as_i64()
         ),
         (Some("matrix"), Some("entry"), Some(2))
     );
@@ -290,10 +290,10 @@ async fn add_remove_hides_the_row_count() {
         .upload(&key, &id, "text/csv", b"1,2\n3,4\n5,6\n".to_vec())
         .await
         .json();
-    assert!(reply["n"].is_null(), "{reply}");
-    assert_eq!(reply["d"], 2);
+    assert!(reply["n_samples"].is_null(), "{reply}");
+    assert_eq!(reply["n_features"], 2);
     let list = app.get("/v1/datasets", &key).await.json();
-    assert!(list[0]["n"].is_null());
+    assert!(list[0]["n_samples"].is_null());
 }
 
 #[tokio::test]

@@ -28,7 +28,7 @@ async fn gossip_power_runs_at_its_defaults_and_reports_the_consensus_error() {
         .get(&format!("/v1/jobs/{}/result", done["id"].as_str().unwrap()), &key)
         .await
         .json();
-    assert_eq!(result["k"], 2, "{result}");
+    assert_eq!(result["n_components"], 2, "{result}");
     let error = result["released"]["consensus_error"]
         .as_f64()
         .expect("consensus_error");

@@ -8,6 +8,7 @@ mod helpers;
 mod auth;
 mod cape;
 mod cape_agn;
+mod contract;
 mod central;
 mod datasets;
 mod gossip;

@@ -44,7 +44,7 @@ async fn private_centering_is_charged_within_the_requested_rho() {
         "{budget}"
     );
     let out = result(&app, &key, &done).await;
-    assert_eq!(out["k"], 2);
+    assert_eq!(out["n_components"], 2);
 }
 
 #[tokio::test]
