@@ -4,7 +4,7 @@ use crate::dataset::{DataContext, Neighbours, Relation};
 use crate::store::DatasetRecord;
 
 /// What an algorithm may know about `record`: shape, unit of privacy and bounds, with the
-/// defaults of privacy.md §1 filled in. `None` while no data is attached.
+/// defaults of docs/design/privacy.md §1 filled in. `None` while no data is attached.
 pub fn data_context(record: &DatasetRecord) -> Option<DataContext> {
     let d = usize::try_from(record.d?).ok()?;
     let n = usize::try_from(record.n?).ok()?;

@@ -1,6 +1,6 @@
 //! Dataset domain types shared by the algorithms, the store and the HTTP layer: what a dataset
 //! is (its kind), who is protected (its neighbouring relation) and the public bounds
-//! (privacy.md §1). Pure types, no I/O.
+//! (docs/design/privacy.md §1). Pure types, no I/O.
 
 use serde::{Deserialize, Serialize};
 

@@ -1,4 +1,4 @@
-//! Algorithm `auto` (algorithms.md, "Decisions after the first implementation"): the service
+//! Algorithm `auto` (docs/design/algorithms.md, "Decisions after the first implementation"): the service
 //! picks a central algorithm from public facts only — the dataset's kind, relation, d, whether
 //! it is public — never from the data. The job records which algorithm ran.
 //!

@@ -1,4 +1,4 @@
-//! Generic job option `center` for records datasets (privacy.md §1 "Centering"): no centre
+//! Generic job option `center` for records datasets (docs/design/privacy.md §1 "Centering"): no centre
 //! (default), a public centre vector given by the analyst, or a private mean. Implemented once
 //! for every algorithm in [`super::registry`]; algorithms that declare their own `center`
 //! parameter (`exact`) keep theirs and are not touched.
@@ -13,7 +13,7 @@
 //!   (sequential composition).
 //!
 //! The algorithm is then configured with the rest of the budget and runs on the rows
-//! x_i − μ̂, each clipped again to ‖·‖₂ ≤ β and ‖·‖₁ ≤ α (privacy.md §1). Given the released μ̂,
+//! x_i − μ̂, each clipped again to ‖·‖₂ ≤ β and ‖·‖₁ ≤ α (docs/design/privacy.md §1). Given the released μ̂,
 //! this is a fixed row-by-row map f(x) = clip(x − μ̂): a neighbouring dataset (one row replaced,
 //! added or removed) maps to a neighbouring dataset under the same relation with the same
 //! bounds β and α, so the algorithm's own sensitivity analysis holds unchanged, and its cost
@@ -131,7 +131,7 @@ pub fn take_request(
     Ok(request)
 }
 
-/// s = Δ/sqrt(2ρ) (privacy.md §2), nudged up until Cost::gaussian(Δ, s) ≤ ρ in floating point.
+/// s = Δ/sqrt(2ρ) (docs/design/privacy.md §2), nudged up until Cost::gaussian(Δ, s) ≤ ρ in floating point.
 pub(crate) fn calibrate_sd(sensitivity: f64, rho: f64) -> f64 {
     let mut sd = sensitivity / (2.0 * rho).sqrt();
     while Cost::gaussian(sensitivity, sd).rho > rho {
@@ -301,7 +301,7 @@ impl CenterConfig {
     }
 }
 
-/// x ← clip(x − μ): x·min(1, β/‖x‖₂), then x·min(1, α/‖x‖₁) (privacy.md §1), per column.
+/// x ← clip(x − μ): x·min(1, β/‖x‖₂), then x·min(1, α/‖x‖₁) (docs/design/privacy.md §1), per column.
 pub fn recentre<'a>(xt: impl Into<Records<'a>>, mu: &Vector, beta: f64, alpha: f64) -> Matrix {
     let mut out = xt.into().to_matrix();
     for mut col in out.column_iter_mut() {

@@ -1,4 +1,4 @@
-//! Generic job option `clip` (adaptive clipping, privacy.md §2 and algorithms.md "Decisions
+//! Generic job option `clip` (adaptive clipping, docs/design/privacy.md §2 and docs/design/algorithms.md "Decisions
 //! after the first implementation"): spend a share of the job's ρ on a DP quantile c of the row
 //! norms, clip every row at c ≤ β, and run the algorithm calibrated to c instead of β.
 //!

@@ -4,7 +4,7 @@
 //!
 //! # One vector: PPI (Fig. 2)
 //! x₀ = z/‖z‖₂ with z ~ N(0, I_d): Fig. 2 line 2's Gaussian start normalised to unit length
-//! (algorithms.md, "Decisions after the first implementation"; public randomness, no privacy
+//! (docs/design/algorithms.md, "Decisions after the first implementation"; public randomness, no privacy
 //! cost; the direction is the same uniform one as Fig. 2's). For t = 1..T:
 //! (a) if ‖x_{t−1}‖∞² > C/d, stop with a "coherence bound exceeded" failure (line 3a);
 //! (b) g_t ~ N(0, (s·Δ_C)²)^d with Δ_C the round sensitivity below (line 3b: the paper's
@@ -22,16 +22,16 @@
 //! hence its per-coordinate variance C·σ²/n; Def. 2.1 is the case u = 1 of eq. 12 (one row of E
 //! with L1 norm abs(α) ≤ 1). Whether step (a) stops depends only on released values, so stopping
 //! (and reporting the round) is post-processing too. It is the `row_norm` bound of
-//! algorithms.md with p = 1 (max_i ‖X_i:‖₂ = ‖x‖∞), evaluated at its worst case sqrt(C/d) so the
+//! docs/design/algorithms.md with p = 1 (max_i ‖X_i:‖₂ = ‖x‖∞), evaluated at its worst case sqrt(C/d) so the
 //! noise is fixed in advance, as in the paper.
 //!
-//! u_eff, the eq.-12 bound of one change (algorithms.md sensitivity table, `row_norm` column):
+//! u_eff, the eq.-12 bound of one change (docs/design/algorithms.md sensitivity table, `row_norm` column):
 //! - `matrix`, relation `entry`: u;
 //! - `records` `add_remove` (A = Σ_i x_i x_iᵀ): E = xxᵀ, ‖E_i:‖₁ = abs(x_i)·‖x‖₁, so
 //!   sqrt(Σ_i ‖E_i:‖₁²) = ‖x‖₂·‖x‖₁ ≤ β·α;
 //! - `records` `replace_one`: E = xxᵀ − yyᵀ, by the triangle inequality ≤ 2αβ.
 //!
-//! Sensitivity of round t, rank-one form (records only; algorithms.md, "Decisions after the
+//! Sensitivity of round t, rank-one form (records only; docs/design/algorithms.md, "Decisions after the
 //! first implementation"). For any unit vector v:
 //! - `add_remove`: ‖xxᵀv‖₂ = ‖x‖₂·abs(xᵀv) ≤ ‖x‖₂² ≤ β²;
 //! - `replace_one`: E = xxᵀ − yyᵀ with xxᵀ, yyᵀ positive semi-definite, so
@@ -42,7 +42,7 @@
 //! x_{t−1} is a unit vector (step (d), or x₀), so Δ = β² under both relations, whatever C.
 //!
 //! The round noise uses Δ_C = u_eff·sqrt(C/d) for matrices and min(β², u_eff·sqrt(C/d)) for
-//! records: both are valid bounds, so their minimum is (algorithms.md, `auto`). With the
+//! records: both are valid bounds, so their minimum is (docs/design/algorithms.md, `auto`). With the
 //! default α = √d·β, u_eff·sqrt(C/d) ≥ β²·√C ≥ β², so records use β²; the coherence form
 //! wins only for an L1 bound α well below √d·β and a small C.
 //!
@@ -63,7 +63,7 @@
 //!
 //! # Cost
 //! Adaptive composition (Bun & Steinke 2016 Lemma 1.7) over k vectors, each with T Gaussian rounds
-//! and one Laplace release: ρ = k·(T/(2s²) + ε''²/2) (algorithms.md `coherent_power`). The
+//! and one Laplace release: ρ = k·(T/(2s²) + ε''²/2) (docs/design/algorithms.md `coherent_power`). The
 //! ledger is told which part is which: k·m·T/(2s²) is Gaussian (each round is a Gaussian
 //! mechanism of noise sd s·Δ_C, Bun & Steinke Prop. 1.6) and k·ε''²/2 is pure DP (Laplace).
 //! Given ρ_job: ρ_v = ρ_job/k per vector, a share η (default 0.1) of it for σ̂:
@@ -112,7 +112,7 @@ use crate::privacy::{Cost, PrivacyTarget};
 pub const DEFAULT_ITERATIONS: u32 = 10;
 /// Largest accepted T (bounds the job's run time).
 pub const MAX_ITERATIONS: u32 = 1000;
-/// Default share η of each vector's budget spent on its singular-value estimate (algorithms.md).
+/// Default share η of each vector's budget spent on its singular-value estimate (docs/design/algorithms.md).
 pub const DEFAULT_EIGENVALUE_SHARE: f64 = 0.1;
 /// Audit label of the power-iteration releases A·x_{t−1} + g_t.
 pub const RELEASE: &str = "power_iteration";
@@ -161,7 +161,7 @@ pub struct CoherentPowerConfig {
     pub eigenvalue_epsilon: f64,
 }
 
-/// ρ = k·(m·T/(2s²) + ε''²/2) (algorithms.md `coherent_power`; m = 1 without the search),
+/// ρ = k·(m·T/(2s²) + ε''²/2) (docs/design/algorithms.md `coherent_power`; m = 1 without the search),
 /// as the ledger's [`Cost`]: the k·m·T rounds are Gaussian (ρ = 1/(2s²) each, Bun & Steinke
 /// 2016 Prop. 1.6), the k Laplace estimates pure ε''-DP (ε''²/2 each, Prop. 1.4).
 fn cost_of(k: usize, candidates: usize, iterations: u32, multiplier: f64, epsilon: f64) -> Cost {

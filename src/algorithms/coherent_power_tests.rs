@@ -30,7 +30,7 @@ const RO: Neighbours = Neighbours::ReplaceOne {
 };
 const EN: Neighbours = Neighbours::Entry { u: 1.5 };
 
-/// u_eff straight from the algorithms.md table (`row_norm` column), written independently of
+/// u_eff straight from the docs/design/algorithms.md table (`row_norm` column), written independently of
 /// `sensitivity.rs`: u, αβ, 2αβ.
 fn spec_u_eff(neighbours: &Neighbours) -> f64 {
     match *neighbours {
@@ -41,7 +41,7 @@ fn spec_u_eff(neighbours: &Neighbours) -> f64 {
 }
 
 /// The spec's round sensitivity with coherence bound C: u·sqrt(C/d) for matrices; for records
-/// β² under both relations (algorithms.md, "Decisions after the first implementation"), or the
+/// β² under both relations (docs/design/algorithms.md, "Decisions after the first implementation"), or the
 /// coherence form αβ·sqrt(C/d) / 2αβ·sqrt(C/d) where that is smaller.
 fn spec_round_delta(neighbours: &Neighbours, c: f64, d: usize) -> f64 {
     let coherent = spec_u_eff(neighbours) * (c / d as f64).sqrt();

@@ -1,5 +1,5 @@
 //! `dp_oja`: k-DP-Ojas (Düngler & Sanyal 2025, Alg. 3 as the 1-PCA step of Alg. 1;
-//! algorithms.md `dp_oja`), with a scale-free default learning rate and mini-batches.
+//! docs/design/algorithms.md `dp_oja`), with a scale-free default learning rate and mini-batches.
 //!
 //! Alg. 1 ([`super::k_dp_pca::deflation`]): the records are shuffled by a uniformly random
 //! permutation and cut into k parts of m = ⌊n/k⌋; round i runs Alg. 3 on part i with projector
@@ -25,7 +25,7 @@
 //! ‖x‖₂ ≤ β at upload and ‖P·x·xᵀ·P·ω‖ ≤ ‖x‖₂² for unit ω. A smaller c trades bias for less
 //! noise; the noise sd is 2c·a/B whatever the data.
 //!
-//! # Default learning rate (algorithms.md, "Decisions after the first implementation")
+//! # Default learning rate (docs/design/algorithms.md, "Decisions after the first implementation")
 //! Why App. G.1's η_j = 1/(1 + j) fails: Oja's update is scale-covariant only if η scales like
 //! 1/‖A‖. Its progress along the top direction after T updates is about
 //! exp(2·Σ_t η_t(λ̃₁ − λ̃₂)) = T^{2(λ̃₁ − λ̃₂)} for η_t = 1/(1 + t) (Theorem 7's bound, our

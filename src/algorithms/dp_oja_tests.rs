@@ -441,7 +441,7 @@ fn gaps_are_floored_and_relative() {
     assert!((gaps(&[3.0, 1.0], 2, 0.2, 1e-9)[1] - 1.0).abs() < 1e-12);
 }
 
-/// The judged case (issue; algorithms.md "Decisions"): spiked records with a clear eigengap,
+/// The judged case (issue; docs/design/algorithms.md "Decisions"): spiked records with a clear eigengap,
 /// n = 20 000, d = 30, k = 3, rows clipped to β, ρ = 10, default parameters: captured energy
 /// ≥ 0.9, at two data scales 600 apart (the default is scale-free).
 #[test]

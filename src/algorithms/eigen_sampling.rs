@@ -29,7 +29,7 @@
 //!   with w = P_iu a unit vector: a difference of two numbers in [0, β²]. Δ = β² under both
 //!   relations.
 //!
-//! Concentration of the exponential mechanism (algorithms.md, "Decisions after the first
+//! Concentration of the exponential mechanism (docs/design/algorithms.md, "Decisions after the first
 //! implementation"). The privacy loss of a draw u between neighbours is
 //! t·(score(u) − score'(u)) + ln(Z'/Z), so the mechanism is ε_v-DP, and moreover has ε_v-bounded
 //! range, when t times the *range* of score − score' over u is at most ε_v (Durfee & Rogers
@@ -40,7 +40,7 @@
 //!   exp(ε·score/2) with β = 1; OpenDP charges replace_one as two add/remove changes instead,
 //!   and so uses half this concentration).
 //!
-//! Cost (privacy.md §2). The Laplace release is ε₀-DP, hence (ε₀²/2)-zCDP (Bun & Steinke 2016
+//! Cost (docs/design/privacy.md §2). The Laplace release is ε₀-DP, hence (ε₀²/2)-zCDP (Bun & Steinke 2016
 //! Prop. 1.4); each ε_v-bounded-range draw is (ε_v²/8)-zCDP (Cesar & Rogers 2021, Lemma 3.2 /
 //! Thm 3.1 of Durfee & Rogers' bounded range); adaptive composition adds the ρ's:
 //! ρ = ε₀²/2 + m·ε_v²/8. Given ρ_job and `eigenvalue_share` s (default 1/2, OpenDP's even split
@@ -137,7 +137,7 @@ pub fn concentration(neighbours: &Neighbours, vector_epsilon: f64) -> Option<f64
 
 /// ρ = ε₀²/2 + m·ε_v²/8: the Laplace release (pure ε₀-DP, Bun & Steinke 2016 Prop. 1.4) then
 /// m exponential-mechanism draws of ε_v-bounded range (Cesar & Rogers 2021), composed by
-/// adding ρ's (privacy.md §2). When m = 0 no draw is made and ε_v is not charged.
+/// adding ρ's (docs/design/privacy.md §2). When m = 0 no draw is made and ε_v is not charged.
 fn total_cost(eigenvalue_epsilon: f64, vector_epsilon: f64, m: usize) -> Cost {
     let draws = (0..m).map(|_| Cost::exponential_mechanism(vector_epsilon));
     Cost::pure(eigenvalue_epsilon).then(Cost::sum(draws))

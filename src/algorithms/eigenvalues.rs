@@ -1,4 +1,4 @@
-//! Generic job option `with_eigenvalues` (privacy.md §3): private eigenvalue estimates for the
+//! Generic job option `with_eigenvalues` (docs/design/privacy.md §3): private eigenvalue estimates for the
 //! k output directions, implemented once for every algorithm in [`super::registry`].
 //!
 //! - Algorithms in [`RELEASES_EIGENVALUES`] already return estimates that are post-processing

@@ -41,7 +41,7 @@ impl<'a> RunEnv<'a> {
 
     /// Record a named DP release that is returned with the result (e.g. the adaptive clip
     /// norm, a federated run's achieved noise level, tensor components). Only DP values, their
-    /// post-processing, or public facts may be recorded (privacy.md §3).
+    /// post-processing, or public facts may be recorded (docs/design/privacy.md §3).
     pub fn record_release(&mut self, name: &'static str, value: impl Into<serde_json::Value>) {
         self.released.push((name, value.into()));
     }

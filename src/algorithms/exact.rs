@@ -1,10 +1,10 @@
-//! `exact`: non-private PCA, for `public: true` datasets only (algorithms.md, `exact`).
+//! `exact`: non-private PCA, for `public: true` datasets only (docs/design/algorithms.md, `exact`).
 //!
 //! The symmetric eigendecomposition of the data matrix: for records the Gram matrix
 //! A = XᵀX = Σ_i x_i x_iᵀ, or with `center` the centred Gram Σ_i (x_i − x̄)(x_i − x̄)ᵀ (n times the
 //! covariance; unnormalised, like the A the private algorithms work on); for a matrix dataset
 //! A itself. Returns the top-k eigenvectors (largest eigenvalues first) and the exact
-//! eigenvalues, which privacy.md §3 allows on public data only. It is the ground truth of the
+//! eigenvalues, which docs/design/privacy.md §3 allows on public data only. It is the ground truth of the
 //! utility metrics. Costs nothing and draws no noise; refused (403) on private datasets.
 
 use serde::{Deserialize, Serialize};

@@ -54,7 +54,7 @@ pub const NOISE_TAIL_SDS: f64 = 40.0;
 /// Audit label of a site's per-round noise.
 pub const RELEASE: &str = "site_power_iteration";
 
-/// The default threshold ⌈2S/3⌉, at least 2 (algorithms.md, `federated_power`).
+/// The default threshold ⌈2S/3⌉, at least 2 (docs/design/algorithms.md, `federated_power`).
 pub fn default_threshold(sites: u32) -> u32 {
     (2 * sites).div_ceil(3).max(2)
 }

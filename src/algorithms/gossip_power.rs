@@ -1,5 +1,5 @@
 //! `gossip_power`: the decentralized DP power method, D-DP-PM (seed 001, Alg. 1), simulate
-//! mode, with the Gaussian-mechanism accounting of algorithms.md (`gossip_power`).
+//! mode, with the Gaussian-mechanism accounting of docs/design/algorithms.md (`gossip_power`).
 //!
 //! # Setting
 //! The records X (n×d) are split by features over m agents, X = [X_1 | … | X_m] (the paper's
@@ -27,7 +27,7 @@
 //! left singular vectors of the stacked Ũ (d×p), a Rayleigh–Ritz step on released values as in
 //! `noisy_power`, sign-fixed.
 //!
-//! # Privacy (algorithms.md; the paper's Rényi analysis, Thm 2, is not claimed)
+//! # Privacy (docs/design/algorithms.md; the paper's Rényi analysis, Thm 2, is not claimed)
 //! Relation: `replace_one` records, β the public row-norm bound. Replacing record r changes row r
 //! of every X_i, by δ_i with Σ_i‖δ_i‖² = ‖x_r − x'_r‖² ≤ (2β)².
 //! * Messages. Stacked over agents, the change of (X_1V_1, …, X_mV_m) is the row vectors
@@ -295,7 +295,7 @@ impl Algorithm for GossipPower {
         AlgorithmInfo {
             name: NAME,
             summary: "Decentralized DP power method (simulate mode): features split over m agents who gossip noisy messages over a graph; block power iteration, then a Rayleigh–Ritz step on the shared segments.",
-            source: "D-DP-PM (Decentralized Differentially Private Power Method, seed 001), Alg. 1, eq. 11 and Assumption 2; accounting by the Gaussian mechanism (algorithms.md), not the paper's Thm 2",
+            source: "D-DP-PM (Decentralized Differentially Private Power Method, seed 001), Alg. 1, eq. 11 and Assumption 2; accounting by the Gaussian mechanism (docs/design/algorithms.md), not the paper's Thm 2",
             kinds: vec![Kind::Records],
             relations: vec![Relation::ReplaceOne],
             params: vec![

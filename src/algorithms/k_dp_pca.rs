@@ -1,5 +1,5 @@
 //! `k_dp_pca`: k-DP-PCA with adaptive noise (Düngler & Sanyal 2025, Alg. 1 with Alg. 2 as the
-//! 1-PCA step, PrivRange = Alg. 6 and PrivMean = Alg. 7; algorithms.md `k_dp_pca`).
+//! 1-PCA step, PrivRange = Alg. 6 and PrivMean = Alg. 7; docs/design/algorithms.md `k_dp_pca`).
 //!
 //! Alg. 1 ([`deflation`]): the records are shuffled by a uniformly random permutation and cut
 //! into k parts of m = ⌊n/k⌋; round i runs Alg. 2 on part i with projector P_{i−1} and deflates,
@@ -17,7 +17,7 @@
 //! pays for. Logs are natural throughout.
 //!
 //! Privacy and cost (docs/k_dp_pca.md, "Cost"). The job's zCDP budget is ρ = ε²/2 when the
-//! target was stated as (ε, δ) (privacy.md §2: a natively (ε, δ)-DP algorithm runs at that ε
+//! target was stated as (ε, δ) (docs/design/privacy.md §2: a natively (ε, δ)-DP algorithm runs at that ε
 //! and is charged (ε²/2, δ)), and the target's ρ otherwise. [`Budget::split`] divides it, once,
 //! between the three kinds of release of a step, each charged in the ledger's zCDP terms:
 //! - PrivRange's histogram at (ε_R, δ_R): δ_R-approximate (ε_R²/2)-zCDP, ρ_R = ρ/16, δ_R = δ/2;

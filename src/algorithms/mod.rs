@@ -57,7 +57,7 @@ pub enum DataInput<'a> {
     Matrix { a: &'a Matrix },
 }
 
-/// What a successful run returns (privacy.md §3: only DP outputs and their post-processing).
+/// What a successful run returns (docs/design/privacy.md §3: only DP outputs and their post-processing).
 #[derive(Debug, Clone)]
 pub struct Output {
     /// d×k, orthonormal columns, ordered by decreasing (noisy) importance, signs fixed by

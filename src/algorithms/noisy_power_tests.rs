@@ -372,7 +372,7 @@ fn registry_round_trip_matches_a_direct_run() {
 
 // ---- Statistical audit of the noise actually drawn. ----
 
-/// Δ(X) straight from the algorithms.md table, written independently of `sensitivity.rs`.
+/// Δ(X) straight from the docs/design/algorithms.md table, written independently of `sensitivity.rs`.
 fn spec_delta(neighbours: &Neighbours, mode: SensitivityMode, x: &Matrix) -> f64 {
     let root_p = (x.ncols() as f64).sqrt();
     let max_row = x.row_iter().map(|r| r.norm()).fold(0.0, f64::max);

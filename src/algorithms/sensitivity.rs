@@ -1,4 +1,4 @@
-//! L2 sensitivities of the power-method family (algorithms.md, "Sensitivities shared by the
+//! L2 sensitivities of the power-method family (docs/design/algorithms.md, "Sensitivities shared by the
 //! power-method family").
 //!
 //! The released quantity of one power iteration is A·X for a d×p iterate X with orthonormal

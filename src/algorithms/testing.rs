@@ -90,7 +90,7 @@ pub(crate) fn gaussian_vector(rng: &mut ChaCha20Rng, d: usize) -> Vector {
 }
 
 /// Records xt (d×n) with a planted spectrum: x = Σ_j sqrt(spikes_j)·z_j·u_j + background·w,
-/// then clipped to ‖x‖₂ ≤ β (privacy.md §1; ‖x‖₁ ≤ √d·β, the default α, follows).
+/// then clipped to ‖x‖₂ ≤ β (docs/design/privacy.md §1; ‖x‖₁ ≤ √d·β, the default α, follows).
 pub(crate) fn spiked_records(
     seed: u64,
     d: usize,
@@ -274,7 +274,7 @@ pub(crate) fn run_with_progress<A: Algorithm>(
 
 // ---- Checks. ----
 
-/// Orthonormal columns and the sign rule of algorithms.md (largest-magnitude entry > 0).
+/// Orthonormal columns and the sign rule of docs/design/algorithms.md (largest-magnitude entry > 0).
 pub(crate) fn assert_basis_contract(q: &Matrix, d: usize, k: usize) {
     assert_eq!((q.nrows(), q.ncols()), (d, k));
     let err = orthonormality_error(q);

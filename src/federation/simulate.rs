@@ -1,5 +1,5 @@
 //! Simulate mode: the live protocol run in process over S contiguous shards of a records
-//! dataset (algorithms.md, "Distributed algorithms"). The same [`SiteSession`], [`Aggregator`],
+//! dataset (docs/design/algorithms.md, "Distributed algorithms"). The same [`SiteSession`], [`Aggregator`],
 //! [`Rounds`] and [`PowerState`] as a live study, with the network replaced by function calls,
 //! for evaluation and tests. Dropouts are scripted: a site listed in the configuration sends
 //! nothing from its round on.

@@ -152,7 +152,7 @@ impl Conversions {
 pub struct PlanView {
     /// The requested privacy as ρ and (ε, δ).
     pub requested: PrivacyAmount,
-    /// The requested privacy under both conversions of privacy.md §2.
+    /// The requested privacy under both conversions of docs/design/privacy.md §2.
     pub conversions: Conversions,
     /// What the job would be charged (with `algorithm` and `dataset_id`).
     pub cost: Option<PrivacyAmount>,

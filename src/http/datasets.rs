@@ -66,7 +66,7 @@ pub struct BudgetView {
     pub remaining: PrivacyAmount,
     /// The admission rule now in force: `zcdp` (a ρ budget), `exact_gaussian` (an (ε, δ) budget
     /// with only Gaussian mechanisms charged so far) or `cks` (an (ε, δ) budget after any other
-    /// charge). See privacy.md §2.
+    /// charge). See docs/design/privacy.md §2.
     pub rule: Rule,
 }
 
@@ -472,8 +472,7 @@ enum FormatSource {
     Sniff,
 }
 
-const UPLOAD_TYPES: &str =
-    "application/octet-stream (a .npy file, or any format named by ?format=csv|json|npy), text/csv, application/json or application/x-npy";
+const UPLOAD_TYPES: &str = "application/octet-stream (a .npy file, or any format named by ?format=csv|json|npy), text/csv, application/json or application/x-npy";
 
 fn upload_format(content_type: Option<&str>, query: Option<UploadFormat>) -> Result<FormatSource, ApiError> {
     let unsupported = |detail: String| ApiError::new(ProblemKind::UnsupportedMediaType, detail);
@@ -483,8 +482,11 @@ fn upload_format(content_type: Option<&str>, query: Option<UploadFormat>) -> Res
     if media_type.is_empty() || media_type.eq_ignore_ascii_case("application/octet-stream") {
         return Ok(query.map_or(FormatSource::Sniff, |f| FormatSource::Named(f.into())));
     }
-    let named = Format::from_content_type(media_type)
-        .ok_or_else(|| unsupported(format!("unsupported Content-Type `{media_type}`; use {UPLOAD_TYPES}")))?;
+    let named = Format::from_content_type(media_type).ok_or_else(|| {
+        unsupported(format!(
+            "unsupported Content-Type `{media_type}`; use {UPLOAD_TYPES}"
+        ))
+    })?;
     match query.map(Format::from) {
         Some(other) if other != named => Err(unsupported(format!(
             "Content-Type `{media_type}` and ?format={} disagree; name the format once",
@@ -528,7 +530,9 @@ pub async fn upload(
         }
         DatasetStatus::Deleted => return Err(ApiError::conflict("this dataset has been deleted")),
     }
-    let content_type = headers.get(header::CONTENT_TYPE).map(|v| v.to_str().unwrap_or("(not text)"));
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .map(|v| v.to_str().unwrap_or("(not text)"));
     let source = upload_format(content_type, query.format)?;
     let limits = Limits {
         max_bytes: state.config.max_upload_bytes,

@@ -255,7 +255,7 @@ pub(crate) struct Priced {
 }
 
 /// The target of a job on a public dataset that states none: ρ = 1e6 (the ledger's largest
-/// amount), δ = 1e-5 for approximate parts. Public data need no protection (privacy.md §3);
+/// amount), δ = 1e-5 for approximate parts. Public data need no protection (docs/design/privacy.md §3);
 /// this runs every algorithm at its practically noise-free limit, which is what comparing
 /// algorithms on open data needs, and `exact` ignores it.
 pub const PUBLIC_DEFAULT_PRIVACY: PrivacyInput = PrivacyInput {
@@ -298,7 +298,7 @@ pub(crate) fn price(
     // Calibration is each algorithm's contract; a cost above the target is a bug, never charged silently.
     let allowed_delta = target.delta.unwrap_or(0.0);
     // A natively (ε, δ)-DP algorithm given an (ε, δ) target runs at that ε and is charged ε²/2
-    // (privacy.md §2), which may exceed the CKS-converted ρ; the ledger's rule then judges it.
+    // (docs/design/privacy.md §2), which may exceed the CKS-converted ρ; the ledger's rule then judges it.
     let allowed_rho = target.epsilon.map_or(target.rho, |e| target.rho.max(e * e / 2.0));
     if !(cost.rho <= allowed_rho * (1.0 + 1e-9)) || !(cost.delta <= allowed_delta * (1.0 + 1e-9)) {
         if cost.delta > allowed_delta {

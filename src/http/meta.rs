@@ -43,7 +43,10 @@ pub async fn readyz(State(state): State<AppState>) -> Result<Json<Health>, ApiEr
 /// (`Accept: text/plain`, which Prometheus' classic parser reads as well: the OpenMetrics text
 /// is a superset whose `# EOF` line is a comment there).
 fn metrics_media_type(headers: &HeaderMap) -> &'static str {
-    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
     if accept.contains("text/plain") && !accept.contains("application/openmetrics-text") {
         "text/plain; version=0.0.4; charset=utf-8"
     } else {
@@ -55,7 +58,10 @@ fn metrics_media_type(headers: &HeaderMap) -> &'static str {
 #[utoipa::path(get, operation_id = "get_metrics", path = "/metrics", tag = "meta",
     responses((status = 200, description = "Prometheus text exposition (OpenMetrics by default, plain text with `Accept: text/plain`)",
         content((String = "application/openmetrics-text"), (String = "text/plain")))))]
-pub async fn metrics(State(state): State<AppState>, headers: HeaderMap) -> Result<impl IntoResponse, ApiError> {
+pub async fn metrics(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+) -> Result<impl IntoResponse, ApiError> {
     let counts = state.store.job_counts().await?;
     let counts: Vec<(String, i64)> = counts
         .into_iter()

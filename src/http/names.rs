@@ -5,8 +5,8 @@
 
 use std::borrow::Cow;
 
-use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
 use utoipa::openapi::RefOr;
+use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
 use utoipa::{PartialSchema, ToSchema};
 
 use crate::dataset::{Kind, Relation};
@@ -39,32 +39,73 @@ macro_rules! published_enum {
     };
 }
 
-published_enum!(Kind, "DatasetKind",
+published_enum!(
+    Kind,
+    "DatasetKind",
     "`records`: one row per individual; `matrix`: a symmetric m×m matrix.",
-    [Kind::Records, Kind::Matrix]);
-published_enum!(Relation, "Relation",
+    [Kind::Records, Kind::Matrix]
+);
+published_enum!(
+    Relation,
+    "Relation",
     "The neighbouring relation: `replace_one` or `add_remove` (records), `entry` (matrices).",
-    [Relation::ReplaceOne, Relation::AddRemove, Relation::Entry]);
-published_enum!(DatasetStatus, "DatasetStatus",
+    [Relation::ReplaceOne, Relation::AddRemove, Relation::Entry]
+);
+published_enum!(
+    DatasetStatus,
+    "DatasetStatus",
     "`empty` (awaiting data), `ready`, or `deleted` (data gone, ledger kept).",
-    [DatasetStatus::Empty, DatasetStatus::Ready, DatasetStatus::Deleted]);
-published_enum!(JobStatus, "JobStatus",
+    [DatasetStatus::Empty, DatasetStatus::Ready, DatasetStatus::Deleted]
+);
+published_enum!(
+    JobStatus,
+    "JobStatus",
     "`queued`, `running`, then one of the terminal `succeeded`, `failed`, `cancelled`.",
-    [JobStatus::Queued, JobStatus::Running, JobStatus::Succeeded, JobStatus::Failed, JobStatus::Cancelled]);
-published_enum!(StudyStatus, "StudyStatus",
+    [
+        JobStatus::Queued,
+        JobStatus::Running,
+        JobStatus::Succeeded,
+        JobStatus::Failed,
+        JobStatus::Cancelled
+    ]
+);
+published_enum!(
+    StudyStatus,
+    "StudyStatus",
     "`enrolling`, `running`, then one of the terminal `succeeded`, `failed`, `cancelled`.",
-    [StudyStatus::Enrolling, StudyStatus::Running, StudyStatus::Succeeded, StudyStatus::Failed,
-        StudyStatus::Cancelled]);
-published_enum!(SiteStatus, "SiteStatus",
+    [
+        StudyStatus::Enrolling,
+        StudyStatus::Running,
+        StudyStatus::Succeeded,
+        StudyStatus::Failed,
+        StudyStatus::Cancelled
+    ]
+);
+published_enum!(
+    SiteStatus,
+    "SiteStatus",
     "Where a site stands in its study.",
-    [SiteStatus::Invited, SiteStatus::Joined, SiteStatus::Contributing, SiteStatus::Dropped, SiteStatus::Done]);
-published_enum!(LedgerEntryKind, "LedgerEntryKind",
+    [
+        SiteStatus::Invited,
+        SiteStatus::Joined,
+        SiteStatus::Contributing,
+        SiteStatus::Dropped,
+        SiteStatus::Done
+    ]
+);
+published_enum!(
+    LedgerEntryKind,
+    "LedgerEntryKind",
     "`charge` (at submission) or `refund` (a job cancelled before it started).",
-    [LedgerEntryKind::Charge, LedgerEntryKind::Refund]);
-published_enum!(Rule, "AdmissionRule",
+    [LedgerEntryKind::Charge, LedgerEntryKind::Refund]
+);
+published_enum!(
+    Rule,
+    "AdmissionRule",
     "Which rule admits charges: `zcdp` (a ρ budget), `exact_gaussian` (an (ε, δ) budget with only \
      Gaussian charges so far) or `cks` (an (ε, δ) budget after any other charge).",
-    [Rule::Zcdp, Rule::ExactGaussian, Rule::Cks]);
+    [Rule::Zcdp, Rule::ExactGaussian, Rule::Cks]
+);
 
 #[cfg(test)]
 mod tests {
@@ -131,14 +172,29 @@ mod tests {
         }
         assert_eq!(published::<Kind>().len(), count_kind(Kind::Records));
         assert_eq!(published::<Relation>().len(), count_relation(Relation::Entry));
-        assert_eq!(published::<DatasetStatus>().len(), count_dataset(DatasetStatus::Ready));
-        assert_eq!(published::<JobStatus>(), JobStatus::ALL.map(|s| s.as_str().to_string()));
-        assert_eq!(published::<StudyStatus>().len(), count_study(StudyStatus::Running));
+        assert_eq!(
+            published::<DatasetStatus>().len(),
+            count_dataset(DatasetStatus::Ready)
+        );
+        assert_eq!(
+            published::<JobStatus>(),
+            JobStatus::ALL.map(|s| s.as_str().to_string())
+        );
+        assert_eq!(
+            published::<StudyStatus>().len(),
+            count_study(StudyStatus::Running)
+        );
         assert_eq!(published::<SiteStatus>().len(), count_site(SiteStatus::Done));
-        assert_eq!(published::<LedgerEntryKind>().len(), count_entry(LedgerEntryKind::Charge));
+        assert_eq!(
+            published::<LedgerEntryKind>().len(),
+            count_entry(LedgerEntryKind::Charge)
+        );
         assert_eq!(published::<Rule>().len(), count_rule(Rule::Cks));
         for name in published::<DatasetStatus>() {
-            assert_eq!(DatasetStatus::parse(&name).map(|s| s.as_str()), Some(name.as_str()));
+            assert_eq!(
+                DatasetStatus::parse(&name).map(|s| s.as_str()),
+                Some(name.as_str())
+            );
         }
         for name in published::<StudyStatus>() {
             assert_eq!(StudyStatus::parse(&name).map(|s| s.as_str()), Some(name.as_str()));
@@ -147,7 +203,10 @@ mod tests {
             assert_eq!(SiteStatus::parse(&name).map(|s| s.as_str()), Some(name.as_str()));
         }
         for name in published::<LedgerEntryKind>() {
-            assert_eq!(LedgerEntryKind::parse(&name).map(|s| s.as_str()), Some(name.as_str()));
+            assert_eq!(
+                LedgerEntryKind::parse(&name).map(|s| s.as_str()),
+                Some(name.as_str())
+            );
         }
         for name in published::<Rule>() {
             assert_eq!(Rule::parse(&name).map(|s| s.as_str()), Some(name.as_str()));

@@ -120,7 +120,9 @@ pub fn contract(doc: &mut Value) {
         return;
     };
     for (path, item) in paths.iter_mut() {
-        let Some(item) = item.as_object_mut() else { continue };
+        let Some(item) = item.as_object_mut() else {
+            continue;
+        };
         for (_method, op) in item.iter_mut() {
             let Some(op) = op.as_object_mut() else { continue };
             document_errors(path, op);
@@ -133,12 +135,18 @@ pub fn contract(doc: &mut Value) {
             "content": { "application/octet-stream": { "schema": { "type": "string", "format": "binary" } } }
         });
     }
-    for result in ["/paths/~1v1~1jobs~1{id}~1result/get", "/paths/~1v1~1studies~1{id}~1result/get"] {
+    for result in [
+        "/paths/~1v1~1jobs~1{id}~1result/get",
+        "/paths/~1v1~1studies~1{id}~1result/get",
+    ] {
         if let Some(content) = doc.pointer_mut(&format!("{result}/responses/200/content")) {
             content["application/x-npy"] = json!({ "schema": { "type": "string", "format": "binary" } });
         }
     }
-    let Some(schemas) = doc.pointer_mut("/components/schemas").and_then(Value::as_object_mut) else {
+    let Some(schemas) = doc
+        .pointer_mut("/components/schemas")
+        .and_then(Value::as_object_mut)
+    else {
         return;
     };
     for (name, schema) in params::all_parameter_schemas() {
@@ -213,17 +221,28 @@ fn params_by_algorithm(names: &[&str]) -> Value {
 
 /// Lists every error an operation can answer, each as a problem document.
 fn document_errors(path: &str, op: &mut Map<String, Value>) {
-    let id = op.get("operationId").and_then(Value::as_str).unwrap_or_default().to_string();
+    let id = op
+        .get("operationId")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
     let json_body = op
         .get("requestBody")
         .and_then(|b| b.pointer("/content/application~1json"))
         .is_some();
     let upload = id == "upload_dataset_data";
-    let secured = op.get("security").and_then(Value::as_array).is_some_and(|s| !s.is_empty());
+    let secured = op
+        .get("security")
+        .and_then(Value::as_array)
+        .is_some_and(|s| !s.is_empty());
     let admin = op
         .get("security")
         .is_some_and(|s| s.to_string().contains("admin_key"));
-    let params = op.get("parameters").and_then(Value::as_array).cloned().unwrap_or_default();
+    let params = op
+        .get("parameters")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
     let in_path = params.iter().any(|p| p["in"] == "path") || path.contains('{');
     let in_query = params.iter().any(|p| p["in"] == "query" || p["in"] == "header");
     let mut add = Vec::new();

@@ -61,7 +61,10 @@ pub fn parameter_schema(info: &AlgorithmInfo) -> Value {
                 prop.insert("default".into(), default.clone());
             }
             Some(Value::String(rule)) => {
-                prop.insert("description".into(), format!("{} Default: {rule}.", p.description).into());
+                prop.insert(
+                    "description".into(),
+                    format!("{} Default: {rule}.", p.description).into(),
+                );
             }
             _ => {
                 prop.insert("description".into(), p.description.into());

@@ -119,7 +119,7 @@ impl ToSchema for PrivacyInput {
 /// A dataset's privacy budget: either `{"rho": ρ}` (zCDP; optional `delta` caps the δ that
 /// approximate-DP parts of jobs may spend) or `{"epsilon": ε, "delta": δ}` (the ledger keeps the
 /// stated pair: Gaussian-only spending is admitted by the exact Gaussian curve, anything else by
-/// CKS 2020 at δ minus the δ that approximate parts spent; privacy.md §2).
+/// CKS 2020 at δ minus the δ that approximate parts spent; docs/design/privacy.md §2).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BudgetInput {
@@ -213,34 +213,40 @@ fn parse_stated(
 
 impl BudgetInput {
     pub fn parse(&self) -> Result<ParsedBudget, ApiError> {
-        let (rho, delta_budget, display_delta, epsilon_delta) =
-            match parse_stated("budget", self.rho, self.epsilon, self.delta)? {
-                Stated::Rho { rho, delta } => {
-                    let delta = delta.map_or(0.0, Delta::get);
-                    (
-                        rho.get(),
-                        delta,
-                        if delta > 0.0 { delta } else { DEFAULT_DISPLAY_DELTA },
-                        None,
-                    )
-                }
-                // Tight accounting (privacy.md §2): the ledger keeps the stated (ε, δ) and
-                // admits by the exact Gaussian curve or CKS; the ρ stored as the ceiling is the
-                // exact-Gaussian maximum, and δ is the cap approximate parts may eat into
-                // (each δ_j spent lowers the δ left for the conversion).
-                Stated::EpsilonDelta { epsilon, .. } if !(epsilon.get() >= MIN_BUDGET_EPSILON) => {
-                    return Err(ApiError::validation(
-                        "budget.epsilon",
-                        format!("an (ε, δ) budget needs ε ≥ {MIN_BUDGET_EPSILON}; a smaller one admits practically nothing"),
-                    ));
-                }
-                Stated::EpsilonDelta { epsilon, delta, .. } => (
-                    max_gaussian_rho(epsilon.get(), delta.get()),
-                    delta.get(),
-                    delta.get(),
-                    Some((epsilon.get(), delta.get())),
-                ),
-            };
+        let (rho, delta_budget, display_delta, epsilon_delta) = match parse_stated(
+            "budget",
+            self.rho,
+            self.epsilon,
+            self.delta,
+        )? {
+            Stated::Rho { rho, delta } => {
+                let delta = delta.map_or(0.0, Delta::get);
+                (
+                    rho.get(),
+                    delta,
+                    if delta > 0.0 { delta } else { DEFAULT_DISPLAY_DELTA },
+                    None,
+                )
+            }
+            // Tight accounting (docs/design/privacy.md §2): the ledger keeps the stated (ε, δ) and
+            // admits by the exact Gaussian curve or CKS; the ρ stored as the ceiling is the
+            // exact-Gaussian maximum, and δ is the cap approximate parts may eat into
+            // (each δ_j spent lowers the δ left for the conversion).
+            Stated::EpsilonDelta { epsilon, .. } if !(epsilon.get() >= MIN_BUDGET_EPSILON) => {
+                return Err(ApiError::validation(
+                    "budget.epsilon",
+                    format!(
+                        "an (ε, δ) budget needs ε ≥ {MIN_BUDGET_EPSILON}; a smaller one admits practically nothing"
+                    ),
+                ));
+            }
+            Stated::EpsilonDelta { epsilon, delta, .. } => (
+                max_gaussian_rho(epsilon.get(), delta.get()),
+                delta.get(),
+                delta.get(),
+                Some((epsilon.get(), delta.get())),
+            ),
+        };
         let rho_units = checked_rho_budget_units(rho).map_err(|e| field_err("budget", e))?;
         if rho_units == 0 {
             // Budgets are rounded down to the ledger's unit; one that rounds to nothing could

@@ -22,7 +22,9 @@ use crate::algorithms::federated_power::{
 use crate::dataset::{Neighbours, Relation};
 use crate::privacy::units::{DELTA_UNIT, RHO_UNIT, charge_units, from_units};
 use crate::state::AppState;
-use crate::store::{NewStudy, NewStudySite, SiteStatus, StudyCancel, StudyRecord, StudySiteRecord, StudyStatus};
+use crate::store::{
+    NewStudy, NewStudySite, SiteStatus, StudyCancel, StudyRecord, StudySiteRecord, StudyStatus,
+};
 use crate::studies::cape_live::{CapeKind, CapePlan};
 use crate::studies::live::Protocol;
 
@@ -368,7 +370,11 @@ fn resolve(body: &CreateStudy, max_d: usize) -> Result<Resolved, ApiError> {
     let ctx = study_context(body.n_features, neighbours);
     let bad_params = |e: serde_path_to_error::Error<serde_json::Error>| {
         let path = e.path().to_string();
-        let field = if path == "." { "params".to_string() } else { format!("params.{path}") };
+        let field = if path == "." {
+            "params".to_string()
+        } else {
+            format!("params.{path}")
+        };
         ApiError::validation(field, e.into_inner().to_string())
     };
     let (config, protocol, rounds, cost) = if body.algorithm == "cape_pca" {

@@ -1,4 +1,4 @@
-//! Per-row clipping of records (privacy.md §1):
+//! Per-row clipping of records (docs/design/privacy.md §1):
 //! x ← x·min(1, β/‖x‖₂), then, if α is set, x ← x·min(1, α/‖x‖₁).
 //!
 //! The scale depends on the row alone and on public bounds, never on other rows, so it costs

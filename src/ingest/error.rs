@@ -1,6 +1,6 @@
 //! Why an upload was refused. Messages go to the uploader (the data owner) at upload time:
 //! they name positions (1-based data rows and columns, input lines) but never echo a value
-//! (privacy.md §3).
+//! (docs/design/privacy.md §3).
 
 use std::io;
 

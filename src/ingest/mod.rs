@@ -6,7 +6,7 @@
 //! never held whole. Records use O(d) memory; a symmetric matrix is held once (it must be, to
 //! check symmetry), as `m` rows of `m` values, i.e. 1× the `f64` matrix plus O(m).
 //!
-//! What happens to the data (`shared/spec/privacy.md` §1, service.md "bad input"):
+//! What happens to the data (`docs/design/privacy.md` §1, docs/design/architecture.md "bad input"):
 //! - every value must be finite; rows must all have the same width; limits on bytes, rows and
 //!   columns are enforced while reading, so an oversize upload stops early;
 //! - records are clipped per row, data-independently, to the dataset's public bounds
@@ -76,7 +76,7 @@ impl Format {
     }
 }
 
-/// Upload limits (configurable, service.md "oversize uploads").
+/// Upload limits (configurable, docs/design/architecture.md "oversize uploads").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// Most bytes read from the body; one more byte is a [`IngestError::TooLarge`].
@@ -87,7 +87,7 @@ pub struct Limits {
     pub max_d: usize,
 }
 
-/// What the upload is, with the public bounds that apply on the way in (privacy.md §1).
+/// What the upload is, with the public bounds that apply on the way in (docs/design/privacy.md §1).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Shape {
     /// One row per individual; `beta` = `row_norm_bound` (L2), `alpha` = `row_l1_bound`.

@@ -43,7 +43,7 @@ pub fn matmul_tn(a: &Matrix, b: &Matrix) -> Matrix {
     c
 }
 
-/// Deterministic sign rule of algorithms.md: flip each column so that its largest-magnitude
+/// Deterministic sign rule of docs/design/algorithms.md: flip each column so that its largest-magnitude
 /// entry is positive (ties: the first such entry).
 pub fn fix_signs(q: &mut Matrix) {
     for mut col in q.column_iter_mut() {

@@ -115,7 +115,7 @@ fn add_lower_gram(g: &mut Matrix, x: MatRef<'_, f64>, par: Par) {
 /// `A·V` for the Gram matrix A = XᵀX of records held transposed (`xt` = Xᵀ, d×n; `v` d×p),
 /// without forming A: Σ_b X_bᵀ(X_b V) over blocks b of records, O(ndp) instead of O(nd² + d²p).
 ///
-/// This is the data access of the power-method family (algorithms.md, "Sensitivities shared by
+/// This is the data access of the power-method family (docs/design/algorithms.md, "Sensitivities shared by
 /// the power-method family": the released quantity is A·X). The records are split into one
 /// contiguous part per pool thread (a single part below [`super::threads::PRODUCT_MIN_WORK`]);
 /// each thread walks its part in segments, and each segment in cache-sized blocks, so X is read

@@ -1,4 +1,4 @@
-//! Subspace metrics used by tests, experiments and the utility report (algorithms.md,
+//! Subspace metrics used by tests, experiments and the utility report (docs/design/algorithms.md,
 //! "Utility metrics"). All cost O(d·k²) except [`captured_energy`], which needs Σ's spectrum.
 
 use super::{Matrix, matmul, matmul_tn, thin_svd, try_sym_eigenvalues};

@@ -1,4 +1,4 @@
-//! The ledger's admission rule, as a pure function of integer amounts (privacy.md §2).
+//! The ledger's admission rule, as a pure function of integer amounts (docs/design/privacy.md §2).
 //!
 //! A budget is either stated in zCDP (ρ_max, with an optional cap δ_max on the δ of
 //! approximate parts) or as (ε, δ). Spending is kept in the ledger's integer units in three

@@ -1,4 +1,4 @@
-//! Conversions between zCDP ρ and (ε, δ)-DP (privacy.md §2).
+//! Conversions between zCDP ρ and (ε, δ)-DP (docs/design/privacy.md §2).
 //!
 //! Both directions round against the user. ρ → ε returns an upper bound on the ε the formulas
 //! give, with an allowance for floating-point error added; (ε, δ) → ρ returns a ρ whose
@@ -29,7 +29,7 @@ fn log_inv_delta(delta: Delta) -> f64 {
 
 /// (ε, δ) → ρ: the largest ρ whose conversion by [`rho_to_epsilon`] (the tighter of
 /// Bun–Steinke 2016 Prop. 1.3 and CKS 2020 Prop. 12, rounded up) is at most ε at δ
-/// (privacy.md §2: "the tightest sound inverse"; at (1, 1e-5) ρ = 0.0306 where the
+/// (docs/design/privacy.md §2: "the tightest sound inverse"; at (1, 1e-5) ρ = 0.0306 where the
 /// Bun–Steinke inverse alone gives 0.0208).
 ///
 /// Start from the Bun–Steinke inverse ρ = (sqrt(ln(1/δ) + ε) − sqrt(ln(1/δ)))², evaluated as

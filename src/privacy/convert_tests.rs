@@ -36,7 +36,7 @@ const DELTAS: [f64; 7] = [1e-300, 1e-12, 1e-6, 1e-2, 0.5, 0.9, 0.999];
 fn epsilon_delta_to_rho_matches_hand_values() {
     // Reference: the largest ρ with min(Bun–Steinke, CKS)(ρ, δ) ≤ ε, by 200 bisection steps in
     // mpmath at 50 digits, the CKS infimum found by mpmath.findroot on the derivative of the
-    // Prop. 12 objective. ε = 1, δ = 1e-5: ρ = 0.030556595197639565886 (privacy.md §2: 0.0306;
+    // Prop. 12 objective. ε = 1, δ = 1e-5: ρ = 0.030556595197639565886 (docs/design/privacy.md §2: 0.0306;
     // the Bun–Steinke inverse alone gives 0.020819938339535461).
     let cases = [
         (1.0, 1e-5, 0.030_556_595_197_639_566),

@@ -84,7 +84,7 @@ pub struct PrivacyTarget {
     pub rho: f64,
     pub delta: Option<f64>,
     /// The ε of a target stated as (ε, δ). Natively (ε, δ)-DP algorithms (k_dp_pca) run at
-    /// this ε and are charged (ε²/2, δ) (privacy.md §2), never ε → ρ → sqrt(2ρ).
+    /// this ε and are charged (ε²/2, δ) (docs/design/privacy.md §2), never ε → ρ → sqrt(2ρ).
     #[serde(default)]
     pub epsilon: Option<f64>,
 }
@@ -116,7 +116,7 @@ impl PrivacyTarget {
 /// `other_rho` is the part of `rho` that does **not** come from Gaussian mechanisms
 /// (0 ≤ it ≤ `rho`). A composition of Gaussian mechanisms alone is exactly one Gaussian
 /// mechanism (μ-GDP with μ = sqrt(2Σρ), Dong–Roth–Su 2019), which the ledger's tight rule for
-/// (ε, δ) budgets uses (privacy.md §2). Keeping the non-Gaussian part (rather than the Gaussian
+/// (ε, δ) budgets uses (docs/design/privacy.md §2). Keeping the non-Gaussian part (rather than the Gaussian
 /// one) means a tiny non-Gaussian charge can never be absorbed by rounding: `other_rho > 0`
 /// survives any sum. Anything not known to be Gaussian counts as other ρ.
 ///
@@ -187,7 +187,7 @@ impl Cost {
         Self::zcdp(half_square(epsilon))
     }
 
-    /// An (ε, δ)-DP subroutine, charged as δ-approximate (ε²/2)-zCDP (privacy.md §2). A
+    /// An (ε, δ)-DP subroutine, charged as δ-approximate (ε²/2)-zCDP (docs/design/privacy.md §2). A
     /// negative or NaN ε costs ρ = +∞; a δ outside [0, 1] costs δ = +∞.
     pub fn approximate(epsilon: f64, delta: f64) -> Self {
         let delta = if (0.0..=1.0).contains(&delta) {
@@ -205,7 +205,7 @@ impl Cost {
 
     /// The exponential mechanism with parameter ε (score sensitivity Δ, concentration ε/(2Δ),
     /// or ε/Δ for a monotone score) has bounded range, so it is (ε²/8)-zCDP (Cesar & Rogers
-    /// 2021; privacy.md §2). Charge each draw separately and add the ρ's. A negative or NaN ε
+    /// 2021; docs/design/privacy.md §2). Charge each draw separately and add the ρ's. A negative or NaN ε
     /// costs +∞.
     pub fn exponential_mechanism(epsilon: f64) -> Self {
         Self::zcdp(half_square(epsilon) / 4.0)

@@ -1,4 +1,4 @@
-//! The exact privacy curve of the Gaussian mechanism (privacy.md §2, "Tight accounting for
+//! The exact privacy curve of the Gaussian mechanism (docs/design/privacy.md §2, "Tight accounting for
 //! Gaussian-only budgets").
 //!
 //! A composition of Gaussian mechanisms with zCDP costs ρ_1..ρ_m is exactly one Gaussian
@@ -90,7 +90,7 @@ pub fn epsilon_for(mu: f64, delta: f64) -> f64 {
 }
 
 /// The largest total ρ of Gaussian mechanisms whose exact curve stays within (ε, δ):
-/// δ(ε; sqrt(2ρ)) ≤ δ (privacy.md §2; at (1, 1e-5) about 0.0359). Rounded down: the result is
+/// δ(ε; sqrt(2ρ)) ≤ δ (docs/design/privacy.md §2; at (1, 1e-5) about 0.0359). Rounded down: the result is
 /// a certified point of the bisection. 0 if nothing positive is certified.
 pub fn max_gaussian_rho(epsilon: f64, delta: f64) -> f64 {
     if !(epsilon > 0.0 && delta > 0.0 && delta < 1.0) {

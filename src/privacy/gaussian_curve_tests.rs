@@ -25,7 +25,7 @@ fn delta_matches_the_reference_and_rounds_up() {
 
 #[test]
 fn max_gaussian_rho_matches_the_reference() {
-    // privacy.md §2: at (1, 1e-5) Σρ up to 0.0359.
+    // docs/design/privacy.md §2: at (1, 1e-5) Σρ up to 0.0359.
     let cases = [
         (1.0, 1e-5, 0.035_925_702_327_418_217),
         (0.5, 1e-5, 0.010_111_921_498_511_694),

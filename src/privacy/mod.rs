@@ -3,7 +3,7 @@
 //! release draws ([`noise`], on the grids of [`lattice`], sampled exactly by [`discrete`]), data-free planning helpers ([`plan`]) and statistical
 //! checks of noise scale for tests ([`testing`]).
 //!
-//! Everything here follows `shared/spec/privacy.md` §2 (Bun & Steinke 2016; Canonne, Kamath &
+//! Everything here follows `docs/design/privacy.md` §2 (Bun & Steinke 2016; Canonne, Kamath &
 //! Steinke 2020). Arithmetic rounds against the user: charges are rounded up, budgets down.
 
 pub mod admission;

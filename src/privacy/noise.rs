@@ -1,7 +1,7 @@
 //! Noise for every release a mechanism makes. Each release goes through these functions, so
 //! that tests can audit the noise actually drawn against the calibrated scale.
 //!
-//! The noise is discrete (privacy.md §4; `docs/design/noise.md`): the query is rounded to a
+//! The noise is discrete (docs/design/privacy.md §4; `docs/design/noise.md`): the query is rounded to a
 //! grid h·Z and a discrete Gaussian or discrete Laplace integer is added, sampled exactly with
 //! integer arithmetic ([`super::discrete`], Canonne–Kamath–Steinke 2020). The sensitivity is
 //! rounded up to the grid and the noise widened to match ([`super::lattice`]), so each release

@@ -1,4 +1,4 @@
-//! Data-free planning helpers behind `POST /v1/privacy/plan` (service.md): the noise a
+//! Data-free planning helpers behind `POST /v1/privacy/plan` (docs/design/architecture.md): the noise a
 //! Gaussian release needs for a target ρ, and how a cost reads as (ε, δ). Pure functions of
 //! public numbers; nothing here sees data.
 
@@ -8,7 +8,7 @@ use super::{Cost, Delta, PrivacyError, rho_to_epsilon};
 
 /// Per-coordinate standard deviation s of the Gaussian mechanism with L2 sensitivity Δ that
 /// costs at most ρ: s = Δ / sqrt(2ρ), the inverse of ρ = Δ² / (2 s²) (Bun & Steinke 2016,
-/// Prop. 1.6; privacy.md §2).
+/// Prop. 1.6; docs/design/privacy.md §2).
 ///
 /// Rounded up: the result is nudged until `Cost::gaussian(Δ, s).rho <= ρ` holds in floating
 /// point, so a mechanism calibrated with it never costs more than planned. Total and
@@ -46,7 +46,7 @@ pub struct Conversions {
     /// and Canonne–Kamath–Steinke 2020 Prop. 12, rounded up.
     pub epsilon_at_delta: f64,
     /// The δ of the full statement: the cost is (`epsilon_at_delta`, `total_delta`)-DP, with
-    /// `total_delta = delta + delta_spent` (δ-approximate zCDP adds its δ; privacy.md §2).
+    /// `total_delta = delta + delta_spent` (δ-approximate zCDP adds its δ; docs/design/privacy.md §2).
     pub total_delta: f64,
 }
 

@@ -1,6 +1,6 @@
 //! The ledger's integer units. Spending is stored as integers so that sums are exact and
 //! admission is a comparison of integers. Every conversion rounds against the user: charges
-//! up, budgets down (privacy.md §2).
+//! up, budgets down (docs/design/privacy.md §2).
 //!
 //! Decimal inputs such as ρ = 0.1 are not exact in binary floating point; a value whose
 //! quotient by the unit lies within [`SNAP`] (64 ulps, relative) of a non-zero integer is taken

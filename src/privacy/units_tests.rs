@@ -186,7 +186,7 @@ fn charge_units_never_forgive_more_than_the_snap() {
 }
 
 proptest! {
-    /// No sequence of admitted charges sums above the budget (privacy.md §2).
+    /// No sequence of admitted charges sums above the budget (docs/design/privacy.md §2).
     #[test]
     fn admitted_charges_never_exceed_the_budget(
         log_budget in -6.0_f64..6.0,

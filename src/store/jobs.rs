@@ -178,10 +178,10 @@ impl Store {
     /// idempotency key, (2) finds the tenant's ready dataset, (3) admits the cost iff
     /// spent + cost ≤ budget for both ρ and δ and adds it to the spending (budgeted datasets;
     /// public ones have no budget and their spending is not tracked on the dataset row), and
-    /// (4) records the charge in the ledger and queues the job (privacy.md §2).
+    /// (4) records the charge in the ledger and queues the job (docs/design/privacy.md §2).
     ///
     /// Only `Created` writes anything. A seed on a private dataset is refused with
-    /// `StoreError::SeedNotAllowed` (privacy.md §4).
+    /// `StoreError::SeedNotAllowed` (docs/design/privacy.md §4).
     pub async fn submit_job(&self, tenant: Uuid, new: NewJob) -> Result<SubmitOutcome, StoreError> {
         if !(new.cost_rho_units >= 0 && new.cost_delta_units >= 0) {
             return Err(StoreError::InvalidCharge("a job's cost must be >= 0".to_owned()));
@@ -239,7 +239,7 @@ impl Store {
 
     /// Cancels a job. Queued: cancelled and refunded (a refund entry, spending lowered) in one
     /// transaction. Running: `cancel_requested` is set and the runner stops at its next check;
-    /// noise has been drawn, so the charge is kept (privacy.md §2). Finished: unchanged.
+    /// noise has been drawn, so the charge is kept (docs/design/privacy.md §2). Finished: unchanged.
     pub async fn cancel_job(&self, tenant: Uuid, job: Uuid) -> Result<CancelOutcome, StoreError> {
         let mut tx = self.write_tx().await?;
         let Some(found) = job_for(&mut tx, tenant, job).await? else {

@@ -1,5 +1,5 @@
 //! The ledger: the check-and-charge step, refunds, and reading a dataset's entries
-//! (privacy.md §2).
+//! (docs/design/privacy.md §2).
 //!
 //! Spending is kept twice, on purpose: as running totals on the dataset row (what admission
 //! compares against the budget, with `CHECK (spent ≤ budget)` in the schema) and as the

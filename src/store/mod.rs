@@ -2,7 +2,7 @@
 //! ledger, and the job queue, in SQLite or PostgreSQL through sqlx (runtime queries, embedded
 //! migrations per backend: `migrations/sqlite/`, `migrations/postgres/`).
 //!
-//! The ledger rules are those of privacy.md §2: a job's cost is checked against the remaining
+//! The ledger rules are those of docs/design/privacy.md §2: a job's cost is checked against the remaining
 //! budget and charged in the same write transaction that queues the job, so two concurrent
 //! submissions can never both fit into a budget that holds one; a job cancelled while queued
 //! is refunded in one transaction; a job that ran (succeeded, failed, was cancelled or

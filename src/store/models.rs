@@ -245,7 +245,7 @@ pub struct JobRecord {
     pub progress_total: i64,
     pub cancel_requested: bool,
     pub error: Option<String>,
-    /// Only ever present on public datasets (privacy.md §4).
+    /// Only ever present on public datasets (docs/design/privacy.md §4).
     pub seed: Option<u64>,
     pub created_at: DateTime<Utc>,
     pub started_at: Option<DateTime<Utc>>,
@@ -256,7 +256,7 @@ pub struct JobRecord {
 }
 
 /// What a caller supplies to submit a job. The cost is computed by the caller from the
-/// parameters and public bounds before submission (privacy.md §2); both amounts must be ≥ 0.
+/// parameters and public bounds before submission (docs/design/privacy.md §2); both amounts must be ≥ 0.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewJob {
     pub dataset_id: Uuid,
@@ -315,7 +315,7 @@ pub enum CancelOutcome {
 }
 
 /// A finished job's output: the orthonormal basis, column-major d×k, and optional
-/// post-processed values (privacy.md §3).
+/// post-processed values (docs/design/privacy.md §3).
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobResult {
     pub d: usize,

@@ -1,6 +1,6 @@
 //! The runner's side of jobs: claiming in FIFO order under a lease, heartbeats, progress, the
 //! terminal transitions, and the reaper. A job that leaves `running` keeps its charge whatever
-//! the outcome: noise has been drawn (privacy.md §2). Nothing here ever moves a job back to
+//! the outcome: noise has been drawn (docs/design/privacy.md §2). Nothing here ever moves a job back to
 //! `queued`, so no job is run twice.
 //!
 //! Replicas: a claim writes the claiming replica (`claimed_by`), bumps `attempt` and sets

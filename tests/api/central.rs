@@ -143,7 +143,10 @@ async fn dp_oja_runs_on_replace_one_records() {
         .get(&format!("/v1/jobs/{}/result", done["id"].as_str().unwrap()), &key)
         .await
         .json();
-    assert_eq!((result["n_features"].as_u64(), result["n_components"].as_u64()), (Some(5), Some(2)));
+    assert_eq!(
+        (result["n_features"].as_u64(), result["n_components"].as_u64()),
+        (Some(5), Some(2))
+    );
 }
 
 #[tokio::test]

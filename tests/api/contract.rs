@@ -21,7 +21,10 @@ async fn every_operation_has_a_unique_id_and_problem_documents_for_its_errors() 
     for (path, item) in doc["paths"].as_object().unwrap() {
         for (method, op) in item.as_object().unwrap() {
             let id = op["operationId"].as_str().unwrap_or_default();
-            assert!(id.contains('_') && ids.insert(id.to_string()), "{method} {path}: {id}");
+            assert!(
+                id.contains('_') && ids.insert(id.to_string()),
+                "{method} {path}: {id}"
+            );
             let responses = op["responses"].as_object().unwrap();
             for (status, response) in responses {
                 if status.parse::<u16>().unwrap() >= 400 {
@@ -34,7 +37,10 @@ async fn every_operation_has_a_unique_id_and_problem_documents_for_its_errors() 
             }
             if op["requestBody"]["content"]["application/json"].is_object() {
                 for status in ["400", "413", "415", "422"] {
-                    assert!(responses.contains_key(status), "{method} {path} documents {status}");
+                    assert!(
+                        responses.contains_key(status),
+                        "{method} {path} documents {status}"
+                    );
                 }
             }
             if op["security"].as_array().is_some_and(|s| !s.is_empty()) {
@@ -42,7 +48,13 @@ async fn every_operation_has_a_unique_id_and_problem_documents_for_its_errors() 
             }
         }
     }
-    for id in ["submit_job", "upload_dataset_data", "get_job_result", "create_study", "list_algorithms"] {
+    for id in [
+        "submit_job",
+        "upload_dataset_data",
+        "get_job_result",
+        "create_study",
+        "list_algorithms",
+    ] {
         assert!(ids.contains(id), "{id}");
     }
     let upload = &doc["paths"]["/v1/datasets/{id}/data"]["put"];
@@ -88,29 +100,77 @@ async fn an_octet_stream_upload_is_npy_by_its_magic_or_names_its_format() {
 
     let ds = app.dataset(&key, records("npy", json!({ "rho": 1 }))).await;
     let reply = upload(ds, "", "application/octet-stream", npy.clone()).await;
-    assert_eq!(reply.status, StatusCode::OK, "{}", String::from_utf8_lossy(&reply.bytes));
-    assert_eq!((reply.json()["n_samples"].as_i64(), reply.json()["n_features"].as_i64()), (Some(3), Some(2)));
+    assert_eq!(
+        reply.status,
+        StatusCode::OK,
+        "{}",
+        String::from_utf8_lossy(&reply.bytes)
+    );
+    assert_eq!(
+        (
+            reply.json()["n_samples"].as_i64(),
+            reply.json()["n_features"].as_i64()
+        ),
+        (Some(3), Some(2))
+    );
 
     // A CSV body sent as an octet stream must say it is CSV.
     let ds = app.dataset(&key, records("csv", json!({ "rho": 1 }))).await;
     let problem = upload(ds.clone(), "", "application/octet-stream", b"1,2\n3,4\n".to_vec())
         .await
         .problem(415);
-    assert!(problem["detail"].as_str().unwrap().contains("?format="), "{problem}");
-    let reply = upload(ds, "?format=csv", "application/octet-stream", b"1,2\n3,4\n".to_vec()).await;
-    assert_eq!(reply.status, StatusCode::OK, "{}", String::from_utf8_lossy(&reply.bytes));
+    assert!(
+        problem["detail"].as_str().unwrap().contains("?format="),
+        "{problem}"
+    );
+    let reply = upload(
+        ds,
+        "?format=csv",
+        "application/octet-stream",
+        b"1,2\n3,4\n".to_vec(),
+    )
+    .await;
+    assert_eq!(
+        reply.status,
+        StatusCode::OK,
+        "{}",
+        String::from_utf8_lossy(&reply.bytes)
+    );
 
     let ds = app.dataset(&key, records("json", json!({ "rho": 1 }))).await;
-    upload(ds.clone(), "?format=json", "text/csv", b"1,2\n".to_vec()).await.problem(415);
-    upload(ds.clone(), "?format=xml", "application/octet-stream", b"1,2\n".to_vec())
+    upload(ds.clone(), "?format=json", "text/csv", b"1,2\n".to_vec())
         .await
-        .problem(422);
-    let reply = upload(ds, "?format=json", "application/octet-stream", b"[[1, 2], [3, 4]]".to_vec()).await;
-    assert_eq!(reply.status, StatusCode::OK, "{}", String::from_utf8_lossy(&reply.bytes));
+        .problem(415);
+    upload(
+        ds.clone(),
+        "?format=xml",
+        "application/octet-stream",
+        b"1,2\n".to_vec(),
+    )
+    .await
+    .problem(422);
+    let reply = upload(
+        ds,
+        "?format=json",
+        "application/octet-stream",
+        b"[[1, 2], [3, 4]]".to_vec(),
+    )
+    .await;
+    assert_eq!(
+        reply.status,
+        StatusCode::OK,
+        "{}",
+        String::from_utf8_lossy(&reply.bytes)
+    );
     // The named media types keep working, with or without an agreeing ?format=.
     let ds = app.dataset(&key, records("x-npy", json!({ "rho": 1 }))).await;
     let reply = upload(ds, "?format=npy", "application/x-npy", npy).await;
-    assert_eq!(reply.status, StatusCode::OK, "{}", String::from_utf8_lossy(&reply.bytes));
+    assert_eq!(
+        reply.status,
+        StatusCode::OK,
+        "{}",
+        String::from_utf8_lossy(&reply.bytes)
+    );
 }
 
 #[tokio::test]
@@ -122,9 +182,17 @@ async fn the_published_limits_are_the_enforced_ones() {
         app.post("/v1/datasets", &key, records(name, json!({ "rho": 1 })))
             .await
             .problem(422);
-        app.post("/v1/tenants", ADMIN, json!({ "name": name })).await.problem(422);
+        app.post("/v1/tenants", ADMIN, json!({ "name": name }))
+            .await
+            .problem(422);
     }
-    let reply = app.post("/v1/datasets", &key, records(&"a".repeat(200), json!({ "rho": 1 }))).await;
+    let reply = app
+        .post(
+            "/v1/datasets",
+            &key,
+            records(&"a".repeat(200), json!({ "rho": 1 })),
+        )
+        .await;
     assert_eq!(reply.status, StatusCode::CREATED);
     // Privacy is one of ρ or (ε, δ), in the published ranges.
     for privacy in [
@@ -139,29 +207,61 @@ async fn the_published_limits_are_the_enforced_ones() {
             .await
             .problem(422);
     }
-    for privacy in [json!({ "epsilon": 1e5, "delta": 0.5 }), json!({ "rho": 1e6 }), json!({ "rho": 5e-324 })] {
-        let reply = app.post("/v1/privacy/plan", &key, json!({ "privacy": privacy })).await;
-        assert_eq!(reply.status, StatusCode::OK, "{privacy}: {}", String::from_utf8_lossy(&reply.bytes));
+    for privacy in [
+        json!({ "epsilon": 1e5, "delta": 0.5 }),
+        json!({ "rho": 1e6 }),
+        json!({ "rho": 5e-324 }),
+    ] {
+        let reply = app
+            .post("/v1/privacy/plan", &key, json!({ "privacy": privacy }))
+            .await;
+        assert_eq!(
+            reply.status,
+            StatusCode::OK,
+            "{privacy}: {}",
+            String::from_utf8_lossy(&reply.bytes)
+        );
     }
     // Budgets: an (ε, δ) budget needs ε ≥ 0.001, a ρ budget at least one ledger unit.
     for (budget, status) in [
-        (json!({ "epsilon": 0.0005, "delta": 1e-6 }), StatusCode::UNPROCESSABLE_ENTITY),
+        (
+            json!({ "epsilon": 0.0005, "delta": 1e-6 }),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
         (json!({ "epsilon": 0.001, "delta": 5e-324 }), StatusCode::CREATED),
         (json!({ "rho": 1e-12 }), StatusCode::CREATED),
         (json!({ "rho": 5e-13 }), StatusCode::UNPROCESSABLE_ENTITY),
     ] {
         let reply = app.post("/v1/datasets", &key, records("b", budget.clone())).await;
-        assert_eq!(reply.status, status, "{budget}: {}", String::from_utf8_lossy(&reply.bytes));
+        assert_eq!(
+            reply.status,
+            status,
+            "{budget}: {}",
+            String::from_utf8_lossy(&reply.bytes)
+        );
     }
     // A whole number written with a fraction is an integer, as JSON Schema counts it.
     let ds = app.records(&key, json!({ "rho": 1 }), "1,0\n0,1\n1,1\n").await;
     let reply = app
-        .post("/v1/jobs", &key, job(&ds, "analyze_gauss", json!({ "k": 1.0 }), json!({ "rho": 0.1 })))
+        .post(
+            "/v1/jobs",
+            &key,
+            job(&ds, "analyze_gauss", json!({ "k": 1.0 }), json!({ "rho": 0.1 })),
+        )
         .await;
-    assert_eq!(reply.status, StatusCode::ACCEPTED, "{}", String::from_utf8_lossy(&reply.bytes));
-    app.post("/v1/jobs", &key, job(&ds, "analyze_gauss", json!({ "k": 1.5 }), json!({ "rho": 0.1 })))
-        .await
-        .problem(422);
+    assert_eq!(
+        reply.status,
+        StatusCode::ACCEPTED,
+        "{}",
+        String::from_utf8_lossy(&reply.bytes)
+    );
+    app.post(
+        "/v1/jobs",
+        &key,
+        job(&ds, "analyze_gauss", json!({ "k": 1.5 }), json!({ "rho": 0.1 })),
+    )
+    .await
+    .problem(422);
     // Idempotency keys: 1 to 255 visible ASCII characters.
     for bad in ["", "a b", &"k".repeat(256)] {
         let request = axum::http::Request::builder()
@@ -194,15 +294,33 @@ async fn job_timings_are_withheld_where_they_would_reveal_the_record_count() {
     let reply = app.upload(&key, &hidden, "text/csv", csv.into_bytes()).await;
     assert_eq!(reply.status, StatusCode::OK);
     let params = json!({ "k": 1 });
-    let public = app.run(&key, job(&shown, "analyze_gauss", params.clone(), json!({ "rho": 0.1 }))).await;
-    let private = app.run(&key, job(&hidden, "analyze_gauss", params, json!({ "rho": 0.1 }))).await;
-    assert_eq!((public["status"].as_str(), private["status"].as_str()), (Some("succeeded"), Some("succeeded")));
-    assert!(public["run_ms"].is_i64() && public["started_at"].is_string(), "{public}");
+    let public = app
+        .run(
+            &key,
+            job(&shown, "analyze_gauss", params.clone(), json!({ "rho": 0.1 })),
+        )
+        .await;
+    let private = app
+        .run(&key, job(&hidden, "analyze_gauss", params, json!({ "rho": 0.1 })))
+        .await;
+    assert_eq!(
+        (public["status"].as_str(), private["status"].as_str()),
+        (Some("succeeded"), Some("succeeded"))
+    );
+    assert!(
+        public["run_ms"].is_i64() && public["started_at"].is_string(),
+        "{public}"
+    );
     for view in [
         private.clone(),
-        app.get(&format!("/v1/jobs/{}", private["id"].as_str().unwrap()), &key).await.json(),
+        app.get(&format!("/v1/jobs/{}", private["id"].as_str().unwrap()), &key)
+            .await
+            .json(),
     ] {
-        assert!(view["run_ms"].is_null() && view["started_at"].is_null() && view["queued_ms"].is_null(), "{view}");
+        assert!(
+            view["run_ms"].is_null() && view["started_at"].is_null() && view["queued_ms"].is_null(),
+            "{view}"
+        );
         assert!(view["finished_at"].is_string(), "{view}");
     }
     let list = app.get("/v1/jobs", &key).await.json();

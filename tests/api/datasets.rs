@@ -167,7 +167,11 @@ async fn uploads_in_every_format_give_the_same_shape() {
     );
     let view = reply.json();
     assert_eq!(
-        (view["status"].as_str(), view["n_features"].as_i64(), view["n_samples"].as_i64()),
+        (
+            view["status"].as_str(),
+            view["n_features"].as_i64(),
+            view["n_samples"].as_i64()
+        ),
         (Some("ready"), Some(3), Some(2))
     );
 
@@ -192,7 +196,10 @@ async fn uploads_in_every_format_give_the_same_shape() {
         String::from_utf8_lossy(&reply.bytes)
     );
     assert_eq!(
-        (reply.json()["n_samples"].as_i64(), reply.json()["n_features"].as_i64()),
+        (
+            reply.json()["n_samples"].as_i64(),
+            reply.json()["n_features"].as_i64()
+        ),
         (Some(4), Some(2))
     );
 

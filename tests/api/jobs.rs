@@ -69,7 +69,10 @@ async fn a_job_runs_and_returns_an_orthonormal_basis_as_json_and_npy() {
     let result = app.get(&format!("/v1/jobs/{id}/result"), &key).await;
     assert_eq!(result.status, StatusCode::OK);
     let result = result.json();
-    assert_eq!((result["n_features"].as_u64(), result["n_components"].as_u64()), (Some(6), Some(2)));
+    assert_eq!(
+        (result["n_features"].as_u64(), result["n_components"].as_u64()),
+        (Some(6), Some(2))
+    );
     let basis: Vec<Vec<f64>> = serde_json::from_value(result["basis"].clone()).unwrap();
     assert_eq!(basis.len(), 2);
     assert!(basis.iter().all(|c| c.len() == 6));

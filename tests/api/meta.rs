@@ -114,7 +114,7 @@ async fn privacy_plan_converts_and_prices_without_spending() {
     assert_eq!(conv.status, StatusCode::OK);
     let conv = conv.json();
     let rho = conv["requested"]["rho"].as_f64().unwrap();
-    // The CKS inverse at (1, 1e-5): 0.0305566 (privacy.md §2), and the exact Gaussian maximum
+    // The CKS inverse at (1, 1e-5): 0.0305566 (docs/design/privacy.md §2), and the exact Gaussian maximum
     // 0.0359257 (both mpmath, 50 digits); the Bun–Steinke inverse would give 0.0208.
     assert!((rho - 0.030_556_595_197_639_566).abs() < 1e-9, "{conv}");
     assert!(conv["requested"]["epsilon"].as_f64().unwrap() <= 1.0 + 1e-9);

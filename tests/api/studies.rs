@@ -276,7 +276,10 @@ async fn a_study_runs_end_to_end_and_reports_survivors() {
         assert!((site["charged"]["rho"].as_f64().unwrap() - 0.5).abs() < 1e-9);
     }
     let result = app.get(&format!("/v1/studies/{id}/result"), &key).await.json();
-    assert_eq!((result["n_features"].as_u64(), result["n_components"].as_u64()), (Some(6), Some(2)));
+    assert_eq!(
+        (result["n_features"].as_u64(), result["n_components"].as_u64()),
+        (Some(6), Some(2))
+    );
     assert_eq!(result["survivors"].as_array().unwrap().len(), 3);
     assert_eq!(result["rounds"].as_array().unwrap().len(), 5);
     let first = &result["basis"][0];

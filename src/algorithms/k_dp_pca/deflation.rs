@@ -133,7 +133,7 @@ impl Projector {
 
     /// U = [u_1, …, u_k] (Alg. 1 line 6), re-orthonormalised by a thin QR (which keeps each
     /// column's direction up to sign, since the u_i are already orthonormal to working
-    /// precision) and with the signs fixed by the rule of algorithms.md.
+    /// precision) and with the signs fixed by the rule of docs/design/algorithms.md.
     pub fn into_basis(self) -> Matrix {
         let mut q = thin_qr_q(&self.u);
         fix_signs(&mut q);

@@ -17,9 +17,9 @@
 //! Privacy of one call, on one batch (one record changes one gradient g_i):
 //! - Histograms: d of them, each on one coordinate of the same B gradients, so each one's input
 //!   changes by one value and each is (ε_h, δ_h)-DP (Karwa–Vadhan), charged as δ_h-approximate
-//!   (ε_h²/2)-zCDP (privacy.md §2). Their d-fold adaptive composition is δ-approximate zCDP
+//!   (ε_h²/2)-zCDP (docs/design/privacy.md §2). Their d-fold adaptive composition is δ-approximate zCDP
 //!   with ρ_H = d·ε_h²/2 and δ_H = d·δ_h (composition of approximate zCDP, Bun & Steinke 2016
-//!   §8; privacy.md §2).
+//!   §8; docs/design/privacy.md §2).
 //!   This replaces the paper's (ε/(4·sqrt(2d·ln(4/δ))), δ/(4d)) per coordinate (Alg. 7 line 3),
 //!   which is the same composition done with the advanced composition theorem in (ε, δ) terms;
 //!   zCDP composition is never worse and needs no slack δ'.

@@ -1,6 +1,6 @@
 //! The stability-based histogram learner of Karwa & Vadhan 2018 (the "DP histogram learner" of
 //! Düngler & Sanyal 2025 Alg. 6 line 6 and Alg. 7 line 3, which leave it unspecified; the
-//! choice is algorithms.md's, `k_dp_pca`).
+//! choice is docs/design/algorithms.md's, `k_dp_pca`).
 //!
 //! Over a countable set of bins: add Laplace(2/ε) noise to the count of every non-empty bin,
 //! keep the bins whose noisy count exceeds 1 + 2·ln(2/δ)/ε, and release the kept bin with the

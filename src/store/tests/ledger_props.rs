@@ -1,6 +1,6 @@
 //! Property: whatever sequence of submissions, cancellations, claims and endings happens, the
 //! store admits exactly what an exact model admits, spending never exceeds the budget, and
-//! spending always equals Σ charges − Σ refunds (privacy.md §2).
+//! spending always equals Σ charges − Σ refunds (docs/design/privacy.md §2).
 
 use proptest::prelude::*;
 
