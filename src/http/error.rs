@@ -307,15 +307,18 @@ impl<T: serde::de::DeserializeOwned, S: Send + Sync> axum::extract::FromRequest<
     }
 }
 
+/// 2⁶³, exactly representable: `i64` holds [−2⁶³, 2⁶³), `u64` holds [0, 2⁶⁴).
+const TWO_POW_63_F64: f64 = 9_223_372_036_854_775_808.0;
+
 /// Rewrites every float with a zero fraction that an `i64` or `u64` holds exactly as that integer.
 pub fn integral_floats_as_integers(value: &mut Value) {
     match value {
         Value::Number(n) if n.is_f64() => {
             let Some(f) = n.as_f64() else { return };
             if f.fract() == 0.0 {
-                if (-9.223_372_036_854_775_808e18..9.223_372_036_854_775_808e18).contains(&f) {
+                if (-TWO_POW_63_F64..TWO_POW_63_F64).contains(&f) {
                     *value = Value::from(f as i64);
-                } else if (0.0..1.844_674_407_370_955_2e19).contains(&f) {
+                } else if (0.0..2.0 * TWO_POW_63_F64).contains(&f) {
                     *value = Value::from(f as u64);
                 }
             }

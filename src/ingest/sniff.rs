@@ -6,12 +6,15 @@ use std::io::{self, Chain, Cursor, Read};
 
 use super::Format;
 
+/// The body again: the bytes already peeked, then the rest of the input.
+pub type Replayed<R> = Chain<Cursor<Vec<u8>>, R>;
+
 /// The `.npy` magic string.
 pub const NPY_MAGIC: &[u8] = b"\x93NUMPY";
 
 /// Reads up to the magic's length from `input` and returns the format it announces (`.npy`,
 /// or `None`) with a reader that yields the whole body again, the peeked bytes first.
-pub fn sniff<R: Read>(mut input: R) -> io::Result<(Option<Format>, Chain<Cursor<Vec<u8>>, R>)> {
+pub fn sniff<R: Read>(mut input: R) -> io::Result<(Option<Format>, Replayed<R>)> {
     let mut prefix = Vec::with_capacity(NPY_MAGIC.len());
     while prefix.len() < NPY_MAGIC.len() {
         let mut byte = [0u8; 6];
