@@ -6,6 +6,13 @@ use std::time::Duration;
 
 use clap::Args;
 
+/// Default per-tenant rates: far above what a person or a script polling jobs needs, low enough
+/// that one tenant's loop cannot flood the queue or the disk for the others.
+pub const DEFAULT_JOB_RATE_PER_MINUTE: u32 = 120;
+pub const DEFAULT_JOB_BURST: u32 = 60;
+pub const DEFAULT_UPLOAD_RATE_PER_MINUTE: u32 = 30;
+pub const DEFAULT_UPLOAD_BURST: u32 = 10;
+
 /// Everything `privpca serve` needs. Every flag has a `PRIVPCA_*` environment fallback so the
 /// service can be configured in a container without a command line.
 #[derive(Debug, Clone, Args)]
@@ -88,6 +95,24 @@ pub struct Config {
     /// replica stopped answering for this long is failed by another replica (charge kept).
     #[arg(long, env = "PRIVPCA_JOB_LEASE_SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub job_lease_secs: u64,
+    /// Job submissions and study creations one tenant may make per minute, sustained
+    /// (a token bucket per tenant); 0 = unlimited. Over it: 429 with Retry-After.
+    #[arg(long, env = "PRIVPCA_JOB_RATE_PER_MINUTE", default_value_t = DEFAULT_JOB_RATE_PER_MINUTE)]
+    pub job_rate_per_minute: u32,
+
+    /// Job submissions and study creations one tenant may make at once, above the sustained rate.
+    #[arg(long, env = "PRIVPCA_JOB_BURST", default_value_t = DEFAULT_JOB_BURST,
+        value_parser = clap::value_parser!(u32).range(1..))]
+    pub job_burst: u32,
+
+    /// Uploads one tenant may start per minute, sustained; 0 = unlimited.
+    #[arg(long, env = "PRIVPCA_UPLOAD_RATE_PER_MINUTE", default_value_t = DEFAULT_UPLOAD_RATE_PER_MINUTE)]
+    pub upload_rate_per_minute: u32,
+
+    /// Uploads one tenant may start at once, above the sustained rate.
+    #[arg(long, env = "PRIVPCA_UPLOAD_BURST", default_value_t = DEFAULT_UPLOAD_BURST,
+        value_parser = clap::value_parser!(u32).range(1..))]
+    pub upload_burst: u32,
 
     /// Log format: `text` or `json`.
     #[arg(long, env = "PRIVPCA_LOG_FORMAT", default_value = "text")]
@@ -131,6 +156,11 @@ impl Config {
             shutdown_grace_secs: 5,
             replica_id: None,
             job_lease_secs: 30,
+            // Unlimited: tests submit in bursts; the limiter has its own tests.
+            job_rate_per_minute: 0,
+            job_burst: DEFAULT_JOB_BURST,
+            upload_rate_per_minute: 0,
+            upload_burst: DEFAULT_UPLOAD_BURST,
             log_format: "text".into(),
         }
     }

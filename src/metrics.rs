@@ -1,4 +1,7 @@
-//! Prometheus metrics: jobs by state, job durations, budget refusals.
+//! Prometheus metrics: jobs by state, job durations per algorithm, budget and rate-limit
+//! refusals. `/metrics` is open, so labels carry only public, data-independent names:
+//! algorithm names, job states, refusal reasons and limited actions — never a dataset,
+//! tenant or job id.
 
 use std::sync::Mutex;
 
@@ -14,12 +17,58 @@ pub struct StatusLabel {
     pub status: String,
 }
 
+/// A finished job: the algorithm that ran and its final state.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct JobLabels {
+    pub algorithm: String,
+    pub status: String,
+}
+
+/// A refused charge: the algorithm asked for and which budget was short.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RefusalLabels {
+    pub algorithm: String,
+    pub reason: String,
+}
+
+/// Why a charge was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefusalReason {
+    /// The dataset's remaining ρ is below the job's.
+    Rho,
+    /// The dataset's remaining δ is below the job's.
+    Delta,
+    /// A study costs more than a site's declared budget.
+    SiteBudget,
+}
+
+impl RefusalReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Rho => "rho",
+            Self::Delta => "delta",
+            Self::SiteBudget => "site_budget",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ActionLabel {
+    pub action: String,
+}
+
+/// Job durations from 1 ms to about 35 min, doubling.
+fn duration_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.001, 2.0, 22))
+}
+
 pub struct Metrics {
     registry: Mutex<Registry>,
     jobs: Family<StatusLabel, Gauge>,
     finished: Family<StatusLabel, Counter>,
-    duration: Histogram,
-    refusals: Counter,
+    duration: Family<JobLabels, Histogram, fn() -> Histogram>,
+    refusals: Family<RefusalLabels, Counter>,
+    rate_limited: Family<ActionLabel, Counter>,
 }
 
 impl Default for Metrics {
@@ -33,8 +82,10 @@ impl Metrics {
         let mut registry = Registry::with_prefix("privpca");
         let jobs = Family::<StatusLabel, Gauge>::default();
         let finished = Family::<StatusLabel, Counter>::default();
-        let duration = Histogram::new(exponential_buckets(0.001, 2.0, 22));
-        let refusals = Counter::default();
+        let duration =
+            Family::<JobLabels, Histogram, fn() -> Histogram>::new_with_constructor(duration_histogram);
+        let refusals = Family::<RefusalLabels, Counter>::default();
+        let rate_limited = Family::<ActionLabel, Counter>::default();
         registry.register("jobs", "Jobs by state (from the database)", jobs.clone());
         registry.register(
             "jobs_finished",
@@ -43,13 +94,18 @@ impl Metrics {
         );
         registry.register(
             "job_duration_seconds",
-            "Run time of jobs this process finished",
+            "Run time of jobs this process finished, by algorithm and final state",
             duration.clone(),
         );
         registry.register(
             "budget_refusals",
-            "Job submissions refused for lack of budget",
+            "Job submissions and studies refused for lack of budget, by algorithm and the budget that was short (rho, delta, site_budget)",
             refusals.clone(),
+        );
+        registry.register(
+            "rate_limit_refusals",
+            "Requests refused by a tenant's rate limit, by action (submission, upload)",
+            rate_limited.clone(),
         );
         Self {
             registry: Mutex::new(registry),
@@ -57,20 +113,39 @@ impl Metrics {
             finished,
             duration,
             refusals,
+            rate_limited,
         }
     }
 
-    pub fn budget_refusal(&self) {
-        self.refusals.inc();
+    pub fn budget_refusal(&self, algorithm: &str, reason: RefusalReason) {
+        self.refusals
+            .get_or_create(&RefusalLabels {
+                algorithm: algorithm.to_string(),
+                reason: reason.as_str().to_string(),
+            })
+            .inc();
     }
 
-    pub fn job_finished(&self, status: &str, seconds: f64) {
+    pub fn rate_limited(&self, action: &str) {
+        self.rate_limited
+            .get_or_create(&ActionLabel {
+                action: action.to_string(),
+            })
+            .inc();
+    }
+
+    pub fn job_finished(&self, algorithm: &str, status: &str, seconds: f64) {
         self.finished
             .get_or_create(&StatusLabel {
                 status: status.to_string(),
             })
             .inc();
-        self.duration.observe(seconds);
+        self.duration
+            .get_or_create(&JobLabels {
+                algorithm: algorithm.to_string(),
+                status: status.to_string(),
+            })
+            .observe(seconds);
     }
 
     /// Prometheus text exposition, with the per-state job gauge set from `counts`.

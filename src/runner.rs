@@ -94,21 +94,21 @@ async fn run_one(state: &AppState, job: JobRecord) {
     let seconds = started.elapsed().as_secs_f64();
     let recorded = match outcome {
         Ok(result) => {
-            state.metrics.job_finished("succeeded", seconds);
+            state.metrics.job_finished(&job.algorithm, "succeeded", seconds);
             state.store.complete_job(lease, &result).await
         }
         Err(Failure::Stopped) => match control.reason() {
             StopReason::User | StopReason::None => {
-                state.metrics.job_finished("cancelled", seconds);
+                state.metrics.job_finished(&job.algorithm, "cancelled", seconds);
                 state.store.mark_cancelled(lease).await
             }
             StopReason::LeaseLost => {
                 // Another replica's reaper already failed the job; nothing left to write.
-                state.metrics.job_finished("failed", seconds);
+                state.metrics.job_finished(&job.algorithm, "failed", seconds);
                 Ok(())
             }
             StopReason::Timeout => {
-                state.metrics.job_finished("failed", seconds);
+                state.metrics.job_finished(&job.algorithm, "failed", seconds);
                 let reason = format!(
                     "the job exceeded the time limit of {} s; its privacy charge is kept",
                     state.config.job_timeout_secs
@@ -116,7 +116,7 @@ async fn run_one(state: &AppState, job: JobRecord) {
                 state.store.fail_job(lease, &reason).await
             }
             StopReason::Shutdown => {
-                state.metrics.job_finished("failed", seconds);
+                state.metrics.job_finished(&job.algorithm, "failed", seconds);
                 state
                     .store
                     .fail_job(lease, "stopped by a service shutdown; its privacy charge is kept")
@@ -124,7 +124,7 @@ async fn run_one(state: &AppState, job: JobRecord) {
             }
         },
         Err(Failure::Failed(reason)) => {
-            state.metrics.job_finished("failed", seconds);
+            state.metrics.job_finished(&job.algorithm, "failed", seconds);
             state.store.fail_job(lease, &reason).await
         }
     };

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use uuid::Uuid;
 
 use crate::config::Config;
+use crate::http::rate_limit::RateLimits;
 use crate::job_control::JobControl;
 use crate::metrics::Metrics;
 use crate::store::Store;
@@ -19,6 +20,8 @@ pub struct AppState {
     pub admin_key: Arc<String>,
     pub jobs: Arc<JobControl>,
     pub metrics: Arc<Metrics>,
+    /// Per-tenant token buckets for submissions and uploads.
+    pub rate_limits: Arc<RateLimits>,
     /// Datasets with an upload in progress in this process (a second concurrent upload is 409).
     pub uploads: Arc<Mutex<HashSet<Uuid>>>,
     /// Live studies coordinated by this process.
@@ -29,6 +32,7 @@ impl AppState {
     pub fn new(store: Store, config: Config, admin_key: String) -> Self {
         Self {
             store: store.clone(),
+            rate_limits: Arc::new(RateLimits::from_config(&config)),
             config: Arc::new(config),
             admin_key: Arc::new(admin_key),
             jobs: Arc::new(JobControl::default()),

@@ -13,6 +13,7 @@ use uuid::Uuid;
 use super::auth::TenantAuth;
 use super::error::{ApiError, Json, Path, ProblemDocument, ProblemKind, Query};
 use super::privacy_input::{BudgetInput, DEFAULT_DISPLAY_DELTA, PrivacyAmount};
+use super::rate_limit::{Limited, Uploads};
 use crate::dataset::{Kind, Relation};
 use crate::ingest::{self, Format, IngestError, Limits, Shape};
 use crate::privacy::admission::Rule;
@@ -514,7 +515,7 @@ enum UploadFailure {
         (status = 413, body = ProblemDocument), (status = 415, body = ProblemDocument), (status = 422, body = ProblemDocument)))]
 pub async fn upload(
     State(state): State<AppState>,
-    auth: TenantAuth,
+    Limited(auth, _): Limited<Uploads>,
     Path(id): Path<Uuid>,
     Query(query): Query<UploadQuery>,
     headers: HeaderMap,

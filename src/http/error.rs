@@ -31,6 +31,8 @@ pub enum ProblemKind {
     PayloadTooLarge,
     UnsupportedMediaType,
     QueueFull,
+    /// The tenant is over its rate limit for this kind of request (429, with Retry-After).
+    RateLimited,
     Timeout,
     Unavailable,
     Internal,
@@ -53,6 +55,7 @@ impl ProblemKind {
             Self::PayloadTooLarge => "payload-too-large",
             Self::UnsupportedMediaType => "unsupported-media-type",
             Self::QueueFull => "queue-full",
+            Self::RateLimited => "rate-limited",
             Self::Timeout => "timeout",
             Self::Unavailable => "unavailable",
             Self::Internal => "internal-error",
@@ -74,6 +77,7 @@ impl ProblemKind {
             Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::QueueFull | Self::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Self::RateLimited => StatusCode::TOO_MANY_REQUESTS,
             Self::Timeout => StatusCode::REQUEST_TIMEOUT,
             Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -95,6 +99,7 @@ impl ProblemKind {
             Self::PayloadTooLarge => "Payload too large",
             Self::UnsupportedMediaType => "Unsupported media type",
             Self::QueueFull => "Job queue is full",
+            Self::RateLimited => "Too many requests",
             Self::Timeout => "Request took too long",
             Self::Unavailable => "Service unavailable",
             Self::Internal => "Internal server error",

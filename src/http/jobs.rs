@@ -13,8 +13,10 @@ use super::auth::TenantAuth;
 use super::datasets::load_dataset;
 use super::error::{ApiError, Json, Path, ProblemDocument, ProblemKind, Query};
 use super::privacy_input::{DEFAULT_DISPLAY_DELTA, PrivacyAmount, PrivacyInput};
+use super::rate_limit::{Limited, Submissions};
 use crate::algorithms::{self, ConfigError, DynAlgorithm};
 use crate::context::data_context;
+use crate::metrics::RefusalReason;
 use crate::privacy::admission::Spending;
 use crate::privacy::units::{DELTA_UNIT, RHO_UNIT, from_units};
 use crate::state::AppState;
@@ -346,7 +348,7 @@ fn require_ready(dataset: &DatasetRecord) -> Result<(), ApiError> {
         (status = 409, body = ProblemDocument), (status = 422, body = ProblemDocument), (status = 503, body = ProblemDocument)))]
 pub async fn submit(
     State(state): State<AppState>,
-    auth: TenantAuth,
+    Limited(auth, _): Limited<Submissions>,
     headers: HeaderMap,
     Json(body): Json<SubmitJob>,
 ) -> Result<Response, ApiError> {
@@ -405,10 +407,16 @@ pub async fn submit(
             remaining_delta_units,
             requested_delta_units,
         } => {
-            state.metrics.budget_refusal();
+            let short_of_rho = requested_rho_units > remaining_rho_units;
+            let reason = if short_of_rho {
+                RefusalReason::Rho
+            } else {
+                RefusalReason::Delta
+            };
+            state.metrics.budget_refusal(algorithm_name, reason);
             let remaining_rho = from_units(remaining_rho_units, RHO_UNIT);
             let requested_rho = from_units(requested_rho_units, RHO_UNIT);
-            let detail = if requested_rho_units > remaining_rho_units {
+            let detail = if short_of_rho {
                 format!(
                     "dataset {} has ρ = {remaining_rho:e} left; this job needs ρ = {requested_rho:e}",
                     dataset.id

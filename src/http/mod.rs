@@ -10,6 +10,7 @@ pub mod names;
 pub mod openapi;
 pub mod params;
 pub mod privacy_input;
+pub mod rate_limit;
 pub mod site;
 pub mod studies;
 pub mod tenants;

@@ -84,7 +84,7 @@ pub fn document() -> String {
 }
 
 /// Operations that spend or store per tenant and are rate limited (429 with a problem document).
-const RATE_LIMITED: [&str; 2] = ["submit_job", "upload_dataset_data"];
+const RATE_LIMITED: [&str; 3] = ["submit_job", "create_study", "upload_dataset_data"];
 /// Operations that touch neither the database nor a timeout-bound body.
 const STATELESS: [&str; 2] = ["get_health", "list_algorithms"];
 
@@ -280,6 +280,12 @@ fn document_errors(path: &str, op: &mut Map<String, Value>) {
         let Ok(code) = status.parse::<u16>() else { continue };
         if code >= 400 {
             *response = problem(status_description(code));
+            if code == 429 || code == 503 {
+                response["headers"] = json!({ "Retry-After": {
+                    "description": "Seconds to wait before retrying",
+                    "schema": { "type": "integer", "minimum": 0 }
+                }});
+            }
         }
     }
 }

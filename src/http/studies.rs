@@ -13,6 +13,7 @@ use super::auth::TenantAuth;
 use super::error::{ApiError, Json, Path, ProblemDocument, ProblemKind};
 use super::jobs::{ProgressView, npy_bytes, strip_nulls, wants_npy};
 use super::privacy_input::{DEFAULT_DISPLAY_DELTA, PrivacyAmount, PrivacyInput};
+use super::rate_limit::{Limited, Submissions};
 use crate::algorithms::ConfigError;
 use crate::algorithms::cape_agn::{self, CapeAgnParams};
 use crate::algorithms::cape_pca::{self, CapePcaParams};
@@ -458,7 +459,7 @@ fn resolve(body: &CreateStudy, max_d: usize) -> Result<Resolved, ApiError> {
         (status = 422, body = ProblemDocument)))]
 pub async fn create(
     State(state): State<AppState>,
-    auth: TenantAuth,
+    Limited(auth, _): Limited<Submissions>,
     Json(body): Json<CreateStudy>,
 ) -> Result<Response, ApiError> {
     let resolved = resolve(&body, state.config.max_d)?;
@@ -466,6 +467,9 @@ pub async fn create(
         if let Some(budget) = site.budget_rho
             && resolved.rho_units > crate::privacy::units::budget_units(budget, RHO_UNIT)
         {
+            state
+                .metrics
+                .budget_refusal(&body.algorithm, crate::metrics::RefusalReason::SiteBudget);
             return Err(ApiError::new(
                 ProblemKind::OverBudget,
                 format!(

@@ -45,8 +45,72 @@ async fn metrics_count_jobs_by_state_and_budget_refusals() {
     assert_eq!(reply.status, StatusCode::OK);
     let text = String::from_utf8(reply.bytes).unwrap();
     assert!(text.contains("privpca_jobs{status=\"queued\"} 1"), "{text}");
-    assert!(text.contains("privpca_budget_refusals_total 1"), "{text}");
-    assert!(text.contains("privpca_job_duration_seconds"), "{text}");
+    assert!(
+        text.contains("privpca_budget_refusals_total{algorithm=\"analyze_gauss\",reason=\"rho\"} 1"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn metrics_time_finished_jobs_per_algorithm() {
+    let app = TestApp::start().await;
+    let key = app.tenant("m").await;
+    let ds = app.public_records(&key, "1,0\n0,1\n1,1\n").await;
+    for algorithm in ["exact", "exact", "noisy_power"] {
+        let job = app
+            .run(
+                &key,
+                json!({ "dataset_id": ds, "algorithm": algorithm, "params": { "k": 1 } }),
+            )
+            .await;
+        assert_eq!(job["status"], "succeeded", "{job}");
+    }
+    let text = String::from_utf8(app.call(Method::GET, "/metrics", None, None).await.bytes).unwrap();
+    for (algorithm, count) in [("exact", 2), ("noisy_power", 1)] {
+        let line = format!(
+            "privpca_job_duration_seconds_count{{algorithm=\"{algorithm}\",status=\"succeeded\"}} {count}"
+        );
+        assert!(text.contains(&line), "{line} in {text}");
+    }
+}
+
+#[tokio::test]
+async fn submissions_over_the_tenant_rate_are_429_with_retry_after() {
+    let app = TestApp::build(false, |config| {
+        config.job_rate_per_minute = 2;
+        config.job_burst = 2;
+    })
+    .await;
+    let (a, b) = (app.tenant("a").await, app.tenant("b").await);
+    let ds_a = app.public_records(&a, "1,0\n0,1\n").await;
+    let ds_b = app.public_records(&b, "1,0\n0,1\n").await;
+    let job = |ds: &str| json!({ "dataset_id": ds, "algorithm": "exact", "params": { "k": 1 } });
+    for _ in 0..2 {
+        assert_eq!(
+            app.post("/v1/jobs", &a, job(&ds_a)).await.status,
+            StatusCode::ACCEPTED
+        );
+    }
+    let refused = app.post("/v1/jobs", &a, job(&ds_a)).await;
+    let retry: u64 = refused.headers["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!(
+        (1..=30).contains(&retry),
+        "2 per minute: a token every 30 s, got {retry}"
+    );
+    let problem = refused.problem(429);
+    assert_eq!(problem["limit_per_minute"], 2, "{problem}");
+    // Another tenant has its own bucket, and the refused request queued nothing.
+    assert_eq!(
+        app.post("/v1/jobs", &b, job(&ds_b)).await.status,
+        StatusCode::ACCEPTED
+    );
+    let jobs = app.get("/v1/jobs", &a).await.json();
+    assert_eq!(jobs.as_array().map(Vec::len), Some(2), "{jobs}");
+    let text = String::from_utf8(app.call(Method::GET, "/metrics", None, None).await.bytes).unwrap();
+    assert!(
+        text.contains("privpca_rate_limit_refusals_total{action=\"submission\"} 1"),
+        "{text}"
+    );
 }
 
 #[tokio::test]

@@ -1,0 +1,191 @@
+//! Running the real `privpca serve` binary in tests: start it with an environment, wait for
+//! readiness, call it, SIGKILL it. Shared by the process-level suites (`tests/crash.rs`,
+//! `tests/replicas.rs`); each includes it with `mod support;`.
+
+#![allow(dead_code, clippy::unwrap_used)]
+
+use std::fs::OpenOptions;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_privpca");
+
+/// A running `privpca serve`; killed (SIGKILL) when dropped.
+pub struct Server {
+    pub child: Child,
+    pub base: String,
+    pub log: PathBuf,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    /// SIGKILL: no shutdown path runs, nothing is flushed or released.
+    pub fn kill(mut self) {
+        self.child.kill().expect("kill");
+        self.child.wait().expect("wait");
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Spawns `privpca serve` on a free loopback port with `env` (on top of the inherited
+/// environment), appending its output to `log`; does not wait for it.
+pub fn spawn(env: &[(&str, String)], log: &Path) -> (Child, String) {
+    let port = free_port();
+    let out = || OpenOptions::new().create(true).append(true).open(log).unwrap();
+    let mut command = Command::new(BIN);
+    command
+        .arg("serve")
+        .env("PRIVPCA_BIND", format!("127.0.0.1:{port}"))
+        .stdout(out())
+        .stderr(out());
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    (
+        command.spawn().expect("spawn privpca serve"),
+        format!("http://127.0.0.1:{port}"),
+    )
+}
+
+/// Spawns `privpca serve` and waits until `/readyz` answers 200 (panics with its log if it
+/// exits or is not ready within 30 s).
+pub async fn start(env: &[(&str, String)], log: &Path) -> Server {
+    let (mut child, base) = spawn(env, log);
+    let client = reqwest::Client::new();
+    for _ in 0..600 {
+        if let Ok(r) = client.get(format!("{base}/readyz")).send().await
+            && r.status().is_success()
+        {
+            return Server {
+                child,
+                base,
+                log: log.to_path_buf(),
+            };
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!(
+                "privpca serve exited with {status}: {}",
+                std::fs::read_to_string(log).unwrap_or_default()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _ = child.kill();
+    panic!(
+        "privpca serve did not become ready: {}",
+        std::fs::read_to_string(log).unwrap_or_default()
+    );
+}
+
+/// One request; the body parsed as JSON (or kept as a string).
+pub async fn call(method: reqwest::Method, url: &str, key: &str, body: Option<Value>) -> (u16, Value) {
+    let mut request = reqwest::Client::new().request(method, url).bearer_auth(key);
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap();
+    (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+}
+
+pub async fn get(url: &str, key: &str) -> (u16, Value) {
+    call(reqwest::Method::GET, url, key, None).await
+}
+
+pub async fn post(url: &str, key: &str, body: Value) -> (u16, Value) {
+    call(reqwest::Method::POST, url, key, Some(body)).await
+}
+
+/// A C-order f64 `.npy` of `n` rows of `d` values, each row of norm at most 1 (seeded).
+pub fn npy(n: usize, d: usize, seed: u64) -> Vec<u8> {
+    let header = format!("{{'descr': '<f8', 'fortran_order': False, 'shape': ({n}, {d}), }}");
+    let mut header = header.into_bytes();
+    let total = 10 + header.len() + 1;
+    header.extend(std::iter::repeat_n(b' ', (64 - total % 64) % 64));
+    header.push(b'\n');
+    let mut out = b"\x93NUMPY\x01\x00".to_vec();
+    out.extend(u16::try_from(header.len()).unwrap().to_le_bytes());
+    out.extend(header);
+    let mut state = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    let scale = 1.0 / (d as f64).sqrt();
+    for _ in 0..n * d {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let unit = (state >> 11) as f64 / (1u64 << 53) as f64;
+        out.extend(((2.0 * unit - 1.0) * scale).to_le_bytes());
+    }
+    out
+}
+
+/// A new tenant's API key.
+pub async fn tenant(base: &str, admin: &str, name: &str) -> String {
+    let (status, tenant) = post(&format!("{base}/v1/tenants"), admin, json!({ "name": name })).await;
+    assert_eq!(status, 201, "{tenant}");
+    tenant["api_key"].as_str().unwrap().to_string()
+}
+
+/// A private records dataset with a ρ budget, `n` × `d` seeded rows uploaded; its id.
+pub async fn dataset(base: &str, key: &str, rho: f64, n: usize, d: usize) -> String {
+    let (status, created) = post(
+        &format!("{base}/v1/datasets"),
+        key,
+        json!({"name": "shared", "kind": "records", "row_norm_bound": 1.0, "budget": {"rho": rho}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+    let id = created["id"].as_str().unwrap().to_string();
+    let upload = reqwest::Client::new()
+        .put(format!("{base}/v1/datasets/{id}/data"))
+        .bearer_auth(key)
+        .header("content-type", "application/x-npy")
+        .body(npy(n, d, 7))
+        .send()
+        .await
+        .unwrap();
+    assert!(upload.status().is_success(), "{}", upload.text().await.unwrap());
+    id
+}
+
+pub async fn job(base: &str, key: &str, id: &str) -> Value {
+    get(&format!("{base}/v1/jobs/{id}"), key).await.1
+}
+
+/// Polls a job until its status is one of `until` (panics after `limit`).
+pub async fn wait_for(base: &str, key: &str, id: &str, until: &[&str], limit: Duration) -> Value {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        let view = job(base, key, id).await;
+        if until.iter().any(|s| view["status"] == *s) {
+            return view;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "job {id} never reached {until:?}: {view}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
