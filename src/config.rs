@@ -31,7 +31,7 @@ pub struct Config {
     )]
     pub database_url: String,
 
-    /// Directory for uploaded data (stored as binary f64, loaded directly by jobs).
+    /// Directory for uploaded data (stored as binary f64, memory-mapped by jobs in place).
     #[arg(long, env = "PRIVPCA_DATA_DIR", default_value = "privpca-data")]
     pub data_dir: PathBuf,
 

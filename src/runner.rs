@@ -18,7 +18,7 @@ use crate::context::data_context;
 use crate::dataset::Kind;
 use crate::ingest;
 use crate::job_control::{self, RunningJob, StopReason};
-use crate::linalg::subspace::orthonormality_error;
+use crate::linalg::subspace::polish_orthonormal;
 use crate::state::AppState;
 use crate::store::{DatasetStatus, JobRecord, JobResult};
 
@@ -164,6 +164,8 @@ async fn execute(state: &AppState, job: &JobRecord, control: Arc<RunningJob>) ->
         _ => return Err(Failure::Failed("the dataset has no data".into())),
     };
     let path = state.store.data_path(dataset.id);
+    let stats_path = state.store.stats_path(dataset.id);
+    let stats_temp = state.store.upload_temp_path(dataset.id);
     let seed = if dataset.public { job.seed } else { None };
     let config = job.config.clone();
     let kind = dataset.kind;
@@ -175,14 +177,34 @@ async fn execute(state: &AppState, job: &JobRecord, control: Arc<RunningJob>) ->
 
     type Released = serde_json::Map<String, serde_json::Value>;
     let task = tokio::task::spawn_blocking(move || -> Result<(algorithms::Output, Released), Failure> {
+        // XᵀX, Xᵀ1 and n, kept beside the data once a job computed them: the kernels then cost
+        // O(d³) instead of a pass over n records (linalg/record_stats.rs), and the records'
+        // pages need not be populated up front.
+        let kept = (kind == Kind::Records)
+            .then(|| ingest::stats_file::read(&stats_path, d, n))
+            .flatten();
         // Memory-mapped in the layout the kernels read: no load, no copy of the records.
-        let data = ingest::open(&path, n, d).map_err(|e| {
+        let open = if kept.is_some() { ingest::open_lazily } else { ingest::open };
+        let data = open(&path, n, d).map_err(|e| {
             tracing::error!(job = %job_id, error = %e, "could not load the dataset");
             Failure::Failed("could not load the dataset's data".into())
         })?;
         let square;
+        let stats;
         let input = match kind {
-            Kind::Records => DataInput::Records { xt: data.records() },
+            Kind::Records => {
+                stats = kept.unwrap_or_else(|| {
+                    let (built, write_error) =
+                        ingest::stats_file::build_and_keep(&stats_path, &stats_temp, data.records());
+                    if let Some(e) = write_error {
+                        tracing::warn!(job = %job_id, error = %e, "could not keep the dataset's statistics; the next job recomputes them");
+                    }
+                    built
+                });
+                DataInput::Records {
+                    xt: data.records().with_stats(&stats),
+                }
+            }
             Kind::Matrix => {
                 square = data.records().to_matrix();
                 DataInput::Matrix { a: &square }
@@ -237,15 +259,12 @@ async fn execute(state: &AppState, job: &JobRecord, control: Arc<RunningJob>) ->
         }
     };
     let basis = output.basis;
-    let valid = basis.nrows() == d
-        && basis.ncols() >= 1
-        && basis.iter().all(|v| v.is_finite())
-        && orthonormality_error(&basis) <= 1e-8;
-    if !valid {
-        return Err(Failure::Failed(
-            "the algorithm did not produce an orthonormal basis (numerical failure)".into(),
-        ));
-    }
+    let basis = (basis.nrows() == d && basis.ncols() >= 1)
+        .then(|| polish_orthonormal(basis))
+        .flatten()
+        .ok_or_else(|| {
+            Failure::Failed("the algorithm did not produce an orthonormal basis (numerical failure)".into())
+        })?;
     Ok(JobResult {
         d: basis.nrows(),
         k: basis.ncols(),

@@ -258,7 +258,7 @@ impl<'a> Deflated<'a> {
         let base = match (input, ctx.kind()) {
             (DataInput::Records { xt }, Kind::Records) if xt.nrows() == d => {
                 let l = u32::try_from(applications).unwrap_or(u32::MAX);
-                if gram_is_cheaper(xt.ncols(), d, 1, l) {
+                if xt.stats().is_some() || gram_is_cheaper(xt.ncols(), d, 1, l) {
                     Operator::Dense(std::borrow::Cow::Owned(gram_t(xt)))
                 } else {
                     Operator::Records(xt)

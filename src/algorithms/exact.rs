@@ -15,7 +15,7 @@ use super::{
     Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, ParamInfo, RunEnv, RunError,
 };
 use crate::dataset::{DataContext, Kind, Relation};
-use crate::linalg::{centred_gram_t, fix_signs, gram_t, try_sym_eig};
+use crate::linalg::{centred_gram_t, column_sums, fix_signs, gram_t, try_sym_eig};
 use crate::privacy::{Cost, PrivacyTarget};
 
 /// Exact PCA (public data only).
@@ -133,7 +133,7 @@ impl Algorithm for Exact {
                     return Err(RunError::Failed("centering needs at least one record".into()));
                 } else {
                     // (X − 1x̄ᵀ)ᵀ(X − 1x̄ᵀ), streamed: no centred copy of the data.
-                    centred_gram_t(xt, &(xt.column_sum() / xt.ncols() as f64))
+                    centred_gram_t(xt, &(column_sums(xt) / xt.ncols() as f64))
                 }
             }
             (DataInput::Matrix { a }, Kind::Matrix) if a.nrows() == d && a.ncols() == d && !config.center => {

@@ -67,3 +67,65 @@ fn every_algorithm_gives_the_same_output_on_a_streamed_mapping() {
         );
     }
 }
+
+/// With the records' statistics attached (what the runner does once a dataset's XᵀX is kept),
+/// every algorithm gives the output it gives reading the records: exactly where the kernel
+/// returns the same Gram matrix, and to rounding where it is derived (the centred Gram, the
+/// projected energies).
+#[test]
+fn every_algorithm_gives_the_same_output_with_the_records_statistics() {
+    let (d, n, k, beta) = (12, 3_000, 2, 4.0);
+    let xt = sign_spiked_records(3, d, n, &[8.0, 4.0], 0.3, beta);
+    let stats = crate::linalg::RecordStats::of((&xt).into());
+    let ctx = DataContext {
+        d,
+        n: Some(n),
+        neighbours: Neighbours::ReplaceOne {
+            beta,
+            alpha: (d as f64).sqrt() * beta,
+        },
+        public: true,
+    };
+    let target = PrivacyTarget {
+        rho: 10.0,
+        delta: Some(1e-5),
+        epsilon: None,
+    };
+    let k_dp =
+        PrivacyTarget::from_epsilon_delta(Epsilon::new(20.0).expect("ε"), Delta::new(1e-5).expect("δ"));
+    for algorithm in registry() {
+        let name = algorithm.info().name;
+        let params = match name {
+            "cape_agn" => json!({ "k": k, "model": "mog", "sigma2": 0.0 }),
+            "noisy_power" => json!({ "k": k, "with_eigenvalues": true }),
+            "analyze_gauss" => json!({ "k": k, "center": "private" }),
+            _ => json!({ "k": k }),
+        };
+        let target = if name == "k_dp_pca" { k_dp } else { target };
+        let prepared = algorithm
+            .prepare(params, &ctx, &target)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let run = |input: DataInput<'_>| -> Output {
+            let mut rng = seeded(9);
+            let mut progress = |_: u32, _: u32| -> Result<(), Cancelled> { Ok(()) };
+            let mut env = RunEnv::new(&mut rng, &mut progress);
+            algorithm
+                .run_prepared(&prepared.config, input, &ctx, &mut env)
+                .unwrap_or_else(|e| panic!("{name}: {e}"))
+        };
+        let plain = run(DataInput::Records { xt: (&xt).into() });
+        let with_stats = run(DataInput::Records {
+            xt: crate::linalg::Records::from(&xt).with_stats(&stats),
+        });
+        let diff = (&with_stats.basis - &plain.basis).amax();
+        assert!(diff <= 1e-8, "{name}: bases differ by {diff:e}");
+        match (&with_stats.eigenvalues, &plain.eigenvalues) {
+            (Some(a), Some(b)) => {
+                for (x, y) in a.iter().zip(b) {
+                    assert!((x - y).abs() <= 1e-8 * y.abs().max(1.0), "{name}: eigenvalues {a:?} vs {b:?}");
+                }
+            }
+            (a, b) => assert_eq!(a.is_some(), b.is_some(), "{name}"),
+        }
+    }
+}

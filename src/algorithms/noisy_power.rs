@@ -126,13 +126,14 @@ enum Operator<'a> {
 }
 
 impl<'a> Operator<'a> {
-    /// Picks the cheaper way to apply A (see [`gram_is_cheaper`]); checks the input against the
-    /// dataset's public shape and kind.
+    /// Picks the cheaper way to apply A (see [`gram_is_cheaper`]; with the records' statistics
+    /// attached A is already formed); checks the input against the dataset's public shape and
+    /// kind.
     fn new(input: DataInput<'a>, ctx: &DataContext, p: usize, iterations: u32) -> Result<Self, RunError> {
         let d = ctx.d;
         match (input, ctx.kind()) {
             (DataInput::Records { xt }, Kind::Records) if xt.nrows() == d => {
-                if gram_is_cheaper(xt.ncols(), d, p, iterations) {
+                if xt.stats().is_some() || gram_is_cheaper(xt.ncols(), d, p, iterations) {
                     Ok(Operator::Dense(std::borrow::Cow::Owned(gram_t(xt))))
                 } else {
                     Ok(Operator::Records(xt))

@@ -516,9 +516,13 @@ fn reconfigure_at_clip<A: Algorithm>(
         })?;
     let before = algorithm.cost(charged, ctx);
     let after = algorithm.cost(&config, clipped);
-    let within = |a: f64, b: f64| a <= b * (1.0 + 1e-9);
+    // Compared as the ledger records them (units, rounded up): the new configuration may cost
+    // no more than what was actually charged, with no float slack on top.
+    use crate::privacy::units::{DELTA_UNIT, RHO_UNIT, charge_units};
+    let within_rho = |a: f64, b: f64| charge_units(a, RHO_UNIT) <= charge_units(b, RHO_UNIT);
+    let within_delta = |a: f64, b: f64| charge_units(a, DELTA_UNIT) <= charge_units(b, DELTA_UNIT);
     let kinds_match = after.other_rho == 0.0 || before.other_rho > 0.0;
-    if !(within(after.rho, before.rho) && within(after.delta, before.delta) && kinds_match) {
+    if !(within_rho(after.rho, before.rho) && within_delta(after.delta, before.delta) && kinds_match) {
         return Err(RunError::Failed(
             "internal error: the configuration at the clip bound would cost more than was charged".into(),
         ));

@@ -63,8 +63,19 @@ pub fn open(path: &Path, rows: usize, cols: usize) -> io::Result<StoredData> {
     open_with(path, rows, cols, RESIDENT_BYTES)
 }
 
+/// [`open`] without populating the pages up front: for a job that will probably not read the
+/// records at all (their statistics are kept, `super::stats_file`); whatever it does read
+/// faults in on first touch.
+pub fn open_lazily(path: &Path, rows: usize, cols: usize) -> io::Result<StoredData> {
+    map_file(path, rows, cols, RESIDENT_BYTES, false)
+}
+
 /// [`open`], streaming the file if it is larger than `resident_bytes` (0: always).
 pub fn open_with(path: &Path, rows: usize, cols: usize, resident_bytes: u64) -> io::Result<StoredData> {
+    map_file(path, rows, cols, resident_bytes, true)
+}
+
+fn map_file(path: &Path, rows: usize, cols: usize, resident_bytes: u64, populate: bool) -> io::Result<StoredData> {
     let bytes = rows
         .checked_mul(cols)
         .and_then(|c| c.checked_mul(8))
@@ -85,7 +96,7 @@ pub fn open_with(path: &Path, rows: usize, cols: usize, resident_bytes: u64) -> 
         None
     } else {
         let mut options = MmapOptions::new();
-        if !streamed {
+        if !streamed && populate {
             options.populate();
         }
         // SAFETY: a read-only shared mapping of a file that is never modified in place (module

@@ -30,6 +30,7 @@ mod npy;
 mod reader;
 mod sink;
 pub mod sniff;
+pub mod stats_file;
 mod symmetric;
 
 #[cfg(test)]
@@ -38,7 +39,7 @@ mod tests;
 use std::io::{Read, Write};
 
 pub use error::IngestError;
-pub use load::{RESIDENT_BYTES, StoredData, open, open_with};
+pub use load::{RESIDENT_BYTES, StoredData, open, open_lazily, open_with};
 
 /// The wire format of an upload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -13,6 +13,7 @@ pub mod eigen;
 pub mod error;
 pub mod kernels;
 pub mod qr;
+pub mod record_stats;
 pub mod records;
 pub mod stream;
 pub mod subspace;
@@ -25,9 +26,10 @@ pub(crate) mod testing;
 
 pub use error::LinalgError;
 pub use kernels::{
-    SymEig, ThinSvd, centred_gram_t, fix_signs, gram_t, gram_t_times, matmul, matmul_tn, projected_energy,
+    SymEig, ThinSvd, centred_gram_t, column_sums, fix_signs, gram_t, gram_t_times, matmul, matmul_tn, projected_energy,
     sym_eig, thin_qr_q, thin_svd, try_sym_eig, try_sym_eigenvalues, try_thin_svd,
 };
+pub use record_stats::RecordStats;
 pub use records::{Records, Residency};
 pub use threads::{init_threads, par, par_for};
 

@@ -14,6 +14,7 @@ use faer::MatRef;
 use nalgebra::DMatrixView;
 
 use super::Matrix;
+use super::record_stats::RecordStats;
 
 /// Told by the streaming kernels when a stretch of records will not be read again in this pass.
 /// The data must stay readable afterwards (a later pass reads it again); an implementation may
@@ -29,6 +30,9 @@ pub struct Records<'a> {
     data: &'a [f64],
     view: DMatrixView<'a, f64>,
     residency: Option<&'a dyn Residency>,
+    /// Precomputed XᵀX, Xᵀ1 and n of exactly these records, used by the kernels instead of a
+    /// pass over the data (see [`super::record_stats`]).
+    stats: Option<&'a RecordStats>,
 }
 
 impl<'a> Records<'a> {
@@ -47,7 +51,34 @@ impl<'a> Records<'a> {
             data,
             view: DMatrixView::from_slice(data, d, n),
             residency: None,
+            stats: None,
         }
+    }
+
+    /// The same records, with their precomputed statistics.
+    ///
+    /// # Panics
+    /// When the statistics do not fit the records' shape (a bug in the caller, which must check
+    /// [`RecordStats::fits`] on statistics read from storage).
+    pub fn with_stats(self, stats: &'a RecordStats) -> Self {
+        assert!(
+            stats.fits(self.d(), self.n()),
+            "Records::with_stats: statistics of another shape"
+        );
+        Records {
+            stats: Some(stats),
+            ..self
+        }
+    }
+
+    /// The precomputed statistics of these records, if attached.
+    pub fn stats(&self) -> Option<&'a RecordStats> {
+        self.stats
+    }
+
+    /// The same records without precomputed statistics (the kernels then read the data).
+    pub fn without_stats(self) -> Self {
+        Records { stats: None, ..self }
     }
 
     /// The same records, with `residency` told when a streaming pass is done with a stretch.
@@ -73,7 +104,7 @@ impl<'a> Records<'a> {
         self.data
     }
 
-    /// The records `start .. start + len` (the residency hook goes along).
+    /// The records `start .. start + len` (the residency hook goes along, statistics do not).
     ///
     /// # Panics
     /// When the range is out of bounds.
@@ -83,6 +114,8 @@ impl<'a> Records<'a> {
             data: &self.data[start * d..(start + len) * d],
             view: DMatrixView::from_slice(&self.data[start * d..(start + len) * d], d, len),
             residency: self.residency,
+            // A block is other records: the whole set's statistics do not describe it.
+            stats: None,
         }
     }
 

@@ -50,6 +50,9 @@ fn for_each_block(xt: Records<'_>, len: usize, mut f: impl FnMut(Records<'_>)) {
 /// (d²n/2 multiply-adds) and mirrors it, so the result is exactly symmetric.
 pub fn gram_t<'a>(xt: impl Into<Records<'a>>) -> Matrix {
     let xt = xt.into();
+    if let Some(stats) = xt.stats() {
+        return stats.gram.clone();
+    }
     gram_t_in_segments(xt, segment_len(xt.d()))
 }
 
@@ -65,6 +68,16 @@ fn gram_t_in_segments(xt: Records<'_>, segment: usize) -> Matrix {
     g
 }
 
+/// Σ_i x_i, the column sums of Xᵀ (d): from the attached statistics when present, else one
+/// pass.
+pub fn column_sums<'a>(xt: impl Into<Records<'a>>) -> Vector {
+    let xt = xt.into();
+    match xt.stats() {
+        Some(stats) => stats.sums.clone(),
+        None => xt.column_sum(),
+    }
+}
+
 /// `(X − 1μᵀ)ᵀ(X − 1μᵀ)` for records held transposed and a centre μ (length d), without a
 /// centred copy of the data: each segment is copied into one reused buffer, centred there and
 /// accumulated. Exactly symmetric, like [`gram_t`].
@@ -73,6 +86,13 @@ fn gram_t_in_segments(xt: Records<'_>, segment: usize) -> Matrix {
 /// When `mean` does not have d entries (a bug in the caller).
 pub fn centred_gram_t<'a>(xt: impl Into<Records<'a>>, mean: &Vector) -> Matrix {
     let xt = xt.into();
+    if let Some(stats) = xt.stats() {
+        // XᵀX − sμᵀ − μsᵀ + nμμᵀ: entry errors of a few ulps of n·max‖x‖², against the
+        // centred pass's few ulps of its own entries; the difference matters only for data
+        // whose spread is below ~1e-10 of its mean (see record_stats.rs).
+        assert_eq!(mean.len(), xt.d(), "centred_gram_t: the centre has the wrong length");
+        return stats.centred_gram(mean);
+    }
     centred_gram_t_in_segments(xt, mean, segment_len(xt.d()))
 }
 
@@ -126,6 +146,10 @@ fn add_lower_gram(g: &mut Matrix, x: MatRef<'_, f64>, par: Par) {
 /// When `v` does not have d rows (a bug in the caller).
 pub fn gram_t_times<'a>(xt: impl Into<Records<'a>>, v: &Matrix) -> Matrix {
     let xt = xt.into();
+    if let Some(stats) = xt.stats() {
+        assert_eq!(v.nrows(), xt.d(), "gram_t_times: v has the wrong number of rows");
+        return super::kernels::matmul(&stats.gram, v);
+    }
     gram_t_times_in_segments(xt, v, segment_len(xt.d()))
 }
 
@@ -190,6 +214,11 @@ fn gram_times_part(xt: Records<'_>, v: MatRef<'_, f64>, segment: usize) -> Matri
 /// When `q` does not have d rows (a bug in the caller).
 pub fn projected_energy<'a>(xt: impl Into<Records<'a>>, q: &Matrix) -> Vec<f64> {
     let xt = xt.into();
+    if let Some(stats) = xt.stats() {
+        assert_eq!(q.nrows(), xt.d(), "projected_energy: q has the wrong number of rows");
+        let gq = super::kernels::matmul(&stats.gram, q);
+        return (0..q.ncols()).map(|j| q.column(j).dot(&gq.column(j))).collect();
+    }
     projected_energy_in_segments(xt, q, segment_len(xt.d()))
 }
 

@@ -265,6 +265,7 @@ impl Store {
         let deleted = dataset_for(&mut tx, tenant, dataset).await?;
         tx.commit().await?;
         remove_if_present(&self.data_path(dataset)).await?;
+        remove_if_present(&self.stats_path(dataset)).await?;
         Ok(deleted)
     }
 }

@@ -46,6 +46,8 @@ mod tests;
 
 /// The extension of an upload's temporary file, next to the data files.
 const UPLOAD_EXTENSION: &str = "upload";
+/// Extension of a records dataset's statistics file, beside its `.f64` data.
+const STATS_EXTENSION: &str = "stats";
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -309,6 +311,12 @@ impl Store {
         self.datasets_dir().join(format!("{}.f64", codec::id(dataset_id)))
     }
 
+    /// Where a records dataset's statistics (XᵀX, Xᵀ1, n) are kept once a job has computed
+    /// them: `data_dir/datasets/{id}.stats`, beside the data (`crate::ingest::stats_file`).
+    pub fn stats_path(&self, dataset_id: Uuid) -> PathBuf {
+        self.datasets_dir().join(format!("{}.{STATS_EXTENSION}", codec::id(dataset_id)))
+    }
+
     /// A fresh temporary file name for an upload in progress, in this replica's own upload
     /// directory under the data directory (same file system as [`Store::data_path`], so the
     /// final move is an atomic rename; per replica, so a replica's start-up clean-up never
@@ -338,7 +346,11 @@ impl Store {
             while let Some(entry) = entries.next_entry().await? {
                 let path = entry.path();
                 let is_upload = path.extension().is_some_and(|ext| ext == UPLOAD_EXTENSION);
-                if is_upload && entry.file_type().await?.is_file() {
+                // Statistics whose data file is gone: a job wrote them while the dataset was
+                // being deleted. They are data-derived, so they go with the data.
+                let orphan_stats = path.extension().is_some_and(|ext| ext == STATS_EXTENSION)
+                    && !tokio::fs::try_exists(path.with_extension("f64")).await.unwrap_or(true);
+                if (is_upload || orphan_stats) && entry.file_type().await?.is_file() {
                     tokio::fs::remove_file(&path).await?;
                     removed += 1;
                 }
