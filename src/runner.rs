@@ -184,7 +184,11 @@ async fn execute(state: &AppState, job: &JobRecord, control: Arc<RunningJob>) ->
             .then(|| ingest::stats_file::read(&stats_path, d, n))
             .flatten();
         // Memory-mapped in the layout the kernels read: no load, no copy of the records.
-        let open = if kept.is_some() { ingest::open_lazily } else { ingest::open };
+        let open = if kept.is_some() {
+            ingest::open_lazily
+        } else {
+            ingest::open
+        };
         let data = open(&path, n, d).map_err(|e| {
             tracing::error!(job = %job_id, error = %e, "could not load the dataset");
             Failure::Failed("could not load the dataset's data".into())

@@ -122,7 +122,10 @@ fn every_algorithm_gives_the_same_output_with_the_records_statistics() {
         match (&with_stats.eigenvalues, &plain.eigenvalues) {
             (Some(a), Some(b)) => {
                 for (x, y) in a.iter().zip(b) {
-                    assert!((x - y).abs() <= 1e-8 * y.abs().max(1.0), "{name}: eigenvalues {a:?} vs {b:?}");
+                    assert!(
+                        (x - y).abs() <= 1e-8 * y.abs().max(1.0),
+                        "{name}: eigenvalues {a:?} vs {b:?}"
+                    );
                 }
             }
             (a, b) => assert_eq!(a.is_some(), b.is_some(), "{name}"),

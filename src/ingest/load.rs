@@ -75,7 +75,13 @@ pub fn open_with(path: &Path, rows: usize, cols: usize, resident_bytes: u64) -> 
     map_file(path, rows, cols, resident_bytes, true)
 }
 
-fn map_file(path: &Path, rows: usize, cols: usize, resident_bytes: u64, populate: bool) -> io::Result<StoredData> {
+fn map_file(
+    path: &Path,
+    rows: usize,
+    cols: usize,
+    resident_bytes: u64,
+    populate: bool,
+) -> io::Result<StoredData> {
     let bytes = rows
         .checked_mul(cols)
         .and_then(|c| c.checked_mul(8))

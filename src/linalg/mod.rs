@@ -26,8 +26,8 @@ pub(crate) mod testing;
 
 pub use error::LinalgError;
 pub use kernels::{
-    SymEig, ThinSvd, centred_gram_t, column_sums, fix_signs, gram_t, gram_t_times, matmul, matmul_tn, projected_energy,
-    sym_eig, thin_qr_q, thin_svd, try_sym_eig, try_sym_eigenvalues, try_thin_svd,
+    SymEig, ThinSvd, centred_gram_t, column_sums, fix_signs, gram_t, gram_t_times, matmul, matmul_tn,
+    projected_energy, sym_eig, thin_qr_q, thin_svd, try_sym_eig, try_sym_eigenvalues, try_thin_svd,
 };
 pub use record_stats::RecordStats;
 pub use records::{Records, Residency};

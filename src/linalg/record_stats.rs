@@ -28,15 +28,14 @@ pub struct RecordStats {
 }
 
 impl RecordStats {
-    /// One pass for the Gram matrix (the same kernel and order as [`super::gram_t`] on the
-    /// records, so the result is bit-identical to what a job would compute) and one for the
-    /// sums.
+    /// One streamed pass over the records for both (the Gram matrix by the same kernel and in
+    /// the same order as [`super::gram_t`], so it is bit-identical to what a job would compute).
     pub fn of(xt: Records<'_>) -> Self {
-        let plain = xt.without_stats();
+        let (gram, sums) = super::stream::gram_and_sums(xt);
         Self {
-            n: plain.n(),
-            gram: super::stream::gram_t(plain),
-            sums: plain.column_sum(),
+            n: xt.n(),
+            gram,
+            sums,
         }
     }
 

@@ -58,14 +58,32 @@ pub fn gram_t<'a>(xt: impl Into<Records<'a>>) -> Matrix {
 
 /// [`gram_t`] with `segment` records per segment.
 fn gram_t_in_segments(xt: Records<'_>, segment: usize) -> Matrix {
+    gram_and_sums_in_segments(xt, segment, false).0
+}
+
+/// XᵀX and Xᵀ1 in one pass (the records are read once, which matters when they stream from
+/// disk); the Gram matrix is bit-identical to [`gram_t`]'s. Ignores attached statistics: this is
+/// how they are made.
+pub fn gram_and_sums<'a>(xt: impl Into<Records<'a>>) -> (Matrix, Vector) {
+    let xt = xt.into().without_stats();
+    gram_and_sums_in_segments(xt, segment_len(xt.d()), true)
+}
+
+/// The Gram pass, adding each segment's column sums too when `sums` (segment by segment, so
+/// they are read while the segment is in cache).
+fn gram_and_sums_in_segments(xt: Records<'_>, segment: usize, sums: bool) -> (Matrix, Vector) {
     let d = xt.d();
     let mut g = Matrix::zeros(d, d);
+    let mut total = Vector::zeros(d);
     let par = par_for(work(d, d, xt.n()) / 2);
     for_each_block(xt, segment, |block| {
         add_lower_gram(&mut g, block.faer(), par);
+        if sums {
+            total += block.column_sum();
+        }
     });
     g.fill_upper_triangle_with_lower_triangle();
-    g
+    (g, total)
 }
 
 /// Σ_i x_i, the column sums of Xᵀ (d): from the attached statistics when present, else one
@@ -90,7 +108,11 @@ pub fn centred_gram_t<'a>(xt: impl Into<Records<'a>>, mean: &Vector) -> Matrix {
         // XᵀX − sμᵀ − μsᵀ + nμμᵀ: entry errors of a few ulps of n·max‖x‖², against the
         // centred pass's few ulps of its own entries; the difference matters only for data
         // whose spread is below ~1e-10 of its mean (see record_stats.rs).
-        assert_eq!(mean.len(), xt.d(), "centred_gram_t: the centre has the wrong length");
+        assert_eq!(
+            mean.len(),
+            xt.d(),
+            "centred_gram_t: the centre has the wrong length"
+        );
         return stats.centred_gram(mean);
     }
     centred_gram_t_in_segments(xt, mean, segment_len(xt.d()))
@@ -215,7 +237,11 @@ fn gram_times_part(xt: Records<'_>, v: MatRef<'_, f64>, segment: usize) -> Matri
 pub fn projected_energy<'a>(xt: impl Into<Records<'a>>, q: &Matrix) -> Vec<f64> {
     let xt = xt.into();
     if let Some(stats) = xt.stats() {
-        assert_eq!(q.nrows(), xt.d(), "projected_energy: q has the wrong number of rows");
+        assert_eq!(
+            q.nrows(),
+            xt.d(),
+            "projected_energy: q has the wrong number of rows"
+        );
         let gq = super::kernels::matmul(&stats.gram, q);
         return (0..q.ncols()).map(|j| q.column(j).dot(&gq.column(j))).collect();
     }

@@ -314,7 +314,8 @@ impl Store {
     /// Where a records dataset's statistics (XᵀX, Xᵀ1, n) are kept once a job has computed
     /// them: `data_dir/datasets/{id}.stats`, beside the data (`crate::ingest::stats_file`).
     pub fn stats_path(&self, dataset_id: Uuid) -> PathBuf {
-        self.datasets_dir().join(format!("{}.{STATS_EXTENSION}", codec::id(dataset_id)))
+        self.datasets_dir()
+            .join(format!("{}.{STATS_EXTENSION}", codec::id(dataset_id)))
     }
 
     /// A fresh temporary file name for an upload in progress, in this replica's own upload
@@ -349,7 +350,9 @@ impl Store {
                 // Statistics whose data file is gone: a job wrote them while the dataset was
                 // being deleted. They are data-derived, so they go with the data.
                 let orphan_stats = path.extension().is_some_and(|ext| ext == STATS_EXTENSION)
-                    && !tokio::fs::try_exists(path.with_extension("f64")).await.unwrap_or(true);
+                    && !tokio::fs::try_exists(path.with_extension("f64"))
+                        .await
+                        .unwrap_or(true);
                 if (is_upload || orphan_stats) && entry.file_type().await?.is_file() {
                     tokio::fs::remove_file(&path).await?;
                     removed += 1;
