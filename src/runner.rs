@@ -232,8 +232,11 @@ async fn execute(state: &AppState, job: &JobRecord, control: Arc<RunningJob>) ->
                 last_saved = Instant::now();
                 let store = store.clone();
                 runtime.spawn(async move {
-                    if let Err(e) = store.update_progress(lease, done, total).await {
-                        tracing::warn!(job = %job_id, error = %e, "could not save progress");
+                    match store.update_progress(lease, done, total).await {
+                        // The job finished (its completion sets the progress to total) before this
+                        // write ran, or its lease was lost, which the heartbeat handles.
+                        Ok(()) | Err(crate::store::StoreError::LeaseLost(_)) => {}
+                        Err(e) => tracing::warn!(job = %job_id, error = %e, "could not save progress"),
                     }
                 });
             }

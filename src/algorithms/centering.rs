@@ -1,6 +1,6 @@
 //! Generic job option `center` for records datasets (docs/design/privacy.md §1 "Centering"): no centre
 //! (default), a public centre vector given by the analyst, or a private mean. Implemented once
-//! for every algorithm in [`super::registry`]; algorithms that declare their own `center`
+//! for every algorithm in [`super::registry()`]; algorithms that declare their own `center`
 //! parameter (`exact`) keep theirs and are not touched.
 //!
 //! Private mean: the Gaussian mechanism on the clipped sum S = Σ_i x_i (Bun & Steinke 2016,

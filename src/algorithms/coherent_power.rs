@@ -150,7 +150,7 @@ pub struct CoherentPowerParams {
 pub struct CoherentPowerConfig {
     pub k: usize,
     pub iterations: u32,
-    /// The coherence bounds each vector tries, in order: [C] without the search,
+    /// The coherence bounds each vector tries, in order: \[C\] without the search,
     /// [1, 2, 4, …, C_max] with it.
     pub coherence_candidates: Vec<f64>,
     pub coherence_search: bool,

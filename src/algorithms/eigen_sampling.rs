@@ -247,7 +247,7 @@ impl Algorithm for EigenSampling {
         })
     }
 
-    /// ρ = ε₀²/2 + m·ε_v²/8 with m = min(k, d − 1) ([`total_cost`]; module docs, "Cost").
+    /// ρ = ε₀²/2 + m·ε_v²/8 with m = min(k, d − 1) (`total_cost`; module docs, "Cost").
     /// Independent of the data and of the bounds. No part is Gaussian.
     fn cost(&self, config: &EigenSamplingConfig, ctx: &DataContext) -> Cost {
         let m = sampled_vectors(config.k, ctx.d);

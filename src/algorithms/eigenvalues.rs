@@ -1,5 +1,5 @@
 //! Generic job option `with_eigenvalues` (docs/design/privacy.md §3): private eigenvalue estimates for the
-//! k output directions, implemented once for every algorithm in [`super::registry`].
+//! k output directions, implemented once for every algorithm in [`super::registry()`].
 //!
 //! - Algorithms in [`RELEASES_EIGENVALUES`] already return estimates that are post-processing
 //!   of their own DP releases (singular values of the last noisy iterate, noisy eigenvalues of

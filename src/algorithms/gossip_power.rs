@@ -13,7 +13,7 @@
 //! 2. Message (Alg. 1 step 6): Ỹ_i = X_i·V_i + G_i, G_i iid N(0, (s_y·Δ_y)²), an n×p matrix.
 //! 3. Consensus (eq. 11): K rounds of Z ← W·Z starting from Z_j = Ỹ_j; agent i ends with Ȳ_i ≈
 //!    (1/m)Σ_j Ỹ_j and forms its consensus estimate C_i = m·Ȳ_i ≈ X·V, then clips its rows to
-//!    ‖C_i[r,:]‖₂ ≤ τ (`consensus_clip`, public; post-processing). The rows of C_i are mostly
+//!    ‖C_i\[r,:\]‖₂ ≤ τ (`consensus_clip`, public; post-processing). The rows of C_i are mostly
 //!    the summed message noise, whose largest row sets Δ_v below; clipping at τ ≈ the typical
 //!    row (not the largest of n) shrinks Δ_v several-fold while scaling signal and noise alike
 //!    ([`default_consensus_clip`]).
@@ -35,8 +35,8 @@
 //!   ≤ ν·2β: **Δ_y = 2β·ν** (the clip makes ‖V_i‖₂ ≤ ν; V is a post-processing of earlier
 //!   releases).
 //! * Updates. C_i is a post-processing of the released messages, hence fixed given them; the
-//!   change of (X_1ᵀC_1/c, …, X_mᵀC_m/c) is δ_i·C_i[r,:]/c for each i, with norm
-//!   sqrt(Σ_i‖δ_i‖²‖C_i[r,:]‖²)/c ≤ 2β·max_{i,r}‖C_i[r,:]‖₂/c: **Δ_v = 2β·max_{i,r}‖C_i[r,:]‖₂/c**
+//!   change of (X_1ᵀC_1/c, …, X_mᵀC_m/c) is δ_i·C_i\[r,:\]/c for each i, with norm
+//!   sqrt(Σ_i‖δ_i‖²‖C_i\[r,:\]‖²)/c ≤ 2β·max_{i,r}‖C_i\[r,:\]‖₂/c: **Δ_v = 2β·max_{i,r}‖C_i\[r,:\]‖₂/c**
 //!   (for p = 1 the spec's 2β·max_i‖w_i‖∞/c), recomputed each iteration from public values (the
 //!   agents agree on the maximum by max-consensus on released values; here it is computed
 //!   directly).
@@ -171,9 +171,9 @@ pub struct GossipPowerConfig {
     pub clip_norm: f64,
     /// s_y: message noise sd = s_y·2βν.
     pub message_multiplier: f64,
-    /// s_v: update noise sd = s_v·2β·max_{i,r}‖C_i[r,:]‖₂/c.
+    /// s_v: update noise sd = s_v·2β·max_{i,r}‖C_i\[r,:\]‖₂/c.
     pub update_multiplier: f64,
-    /// τ: rows of each consensus estimate C_i are clipped to ‖C_i[r,:]‖₂ ≤ τ (post-processing).
+    /// τ: rows of each consensus estimate C_i are clipped to ‖C_i\[r,:\]‖₂ ≤ τ (post-processing).
     pub consensus_clip: f64,
 }
 
@@ -205,7 +205,7 @@ pub fn message_sensitivity(beta: f64, clip_norm: f64) -> f64 {
     2.0 * beta * clip_norm
 }
 
-/// Δ_v = 2β·max_{i,r}‖C_i[r,:]‖₂/c: stacked updates under replace_one (module doc).
+/// Δ_v = 2β·max_{i,r}‖C_i\[r,:\]‖₂/c: stacked updates under replace_one (module doc).
 pub fn update_sensitivity(beta: f64, max_row_norm: f64, c: f64) -> f64 {
     2.0 * beta * max_row_norm / c
 }
@@ -570,7 +570,7 @@ pub struct Simulation {
     /// Per iteration: max_i ‖Ȳ_i − ȳ‖_F / ‖ȳ‖_F, with Ȳ_i agent i's consensus value after K
     /// rounds and ȳ = (1/m)Σ_j Ỹ_j the exact mean of the noisy messages (post-processing).
     pub consensus_errors: Vec<f64>,
-    /// Per iteration: max_{i,r}‖C_i[r,:]‖₂, the public quantity Δ_v is computed from.
+    /// Per iteration: max_{i,r}‖C_i\[r,:\]‖₂, the public quantity Δ_v is computed from.
     pub max_row_norms: Vec<f64>,
     /// The scalar c (= n).
     pub scale: f64,
@@ -767,7 +767,7 @@ fn consensus_error(messages: &[Matrix], averaged: &[Matrix]) -> f64 {
         .fold(0.0, f64::max)
 }
 
-/// Rows scaled to ‖C[r,:]‖₂ ≤ τ.
+/// Rows scaled to ‖C\[r,:\]‖₂ ≤ τ.
 fn clip_rows(mut c: Matrix, tau: f64) -> Matrix {
     for mut row in c.row_iter_mut() {
         let norm = row.norm();
@@ -778,7 +778,7 @@ fn clip_rows(mut c: Matrix, tau: f64) -> Matrix {
     c
 }
 
-/// max_r ‖C[r,:]‖₂.
+/// max_r ‖C\[r,:\]‖₂.
 fn max_row_norm(c: &Matrix) -> f64 {
     c.row_iter().map(|r| r.norm()).fold(0.0, f64::max)
 }

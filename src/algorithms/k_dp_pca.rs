@@ -8,8 +8,8 @@
 //! Alg. 2 (ModifiedDP-PCA) on a part: ω₀ = Pω'/‖Pω'‖, ω' uniform on the sphere; for
 //! t = 1..T = ⌊m/B⌋, on the t-th batch of B records (disjoint):
 //! - g_i = P·A_i·P·ω_{t−1} = P·x_i·(x_iᵀω_{t−1}) for the B records of the batch;
-//! - Λ̂ = PrivRange({g_i}, (ε_R, δ_R), τ/(2T)) (line 3; [`priv_range`]); ⊥ ends the job;
-//! - ĝ = PrivMean({g_i}, Λ̂, (ε_h, δ_h) per coordinate and ρ_g, τ/(2T)) (line 4; [`priv_mean`]);
+//! - Λ̂ = PrivRange({g_i}, (ε_R, δ_R), τ/(2T)) (line 3; [`priv_range()`]); ⊥ ends the job;
+//! - ĝ = PrivMean({g_i}, Λ̂, (ε_h, δ_h) per coordinate and ρ_g, τ/(2T)) (line 4; [`priv_mean()`]);
 //! - ω'_t = ω_{t−1} + η_t·P·ĝ, ω_t = P·ω'_t/‖P·ω'_t‖ (lines 5–6).
 //!
 //! The paper's lines 3–4 index both subroutines' inputs to the batch's first ⌊B/2⌋ records;
@@ -309,7 +309,7 @@ fn default_subsets(minimum: f64) -> f64 {
     (2.0 * minimum).max(MIN_SUBSETS as f64)
 }
 
-/// The default batch size: the smallest B ∈ [2, m] with [`range_clears`], or `None` when even
+/// The default batch size: the smallest B ∈ [2, m] with `range_clears`, or `None` when even
 /// B = m = ⌊n/k⌋ does not. The condition is monotone in B (a larger B has more pairs and fewer
 /// steps, so a larger τ' and a smaller k'_min), so a bisection finds it.
 pub fn default_batch_size(budget: &Budget, tau: f64, m: usize) -> Option<usize> {

@@ -217,7 +217,7 @@ pub fn tensor_power(
     Ok(pairs)
 }
 
-/// The paper's error metric (Imtiaz & Sarwate §VI-B, from their ref. [21]):
+/// The paper's error metric (Imtiaz & Sarwate §VI-B, from their ref. \[21\]):
 /// q^comp = (1/K) Σ_k min_{k'} ‖â_k − a_{k'}‖₂, estimated components `estimated` against the
 /// true `truth` (each a vector of length D). Lower is better; 0 is perfect recovery.
 pub fn q_comp(estimated: &[Vec<f64>], truth: &[Vec<f64>]) -> f64 {

@@ -150,7 +150,7 @@ impl StoredData {
 }
 
 impl Residency for StoredData {
-    /// Unmaps the pages of `part`, rounding both ends down to [`RELEASE_ALIGN`]: the stretch
+    /// Unmaps the pages of `part`, rounding both ends down to `RELEASE_ALIGN`: the stretch
     /// straddling the end is released with the segment after it. Best effort: a failure only
     /// leaves the pages mapped.
     fn release(&self, part: &[f64]) {

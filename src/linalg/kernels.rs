@@ -1,7 +1,7 @@
 //! Kernels: products and the sign rule; the streaming Gram kernels live in [`super::stream`],
 //! the decompositions in [`super::qr`], [`super::eigen`] and [`super::svd`], all re-exported here.
 //!
-//! Every product runs in faer on zero-copy views of the nalgebra operands (see [`super::view`]),
+//! Every product runs in faer on zero-copy views of the nalgebra operands (see `super::view`),
 //! on the global rayon pool when the work is large enough ([`super::threads::par_for`]).
 //!
 //! # Panics

@@ -174,7 +174,7 @@ async fn admit(conn: &mut AnyConnection, tenant: Uuid, new: NewJob) -> Result<Su
 }
 
 impl Store {
-    /// Submits a job: in one write transaction ([`Store::write_tx`]), (1) replays or refuses a reused
+    /// Submits a job: in one write transaction (`Store::write_tx`), (1) replays or refuses a reused
     /// idempotency key, (2) finds the tenant's ready dataset, (3) admits the cost iff
     /// spent + cost ≤ budget for both ρ and δ and adds it to the spending (budgeted datasets;
     /// public ones have no budget and their spending is not tracked on the dataset row), and
