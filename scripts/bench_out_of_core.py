@@ -211,12 +211,12 @@ def main():
                 view = client.call("GET", f"/v1/jobs/{job['id']}")
                 if view["status"] in ("succeeded", "failed", "cancelled"):
                     break
-                time.sleep(0.5)
+                time.sleep(0.05)
             elapsed = time.perf_counter() - start
             ok = view["status"] == "succeeded"
             result = client.call("GET", f"/v1/jobs/{job['id']}/result") if ok else view.get("error")
             print(f"{algorithm} k=10 on {args.n} × {args.d}: {view['status']} in {elapsed:.1f} s "
-                  f"(run_ms {view.get('run_ms')}), {(result['d'], result['k']) if ok else result}")
+                  f"(run_ms {view.get('run_ms')}), {(result['n_features'], result['n_components']) if ok else result}")
         end = status(server.pid)
         sampler.stop = True
         sampler.join()

@@ -231,6 +231,41 @@ mod tests {
         assert_eq!(open(f.path(), 0, 4).expect("open").records().shape(), (4, 0));
     }
 
+    /// This process's resident file-backed memory, in bytes (Linux).
+    fn rss_file() -> u64 {
+        let status = std::fs::read_to_string("/proc/self/status").expect("status");
+        let line = status
+            .lines()
+            .find(|l| l.starts_with("RssFile:"))
+            .expect("RssFile");
+        let kib: u64 = line
+            .split_whitespace()
+            .nth(1)
+            .expect("value")
+            .parse()
+            .expect("number");
+        kib * 1024
+    }
+
+    #[test]
+    fn streamed_passes_leave_no_pages_mapped_behind_them() {
+        // 256 MB forced to stream: after a Gram pass, and after the statistics pass, the
+        // mapping holds at most a segment or so, not the file.
+        let (n, d) = (64_000, 500);
+        let values: Vec<f64> = (0..n * d).map(|i| ((i % 97) as f64) / 97.0).collect();
+        let f = file_with(&values);
+        drop(values);
+        let data = open_with(f.path(), n, d, 0).expect("open");
+        let before = rss_file();
+        let _ = gram_t(data.records());
+        let after_gram = rss_file();
+        let _ = crate::linalg::RecordStats::of(data.records());
+        let after_stats = rss_file();
+        let slack = 2 * crate::linalg::stream::SEGMENT_BYTES as u64 + (16 << 20);
+        assert!(after_gram <= before + slack, "gram: {before} → {after_gram}");
+        assert!(after_stats <= before + slack, "stats: {before} → {after_stats}");
+    }
+
     #[test]
     fn released_pages_read_back_the_same_values() {
         // A streamed mapping (forced): release every segment of a pass, then read it all again.
