@@ -361,15 +361,19 @@ impl Store {
                 remaining_delta_units: found.remaining_delta_units(),
             });
         }
+        // The row states what `reserve` added to the dataset's totals (all of ρ as "other",
+        // admitted by the zCDP rule), so the entries always sum to the totals.
         sqlx::query(
-            "INSERT INTO ledger (dataset_id, job_id, entry, algorithm, rho_units, delta_units, created_at, \
-                 study_id) \
-             VALUES ($1, NULL, 'charge', $2, $3, $4, $5, $6)",
+            "INSERT INTO ledger (dataset_id, job_id, entry, algorithm, rho_units, delta_units, \
+                 other_rho_units, rule, created_at, study_id) \
+             VALUES ($1, NULL, 'charge', $2, $3, $4, $5, $6, $7, $8)",
         )
         .bind(id(dataset))
         .bind(algorithm)
         .bind(rho_units)
         .bind(delta_units)
+        .bind(charge.other_rho_units)
+        .bind(crate::privacy::admission::Rule::Zcdp.as_str())
         .bind(ts(at))
         .bind(id(study))
         .execute(&mut *tx)
@@ -519,6 +523,14 @@ mod tests {
             .expect("dataset");
         assert_eq!(entries.len(), 2);
         assert!(entries.iter().all(|e| e.job_id.is_none() && e.rho_units == cost));
+        // The rows sum to the totals, the "other" part included, and name their rule.
+        let other: i64 = entries.iter().map(|e| e.other_rho_units).sum();
+        assert_eq!(other, left.spent_rho_units, "study charges are all \"other\" ρ");
+        assert!(
+            entries
+                .iter()
+                .all(|e| e.rule == Some(crate::privacy::admission::Rule::Zcdp))
+        );
     }
 
     #[tokio::test]
