@@ -13,13 +13,12 @@
 //!
 //! Cost ρ = Δ²/(2σ²) (Bun & Steinke 2016 Prop. 1.6); given ρ_job, σ = Δ/sqrt(2ρ_job).
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::noisy_power::{check_k, target_rho};
 use super::sensitivity::check_bounds;
-use super::{
-    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, ParamInfo, RunEnv, RunError,
-};
+use super::{Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError};
 use crate::dataset::{DataContext, Kind, Neighbours, Relation};
 use crate::linalg::{fix_signs, gram_t, try_sym_eig};
 use crate::privacy::{Cost, PrivacyTarget};
@@ -32,10 +31,11 @@ pub const RELEASE: &str = "symmetric_perturbation";
 pub struct AnalyzeGauss;
 
 /// What the client sends.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AnalyzeGaussParams {
-    /// Target rank k, 1 ≤ k ≤ d.
+    /// Target rank: number of principal components returned (1 ≤ k ≤ d).
+    #[schemars(range(min = 1))]
     pub k: usize,
 }
 
@@ -85,7 +85,6 @@ impl Algorithm for AnalyzeGauss {
             source: "Dwork, Talwar, Thakurta & Zhang 2014 (Analyze Gauss, DP-Gauss-1); seed 004 App. G",
             kinds: vec![Kind::Records, Kind::Matrix],
             relations: vec![Relation::ReplaceOne, Relation::AddRemove, Relation::Entry],
-            params: vec![ParamInfo::rank()],
             privacy: "ρ-zCDP with ρ = Δ²/(2σ²): one Gaussian mechanism on the upper triangle of A, Δ = β² (add_remove), √2·β² (replace_one) or u (matrix).",
             public_only: false,
             scope_reason: None,

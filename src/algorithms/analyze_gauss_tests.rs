@@ -240,11 +240,7 @@ fn info_describes_the_algorithm() {
     let info = Algorithm::info(&AnalyzeGauss);
     assert_eq!(info.name, "analyze_gauss");
     assert!(!info.public_only && info.source.contains("Dwork"));
-    assert_eq!(
-        info.params
-            .iter()
-            .map(|p| (p.name, p.required))
-            .collect::<Vec<_>>(),
-        [("k", true)]
-    );
+    let schema = crate::algorithms::parameters::schema_of::<AnalyzeGaussParams>();
+    assert_eq!(crate::algorithms::parameters::property_names(&schema), ["k"]);
+    assert_eq!(schema["required"], serde_json::json!(["k"]));
 }

@@ -68,15 +68,14 @@
 use std::collections::BTreeMap;
 use std::ops::Range;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::noisy_power::{check_k, target_rho};
 use super::sensitivity::check_bounds;
 use super::tensor_power::{self, Eigenpair, PowerSettings, packed_len};
-use super::{
-    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, ParamInfo, RunEnv, RunError,
-};
+use super::{Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError};
 use crate::dataset::{DataContext, Kind, Neighbours, Relation};
 use crate::federation::cape::{
     self, CapeLattice, CapeNoise, CapeReport, DEFAULT_PAIR_RATIO, fresh_seed, pack_upper, site_release,
@@ -114,37 +113,47 @@ pub enum Model {
 }
 
 /// What the client sends.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CapeAgnParams {
-    /// Number of components K, 1 ≤ K ≤ min(d, 20).
+    /// Number of mixture components / topics K (1 ≤ K ≤ min(d, 20)); d ≤ 100.
+    #[schemars(range(min = 1, max = MAX_K))]
     pub k: usize,
-    /// "stm" or "mog" (required).
-    #[serde(default)]
+    /// Latent-variable model (required): "stm" (rows are word counts of documents with ≥ 3
+    /// words) or "mog" (spherical mixture of Gaussians with public variance sigma2).
+    #[schemars(required, extend("enum" = ["stm", "mog"]))]
     pub model: Option<String>,
-    /// MOG only (required there): the public per-coordinate noise variance σ² ≥ 0.
+    /// mog only, required there: the public per-coordinate noise variance σ² ≥ 0.
     #[serde(default)]
+    #[schemars(range(min = 0))]
     pub sigma2: Option<f64>,
-    /// Number of simulated sites S ≥ 2.
+    /// Number of simulated sites S, 2–64 (contiguous shards of the rows).
     #[serde(default)]
+    #[schemars(range(min = 2, max = MAX_SITES), extend("default" = DEFAULT_SITES))]
     pub sites: Option<u32>,
-    /// S positive numbers: shard sizes proportional to them (rows in order).
+    /// S positive numbers: shard sizes proportional to them. Default: equal shards.
     #[serde(default)]
     pub site_shares: Option<Vec<f64>>,
-    /// Sites (1-based) that send nothing in either stage.
+    /// Sites (1-based) that send nothing in either stage; the noise reports say the correlated
+    /// terms did not cancel.
     #[serde(default)]
     pub dropouts: Vec<u32>,
-    /// κ: pair-term variance as a multiple of the pooled variance.
+    /// κ > 0: variance of each pairwise zero-sum term as a multiple of the pooled noise
+    /// variance.
     #[serde(default)]
+    #[schemars(extend("default" = DEFAULT_PAIR_RATIO, "exclusiveMinimum" = 0))]
     pub pair_ratio: Option<f64>,
     /// Random starts L of the tensor power method.
     #[serde(default)]
+    #[schemars(extend("default" = DEFAULT_STARTS))]
     pub starts: Option<usize>,
-    /// Power iterations N per start.
+    /// Power iterations N per start (1–1000).
     #[serde(default)]
+    #[schemars(range(min = 1, max = 1000), extend("default" = DEFAULT_POWER_ITERATIONS))]
     pub power_iterations: Option<usize>,
-    /// Only "none" is accepted: the moment models are about uncentred data.
+    /// Only "none": the moment models are about uncentred data.
     #[serde(default)]
+    #[schemars(extend("enum" = ["none", null], "default" = "none"))]
     pub center: Option<serde_json::Value>,
 }
 
@@ -818,99 +827,12 @@ impl Algorithm for CapeAgn {
     type Config = CapeAgnConfig;
 
     fn info(&self) -> AlgorithmInfo {
-        let param =
-            |name, json_type, description, default: Option<serde_json::Value>, required, allowed| ParamInfo {
-                name,
-                json_type,
-                description,
-                default,
-                required,
-                minimum: None,
-                allowed,
-            };
-        let mut k = ParamInfo::rank();
-        k.description = "Number of mixture components / topics K (1 ≤ K ≤ min(d, 20)); d ≤ 100.";
         AlgorithmInfo {
             name: "cape_agn",
             summary: "Distributed private orthogonal tensor decomposition (capeAGN): S simulated sites release their second and third moments with CAPE correlated noise; the aggregator whitens, runs the tensor power method and returns the mixture components (released.components) and an orthonormal basis of their span. Simulate mode over a records dataset.",
             source: "Imtiaz & Sarwate, Distributed differentially private algorithms for matrix and tensor factorization, Alg. 1 and 3, App. B–C; Anandkumar et al. 2014 Alg. 1",
             kinds: vec![Kind::Records],
             relations: vec![Relation::ReplaceOne, Relation::AddRemove],
-            params: vec![
-                k,
-                param(
-                    "model",
-                    "string",
-                    "Latent-variable model (required): \"stm\" (rows are word counts of documents with ≥ 3 words) or \"mog\" (spherical mixture of Gaussians with public variance sigma2).",
-                    None,
-                    true,
-                    Some(vec!["stm", "mog"]),
-                ),
-                param(
-                    "sigma2",
-                    "number",
-                    "mog only, required there: the public per-coordinate noise variance σ².",
-                    None,
-                    false,
-                    None,
-                ),
-                param(
-                    "sites",
-                    "integer",
-                    "Number of simulated sites S ≥ 2 (contiguous shards of the rows).",
-                    Some(json!(DEFAULT_SITES)),
-                    false,
-                    None,
-                ),
-                param(
-                    "site_shares",
-                    "array",
-                    "S positive numbers: shard sizes proportional to them.",
-                    Some(json!("equal")),
-                    false,
-                    None,
-                ),
-                param(
-                    "dropouts",
-                    "array",
-                    "Sites (1-based) that send nothing in either stage; the noise reports say the correlated terms did not cancel.",
-                    Some(json!([])),
-                    false,
-                    None,
-                ),
-                param(
-                    "pair_ratio",
-                    "number",
-                    "κ: variance of each pairwise zero-sum term as a multiple of the pooled noise variance.",
-                    Some(json!(DEFAULT_PAIR_RATIO)),
-                    false,
-                    None,
-                ),
-                param(
-                    "starts",
-                    "integer",
-                    "Random starts L of the tensor power method.",
-                    Some(json!(DEFAULT_STARTS)),
-                    false,
-                    None,
-                ),
-                param(
-                    "power_iterations",
-                    "integer",
-                    "Power iterations N per start.",
-                    Some(json!(DEFAULT_POWER_ITERATIONS)),
-                    false,
-                    None,
-                ),
-                param(
-                    "center",
-                    "string",
-                    "Only \"none\": the moment models are about uncentred data.",
-                    Some(json!("none")),
-                    false,
-                    Some(vec!["none"]),
-                ),
-            ],
             privacy: "ρ-zCDP charged to every site: two CAPE releases (second moments, third moments) at ρ/2 each, calibrated against the aggregator's joint view of all messages; Δ from the model (Imtiaz & Sarwate App. C in sum form).",
             public_only: false,
             scope_reason: Some("cape_agn's models (STM, MOG) describe records"),

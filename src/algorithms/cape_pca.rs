@@ -21,15 +21,13 @@
 
 use std::collections::BTreeMap;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 
 use super::analyze_gauss::sensitivity;
 use super::noisy_power::{check_k, target_rho};
 use super::sensitivity::check_bounds;
-use super::{
-    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, ParamInfo, RunEnv, RunError,
-};
+use super::{Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError};
 use crate::dataset::{DataContext, Kind, Relation};
 use crate::federation::cape::{self, CapeNoise, CapeReport, DEFAULT_PAIR_RATIO};
 use crate::federation::crypto::Seed;
@@ -43,21 +41,30 @@ pub const MAX_SITES: u32 = 64;
 
 /// What the client sends (a study takes the sites at its top level and refuses `sites`,
 /// `site_shares` and `dropouts` here).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CapePcaParams {
+    /// Target rank: number of principal components returned (1 ≤ k ≤ d).
+    #[schemars(range(min = 1))]
     pub k: usize,
-    /// Simulate mode: number of sites S ≥ 2.
+    /// Jobs only (simulate mode): number of sites S, 2–64; the rows are split into contiguous
+    /// shards.
     #[serde(default)]
+    #[schemars(range(min = 2, max = MAX_SITES), extend("default" = DEFAULT_SITES))]
     pub sites: Option<u32>,
-    /// Simulate mode: relative shard sizes, one positive number per site.
+    /// Jobs only: relative shard sizes, S positive numbers (e.g. [1, 2, 4]). Default:
+    /// near-equal shards.
     #[serde(default)]
     pub site_shares: Option<Vec<f64>>,
-    /// Simulate mode: sites (1-based) that send nothing.
+    /// Jobs only: sites (1-based) that send nothing; their pair noise then does not cancel and
+    /// the result reports the noise achieved.
     #[serde(default)]
     pub dropouts: Vec<u32>,
-    /// κ: the variance of each pair term as a multiple of the pooled variance (default 1).
+    /// κ: variance of each pairwise zero-sum term as a multiple of the pooled variance, in
+    /// [0.001, 1e6]. Larger κ brings the aggregate closer to the pooled noise; a dropout then
+    /// leaves more noise.
     #[serde(default)]
+    #[schemars(range(min = 0.001, max = 1e6), extend("default" = DEFAULT_PAIR_RATIO))]
     pub pair_ratio: Option<f64>,
 }
 
@@ -186,45 +193,6 @@ impl Algorithm for CapePca {
             source: "Imtiaz & Sarwate, Distributed differentially private algorithms for matrix and tensor factorization: Alg. 1 (CAPE), Alg. 2 (capePCA), §III-A",
             kinds: vec![Kind::Records],
             relations: vec![Relation::ReplaceOne, Relation::AddRemove],
-            params: vec![
-                ParamInfo::rank(),
-                ParamInfo {
-                    name: "sites",
-                    json_type: "integer",
-                    description: "Jobs only (simulate mode): number of sites S, 2–64; the rows are split into contiguous shards.",
-                    default: Some(json!(DEFAULT_SITES)),
-                    required: false,
-                    minimum: Some(2.0),
-                    allowed: None,
-                },
-                ParamInfo {
-                    name: "site_shares",
-                    json_type: "array",
-                    description: "Jobs only: relative shard sizes, S positive numbers (e.g. [1, 2, 4]); default near-equal shards.",
-                    default: None,
-                    required: false,
-                    minimum: None,
-                    allowed: None,
-                },
-                ParamInfo {
-                    name: "dropouts",
-                    json_type: "array",
-                    description: "Jobs only: sites (1-based) that send nothing; their pair noise then does not cancel and the result reports the noise achieved.",
-                    default: Some(json!([])),
-                    required: false,
-                    minimum: None,
-                    allowed: None,
-                },
-                ParamInfo {
-                    name: "pair_ratio",
-                    json_type: "number",
-                    description: "κ: variance of each pairwise zero-sum term as a multiple of the pooled variance. Larger κ brings the aggregate closer to the pooled noise; a dropout then leaves more noise.",
-                    default: Some(json!(DEFAULT_PAIR_RATIO)),
-                    required: false,
-                    minimum: Some(0.001),
-                    allowed: None,
-                },
-            ],
             privacy: "ρ-zCDP against the aggregator's joint view of every site's message (correlated Gaussian noise, ρ = Δ²/2·(g+v)/(g(Sv+g))), charged to every site; Δ = β² (add_remove) or √2·β² (replace_one). A coalition of the aggregator with all other sites sees one site's Gram matrix with noise variance g only.",
             public_only: false,
             scope_reason: Some("cape_pca runs on records (the sites' rows)"),

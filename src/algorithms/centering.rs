@@ -20,7 +20,6 @@
 //! composes sequentially (adaptively) with ρ_c. A given centre is public, so it costs nothing.
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
 
 use super::{ConfigError, NoiseScale, RunEnv, RunError};
 use crate::dataset::{DataContext, Kind, Neighbours};
@@ -60,43 +59,54 @@ pub enum CenterConfig {
     },
 }
 
-/// Removes `center` and `center_share` from `params` and validates them. `Ok(None)` for
-/// `"none"` (the default) or when absent.
-pub fn take_request(
-    params: &mut Map<String, Value>,
+// The published schema of `center` is derived from this type (see `super::parameters`), so its
+// doc comments are what clients read.
+/// "none", "private", or a public centre.
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
+#[serde(untagged)]
+pub enum CenterParam {
+    Named(CenterMode),
+    /// A public centre: d finite numbers.
+    Given(Vec<f64>),
+}
+
+/// "none": no centring; "private": a private mean.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CenterMode {
+    None,
+    Private,
+}
+
+/// Validates the `center` and `center_share` options. `Ok(None)` for `"none"` (the default) or
+/// when absent.
+pub fn request(
+    center: Option<CenterParam>,
+    share: Option<f64>,
     ctx: &DataContext,
 ) -> Result<Option<CenterRequest>, ConfigError> {
-    let center = params.remove("center");
-    let share = params.remove("center_share");
     let share = match share {
-        None | Some(Value::Null) => None,
-        Some(v) => match v.as_f64() {
-            Some(s) if s > 0.0 && s < 1.0 => Some(s),
-            _ => {
-                return Err(ConfigError::invalid(
-                    "params.center_share",
-                    "must be a number strictly between 0 and 1",
-                ));
-            }
-        },
+        None => None,
+        Some(s) if s > 0.0 && s < 1.0 => Some(s),
+        Some(_) => {
+            return Err(ConfigError::invalid(
+                "params.center_share",
+                "must be a number strictly between 0 and 1",
+            ));
+        }
     };
     let request = match center {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) if s == "none" => None,
-        Some(Value::String(s)) if s == "private" => Some(CenterRequest::Private {
+        None | Some(CenterParam::Named(CenterMode::None)) => None,
+        Some(CenterParam::Named(CenterMode::Private)) => Some(CenterRequest::Private {
             share: share.unwrap_or(DEFAULT_CENTER_SHARE),
         }),
-        Some(Value::Array(values)) => {
-            let vector: Option<Vec<f64>> = values
-                .iter()
-                .map(|v| v.as_f64().filter(|x| x.is_finite()))
-                .collect();
-            let vector = vector.ok_or_else(|| {
-                ConfigError::invalid(
+        Some(CenterParam::Given(vector)) => {
+            if !vector.iter().all(|x| x.is_finite()) {
+                return Err(ConfigError::invalid(
                     "params.center",
                     "a given centre must be an array of finite numbers",
-                )
-            })?;
+                ));
+            }
             if vector.len() != ctx.d {
                 return Err(ConfigError::invalid(
                     "params.center",
@@ -108,12 +118,6 @@ pub fn take_request(
                 ));
             }
             Some(CenterRequest::Given(vector))
-        }
-        Some(_) => {
-            return Err(ConfigError::invalid(
-                "params.center",
-                "must be \"none\", \"private\" or an array of d finite numbers",
-            ));
         }
     };
     if share.is_some() && !matches!(request, Some(CenterRequest::Private { .. })) {

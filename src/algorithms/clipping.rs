@@ -29,7 +29,7 @@
 //! run checks, and it composes sequentially with ρ_q. The data stay stored clipped at β.
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::{ConfigError, NoiseScale, RunEnv, RunError};
 use crate::dataset::{DataContext, Kind, Neighbours};
@@ -83,42 +83,52 @@ fn bad(message: &str) -> ConfigError {
     ConfigError::invalid("params.clip", message)
 }
 
-/// Removes `clip` from `params` and validates it: `{"quantile": q, "share": f}` with q, f in
-/// (0, 1), `"auto"`, or `"none"`/absent. Records datasets only.
-pub fn take_request(
-    params: &mut Map<String, Value>,
-    ctx: &DataContext,
-) -> Result<Option<ClipRequest>, ConfigError> {
-    let request = match params.remove("clip") {
-        None | Some(Value::Null) => return Ok(None),
-        Some(Value::String(s)) if s == "none" => return Ok(None),
-        Some(Value::String(s)) if s == "auto" => ClipRequest::Auto,
-        Some(Value::Object(map)) => {
-            for key in map.keys() {
-                if key != "quantile" && key != "share" {
-                    return Err(bad(&format!(
-                        "unknown field `{key}`; expected quantile and share"
-                    )));
-                }
-            }
-            let number = |key: &str| -> Result<f64, ConfigError> {
-                match map.get(key).and_then(Value::as_f64) {
-                    Some(v) if v > 0.0 && v < 1.0 => Ok(v),
-                    _ => Err(ConfigError::invalid(
+// The published schema of `clip` is derived from this type (see `super::parameters`), so its
+// doc comments are what clients read.
+/// "none", "auto", or a quantile to clip at.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize, schemars::JsonSchema)]
+#[serde(untagged)]
+pub enum ClipParam {
+    Named(ClipMode),
+    Quantile(QuantileClip),
+}
+
+/// "none": no clipping; "auto": the median at a tenth of the job's ρ, where it helps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ClipMode {
+    None,
+    Auto,
+}
+
+/// Clip at a DP quantile of the row norms.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QuantileClip {
+    /// The quantile q of the row norms to clip at, in (0, 1).
+    #[schemars(extend("exclusiveMinimum" = 0, "exclusiveMaximum" = 1))]
+    pub quantile: f64,
+    /// Share f of the job's ρ spent on finding it, in (0, 1).
+    #[schemars(extend("exclusiveMinimum" = 0, "exclusiveMaximum" = 1))]
+    pub share: f64,
+}
+
+/// Validates the `clip` option: `{"quantile": q, "share": f}` with q, f in (0, 1), `"auto"`, or
+/// `"none"`/absent. Records datasets only.
+pub fn request(clip: Option<ClipParam>, ctx: &DataContext) -> Result<Option<ClipRequest>, ConfigError> {
+    let request = match clip {
+        None | Some(ClipParam::Named(ClipMode::None)) => return Ok(None),
+        Some(ClipParam::Named(ClipMode::Auto)) => ClipRequest::Auto,
+        Some(ClipParam::Quantile(QuantileClip { quantile, share })) => {
+            for (key, v) in [("quantile", quantile), ("share", share)] {
+                if !(v > 0.0 && v < 1.0) {
+                    return Err(ConfigError::invalid(
                         format!("params.clip.{key}"),
                         "must be a number strictly between 0 and 1",
-                    )),
+                    ));
                 }
-            };
-            ClipRequest::Quantile {
-                quantile: number("quantile")?,
-                share: number("share")?,
             }
-        }
-        Some(_) => {
-            return Err(bad(
-                "must be \"auto\", \"none\" or {\"quantile\": q, \"share\": f} with q and f in (0, 1)",
-            ));
+            ClipRequest::Quantile { quantile, share }
         }
     };
     if ctx.kind() != Kind::Records {

@@ -98,9 +98,9 @@ fn search_noise_has_the_calibrated_scale_and_an_under_noised_search_fails() {
 fn bad_requests_are_refused() {
     let c = ctx(3, Some(10), RO);
     let take = |v: serde_json::Value, c: &DataContext| {
-        let mut map = serde_json::Map::new();
-        map.insert("clip".into(), v);
-        take_request(&mut map, c)
+        let clip: Option<ClipParam> =
+            serde_json::from_value(v).map_err(|e| ConfigError::invalid("params.clip", e.to_string()))?;
+        request(clip, c)
     };
     for bad in [
         json!({"quantile": 0.0, "share": 0.1}),

@@ -92,14 +92,13 @@
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use rand_distr::{Distribution, StandardNormal};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 
 use super::noisy_power::{check_k, gram_is_cheaper, target_rho};
 use super::sensitivity::{change_l1_bound, check_bounds};
 use super::{
-    Algorithm, AlgorithmInfo, Cancelled, ConfigError, DataInput, NoiseScale, Output, ParamInfo, RunEnv,
-    RunError,
+    Algorithm, AlgorithmInfo, Cancelled, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError,
 };
 use crate::dataset::{DataContext, Kind, Neighbours, Relation};
 use crate::linalg::{Matrix, Records, fix_signs, gram_t, gram_t_times, matmul, thin_qr_q};
@@ -124,23 +123,32 @@ pub const EIGENVALUE_RELEASE: &str = "singular_value";
 pub struct CoherentPower;
 
 /// What the client sends.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CoherentPowerParams {
-    /// Target rank k, 1 ≤ k ≤ d.
+    /// Target rank: number of principal components returned (1 ≤ k ≤ d).
+    #[schemars(range(min = 1))]
     pub k: usize,
-    /// Rounds T per vector, 1 ≤ T ≤ 1000; default [`DEFAULT_ITERATIONS`].
+    /// Power-iteration rounds T per component (1–1000). At a fixed budget the noise grows like
+    /// √T.
     #[serde(default)]
+    #[schemars(range(min = 1, max = MAX_ITERATIONS), extend("default" = DEFAULT_ITERATIONS))]
     pub iterations: Option<u32>,
-    /// The public coherence bound C, 1 ≤ C ≤ d. Required unless `coherence_search`, where it is
-    /// the largest candidate (default d).
+    /// Public upper bound C on the coherence (1 ≤ C ≤ d): every iterate must satisfy
+    /// ‖x‖∞² ≤ C/d, else the job fails. The default d is the trivial bound (never fails, no
+    /// noise reduction); a smaller C cuts the noise by √(C/d). With coherence_search it caps the
+    /// search. Default: d.
     #[serde(default)]
+    #[schemars(range(min = 1))]
     pub coherence_bound: Option<f64>,
-    /// Remark 4.5: try C = 1, 2, 4, … up to the bound for each vector; default false.
+    /// Remark 4.5: for each component try C = 1, 2, 4, … up to coherence_bound (default d) and
+    /// keep the first that succeeds; all m = ⌈log₂C⌉ + 1 tries are charged up front.
     #[serde(default)]
     pub coherence_search: bool,
-    /// Share η ∈ (0, 1) of each vector's budget for its singular-value estimate; default 0.1.
+    /// Share of each component's budget spent on its private singular-value estimate (strictly
+    /// between 0 and 1).
     #[serde(default)]
+    #[schemars(extend("default" = DEFAULT_EIGENVALUE_SHARE, "exclusiveMinimum" = 0, "exclusiveMaximum" = 1))]
     pub eigenvalue_share: Option<f64>,
 }
 
@@ -413,45 +421,6 @@ impl Algorithm for CoherentPower {
             source: "Hardt & Roth 2013, Fig. 2 (PPI, Lemma 3.4), Fig. 3 (rank-k by deflation), Remark 4.5 (search over C)",
             kinds: vec![Kind::Records, Kind::Matrix],
             relations: vec![Relation::ReplaceOne, Relation::AddRemove, Relation::Entry],
-            params: vec![
-                ParamInfo::rank(),
-                ParamInfo {
-                    name: "iterations",
-                    json_type: "integer",
-                    description: "Power-iteration rounds T per component (1–1000). At a fixed budget the noise grows like √T.",
-                    default: Some(json!(DEFAULT_ITERATIONS)),
-                    required: false,
-                    minimum: Some(1.0),
-                    allowed: None,
-                },
-                ParamInfo {
-                    name: "coherence_bound",
-                    json_type: "number",
-                    description: "Public upper bound C on the coherence (1 ≤ C ≤ d): every iterate must satisfy ‖x‖∞² ≤ C/d, else the job fails. The default d is the trivial bound (never fails, no noise reduction); a smaller C cuts the noise by √(C/d). With coherence_search it caps the search.",
-                    default: Some(json!("d")),
-                    required: false,
-                    minimum: Some(1.0),
-                    allowed: None,
-                },
-                ParamInfo {
-                    name: "coherence_search",
-                    json_type: "boolean",
-                    description: "Remark 4.5: for each component try C = 1, 2, 4, … up to coherence_bound (default d) and keep the first that succeeds; all m = ⌈log₂C⌉ + 1 tries are charged up front.",
-                    default: Some(json!(false)),
-                    required: false,
-                    minimum: None,
-                    allowed: None,
-                },
-                ParamInfo {
-                    name: "eigenvalue_share",
-                    json_type: "number",
-                    description: "Share of each component's budget spent on its private singular-value estimate (strictly between 0 and 1).",
-                    default: Some(json!(DEFAULT_EIGENVALUE_SHARE)),
-                    required: false,
-                    minimum: Some(0.0),
-                    allowed: None,
-                },
-            ],
             privacy: "ρ-zCDP with ρ = k·(m·T/(2s²) + ε''²/2): per component, m·T Gaussian rounds (the Gaussian part) of sensitivity u·sqrt(C/d) for matrices and min(β², u_eff·sqrt(C/d)) for records (m coherence candidates, 1 without the search), and one Laplace estimate (pure DP) of sensitivity u for matrices, min(β², u_eff) for records.",
             public_only: false,
             scope_reason: None,

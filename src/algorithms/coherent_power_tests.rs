@@ -418,26 +418,17 @@ fn info_is_complete_and_every_kind_is_supported() {
         );
         assert!(prepared.is_ok(), "{neighbours:?}: {prepared:?}");
     }
-    let names: Vec<&str> = info.params.iter().map(|p| p.name).collect();
+    let schema = crate::algorithms::parameters::schema_of::<CoherentPowerParams>();
     assert_eq!(
-        names,
+        crate::algorithms::parameters::property_names(&schema),
         [
-            "k",
-            "iterations",
             "coherence_bound",
             "coherence_search",
-            "eigenvalue_share"
+            "eigenvalue_share",
+            "iterations",
+            "k"
         ]
     );
-    for p in &info.params {
-        assert!(!p.description.is_empty(), "{}", p.name);
-        assert!(
-            ["integer", "number", "boolean"].contains(&p.json_type),
-            "{}",
-            p.name
-        );
-        assert!(p.required || p.default.is_some(), "{} needs a default", p.name);
-    }
     // Every listed name is a real parameter: an object using all of them parses.
     let all = json!({"k": 1, "iterations": 3, "coherence_bound": 2, "coherence_search": true, "eigenvalue_share": 0.2});
     assert!(

@@ -61,14 +61,12 @@
 //! k = 3) the captured energy at ρ = 10 rose from 0.85–0.93 (B = 1) to ≥ 0.96 (B = 20), at any
 //! data scale (dp_oja_tests.rs).
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 
 use super::k_dp_pca::deflation::{LearningRate, Parts, Projector, public_n, records};
 use super::noisy_power::{check_k, target_rho};
-use super::{
-    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, ParamInfo, RunEnv, RunError,
-};
+use super::{Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError};
 use crate::dataset::{DataContext, Kind, Neighbours, Relation};
 use crate::linalg::{Matrix, Records, Vector, gram_t, try_sym_eigenvalues};
 use crate::privacy::{Cost, PrivacyTarget};
@@ -105,25 +103,35 @@ const PROGRESS_EVERY: usize = 1024;
 pub struct DpOja;
 
 /// What the client sends.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DpOjaParams {
-    /// Target rank k, 1 ≤ k ≤ d.
+    /// Target rank: number of principal components returned (1 ≤ k ≤ d).
+    #[schemars(range(min = 1))]
     pub k: usize,
-    /// The gradient clip threshold c > 0; default β². (Named `gradient_clip` in JSON: `clip` is
-    /// the generic adaptive row clipping every records algorithm takes.)
+    /// c > 0: each record's gradient P·x·xᵀ·P·ω is clipped to L2 norm c, and the noise sd is
+    /// 2c·a/B. The default β² never clips (rows are clipped to β at upload). (Named
+    /// `gradient_clip` in JSON: `clip` is the generic adaptive row clipping every records
+    /// algorithm takes.) Default: β².
     #[serde(default, rename = "gradient_clip")]
+    #[schemars(extend("exclusiveMinimum" = 0))]
     pub clip: Option<f64>,
-    /// A fixed η_t = 1/(offset + slope·t) for every round, instead of the default schedule
-    /// (which spends `estimate_share` of ρ on an eigenvalue estimate).
+    /// {"offset": o, "slope": s}: a fixed η_t = 1/(o + s·t) at update t of every round (both ≥ 0,
+    /// o + s > 0; App. G.1 used 1/(1 + t), which only suits data with eigengaps of order 1).
+    /// Default: η_t = 2/(g_i·(10 + t)) in round i, g_i = max(λ̂_i − λ̂_{i+1}, 0.2·λ̂_i) from
+    /// private eigenvalues of XᵀX/n (Theorem 7), charged estimate_share of ρ.
     #[serde(default)]
     pub learning_rate: Option<LearningRate>,
-    /// Share of ρ for the default schedule's eigenvalue estimate, in (0, 1); default 0.05.
+    /// Share of ρ (strictly between 0 and 1) spent on the default schedule's eigenvalue
+    /// estimate (Gaussian, L2 sensitivity √2·β²/n). Not allowed with learning_rate.
     #[serde(default)]
+    #[schemars(extend("default" = DEFAULT_ESTIMATE_SHARE, "exclusiveMinimum" = 0, "exclusiveMaximum" = 1))]
     pub estimate_share: Option<f64>,
-    /// Records averaged in each update, 1 ≤ B ≤ ⌊n/k⌋; default max(1, ⌊√(n/k)/4⌋) (B = 1 is
-    /// Alg. 3 exactly).
+    /// B: records averaged in each update (1 ≤ B ≤ ⌊n/k⌋; B = 1 is Alg. 3). The noise on the
+    /// mean has sd 2c·a/B, so larger B means less noise per record but fewer updates. Default:
+    /// max(1, ⌊√(n/k)/4⌋).
     #[serde(default)]
+    #[schemars(range(min = 1))]
     pub batch_size: Option<usize>,
 }
 
@@ -274,45 +282,6 @@ impl Algorithm for DpOja {
             source: "Düngler & Sanyal 2025, Alg. 1 (deflation) with Alg. 3 (DP-Ojas), averaged over mini-batches; learning rate of Theorem 7 with a private eigenvalue estimate",
             kinds: vec![Kind::Records],
             relations: vec![Relation::ReplaceOne],
-            params: vec![
-                ParamInfo::rank(),
-                ParamInfo {
-                    name: "gradient_clip",
-                    json_type: "number",
-                    description: "c > 0: each record's gradient P·x·xᵀ·P·ω is clipped to L2 norm c, and the noise sd is 2c·a/B. The default β² never clips (rows are clipped to β at upload).",
-                    default: Some(json!("β²")),
-                    required: false,
-                    minimum: None,
-                    allowed: None,
-                },
-                ParamInfo {
-                    name: "learning_rate",
-                    json_type: "object",
-                    description: "{\"offset\": o, \"slope\": s}: a fixed η_t = 1/(o + s·t) at update t of every round (both ≥ 0, o + s > 0; App. G.1 used 1/(1 + t), which only suits data with eigengaps of order 1). Default: η_t = 2/(g_i·(10 + t)) in round i, g_i = max(λ̂_i − λ̂_{i+1}, 0.2·λ̂_i) from private eigenvalues of XᵀX/n (Theorem 7), charged estimate_share of ρ.",
-                    default: Some(json!("2/(g_i·(10 + t)) from a private eigenvalue estimate")),
-                    required: false,
-                    minimum: None,
-                    allowed: None,
-                },
-                ParamInfo {
-                    name: "estimate_share",
-                    json_type: "number",
-                    description: "Share of ρ (strictly between 0 and 1) spent on the default schedule's eigenvalue estimate (Gaussian, L2 sensitivity √2·β²/n). Not allowed with learning_rate.",
-                    default: Some(json!(DEFAULT_ESTIMATE_SHARE)),
-                    required: false,
-                    minimum: Some(0.0),
-                    allowed: None,
-                },
-                ParamInfo {
-                    name: "batch_size",
-                    json_type: "integer",
-                    description: "B: records averaged in each update (1 ≤ B ≤ ⌊n/k⌋; B = 1 is Alg. 3). The noise on the mean has sd 2c·a/B, so larger B means less noise per record but fewer updates.",
-                    default: Some(json!("max(1, ⌊√(n/k)/4⌋)")),
-                    required: false,
-                    minimum: Some(1.0),
-                    allowed: None,
-                },
-            ],
             privacy: "ρ-zCDP with ρ = ρ_e + 1/(2a²): a Gaussian estimate of the top eigenvalues of XᵀX/n (sensitivity √2·β²/n, ρ_e = estimate_share·ρ; none with a fixed learning_rate), then every update is a Gaussian mechanism (sensitivity 2c/B, sd 2c·a/B) on its own batch, and batches are disjoint across updates and rounds.",
             public_only: false,
             scope_reason: Some(

@@ -511,16 +511,16 @@ fn info_describes_the_algorithm() {
     assert_eq!(info.relations, [Relation::ReplaceOne]);
     assert!(!info.public_only && info.source.contains("Alg. 3"));
     assert!(info.privacy.contains("1/(2a²)") && info.privacy.contains("√2·β²/n"));
-    let names: Vec<(&str, bool)> = info.params.iter().map(|p| (p.name, p.required)).collect();
+    let schema = crate::algorithms::parameters::schema_of::<DpOjaParams>();
     assert_eq!(
-        names,
+        crate::algorithms::parameters::property_names(&schema),
         [
-            ("k", true),
-            ("gradient_clip", false),
-            ("learning_rate", false),
-            ("estimate_share", false),
-            ("batch_size", false)
+            "batch_size",
+            "estimate_share",
+            "gradient_clip",
+            "k",
+            "learning_rate"
         ]
     );
-    assert!(info.params.iter().all(|p| p.required || p.default.is_some()));
+    assert_eq!(schema["required"], json!(["k"]));
 }

@@ -55,14 +55,12 @@
 //! vector (O(q³)); each Bingham proposal is O(q) and the sampler's acceptance rate stays
 //! bounded as the signal grows (see [`super::bingham`]).
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 
 use super::noisy_power::{check_k, target_rho};
 use super::sensitivity::check_bounds;
-use super::{
-    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, ParamInfo, RunEnv, RunError,
-};
+use super::{Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError};
 use crate::dataset::{DataContext, Kind, Neighbours, Relation};
 use crate::linalg::{Matrix, Vector, fix_signs, gram_t, try_sym_eig};
 use crate::privacy::{Cost, PrivacyTarget};
@@ -79,13 +77,16 @@ pub const DEFAULT_EIGENVALUE_SHARE: f64 = 0.5;
 pub struct EigenSampling;
 
 /// What the client sends.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EigenSamplingParams {
-    /// Target rank k, 1 ≤ k ≤ d.
+    /// Target rank: number of principal components returned (1 ≤ k ≤ d).
+    #[schemars(range(min = 1))]
     pub k: usize,
-    /// Share of ρ spent on the eigenvalues, 0 ≤ share < 1; default [`DEFAULT_EIGENVALUE_SHARE`].
+    /// Share of ρ spent on the Laplace estimates of the top-k eigenvalues (0 ≤ share < 1; 0
+    /// releases none). The rest is split evenly over the min(k, d − 1) eigenvector draws.
     #[serde(default)]
+    #[schemars(extend("default" = DEFAULT_EIGENVALUE_SHARE, "minimum" = 0, "exclusiveMaximum" = 1))]
     pub eigenvalue_share: Option<f64>,
 }
 
@@ -196,18 +197,6 @@ impl Algorithm for EigenSampling {
             source: "Amin, Dick, Kulesza, Muñoz Medina & Vassilvitskii 2019, Alg. 1 and 2; Bingham sampler with the angular central Gaussian envelope of Kent, Ganeiber & Mardia 2018",
             kinds: vec![Kind::Records],
             relations: vec![Relation::ReplaceOne, Relation::AddRemove],
-            params: vec![
-                ParamInfo::rank(),
-                ParamInfo {
-                    name: "eigenvalue_share",
-                    json_type: "number",
-                    description: "Share of ρ spent on the Laplace estimates of the top-k eigenvalues (0 ≤ share < 1; 0 releases none). The rest is split evenly over the min(k, d − 1) eigenvector draws.",
-                    default: Some(json!(DEFAULT_EIGENVALUE_SHARE)),
-                    required: false,
-                    minimum: Some(0.0),
-                    allowed: None,
-                },
-            ],
             privacy: "ρ-zCDP with ρ = ε₀²/2 + m·ε_v²/8: Laplace on the top-k eigenvalues (ε₀-DP; L1 sensitivity β² add_remove, 2β² replace_one) with share·ρ, then m = min(k, d − 1) exponential-mechanism draws (score sensitivity β², concentration ε_v/β² add_remove, ε_v/(2β²) replace_one; each ε_v-bounded range, hence ε_v²/8, Cesar & Rogers 2021) sharing the rest evenly.",
             public_only: false,
             scope_reason: Some(

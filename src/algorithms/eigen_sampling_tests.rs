@@ -306,21 +306,19 @@ fn info_is_complete() {
     assert_eq!(info.kinds, vec![Kind::Records]);
     assert_eq!(info.relations, vec![Relation::ReplaceOne, Relation::AddRemove]);
     assert!(info.privacy.contains("ε₀²/2 + m·ε_v²/8") && !info.public_only);
-    let names: Vec<_> = info
-        .params
-        .iter()
-        .map(|p| (p.name, p.json_type, p.required))
-        .collect();
+    let schema = crate::algorithms::parameters::schema_of::<EigenSamplingParams>();
     assert_eq!(
-        names,
-        [("k", "integer", true), ("eigenvalue_share", "number", false)]
+        crate::algorithms::parameters::property_names(&schema),
+        ["eigenvalue_share", "k"]
     );
-    assert_eq!(info.params[1].default, Some(json!(0.5)));
-    assert!(
-        info.params
-            .iter()
-            .all(|p| p.minimum.is_some() && !p.description.is_empty())
+    assert_eq!(schema["required"], json!(["k"]));
+    let share = &schema["properties"]["eigenvalue_share"];
+    assert_eq!(share["default"], json!(0.5));
+    assert_eq!(
+        (&share["minimum"], &share["exclusiveMaximum"]),
+        (&json!(0), &json!(1))
     );
+    assert_eq!(schema["properties"]["k"]["minimum"], json!(1));
     assert!(crate::algorithms::find("eigen_sampling").is_some(), "registered");
 }
 

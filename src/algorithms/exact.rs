@@ -7,13 +7,11 @@
 //! eigenvalues, which docs/design/privacy.md §3 allows on public data only. It is the ground truth of the
 //! utility metrics. Costs nothing and draws no noise; refused (403) on private datasets.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 
 use super::noisy_power::check_k;
-use super::{
-    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, ParamInfo, RunEnv, RunError,
-};
+use super::{Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError};
 use crate::dataset::{DataContext, Kind, Relation};
 use crate::linalg::{centred_gram_t, column_sums, fix_signs, gram_t, try_sym_eig};
 use crate::privacy::{Cost, PrivacyTarget};
@@ -23,10 +21,11 @@ use crate::privacy::{Cost, PrivacyTarget};
 pub struct Exact;
 
 /// What the client sends.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExactParams {
-    /// Target rank k, 1 ≤ k ≤ d.
+    /// Target rank: number of principal components returned (1 ≤ k ≤ d).
+    #[schemars(range(min = 1))]
     pub k: usize,
     /// Records only: subtract the column means before forming the Gram matrix.
     #[serde(default)]
@@ -58,18 +57,6 @@ impl Algorithm for Exact {
             source: "Symmetric eigendecomposition of the (optionally centred) Gram matrix or of the data matrix",
             kinds: vec![Kind::Records, Kind::Matrix],
             relations: vec![Relation::ReplaceOne, Relation::AddRemove, Relation::Entry],
-            params: vec![
-                ParamInfo::rank(),
-                ParamInfo {
-                    name: "center",
-                    json_type: "boolean",
-                    description: "Records only: subtract the column means before forming the Gram matrix.",
-                    default: Some(json!(false)),
-                    required: false,
-                    minimum: None,
-                    allowed: None,
-                },
-            ],
             privacy: "Not private: allowed only on datasets marked public; charges nothing.",
             public_only: true,
             scope_reason: None,

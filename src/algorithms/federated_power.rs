@@ -21,14 +21,12 @@
 //! in-process ([`crate::federation::simulate`]); the live form is a study
 //! ([`crate::federation::power`]).
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 
 use super::noisy_power::{calibrate, check_k, cost_of, target_rho};
 use super::sensitivity::{SensitivityMode, change_l1_bound, check_bounds, power_sensitivity, rank_one};
-use super::{
-    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, ParamInfo, RunEnv, RunError,
-};
+use super::{Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError};
 use crate::dataset::{DataContext, Kind, Neighbours, Relation};
 use crate::federation::fixed_point;
 use crate::linalg::{Matrix, Records, gram_t_times};
@@ -60,39 +58,54 @@ pub fn default_threshold(sites: u32) -> u32 {
 }
 
 /// A simulated dropout: `site` (1-based) sends nothing from round `round` on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Dropout {
+    /// The site, 1-based.
     pub site: u32,
+    /// The first round it does not send, 1-based.
     pub round: u32,
 }
 
 /// What the client sends (for a job; a study takes `sites` and `threshold` at its top level
 /// and refuses them here).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FederatedPowerParams {
+    /// Target rank: number of principal components returned (1 ≤ k ≤ d).
+    #[schemars(range(min = 1))]
     pub k: usize,
+    /// Iteration rank (k ≤ p ≤ d). Default: min(d, 2k).
     #[serde(default)]
+    #[schemars(range(min = 1))]
     pub p: Option<usize>,
+    /// Rounds L (1–200).
     #[serde(default)]
+    #[schemars(range(min = 1, max = MAX_ITERATIONS), extend("default" = DEFAULT_ITERATIONS))]
     pub iterations: Option<u32>,
+    /// Sensitivity bound per round, as noisy_power (the sites compute it from the public
+    /// iterate).
     #[serde(default)]
     pub sensitivity: SensitivityMode,
-    /// Simulate mode: number of sites the records are split into (contiguous shards).
+    /// Jobs only (simulate mode): number of simulated sites S, 2–64; the records are split into
+    /// contiguous shards.
     #[serde(default)]
+    #[schemars(range(min = 2, max = MAX_SITES), extend("default" = DEFAULT_SITES))]
     pub sites: Option<u32>,
-    /// Simulate mode: the threshold t, 2 ≤ t ≤ sites; default ⌈2S/3⌉.
+    /// Jobs only: survivors needed per round t, 2 ≤ t ≤ S. Default: ⌈2S/3⌉.
     #[serde(default)]
+    #[schemars(range(min = 2))]
     pub threshold: Option<u32>,
-    /// Simulate mode: sites that stop sending, and from which round.
+    /// Jobs only: [{"site": i, "round": r}]: simulated site i sends nothing from round r on.
     #[serde(default)]
     pub dropouts: Vec<Dropout>,
-    /// Fixed-point fraction bits f (values scaled by 2^f); default the largest that cannot wrap.
+    /// Fixed-point fraction bits f (values scaled by 2^f); refused if the sum could wrap.
+    /// Default: the largest that cannot wrap, ≤ 40.
     #[serde(default)]
     pub fraction_bits: Option<u32>,
-    /// Largest number of records a site may hold; default 10⁷.
+    /// Largest number of records one site may hold (the no-wrap bound assumes it), 1–2⁴⁰.
     #[serde(default)]
+    #[schemars(range(min = 1, max = 1_099_511_627_776u64), extend("default" = DEFAULT_MAX_SITE_SAMPLES))]
     pub max_site_samples: Option<u64>,
 }
 
@@ -303,64 +316,12 @@ impl Algorithm for FederatedPower {
     type Config = FederatedPowerConfig;
 
     fn info(&self) -> AlgorithmInfo {
-        let int = |name, description, default: serde_json::Value| ParamInfo {
-            name,
-            json_type: "integer",
-            description,
-            default: Some(default),
-            required: false,
-            minimum: Some(1.0),
-            allowed: None,
-        };
         AlgorithmInfo {
             name: "federated_power",
             summary: "Federated private power method with secure aggregation. As a job it simulates S sites in process over a records dataset (contiguous shards); as a study (POST /v1/studies) real sites run `privpca site` and their data never leaves them.",
             source: "Nicolas et al. 2024, Alg. 2 (federated), Thm 3.1/3.2; secure aggregation after Bonawitz et al. 2017",
             kinds: vec![Kind::Records],
             relations: vec![Relation::ReplaceOne, Relation::AddRemove],
-            params: vec![
-                ParamInfo::rank(),
-                int("p", "Iteration rank (k ≤ p ≤ d).", json!("min(d, 2k)")),
-                int("iterations", "Rounds L (1–200).", json!(DEFAULT_ITERATIONS)),
-                ParamInfo {
-                    name: "sensitivity",
-                    json_type: "string",
-                    description: "Sensitivity bound per round, as noisy_power (the sites compute it from the public iterate).",
-                    default: Some(json!("auto")),
-                    required: false,
-                    minimum: None,
-                    allowed: Some(SensitivityMode::NAMES.to_vec()),
-                },
-                int(
-                    "sites",
-                    "Jobs only (simulate mode): number of simulated sites S, 2–64.",
-                    json!(DEFAULT_SITES),
-                ),
-                int(
-                    "threshold",
-                    "Jobs only: survivors needed per round t, 2 ≤ t ≤ S.",
-                    json!("⌈2S/3⌉"),
-                ),
-                ParamInfo {
-                    name: "dropouts",
-                    json_type: "array",
-                    description: "Jobs only: [{\"site\": i, \"round\": r}]: simulated site i sends nothing from round r on.",
-                    default: Some(json!([])),
-                    required: false,
-                    minimum: None,
-                    allowed: None,
-                },
-                int(
-                    "fraction_bits",
-                    "Fixed-point fraction bits f (values scaled by 2^f); refused if the sum could wrap.",
-                    json!("largest that cannot wrap, ≤ 40"),
-                ),
-                int(
-                    "max_site_samples",
-                    "Largest number of records one site may hold (the no-wrap bound assumes it).",
-                    json!(DEFAULT_MAX_SITE_SAMPLES),
-                ),
-            ],
             privacy: "ρ-zCDP with ρ = L/(2m²) charged to every site: each site adds N(0, (mΔ)²/t), so any t survivors reach the central noise. The server sees only noisy sums; a coalition of the server with all other sites sees one site's release with noise variance (mΔ)²/t.",
             public_only: false,
             scope_reason: Some("federated_power runs on records (the sites' rows)"),

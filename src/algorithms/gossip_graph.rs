@@ -29,7 +29,7 @@ pub const TOLERANCE: f64 = 1e-9;
 pub const MIN_SPECTRAL_GAP: f64 = 1e-9;
 
 /// How the client describes the network: a named graph (Metropolis weights) or a matrix.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum GraphSpec {
     /// Agent i talks to i ± 1 (mod m).

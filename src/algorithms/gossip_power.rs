@@ -71,15 +71,13 @@
 //!   first iteration's privacy; we noise every message.
 
 use rand_distr::{Distribution, StandardNormal};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 
 use super::gossip_graph::{GraphSpec, Mixing};
 use super::noisy_power::{check_k, target_rho};
 use super::sensitivity::check_bounds;
-use super::{
-    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, ParamInfo, RunEnv, RunError,
-};
+use super::{Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError};
 use crate::dataset::{DataContext, Kind, Neighbours, Relation};
 use crate::linalg::{Matrix, fix_signs, matmul, matmul_tn, try_sym_eig, try_thin_svd};
 use crate::privacy::{Cost, PrivacyTarget};
@@ -121,37 +119,55 @@ pub const UPDATE_RELEASE: &str = "gossip_update";
 pub struct GossipPower;
 
 /// What the client sends.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GossipPowerParams {
-    /// Target rank k, 1 ≤ k ≤ d.
+    /// Target rank: number of principal components returned (1 ≤ k ≤ d).
+    #[schemars(range(min = 1))]
     pub k: usize,
-    /// Block width p, k ≤ p ≤ d; default min(d, 2k).
+    /// Block width (k ≤ p ≤ d): columns iterated together; the message sensitivity does not
+    /// grow with p, extra columns speed convergence. Default: min(d, 2k).
     #[serde(default)]
+    #[schemars(range(min = 1))]
     pub p: Option<usize>,
-    /// Number of agents m, 2 ≤ m ≤ d; default min(4, d), or the partition's length.
+    /// Number of agents m (2 ≤ m ≤ min(d, 256)); each holds a block of features. Default:
+    /// min(4, d), or the length of partition.
     #[serde(default)]
+    #[schemars(range(min = 2, max = MAX_AGENTS))]
     pub agents: Option<usize>,
-    /// Feature indices of each agent; default m contiguous blocks.
+    /// Feature indices (0-based) held by each agent: m arrays covering every feature exactly
+    /// once. Default: m contiguous blocks.
     #[serde(default)]
     pub partition: Option<Vec<Vec<usize>>>,
-    /// The network; default ring.
+    /// The agents' network: "ring" (default), "path", "star", "complete" or
+    /// {"erdos_renyi": {"p": …, "seed": …}} (Metropolis weights), or {"matrix": [[…]]}, a
+    /// symmetric doubly stochastic m×m mixing matrix of a connected graph.
     #[serde(default)]
+    #[schemars(extend("default" = "ring"))]
     pub graph: Option<GraphSpec>,
-    /// Gossip rounds K per consensus; default the fewest with SLEM(W)^K ≤ 10⁻⁴.
+    /// Gossip rounds K per consensus (free: gossip only mixes released values). Default: the
+    /// fewest K with SLEM(W)^K ≤ 1e-4.
     #[serde(default)]
+    #[schemars(range(min = 1, max = MAX_GOSSIP_ROUNDS))]
     pub gossip_rounds: Option<u32>,
-    /// Power iterations L; default [`DEFAULT_ITERATIONS`].
+    /// Power iterations L (1–1000). Each costs two Gaussian mechanisms.
     #[serde(default)]
+    #[schemars(range(min = 1, max = MAX_ITERATIONS), extend("default" = DEFAULT_ITERATIONS))]
     pub iterations: Option<u32>,
-    /// ν, the public bound on ‖V_i‖₂; default 1.
+    /// ν > 0, public bound on the spectral norm of each agent's iterate block; the message
+    /// sensitivity is 2βν. Iterates are orthonormal, so 1 never binds.
     #[serde(default)]
+    #[schemars(extend("default" = DEFAULT_CLIP_NORM, "exclusiveMinimum" = 0))]
     pub clip_norm: Option<f64>,
-    /// Share of each iteration's ρ spent on the messages, in (0, 1); default 0.8.
+    /// Share of each iteration's ρ spent on the messages X_i·V_i, in (0, 1); the rest goes to
+    /// the updates.
     #[serde(default)]
+    #[schemars(extend("default" = DEFAULT_MESSAGE_SHARE, "exclusiveMinimum" = 0, "exclusiveMaximum" = 1))]
     pub message_share: Option<f64>,
-    /// τ, the public bound the rows of each consensus estimate are clipped to before the
-    /// update; default [`default_consensus_clip`].
+    /// τ, public bound the rows of each agent's consensus estimate are clipped to before its
+    /// update (post-processing); the update sensitivity is 2β·(largest row norm ≤ τ)/n.
+    /// Default: ½·(βν + √(m·p)·s_y·2βν), half the largest signal row plus the typical
+    /// summed-noise row.
     #[serde(default)]
     pub consensus_clip: Option<f64>,
 }
@@ -298,92 +314,6 @@ impl Algorithm for GossipPower {
             source: "D-DP-PM (Decentralized Differentially Private Power Method, seed 001), Alg. 1, eq. 11 and Assumption 2; accounting by the Gaussian mechanism (docs/design/algorithms.md), not the paper's Thm 2",
             kinds: vec![Kind::Records],
             relations: vec![Relation::ReplaceOne],
-            params: vec![
-                ParamInfo::rank(),
-                ParamInfo {
-                    name: "p",
-                    json_type: "integer",
-                    description: "Block width (k ≤ p ≤ d): columns iterated together; the message sensitivity does not grow with p, extra columns speed convergence.",
-                    default: Some(json!("min(d, 2k)")),
-                    required: false,
-                    minimum: Some(1.0),
-                    allowed: None,
-                },
-                ParamInfo {
-                    name: "agents",
-                    json_type: "integer",
-                    description: "Number of agents m (2 ≤ m ≤ d); each holds a block of features.",
-                    default: Some(json!("min(4, d), or the length of partition")),
-                    required: false,
-                    minimum: Some(2.0),
-                    allowed: None,
-                },
-                ParamInfo {
-                    name: "partition",
-                    json_type: "array",
-                    description: "Feature indices (0-based) held by each agent: m arrays covering every feature exactly once.",
-                    default: Some(json!("m contiguous blocks")),
-                    required: false,
-                    minimum: None,
-                    allowed: None,
-                },
-                ParamInfo {
-                    name: "graph",
-                    json_type: "string",
-                    description: "The agents' network: \"ring\", \"path\", \"star\", \"complete\" or {\"erdos_renyi\": {\"p\": …, \"seed\": …}} (Metropolis weights), or {\"matrix\": [[…]]}, a symmetric doubly stochastic m×m mixing matrix of a connected graph.",
-                    default: Some(json!("ring")),
-                    required: false,
-                    minimum: None,
-                    allowed: None,
-                },
-                ParamInfo {
-                    name: "gossip_rounds",
-                    json_type: "integer",
-                    description: "Gossip rounds K per consensus (free: gossip only mixes released values).",
-                    default: Some(json!("the fewest K with SLEM(W)^K ≤ 1e-4")),
-                    required: false,
-                    minimum: Some(1.0),
-                    allowed: None,
-                },
-                ParamInfo {
-                    name: "iterations",
-                    json_type: "integer",
-                    description: "Power iterations L (1–1000). Each costs two Gaussian mechanisms.",
-                    default: Some(json!(DEFAULT_ITERATIONS)),
-                    required: false,
-                    minimum: Some(1.0),
-                    allowed: None,
-                },
-                ParamInfo {
-                    name: "clip_norm",
-                    json_type: "number",
-                    description: "ν, public bound on the spectral norm of each agent's iterate block; the message sensitivity is 2βν. Iterates are orthonormal, so 1 never binds.",
-                    default: Some(json!(DEFAULT_CLIP_NORM)),
-                    required: false,
-                    minimum: Some(0.0),
-                    allowed: None,
-                },
-                ParamInfo {
-                    name: "message_share",
-                    json_type: "number",
-                    description: "Share of each iteration's ρ spent on the messages X_i·V_i, in (0, 1); the rest goes to the updates.",
-                    default: Some(json!(DEFAULT_MESSAGE_SHARE)),
-                    required: false,
-                    minimum: Some(0.0),
-                    allowed: None,
-                },
-                ParamInfo {
-                    name: "consensus_clip",
-                    json_type: "number",
-                    description: "τ, public bound the rows of each agent's consensus estimate are clipped to before its update (post-processing); the update sensitivity is 2β·(largest row norm ≤ τ)/n.",
-                    default: Some(json!(
-                        "½·(βν + √(m·p)·s_y·2βν): half the largest signal row plus the typical summed-noise row"
-                    )),
-                    required: false,
-                    minimum: Some(0.0),
-                    allowed: None,
-                },
-            ],
             privacy: "ρ-zCDP with ρ = L·(1/(2s_y²) + 1/(2s_v²)): every message (sensitivity 2βν) and every update (sensitivity 2β·max row norm of the consensus/c) that leaves an agent is a Gaussian mechanism.",
             public_only: false,
             scope_reason: Some(

@@ -62,8 +62,8 @@ pub mod stability_histogram;
 #[cfg(test)]
 mod tests;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 
 use self::deflation::{LearningRate, Parts, Projector, gather, gradients, public_n, records};
 use self::priv_mean::{MEAN_HISTOGRAM, MEAN_NOISE, MeanCalibration, priv_mean};
@@ -72,9 +72,7 @@ use self::priv_range::{
 };
 use self::stability_histogram::StabilityHistogram;
 use super::noisy_power::{check_k, target_rho};
-use super::{
-    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, ParamInfo, RunEnv, RunError,
-};
+use super::{Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError};
 use crate::dataset::{DataContext, Kind, Neighbours, Relation};
 use crate::privacy::{Cost, PrivacyTarget};
 
@@ -105,32 +103,55 @@ pub const MIN_SUBSETS: usize = 16;
 pub struct KDpPca;
 
 /// What the client sends.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct KDpPcaParams {
-    /// Target rank k, 1 ≤ k ≤ d.
+    /// Target rank: number of principal components returned (1 ≤ k ≤ d).
+    #[schemars(range(min = 1))]
     pub k: usize,
-    /// B, records per batch; default the smallest B PrivRange can clear ([`default_batch_size`]).
+    /// B, records per step (2 ≤ B ≤ ⌊n/k⌋); each round takes T = ⌊⌊n/k⌋/B⌋ steps. A larger B
+    /// lowers each step's noise (∝ 1/B) but leaves fewer steps. Default: the smallest B whose
+    /// ⌊B/2⌋ pair differences fill PrivRange's k' = max(2·⌈k'_min⌉, 16) subsets with at least
+    /// 16 pairs each (k'_min = 1 + 2·ln(1/(δ_R·τ'))/ε_R).
     #[serde(default)]
+    #[schemars(range(min = 2))]
     pub batch_size: Option<usize>,
-    /// η_t = 1/(offset + slope·t); default offset 0, slope β²/((k + 2)·ln n).
+    /// {"offset": o, "slope": s}: η_t = 1/(o + s·t) at step t of each round (both ≥ 0,
+    /// o + s > 0). App. G.1 uses o = 20σλ_i, s = (λ_i − λ_{i+1})/ln n, which needs the
+    /// spectrum; the default takes σ → 0 and the public guess β²/(k + 2) for the eigengap.
+    /// Default: o = 0, s = β²/((k + 2)·ln n).
     #[serde(default)]
     pub learning_rate: Option<LearningRate>,
-    /// K of Assumption A.4; default 1 (App. G.1).
+    /// K of Assumption A.4 (sub-Weibull tail of the gradients), > 0: scales PrivMean's bin
+    /// width 2^{1/4}·K·sqrt(Λ̂)·ln²(25) and truncation radius 3K·sqrt(Λ̂)·ln^a(Bd/τ'). App.
+    /// G.1: 1.
     #[serde(default)]
+    #[schemars(extend("default" = DEFAULT_TAIL_SCALE, "exclusiveMinimum" = 0))]
     pub tail_scale: Option<f64>,
-    /// a of Assumption A.4; default 1 (App. G.1).
+    /// a of Assumption A.4 (a = 1 for sub-Gaussian data), > 0: the power of the log in the
+    /// truncation radius. App. G.1: 1.
     #[serde(default)]
+    #[schemars(extend("default" = DEFAULT_TAIL_EXPONENT, "exclusiveMinimum" = 0))]
     pub tail_exponent: Option<f64>,
-    /// τ ∈ (0, 1); default 0.01 (App. G.1).
+    /// τ ∈ (0, 1): each PrivRange/PrivMean call gets τ/(2T); sets the truncation radius and the
+    /// default number of PrivRange subsets. App. G.1: 0.01.
     #[serde(default)]
+    #[schemars(extend("default" = DEFAULT_FAILURE_PROBABILITY, "exclusiveMinimum" = 0, "exclusiveMaximum" = 1))]
     pub failure_probability: Option<f64>,
-    /// k', PrivRange's number of subsets; default min(⌊B/2⌋, max(2·⌈k'_min⌉, 16)).
+    /// k', PrivRange's number of subsets (Alg. 6 line 3). At least k'_min = 1 +
+    /// 2·ln(1/(δ_R·τ'))/ε_R (ε_R = sqrt(2·ρ/16), δ_R = δ/2, τ' = τ/(2T)), for which the
+    /// histogram keeps a bin holding all of them with probability ≥ 1 − τ', and at most ⌊B/2⌋.
+    /// Default: min(⌊B/2⌋, max(2·⌈k'_min⌉, 16)), so the estimates may split over two bins.
     #[serde(default)]
+    #[schemars(range(min = 1))]
     pub range_subsets: Option<usize>,
-    /// w, the width of PrivRange's geometric bins in quarter octaves (ratio 2^{w/4}); default 8
-    /// (ratio 4), the paper's is 1.
+    /// w: PrivRange's geometric bins [2^{iw/4}, 2^{(i+1)w/4}) span w quarter octaves (1..=64).
+    /// The paper's w = 1 (ratio 2^{1/4}) needs subset estimates accurate to a few per cent,
+    /// which batches of √n records cannot give; w = 8 (ratio 4) lets averages of ≥ 4 pair
+    /// differences agree, at the price of a Λ̂ up to 4× below the spread (truncation radius up
+    /// to 2× smaller).
     #[serde(default)]
+    #[schemars(range(min = 1, max = 64), extend("default" = DEFAULT_BIN_QUARTER_OCTAVES))]
     pub range_bin_quarter_octaves: Option<u32>,
 }
 
@@ -417,24 +438,6 @@ fn positive_param(value: Option<f64>, default: f64, field: &str) -> Result<f64, 
     }
 }
 
-fn param(
-    name: &'static str,
-    json_type: &'static str,
-    description: &'static str,
-    default: Option<serde_json::Value>,
-    minimum: Option<f64>,
-) -> ParamInfo {
-    ParamInfo {
-        name,
-        json_type,
-        description,
-        default,
-        required: false,
-        minimum,
-        allowed: None,
-    }
-}
-
 impl Algorithm for KDpPca {
     type Params = KDpPcaParams;
     type Config = KDpPcaConfig;
@@ -446,60 +449,6 @@ impl Algorithm for KDpPca {
             source: "Düngler & Sanyal 2025, Alg. 1 (deflation), Alg. 2 (ModifiedDP-PCA), Alg. 6 (PrivRange), Alg. 7 (PrivMean); histograms: Karwa & Vadhan 2018",
             kinds: vec![Kind::Records],
             relations: vec![Relation::ReplaceOne],
-            params: vec![
-                ParamInfo::rank(),
-                param(
-                    "batch_size",
-                    "integer",
-                    "B, records per step (2 ≤ B ≤ ⌊n/k⌋); each round takes T = ⌊⌊n/k⌋/B⌋ steps. Default: the smallest B whose ⌊B/2⌋ pair differences fill PrivRange's k' = max(2·⌈k'_min⌉, 16) subsets with at least 16 pairs each (k'_min = 1 + 2·ln(1/(δ_R·τ'))/ε_R); a larger B lowers each step's noise (∝ 1/B) but leaves fewer steps.",
-                    Some(json!(
-                        "smallest B with floor(B/2) >= 16 * max(2 * ceil(k'_min), 16)"
-                    )),
-                    Some(2.0),
-                ),
-                param(
-                    "learning_rate",
-                    "object",
-                    "{\"offset\": o, \"slope\": s}: η_t = 1/(o + s·t) at step t of each round (both ≥ 0, o + s > 0). App. G.1 uses o = 20σλ_i, s = (λ_i − λ_{i+1})/ln n, which needs the spectrum; the default takes σ → 0 and the public guess β²/(k + 2) for the eigengap: o = 0, s = β²/((k + 2)·ln n).",
-                    Some(json!({"offset": 0.0, "slope": "β²/((k+2)·ln(n))"})),
-                    None,
-                ),
-                param(
-                    "tail_scale",
-                    "number",
-                    "K of Assumption A.4 (sub-Weibull tail of the gradients): scales PrivMean's bin width 2^{1/4}·K·sqrt(Λ̂)·ln²(25) and truncation radius 3K·sqrt(Λ̂)·ln^a(Bd/τ'). App. G.1: 1.",
-                    Some(json!(DEFAULT_TAIL_SCALE)),
-                    None,
-                ),
-                param(
-                    "tail_exponent",
-                    "number",
-                    "a of Assumption A.4 (a = 1 for sub-Gaussian data): the power of the log in the truncation radius. App. G.1: 1.",
-                    Some(json!(DEFAULT_TAIL_EXPONENT)),
-                    None,
-                ),
-                param(
-                    "failure_probability",
-                    "number",
-                    "τ ∈ (0, 1): each PrivRange/PrivMean call gets τ/(2T); sets the truncation radius and the default number of PrivRange subsets. App. G.1: 0.01.",
-                    Some(json!(DEFAULT_FAILURE_PROBABILITY)),
-                    None,
-                ),
-                param(
-                    "range_subsets",
-                    "integer",
-                    "k', PrivRange's number of subsets (Alg. 6 line 3). At least k'_min = 1 + 2·ln(1/(δ_R·τ'))/ε_R (ε_R = sqrt(2·ρ/16), δ_R = δ/2, τ' = τ/(2T)), for which the histogram keeps a bin holding all of them with probability ≥ 1 − τ', and at most ⌊B/2⌋. Default: min(⌊B/2⌋, max(2·⌈k'_min⌉, 16)), so the estimates may split over two bins.",
-                    Some(json!("min(floor(B/2), max(2*ceil(k'_min), 16))")),
-                    Some(1.0),
-                ),
-                param(
-                    "range_bin_quarter_octaves",
-                    "integer",
-                    "w: PrivRange's geometric bins [2^{iw/4}, 2^{(i+1)w/4}) span w quarter octaves (1..=64). The paper's w = 1 (ratio 2^{1/4}) needs subset estimates accurate to a few per cent, which batches of √n records cannot give; w = 8 (ratio 4) lets averages of ≥ 4 pair differences agree, at the price of a Λ̂ up to 4× below the spread (truncation radius up to 2× smaller).",
-                    Some(json!(DEFAULT_BIN_QUARTER_OCTAVES)),
-                    Some(1.0),
-                ),
-            ],
             privacy: "δ-approximate ρ-zCDP with ρ = ε²/2 when the target is stated as (ε, δ) (else the target's ρ) and δ the job's delta: every step is so on its own disjoint batch, its ρ split 1/16 to PrivRange's stability histogram, 1/16 to PrivMean's per-coordinate histograms and 7/8 to PrivMean's Gaussian (charged in ρ directly), δ half to each histogram family.",
             public_only: false,
             scope_reason: Some(

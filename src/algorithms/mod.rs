@@ -30,6 +30,7 @@ pub mod k_dp_pca;
 #[cfg(test)]
 mod mapped_input_tests;
 pub mod noisy_power;
+pub mod parameters;
 pub mod registry;
 pub mod sensitivity;
 pub mod tensor_power;
@@ -126,35 +127,6 @@ pub struct NoiseScale {
     pub description: String,
 }
 
-/// Description of one parameter, for `GET /v1/algorithms`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ParamInfo {
-    pub name: &'static str,
-    /// JSON type: "integer", "number", "string", "boolean" or "array".
-    pub json_type: &'static str,
-    pub description: &'static str,
-    /// Default value, or a description of how it is derived ("min(d, 2k)").
-    pub default: Option<serde_json::Value>,
-    pub required: bool,
-    pub minimum: Option<f64>,
-    pub allowed: Option<Vec<&'static str>>,
-}
-
-impl ParamInfo {
-    /// The target rank k every algorithm takes: required, 1 ≤ k ≤ d.
-    pub fn rank() -> Self {
-        Self {
-            name: "k",
-            json_type: "integer",
-            description: "Target rank: number of principal components returned (1 ≤ k ≤ d).",
-            default: None,
-            required: true,
-            minimum: Some(1.0),
-            allowed: None,
-        }
-    }
-}
-
 /// What `GET /v1/algorithms` shows about an algorithm.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AlgorithmInfo {
@@ -164,7 +136,6 @@ pub struct AlgorithmInfo {
     pub source: &'static str,
     pub kinds: Vec<Kind>,
     pub relations: Vec<Relation>,
-    pub params: Vec<ParamInfo>,
     /// One line: what is guaranteed and how it is charged.
     pub privacy: &'static str,
     /// Refused (403) on datasets that are not `public: true`.
@@ -177,7 +148,9 @@ pub struct AlgorithmInfo {
 /// One private PCA algorithm.
 pub trait Algorithm: Send + Sync + 'static {
     /// What the client sends (unknown fields are rejected by `#[serde(deny_unknown_fields)]`).
-    type Params: DeserializeOwned;
+    /// Its JSON Schema, derived from the same type, is what `GET /v1/algorithms` and the OpenAPI
+    /// document publish (see [`parameters`]).
+    type Params: DeserializeOwned + schemars::JsonSchema;
     /// Every parameter fixed, noise calibrated. Stored with the job and re-read by the runner.
     type Config: Serialize + DeserializeOwned + Send + Sync;
 

@@ -17,13 +17,11 @@
 
 use rand::RngCore;
 use rand_distr::{Distribution, StandardNormal};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 
 use super::sensitivity::{SensitivityMode, check_bounds, power_sensitivity};
-use super::{
-    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, ParamInfo, RunEnv, RunError,
-};
+use super::{Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError};
 use crate::dataset::{DataContext, Kind, Relation};
 use crate::linalg::{Matrix, Records, fix_signs, gram_t, gram_t_times, matmul, thin_qr_q, try_thin_svd};
 use crate::privacy::{Cost, PrivacyTarget};
@@ -43,18 +41,23 @@ pub const RELEASE: &str = "power_iteration";
 pub struct NoisyPower;
 
 /// What the client sends.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NoisyPowerParams {
-    /// Target rank k, 1 ≤ k ≤ d.
+    /// Target rank: number of principal components returned (1 ≤ k ≤ d).
+    #[schemars(range(min = 1))]
     pub k: usize,
-    /// Iteration rank p, k ≤ p ≤ d; default min(d, 2k).
+    /// Iteration rank (k ≤ p ≤ d); extra columns speed convergence. Default: min(d, 2k).
     #[serde(default)]
+    #[schemars(range(min = 1))]
     pub p: Option<usize>,
-    /// Number of iterations L, 1 ≤ L ≤ 1000; default [`DEFAULT_ITERATIONS`].
+    /// Number of noisy power iterations L (1–1000; 1–5 is typical). The noise grows like √L at
+    /// a fixed budget.
     #[serde(default)]
+    #[schemars(range(min = 1, max = MAX_ITERATIONS), extend("default" = DEFAULT_ITERATIONS))]
     pub iterations: Option<u32>,
-    /// Which sensitivity bound calibrates the noise; default `auto`.
+    /// Sensitivity bound calibrating each iteration's noise: row_norm (Nicolas et al. Thm 3.1),
+    /// rank_one (records only), hardt_price (baseline), or auto (the smallest applicable).
     #[serde(default)]
     pub sensitivity: SensitivityMode,
 }
@@ -173,36 +176,6 @@ impl Algorithm for NoisyPower {
             source: "Nicolas et al. 2024, Alg. 1 with Thm 3.1 (sensitivity) and Thm 3.2 (privacy); Hardt & Price 2014; Balcan et al. 2016",
             kinds: vec![Kind::Records, Kind::Matrix],
             relations: vec![Relation::ReplaceOne, Relation::AddRemove, Relation::Entry],
-            params: vec![
-                ParamInfo::rank(),
-                ParamInfo {
-                    name: "p",
-                    json_type: "integer",
-                    description: "Iteration rank (k ≤ p ≤ d); extra columns speed convergence.",
-                    default: Some(json!("min(d, 2k)")),
-                    required: false,
-                    minimum: Some(1.0),
-                    allowed: None,
-                },
-                ParamInfo {
-                    name: "iterations",
-                    json_type: "integer",
-                    description: "Number of noisy power iterations L (1–1000; 1–5 is typical). The noise grows like √L at a fixed budget.",
-                    default: Some(json!(DEFAULT_ITERATIONS)),
-                    required: false,
-                    minimum: Some(1.0),
-                    allowed: None,
-                },
-                ParamInfo {
-                    name: "sensitivity",
-                    json_type: "string",
-                    description: "Sensitivity bound calibrating each iteration's noise: row_norm (Nicolas et al. Thm 3.1), rank_one (records only), hardt_price (baseline), or auto (the smallest applicable).",
-                    default: Some(json!("auto")),
-                    required: false,
-                    minimum: None,
-                    allowed: Some(SensitivityMode::NAMES.to_vec()),
-                },
-            ],
             privacy: "ρ-zCDP with ρ = L/(2s²): each iteration is a Gaussian mechanism with noise sd s·Δ(X_{l−1}).",
             public_only: false,
             scope_reason: None,

@@ -1,7 +1,7 @@
 //! The list of algorithms the service offers, and the object-safe view of [`Algorithm`] the
 //! rest of the service uses (configurations travel as JSON between submission and run).
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use super::analyze_gauss::AnalyzeGauss;
 use super::centering::CenterConfig;
@@ -10,9 +10,9 @@ use super::eigenvalues::{self, EigenvalueConfig};
 use super::exact::Exact;
 use super::noisy_power::NoisyPower;
 use super::{
-    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, ParamInfo, RunEnv, RunError,
+    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError, parameters,
 };
-use crate::dataset::{DataContext, Kind};
+use crate::dataset::DataContext;
 use crate::privacy::{Cost, PrivacyTarget};
 
 /// A job ready to be charged and queued.
@@ -30,6 +30,10 @@ pub struct Prepared {
 /// Object-safe face of an [`Algorithm`].
 pub trait DynAlgorithm: Send + Sync {
     fn info(&self) -> AlgorithmInfo;
+
+    /// The JSON Schema of the `params` a job may send: the algorithm's own parameters and the
+    /// generic options that apply to it (see [`super::parameters`]).
+    fn parameters(&self) -> Value;
 
     /// Check the dataset fits, parse and validate `params`, calibrate to `target`, and price.
     fn prepare(
@@ -49,9 +53,10 @@ pub trait DynAlgorithm: Send + Sync {
     ) -> Result<Output, RunError>;
 }
 
-// Generic job options (`center`, `center_share`, `with_eigenvalues`, `eigenvalue_share`) are
-// handled here for every algorithm (see [`super::centering`] and [`super::eigenvalues`]),
-// unless the algorithm declares a parameter of the same name itself.
+// Generic job options (`center`, `center_share`, `clip`, `with_eigenvalues`,
+// `eigenvalue_share`: [`super::parameters::GenericParams`]) are handled here for every
+// algorithm (see [`super::centering`], [`super::clipping`] and [`super::eigenvalues`]), unless
+// the algorithm declares a parameter of the same name itself.
 /// Top-level keys added to the stored configuration when an option is used.
 const CONFIG_CENTER: &str = "center";
 const CONFIG_EIGENVALUES: &str = "eigenvalues";
@@ -59,72 +64,6 @@ const CONFIG_WITH_EIGENVALUES: &str = "with_eigenvalues";
 const CONFIG_CLIP: &str = "clip";
 /// Recorded when `clip: "auto"` chose not to clip.
 const CONFIG_CLIP_AUTO: &str = "clip_auto";
-
-fn declares(info: &AlgorithmInfo, name: &str) -> bool {
-    info.params.iter().any(|p| p.name == name)
-}
-
-/// The generic parameters an algorithm accepts in addition to its own.
-fn generic_param_info(info: &AlgorithmInfo) -> Vec<ParamInfo> {
-    let mut params = Vec::new();
-    let own = |name: &str| declares(info, name);
-    if info.kinds.contains(&Kind::Records) && !own("center") {
-        params.push(ParamInfo {
-            name: "center",
-            json_type: "string",
-            description: "records only: \"none\", \"private\" (private mean by the Gaussian mechanism on the clipped sum, charged center_share of the job's budget; rows re-centred and re-clipped) or an array of d numbers (a public centre, free)",
-            default: Some(json!("none")),
-            required: false,
-            minimum: None,
-            allowed: None,
-        });
-        if !own("center_share") {
-            params.push(ParamInfo {
-                name: "center_share",
-                json_type: "number",
-                description: "share of the job's ρ spent on the private mean, in (0, 1); only with center = \"private\"",
-                default: Some(json!(super::centering::DEFAULT_CENTER_SHARE)),
-                required: false,
-                minimum: Some(0.0),
-                allowed: None,
-            });
-        }
-    }
-    if info.kinds.contains(&Kind::Records) && !own("clip") {
-        params.push(ParamInfo {
-            name: "clip",
-            json_type: "string",
-            description: "records only, adaptive clipping: \"none\" (default), \"auto\" (the median at 0.1 of the job's ρ, unless the public n, d and ρ say the declared bound already leaves little noise) or {\"quantile\": q, \"share\": f}: spend f of the job's ρ on a DP q-quantile c of the row norms (noisy binary search, Gaussian), clip rows at c ≤ β and calibrate the algorithm to c; c is returned with the result as released.clip_norm",
-            default: Some(json!("none")),
-            required: false,
-            minimum: None,
-            allowed: None,
-        });
-    }
-    if !own("with_eigenvalues") {
-        params.push(ParamInfo {
-            name: "with_eigenvalues",
-            json_type: "boolean",
-            description: "true: return private eigenvalue estimates (free when the algorithm releases them, otherwise noisy Rayleigh quotients charged eigenvalue_share of the job's ρ); false: return none; absent: return them only when free",
-            default: None,
-            required: false,
-            minimum: None,
-            allowed: None,
-        });
-    }
-    if !own("eigenvalue_share") && !eigenvalues::releases_eigenvalues(info.name) {
-        params.push(ParamInfo {
-            name: "eigenvalue_share",
-            json_type: "number",
-            description: "share of the job's ρ spent on the eigenvalue estimates, in (0, 1); only with with_eigenvalues = true",
-            default: Some(json!(eigenvalues::DEFAULT_EIGENVALUE_SHARE)),
-            required: false,
-            minimum: Some(0.0),
-            allowed: None,
-        });
-    }
-    params
-}
 
 /// The generic options of one job, validated and calibrated.
 #[derive(Debug, Default)]
@@ -142,6 +81,7 @@ impl Options {
     /// the target: the options' costs first, the algorithm gets the rest.
     fn take(
         info: &AlgorithmInfo,
+        own: &Map<String, Value>,
         params: &mut Value,
         ctx: &DataContext,
         target: &PrivacyTarget,
@@ -150,43 +90,26 @@ impl Options {
             return Ok((Options::default(), *target));
         };
         let mut options = Options::default();
-        let center = if declares(info, "center") {
-            None
-        } else {
-            super::centering::take_request(map, ctx)?
-        };
-        let mut with = None;
-        if !declares(info, "with_eigenvalues") {
-            match map.remove("with_eigenvalues") {
-                None | Some(Value::Null) => {}
-                Some(Value::Bool(b)) => with = Some(b),
-                Some(_) => {
-                    return Err(ConfigError::invalid(
-                        "params.with_eigenvalues",
-                        "must be a boolean",
-                    ));
-                }
+        let generic = parameters::take_generic(own, map)?;
+        let center = super::centering::request(generic.center, generic.center_share, ctx)?;
+        let with = generic.with_eigenvalues;
+        if let Some(share) = generic.eigenvalue_share {
+            if !(share > 0.0 && share < 1.0) {
+                return Err(ConfigError::invalid(
+                    "params.eigenvalue_share",
+                    "must be a number strictly between 0 and 1",
+                ));
             }
-        }
-        let mut eigen_share = None;
-        if !declares(info, "eigenvalue_share")
-            && let Some(v) = map.remove("eigenvalue_share").filter(|v| !v.is_null())
-        {
-            let share = eigenvalues::check_share(&v, "params.eigenvalue_share")?;
             if with != Some(true) || eigenvalues::releases_eigenvalues(info.name) {
                 return Err(ConfigError::invalid(
                     "params.eigenvalue_share",
                     "applies only with with_eigenvalues = true on an algorithm that does not release eigenvalues itself",
                 ));
             }
-            eigen_share = Some(share);
         }
+        let eigen_share = generic.eigenvalue_share;
         options.with_eigenvalues = with;
-        let clip = if declares(info, "clip") {
-            None
-        } else {
-            clipping::take_request(map, ctx)?
-        };
+        let clip = clipping::request(generic.clip, ctx)?;
         let clip = match clip {
             Some(ClipRequest::Auto) => match clipping::auto_choice(ctx, target.rho) {
                 Some(choice) => Some((choice, true)),
@@ -332,17 +255,17 @@ impl Options {
     }
 
     /// Splits a stored configuration into the algorithm's own object and the options.
-    fn load(info: &AlgorithmInfo, config: &Value) -> Result<(Value, Options), RunError> {
+    fn load(own_params: &Map<String, Value>, config: &Value) -> Result<(Value, Options), RunError> {
         let bad = |e: serde_json::Error| RunError::Failed(format!("stored configuration is unreadable: {e}"));
         let mut own = config.clone();
         let mut options = Options::default();
         if let Value::Object(map) = &mut own {
-            if !declares(info, "center")
+            if !parameters::declares(own_params, "center")
                 && let Some(c) = map.remove(CONFIG_CENTER)
             {
                 options.center = Some(serde_json::from_value(c).map_err(bad)?);
             }
-            if !declares(info, "with_eigenvalues")
+            if !parameters::declares(own_params, "with_eigenvalues")
                 && let Some(w) = map.remove(CONFIG_WITH_EIGENVALUES)
             {
                 options.with_eigenvalues = Some(serde_json::from_value(w).map_err(bad)?);
@@ -350,7 +273,7 @@ impl Options {
             if let Some(e) = map.remove(CONFIG_EIGENVALUES) {
                 options.eigenvalues = Some(serde_json::from_value(e).map_err(bad)?);
             }
-            if !declares(info, "clip")
+            if !parameters::declares(own_params, "clip")
                 && let Some(c) = map.remove(CONFIG_CLIP)
             {
                 options.clip = Some(serde_json::from_value(c).map_err(bad)?);
@@ -370,10 +293,11 @@ fn config_k(config: &Value) -> Option<usize> {
 
 impl<A: Algorithm> DynAlgorithm for A {
     fn info(&self) -> AlgorithmInfo {
-        let mut info = Algorithm::info(self);
-        let generic = generic_param_info(&info);
-        info.params.extend(generic);
-        info
+        Algorithm::info(self)
+    }
+
+    fn parameters(&self) -> Value {
+        parameters::published(&Algorithm::info(self), parameters::schema_of::<A::Params>())
     }
 
     fn prepare(
@@ -409,7 +333,8 @@ impl<A: Algorithm> DynAlgorithm for A {
         } else {
             params
         };
-        let (options, algorithm_target) = Options::take(&info, &mut params, ctx, target)?;
+        let own = parameters::schema_of::<A::Params>();
+        let (options, algorithm_target) = Options::take(&info, &own, &mut params, ctx, target)?;
         let parsed: A::Params = serde_path_to_error::deserialize(params).map_err(|e| {
             let path = e.path().to_string();
             let field = if path == "." {
@@ -436,8 +361,7 @@ impl<A: Algorithm> DynAlgorithm for A {
         ctx: &DataContext,
         env: &mut RunEnv<'_>,
     ) -> Result<Output, RunError> {
-        let info = Algorithm::info(self);
-        let (own, options) = Options::load(&info, config)?;
+        let (own, options) = Options::load(&parameters::schema_of::<A::Params>(), config)?;
         let config: A::Config = serde_json::from_value(own)
             .map_err(|e| RunError::Failed(format!("stored configuration is unreadable: {e}")))?;
         let centred;

@@ -27,7 +27,7 @@ use crate::dataset::Neighbours;
 use crate::linalg::Matrix;
 
 /// Which sensitivity bound calibrates each power iteration's noise.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SensitivityMode {
     /// The minimum of every bound that applies to the dataset's relation.

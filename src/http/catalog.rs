@@ -12,7 +12,7 @@ use super::datasets::{DatasetView, display_delta, load_dataset};
 use super::error::{ApiError, Json, ProblemDocument};
 use super::jobs::{job_privacy, resolve};
 use super::privacy_input::{DEFAULT_DISPLAY_DELTA, PrivacyAmount, PrivacyInput};
-use crate::algorithms::{self, AlgorithmInfo, NoiseScale};
+use crate::algorithms::{self, DynAlgorithm, NoiseScale};
 use crate::dataset::{Kind, Relation};
 use crate::privacy::admission::{Spending, admit};
 use crate::privacy::units::{DELTA_UNIT, RHO_UNIT, from_units};
@@ -41,10 +41,11 @@ pub struct AlgorithmView {
     pub scope_reason: Option<String>,
 }
 
-impl From<AlgorithmInfo> for AlgorithmView {
-    fn from(info: AlgorithmInfo) -> Self {
+impl From<&dyn DynAlgorithm> for AlgorithmView {
+    fn from(algorithm: &dyn DynAlgorithm) -> Self {
+        let info = algorithm.info();
         Self {
-            parameters: super::params::parameter_schema(&info),
+            parameters: algorithm.parameters(),
             name: info.name.into(),
             summary: info.summary.into(),
             source: info.source.into(),
@@ -63,7 +64,7 @@ pub async fn list() -> Json<Vec<AlgorithmView>> {
     Json(
         algorithms::registry()
             .iter()
-            .map(|a| AlgorithmView::from(a.info()))
+            .map(|a| AlgorithmView::from(*a))
             .collect(),
     )
 }

@@ -210,9 +210,10 @@ fn params_by_algorithm(names: &[&str]) -> Value {
             .map(|(name, schema)| {
                 let needs_params = schema["required"].as_array().is_some_and(|r| !r.is_empty());
                 let required: Vec<&str> = if needs_params { vec!["params"] } else { vec![] };
+                let component = format!("#/components/schemas/{}", params::component_name(name));
                 json!({
                     "if": { "required": ["algorithm"], "properties": { "algorithm": { "const": name } } },
-                    "then": { "required": required, "properties": { "params": schema } }
+                    "then": { "required": required, "properties": { "params": { "$ref": component } } }
                 })
             })
             .collect(),

@@ -144,10 +144,14 @@ impl Projector {
 /// The learning rates η_t = 1/(offset + slope·t), t = 1, 2, … (the form of Düngler & Sanyal
 /// App. G.1: η_t = 1/(20σλ_i + (λ_i − λ_{i+1})·t/ln n) for k-DP-PCA, η_j = 1/(1 + j) for
 /// k-DP-Ojas).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LearningRate {
+    /// o ≥ 0 (o + s > 0).
+    #[schemars(range(min = 0))]
     pub offset: f64,
+    /// s ≥ 0 (o + s > 0).
+    #[schemars(range(min = 0))]
     pub slope: f64,
 }
 
