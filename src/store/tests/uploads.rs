@@ -20,6 +20,8 @@ pub(super) async fn claimed(store: &Store, tenant: Uuid, dataset: Uuid) -> Uploa
 /// A finished upload's temporary file, as the handler leaves it.
 fn written(store: &Store, dataset: Uuid, byte: u8) -> PathBuf {
     let path = store.upload_temp_path(dataset);
+    // A renamed replica's directory is made at its start (`remove_interrupted_uploads`).
+    std::fs::create_dir_all(path.parent().expect("upload directory")).expect("mkdir");
     std::fs::write(&path, [byte; 16]).expect("write");
     path
 }
