@@ -19,7 +19,9 @@ use crate::ingest::{self, Format, IngestError, Limits, Shape};
 use crate::privacy::admission::Rule;
 use crate::privacy::units::{DELTA_UNIT, RHO_UNIT, from_units};
 use crate::state::AppState;
-use crate::store::{DatasetRecord, DatasetStatus, LedgerEntry, LedgerEntryKind, NewDataset, UploadClaimOutcome};
+use crate::store::{
+    DatasetRecord, DatasetStatus, LedgerEntry, LedgerEntryKind, NewDataset, UploadClaimOutcome,
+};
 
 /// Create a dataset: its kind, unit of privacy, public bounds and budget. All immutable.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
@@ -609,9 +611,7 @@ fn write_upload(
     let file = std::fs::File::create(temp).map_err(IngestError::Io)?;
     let mut writer = std::io::BufWriter::with_capacity(1 << 20, file);
     let ingested = ingest::ingest(reader, format, shape, limits, &mut writer)?;
-    let file = writer
-        .into_inner()
-        .map_err(|e| IngestError::Io(e.into_error()))?;
+    let file = writer.into_inner().map_err(|e| IngestError::Io(e.into_error()))?;
     file.sync_all().map_err(IngestError::Io)?;
     Ok(ingested)
 }

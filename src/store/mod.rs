@@ -67,12 +67,12 @@ pub use models::{
     LedgerEntryKind, NewDataset, NewJob, SubmitOutcome, Tenant,
 };
 pub use queue::{CANCELLED_REASON, INTERRUPTED_REASON, LEASE_EXPIRED_REASON, Lease};
-pub use uploads::{HeldUpload, UploadClaim, UploadClaimOutcome};
 pub use studies::{
     NewStudy, NewStudySite, SITE_TOKEN_PREFIX, SiteStatus, StudyCancel, StudyRecord, StudyResult,
     StudySiteRecord, StudyStatus,
 };
 pub use tenants::API_KEY_PREFIX;
+pub use uploads::{HeldUpload, UploadClaim, UploadClaimOutcome};
 
 /// The SQLite schema, embedded at build time from `migrations/sqlite/`.
 static SQLITE_MIGRATOR: Migrator = sqlx::migrate!("migrations/sqlite");

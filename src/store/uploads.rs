@@ -204,7 +204,12 @@ impl HeldUpload {
     }
 
     /// [`Store::attach_upload`] under this claim.
-    pub async fn attach(mut self, upload: &Path, n: u64, d: u64) -> Result<Option<DatasetRecord>, StoreError> {
+    pub async fn attach(
+        mut self,
+        upload: &Path,
+        n: u64,
+        d: u64,
+    ) -> Result<Option<DatasetRecord>, StoreError> {
         self.renewer.abort();
         let attached = self.store.attach_upload(&self.claim, upload, n, d).await;
         self.settled = matches!(attached, Ok(Some(_)));

@@ -384,7 +384,10 @@ async fn a_failed_upload_releases_the_dataset_and_a_delete_beats_an_upload() {
     chunks.send(b"1,0\nnot a number\n".to_vec()).await.unwrap();
     drop(chunks);
     first.await.unwrap().problem(422);
-    assert_eq!(app.get(&format!("/v1/datasets/{id}"), &key).await.json()["status"], "empty");
+    assert_eq!(
+        app.get(&format!("/v1/datasets/{id}"), &key).await.json()["status"],
+        "empty"
+    );
 
     let (chunks, upload) = app.streaming_upload(&key, &id, "text/csv");
     chunks.send(b"1,0\n".to_vec()).await.unwrap();
@@ -396,7 +399,10 @@ async fn a_failed_upload_releases_the_dataset_and_a_delete_beats_an_upload() {
     chunks.send(b"0,1\n".to_vec()).await.unwrap();
     drop(chunks);
     upload.await.unwrap().problem(409);
-    assert_eq!(app.get(&format!("/v1/datasets/{id}"), &key).await.json()["status"], "deleted");
+    assert_eq!(
+        app.get(&format!("/v1/datasets/{id}"), &key).await.json()["status"],
+        "deleted"
+    );
     assert!(!app.state.store.data_path(id.parse().unwrap()).exists());
     let uploads = std::fs::read_dir(app.dir.path().join("data").join("datasets"))
         .unwrap()

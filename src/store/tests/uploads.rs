@@ -63,7 +63,10 @@ async fn a_claim_is_exclusive_across_replicas() {
         );
     }
     // Nor can data be attached past the claim.
-    assert_eq!(f.store.attach_data(f.tenant, ds.id, 2, 1).await.expect("attach"), None);
+    assert_eq!(
+        f.store.attach_data(f.tenant, ds.id, 2, 1).await.expect("attach"),
+        None
+    );
     let other = f.store.create_tenant("mallory").await.expect("tenant").0;
     assert_eq!(
         b.claim_upload(other.id, ds.id).await.expect("claim"),
@@ -78,12 +81,18 @@ async fn a_claim_is_exclusive_across_replicas() {
         .await
         .expect("attach")
         .expect("attached");
-    assert_eq!((ready.status, ready.n, ready.d), (DatasetStatus::Ready, Some(2), Some(1)));
+    assert_eq!(
+        (ready.status, ready.n, ready.d),
+        (DatasetStatus::Ready, Some(2), Some(1))
+    );
     assert_eq!(
         b.claim_upload(f.tenant, ds.id).await.expect("claim"),
         UploadClaimOutcome::Refused(DatasetStatus::Ready)
     );
-    assert!(!f.store.renew_upload(&claim).await.expect("renew"), "the claim ended");
+    assert!(
+        !f.store.renew_upload(&claim).await.expect("renew"),
+        "the claim ended"
+    );
 }
 
 /// A replica that died mid-upload leaves a lease that runs out; another upload takes the
@@ -110,7 +119,10 @@ async fn a_lapsed_claim_is_taken_over_and_fences_its_old_holder() {
     assert_ne!(first.token, second.token);
 
     assert!(!a.renew_upload(&first).await.expect("renew"));
-    assert!(!a.release_upload(&first).await.expect("release"), "not its claim any more");
+    assert!(
+        !a.release_upload(&first).await.expect("release"),
+        "not its claim any more"
+    );
     let stale = written(&a, ds.id, 1);
     assert_eq!(a.attach_upload(&first, &stale, 2, 1).await.expect("attach"), None);
     assert!(!stale.exists(), "a fenced-off upload's file is removed");
@@ -139,7 +151,10 @@ async fn a_stale_token_cannot_attach() {
         ..claim
     };
     let path = written(&f.store, ds.id, 1);
-    assert_eq!(f.store.attach_upload(&forged, &path, 2, 1).await.expect("attach"), None);
+    assert_eq!(
+        f.store.attach_upload(&forged, &path, 2, 1).await.expect("attach"),
+        None
+    );
     assert!(!path.exists());
     assert!(!f.store.renew_upload(&forged).await.expect("renew"));
     assert!(!f.store.release_upload(&forged).await.expect("release"));
@@ -170,7 +185,10 @@ async fn release_returns_the_dataset_to_empty() {
     assert!(!f.store.release_upload(&claim).await.expect("release"), "once");
     assert!(!f.store.renew_upload(&claim).await.expect("renew"));
     let path = written(&f.store, ds.id, 1);
-    assert_eq!(f.store.attach_upload(&claim, &path, 2, 1).await.expect("attach"), None);
+    assert_eq!(
+        f.store.attach_upload(&claim, &path, 2, 1).await.expect("attach"),
+        None
+    );
     assert!(!path.exists());
 
     let again = claimed(&f.store, f.tenant, ds.id).await;
@@ -196,7 +214,10 @@ async fn deleting_during_an_upload_wins() {
 
     assert!(!f.store.renew_upload(&claim).await.expect("renew"));
     let path = written(&f.store, ds.id, 1);
-    assert_eq!(f.store.attach_upload(&claim, &path, 2, 1).await.expect("attach"), None);
+    assert_eq!(
+        f.store.attach_upload(&claim, &path, 2, 1).await.expect("attach"),
+        None
+    );
     assert!(!path.exists(), "the late upload's file is removed");
     assert!(!f.store.data_path(ds.id).exists());
     assert!(!f.store.release_upload(&claim).await.expect("release"));
