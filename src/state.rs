@@ -1,9 +1,6 @@
 //! Shared application state handed to every handler and to the job runner.
 
-use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
-
-use uuid::Uuid;
+use std::sync::Arc;
 
 use crate::config::Config;
 use crate::http::rate_limit::RateLimits;
@@ -22,8 +19,6 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     /// Per-tenant token buckets for submissions and uploads.
     pub rate_limits: Arc<RateLimits>,
-    /// Datasets with an upload in progress in this process (a second concurrent upload is 409).
-    pub uploads: Arc<Mutex<HashSet<Uuid>>>,
     /// Live studies coordinated by this process.
     pub studies: StudyHub,
 }
@@ -37,7 +32,6 @@ impl AppState {
             admin_key: Arc::new(admin_key),
             jobs: Arc::new(JobControl::default()),
             metrics: Arc::new(Metrics::new()),
-            uploads: Arc::new(Mutex::new(HashSet::new())),
             studies: StudyHub::new(store.clone()),
         }
     }

@@ -19,7 +19,9 @@ use crate::ingest::{self, Format, IngestError, Limits, Shape};
 use crate::privacy::admission::Rule;
 use crate::privacy::units::{DELTA_UNIT, RHO_UNIT, from_units};
 use crate::state::AppState;
-use crate::store::{DatasetRecord, DatasetStatus, LedgerEntry, LedgerEntryKind, NewDataset};
+use crate::store::{
+    DatasetRecord, DatasetStatus, LedgerEntry, LedgerEntryKind, NewDataset, UploadClaimOutcome,
+};
 
 /// Create a dataset: its kind, unit of privacy, public bounds and budget. All immutable.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
@@ -83,7 +85,8 @@ pub struct DatasetView {
     pub row_l1_bound: Option<f64>,
     pub entry_bound: Option<f64>,
     pub public: bool,
-    /// `empty` (awaiting data), `ready`, or `deleted` (data gone, ledger kept).
+    /// `empty` (awaiting data), `uploading` (an upload is in progress; `empty` again if it
+    /// fails), `ready`, or `deleted` (data gone, ledger kept).
     pub status: DatasetStatus,
     /// Number of features d (records) or side m of the matrix; absent until data is uploaded.
     /// Called `d` before 0.2.0.
@@ -410,20 +413,6 @@ pub async fn ledger(
     }))
 }
 
-/// Removes a dataset id from the in-progress upload set when the upload ends.
-struct UploadGuard {
-    state: AppState,
-    id: Uuid,
-}
-
-impl Drop for UploadGuard {
-    fn drop(&mut self) {
-        if let Ok(mut set) = self.state.uploads.lock() {
-            set.remove(&self.id);
-        }
-    }
-}
-
 fn ingest_problem(e: IngestError) -> ApiError {
     if matches!(e, IngestError::TooLarge { .. }) {
         return ApiError::new(ProblemKind::PayloadTooLarge, e.to_string());
@@ -508,7 +497,9 @@ enum UploadFailure {
 /// clients send; a `.npy` file is recognised by its magic string, other formats are named
 /// with `?format=csv|json`), or `text/csv` (header optional), `application/json` (an array of
 /// rows) or `application/x-npy` (f64/f32, C order). Streamed and validated; records are clipped
-/// to the declared bounds. A symmetric matrix is checked for shape and symmetry.
+/// to the declared bounds. A symmetric matrix is checked for shape and symmetry. While the
+/// body streams the dataset is `uploading`, and another upload to it is refused (409); a
+/// failed upload leaves it `empty`.
 #[utoipa::path(put, operation_id = "upload_dataset_data", path = "/v1/datasets/{id}/data", tag = "datasets", security(("api_key" = [])),
     params(("id" = Uuid, Path, description = "dataset id"), UploadQuery),
     responses((status = 200, body = DatasetView), (status = 404, body = ProblemDocument), (status = 409, body = ProblemDocument),
@@ -522,14 +513,9 @@ pub async fn upload(
     body: Body,
 ) -> Result<Json<DatasetView>, ApiError> {
     let record = load_dataset(&state, auth.tenant_id, id).await?;
-    match record.status {
-        DatasetStatus::Empty => {}
-        DatasetStatus::Ready => {
-            return Err(ApiError::conflict(
-                "this dataset already has data; datasets are immutable, create a new dataset to upload other data",
-            ));
-        }
-        DatasetStatus::Deleted => return Err(ApiError::conflict("this dataset has been deleted")),
+    // An `uploading` dataset may be held by a replica that died; the claim below decides.
+    if !matches!(record.status, DatasetStatus::Empty | DatasetStatus::Uploading) {
+        return Err(not_uploadable(record.status));
     }
     let content_type = headers
         .get(header::CONTENT_TYPE)
@@ -559,20 +545,12 @@ pub async fn upload(
         },
         Kind::Matrix => Shape::SymmetricMatrix,
     };
-    {
-        let mut uploads = state
-            .uploads
-            .lock()
-            .map_err(|_| ApiError::internal("upload set poisoned"))?;
-        if !uploads.insert(id) {
-            return Err(ApiError::conflict(
-                "an upload to this dataset is already in progress",
-            ));
-        }
-    }
-    let _guard = UploadGuard {
-        state: state.clone(),
-        id,
+    // The dataset is held in the database before any data is read, so a second upload on
+    // any replica is refused at once; the hold gives it back if this upload fails.
+    let held = match state.store.claim_upload(auth.tenant_id, id).await? {
+        UploadClaimOutcome::Claimed(claim) => state.store.hold_upload(claim),
+        UploadClaimOutcome::Refused(status) => return Err(not_uploadable(status)),
+        UploadClaimOutcome::NotFound => return Err(ApiError::not_found("dataset", id)),
     };
 
     let temp = state.store.upload_temp_path(id);
@@ -588,22 +566,19 @@ pub async fn upload(
                 (format.ok_or(UploadFailure::Unrecognised)?, Box::new(reader))
             }
         };
-        let failed = UploadFailure::Ingest;
-        let file = std::fs::File::create(&temp_for_task).map_err(|e| failed(IngestError::Io(e)))?;
-        let mut writer = std::io::BufWriter::with_capacity(1 << 20, file);
-        let ingested = ingest::ingest(reader, format, shape, &limits, &mut writer).map_err(failed)?;
-        let file = writer
-            .into_inner()
-            .map_err(|e| failed(IngestError::Io(e.into_error())))?;
-        file.sync_all().map_err(|e| failed(IngestError::Io(e)))?;
-        Ok(ingested)
+        let written = write_upload(reader, format, shape, &limits, &temp_for_task);
+        if written.is_err() {
+            // Here rather than in the handler, which is gone if the client hung up.
+            let _ = std::fs::remove_file(&temp_for_task);
+        }
+        written.map_err(UploadFailure::Ingest)
     })
     .await
     .map_err(ApiError::internal)?;
     let ingested = match outcome {
         Ok(ingested) => ingested,
         Err(failure) => {
-            let _ = tokio::fs::remove_file(&temp).await;
+            held.release().await;
             return Err(match failure {
                 UploadFailure::Ingest(e) => ingest_problem(e),
                 UploadFailure::Unrecognised => ApiError::new(
@@ -615,16 +590,41 @@ pub async fn upload(
             });
         }
     };
-    // The store moves the file into place and marks the dataset ready in one step (or removes
-    // the file when the dataset was deleted or filled meanwhile).
-    match state
-        .store
-        .attach_upload(auth.tenant_id, id, &temp, ingested.n, ingested.d)
-        .await?
-    {
+    // The store moves the file into place and marks the dataset ready in one step, if this
+    // upload's claim still holds the dataset (else it removes the file).
+    match held.attach(&temp, ingested.n, ingested.d).await? {
         Some(record) => Ok(Json(DatasetView::from(&record))),
         None => Err(ApiError::conflict(
-            "the dataset was deleted or filled during the upload",
+            "the dataset was deleted during the upload, or this upload stalled past its lease and another upload took the dataset over",
         )),
+    }
+}
+
+/// Parses an upload into its temporary file, synced to disk.
+fn write_upload(
+    reader: Box<dyn std::io::Read>,
+    format: Format,
+    shape: Shape,
+    limits: &Limits,
+    temp: &std::path::Path,
+) -> Result<ingest::Ingested, IngestError> {
+    let file = std::fs::File::create(temp).map_err(IngestError::Io)?;
+    let mut writer = std::io::BufWriter::with_capacity(1 << 20, file);
+    let ingested = ingest::ingest(reader, format, shape, limits, &mut writer)?;
+    let file = writer.into_inner().map_err(|e| IngestError::Io(e.into_error()))?;
+    file.sync_all().map_err(IngestError::Io)?;
+    Ok(ingested)
+}
+
+/// Why a dataset in this status takes no upload.
+fn not_uploadable(status: DatasetStatus) -> ApiError {
+    match status {
+        DatasetStatus::Ready => ApiError::conflict(
+            "this dataset already has data; datasets are immutable, create a new dataset to upload other data",
+        ),
+        DatasetStatus::Deleted => ApiError::conflict("this dataset has been deleted"),
+        DatasetStatus::Empty | DatasetStatus::Uploading => {
+            ApiError::conflict("an upload to this dataset is already in progress")
+        }
     }
 }

@@ -333,6 +333,9 @@ fn require_ready(dataset: &DatasetRecord) -> Result<(), ApiError> {
     match dataset.status {
         DatasetStatus::Ready => Ok(()),
         DatasetStatus::Empty => Err(ApiError::conflict("the dataset has no data yet; upload it first")),
+        DatasetStatus::Uploading => Err(ApiError::conflict(
+            "the dataset has no data yet; its upload is in progress",
+        )),
         DatasetStatus::Deleted => Err(ApiError::conflict("the dataset has been deleted")),
     }
 }

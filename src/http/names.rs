@@ -54,8 +54,13 @@ published_enum!(
 published_enum!(
     DatasetStatus,
     "DatasetStatus",
-    "`empty` (awaiting data), `ready`, or `deleted` (data gone, ledger kept).",
-    [DatasetStatus::Empty, DatasetStatus::Ready, DatasetStatus::Deleted]
+    "`empty` (awaiting data), `uploading` (an upload is in progress; `empty` again if it fails), `ready`, or `deleted` (data gone, ledger kept).",
+    [
+        DatasetStatus::Empty,
+        DatasetStatus::Uploading,
+        DatasetStatus::Ready,
+        DatasetStatus::Deleted
+    ]
 );
 published_enum!(
     JobStatus,
@@ -139,7 +144,10 @@ mod tests {
         }
         fn count_dataset(s: DatasetStatus) -> usize {
             match s {
-                DatasetStatus::Empty | DatasetStatus::Ready | DatasetStatus::Deleted => 3,
+                DatasetStatus::Empty
+                | DatasetStatus::Uploading
+                | DatasetStatus::Ready
+                | DatasetStatus::Deleted => 4,
             }
         }
         fn count_study(s: StudyStatus) -> usize {

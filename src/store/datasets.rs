@@ -1,5 +1,5 @@
-//! Datasets: creation with their budget, attaching uploaded data, listing, deletion (data
-//! removed, ledger kept, queued jobs refunded, id never reused).
+//! Datasets: creation with their budget, listing, deletion (data removed, ledger kept, queued
+//! jobs refunded, id never reused). Uploading data is in `uploads.rs`.
 
 use std::path::Path;
 
@@ -50,7 +50,7 @@ fn check(new: &NewDataset) -> Result<(), StoreError> {
     }
 }
 
-fn positive(value: u64, what: &str) -> Result<i64, StoreError> {
+pub(super) fn positive(value: u64, what: &str) -> Result<i64, StoreError> {
     match i64::try_from(value) {
         Ok(v) if v > 0 => Ok(v),
         _ => Err(StoreError::InvalidDataset(format!(
@@ -75,7 +75,7 @@ pub(crate) async fn dataset_for(
 }
 
 /// Removes a file, treating "already gone" as success.
-async fn remove_if_present(path: &Path) -> Result<(), StoreError> {
+pub(super) async fn remove_if_present(path: &Path) -> Result<(), StoreError> {
     match tokio::fs::remove_file(path).await {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
         _ => Ok(()),
@@ -159,9 +159,10 @@ impl Store {
     }
 
     /// Marks an empty dataset ready with its shape; `None` if it does not exist for this tenant
-    /// or is not empty. The caller has already moved the data into [`Store::data_path`];
-    /// prefer [`Store::attach_upload`], which does the move under the write lock so that two
-    /// concurrent uploads or an upload racing a delete cannot leave data and shape mismatched.
+    /// or is not empty (an upload holding it included). The caller has already moved the data
+    /// into [`Store::data_path`]; uploads use [`Store::attach_upload`] instead, which does the
+    /// move under the write lock and the upload's claim, so that two uploads or an upload
+    /// racing a delete cannot leave data and shape mismatched.
     pub async fn attach_data(
         &self,
         tenant: Uuid,
@@ -174,58 +175,9 @@ impl Store {
         mark_ready(&mut conn, tenant, dataset, n, d).await
     }
 
-    /// Atomically moves a finished upload (written at [`Store::upload_temp_path`]) to
-    /// [`Store::data_path`] and marks the dataset ready with shape n×d. The store takes the
-    /// file: it either becomes the dataset's data, or (dataset unknown for this tenant, not
-    /// empty, or an error) it is removed. Returns `None` when the dataset was not attachable.
-    pub async fn attach_upload(
-        &self,
-        tenant: Uuid,
-        dataset: Uuid,
-        upload: &Path,
-        n: u64,
-        d: u64,
-    ) -> Result<Option<DatasetRecord>, StoreError> {
-        let attached = self.attach_upload_inner(tenant, dataset, upload, n, d).await;
-        if !matches!(attached, Ok(Some(_))) {
-            remove_if_present(upload).await?;
-        }
-        attached
-    }
-
-    async fn attach_upload_inner(
-        &self,
-        tenant: Uuid,
-        dataset: Uuid,
-        upload: &Path,
-        n: u64,
-        d: u64,
-    ) -> Result<Option<DatasetRecord>, StoreError> {
-        let (n, d) = (positive(n, "n")?, positive(d, "d")?);
-        let mut tx = self.write_tx().await?;
-        let attachable = dataset_for(&mut tx, tenant, dataset)
-            .await?
-            .is_some_and(|found| found.status == DatasetStatus::Empty);
-        if !attachable {
-            tx.rollback().await?;
-            return Ok(None);
-        }
-        let target = self.data_path(dataset);
-        tokio::fs::rename(upload, &target).await?;
-        let marked = match mark_ready(&mut tx, tenant, dataset, n, d).await {
-            Ok(Some(ready)) => tx.commit().await.map(|()| Some(ready)).map_err(StoreError::from),
-            // Unreachable under the write lock (checked empty above); the rollback is on drop.
-            other => other,
-        };
-        if !matches!(marked, Ok(Some(_))) {
-            remove_if_present(&target).await?;
-        }
-        marked
-    }
-
     /// Deletes a dataset: status `Deleted`, its queued jobs cancelled and refunded, its running
-    /// jobs asked to stop (their charge is kept), all in one transaction; then its data file is
-    /// removed. The ledger is kept. Idempotent: deleting again returns the deleted record and
+    /// jobs asked to stop (their charge is kept), an upload's claim on it dropped (that upload
+    /// can no longer attach), all in one transaction; then its data file is removed. The ledger is kept. Idempotent: deleting again returns the deleted record and
     /// retries the file removal. `None` if the dataset does not exist for this tenant.
     pub async fn delete_dataset(
         &self,
@@ -240,7 +192,9 @@ impl Store {
         if found.status != DatasetStatus::Deleted {
             let at = now();
             sqlx::query(
-                "UPDATE datasets SET status = 'deleted', deleted_at = $1, updated_at = $1 WHERE id = $2",
+                "UPDATE datasets SET status = 'deleted', deleted_at = $1, updated_at = $1, \
+                     upload_claim = NULL, upload_lease_until = NULL \
+                 WHERE id = $2",
             )
             .bind(ts(at))
             .bind(id(dataset))

@@ -40,6 +40,7 @@ mod rows;
 mod studies;
 mod tenants;
 pub mod testing;
+mod uploads;
 
 #[cfg(test)]
 mod tests;
@@ -71,6 +72,7 @@ pub use studies::{
     StudySiteRecord, StudyStatus,
 };
 pub use tenants::API_KEY_PREFIX;
+pub use uploads::{HeldUpload, UploadClaim, UploadClaimOutcome};
 
 /// The SQLite schema, embedded at build time from `migrations/sqlite/`.
 static SQLITE_MIGRATOR: Migrator = sqlx::migrate!("migrations/sqlite");
@@ -248,9 +250,33 @@ impl Store {
 
     /// Applies pending migrations. On PostgreSQL, sqlx serialises concurrent migrators with an
     /// advisory lock, so replicas starting together are safe.
+    ///
+    /// On SQLite they run on a connection of their own with foreign keys off: changing a
+    /// constraint means rebuilding the table (SQLite's documented procedure, e.g.
+    /// `0005_upload_claims.sql`), and dropping a table that others reference needs foreign
+    /// keys off, which SQLite ignores inside the transaction sqlx wraps each migration in.
+    /// Afterwards every foreign key is checked, and the connection is closed rather than
+    /// returned to the pool.
     async fn migrate(&self) -> Result<(), StoreError> {
-        self.backend.migrator().run(&self.pool).await?;
-        Ok(())
+        if self.backend == Backend::Postgres {
+            self.backend.migrator().run(&self.pool).await?;
+            return Ok(());
+        }
+        let mut conn = self.pool.acquire().await?.detach();
+        conn.execute("PRAGMA foreign_keys = OFF").await?;
+        let migrated = self.backend.migrator().run(&mut conn).await;
+        let broken: Result<i64, sqlx::Error> =
+            sqlx::query_scalar("SELECT COUNT(*) FROM pragma_foreign_key_check")
+                .fetch_one(&mut conn)
+                .await;
+        let _ = sqlx::Connection::close(conn).await;
+        migrated?;
+        match broken? {
+            0 => Ok(()),
+            rows => Err(StoreError::Corrupt(format!(
+                "{rows} rows break a foreign key after migrating"
+            ))),
+        }
     }
 
     /// The engine behind this store.

@@ -17,12 +17,14 @@ pub struct Tenant {
     pub created_at: DateTime<Utc>,
 }
 
-/// Lifecycle of a dataset: created without data, data attached once, deleted (data removed,
-/// ledger kept, id never reused).
+/// Lifecycle of a dataset: created without data (`Empty`), held by one upload while its body
+/// streams (`Uploading`; back to `Empty` if the upload fails), data attached once (`Ready`),
+/// deleted (data removed, ledger kept, id never reused).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DatasetStatus {
     Empty,
+    Uploading,
     Ready,
     Deleted,
 }
@@ -31,6 +33,7 @@ impl DatasetStatus {
     pub fn as_str(self) -> &'static str {
         match self {
             DatasetStatus::Empty => "empty",
+            DatasetStatus::Uploading => "uploading",
             DatasetStatus::Ready => "ready",
             DatasetStatus::Deleted => "deleted",
         }
@@ -39,6 +42,7 @@ impl DatasetStatus {
     pub fn parse(s: &str) -> Option<Self> {
         match s {
             "empty" => Some(DatasetStatus::Empty),
+            "uploading" => Some(DatasetStatus::Uploading),
             "ready" => Some(DatasetStatus::Ready),
             "deleted" => Some(DatasetStatus::Deleted),
             _ => None,

@@ -334,3 +334,81 @@ async fn deleting_keeps_the_ledger_and_blocks_jobs() {
     let other = app.records(&key, json!({ "rho": 1 }), "1,0\n").await;
     assert_ne!(other, id);
 }
+
+/// While one upload streams, the dataset is `uploading`: a second upload and a job are
+/// refused (409) before any data is sent, and the first upload then finishes normally.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_upload_while_one_streams_is_409() {
+    let app = TestApp::without_runner().await;
+    let key = app.tenant("t").await;
+    let id = app.dataset(&key, records(json!({ "rho": 1 }))).await;
+    let (chunks, first) = app.streaming_upload(&key, &id, "text/csv");
+    chunks.send(b"1,0,0\n".to_vec()).await.unwrap();
+    app.wait_for_dataset(&key, &id, "uploading").await;
+
+    let doc = app
+        .upload(&key, &id, "text/csv", b"0,1,0\n".to_vec())
+        .await
+        .problem(409);
+    assert!(
+        doc["detail"].as_str().unwrap().contains("already in progress"),
+        "{doc}"
+    );
+    let job = json!({ "dataset_id": id, "algorithm": "analyze_gauss", "params": { "k": 1 }, "privacy": { "rho": 0.25 } });
+    app.post("/v1/jobs", &key, job).await.problem(409);
+
+    chunks.send(b"0,0,1\n".to_vec()).await.unwrap();
+    drop(chunks);
+    let reply = first.await.unwrap();
+    assert_eq!(
+        reply.status,
+        StatusCode::OK,
+        "{}",
+        String::from_utf8_lossy(&reply.bytes)
+    );
+    let view = reply.json();
+    assert_eq!(
+        (view["status"].as_str(), view["n_samples"].as_i64()),
+        (Some("ready"), Some(2))
+    );
+}
+
+/// A failed upload gives the dataset back at once; a dataset deleted during an upload stays
+/// deleted, and the upload is a 409 whose file is removed.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_upload_releases_the_dataset_and_a_delete_beats_an_upload() {
+    let app = TestApp::without_runner().await;
+    let key = app.tenant("t").await;
+    let id = app.dataset(&key, records(json!({ "rho": 1 }))).await;
+    let (chunks, first) = app.streaming_upload(&key, &id, "text/csv");
+    chunks.send(b"1,0\nnot a number\n".to_vec()).await.unwrap();
+    drop(chunks);
+    first.await.unwrap().problem(422);
+    assert_eq!(
+        app.get(&format!("/v1/datasets/{id}"), &key).await.json()["status"],
+        "empty"
+    );
+
+    let (chunks, upload) = app.streaming_upload(&key, &id, "text/csv");
+    chunks.send(b"1,0\n".to_vec()).await.unwrap();
+    app.wait_for_dataset(&key, &id, "uploading").await;
+    let reply = app
+        .call(Method::DELETE, &format!("/v1/datasets/{id}"), Some(&key), None)
+        .await;
+    assert_eq!(reply.json()["status"], "deleted");
+    chunks.send(b"0,1\n".to_vec()).await.unwrap();
+    drop(chunks);
+    upload.await.unwrap().problem(409);
+    assert_eq!(
+        app.get(&format!("/v1/datasets/{id}"), &key).await.json()["status"],
+        "deleted"
+    );
+    assert!(!app.state.store.data_path(id.parse().unwrap()).exists());
+    let uploads = std::fs::read_dir(app.dir.path().join("data").join("datasets"))
+        .unwrap()
+        .flatten()
+        .filter(|dir| dir.file_name().to_string_lossy().starts_with(".uploads-"))
+        .flat_map(|dir| std::fs::read_dir(dir.path()).unwrap().flatten())
+        .count();
+    assert_eq!(uploads, 0, "the refused upload's file is removed");
+}

@@ -151,6 +151,55 @@ impl TestApp {
         self.send(request).await
     }
 
+    /// Starts an upload whose body is sent chunk by chunk through the returned sender; the
+    /// body ends when the sender is dropped. The task answers with the reply.
+    pub fn streaming_upload(
+        &self,
+        key: &str,
+        dataset: &str,
+        content_type: &str,
+    ) -> (tokio::sync::mpsc::Sender<Vec<u8>>, tokio::task::JoinHandle<Reply>) {
+        let (chunks, received) = tokio::sync::mpsc::channel::<Vec<u8>>(4);
+        let body = futures_util::stream::unfold(received, |mut received| async move {
+            received
+                .recv()
+                .await
+                .map(|chunk| (Ok::<_, std::io::Error>(chunk), received))
+        });
+        let request = Request::builder()
+            .method(Method::PUT)
+            .uri(format!("/v1/datasets/{dataset}/data"))
+            .header(header::AUTHORIZATION, format!("Bearer {key}"))
+            .header(header::CONTENT_TYPE, content_type)
+            .body(Body::from_stream(body))
+            .unwrap();
+        let router = self.router.clone();
+        let reply = tokio::spawn(async move {
+            let response = router.oneshot(request).await.unwrap();
+            let status = response.status();
+            let headers = response.headers().clone();
+            let bytes = response.into_body().collect().await.unwrap().to_bytes().to_vec();
+            Reply {
+                status,
+                headers,
+                bytes,
+            }
+        });
+        (chunks, reply)
+    }
+
+    /// Polls a dataset until its status is `status` (panics after 10 s).
+    pub async fn wait_for_dataset(&self, key: &str, dataset: &str, status: &str) -> Value {
+        for _ in 0..2000 {
+            let view = self.get(&format!("/v1/datasets/{dataset}"), key).await.json();
+            if view["status"] == status {
+                return view;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        panic!("dataset {dataset} did not become {status}");
+    }
+
     /// A new tenant's API key.
     pub async fn tenant(&self, name: &str) -> String {
         let reply = self.post("/v1/tenants", ADMIN, json!({ "name": name })).await;

@@ -103,9 +103,10 @@ async fn attach_upload_moves_the_file_once() {
     std::fs::write(&first, [1u8; 16]).expect("write");
     std::fs::write(&second, [2u8; 16]).expect("write");
 
+    let claim = super::uploads::claimed(&f.store, f.tenant, ds.id).await;
     let ready = f
         .store
-        .attach_upload(f.tenant, ds.id, &first, 2, 1)
+        .attach_upload(&claim, &first, 2, 1)
         .await
         .expect("attach")
         .expect("attachable");
@@ -118,7 +119,7 @@ async fn attach_upload_moves_the_file_once() {
 
     let again = f
         .store
-        .attach_upload(f.tenant, ds.id, &second, 2, 1)
+        .attach_upload(&claim, &second, 2, 1)
         .await
         .expect("attach");
     assert!(again.is_none());
@@ -234,8 +235,9 @@ async fn interrupted_uploads_are_removed_and_data_files_kept() {
         .expect("create");
     let attached = f.store.upload_temp_path(ds.id);
     std::fs::write(&attached, [1u8; 16]).expect("write");
+    let claim = super::uploads::claimed(&f.store, f.tenant, ds.id).await;
     f.store
-        .attach_upload(f.tenant, ds.id, &attached, 2, 1)
+        .attach_upload(&claim, &attached, 2, 1)
         .await
         .expect("attach")
         .expect("attachable");

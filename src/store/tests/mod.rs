@@ -6,6 +6,7 @@ mod datasets;
 mod ledger_props;
 mod queue;
 mod tenancy;
+mod uploads;
 
 use serde_json::json;
 use tempfile::TempDir;

@@ -1,0 +1,260 @@
+//! Upload claims: one upload at a time holds a dataset, across replicas; a lapsed claim can be
+//! taken over; attaching is fenced by the claim's token; failure and deletion end a claim.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use uuid::Uuid;
+
+use super::{fixture, private_spec};
+use crate::store::{DatasetStatus, Store, UploadClaim, UploadClaimOutcome};
+
+/// Claims `dataset`, expecting the claim to succeed.
+pub(super) async fn claimed(store: &Store, tenant: Uuid, dataset: Uuid) -> UploadClaim {
+    match store.claim_upload(tenant, dataset).await.expect("claim") {
+        UploadClaimOutcome::Claimed(claim) => claim,
+        other => panic!("expected a claim, got {other:?}"),
+    }
+}
+
+/// A finished upload's temporary file, as the handler leaves it.
+fn written(store: &Store, dataset: Uuid, byte: u8) -> PathBuf {
+    let path = store.upload_temp_path(dataset);
+    // A renamed replica's directory is made at its start (`remove_interrupted_uploads`).
+    std::fs::create_dir_all(path.parent().expect("upload directory")).expect("mkdir");
+    std::fs::write(&path, [byte; 16]).expect("write");
+    path
+}
+
+async fn status(store: &Store, tenant: Uuid, dataset: Uuid) -> DatasetStatus {
+    store
+        .get_dataset(tenant, dataset)
+        .await
+        .expect("get")
+        .expect("dataset")
+        .status
+}
+
+/// A second replica on the fixture's database and data directory.
+async fn replica(f: &super::Fixture, name: &str, lease: Duration) -> Store {
+    Store::connect(&f.url, f.dir.path())
+        .await
+        .expect("second replica")
+        .with_replica(name)
+        .with_lease(lease)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_claim_is_exclusive_across_replicas() {
+    let f = fixture().await;
+    let b = replica(&f, "replica-b", Duration::from_secs(30)).await;
+    let ds = f
+        .store
+        .create_dataset(f.tenant, private_spec(1_000, 0))
+        .await
+        .expect("create");
+
+    let claim = claimed(&f.store, f.tenant, ds.id).await;
+    assert_eq!(status(&f.store, f.tenant, ds.id).await, DatasetStatus::Uploading);
+    for store in [&f.store, &b] {
+        assert_eq!(
+            store.claim_upload(f.tenant, ds.id).await.expect("claim"),
+            UploadClaimOutcome::Refused(DatasetStatus::Uploading)
+        );
+    }
+    // Nor can data be attached past the claim.
+    assert_eq!(
+        f.store.attach_data(f.tenant, ds.id, 2, 1).await.expect("attach"),
+        None
+    );
+    let other = f.store.create_tenant("mallory").await.expect("tenant").0;
+    assert_eq!(
+        b.claim_upload(other.id, ds.id).await.expect("claim"),
+        UploadClaimOutcome::NotFound
+    );
+
+    assert!(f.store.renew_upload(&claim).await.expect("renew"));
+    let path = written(&f.store, ds.id, 1);
+    let ready = f
+        .store
+        .attach_upload(&claim, &path, 2, 1)
+        .await
+        .expect("attach")
+        .expect("attached");
+    assert_eq!(
+        (ready.status, ready.n, ready.d),
+        (DatasetStatus::Ready, Some(2), Some(1))
+    );
+    assert_eq!(
+        b.claim_upload(f.tenant, ds.id).await.expect("claim"),
+        UploadClaimOutcome::Refused(DatasetStatus::Ready)
+    );
+    assert!(
+        !f.store.renew_upload(&claim).await.expect("renew"),
+        "the claim ended"
+    );
+}
+
+/// A replica that died mid-upload leaves a lease that runs out; another upload takes the
+/// dataset over, and the first one, if it comes back, can neither renew nor attach.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lapsed_claim_is_taken_over_and_fences_its_old_holder() {
+    let f = fixture().await;
+    let short = Duration::from_secs(1);
+    let a = f.store.clone().with_replica("replica-a").with_lease(short);
+    let b = replica(&f, "replica-b", short).await;
+    let ds = a
+        .create_dataset(f.tenant, private_spec(1_000, 0))
+        .await
+        .expect("create");
+
+    let first = claimed(&a, f.tenant, ds.id).await;
+    assert_eq!(
+        b.claim_upload(f.tenant, ds.id).await.expect("claim"),
+        UploadClaimOutcome::Refused(DatasetStatus::Uploading),
+        "a live lease holds"
+    );
+    tokio::time::sleep(Duration::from_millis(1_300)).await;
+    let second = claimed(&b, f.tenant, ds.id).await;
+    assert_ne!(first.token, second.token);
+
+    assert!(!a.renew_upload(&first).await.expect("renew"));
+    assert!(
+        !a.release_upload(&first).await.expect("release"),
+        "not its claim any more"
+    );
+    let stale = written(&a, ds.id, 1);
+    assert_eq!(a.attach_upload(&first, &stale, 2, 1).await.expect("attach"), None);
+    assert!(!stale.exists(), "a fenced-off upload's file is removed");
+    assert!(!a.data_path(ds.id).exists());
+    assert_eq!(status(&a, f.tenant, ds.id).await, DatasetStatus::Uploading);
+
+    let fresh = written(&b, ds.id, 2);
+    b.attach_upload(&second, &fresh, 4, 2)
+        .await
+        .expect("attach")
+        .expect("attached");
+    assert_eq!(std::fs::read(b.data_path(ds.id)).expect("data"), vec![2u8; 16]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stale_token_cannot_attach() {
+    let f = fixture().await;
+    let ds = f
+        .store
+        .create_dataset(f.tenant, private_spec(1_000, 0))
+        .await
+        .expect("create");
+    let claim = claimed(&f.store, f.tenant, ds.id).await;
+    let forged = UploadClaim {
+        token: Uuid::new_v4(),
+        ..claim
+    };
+    let path = written(&f.store, ds.id, 1);
+    assert_eq!(
+        f.store.attach_upload(&forged, &path, 2, 1).await.expect("attach"),
+        None
+    );
+    assert!(!path.exists());
+    assert!(!f.store.renew_upload(&forged).await.expect("renew"));
+    assert!(!f.store.release_upload(&forged).await.expect("release"));
+    assert_eq!(status(&f.store, f.tenant, ds.id).await, DatasetStatus::Uploading);
+
+    let path = written(&f.store, ds.id, 2);
+    assert!(
+        f.store
+            .attach_upload(&claim, &path, 2, 1)
+            .await
+            .expect("attach")
+            .is_some(),
+        "the holder still attaches"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn release_returns_the_dataset_to_empty() {
+    let f = fixture().await;
+    let ds = f
+        .store
+        .create_dataset(f.tenant, private_spec(1_000, 0))
+        .await
+        .expect("create");
+    let claim = claimed(&f.store, f.tenant, ds.id).await;
+    assert!(f.store.release_upload(&claim).await.expect("release"));
+    assert_eq!(status(&f.store, f.tenant, ds.id).await, DatasetStatus::Empty);
+    assert!(!f.store.release_upload(&claim).await.expect("release"), "once");
+    assert!(!f.store.renew_upload(&claim).await.expect("renew"));
+    let path = written(&f.store, ds.id, 1);
+    assert_eq!(
+        f.store.attach_upload(&claim, &path, 2, 1).await.expect("attach"),
+        None
+    );
+    assert!(!path.exists());
+
+    let again = claimed(&f.store, f.tenant, ds.id).await;
+    assert_ne!(again.token, claim.token);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn deleting_during_an_upload_wins() {
+    let f = fixture().await;
+    let ds = f
+        .store
+        .create_dataset(f.tenant, private_spec(1_000, 0))
+        .await
+        .expect("create");
+    let claim = claimed(&f.store, f.tenant, ds.id).await;
+    let deleted = f
+        .store
+        .delete_dataset(f.tenant, ds.id)
+        .await
+        .expect("delete")
+        .expect("dataset");
+    assert_eq!(deleted.status, DatasetStatus::Deleted);
+
+    assert!(!f.store.renew_upload(&claim).await.expect("renew"));
+    let path = written(&f.store, ds.id, 1);
+    assert_eq!(
+        f.store.attach_upload(&claim, &path, 2, 1).await.expect("attach"),
+        None
+    );
+    assert!(!path.exists(), "the late upload's file is removed");
+    assert!(!f.store.data_path(ds.id).exists());
+    assert!(!f.store.release_upload(&claim).await.expect("release"));
+    assert_eq!(status(&f.store, f.tenant, ds.id).await, DatasetStatus::Deleted);
+    assert_eq!(
+        f.store.claim_upload(f.tenant, ds.id).await.expect("claim"),
+        UploadClaimOutcome::Refused(DatasetStatus::Deleted)
+    );
+}
+
+/// A held upload renews its lease past the lease's length, and gives the dataset back when
+/// dropped without attaching (an abandoned request).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_held_upload_stays_claimed_and_is_released_on_drop() {
+    let f = fixture().await;
+    let short = Duration::from_secs(1);
+    let a = f.store.clone().with_replica("replica-a").with_lease(short);
+    let b = replica(&f, "replica-b", short).await;
+    let ds = a
+        .create_dataset(f.tenant, private_spec(1_000, 0))
+        .await
+        .expect("create");
+    let held = a.hold_upload(claimed(&a, f.tenant, ds.id).await);
+
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    assert_eq!(
+        b.claim_upload(f.tenant, ds.id).await.expect("claim"),
+        UploadClaimOutcome::Refused(DatasetStatus::Uploading),
+        "renewed past two leases"
+    );
+
+    drop(held);
+    let mut waited = Duration::ZERO;
+    while status(&a, f.tenant, ds.id).await != DatasetStatus::Empty {
+        assert!(waited < Duration::from_secs(5), "released after drop");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        waited += Duration::from_millis(20);
+    }
+    claimed(&b, f.tenant, ds.id).await;
+}
