@@ -184,7 +184,18 @@ pub fn contract(doc: &mut Value) {
         submit["allOf"] = job_params.clone();
     }
     if let Some(plan) = schemas.get_mut("PlanRequest") {
+        // schemathesis (4.32) gives up on the plan's rules (one more than a submission's) when
+        // every algorithm's params also carry both share dependencies; the plan's copies keep
+        // the `center_share` one and describe the other in words. The server refuses
+        // `eigenvalue_share` without `with_eigenvalues: true` with 422 naming the field.
         let mut rules = job_params.as_array().cloned().unwrap_or_default();
+        for rule in &mut rules {
+            if let Some(Value::Object(dependent)) =
+                rule.pointer_mut("/then/properties/params/dependentSchemas")
+            {
+                dependent.remove("eigenvalue_share");
+            }
+        }
         rules.push(json!({
             "if": { "properties": { "dataset_id": { "type": "null" } } },
             "then": {
@@ -210,10 +221,12 @@ fn params_by_algorithm(names: &[&str]) -> Value {
             .map(|(name, schema)| {
                 let needs_params = schema["required"].as_array().is_some_and(|r| !r.is_empty());
                 let required: Vec<&str> = if needs_params { vec!["params"] } else { vec![] };
-                let component = format!("#/components/schemas/{}", params::component_name(name));
+                // Spelled out, not a `$ref` to the component: schemathesis (4.32) cannot
+                // canonicalize a dozen such references under `if`/`then` and would generate
+                // no submissions at all.
                 json!({
                     "if": { "required": ["algorithm"], "properties": { "algorithm": { "const": name } } },
-                    "then": { "required": required, "properties": { "params": { "$ref": component } } }
+                    "then": { "required": required, "properties": { "params": schema } }
                 })
             })
             .collect(),
