@@ -220,7 +220,10 @@ async fn a_database_outage_is_a_503_and_the_running_job_survives_it() {
 
     // The database comes back, well within the lease.
     let log_file = pg_dir.join("log");
-    pg_ctl(&pg_dir, &["-l", log_file.to_str().unwrap(), "-w", "-t", "60", "start"]);
+    pg_ctl(
+        &pg_dir,
+        &["-l", log_file.to_str().unwrap(), "-w", "-t", "60", "start"],
+    );
     restart.1 = false;
     let outage = stopped_at.elapsed();
     assert!(
@@ -247,7 +250,12 @@ async fn a_database_outage_is_a_503_and_the_running_job_survives_it() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     let job_took = submitted.elapsed();
-    assert_eq!(finished["status"], "succeeded", "{finished}\n{}", server.log_text());
+    assert_eq!(
+        finished["status"],
+        "succeeded",
+        "{finished}\n{}",
+        server.log_text()
+    );
     eprintln!(
         "outage {:.1} s; job finished {:.1} s after submission",
         outage.as_secs_f64(),
