@@ -43,8 +43,19 @@ runuser -u postgres -- "$bindir/initdb" -D "$dir/data" -U postgres -A trust -E U
 
 # A free loopback port (bound and released; the window for a race is small).
 port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
-runuser -u postgres -- "$bindir/pg_ctl" -D "$dir/data" -l "$dir/log" -w -t 60 \
-    -o "-c listen_addresses=127.0.0.1 -p $port -k $dir -c max_connections=300 -c fsync=off" start >/dev/null
+# The settings go into the cluster's configuration, not onto pg_ctl's command line, so that a
+# later plain `pg_ctl -D "$dir/data" -l "$dir/log" -w start` (the outage test restarts the
+# cluster) brings it back identically, on the same port.
+cat >>"$dir/data/postgresql.conf" <<EOF
+
+# scripts/postgres.sh
+listen_addresses = '127.0.0.1'
+port = $port
+unix_socket_directories = '$dir'
+max_connections = 300
+fsync = off
+EOF
+runuser -u postgres -- "$bindir/pg_ctl" -D "$dir/data" -l "$dir/log" -w -t 60 start >/dev/null
 
 url="postgres://postgres@127.0.0.1:$port/postgres"
 for _ in $(seq 1 50); do

@@ -20,7 +20,7 @@ use crate::ingest;
 use crate::job_control::{self, RunningJob, StopReason};
 use crate::linalg::subspace::polish_orthonormal;
 use crate::state::AppState;
-use crate::store::{DatasetStatus, JobRecord, JobResult};
+use crate::store::{DatasetStatus, JobRecord, JobResult, Lease};
 
 /// Runs until `shutdown` is cancelled, then lets running jobs finish within the grace period
 /// and stops the rest (they fail with their charge kept).
@@ -92,48 +92,85 @@ async fn run_one(state: &AppState, job: JobRecord) {
     tracing::info!(job = %job.id, algorithm = %job.algorithm, "job started");
     let outcome = execute(state, &job, control.clone()).await;
     let seconds = started.elapsed().as_secs_f64();
-    let recorded = match outcome {
+    let write = match outcome {
         Ok(result) => {
             state.metrics.job_finished(&job.algorithm, "succeeded", seconds);
-            state.store.complete_job(lease, &result).await
+            Some(Outcome::Succeeded(result))
         }
         Err(Failure::Stopped) => match control.reason() {
             StopReason::User | StopReason::None => {
                 state.metrics.job_finished(&job.algorithm, "cancelled", seconds);
-                state.store.mark_cancelled(lease).await
+                Some(Outcome::Cancelled)
             }
             StopReason::LeaseLost => {
                 // Another replica's reaper already failed the job; nothing left to write.
                 state.metrics.job_finished(&job.algorithm, "failed", seconds);
-                Ok(())
+                None
             }
             StopReason::Timeout => {
                 state.metrics.job_finished(&job.algorithm, "failed", seconds);
-                let reason = format!(
+                Some(Outcome::Failed(format!(
                     "the job exceeded the time limit of {} s; its privacy charge is kept",
                     state.config.job_timeout_secs
-                );
-                state.store.fail_job(lease, &reason).await
+                )))
             }
             StopReason::Shutdown => {
                 state.metrics.job_finished(&job.algorithm, "failed", seconds);
-                state
-                    .store
-                    .fail_job(lease, "stopped by a service shutdown; its privacy charge is kept")
-                    .await
+                Some(Outcome::Failed(
+                    "stopped by a service shutdown; its privacy charge is kept".into(),
+                ))
             }
         },
         Err(Failure::Failed(reason)) => {
             state.metrics.job_finished(&job.algorithm, "failed", seconds);
-            state.store.fail_job(lease, &reason).await
+            Some(Outcome::Failed(reason))
         }
     };
-    heartbeat.cancel();
-    if let Err(e) = recorded {
-        tracing::error!(job = %job.id, error = %e, "could not record the job's outcome");
+    if let Some(write) = write {
+        record(state, lease, &control, &write).await;
     }
+    // The heartbeat runs until the outcome is written (or given up), so that the lease holds
+    // while the write is retried through a database outage.
+    heartbeat.cancel();
     tracing::info!(job = %job.id, seconds, "job finished");
     state.jobs.unregister(job.id);
+}
+
+/// What a finished job leaves in the database.
+enum Outcome {
+    Succeeded(JobResult),
+    Cancelled,
+    Failed(String),
+}
+
+/// Writes a finished job's outcome. A write the database refused for being busy or away is
+/// retried, with the heartbeat still renewing the lease, so a job that finished during an
+/// outage shorter than the lease still ends as it should (docs/deployment.md, "Database lost
+/// while running"). It is given up once the lease is lost or must have run out (a reaper then
+/// fails the job, charges kept, and this write would be fenced off anyway), or on shutdown.
+async fn record(state: &AppState, lease: Lease, control: &RunningJob, outcome: &Outcome) {
+    let finished = Instant::now();
+    let limit = state.store.lease();
+    let mut pause = Duration::from_millis(200);
+    loop {
+        let written = match outcome {
+            Outcome::Succeeded(result) => state.store.complete_job(lease, result).await,
+            Outcome::Cancelled => state.store.mark_cancelled(lease).await,
+            Outcome::Failed(reason) => state.store.fail_job(lease, reason).await,
+        };
+        let e = match written {
+            Ok(()) => return,
+            Err(e) => e,
+        };
+        let gone = matches!(control.reason(), StopReason::LeaseLost | StopReason::Shutdown);
+        if !e.is_busy() || gone || finished.elapsed() >= limit {
+            tracing::error!(job = %lease.job, error = %e, "could not record the job's outcome");
+            return;
+        }
+        tracing::warn!(job = %lease.job, error = %e, "could not record the job's outcome yet; retrying");
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_secs(2));
+    }
 }
 
 async fn execute(state: &AppState, job: &JobRecord, control: Arc<RunningJob>) -> Result<JobResult, Failure> {

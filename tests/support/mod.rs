@@ -1,6 +1,6 @@
 //! Running the real `privpca serve` binary in tests: start it with an environment, wait for
 //! readiness, call it, SIGKILL it. Shared by the process-level suites (`tests/crash.rs`,
-//! `tests/replicas.rs`); each includes it with `mod support;`.
+//! `tests/replicas.rs`, `tests/db_outage.rs`); each includes it with `mod support;`.
 
 #![allow(dead_code, clippy::unwrap_used)]
 
