@@ -1,5 +1,5 @@
 //! The published schemas of algorithm names and parameters. One schema serves both
-//! `GET /v1/algorithms` and the OpenAPI document: [`DynAlgorithm::parameters`], derived from the
+//! `GET /v1/algorithms` and the OpenAPI document: [`DynAlgorithm::parameters`](crate::algorithms::DynAlgorithm::parameters), derived from the
 //! type the algorithm's `params` are deserialized into plus the generic options the registry
 //! takes (see [`crate::algorithms::parameters`]); the document carries it as the component
 //! `<algorithm>_params` and selects it from `algorithm` (see `openapi::contract`).
