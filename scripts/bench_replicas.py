@@ -6,6 +6,7 @@ Starts two `privpca serve` processes on a fresh database of the PostgreSQL serve
 with one admin key and one data directory, per-tenant rate limits off. Creates a tenant and a
 small public dataset (n × d `.npy`), runs one job, then, for `--seconds` each:
 
+0. the client's ceiling: the same threads read GET /healthz (no database, no key check);
 1. status reads: `--clients` threads, each on its own keep-alive connection to replica A or B
    (alternating), read GET /v1/jobs/{id} as fast as they can;
 2. submissions: the same threads POST /v1/jobs (noisy_power k=2 on the public dataset, so no
@@ -206,6 +207,9 @@ def main():
             f"two replicas on PostgreSQL, {args.clients} client threads, {args.seconds:.0f} s per phase, "
             f"{os.cpu_count()} cores shared by client, replicas and database; binary {args.bin}"
         )
+        # The client's own ceiling: an answer that touches neither the database nor the key.
+        lat, codes = hammer(ports, key, args.clients, args.seconds, lambda c, j: c.call("GET", "/healthz")[0])
+        report("/healthz", lat, codes, args.seconds, {200})
         lat, codes = hammer(ports, key, args.clients, args.seconds, lambda c, j: c.call("GET", f"/v1/jobs/{job}")[0])
         report("status reads", lat, codes, args.seconds, {200})
         admitted = []
