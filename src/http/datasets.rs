@@ -593,11 +593,55 @@ pub async fn upload(
     // The store moves the file into place and marks the dataset ready in one step, if this
     // upload's claim still holds the dataset (else it removes the file).
     match held.attach(&temp, ingested.n, ingested.d).await? {
-        Some(record) => Ok(Json(DatasetView::from(&record))),
+        Some(record) => {
+            if record.kind == Kind::Records {
+                keep_statistics(&state, &record);
+            }
+            Ok(Json(DatasetView::from(&record)))
+        }
         None => Err(ApiError::conflict(
             "the dataset was deleted during the upload, or this upload stalled past its lease and another upload took the dataset over",
         )),
     }
+}
+
+/// Computes a records dataset's statistics (XᵀX, Xᵀ1, n; `ingest::stats_file`) in the
+/// background right after its upload, so that its first job reads them instead of passing over
+/// the records. Nothing is returned to anyone: the file sits beside the data and goes with it.
+/// If this has not finished (or failed) when a job starts, the job builds them itself; two
+/// builders write through distinct temporary names and the last rename wins, both whole.
+fn keep_statistics(state: &AppState, record: &DatasetRecord) {
+    let (Some(n), Some(d)) = (record.n, record.d) else {
+        return;
+    };
+    let (n, d) = (n as usize, d as usize);
+    let id = record.id;
+    let data = state.store.data_path(id);
+    let stats = state.store.stats_path(id);
+    let temp = state.store.upload_temp_path(id);
+    tokio::task::spawn_blocking(move || {
+        if ingest::stats_file::read(&stats, d, n).is_some() {
+            return;
+        }
+        let opened = match ingest::open(&data, n, d) {
+            Ok(opened) => opened,
+            // Deleted already, most likely; a job would report a real read error.
+            Err(e) => {
+                tracing::debug!(dataset = %id, error = %e, "statistics not kept after the upload");
+                return;
+            }
+        };
+        let (_, error) = ingest::stats_file::build_and_keep(&stats, &temp, opened.records());
+        if let Some(e) = error {
+            tracing::warn!(dataset = %id, error = %e, "could not keep the dataset's statistics; its first job computes them");
+        }
+        drop(opened);
+        // A delete that removed the data while this ran: the statistics go with the data (a
+        // delete after this check removes them itself).
+        if !data.exists() {
+            let _ = std::fs::remove_file(&stats);
+        }
+    });
 }
 
 /// Parses an upload into its temporary file, synced to disk.

@@ -412,3 +412,35 @@ async fn a_failed_upload_releases_the_dataset_and_a_delete_beats_an_upload() {
         .count();
     assert_eq!(uploads, 0, "the refused upload's file is removed");
 }
+
+#[tokio::test]
+async fn an_upload_keeps_the_records_statistics_for_the_first_job() {
+    let app = TestApp::without_runner().await;
+    let key = app.tenant("t").await;
+    let id = app
+        .records(&key, json!({ "rho": 1 }), "0.6,0.0\n0.0,0.8\n0.3,0.4\n")
+        .await;
+    let uuid = id.parse().unwrap();
+    let stats = app.state.store.stats_path(uuid);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let kept = loop {
+        if let Some(kept) = privpca::ingest::stats_file::read(&stats, 2, 3) {
+            break kept;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no statistics beside {stats:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    // XᵀX and Xᵀ1 of the three rows, as uploaded (all within the row bound 1).
+    let close = |a: f64, b: f64| (a - b).abs() < 1e-12;
+    assert_eq!(kept.n, 3);
+    assert!(close(kept.gram[(0, 0)], 0.36 + 0.09) && close(kept.gram[(1, 1)], 0.64 + 0.16));
+    assert!(close(kept.gram[(0, 1)], 0.12) && close(kept.gram[(1, 0)], 0.12));
+    assert!(close(kept.sums[0], 0.9) && close(kept.sums[1], 1.2));
+    // They go with the data.
+    app.call(Method::DELETE, &format!("/v1/datasets/{id}"), Some(&key), None)
+        .await;
+    assert!(!stats.exists());
+}
