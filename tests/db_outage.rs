@@ -21,7 +21,6 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use sqlx::{Connection, Executor};
 use support::{Server, get, post, start, tenant};
 
 const ADMIN: &str = "outage-test-admin";
@@ -60,25 +59,6 @@ fn pg_ctl(pg_dir: &Path, args: &[&str]) {
         .status()
         .expect("run pg_ctl");
     assert!(status.success(), "pg_ctl {args:?} failed: {status}");
-}
-
-/// A fresh, empty database on the test server; returns its URL.
-async fn fresh_database(base: &str) -> String {
-    let name = format!("privpca_outage_{}", uuid::Uuid::new_v4().simple());
-    let mut admin = sqlx::PgConnection::connect(base)
-        .await
-        .expect("connect to PRIVPCA_TEST_POSTGRES_URL");
-    admin
-        .execute(format!("CREATE DATABASE {name}").as_str())
-        .await
-        .expect("create database");
-    admin.close().await.ok();
-    let (prefix, _) = base.rsplit_once('/').expect("a URL with a database name");
-    let query = base
-        .split_once('?')
-        .map(|(_, q)| format!("?{q}"))
-        .unwrap_or_default();
-    format!("{prefix}/{name}{query}")
 }
 
 /// One request with its status, Content-Type and body (JSON, or the text as a string).
@@ -147,7 +127,7 @@ async fn a_database_outage_is_a_503_and_the_running_job_survives_it() {
         return;
     };
     let pg_dir = PathBuf::from(pg_dir);
-    let database = fresh_database(&base_url).await;
+    let database = support::fresh_database(&base_url, "privpca_outage").await;
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("serve.log");
     let server: Server = start(

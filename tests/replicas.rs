@@ -11,12 +11,13 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use std::path::Path;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use sqlx::{Connection, Executor};
 
 const BIN: &str = env!("CARGO_BIN_EXE_privpca");
 const ADMIN: &str = "replica-test-admin";
@@ -27,25 +28,6 @@ fn postgres_url() -> Option<String> {
     std::env::var("PRIVPCA_TEST_POSTGRES_URL")
         .ok()
         .filter(|u| !u.is_empty())
-}
-
-/// A fresh, empty database on the test server; returns its URL.
-async fn fresh_database(base: &str) -> String {
-    let name = format!("privpca_replicas_{}", uuid::Uuid::new_v4().simple());
-    let mut admin = sqlx::PgConnection::connect(base)
-        .await
-        .expect("connect to PRIVPCA_TEST_POSTGRES_URL");
-    admin
-        .execute(format!("CREATE DATABASE {name}").as_str())
-        .await
-        .expect("create database");
-    admin.close().await.ok();
-    let (prefix, _) = base.rsplit_once('/').expect("a URL with a database name");
-    let query = base
-        .split_once('?')
-        .map(|(_, q)| format!("?{q}"))
-        .unwrap_or_default();
-    format!("{prefix}/{name}{query}")
 }
 
 struct Replica {
@@ -209,7 +191,7 @@ async fn a_killed_replicas_job_is_failed_by_the_other_and_admission_never_oversp
         eprintln!("PRIVPCA_TEST_POSTGRES_URL is not set; skipping the replica test");
         return;
     };
-    let database = fresh_database(&base_url).await;
+    let database = support::fresh_database(&base_url, "privpca_replicas").await;
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let (log_a, log_b) = (dir.path().join("a.log"), dir.path().join("b.log"));

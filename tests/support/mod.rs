@@ -189,3 +189,24 @@ pub async fn wait_for(base: &str, key: &str, id: &str, until: &[&str], limit: Du
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// A fresh, empty database on the PostgreSQL server at `base` (a URL naming a database its user
+/// may create databases from); returns its URL. Each process-level test on PostgreSQL uses its own.
+pub async fn fresh_database(base: &str, prefix: &str) -> String {
+    use sqlx::{Connection, Executor};
+    let name = format!("{prefix}_{}", uuid::Uuid::new_v4().simple());
+    let mut admin = sqlx::PgConnection::connect(base)
+        .await
+        .expect("connect to PRIVPCA_TEST_POSTGRES_URL");
+    admin
+        .execute(format!("CREATE DATABASE {name}").as_str())
+        .await
+        .expect("create database");
+    admin.close().await.ok();
+    let (server, _) = base.rsplit_once('/').expect("a URL with a database name");
+    let query = base
+        .split_once('?')
+        .map(|(_, q)| format!("?{q}"))
+        .unwrap_or_default();
+    format!("{server}/{name}{query}")
+}
