@@ -21,6 +21,13 @@ pub struct Config {
     #[arg(long, env = "PRIVPCA_BIND", default_value = "127.0.0.1:8080")]
     pub bind: SocketAddr,
 
+    /// Address of the operator listener that serves Prometheus metrics at `/metrics` (off when
+    /// unset). The metrics cover every tenant and carry run times, so bind it to loopback
+    /// (`127.0.0.1:9464`) or a network only the monitoring system reaches; the API port never
+    /// serves them.
+    #[arg(long, env = "PRIVPCA_METRICS_BIND")]
+    pub metrics_bind: Option<SocketAddr>,
+
     /// Database URL: `sqlite://path/to/file.db` (the file is created) or
     /// `postgres://user:password@host:port/database` (the database must exist; several
     /// replicas may share it). Migrated at start.
@@ -140,6 +147,7 @@ impl Config {
     pub fn for_tests(dir: &std::path::Path) -> Self {
         Self {
             bind: "127.0.0.1:0".parse().expect("literal address"),
+            metrics_bind: None,
             database_url: format!("sqlite://{}", dir.join("privpca.db").display()),
             data_dir: dir.join("data"),
             admin_key: Some("test-admin-key".into()),

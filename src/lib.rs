@@ -28,3 +28,8 @@ pub mod telemetry;
 pub fn app(state: state::AppState) -> axum::Router {
     http::router(state)
 }
+
+/// The operator listener's router (`--metrics-bind`): Prometheus metrics, apart from the API.
+pub fn operator_app(state: state::AppState) -> axum::Router {
+    http::operator::router(state)
+}

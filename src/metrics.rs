@@ -1,7 +1,12 @@
 //! Prometheus metrics: jobs by state, job durations per algorithm, budget and rate-limit
-//! refusals. `/metrics` is open, so labels carry only public, data-independent names:
-//! algorithm names, job states, refusal reasons and limited actions — never a dataset,
-//! tenant or job id.
+//! refusals. Served to operators only, on their own listener (`http/operator.rs`,
+//! `--metrics-bind`); even so, labels carry only public, data-independent names: algorithm
+//! names, job states, refusal reasons and limited actions — never a dataset, tenant or job id.
+//!
+//! A job's run time grows with its dataset's row count n, which is private on `add_remove`
+//! datasets (docs/design/privacy.md §3). Such jobs are counted in `jobs_finished` and
+//! `job_durations_withheld` but never observed into the duration histogram, whose sum would
+//! give their run time by difference between two scrapes.
 
 use std::sync::Mutex;
 
@@ -67,6 +72,7 @@ pub struct Metrics {
     jobs: Family<StatusLabel, Gauge>,
     finished: Family<StatusLabel, Counter>,
     duration: Family<JobLabels, Histogram, fn() -> Histogram>,
+    untimed: Family<JobLabels, Counter>,
     refusals: Family<RefusalLabels, Counter>,
     rate_limited: Family<ActionLabel, Counter>,
 }
@@ -84,6 +90,7 @@ impl Metrics {
         let finished = Family::<StatusLabel, Counter>::default();
         let duration =
             Family::<JobLabels, Histogram, fn() -> Histogram>::new_with_constructor(duration_histogram);
+        let untimed = Family::<JobLabels, Counter>::default();
         let refusals = Family::<RefusalLabels, Counter>::default();
         let rate_limited = Family::<ActionLabel, Counter>::default();
         registry.register("jobs", "Jobs by state (from the database)", jobs.clone());
@@ -94,8 +101,13 @@ impl Metrics {
         );
         registry.register(
             "job_duration_seconds",
-            "Run time of jobs this process finished, by algorithm and final state",
+            "Run time of jobs this process finished, by algorithm and final state (jobs on datasets whose row count is private are left out)",
             duration.clone(),
+        );
+        registry.register(
+            "job_durations_withheld",
+            "Jobs this process finished whose run time is not recorded because it would reveal a private row count (add_remove datasets), by algorithm and final state",
+            untimed.clone(),
         );
         registry.register(
             "budget_refusals",
@@ -112,6 +124,7 @@ impl Metrics {
             jobs,
             finished,
             duration,
+            untimed,
             refusals,
             rate_limited,
         }
@@ -134,18 +147,24 @@ impl Metrics {
             .inc();
     }
 
-    pub fn job_finished(&self, algorithm: &str, status: &str, seconds: f64) {
+    /// Counts a finished job; `seconds` is its run time, or `None` where the run time must not
+    /// be recorded (its dataset's row count is private): then it is counted without a duration.
+    pub fn job_finished(&self, algorithm: &str, status: &str, seconds: Option<f64>) {
         self.finished
             .get_or_create(&StatusLabel {
                 status: status.to_string(),
             })
             .inc();
-        self.duration
-            .get_or_create(&JobLabels {
-                algorithm: algorithm.to_string(),
-                status: status.to_string(),
-            })
-            .observe(seconds);
+        let labels = JobLabels {
+            algorithm: algorithm.to_string(),
+            status: status.to_string(),
+        };
+        match seconds {
+            Some(seconds) => self.duration.get_or_create(&labels).observe(seconds),
+            None => {
+                self.untimed.get_or_create(&labels).inc();
+            }
+        }
     }
 
     /// Prometheus text exposition, with the per-state job gauge set from `counts`.

@@ -72,6 +72,15 @@ pub async fn run(state: AppState, shutdown: CancellationToken) {
     let _ = reaper.await;
 }
 
+/// Whether a job's run time may be recorded: it grows with the row count n, so not where n is
+/// private (`add_remove`; docs/design/privacy.md §3). Unknown counts as private.
+async fn run_time_is_public(state: &AppState, job: &JobRecord) -> bool {
+    match state.store.get_dataset(job.tenant_id, job.dataset_id).await {
+        Ok(Some(dataset)) => crate::context::n_is_public(&dataset),
+        _ => false,
+    }
+}
+
 /// How a job ended without a result.
 enum Failure {
     Stopped,
@@ -88,10 +97,12 @@ async fn run_one(state: &AppState, job: JobRecord) {
         control.clone(),
         heartbeat.clone(),
     ));
+    // A run time that grows with a private n goes neither into the metrics nor the log line.
+    let timed = run_time_is_public(state, &job).await;
     let started = Instant::now();
     tracing::info!(job = %job.id, algorithm = %job.algorithm, "job started");
     let outcome = execute(state, &job, control.clone()).await;
-    let seconds = started.elapsed().as_secs_f64();
+    let seconds = timed.then(|| started.elapsed().as_secs_f64());
     let write = match outcome {
         Ok(result) => {
             state.metrics.job_finished(&job.algorithm, "succeeded", seconds);
@@ -132,7 +143,10 @@ async fn run_one(state: &AppState, job: JobRecord) {
     // The heartbeat runs until the outcome is written (or given up), so that the lease holds
     // while the write is retried through a database outage.
     heartbeat.cancel();
-    tracing::info!(job = %job.id, seconds, "job finished");
+    match seconds {
+        Some(seconds) => tracing::info!(job = %job.id, seconds, "job finished"),
+        None => tracing::info!(job = %job.id, "job finished"),
+    }
     state.jobs.unregister(job.id);
 }
 

@@ -1,5 +1,7 @@
 //! Starting and stopping the service.
 
+use std::net::SocketAddr;
+
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
@@ -152,6 +154,10 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         .with_context(|| format!("binding {bind}"))?;
     tracing::info!(address = %listener.local_addr()?, "privpca listening");
     let shutdown = CancellationToken::new();
+    let operator = match state.config.metrics_bind {
+        Some(address) => Some(serve_metrics(address, state.clone(), shutdown.clone()).await?.1),
+        None => None,
+    };
     let runner = tokio::spawn(crate::runner::run(state.clone(), shutdown.clone()));
     let app = crate::app(state.clone());
     let signal = shutdown.clone();
@@ -164,9 +170,45 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         .await
         .context("serving HTTP")?;
     shutdown.cancel();
+    if let Some(operator) = operator {
+        let _ = operator.await;
+    }
     runner.await.context("job runner")?;
     state.store.close().await;
     Ok(())
+}
+
+/// Binds the operator listener (`--metrics-bind`) and serves the metrics on it until
+/// `shutdown`; returns the bound address (port 0 picks one) and the server's task. A listener
+/// outside loopback is allowed (a container's internal network) but logged: whoever reaches it
+/// sees every tenant's activity.
+pub async fn serve_metrics(
+    address: SocketAddr,
+    state: AppState,
+    shutdown: CancellationToken,
+) -> anyhow::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
+    let listener = tokio::net::TcpListener::bind(address)
+        .await
+        .with_context(|| format!("binding the metrics listener {address}"))?;
+    let bound = listener.local_addr()?;
+    if bound.ip().is_loopback() {
+        tracing::info!(address = %bound, "metrics listening (operators only)");
+    } else {
+        tracing::warn!(
+            address = %bound,
+            "metrics listening outside loopback: keep this address away from tenants (they would see every tenant's jobs and refusals)"
+        );
+    }
+    let app = crate::operator_app(state);
+    let task = tokio::spawn(async move {
+        let served = axum::serve(listener, app)
+            .with_graceful_shutdown(async move { shutdown.cancelled().await })
+            .await;
+        if let Err(e) = served {
+            tracing::error!(error = %e, "the metrics listener stopped");
+        }
+    });
+    Ok((bound, task))
 }
 
 async fn wait_for_signal() {

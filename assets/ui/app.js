@@ -112,8 +112,9 @@ function progressCell(j) {
     el("progress", { max: total, value: done }), ` ${done}/${total}`);
 }
 
-// A job cancelled before it started got its charge back: no noise was drawn for it.
-const refunded = (j) => j.status === "cancelled" && !j.started_at;
+// A job cancelled before it started got its charge back: no noise was drawn for it. The API
+// says so (`refunded`); `started_at` cannot tell, it is withheld on add_remove datasets.
+const refunded = (j) => j.refunded === true;
 
 function jobRow(j) {
   const dataset = state.datasets.find((d) => d.id === j.dataset_id);

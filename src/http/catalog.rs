@@ -11,7 +11,7 @@ use super::auth::TenantAuth;
 use super::datasets::{DatasetView, display_delta, load_dataset};
 use super::error::{ApiError, Json, ProblemDocument};
 use super::jobs::{job_privacy, resolve};
-use super::privacy_input::{DEFAULT_DISPLAY_DELTA, PrivacyAmount, PrivacyInput};
+use super::privacy_input::{DEFAULT_DISPLAY_DELTA, MAX_DELTA, PrivacyAmount, PrivacyInput};
 use crate::algorithms::{self, DynAlgorithm, NoiseScale};
 use crate::dataset::{Kind, Relation};
 use crate::privacy::admission::{Spending, admit};
@@ -83,8 +83,8 @@ pub struct PlanRequest {
     #[serde(default)]
     #[schema(value_type = Object)]
     pub params: Value,
-    /// δ at which to show ρ as ε, in (0, 1) (default: the dataset's, else 1e-6).
-    #[schema(exclusive_minimum = 0.0, exclusive_maximum = 1.0)]
+    /// δ at which to show ρ as ε, in (0, 0.999999] (default: the dataset's, else 1e-6).
+    #[schema(exclusive_minimum = 0.0, maximum = 0.999_999)]
     pub display_delta: Option<f64>,
 }
 
@@ -194,11 +194,11 @@ pub async fn plan(
     };
     let target = privacy.parse("privacy")?;
     if let Some(d) = body.display_delta
-        && !(d > 0.0 && d < 1.0)
+        && !(d > 0.0 && d <= MAX_DELTA)
     {
         return Err(ApiError::validation(
             "display_delta",
-            "display_delta must lie in (0, 1)",
+            format!("display_delta must lie in (0, {MAX_DELTA}]"),
         ));
     }
     let shown = body

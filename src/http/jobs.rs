@@ -78,6 +78,9 @@ pub struct JobView {
     pub privacy: serde_json::Value,
     /// What the ledger charged for this job (refunded if it was cancelled before starting).
     pub cost: PrivacyAmount,
+    /// True when the charge was given back: the job was cancelled before it started, so no
+    /// noise was drawn for it. A job that started keeps its charge whatever happens.
+    pub refunded: bool,
     pub progress: Option<ProgressView>,
     /// Why the job failed, when it did.
     pub error: Option<String>,
@@ -87,6 +90,8 @@ pub struct JobView {
     /// When the job started running. Withheld (null) on private `add_remove` datasets, where
     /// it would give away the running time (see `run_ms`).
     pub started_at: Option<DateTime<Utc>>,
+    /// When the job ended. Withheld (null) on private `add_remove` datasets too: on an idle
+    /// queue `finished_at − created_at` is the running time.
     pub finished_at: Option<DateTime<Utc>>,
     /// Milliseconds spent waiting in the queue (null where `started_at` is withheld).
     pub queued_ms: Option<i64>,
@@ -98,9 +103,10 @@ pub struct JobView {
 }
 
 /// Whether a job's timings may be shown: they grow with the number of records n, so they are
-/// withheld exactly where n is (private `add_remove` datasets; docs/design: side channels).
-/// The total latency `finished_at − created_at` and the moment the status changes stay
-/// observable; they include the queue wait and are coarse, but are not padded.
+/// withheld exactly where n is private (`add_remove` datasets; docs/design/privacy.md §3):
+/// `started_at`, `finished_at`, `queued_ms` and `run_ms` are all null there, since any of them
+/// with `created_at` gives the run time. The moment the status changes stays observable to a
+/// client that polls; it is not padded (privacy.md §3 names this limitation).
 pub(crate) fn timings_public(dataset: &DatasetRecord) -> bool {
     crate::context::n_is_public(dataset)
 }
@@ -125,8 +131,9 @@ fn job_view(state: &AppState, job: &JobRecord, timings_public: bool) -> JobView 
         _ => None,
     };
     let started_at = job.started_at.filter(|_| timings_public);
+    let finished_at = job.finished_at.filter(|_| timings_public);
     let queued_ms = started_at.map(|s| (s - job.created_at).num_milliseconds());
-    let run_ms = match (started_at, job.finished_at) {
+    let run_ms = match (started_at, finished_at) {
         (Some(s), Some(f)) => Some((f - s).num_milliseconds()),
         (Some(s), None) => Some((Utc::now() - s).num_milliseconds()),
         _ => None,
@@ -146,13 +153,14 @@ fn job_view(state: &AppState, job: &JobRecord, timings_public: bool) -> JobView 
             display_delta,
         )
         .gaussian_only(job.cost_other_rho_units == 0 && job.cost_delta_units == 0),
+        refunded: job.status == JobStatus::Cancelled && job.started_at.is_none(),
         progress,
         error: job.error.clone(),
         cancel_requested: job.cancel_requested,
         seed: job.seed,
         created_at: job.created_at,
         started_at,
-        finished_at: job.finished_at,
+        finished_at,
         queued_ms,
         run_ms,
         result_url: (job.status == JobStatus::Succeeded).then(|| format!("/v1/jobs/{}/result", job.id)),
@@ -202,6 +210,10 @@ pub(crate) fn resolve(
             priced,
             selection: None,
         });
+    }
+    // A malformed target is the client's privacy field, not something a candidate refused.
+    if let Some(privacy) = privacy {
+        privacy.parse("privacy")?;
     }
     let ctx = data_context(dataset).ok_or_else(|| ApiError::conflict("the dataset has no data yet"))?;
     let mut refusals = Vec::new();

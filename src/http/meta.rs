@@ -1,8 +1,7 @@
-//! Open endpoints: health, readiness, metrics.
+//! Open endpoints: health and readiness. Metrics are for operators only, on their own listener
+//! (`operator.rs`).
 
 use axum::extract::State;
-use axum::http::{HeaderMap, header};
-use axum::response::IntoResponse;
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -37,38 +36,4 @@ pub async fn readyz(State(state): State<AppState>) -> Result<Json<Health>, ApiEr
         status: "ok",
         version: env!("CARGO_PKG_VERSION"),
     }))
-}
-
-/// The media type of the exposition: OpenMetrics, unless the client accepts only plain text
-/// (`Accept: text/plain`, which Prometheus' classic parser reads as well: the OpenMetrics text
-/// is a superset whose `# EOF` line is a comment there).
-fn metrics_media_type(headers: &HeaderMap) -> &'static str {
-    let accept = headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    if accept.contains("text/plain") && !accept.contains("application/openmetrics-text") {
-        "text/plain; version=0.0.4; charset=utf-8"
-    } else {
-        "application/openmetrics-text; version=1.0.0; charset=utf-8"
-    }
-}
-
-/// Prometheus metrics in text format.
-#[utoipa::path(get, operation_id = "get_metrics", path = "/metrics", tag = "meta",
-    responses((status = 200, description = "Prometheus text exposition (OpenMetrics by default, plain text with `Accept: text/plain`)",
-        content((String = "application/openmetrics-text"), (String = "text/plain")))))]
-pub async fn metrics(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-) -> Result<impl IntoResponse, ApiError> {
-    let counts = state.store.job_counts().await?;
-    let counts: Vec<(String, i64)> = counts
-        .into_iter()
-        .map(|(s, n)| (s.as_str().to_string(), n))
-        .collect();
-    Ok((
-        [(header::CONTENT_TYPE, metrics_media_type(&headers))],
-        state.metrics.render(&counts),
-    ))
 }

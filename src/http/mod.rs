@@ -8,6 +8,7 @@ pub mod jobs;
 pub mod meta;
 pub mod names;
 pub mod openapi;
+pub mod operator;
 pub mod params;
 pub mod privacy_input;
 pub mod rate_limit;
@@ -50,7 +51,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/privacy/plan", post(catalog::plan))
         .route("/healthz", get(meta::healthz))
         .route("/readyz", get(meta::readyz))
-        .route("/metrics", get(meta::metrics))
+        // No /metrics here: operators scrape their own listener (operator.rs, --metrics-bind).
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,

@@ -33,7 +33,7 @@ use super::{catalog, datasets, error, jobs, meta, params, privacy_input, site, s
         studies::create, studies::list, studies::get, studies::cancel, studies::result,
         site::study, site::join, site::task, site::shares, site::contribution, site::unmask, site::cape_release,
         catalog::list, catalog::plan,
-        meta::healthz, meta::readyz, meta::metrics,
+        meta::healthz, meta::readyz,
     ),
     components(schemas(error::ProblemDocument, privacy_input::BudgetInput, privacy_input::PrivacyInput,
         privacy_input::PrivacyAmount, datasets::UploadFormat)),
@@ -46,7 +46,7 @@ use super::{catalog, datasets, error, jobs, meta, params, privacy_input, site, s
         (name = "sites", description = "The site protocol (site tokens only; used by `privpca site`)"),
         (name = "algorithms", description = "What can run"),
         (name = "privacy", description = "Data-free planning"),
-        (name = "meta", description = "Health, readiness, metrics"),
+        (name = "meta", description = "Health and readiness"),
     )
 )]
 pub struct ApiDoc;

@@ -18,6 +18,12 @@ pub const DEFAULT_DISPLAY_DELTA: f64 = 1e-6;
 /// δ ∈ (0, 1), so the published range alone decides whether an ε is accepted.
 pub const MAX_EPSILON: f64 = 1e5;
 
+/// Largest δ a budget, a job or a conversion may state. The ledger keeps δ in units of 10⁻¹⁸
+/// and rounds through `f64`, where the largest doubles below 1 come out as many units as δ = 1
+/// itself; any δ this close to 1 is no privacy guarantee anyway. Published in the schemas, so a
+/// request the document admits is never refused for its δ (it was a 500 before).
+pub const MAX_DELTA: f64 = 0.999_999;
+
 /// Smallest ε an (ε, δ) budget may state: at every δ ∈ (0, 1) the ρ it admits is at least one
 /// ledger unit (a smaller budget would admit nothing).
 pub const MIN_BUDGET_EPSILON: f64 = 1e-3;
@@ -34,8 +40,8 @@ pub struct BudgetRho {
     /// zCDP budget ρ, from one ledger unit (1e-12) to 1e6.
     #[schema(minimum = 1e-12, maximum = 1e6)]
     rho: f64,
-    /// Cap on the approximate-DP δ that jobs may spend, in (0, 1) (default 0).
-    #[schema(exclusive_minimum = 0.0, exclusive_maximum = 1.0)]
+    /// Cap on the approximate-DP δ that jobs may spend, in (0, 0.999999] (default 0).
+    #[schema(exclusive_minimum = 0.0, maximum = 0.999_999)]
     delta: Option<f64>,
 }
 
@@ -47,8 +53,8 @@ pub struct BudgetEpsilonDelta {
     /// ε of the budget, from 0.001 to 1e5.
     #[schema(minimum = 1e-3, maximum = 1e5)]
     epsilon: f64,
-    /// δ of the budget, in (0, 1).
-    #[schema(exclusive_minimum = 0.0, exclusive_maximum = 1.0)]
+    /// δ of the budget, in (0, 0.999999].
+    #[schema(exclusive_minimum = 0.0, maximum = 0.999_999)]
     delta: f64,
 }
 
@@ -60,8 +66,8 @@ pub struct PrivacyRho {
     /// ρ > 0 (at most 1e6) this job may spend.
     #[schema(exclusive_minimum = 0.0, maximum = 1e6)]
     rho: f64,
-    /// The approximate-DP δ the job may spend, in (0, 1).
-    #[schema(exclusive_minimum = 0.0, exclusive_maximum = 1.0)]
+    /// The approximate-DP δ the job may spend, in (0, 0.999999].
+    #[schema(exclusive_minimum = 0.0, maximum = 0.999_999)]
     delta: Option<f64>,
 }
 
@@ -73,8 +79,8 @@ pub struct PrivacyEpsilonDelta {
     /// ε > 0 (at most 1e5).
     #[schema(exclusive_minimum = 0.0, maximum = 1e5)]
     epsilon: f64,
-    /// δ in (0, 1).
-    #[schema(exclusive_minimum = 0.0, exclusive_maximum = 1.0)]
+    /// δ in (0, 0.999999].
+    #[schema(exclusive_minimum = 0.0, maximum = 0.999_999)]
     delta: f64,
 }
 
@@ -169,7 +175,16 @@ fn parse_stated(
     delta: Option<f64>,
 ) -> Result<Stated, ApiError> {
     let f = |name: &str| format!("{prefix}.{name}");
-    let delta_of = |d: f64| Delta::new(d).map_err(|e| field_err(&f("delta"), e));
+    let delta_of = |d: f64| {
+        let delta = Delta::new(d).map_err(|e| field_err(&f("delta"), e))?;
+        if !(delta.get() <= MAX_DELTA) {
+            return Err(ApiError::validation(
+                f("delta"),
+                format!("delta must be at most {MAX_DELTA}"),
+            ));
+        }
+        Ok(delta)
+    };
     match (rho, epsilon) {
         (Some(rho), None) => {
             let rho = Rho::new(rho).map_err(|e| field_err(&f("rho"), e))?;
@@ -240,8 +255,10 @@ impl BudgetInput {
                     ),
                 ));
             }
+            // At a large ε and δ the exact curve admits more than the ledger can hold; the
+            // ceiling is then MAX_RHO (lower is sound: admission only refuses more).
             Stated::EpsilonDelta { epsilon, delta, .. } => (
-                max_gaussian_rho(epsilon.get(), delta.get()),
+                max_gaussian_rho(epsilon.get(), delta.get()).min(MAX_RHO),
                 delta.get(),
                 delta.get(),
                 Some((epsilon.get(), delta.get())),

@@ -117,6 +117,30 @@ impl TestApp {
         }
     }
 
+    /// `GET uri` on the operator listener's router (`--metrics-bind`), not on the API's.
+    pub async fn operator(&self, uri: &str) -> Reply {
+        let request = Request::builder().uri(uri).body(Body::empty()).unwrap();
+        let response = privpca::operator_app(self.state.clone())
+            .oneshot(request)
+            .await
+            .unwrap();
+        let status = response.status();
+        let headers = response.headers().clone();
+        let bytes = response.into_body().collect().await.unwrap().to_bytes().to_vec();
+        Reply {
+            status,
+            headers,
+            bytes,
+        }
+    }
+
+    /// The Prometheus text the operator listener serves.
+    pub async fn metrics_text(&self) -> String {
+        let reply = self.operator("/metrics").await;
+        assert_eq!(reply.status, StatusCode::OK);
+        String::from_utf8(reply.bytes).unwrap()
+    }
+
     pub async fn call(&self, method: Method, uri: &str, key: Option<&str>, body: Option<Value>) -> Reply {
         let mut builder = Request::builder().method(method).uri(uri);
         if let Some(key) = key {

@@ -433,6 +433,7 @@ async fn cancelling_a_queued_job_refunds_it() {
         .await;
     assert_eq!(reply.status, StatusCode::OK);
     assert_eq!(reply.json()["status"], "cancelled");
+    assert_eq!(reply.json()["refunded"], true);
     let spent = app.get(&format!("/v1/datasets/{ds}"), &key).await.json()["budget"]["spent"]["rho"]
         .as_f64()
         .unwrap();
@@ -502,6 +503,8 @@ async fn cancelling_a_running_job_keeps_its_charge() {
     );
     let done = app.wait(&key, &id).await;
     assert_eq!(done["status"], "cancelled", "{done}");
+    // Started, so not refunded; the dashboard reads this field (started_at may be withheld).
+    assert_eq!(done["refunded"], false, "{done}");
     let spent = app.get(&format!("/v1/datasets/{ds}"), &key).await.json()["budget"]["spent"]["rho"]
         .as_f64()
         .unwrap();

@@ -1,7 +1,7 @@
 use axum::http::{Method, StatusCode};
 use serde_json::json;
 
-use crate::helpers::{ADMIN, TestApp};
+use crate::helpers::{ADMIN, TestApp, csv_rows, job};
 
 #[tokio::test]
 async fn health_readiness_docs_and_openapi_are_open() {
@@ -31,6 +31,102 @@ async fn committed_openapi_document_matches_the_code() {
 }
 
 #[tokio::test]
+async fn metrics_are_not_served_on_the_api_port() {
+    // Durations and every tenant's queue and refusals are for operators: the API port has no
+    // /metrics, whoever asks (the operator listener is `--metrics-bind`).
+    let app = TestApp::without_runner().await;
+    let key = app.tenant("m").await;
+    for who in [None, Some(key.as_str()), Some(ADMIN)] {
+        app.call(Method::GET, "/metrics", who, None).await.problem(404);
+    }
+    let doc = privpca::http::openapi::document_value();
+    assert!(doc["paths"].get("/metrics").is_none(), "not in the API document");
+}
+
+#[tokio::test]
+async fn the_operator_listener_serves_the_metrics_and_nothing_else() {
+    let app = TestApp::without_runner().await;
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let (address, server) = privpca::serve::serve_metrics(
+        "127.0.0.1:0".parse().unwrap(),
+        app.state.clone(),
+        shutdown.clone(),
+    )
+    .await
+    .unwrap();
+    let client = reqwest::Client::new();
+    let reply = client
+        .get(format!("http://{address}/metrics"))
+        .header("accept", "text/plain")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reply.status(), 200);
+    assert!(
+        reply.headers()["content-type"].to_str().unwrap().starts_with("text/plain"),
+        "{:?}",
+        reply.headers()
+    );
+    let text = reply.text().await.unwrap();
+    assert!(text.contains("privpca_jobs{status=\"queued\"} 0"), "{text}");
+    // Not a second door to the API.
+    for path in ["/v1/jobs", "/healthz", "/openapi.json", "/ui"] {
+        let reply = client.get(format!("http://{address}{path}")).send().await.unwrap();
+        assert_eq!(reply.status(), 404, "{path}");
+    }
+    shutdown.cancel();
+    server.await.unwrap();
+}
+
+#[tokio::test]
+async fn job_durations_on_private_n_datasets_stay_out_of_the_metrics() {
+    let app = TestApp::start().await;
+    let key = app.tenant("m").await;
+    let csv = csv_rows(200, 4, 3);
+    let shown = app.records(&key, json!({ "rho": 1 }), &csv).await;
+    let hidden = app
+        .dataset(
+            &key,
+            json!({ "name": "h", "kind": "records", "relation": "add_remove", "row_norm_bound": 1.0,
+                    "budget": { "rho": 1 } }),
+        )
+        .await;
+    assert_eq!(
+        app.upload(&key, &hidden, "text/csv", csv.into_bytes()).await.status,
+        StatusCode::OK
+    );
+    let privacy = json!({ "rho": 0.1 });
+    for (ds, algorithm) in [(&shown, "analyze_gauss"), (&hidden, "noisy_power")] {
+        let done = app
+            .run(&key, job(ds, algorithm, json!({ "k": 1 }), privacy.clone()))
+            .await;
+        assert_eq!(done["status"], "succeeded", "{done}");
+    }
+    let text = app.metrics_text().await;
+    assert!(
+        text.contains("privpca_job_duration_seconds_count{algorithm=\"analyze_gauss\",status=\"succeeded\"} 1"),
+        "{text}"
+    );
+    // The add_remove job's run time grows with its private n: no histogram sample, no sum.
+    assert!(
+        !text
+            .lines()
+            .any(|l| l.starts_with("privpca_job_duration_seconds") && l.contains("noisy_power")),
+        "{text}"
+    );
+    assert!(
+        text.contains("privpca_jobs_finished_total{status=\"succeeded\"} 2"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "privpca_job_durations_withheld_total{algorithm=\"noisy_power\",status=\"succeeded\"} 1"
+        ),
+        "{text}"
+    );
+}
+
+#[tokio::test]
 async fn metrics_count_jobs_by_state_and_budget_refusals() {
     let app = TestApp::without_runner().await;
     let key = app.tenant("m").await;
@@ -41,9 +137,7 @@ async fn metrics_count_jobs_by_state_and_budget_refusals() {
         StatusCode::ACCEPTED
     );
     app.post("/v1/jobs", &key, job).await.problem(409);
-    let reply = app.call(Method::GET, "/metrics", None, None).await;
-    assert_eq!(reply.status, StatusCode::OK);
-    let text = String::from_utf8(reply.bytes).unwrap();
+    let text = app.metrics_text().await;
     assert!(text.contains("privpca_jobs{status=\"queued\"} 1"), "{text}");
     assert!(
         text.contains("privpca_budget_refusals_total{algorithm=\"analyze_gauss\",reason=\"rho\"} 1"),
@@ -65,7 +159,7 @@ async fn metrics_time_finished_jobs_per_algorithm() {
             .await;
         assert_eq!(job["status"], "succeeded", "{job}");
     }
-    let text = String::from_utf8(app.call(Method::GET, "/metrics", None, None).await.bytes).unwrap();
+    let text = app.metrics_text().await;
     for (algorithm, count) in [("exact", 2), ("noisy_power", 1)] {
         let line = format!(
             "privpca_job_duration_seconds_count{{algorithm=\"{algorithm}\",status=\"succeeded\"}} {count}"
@@ -106,7 +200,7 @@ async fn submissions_over_the_tenant_rate_are_429_with_retry_after() {
     );
     let jobs = app.get("/v1/jobs", &a).await.json();
     assert_eq!(jobs.as_array().map(Vec::len), Some(2), "{jobs}");
-    let text = String::from_utf8(app.call(Method::GET, "/metrics", None, None).await.bytes).unwrap();
+    let text = app.metrics_text().await;
     assert!(
         text.contains("privpca_rate_limit_refusals_total{action=\"submission\"} 1"),
         "{text}"
