@@ -430,7 +430,8 @@ fn stated_epsilon_delta(target: &PrivacyTarget) -> Result<Option<(Epsilon, Delta
     let Some(epsilon) = target.epsilon else {
         return Ok(None);
     };
-    let epsilon = Epsilon::new(epsilon).map_err(|e| ConfigError::invalid("privacy.epsilon", e.to_string()))?;
+    let epsilon =
+        Epsilon::new(epsilon).map_err(|e| ConfigError::invalid("privacy.epsilon", e.to_string()))?;
     let delta = target
         .delta
         .ok_or_else(|| ConfigError::invalid("privacy.delta", "epsilon needs delta"))

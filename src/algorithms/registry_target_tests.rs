@@ -36,7 +36,8 @@ fn keeps(cost: &Cost, epsilon: f64, delta: f64) -> bool {
     if cost.delta == 0.0 && cost.other_rho == 0.0 {
         delta_upper(epsilon, (2.0 * cost.rho).sqrt()) <= delta
     } else {
-        delta - cost.delta > 0.0 && rho_to_epsilon(cost.rho, Delta::new(delta - cost.delta).unwrap()) <= epsilon
+        delta - cost.delta > 0.0
+            && rho_to_epsilon(cost.rho, Delta::new(delta - cost.delta).unwrap()) <= epsilon
     }
 }
 
@@ -49,7 +50,14 @@ fn params(name: &str) -> serde_json::Value {
 
 #[test]
 fn every_algorithm_keeps_an_epsilon_delta_target() {
-    let grid = [(0.1, 1e-6), (0.5, 1e-5), (1.0, 1e-5), (1.0, 1e-8), (2.0, 1e-3), (8.0, 1e-6)];
+    let grid = [
+        (0.1, 1e-6),
+        (0.5, 1e-5),
+        (1.0, 1e-5),
+        (1.0, 1e-8),
+        (2.0, 1e-3),
+        (8.0, 1e-6),
+    ];
     let contexts = [records(8, 20_000_000), matrix(40)];
     for algorithm in registry() {
         let info = algorithm.info();
@@ -72,7 +80,11 @@ fn every_algorithm_keeps_an_epsilon_delta_target() {
                     Ok(p) => p,
                     Err(e) => {
                         // Only k_dp_pca may refuse (too few records for PrivRange at small ε).
-                        assert_eq!(info.name, "k_dp_pca", "{} at ({epsilon}, {delta}): {e}", info.name);
+                        assert_eq!(
+                            info.name, "k_dp_pca",
+                            "{} at ({epsilon}, {delta}): {e}",
+                            info.name
+                        );
                         continue;
                     }
                 };
@@ -84,7 +96,11 @@ fn every_algorithm_keeps_an_epsilon_delta_target() {
                 );
                 // A Gaussian-only job uses (almost) all of the exact curve's room.
                 if cost.is_gaussian_only() {
-                    assert!(cost.rho >= 0.99 * max_gaussian_rho(epsilon, delta), "{} {cost:?}", info.name);
+                    assert!(
+                        cost.rho >= 0.99 * max_gaussian_rho(epsilon, delta),
+                        "{} {cost:?}",
+                        info.name
+                    );
                 }
                 priced += 1;
             }
@@ -100,7 +116,9 @@ fn options_stay_inside_the_target_too() {
     for name in ["noisy_power", "coherent_power", "k_dp_pca"] {
         let algorithm = super::find(name).unwrap();
         let params = json!({ "k": 1, "center": "private", "with_eigenvalues": true, "clip": "auto" });
-        let prepared = algorithm.prepare(params, &ctx, &target).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let prepared = algorithm
+            .prepare(params, &ctx, &target)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(keeps(&prepared.cost, 1.0, 1e-5), "{name}: {:?}", prepared.cost);
     }
 }

@@ -192,8 +192,7 @@ pub fn admit_total(budget: &Budget, total: Spending) -> Option<Rule> {
             if total.is_gaussian_only() {
                 // Gaussian-only: inside the CKS capacity (filter B) or beyond it, by the exact
                 // curve at δ_A (filter A).
-                return (cks || delta_upper(epsilon, mu_of_rho(rho)) <= exact)
-                    .then_some(Rule::ExactGaussian);
+                return (cks || delta_upper(epsilon, mu_of_rho(rho)) <= exact).then_some(Rule::ExactGaussian);
             }
             cks.then_some(Rule::Cks)
         }

@@ -5,8 +5,8 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::privacy::Cost;
-use crate::privacy::units::charge_units;
 use crate::privacy::gaussian_curve::max_gaussian_rho;
+use crate::privacy::units::charge_units;
 
 fn eps_delta(epsilon: f64, delta: f64) -> Budget {
     Budget::EpsilonDelta { epsilon, delta }
@@ -70,7 +70,10 @@ fn capacities_at_a_few_targets() {
         let budget = eps_delta(epsilon, delta);
         let g = rho_capacity_units(&budget, Spending::default()) / 10_000_000;
         let m = rho_capacity_units(&budget, Spending::of_cost(&Cost::pure(1e-6))) / 10_000_000;
-        assert!((g - gauss).abs() <= 1 && (m - mixed).abs() <= 1, "({epsilon}, {delta}): {g} {m}");
+        assert!(
+            (g - gauss).abs() <= 1 && (m - mixed).abs() <= 1,
+            "({epsilon}, {delta}): {g} {m}"
+        );
     }
 }
 
@@ -92,7 +95,10 @@ fn delta_charges_need_delta_left() {
     assert_eq!(admit(&budget, Spending::default(), k_dp), None);
     let k_dp = Spending::of_cost(&Cost::approximate(1.0, 1e-6));
     assert_eq!(admit(&budget, Spending::default(), k_dp), Some(Rule::Cks));
-    assert_eq!(admit(&budget, k_dp, Spending::of_cost(&Cost::approximate(0.1, 1e-18))), None);
+    assert_eq!(
+        admit(&budget, k_dp, Spending::of_cost(&Cost::approximate(0.1, 1e-18))),
+        None
+    );
     // zCDP budgets keep their δ cap.
     let zcdp = Budget::Zcdp {
         rho_units: charge_units(1.0, RHO_UNIT),
@@ -263,11 +269,19 @@ fn certified(leaves: &[Leaf], epsilon: f64, delta: f64) -> bool {
     thresholds.push(-1.0);
     thresholds.iter().any(|&c| {
         let in_a = |l: &&Leaf| l.total.is_gaussian_only() && l.total.rho > c;
-        let rho_a = leaves.iter().filter(in_a).map(|l| l.total.rho).fold(0.0, f64::max);
+        let rho_a = leaves
+            .iter()
+            .filter(in_a)
+            .map(|l| l.total.rho)
+            .fold(0.0, f64::max);
         let b: Vec<&Leaf> = leaves.iter().filter(|l| !in_a(l)).collect();
         let rho_b = b.iter().map(|l| l.total.rho).fold(0.0, f64::max);
         let delta_b = b.iter().map(|l| l.total.delta).fold(0.0, f64::max);
-        let delta_a = if rho_a > 0.0 { exact_delta(epsilon, rho_a) } else { 0.0 };
+        let delta_a = if rho_a > 0.0 {
+            exact_delta(epsilon, rho_a)
+        } else {
+            0.0
+        };
         let b_gaussian = b.iter().all(|l| l.total.is_gaussian_only());
         let conversion = if b_gaussian && rho_b > 0.0 {
             exact_delta(epsilon, rho_b).min(cks_delta(rho_b, epsilon))
@@ -340,12 +354,24 @@ fn the_old_rule_fails_the_certificate_on_a_two_branch_tree() {
     // alone is (1, 1e-5)-DP; no split of δ covers both.
     let (epsilon, delta) = (1.0, 1e-5);
     let nodes = [
-        Node { parent: 0, cost: Cost::gaussian_zcdp(1e-4) },
-        Node { parent: 1, cost: Cost::gaussian_zcdp(0.0357) },
-        Node { parent: 1, cost: Cost::pure((2.0_f64 * 0.0300).sqrt()) },
+        Node {
+            parent: 0,
+            cost: Cost::gaussian_zcdp(1e-4),
+        },
+        Node {
+            parent: 1,
+            cost: Cost::gaussian_zcdp(0.0357),
+        },
+        Node {
+            parent: 1,
+            cost: Cost::pure((2.0_f64 * 0.0300).sqrt()),
+        },
     ];
     let old = play(&nodes, |s, c| old_rule(epsilon, delta, s, c));
-    assert!(old.iter().all(|l| l.total.rho > 0.03), "both branches admitted: {old:?}");
+    assert!(
+        old.iter().all(|l| l.total.rho > 0.03),
+        "both branches admitted: {old:?}"
+    );
     assert!(!certified(&old, epsilon, delta));
     // The rule in force refuses the large charges and is certified.
     let budget = eps_delta(epsilon, delta);
@@ -370,10 +396,22 @@ fn a_delta_cap_that_moves_with_each_path_fails_the_certificate() {
         left > 0.0 && crate::privacy::rho_to_epsilon(rho, Delta::new(left).unwrap()) <= epsilon
     };
     let nodes = [
-        Node { parent: 0, cost: Cost::gaussian_zcdp(1e-5) },
-        Node { parent: 1, cost: Cost::gaussian_zcdp(0.0330) },
-        Node { parent: 1, cost: Cost::approximate(0.01, 4.9e-6) },
-        Node { parent: 1, cost: Cost::pure((2.0_f64 * 0.0283).sqrt()) },
+        Node {
+            parent: 0,
+            cost: Cost::gaussian_zcdp(1e-5),
+        },
+        Node {
+            parent: 1,
+            cost: Cost::gaussian_zcdp(0.0330),
+        },
+        Node {
+            parent: 1,
+            cost: Cost::approximate(0.01, 4.9e-6),
+        },
+        Node {
+            parent: 1,
+            cost: Cost::pure((2.0_f64 * 0.0283).sqrt()),
+        },
     ];
     let leaves = play(&nodes, moving);
     assert_eq!(leaves.len(), 3);

@@ -14,7 +14,10 @@ fn the_three_calibrations_at_one_and_1e_5() {
     assert_eq!((gaussian.rho * 1e4) as i64, 359); // 0.0359: the exact curve at δ
     assert_eq!((zcdp.rho * 1e4) as i64, 305); // 0.0305…: CKS at δ
     assert_eq!((approximate.rho * 1e4) as i64, 283); // 0.0283…: CKS at δ/2
-    assert_eq!((gaussian.delta, zcdp.delta, approximate.delta), (None, None, Some(5e-6)));
+    assert_eq!(
+        (gaussian.delta, zcdp.delta, approximate.delta),
+        (None, None, Some(5e-6))
+    );
     assert!([gaussian, zcdp, approximate].iter().all(|t| t.epsilon.is_none()));
 }
 
@@ -35,7 +38,11 @@ fn each_calibration_is_within_the_target_for_its_kind_of_cost() {
             // An approximate job at the third, spending all of its δ.
             let spent = Cost::approximate((2.0 * approximate.rho).sqrt(), approximate.delta.unwrap());
             assert!(spent.rho <= approximate.rho * (1.0 + 1e-15));
-            assert!(within(&Cost::zcdp(approximate.rho).then(Cost::approximate(0.0, approximate.delta.unwrap())), epsilon, delta));
+            assert!(within(
+                &Cost::zcdp(approximate.rho).then(Cost::approximate(0.0, approximate.delta.unwrap())),
+                epsilon,
+                delta
+            ));
             // The old k_dp_pca charge (ε²/2, δ/2) is not within (ε, δ) at the usual δ's.
             if delta <= 1e-3 {
                 assert!(!within(&Cost::approximate(epsilon, delta / 2.0), epsilon, delta));

@@ -215,7 +215,12 @@ async fn k_dp_pca_keeps_an_epsilon_delta_target() {
                     "privacy": { "epsilon": 1.0, "delta": 1e-5 } }),
         )
         .await;
-    assert_eq!(plan.status, StatusCode::OK, "{}", String::from_utf8_lossy(&plan.bytes));
+    assert_eq!(
+        plan.status,
+        StatusCode::OK,
+        "{}",
+        String::from_utf8_lossy(&plan.bytes)
+    );
     let plan = plan.json();
     let reply = app.post("/v1/jobs", &key, body).await;
     assert_eq!(

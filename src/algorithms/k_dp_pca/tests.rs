@@ -101,7 +101,10 @@ fn cost_equals_the_derivation() {
         assert!(cost.delta <= delta && close(cost.delta, delta), "{cost:?}");
         // The whole job keeps the stated (ε, δ): CKS at δ minus the histograms' δ.
         let left = crate::privacy::Delta::new(2.0 * delta - cost.delta).unwrap();
-        assert!(crate::privacy::rho_to_epsilon(cost.rho, left) <= epsilon, "{cost:?}");
+        assert!(
+            crate::privacy::rho_to_epsilon(cost.rho, left) <= epsilon,
+            "{cost:?}"
+        );
     }
 }
 
@@ -552,7 +555,8 @@ fn end_to_end_gaussian(factor: f64) -> Result<(), String> {
     let scale = 8.0_f64.powf(0.25);
     let mut values = Vec::new();
     for seed in 0..8 {
-        let mut xt = crate::algorithms::testing::gaussian(&mut crate::algorithms::testing::seeded(40 + seed), d, n);
+        let mut xt =
+            crate::algorithms::testing::gaussian(&mut crate::algorithms::testing::seeded(40 + seed), d, n);
         for mut column in xt.column_iter_mut() {
             let norm = column.norm();
             column *= scale / norm;
@@ -594,7 +598,9 @@ fn end_to_end_gaussian_catches_twenty_percent_too_little_noise() {
 fn gaussian_scale_check(factor: f64) -> Result<(), String> {
     let (d, n, k, rho) = (30, 20_000, 3, 50.0);
     let c = ctx(d, Some(n), RO);
-    let mut config = KDpPca.configure(params(k), &c, &target(rho, 1e-5)).expect("valid");
+    let mut config = KDpPca
+        .configure(params(k), &c, &target(rho, 1e-5))
+        .expect("valid");
     config.budget.gaussian_rho *= factor * factor;
     let cal = config.calibration().mean;
     let batch = config.batch_size;
