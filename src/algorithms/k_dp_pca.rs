@@ -16,10 +16,12 @@
 //! we give both the whole batch of B records, which is what the step's composition (below)
 //! pays for. Logs are natural throughout.
 //!
-//! Privacy and cost (docs/k_dp_pca.md, "Cost"). The job's zCDP budget is ρ = ε²/2 when the
-//! target was stated as (ε, δ) (docs/design/privacy.md §2: a natively (ε, δ)-DP algorithm runs at that ε
-//! and is charged (ε²/2, δ)), and the target's ρ otherwise. [`Budget::split`] divides it, once,
-//! between the three kinds of release of a step, each charged in the ledger's zCDP terms:
+//! Privacy and cost (docs/k_dp_pca.md, "Cost"). The job gets a ρ target and the δ its
+//! approximate parts may spend. For a job stated as (ε, δ) the registry gives it half of δ for
+//! the histograms and ρ = the CKS 2020 conversion of ε at the other half, so that the whole job
+//! (histograms' δ plus the conversion's δ) is (ε, δ)-DP (docs/design/privacy.md §2.4; 0.0284 at
+//! (1, 1e-5)). [`Budget::split`] divides ρ, once, between the three kinds of release of a step,
+//! each charged in the ledger's zCDP terms:
 //! - PrivRange's histogram at (ε_R, δ_R): δ_R-approximate (ε_R²/2)-zCDP, ρ_R = ρ/16, δ_R = δ/2;
 //! - PrivMean's d per-coordinate histograms at (ε_h, δ_h): d·ε_h²/2 = ρ_H = ρ/16, d·δ_h = δ/2;
 //! - PrivMean's Gaussian: ρ_g = (Δ/σ)²/2 = 7ρ/8, charged in ρ directly (Cost::gaussian).
@@ -384,18 +386,6 @@ fn infeasible(budget: &Budget, rho: f64, delta: f64, tau: f64, k: usize, n: usiz
     )
 }
 
-/// The job's zCDP budget: ε²/2 when the target was stated as (ε, δ), else its ρ.
-fn job_rho(target: &PrivacyTarget) -> Result<f64, ConfigError> {
-    match target.epsilon {
-        Some(epsilon) if epsilon > 0.0 && epsilon.is_finite() => Ok(epsilon * epsilon / 2.0),
-        Some(_) => Err(ConfigError::invalid(
-            "privacy.epsilon",
-            "must be a finite number > 0",
-        )),
-        None => target_rho(target),
-    }
-}
-
 /// The job's δ, required by the (ε, δ) subroutines.
 fn target_delta(target: &PrivacyTarget) -> Result<f64, ConfigError> {
     match target.delta {
@@ -449,7 +439,7 @@ impl Algorithm for KDpPca {
             source: "Düngler & Sanyal 2025, Alg. 1 (deflation), Alg. 2 (ModifiedDP-PCA), Alg. 6 (PrivRange), Alg. 7 (PrivMean); histograms: Karwa & Vadhan 2018",
             kinds: vec![Kind::Records],
             relations: vec![Relation::ReplaceOne],
-            privacy: "δ-approximate ρ-zCDP with ρ = ε²/2 when the target is stated as (ε, δ) (else the target's ρ) and δ the job's delta: every step is so on its own disjoint batch, its ρ split 1/16 to PrivRange's stability histogram, 1/16 to PrivMean's per-coordinate histograms and 7/8 to PrivMean's Gaussian (charged in ρ directly), δ half to each histogram family.",
+            privacy: "δ-approximate ρ-zCDP with the target's ρ and δ (a target stated as (ε, δ) gives δ/2 to the histograms and ρ = the CKS conversion of ε at δ/2, so the job is (ε, δ)-DP): every step is so on its own disjoint batch, its ρ split 1/16 to PrivRange's stability histogram, 1/16 to PrivMean's per-coordinate histograms and 7/8 to PrivMean's Gaussian (charged in ρ directly), δ half to each histogram family.",
             public_only: false,
             scope_reason: Some(
                 "records under replace_one only: one shuffle splits the records into disjoint positional batches, each step is DP on its own batch, and the job is DP by parallel composition; adding or removing a record shifts every later batch, and matrix datasets have no per-record terms x xᵀ.",
@@ -464,7 +454,7 @@ impl Algorithm for KDpPca {
         target: &PrivacyTarget,
     ) -> Result<KDpPcaConfig, ConfigError> {
         let n = public_n(NAME, ctx)?;
-        let rho = job_rho(target)?;
+        let rho = target_rho(target)?;
         let delta = target_delta(target)?;
         let d = ctx.d;
         let k = params.k;

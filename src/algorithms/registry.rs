@@ -13,7 +13,8 @@ use super::{
     Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError, parameters,
 };
 use crate::dataset::DataContext;
-use crate::privacy::{Cost, PrivacyTarget};
+use crate::privacy::target::{calibrations, within};
+use crate::privacy::{Cost, Delta, Epsilon, PrivacyTarget};
 
 /// A job ready to be charged and queued.
 #[derive(Debug, Clone)]
@@ -175,7 +176,7 @@ impl Options {
         let rest = PrivacyTarget {
             rho: rest,
             delta: target.delta,
-            // Options took part of ρ: the rest is no longer the stated (ε, δ).
+            // Targets reach here as ρ (an (ε, δ) target is calibrated in `prepare`).
             epsilon: None,
         };
         if let Some(clip) = options.clip.as_mut() {
@@ -328,30 +329,36 @@ impl<A: Algorithm> DynAlgorithm for A {
                     .unwrap_or_default(),
             ));
         }
-        let mut params = if params.is_null() {
+        let params = if params.is_null() {
             Value::Object(Default::default())
         } else {
             params
         };
-        let own = parameters::schema_of::<A::Params>();
-        let (options, algorithm_target) = Options::take(&info, &own, &mut params, ctx, target)?;
-        let parsed: A::Params = serde_path_to_error::deserialize(params).map_err(|e| {
-            let path = e.path().to_string();
-            let field = if path == "." {
-                "params".to_string()
-            } else {
-                format!("params.{path}")
-            };
-            ConfigError::invalid(field, e.into_inner().to_string())
-        })?;
-        let config = self.configure(parsed, ctx, &algorithm_target)?;
-        let cost = options.cost().then(self.cost(&config, ctx));
-        let mut noise = self.noise_scales(&config, ctx);
-        let mut config = serde_json::to_value(&config)
-            .map_err(|e| ConfigError::invalid("params", format!("configuration not serialisable: {e}")))?;
-        noise.extend(options.noise(ctx.d, config_k(&config)));
-        options.store(&mut config)?;
-        Ok(Prepared { config, cost, noise })
+        let Some((epsilon, delta)) = stated_epsilon_delta(target)? else {
+            return prepare_at(self, &info, params, ctx, target);
+        };
+        // An (ε, δ) target is a promise about the whole job (docs/design/privacy.md §2.4): try
+        // the ρ targets of `privacy::target::calibrations` in order and keep the first
+        // configuration whose cost is (ε, δ)-DP by the rule that fits it.
+        let mut last = None;
+        for attempt in calibrations(epsilon, delta) {
+            match prepare_at(self, &info, params.clone(), ctx, &attempt) {
+                Ok(prepared) if within(&prepared.cost, epsilon.get(), delta.get()) => return Ok(prepared),
+                Ok(_) => {}
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| {
+            ConfigError::invalid(
+                "privacy",
+                format!(
+                    "algorithm `{}` cannot be calibrated to (ε, δ) = ({}, {:e})",
+                    info.name,
+                    epsilon.get(),
+                    delta.get()
+                ),
+            )
+        }))
     }
 
     fn run_prepared(
@@ -418,6 +425,49 @@ impl<A: Algorithm> DynAlgorithm for A {
     }
 }
 
+/// The (ε, δ) of a target stated that way, checked; `None` for a ρ target.
+fn stated_epsilon_delta(target: &PrivacyTarget) -> Result<Option<(Epsilon, Delta)>, ConfigError> {
+    let Some(epsilon) = target.epsilon else {
+        return Ok(None);
+    };
+    let epsilon =
+        Epsilon::new(epsilon).map_err(|e| ConfigError::invalid("privacy.epsilon", e.to_string()))?;
+    let delta = target
+        .delta
+        .ok_or_else(|| ConfigError::invalid("privacy.delta", "epsilon needs delta"))
+        .and_then(|d| Delta::new(d).map_err(|e| ConfigError::invalid("privacy.delta", e.to_string())))?;
+    Ok(Some((epsilon, delta)))
+}
+
+/// Options, configuration, cost and noise of `algorithm` at a ρ target.
+fn prepare_at<A: Algorithm>(
+    algorithm: &A,
+    info: &AlgorithmInfo,
+    mut params: Value,
+    ctx: &DataContext,
+    target: &PrivacyTarget,
+) -> Result<Prepared, ConfigError> {
+    let own = parameters::schema_of::<A::Params>();
+    let (options, algorithm_target) = Options::take(info, &own, &mut params, ctx, target)?;
+    let parsed: A::Params = serde_path_to_error::deserialize(params).map_err(|e| {
+        let path = e.path().to_string();
+        let field = if path == "." {
+            "params".to_string()
+        } else {
+            format!("params.{path}")
+        };
+        ConfigError::invalid(field, e.into_inner().to_string())
+    })?;
+    let config = algorithm.configure(parsed, ctx, &algorithm_target)?;
+    let cost = options.cost().then(algorithm.cost(&config, ctx));
+    let mut noise = algorithm.noise_scales(&config, ctx);
+    let mut config = serde_json::to_value(&config)
+        .map_err(|e| ConfigError::invalid("params", format!("configuration not serialisable: {e}")))?;
+    noise.extend(options.noise(ctx.d, config_k(&config)));
+    options.store(&mut config)?;
+    Ok(Prepared { config, cost, noise })
+}
+
 /// Configures `algorithm` again at the released clip bound (β = c), from the parameters and the
 /// share of the target stored at submission, and checks that it costs no more than the
 /// configuration the ledger charged (costs are functions of the parameters and ρ only; a
@@ -475,3 +525,7 @@ pub fn registry() -> &'static [&'static dyn DynAlgorithm] {
 pub fn find(name: &str) -> Option<&'static dyn DynAlgorithm> {
     registry().iter().copied().find(|a| a.info().name == name)
 }
+
+#[cfg(test)]
+#[path = "registry_target_tests.rs"]
+mod target_tests;

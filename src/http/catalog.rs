@@ -125,10 +125,11 @@ pub struct Conversions {
     pub epsilon_cks: f64,
     /// ρ → ε by the exact Gaussian curve, if ρ is spent by Gaussian mechanisms only.
     pub epsilon_exact_gaussian: f64,
-    /// For a target stated as (ε, δ): the ρ it converts to by CKS (what the job is calibrated to).
+    /// For a target stated as (ε, δ): the ρ it converts to by CKS (what a job with non-Gaussian
+    /// parts and no approximate δ is calibrated to; docs/design/privacy.md §2.4).
     pub rho_cks: Option<f64>,
     /// For a target stated as (ε, δ): the most ρ Gaussian mechanisms may spend by the exact
-    /// curve (what an (ε, δ) budget admits while only Gaussian jobs are charged).
+    /// curve (what a Gaussian-only job is calibrated to).
     pub rho_exact_gaussian: Option<f64>,
 }
 
@@ -247,7 +248,15 @@ pub async fn plan(
                     from_units(priced.delta_units, DELTA_UNIT),
                     shown,
                 )
-                .gaussian_only(charge.is_gaussian_only()),
+                .gaussian_only(charge.is_gaussian_only())
+                .achieved(
+                    &crate::privacy::Cost {
+                        rho: from_units(priced.rho_units, RHO_UNIT),
+                        delta: from_units(priced.delta_units, DELTA_UNIT),
+                        other_rho: from_units(priced.other_rho_units, RHO_UNIT),
+                    },
+                    privacy.delta.unwrap_or(shown),
+                ),
             );
             view.config = Some(priced.prepared.config);
             view.noise = priced.prepared.noise.into_iter().map(NoiseView::from).collect();

@@ -18,6 +18,7 @@ use crate::algorithms::{self, ConfigError, DynAlgorithm};
 use crate::context::data_context;
 use crate::metrics::RefusalReason;
 use crate::privacy::admission::Spending;
+use crate::privacy::target::within;
 use crate::privacy::units::{DELTA_UNIT, RHO_UNIT, from_units};
 use crate::state::AppState;
 use crate::store::{
@@ -152,7 +153,8 @@ fn job_view(state: &AppState, job: &JobRecord, timings_public: bool) -> JobView 
             from_units(job.cost_delta_units, DELTA_UNIT),
             display_delta,
         )
-        .gaussian_only(job.cost_other_rho_units == 0 && job.cost_delta_units == 0),
+        .gaussian_only(job.cost_other_rho_units == 0 && job.cost_delta_units == 0)
+        .achieved(&charged_cost(job), display_delta),
         refunded: job.status == JobStatus::Cancelled && job.started_at.is_none(),
         progress,
         error: job.error.clone(),
@@ -164,6 +166,15 @@ fn job_view(state: &AppState, job: &JobRecord, timings_public: bool) -> JobView 
         queued_ms,
         run_ms,
         result_url: (job.status == JobStatus::Succeeded).then(|| format!("/v1/jobs/{}/result", job.id)),
+    }
+}
+
+/// The cost the ledger charged for a job, from its units.
+fn charged_cost(job: &JobRecord) -> crate::privacy::Cost {
+    crate::privacy::Cost {
+        rho: from_units(job.cost_rho_units, RHO_UNIT),
+        delta: from_units(job.cost_delta_units, DELTA_UNIT),
+        other_rho: from_units(job.cost_other_rho_units, RHO_UNIT),
     }
 }
 
@@ -309,13 +320,15 @@ pub(crate) fn price(
             algorithm.info().name
         ))
     })?;
-    // Calibration is each algorithm's contract; a cost above the target is a bug, never charged silently.
+    // Calibration is each algorithm's contract; a cost above the target is a bug, never charged
+    // silently. An (ε, δ) target must hold for the whole job (docs/design/privacy.md §2.4).
     let allowed_delta = target.delta.unwrap_or(0.0);
-    // A natively (ε, δ)-DP algorithm given an (ε, δ) target runs at that ε and is charged ε²/2
-    // (docs/design/privacy.md §2), which may exceed the CKS-converted ρ; the ledger's rule then judges it.
-    let allowed_rho = target.epsilon.map_or(target.rho, |e| target.rho.max(e * e / 2.0));
-    if !(cost.rho <= allowed_rho * (1.0 + 1e-9)) || !(cost.delta <= allowed_delta * (1.0 + 1e-9)) {
-        if cost.delta > allowed_delta {
+    let fits = match (target.epsilon, target.delta) {
+        (Some(epsilon), Some(delta)) => within(&cost, epsilon, delta),
+        _ => cost.rho <= target.rho * (1.0 + 1e-9) && cost.delta <= allowed_delta * (1.0 + 1e-9),
+    };
+    if !fits {
+        if target.epsilon.is_none() && cost.delta > allowed_delta {
             return Err(ApiError::validation(
                 "privacy.delta",
                 format!(

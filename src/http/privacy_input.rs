@@ -326,6 +326,21 @@ pub struct PrivacyAmount {
     /// When every part of the amount is a Gaussian mechanism: the ε at `epsilon_at_delta` by the
     /// exact curve of the composed Gaussian (Balle & Wang 2018), tighter than `epsilon`.
     pub epsilon_exact_gaussian: Option<f64>,
+    /// For a job's cost: the (ε, δ) the whole job achieves, approximate parts included, at the
+    /// job's stated δ (docs/design/privacy.md §2.4). A job stated as (ε, δ) achieves at most that.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub achieved: Option<AchievedPrivacy>,
+}
+
+/// The (ε, δ)-DP statement a job's whole cost amounts to.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+pub struct AchievedPrivacy {
+    /// The smallest ε for which the job is (ε, `delta`)-DP: by the exact Gaussian curve when
+    /// every part is Gaussian, else by CKS 2020 at `delta` minus the approximate δ spent.
+    pub epsilon: f64,
+    /// The δ of the statement: the job's stated δ (or the display δ), plus the approximate δ
+    /// spent when that is not below it.
+    pub delta: f64,
 }
 
 impl PrivacyAmount {
@@ -341,7 +356,18 @@ impl PrivacyAmount {
             epsilon,
             epsilon_at_delta: display_delta,
             epsilon_exact_gaussian: None,
+            achieved: None,
         }
+    }
+
+    /// Adds the (ε, δ) the whole `cost` achieves at `delta` (a job's cost).
+    pub fn achieved(mut self, cost: &crate::privacy::Cost, delta: f64) -> Self {
+        let a = crate::privacy::target::achieved(cost, delta);
+        self.achieved = Some(AchievedPrivacy {
+            epsilon: a.epsilon,
+            delta: a.delta,
+        });
+        self
     }
 
     /// Adds the exact-Gaussian ε of `rho` when the caller knows it is spent (or, for a ceiling,

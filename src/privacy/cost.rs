@@ -83,8 +83,9 @@ impl Delta {
 pub struct PrivacyTarget {
     pub rho: f64,
     pub delta: Option<f64>,
-    /// The ε of a target stated as (ε, δ). Natively (ε, δ)-DP algorithms (k_dp_pca) run at
-    /// this ε and are charged (ε²/2, δ) (docs/design/privacy.md §2), never ε → ρ → sqrt(2ρ).
+    /// The ε of a target stated as (ε, δ): a promise about the whole job. The registry
+    /// calibrates the job to the ρ targets of [`super::target::calibrations`] and keeps the
+    /// first whose cost is (ε, δ)-DP ([`super::target::within`]; docs/design/privacy.md §2.4).
     #[serde(default)]
     pub epsilon: Option<f64>,
 }
@@ -99,9 +100,9 @@ impl PrivacyTarget {
         }
     }
 
-    /// A target stated as (ε, δ): converted to the largest ρ whose CKS 2020 conversion is at
-    /// most ε at δ (see [`crate::privacy::convert::epsilon_delta_to_rho`]); δ stays available
-    /// to approximate parts and ε to natively (ε, δ)-DP algorithms.
+    /// A target stated as (ε, δ); `rho` is the CKS 2020 conversion at δ (see
+    /// [`crate::privacy::convert::epsilon_delta_to_rho`]), what algorithms that are neither
+    /// Gaussian-only nor approximate are calibrated to.
     pub fn from_epsilon_delta(epsilon: Epsilon, delta: Delta) -> Self {
         Self {
             rho: super::epsilon_delta_to_rho(epsilon, delta),

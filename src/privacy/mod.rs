@@ -14,6 +14,7 @@ pub mod gaussian_curve;
 pub mod lattice;
 pub mod noise;
 pub mod plan;
+pub mod target;
 pub mod testing;
 pub mod units;
 

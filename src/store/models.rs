@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use uuid::Uuid;
 
-use crate::privacy::admission::{Budget, Rule, Spending, rho_capacity_units};
+use crate::privacy::admission::{Budget, Rule, Spending, delta_capacity_units, rho_capacity_units};
 
 use crate::dataset::{Kind, Relation};
 
@@ -116,9 +116,14 @@ impl DatasetRecord {
         Some((capacity.min(self.budget_rho_units?) - self.spent_rho_units).max(0))
     }
 
-    /// Remaining δ units, `None` for public datasets (no budget).
+    /// Remaining δ units that approximate parts may still spend, `None` for public datasets (no
+    /// budget): δ_max for a zCDP budget, the fixed cap δ/10 for an (ε, δ) budget
+    /// (docs/design/privacy.md §2.6); never negative, also for datasets that spent under an
+    /// older rule.
     pub fn remaining_delta_units(&self) -> Option<i64> {
-        self.budget_delta_units.map(|b| b - self.spent_delta_units)
+        let budget = self.budget()?;
+        let cap = delta_capacity_units(&budget).min(self.budget_delta_units?);
+        Some((cap - self.spent_delta_units).max(0))
     }
 }
 

@@ -190,6 +190,61 @@ async fn k_dp_pca_charges_epsilon_squared_over_two_and_delta() {
     );
 }
 
+/// A job's (ε, δ) target is a promise about the whole job (docs/design/privacy.md §2.4): at
+/// (1, 1e-5), k_dp_pca is charged no more than a (1, 1e-5)-DP Gaussian release can cost
+/// (ρ ≤ 0.0359, δ ≤ 1e-5), where it used to be charged (ε²/2, δ) = (0.5, 1e-5), about
+/// (4.7, 2e-5)-DP. The job view and the plan show the (ε, δ) the job achieves.
+#[tokio::test]
+async fn k_dp_pca_keeps_an_epsilon_delta_target() {
+    let app = TestApp::without_runner().await;
+    let key = app.tenant("t").await;
+    let ds = app
+        .records(&key, json!({ "rho": 5, "delta": 1e-3 }), &csv_rows(3000, 2, 4))
+        .await;
+    let body = job(
+        &ds,
+        "k_dp_pca",
+        json!({ "k": 1, "batch_size": 3000 }),
+        json!({ "epsilon": 1.0, "delta": 1e-5 }),
+    );
+    let plan = app
+        .post(
+            "/v1/privacy/plan",
+            &key,
+            json!({ "dataset_id": ds, "algorithm": "k_dp_pca", "params": { "k": 1, "batch_size": 3000 },
+                    "privacy": { "epsilon": 1.0, "delta": 1e-5 } }),
+        )
+        .await;
+    assert_eq!(
+        plan.status,
+        StatusCode::OK,
+        "{}",
+        String::from_utf8_lossy(&plan.bytes)
+    );
+    let plan = plan.json();
+    let reply = app.post("/v1/jobs", &key, body).await;
+    assert_eq!(
+        reply.status,
+        StatusCode::ACCEPTED,
+        "{}",
+        String::from_utf8_lossy(&reply.bytes)
+    );
+    let view = reply.json();
+    for cost in [&view["cost"], &plan["cost"]] {
+        let rho = cost["rho"].as_f64().unwrap();
+        let delta = cost["delta"].as_f64().unwrap();
+        assert!(rho <= 0.0359 && rho > 0.028, "{cost}");
+        assert!(delta <= 1e-5 && delta > 0.0, "{cost}");
+        let achieved = &cost["achieved"];
+        assert!(achieved["epsilon"].as_f64().unwrap() <= 1.0, "{cost}");
+        assert_eq!(achieved["delta"], 1e-5, "{cost}");
+    }
+    let ledger = app.get(&format!("/v1/datasets/{ds}/ledger"), &key).await.json();
+    let entry = &ledger["entries"][0];
+    assert!(entry["rho"].as_f64().unwrap() <= 0.0359, "{ledger}");
+    assert!(entry["delta"].as_f64().unwrap() <= 1e-5, "{ledger}");
+}
+
 #[tokio::test]
 async fn eigen_sampling_runs_on_records_and_refuses_matrices() {
     let app = TestApp::start().await;
