@@ -11,6 +11,7 @@ mod cape_agn;
 mod central;
 mod contract;
 mod datasets;
+mod federated;
 mod gossip;
 mod hostile;
 mod jobs;
