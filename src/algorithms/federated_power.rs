@@ -16,6 +16,14 @@
 //! server with every other site, one site's release has noise variance (mΔ)²/t only; the
 //! design page says so.
 //!
+//! What a site checks before it releases anything (docs/design/federation.md, "What a site
+//! checks"): the iterate it received has the study's shape, finite entries and orthonormal
+//! columns, and the sensitivity is computed from that iterate ([`received_sensitivity`]); each
+//! entry of A_s·X is clamped to the public signal bound ([`FederatedPowerConfig::signal_bound`]),
+//! so no site ever refuses because of how many records it holds; and the fixed-point step 2^-f
+//! is no coarser than the grid its noise is released on, so the encoding is exact
+//! ([`encoding_is_exact`]).
+//!
 //! This module holds the parameters, the calibration, the cost and the per-site computation.
 //! The job form (`simulate` mode: the service holds every shard) runs the real protocol
 //! in-process ([`crate::federation::simulate`]); the live form is a study
@@ -25,11 +33,12 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::noisy_power::{calibrate, check_k, cost_of, target_rho};
-use super::sensitivity::{SensitivityMode, change_l1_bound, check_bounds, power_sensitivity, rank_one};
+use super::sensitivity::{SensitivityMode, change_l1_bound, check_bounds, hardt_price, rank_one, row_norm};
 use super::{Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError};
 use crate::dataset::{DataContext, Kind, Neighbours, Relation};
-use crate::federation::fixed_point;
-use crate::linalg::{Matrix, Records, gram_t_times};
+use crate::federation::fixed_point::{self, FixedPoint};
+use crate::linalg::Matrix;
+use crate::privacy::lattice::grid_for;
 use crate::privacy::{Cost, PrivacyTarget};
 
 /// Default number of rounds, as `noisy_power`.
@@ -43,9 +52,21 @@ pub const MAX_SITES: u32 = 64;
 pub const DEFAULT_SITES: u32 = 3;
 /// Default largest number of records one site may hold (the no-wrap bound assumes it).
 pub const DEFAULT_MAX_SITE_SAMPLES: u64 = 10_000_000;
-/// Largest fraction-bit count the default picks: 2^-40 ≈ 1e-12 resolution is far below any
-/// calibrated noise, and leaves integer headroom.
+/// Largest fraction-bit count the default picks when the noise allows it (2^-40 ≈ 1e-12), for
+/// integer headroom; the default goes above it only as far as exactness
+/// ([`FederatedPowerConfig::min_fraction_bits`]) needs.
 pub const MAX_DEFAULT_FRACTION_BITS: u32 = 40;
+/// Largest ‖XᵀX − I‖_F a site accepts in the iterate it is sent.
+///
+/// Why this value: an honest coordinator's iterate is the Q of a Householder QR in f64, whose
+/// orthogonality error is a small multiple of 2^-53·√(d·p) (below 1e-11 even at d = 10⁵), and it
+/// travels as exact f64 bits; 1e-9 leaves two orders of magnitude for that. What the tolerance
+/// admits is harmless: ‖X‖₂² ≤ 1 + ‖XᵀX − I‖_F, and the site multiplies the one bound that
+/// assumes orthonormal columns (`rank_one`, ‖xxᵀX‖_F ≤ β²‖X‖₂) by √(1 + ‖XᵀX − I‖_F) itself
+/// ([`received_sensitivity`]), so the noise covers the iterate it actually multiplies; the
+/// other bounds hold for any X. Beyond the tolerance the coordinator is broken or lying (2·Q
+/// would quadruple the loss of a `rank_one` study), and the site refuses.
+pub const ORTHONORMAL_TOLERANCE: f64 = 1e-9;
 /// Noise draws are range-checked at this many standard deviations (a Gaussian beyond 40σ has
 /// probability below 1e-340, i.e. never in f64).
 pub const NOISE_TAIL_SDS: f64 = 40.0;
@@ -87,8 +108,9 @@ pub struct FederatedPowerParams {
     /// iterate).
     #[serde(default)]
     pub sensitivity: SensitivityMode,
-    /// Jobs only (simulate mode): number of simulated sites S, 2–64; the records are split into
-    /// contiguous shards.
+    /// Jobs only (simulate mode): number of simulated sites S, 2–64. Each record goes to the
+    /// shard named by a keyed hash of its contents (a fresh random key per job), so one record's
+    /// change touches its own shard only; shards may be empty.
     #[serde(default)]
     #[schemars(range(min = 2, max = MAX_SITES), extend("default" = DEFAULT_SITES))]
     pub sites: Option<u32>,
@@ -99,11 +121,19 @@ pub struct FederatedPowerParams {
     /// Jobs only: [{"site": i, "round": r}]: simulated site i sends nothing from round r on.
     #[serde(default)]
     pub dropouts: Vec<Dropout>,
-    /// Fixed-point fraction bits f (values scaled by 2^f); refused if the sum could wrap.
-    /// Default: the largest that cannot wrap, ≤ 40.
+    /// Fixed-point fraction bits f (values scaled by 2^f), 0–52. The encoding must never remove
+    /// noise: the step 2^-f must be no coarser than the grid each site's noise is released on,
+    /// 2^(⌊log₂ σ_min⌋−30) for the smallest per-site noise sd σ_min = m·Δ_min/√t the study can
+    /// produce, so that encoding is exact; and the sum must not wrap,
+    /// S·(n_max·β² + 40σ_max)·2^f < 2^62. Anything else is refused (422 naming this field).
+    /// Default: the largest f that cannot wrap, at most 40 or the smallest exact f if that is
+    /// larger.
     #[serde(default)]
     pub fraction_bits: Option<u32>,
-    /// Largest number of records one site may hold (the no-wrap bound assumes it), 1–2⁴⁰.
+    /// Records per site the encoding is sized for, 1–2⁴⁰: each entry of a site's A_s·X is
+    /// clamped to ±max_site_samples·β² before noise (exact when the site holds at most this
+    /// many records; a site never refuses because it holds more), and the no-wrap bound
+    /// assumes it.
     #[serde(default)]
     #[schemars(range(min = 1, max = 1_099_511_627_776u64), extend("default" = DEFAULT_MAX_SITE_SAMPLES))]
     pub max_site_samples: Option<u64>,
@@ -139,27 +169,203 @@ pub fn max_sensitivity(mode: SensitivityMode, neighbours: &Neighbours, p: usize)
     }
 }
 
+/// The smallest Δ(X) the mode can produce for an iterate the site accepts (‖XᵀX − I‖_F ≤
+/// [`ORTHONORMAL_TOLERANCE`]): tr(XᵀX) ≥ p − √p·tol, so some row has squared norm at least
+/// (p − √p·tol)/d and some entry at least that over p; `row_norm` and `hardt_price` are then at
+/// least bound·√((p − √p·tol)/d), `rank_one` is fixed, and `auto` is the least of those.
+pub fn min_sensitivity(mode: SensitivityMode, neighbours: &Neighbours, d: usize, p: usize) -> f64 {
+    let p_f = p as f64;
+    let mass = (p_f - p_f.sqrt() * ORTHONORMAL_TOLERANCE).max(0.0);
+    let spread = change_l1_bound(neighbours) * (mass / d.max(1) as f64).sqrt();
+    match mode {
+        SensitivityMode::RowNorm | SensitivityMode::HardtPrice => spread,
+        SensitivityMode::RankOne => rank_one(neighbours).unwrap_or(spread),
+        SensitivityMode::Auto => rank_one(neighbours).map_or(spread, |r| r.min(spread)),
+    }
+}
+
+/// Whether encoding a release whose noise has sd `sd` with `fraction_bits` is exact: the noise
+/// is released on the grid h = 2^(⌊log₂ sd⌋ − 30) ([`grid_for`]), every released value is an
+/// integer multiple of h, and when 2^-f ≤ h (both powers of two) every such multiple is an
+/// integer multiple of 2^-f, so round(v·2^f) = v·2^f and the encoding removes nothing.
+pub fn encoding_is_exact(fraction_bits: u32, sd: f64) -> bool {
+    let step = 2f64.powi(-(fraction_bits.min(1074) as i32));
+    grid_for(sd).is_ok_and(|h| step <= h)
+}
+
+/// Why a site refuses the iterate it was sent. Messages name only public facts.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum IterateError {
+    #[error("the iterate is {rows}×{cols}; the study's is {d}×{p}")]
+    Shape {
+        rows: usize,
+        cols: usize,
+        d: usize,
+        p: usize,
+    },
+    #[error("the iterate has an entry that is not a finite number")]
+    NonFinite,
+    #[error(
+        "the iterate's columns are not orthonormal: ‖XᵀX − I‖_F = {0:.3e} exceeds {ORTHONORMAL_TOLERANCE:e}; \
+         this site's noise would not cover its release"
+    )]
+    NotOrthonormal(f64),
+}
+
+/// ‖XᵀX − I‖_F.
+pub fn orthonormality_error(x: &Matrix) -> f64 {
+    let gram = x.transpose() * x;
+    let mut sum = 0.0;
+    for j in 0..gram.ncols() {
+        for i in 0..gram.nrows() {
+            let target = if i == j { 1.0 } else { 0.0 };
+            sum += (gram[(i, j)] - target).powi(2);
+        }
+    }
+    sum.sqrt()
+}
+
+/// Checks the iterate a site received (shape d×p, finite, ‖XᵀX − I‖_F ≤
+/// [`ORTHONORMAL_TOLERANCE`]) and returns the sensitivity Δ of A_s·X for *that* iterate.
+///
+/// `row_norm` (Nicolas et al. Thm 3.1: ‖CX‖_F ≤ sqrt(Σ_i ‖C_i:‖₁²)·max_j ‖X_j:‖₂) and
+/// `hardt_price` (≥ it) hold for any X. `rank_one` (‖xxᵀX‖_F = ‖x‖₂‖Xᵀx‖₂ ≤ β²‖X‖₂) assumes
+/// ‖X‖₂ ≤ 1; it is multiplied here by √(1 + ‖XᵀX − I‖_F) ≥ ‖X‖₂ (the spectral norm of
+/// XᵀX − I is at most its Frobenius norm), so every mode's Δ bounds the change of this site's
+/// A_s·X for the matrix it actually multiplies, orthonormal or not.
+pub fn received_sensitivity(
+    x: &Matrix,
+    config: &FederatedPowerConfig,
+    neighbours: &Neighbours,
+    d: usize,
+) -> Result<f64, IterateError> {
+    if (x.nrows(), x.ncols()) != (d, config.p) {
+        return Err(IterateError::Shape {
+            rows: x.nrows(),
+            cols: x.ncols(),
+            d,
+            p: config.p,
+        });
+    }
+    if !x.iter().all(|v| v.is_finite()) {
+        return Err(IterateError::NonFinite);
+    }
+    let error = orthonormality_error(x);
+    if !(error <= ORTHONORMAL_TOLERANCE) {
+        return Err(IterateError::NotOrthonormal(error));
+    }
+    let spectral = (1.0 + error).sqrt();
+    let rank_one = rank_one(neighbours).map(|r| r * spectral);
+    let delta = match config.sensitivity {
+        SensitivityMode::RowNorm => row_norm(neighbours, x),
+        SensitivityMode::HardtPrice => hardt_price(neighbours, x),
+        SensitivityMode::RankOne => rank_one.unwrap_or(f64::NAN),
+        SensitivityMode::Auto => {
+            let bound = row_norm(neighbours, x).min(hardt_price(neighbours, x));
+            rank_one.map_or(bound, |r| bound.min(r))
+        }
+    };
+    Ok(delta)
+}
+
 impl FederatedPowerConfig {
     /// Per-site noise sd for iterate sensitivity Δ: m·Δ/√t.
     pub fn site_sd(&self, delta: f64) -> f64 {
         self.multiplier * delta / f64::from(self.threshold).sqrt()
     }
 
-    /// A bound on every entry of one site's release: |(A_s X)_ij| ≤ n_max·β² (each record adds
-    /// x_i·(xᵀX_j) with |x_i|, |xᵀX_j| ≤ β) plus [`NOISE_TAIL_SDS`] noise sds.
-    pub fn entry_bound(&self, neighbours: &Neighbours) -> f64 {
+    /// The clamp on every entry of a site's A_s·X: n_max·β²·(1 + tol). Each record adds
+    /// x_i·(xᵀX_j) with |x_i| ≤ β and |xᵀX_j| ≤ β‖X_j‖₂ ≤ β·√(1 + tol), so a site holding at
+    /// most n_max records is never clamped.
+    pub fn signal_bound(&self, neighbours: &Neighbours) -> f64 {
         let beta = match *neighbours {
             Neighbours::ReplaceOne { beta, .. } | Neighbours::AddRemove { beta, .. } => beta,
             Neighbours::Entry { u } => u,
         };
-        let signal = self.max_site_samples as f64 * beta * beta;
-        let noise = NOISE_TAIL_SDS * self.site_sd(max_sensitivity(self.sensitivity, neighbours, self.p));
-        signal + noise
+        self.max_site_samples as f64 * beta * beta * (1.0 + ORTHONORMAL_TOLERANCE)
+    }
+
+    /// A bound on every entry of one site's release: the [`signal_bound`](Self::signal_bound)
+    /// plus [`NOISE_TAIL_SDS`] noise sds (with room for the grid rounding and the tolerance).
+    pub fn entry_bound(&self, neighbours: &Neighbours) -> f64 {
+        let sd_max = self.site_sd(max_sensitivity(self.sensitivity, neighbours, self.p))
+            * (1.0 + ORTHONORMAL_TOLERANCE);
+        self.signal_bound(neighbours) + (NOISE_TAIL_SDS + 1.0) * sd_max
     }
 
     /// A bound on every entry of the sum over all sites.
     pub fn total_bound(&self, neighbours: &Neighbours) -> f64 {
         f64::from(self.sites) * self.entry_bound(neighbours)
+    }
+
+    /// The smallest f for which encoding is exact in every round
+    /// ([`encoding_is_exact`] at the smallest site sd m·Δ_min/√t, see [`min_sensitivity`]),
+    /// `None` when even 52 bits are too few. The sd is lowered by 10⁻¹² so that floating-point
+    /// rounding in a round's own sd cannot land it below a power of two this one is above.
+    pub fn min_fraction_bits(&self, neighbours: &Neighbours, d: usize) -> Option<u32> {
+        let sd_min = self.site_sd(min_sensitivity(self.sensitivity, neighbours, d, self.p)) * (1.0 - 1e-12);
+        (0..=fixed_point::MAX_FRACTION_BITS).find(|&f| encoding_is_exact(f, sd_min))
+    }
+}
+
+/// The fraction bits: `asked` if the encoding is exact for every round's noise and the sum
+/// cannot wrap; by default the largest f that cannot wrap, up to max(40, the smallest exact f).
+/// Refusals name `params.fraction_bits` and quote public parameters only.
+fn choose_fraction_bits(
+    config: &FederatedPowerConfig,
+    asked: Option<u32>,
+    ctx: &DataContext,
+) -> Result<u32, ConfigError> {
+    let total = config.total_bound(&ctx.neighbours);
+    let max_fit = fixed_point::max_fraction_bits(total, fixed_point::MAX_FRACTION_BITS);
+    let Some(min_exact) = config.min_fraction_bits(&ctx.neighbours, ctx.d) else {
+        return Err(ConfigError::invalid(
+            "params.fraction_bits",
+            "the per-site noise is too small for any fixed-point encoding of 52 bits or fewer to keep it; \
+             lower rho or raise the sites' threshold",
+        ));
+    };
+    let range = || match max_fit {
+        Some(max) if max >= min_exact => format!("; {min_exact} ≤ f ≤ {max} fit"),
+        _ => String::new(),
+    };
+    let wrap_help = "lower max_site_samples or rho, or use fewer sites";
+    match asked {
+        Some(f) if f < min_exact => Err(ConfigError::invalid(
+            "params.fraction_bits",
+            format!(
+                "{f} fraction bits would round away part of the sites' noise: the step 2^-f must be \
+                 at most the grid of the smallest per-site noise, so f ≥ {min_exact}{}",
+                range()
+            ),
+        )),
+        Some(f) if !(f <= fixed_point::MAX_FRACTION_BITS && fixed_point::fits(total, f)) => {
+            Err(ConfigError::invalid(
+                "params.fraction_bits",
+                format!(
+                    "{f} fraction bits could wrap: S·(n_max·β² + {NOISE_TAIL_SDS}·σ_site) = {total:.4e} must stay below 2^(62−f){}",
+                    match max_fit {
+                        Some(m) => format!("; at most {m} bits fit"),
+                        None => String::new(),
+                    }
+                ),
+            ))
+        }
+        Some(f) => Ok(f),
+        None => match fixed_point::max_fraction_bits(total, MAX_DEFAULT_FRACTION_BITS.max(min_exact)) {
+            Some(f) if f >= min_exact => Ok(f),
+            _ => Err(ConfigError::invalid(
+                "params.fraction_bits",
+                format!(
+                    "no fixed-point encoding both keeps the sites' noise (f ≥ {min_exact}) and cannot wrap \
+                     (sum bound {total:.4e}{}); {wrap_help}",
+                    match max_fit {
+                        Some(m) => format!(", f ≤ {m}"),
+                        None => String::new(),
+                    }
+                ),
+            )),
+        },
     }
 }
 
@@ -240,61 +446,65 @@ pub fn configure_for(
         max_site_samples,
         dropouts: Vec::new(),
     };
-    let total = config.total_bound(&ctx.neighbours);
-    config.fraction_bits = match params.fraction_bits {
-        Some(f) if fixed_point::fits(total, f) && f <= 52 => f,
-        Some(f) => {
-            return Err(ConfigError::invalid(
-                "params.fraction_bits",
-                format!(
-                    "{f} fraction bits could wrap: S·(n_max·β² + {NOISE_TAIL_SDS}·σ_site) = {total:.4e} must stay below 2^(62−f){}",
-                    fixed_point::max_fraction_bits(total, 52)
-                        .map(|m| format!("; at most {m} bits fit"))
-                        .unwrap_or_default()
-                ),
-            ));
-        }
-        None => fixed_point::max_fraction_bits(total, MAX_DEFAULT_FRACTION_BITS).ok_or_else(|| {
-            ConfigError::invalid(
-                "params.max_site_samples",
-                format!("the sum bound {total:.4e} does not fit a 64-bit fixed-point encoding; lower max_site_samples"),
-            )
-        })?,
-    };
+    config.fraction_bits = choose_fraction_bits(&config, params.fraction_bits, ctx)?;
     Ok(config)
 }
 
-/// One site's release for the iterate `x` (d×p): A_s·x + G, G iid N(0, (m·Δ(x))²/t)
-/// (Nicolas et al. Alg. 2 line 6). `xt` is the site's clipped records, d×n_s. Noise goes
-/// through `env` under [`RELEASE`].
-pub fn site_update<'a>(
-    xt: impl Into<Records<'a>>,
+/// One site's round (Nicolas et al. Alg. 2 line 6), encoded for secure aggregation: checks the
+/// iterate `x` and takes Δ from it ([`received_sensitivity`]), computes `product(x)` = A_s·x,
+/// clamps every entry to ±[`FederatedPowerConfig::signal_bound`], adds noise of sd m·Δ/√t
+/// through `env` under [`RELEASE`], and encodes on 2^-f after checking that the encoding is
+/// exact for this round's noise ([`encoding_is_exact`]). Nothing is drawn or computed from the
+/// data before the iterate has passed its checks.
+///
+/// Clamping. For a record added or removed at this site, A_s·X changes by at most Δ in
+/// Frobenius norm; clamping each entry to an interval is 1-Lipschitz per coordinate
+/// (|clamp(a) − clamp(b)| ≤ |a − b|), so the clamped contribution changes by at most Δ too, and
+/// the other sites' contributions do not change (a record lives at one site): the survivor sum
+/// keeps sensitivity Δ. The clamp is a public constant, so neither the outcome nor any error
+/// depends on how many records the site holds; when n_s ≤ n_max it changes nothing.
+pub fn site_contribution(
     x: &Matrix,
     config: &FederatedPowerConfig,
     neighbours: &Neighbours,
     env: &mut RunEnv<'_>,
-) -> Result<Matrix, RunError> {
-    let xt = xt.into();
+    product: impl FnOnce(&Matrix) -> Matrix,
+) -> Result<Vec<u64>, RunError> {
     let d = x.nrows();
-    if xt.nrows() != d || x.ncols() != config.p {
-        return Err(RunError::Failed(
-            "the iterate does not match the site's data".into(),
-        ));
-    }
-    let delta = power_sensitivity(config.sensitivity, neighbours, x)
-        .ok_or_else(|| RunError::Failed("sensitivity mode does not apply".into()))?;
+    let delta =
+        received_sensitivity(x, config, neighbours, d).map_err(|e| RunError::Failed(e.to_string()))?;
     let sd = config.site_sd(delta);
     if !(sd > 0.0 && sd.is_finite()) {
         return Err(RunError::Failed(
             "noise scale is not a finite positive number".into(),
         ));
     }
-    let product = if xt.ncols() == 0 {
-        Matrix::zeros(d, config.p)
-    } else {
-        gram_t_times(xt, x)
-    };
-    env.gaussian_release(RELEASE, product, delta, sd)
+    if !encoding_is_exact(config.fraction_bits, sd) {
+        return Err(RunError::Failed(format!(
+            "the study's {} fraction bits would round away part of this round's noise (sd {sd:.4e}); \
+             refusing to send",
+            config.fraction_bits
+        )));
+    }
+    let fixed = FixedPoint::new(config.fraction_bits).map_err(|e| RunError::Failed(e.to_string()))?;
+    let mut y = product(x);
+    if y.shape() != (d, config.p) {
+        return Err(RunError::Failed(
+            "the site's product does not match the iterate".into(),
+        ));
+    }
+    let clamp = config.signal_bound(neighbours);
+    // NaN cannot arise from finite clipped records and a finite iterate; if it did, the
+    // encoding below refuses it.
+    y.iter_mut().for_each(|v| *v = v.clamp(-clamp, clamp));
+    let released = env.gaussian_release(RELEASE, y, delta, sd)?;
+    fixed
+        .encode_all(released.as_slice(), config.entry_bound(neighbours))
+        .map_err(|e| {
+            RunError::Failed(format!(
+                "this round's values do not fit the study's encoding: {e}"
+            ))
+        })
 }
 
 /// The public context of a study (no data): n is never known to the coordinator as a whole.
@@ -318,7 +528,7 @@ impl Algorithm for FederatedPower {
     fn info(&self) -> AlgorithmInfo {
         AlgorithmInfo {
             name: "federated_power",
-            summary: "Federated private power method with secure aggregation. As a job it simulates S sites in process over a records dataset (contiguous shards); as a study (POST /v1/studies) real sites run `privpca site` and their data never leaves them.",
+            summary: "Federated private power method with secure aggregation. As a job it simulates S sites in process over a records dataset (records assigned to sites by a keyed hash of their contents); as a study (POST /v1/studies) real sites run `privpca site` and their data never leaves them.",
             source: "Nicolas et al. 2024, Alg. 2 (federated), Thm 3.1/3.2; secure aggregation after Bonawitz et al. 2017",
             kinds: vec![Kind::Records],
             relations: vec![Relation::ReplaceOne, Relation::AddRemove],
@@ -346,14 +556,6 @@ impl Algorithm for FederatedPower {
             return Err(ConfigError::invalid(
                 "params.threshold",
                 format!("must satisfy 2 ≤ t ≤ sites = {sites} (got {threshold})"),
-            ));
-        }
-        if let Some(n) = ctx.n
-            && n < sites as usize
-        {
-            return Err(ConfigError::invalid(
-                "params.sites",
-                format!("cannot split {n} records into {sites} sites"),
             ));
         }
         let mut config = configure_for(&params, ctx, target, sites, threshold)?;

@@ -9,11 +9,11 @@ use serde::Serialize;
 use super::fixed_point::FixedPoint;
 use super::messages::SiteStudyView;
 use super::rounds::RoundRecord;
-use crate::algorithms::federated_power::{FederatedPowerConfig, site_update};
+use crate::algorithms::federated_power::{FederatedPowerConfig, site_contribution};
 use crate::algorithms::noisy_power::{cost_of, initial_iterate};
 use crate::algorithms::{Cancelled, Output, RunEnv, RunError};
-use crate::dataset::Neighbours;
-use crate::linalg::{Matrix, fix_signs, thin_qr_q, try_thin_svd};
+use crate::dataset::{Neighbours, Relation};
+use crate::linalg::{Matrix, fix_signs, gram_t_times, thin_qr_q, try_thin_svd};
 use crate::privacy::units::checked_rho_units;
 
 /// The neighbouring relation of a study from its public fields.
@@ -62,12 +62,12 @@ pub struct SiteComputation {
     config: FederatedPowerConfig,
     neighbours: Neighbours,
     d: usize,
-    fixed: FixedPoint,
-    bound: f64,
 }
 
 impl SiteComputation {
-    /// Reads the study description; refuses an algorithm or relation this client cannot run.
+    /// Reads the study description; refuses an algorithm or relation this client cannot run,
+    /// a study whose noise costs more than it states, and a fixed-point encoding that could wrap
+    /// or could round away part of the noise.
     pub fn from_view(view: &SiteStudyView) -> Result<SiteComputation, String> {
         if view.algorithm != "federated_power" {
             return Err(format!(
@@ -85,17 +85,23 @@ impl SiteComputation {
             return Err("the study's threshold is inconsistent".into());
         }
         check_noise_covers_cost(&config, view.cost_rho)?;
-        let fixed = FixedPoint::new(config.fraction_bits).map_err(|e| e.to_string())?;
-        let bound = config.entry_bound(&neighbours);
+        FixedPoint::new(config.fraction_bits).map_err(|e| e.to_string())?;
         if !super::fixed_point::fits(config.total_bound(&neighbours), config.fraction_bits) {
             return Err("the study's fixed-point encoding could wrap; refusing to take part".into());
+        }
+        // Every round is checked again before it is encoded; this refuses a study that could
+        // never pass that check before anything is sent.
+        let exact = config.min_fraction_bits(&neighbours, view.n_features);
+        if !exact.is_some_and(|min| config.fraction_bits >= min) {
+            return Err(format!(
+                "the study's {} fraction bits would round away part of this site's noise; refusing to take part",
+                config.fraction_bits
+            ));
         }
         Ok(SiteComputation {
             config,
             neighbours,
             d: view.n_features,
-            fixed,
-            bound,
         })
     }
 
@@ -108,13 +114,19 @@ impl SiteComputation {
         &self.config
     }
 
-    /// Checks the local data fits the study: d features, at most `max_site_samples` records.
-    pub fn check_data(&self, n: usize, d: usize) -> Result<(), String> {
+    /// Checks the local data fits the study: d features; under `replace_one` (n is public and
+    /// reported at join) 1 ≤ n ≤ `max_site_samples`. Under `add_remove` n is private and no
+    /// check on it may change what the site does: a site with no records, or with more than
+    /// `max_site_samples` (its products are then clamped), takes part like any other.
+    pub fn check_data(&self, n: usize, d: usize, relation: Relation) -> Result<(), String> {
         if d != self.d {
             return Err(format!(
                 "the data has {d} columns; the study has n_features = {}",
                 self.d
             ));
+        }
+        if relation == Relation::AddRemove {
+            return Ok(());
         }
         if n == 0 {
             return Err("the data has no records".into());
@@ -128,7 +140,8 @@ impl SiteComputation {
         Ok(())
     }
 
-    /// This round's release A_s·X + N(0, (mΔ(X))²/t), fixed-point encoded (not yet masked).
+    /// This round's release clamp(A_s·X) + N(0, (mΔ(X))²/t), fixed-point encoded (not yet
+    /// masked), after the iterate's checks ([`site_contribution`]).
     pub fn contribution(
         &self,
         xt: &Matrix,
@@ -140,11 +153,16 @@ impl SiteComputation {
         }
         let mut progress = |_: u32, _: u32| -> Result<(), Cancelled> { Ok(()) };
         let mut env = RunEnv::new(rng, &mut progress);
-        let y =
-            site_update(xt, iterate, &self.config, &self.neighbours, &mut env).map_err(|e| e.to_string())?;
-        self.fixed
-            .encode_all(y.as_slice(), self.bound)
-            .map_err(|e| format!("this round's values do not fit the study's encoding: {e}"))
+        let d = self.d;
+        let product = |x: &Matrix| {
+            if xt.ncols() == 0 || xt.nrows() != d {
+                Matrix::zeros(d, x.ncols())
+            } else {
+                gram_t_times(xt, x)
+            }
+        };
+        site_contribution(iterate, &self.config, &self.neighbours, &mut env, product)
+            .map_err(|e| e.to_string())
     }
 }
 

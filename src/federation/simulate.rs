@@ -1,35 +1,109 @@
-//! Simulate mode: the live protocol run in process over S contiguous shards of a records
-//! dataset (docs/design/algorithms.md, "Distributed algorithms"). The same [`SiteSession`], [`Aggregator`],
-//! [`Rounds`] and [`PowerState`] as a live study, with the network replaced by function calls,
-//! for evaluation and tests. Dropouts are scripted: a site listed in the configuration sends
-//! nothing from its round on.
+//! Simulate mode: the live protocol run in process over S shards of a records dataset
+//! (docs/design/algorithms.md, "Distributed algorithms"). The same [`SiteSession`],
+//! [`Aggregator`], [`Rounds`] and [`PowerState`] as a live study, with the network replaced by
+//! function calls, for evaluation and tests. Dropouts are scripted: a site listed in the
+//! configuration sends nothing from its round on.
+//!
+//! **Which record goes to which shard** ([`assign_shards`]): the shard named by SHA-256 of a
+//! fresh per-job random key and the record's own values. The assignment of a record depends on
+//! that record and the key only, so adding, removing or replacing one record changes the
+//! membership of the shards it leaves or enters and no other: every survivor sum Σ_{s∈U} A_s·X
+//! changes by xxᵀX, −yyᵀX or (when x and y land in the same surviving shard) (xxᵀ − yyᵀ)X, each
+//! within the relation's Δ. Contiguous blocks by record index would not do under `add_remove`:
+//! one added record shifts every later boundary, moving records between shards, and with a
+//! scripted dropout a shard's records leave the survivor sum. Shards may be empty, and nothing
+//! (error, outcome) depends on their sizes: a site clamps its product instead of refusing
+//! ([`crate::algorithms::federated_power::site_contribution`]).
 
 use rand::RngCore;
+use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use super::messages::{Participant, ShareBox};
 use super::power::{FederationReport, PowerState};
 use super::rounds::{Phase, Rounds};
 use super::secagg::{Aggregator, SiteSession};
-use crate::algorithms::federated_power::{FederatedPowerConfig, site_update};
+use crate::algorithms::federated_power::{FederatedPowerConfig, site_contribution};
 use crate::algorithms::{Output, RunEnv, RunError};
 use crate::dataset::Neighbours;
-use crate::linalg::{Matrix, Records};
+use crate::linalg::{Matrix, Records, gram_t_times};
 
-use super::fixed_point::FixedPoint;
-
-/// A finished simulation: the basis, the per-round report, and every released sum (for audits).
+/// A finished simulation: the basis, the per-round report, every released sum and the shard of
+/// every record (for audits).
 pub struct SimulatedRun {
     pub output: Output,
     pub report: FederationReport,
     pub releases: Vec<Matrix>,
+    /// The shard (0-based site) of each record, in record order.
+    pub assignment: Vec<u8>,
 }
 
-/// Column ranges of `n` records split into `sites` contiguous shards of near-equal size.
+/// Column ranges of `n` records split into `sites` contiguous shards of near-equal size (the
+/// CAPE simulations' split; `federated_power` assigns by [`assign_shards`]).
 pub fn shard_ranges(n: usize, sites: usize) -> Vec<std::ops::Range<usize>> {
     (0..sites)
         .map(|s| (s * n / sites)..((s + 1) * n / sites))
         .collect()
+}
+
+/// Bytes of feature data gathered per block when the shards' products are computed.
+const BLOCK_BYTES: usize = 8 << 20;
+
+/// The shard of one record: the first 8 bytes of SHA-256(`key` ‖ the record's values as
+/// little-endian f64 bits), modulo `sites` (the bias of a 64-bit value modulo ≤ 64 is below
+/// 2^-57). A function of the record and the key only.
+pub fn shard_of(record: &[f64], key: &[u8; 32], sites: usize) -> u8 {
+    let mut hash = Sha256::new();
+    hash.update(b"privpca federated_power shard v1");
+    hash.update(key);
+    for v in record {
+        hash.update(v.to_le_bytes());
+    }
+    let digest = hash.finalize();
+    let mut word = [0u8; 8];
+    word.copy_from_slice(&digest[..8]);
+    (u64::from_le_bytes(word) % sites.max(1) as u64) as u8
+}
+
+/// The shard of every record of `xt` (d×n) under `key` ([`shard_of`]).
+pub fn assign_shards(xt: Records<'_>, key: &[u8; 32], sites: usize) -> Vec<u8> {
+    let d = xt.nrows();
+    if d == 0 {
+        return vec![0; xt.ncols()];
+    }
+    xt.as_slice()
+        .chunks_exact(d)
+        .map(|r| shard_of(r, key, sites))
+        .collect()
+}
+
+/// A_s·X for every shard s in one pass over the records: blocks of records are gathered per
+/// shard and multiplied ([`gram_t_times`]), so memory stays at one block beyond the data.
+pub fn shard_products(xt: Records<'_>, assignment: &[u8], x: &Matrix, sites: usize) -> Vec<Matrix> {
+    let (d, n) = (xt.nrows(), xt.ncols());
+    let mut products = vec![Matrix::zeros(d, x.ncols()); sites];
+    let block = (BLOCK_BYTES / (8 * d.max(1))).max(1);
+    let mut gathered: Vec<Vec<f64>> = vec![Vec::new(); sites];
+    let mut start = 0;
+    while start < n {
+        let len = block.min(n - start);
+        let part = xt.block(start, len);
+        for g in &mut gathered {
+            g.clear();
+        }
+        for (j, record) in part.as_slice().chunks_exact(d.max(1)).enumerate() {
+            gathered[assignment[start + j] as usize].extend_from_slice(record);
+        }
+        for (product, g) in products.iter_mut().zip(&gathered) {
+            if !g.is_empty() {
+                let records = Records::new(g, d, g.len() / d);
+                *product += gram_t_times(records, x);
+            }
+        }
+        part.release();
+        start += len;
+    }
+    products
 }
 
 fn failed(e: impl std::fmt::Display) -> RunError {
@@ -82,18 +156,11 @@ pub fn run<'a>(
     env: &mut RunEnv<'_>,
 ) -> Result<SimulatedRun, RunError> {
     let xt = xt.into();
-    let (d, n) = (xt.nrows(), xt.ncols());
+    let d = xt.nrows();
     let sites = config.sites as usize;
-    if n < sites {
-        return Err(failed(format!("cannot split {n} records into {sites} sites")));
-    }
-    let shards: Vec<Records<'_>> = shard_ranges(n, sites)
-        .into_iter()
-        .map(|r| xt.block(r.start, r.len()))
-        .collect();
-    if shards.iter().any(|s| s.ncols() as u64 > config.max_site_samples) {
-        return Err(failed("a shard holds more records than max_site_samples"));
-    }
+    let mut key = [0u8; 32];
+    env.rng().fill_bytes(&mut key);
+    let assignment = assign_shards(xt, &key, sites);
     let mut study_bytes = [0u8; 16];
     env.rng().fill_bytes(&mut study_bytes);
     let study = Uuid::from_bytes(study_bytes);
@@ -109,19 +176,24 @@ pub fn run<'a>(
         power.len(),
         roster,
     );
-    let fixed = FixedPoint::new(config.fraction_bits).map_err(failed)?;
-    let bound = config.entry_bound(neighbours);
     let mut releases = Vec::with_capacity(config.iterations as usize);
     for round in 1..=config.iterations {
         let roster = rounds.roster().to_vec();
+        let mut products = shard_products(xt, &assignment, power.iterate(), sites)
+            .into_iter()
+            .map(Some)
+            .collect::<Vec<_>>();
         for &site in &roster {
             let gone = config.dropouts.iter().any(|o| o.site == site && o.round <= round);
             if gone {
                 continue;
             }
             let i = site as usize - 1;
-            let y = site_update(shards[i], power.iterate(), config, neighbours, env)?;
-            let encoded = fixed.encode_all(y.as_slice(), bound).map_err(failed)?;
+            let product = products[i]
+                .take()
+                .ok_or_else(|| failed("a site contributed twice"))?;
+            let iterate = power.iterate().clone();
+            let encoded = site_contribution(&iterate, config, neighbours, env, |_| product)?;
             let masked = sessions[i].mask(round, &roster, &encoded).map_err(failed)?;
             rounds.submit(site, round, masked).map_err(failed)?;
         }
@@ -147,5 +219,6 @@ pub fn run<'a>(
         output: power.finish()?,
         report: FederationReport::from_history(config, rounds.history()),
         releases,
+        assignment,
     })
 }

@@ -44,6 +44,17 @@ pub struct SiteArgs {
     #[arg(long, env = "PRIVPCA_SITE_GIVE_UP_SECONDS", default_value_t = 300,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub give_up_seconds: u64,
+    /// The roster hash agreed with the other sites' operators (64 hex digits): the site refuses
+    /// a roster whose hash differs, before sending anything that depends on it. Without it, the
+    /// site prints the hash for the operators to compare.
+    #[arg(long, env = "PRIVPCA_SITE_EXPECT_ROSTER_HASH")]
+    pub expect_roster_hash: Option<String>,
+    /// Take part in a `federated_power` study whose threshold t is at most half the sites. Off
+    /// by default: with t ≤ S/2 a coordinator that lies can collect both secrets of a site from
+    /// two disjoint groups, and a coalition of the coordinator with the other sites sees this
+    /// site's release with noise variance (mΔ)²/t only.
+    #[arg(long, env = "PRIVPCA_SITE_ALLOW_MINORITY_THRESHOLD")]
+    pub allow_minority_threshold: bool,
 }
 
 impl fmt::Debug for SiteArgs {
@@ -58,6 +69,8 @@ impl fmt::Debug for SiteArgs {
             .field("ledger", &self.ledger)
             .field("wait_seconds", &self.wait_seconds)
             .field("give_up_seconds", &self.give_up_seconds)
+            .field("expect_roster_hash", &self.expect_roster_hash)
+            .field("allow_minority_threshold", &self.allow_minority_threshold)
             .finish()
     }
 }
@@ -159,6 +172,8 @@ mod tests {
         assert_eq!(args.budget_delta, 0.0);
         assert_eq!(args.format, None);
         assert_eq!(args.wait_seconds, 20);
+        assert_eq!(args.expect_roster_hash, None);
+        assert!(!args.allow_minority_threshold);
         assert!(!format!("{args:?}").contains("pps_secret"));
 
         let with_format = Cli::try_parse_from([
@@ -177,8 +192,13 @@ mod tests {
             "1e-6",
             "--ledger",
             "l",
+            "--expect-roster-hash",
+            "00ff",
+            "--allow-minority-threshold",
         ])
         .expect("parses");
+        assert_eq!(with_format.site.expect_roster_hash.as_deref(), Some("00ff"));
+        assert!(with_format.site.allow_minority_threshold);
         assert_eq!(with_format.site.format, Some(DataFormat::Npy));
         assert_eq!(with_format.site.budget_delta, 1e-6);
     }

@@ -12,6 +12,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 
 use super::http::SiteClient;
+use super::roster::{Member, RosterGuard, describe};
 use super::run::{Prepared, charge_ledger, finished, join};
 use super::{Failure, progress};
 use crate::algorithms::RunEnv;
@@ -159,7 +160,7 @@ pub(super) async fn follow(
         .map_err(|e| Failure::Refused(format!("the operating system's random generator failed: {e}")))?;
     let keys: Vec<KeyPair> = (0..stages).map(|_| KeyPair::generate(&mut rng)).collect();
     let public: Vec<String> = keys.iter().map(|k| wire::encode(&k.public())).collect();
-    join(client, view, prepared.records.n, None, public).await?;
+    join(client, view, prepared.records.n, None, public.clone()).await?;
     // The records in the model's domain (cape_agn), computed once.
     let domain = match &plan {
         Plan::Pca => None,
@@ -171,6 +172,12 @@ pub(super) async fn follow(
     let mut charged = false;
     let mut resends = 0;
     let mut last_wait: Option<String> = None;
+    let me = Member {
+        index: view.site_index,
+        name: view.site_name.clone(),
+        keys: public.clone(),
+    };
+    let mut roster = RosterGuard::new(prepared.expected_roster);
     loop {
         let task: SiteTask = client.get(&path, wait).await?;
         match task {
@@ -220,6 +227,14 @@ pub(super) async fn follow(
                         "stage {stage}/{asked_stages} does not fit a {} study",
                         view.algorithm
                     )));
+                }
+                let mut members: Vec<Member> = peers.iter().map(Member::from_cape_peer).collect();
+                members.push(me.clone());
+                if let Some(hash) = roster
+                    .observe(view, &members, &me)
+                    .map_err(|e| violation(format!("refusing stage {stage}'s roster: {e}")))?
+                {
+                    progress(&describe(&hash, &members));
                 }
                 let delta = plan.sensitivity(&neighbours, d, stage);
                 check_noise(&noise, peers.len() + 1, delta, view.cost_rho / f64::from(stages)).map_err(

@@ -58,13 +58,16 @@ impl Write for F64Sink {
 }
 
 /// Parses and clips records from `input`: rows clipped to ‖x‖₂ ≤ `beta` and ‖x‖₁ ≤ `alpha`.
-/// `max_samples` is the study's limit on n; one more record is an error that says so.
+/// `max_samples` is the study's limit on n; one more record is an error that says so. With
+/// `empty_as` = Some(d), a file without records is zero records of d features (a site whose n
+/// is private must not refuse because it holds none).
 pub fn read_records(
     input: impl Read,
     format: Format,
     beta: f64,
     alpha: f64,
     max_samples: u64,
+    empty_as: Option<usize>,
 ) -> Result<Records, String> {
     let limits = Limits {
         max_bytes: MAX_BYTES,
@@ -77,7 +80,17 @@ pub fn read_records(
         alpha: Some(alpha),
     };
     let mut sink = F64Sink::default();
-    let ingested = ingest::ingest(input, format, shape, &limits, &mut sink).map_err(|e| match e {
+    let ingested = match (ingest::ingest(input, format, shape, &limits, &mut sink), empty_as) {
+        (Err(IngestError::Empty), Some(d)) => {
+            return Ok(Records {
+                xt: Matrix::zeros(d, 0),
+                n: 0,
+                d,
+            });
+        }
+        (other, _) => other,
+    };
+    let ingested = ingested.map_err(|e| match e {
         IngestError::TooManyRows { .. } => format!(
             "the data holds more than {max_samples} records, the most a site may hold in this study \
              (max_site_samples)"
@@ -102,9 +115,10 @@ pub fn load_records(
     beta: f64,
     alpha: f64,
     max_samples: u64,
+    empty_as: Option<usize>,
 ) -> Result<Records, String> {
     let file = File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-    read_records(BufReader::new(file), format, beta, alpha, max_samples)
+    read_records(BufReader::new(file), format, beta, alpha, max_samples, empty_as)
         .map_err(|e| format!("{}: {e}", path.display()))
 }
 
@@ -115,7 +129,7 @@ mod tests {
     #[test]
     fn a_small_csv_is_loaded_transposed_and_clipped() {
         let csv = "a,b\n3,4\n0.3,0.4\n-6,8\n";
-        let records = read_records(csv.as_bytes(), Format::Csv, 1.0, 2.0, 10).expect("loads");
+        let records = read_records(csv.as_bytes(), Format::Csv, 1.0, 2.0, 10, None).expect("loads");
         assert_eq!((records.n, records.d), (3, 2));
         assert_eq!(records.xt.shape(), (2, 3));
         // Row 1 (‖x‖₂ = 5) is scaled to norm 1, row 2 kept, row 3 (norm 10) scaled to norm 1.
@@ -129,7 +143,7 @@ mod tests {
 
     #[test]
     fn the_l1_bound_clips_too() {
-        let records = read_records("1,1\n".as_bytes(), Format::Csv, 10.0, 1.0, 10).expect("loads");
+        let records = read_records("1,1\n".as_bytes(), Format::Csv, 10.0, 1.0, 10, None).expect("loads");
         assert!((records.xt[(0, 0)] - 0.5).abs() < 1e-12);
         assert!((records.xt[(1, 0)] - 0.5).abs() < 1e-12);
     }
@@ -137,26 +151,40 @@ mod tests {
     #[test]
     fn more_records_than_the_study_allows_are_refused() {
         let csv = "1,0\n0,1\n1,1\n";
-        let err = read_records(csv.as_bytes(), Format::Csv, 1.0, 2.0, 2)
+        let err = read_records(csv.as_bytes(), Format::Csv, 1.0, 2.0, 2, None)
             .err()
             .expect("refused");
         assert!(err.contains("more than 2 records"), "{err}");
-        assert!(read_records(csv.as_bytes(), Format::Csv, 1.0, 2.0, 3).is_ok());
+        assert!(read_records(csv.as_bytes(), Format::Csv, 1.0, 2.0, 3, None).is_ok());
+    }
+
+    #[test]
+    fn an_empty_file_is_zero_records_only_when_asked() {
+        assert!(read_records("".as_bytes(), Format::Csv, 1.0, 2.0, 10, None).is_err());
+        let records = read_records("".as_bytes(), Format::Csv, 1.0, 2.0, 10, Some(3)).expect("empty");
+        assert_eq!((records.n, records.d, records.xt.shape()), (0, 3, (3, 0)));
     }
 
     #[test]
     fn bad_values_are_reported_without_echoing_them() {
-        let err = read_records("1,2\n3,nan\n".as_bytes(), Format::Csv, 1.0, 2.0, 10)
+        let err = read_records("1,2\n3,nan\n".as_bytes(), Format::Csv, 1.0, 2.0, 10, None)
             .err()
             .expect("refused");
         assert!(err.contains("row 2"), "{err}");
-        assert!(read_records("1,2\n3\n".as_bytes(), Format::Csv, 1.0, 2.0, 10).is_err());
+        assert!(read_records("1,2\n3\n".as_bytes(), Format::Csv, 1.0, 2.0, 10, None).is_err());
     }
 
     #[test]
     fn json_and_the_sink_across_odd_writes() {
-        let records =
-            read_records("[[0.5, 0], [0, 0.5]]".as_bytes(), Format::Json, 1.0, 2.0, 10).expect("json");
+        let records = read_records(
+            "[[0.5, 0], [0, 0.5]]".as_bytes(),
+            Format::Json,
+            1.0,
+            2.0,
+            10,
+            None,
+        )
+        .expect("json");
         assert_eq!(records.xt.as_slice(), &[0.5, 0.0, 0.0, 0.5]);
         let mut sink = F64Sink::default();
         let bytes: Vec<u8> = [1.5f64, -2.0, 3.25]

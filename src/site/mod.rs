@@ -1,14 +1,18 @@
 //! `privpca site`: one site's client of a study (docs/design/federation.md "Site client").
 //!
 //! It reads the study (`GET /v1/site/study`), loads and clips its records with the service's
-//! ingest code, checks d, n ≤ `max_site_samples` and its local ledger (one SQLite file, one
-//! budget for the data it protects), and only then joins. It then follows the coordinator's
+//! ingest code, checks d (and, where n is public, n ≤ `max_site_samples`), the study's terms
+//! (noise against cost, fixed-point encoding, a majority threshold unless
+//! `--allow-minority-threshold`) and its local ledger (one SQLite file, one budget for the data
+//! it protects), and only then joins. It fixes the first roster it is shown, prints its hash
+//! (`roster hash ...`) and refuses a mismatch with `--expect-roster-hash` or any later change
+//! ([`roster`]); before every round it checks the iterate it was sent. It then follows the coordinator's
 //! long-polled tasks: share its key shares, charge its ledger just before the first masked
 //! contribution, contribute each round, answer unmask requests, and stop when the study is
 //! over. Raw data and unmasked values never leave the process and are never printed.
 //!
 //! Progress goes to stderr, one line per step, each starting `privpca site: `:
-//! `joined as site i of S ...`, `waiting for enrolment ...`, `keys shared ...`,
+//! `joined as site i of S ...`, `waiting for enrolment ...`, `roster hash ...`, `keys shared ...`,
 //! `charged ...`, `round r/L contributed ...`, `unmask r sent ...`, `finished: ...`, and
 //! `error: ...` before a non-zero exit.
 //!
@@ -22,6 +26,7 @@ mod args;
 mod cape;
 mod data;
 mod http;
+mod roster;
 mod run;
 
 use std::fmt;

@@ -9,7 +9,14 @@
 //! - a round's contribution is computed once: if the coordinator asks for the same round
 //!   again (an answer was lost), the same masked vector is sent again, never a fresh draw;
 //! - an unmask request is answered once per round; asked again with other survivors, the
-//!   client refuses (it would reveal both secrets of a site).
+//!   client refuses (it would reveal both secrets of a site);
+//! - the first roster is fixed and its hash printed (and checked against
+//!   `--expect-roster-hash`) before the key shares are sent; later rounds may only drop
+//!   members of it ([`super::roster`]);
+//! - a `federated_power` threshold t ≤ S/2 is refused unless `--allow-minority-threshold`;
+//! - every iterate is checked (shape, finite, orthonormal) before it is multiplied, and every
+//!   round's encoding is checked to keep all of the noise
+//!   ([`crate::algorithms::federated_power::site_contribution`]).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -21,6 +28,7 @@ use reqwest::StatusCode;
 use super::args::{DataFormat, SiteArgs};
 use super::data::{Records, load_records};
 use super::http::{HttpError, Posted, SiteClient};
+use super::roster::{Member, RosterGuard, describe, parse_expected};
 use super::{Failure, progress};
 use crate::dataset::Relation;
 use crate::federation::messages::{
@@ -214,6 +222,43 @@ pub(super) struct Prepared {
     computation: Option<SiteComputation>,
     pub(super) records: Records,
     cost: Cost,
+    /// `--expect-roster-hash`, parsed.
+    pub(super) expected_roster: Option<[u8; 32]>,
+}
+
+/// Refuses a `federated_power` threshold t ≤ S/2 unless the operator allowed it: a lying
+/// coordinator could then tell two disjoint groups of t sites different survivor sets and
+/// collect both secrets of one site, and against a coalition of the coordinator with the other
+/// sites this site's release carries noise variance (mΔ)²/t only.
+pub(super) fn check_threshold(threshold: u32, sites: u32, allow_minority: bool) -> Result<(), Failure> {
+    let majority = u64::from(threshold) * 2 > u64::from(sites);
+    if majority {
+        return Ok(());
+    }
+    if allow_minority {
+        progress(&format!(
+            "warning: threshold {threshold} of {sites} sites is not a majority (allowed by \
+             --allow-minority-threshold)"
+        ));
+        return Ok(());
+    }
+    Err(Failure::Refused(format!(
+        "the study's threshold t = {threshold} is at most half of its {sites} sites: a coordinator that \
+         lies could then recover this site's masked values, and a coalition of the coordinator with the \
+         other sites would see them with noise variance (mΔ)²/t only; pass --allow-minority-threshold to \
+         take part anyway; nothing was sent"
+    )))
+}
+
+/// This site's entry in a `federated_power` roster, as it published it.
+fn me_as_participant(view: &SiteStudyView, session: &SiteSession) -> Member {
+    let mut keys = vec![session.encryption_public_key()];
+    keys.extend(session.mask_public_keys());
+    Member {
+        index: view.site_index,
+        name: view.site_name.clone(),
+        keys,
+    }
 }
 
 async fn prepare(args: &SiteArgs, client: &SiteClient) -> Result<Prepared, Failure> {
@@ -241,8 +286,17 @@ async fn prepare(args: &SiteArgs, client: &SiteClient) -> Result<Prepared, Failu
         view.site_status,
     ));
     check_study(&view)?;
+    let expected_roster = args
+        .expect_roster_hash
+        .as_deref()
+        .map(parse_expected)
+        .transpose()
+        .map_err(Failure::Refused)?;
     let computation = match view.algorithm.as_str() {
-        "federated_power" => Some(SiteComputation::from_view(&view).map_err(Failure::Refused)?),
+        "federated_power" => {
+            check_threshold(view.threshold, view.n_sites, args.allow_minority_threshold)?;
+            Some(SiteComputation::from_view(&view).map_err(Failure::Refused)?)
+        }
         "cape_pca" | "cape_agn" => None,
         other => {
             return Err(Failure::Refused(format!(
@@ -251,16 +305,32 @@ async fn prepare(args: &SiteArgs, client: &SiteClient) -> Result<Prepared, Failu
         }
     };
     let cost = study_cost(&view)?;
+    let relation = relation(&view)?;
+    // Under add_remove a federated_power site's n is private: no limit on it may change what
+    // the site does (its products are clamped instead), and no records is a valid shard.
+    let private_n = computation.is_some() && relation == Relation::AddRemove;
     let records = load_records(
         &args.data,
         format.ingest_format(),
         view.row_norm_bound,
         view.row_l1_bound,
-        view.max_site_samples,
+        if private_n {
+            u64::MAX
+        } else {
+            view.max_site_samples
+        },
+        private_n.then_some(view.n_features),
     )
     .map_err(Failure::Refused)?;
+    if private_n && records.n as u64 > view.max_site_samples {
+        progress(&format!(
+            "warning: the data holds more records than the study's max_site_samples = {}; this site's \
+             products are clamped to the study's bound, which may bias its contribution (shown here only)",
+            view.max_site_samples
+        ));
+    }
     let checked = match &computation {
-        Some(computation) => computation.check_data(records.n, records.d),
+        Some(computation) => computation.check_data(records.n, records.d, relation),
         None if records.d != view.n_features => Err(format!(
             "the data has {} features; the study has {}",
             records.d, view.n_features
@@ -282,6 +352,7 @@ async fn prepare(args: &SiteArgs, client: &SiteClient) -> Result<Prepared, Failu
         computation,
         records,
         cost,
+        expected_roster,
     })
 }
 
@@ -359,6 +430,7 @@ struct Protocol<'a> {
     session: SiteSession,
     rng: ChaCha20Rng,
     iterations: u32,
+    roster: RosterGuard,
     sent: Sent,
     /// Messages sent again in a row because the server asked for them again.
     resends: u32,
@@ -471,6 +543,21 @@ impl Protocol<'_> {
         &mut self,
         participants: &[crate::federation::messages::Participant],
     ) -> Result<(), Failure> {
+        let view = &self.prepared.view;
+        let members: Vec<Member> = participants.iter().map(Member::from_participant).collect();
+        let me = me_as_participant(view, &self.session);
+        if let Some(hash) = self
+            .roster
+            .observe(view, &members, &me)
+            .map_err(|e| violation(format!("refusing the roster: {e}")))?
+        {
+            progress(&describe(&hash, &members));
+        }
+        check_threshold(
+            view.threshold,
+            participants.len() as u32,
+            self.args.allow_minority_threshold,
+        )?;
         if let Some(shares) = &self.sent.shares {
             Self::resend_guard(&mut self.resends, "the key shares").await?;
             self.post("/v1/site/shares", shares).await?;
@@ -481,7 +568,6 @@ impl Protocol<'_> {
                 "the server asked for key shares after the rounds began",
             ));
         }
-        let view = &self.prepared.view;
         let boxes = self
             .session
             .share_boxes(participants, view.threshold, &mut self.rng)
@@ -538,6 +624,9 @@ impl Protocol<'_> {
                 "round {round}'s roster does not include this site"
             )));
         }
+        self.roster
+            .check_indices(&roster, &format!("round {round}'s roster"))
+            .map_err(violation)?;
         if (rows, cols) != self.computation.rows_cols() {
             return Err(violation(format!(
                 "round {round}'s iterate is {rows}×{cols}; the study's is {:?}",
@@ -603,6 +692,10 @@ impl Protocol<'_> {
             self.post(&path, request).await?;
             return Ok(());
         }
+        let named: Vec<u32> = survivors.iter().chain(&dropped).copied().collect();
+        self.roster
+            .check_indices(&named, &format!("round {round}'s unmask request"))
+            .map_err(violation)?;
         let Some(roster) = self.sent.rosters.get(&round) else {
             return Err(violation(format!(
                 "the server asked to unmask round {round}, to which this site did not contribute"
@@ -732,6 +825,7 @@ async fn follow(
         session,
         rng,
         iterations,
+        roster: RosterGuard::new(prepared.expected_roster),
         sent: Sent::default(),
         resends: 0,
     };

@@ -12,6 +12,7 @@ mod central;
 mod contract;
 mod datasets;
 mod extremes;
+mod federated;
 mod gossip;
 mod hostile;
 mod jobs;

@@ -1,0 +1,373 @@
+//! The roster transcript hash: how a site detects a coordinator that substitutes keys or adds
+//! fake members (docs/design/federation.md, "What a site checks").
+//!
+//! Peer public keys reach a site through the coordinator, unauthenticated. A coordinator that
+//! hands site A a key of its own in place of site B's, or invents members, can open what A
+//! sends "to B", or stand in for every other site of a round and subtract their parts. Sites
+//! cannot tell from the keys alone; they can compare notes. Every site computes, for the first
+//! roster it is shown, SHA-256 over a canonical encoding of the study's terms (study id, name,
+//! algorithm, relation, bounds, configuration, cost, threshold, sizes) and of every member in
+//! index order (index, name and every public key it is listed with), and prints it. Honest
+//! sites of one study print the same value; operators compare it out of band, or pass the value
+//! agreed on with `--expect-roster-hash`, and a site refuses on a mismatch before it sends
+//! anything that depends on the roster. After that, a site refuses any later phase or round
+//! that names a site outside that roster, or lists a member with other keys or another name
+//! (members may only drop out).
+//!
+//! One implementation for every study kind: `federated_power` feeds it the participants of the
+//! key exchange, CAPE the peers of each stage plus the site itself.
+
+use std::collections::BTreeMap;
+
+use sha2::{Digest, Sha256};
+
+use crate::federation::messages::{CapePeer, Participant, SiteStudyView};
+
+/// Domain separation of the hash (bump on any change of the encoding).
+const DOMAIN: &[u8] = b"privpca roster transcript v1";
+
+/// One member of a roster as this site was shown it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    pub index: u32,
+    pub name: String,
+    /// Every public key the member is listed with, in the protocol's order (base64 as sent).
+    pub keys: Vec<String>,
+}
+
+impl Member {
+    /// A `federated_power` participant: its encryption key, then its masking keys.
+    pub fn from_participant(p: &Participant) -> Member {
+        let mut keys = vec![p.encryption_public_key.clone()];
+        keys.extend(p.mask_public_keys.iter().cloned());
+        Member {
+            index: p.index,
+            name: p.name.clone(),
+            keys,
+        }
+    }
+
+    /// A CAPE peer: its pair-noise keys.
+    pub fn from_cape_peer(p: &CapePeer) -> Member {
+        Member {
+            index: p.index,
+            name: p.name.clone(),
+            keys: p.noise_public_keys.clone(),
+        }
+    }
+}
+
+/// Writes a length-prefixed byte string.
+fn field(hash: &mut Sha256, bytes: &[u8]) {
+    hash.update((bytes.len() as u64).to_be_bytes());
+    hash.update(bytes);
+}
+
+/// JSON with object keys sorted at every level, so that every site encodes the configuration
+/// the same way whatever order the coordinator sent it in.
+fn canonical_json(value: &serde_json::Value) -> String {
+    match value {
+        serde_json::Value::Object(map) => {
+            let sorted: BTreeMap<&String, &serde_json::Value> = map.iter().collect();
+            let parts: Vec<String> = sorted
+                .into_iter()
+                .map(|(k, v)| format!("{}:{}", serde_json::Value::String(k.clone()), canonical_json(v)))
+                .collect();
+            format!("{{{}}}", parts.join(","))
+        }
+        serde_json::Value::Array(items) => {
+            format!(
+                "[{}]",
+                items.iter().map(canonical_json).collect::<Vec<_>>().join(",")
+            )
+        }
+        other => other.to_string(),
+    }
+}
+
+/// The study's terms as every site sees them: the view without this site's name, index and
+/// the statuses (which differ between sites or change over time).
+fn terms(view: &SiteStudyView) -> String {
+    let terms = serde_json::json!({
+        "study_id": view.study_id,
+        "study_name": view.study_name,
+        "algorithm": view.algorithm,
+        "n_sites": view.n_sites,
+        "threshold": view.threshold,
+        "n_features": view.n_features,
+        "relation": view.relation,
+        "row_norm_bound": view.row_norm_bound,
+        "row_l1_bound": view.row_l1_bound,
+        "config": view.config,
+        "cost_rho": view.cost_rho,
+        "cost_delta": view.cost_delta,
+        "fraction_bits": view.fraction_bits,
+        "max_site_samples": view.max_site_samples,
+    });
+    canonical_json(&terms)
+}
+
+/// SHA-256 over the domain tag, the study's id and terms, and every member in index order.
+pub fn transcript_hash(view: &SiteStudyView, members: &[Member]) -> [u8; 32] {
+    let mut sorted: Vec<&Member> = members.iter().collect();
+    sorted.sort_by_key(|m| m.index);
+    let mut hash = Sha256::new();
+    field(&mut hash, DOMAIN);
+    field(&mut hash, view.study_id.as_bytes());
+    field(&mut hash, terms(view).as_bytes());
+    hash.update((sorted.len() as u64).to_be_bytes());
+    for m in sorted {
+        hash.update(m.index.to_be_bytes());
+        field(&mut hash, m.name.as_bytes());
+        hash.update((m.keys.len() as u64).to_be_bytes());
+        for key in &m.keys {
+            field(&mut hash, key.as_bytes());
+        }
+    }
+    hash.finalize().into()
+}
+
+/// Parses `--expect-roster-hash` (64 hex digits).
+pub fn parse_expected(hex_text: &str) -> Result<[u8; 32], String> {
+    let bytes = hex::decode(hex_text.trim())
+        .map_err(|_| "--expect-roster-hash must be 64 hexadecimal digits".to_owned())?;
+    bytes
+        .try_into()
+        .map_err(|_| "--expect-roster-hash must be 64 hexadecimal digits (32 bytes)".to_owned())
+}
+
+/// The roster this site has committed to, and the hash it was told to expect.
+#[derive(Debug, Default)]
+pub struct RosterGuard {
+    expected: Option<[u8; 32]>,
+    fixed: Option<([u8; 32], BTreeMap<u32, Member>)>,
+}
+
+impl RosterGuard {
+    pub fn new(expected: Option<[u8; 32]>) -> RosterGuard {
+        RosterGuard {
+            expected,
+            fixed: None,
+        }
+    }
+
+    /// A roster shown to this site. The first one is fixed: its members must be distinct, the
+    /// list must hold this site with the keys it published (`me`) and at most `n_sites`
+    /// members, and its hash must match the expected one if given; the hash is returned so that
+    /// the caller prints it. Every later roster may hold only members of the fixed one, each
+    /// exactly as it was listed there (dropping out is the only change allowed).
+    pub fn observe(
+        &mut self,
+        view: &SiteStudyView,
+        members: &[Member],
+        me: &Member,
+    ) -> Result<Option<[u8; 32]>, String> {
+        let mut by_index = BTreeMap::new();
+        for m in members {
+            if by_index.insert(m.index, m.clone()).is_some() {
+                return Err(format!("the roster lists site {} twice", m.index));
+            }
+        }
+        match &self.fixed {
+            Some((_, fixed)) => {
+                for (index, m) in &by_index {
+                    match fixed.get(index) {
+                        Some(first) if first == m => {}
+                        Some(_) => {
+                            return Err(format!(
+                                "site {index} is listed with other keys or another name than in the roster \
+                                 this site committed to (key substitution?)"
+                            ));
+                        }
+                        None => {
+                            return Err(format!(
+                                "site {index} was not in the roster this site committed to"
+                            ));
+                        }
+                    }
+                }
+                Ok(None)
+            }
+            None => {
+                if by_index.get(&me.index) != Some(me) {
+                    return Err("the roster does not list this site with the keys it published".to_owned());
+                }
+                if by_index.len() > view.n_sites as usize {
+                    return Err(format!(
+                        "the roster has {} members; the study invited {}",
+                        by_index.len(),
+                        view.n_sites
+                    ));
+                }
+                let hash = transcript_hash(view, members);
+                if let Some(expected) = self.expected
+                    && expected != hash
+                {
+                    return Err(format!(
+                        "the roster hash is {}, not the expected {}: the roster or a key differs from \
+                         what the other operators see; refusing",
+                        hex::encode(hash),
+                        hex::encode(expected)
+                    ));
+                }
+                self.fixed = Some((hash, by_index));
+                Ok(Some(hash))
+            }
+        }
+    }
+
+    /// Every index must be a member of the fixed roster.
+    pub fn check_indices(&self, indices: &[u32], what: &str) -> Result<(), String> {
+        let Some((_, fixed)) = &self.fixed else {
+            return Err(format!("{what} came before any roster"));
+        };
+        match indices.iter().find(|i| !fixed.contains_key(i)) {
+            Some(i) => Err(format!(
+                "{what} names site {i}, which is not in the roster this site committed to"
+            )),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The line a site prints for its operator.
+pub fn describe(hash: &[u8; 32], members: &[Member]) -> String {
+    let mut sorted: Vec<&Member> = members.iter().collect();
+    sorted.sort_by_key(|m| m.index);
+    let names: Vec<String> = sorted
+        .iter()
+        .map(|m| format!("{} {:?}", m.index, m.name))
+        .collect();
+    format!(
+        "roster hash {} over {} members ({}); compare it with the other sites' operators, or pass \
+         it as --expect-roster-hash",
+        hex::encode(hash),
+        sorted.len(),
+        names.join(", ")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view() -> SiteStudyView {
+        SiteStudyView {
+            study_id: uuid::Uuid::from_u128(7),
+            study_name: "s".into(),
+            algorithm: "federated_power".into(),
+            site_name: "a".into(),
+            site_index: 1,
+            n_sites: 3,
+            threshold: 2,
+            n_features: 4,
+            relation: "replace_one".into(),
+            row_norm_bound: 1.0,
+            row_l1_bound: 2.0,
+            config: serde_json::json!({"k": 1, "p": 2, "multiplier": 3.5}),
+            cost_rho: 0.5,
+            cost_delta: 0.0,
+            fraction_bits: 36,
+            max_site_samples: 1000,
+            status: "running".into(),
+            site_status: "joined".into(),
+        }
+    }
+
+    fn member(index: u32, key: &str) -> Member {
+        Member {
+            index,
+            name: format!("site-{index}"),
+            keys: vec![key.into(), format!("{key}-mask")],
+        }
+    }
+
+    fn roster() -> Vec<Member> {
+        vec![member(1, "k1"), member(2, "k2"), member(3, "k3")]
+    }
+
+    #[test]
+    fn every_site_computes_the_same_hash_and_any_substitution_changes_it() {
+        let base = transcript_hash(&view(), &roster());
+        // Another site's view: its own name, index and statuses; members in another order;
+        // the configuration's keys in another order.
+        let mut other = view();
+        other.site_name = "c".into();
+        other.site_index = 3;
+        other.status = "enrolling".into();
+        other.config = serde_json::json!({"multiplier": 3.5, "p": 2, "k": 1});
+        let mut reversed = roster();
+        reversed.reverse();
+        assert_eq!(transcript_hash(&other, &reversed), base);
+        // A substituted key, a renamed or added member, or other terms: another hash.
+        let mut swapped = roster();
+        swapped[1].keys[0] = "evil".into();
+        assert_ne!(transcript_hash(&view(), &swapped), base);
+        let mut renamed = roster();
+        renamed[2].name = "site-x".into();
+        assert_ne!(transcript_hash(&view(), &renamed), base);
+        let mut added = roster();
+        added.push(member(4, "k4"));
+        assert_ne!(transcript_hash(&view(), &added), base);
+        let mut terms = view();
+        terms.threshold = 3;
+        assert_ne!(transcript_hash(&terms, &roster()), base);
+        // Length prefixes: moving bytes between fields changes the hash.
+        let mut shifted = roster();
+        shifted[0].keys = vec!["k1k1-mask".into(), String::new()];
+        assert_ne!(transcript_hash(&view(), &shifted), base);
+    }
+
+    #[test]
+    fn the_guard_fixes_the_first_roster_and_refuses_changes() {
+        let me = member(1, "k1");
+        let mut guard = RosterGuard::new(None);
+        let hash = guard.observe(&view(), &roster(), &me).unwrap().expect("fixed");
+        assert_eq!(hash, transcript_hash(&view(), &roster()));
+        // The same roster again, or a subset (dropouts): accepted, nothing new to print.
+        assert_eq!(guard.observe(&view(), &roster(), &me), Ok(None));
+        assert_eq!(guard.observe(&view(), &roster()[..2], &me), Ok(None));
+        assert!(guard.check_indices(&[1, 3], "round 2's roster").is_ok());
+        // A member with another key, or one that was never there: refused.
+        let mut swapped = roster();
+        swapped[2].keys[1] = "evil".into();
+        let err = guard.observe(&view(), &swapped, &me).unwrap_err();
+        assert!(err.contains("key substitution"), "{err}");
+        let mut added = roster();
+        added.push(member(4, "k4"));
+        assert!(guard.observe(&view(), &added, &me).is_err());
+        assert!(guard.check_indices(&[1, 4], "round 2's roster").is_err());
+    }
+
+    #[test]
+    fn the_first_roster_must_list_this_site_as_it_is_and_match_the_expected_hash() {
+        let me = member(1, "k1");
+        let mut swapped_me = roster();
+        swapped_me[0].keys[0] = "not mine".into();
+        assert!(RosterGuard::new(None).observe(&view(), &swapped_me, &me).is_err());
+        let mut twice = roster();
+        twice.push(member(2, "k2"));
+        assert!(RosterGuard::new(None).observe(&view(), &twice, &me).is_err());
+        let mut too_many = roster();
+        too_many.push(member(4, "k4"));
+        let err = RosterGuard::new(None)
+            .observe(&view(), &too_many, &me)
+            .unwrap_err();
+        assert!(err.contains("invited 3"), "{err}");
+
+        let right = transcript_hash(&view(), &roster());
+        let text = hex::encode(right);
+        assert_eq!(parse_expected(&text), Ok(right));
+        assert!(parse_expected("abc").is_err() && parse_expected(&text[..62]).is_err());
+        let mut expecting = RosterGuard::new(Some(right));
+        assert!(expecting.observe(&view(), &roster(), &me).is_ok());
+        let mut other = roster();
+        other[1].keys[0] = "evil".into();
+        let err = RosterGuard::new(Some(right))
+            .observe(&view(), &other, &me)
+            .unwrap_err();
+        assert!(err.contains("not the expected"), "{err}");
+        let line = describe(&right, &roster());
+        assert!(line.contains(&text) && line.contains("3 members"), "{line}");
+    }
+}

@@ -1,0 +1,73 @@
+//! `federated_power` jobs (simulate mode) through HTTP: the holes of issue 22.
+
+use serde_json::json;
+
+use crate::helpers::{TestApp, csv_rows, job};
+
+/// A step 2^-f coarser than the sites' noise grid would round noise away: refused at
+/// submission, naming the field.
+#[tokio::test]
+async fn fraction_bits_that_round_noise_away_are_refused_by_name() {
+    let app = TestApp::without_runner().await;
+    let key = app.tenant("t").await;
+    let ds = app
+        .records(&key, json!({ "rho": 10.0 }), &csv_rows(300, 6, 1))
+        .await;
+    let doc = app
+        .post(
+            "/v1/jobs",
+            &key,
+            job(
+                &ds,
+                "federated_power",
+                json!({ "k": 2, "sites": 4, "threshold": 4, "fraction_bits": 0 }),
+                json!({ "rho": 0.5 }),
+            ),
+        )
+        .await
+        .problem(422);
+    assert_eq!(doc["field"], "params.fraction_bits", "{doc}");
+    let detail = doc["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("round away"), "{doc}");
+    // Nothing was charged for the refused job.
+    let spent = app.get(&format!("/v1/datasets/{ds}"), &key).await.json()["budget"]["spent"]["rho"]
+        .as_f64()
+        .unwrap();
+    assert_eq!(spent, 0.0);
+}
+
+/// On an add_remove dataset n is private: a simulated job with a small max_site_samples must
+/// not fail because a shard holds more records (which used to reveal n, a bit per job), and
+/// must not fail for fewer records than sites either.
+#[tokio::test]
+async fn an_add_remove_job_never_fails_because_of_n() {
+    let app = TestApp::start().await;
+    let key = app.tenant("t").await;
+    for (n, name) in [(200, "many"), (2, "fewer than sites")] {
+        let ds = app
+            .dataset(
+                &key,
+                json!({ "name": name, "kind": "records", "relation": "add_remove", "row_norm_bound": 1, "budget": { "rho": 10 } }),
+            )
+            .await;
+        app.upload(&key, &ds, "text/csv", csv_rows(n, 5, 3).into_bytes())
+            .await;
+        let done = app
+            .run(
+                &key,
+                job(
+                    &ds,
+                    "federated_power",
+                    json!({ "k": 2, "sites": 3, "max_site_samples": 10, "iterations": 4 }),
+                    json!({ "rho": 1.0 }),
+                ),
+            )
+            .await;
+        assert_eq!(done["status"], "succeeded", "n = {n}: {done}");
+        let result = app
+            .get(&format!("/v1/jobs/{}/result", done["id"].as_str().unwrap()), &key)
+            .await
+            .json();
+        assert_eq!(result["basis"].as_array().map(Vec::len), Some(2), "{result}");
+    }
+}
