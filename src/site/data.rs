@@ -66,6 +66,19 @@ pub fn read_records(
     alpha: f64,
     max_samples: u64,
 ) -> Result<Records, String> {
+    read_or_empty(input, format, beta, alpha, max_samples, None)
+}
+
+/// [`read_records`], except that data with no rows is `empty_d`'s zero records (d×0) when it is
+/// given: a CAPE site under add_remove takes part whatever its n, 0 included.
+fn read_or_empty(
+    input: impl Read,
+    format: Format,
+    beta: f64,
+    alpha: f64,
+    max_samples: u64,
+    empty_d: Option<usize>,
+) -> Result<Records, String> {
     let limits = Limits {
         max_bytes: MAX_BYTES,
         // One more row stops the parse with a clear message.
@@ -77,13 +90,24 @@ pub fn read_records(
         alpha: Some(alpha),
     };
     let mut sink = F64Sink::default();
-    let ingested = ingest::ingest(input, format, shape, &limits, &mut sink).map_err(|e| match e {
-        IngestError::TooManyRows { .. } => format!(
-            "the data holds more than {max_samples} records, the most a site may hold in this study \
-             (max_site_samples)"
-        ),
-        other => other.to_string(),
-    })?;
+    let ingested = match ingest::ingest(input, format, shape, &limits, &mut sink) {
+        Ok(ingested) => ingested,
+        Err(IngestError::Empty) if empty_d.is_some() => {
+            let d = empty_d.unwrap_or(0);
+            return Ok(Records {
+                xt: Matrix::zeros(d, 0),
+                n: 0,
+                d,
+            });
+        }
+        Err(IngestError::TooManyRows { .. }) => {
+            return Err(format!(
+                "the data holds more than {max_samples} records, the most a site may hold in this study \
+                 (max_site_samples)"
+            ));
+        }
+        Err(other) => return Err(other.to_string()),
+    };
     let (Ok(n), Ok(d)) = (usize::try_from(ingested.n), usize::try_from(ingested.d)) else {
         return Err("the data is too large for this machine".to_owned());
     };
@@ -95,16 +119,18 @@ pub fn read_records(
     Ok(Records { xt, n, d })
 }
 
-/// [`read_records`] from a file.
-pub fn load_records(
+/// [`read_records`] from a file, or, with `empty_d`, zero records of that width when the file
+/// holds no rows.
+pub fn load_records_or_empty(
     path: &Path,
     format: Format,
     beta: f64,
     alpha: f64,
     max_samples: u64,
+    empty_d: Option<usize>,
 ) -> Result<Records, String> {
     let file = File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-    read_records(BufReader::new(file), format, beta, alpha, max_samples)
+    read_or_empty(BufReader::new(file), format, beta, alpha, max_samples, empty_d)
         .map_err(|e| format!("{}: {e}", path.display()))
 }
 
@@ -132,6 +158,15 @@ mod tests {
         let records = read_records("1,1\n".as_bytes(), Format::Csv, 10.0, 1.0, 10).expect("loads");
         assert!((records.xt[(0, 0)] - 0.5).abs() < 1e-12);
         assert!((records.xt[(1, 0)] - 0.5).abs() < 1e-12);
+    }
+
+    #[test]
+    fn no_rows_are_zero_records_only_when_asked() {
+        for text in ["", "a,b\n"] {
+            let records = read_or_empty(text.as_bytes(), Format::Csv, 1.0, 2.0, 10, Some(2)).expect("empty");
+            assert_eq!((records.n, records.d, records.xt.shape()), (0, 2, (2, 0)));
+            assert!(read_records(text.as_bytes(), Format::Csv, 1.0, 2.0, 10).is_err());
+        }
     }
 
     #[test]

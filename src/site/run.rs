@@ -19,7 +19,7 @@ use rand_chacha::ChaCha20Rng;
 use reqwest::StatusCode;
 
 use super::args::{DataFormat, SiteArgs};
-use super::data::{Records, load_records};
+use super::data::{Records, load_records_or_empty};
 use super::http::{HttpError, Posted, SiteClient};
 use super::{Failure, progress};
 use crate::dataset::Relation;
@@ -251,12 +251,19 @@ async fn prepare(args: &SiteArgs, client: &SiteClient) -> Result<Prepared, Failu
         }
     };
     let cost = study_cost(&view)?;
-    let records = load_records(
+    // CAPE needs no cap on n (nothing is fixed-point), and refusing over one would tell the
+    // coordinator a bit of a private n (docs/design/cape.md).
+    let (max_records, empty_d) = match &computation {
+        Some(_) => (view.max_site_samples, None),
+        None => super::cape::record_rules(&view),
+    };
+    let records = load_records_or_empty(
         &args.data,
         format.ingest_format(),
         view.row_norm_bound,
         view.row_l1_bound,
-        view.max_site_samples,
+        max_records,
+        empty_d,
     )
     .map_err(Failure::Refused)?;
     let checked = match &computation {
@@ -265,8 +272,7 @@ async fn prepare(args: &SiteArgs, client: &SiteClient) -> Result<Prepared, Failu
             "the data has {} features; the study has {}",
             records.d, view.n_features
         )),
-        None if records.n == 0 => Err("the data has no records".to_string()),
-        None => Ok(()),
+        None => super::cape::check_count(&view, records.n),
     };
     checked.map_err(|e| Failure::Refused(format!("{}: {e}", args.data.display())))?;
     progress(&format!(
