@@ -43,12 +43,14 @@
 //! (step 7), its top-K eigenpairs U, D, and W = U·D^{−1/2} (step 8). Noisy eigenvalues below the
 //! public noise floor 2√D·τ₁ (τ₁ the stage-1 aggregate noise sd; 2√D·τ₁ is the spectral norm of
 //! that noise) are clamped up to it, so W never divides by a nonpositive or noise-sized number;
-//! the count of clamped values is released. Stage 2: site s forms its packed M₃^s plus the CAPE
-//! noise E₃^s + F₃^s + G₃^s in the D-dimensional packed space at ρ/2 (steps 10–11), projects
-//! the sum by W and sends the K×K×K packed result; the aggregator subtracts F₃^s(W,W,W) (step 13,
-//! App. A-B). By linearity the site computes M₃^s(W,W,W) directly from its records
-//! (O(N_s·(DK + K³)) instead of O(N_s·D³)) and adds the projected noise: the message is the
-//! same number. Then the robust tensor power method ([`super::tensor_power`]) gives (λ_i, v_i),
+//! the count of clamped values is released. Stage 2: site s releases its packed M₃^s with CAPE
+//! at ρ/2 on the lattice, h·(round(M₃^s/h) + E₃^s + F₃^s + G₃^s), in the D-dimensional packed
+//! space (steps 10–11, [`third_moment`], O(N_s·D³/6)), projects that lattice vector by the
+//! public W and sends the K×K×K packed result ([`stage2_message`]); the aggregator subtracts
+//! F₃^s(W,W,W) (step 13, App. A-B; [`stage2_sum`]). The message is a deterministic function of
+//! the lattice release and W, so its cost is that release's (post-processing). Projecting the
+//! unrounded moment instead (cheaper, O(N_s·(DK + K³))) would add M₃'s bits below the grid to
+//! the message, which no lattice release covers. Then the robust tensor power method ([`super::tensor_power`]) gives (λ_i, v_i),
 //! and (App. B-C; Anandkumar et al. 2014 Thm 4.3) a_i = λ_i·(Wᵀ)⁺v_i = λ_i·U·D^{1/2}·v_i,
 //! w_i = 1/λ_i². In sum form M₂ and M₃ carry a factor N: a_i is unchanged and every w_i is
 //! multiplied by N, so the weights are released normalised to sum to 1 (N is not needed).
@@ -74,7 +76,7 @@ use serde_json::json;
 
 use super::noisy_power::{check_k, target_rho};
 use super::sensitivity::check_bounds;
-use super::tensor_power::{self, Eigenpair, PowerSettings, packed_len};
+use super::tensor_power::{self, Eigenpair, PowerSettings, packed_index, packed_len};
 use super::{Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError};
 use crate::dataset::{DataContext, Kind, Neighbours, Relation};
 use crate::federation::cape::{
@@ -172,10 +174,17 @@ pub struct CapeAgnConfig {
     pub dropouts: Vec<u32>,
     pub starts: usize,
     pub power_iterations: usize,
+    /// κ, the pair ratio both stages were calibrated with (a live site recalibrates from it).
+    #[serde(default = "default_pair_ratio")]
+    pub pair_ratio: f64,
     /// Stage 1 (second moments) at ρ/2.
     pub stage1: CapeNoise,
     /// Stage 2 (third moments) at ρ/2.
     pub stage2: CapeNoise,
+}
+
+fn default_pair_ratio() -> f64 {
+    DEFAULT_PAIR_RATIO
 }
 
 /// Δ of the packed M₂^s (module docs' table).
@@ -399,6 +408,7 @@ pub fn configure(
         dropouts,
         starts,
         power_iterations,
+        pair_ratio,
         stage1,
         stage2,
     })
@@ -483,6 +493,78 @@ fn add_sym_uuv(out: &mut [f64], k: usize, coef: f64, u: &[f64], v: &[f64]) {
 /// Adds coef·u⊗u⊗u to a packed K-tensor.
 fn add_cube(out: &mut [f64], k: usize, coef: f64, u: &[f64]) {
     tensor_power::for_each_packed(k, |idx, a, b, c| out[idx] += coef * u[a] * u[b] * u[c]);
+}
+
+/// Adds coef·sym(e_i⊗e_i⊗v) to a packed D-tensor: the only entries with index i at least twice,
+/// 3v_i at (i, i, i), v_c at (i, i, c) for c > i and v_a at (a, i, i) for a < i.
+fn add_sym_eev(out: &mut [f64], coef: f64, i: usize, v: &[f64]) {
+    out[packed_index(i, i, i)] += 3.0 * coef * v[i];
+    for (c, vc) in v.iter().enumerate().skip(i + 1) {
+        out[packed_index(i, i, c)] += coef * vc;
+    }
+    for (a, va) in v.iter().enumerate().take(i) {
+        out[packed_index(a, i, i)] += coef * va;
+    }
+}
+
+/// Adds coef·x⊗x⊗x to a packed D-tensor, skipping zero entries of x (STM records are sparse).
+fn add_cube_packed(out: &mut [f64], coef: f64, x: &[f64]) {
+    for (k, xk) in x.iter().enumerate() {
+        if *xk == 0.0 {
+            continue;
+        }
+        for (j, xj) in x.iter().enumerate().take(k + 1) {
+            if *xj == 0.0 {
+                continue;
+            }
+            let cjk = coef * xj * xk;
+            let start = packed_index(0, j, k);
+            for (o, xi) in out[start..=start + j].iter_mut().zip(x) {
+                *o += cjk * xi;
+            }
+        }
+    }
+}
+
+/// Σ_n m₃(x_n) over domain-projected records `xt` (d×n): the packed D-dimensional third moment
+/// M₃^s (module docs), C(D+2, 3) entries, O(N·D³/6) for dense records. It is what a site rounds
+/// to the grid and releases in stage 2 before projecting ([`stage2_message`]).
+pub fn third_moment(xt: &Matrix, model: Model, sigma2: f64) -> Vec<f64> {
+    let d = xt.nrows();
+    let mut out = vec![0.0; packed_len(d)];
+    let mut sum = vec![0.0; d];
+    for x in xt.column_iter() {
+        let x: Vec<f64> = x.iter().copied().collect();
+        match model {
+            Model::Mog => {
+                add_cube_packed(&mut out, 1.0, &x);
+                for (acc, v) in sum.iter_mut().zip(&x) {
+                    *acc += v;
+                }
+            }
+            Model::Stm => {
+                let l: f64 = x.iter().sum();
+                if l < 3.0 {
+                    continue;
+                }
+                let coef = 1.0 / (l * (l - 1.0) * (l - 2.0));
+                add_cube_packed(&mut out, coef, &x);
+                for (i, ci) in x.iter().enumerate() {
+                    if *ci != 0.0 {
+                        add_sym_eev(&mut out, -coef * ci, i, &x);
+                        out[packed_index(i, i, i)] += 2.0 * coef * ci;
+                    }
+                }
+            }
+        }
+    }
+    if model == Model::Mog && sigma2 > 0.0 {
+        // −σ²·Σ_d sym(e_d⊗e_d⊗Σ_n x_n).
+        for i in 0..d {
+            add_sym_eev(&mut out, -sigma2, i, &sum);
+        }
+    }
+    out
 }
 
 /// Σ_n m₃(x_n)(W, W, W) over domain-projected records `xt` (d×n), packed K×K×K, computed from
@@ -683,11 +765,17 @@ impl StageSeeds {
         Self { pairs, aggregator }
     }
 
-    fn of(&self, me: u32, sites: u32) -> Vec<(u32, Seed)> {
+    /// Site `me`'s pair seeds with every other site.
+    pub fn of(&self, me: u32, sites: u32) -> Vec<(u32, Seed)> {
         (1..=sites)
             .filter(|&j| j != me)
             .map(|j| (j, self.pairs[&(me.min(j), me.max(j))]))
             .collect()
+    }
+
+    /// The aggregator's seed of every site.
+    pub fn aggregator(&self) -> &BTreeMap<u32, Seed> {
+        &self.aggregator
     }
 }
 
@@ -734,9 +822,72 @@ pub fn stage1_aggregate(
     cape::aggregate(&releases, &seeds.aggregator, d * (d + 1) / 2, &config.stage1).map_err(failed)
 }
 
-/// Stage 2 (steps 9–13): site s adds the CAPE noise to its packed M₃^s in D dimensions and sends
-/// the projection by W (packed K×K×K; the statistic's part computed from the records, module
-/// docs); the aggregator's Σ_{s sent}(M̃₃^s − F₃^s(W, W, W)).
+/// Site s's stage-2 message (Alg. 3 steps 10–11), shared by the simulation and the live site
+/// (`src/site/cape.rs`): the CAPE lattice release of its packed D-dimensional M₃^s,
+/// h·(round(M₃^s/h) + E₃ + F₃ + G₃) ([`site_release`], the same mechanism and cost as any CAPE
+/// release of C(D+2, 3) values with Δ = `noise.sensitivity`), then projected by the public W
+/// (packed K×K×K). The projection is a deterministic function of that lattice vector and W,
+/// so the message is post-processing of the lattice release whose cost the calibration covers.
+#[allow(clippy::too_many_arguments)]
+pub fn stage2_message(
+    records: &Matrix,
+    model: Model,
+    sigma2: f64,
+    w: &Matrix,
+    me: u32,
+    pair_seeds: &[(u32, Seed)],
+    aggregator_seed: &Seed,
+    noise: &CapeNoise,
+    env: &mut RunEnv<'_>,
+) -> Result<Vec<f64>, RunError> {
+    let d = records.nrows();
+    if w.nrows() != d {
+        return Err(failed("W does not match the records"));
+    }
+    let m3 = third_moment(records, model, sigma2);
+    let release = site_release(&m3, me, pair_seeds, aggregator_seed, noise, env)?;
+    tensor_power::project_packed(&release, d, w).map_err(failed)
+}
+
+/// The aggregator's stage-2 sum Σ_{s sent}(M̃₃^s − F₃^s(W, W, W)) (Alg. 3 step 13), shared by
+/// the simulation and the live coordinator: F₃^s is expanded on the D-dimensional lattice
+/// (`packed_len(d)` values) and projected like the messages.
+pub fn stage2_sum(
+    releases: &BTreeMap<u32, Vec<f64>>,
+    aggregator_seeds: &BTreeMap<u32, Seed>,
+    noise: &CapeNoise,
+    w: &Matrix,
+) -> Result<Vec<f64>, String> {
+    let d = w.nrows();
+    let len3 = packed_len(d);
+    let lattice = CapeLattice::new(noise, len3).map_err(|e| e.to_string())?;
+    let mut total = vec![0.0; packed_len(w.ncols())];
+    for (site, release) in releases {
+        if release.len() != total.len() {
+            return Err(format!(
+                "site {site}'s stage-2 release has {} entries, not {}",
+                release.len(),
+                total.len()
+            ));
+        }
+        let seed = aggregator_seeds
+            .get(site)
+            .ok_or_else(|| format!("no aggregator seed for site {site}"))?;
+        let f = tensor_power::project_packed(&lattice.aggregator_term(seed, len3), d, w)?;
+        for ((acc, m), f) in total.iter_mut().zip(release).zip(f) {
+            *acc += m - f;
+        }
+    }
+    if total.iter().all(|v| v.is_finite()) {
+        Ok(total)
+    } else {
+        Err("numerical overflow in the stage-2 aggregate".into())
+    }
+}
+
+/// Stage 2 (steps 9–13) in simulation: every site forms its [`stage2_message`] (a dropout's is
+/// drawn and discarded, so the generator advances as if it had sent), and the aggregator's
+/// [`stage2_sum`].
 pub fn stage2_aggregate(
     shards: &[Matrix],
     config: &CapeAgnConfig,
@@ -749,35 +900,24 @@ pub fn stage2_aggregate(
         return Err(failed("W does not match the shards"));
     }
     let sites = config.sites;
-    let noise = config.stage2;
-    let len3 = packed_len(d);
-    let zeros = vec![0.0; len3];
-    let mut total = vec![0.0; packed_len(w.ncols())];
+    let mut releases = BTreeMap::new();
     for (s, shard) in (1..=sites).zip(shards) {
-        let site_noise = site_release(&zeros, s, &seeds.of(s, sites), &seeds.aggregator[&s], &noise, env)?;
-        let projected_noise = tensor_power::project_packed(&site_noise, d, w).map_err(failed)?;
-        let statistic = projected_third_moment(shard, config.model, config.sigma2, w);
-        if config.dropouts.contains(&s) {
-            continue;
-        }
-        let f = CapeLattice::new(&noise, len3)
-            .map_err(failed)?
-            .aggregator_term(&seeds.aggregator[&s], len3);
-        let f_projected = tensor_power::project_packed(&f, d, w).map_err(failed)?;
-        for (((acc, m), n), f) in total
-            .iter_mut()
-            .zip(&statistic)
-            .zip(&projected_noise)
-            .zip(&f_projected)
-        {
-            *acc += m + n - f;
+        let message = stage2_message(
+            shard,
+            config.model,
+            config.sigma2,
+            w,
+            s,
+            &seeds.of(s, sites),
+            &seeds.aggregator[&s],
+            &config.stage2,
+            env,
+        )?;
+        if !config.dropouts.contains(&s) {
+            releases.insert(s, message);
         }
     }
-    if total.iter().all(|v| v.is_finite()) {
-        Ok(total)
-    } else {
-        Err(failed("numerical overflow in the stage-2 aggregate"))
-    }
+    stage2_sum(&releases, &seeds.aggregator, &config.stage2, w).map_err(failed)
 }
 
 /// Runs Alg. 3 over the domain-projected shards `shards` (one d×n_s matrix per site), every

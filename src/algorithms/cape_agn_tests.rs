@@ -15,6 +15,7 @@ use crate::algorithms::testing::{
     with_audited_env,
 };
 use crate::algorithms::{DynAlgorithm, registry};
+use crate::federation::cape::tests::{Derived, TWIN};
 use crate::privacy::testing::check_gaussian_scale;
 
 const RO3: Neighbours = Neighbours::ReplaceOne {
@@ -325,15 +326,22 @@ fn aggregate_noise(config: &CapeAgnConfig, d: usize, reps: u64) -> (Vec<f64>, Ve
 }
 
 #[test]
-fn each_stage_aggregate_carries_the_calibrated_noise_and_an_under_noised_twin_fails() {
+fn each_stage_aggregate_carries_the_publicly_derived_noise_and_under_noised_twins_fail() {
     let d = 10;
     let config = mog_config(d, 3, 0.8, json!({ "sites": 4 }));
+    // The scales from public inputs alone: Δ from the module docs' table (replace_one, β = 3,
+    // σ² = 0.05, D = 10), ρ/2 per stage, S = 4, κ = 1; the test's own joint-view derivation.
+    let (beta, sigma2) = (3.0f64, 0.05f64);
+    let delta2 = 2f64.sqrt() * beta * beta;
+    let delta3 = 2.0 * beta.powi(3) + 2.0 * beta * sigma2 * (3.0 * d as f64 + 6.0).sqrt();
+    let public1 = Derived::new(delta2, 0.4, 4, 1.0, d * (d + 1) / 2);
+    let public2 = Derived::new(delta3, 0.4, 4, 1.0, packed_len(d));
     let (one, two) = aggregate_noise(&config, d, 30);
     assert!(one.len() >= 1600 && two.len() >= 6000);
-    check_gaussian_scale(&one, config.stage1.achieved_sd(4, 0)).expect("stage 1");
-    check_gaussian_scale(&two, config.stage2.achieved_sd(4, 0)).expect("stage 2");
+    check_gaussian_scale(&one, public1.aggregate_sd(4, 0)).expect("stage 1");
+    check_gaussian_scale(&two, public2.aggregate_sd(4, 0)).expect("stage 2");
     // The aggregate is never less noisy than the pooled mechanism at ρ/2.
-    assert!(config.stage1.achieved_sd(4, 0) >= config.stage1.pooled_sd);
+    assert!(public1.aggregate_sd(4, 0) >= public1.pooled_var.sqrt());
     for stage in [1, 2] {
         let mut twin = config.clone();
         let noise = if stage == 1 {
@@ -341,23 +349,129 @@ fn each_stage_aggregate_carries_the_calibrated_noise_and_an_under_noised_twin_fa
         } else {
             &mut twin.stage2
         };
-        noise.own_sd *= 0.85;
+        noise.own_sd *= TWIN;
         let (one, two) = aggregate_noise(&twin, d, 30);
         let (values, expected) = if stage == 1 {
-            (one, config.stage1.achieved_sd(4, 0))
+            (one, public1.aggregate_sd(4, 0))
         } else {
-            (two, config.stage2.achieved_sd(4, 0))
+            (two, public2.aggregate_sd(4, 0))
         };
         assert!(
             check_gaussian_scale(&values, expected).is_err(),
             "stage {stage} twin passed"
         );
     }
-    // A dropout leaves the reported extra noise.
+    // A dropout leaves the reported extra noise; its 1.2× twin fails.
     let dropped = mog_config(d, 3, 0.8, json!({ "sites": 4, "dropouts": [3] }));
     let (one, two) = aggregate_noise(&dropped, d, 30);
-    check_gaussian_scale(&one, dropped.stage1.achieved_sd(3, 1)).expect("stage 1 with a dropout");
-    check_gaussian_scale(&two, dropped.stage2.achieved_sd(3, 1)).expect("stage 2 with a dropout");
+    check_gaussian_scale(&one, public1.aggregate_sd(3, 1)).expect("stage 1 with a dropout");
+    check_gaussian_scale(&two, public2.aggregate_sd(3, 1)).expect("stage 2 with a dropout");
+    let mut twin = dropped.clone();
+    for noise in [&mut twin.stage1, &mut twin.stage2] {
+        noise.own_sd *= TWIN;
+        noise.pair_sd *= TWIN;
+    }
+    let (one, two) = aggregate_noise(&twin, d, 30);
+    assert!(check_gaussian_scale(&one, public1.aggregate_sd(3, 1)).is_err());
+    assert!(check_gaussian_scale(&two, public2.aggregate_sd(3, 1)).is_err());
+}
+
+#[test]
+fn the_packed_third_moment_is_the_projection_at_the_identity() {
+    let mut rng = seeded(31);
+    let d = 7;
+    let identity = Matrix::identity(d, d);
+    let mog = Matrix::from_fn(d, 9, |_, _| StandardNormal.sample(&mut rng));
+    let stm = stm_records(&mut rng, &stm_truth(d, 2), &[0.5, 0.5], 6, 11);
+    for (model, xt, sigma2) in [(Model::Mog, &mog, 0.3), (Model::Stm, &stm, 0.0)] {
+        let want = projected_third_moment(xt, model, sigma2, &identity);
+        let got = third_moment(xt, model, sigma2);
+        for (g, w) in got.iter().zip(&want) {
+            assert!((g - w).abs() <= 1e-12 * (1.0 + w.abs()), "{model:?}: {g} vs {w}");
+        }
+    }
+    assert_eq!(
+        third_moment(&Matrix::zeros(d, 0), Model::Mog, 0.3),
+        vec![0.0; packed_len(d)]
+    );
+}
+
+/// Stage 2 releases the D-dimensional moment on the lattice and only then projects it: with W
+/// a selection of K coordinates (so the projection only copies entries) every value of the
+/// message is an integer multiple of the grid h, and it equals the projection of
+/// h·(round(M₃/h) + E + F + G) rebuilt from the seeds and the audited G. The old message,
+/// P(M₃) + P(noise), carried M₃'s bits below the grid.
+#[test]
+fn stage2_messages_are_projections_of_a_lattice_release() {
+    let mut rng = seeded(41);
+    let (d, k, sites) = (6, 3, 3u32);
+    let truth = mog_truth(&mut rng, d, k);
+    let xt = mog_records(&mut rng, &truth, &[0.4, 0.3, 0.3], 0.05, 500);
+    let config = mog_config(d, k, 2.0, json!({ "sites": sites }));
+    let noise = config.stage2;
+    let len3 = packed_len(d);
+    let lattice = CapeLattice::new(&noise, len3).unwrap();
+    let h = lattice.grid();
+    let selection = Matrix::from_fn(d, k, |i, j| if i == 2 * j { 1.0 } else { 0.0 });
+    let ((message, seeds), audit) = with_audited_env(5, |env| {
+        let seeds = StageSeeds::fresh(sites, env);
+        let m = stage2_message(
+            &xt,
+            Model::Mog,
+            0.05,
+            &selection,
+            1,
+            &seeds.of(1, sites),
+            &seeds.aggregator()[&1],
+            &noise,
+            env,
+        )
+        .unwrap();
+        (m, seeds)
+    });
+    assert_eq!(message.len(), packed_len(k));
+    for v in &message {
+        assert_eq!((v / h).fract(), 0.0, "{v} is not on the grid {h}");
+    }
+    // Rebuild: round(M₃/h) + E + F + G in integers, projected.
+    let m3 = third_moment(&xt, Model::Mog, 0.05);
+    let e = cape::zero_sum_noise(1, &seeds.of(1, sites), len3, &lattice);
+    let f = lattice.aggregator_term(&seeds.aggregator()[&1], len3);
+    let g = &audit
+        .draws
+        .iter()
+        .find(|r| r.label == cape::OWN_NOISE)
+        .expect("G audited")
+        .values;
+    let rebuilt: Vec<f64> = (0..len3)
+        .map(|i| ((m3[i] / h).round() + e[i] as f64) * h + f[i] + g[i])
+        .collect();
+    let projected = project_packed(&rebuilt, d, &selection).unwrap();
+    for (a, b) in message.iter().zip(&projected) {
+        assert!((a - b).abs() <= 1e-12 * b.abs().max(h), "{a} vs {b}");
+    }
+    // Through a general W it is the projection of that same lattice vector (the same seeds
+    // and generator state give the same E, F, G).
+    let w = Matrix::from_fn(d, k, |_, _| StandardNormal.sample(&mut rng));
+    let (general, _) = with_audited_env(5, |env| {
+        let seeds = StageSeeds::fresh(sites, env);
+        stage2_message(
+            &xt,
+            Model::Mog,
+            0.05,
+            &w,
+            1,
+            &seeds.of(1, sites),
+            &seeds.aggregator()[&1],
+            &noise,
+            env,
+        )
+        .unwrap()
+    });
+    let projected = project_packed(&rebuilt, d, &w).unwrap();
+    for (a, b) in general.iter().zip(&projected) {
+        assert!((a - b).abs() <= 1e-12 * b.abs().max(h), "{a} vs {b}");
+    }
 }
 
 /// q^comp of the non-private tensor method on pooled exact moments (the best the data allows).

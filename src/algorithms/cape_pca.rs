@@ -133,27 +133,31 @@ pub fn configure_for(
 }
 
 /// Column ranges of `n` records split into contiguous shards proportional to `shares` (or
-/// near-equal when `None`), every shard non-empty when n ≥ S.
+/// near-equal when `None`): boundaries at round(cumulative share · n). The rule does not look at
+/// whether n ≥ S: a shard may be empty, and its site then sends noise only (n is private under
+/// add_remove, so no outcome may depend on it).
 pub fn shard_ranges(n: usize, sites: usize, shares: Option<&[f64]>) -> Vec<std::ops::Range<usize>> {
     let Some(shares) = shares else {
         return crate::federation::simulate::shard_ranges(n, sites);
     };
     let total: f64 = shares.iter().sum();
-    let mut bounds = vec![0usize];
+    let mut start = 0;
     let mut acc = 0.0;
-    for (i, w) in shares.iter().enumerate() {
-        acc += w;
-        let end = if i + 1 == shares.len() {
-            n
-        } else {
-            // Keep at least one record for each shard still to come, and one for this one.
-            let proposed = (acc / total * n as f64).round() as usize;
-            let prev = *bounds.last().unwrap_or(&0);
-            proposed.clamp(prev + 1, n - (shares.len() - 1 - i))
-        };
-        bounds.push(end);
-    }
-    bounds.windows(2).map(|w| w[0]..w[1]).collect()
+    shares
+        .iter()
+        .enumerate()
+        .map(|(i, w)| {
+            acc += w;
+            let end = if i + 1 == shares.len() {
+                n
+            } else {
+                ((acc / total * n as f64).round() as usize).clamp(start, n)
+            };
+            let range = start..end;
+            start = end;
+            range
+        })
+        .collect()
 }
 
 /// The aggregator's last step: the top-k eigenpairs of the aggregate Â (Alg. 2 steps 9–10).
@@ -347,12 +351,9 @@ pub fn simulate_aggregate<'a>(
 ) -> Result<(Vec<f64>, CapeReport), RunError> {
     let xt = xt.into();
     let sites = config.sites;
+    // Every shard may be empty (a site with no records sends noise only): nothing here depends
+    // on n, which is private under add_remove.
     let n = xt.ncols();
-    if n < sites as usize {
-        return Err(RunError::Failed(format!(
-            "the dataset has fewer records than the {sites} sites"
-        )));
-    }
     let d = xt.nrows();
     let len = d * (d + 1) / 2;
     let mut pair: BTreeMap<(u32, u32), Seed> = BTreeMap::new();

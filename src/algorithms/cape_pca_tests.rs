@@ -10,6 +10,7 @@ use crate::algorithms::testing::{
     AR, EN, RO, assert_basis_contract, ctx, exact_top, invalid_field, run_on_records, spiked_records, target,
     with_audited_env,
 };
+use crate::federation::cape::tests::{Derived, TWIN};
 use crate::linalg::subspace::{captured_energy, sin_theta};
 use crate::privacy::testing::check_gaussian_scale;
 
@@ -48,12 +49,43 @@ fn unequal_shards_follow_the_shares() {
     let sizes: Vec<usize> = ranges.iter().map(|r| r.len()).collect();
     assert_eq!(sizes, vec![1000, 2000, 4000]);
     assert_eq!(ranges[2].end, 7000);
-    // Tiny n: every shard keeps at least one record.
+    // Tiny n: the shares decide, whatever n is; shards may be empty, every record is placed.
+    for n in 0..5 {
+        for shares in [None, Some(&[1.0, 1e6, 1.0][..]), Some(&[1.0, 2.0, 4.0][..])] {
+            let ranges = shard_ranges(n, 3, shares);
+            assert_eq!(ranges.len(), 3);
+            assert_eq!(ranges.iter().map(|r| r.len()).sum::<usize>(), n, "n = {n}");
+            assert!(ranges.windows(2).all(|w| w[0].end == w[1].start));
+        }
+    }
     let sizes: Vec<usize> = shard_ranges(3, 3, Some(&[1.0, 1e6, 1.0]))
         .iter()
         .map(|r| r.len())
         .collect();
-    assert_eq!(sizes, vec![1, 1, 1]);
+    assert_eq!(sizes, vec![0, 3, 0]);
+}
+
+/// n is private under add_remove: a dataset with fewer records than sites (or none) runs like
+/// any other, empty sites sending noise only, with or without shares. Before, the run failed
+/// with an error naming the comparison of n with S (or panicked splitting by shares).
+#[test]
+fn fewer_records_than_sites_run_like_any_other_under_add_remove() {
+    let d = 5;
+    let c = ctx(d, None, AR);
+    for n in [0usize, 1, 2, 3, 40] {
+        let xt = spiked_records(9, d, n.max(1), &[3.0], 1.0, 1.0)
+            .columns(0, n)
+            .into_owned();
+        for params in [
+            json!({"k": 1, "sites": 3}),
+            json!({"k": 1, "sites": 4, "site_shares": [1, 2, 3, 4]}),
+        ] {
+            let cfg = configured(params.clone(), &c, 0.5);
+            let (out, _) = run_on_records(&CapePca, &xt, &cfg, &c, 7);
+            let out = out.unwrap_or_else(|e| panic!("n = {n}, {params}: {e}"));
+            assert_basis_contract(&out.basis, d, 1);
+        }
+    }
 }
 
 #[test]
@@ -100,16 +132,23 @@ fn bad_parameters_name_their_field() {
     ));
 }
 
-/// The aggregate minus the exact Σ X_sᵀX_s, per packed entry, for a run whose sites' own noise
-/// is scaled by `factor`.
+/// The aggregate minus the exact Σ X_sᵀX_s, per packed entry, for a run whose sites' own and
+/// pair noise are scaled by `factor`; and the sd a test derives from public inputs alone (Δ = √2·β² for
+/// replace_one, ρ = 0.3, S = 4, κ = 1, len = d(d+1)/2).
 fn aggregate_noise(factor: f64, dropouts: &[u32]) -> (Vec<f64>, f64) {
-    // d = 50: 1 275 packed entries, so 0.85× own noise is z ≈ −7 on the aggregate.
+    // d = 50: 1 275 packed entries, so own noise 1.2× too small is z ≈ −9 on the aggregate.
     let (d, n) = (50, 600);
     let c = ctx(d, Some(n), RO);
     let xt = spiked_records(3, d, n, &[4.0, 2.0], 1.0, 2.0);
     let mut cfg = configured(json!({"k": 2, "sites": 4, "dropouts": dropouts}), &c, 0.3);
-    let expected = cfg.noise.achieved_sd(4 - dropouts.len(), dropouts.len());
+    let beta = match RO {
+        crate::dataset::Neighbours::ReplaceOne { beta, .. } => beta,
+        _ => unreachable!(),
+    };
+    let public = Derived::new(2f64.sqrt() * beta * beta, 0.3, 4, 1.0, d * (d + 1) / 2);
+    let expected = public.aggregate_sd(4 - dropouts.len(), dropouts.len());
     cfg.noise.own_sd *= factor;
+    cfg.noise.pair_sd *= factor;
     let ((sum, _), _) = with_audited_env(11, |env| simulate_aggregate(&xt, &cfg, env).expect("runs"));
     // The survivors' exact statistic.
     let ranges = shard_ranges(n, 4, None);
@@ -127,17 +166,17 @@ fn aggregate_noise(factor: f64, dropouts: &[u32]) -> (Vec<f64>, f64) {
 }
 
 #[test]
-fn the_aggregate_carries_the_calibrated_noise() {
+fn the_aggregate_carries_the_publicly_derived_noise() {
     let (noise, sd) = aggregate_noise(1.0, &[]);
-    check_gaussian_scale(&noise, sd).expect("aggregate noise at the calibrated scale");
+    check_gaussian_scale(&noise, sd).expect("aggregate noise at the derived scale");
 }
 
 #[test]
 fn under_noised_sites_fail_the_noise_check() {
-    let (noise, sd) = aggregate_noise(0.85, &[]);
+    let (noise, sd) = aggregate_noise(TWIN, &[]);
     assert!(
         check_gaussian_scale(&noise, sd).is_err(),
-        "under-noising went unnoticed"
+        "under-noising by 1.2× went unnoticed"
     );
 }
 
@@ -145,6 +184,8 @@ fn under_noised_sites_fail_the_noise_check() {
 fn a_dropout_is_reported_and_leaves_the_reported_noise() {
     let (noise, sd) = aggregate_noise(1.0, &[2]);
     check_gaussian_scale(&noise, sd).expect("dropout noise as reported");
+    let (noise, sd) = aggregate_noise(TWIN, &[2]);
+    assert!(check_gaussian_scale(&noise, sd).is_err(), "dropout twin passed");
     let (d, n) = (8, 300);
     let c = ctx(d, Some(n), RO);
     let xt = spiked_records(5, d, n, &[4.0], 1.0, 2.0);

@@ -113,7 +113,7 @@ impl CapeNoise {
                 return None;
             }
         }
-        let noise = CapeNoise {
+        let mut noise = CapeNoise {
             sites,
             sensitivity,
             pooled_sd: t.sqrt() * sensitivity,
@@ -121,10 +121,26 @@ impl CapeNoise {
             aggregator_sd: (t - g).max(0.0).sqrt() * sensitivity,
             own_sd: g.sqrt() * sensitivity,
         };
+        // Round F's sd up until F + G reaches τ_c² as evaluated (eq. 2's second constraint),
+        // so that a site's check of it needs no slack either.
+        let mut guard = 0;
+        while !noise.coalition_covered() {
+            noise.aggregator_sd = (noise.aggregator_sd * (1.0 + 4.0 * f64::EPSILON)).max(f64::MIN_POSITIVE);
+            guard += 1;
+            if guard > 1000 {
+                return None;
+            }
+        }
         [noise.pooled_sd, noise.pair_sd, noise.own_sd]
             .iter()
             .all(|x| ok(*x))
             .then_some(noise)
+    }
+
+    /// Whether F_s + G_s has at least the pooled variance τ_c², evaluated in floating point
+    /// exactly as a site evaluates it (a coalition of the other sites knows E_s; eq. 2).
+    pub fn coalition_covered(&self) -> bool {
+        self.aggregator_sd.powi(2) + self.own_sd.powi(2) >= self.pooled_sd.powi(2)
     }
 
     /// The zCDP cost this configuration charges every site: ρ_joint (module docs).
@@ -171,6 +187,105 @@ impl CapeNoise {
             note,
         }
     }
+}
+
+/// The public facts one stage of a live CAPE study is calibrated from. A site builds them
+/// itself (its own Δ from the study's bounds, relation, d and model; the ρ its ledger is charged;
+/// the roster it was given; κ from the study's terms) and the coordinator builds the same
+/// ones, so both derive the same [`CapeNoise`] bit for bit ([`StageTerms::noise`]). A site sends
+/// only what its own derivation gives; the coordinator's copy is compared with it
+/// ([`check_offer`]) and only decides whether the site takes part (docs/design/cape.md, "What a
+/// site checks").
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StageTerms {
+    /// Δ of this stage's statistic.
+    pub sensitivity: f64,
+    /// The ρ every site is charged for the whole study (the ledger's amount).
+    pub charged_rho: f64,
+    /// How many stages share the charge evenly (1 for `cape_pca`, 2 for `cape_agn`).
+    pub stages: u32,
+    /// The roster's size S′.
+    pub sites: u32,
+    /// κ, the study's pair ratio.
+    pub pair_ratio: f64,
+}
+
+impl StageTerms {
+    /// This stage's share of the charge, ρ/stages (exact: stages is 1 or 2, a power of two;
+    /// the shares of all stages sum to the charge).
+    pub fn share(&self) -> f64 {
+        self.charged_rho / f64::from(self.stages.max(1))
+    }
+
+    /// The stage's noise: [`CapeNoise::calibrate`] at the share, whose cost as evaluated is ≤
+    /// the share (rounded up, never down). `None` when the terms do not calibrate.
+    pub fn noise(&self) -> Option<CapeNoise> {
+        if !(1..=2).contains(&self.stages) {
+            return None;
+        }
+        CapeNoise::calibrate(self.sensitivity, self.share(), self.sites, self.pair_ratio)
+    }
+}
+
+/// Relative tolerance on each sd of the coordinator's offer against a site's own derivation.
+/// An honest coordinator evaluates the same function of the same public numbers with +, −, ×,
+/// ÷ and √ only (all correctly rounded in IEEE 754), so its values are equal bit for bit; a
+/// coordinator built differently (fused multiply–add, another evaluation order) could differ by
+/// a few ulps (~10⁻¹⁵). 10⁻⁹ leaves a million-fold room for that and is still far below any
+/// change that matters: the site never uses the offered values (its own are at least as
+/// noisy as charged), so the tolerance guards the protocol, not the guarantee. What is drawn
+/// (grid and integer variances) must agree exactly, or the aggregator's F and the pair terms
+/// would not cancel.
+pub const OFFER_TOLERANCE: f64 = 1e-9;
+
+/// A site's check before it sends (`src/site/cape.rs`): `own` is its derivation from
+/// [`StageTerms`], `offered` the coordinator's, `share` the stage's share of the charge and
+/// `len` the length of the lattice release (the D-dimensional tensor in `cape_agn` stage 2).
+///
+/// - `own` costs at most `share` against the joint view (no slack: ρ_joint evaluated as
+///   charged, module docs) and F + G ≥ τ_c²;
+/// - `offered` is for the same roster size, each of its sds and Δ is within
+///   [`OFFER_TOLERANCE`] of `own`'s, and both build the same lattice (grid, widening, integer
+///   variances).
+///
+/// The messages quote only public numbers.
+pub fn check_offer(offered: &CapeNoise, own: &CapeNoise, share: f64, len: usize) -> Result<(), String> {
+    let cost = own.cost();
+    if !(cost <= share) {
+        return Err(format!(
+            "this site's own calibration would cost ρ = {cost:e}, more than the stage's share ρ = {share:e}"
+        ));
+    }
+    if !own.coalition_covered() {
+        return Err("this site's own aggregator and own noise together are below the pooled level".into());
+    }
+    if offered.sites != own.sites {
+        return Err(format!(
+            "the noise is calibrated for {} sites but the roster has {}",
+            offered.sites, own.sites
+        ));
+    }
+    let fields = [
+        ("sensitivity", offered.sensitivity, own.sensitivity),
+        ("pooled_sd", offered.pooled_sd, own.pooled_sd),
+        ("pair_sd", offered.pair_sd, own.pair_sd),
+        ("aggregator_sd", offered.aggregator_sd, own.aggregator_sd),
+        ("own_sd", offered.own_sd, own.own_sd),
+    ];
+    for (name, theirs, mine) in fields {
+        let close = (theirs - mine).abs() <= OFFER_TOLERANCE * mine.abs();
+        if !close {
+            return Err(format!(
+                "the coordinator's {name} = {theirs:e} differs from this site's derivation {mine:e} from the study's public terms"
+            ));
+        }
+    }
+    let mine = CapeLattice::new(own, len).map_err(|e| e.to_string())?;
+    let theirs = CapeLattice::new(offered, len).map_err(|e| format!("the coordinator's noise: {e}"))?;
+    if mine != theirs {
+        return Err("the coordinator's noise puts the release on another lattice (grid or integer variances) than this site's derivation".into());
+    }
+    Ok(())
 }
 
 /// The noise report of a CAPE run, returned with the result (public: it depends only on the
@@ -386,4 +501,4 @@ pub fn unpack_symmetric(packed: &[f64], d: usize) -> Result<Matrix, String> {
 
 #[cfg(test)]
 #[path = "cape_tests.rs"]
-mod tests;
+pub(crate) mod tests;

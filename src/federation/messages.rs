@@ -169,7 +169,8 @@ pub enum SiteTask {
         peers: Vec<CapePeer>,
         /// The seed of F_s, this site's aggregator noise (base64, 32 bytes; sent to this site only).
         aggregator_seed: String,
-        /// The calibrated noise for this roster; the site checks it against the study's cost.
+        /// The coordinator's calibration for this roster. The site derives its own from the
+        /// study's public terms, refuses when they differ, and draws only with its own.
         #[schema(value_type = Value)]
         noise: crate::federation::cape::CapeNoise,
         /// Number of values to send.

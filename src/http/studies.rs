@@ -424,6 +424,16 @@ fn resolve(body: &CreateStudy, max_d: usize) -> Result<Resolved, ApiError> {
     let cost = crate::privacy::Cost::gaussian_zcdp(cost)
         .check()
         .map_err(|e| ApiError::validation("privacy", e.to_string()))?;
+    let rho_units = charge_units(cost.rho, RHO_UNIT);
+    let protocol = match protocol {
+        // CAPE stages are calibrated at the ledger's amount, the ρ a site's view states, so that
+        // the coordinator and every site derive the same noise (docs/design/cape.md).
+        Protocol::Cape(mut plan) => {
+            plan.rho = crate::privacy::units::from_units(rho_units, RHO_UNIT);
+            Protocol::Cape(plan)
+        }
+        other => other,
+    };
     let join_timeout = body.join_timeout_seconds.unwrap_or(DEFAULT_JOIN_TIMEOUT_SECS);
     if !(1..=7 * 24 * 3600).contains(&join_timeout) {
         return Err(ApiError::validation(
@@ -443,7 +453,7 @@ fn resolve(body: &CreateStudy, max_d: usize) -> Result<Resolved, ApiError> {
         protocol,
         rounds,
         threshold,
-        rho_units: charge_units(cost.rho, RHO_UNIT),
+        rho_units,
         delta_units: charge_units(cost.delta, DELTA_UNIT),
         join_timeout,
         round_timeout,

@@ -1,10 +1,13 @@
 //! The site's side of a CAPE study (docs/design/cape.md): join with one fresh X25519 pair-noise
-//! key per stage, wait for the roster, check the noise the coordinator calibrated against the
-//! study's cost *with this site's own sensitivity*, charge the local ledger (once, before the
-//! first release), and send each stage's noisy statistic â_s = a_s + E_s + F_s + G_s:
-//! `cape_pca` the packed Gram matrix; `cape_agn` the packed second moment, then the third
-//! moment projected by the coordinator's whitening W (Alg. 3 step 11). Asked again for the same
-//! stage (an answer was lost), the same vector is sent again, never a fresh draw.
+//! key per stage, wait for the roster, derive the stage's noise *itself* from public facts it
+//! checks (its own Δ, the share of the ρ its ledger is charged, the roster size, κ; grid,
+//! widening and integer variances follow), refuse when the coordinator's noise differs, charge
+//! the local ledger (once, before the first release), and send each stage's noisy statistic
+//! â_s = a_s + E_s + F_s + G_s drawn with its own values: `cape_pca` the packed Gram matrix;
+//! `cape_agn` the packed second moment, then the lattice release of the D-dimensional third
+//! moment projected by the coordinator's whitening W (Alg. 3 steps 10–11). Asked again for the
+//! same stage (an answer was lost), the same vector is sent again, never a fresh draw. Whether
+//! the site takes part never depends on its n when n is private (add_remove).
 
 use std::time::Duration;
 
@@ -18,10 +21,10 @@ use super::{Failure, progress};
 use crate::algorithms::RunEnv;
 use crate::algorithms::analyze_gauss::sensitivity;
 use crate::algorithms::cape_agn::{self, CapeAgnConfig, Model};
-use crate::algorithms::cape_pca::site_statistic;
+use crate::algorithms::cape_pca::{CapePcaConfig, site_statistic};
 use crate::algorithms::tensor_power;
 use crate::dataset::Neighbours;
-use crate::federation::cape::{self, CapeNoise, joint_rho};
+use crate::federation::cape::{self, CapeNoise, StageTerms};
 use crate::federation::crypto::{self, KeyPair, Seed};
 use crate::federation::messages::{CapePeer, CapeReleaseRequest, SiteStudyView, SiteTask};
 use crate::federation::power::study_neighbours;
@@ -40,29 +43,50 @@ fn violation(what: impl std::fmt::Display) -> Failure {
 
 /// What this site computes, from the study's public description.
 enum Plan {
-    Pca,
-    Agn { model: Model, sigma2: f64 },
+    Pca {
+        pair_ratio: f64,
+    },
+    Agn {
+        model: Model,
+        sigma2: f64,
+        k: usize,
+        pair_ratio: f64,
+    },
 }
 
 impl Plan {
     fn of(view: &SiteStudyView) -> Result<Plan, String> {
         match view.algorithm.as_str() {
-            "cape_pca" => Ok(Plan::Pca),
+            "cape_pca" => {
+                let config: CapePcaConfig = serde_json::from_value(view.config.clone())
+                    .map_err(|e| format!("the study's cape_pca configuration is not readable: {e}"))?;
+                Ok(Plan::Pca {
+                    pair_ratio: config.pair_ratio,
+                })
+            }
             "cape_agn" => {
                 let config: CapeAgnConfig = serde_json::from_value(view.config.clone())
                     .map_err(|e| format!("the study's cape_agn configuration is not readable: {e}"))?;
                 Ok(Plan::Agn {
                     model: config.model,
                     sigma2: config.sigma2,
+                    k: config.k,
+                    pair_ratio: config.pair_ratio,
                 })
             }
             other => Err(format!("`{other}` is not a CAPE algorithm")),
         }
     }
 
+    fn pair_ratio(&self) -> f64 {
+        match self {
+            Plan::Pca { pair_ratio, .. } | Plan::Agn { pair_ratio, .. } => *pair_ratio,
+        }
+    }
+
     fn stages(&self) -> u32 {
         match self {
-            Plan::Pca => 1,
+            Plan::Pca { .. } => 1,
             Plan::Agn { .. } => 2,
         }
     }
@@ -70,41 +94,77 @@ impl Plan {
     /// Δ of this site's statistic in `stage`, from the study's public bounds.
     fn sensitivity(&self, neighbours: &Neighbours, d: usize, stage: u32) -> f64 {
         match (self, stage) {
-            (Plan::Pca, _) => sensitivity(neighbours),
-            (Plan::Agn { model, sigma2 }, 1) => {
+            (Plan::Pca { .. }, _) => sensitivity(neighbours),
+            (Plan::Agn { model, sigma2, .. }, 1) => {
                 cape_agn::second_moment_sensitivity(*model, *sigma2, d, neighbours)
             }
-            (Plan::Agn { model, sigma2 }, _) => {
+            (Plan::Agn { model, sigma2, .. }, _) => {
                 cape_agn::third_moment_sensitivity(*model, *sigma2, d, neighbours)
             }
         }
     }
 }
 
-/// Checks the coordinator's calibration for this roster against what this site agreed to pay:
-/// the joint-view cost, recomputed with this site's own Δ, must not exceed the stage's share
-/// `rho` of the study's ρ, and a coalition of the other sites must still face the pooled
-/// variance (F_s + G_s ≥ τ_c²).
-pub fn check_noise(noise: &CapeNoise, roster_size: usize, delta: f64, rho: f64) -> Result<(), String> {
-    let positive = |x: f64| x.is_finite() && x > 0.0;
-    if !(positive(noise.pair_sd) && positive(noise.own_sd) && noise.aggregator_sd.is_finite()) {
-        return Err("the noise scales are not finite positive numbers".into());
-    }
-    if noise.sites as usize != roster_size {
+/// This stage's noise as the site derives it from public facts it checks itself, and the
+/// check of the coordinator's offer against it (docs/design/cape.md, "What a site checks"):
+///
+/// - Δ from the study's relation, bounds, d (and model, σ²), never the coordinator's;
+/// - the share of the ρ this site's ledger is charged (`view.cost_rho`, split evenly over the
+///   stages), with no slack: the derived cost is ≤ the share as evaluated;
+/// - the roster size S′ = peers + 1, which must lie between the study's threshold and its
+///   number of sites;
+/// - κ from the study's terms.
+///
+/// Returns the site's own noise; the site sends with it and nothing of the offer. `len` is
+/// the length of the lattice release (C(D+2, 3) in `cape_agn` stage 2).
+pub fn derived_noise(
+    view: &SiteStudyView,
+    delta: f64,
+    stages: u32,
+    pair_ratio: f64,
+    roster_size: usize,
+    offered: &CapeNoise,
+    len: usize,
+) -> Result<CapeNoise, String> {
+    let sites = u32::try_from(roster_size).map_err(|_| "the roster is too large".to_string())?;
+    if !(sites >= view.threshold.max(2) && sites <= view.n_sites) {
         return Err(format!(
-            "the noise is calibrated for {} sites but the roster has {roster_size}",
-            noise.sites
+            "the roster has {sites} sites; the study allows {} to {}",
+            view.threshold.max(2),
+            view.n_sites
         ));
     }
-    let cost = joint_rho(delta, noise.sites, noise.pair_sd, noise.own_sd);
-    if !(cost <= rho * (1.0 + 1e-9)) {
-        return Err(format!(
-            "the noise would cost this site ρ = {cost:e}, more than this stage's share ρ = {rho:e} of the study"
-        ));
-    }
-    let pooled = delta * delta / (2.0 * rho);
-    if !(noise.aggregator_sd.powi(2) + noise.own_sd.powi(2) >= pooled * (1.0 - 1e-9)) {
-        return Err("the aggregator and own noise together are below the pooled level".into());
+    let terms = StageTerms {
+        sensitivity: delta,
+        charged_rho: view.cost_rho,
+        stages,
+        sites,
+        pair_ratio,
+    };
+    let own = terms
+        .noise()
+        .ok_or_else(|| "the study's public terms do not calibrate CAPE noise".to_string())?;
+    cape::check_offer(offered, &own, terms.share(), len)?;
+    Ok(own)
+}
+
+/// How a CAPE site loads its records: the most it reads (no cap: CAPE encodes nothing in fixed
+/// point, so the study's `max_site_samples`, a `federated_power` bound, does not apply, and a
+/// site that refused over a cap would tell the coordinator one bit of its n, private under
+/// add_remove), and, under add_remove, a file without rows read as zero records of the study's
+/// d (so that an empty site takes part like any other).
+pub(super) fn record_rules(view: &SiteStudyView) -> (u64, Option<usize>) {
+    let empty = (view.relation != "replace_one").then_some(view.n_features);
+    (u64::MAX, empty)
+}
+
+/// Whether this site's record count lets it take part. Under replace_one n is public (the site
+/// sends it at join) and must be ≥ 1. Under add_remove n is private: every n takes part, 0
+/// included (the statistic is then zero and the release is noise only), so that whether the
+/// site joins never depends on it.
+pub(super) fn check_count(view: &SiteStudyView, n: usize) -> Result<(), String> {
+    if n == 0 && view.relation == "replace_one" {
+        return Err("the data has no records".into());
     }
     Ok(())
 }
@@ -121,9 +181,9 @@ fn pair_seeds(
     peers
         .iter()
         .map(|peer| {
-            if peer.index == me || !seen.insert(peer.index) {
+            if peer.index == me || !(1..=view.n_sites).contains(&peer.index) || !seen.insert(peer.index) {
                 return Err(format!(
-                    "the roster lists site {} twice or lists this site",
+                    "the roster lists site {} twice, lists this site, or lists a site the study does not have",
                     peer.index
                 ));
             }
@@ -163,7 +223,7 @@ pub(super) async fn follow(
     join(client, view, prepared.records.n, None, public.clone()).await?;
     // The records in the model's domain (cape_agn), computed once.
     let domain = match &plan {
-        Plan::Pca => None,
+        Plan::Pca { .. } => None,
         Plan::Agn { model, .. } => Some(cape_agn::to_domain(&prepared.records.xt, *model)),
     };
     let wait = Duration::from_secs(args.wait_seconds);
@@ -236,78 +296,93 @@ pub(super) async fn follow(
                 {
                     progress(&describe(&hash, &members));
                 }
-                let delta = plan.sensitivity(&neighbours, d, stage);
-                check_noise(&noise, peers.len() + 1, delta, view.cost_rho / f64::from(stages)).map_err(
-                    |e| Failure::Refused(format!("refusing the coordinator's stage-{stage} noise: {e}")),
-                )?;
-                let seeds = pair_seeds(view, &keys[stage as usize - 1], &peers, stage).map_err(violation)?;
-                let aggregator_seed: Seed = wire::decode(&aggregator_seed)
-                    .ok()
-                    .and_then(|bytes| bytes.try_into().ok())
-                    .ok_or_else(|| violation("the aggregator seed is not 32 bytes of base64"))?;
+                // What this stage releases, from the study's public shape: the packed
+                // statistic's length, and in cape_agn stage 2 the public W it is projected by
+                // after the D-dimensional lattice release.
                 let packed_matrix = d * (d + 1) / 2;
-                let statistic = match (&plan, stage, &domain) {
-                    (Plan::Pca, _, _) if len == packed_matrix => Some(site_statistic(&prepared.records.xt)),
-                    (Plan::Agn { model, sigma2 }, 1, Some(x)) if len == packed_matrix => {
-                        Some(cape::pack_upper(&cape_agn::second_moment(x, *model, *sigma2)))
+                let whitening = match (&plan, stage) {
+                    (Plan::Agn { k, .. }, 2) => {
+                        let w = match input {
+                            Some(b64) if input_rows == d && input_cols == *k => {
+                                wire::b64_to_f64s(&b64, input_rows * input_cols)
+                                    .map(|v| Matrix::from_vec(input_rows, input_cols, v))
+                                    .map_err(|e| violation(format!("the whitening W: {e}")))?
+                            }
+                            _ => {
+                                return Err(violation(format!("stage 2 came without a {d}×{k} whitening W")));
+                            }
+                        };
+                        if !w.iter().all(|v| v.is_finite()) {
+                            return Err(violation("the whitening W has non-finite entries"));
+                        }
+                        if len != tensor_power::packed_len(*k) || !charged {
+                            return Err(violation("stage 2 does not follow a stage 1 this site sent"));
+                        }
+                        Some(w)
                     }
-                    (Plan::Agn { .. }, 2, Some(_)) => None,
+                    _ if len == packed_matrix => None,
                     _ => {
                         return Err(violation(format!(
                             "stage {stage} with {len} values does not fit the study"
                         )));
                     }
                 };
-                let release = match statistic {
-                    Some(statistic) => {
-                        if !charged {
-                            charge_ledger(args, store, budget, prepared).await?;
-                            charged = true;
-                        }
-                        let mut never = |_: u32, _: u32| Ok(());
-                        let mut env = RunEnv::new(&mut rng, &mut never);
-                        cape::site_release(
-                            &statistic,
-                            view.site_index,
-                            &seeds,
-                            &aggregator_seed,
-                            &noise,
-                            &mut env,
-                        )
-                        .map_err(violation)?
-                    }
-                    None => {
-                        let (Plan::Agn { model, sigma2 }, Some(x)) = (&plan, &domain) else {
-                            return Err(violation("no data for this stage"));
-                        };
-                        let w = match input {
-                            Some(b64) if input_rows == d && input_cols >= 1 && input_cols <= d => {
-                                wire::b64_to_f64s(&b64, input_rows * input_cols)
-                                    .map(|v| Matrix::from_vec(input_rows, input_cols, v))
-                                    .map_err(|e| violation(format!("the whitening W: {e}")))?
-                            }
-                            _ => return Err(violation("stage 2 came without a D×K whitening W")),
-                        };
-                        if len != tensor_power::packed_len(input_cols) || !charged {
-                            return Err(violation("stage 2 does not follow a stage 1 this site sent"));
-                        }
-                        let zeros = vec![0.0; tensor_power::packed_len(d)];
-                        let mut never = |_: u32, _: u32| Ok(());
-                        let mut env = RunEnv::new(&mut rng, &mut never);
-                        let noisy = cape::site_release(
-                            &zeros,
-                            view.site_index,
-                            &seeds,
-                            &aggregator_seed,
-                            &noise,
-                            &mut env,
-                        )
-                        .map_err(violation)?;
-                        let projected = tensor_power::project_packed(&noisy, d, &w).map_err(violation)?;
-                        let statistic = cape_agn::projected_third_moment(x, *model, *sigma2, &w);
-                        statistic.iter().zip(projected).map(|(m, n)| m + n).collect()
-                    }
+                let lattice_len = match whitening {
+                    Some(_) => tensor_power::packed_len(d),
+                    None => packed_matrix,
                 };
+                // Every noise parameter is this site's own, from public facts it checks; the
+                // coordinator's offer only decides whether the site takes part.
+                let delta = plan.sensitivity(&neighbours, d, stage);
+                let own = derived_noise(
+                    view,
+                    delta,
+                    stages,
+                    plan.pair_ratio(),
+                    peers.len() + 1,
+                    &noise,
+                    lattice_len,
+                )
+                .map_err(|e| {
+                    Failure::Refused(format!(
+                        "refusing the coordinator's stage-{stage} noise: {e}; nothing was sent"
+                    ))
+                })?;
+                let seeds = pair_seeds(view, &keys[stage as usize - 1], &peers, stage).map_err(violation)?;
+                let aggregator_seed: Seed = wire::decode(&aggregator_seed)
+                    .ok()
+                    .and_then(|bytes| bytes.try_into().ok())
+                    .ok_or_else(|| violation("the aggregator seed is not 32 bytes of base64"))?;
+                if !charged {
+                    charge_ledger(args, store, budget, prepared).await?;
+                    charged = true;
+                }
+                let mut never = |_: u32, _: u32| Ok(());
+                let mut env = RunEnv::new(&mut rng, &mut never);
+                let me = view.site_index;
+                let release = match (&plan, &domain, &whitening) {
+                    (Plan::Pca { .. }, _, _) => {
+                        let statistic = site_statistic(&prepared.records.xt);
+                        cape::site_release(&statistic, me, &seeds, &aggregator_seed, &own, &mut env)
+                    }
+                    (Plan::Agn { model, sigma2, .. }, Some(x), None) => {
+                        let statistic = cape::pack_upper(&cape_agn::second_moment(x, *model, *sigma2));
+                        cape::site_release(&statistic, me, &seeds, &aggregator_seed, &own, &mut env)
+                    }
+                    (Plan::Agn { model, sigma2, .. }, Some(x), Some(w)) => cape_agn::stage2_message(
+                        x,
+                        *model,
+                        *sigma2,
+                        w,
+                        me,
+                        &seeds,
+                        &aggregator_seed,
+                        &own,
+                        &mut env,
+                    ),
+                    _ => return Err(violation("no data for this stage")),
+                }
+                .map_err(violation)?;
                 let request = CapeReleaseRequest {
                     values: wire::f64s_to_b64(&release),
                 };
@@ -315,7 +390,7 @@ pub(super) async fn follow(
                 progress(&format!(
                     "stage {stage}/{stages} release sent ({len} values; correlated with {} peers; own noise sd {:.4e})",
                     peers.len(),
-                    noise.own_sd
+                    own.own_sd
                 ));
                 sent = Some((stage, request));
             }
@@ -326,5 +401,138 @@ pub(super) async fn follow(
                 )));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::algorithms::cape_pca::configure_for;
+    use crate::dataset::DataContext;
+    use crate::privacy::PrivacyTarget;
+    use crate::privacy::units::{RHO_UNIT, charge_units, from_units};
+    use crate::studies::cape_live::{CapeKind, CapePlan};
+
+    /// A cape_pca study's view as the coordinator makes it: d = 20, replace_one, β = 1, ρ =
+    /// 0.002, 3 sites of which 2 must join.
+    fn study() -> (SiteStudyView, CapePlan) {
+        let neighbours = Neighbours::ReplaceOne {
+            beta: 1.0,
+            alpha: 20f64.sqrt(),
+        };
+        let ctx = DataContext {
+            d: 20,
+            n: None,
+            neighbours,
+            public: false,
+        };
+        let target = PrivacyTarget {
+            rho: 0.002,
+            delta: None,
+            epsilon: None,
+        };
+        let config = configure_for(2, None, &ctx, &target, 3, "sites").unwrap();
+        let charged = from_units(charge_units(config.noise.cost(), RHO_UNIT), RHO_UNIT);
+        let plan = CapePlan {
+            kind: CapeKind::Pca { k: 2 },
+            pair_ratio: config.pair_ratio,
+            stages: vec![config.noise.sensitivity],
+            rho: charged,
+        };
+        let view = SiteStudyView {
+            study_id: uuid::Uuid::nil(),
+            study_name: "s".into(),
+            algorithm: "cape_pca".into(),
+            site_name: "a".into(),
+            site_index: 1,
+            n_sites: 3,
+            threshold: 2,
+            n_features: 20,
+            relation: "replace_one".into(),
+            row_norm_bound: 1.0,
+            row_l1_bound: 20f64.sqrt(),
+            config: serde_json::to_value(&config).unwrap(),
+            cost_rho: charged,
+            cost_delta: 0.0,
+            fraction_bits: 0,
+            max_site_samples: 10,
+            status: "running".into(),
+            site_status: "joined".into(),
+        };
+        (view, plan)
+    }
+
+    fn derive(view: &SiteStudyView, offered: &CapeNoise, roster: usize) -> Result<CapeNoise, String> {
+        let plan = Plan::of(view)?;
+        let neighbours = study_neighbours(&view.relation, view.row_norm_bound, view.row_l1_bound)?;
+        let delta = plan.sensitivity(&neighbours, view.n_features, 1);
+        derived_noise(
+            view,
+            delta,
+            plan.stages(),
+            plan.pair_ratio(),
+            roster,
+            offered,
+            210,
+        )
+    }
+
+    #[test]
+    fn the_coordinators_honest_noise_is_what_the_site_derives() {
+        let (view, plan) = study();
+        for roster in [2usize, 3] {
+            let offered = plan.stage_noise(1, roster as u32).unwrap();
+            let own = derive(&view, &offered, roster).expect("honest offer accepted");
+            assert_eq!(own, offered, "bit for bit");
+            assert!(own.cost() <= view.cost_rho, "no slack");
+        }
+    }
+
+    #[test]
+    fn lies_about_the_noise_or_the_roster_are_refused() {
+        let (view, plan) = study();
+        let honest = plan.stage_noise(1, 3).unwrap();
+        // The audit's lie: grid and widening moved, the sds the old check read left honest.
+        let grid_lie = CapeNoise {
+            pooled_sd: honest.pooled_sd * 2f64.powi(40),
+            sensitivity: honest.sensitivity * 2f64.powi(60),
+            ..honest
+        };
+        assert!(derive(&view, &grid_lie, 3).is_err());
+        // Calibrated for a Δ or a ρ other than the study's.
+        let small_delta = CapeNoise::calibrate(honest.sensitivity / 2.0, view.cost_rho, 3, 1.0).unwrap();
+        assert!(derive(&view, &small_delta, 3).is_err());
+        let big_rho = CapeNoise::calibrate(honest.sensitivity, view.cost_rho * 1.01, 3, 1.0).unwrap();
+        assert!(derive(&view, &big_rho, 3).is_err());
+        let other_kappa = CapeNoise::calibrate(honest.sensitivity, view.cost_rho, 3, 4.0).unwrap();
+        assert!(derive(&view, &other_kappa, 3).is_err());
+        // A roster outside [threshold, n_sites], or a noise for another roster size.
+        let two = plan.stage_noise(1, 2).unwrap();
+        assert!(derive(&view, &two, 3).is_err());
+        let one = CapeNoise { sites: 1, ..two };
+        assert!(derive(&view, &one, 1).is_err());
+        let four = plan.stage_noise(1, 4).unwrap();
+        assert!(derive(&view, &four, 4).is_err());
+        // A charge stated lower than the noise the coordinator calibrated: refused too.
+        let mut cheaper = view.clone();
+        cheaper.cost_rho = view.cost_rho * (1.0 - 1e-6);
+        assert!(derive(&cheaper, &honest, 3).is_err());
+    }
+
+    #[test]
+    fn whether_a_site_takes_part_never_depends_on_a_private_n() {
+        let (mut view, _) = study();
+        assert!(
+            check_count(&view, 0).is_err(),
+            "replace_one: n is public and must be ≥ 1"
+        );
+        assert_eq!(record_rules(&view), (u64::MAX, None));
+        view.relation = "add_remove".into();
+        for n in [0, 1, 10, 11, 1 << 40] {
+            assert!(check_count(&view, n).is_ok(), "n = {n}");
+        }
+        // No cap on n (the study's max_site_samples is 10 here), and an empty file is zero
+        // records of the study's d.
+        assert_eq!(record_rules(&view), (u64::MAX, Some(20)));
     }
 }

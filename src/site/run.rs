@@ -307,19 +307,22 @@ async fn prepare(args: &SiteArgs, client: &SiteClient) -> Result<Prepared, Failu
     let cost = study_cost(&view)?;
     let relation = relation(&view)?;
     // Under add_remove a federated_power site's n is private: no limit on it may change what
-    // the site does (its products are clamped instead), and no records is a valid shard.
+    // the site does (its products are clamped instead), and no records is a valid shard. CAPE
+    // needs no cap on n (nothing is fixed-point), and refusing over one would tell the
+    // coordinator a bit of a private n (docs/design/cape.md).
     let private_n = computation.is_some() && relation == Relation::AddRemove;
+    let (max_records, empty_d) = match &computation {
+        Some(_) if private_n => (u64::MAX, Some(view.n_features)),
+        Some(_) => (view.max_site_samples, None),
+        None => super::cape::record_rules(&view),
+    };
     let records = load_records(
         &args.data,
         format.ingest_format(),
         view.row_norm_bound,
         view.row_l1_bound,
-        if private_n {
-            u64::MAX
-        } else {
-            view.max_site_samples
-        },
-        private_n.then_some(view.n_features),
+        max_records,
+        empty_d,
     )
     .map_err(Failure::Refused)?;
     if private_n && records.n as u64 > view.max_site_samples {
@@ -335,8 +338,7 @@ async fn prepare(args: &SiteArgs, client: &SiteClient) -> Result<Prepared, Failu
             "the data has {} features; the study has {}",
             records.d, view.n_features
         )),
-        None if records.n == 0 => Err("the data has no records".to_string()),
-        None => Ok(()),
+        None => super::cape::check_count(&view, records.n),
     };
     checked.map_err(|e| Failure::Refused(format!("{}: {e}", args.data.display())))?;
     progress(&format!(

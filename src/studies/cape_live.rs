@@ -13,7 +13,7 @@ use super::live::{Effect, Live, LiveError, Stage, report_value};
 use crate::algorithms::Output;
 use crate::algorithms::cape_agn::{self, CapeAgnConfig, Whitening};
 use crate::algorithms::tensor_power::{self, PowerSettings};
-use crate::federation::cape::{self, CapeNoise, CapeReport};
+use crate::federation::cape::{self, CapeNoise, CapeReport, StageTerms};
 use crate::federation::crypto::Seed;
 use crate::federation::messages::{CapePeer, SiteTask};
 use crate::federation::wire;
@@ -34,14 +34,24 @@ pub struct CapePlan {
     pub pair_ratio: f64,
     /// Δ of one site's statistic in each stage.
     pub stages: Vec<f64>,
-    /// The ρ every site is charged; each stage is calibrated to an equal share of it.
+    /// The ρ every site is charged, as the ledger holds it (the amount a site's view states);
+    /// each stage is calibrated to an equal share of it.
     pub rho: f64,
 }
 
 impl CapePlan {
-    fn stage_noise(&self, stage: u32, sites: u32) -> Option<CapeNoise> {
-        let delta = *self.stages.get(stage as usize - 1)?;
-        CapeNoise::calibrate(delta, self.rho / self.stages.len() as f64, sites, self.pair_ratio)
+    /// The stage's noise for a roster of `sites`, from the same public terms a site derives it
+    /// from ([`StageTerms`]): the site compares, and refuses on any difference.
+    pub fn stage_noise(&self, stage: u32, sites: u32) -> Option<CapeNoise> {
+        let sensitivity = *self.stages.get((stage as usize).checked_sub(1)?)?;
+        StageTerms {
+            sensitivity,
+            charged_rho: self.rho,
+            stages: u32::try_from(self.stages.len()).ok()?,
+            sites,
+            pair_ratio: self.pair_ratio,
+        }
+        .noise()
     }
 }
 
@@ -95,21 +105,11 @@ impl CapeRunning {
     }
 
     /// The sum of this stage's releases minus the aggregator terms (projected by W in stage 2
-    /// of `cape_agn`: F₃^s(W, W, W), Alg. 3 step 13).
-    fn stage_sum(&self, d: usize) -> Result<Vec<f64>, String> {
+    /// of `cape_agn`: F₃^s(W, W, W), Alg. 3 step 13, the same code as the simulation).
+    fn stage_sum(&self) -> Result<Vec<f64>, String> {
         match (&self.plan.kind, &self.whitening) {
             (CapeKind::Agn(_), Some(whitening)) => {
-                let len3 = tensor_power::packed_len(d);
-                let mut total = vec![0.0; self.len];
-                for (site, release) in &self.releases {
-                    let lattice = cape::CapeLattice::new(&self.noise, len3).map_err(|e| e.to_string())?;
-                    let f = lattice.aggregator_term(&self.aggregator_seeds[site], len3);
-                    let f = tensor_power::project_packed(&f, d, &whitening.w)?;
-                    for ((acc, m), f) in total.iter_mut().zip(release).zip(f) {
-                        *acc += m - f;
-                    }
-                }
-                Ok(total)
+                cape_agn::stage2_sum(&self.releases, &self.aggregator_seeds, &self.noise, &whitening.w)
             }
             _ => cape::aggregate(&self.releases, &self.aggregator_seeds, self.len, &self.noise),
         }
@@ -229,7 +229,7 @@ impl Live {
                 "no site sent its stage-{stage} release before the deadline; the study stops (charges stand)"
             ))
         } else {
-            cape.stage_sum(d)
+            cape.stage_sum()
         };
         let outcome = sum.and_then(|sum| match (&cape.plan.kind, last) {
             (CapeKind::Pca { k }, _) => crate::algorithms::cape_pca::finish(&sum, d, *k)
