@@ -10,7 +10,7 @@ use super::testing::{seeded, sign_spiked_records};
 use super::{Cancelled, DataInput, Output, RunEnv, registry};
 use crate::dataset::{DataContext, Neighbours};
 use crate::ingest;
-use crate::privacy::{Delta, Epsilon, PrivacyTarget};
+use crate::privacy::PrivacyTarget;
 
 #[test]
 fn every_algorithm_gives_the_same_output_on_a_streamed_mapping() {
@@ -35,8 +35,12 @@ fn every_algorithm_gives_the_same_output_on_a_streamed_mapping() {
         delta: Some(1e-5),
         epsilon: None,
     };
-    let k_dp =
-        PrivacyTarget::from_epsilon_delta(Epsilon::new(20.0).expect("ε"), Delta::new(1e-5).expect("δ"));
+    // ρ = 200: what "ε 20" meant when k_dp_pca ran at ρ = ε²/2 (docs/k_dp_pca.md).
+    let k_dp = PrivacyTarget {
+        rho: 200.0,
+        delta: Some(1e-5),
+        epsilon: None,
+    };
     for algorithm in registry() {
         let name = algorithm.info().name;
         let params = match name {
@@ -91,8 +95,12 @@ fn every_algorithm_gives_the_same_output_with_the_records_statistics() {
         delta: Some(1e-5),
         epsilon: None,
     };
-    let k_dp =
-        PrivacyTarget::from_epsilon_delta(Epsilon::new(20.0).expect("ε"), Delta::new(1e-5).expect("δ"));
+    // ρ = 200: what "ε 20" meant when k_dp_pca ran at ρ = ε²/2 (docs/k_dp_pca.md).
+    let k_dp = PrivacyTarget {
+        rho: 200.0,
+        delta: Some(1e-5),
+        epsilon: None,
+    };
     for algorithm in registry() {
         let name = algorithm.info().name;
         let params = match name {
