@@ -58,7 +58,9 @@ impl Write for F64Sink {
 }
 
 /// Parses and clips records from `input`: rows clipped to ‖x‖₂ ≤ `beta` and ‖x‖₁ ≤ `alpha`.
-/// `max_samples` is the study's limit on n; one more record is an error that says so.
+/// `max_samples` is the study's limit on n; one more record is an error that says so. (The
+/// client loads files through [`load_records_or_empty`]; the tests parse text with this.)
+#[cfg(test)]
 pub fn read_records(
     input: impl Read,
     format: Format,
