@@ -20,11 +20,7 @@ fn records(budget: Value) -> Value {
 #[track_caller]
 fn no_server_error(reply: &Reply, what: &Value, prefix: &str) -> StatusCode {
     let body = String::from_utf8_lossy(&reply.bytes);
-    assert!(
-        !reply.status.is_server_error(),
-        "{what}: {} {body}",
-        reply.status
-    );
+    assert!(!reply.status.is_server_error(), "{what}: {} {body}", reply.status);
     if reply.status == StatusCode::UNPROCESSABLE_ENTITY {
         let field = reply.problem(422)["field"].as_str().unwrap_or("").to_string();
         assert!(field.starts_with(prefix), "{what}: field `{field}` in {body}");
@@ -40,9 +36,21 @@ async fn budgets_at_their_extremes_are_accepted_or_refused_naming_the_field() {
     let refused = StatusCode::UNPROCESSABLE_ENTITY;
     let cases = [
         // schemathesis' counterexample: δ rounds to the ledger's 1.
-        (json!({ "epsilon": 14244.88, "delta": JUST_BELOW_ONE }), refused, "budget.delta"),
-        (json!({ "rho": 1, "delta": JUST_BELOW_ONE }), refused, "budget.delta"),
-        (json!({ "epsilon": 1, "delta": 0.999_999_9 }), refused, "budget.delta"),
+        (
+            json!({ "epsilon": 14244.88, "delta": JUST_BELOW_ONE }),
+            refused,
+            "budget.delta",
+        ),
+        (
+            json!({ "rho": 1, "delta": JUST_BELOW_ONE }),
+            refused,
+            "budget.delta",
+        ),
+        (
+            json!({ "epsilon": 1, "delta": 0.999_999_9 }),
+            refused,
+            "budget.delta",
+        ),
         // The published largest δ, with the largest and smallest ε.
         (json!({ "epsilon": 1e5, "delta": 0.999_999 }), created, ""),
         (json!({ "epsilon": 14244.88, "delta": 0.5 }), created, ""),
@@ -53,15 +61,31 @@ async fn budgets_at_their_extremes_are_accepted_or_refused_naming_the_field() {
         (json!({ "epsilon": 1e5, "delta": 1e-300 }), created, ""),
         (json!({ "epsilon": 1e-3, "delta": 5e-324 }), created, ""),
         (json!({ "rho": 1e-12, "delta": 5e-324 }), created, ""),
-        (json!({ "rho": 1e6, "delta": 2.225_073_858_507_201_4e-308 }), created, ""),
+        (
+            json!({ "rho": 1e6, "delta": 2.225_073_858_507_201_4e-308 }),
+            created,
+            "",
+        ),
         // ρ at MAX_RHO, below one ledger unit, subnormal, and the largest double.
         (json!({ "rho": 1e6 }), created, ""),
         (json!({ "rho": 5e-13 }), refused, "budget"),
         (json!({ "rho": 5e-324 }), refused, "budget"),
         (json!({ "rho": f64::MAX }), refused, "budget.rho"),
-        (json!({ "epsilon": 5e-324, "delta": 1e-6 }), refused, "budget.epsilon"),
-        (json!({ "epsilon": f64::MAX, "delta": 1e-6 }), refused, "budget.epsilon"),
-        (json!({ "epsilon": 1e5 + 1.0, "delta": 1e-6 }), refused, "budget.epsilon"),
+        (
+            json!({ "epsilon": 5e-324, "delta": 1e-6 }),
+            refused,
+            "budget.epsilon",
+        ),
+        (
+            json!({ "epsilon": f64::MAX, "delta": 1e-6 }),
+            refused,
+            "budget.epsilon",
+        ),
+        (
+            json!({ "epsilon": 1e5 + 1.0, "delta": 1e-6 }),
+            refused,
+            "budget.epsilon",
+        ),
     ];
     for (budget, expected, field) in cases {
         let reply = app.post("/v1/datasets", &key, records(budget.clone())).await;
@@ -110,7 +134,13 @@ async fn job_targets_at_their_extremes_are_never_server_errors() {
         (json!({ "epsilon": 14244.88, "delta": JUST_BELOW_ONE }), true),
     ];
     for (privacy, delta_refused) in targets {
-        for algorithm in ["analyze_gauss", "noisy_power", "eigen_sampling", "k_dp_pca", "auto"] {
+        for algorithm in [
+            "analyze_gauss",
+            "noisy_power",
+            "eigen_sampling",
+            "k_dp_pca",
+            "auto",
+        ] {
             let what = json!({ "algorithm": algorithm, "privacy": privacy });
             let planned = app
                 .post(
@@ -143,7 +173,11 @@ async fn job_targets_at_their_extremes_are_never_server_errors() {
         } else {
             StatusCode::OK
         };
-        assert_eq!(no_server_error(&converted, &privacy, "privacy"), expected, "{privacy}");
+        assert_eq!(
+            no_server_error(&converted, &privacy, "privacy"),
+            expected,
+            "{privacy}"
+        );
     }
     for (display_delta, expected) in [
         (5e-324, StatusCode::OK),
@@ -152,6 +186,10 @@ async fn job_targets_at_their_extremes_are_never_server_errors() {
     ] {
         let body = json!({ "privacy": { "rho": 1 }, "display_delta": display_delta });
         let reply = app.post("/v1/privacy/plan", &key, body.clone()).await;
-        assert_eq!(no_server_error(&reply, &body, "display_delta"), expected, "{body}");
+        assert_eq!(
+            no_server_error(&reply, &body, "display_delta"),
+            expected,
+            "{body}"
+        );
     }
 }

@@ -63,7 +63,10 @@ async fn the_operator_listener_serves_the_metrics_and_nothing_else() {
         .unwrap();
     assert_eq!(reply.status(), 200);
     assert!(
-        reply.headers()["content-type"].to_str().unwrap().starts_with("text/plain"),
+        reply.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/plain"),
         "{:?}",
         reply.headers()
     );
@@ -71,7 +74,11 @@ async fn the_operator_listener_serves_the_metrics_and_nothing_else() {
     assert!(text.contains("privpca_jobs{status=\"queued\"} 0"), "{text}");
     // Not a second door to the API.
     for path in ["/v1/jobs", "/healthz", "/openapi.json", "/ui"] {
-        let reply = client.get(format!("http://{address}{path}")).send().await.unwrap();
+        let reply = client
+            .get(format!("http://{address}{path}"))
+            .send()
+            .await
+            .unwrap();
         assert_eq!(reply.status(), 404, "{path}");
     }
     shutdown.cancel();
@@ -92,7 +99,9 @@ async fn job_durations_on_private_n_datasets_stay_out_of_the_metrics() {
         )
         .await;
     assert_eq!(
-        app.upload(&key, &hidden, "text/csv", csv.into_bytes()).await.status,
+        app.upload(&key, &hidden, "text/csv", csv.into_bytes())
+            .await
+            .status,
         StatusCode::OK
     );
     let privacy = json!({ "rho": 0.1 });
@@ -104,7 +113,9 @@ async fn job_durations_on_private_n_datasets_stay_out_of_the_metrics() {
     }
     let text = app.metrics_text().await;
     assert!(
-        text.contains("privpca_job_duration_seconds_count{algorithm=\"analyze_gauss\",status=\"succeeded\"} 1"),
+        text.contains(
+            "privpca_job_duration_seconds_count{algorithm=\"analyze_gauss\",status=\"succeeded\"} 1"
+        ),
         "{text}"
     );
     // The add_remove job's run time grows with its private n: no histogram sample, no sum.
