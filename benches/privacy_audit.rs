@@ -42,9 +42,10 @@ fn main() {
         rows.push(r);
     }
     let hole_effort = job::Effort {
-        trials: 2400,
+        trials: 1600,
         budget: Duration::from_secs(300),
         run_limit: Duration::from_secs(10),
+        delta: 0.1,
     };
     let hole = targeted::fraction_bits_hole(16, 0.2, &hole_effort, SEED);
     println!("{}", hole.line());

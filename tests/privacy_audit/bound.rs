@@ -42,6 +42,8 @@ pub struct Bound {
     pub hits_a: u64,
     pub hits_b: u64,
     pub trials: u64,
+    /// The δ of the bound.
+    pub delta: f64,
 }
 
 impl Test {
@@ -133,5 +135,6 @@ pub fn audit(select: &Samples, holdout: &Samples, delta: f64) -> Bound {
         hits_a,
         hits_b,
         trials: n,
+        delta,
     }
 }

@@ -16,15 +16,15 @@ use privpca::privacy::{Cost, Delta, PrivacyTarget, gaussian_curve, rho_to_epsilo
 use super::bound::{Bound, Samples, audit};
 use super::canary::{Pair, statistics};
 
-/// The δ at which the bound and the charge are compared.
+/// The δ at which the sweep compares the bound and the charge.
 pub const AUDIT_DELTA: f64 = 1e-3;
 
-/// The ε the job's charge implies at δ = [`AUDIT_DELTA`]: the service's ρ → ε conversion at
-/// δ minus the δ the job spends itself, and, for a Gaussian-only cost, the exact Gaussian curve
-/// (the ledger's `exact_gaussian` rule) when that is smaller: the strongest claim the service
-/// makes for this charge. +∞ when the job spends all of δ.
-pub fn epsilon_charged(cost: &Cost) -> f64 {
-    let left = AUDIT_DELTA - cost.delta;
+/// The ε the job's charge implies at `delta`: the service's ρ → ε conversion at δ minus the δ
+/// the job spends itself, and, for a Gaussian-only cost, the exact Gaussian curve (the ledger's
+/// `exact_gaussian` rule) when that is smaller: the strongest claim the service makes for this
+/// charge. +∞ when the job spends all of δ.
+pub fn epsilon_charged(cost: &Cost, delta: f64) -> f64 {
+    let left = delta - cost.delta;
     let Ok(delta) = Delta::new(left) else {
         return f64::INFINITY;
     };
@@ -114,6 +114,8 @@ pub struct Effort {
     /// The longest one run may take. A point whose pilot runs take longer is not audited
     /// ([`Outcome::TooSlow`]): its extreme makes a job run for longer than an audit can afford.
     pub run_limit: Duration,
+    /// The δ at which the bound and the charge are compared ([`AUDIT_DELTA`] in the sweep).
+    pub delta: f64,
 }
 
 /// Runs up to `effort.trials` trials on each side (seeds derived from `seed`), half to choose
@@ -160,17 +162,17 @@ pub fn audit_job(job: &Job, pair: &Pair, d: usize, n: usize, effort: &Effort, se
         .iter()
         .map(|(a, b)| usize::from(a[0] == 1.0) + usize::from(b[0] == 1.0))
         .sum();
-    let bound = split_and_audit(results);
+    let bound = split_and_audit(results, effort.delta);
     Outcome::Audited {
         cost: prepared.cost,
-        epsilon_charged: epsilon_charged(&prepared.cost),
+        epsilon_charged: epsilon_charged(&prepared.cost, effort.delta),
         bound,
         failures,
     }
 }
 
 /// Splits paired trial statistics into a selection half and a held-out half and audits them.
-pub fn split_and_audit(results: Vec<(Vec<f64>, Vec<f64>)>) -> Bound {
+pub fn split_and_audit(results: Vec<(Vec<f64>, Vec<f64>)>, delta: f64) -> Bound {
     let half = results.len() / 2;
     let (mut select, mut holdout) = (
         Samples {
@@ -187,5 +189,5 @@ pub fn split_and_audit(results: Vec<(Vec<f64>, Vec<f64>)>) -> Bound {
         s.side0.push(a);
         s.side1.push(b);
     }
-    audit(&select, &holdout, AUDIT_DELTA)
+    audit(&select, &holdout, delta)
 }

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use super::canary::{STATISTICS, pair};
 use super::cases::{JOB_DELTA, Point, RHO};
-use super::job::{Effort, Job, Outcome, audit_job};
+use super::job::{AUDIT_DELTA, Effort, Job, Outcome, audit_job};
 use privpca::privacy::PrivacyTarget;
 
 /// One line of the table.
@@ -97,9 +97,10 @@ pub fn row(job: &Job, parameters: &str, outcome: Outcome) -> Row {
         } => {
             let test = bound.test;
             let detail = format!(
-                "ρ = {:.4}, δ spent = {:.1e}; test {} {} {:.4} on {}: {} vs {} of {}; failed runs {}",
+                "ρ = {:.4}, δ spent = {:.1e}; at δ = {:.0e}, test {} {} {:.4} on {}: {} vs {} of {}; failed runs {}",
                 cost.rho,
                 cost.delta,
+                bound.delta,
                 STATISTICS[test.statistic],
                 if test.at_least { "≥" } else { "≤" },
                 test.threshold,
@@ -177,6 +178,7 @@ pub fn fast() -> Effort {
         trials: 300,
         budget: Duration::from_millis(400),
         run_limit: Duration::from_secs(1),
+        delta: AUDIT_DELTA,
     }
 }
 
@@ -187,5 +189,6 @@ pub fn thorough() -> Effort {
         trials: 2000,
         budget: Duration::from_secs(3),
         run_limit: Duration::from_secs(10),
+        delta: AUDIT_DELTA,
     }
 }

@@ -13,7 +13,7 @@ use privpca::privacy::{Cost, PrivacyTarget};
 
 use super::bound::Bound;
 use super::canary::Pair;
-use super::job::{Effort, Job, audit_job, epsilon_charged, split_and_audit};
+use super::job::{AUDIT_DELTA, Effort, Job, audit_job, epsilon_charged, split_and_audit};
 use super::report::{Row, row, target};
 
 /// `federated_power` with `fraction_bits: 0`, S = t = `sites` (the threshold at its largest),
@@ -89,5 +89,8 @@ pub fn gaussian_toy(rho: f64, noise_factor: f64, trials: u64, seed: u64) -> (f64
         .map(|i| (release(0.0, seed + 2 * i), release(1.0, seed + 2 * i + 1)))
         .collect();
     let charged = Cost::gaussian(1.0, charged_sd);
-    (epsilon_charged(&charged), split_and_audit(results))
+    (
+        epsilon_charged(&charged, AUDIT_DELTA),
+        split_and_audit(results, AUDIT_DELTA),
+    )
 }
