@@ -1,0 +1,194 @@
+//! Running points and writing their verdicts as a table.
+
+use std::time::Duration;
+
+use super::canary::{STATISTICS, pair};
+use super::cases::{JOB_DELTA, Point, RHO};
+use super::job::{AUDIT_DELTA, Effort, Job, Outcome, audit_job};
+use privpca::privacy::PrivacyTarget;
+
+/// One line of the table.
+pub struct Row {
+    pub algorithm: String,
+    pub relation: String,
+    pub parameters: String,
+    pub epsilon_charged: Option<f64>,
+    pub epsilon_lower: Option<f64>,
+    pub trials: usize,
+    pub verdict: Verdict,
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Pass,
+    Refused,
+    TooSlow,
+    Fail,
+}
+
+impl Verdict {
+    fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Pass => "pass",
+            Verdict::Refused => "refused (pass)",
+            Verdict::TooSlow => "not audited: too slow",
+            Verdict::Fail => "**FAIL**",
+        }
+    }
+}
+
+/// The target every audited job states: ρ = [`RHO`], with δ = [`JOB_DELTA`] for approximate parts.
+pub fn target() -> PrivacyTarget {
+    PrivacyTarget {
+        rho: RHO,
+        delta: Some(JOB_DELTA),
+        epsilon: None,
+    }
+}
+
+/// Audits one point on the pair of [`super::canary::pair`].
+pub fn run_point(point: &Point, effort: &Effort, seed: u64) -> Row {
+    let job = Job {
+        algorithm: point.algorithm,
+        params: point.params.clone(),
+        neighbours: point.neighbours,
+        target: target(),
+    };
+    let pair = pair(&point.neighbours, point.d, point.n);
+    row(
+        &job,
+        &point.label,
+        audit_job(&job, &pair, point.d, point.n, effort, seed),
+    )
+}
+
+/// The row of one outcome.
+pub fn row(job: &Job, parameters: &str, outcome: Outcome) -> Row {
+    let algorithm = job.algorithm.info().name.to_string();
+    let relation = job.neighbours.relation().as_str().to_string();
+    let parameters = parameters.to_string();
+    match outcome {
+        Outcome::Refused(reason) => Row {
+            algorithm,
+            relation,
+            parameters,
+            epsilon_charged: None,
+            epsilon_lower: None,
+            trials: 0,
+            verdict: Verdict::Refused,
+            detail: reason,
+        },
+        Outcome::TooSlow { seconds_per_pair } => Row {
+            algorithm,
+            relation,
+            parameters,
+            epsilon_charged: None,
+            epsilon_lower: None,
+            trials: 0,
+            verdict: Verdict::TooSlow,
+            detail: format!("{seconds_per_pair:.1} s per pair of runs"),
+        },
+        Outcome::Audited {
+            cost,
+            epsilon_charged,
+            bound,
+            failures,
+        } => {
+            let test = bound.test;
+            let detail = format!(
+                "ρ = {:.4}, δ spent = {:.1e}; at δ = {:.0e}, test {} {} {:.4} on {}: {} vs {} of {}; failed runs {}",
+                cost.rho,
+                cost.delta,
+                bound.delta,
+                STATISTICS[test.statistic],
+                if test.at_least { "≥" } else { "≤" },
+                test.threshold,
+                if test.side1_is_a { "D' vs D" } else { "D vs D'" },
+                bound.hits_a,
+                bound.hits_b,
+                bound.trials,
+                failures
+            );
+            Row {
+                algorithm,
+                relation,
+                parameters,
+                epsilon_charged: Some(epsilon_charged),
+                epsilon_lower: Some(bound.epsilon),
+                trials: 2 * bound.trials as usize,
+                verdict: if bound.epsilon > epsilon_charged {
+                    Verdict::Fail
+                } else {
+                    Verdict::Pass
+                },
+                detail,
+            }
+        }
+    }
+}
+
+impl Row {
+    /// One line for the test log.
+    pub fn line(&self) -> String {
+        let f = |x: Option<f64>| x.map_or("—".to_string(), |x| format!("{x:.3}"));
+        format!(
+            "{:<16} {:<12} {:<60} ε_charged {:>7} ε_lower {:>7} trials/side {:>6} {} [{}]",
+            self.algorithm,
+            self.relation,
+            self.parameters,
+            f(self.epsilon_charged),
+            f(self.epsilon_lower),
+            self.trials,
+            self.verdict.as_str(),
+            self.detail
+        )
+    }
+}
+
+/// The Markdown table of `rows`.
+#[allow(dead_code)] // used by the thorough profile (benches/privacy_audit.rs)
+pub fn markdown(rows: &[Row]) -> String {
+    let mut out = String::from(
+        "| algorithm | relation | parameters | ε charged | ε lower bound | trials per side | verdict |\n|---|---|---|---|---|---|---|\n",
+    );
+    for r in rows {
+        let f = |x: Option<f64>| x.map_or("—".to_string(), |x| format!("{x:.3}"));
+        out.push_str(&format!(
+            "| {} | {} | `{}` | {} | {} | {} | {} |\n",
+            r.algorithm,
+            r.relation,
+            r.parameters.replace('|', "\\|"),
+            f(r.epsilon_charged),
+            f(r.epsilon_lower),
+            if r.trials == 0 {
+                "—".to_string()
+            } else {
+                r.trials.to_string()
+            },
+            r.verdict.as_str()
+        ));
+    }
+    out
+}
+
+/// The fast profile's effort: few trials, a small time budget per point.
+pub fn fast() -> Effort {
+    Effort {
+        trials: 300,
+        budget: Duration::from_millis(400),
+        run_limit: Duration::from_secs(1),
+        delta: AUDIT_DELTA,
+    }
+}
+
+/// The thorough profile's effort.
+#[allow(dead_code)] // used by benches/privacy_audit.rs
+pub fn thorough() -> Effort {
+    Effort {
+        trials: 2000,
+        budget: Duration::from_secs(3),
+        run_limit: Duration::from_secs(10),
+        delta: AUDIT_DELTA,
+    }
+}
