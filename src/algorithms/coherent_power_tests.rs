@@ -926,10 +926,11 @@ fn laplace_noise_matches_spec() {
     assert!(result.is_ok(), "{result:?}");
 }
 
-/// The same check catches singular-value estimates with 20 % too little noise.
+/// The same check catches singular-value estimates with 1.2× too little noise (b/1.2:
+/// z ≈ (1/1.2 − 1)·√3000 = −9.1, threshold 5).
 #[test]
 fn under_noised_estimates_fail_the_laplace_audit() {
-    let report = laplace_audit(0.8);
+    let report = laplace_audit(1.0 / 1.2);
     assert!(
         check_laplace_scale(&report.laplace, 1.0).is_err(),
         "under-noising went unnoticed"
