@@ -532,7 +532,10 @@ fn clipped_gradients_never_exceed_c_even_by_rounding() {
     use crate::linalg::testing::{columns_beyond, naive_scaled_columns, rows_beyond};
     let (d, c) = (10, 36.0);
     let rows = rows_beyond(d, 3000, c, 70);
-    assert!(columns_beyond(&naive_scaled_columns(&rows, c), c) > 0, "no adversarial vector");
+    assert!(
+        columns_beyond(&naive_scaled_columns(&rows, c), c) > 0,
+        "no adversarial vector"
+    );
     let mut clipped = rows.clone();
     for mut col in clipped.column_iter_mut() {
         let mut v = Vector::from_iterator(d, col.iter().copied());

@@ -403,7 +403,10 @@ fn audit_noise(factor: f64) -> (Result<(), String>, Result<(), String>) {
     assert_eq!(audit.draws.len(), 2 * m * l as usize);
     // τ binds in every iteration (a sanity check of the derivation, not its source).
     for max_row in &run.max_row_norms {
-        assert!(*max_row <= tau && *max_row >= tau * (1.0 - 1e-12), "{max_row} vs τ = {tau}");
+        assert!(
+            *max_row <= tau && *max_row >= tau * (1.0 - 1e-12),
+            "{max_row} vs τ = {tau}"
+        );
     }
     let message_sd = s_y * 2.0 * beta * nu;
     let update_sd = s_v * 2.0 * beta * tau / n as f64;
@@ -448,7 +451,10 @@ fn consensus_clip_never_exceeds_tau_even_by_rounding() {
     use crate::linalg::testing::{columns_beyond, naive_scaled_columns, rows_beyond};
     let (p, tau) = (3, 0.37);
     let rows = rows_beyond(p, 4000, tau, 71);
-    assert!(columns_beyond(&naive_scaled_columns(&rows, tau), tau) > 0, "no adversarial row");
+    assert!(
+        columns_beyond(&naive_scaled_columns(&rows, tau), tau) > 0,
+        "no adversarial row"
+    );
     let clipped = clip_rows(rows.transpose(), tau);
     assert_eq!(columns_beyond(&clipped.transpose(), tau), 0);
     assert!(max_row_norm(&clipped) <= tau);

@@ -67,10 +67,7 @@ pub fn clip_rows_l2(m: &mut Matrix, bound: f64) {
             .zip(m.row(r).iter())
             .for_each(|(slot, v)| *slot = *v);
         clip_l2(&mut row, bound);
-        m.row_mut(r)
-            .iter_mut()
-            .zip(&row)
-            .for_each(|(slot, v)| *slot = *v);
+        m.row_mut(r).iter_mut().zip(&row).for_each(|(slot, v)| *slot = *v);
     }
 }
 

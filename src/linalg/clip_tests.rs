@@ -89,7 +89,10 @@ fn extreme_magnitudes_clip_to_the_bound_not_to_zero() {
         let before = l2_norm(&row);
         clip_l2(&mut row, 2.0);
         let n = l2_norm(&row);
-        assert!(n <= 2.0 && n > 2.0 * (1.0 - 1e-12) || before <= 2.0, "{scale}: {row:?}");
+        assert!(
+            n <= 2.0 && n > 2.0 * (1.0 - 1e-12) || before <= 2.0,
+            "{scale}: {row:?}"
+        );
         assert!(row[0] > 0.0 && row[1] < 0.0, "signs kept at {scale}: {row:?}");
     }
 }
