@@ -221,7 +221,7 @@ fn clipped_context_tightens_both_bounds() {
     assert_eq!(norms[..2], [1.0, 2.0]);
     // Clipped rows sit just inside c, by the shared rounding margin (d + 8)·ε.
     assert!(
-        norms[2..].iter().all(|&r| r <= 2.5 && r >= 2.5 * (1.0 - 1e-14)),
+        norms[2..].iter().all(|r| (2.5 * (1.0 - 1e-14)..=2.5).contains(r)),
         "{norms:?}"
     );
 }
