@@ -93,6 +93,67 @@ pub(crate) fn pair_pit(y0: f64, y1: f64, a0: f64, a1: f64) -> f64 {
     von_mises_cdf(phi, kappa)
 }
 
+/// E[cos φ] and Var[cos φ] under von Mises(0, κ) (any sign of κ), by the trapezoid rule on the
+/// period (exponentially accurate for a periodic analytic integrand): E cos φ = I₁(κ)/I₀(κ) and
+/// E cos² φ = (1 + I₂(κ)/I₀(κ))/2, computed without Bessel functions.
+/// The moments are taken of 1 − cos s = 2·sin²(s/2), which keeps the variance accurate when it
+/// is tiny (large κ); κ < 0 is the mirror image (mean negated, same variance).
+pub(crate) fn von_mises_cos_moments(kappa: f64) -> (f64, f64) {
+    let k = kappa.abs();
+    let n = 128 + (40.0 * k.sqrt()) as usize;
+    let (mut z, mut m1, mut m2) = (0.0, 0.0, 0.0);
+    for i in 0..n {
+        let s = -PI + 2.0 * PI * i as f64 / n as f64;
+        let gap = 2.0 * (s / 2.0).sin().powi(2);
+        let w = (-k * gap).exp();
+        z += w;
+        m1 += w * gap;
+        m2 += w * gap * gap;
+    }
+    let (m1, m2) = (m1 / z, m2 / z);
+    let mean = 1.0 - m1;
+    (if kappa < 0.0 { -mean } else { mean }, (m2 - m1 * m1).max(0.0))
+}
+
+/// cos φ and κ of the coordinate pair (y₀, y₁) of a Bingham draw with parameters (a₀, a₁) on
+/// it, as in [`pair_pit`]: given the other coordinates, φ = 2·atan2(y₁, y₀) is von Mises(0, κ)
+/// with κ = r²(a₁ − a₀)/2, and cos φ = (y₀² − y₁²)/r².
+pub(crate) fn pair_cos(y0: f64, y1: f64, a0: f64, a1: f64) -> (f64, f64) {
+    let r2 = y0 * y0 + y1 * y1;
+    ((y0 * y0 - y1 * y1) / r2, r2 * (a1 - a0) / 2.0)
+}
+
+/// The concentration test: z = Σ sign(κᵢ)·(cos φᵢ − E_κᵢ cos φ)/sqrt(Σ Var_κᵢ cos φ) over
+/// pairs (cos φᵢ, κᵢ) from [`pair_cos`]. It is the score test of a common factor on the κᵢ
+/// (d/dκ of E cos φ is Var cos φ), so it is the most sensitive to a mis-scaled concentration: a
+/// draw with concentration c·t moves E cos φ by about (c − 1)·κ·Var, and z > 0 means the draws
+/// are more concentrated than calibrated. Conditionally on the past each term has mean 0, so z
+/// is ≈ N(0, 1) under the hypothesis (martingale CLT).
+pub(crate) fn concentration_z(pairs: &[(f64, f64)]) -> f64 {
+    let (mut sum, mut var) = (0.0, 0.0);
+    for &(cos, kappa) in pairs {
+        let (mean, v) = von_mises_cos_moments(kappa);
+        sum += if kappa < 0.0 { mean - cos } else { cos - mean };
+        var += v;
+    }
+    sum / var.sqrt()
+}
+
+/// [`concentration_z`] within ±[`crate::privacy::testing::Z_THRESHOLD`], as a Result (NaN fails).
+pub(crate) fn check_concentration(pairs: &[(f64, f64)]) -> Result<(), String> {
+    let z = concentration_z(pairs);
+    let ok = z.abs() <= crate::privacy::testing::Z_THRESHOLD;
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "concentration score z = {z:.2} (n = {}): the draws are {} concentrated than calibrated",
+            pairs.len(),
+            if z > 0.0 { "more" } else { "less" }
+        ))
+    }
+}
+
 // ---- Fixtures. ----
 
 fn draws(bingham: &Bingham, n: usize, seed: u64) -> (Vec<Vec<f64>>, u64) {
@@ -248,6 +309,56 @@ fn circle_draws_match_the_exact_density() {
         let cdf = circle_cdf(a);
         check_uniform(&angles_against(&samples, &cdf)).unwrap_or_else(|e| panic!("{a:?}: {e}"));
     }
+}
+
+/// The concentration score test on q = 2 (r = 1, κ = (a₁ − a₀)/2): 4 000 draws pass at the
+/// right parameters and fail when a is scaled by 1.2 either way (a sampler 1.2× too
+/// concentrated, i.e. an under-noised exponential mechanism, or 1.2× too flat).
+#[test]
+fn the_concentration_test_sees_a_factor_of_1_2() {
+    for (i, a) in [[0.0, 3.0], [0.0, 30.0], [0.0, 3000.0], [40.0, 0.0]]
+        .into_iter()
+        .enumerate()
+    {
+        // z ≈ 7.2–8.3 at × 1.2 and 8.9–10 at / 1.2 for these seeds (threshold 5).
+        let pairs = |b: &Bingham, seed: u64| -> Vec<(f64, f64)> {
+            let (samples, _) = draws(b, 4000, seed);
+            samples.iter().map(|y| pair_cos(y[0], y[1], a[0], a[1])).collect()
+        };
+        let right = Bingham::new(&a).expect("valid");
+        assert!(
+            concentration_z(&pairs(&right, 60 + i as u64)).abs() < 3.5,
+            "{a:?}"
+        );
+        check_concentration(&pairs(&right, 60 + i as u64)).unwrap_or_else(|e| panic!("{a:?}: {e}"));
+        for factor in [1.2, 1.0 / 1.2] {
+            let wrong = Bingham::new(&[a[0] * factor, a[1] * factor]).expect("valid");
+            let z = concentration_z(&pairs(&wrong, 70 + i as u64));
+            assert!((z > 0.0) == (factor > 1.0), "{a:?} × {factor}: z = {z}");
+            let result = check_concentration(&pairs(&wrong, 70 + i as u64));
+            assert!(result.is_err(), "{a:?} × {factor} not detected");
+        }
+    }
+}
+
+#[test]
+fn von_mises_moments_match_closed_forms() {
+    // κ = 0: uniform, E cos = 0, Var = 1/2. κ = 1: I₁(1)/I₀(1) = 0.446389965896535 (series).
+    let (m, v) = von_mises_cos_moments(0.0);
+    assert!(m.abs() < 1e-14 && (v - 0.5).abs() < 1e-14);
+    let (m, _) = von_mises_cos_moments(1.0);
+    assert!((m - 0.446_389_965_896_535).abs() < 1e-13, "{m}");
+    // Large κ: E cos ≈ 1 − 1/(2κ) − 1/(8κ²), Var ≈ 1/(2κ²).
+    let k = 1e4;
+    let (m, v) = von_mises_cos_moments(k);
+    assert!(
+        (m - (1.0 - 1.0 / (2.0 * k) - 1.0 / (8.0 * k * k))).abs() < 1e-10,
+        "{m}"
+    );
+    assert!((v * 2.0 * k * k - 1.0).abs() < 1e-3, "{v}");
+    // Odd in κ for the mean, even for the variance.
+    let (a, b) = (von_mises_cos_moments(2.5), von_mises_cos_moments(-2.5));
+    assert!((a.0 + b.0).abs() < 1e-14 && (a.1 - b.1).abs() < 1e-14);
 }
 
 /// A sampler run with the wrong concentration (ε off by a factor 2 either way) fails the same

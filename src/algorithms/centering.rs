@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{ConfigError, NoiseScale, RunEnv, RunError};
 use crate::dataset::{DataContext, Kind, Neighbours};
+use crate::linalg::clip::clip_columns;
 use crate::linalg::{Matrix, Records, Vector};
 use crate::privacy::Cost;
 
@@ -305,20 +306,15 @@ impl CenterConfig {
     }
 }
 
-/// x ← clip(x − μ): x·min(1, β/‖x‖₂), then x·min(1, α/‖x‖₁) (docs/design/privacy.md §1), per column.
+/// x ← clip(x − μ): x·min(1, β/‖x‖₂), then x·min(1, α/‖x‖₁) (docs/design/privacy.md §1), per
+/// column, by the shared [`crate::linalg::clip`] with the upload's rounding margin, so the exact
+/// norms of the stored rows are ≤ β and ≤ α.
 pub fn recentre<'a>(xt: impl Into<Records<'a>>, mu: &Vector, beta: f64, alpha: f64) -> Matrix {
     let mut out = xt.into().to_matrix();
     for mut col in out.column_iter_mut() {
         col -= mu;
-        let l2 = col.norm();
-        if l2 > beta {
-            col *= beta / l2;
-        }
-        let l1 = col.lp_norm(1);
-        if l1 > alpha {
-            col *= alpha / l1;
-        }
     }
+    clip_columns(&mut out, beta, Some(alpha));
     out
 }
 

@@ -160,6 +160,33 @@ fn recentre_clips_to_both_bounds() {
     assert_eq!(out.column(1).norm(), 0.0);
 }
 
+/// Re-clipped rows have ‖·‖₂ ≤ β and ‖·‖₁ ≤ α, computed or exact, also for the rows that the
+/// naive x·(β/‖x‖₂) leaves just outside (it did before `recentre` used the upload's margin).
+#[test]
+fn recentred_rows_never_exceed_the_bounds_even_by_rounding() {
+    use crate::linalg::clip::l1_norm;
+    use crate::linalg::testing::{columns_beyond, naive_scaled_columns, rows_beyond};
+    let mut naive = 0;
+    for (seed, (d, beta)) in [(3, 1.0), (10, 0.7), (40, 2.0_f64.sqrt()), (100, 13.0)]
+        .into_iter()
+        .enumerate()
+    {
+        let rows = rows_beyond(d, 2000, beta, 60 + seed as u64);
+        naive += columns_beyond(&naive_scaled_columns(&rows, beta), beta);
+        // Centre 0 (no L1 bound in force): only the L2 clip acts.
+        let out = recentre(&rows, &Vector::zeros(d), beta, f64::MAX);
+        assert_eq!(columns_beyond(&out, beta), 0, "d = {d}, β = {beta}");
+        // A binding L1 bound: every row within it too.
+        let alpha = 0.5 * beta * (d as f64).sqrt();
+        let out = recentre(&rows, &Vector::zeros(d), beta, alpha);
+        for col in out.column_iter() {
+            assert!(l1_norm(col.as_slice()) <= alpha && col.lp_norm(1) <= alpha);
+        }
+        assert_eq!(columns_beyond(&out, beta), 0, "d = {d}, β = {beta}");
+    }
+    assert!(naive > 0, "the search found no adversarial row");
+}
+
 #[test]
 fn given_centre_is_applied_exactly_and_draws_no_noise() {
     let d = 4;
@@ -250,9 +277,10 @@ fn private_mean_noise_has_the_calibrated_scale() {
     // replace_one, ρ_job = 2, share 0.1, β = 1: s = 2β/sqrt(2·0.2) = 2/sqrt(0.4).
     let c = ctx(50, Some(30), RO);
     let config = configure(private(0.1), &c, 2.0).unwrap();
-    let (sums, counts, recovered) = audited_centre(&config, &c, 20);
+    // 100 runs of d = 50: 5 000 draws (χ² z ≈ 15.3 at s/1.2, 8.7 at s/1.1; threshold 5).
+    let (sums, counts, recovered) = audited_centre(&config, &c, 100);
     let expected = 2.0 / 0.4_f64.sqrt();
-    assert_eq!(sums.len(), 1000);
+    assert_eq!(sums.len(), 5000);
     assert!(counts.is_empty());
     check_gaussian_scale(&sums, expected).unwrap();
     check_gaussian_scale(&recovered, expected).unwrap();
@@ -260,9 +288,10 @@ fn private_mean_noise_has_the_calibrated_scale() {
     // add_remove, ρ_job = 2, share 0.1: s_S = 1/sqrt(2·0.1), s_n = 1/sqrt(2·0.1).
     let c = ctx(2, None, AR);
     let config = configure(private(0.1), &c, 2.0).unwrap();
-    let (sums, counts, _) = audited_centre(&config, &c, 1000);
+    // 3 000 counts (z ≈ 11.9 at s/1.2) and 6 000 sums.
+    let (sums, counts, _) = audited_centre(&config, &c, 3000);
     let expected = 1.0 / 0.2_f64.sqrt();
-    assert_eq!(counts.len(), 1000);
+    assert_eq!(counts.len(), 3000);
     check_gaussian_scale(&sums, expected).unwrap();
     check_gaussian_scale(&counts, expected).unwrap();
 }
@@ -290,14 +319,14 @@ fn scaled_noise(config: CenterConfig, sum: f64, count: f64) -> CenterConfig {
 #[test]
 fn under_noised_private_mean_fails_the_audit() {
     let c = ctx(50, Some(30), RO);
-    let weak = scaled_noise(configure(private(0.1), &c, 2.0).unwrap(), 0.8, 1.0);
-    let (sums, _, recovered) = audited_centre(&weak, &c, 20);
+    let weak = scaled_noise(configure(private(0.1), &c, 2.0).unwrap(), 1.0 / 1.2, 1.0);
+    let (sums, _, recovered) = audited_centre(&weak, &c, 100);
     let expected = 2.0 / 0.4_f64.sqrt();
     assert!(check_gaussian_scale(&sums, expected).is_err());
     assert!(check_gaussian_scale(&recovered, expected).is_err());
 
     let c = ctx(2, None, AR);
-    let weak = scaled_noise(configure(private(0.1), &c, 2.0).unwrap(), 1.0, 0.8);
+    let weak = scaled_noise(configure(private(0.1), &c, 2.0).unwrap(), 1.0 / 1.2, 1.0 / 1.2);
     assert!(matches!(
         weak,
         CenterConfig::Private {
@@ -305,7 +334,8 @@ fn under_noised_private_mean_fails_the_audit() {
             ..
         }
     ));
-    let (_, counts, _) = audited_centre(&weak, &c, 1000);
+    let (sums, counts, _) = audited_centre(&weak, &c, 3000);
+    assert!(check_gaussian_scale(&sums, 1.0 / 0.2_f64.sqrt()).is_err());
     assert!(check_gaussian_scale(&counts, 1.0 / 0.2_f64.sqrt()).is_err());
 }
 

@@ -33,6 +33,7 @@ use serde_json::Value;
 
 use super::{ConfigError, NoiseScale, RunEnv, RunError};
 use crate::dataset::{DataContext, Kind, Neighbours};
+use crate::linalg::clip::clip_columns_l2;
 use crate::linalg::{Matrix, Records};
 use crate::privacy::{Cost, PrivacyTarget};
 
@@ -275,15 +276,12 @@ pub fn clipped_context(ctx: &DataContext, c: f64) -> DataContext {
     DataContext { neighbours, ..*ctx }
 }
 
-/// Every record scaled to ‖x‖₂ ≤ c (the L1 bound only gets looser relative to the norm).
+/// Every record scaled to ‖x‖₂ ≤ c (the L1 bound only gets looser relative to the norm), by
+/// the shared [`crate::linalg::clip`] with its rounding margin, so the exact norm of every
+/// stored row is ≤ c, the β the algorithm is configured with.
 pub fn clip_rows<'a>(xt: impl Into<Records<'a>>, c: f64) -> Matrix {
     let mut out = xt.into().to_matrix();
-    for mut column in out.column_iter_mut() {
-        let norm = column.norm();
-        if norm > c {
-            column *= c / norm;
-        }
-    }
+    clip_columns_l2(&mut out, c);
     out
 }
 

@@ -916,20 +916,21 @@ fn laplace_audit(factor: f64) -> AuditReport {
 #[test]
 fn laplace_noise_matches_spec() {
     let report = laplace_audit(1.0);
+    assert_eq!(report.laplace.len(), 3000);
+    let result = check_laplace_scale(&report.laplace, 1.0);
+    assert!(result.is_ok(), "{result:?}");
     assert!(
         report.laplace_scale_error < 1e-6,
         "recorded scale off by {:e}",
         report.laplace_scale_error
     );
-    assert_eq!(report.laplace.len(), 3000);
-    let result = check_laplace_scale(&report.laplace, 1.0);
-    assert!(result.is_ok(), "{result:?}");
 }
 
-/// The same check catches singular-value estimates with 20 % too little noise.
+/// The same check catches singular-value estimates with 1.2× too little noise (b/1.2:
+/// z ≈ (1/1.2 − 1)·√3000 = −9.1, threshold 5).
 #[test]
 fn under_noised_estimates_fail_the_laplace_audit() {
-    let report = laplace_audit(0.8);
+    let report = laplace_audit(1.0 / 1.2);
     assert!(
         check_laplace_scale(&report.laplace, 1.0).is_err(),
         "under-noising went unnoticed"

@@ -216,12 +216,10 @@ fn estimate_sd(sensitivity: f64, rho: f64) -> f64 {
     sd
 }
 
-/// clip_c(v) = v·min(1, c/‖v‖₂), in place.
+/// clip_c(v) = v·min(1, c/‖v‖₂), in place, by the shared [`crate::linalg::clip`] with its
+/// rounding margin: the sensitivity 2c/B needs the exact ‖clip_c(v)‖₂ ≤ c.
 fn clip(v: &mut Vector, c: f64) {
-    let norm = v.norm();
-    if norm > c {
-        *v *= c / norm;
-    }
+    crate::linalg::clip::clip_l2(v.as_mut_slice(), c);
 }
 
 /// The per-round learning rates: a fixed η_t, or η_t^i = α/(g_i·(offset + t)).

@@ -208,7 +208,9 @@ fn clip_caps_the_norm_only_above_the_threshold() {
     clip(&mut v, 10.0);
     assert_eq!(v, Vector::from_column_slice(&[3.0, 4.0]));
     clip(&mut v, 2.5);
-    assert!((v - Vector::from_column_slice(&[1.5, 2.0])).amax() < 1e-15);
+    // Just inside 2.5, by the shared rounding margin (d + 8)·ε.
+    assert!((v.clone() - Vector::from_column_slice(&[1.5, 2.0])).amax() < 1e-14);
+    assert!(v.norm() <= 2.5);
     let mut zero = Vector::zeros(3);
     clip(&mut zero, 1.0);
     assert_eq!(zero, Vector::zeros(3));
@@ -523,4 +525,24 @@ fn info_describes_the_algorithm() {
         ]
     );
     assert_eq!(schema["required"], json!(["k"]));
+}
+
+/// Clipped gradients have ‖·‖₂ ≤ c, computed or exact (the sensitivity 2c/B needs it), also
+/// for the vectors that the naive v·(c/‖v‖₂) leaves just outside.
+#[test]
+fn clipped_gradients_never_exceed_c_even_by_rounding() {
+    use crate::linalg::testing::{columns_beyond, naive_scaled_columns, rows_beyond};
+    let (d, c) = (10, 36.0);
+    let rows = rows_beyond(d, 3000, c, 70);
+    assert!(
+        columns_beyond(&naive_scaled_columns(&rows, c), c) > 0,
+        "no adversarial vector"
+    );
+    let mut clipped = rows.clone();
+    for mut col in clipped.column_iter_mut() {
+        let mut v = Vector::from_iterator(d, col.iter().copied());
+        clip(&mut v, c);
+        col.copy_from(&v);
+    }
+    assert_eq!(columns_beyond(&clipped, c), 0);
 }

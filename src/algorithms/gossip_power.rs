@@ -79,6 +79,7 @@ use super::noisy_power::{check_k, target_rho};
 use super::sensitivity::check_bounds;
 use super::{Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError};
 use crate::dataset::{DataContext, Kind, Neighbours, Relation};
+use crate::linalg::clip::clip_rows_l2;
 use crate::linalg::{Matrix, fix_signs, matmul, matmul_tn, try_sym_eig, try_thin_svd};
 use crate::privacy::{Cost, PrivacyTarget};
 
@@ -697,14 +698,10 @@ fn consensus_error(messages: &[Matrix], averaged: &[Matrix]) -> f64 {
         .fold(0.0, f64::max)
 }
 
-/// Rows scaled to ‖C\[r,:\]‖₂ ≤ τ.
+/// Rows scaled to ‖C\[r,:\]‖₂ ≤ τ (the shared [`crate::linalg::clip`], with its rounding
+/// margin, so the computed max row norm Δ_v is built from never exceeds τ).
 fn clip_rows(mut c: Matrix, tau: f64) -> Matrix {
-    for mut row in c.row_iter_mut() {
-        let norm = row.norm();
-        if norm > tau {
-            row *= tau / norm;
-        }
-    }
+    clip_rows_l2(&mut c, tau);
     c
 }
 

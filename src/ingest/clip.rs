@@ -7,12 +7,11 @@
 //! *Accuracy and Stability of Numerical Algorithms*, §3.1), so rows are clipped to
 //! β·(1 − (d + 8)·ε) in computed norm. That makes the exact norm of the stored floats ≤ β,
 //! which is what the sensitivity arguments of the algorithms need. Rows already within that
-//! target are left bit-for-bit untouched.
+//! target are left bit-for-bit untouched. The scaling itself is [`crate::linalg::clip`], shared
+//! with every job-time step that scales rows to a bound.
 
 use super::IngestError;
-
-/// 2⁻⁶⁰⁰: a power of two, so multiplying by it is exact except for values that underflow.
-const TINY_POW2: f64 = f64::from_bits((1023 - 600) << 52);
+use crate::linalg::clip::{clip_l1, clip_l2};
 
 /// Validated clipping bounds of a records dataset.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -40,68 +39,23 @@ impl RowClip {
 
     /// Clips `row` in place. Its values must be finite (the caller has checked).
     pub fn apply(&self, row: &mut [f64]) {
-        clip_to(row, self.beta, l2_norm);
+        clip_l2(row, self.beta);
         if let Some(alpha) = self.alpha {
-            clip_to(row, alpha, l1_norm);
+            clip_l1(row, alpha);
         }
     }
-}
-
-/// The relative safety margin for a d-vector: (d + 8)·ε covers the rounding of the norm
-/// (≤ (d/2 + 4)·ε, scaled path included) and of the scaling itself.
-fn margin(d: usize) -> f64 {
-    (d as f64 + 8.0) * f64::EPSILON
-}
-
-/// Scales `row` so that `norm(row) ≤ bound·(1 − margin)` if it is above that.
-fn clip_to(row: &mut [f64], bound: f64, norm: fn(&[f64]) -> f64) {
-    let target = bound * (1.0 - margin(row.len()));
-    let mut n = norm(row);
-    if n.is_infinite() {
-        // Only for norms beyond f64::MAX: bring the row into range exactly, then clip.
-        row.iter_mut().for_each(|v| *v *= TINY_POW2);
-        n = norm(row);
-    }
-    if n > target {
-        let s = target / n;
-        row.iter_mut().for_each(|v| *v *= s);
-    }
-}
-
-/// ‖x‖₂, without spurious overflow or underflow (the plain sum of squares when it is safe,
-/// the max-scaled form otherwise).
-fn l2_norm(x: &[f64]) -> f64 {
-    let s: f64 = x.iter().map(|v| v * v).sum();
-    if s.is_finite() && s >= f64::MIN_POSITIVE {
-        return s.sqrt();
-    }
-    let m = x.iter().fold(0.0f64, |m, v| m.max(v.abs()));
-    if m == 0.0 {
-        return 0.0;
-    }
-    let t: f64 = x.iter().map(|v| (v / m) * (v / m)).sum();
-    m * t.sqrt()
-}
-
-/// ‖x‖₁ (infinite only when the exact value exceeds f64::MAX).
-fn l1_norm(x: &[f64]) -> f64 {
-    x.iter().map(|v| v.abs()).sum()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::linalg::clip::{l1_norm, l2_norm};
     use proptest::prelude::*;
 
     fn clip(row: &[f64], beta: f64, alpha: Option<f64>) -> Vec<f64> {
         let mut out = row.to_vec();
         RowClip::new(beta, alpha).expect("valid bounds").apply(&mut out);
         out
-    }
-
-    #[test]
-    fn tiny_pow2_is_two_to_the_minus_600() {
-        assert_eq!(TINY_POW2, 2f64.powi(-600));
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //!
 //! This module never imports web, database or async crates.
 
+pub mod clip;
 pub mod eigen;
 pub mod error;
 pub mod kernels;

@@ -83,3 +83,68 @@ pub(crate) fn orthonormality_reference(q: &Matrix) -> f64 {
 pub(crate) fn is_decreasing(v: &Vector) -> bool {
     v.as_slice().windows(2).all(|w| w[0] >= w[1])
 }
+
+/// Σx² − c², with the sum and c² in double-double arithmetic (error-free products by FMA,
+/// error-free sums by TwoSum): its sign says whether the exact ‖x‖₂ exceeds c, far below the
+/// ulp level at which rounding decides it. For moderate magnitudes (no underflow of x²).
+pub(crate) fn exact_l2_excess(x: &[f64], c: f64) -> f64 {
+    let two_sum = |a: f64, b: f64| {
+        let s = a + b;
+        let bb = s - a;
+        (s, (a - (s - bb)) + (b - bb))
+    };
+    let (mut hi, mut lo) = (0.0_f64, 0.0_f64);
+    for &v in x {
+        let p = v * v;
+        let e = v.mul_add(v, -p);
+        let (s, err) = two_sum(hi, p);
+        hi = s;
+        lo += err + e;
+    }
+    let cc = c * c;
+    let ce = c.mul_add(c, -cc);
+    let (s, err) = two_sum(hi, -cc);
+    s + (err + lo - ce)
+}
+
+/// Whether the exact ‖x‖₂ of the stored floats exceeds `c` (see [`exact_l2_excess`]).
+pub(crate) fn exceeds_l2_exactly(x: &[f64], c: f64) -> bool {
+    exact_l2_excess(x, c) > 0.0
+}
+
+/// Rows that a naive x·(c/‖x‖₂) leaves just outside the ball: `count` random Gaussian rows of
+/// length `d` (seeded), each scaled to a random norm in (c, 10c); returned as columns of a
+/// d×count matrix, with the bound c. The caller checks how many the naive scaling breaks.
+pub(crate) fn rows_beyond(d: usize, count: usize, c: f64, seed: u64) -> Matrix {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut m = Matrix::from_fn(d, count, |_, _| StandardNormal.sample(&mut rng));
+    for mut col in m.column_iter_mut() {
+        let u: f64 = rand::Rng::random(&mut rng);
+        let norm = col.norm();
+        col *= c * (1.0 + 9.0 * u) / norm;
+    }
+    m
+}
+
+/// x·(c/‖x‖₂) with nalgebra's norm, per column: the scaling without a margin.
+pub(crate) fn naive_scaled_columns(m: &Matrix, c: f64) -> Matrix {
+    let mut out = m.clone();
+    for mut col in out.column_iter_mut() {
+        let norm = col.norm();
+        if norm > c {
+            col *= c / norm;
+        }
+    }
+    out
+}
+
+/// Columns of `m` whose norm exceeds `c`: by nalgebra's computed norm, by
+/// [`super::clip::l2_norm`], or exactly.
+pub(crate) fn columns_beyond(m: &Matrix, c: f64) -> usize {
+    m.column_iter()
+        .filter(|col| {
+            let x: Vec<f64> = col.iter().copied().collect();
+            col.norm() > c || super::clip::l2_norm(&x) > c || exceeds_l2_exactly(&x, c)
+        })
+        .count()
+}
