@@ -92,7 +92,7 @@ impl SiteComputation {
         // Every round is checked again before it is encoded; this refuses a study that could
         // never pass that check before anything is sent.
         let exact = config.min_fraction_bits(&neighbours, view.n_features);
-        if !exact.is_some_and(|min| config.fraction_bits >= min) {
+        if exact.is_none_or(|min| config.fraction_bits < min) {
             return Err(format!(
                 "the study's {} fraction bits would round away part of this site's noise; refusing to take part",
                 config.fraction_bits
