@@ -92,7 +92,7 @@ impl SiteComputation {
         // Every round is checked again before it is encoded; this refuses a study that could
         // never pass that check before anything is sent.
         let exact = config.min_fraction_bits(&neighbours, view.n_features);
-        if !exact.is_some_and(|min| config.fraction_bits >= min) {
+        if exact.is_none_or(|min| config.fraction_bits < min) {
             return Err(format!(
                 "the study's {} fraction bits would round away part of this site's noise; refusing to take part",
                 config.fraction_bits
@@ -118,14 +118,14 @@ impl SiteComputation {
     /// reported at join) 1 ≤ n ≤ `max_site_samples`. Under `add_remove` n is private and no
     /// check on it may change what the site does: a site with no records, or with more than
     /// `max_site_samples` (its products are then clamped), takes part like any other.
-    pub fn check_data(&self, n: usize, d: usize, relation: Relation) -> Result<(), String> {
+    pub fn check_data(&self, n: usize, d: usize) -> Result<(), String> {
         if d != self.d {
             return Err(format!(
                 "the data has {d} columns; the study has n_features = {}",
                 self.d
             ));
         }
-        if relation == Relation::AddRemove {
+        if self.neighbours.relation() == Relation::AddRemove {
             return Ok(());
         }
         if n == 0 {

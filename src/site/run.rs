@@ -333,7 +333,7 @@ async fn prepare(args: &SiteArgs, client: &SiteClient) -> Result<Prepared, Failu
         ));
     }
     let checked = match &computation {
-        Some(computation) => computation.check_data(records.n, records.d, relation),
+        Some(computation) => computation.check_data(records.n, records.d),
         None if records.d != view.n_features => Err(format!(
             "the data has {} features; the study has {}",
             records.d, view.n_features
@@ -832,4 +832,26 @@ async fn follow(
         resends: 0,
     };
     protocol.run().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 22: a minority threshold is refused unless the operator allows it.
+    #[test]
+    fn a_minority_threshold_needs_the_operators_consent() {
+        for (t, s) in [(2, 4), (1, 2), (3, 6), (2, 64)] {
+            let refused = check_threshold(t, s, false).expect_err("t ≤ S/2");
+            assert_eq!(refused.code(), 2);
+            assert!(
+                refused.to_string().contains("--allow-minority-threshold"),
+                "{refused}"
+            );
+            assert!(check_threshold(t, s, true).is_ok());
+        }
+        for (t, s) in [(2, 3), (3, 4), (2, 2), (43, 64)] {
+            assert!(check_threshold(t, s, false).is_ok(), "t = {t}, S = {s}");
+        }
+    }
 }
