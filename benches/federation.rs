@@ -30,7 +30,6 @@ use axum::{Json, Router};
 use privpca::federation::messages::{ContributionRequest, Participant, ShareBox, SiteStudyView, SiteTask};
 use privpca::federation::power::{PowerState, SiteComputation};
 use privpca::federation::secagg::{Aggregator, SiteSession};
-use privpca::dataset::Relation;
 use privpca::federation::wire;
 use privpca::linalg::Matrix;
 use rand::{RngCore, SeedableRng};
@@ -126,7 +125,7 @@ async fn secure_site(mut site: Site) -> Result<Site> {
     let view: SiteStudyView = serde_json::from_slice(&site.call("/v1/site/study", None).await?)?;
     let comp = SiteComputation::from_view(&view).map_err(anyhow::Error::msg)?;
     let n = site.xt.ncols();
-    comp.check_data(n, site.xt.nrows(), Relation::ReplaceOne).map_err(anyhow::Error::msg)?;
+    comp.check_data(n, site.xt.nrows()).map_err(anyhow::Error::msg)?;
     site.comp = Some(comp);
     let mut rng = ChaCha20Rng::seed_from_u64(1000 + u64::from(view.site_index));
     let mut session = SiteSession::new(view.study_id, view.site_index, ROUNDS, &mut rng);

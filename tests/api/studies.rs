@@ -4,7 +4,6 @@
 use std::collections::BTreeMap;
 
 use axum::http::{Method, StatusCode};
-use privpca::dataset::Relation;
 use privpca::federation::messages::{SiteStudyView, SiteTask};
 use privpca::federation::power::SiteComputation;
 use privpca::federation::secagg::SiteSession;
@@ -73,7 +72,7 @@ impl TestSite {
         let view: SiteStudyView =
             serde_json::from_value(app.get("/v1/site/study", &self.token).await.json()).unwrap();
         let comp = SiteComputation::from_view(&view).unwrap();
-        comp.check_data(self.xt.ncols(), self.xt.nrows(), Relation::ReplaceOne).unwrap();
+        comp.check_data(self.xt.ncols(), self.xt.nrows()).unwrap();
         let rounds = comp.config().iterations;
         let session = SiteSession::new(view.study_id, view.site_index, rounds, &mut self.rng);
         let reply = app
