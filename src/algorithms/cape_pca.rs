@@ -249,6 +249,17 @@ impl Algorithm for CapePca {
                 "at least one site must send",
             ));
         }
+        // Simulated shards are contiguous by record index. Under add_remove one added record shifts
+        // every later shard boundary, so the records a dropped site holds would change with it and
+        // the survivors' sum could move by more than one record (docs/design/cape.md, "Outcomes that
+        // do not depend on n"). Without dropouts the sum covers every shard and equals the whole
+        // statistic whatever the split. The relation is public: this refusal reveals nothing.
+        if !dropouts.is_empty() && ctx.relation() == crate::dataset::Relation::AddRemove {
+            return Err(ConfigError::invalid(
+                "params.dropouts",
+                "simulated dropouts need a replace_one dataset: under add_remove the contiguous shards move with the private n",
+            ));
+        }
         config.dropouts = dropouts;
         Ok(config)
     }

@@ -240,3 +240,15 @@ fn utility_is_close_to_central_analyze_gauss_at_the_same_rho() {
         "cape {cape_mean:.3} vs analyze_gauss {central_mean:.3}"
     );
 }
+
+/// Simulated dropouts move with the shard boundaries, which move with a private n under
+/// add_remove: refused there (by the public relation), allowed under replace_one.
+#[test]
+fn simulated_dropouts_need_replace_one() {
+    let params = json!({"k": 1, "sites": 3, "dropouts": [2]});
+    assert_eq!(
+        invalid_field(&refused(params.clone(), &ctx(5, None, AR))),
+        "params.dropouts"
+    );
+    configured(params, &ctx(5, Some(40), RO), 0.5);
+}

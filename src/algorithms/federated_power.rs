@@ -133,9 +133,10 @@ pub struct FederatedPowerParams {
     /// Records per site the encoding is sized for, 1–2⁴⁰: each entry of a site's A_s·X is
     /// clamped to ±max_site_samples·β² before noise (exact when the site holds at most this
     /// many records; a site never refuses because it holds more), and the no-wrap bound
-    /// assumes it.
+    /// assumes it. Default: n when the dataset's record count is public (no site can hold
+    /// more), else 10⁷.
     #[serde(default)]
-    #[schemars(range(min = 1, max = 1_099_511_627_776u64), extend("default" = DEFAULT_MAX_SITE_SAMPLES))]
+    #[schemars(range(min = 1, max = 1_099_511_627_776u64))]
     pub max_site_samples: Option<u64>,
 }
 
@@ -420,7 +421,14 @@ pub fn configure_for(
             "does not apply to this relation",
         ));
     }
-    let max_site_samples = params.max_site_samples.unwrap_or(DEFAULT_MAX_SITE_SAMPLES);
+    // A public n bounds every shard, and sizes the encoding far tighter than 10⁷ would: at a
+    // large ρ the sites' noise is small, and an exact encoding (step ≤ the noise's grid) then
+    // needs the fraction bits the looser bound would take for headroom.
+    let max_site_samples = params.max_site_samples.unwrap_or_else(|| {
+        ctx.n.map_or(DEFAULT_MAX_SITE_SAMPLES, |n| {
+            (n as u64).clamp(1, DEFAULT_MAX_SITE_SAMPLES)
+        })
+    });
     if !(1..=1 << 40).contains(&max_site_samples) {
         return Err(ConfigError::invalid(
             "params.max_site_samples",
