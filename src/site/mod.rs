@@ -6,7 +6,7 @@
 //! `--allow-minority-threshold`) and its local ledger (one SQLite file, one budget for the data
 //! it protects), and only then joins. It fixes the first roster it is shown, prints its hash
 //! (`roster hash ...`) and refuses a mismatch with `--expect-roster-hash` or any later change
-//! ([`roster`]); before every round it checks the iterate it was sent. It then follows the coordinator's
+//! (`roster.rs`); before every round it checks the iterate it was sent. It then follows the coordinator's
 //! long-polled tasks: share its key shares, charge its ledger just before the first masked
 //! contribution, contribute each round, answer unmask requests, and stop when the study is
 //! over. Raw data and unmasked values never leave the process and are never printed.

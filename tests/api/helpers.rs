@@ -106,32 +106,13 @@ impl TestApp {
     }
 
     pub async fn send(&self, request: Request<Body>) -> Reply {
-        let response = self.router.clone().oneshot(request).await.unwrap();
-        let status = response.status();
-        let headers = response.headers().clone();
-        let bytes = response.into_body().collect().await.unwrap().to_bytes().to_vec();
-        Reply {
-            status,
-            headers,
-            bytes,
-        }
+        reply(self.router.clone(), request).await
     }
 
     /// `GET uri` on the operator listener's router (`--metrics-bind`), not on the API's.
     pub async fn operator(&self, uri: &str) -> Reply {
         let request = Request::builder().uri(uri).body(Body::empty()).unwrap();
-        let response = privpca::operator_app(self.state.clone())
-            .oneshot(request)
-            .await
-            .unwrap();
-        let status = response.status();
-        let headers = response.headers().clone();
-        let bytes = response.into_body().collect().await.unwrap().to_bytes().to_vec();
-        Reply {
-            status,
-            headers,
-            bytes,
-        }
+        reply(privpca::operator_app(self.state.clone()), request).await
     }
 
     /// The Prometheus text the operator listener serves.
@@ -333,4 +314,17 @@ pub fn csv_rows(n: usize, d: usize, seed: u64) -> String {
         out.push('\n');
     }
     out
+}
+
+/// One request through `router`, its whole answer read.
+async fn reply(router: Router, request: Request<Body>) -> Reply {
+    let response = router.oneshot(request).await.unwrap();
+    let status = response.status();
+    let headers = response.headers().clone();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes().to_vec();
+    Reply {
+        status,
+        headers,
+        bytes,
+    }
 }
