@@ -179,17 +179,7 @@ impl TestApp {
             .body(Body::from_stream(body))
             .unwrap();
         let router = self.router.clone();
-        let reply = tokio::spawn(async move {
-            let response = router.oneshot(request).await.unwrap();
-            let status = response.status();
-            let headers = response.headers().clone();
-            let bytes = response.into_body().collect().await.unwrap().to_bytes().to_vec();
-            Reply {
-                status,
-                headers,
-                bytes,
-            }
-        });
+        let reply = tokio::spawn(reply(router, request));
         (chunks, reply)
     }
 
