@@ -6,6 +6,7 @@
 //! `http` exposes the API.
 
 pub mod algorithms;
+pub mod app;
 pub mod config;
 pub mod context;
 pub mod dataset;

@@ -8,102 +8,26 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
-/// Stable problem types. The `type` member is `urn:privpca:problem:<slug>`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProblemKind {
-    /// The request body or query is not well-formed JSON/CSV/etc.
-    Malformed,
-    /// A field has an invalid value.
-    Validation,
-    Unauthorized,
-    Forbidden,
-    NotFound,
-    MethodNotAllowed,
-    NotAcceptable,
-    /// The job would spend more than the dataset's remaining budget.
-    OverBudget,
-    /// The request conflicts with the resource's state.
-    Conflict,
-    /// Same Idempotency-Key, different request.
-    IdempotencyMismatch,
-    /// A site message that already arrived (a retry); the client may treat it as success.
-    AlreadyReceived,
-    PayloadTooLarge,
-    UnsupportedMediaType,
-    QueueFull,
-    /// The tenant is over its rate limit for this kind of request (429, with Retry-After).
-    RateLimited,
-    Timeout,
-    Unavailable,
-    Internal,
-}
+pub use crate::app::error::{AppError as ApiError, ErrorKind as ProblemKind};
 
-impl ProblemKind {
-    pub fn slug(self) -> &'static str {
-        match self {
-            Self::Malformed => "malformed-request",
-            Self::Validation => "validation-error",
-            Self::Unauthorized => "unauthorized",
-            Self::Forbidden => "forbidden",
-            Self::NotFound => "not-found",
-            Self::MethodNotAllowed => "method-not-allowed",
-            Self::NotAcceptable => "not-acceptable",
-            Self::OverBudget => "over-budget",
-            Self::Conflict => "conflict",
-            Self::IdempotencyMismatch => "idempotency-key-reused",
-            Self::AlreadyReceived => "already-received",
-            Self::PayloadTooLarge => "payload-too-large",
-            Self::UnsupportedMediaType => "unsupported-media-type",
-            Self::QueueFull => "queue-full",
-            Self::RateLimited => "rate-limited",
-            Self::Timeout => "timeout",
-            Self::Unavailable => "unavailable",
-            Self::Internal => "internal-error",
-        }
-    }
-
-    pub fn status(self) -> StatusCode {
-        match self {
-            Self::Malformed => StatusCode::BAD_REQUEST,
-            Self::Validation => StatusCode::UNPROCESSABLE_ENTITY,
-            Self::Unauthorized => StatusCode::UNAUTHORIZED,
-            Self::Forbidden => StatusCode::FORBIDDEN,
-            Self::NotFound => StatusCode::NOT_FOUND,
-            Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            Self::NotAcceptable => StatusCode::NOT_ACCEPTABLE,
-            Self::OverBudget | Self::Conflict | Self::IdempotencyMismatch | Self::AlreadyReceived => {
-                StatusCode::CONFLICT
-            }
-            Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-            Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            Self::QueueFull | Self::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
-            Self::RateLimited => StatusCode::TOO_MANY_REQUESTS,
-            Self::Timeout => StatusCode::REQUEST_TIMEOUT,
-            Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
-        }
-    }
-
-    pub fn title(self) -> &'static str {
-        match self {
-            Self::Malformed => "Malformed request",
-            Self::Validation => "Invalid value",
-            Self::Unauthorized => "Missing or invalid API key",
-            Self::Forbidden => "Not allowed",
-            Self::NotFound => "Not found",
-            Self::MethodNotAllowed => "Method not allowed",
-            Self::NotAcceptable => "No acceptable representation",
-            Self::OverBudget => "Privacy budget exceeded",
-            Self::Conflict => "Conflict with the resource's state",
-            Self::IdempotencyMismatch => "Idempotency-Key reused with a different request",
-            Self::AlreadyReceived => "Already received",
-            Self::PayloadTooLarge => "Payload too large",
-            Self::UnsupportedMediaType => "Unsupported media type",
-            Self::QueueFull => "Job queue is full",
-            Self::RateLimited => "Too many requests",
-            Self::Timeout => "Request took too long",
-            Self::Unavailable => "Service unavailable",
-            Self::Internal => "Internal server error",
-        }
+/// The one mapping from a domain error kind to an HTTP status.
+pub fn status(kind: ProblemKind) -> StatusCode {
+    use ProblemKind as K;
+    match kind {
+        K::Malformed => StatusCode::BAD_REQUEST,
+        K::Validation => StatusCode::UNPROCESSABLE_ENTITY,
+        K::Unauthorized => StatusCode::UNAUTHORIZED,
+        K::Forbidden => StatusCode::FORBIDDEN,
+        K::NotFound => StatusCode::NOT_FOUND,
+        K::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+        K::NotAcceptable => StatusCode::NOT_ACCEPTABLE,
+        K::OverBudget | K::Conflict | K::IdempotencyMismatch | K::AlreadyReceived => StatusCode::CONFLICT,
+        K::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        K::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        K::QueueFull | K::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        K::RateLimited => StatusCode::TOO_MANY_REQUESTS,
+        K::Timeout => StatusCode::REQUEST_TIMEOUT,
+        K::Internal => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
 
@@ -128,85 +52,22 @@ pub struct ProblemDocument {
     pub extra: Map<String, Value>,
 }
 
-/// The error every handler returns.
-#[derive(Debug)]
-pub struct ApiError {
-    pub kind: ProblemKind,
-    pub detail: String,
-    pub field: Option<String>,
-    pub extra: Map<String, Value>,
-    pub retry_after: Option<u64>,
-}
-
-impl ApiError {
-    pub fn new(kind: ProblemKind, detail: impl Into<String>) -> Self {
-        Self {
-            kind,
-            detail: detail.into(),
-            field: None,
-            extra: Map::new(),
-            retry_after: None,
-        }
-    }
-
-    pub fn validation(field: impl Into<String>, detail: impl Into<String>) -> Self {
-        Self::new(ProblemKind::Validation, detail).with_field(field)
-    }
-
-    pub fn not_found(what: &str, id: impl std::fmt::Display) -> Self {
-        Self::new(ProblemKind::NotFound, format!("no {what} with id {id}"))
-    }
-
-    pub fn conflict(detail: impl Into<String>) -> Self {
-        Self::new(ProblemKind::Conflict, detail)
-    }
-
-    /// A server-side failure: logged with its cause, answered with a generic detail.
-    pub fn internal(cause: impl std::fmt::Display) -> Self {
-        tracing::error!(error = %cause, "internal error");
-        Self::new(
-            ProblemKind::Internal,
-            "the server failed to handle this request; it has been logged",
-        )
-    }
-
-    pub fn with_field(mut self, field: impl Into<String>) -> Self {
-        self.field = Some(field.into());
-        self
-    }
-
-    pub fn with(mut self, key: &str, value: impl Into<Value>) -> Self {
-        self.extra.insert(key.to_string(), value.into());
-        self
-    }
-
-    pub fn retry_after(mut self, seconds: u64) -> Self {
-        self.retry_after = Some(seconds);
-        self
-    }
-
-    pub fn document(&self) -> ProblemDocument {
-        ProblemDocument {
-            type_: format!("urn:privpca:problem:{}", self.kind.slug()),
-            title: self.kind.title().to_string(),
-            status: self.kind.status().as_u16(),
-            detail: self.detail.clone(),
-            field: self.field.clone(),
-            extra: self.extra.clone(),
-        }
-    }
-}
-
-impl std::fmt::Display for ApiError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.kind.slug(), self.detail)
+/// The problem document of an error.
+pub fn document(error: &ApiError) -> ProblemDocument {
+    ProblemDocument {
+        type_: format!("urn:privpca:problem:{}", error.kind.slug()),
+        title: error.kind.title().to_string(),
+        status: status(error.kind).as_u16(),
+        detail: error.detail.clone(),
+        field: error.field.clone(),
+        extra: error.extra.clone(),
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = serde_json::to_vec(&self.document()).unwrap_or_default();
-        let mut response = (self.kind.status(), body).into_response();
+        let body = serde_json::to_vec(&document(&self)).unwrap_or_default();
+        let mut response = (status(self.kind), body).into_response();
         let headers = response.headers_mut();
         headers.insert(
             header::CONTENT_TYPE,
@@ -216,20 +77,6 @@ impl IntoResponse for ApiError {
             headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
         }
         response
-    }
-}
-
-impl From<crate::store::StoreError> for ApiError {
-    fn from(e: crate::store::StoreError) -> Self {
-        if e.is_busy() {
-            tracing::warn!(error = %e, "database busy");
-            return ApiError::new(ProblemKind::Unavailable, "the database is busy; retry shortly")
-                .retry_after(1);
-        }
-        if let crate::store::StoreError::NulInText(field) = e {
-            return ApiError::validation(field, e.to_string());
-        }
-        ApiError::internal(e)
     }
 }
 

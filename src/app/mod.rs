@@ -1,0 +1,6 @@
+//! The application layer: the service's use cases (submit a job, create a study, upload a
+//! dataset, plan a budget). Each takes a typed request and returns a domain result or an
+//! [`error::AppError`]; none sees an HTTP type. Handlers in `http` parse a request, call one
+//! use case and render its answer.
+
+pub mod error;
