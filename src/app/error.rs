@@ -161,3 +161,17 @@ impl From<crate::store::StoreError> for AppError {
         AppError::internal(e)
     }
 }
+
+/// An algorithm's configuration error, mapped the same way wherever it arises (jobs, plans and
+/// studies): a bad parameter names its field; an algorithm that cannot serve this dataset or
+/// study is a bad `algorithm`; an algorithm reserved for public data is not allowed (403).
+impl From<crate::algorithms::ConfigError> for AppError {
+    fn from(e: crate::algorithms::ConfigError) -> Self {
+        use crate::algorithms::ConfigError;
+        match e {
+            ConfigError::Invalid { field, message } => AppError::validation(field, message),
+            ConfigError::Unsupported(message) => AppError::validation("algorithm", message),
+            ConfigError::PublicOnly(message) => AppError::new(ErrorKind::Forbidden, message),
+        }
+    }
+}

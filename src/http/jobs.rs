@@ -179,11 +179,7 @@ fn charged_cost(job: &JobRecord) -> crate::privacy::Cost {
 }
 
 fn config_problem(e: ConfigError) -> ApiError {
-    match e {
-        ConfigError::Invalid { field, message } => ApiError::validation(field, message),
-        ConfigError::Unsupported(message) => ApiError::validation("algorithm", message),
-        ConfigError::PublicOnly(message) => ApiError::new(ProblemKind::Forbidden, message),
-    }
+    ApiError::from(e)
 }
 
 fn find_algorithm(name: &str) -> Result<&'static dyn DynAlgorithm, ApiError> {

@@ -245,12 +245,7 @@ fn study_view(study: &StudyRecord, sites: &[StudySiteRecord]) -> StudyView {
 }
 
 fn config_problem(e: ConfigError) -> ApiError {
-    match e {
-        ConfigError::Invalid { field, message } => ApiError::validation(field, message),
-        ConfigError::Unsupported(message) | ConfigError::PublicOnly(message) => {
-            ApiError::validation("algorithm", message)
-        }
-    }
+    ApiError::from(e)
 }
 
 fn positive_finite(field: &str, v: f64) -> Result<f64, ApiError> {
