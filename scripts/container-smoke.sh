@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Without a Docker engine: build and stage the container's root filesystem with the same
 # script the Dockerfile runs, start the staged binary with the container's environment, check
-# its health the way the container's HEALTHCHECK does, run the README walk-through against it,
+# its health the way the container's HEALTHCHECK does, run the README walk-through against it
+# (checking that it prints what README.md shows),
 # and stop it with SIGTERM as `docker stop` would.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,7 +20,7 @@ for _ in $(seq 1 100); do
   sleep 0.1
 done
 "$work/root/usr/local/bin/privpca" healthcheck
-BASE="http://127.0.0.1:$port" ADMIN=change-me scripts/walkthrough.sh > "$work/walkthrough.out"
+BASE="http://127.0.0.1:$port" ADMIN=change-me scripts/walkthrough-check.sh > "$work/walkthrough.out"
 grep -q '"status": "succeeded"' "$work/walkthrough.out"
 grep -q 'urn:privpca:problem:over-budget' "$work/walkthrough.out"
 test -s "$work/root/data/privpca.db"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's curl walk-through, verbatim (tests/readme.rs checks that every command line
-# below appears in README.md). Needs a running service, curl and jq.
+# below appears in README.md; scripts/walkthrough-check.sh runs it and checks that it prints
+# the sample output README.md shows). Needs a running service, curl and jq.
 set -euo pipefail
 BASE="${BASE:-http://127.0.0.1:8080}"
 ADMIN="${ADMIN:-change-me}"

@@ -28,3 +28,34 @@ fn readme_walkthrough_is_the_script_that_ci_runs() {
         "CI runs the README's test command"
     );
 }
+
+/// The README shows one sample output per walk-through command that prints JSON, each a valid
+/// JSON document; `scripts/walkthrough-check.sh` (run by CI against the real service) checks
+/// that the service prints them.
+#[test]
+fn readme_shows_one_output_per_printing_command() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let readme = std::fs::read_to_string(format!("{root}/README.md")).expect("README.md");
+    let script = std::fs::read_to_string(format!("{root}/scripts/walkthrough.sh")).expect("walkthrough");
+    let printing = script
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter(|l| l.contains("| jq '") || l.ends_with("| jq"))
+        .count();
+    let (_, after) = readme
+        .split_once("\n<!-- walkthrough output -->\n")
+        .expect("README marks the walk-through's output");
+    let (outputs, _) = after
+        .split_once("\n<!-- end walkthrough output -->\n")
+        .expect("README marks the end of the walk-through's output");
+    let blocks: Vec<&str> = outputs
+        .split("```json\n")
+        .skip(1)
+        .map(|b| b.split("\n```").next().expect("closed block"))
+        .collect();
+    assert_eq!(blocks.len(), printing, "one sample output per printing command");
+    for block in blocks {
+        serde_json::from_str::<serde_json::Value>(block)
+            .unwrap_or_else(|e| panic!("README sample output is not JSON ({e}):\n{block}"));
+    }
+}
