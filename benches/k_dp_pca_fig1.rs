@@ -9,9 +9,12 @@
 //! own `RowClip` at β = sqrt(Σλ) + σ·sqrt(d·ln(n/ζ)) and α = σd + sqrt(d·Σλ) + σ·sqrt(d·ln(n/ζ)),
 //! ζ = 0.01 (App. G.1, §5). Every algorithm runs through `find(name).prepare(params, &ctx,
 //! &target)` and `run_prepared`, with default parameters, at the target (ε, δ) = (1, 0.01)
-//! stated as such (`PrivacyTarget::from_epsilon_delta`): `k_dp_pca` runs at ε = 1 and is charged
-//! (ε²/2, δ) = (0.5, 0.01); the zCDP baselines are charged the target's converted ρ. † rows:
-//! `analyze_gauss` at the same ρ = 0.5 as `k_dp_pca`; `k_dp_pca` at (10, 0.01), to see its slope
+//! stated as such (`PrivacyTarget::from_epsilon_delta`), which the registry calibrates for the
+//! whole job (`privacy::target::calibrations`, docs/design/privacy.md §2.4): Gaussian-only
+//! baselines at the exact-curve ρ, `k_dp_pca` at the CKS ρ of ε at δ/2 with δ/2 for its
+//! histograms. (docs/k_dp_pca.md's table was measured before that, when `k_dp_pca` ran at ε = 1
+//! and was charged (ε²/2, δ) = (0.5, 0.01).) † rows: `analyze_gauss` at ρ = 0.5 (what
+//! `k_dp_pca` was charged under the old rule); `k_dp_pca` at (10, 0.01), to see its slope
 //! where it runs at every n; `exact` on a public context (the statistical floor).
 //!
 //! Metric: utility loss 1 − tr(QᵀΣQ)/Σ_{i≤k}λ_i(Σ) against the population Σ = VΛVᵀ + σ²I,

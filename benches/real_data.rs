@@ -8,7 +8,9 @@
 //! the peers are pure ε-DP (a stronger guarantee; see experiments/README.md).
 //!
 //! Every variant runs through `DynAlgorithm::prepare` + `run_prepared`, as the job runner does,
-//! with the target `PrivacyTarget::from_epsilon_delta(ε, 1e-5)` (k_dp_pca runs at ε natively).
+//! with the target `PrivacyTarget::from_epsilon_delta(ε, 1e-5)`, which the registry calibrates
+//! for the whole job (`privacy::target::calibrations`; docs/utility.md "How a target (ε, δ)
+//! becomes ρ").
 //! Metric: the captured-energy ratio tr(QᵀΣQ)/Σ_{i≤k}λ_i with Σ = XᵀX/n, as in peers.py.
 //!
 //! Run: `scripts/real-data.sh --peers` once, then
