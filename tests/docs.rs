@@ -10,7 +10,8 @@
 //!   the crate or of its tests and benches (a `name.rs` file or a `name/` directory anywhere) and
 //!   each later segment is a child module or an item defined (or re-exported) in it; a
 //!   backticked `Type::member` names a type defined in the repository and a member (function,
-//!   constant, variant or field) defined where the type is defined or implemented;
+//!   constant, variant or field) defined where the type is defined or implemented; a backticked
+//!   `CamelCase` name alone is a type or enum variant defined in the repository;
 //! - `--bench name`, `--example name` and `--test name` name a target that exists;
 //! - a relative Markdown link names an existing file, and every page of docs/design/ is listed
 //!   in docs/design/README.md.
@@ -21,8 +22,8 @@
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 
-/// First segments of `a::b` citations that name other crates, the standard library or
-/// primitive types, not this repository.
+/// First segments of `a::b` citations, and backticked names, that name other crates, the
+/// standard library, primitive types or non-Rust things, not this repository.
 const EXTERNAL: &[&str] = &[
     "std",
     "core",
@@ -81,6 +82,14 @@ const EXTERNAL: &[&str] = &[
     "HashMap",
     "BTreeMap",
     "Ordering",
+    // Backticked names that are not Rust items of this repository.
+    "ChaCha20Rng",
+    "DMatrixView",
+    "Dockerfile",
+    "Drop",
+    "GaussianDpEvent",
+    "LaplaceDpEvent",
+    "Location",
 ];
 
 /// Citations known to be stale in pages someone else is rewriting right now, as
@@ -116,8 +125,10 @@ struct Repo {
     /// Directories that hold Rust code, directly or below.
     code_dirs: BTreeSet<String>,
     sources: HashMap<String, String>,
-    /// For each type name, the files that define or implement it.
+    /// For each type name, the files that define, implement or re-export it.
     type_files: HashMap<String, BTreeSet<String>>,
+    /// Names that begin a line as an enum variant or a field does (`Name,`, `Name(`, `Name {`).
+    variants: BTreeSet<String>,
     targets: BTreeSet<String>,
 }
 
@@ -130,6 +141,7 @@ impl Repo {
             code_dirs: BTreeSet::new(),
             sources: HashMap::new(),
             type_files: HashMap::new(),
+            variants: BTreeSet::new(),
             targets: BTreeSet::new(),
         };
         for top in [
@@ -183,8 +195,15 @@ impl Repo {
                     .filter(|w| !w.is_empty())
                     .collect();
                 let mut named = Vec::new();
-                if line.trim_start().starts_with("impl") {
+                let trimmed = line.trim_start();
+                if trimmed.starts_with("impl") || trimmed.starts_with("pub use") {
                     named.extend(words.iter().copied());
+                }
+                if let Some(first) = words.first()
+                    && trimmed.starts_with(first)
+                    && trimmed[first.len()..].starts_with([',', '(', '{', ' '])
+                {
+                    self.variants.insert(first.to_string());
                 }
                 for pair in words.windows(2) {
                     if ["struct", "enum", "trait", "type", "union"].contains(&pair[0]) {
@@ -256,13 +275,14 @@ impl Repo {
         }
         let dir_suffix = format!("/{name}");
         for dir in &self.dirs {
-            if dir.ends_with(&dir_suffix) && !self.sources.contains_key(&format!("{dir}.rs")) {
-                if self.code_dirs.contains(dir) {
-                    found.push(Module {
-                        file: None,
-                        dir: Some(dir.clone()),
-                    });
-                }
+            if dir.ends_with(&dir_suffix)
+                && !self.sources.contains_key(&format!("{dir}.rs"))
+                && self.code_dirs.contains(dir)
+            {
+                found.push(Module {
+                    file: None,
+                    dir: Some(dir.clone()),
+                });
             }
         }
         found
@@ -470,6 +490,19 @@ fn check_span(repo: &Repo, span: &str, report: &mut impl FnMut(&str, String)) {
         report(word, format!("no file named {word} in the repository"));
     }
     let segments = ident_chain(span);
+    if segments.len() == 1
+        && segments[0] == span
+        && segments[0].starts_with(|c: char| c.is_ascii_uppercase())
+        && segments[0].contains(|c: char| c.is_ascii_lowercase())
+        && !EXTERNAL.contains(&span)
+        && !repo.type_files.contains_key(span)
+        && !repo.variants.contains(span)
+    {
+        report(
+            span,
+            format!("no type or variant {span} defined in the repository"),
+        );
+    }
     if segments.len() < 2 {
         return;
     }
@@ -697,10 +730,10 @@ fn the_checker_reports_made_up_citations() {
     let repo = Repo::load(root());
     let fake = "\
 Real: `src/privacy/target.rs`, `src/privacy/target.rs::within`, `privacy::target::within`,
-`plan::describe`, `Cost::gaussian`, `cost.rs`, `cargo bench --bench noise`, tests/readme.rs,
+`plan::describe`, `Cost::gaussian`, `PrivacyTarget`, `SeedNotAllowed`, `cost.rs`, `cargo bench --bench noise`, tests/readme.rs,
 [noise](design/noise.md), `tokio::task::block_in_place`.
 Made up: `src/privacy/made_up.rs`, `src/privacy/target.rs::no_such_fn`,
-`privacy::target::no_such_fn`, `no_such_module::f`, `Cost::no_such_method`, `NoSuchType::f`,
+`privacy::target::no_such_fn`, `no_such_module::f`, `Cost::no_such_method`, `NoSuchType::f`, `NoSuchType`,
 `made_up.rs`, `cargo bench --bench no_such_bench`, scripts/no-such.sh,
 [gone](design/gone.md). Not ours, not checked: `diffprivlib/mechanisms/bingham.py`.
 ";
@@ -715,6 +748,7 @@ Made up: `src/privacy/made_up.rs`, `src/privacy/target.rs::no_such_fn`,
             (5, "no_such_module::f"),
             (5, "Cost::no_such_method"),
             (5, "NoSuchType::f"),
+            (5, "NoSuchType"),
             (6, "scripts/no-such.sh"),
             (6, "made_up.rs"),
             (6, "--bench no_such_bench"),
