@@ -14,7 +14,9 @@
 //!   `CamelCase` name alone is a type or enum variant defined in the repository;
 //! - `--bench name`, `--example name` and `--test name` name a target that exists;
 //! - a relative Markdown link names an existing file, and every page of docs/design/ is listed
-//!   in docs/design/README.md.
+//!   in docs/design/README.md;
+//! - a section citation `privacy.md §2.4`, in the docs or in any Rust file's comments, names a
+//!   heading numbered 2.4 in that page.
 //!
 //! Names outside the repository (`tokio::…`, `faer`'s `Par::Seq`) are listed in `EXTERNAL`.
 //! A failure lists every stale citation as `doc:line: citation: what is missing`.
@@ -700,6 +702,88 @@ fn every_cited_path_item_and_bench_exists() {
     assert!(
         report.is_empty(),
         "{} stale citation(s) in the docs (fix the doc, or the convention in tests/docs.rs):\n{}",
+        report.len(),
+        report.join("\n")
+    );
+}
+
+/// Section citations `page.md §N.M` in `text` whose page has no heading numbered N.M, as
+/// `(line, citation)`.
+fn stale_sections(repo: &Repo, root: &Path, text: &str) -> Vec<(usize, String)> {
+    let mut stale = Vec::new();
+    for (index, line) in text.lines().enumerate() {
+        for (at, _) in line.match_indices(".md") {
+            let rest = line[at + 3..].trim_start_matches(',');
+            let Some(section) = rest.strip_prefix(" §") else {
+                continue;
+            };
+            let section: String = section
+                .chars()
+                .take_while(|c| c.is_ascii_digit() || *c == '.')
+                .collect();
+            let section = section.trim_end_matches('.');
+            if section.is_empty() {
+                continue;
+            }
+            let name: String = line[..at]
+                .chars()
+                .rev()
+                .take_while(|&c| is_ident_char(c) || c == '-')
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect();
+            let citation = format!("{name}.md §{section}");
+            let suffix = format!("/{name}.md");
+            let Some(page) = repo
+                .files
+                .iter()
+                .find(|f| f.starts_with("docs/") && f.ends_with(&suffix))
+            else {
+                stale.push((index + 1, format!("{citation}: no page {name}.md under docs/")));
+                continue;
+            };
+            let page_text = std::fs::read_to_string(root.join(page)).expect("page");
+            let found = page_text.lines().any(|l| {
+                let heading = l.trim_start_matches('#');
+                l.starts_with('#')
+                    && (heading.starts_with(&format!(" {section} "))
+                        || heading.starts_with(&format!(" {section}. ")))
+            });
+            if !found {
+                stale.push((index + 1, format!("{citation}: {page} has no section {section}")));
+            }
+        }
+    }
+    stale
+}
+
+/// Code and docs cite design sections by number ("privacy.md §2.4"); each must exist.
+#[test]
+fn every_cited_section_exists() {
+    let repo = Repo::load(root());
+    let mut report = Vec::new();
+    let mut texts: Vec<(String, String)> = repo
+        .sources
+        .iter()
+        .filter(|(path, _)| path.as_str() != "tests/docs.rs")
+        .map(|(path, text)| (path.clone(), text.clone()))
+        .collect();
+    for doc in documents(&repo) {
+        let text = std::fs::read_to_string(root().join(&doc)).expect("document");
+        texts.push((doc, text));
+    }
+    for (path, text) in &texts {
+        for (line, problem) in stale_sections(&repo, root(), text) {
+            report.push(format!("{path}:{line}: {problem}"));
+        }
+    }
+    let fake = stale_sections(&repo, root(), "see privacy.md §2.4 and privacy.md §9.9");
+    assert_eq!(fake.len(), 1, "the checker finds a made-up section: {fake:?}");
+    report.sort();
+    assert!(
+        report.is_empty(),
+        "{} stale section citation(s):\n{}",
         report.len(),
         report.join("\n")
     );
