@@ -713,7 +713,7 @@ fn stale_sections(repo: &Repo, root: &Path, text: &str) -> Vec<(usize, String)> 
     let mut stale = Vec::new();
     for (index, line) in text.lines().enumerate() {
         for (at, _) in line.match_indices(".md") {
-            let rest = line[at + 3..].trim_start_matches(',');
+            let rest = line[at + 3..].trim_start_matches(['`', ',', ')']);
             let Some(section) = rest.strip_prefix(" §") else {
                 continue;
             };
@@ -778,7 +778,7 @@ fn every_cited_section_exists() {
             report.push(format!("{path}:{line}: {problem}"));
         }
     }
-    let fake = stale_sections(&repo, root(), "see privacy.md §2.4 and privacy.md §9.9");
+    let fake = stale_sections(&repo, root(), "see privacy.md §2.4, `privacy.md` §9.9");
     assert_eq!(fake.len(), 1, "the checker finds a made-up section: {fake:?}");
     report.sort();
     assert!(
