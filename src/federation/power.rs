@@ -14,7 +14,7 @@ use crate::algorithms::noisy_power::{cost_of, initial_iterate};
 use crate::algorithms::{Cancelled, Output, RunEnv, RunError};
 use crate::dataset::{Neighbours, Relation};
 use crate::linalg::{Matrix, fix_signs, gram_t_times, thin_qr_q, try_thin_svd};
-use crate::privacy::units::checked_rho_units;
+use crate::privacy::units::RhoUnits;
 
 /// The neighbouring relation of a study from its public fields.
 pub fn study_neighbours(relation: &str, beta: f64, alpha: f64) -> Result<Neighbours, String> {
@@ -42,9 +42,9 @@ fn check_noise_covers_cost(config: &FederatedPowerConfig, stated_rho: f64) -> Re
         ));
     }
     let needed = cost_of(config.iterations, multiplier);
-    let needed_units = checked_rho_units(needed)
+    let needed_units = RhoUnits::checked_charge(needed)
         .map_err(|_| format!("the study's noise costs ρ = {needed:e}, beyond any budget"))?;
-    let stated_units = checked_rho_units(stated_rho)
+    let stated_units = RhoUnits::checked_charge(stated_rho)
         .map_err(|_| format!("the study's stated cost ρ = {stated_rho} is not valid"))?;
     if needed_units > stated_units {
         return Err(format!(
@@ -300,7 +300,6 @@ impl PowerState {
 mod tests {
     use super::*;
     use crate::algorithms::sensitivity::SensitivityMode;
-    use crate::privacy::units::{RHO_UNIT, from_units};
 
     fn config(multiplier: f64, iterations: u32) -> FederatedPowerConfig {
         FederatedPowerConfig {
@@ -319,8 +318,9 @@ mod tests {
 
     /// What an honest coordinator states: the noise's cost, rounded up to ledger units.
     fn stated(config: &FederatedPowerConfig) -> f64 {
-        let units = checked_rho_units(cost_of(config.iterations, config.multiplier)).unwrap();
-        from_units(units, RHO_UNIT)
+        RhoUnits::checked_charge(cost_of(config.iterations, config.multiplier))
+            .unwrap()
+            .to_real()
     }
 
     #[test]

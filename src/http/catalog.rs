@@ -15,7 +15,7 @@ use super::privacy_input::{DEFAULT_DISPLAY_DELTA, MAX_DELTA, PrivacyAmount, Priv
 use crate::algorithms::{self, DynAlgorithm, NoiseScale};
 use crate::dataset::{Kind, Relation};
 use crate::privacy::admission::{Spending, admit};
-use crate::privacy::units::{DELTA_UNIT, RHO_UNIT, from_units};
+use crate::privacy::units::{DeltaUnits, RhoUnits};
 use crate::state::AppState;
 use crate::store::DatasetStatus;
 
@@ -237,26 +237,18 @@ pub async fn plan(
             let resolved = resolve(name, &dataset, &body.params, Some(&privacy))?;
             view.selection = resolved.selection;
             let priced = resolved.priced;
-            let charge = Spending {
-                rho_units: priced.rho_units,
-                other_rho_units: priced.other_rho_units,
-                delta_units: priced.delta_units,
-            };
+            let charge = priced.cost;
             view.cost = Some(
-                PrivacyAmount::new(
-                    from_units(priced.rho_units, RHO_UNIT),
-                    from_units(priced.delta_units, DELTA_UNIT),
-                    shown,
-                )
-                .gaussian_only(charge.is_gaussian_only())
-                .achieved(
-                    &crate::privacy::Cost {
-                        rho: from_units(priced.rho_units, RHO_UNIT),
-                        delta: from_units(priced.delta_units, DELTA_UNIT),
-                        other_rho: from_units(priced.other_rho_units, RHO_UNIT),
-                    },
-                    privacy.delta.unwrap_or(shown),
-                ),
+                PrivacyAmount::new(charge.rho_units.to_real(), charge.delta_units.to_real(), shown)
+                    .gaussian_only(charge.is_gaussian_only())
+                    .achieved(
+                        &crate::privacy::Cost {
+                            rho: charge.rho_units.to_real(),
+                            delta: charge.delta_units.to_real(),
+                            other_rho: charge.other_rho_units.to_real(),
+                        },
+                        privacy.delta.unwrap_or(shown),
+                    ),
             );
             view.config = Some(priced.prepared.config);
             view.noise = priced.prepared.noise.into_iter().map(NoiseView::from).collect();
@@ -264,9 +256,9 @@ pub async fn plan(
         }
         // Without an algorithm, the requested amount is priced as one Gaussian-only job.
         None => Spending {
-            rho_units: crate::privacy::units::charge_units(target.rho, RHO_UNIT),
-            other_rho_units: 0,
-            delta_units: crate::privacy::units::charge_units(target.delta.unwrap_or(0.0), DELTA_UNIT),
+            rho_units: RhoUnits::charge(target.rho),
+            other_rho_units: RhoUnits::ZERO,
+            delta_units: DeltaUnits::charge(target.delta.unwrap_or(0.0)),
         },
     };
     // The ledger's own admission rule (privacy::admission::admit), without charging.

@@ -17,7 +17,7 @@ use super::rate_limit::{Limited, Uploads};
 use crate::dataset::{Kind, Relation};
 use crate::ingest::{self, Format, IngestError, Limits, Shape};
 use crate::privacy::admission::Rule;
-use crate::privacy::units::{DELTA_UNIT, RHO_UNIT, from_units};
+use crate::privacy::units::{DeltaUnits, RhoUnits};
 use crate::state::AppState;
 use crate::store::{
     DatasetRecord, DatasetStatus, LedgerEntry, LedgerEntryKind, NewDataset, UploadClaimOutcome,
@@ -114,12 +114,8 @@ impl From<&DatasetRecord> for DatasetView {
         let shown_delta = display_delta(r);
         let budget = match (r.budget_rho_units, r.budget_delta_units) {
             (Some(total_rho), Some(total_delta)) if !r.public => {
-                let amount = |rho: i64, delta: i64| {
-                    PrivacyAmount::new(
-                        from_units(rho, RHO_UNIT),
-                        from_units(delta, DELTA_UNIT),
-                        shown_delta,
-                    )
+                let amount = |rho: RhoUnits, delta: DeltaUnits| {
+                    PrivacyAmount::new(rho.to_real(), delta.to_real(), shown_delta)
                 };
                 let mut stated = r.budget_stated.clone();
                 if let Some(map) = stated.as_object_mut() {
@@ -136,10 +132,10 @@ impl From<&DatasetRecord> for DatasetView {
                     total: amount(total_rho, total_delta).gaussian_only(true),
                     spent: amount(r.spent_rho_units, r.spent_delta_units)
                         .gaussian_only(spent.is_gaussian_only()),
-                    spent_other_rho: from_units(r.spent_other_rho_units, RHO_UNIT),
+                    spent_other_rho: r.spent_other_rho_units.to_real(),
                     remaining: amount(
-                        r.remaining_rho_units().unwrap_or(0),
-                        r.remaining_delta_units().unwrap_or(0),
+                        r.remaining_rho_units().unwrap_or_default(),
+                        r.remaining_delta_units().unwrap_or_default(),
                     ),
                     rule,
                 })
@@ -382,9 +378,9 @@ impl From<&LedgerEntry> for LedgerEntryView {
             job_id: e.job_id,
             entry: e.entry,
             algorithm: e.algorithm.clone(),
-            rho: from_units(e.rho_units, RHO_UNIT),
-            delta: from_units(e.delta_units, DELTA_UNIT),
-            other_rho: from_units(e.other_rho_units, RHO_UNIT),
+            rho: e.rho_units.to_real(),
+            delta: e.delta_units.to_real(),
+            other_rho: e.other_rho_units.to_real(),
             rule: e.rule,
             created_at: e.created_at,
         }

@@ -19,7 +19,6 @@ use crate::context::data_context;
 use crate::metrics::RefusalReason;
 use crate::privacy::admission::Spending;
 use crate::privacy::target::within;
-use crate::privacy::units::{DELTA_UNIT, RHO_UNIT, from_units};
 use crate::state::AppState;
 use crate::store::{
     CancelOutcome, DatasetRecord, DatasetStatus, Idempotency, JobRecord, JobStatus, NewJob, SubmitOutcome,
@@ -149,11 +148,11 @@ fn job_view(state: &AppState, job: &JobRecord, timings_public: bool) -> JobView 
         config: job.config.clone(),
         privacy: job.privacy.clone(),
         cost: PrivacyAmount::new(
-            from_units(job.cost_rho_units, RHO_UNIT),
-            from_units(job.cost_delta_units, DELTA_UNIT),
+            job.cost.rho_units.to_real(),
+            job.cost.delta_units.to_real(),
             display_delta,
         )
-        .gaussian_only(job.cost_other_rho_units == 0 && job.cost_delta_units == 0)
+        .gaussian_only(job.cost.is_gaussian_only())
         .achieved(&charged_cost(job), display_delta),
         refunded: job.status == JobStatus::Cancelled && job.started_at.is_none(),
         progress,
@@ -172,9 +171,9 @@ fn job_view(state: &AppState, job: &JobRecord, timings_public: bool) -> JobView 
 /// The cost the ledger charged for a job, from its units.
 fn charged_cost(job: &JobRecord) -> crate::privacy::Cost {
     crate::privacy::Cost {
-        rho: from_units(job.cost_rho_units, RHO_UNIT),
-        delta: from_units(job.cost_delta_units, DELTA_UNIT),
-        other_rho: from_units(job.cost_other_rho_units, RHO_UNIT),
+        rho: job.cost.rho_units.to_real(),
+        delta: job.cost.delta_units.to_real(),
+        other_rho: job.cost.other_rho_units.to_real(),
     }
 }
 
@@ -268,9 +267,8 @@ fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
 /// Everything needed to price a job on a dataset, shared by submission and planning.
 pub(crate) struct Priced {
     pub prepared: algorithms::Prepared,
-    pub rho_units: i64,
-    pub delta_units: i64,
-    pub other_rho_units: i64,
+    /// The job's charge in ledger units.
+    pub cost: Spending,
     /// The privacy the job runs at, as stored with it.
     pub privacy: PrivacyInput,
 }
@@ -340,11 +338,8 @@ pub(crate) fn price(
             target
         )));
     }
-    let units = Spending::of_cost(&cost);
     Ok(Priced {
-        rho_units: units.rho_units,
-        delta_units: units.delta_units,
-        other_rho_units: units.other_rho_units,
+        cost: Spending::of_cost(&cost),
         prepared,
         privacy,
     })
@@ -415,9 +410,7 @@ pub async fn submit(
         params: body.params.clone(),
         config: priced.prepared.config,
         privacy: strip_nulls(privacy),
-        cost_rho_units: priced.rho_units,
-        cost_delta_units: priced.delta_units,
-        cost_other_rho_units: priced.other_rho_units,
+        cost: priced.cost,
         selection,
         seed: body.seed,
         idempotency,
@@ -438,8 +431,8 @@ pub async fn submit(
                 RefusalReason::Delta
             };
             state.metrics.budget_refusal(algorithm_name, reason);
-            let remaining_rho = from_units(remaining_rho_units, RHO_UNIT);
-            let requested_rho = from_units(requested_rho_units, RHO_UNIT);
+            let remaining_rho = remaining_rho_units.to_real();
+            let requested_rho = requested_rho_units.to_real();
             let detail = if short_of_rho {
                 format!(
                     "dataset {} has ρ = {remaining_rho:e} left; this job needs ρ = {requested_rho:e}",
@@ -449,16 +442,16 @@ pub async fn submit(
                 format!(
                     "dataset {} has δ = {:e} left; this job needs δ = {:e}",
                     dataset.id,
-                    from_units(remaining_delta_units, DELTA_UNIT),
-                    from_units(requested_delta_units, DELTA_UNIT)
+                    remaining_delta_units.to_real(),
+                    requested_delta_units.to_real()
                 )
             };
             return Err(ApiError::new(ProblemKind::OverBudget, detail)
                 .with("dataset_id", dataset.id.to_string())
                 .with("remaining_rho", remaining_rho)
                 .with("requested_rho", requested_rho)
-                .with("remaining_delta", from_units(remaining_delta_units, DELTA_UNIT))
-                .with("requested_delta", from_units(requested_delta_units, DELTA_UNIT)));
+                .with("remaining_delta", remaining_delta_units.to_real())
+                .with("requested_delta", requested_delta_units.to_real()));
         }
         SubmitOutcome::IdempotencyMismatch => {
             return Err(ApiError::new(

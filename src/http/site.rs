@@ -102,11 +102,8 @@ fn site_view(auth: &SiteAuth) -> Result<SiteStudyView, ApiError> {
         fraction_bits,
         max_site_samples,
         config: study.config.clone(),
-        cost_rho: crate::privacy::units::from_units(study.cost_rho_units, crate::privacy::units::RHO_UNIT),
-        cost_delta: crate::privacy::units::from_units(
-            study.cost_delta_units,
-            crate::privacy::units::DELTA_UNIT,
-        ),
+        cost_rho: study.cost_rho_units.to_real(),
+        cost_delta: study.cost_delta_units.to_real(),
         status: study.status.as_str().to_string(),
         site_status: auth.site.status.as_str().to_string(),
     })

@@ -21,7 +21,7 @@ use crate::algorithms::federated_power::{
     self, FederatedPowerParams, MAX_SITES, default_threshold, study_context,
 };
 use crate::dataset::{Neighbours, Relation};
-use crate::privacy::units::{DELTA_UNIT, RHO_UNIT, charge_units, from_units};
+use crate::privacy::units::{DeltaUnits, RhoUnits};
 use crate::state::AppState;
 use crate::store::{
     NewStudy, NewStudySite, SiteStatus, StudyCancel, StudyRecord, StudySiteRecord, StudyStatus,
@@ -191,8 +191,8 @@ fn study_view(study: &StudyRecord, sites: &[StudySiteRecord]) -> StudyView {
             n_samples: s.n_samples,
             charged: s.charged_at.map(|_| {
                 PrivacyAmount::new(
-                    from_units(s.charged_rho_units, RHO_UNIT),
-                    from_units(s.charged_delta_units, DELTA_UNIT),
+                    s.charged_rho_units.to_real(),
+                    s.charged_delta_units.to_real(),
                     shown,
                 )
             }),
@@ -227,8 +227,8 @@ fn study_view(study: &StudyRecord, sites: &[StudySiteRecord]) -> StudyView {
         config: study.config.clone(),
         privacy: study.privacy.clone(),
         cost: PrivacyAmount::new(
-            from_units(study.cost_rho_units, RHO_UNIT),
-            from_units(study.cost_delta_units, DELTA_UNIT),
+            study.cost_rho_units.to_real(),
+            study.cost_delta_units.to_real(),
             shown,
         ),
         join_deadline: study.join_deadline,
@@ -263,8 +263,8 @@ struct Resolved {
     protocol: Protocol,
     rounds: u32,
     threshold: u32,
-    rho_units: i64,
-    delta_units: i64,
+    rho_units: RhoUnits,
+    delta_units: DeltaUnits,
     join_timeout: u64,
     round_timeout: u64,
 }
@@ -419,12 +419,12 @@ fn resolve(body: &CreateStudy, max_d: usize) -> Result<Resolved, ApiError> {
     let cost = crate::privacy::Cost::gaussian_zcdp(cost)
         .check()
         .map_err(|e| ApiError::validation("privacy", e.to_string()))?;
-    let rho_units = charge_units(cost.rho, RHO_UNIT);
+    let rho_units = RhoUnits::charge(cost.rho);
     let protocol = match protocol {
         // CAPE stages are calibrated at the ledger's amount, the ρ a site's view states, so that
         // the coordinator and every site derive the same noise (docs/design/cape.md).
         Protocol::Cape(mut plan) => {
-            plan.rho = crate::privacy::units::from_units(rho_units, RHO_UNIT);
+            plan.rho = rho_units.to_real();
             Protocol::Cape(plan)
         }
         other => other,
@@ -449,7 +449,7 @@ fn resolve(body: &CreateStudy, max_d: usize) -> Result<Resolved, ApiError> {
         rounds,
         threshold,
         rho_units,
-        delta_units: charge_units(cost.delta, DELTA_UNIT),
+        delta_units: DeltaUnits::charge(cost.delta),
         join_timeout,
         round_timeout,
     })
@@ -470,7 +470,7 @@ pub async fn create(
     let resolved = resolve(&body, state.config.max_d)?;
     for (i, site) in body.sites.iter().enumerate() {
         if let Some(budget) = site.budget_rho
-            && resolved.rho_units > crate::privacy::units::budget_units(budget, RHO_UNIT)
+            && resolved.rho_units > RhoUnits::budget(budget)
         {
             state
                 .metrics
@@ -480,7 +480,7 @@ pub async fn create(
                 format!(
                     "site `{}` has a budget of ρ = {budget:e}; this study costs ρ = {:e}",
                     site.name,
-                    from_units(resolved.rho_units, RHO_UNIT)
+                    resolved.rho_units.to_real()
                 ),
             )
             .with_field(format!("sites[{i}].budget_rho")));
@@ -512,9 +512,7 @@ pub async fn create(
             .iter()
             .map(|s| NewStudySite {
                 name: s.name.trim().to_string(),
-                budget_rho_units: s
-                    .budget_rho
-                    .map(|b| crate::privacy::units::budget_units(b, RHO_UNIT)),
+                budget_rho_units: s.budget_rho.map(RhoUnits::budget),
             })
             .collect(),
     };

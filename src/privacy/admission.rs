@@ -32,7 +32,7 @@
 use serde::Serialize;
 
 use super::gaussian_curve::{delta_upper, max_gaussian_rho, mu_of_rho};
-use super::units::{DELTA_UNIT, RHO_UNIT, admits, budget_units, from_units};
+use super::units::{DeltaUnits, RhoUnits};
 use super::{Delta, rho_to_epsilon};
 
 /// Nudge for converting a units total back to a real amount: one division's rounding, with
@@ -60,10 +60,10 @@ pub fn delta_split(delta: f64) -> (f64, f64, f64) {
 }
 
 /// The δ units approximate parts may spend in total under `budget`.
-pub fn delta_capacity_units(budget: &Budget) -> i64 {
+pub fn delta_capacity_units(budget: &Budget) -> DeltaUnits {
     match *budget {
         Budget::Zcdp { delta_units, .. } => delta_units,
-        Budget::EpsilonDelta { delta, .. } => budget_units(delta_split(delta).2, DELTA_UNIT),
+        Budget::EpsilonDelta { delta, .. } => DeltaUnits::budget(delta_split(delta).2),
     }
 }
 
@@ -71,34 +71,30 @@ pub fn delta_capacity_units(budget: &Budget) -> i64 {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Budget {
     /// ρ_max and δ_max in units.
-    Zcdp { rho_units: i64, delta_units: i64 },
+    Zcdp {
+        rho_units: RhoUnits,
+        delta_units: DeltaUnits,
+    },
     /// The owner's stated (ε, δ).
     EpsilonDelta { epsilon: f64, delta: f64 },
 }
 
-/// Amounts in ledger units: a dataset's spending, or one charge.
+/// Amounts in ledger units: a dataset's spending, or one charge (a job's cost). This is what
+/// travels between pricing, the store and the views.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 pub struct Spending {
     /// All ρ.
-    pub rho_units: i64,
+    pub rho_units: RhoUnits,
     /// The part of `rho_units` not spent by Gaussian mechanisms.
-    pub other_rho_units: i64,
+    pub other_rho_units: RhoUnits,
     /// δ of approximate-DP parts.
-    pub delta_units: i64,
+    pub delta_units: DeltaUnits,
 }
 
 impl Spending {
     /// The sum, or `None` on overflow or a negative amount.
     pub fn checked_add(self, other: Spending) -> Option<Spending> {
-        let parts = [
-            self.rho_units,
-            self.other_rho_units,
-            self.delta_units,
-            other.rho_units,
-            other.other_rho_units,
-            other.delta_units,
-        ];
-        if parts.iter().any(|&p| p < 0) {
+        if self.has_negative() || other.has_negative() {
             return None;
         }
         Some(Spending {
@@ -108,25 +104,28 @@ impl Spending {
         })
     }
 
+    /// Whether any part is below zero (never a valid amount).
+    pub fn has_negative(&self) -> bool {
+        self.rho_units.0 < 0 || self.other_rho_units.0 < 0 || self.delta_units.0 < 0
+    }
+
     /// Whether every part is Gaussian (the exact curve applies).
     pub fn is_gaussian_only(&self) -> bool {
-        self.other_rho_units == 0 && self.delta_units == 0
+        self.other_rho_units == RhoUnits::ZERO && self.delta_units == DeltaUnits::ZERO
     }
 
     /// The units of a job's [`super::Cost`]: ρ and δ rounded up; the non-Gaussian part rounded
     /// up, at least one unit whenever it is positive (so that it can never round away), and never
     /// more than ρ's units (which the schema requires).
     pub fn of_cost(cost: &super::Cost) -> Spending {
-        let rho_units = super::units::charge_units(cost.rho, RHO_UNIT);
-        let delta_units = super::units::charge_units(cost.delta, DELTA_UNIT);
+        let rho_units = RhoUnits::charge(cost.rho);
+        let delta_units = DeltaUnits::charge(cost.delta);
         // other_rho ≤ rho, so its rounded-up units never exceed ρ's; a δ-only part needs no
         // flag here (δ > 0 already excludes the exact curve).
         let other_rho_units = if cost.other_rho > 0.0 {
-            super::units::charge_units(cost.other_rho, RHO_UNIT)
-                .max(1)
-                .min(rho_units)
+            RhoUnits::charge(cost.other_rho).max(RhoUnits(1)).min(rho_units)
         } else {
-            0
+            RhoUnits::ZERO
         };
         Spending {
             rho_units,
@@ -174,17 +173,18 @@ pub fn admit_total(budget: &Budget, total: Spending) -> Option<Rule> {
         Budget::Zcdp {
             rho_units,
             delta_units,
-        } => (admits(0, total.rho_units, rho_units) && admits(0, total.delta_units, delta_units))
-            .then_some(Rule::Zcdp),
+        } => (rho_units.admits(RhoUnits::ZERO, total.rho_units)
+            && delta_units.admits(DeltaUnits::ZERO, total.delta_units))
+        .then_some(Rule::Zcdp),
         Budget::EpsilonDelta { epsilon, delta } => {
-            if total.rho_units < 0 || total.other_rho_units < 0 || total.delta_units < 0 {
+            if total.has_negative() {
                 return None;
             }
             let (exact, conversion, _) = delta_split(delta);
-            if !admits(0, total.delta_units, delta_capacity_units(budget)) {
+            if !delta_capacity_units(budget).admits(DeltaUnits::ZERO, total.delta_units) {
                 return None;
             }
-            let rho = from_units(total.rho_units, RHO_UNIT) * UP;
+            let rho = total.rho_units.to_real() * UP;
             let Ok(conversion) = Delta::new(conversion) else {
                 return None;
             };
@@ -209,7 +209,7 @@ pub fn admit(budget: &Budget, spent: Spending, charge: Spending) -> Option<Rule>
 /// clamps at 0: a dataset that spent under an older, looser rule may be above it). Used to show
 /// the remaining budget. It never exceeds the dataset's stored ceiling for an (ε, δ) budget,
 /// `max_gaussian_rho(ε, δ)` (the exact curve at the whole δ), which the bisection starts from.
-pub fn rho_capacity_units(budget: &Budget, spent: Spending) -> i64 {
+pub fn rho_capacity_units(budget: &Budget, spent: Spending) -> RhoUnits {
     match *budget {
         Budget::Zcdp { rho_units, .. } => rho_units,
         Budget::EpsilonDelta { epsilon, delta } => {
@@ -218,19 +218,21 @@ pub fn rho_capacity_units(budget: &Budget, spent: Spending) -> i64 {
                 admit_total(
                     budget,
                     Spending {
-                        rho_units: units,
+                        rho_units: RhoUnits(units),
                         ..spent
                     },
                 )
                 .is_some()
             };
-            let mut hi = budget_units(max_gaussian_rho(epsilon, delta), RHO_UNIT).saturating_add(2);
+            let mut hi = RhoUnits::budget(max_gaussian_rho(epsilon, delta))
+                .0
+                .saturating_add(2);
             if fits(hi) {
-                return hi;
+                return RhoUnits(hi);
             }
             let mut lo = 0_i64;
             if !fits(lo) {
-                return 0;
+                return RhoUnits::ZERO;
             }
             while hi - lo > 1 {
                 let mid = lo + (hi - lo) / 2;
@@ -240,7 +242,7 @@ pub fn rho_capacity_units(budget: &Budget, spent: Spending) -> i64 {
                     hi = mid;
                 }
             }
-            lo
+            RhoUnits(lo)
         }
     }
 }

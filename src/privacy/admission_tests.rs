@@ -6,7 +6,7 @@ use proptest::prelude::*;
 use super::*;
 use crate::privacy::Cost;
 use crate::privacy::gaussian_curve::max_gaussian_rho;
-use crate::privacy::units::charge_units;
+use crate::privacy::units::{DeltaUnits, RhoUnits};
 
 fn eps_delta(epsilon: f64, delta: f64) -> Budget {
     Budget::EpsilonDelta { epsilon, delta }
@@ -41,21 +41,21 @@ fn gaussian_jobs_fit_by_the_exact_curve_at_half_the_delta() {
 fn capacity_follows_the_rule_in_force() {
     let budget = eps_delta(1.0, 1e-5);
     let gauss = rho_capacity_units(&budget, Spending::default());
-    assert_eq!(gauss / 100_000_000, 331); // 0.0331…
+    assert_eq!(gauss.0 / 100_000_000, 331); // 0.0331…
     let mixed = Spending::of_cost(&Cost::pure(0.01));
     let cks = rho_capacity_units(&budget, mixed);
-    assert_eq!(cks / 100_000_000, 277); // 0.0277…, CKS at 4e-6
+    assert_eq!(cks.0 / 100_000_000, 277); // 0.0277…, CKS at 4e-6
     // Spending δ does not lower the CKS capacity (its cap is fixed), but δ beyond the cap is refused.
     let approx = Spending::of_cost(&Cost::approximate(0.01, 5e-7));
     assert_eq!(rho_capacity_units(&budget, approx), cks);
     let over = Spending::of_cost(&Cost::approximate(0.01, 1.1e-6));
-    assert_eq!(rho_capacity_units(&budget, over), 0);
-    assert_eq!(delta_capacity_units(&budget), charge_units(1e-6, DELTA_UNIT));
+    assert_eq!(rho_capacity_units(&budget, over), RhoUnits::ZERO);
+    assert_eq!(delta_capacity_units(&budget), DeltaUnits::charge(1e-6));
     let zcdp = Budget::Zcdp {
-        rho_units: 42,
-        delta_units: 0,
+        rho_units: RhoUnits(42),
+        delta_units: DeltaUnits(0),
     };
-    assert_eq!(rho_capacity_units(&zcdp, Spending::default()), 42);
+    assert_eq!(rho_capacity_units(&zcdp, Spending::default()), RhoUnits(42));
 }
 
 #[test]
@@ -68,8 +68,8 @@ fn capacities_at_a_few_targets() {
         (1.0, 1e-3, 6532, 5031),
     ] {
         let budget = eps_delta(epsilon, delta);
-        let g = rho_capacity_units(&budget, Spending::default()) / 10_000_000;
-        let m = rho_capacity_units(&budget, Spending::of_cost(&Cost::pure(1e-6))) / 10_000_000;
+        let g = rho_capacity_units(&budget, Spending::default()).0 / 10_000_000;
+        let m = rho_capacity_units(&budget, Spending::of_cost(&Cost::pure(1e-6))).0 / 10_000_000;
         assert!(
             (g - gauss).abs() <= 1 && (m - mixed).abs() <= 1,
             "({epsilon}, {delta}): {g} {m}"
@@ -101,8 +101,8 @@ fn delta_charges_need_delta_left() {
     );
     // zCDP budgets keep their δ cap.
     let zcdp = Budget::Zcdp {
-        rho_units: charge_units(1.0, RHO_UNIT),
-        delta_units: charge_units(1e-6, DELTA_UNIT),
+        rho_units: RhoUnits::charge(1.0),
+        delta_units: DeltaUnits::charge(1e-6),
     };
     let k_dp = Spending::of_cost(&Cost::approximate(1.0, 5e-6));
     assert_eq!(admit(&zcdp, Spending::default(), k_dp), None);
@@ -339,11 +339,11 @@ proptest! {
 /// else CKS at δ − Σδ_j.
 fn old_rule(epsilon: f64, delta: f64, spent: Spending, charge: Spending) -> bool {
     let total = spent.checked_add(charge).unwrap();
-    let rho = from_units(total.rho_units, RHO_UNIT);
+    let rho = total.rho_units.to_real();
     if total.is_gaussian_only() && exact_delta(epsilon, rho) <= delta {
         return true;
     }
-    let left = delta - from_units(total.delta_units, DELTA_UNIT);
+    let left = delta - total.delta_units.to_real();
     left > 0.0 && crate::privacy::rho_to_epsilon(rho, Delta::new(left).unwrap()) <= epsilon
 }
 
@@ -388,11 +388,11 @@ fn a_delta_cap_that_moves_with_each_path_fails_the_certificate() {
     let (epsilon, delta) = (1.0, 1e-5);
     let moving = |spent: Spending, charge: Spending| {
         let total = spent.checked_add(charge).unwrap();
-        let rho = from_units(total.rho_units, RHO_UNIT);
+        let rho = total.rho_units.to_real();
         if total.is_gaussian_only() && exact_delta(epsilon, rho) <= delta / 2.0 {
             return true;
         }
-        let left = delta / 2.0 - from_units(total.delta_units, DELTA_UNIT);
+        let left = delta / 2.0 - total.delta_units.to_real();
         left > 0.0 && crate::privacy::rho_to_epsilon(rho, Delta::new(left).unwrap()) <= epsilon
     };
     let nodes = [

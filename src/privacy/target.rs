@@ -18,7 +18,7 @@
 use serde::Serialize;
 
 use super::gaussian_curve::{delta_upper, epsilon_for, max_gaussian_rho, mu_of_rho};
-use super::units::{RHO_UNIT, budget_units, from_units};
+use super::units::RhoUnits;
 use super::{Cost, Delta, Epsilon, PrivacyTarget, epsilon_delta_to_rho, rho_to_epsilon};
 
 /// The share of a job's δ given to its approximate-DP parts (stability histograms); the rest
@@ -93,7 +93,7 @@ pub fn achieved(cost: &Cost, delta: f64) -> Achieved {
 /// (in units, rounded up) no more than the certified ρ, so what the ledger shows stays within
 /// the target too.
 fn below_in_units(rho: f64) -> f64 {
-    from_units((budget_units(rho, RHO_UNIT) - 1).max(0), RHO_UNIT)
+    RhoUnits((RhoUnits::budget(rho).0 - 1).max(0)).to_real()
 }
 
 /// The ρ targets an algorithm is calibrated to for a job stated as (ε, δ), in the order they

@@ -13,16 +13,25 @@
 //! - a positive charge always costs at least one unit (nothing snaps to 0 but 0 itself);
 //! - admitted charges sum to at most `B·(1 + 3e-14)` for a budget B (proptest: `B·(1 + 1e-12)`).
 //!
+//! Amounts travel as [`RhoUnits`] and [`DeltaUnits`], from the store to the site client; the
+//! functions on bare `i64` below are their arithmetic, generic over the unit.
+//!
 //! `charge_units` and `budget_units` are total: a NaN, infinite or negative charge saturates to
 //! `i64::MAX` (never admitted) and such a budget becomes 0 (admits nothing). Callers that want
-//! an error instead use the `checked_*` functions.
+//! an error instead use `checked_charge` and `checked_budget`.
+
+use serde::Serialize;
 
 use super::PrivacyError;
 
-/// One ledger unit of ρ.
-pub const RHO_UNIT: f64 = 1e-12;
-/// One ledger unit of δ.
-pub const DELTA_UNIT: f64 = 1e-18;
+/// Ledger units in one ρ: the one statement of the unit's size (exact in f64).
+const RHO_UNITS_IN_ONE: f64 = 1e12;
+/// Ledger units in one δ (exact in f64; `1.0 / 1e-18` is not: it is 1e18 − 128).
+const DELTA_UNITS_IN_ONE: f64 = 1e18;
+/// One ledger unit of ρ, 1e-12.
+pub const RHO_UNIT: f64 = 1.0 / RHO_UNITS_IN_ONE;
+/// One ledger unit of δ, 1e-18.
+pub const DELTA_UNIT: f64 = 1.0 / DELTA_UNITS_IN_ONE;
 /// Largest ρ budget (and charge) a dataset may have: 1e18 units, so that `spent + charge` of two
 /// amounts in range stays below `i64::MAX` ≈ 9.2e18 (and [`admits`] checks the sum anyway).
 pub const MAX_RHO: f64 = 1e6;
@@ -60,11 +69,11 @@ pub fn budget_units(value: f64, unit: f64) -> i64 {
     scaled(value, unit).floor() as i64
 }
 
-/// Units back to a real value. Divides by the number of units per 1 (an exact integer for our
-/// units), so that 2·10¹¹ units of 1e-12 read as 0.2, not 0.19999999999999998 as the product
+/// Units back to a real value. Divides by the number of units in one (an exact integer), so
+/// that 2·10¹¹ units of 1e-12 read as 0.2, not 0.19999999999999998 as the product
 /// `units × 1e-12` would: the quotient of two exact values is correctly rounded.
-pub fn from_units(units: i64, unit: f64) -> f64 {
-    units as f64 / (1.0 / unit).round()
+fn from_units(units: i64, units_in_one: f64) -> f64 {
+    units as f64 / units_in_one
 }
 
 /// The ledger's admission rule, `spent + charge <= budget`, without overflow: a sum beyond
@@ -102,24 +111,81 @@ pub(super) fn check_delta(value: f64) -> Result<f64, PrivacyError> {
     }
 }
 
-/// A ρ **charge** in units (rounded up), after checking that ρ is finite and in [0, MAX_RHO].
-pub fn checked_rho_units(value: f64) -> Result<i64, PrivacyError> {
-    check_rho(value).map(|v| charge_units(v, RHO_UNIT))
+/// The ledger amounts: one newtype per quantity, so that ρ units never meet δ units and a
+/// count of units never passes for a real value. The database and the JSON views see the inner
+/// `i64` (`.0`, serialised transparently); conversions go through the methods below.
+macro_rules! ledger_amount {
+    ($name:ident, $unit:ident, $in_one:ident, $check:ident, $what:literal) => {
+        #[doc = concat!("An amount of ", $what, " in ledger units of [`", stringify!($unit), "`].")]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize)]
+        #[serde(transparent)]
+        pub struct $name(pub i64);
+
+        impl $name {
+            /// No units.
+            pub const ZERO: $name = $name(0);
+
+            /// A charge of `real`, rounded **up** (see [`charge_units`]: total, saturating).
+            pub fn charge(real: f64) -> $name {
+                $name(charge_units(real, $unit))
+            }
+
+            /// A budget of `real`, rounded **down** (see [`budget_units`]: total, 0 for invalid).
+            pub fn budget(real: f64) -> $name {
+                $name(budget_units(real, $unit))
+            }
+
+            /// A charge of `real` (rounded up), after checking that it is a valid amount.
+            pub fn checked_charge(real: f64) -> Result<$name, PrivacyError> {
+                $check(real).map($name::charge)
+            }
+
+            /// A budget of `real` (rounded down), after checking that it is a valid amount.
+            pub fn checked_budget(real: f64) -> Result<$name, PrivacyError> {
+                $check(real).map($name::budget)
+            }
+
+            /// The real value: the units divided by the (exact) number of units in one, so
+            /// that 2·10¹¹ ρ units read as 0.2, not 0.19999999999999998.
+            pub fn to_real(self) -> f64 {
+                from_units(self.0, $in_one)
+            }
+
+            /// The sum, or `None` on overflow.
+            pub fn checked_add(self, other: $name) -> Option<$name> {
+                self.0.checked_add(other.0).map($name)
+            }
+
+            /// Whether `charge` fits on top of `spent` within this budget (see [`admits`]).
+            pub fn admits(self, spent: $name, charge: $name) -> bool {
+                admits(spent.0, charge.0, self.0)
+            }
+        }
+
+        impl std::ops::Sub for $name {
+            type Output = $name;
+            fn sub(self, other: $name) -> $name {
+                $name(self.0 - other.0)
+            }
+        }
+    };
 }
 
-/// A δ **charge** in units (rounded up), after checking that δ is finite and in [0, 1).
-pub fn checked_delta_units(value: f64) -> Result<i64, PrivacyError> {
-    check_delta(value).map(|v| charge_units(v, DELTA_UNIT))
+ledger_amount!(RhoUnits, RHO_UNIT, RHO_UNITS_IN_ONE, check_rho, "ρ");
+ledger_amount!(DeltaUnits, DELTA_UNIT, DELTA_UNITS_IN_ONE, check_delta, "δ");
+
+impl RhoUnits {
+    /// Whether this is a valid ρ budget for a dataset: positive and at most [`MAX_RHO`].
+    pub fn is_valid_budget(self) -> bool {
+        self.0 > 0 && self <= RhoUnits::budget(MAX_RHO)
+    }
 }
 
-/// A ρ **budget** in units (rounded down), after checking that ρ is finite and in [0, MAX_RHO].
-pub fn checked_rho_budget_units(value: f64) -> Result<i64, PrivacyError> {
-    check_rho(value).map(|v| budget_units(v, RHO_UNIT))
-}
-
-/// A δ **budget** in units (rounded down), after checking that δ is finite and in [0, 1).
-pub fn checked_delta_budget_units(value: f64) -> Result<i64, PrivacyError> {
-    check_delta(value).map(|v| budget_units(v, DELTA_UNIT))
+impl DeltaUnits {
+    /// Whether this is a valid δ budget for a dataset: in [0, 1).
+    pub fn is_valid_budget(self) -> bool {
+        self.0 >= 0 && self < DeltaUnits::budget(1.0)
+    }
 }
 
 #[cfg(test)]

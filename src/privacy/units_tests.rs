@@ -20,7 +20,7 @@ fn admitted_sum(budget: f64, charges: &[f64]) -> f64 {
     for &c in charges {
         admit(c, &mut spent);
     }
-    let remainder = from_units(budget_u - spent, RHO_UNIT);
+    let remainder = RhoUnits(budget_u - spent).to_real();
     admit(remainder, &mut spent);
     sum
 }
@@ -89,8 +89,8 @@ fn charges_round_up_and_budgets_round_down() {
 fn zero_charge_is_zero_units() {
     assert_eq!(charge_units(0.0, RHO_UNIT), 0);
     assert_eq!(charge_units(-0.0, RHO_UNIT), 0);
-    assert_eq!(checked_rho_units(0.0), Ok(0));
-    assert_eq!(checked_delta_units(0.0), Ok(0));
+    assert_eq!(RhoUnits::checked_charge(0.0), Ok(RhoUnits(0)));
+    assert_eq!(DeltaUnits::checked_charge(0.0), Ok(DeltaUnits(0)));
     assert!(admits(0, 0, 0));
 }
 
@@ -99,10 +99,10 @@ fn invalid_amounts_are_never_free() {
     for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -1e-300, -1.0] {
         assert_eq!(charge_units(bad, RHO_UNIT), i64::MAX, "charge {bad}");
         assert_eq!(budget_units(bad, RHO_UNIT), 0, "budget {bad}");
-        assert!(checked_rho_units(bad).is_err());
-        assert!(checked_delta_units(bad).is_err());
-        assert!(checked_rho_budget_units(bad).is_err());
-        assert!(checked_delta_budget_units(bad).is_err());
+        assert!(RhoUnits::checked_charge(bad).is_err());
+        assert!(DeltaUnits::checked_charge(bad).is_err());
+        assert!(RhoUnits::checked_budget(bad).is_err());
+        assert!(DeltaUnits::checked_budget(bad).is_err());
     }
     // Beyond the i64 range: saturates, and admission does not overflow.
     assert_eq!(charge_units(1e300, RHO_UNIT), i64::MAX);
@@ -114,14 +114,20 @@ fn invalid_amounts_are_never_free() {
 
 #[test]
 fn max_rho_is_respected() {
-    assert_eq!(checked_rho_units(MAX_RHO), Ok(1_000_000_000_000_000_000));
-    assert_eq!(checked_rho_budget_units(MAX_RHO), Ok(1_000_000_000_000_000_000));
-    let err = checked_rho_units(MAX_RHO.next_up()).expect_err("above MAX_RHO");
+    assert_eq!(
+        RhoUnits::checked_charge(MAX_RHO),
+        Ok(RhoUnits(1_000_000_000_000_000_000))
+    );
+    assert_eq!(
+        RhoUnits::checked_budget(MAX_RHO),
+        Ok(RhoUnits(1_000_000_000_000_000_000))
+    );
+    let err = RhoUnits::checked_charge(MAX_RHO.next_up()).expect_err("above MAX_RHO");
     assert!(
         matches!(err, PrivacyError::Range { quantity: "rho", .. }),
         "{err:?}"
     );
-    assert!(checked_rho_budget_units(2.0 * MAX_RHO).is_err());
+    assert!(RhoUnits::checked_budget(2.0 * MAX_RHO).is_err());
     // A full budget plus a full charge still fits in i64 (and is refused).
     let max = budget_units(MAX_RHO, RHO_UNIT);
     assert!(admits(0, max, max));
@@ -130,15 +136,18 @@ fn max_rho_is_respected() {
 
 #[test]
 fn delta_must_be_below_one() {
-    assert!(checked_delta_units(1.0).is_err());
-    assert!(checked_delta_budget_units(1.0).is_err());
+    assert!(DeltaUnits::checked_charge(1.0).is_err());
+    assert!(DeltaUnits::checked_budget(1.0).is_err());
     let just_below = 1.0_f64.next_down();
     assert_eq!(
-        checked_delta_budget_units(just_below),
-        Ok(999_999_999_999_999_872)
+        DeltaUnits::checked_budget(just_below),
+        Ok(DeltaUnits(999_999_999_999_999_872))
     );
-    assert_eq!(checked_delta_units(1e-6), Ok(1_000_000_000_000));
-    let err = checked_delta_units(1.5).expect_err("δ ≥ 1");
+    assert_eq!(
+        DeltaUnits::checked_charge(1e-6),
+        Ok(DeltaUnits(1_000_000_000_000))
+    );
+    let err = DeltaUnits::checked_charge(1.5).expect_err("δ ≥ 1");
     assert_eq!(
         err.to_string(),
         "delta must be a finite number in [0, 1) (got 1.5)"
@@ -218,4 +227,16 @@ proptest! {
         let d = charge_units(c * 1e-6, DELTA_UNIT);
         prop_assert!(d as f64 * DELTA_UNIT >= c * 1e-6 * (1.0 - 1.5e-14));
     }
+}
+
+#[test]
+fn one_reads_back_as_one() {
+    // The number of units in one is derived from the unit (no second constant to drift).
+    assert_eq!(RHO_UNIT, 1e-12);
+    assert_eq!(DELTA_UNIT, 1e-18);
+    assert_eq!(RhoUnits(1_000_000_000_000).to_real(), 1.0);
+    assert_eq!(DeltaUnits(1_000_000_000_000).to_real(), 1e-6);
+    assert_eq!(DeltaUnits(1_000_000_000_000_000_000).to_real(), 1.0);
+    assert_eq!(RhoUnits::charge(0.1).to_real(), 0.1);
+    assert_eq!(RhoUnits::budget(1.0), RhoUnits(1_000_000_000_000));
 }

@@ -410,7 +410,7 @@ mod tests {
     use crate::algorithms::cape_pca::configure_for;
     use crate::dataset::DataContext;
     use crate::privacy::PrivacyTarget;
-    use crate::privacy::units::{RHO_UNIT, charge_units, from_units};
+    use crate::privacy::units::RhoUnits;
     use crate::studies::cape_live::{CapeKind, CapePlan};
 
     /// A cape_pca study's view as the coordinator makes it: d = 20, replace_one, β = 1, ρ =
@@ -432,7 +432,7 @@ mod tests {
             epsilon: None,
         };
         let config = configure_for(2, None, &ctx, &target, 3, "sites").unwrap();
-        let charged = from_units(charge_units(config.noise.cost(), RHO_UNIT), RHO_UNIT);
+        let charged = RhoUnits::charge(config.noise.cost()).to_real();
         let plan = CapePlan {
             kind: CapeKind::Pca { k: 2 },
             pair_ratio: config.pair_ratio,

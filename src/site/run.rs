@@ -38,39 +38,33 @@ use crate::federation::power::SiteComputation;
 use crate::federation::secagg::SiteSession;
 use crate::federation::wire::{b64_to_f64s, words_to_b64};
 use crate::linalg::Matrix;
-use crate::privacy::units::{
-    checked_delta_budget_units, checked_delta_units, checked_rho_budget_units, checked_rho_units,
-};
-use crate::store::{ChargeOutcome, DELTA_UNITS_PER_ONE, LocalBudget, LocalDataset, RHO_UNITS_PER_ONE, Store};
+use crate::privacy::units::{DeltaUnits, RhoUnits};
+use crate::store::{ChargeOutcome, LocalBudget, LocalDataset, Store};
 
 /// ρ and δ in ledger units, for the operator.
-fn amounts(rho_units: i64, delta_units: i64) -> String {
-    format!(
-        "rho = {}, delta = {}",
-        rho_units as f64 / RHO_UNITS_PER_ONE,
-        delta_units as f64 / DELTA_UNITS_PER_ONE
-    )
+fn amounts(rho_units: RhoUnits, delta_units: DeltaUnits) -> String {
+    format!("rho = {}, delta = {}", rho_units.to_real(), delta_units.to_real())
 }
 
 /// The study's cost in ledger units (charges round up).
 #[derive(Debug, Clone, Copy)]
 struct Cost {
-    rho_units: i64,
-    delta_units: i64,
+    rho_units: RhoUnits,
+    delta_units: DeltaUnits,
 }
 
 /// The budget stated on the command line, in ledger units (budgets round down).
-fn stated_budget(args: &SiteArgs) -> Result<(i64, i64), Failure> {
-    let rho = checked_rho_budget_units(args.budget_rho)
+fn stated_budget(args: &SiteArgs) -> Result<(RhoUnits, DeltaUnits), Failure> {
+    let rho = RhoUnits::checked_budget(args.budget_rho)
         .ok()
-        .filter(|units| *units > 0)
+        .filter(|units| units.0 > 0)
         .ok_or_else(|| {
             Failure::Refused(format!(
                 "--budget-rho must be > 0 and at most 1e6; got {}",
                 args.budget_rho
             ))
         })?;
-    let delta = checked_delta_budget_units(args.budget_delta).map_err(|_| {
+    let delta = DeltaUnits::checked_budget(args.budget_delta).map_err(|_| {
         Failure::Refused(format!(
             "--budget-delta must lie in [0, 1); got {}",
             args.budget_delta
@@ -118,11 +112,12 @@ fn relation(view: &SiteStudyView) -> Result<Relation, Failure> {
 fn study_cost(view: &SiteStudyView) -> Result<Cost, Failure> {
     let bad =
         |what: &str, value: f64| Failure::Protocol(format!("the study's cost {what} = {value} is not valid"));
-    let rho_units = checked_rho_units(view.cost_rho)
+    let rho_units = RhoUnits::checked_charge(view.cost_rho)
         .ok()
-        .filter(|units| *units > 0)
+        .filter(|units| units.0 > 0)
         .ok_or_else(|| bad("rho", view.cost_rho))?;
-    let delta_units = checked_delta_units(view.cost_delta).map_err(|_| bad("delta", view.cost_delta))?;
+    let delta_units =
+        DeltaUnits::checked_charge(view.cost_delta).map_err(|_| bad("delta", view.cost_delta))?;
     Ok(Cost {
         rho_units,
         delta_units,

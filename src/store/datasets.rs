@@ -11,7 +11,7 @@ use super::jobs::cancel_queued;
 use super::models::{DatasetRecord, DatasetStatus, JobRecord, NewDataset};
 use super::rows::{self, DATASET_COLUMNS, JOB_COLUMNS};
 use super::{Store, StoreError};
-use crate::privacy::units::{DELTA_UNIT, MAX_RHO, RHO_UNIT, budget_units};
+use crate::privacy::units::{DeltaUnits, RhoUnits};
 
 /// Why a queued job of a deleted dataset ended.
 const DELETED_REASON: &str = "the dataset was deleted before this job started; its charge was refunded";
@@ -34,10 +34,10 @@ fn check(new: &NewDataset) -> Result<(), StoreError> {
         (true, None, None) => Ok(()),
         (true, _, _) => bad("a public dataset carries no budget"),
         (false, Some(rho), Some(delta)) => {
-            if !(rho > 0 && rho <= budget_units(MAX_RHO, RHO_UNIT)) {
+            if !rho.is_valid_budget() {
                 return bad("the rho budget must be > 0 and at most the largest allowed budget");
             }
-            if !(delta >= 0 && delta < budget_units(1.0, DELTA_UNIT)) {
+            if !delta.is_valid_budget() {
                 return bad("the delta budget must lie in [0, 1)");
             }
             match new.budget_epsilon_delta {
@@ -100,9 +100,9 @@ impl Store {
             public: new.public,
             budget_rho_units: new.budget_rho_units,
             budget_delta_units: new.budget_delta_units,
-            spent_rho_units: 0,
-            spent_delta_units: 0,
-            spent_other_rho_units: 0,
+            spent_rho_units: RhoUnits::ZERO,
+            spent_delta_units: DeltaUnits::ZERO,
+            spent_other_rho_units: RhoUnits::ZERO,
             budget_epsilon_delta: new.budget_epsilon_delta,
             budget_stated: new.budget_stated,
             status: DatasetStatus::Empty,
@@ -126,8 +126,8 @@ impl Store {
         .bind(record.row_l1_bound)
         .bind(record.entry_bound)
         .bind(i64::from(record.public))
-        .bind(record.budget_rho_units)
-        .bind(record.budget_delta_units)
+        .bind(record.budget_rho_units.map(|u| u.0))
+        .bind(record.budget_delta_units.map(|u| u.0))
         .bind(record.budget_epsilon_delta.map(|(e, _)| e))
         .bind(record.budget_epsilon_delta.map(|(_, d)| d))
         .bind(serde_json::to_string(&record.budget_stated)?)

@@ -13,7 +13,7 @@ use super::models::{
 };
 use super::rows::{self, JOB_COLUMNS};
 use super::{Store, StoreError};
-use crate::privacy::admission::Spending;
+use crate::privacy::units::RhoUnits;
 
 /// Moves a queued job to cancelled and refunds its charge. Runs inside a write transaction
 /// in which the job was just read as queued.
@@ -97,9 +97,9 @@ async fn insert_job(conn: &mut AnyConnection, job: &JobRecord, new: &NewJob) -> 
     .bind(serde_json::to_string(&job.params)?)
     .bind(serde_json::to_string(&job.config)?)
     .bind(serde_json::to_string(&job.privacy)?)
-    .bind(job.cost_rho_units)
-    .bind(job.cost_delta_units)
-    .bind(job.cost_other_rho_units)
+    .bind(job.cost.rho_units.0)
+    .bind(job.cost.delta_units.0)
+    .bind(job.cost.other_rho_units.0)
     .bind(job.selection.as_ref().map(serde_json::to_string).transpose()?)
     .bind(job.status.as_str())
     .bind(seed_to_db(job.seed))
@@ -128,17 +128,13 @@ async fn admit(conn: &mut AnyConnection, tenant: Uuid, new: NewJob) -> Result<Su
         return Err(StoreError::SeedNotAllowed);
     }
     let at = now();
-    let charge = Spending {
-        rho_units: new.cost_rho_units,
-        other_rho_units: new.cost_other_rho_units,
-        delta_units: new.cost_delta_units,
-    };
+    let charge = new.cost;
     let rule = if dataset.public {
         None
     } else {
         match reserve(conn, dataset.id, charge, at).await? {
             Some(rule) => Some(rule),
-            None => return Ok(shortfall(&dataset, new.cost_rho_units, new.cost_delta_units)),
+            None => return Ok(shortfall(&dataset, charge)),
         }
     };
     let job = JobRecord {
@@ -149,9 +145,7 @@ async fn admit(conn: &mut AnyConnection, tenant: Uuid, new: NewJob) -> Result<Su
         params: new.params.clone(),
         config: new.config.clone(),
         privacy: new.privacy.clone(),
-        cost_rho_units: new.cost_rho_units,
-        cost_delta_units: new.cost_delta_units,
-        cost_other_rho_units: new.cost_other_rho_units,
+        cost: new.cost,
         selection: new.selection.clone(),
         status: JobStatus::Queued,
         progress_done: 0,
@@ -183,10 +177,11 @@ impl Store {
     /// Only `Created` writes anything. A seed on a private dataset is refused with
     /// `StoreError::SeedNotAllowed` (docs/design/privacy.md §4).
     pub async fn submit_job(&self, tenant: Uuid, new: NewJob) -> Result<SubmitOutcome, StoreError> {
-        if !(new.cost_rho_units >= 0 && new.cost_delta_units >= 0) {
+        let cost = new.cost;
+        if !(cost.rho_units.0 >= 0 && cost.delta_units.0 >= 0) {
             return Err(StoreError::InvalidCharge("a job's cost must be >= 0".to_owned()));
         }
-        if !(0..=new.cost_rho_units).contains(&new.cost_other_rho_units) {
+        if !(RhoUnits::ZERO..=cost.rho_units).contains(&cost.other_rho_units) {
             return Err(StoreError::InvalidCharge(
                 "a job's non-Gaussian ρ must lie between 0 and its whole ρ".to_owned(),
             ));

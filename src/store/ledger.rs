@@ -65,14 +65,14 @@ pub(crate) async fn reserve(
            AND spent_rho_units + $1 <= budget_rho_units \
            AND spent_delta_units + $3 <= budget_delta_units",
     )
-    .bind(charge.rho_units)
-    .bind(charge.other_rho_units)
-    .bind(charge.delta_units)
+    .bind(charge.rho_units.0)
+    .bind(charge.other_rho_units.0)
+    .bind(charge.delta_units.0)
     .bind(ts(at))
     .bind(id(dataset))
-    .bind(spent.rho_units)
-    .bind(spent.other_rho_units)
-    .bind(spent.delta_units)
+    .bind(spent.rho_units.0)
+    .bind(spent.other_rho_units.0)
+    .bind(spent.delta_units.0)
     .execute(&mut *conn)
     .await?;
     Ok((done.rows_affected() == 1).then_some(rule))
@@ -96,9 +96,9 @@ pub(crate) async fn record(
     .bind(id(job.id))
     .bind(entry.as_str())
     .bind(&job.algorithm)
-    .bind(job.cost_rho_units)
-    .bind(job.cost_delta_units)
-    .bind(job.cost_other_rho_units)
+    .bind(job.cost.rho_units.0)
+    .bind(job.cost.delta_units.0)
+    .bind(job.cost.other_rho_units.0)
     .bind(rule.map(Rule::as_str))
     .bind(ts(at))
     .execute(&mut *conn)
@@ -120,9 +120,9 @@ pub(crate) async fn refund(
              spent_other_rho_units = spent_other_rho_units - $3, updated_at = $4 \
          WHERE id = $5 AND public = 0",
     )
-    .bind(job.cost_rho_units)
-    .bind(job.cost_delta_units)
-    .bind(job.cost_other_rho_units)
+    .bind(job.cost.rho_units.0)
+    .bind(job.cost.delta_units.0)
+    .bind(job.cost.other_rho_units.0)
     .bind(ts(at))
     .bind(id(job.dataset_id))
     .execute(&mut *conn)
@@ -131,12 +131,12 @@ pub(crate) async fn refund(
 }
 
 /// Remaining and requested amounts for an over-budget answer.
-pub(crate) fn shortfall(dataset: &DatasetRecord, rho_units: i64, delta_units: i64) -> super::SubmitOutcome {
+pub(crate) fn shortfall(dataset: &DatasetRecord, charge: Spending) -> super::SubmitOutcome {
     super::SubmitOutcome::OverBudget {
-        remaining_rho_units: dataset.remaining_rho_units().unwrap_or(0),
-        requested_rho_units: rho_units,
-        remaining_delta_units: dataset.remaining_delta_units().unwrap_or(0),
-        requested_delta_units: delta_units,
+        remaining_rho_units: dataset.remaining_rho_units().unwrap_or_default(),
+        requested_rho_units: charge.rho_units,
+        remaining_delta_units: dataset.remaining_delta_units().unwrap_or_default(),
+        requested_delta_units: charge.delta_units,
     }
 }
 

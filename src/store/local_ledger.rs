@@ -22,12 +22,8 @@ use super::ledger::reserve;
 use super::rows::{self, DATASET_COLUMNS};
 use super::{Backend, Store, StoreError, open_pool};
 use crate::dataset::{Kind, Relation};
-use crate::privacy::units::{DELTA_UNIT, MAX_RHO, RHO_UNIT, budget_units};
-
-/// Ledger units in one ρ and in one δ (1/`RHO_UNIT`, 1/`DELTA_UNIT`, exact in f64): amounts
-/// are shown as units divided by these, which prints 0.2 rather than 0.19999999999999998.
-pub const RHO_UNITS_PER_ONE: f64 = 1e12;
-pub const DELTA_UNITS_PER_ONE: f64 = 1e18;
+use crate::privacy::admission::{Rule, Spending};
+use crate::privacy::units::{DeltaUnits, RhoUnits};
 
 /// The name of the one tenant of a site ledger.
 const SITE_TENANT: &str = "site";
@@ -54,27 +50,29 @@ pub struct LocalBudget {
     /// The data file's name when the ledger was created.
     pub name: String,
     pub relation: Relation,
-    pub budget_rho_units: i64,
-    pub budget_delta_units: i64,
-    pub spent_rho_units: i64,
-    pub spent_delta_units: i64,
+    pub budget_rho_units: RhoUnits,
+    pub budget_delta_units: DeltaUnits,
+    pub spent_rho_units: RhoUnits,
+    pub spent_delta_units: DeltaUnits,
     /// Whether this call created the ledger's dataset (first use of the file).
     pub created: bool,
 }
 
 impl LocalBudget {
-    pub fn remaining_rho_units(&self) -> i64 {
+    pub fn remaining_rho_units(&self) -> RhoUnits {
         self.budget_rho_units - self.spent_rho_units
     }
 
-    pub fn remaining_delta_units(&self) -> i64 {
+    pub fn remaining_delta_units(&self) -> DeltaUnits {
         self.budget_delta_units - self.spent_delta_units
     }
 
     /// Whether a charge of `rho_units`/`delta_units` fits what remains.
-    pub fn fits(&self, rho_units: i64, delta_units: i64) -> bool {
-        crate::privacy::units::admits(self.spent_rho_units, rho_units, self.budget_rho_units)
-            && crate::privacy::units::admits(self.spent_delta_units, delta_units, self.budget_delta_units)
+    pub fn fits(&self, rho_units: RhoUnits, delta_units: DeltaUnits) -> bool {
+        self.budget_rho_units.admits(self.spent_rho_units, rho_units)
+            && self
+                .budget_delta_units
+                .admits(self.spent_delta_units, delta_units)
     }
 }
 
@@ -87,18 +85,14 @@ pub enum ChargeOutcome {
     AlreadyCharged,
     /// The charge does not fit what remains; nothing was written.
     OverBudget {
-        remaining_rho_units: i64,
-        remaining_delta_units: i64,
+        remaining_rho_units: RhoUnits,
+        remaining_delta_units: DeltaUnits,
     },
 }
 
-/// ρ and δ in units, for messages.
-fn show(rho_units: i64, delta_units: i64) -> String {
-    format!(
-        "rho = {}, delta = {}",
-        rho_units as f64 / RHO_UNITS_PER_ONE,
-        delta_units as f64 / DELTA_UNITS_PER_ONE
-    )
+/// ρ and δ, for messages.
+fn show(rho_units: RhoUnits, delta_units: DeltaUnits) -> String {
+    format!("rho = {}, delta = {}", rho_units.to_real(), delta_units.to_real())
 }
 
 fn not_a_site_ledger(why: &str) -> StoreError {
@@ -148,13 +142,13 @@ async fn site_dataset(conn: &mut AnyConnection) -> Result<Option<LocalBudget>, S
 }
 
 /// Checks a budget stated in units the way the service checks a dataset's.
-fn check_budget(rho_units: i64, delta_units: i64) -> Result<(), StoreError> {
-    if !(rho_units > 0 && rho_units <= budget_units(MAX_RHO, RHO_UNIT)) {
+fn check_budget(rho_units: RhoUnits, delta_units: DeltaUnits) -> Result<(), StoreError> {
+    if !rho_units.is_valid_budget() {
         return Err(StoreError::InvalidCharge(
             "the rho budget must be > 0 and at most the largest allowed budget".to_owned(),
         ));
     }
-    if !(delta_units >= 0 && delta_units < budget_units(1.0, DELTA_UNIT)) {
+    if !delta_units.is_valid_budget() {
         return Err(StoreError::InvalidCharge(
             "the delta budget must lie in [0, 1)".to_owned(),
         ));
@@ -166,8 +160,8 @@ fn check_budget(rho_units: i64, delta_units: i64) -> Result<(), StoreError> {
 /// transaction.
 async fn create_site_dataset(
     conn: &mut AnyConnection,
-    budget_rho_units: i64,
-    budget_delta_units: i64,
+    budget_rho_units: RhoUnits,
+    budget_delta_units: DeltaUnits,
     data: &LocalDataset,
 ) -> Result<LocalBudget, StoreError> {
     let bad = |msg: &str| Err(StoreError::InvalidDataset(msg.to_owned()));
@@ -199,8 +193,8 @@ async fn create_site_dataset(
         .await?;
     let dataset = Uuid::new_v4();
     let stated = serde_json::json!({
-        "rho": budget_rho_units as f64 / RHO_UNITS_PER_ONE,
-        "delta": budget_delta_units as f64 / DELTA_UNITS_PER_ONE,
+        "rho": budget_rho_units.to_real(),
+        "delta": budget_delta_units.to_real(),
         "stated_by": "privpca site",
     });
     sqlx::query(
@@ -215,8 +209,8 @@ async fn create_site_dataset(
     .bind(data.relation.as_str())
     .bind(data.row_norm_bound)
     .bind(data.row_l1_bound)
-    .bind(budget_rho_units)
-    .bind(budget_delta_units)
+    .bind(budget_rho_units.0)
+    .bind(budget_delta_units.0)
     .bind(serde_json::to_string(&stated)?)
     .bind(n)
     .bind(d)
@@ -231,8 +225,8 @@ async fn create_site_dataset(
         relation: data.relation,
         budget_rho_units,
         budget_delta_units,
-        spent_rho_units: 0,
-        spent_delta_units: 0,
+        spent_rho_units: RhoUnits::ZERO,
+        spent_delta_units: DeltaUnits::ZERO,
         created: true,
     })
 }
@@ -261,8 +255,8 @@ impl Store {
     /// transaction.
     pub async fn ensure_local_budget(
         &self,
-        budget_rho_units: i64,
-        budget_delta_units: i64,
+        budget_rho_units: RhoUnits,
+        budget_delta_units: DeltaUnits,
         data: &LocalDataset,
     ) -> Result<LocalBudget, StoreError> {
         check_budget(budget_rho_units, budget_delta_units)?;
@@ -322,10 +316,10 @@ impl Store {
         dataset: Uuid,
         study: Uuid,
         algorithm: &str,
-        rho_units: i64,
-        delta_units: i64,
+        rho_units: RhoUnits,
+        delta_units: DeltaUnits,
     ) -> Result<ChargeOutcome, StoreError> {
-        if !(rho_units >= 0 && delta_units >= 0) {
+        if !(rho_units.0 >= 0 && delta_units.0 >= 0) {
             return Err(StoreError::InvalidCharge(
                 "a study's cost must be >= 0".to_owned(),
             ));
@@ -345,7 +339,7 @@ impl Store {
         let at = now();
         // Site budgets are stated in zCDP, so the split into Gaussian and other ρ does not
         // change admission; the study's charge is recorded as "other", the conservative reading.
-        let charge = crate::privacy::admission::Spending {
+        let charge = Spending {
             rho_units,
             other_rho_units: rho_units,
             delta_units,
@@ -370,10 +364,10 @@ impl Store {
         )
         .bind(id(dataset))
         .bind(algorithm)
-        .bind(rho_units)
-        .bind(delta_units)
-        .bind(charge.other_rho_units)
-        .bind(crate::privacy::admission::Rule::Zcdp.as_str())
+        .bind(rho_units.0)
+        .bind(delta_units.0)
+        .bind(charge.other_rho_units.0)
+        .bind(Rule::Zcdp.as_str())
         .bind(ts(at))
         .bind(id(study))
         .execute(&mut *tx)
@@ -392,7 +386,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::privacy::units::{checked_delta_budget_units, checked_rho_budget_units, checked_rho_units};
+    use crate::privacy::units::{DeltaUnits, RhoUnits};
     use tempfile::TempDir;
 
     fn data(relation: Relation) -> LocalDataset {
@@ -406,8 +400,8 @@ mod tests {
         }
     }
 
-    fn rho(x: f64) -> i64 {
-        checked_rho_budget_units(x).expect("rho")
+    fn rho(x: f64) -> RhoUnits {
+        RhoUnits::checked_budget(x).expect("rho")
     }
 
     async fn ledger(dir: &TempDir) -> Store {
@@ -418,10 +412,8 @@ mod tests {
 
     #[test]
     fn amounts_are_shown_in_short_decimals() {
-        assert_eq!(RHO_UNITS_PER_ONE * RHO_UNIT, 1.0);
-        assert_eq!(DELTA_UNITS_PER_ONE * DELTA_UNIT, 1.0);
         assert_eq!(
-            show(200_000_000_000, 1_000_000_000_000),
+            show(RhoUnits(200_000_000_000), DeltaUnits(1_000_000_000_000)),
             "rho = 0.2, delta = 0.000001"
         );
     }
@@ -431,7 +423,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = ledger(&dir).await;
         assert_eq!(store.local_budget().await.expect("read"), None);
-        let delta = checked_delta_budget_units(1e-6).expect("delta");
+        let delta = DeltaUnits::checked_budget(1e-6).expect("delta");
         let first = store
             .ensure_local_budget(rho(1.0), delta, &data(Relation::ReplaceOne))
             .await
@@ -454,7 +446,7 @@ mod tests {
             "{other:?}"
         );
         let other_delta = store
-            .ensure_local_budget(rho(1.0), 0, &data(Relation::ReplaceOne))
+            .ensure_local_budget(rho(1.0), DeltaUnits(0), &data(Relation::ReplaceOne))
             .await;
         assert!(matches!(other_delta, Err(StoreError::InvalidDataset(_))));
         let other_relation = store
@@ -471,9 +463,13 @@ mod tests {
     async fn invalid_budgets_are_refused_before_anything_is_written() {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = ledger(&dir).await;
-        for (r, d) in [(0, 0), (-1, 0), (rho(1.0), -1), (rho(1.0), i64::MAX)] {
+        for (r, d) in [(0, 0), (-1, 0), (rho(1.0).0, -1), (rho(1.0).0, i64::MAX)] {
+            let (r, d) = (RhoUnits(r), DeltaUnits(d));
             let refused = store.ensure_local_budget(r, d, &data(Relation::ReplaceOne)).await;
-            assert!(matches!(refused, Err(StoreError::InvalidCharge(_))), "{r} {d}");
+            assert!(
+                matches!(refused, Err(StoreError::InvalidCharge(_))),
+                "{r:?} {d:?}"
+            );
         }
         assert_eq!(store.local_budget().await.expect("read"), None);
     }
@@ -483,39 +479,51 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = ledger(&dir).await;
         let budget = store
-            .ensure_local_budget(rho(1.0), 0, &data(Relation::AddRemove))
+            .ensure_local_budget(rho(1.0), DeltaUnits(0), &data(Relation::AddRemove))
             .await
             .expect("create");
-        let cost = checked_rho_units(0.4).expect("cost");
+        let cost = RhoUnits::checked_charge(0.4).expect("cost");
         for _ in 0..2 {
             let study = Uuid::new_v4();
             let charged = store
-                .charge_study(budget.dataset, study, "federated_power", cost, 0)
+                .charge_study(budget.dataset, study, "federated_power", cost, DeltaUnits(0))
                 .await
                 .expect("charge");
             assert!(matches!(charged, ChargeOutcome::Charged(_)), "{charged:?}");
         }
         let refused = store
-            .charge_study(budget.dataset, Uuid::new_v4(), "federated_power", cost, 0)
+            .charge_study(
+                budget.dataset,
+                Uuid::new_v4(),
+                "federated_power",
+                cost,
+                DeltaUnits(0),
+            )
             .await
             .expect("charge");
         assert_eq!(
             refused,
             ChargeOutcome::OverBudget {
-                remaining_rho_units: rho(1.0) - 2 * cost,
-                remaining_delta_units: 0,
+                remaining_rho_units: rho(1.0) - RhoUnits(2 * cost.0),
+                remaining_delta_units: DeltaUnits(0),
             }
         );
         // δ is checked too: the budget has none.
         let no_delta = store
-            .charge_study(budget.dataset, Uuid::new_v4(), "federated_power", 1, 1)
+            .charge_study(
+                budget.dataset,
+                Uuid::new_v4(),
+                "federated_power",
+                RhoUnits(1),
+                DeltaUnits(1),
+            )
             .await
             .expect("charge");
         assert!(matches!(no_delta, ChargeOutcome::OverBudget { .. }));
         let left = store.local_budget().await.expect("read").expect("exists");
-        assert_eq!(left.spent_rho_units, 2 * cost);
-        assert!(left.fits(rho(1.0) - 2 * cost, 0));
-        assert!(!left.fits(rho(1.0) - 2 * cost + 1, 0));
+        assert_eq!(left.spent_rho_units, RhoUnits(2 * cost.0));
+        assert!(left.fits(rho(1.0) - RhoUnits(2 * cost.0), DeltaUnits(0)));
+        assert!(!left.fits(rho(1.0) - RhoUnits(2 * cost.0 - 1), DeltaUnits(0)));
         let entries = store
             .ledger(left.tenant, left.dataset)
             .await
@@ -524,8 +532,8 @@ mod tests {
         assert_eq!(entries.len(), 2);
         assert!(entries.iter().all(|e| e.job_id.is_none() && e.rho_units == cost));
         // The rows sum to the totals, the "other" part included, and name their rule.
-        let other: i64 = entries.iter().map(|e| e.other_rho_units).sum();
-        assert_eq!(other, left.spent_rho_units, "study charges are all \"other\" ρ");
+        let other: i64 = entries.iter().map(|e| e.other_rho_units.0).sum();
+        assert_eq!(other, left.spent_rho_units.0, "study charges are all \"other\" ρ");
         assert!(
             entries
                 .iter()
@@ -538,27 +546,39 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = ledger(&dir).await;
         let budget = store
-            .ensure_local_budget(rho(1.0), 0, &data(Relation::ReplaceOne))
+            .ensure_local_budget(rho(1.0), DeltaUnits(0), &data(Relation::ReplaceOne))
             .await
             .expect("create");
         let study = Uuid::new_v4();
         assert!(!store.study_charged(budget.dataset, study).await.expect("read"));
         let first = store
-            .charge_study(budget.dataset, study, "federated_power", 10, 0)
+            .charge_study(
+                budget.dataset,
+                study,
+                "federated_power",
+                RhoUnits(10),
+                DeltaUnits(0),
+            )
             .await
             .expect("charge");
         let ChargeOutcome::Charged(after) = first else {
             panic!("not charged: {first:?}");
         };
-        assert_eq!(after.spent_rho_units, 10);
+        assert_eq!(after.spent_rho_units, RhoUnits(10));
         assert!(store.study_charged(budget.dataset, study).await.expect("read"));
         let second = store
-            .charge_study(budget.dataset, study, "federated_power", 10, 0)
+            .charge_study(
+                budget.dataset,
+                study,
+                "federated_power",
+                RhoUnits(10),
+                DeltaUnits(0),
+            )
             .await
             .expect("charge");
         assert_eq!(second, ChargeOutcome::AlreadyCharged);
         let left = store.local_budget().await.expect("read").expect("exists");
-        assert_eq!(left.spent_rho_units, 10);
+        assert_eq!(left.spent_rho_units, RhoUnits(10));
     }
 
     #[tokio::test]
@@ -568,11 +588,11 @@ mod tests {
         let dataset = {
             let store = ledger(&dir).await;
             let budget = store
-                .ensure_local_budget(rho(1.0), 0, &data(Relation::ReplaceOne))
+                .ensure_local_budget(rho(1.0), DeltaUnits(0), &data(Relation::ReplaceOne))
                 .await
                 .expect("create");
             let charged = store
-                .charge_study(budget.dataset, study, "federated_power", rho(0.25), 0)
+                .charge_study(budget.dataset, study, "federated_power", rho(0.25), DeltaUnits(0))
                 .await
                 .expect("charge");
             assert!(matches!(charged, ChargeOutcome::Charged(_)));
@@ -581,7 +601,7 @@ mod tests {
         };
         let store = ledger(&dir).await;
         let budget = store
-            .ensure_local_budget(rho(1.0), 0, &data(Relation::ReplaceOne))
+            .ensure_local_budget(rho(1.0), DeltaUnits(0), &data(Relation::ReplaceOne))
             .await
             .expect("reopen");
         assert!(!budget.created);
@@ -589,7 +609,7 @@ mod tests {
         assert_eq!(budget.remaining_rho_units(), rho(0.75));
         assert_eq!(
             store
-                .charge_study(dataset, study, "federated_power", rho(0.25), 0)
+                .charge_study(dataset, study, "federated_power", rho(0.25), DeltaUnits(0))
                 .await
                 .expect("charge"),
             ChargeOutcome::AlreadyCharged
@@ -607,7 +627,7 @@ mod tests {
         service.close().await;
         let store = Store::open_ledger(&path).await.expect("open");
         let refused = store
-            .ensure_local_budget(rho(1.0), 0, &data(Relation::ReplaceOne))
+            .ensure_local_budget(rho(1.0), DeltaUnits(0), &data(Relation::ReplaceOne))
             .await;
         assert!(
             matches!(&refused, Err(StoreError::InvalidDataset(msg)) if msg.contains("not a site ledger")),

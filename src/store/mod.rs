@@ -61,7 +61,7 @@ use sqlx::{AnyConnection, AnyPool};
 use uuid::Uuid;
 
 pub use error::StoreError;
-pub use local_ledger::{ChargeOutcome, DELTA_UNITS_PER_ONE, LocalBudget, LocalDataset, RHO_UNITS_PER_ONE};
+pub use local_ledger::{ChargeOutcome, LocalBudget, LocalDataset};
 pub use models::{
     CancelOutcome, DatasetRecord, DatasetStatus, Idempotency, JobRecord, JobResult, JobStatus, LedgerEntry,
     LedgerEntryKind, NewDataset, NewJob, SubmitOutcome, Tenant,

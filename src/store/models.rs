@@ -6,6 +6,7 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use crate::privacy::admission::{Budget, Rule, Spending, delta_capacity_units, rho_capacity_units};
+use crate::privacy::units::{DeltaUnits, RhoUnits};
 
 use crate::dataset::{Kind, Relation};
 
@@ -67,12 +68,12 @@ pub struct DatasetRecord {
     pub row_l1_bound: Option<f64>,
     pub entry_bound: Option<f64>,
     pub public: bool,
-    pub budget_rho_units: Option<i64>,
-    pub budget_delta_units: Option<i64>,
-    pub spent_rho_units: i64,
-    pub spent_delta_units: i64,
+    pub budget_rho_units: Option<RhoUnits>,
+    pub budget_delta_units: Option<DeltaUnits>,
+    pub spent_rho_units: RhoUnits,
+    pub spent_delta_units: DeltaUnits,
     /// The part of `spent_rho_units` not spent by Gaussian mechanisms.
-    pub spent_other_rho_units: i64,
+    pub spent_other_rho_units: RhoUnits,
     /// The owner's (ε, δ), when the budget was stated that way (tight accounting applies;
     /// `budget_rho_units` is then the exact-Gaussian ceiling).
     pub budget_epsilon_delta: Option<(f64, f64)>,
@@ -93,7 +94,7 @@ impl DatasetRecord {
             Some((epsilon, delta)) => Budget::EpsilonDelta { epsilon, delta },
             None => Budget::Zcdp {
                 rho_units,
-                delta_units: self.budget_delta_units.unwrap_or(0),
+                delta_units: self.budget_delta_units.unwrap_or_default(),
             },
         })
     }
@@ -110,20 +111,20 @@ impl DatasetRecord {
     /// Remaining ρ units for a Gaussian-only job under the rule now in force (for an (ε, δ)
     /// budget this depends on what was spent: the exact Gaussian curve while only Gaussian
     /// mechanisms were charged, CKS afterwards). `None` for public datasets (no budget).
-    pub fn remaining_rho_units(&self) -> Option<i64> {
+    pub fn remaining_rho_units(&self) -> Option<RhoUnits> {
         let budget = self.budget()?;
         let capacity = rho_capacity_units(&budget, self.spent());
-        Some((capacity.min(self.budget_rho_units?) - self.spent_rho_units).max(0))
+        Some((capacity.min(self.budget_rho_units?) - self.spent_rho_units).max(RhoUnits::ZERO))
     }
 
     /// Remaining δ units that approximate parts may still spend, `None` for public datasets (no
     /// budget): δ_max for a zCDP budget, the fixed cap δ/10 for an (ε, δ) budget
     /// (docs/design/privacy.md §2.6); never negative, also for datasets that spent under an
     /// older rule.
-    pub fn remaining_delta_units(&self) -> Option<i64> {
+    pub fn remaining_delta_units(&self) -> Option<DeltaUnits> {
         let budget = self.budget()?;
         let cap = delta_capacity_units(&budget).min(self.budget_delta_units?);
-        Some((cap - self.spent_delta_units).max(0))
+        Some((cap - self.spent_delta_units).max(DeltaUnits::ZERO))
     }
 }
 
@@ -138,8 +139,8 @@ pub struct NewDataset {
     pub row_l1_bound: Option<f64>,
     pub entry_bound: Option<f64>,
     pub public: bool,
-    pub budget_rho_units: Option<i64>,
-    pub budget_delta_units: Option<i64>,
+    pub budget_rho_units: Option<RhoUnits>,
+    pub budget_delta_units: Option<DeltaUnits>,
     /// The stated (ε, δ) of a budget given that way (then `budget_rho_units` must be the
     /// exact-Gaussian ceiling and `budget_delta_units` the δ in units).
     pub budget_epsilon_delta: Option<(f64, f64)>,
@@ -179,10 +180,10 @@ pub struct LedgerEntry {
     pub job_id: Option<Uuid>,
     pub entry: LedgerEntryKind,
     pub algorithm: Option<String>,
-    pub rho_units: i64,
-    pub delta_units: i64,
+    pub rho_units: RhoUnits,
+    pub delta_units: DeltaUnits,
     /// The part of `rho_units` not spent by Gaussian mechanisms.
-    pub other_rho_units: i64,
+    pub other_rho_units: RhoUnits,
     /// Which rule admitted a charge (`None` on refunds and on public datasets).
     pub rule: Option<Rule>,
     pub created_at: DateTime<Utc>,
@@ -243,10 +244,8 @@ pub struct JobRecord {
     pub config: serde_json::Value,
     /// Privacy as the client stated it.
     pub privacy: serde_json::Value,
-    pub cost_rho_units: i64,
-    pub cost_delta_units: i64,
-    /// The part of `cost_rho_units` not spent by Gaussian mechanisms.
-    pub cost_other_rho_units: i64,
+    /// What the job was charged, in ledger units.
+    pub cost: Spending,
     /// How `algorithm` was chosen when the client asked for `auto`.
     pub selection: Option<serde_json::Value>,
     pub status: JobStatus,
@@ -273,10 +272,8 @@ pub struct NewJob {
     pub params: serde_json::Value,
     pub config: serde_json::Value,
     pub privacy: serde_json::Value,
-    pub cost_rho_units: i64,
-    pub cost_delta_units: i64,
-    /// The part of `cost_rho_units` not spent by Gaussian mechanisms (≤ `cost_rho_units`).
-    pub cost_other_rho_units: i64,
+    /// The charge, in ledger units; its non-Gaussian ρ lies between 0 and its whole ρ.
+    pub cost: Spending,
     /// How `algorithm` was chosen when the client asked for `auto`.
     pub selection: Option<serde_json::Value>,
     /// Refused (`StoreError::SeedNotAllowed`) unless the dataset is public.
@@ -300,10 +297,10 @@ pub enum SubmitOutcome {
     Replayed(JobRecord),
     /// The charge does not fit the remaining budget; nothing was written.
     OverBudget {
-        remaining_rho_units: i64,
-        requested_rho_units: i64,
-        remaining_delta_units: i64,
-        requested_delta_units: i64,
+        remaining_rho_units: RhoUnits,
+        requested_rho_units: RhoUnits,
+        remaining_delta_units: DeltaUnits,
+        requested_delta_units: DeltaUnits,
     },
     /// The idempotency key was used before with a different request.
     IdempotencyMismatch,

@@ -1,4 +1,5 @@
-//! Mapping database rows (either backend, through the `Any` driver) to the store's records. Each `*_COLUMNS` list is the one `SELECT` list
+//! Mapping database rows (either backend, through the `Any` driver) to the store's records.
+//! Ledger amounts are `i64` columns; they become `RhoUnits`/`DeltaUnits` here, and go back with `.0` where bound. Each `*_COLUMNS` list is the one `SELECT` list
 //! (and `RETURNING` list) its mapper expects.
 
 use sqlx::Row;
@@ -9,6 +10,8 @@ use super::codec::{parse_id, parse_json, parse_kind, parse_opt_ts, parse_relatio
 use super::models::{
     DatasetRecord, DatasetStatus, JobRecord, JobStatus, LedgerEntry, LedgerEntryKind, Tenant,
 };
+use crate::privacy::admission::Spending;
+use crate::privacy::units::{DeltaUnits, RhoUnits};
 
 pub(crate) const TENANT_COLUMNS: &str = "id, name, created_at";
 
@@ -43,11 +46,13 @@ pub(crate) fn dataset(row: &AnyRow) -> Result<DatasetRecord, StoreError> {
         row_l1_bound: row.try_get("row_l1_bound")?,
         entry_bound: row.try_get("entry_bound")?,
         public: flag(row, "public")?,
-        budget_rho_units: row.try_get("budget_rho_units")?,
-        budget_delta_units: row.try_get("budget_delta_units")?,
-        spent_rho_units: row.try_get("spent_rho_units")?,
-        spent_delta_units: row.try_get("spent_delta_units")?,
-        spent_other_rho_units: row.try_get("spent_other_rho_units")?,
+        budget_rho_units: row.try_get::<Option<i64>, _>("budget_rho_units")?.map(RhoUnits),
+        budget_delta_units: row
+            .try_get::<Option<i64>, _>("budget_delta_units")?
+            .map(DeltaUnits),
+        spent_rho_units: RhoUnits(row.try_get("spent_rho_units")?),
+        spent_delta_units: DeltaUnits(row.try_get("spent_delta_units")?),
+        spent_other_rho_units: RhoUnits(row.try_get("spent_other_rho_units")?),
         budget_epsilon_delta: match (
             row.try_get::<Option<f64>, _>("budget_epsilon")?,
             row.try_get::<Option<f64>, _>("budget_delta")?,
@@ -76,9 +81,11 @@ pub(crate) fn job(row: &AnyRow) -> Result<JobRecord, StoreError> {
         params: parse_json(row.try_get("params")?)?,
         config: parse_json(row.try_get("config")?)?,
         privacy: parse_json(row.try_get("privacy")?)?,
-        cost_rho_units: row.try_get("cost_rho_units")?,
-        cost_delta_units: row.try_get("cost_delta_units")?,
-        cost_other_rho_units: row.try_get("cost_other_rho_units")?,
+        cost: Spending {
+            rho_units: RhoUnits(row.try_get("cost_rho_units")?),
+            other_rho_units: RhoUnits(row.try_get("cost_other_rho_units")?),
+            delta_units: DeltaUnits(row.try_get("cost_delta_units")?),
+        },
         selection: row
             .try_get::<Option<&str>, _>("selection")?
             .map(parse_json)
@@ -137,9 +144,9 @@ pub(crate) fn ledger_entry(row: &AnyRow) -> Result<LedgerEntry, StoreError> {
         entry: LedgerEntryKind::parse(entry)
             .ok_or_else(|| StoreError::Corrupt(format!("ledger entry {entry:?}")))?,
         algorithm: row.try_get("algorithm")?,
-        rho_units: row.try_get("rho_units")?,
-        delta_units: row.try_get("delta_units")?,
-        other_rho_units: row.try_get("other_rho_units")?,
+        rho_units: RhoUnits(row.try_get("rho_units")?),
+        delta_units: DeltaUnits(row.try_get("delta_units")?),
+        other_rho_units: RhoUnits(row.try_get("other_rho_units")?),
         rule: match row.try_get::<Option<&str>, _>("rule")? {
             None => None,
             Some(r) => Some(

@@ -15,6 +15,7 @@ use super::codec::{
 use super::tenants::{key_hash, new_secret};
 use super::{Store, StoreError};
 use crate::dataset::Relation;
+use crate::privacy::units::{DeltaUnits, RhoUnits};
 
 /// Prefix of every site token.
 pub const SITE_TOKEN_PREFIX: &str = "pps_";
@@ -98,7 +99,7 @@ impl SiteStatus {
 pub struct NewStudySite {
     pub name: String,
     /// The coordinator-side budget of this site in ρ units, when one was stated.
-    pub budget_rho_units: Option<i64>,
+    pub budget_rho_units: Option<RhoUnits>,
 }
 
 /// A study to create. Everything is validated by the caller; the schema re-checks ranges.
@@ -113,8 +114,8 @@ pub struct NewStudy {
     pub params: serde_json::Value,
     pub config: serde_json::Value,
     pub privacy: serde_json::Value,
-    pub cost_rho_units: i64,
-    pub cost_delta_units: i64,
+    pub cost_rho_units: RhoUnits,
+    pub cost_delta_units: DeltaUnits,
     pub threshold: u32,
     pub join_deadline: DateTime<Utc>,
     pub round_timeout_ms: i64,
@@ -136,8 +137,8 @@ pub struct StudyRecord {
     pub params: serde_json::Value,
     pub config: serde_json::Value,
     pub privacy: serde_json::Value,
-    pub cost_rho_units: i64,
-    pub cost_delta_units: i64,
+    pub cost_rho_units: RhoUnits,
+    pub cost_delta_units: DeltaUnits,
     pub threshold: i64,
     pub n_sites: i64,
     pub join_deadline: DateTime<Utc>,
@@ -160,9 +161,9 @@ pub struct StudySiteRecord {
     pub name: String,
     pub status: SiteStatus,
     pub n_samples: Option<i64>,
-    pub budget_rho_units: Option<i64>,
-    pub charged_rho_units: i64,
-    pub charged_delta_units: i64,
+    pub budget_rho_units: Option<RhoUnits>,
+    pub charged_rho_units: RhoUnits,
+    pub charged_delta_units: DeltaUnits,
     pub charged_at: Option<DateTime<Utc>>,
     pub joined_at: Option<DateTime<Utc>>,
     pub dropped_round: Option<i64>,
@@ -209,8 +210,8 @@ fn study_row(row: &AnyRow) -> Result<StudyRecord, StoreError> {
         params: parse_json(row.try_get("params")?)?,
         config: parse_json(row.try_get("config")?)?,
         privacy: parse_json(row.try_get("privacy")?)?,
-        cost_rho_units: row.try_get("cost_rho_units")?,
-        cost_delta_units: row.try_get("cost_delta_units")?,
+        cost_rho_units: RhoUnits(row.try_get("cost_rho_units")?),
+        cost_delta_units: DeltaUnits(row.try_get("cost_delta_units")?),
         threshold: row.try_get("threshold")?,
         n_sites: row.try_get("n_sites")?,
         join_deadline: parse_ts(row.try_get("join_deadline")?)?,
@@ -237,9 +238,9 @@ fn site_row(row: &AnyRow) -> Result<StudySiteRecord, StoreError> {
         status: SiteStatus::parse(status)
             .ok_or_else(|| StoreError::Corrupt(format!("site status {status:?}")))?,
         n_samples: row.try_get("n_samples")?,
-        budget_rho_units: row.try_get("budget_rho_units")?,
-        charged_rho_units: row.try_get("charged_rho_units")?,
-        charged_delta_units: row.try_get("charged_delta_units")?,
+        budget_rho_units: row.try_get::<Option<i64>, _>("budget_rho_units")?.map(RhoUnits),
+        charged_rho_units: RhoUnits(row.try_get("charged_rho_units")?),
+        charged_delta_units: DeltaUnits(row.try_get("charged_delta_units")?),
         charged_at: parse_opt_ts(row.try_get("charged_at")?)?,
         joined_at: parse_opt_ts(row.try_get("joined_at")?)?,
         dropped_round: row.try_get("dropped_round")?,
@@ -292,8 +293,8 @@ impl Store {
         .bind(serde_json::to_string(&new.params)?)
         .bind(serde_json::to_string(&new.config)?)
         .bind(serde_json::to_string(&new.privacy)?)
-        .bind(new.cost_rho_units)
-        .bind(new.cost_delta_units)
+        .bind(new.cost_rho_units.0)
+        .bind(new.cost_delta_units.0)
         .bind(i64::from(new.threshold))
         .bind(new.sites.len() as i64)
         .bind(ts(new.join_deadline))
@@ -314,7 +315,7 @@ impl Store {
             .bind(i as i64 + 1)
             .bind(&site.name)
             .bind(key_hash(&token))
-            .bind(site.budget_rho_units)
+            .bind(site.budget_rho_units.map(|u| u.0))
             .execute(&mut *tx)
             .await?;
             tokens.push(token);

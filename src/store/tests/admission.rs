@@ -2,6 +2,7 @@
 //! database's own refusal of an overspend.
 
 use super::{fixture, job, ledger_net, private_spec, public_spec, ready_dataset, submit_ok};
+use crate::privacy::units::{DeltaUnits, RhoUnits};
 use crate::store::{LedgerEntryKind, StoreError, SubmitOutcome};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -36,7 +37,7 @@ async fn fifty_concurrent_submissions_fit_exactly_ten() {
         .await
         .expect("get")
         .expect("exists");
-    assert_eq!((after.spent_rho_units, after.spent_delta_units), (1_000, 50));
+    assert_eq!((after.spent_rho_units.0, after.spent_delta_units.0), (1_000, 50));
     let entries = f
         .store
         .ledger(f.tenant, ds.id)
@@ -47,7 +48,7 @@ async fn fifty_concurrent_submissions_fit_exactly_ten() {
     assert!(
         entries
             .iter()
-            .all(|e| e.entry == LedgerEntryKind::Charge && e.rho_units == 100)
+            .all(|e| e.entry == LedgerEntryKind::Charge && e.rho_units.0 == 100)
     );
     assert_eq!(
         f.store
@@ -72,10 +73,10 @@ async fn over_budget_names_remaining_and_requested_for_rho_and_delta() {
     assert_eq!(
         outcome,
         SubmitOutcome::OverBudget {
-            remaining_rho_units: 300,
-            requested_rho_units: 301,
-            remaining_delta_units: 6,
-            requested_delta_units: 0
+            remaining_rho_units: RhoUnits(300),
+            requested_rho_units: RhoUnits(301),
+            remaining_delta_units: DeltaUnits(6),
+            requested_delta_units: DeltaUnits(0)
         }
     );
     // δ alone can also be the limit.
@@ -87,7 +88,7 @@ async fn over_budget_names_remaining_and_requested_for_rho_and_delta() {
     assert!(matches!(
         outcome,
         SubmitOutcome::OverBudget {
-            remaining_delta_units: 6,
+            remaining_delta_units: DeltaUnits(6),
             ..
         }
     ));
@@ -101,7 +102,7 @@ async fn over_budget_names_remaining_and_requested_for_rho_and_delta() {
         .expect("exists");
     assert_eq!(
         (after.remaining_rho_units(), after.remaining_delta_units()),
-        (Some(0), Some(0))
+        (Some(RhoUnits(0)), Some(DeltaUnits(0)))
     );
     assert_eq!(ledger_net(&f.store, f.tenant, ds.id).await, (1_000, 10));
 }
@@ -162,7 +163,7 @@ async fn bad_charges_and_seeds_on_private_data_are_refused_without_writing() {
 async fn public_datasets_record_costs_without_a_budget() {
     let f = fixture().await;
     let ds = ready_dataset(&f.store, f.tenant, public_spec()).await;
-    let big = crate::privacy::units::budget_units(crate::privacy::units::MAX_RHO, 1e-12);
+    let big = RhoUnits::budget(crate::privacy::units::MAX_RHO).0;
     for _ in 0..12 {
         // Twelve maximal charges would overflow an i64 total; nothing is totalled on the row.
         submit_ok(
@@ -181,7 +182,10 @@ async fn public_datasets_record_costs_without_a_budget() {
         .await
         .expect("get")
         .expect("exists");
-    assert_eq!((after.budget_rho_units, after.spent_rho_units), (None, 0));
+    assert_eq!(
+        (after.budget_rho_units, after.spent_rho_units),
+        (None, RhoUnits(0))
+    );
     let entries = f
         .store
         .ledger(f.tenant, ds.id)

@@ -38,7 +38,7 @@ async fn invalid_datasets_are_refused() {
         private_spec(10, -1),
         private_spec(i64::MAX, 0),
         NewDataset {
-            budget_rho_units: Some(10),
+            budget_rho_units: Some(crate::privacy::units::RhoUnits(10)),
             ..public_spec()
         },
     ];
@@ -149,7 +149,7 @@ async fn deletion_keeps_the_ledger_refunds_queued_jobs_and_removes_the_data() {
     assert_eq!(deleted.status, DatasetStatus::Deleted);
     assert!(deleted.deleted_at.is_some());
     assert_eq!(
-        deleted.spent_rho_units, 300,
+        deleted.spent_rho_units.0, 300,
         "the queued job is refunded, the running one is not"
     );
     assert!(!f.store.data_path(ds.id).exists());
@@ -222,7 +222,7 @@ async fn deletion_keeps_the_ledger_refunds_queued_jobs_and_removes_the_data() {
         .await
         .expect("create");
     assert_ne!(fresh.id, ds.id);
-    assert_eq!(fresh.spent_rho_units, 0);
+    assert_eq!(fresh.spent_rho_units.0, 0);
 }
 
 #[tokio::test(flavor = "multi_thread")]

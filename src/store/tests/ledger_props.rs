@@ -101,8 +101,8 @@ async fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 .ok()
                 .flatten()
                 .ok_or(TestCaseError::fail("dataset"))?;
-            prop_assert!(ds.spent_rho_units <= BUDGET_RHO && ds.spent_delta_units <= BUDGET_DELTA);
-            prop_assert_eq!((ds.spent_rho_units, ds.spent_delta_units), model[i]);
+            prop_assert!(ds.spent_rho_units.0 <= BUDGET_RHO && ds.spent_delta_units.0 <= BUDGET_DELTA);
+            prop_assert_eq!((ds.spent_rho_units.0, ds.spent_delta_units.0), model[i]);
             prop_assert_eq!(ledger_net(&f.store, f.tenant, id).await, model[i]);
         }
     }

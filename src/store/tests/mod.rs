@@ -14,6 +14,8 @@ use uuid::Uuid;
 
 use super::{DatasetRecord, Lease, NewDataset, NewJob, Store, SubmitOutcome};
 use crate::dataset::{Kind, Relation};
+use crate::privacy::admission::Spending;
+use crate::privacy::units::{DeltaUnits, RhoUnits};
 
 /// A store on a fresh database file, with one tenant.
 pub(super) struct Fixture {
@@ -46,8 +48,8 @@ pub(super) fn private_spec(budget_rho_units: i64, budget_delta_units: i64) -> Ne
         row_l1_bound: None,
         entry_bound: None,
         public: false,
-        budget_rho_units: Some(budget_rho_units),
-        budget_delta_units: Some(budget_delta_units),
+        budget_rho_units: Some(RhoUnits(budget_rho_units)),
+        budget_delta_units: Some(DeltaUnits(budget_delta_units)),
         budget_epsilon_delta: None,
         budget_stated: json!({ "rho": 1.0 }),
     }
@@ -79,9 +81,11 @@ pub(super) fn job(dataset: Uuid, rho_units: i64, delta_units: i64) -> NewJob {
         params: json!({ "k": 2 }),
         config: json!({ "k": 2, "iterations": 10 }),
         privacy: json!({ "rho": 0.1 }),
-        cost_rho_units: rho_units,
-        cost_delta_units: delta_units,
-        cost_other_rho_units: 0,
+        cost: Spending {
+            rho_units: RhoUnits(rho_units),
+            other_rho_units: RhoUnits::ZERO,
+            delta_units: DeltaUnits(delta_units),
+        },
         selection: None,
         seed: None,
         idempotency: None,
@@ -104,8 +108,8 @@ pub(super) async fn ledger_net(store: &Store, tenant: Uuid, dataset: Uuid) -> (i
         .expect("ledger")
         .expect("dataset exists");
     entries.iter().fold((0, 0), |(rho, delta), e| match e.entry {
-        super::LedgerEntryKind::Charge => (rho + e.rho_units, delta + e.delta_units),
-        super::LedgerEntryKind::Refund => (rho - e.rho_units, delta - e.delta_units),
+        super::LedgerEntryKind::Charge => (rho + e.rho_units.0, delta + e.delta_units.0),
+        super::LedgerEntryKind::Refund => (rho - e.rho_units.0, delta - e.delta_units.0),
     })
 }
 

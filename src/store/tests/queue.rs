@@ -39,7 +39,7 @@ async fn a_job_running_at_a_crash_fails_keeps_its_charge_and_is_never_rerun() {
         .await
         .expect("get")
         .expect("exists");
-    assert_eq!(dataset.spent_rho_units, 250);
+    assert_eq!(dataset.spent_rho_units.0, 250);
     assert_eq!(ledger_net(&store, f.tenant, ds.id).await, (250, 0));
     assert_eq!(store.fail_interrupted_jobs().await.expect("again"), 0);
 }
@@ -75,7 +75,7 @@ async fn cancelling_refunds_only_while_queued() {
         .await
         .expect("get")
         .expect("exists");
-    assert_eq!((dataset.spent_rho_units, dataset.spent_delta_units), (300, 2));
+    assert_eq!((dataset.spent_rho_units.0, dataset.spent_delta_units.0), (300, 2));
     let entries = f
         .store
         .ledger(f.tenant, ds.id)
@@ -88,7 +88,11 @@ async fn cancelling_refunds_only_while_queued() {
         .collect();
     assert_eq!(refunds.len(), 1);
     assert_eq!(
-        (refunds[0].job_id, refunds[0].rho_units, refunds[0].delta_units),
+        (
+            refunds[0].job_id,
+            refunds[0].rho_units.0,
+            refunds[0].delta_units.0
+        ),
         (Some(second.id), 200, 3)
     );
 
@@ -108,7 +112,7 @@ async fn cancelling_refunds_only_while_queued() {
         .await
         .expect("get")
         .expect("exists");
-    assert_eq!(dataset.spent_rho_units, 300);
+    assert_eq!(dataset.spent_rho_units.0, 300);
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -61,7 +61,7 @@ async fn another_tenant_sees_nothing() {
         .expect("get")
         .expect("exists");
     assert_eq!(
-        (owner.spent_rho_units, owner.status),
+        (owner.spent_rho_units.0, owner.status),
         (100, crate::store::DatasetStatus::Ready)
     );
     assert_eq!(
