@@ -21,6 +21,8 @@
 //! `--reps R`). Prints markdown tables to stdout and writes docs/img/cape_agn_fig3_eps.png and
 //! docs/img/cape_agn_fig3_ns.png. Nothing is asserted.
 
+#[path = "support/cli.rs"]
+mod cli;
 #[path = "support/plot.rs"]
 mod plot;
 
@@ -257,21 +259,12 @@ fn chart(file: &str, title: &str, x_label: &str, series: &[plot::Series]) {
         log_y: true,
         y_range: None,
     };
-    match plot::line_chart(&path, &chart, series) {
-        Ok(()) => eprintln!("wrote {}", path.display()),
-        Err(e) => eprintln!("could not write {}: {e}", path.display()),
-    }
+    plot::write_line_chart(&path, &chart, series);
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let quick = args.iter().any(|a| a == "--quick");
-    let reps = args
-        .iter()
-        .position(|a| a == "--reps")
-        .and_then(|i| args.get(i + 1))
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(if quick { 1 } else { 6 });
+    let quick = cli::quick();
+    let reps = cli::reps(if quick { 1 } else { 6 });
     let setups = [
         Setup {
             d: 10,

@@ -31,6 +31,10 @@
 //! (add `-- --reps R`; default 50). Prints a markdown table and writes
 //! docs/img/gossip_power_fig2.png. Nothing is asserted.
 
+#[path = "support/cli.rs"]
+mod cli;
+#[path = "support/data.rs"]
+mod data;
 #[path = "support/plot.rs"]
 mod plot;
 
@@ -65,18 +69,8 @@ struct Dataset {
 
 /// Loads a standardised CSV and scales its rows into the unit ball (§IV-B).
 fn load(dir: &Path, name: &str, label: &'static str) -> Option<Dataset> {
-    let text = std::fs::read_to_string(dir.join(format!("{name}.csv"))).ok()?;
-    let rows: Vec<Vec<f64>> = text
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| {
-            l.split(',')
-                .map(|v| v.trim().parse::<f64>().expect("number"))
-                .collect()
-        })
-        .collect();
-    let (n, d) = (rows.len(), rows[0].len());
-    let mut xt = Matrix::from_fn(d, n, |i, j| rows[j][i]);
+    let mut xt = data::read_csv(&dir.join(format!("{name}.csv")))?;
+    let n = xt.ncols();
     let largest = xt.column_iter().map(|c| c.norm()).fold(0.0, f64::max);
     // Divide by a hair more than the largest norm so that no row exceeds β = 1 in floating point.
     xt /= largest * (1.0 + 1e-12);
@@ -156,13 +150,7 @@ fn mean(values: impl Iterator<Item = (f64, f64)>) -> (f64, f64) {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let reps = args
-        .iter()
-        .position(|a| a == "--reps")
-        .and_then(|i| args.get(i + 1))
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(50_u64);
+    let reps = cli::reps(50_u64);
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let dir = root.join("data/real");
     let datasets: Vec<Dataset> = DATASETS

@@ -15,6 +15,10 @@
 //! `cargo bench --profile dev --bench real_data` (add `-- --reps R`; default 20). Prints a
 //! markdown table and writes docs/img/real_data_*.png.
 
+#[path = "support/cli.rs"]
+mod cli;
+#[path = "support/data.rs"]
+mod data;
 #[path = "support/plot.rs"]
 mod plot;
 
@@ -65,18 +69,8 @@ struct Dataset {
 fn load(dir: &Path, name: &str) -> Option<Dataset> {
     let meta: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join(format!("{name}.json"))).ok()?).ok()?;
-    let text = std::fs::read_to_string(dir.join(format!("{name}.csv"))).ok()?;
-    let rows: Vec<Vec<f64>> = text
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| {
-            l.split(',')
-                .map(|v| v.trim().parse::<f64>().expect("number"))
-                .collect()
-        })
-        .collect();
-    let (n, d) = (rows.len(), rows[0].len());
-    let xt = Matrix::from_fn(d, n, |i, j| rows[j][i]);
+    let xt = data::read_csv(&dir.join(format!("{name}.csv")))?;
+    let n = xt.ncols();
     let sigma = gram_t(&xt) / n as f64;
     // The declared bound: the largest row norm, nudged up so that no row is clipped.
     let beta = meta["max_row_norm"].as_f64()? * (1.0 + 1e-12);
@@ -180,13 +174,7 @@ fn peers(path: &Path) -> BTreeMap<(String, usize, String), (f64, String)> {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let reps = args
-        .iter()
-        .position(|a| a == "--reps")
-        .and_then(|i| args.get(i + 1))
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(20_u64);
+    let reps = cli::reps(20_u64);
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let dir = root.join("data/real");
     let names = ["iris", "wine", "breast_cancer", "digits", "diabetes"];
