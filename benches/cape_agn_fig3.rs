@@ -25,6 +25,8 @@
 mod cli;
 #[path = "support/plot.rs"]
 mod plot;
+#[path = "support/run.rs"]
+mod run;
 
 use std::path::Path;
 use std::time::Instant;
@@ -35,7 +37,6 @@ use privpca::algorithms::cape_agn::{
 };
 use privpca::algorithms::tensor_power::{PowerSettings, packed_len, project_packed, q_comp};
 use privpca::algorithms::{Cancelled, RunEnv};
-use privpca::dataset::{DataContext, Neighbours};
 use privpca::linalg::{Matrix, thin_qr_q};
 use privpca::privacy::{Delta, Epsilon, PrivacyTarget};
 use rand::{Rng, SeedableRng};
@@ -120,15 +121,7 @@ fn make_data(d: usize, k: usize, ns: usize, seed: u64) -> Data {
 }
 
 fn config_for(data: &Data, d: usize, k: usize, epsilon: f64) -> CapeAgnConfig {
-    let ctx = DataContext {
-        d,
-        n: Some(data.shards.iter().map(Matrix::ncols).sum()),
-        neighbours: Neighbours::ReplaceOne {
-            beta: data.beta,
-            alpha: (d as f64).sqrt() * data.beta,
-        },
-        public: false,
-    };
+    let ctx = run::records_ctx(d, data.shards.iter().map(Matrix::ncols).sum(), data.beta);
     let target = PrivacyTarget::from_epsilon_delta(
         Epsilon::new(epsilon).expect("a valid ε"),
         Delta::new(DELTA).expect("a valid δ"),

@@ -37,11 +37,13 @@ mod cli;
 mod data;
 #[path = "support/plot.rs"]
 mod plot;
+#[path = "support/run.rs"]
+mod run;
 
 use std::path::Path;
 
-use privpca::algorithms::{Cancelled, DataInput, RunEnv, find};
-use privpca::dataset::{DataContext, Neighbours};
+use privpca::algorithms::find;
+use privpca::dataset::DataContext;
 use privpca::linalg::subspace::{captured_energy, sin_theta};
 use privpca::linalg::{Matrix, gram_t, sym_eig};
 use privpca::privacy::gaussian_curve::max_gaussian_rho;
@@ -84,17 +86,9 @@ fn load(dir: &Path, name: &str, label: &'static str) -> Option<Dataset> {
     })
 }
 
+/// The datasets' context: rows scaled into the unit ball (β = 1).
 fn context(data: &Dataset) -> DataContext {
-    let d = data.xt.nrows();
-    DataContext {
-        d,
-        n: Some(data.xt.ncols()),
-        neighbours: Neighbours::ReplaceOne {
-            beta: 1.0,
-            alpha: (d as f64).sqrt(),
-        },
-        public: false,
-    }
+    run::records_ctx(data.xt.nrows(), data.xt.ncols(), 1.0)
 }
 
 /// (captured energy, sin θ) of a registered algorithm's run at ρ.
@@ -107,19 +101,7 @@ fn run(data: &Dataset, algorithm: &str, params: Value, rho: f64, seed: u64) -> (
     };
     let alg = find(algorithm).expect("registered");
     let prepared = alg.prepare(params, &ctx, &target).expect("valid parameters");
-    let mut rng = ChaCha20Rng::seed_from_u64(seed);
-    let mut progress = |_: u32, _: u32| -> Result<(), Cancelled> { Ok(()) };
-    let mut env = RunEnv::new(&mut rng, &mut progress);
-    let out = alg
-        .run_prepared(
-            &prepared.config,
-            DataInput::Records {
-                xt: (&data.xt).into(),
-            },
-            &ctx,
-            &mut env,
-        )
-        .expect("run");
+    let out = run::run_prepared(alg, &prepared.config, &data.xt, &ctx, seed).expect("run");
     (
         captured_energy(&out.basis, &data.sigma),
         sin_theta(&out.basis, &data.top),

@@ -21,17 +21,17 @@ mod cli;
 mod data;
 #[path = "support/plot.rs"]
 mod plot;
+#[path = "support/run.rs"]
+mod run;
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use privpca::algorithms::{Cancelled, DataInput, RunEnv, find};
-use privpca::dataset::{DataContext, Neighbours};
+use privpca::algorithms::find;
+use privpca::dataset::DataContext;
 use privpca::linalg::subspace::captured_energy;
 use privpca::linalg::{Matrix, gram_t};
 use privpca::privacy::{Delta, Epsilon, PrivacyTarget};
-use rand::SeedableRng;
-use rand_chacha::ChaCha20Rng;
 use serde_json::{Value, json};
 
 const DELTA: f64 = 1e-5;
@@ -104,15 +104,7 @@ fn run(
 ) -> Result<f64, String> {
     let n = data.xt.ncols();
     let d = data.xt.nrows();
-    let ctx = DataContext {
-        d,
-        n: Some(n),
-        neighbours: Neighbours::ReplaceOne {
-            beta: data.beta,
-            alpha: (d as f64).sqrt() * data.beta,
-        },
-        public: false,
-    };
+    let ctx = run::records_ctx(d, n, data.beta);
     let target = PrivacyTarget::from_epsilon_delta(
         Epsilon::new(epsilon).expect("valid ε"),
         Delta::new(DELTA).expect("valid δ"),
@@ -129,19 +121,8 @@ fn run(
                 continue;
             }
         };
-        let mut rng = ChaCha20Rng::seed_from_u64(seed);
-        let mut progress = |_: u32, _: u32| -> Result<(), Cancelled> { Ok(()) };
-        let mut env = RunEnv::new(&mut rng, &mut progress);
-        let out = alg
-            .run_prepared(
-                &prepared.config,
-                DataInput::Records {
-                    xt: (&data.xt).into(),
-                },
-                &ctx,
-                &mut env,
-            )
-            .map_err(|e| e.to_string())?;
+        let out =
+            run::run_prepared(alg, &prepared.config, &data.xt, &ctx, seed).map_err(|e| e.to_string())?;
         return Ok(captured_energy(&out.basis, &data.sigma));
     }
     Err(last)

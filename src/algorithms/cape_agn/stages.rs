@@ -89,6 +89,25 @@ fn check_shards(shards: &[Matrix], config: &CapeAgnConfig) -> Result<usize, RunE
     Ok(d)
 }
 
+/// Every site's message in turn, `message(s, shard, pair seeds)`, kept for the sites that send:
+/// a dropout's message is formed and discarded, so the generator advances as if it had sent.
+fn site_messages(
+    shards: &[Matrix],
+    config: &CapeAgnConfig,
+    mut message: impl FnMut(u32, &Matrix, &[(u32, Seed)]) -> Result<Vec<f64>, RunError>,
+    seeds: &StageSeeds,
+) -> Result<BTreeMap<u32, Vec<f64>>, RunError> {
+    let sites = config.sites;
+    let mut releases = BTreeMap::new();
+    for (s, shard) in (1..=sites).zip(shards) {
+        let sent = message(s, shard, &seeds.of(s, sites))?;
+        if !config.dropouts.contains(&s) {
+            releases.insert(s, sent);
+        }
+    }
+    Ok(releases)
+}
+
 /// Stage 1 (Alg. 3 steps 1–7): every site sends its packed M₂^s by CAPE; the aggregator's
 /// Σ_{s sent}(M̂₂^s − F₂^s), packed upper triangle.
 pub fn stage1_aggregate(
@@ -98,22 +117,22 @@ pub fn stage1_aggregate(
     env: &mut RunEnv<'_>,
 ) -> Result<Vec<f64>, RunError> {
     let d = check_shards(shards, config)?;
-    let sites = config.sites;
-    let mut releases = BTreeMap::new();
-    for (s, shard) in (1..=sites).zip(shards) {
-        let statistic = pack_upper(&second_moment(shard, config.model, config.sigma2));
-        let message = site_release(
-            &statistic,
-            s,
-            &seeds.of(s, sites),
-            &seeds.aggregator[&s],
-            &config.stage1,
-            env,
-        )?;
-        if !config.dropouts.contains(&s) {
-            releases.insert(s, message);
-        }
-    }
+    let releases = site_messages(
+        shards,
+        config,
+        |s, shard, pair_seeds| {
+            let statistic = pack_upper(&second_moment(shard, config.model, config.sigma2));
+            site_release(
+                &statistic,
+                s,
+                pair_seeds,
+                &seeds.aggregator[&s],
+                &config.stage1,
+                env,
+            )
+        },
+        seeds,
+    )?;
     cape::aggregate(&releases, &seeds.aggregator, d * (d + 1) / 2, &config.stage1).map_err(failed)
 }
 
@@ -194,24 +213,25 @@ pub fn stage2_aggregate(
     if w.nrows() != d {
         return Err(failed("W does not match the shards"));
     }
-    let sites = config.sites;
-    let mut releases = BTreeMap::new();
-    for (s, shard) in (1..=sites).zip(shards) {
-        let message = stage2_message(
-            shard,
-            config.model,
-            config.sigma2,
-            w,
-            s,
-            &seeds.of(s, sites),
-            &seeds.aggregator[&s],
-            &config.stage2,
-            env,
-        )?;
-        if !config.dropouts.contains(&s) {
-            releases.insert(s, message);
-        }
-    }
+    let releases = site_messages(
+        shards,
+        config,
+        |s, shard, pair_seeds| {
+            let aggregator_seed = &seeds.aggregator[&s];
+            stage2_message(
+                shard,
+                config.model,
+                config.sigma2,
+                w,
+                s,
+                pair_seeds,
+                aggregator_seed,
+                &config.stage2,
+                env,
+            )
+        },
+        seeds,
+    )?;
     stage2_sum(&releases, &seeds.aggregator, &config.stage2, w).map_err(failed)
 }
 
