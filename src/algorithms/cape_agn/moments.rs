@@ -130,7 +130,7 @@ fn add_cube_packed(out: &mut [f64], coef: f64, x: &[f64]) {
 
 /// Σ_n m₃(x_n) over domain-projected records `xt` (d×n): the packed D-dimensional third moment
 /// M₃^s (module docs), C(D+2, 3) entries, O(N·D³/6) for dense records. It is what a site rounds
-/// to the grid and releases in stage 2 before projecting ([`stage2_message`]).
+/// to the grid and releases in stage 2 before projecting ([`super::stage2_message`]).
 pub fn third_moment(xt: &Matrix, model: Model, sigma2: f64) -> Vec<f64> {
     let d = xt.nrows();
     let mut out = vec![0.0; packed_len(d)];
