@@ -21,8 +21,12 @@
 //! `--reps R`). Prints markdown tables to stdout and writes docs/img/cape_agn_fig3_eps.png and
 //! docs/img/cape_agn_fig3_ns.png. Nothing is asserted.
 
+#[path = "support/cli.rs"]
+mod cli;
 #[path = "support/plot.rs"]
 mod plot;
+#[path = "support/run.rs"]
+mod run;
 
 use std::path::Path;
 use std::time::Instant;
@@ -33,7 +37,6 @@ use privpca::algorithms::cape_agn::{
 };
 use privpca::algorithms::tensor_power::{PowerSettings, packed_len, project_packed, q_comp};
 use privpca::algorithms::{Cancelled, RunEnv};
-use privpca::dataset::{DataContext, Neighbours};
 use privpca::linalg::{Matrix, thin_qr_q};
 use privpca::privacy::{Delta, Epsilon, PrivacyTarget};
 use rand::{Rng, SeedableRng};
@@ -118,15 +121,7 @@ fn make_data(d: usize, k: usize, ns: usize, seed: u64) -> Data {
 }
 
 fn config_for(data: &Data, d: usize, k: usize, epsilon: f64) -> CapeAgnConfig {
-    let ctx = DataContext {
-        d,
-        n: Some(data.shards.iter().map(Matrix::ncols).sum()),
-        neighbours: Neighbours::ReplaceOne {
-            beta: data.beta,
-            alpha: (d as f64).sqrt() * data.beta,
-        },
-        public: false,
-    };
+    let ctx = run::records_ctx(d, data.shards.iter().map(Matrix::ncols).sum(), data.beta);
     let target = PrivacyTarget::from_epsilon_delta(
         Epsilon::new(epsilon).expect("a valid ε"),
         Delta::new(DELTA).expect("a valid δ"),
@@ -257,21 +252,12 @@ fn chart(file: &str, title: &str, x_label: &str, series: &[plot::Series]) {
         log_y: true,
         y_range: None,
     };
-    match plot::line_chart(&path, &chart, series) {
-        Ok(()) => eprintln!("wrote {}", path.display()),
-        Err(e) => eprintln!("could not write {}: {e}", path.display()),
-    }
+    plot::write_line_chart(&path, &chart, series);
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let quick = args.iter().any(|a| a == "--quick");
-    let reps = args
-        .iter()
-        .position(|a| a == "--reps")
-        .and_then(|i| args.get(i + 1))
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(if quick { 1 } else { 6 });
+    let quick = cli::quick();
+    let reps = cli::reps(if quick { 1 } else { 6 });
     let setups = [
         Setup {
             d: 10,

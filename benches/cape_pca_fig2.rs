@@ -24,6 +24,8 @@
 //! Run: `cargo bench --profile dev --bench cape_pca_fig2` (about a minute); writes
 //! docs/img/cape_pca_fig2_*.png and prints markdown tables.
 
+#[path = "support/data.rs"]
+mod data;
 #[path = "support/plot.rs"]
 mod plot;
 
@@ -75,17 +77,7 @@ fn synthetic(n: usize, seed: u64) -> Data {
 }
 
 fn digits(root: &Path) -> Option<Data> {
-    let text = std::fs::read_to_string(root.join("data/real/digits.csv")).ok()?;
-    let rows: Vec<Vec<f64>> = text
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| {
-            l.split(',')
-                .map(|v| v.trim().parse::<f64>().expect("number"))
-                .collect()
-        })
-        .collect();
-    let xt = Matrix::from_fn(rows[0].len(), rows.len(), |i, j| rows[j][i]);
+    let xt = data::read_csv(&root.join("data/real/digits.csv"))?;
     Some(Data {
         xt: normalise(xt),
         k: 10,

@@ -31,13 +31,19 @@
 //! (add `-- --reps R`; default 50). Prints a markdown table and writes
 //! docs/img/gossip_power_fig2.png. Nothing is asserted.
 
+#[path = "support/cli.rs"]
+mod cli;
+#[path = "support/data.rs"]
+mod data;
 #[path = "support/plot.rs"]
 mod plot;
+#[path = "support/run.rs"]
+mod run;
 
 use std::path::Path;
 
-use privpca::algorithms::{Cancelled, DataInput, RunEnv, find};
-use privpca::dataset::{DataContext, Neighbours};
+use privpca::algorithms::find;
+use privpca::dataset::DataContext;
 use privpca::linalg::subspace::{captured_energy, sin_theta};
 use privpca::linalg::{Matrix, gram_t, sym_eig};
 use privpca::privacy::gaussian_curve::max_gaussian_rho;
@@ -65,18 +71,8 @@ struct Dataset {
 
 /// Loads a standardised CSV and scales its rows into the unit ball (§IV-B).
 fn load(dir: &Path, name: &str, label: &'static str) -> Option<Dataset> {
-    let text = std::fs::read_to_string(dir.join(format!("{name}.csv"))).ok()?;
-    let rows: Vec<Vec<f64>> = text
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| {
-            l.split(',')
-                .map(|v| v.trim().parse::<f64>().expect("number"))
-                .collect()
-        })
-        .collect();
-    let (n, d) = (rows.len(), rows[0].len());
-    let mut xt = Matrix::from_fn(d, n, |i, j| rows[j][i]);
+    let mut xt = data::read_csv(&dir.join(format!("{name}.csv")))?;
+    let n = xt.ncols();
     let largest = xt.column_iter().map(|c| c.norm()).fold(0.0, f64::max);
     // Divide by a hair more than the largest norm so that no row exceeds β = 1 in floating point.
     xt /= largest * (1.0 + 1e-12);
@@ -90,17 +86,9 @@ fn load(dir: &Path, name: &str, label: &'static str) -> Option<Dataset> {
     })
 }
 
+/// The datasets' context: rows scaled into the unit ball (β = 1).
 fn context(data: &Dataset) -> DataContext {
-    let d = data.xt.nrows();
-    DataContext {
-        d,
-        n: Some(data.xt.ncols()),
-        neighbours: Neighbours::ReplaceOne {
-            beta: 1.0,
-            alpha: (d as f64).sqrt(),
-        },
-        public: false,
-    }
+    run::records_ctx(data.xt.nrows(), data.xt.ncols(), 1.0)
 }
 
 /// (captured energy, sin θ) of a registered algorithm's run at ρ.
@@ -113,19 +101,7 @@ fn run(data: &Dataset, algorithm: &str, params: Value, rho: f64, seed: u64) -> (
     };
     let alg = find(algorithm).expect("registered");
     let prepared = alg.prepare(params, &ctx, &target).expect("valid parameters");
-    let mut rng = ChaCha20Rng::seed_from_u64(seed);
-    let mut progress = |_: u32, _: u32| -> Result<(), Cancelled> { Ok(()) };
-    let mut env = RunEnv::new(&mut rng, &mut progress);
-    let out = alg
-        .run_prepared(
-            &prepared.config,
-            DataInput::Records {
-                xt: (&data.xt).into(),
-            },
-            &ctx,
-            &mut env,
-        )
-        .expect("run");
+    let out = run::run_prepared(alg, &prepared.config, &data.xt, &ctx, seed).expect("run");
     (
         captured_energy(&out.basis, &data.sigma),
         sin_theta(&out.basis, &data.top),
@@ -156,13 +132,7 @@ fn mean(values: impl Iterator<Item = (f64, f64)>) -> (f64, f64) {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let reps = args
-        .iter()
-        .position(|a| a == "--reps")
-        .and_then(|i| args.get(i + 1))
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(50_u64);
+    let reps = cli::reps(50_u64);
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let dir = root.join("data/real");
     let datasets: Vec<Dataset> = DATASETS

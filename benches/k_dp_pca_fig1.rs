@@ -26,6 +26,8 @@
 //! docs/img/k_dp_pca_fig1.png (σ = 0.025), docs/img/k_dp_pca_fig1_low_noise.png (σ = 0.001)
 //! and docs/img/k_dp_pca_fig1_k1.png (k = 1, σ = 0.001). Nothing is asserted.
 
+#[path = "support/cli.rs"]
+mod cli;
 #[path = "support/plot.rs"]
 mod plot;
 
@@ -318,21 +320,12 @@ fn experiment(setup: &Setup, ns: &[usize], reps: usize) {
         log_y: true,
         y_range: None,
     };
-    match plot::line_chart(&path, &chart, &series) {
-        Ok(()) => eprintln!("wrote {}", path.display()),
-        Err(e) => eprintln!("could not write {}: {e}", path.display()),
-    }
+    plot::write_line_chart(&path, &chart, &series);
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let quick = args.iter().any(|a| a == "--quick");
-    let reps = args
-        .iter()
-        .position(|a| a == "--reps")
-        .and_then(|i| args.get(i + 1))
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(if quick { 2 } else { REPS });
+    let quick = cli::quick();
+    let reps = cli::reps(if quick { 2 } else { REPS });
     let ns: Vec<usize> = if quick { vec![5_000, 20_000] } else { NS.to_vec() };
     let setups = [
         Setup {

@@ -17,19 +17,23 @@
 //! `cargo bench --profile dev --bench real_data` (add `-- --reps R`; default 20). Prints a
 //! markdown table and writes docs/img/real_data_*.png.
 
+#[path = "support/cli.rs"]
+mod cli;
+#[path = "support/data.rs"]
+mod data;
 #[path = "support/plot.rs"]
 mod plot;
+#[path = "support/run.rs"]
+mod run;
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use privpca::algorithms::{Cancelled, DataInput, RunEnv, find};
-use privpca::dataset::{DataContext, Neighbours};
+use privpca::algorithms::find;
+use privpca::dataset::DataContext;
 use privpca::linalg::subspace::captured_energy;
 use privpca::linalg::{Matrix, gram_t};
 use privpca::privacy::{Delta, Epsilon, PrivacyTarget};
-use rand::SeedableRng;
-use rand_chacha::ChaCha20Rng;
 use serde_json::{Value, json};
 
 const DELTA: f64 = 1e-5;
@@ -67,18 +71,8 @@ struct Dataset {
 fn load(dir: &Path, name: &str) -> Option<Dataset> {
     let meta: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join(format!("{name}.json"))).ok()?).ok()?;
-    let text = std::fs::read_to_string(dir.join(format!("{name}.csv"))).ok()?;
-    let rows: Vec<Vec<f64>> = text
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| {
-            l.split(',')
-                .map(|v| v.trim().parse::<f64>().expect("number"))
-                .collect()
-        })
-        .collect();
-    let (n, d) = (rows.len(), rows[0].len());
-    let xt = Matrix::from_fn(d, n, |i, j| rows[j][i]);
+    let xt = data::read_csv(&dir.join(format!("{name}.csv")))?;
+    let n = xt.ncols();
     let sigma = gram_t(&xt) / n as f64;
     // The declared bound: the largest row norm, nudged up so that no row is clipped.
     let beta = meta["max_row_norm"].as_f64()? * (1.0 + 1e-12);
@@ -112,15 +106,7 @@ fn run(
 ) -> Result<f64, String> {
     let n = data.xt.ncols();
     let d = data.xt.nrows();
-    let ctx = DataContext {
-        d,
-        n: Some(n),
-        neighbours: Neighbours::ReplaceOne {
-            beta: data.beta,
-            alpha: (d as f64).sqrt() * data.beta,
-        },
-        public: false,
-    };
+    let ctx = run::records_ctx(d, n, data.beta);
     let target = PrivacyTarget::from_epsilon_delta(
         Epsilon::new(epsilon).expect("valid ε"),
         Delta::new(DELTA).expect("valid δ"),
@@ -137,19 +123,8 @@ fn run(
                 continue;
             }
         };
-        let mut rng = ChaCha20Rng::seed_from_u64(seed);
-        let mut progress = |_: u32, _: u32| -> Result<(), Cancelled> { Ok(()) };
-        let mut env = RunEnv::new(&mut rng, &mut progress);
-        let out = alg
-            .run_prepared(
-                &prepared.config,
-                DataInput::Records {
-                    xt: (&data.xt).into(),
-                },
-                &ctx,
-                &mut env,
-            )
-            .map_err(|e| e.to_string())?;
+        let out =
+            run::run_prepared(alg, &prepared.config, &data.xt, &ctx, seed).map_err(|e| e.to_string())?;
         return Ok(captured_energy(&out.basis, &data.sigma));
     }
     Err(last)
@@ -182,13 +157,7 @@ fn peers(path: &Path) -> BTreeMap<(String, usize, String), (f64, String)> {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let reps = args
-        .iter()
-        .position(|a| a == "--reps")
-        .and_then(|i| args.get(i + 1))
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(20_u64);
+    let reps = cli::reps(20_u64);
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let dir = root.join("data/real");
     let names = ["iris", "wine", "breast_cancer", "digits", "diabetes"];

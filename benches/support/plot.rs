@@ -53,6 +53,14 @@ pub fn line_chart(path: &Path, chart: &Chart<'_>, series: &[Series]) -> Result<(
     rasterise(&svg, path)
 }
 
+/// [`line_chart`], saying on stderr whether the file was written.
+pub fn write_line_chart(path: &Path, chart: &Chart<'_>, series: &[Series]) {
+    match line_chart(path, chart, series) {
+        Ok(()) => eprintln!("wrote {}", path.display()),
+        Err(e) => eprintln!("could not write {}: {e}", path.display()),
+    }
+}
+
 fn draw_svg(chart: &Chart<'_>, series: &[Series]) -> Result<String, Box<dyn std::error::Error>> {
     let mut svg = String::new();
     {

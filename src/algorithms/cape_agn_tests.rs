@@ -9,13 +9,17 @@ use rand_distr::{Distribution, StandardNormal};
 use serde_json::json;
 
 use super::*;
-use crate::algorithms::tensor_power::{pack, packed_index, project_packed, q_comp, unpack};
+use crate::algorithms::tensor_power::{
+    self, PowerSettings, pack, packed_index, project_packed, q_comp, unpack,
+};
 use crate::algorithms::testing::{
     assert_basis_contract, assert_invalid_fields, ctx, invalid_field, rejected, seeded, target,
     with_audited_env,
 };
 use crate::algorithms::{DynAlgorithm, registry};
 use crate::federation::cape::tests::{Derived, TWIN};
+use crate::federation::cape::{self, CapeLattice, pack_upper};
+use crate::linalg::thin_qr_q;
 use crate::privacy::testing::check_gaussian_scale;
 
 const RO3: Neighbours = Neighbours::ReplaceOne {

@@ -132,6 +132,51 @@ pub fn configure_for(
     })
 }
 
+/// Checks a simulated split of the dataset's records into `sites` contiguous shards with the
+/// sites in `dropouts` (1-based) silent, and returns the dropouts sorted and deduplicated.
+/// Shared by the simulate modes of `cape_pca` and `cape_agn`.
+pub(crate) fn simulated_split(
+    ctx: &DataContext,
+    sites: u32,
+    dropouts: &[u32],
+) -> Result<Vec<u32>, ConfigError> {
+    if let Some(n) = ctx.n
+        && n < sites as usize
+    {
+        return Err(ConfigError::invalid(
+            "params.sites",
+            format!("cannot split {n} records into {sites} sites"),
+        ));
+    }
+    let mut dropouts = dropouts.to_vec();
+    dropouts.sort_unstable();
+    dropouts.dedup();
+    if let Some(bad) = dropouts.iter().find(|&&s| !(1..=sites).contains(&s)) {
+        return Err(ConfigError::invalid(
+            "params.dropouts",
+            format!("site {bad} is not in 1..={sites}"),
+        ));
+    }
+    if dropouts.len() >= sites as usize {
+        return Err(ConfigError::invalid(
+            "params.dropouts",
+            "at least one site must send",
+        ));
+    }
+    // Simulated shards are contiguous by record index. Under add_remove one added record shifts
+    // every later shard boundary, so the records a dropped site holds would change with it and
+    // the survivors' sum could move by more than one record (docs/design/cape.md, "Outcomes that
+    // do not depend on n"). Without dropouts the sum covers every shard and equals the whole
+    // statistic whatever the split. The relation is public: this refusal reveals nothing.
+    if !dropouts.is_empty() && ctx.relation() == crate::dataset::Relation::AddRemove {
+        return Err(ConfigError::invalid(
+            "params.dropouts",
+            "simulated dropouts need a replace_one dataset: under add_remove the contiguous shards move with the private n",
+        ));
+    }
+    Ok(dropouts)
+}
+
 /// Column ranges of `n` records split into contiguous shards proportional to `shares` (or
 /// near-equal when `None`): boundaries at round(cumulative share · n). The rule does not look at
 /// whether n ≥ S: a shard may be empty, and its site then sends noise only (n is private under
@@ -226,41 +271,7 @@ impl Algorithm for CapePca {
             }
             config.site_shares = Some(shares.clone());
         }
-        if let Some(n) = ctx.n
-            && n < sites as usize
-        {
-            return Err(ConfigError::invalid(
-                "params.sites",
-                format!("cannot split {n} records into {sites} sites"),
-            ));
-        }
-        let mut dropouts = params.dropouts.clone();
-        dropouts.sort_unstable();
-        dropouts.dedup();
-        if let Some(bad) = dropouts.iter().find(|&&s| !(1..=sites).contains(&s)) {
-            return Err(ConfigError::invalid(
-                "params.dropouts",
-                format!("site {bad} is not in 1..={sites}"),
-            ));
-        }
-        if dropouts.len() >= sites as usize {
-            return Err(ConfigError::invalid(
-                "params.dropouts",
-                "at least one site must send",
-            ));
-        }
-        // Simulated shards are contiguous by record index. Under add_remove one added record shifts
-        // every later shard boundary, so the records a dropped site holds would change with it and
-        // the survivors' sum could move by more than one record (docs/design/cape.md, "Outcomes that
-        // do not depend on n"). Without dropouts the sum covers every shard and equals the whole
-        // statistic whatever the split. The relation is public: this refusal reveals nothing.
-        if !dropouts.is_empty() && ctx.relation() == crate::dataset::Relation::AddRemove {
-            return Err(ConfigError::invalid(
-                "params.dropouts",
-                "simulated dropouts need a replace_one dataset: under add_remove the contiguous shards move with the private n",
-            ));
-        }
-        config.dropouts = dropouts;
+        config.dropouts = simulated_split(ctx, sites, &params.dropouts)?;
         Ok(config)
     }
 

@@ -8,63 +8,34 @@
 //! which lie in the top-k eigenspace of the noisy second moment, so it must capture the energy
 //! too, even though sign-symmetric spiked data has no third-moment structure to decompose.
 
-use serde_json::json;
-
-use super::testing::{seeded, sign_spiked_records};
-use super::{Cancelled, DataInput, RunEnv, registry};
-use crate::dataset::{DataContext, Neighbours};
+use super::testing::{
+    least_params, public_records_ctx, registry_target, run_prepared_audited, sign_spiked_records,
+};
+use super::{DataInput, registry};
 use crate::linalg::gram_t;
 use crate::linalg::subspace::captured_energy;
-use crate::privacy::PrivacyTarget;
 
 #[test]
 fn every_algorithm_captures_95_percent_at_defaults_with_a_huge_budget() {
     let (d, n, k, beta) = (30, 20_000, 3, 6.0);
     let xt = sign_spiked_records(11, d, n, &[10.0, 6.0, 3.0], 0.3, beta);
     let sigma = gram_t(&xt) / n as f64;
-    let ctx = DataContext {
-        d,
-        n: Some(n),
-        neighbours: Neighbours::ReplaceOne {
-            beta,
-            alpha: (d as f64).sqrt() * beta,
-        },
-        public: true,
-    };
-    // What the service gives a public job without a privacy target (http::jobs).
-    let huge = PrivacyTarget {
-        rho: 1e6,
-        delta: Some(1e-5),
-        epsilon: None,
-    };
-    // ρ = 200: what "ε 20" meant when k_dp_pca ran at ρ = ε²/2 (docs/k_dp_pca.md).
-    let k_dp = PrivacyTarget {
-        rho: 200.0,
-        delta: Some(1e-5),
-        epsilon: None,
-    };
+    let ctx = public_records_ctx(d, n, beta);
     for algorithm in registry() {
         let name = algorithm.info().name;
-        let target = if name == "k_dp_pca" { k_dp } else { huge };
-        let params = if name == "cape_agn" {
-            json!({ "k": k, "model": "mog", "sigma2": 0.0 })
-        } else {
-            json!({ "k": k })
-        };
+        // ρ 1e6: what the service gives a public job without a privacy target (http::jobs).
+        let target = registry_target(name, 1e6);
         let prepared = algorithm
-            .prepare(params, &ctx, &target)
+            .prepare(least_params(name, k), &ctx, &target)
             .unwrap_or_else(|e| panic!("{name} refuses its defaults: {e}"));
-        let mut rng = seeded(5);
-        let mut progress = |_: u32, _: u32| -> Result<(), Cancelled> { Ok(()) };
-        let mut env = RunEnv::new(&mut rng, &mut progress);
-        let out = algorithm
-            .run_prepared(
-                &prepared.config,
-                DataInput::Records { xt: (&xt).into() },
-                &ctx,
-                &mut env,
-            )
-            .unwrap_or_else(|e| panic!("{name} fails at its defaults: {e}"));
+        let (out, _) = run_prepared_audited(
+            *algorithm,
+            &prepared.config,
+            DataInput::Records { xt: (&xt).into() },
+            &ctx,
+            5,
+        );
+        let out = out.unwrap_or_else(|e| panic!("{name} fails at its defaults: {e}"));
         let captured = captured_energy(&out.basis, &sigma);
         assert!(captured >= 0.95, "{name}: captured {captured}");
     }

@@ -12,8 +12,8 @@ use crate::algorithms::bingham::tests::{
 };
 use crate::algorithms::testing::{
     AR, EN, RO, assert_basis_contract, assert_fails_cleanly, assert_invalid_fields, assert_object_errors,
-    ctx, exact_top, gaussian, gaussian_vector, invalid_field, rejected, run_audited, run_with_progress,
-    seeded, spiked_records, target,
+    ctx, exact_top, gaussian, gaussian_vector, invalid_field, rejected, run_audited, run_on_records,
+    run_with_progress, seeded, spiked_records, target,
 };
 use crate::linalg::subspace::sin_theta;
 use crate::linalg::{matmul, sym_eig, thin_qr_q};
@@ -343,13 +343,7 @@ fn output_is_orthonormal_and_converges() {
             let config = EigenSampling
                 .configure(params(k, None), &c, &target(rho))
                 .expect("valid");
-            let (out, audit) = run_audited(
-                &EigenSampling,
-                DataInput::Records { xt: (&xt).into() },
-                &config,
-                &c,
-                70 + s as u64,
-            );
+            let (out, audit) = run_on_records(&EigenSampling, &xt, &config, &c, 70 + s as u64);
             let out = out.expect("run");
             assert_basis_contract(&out.basis, d, k);
             assert_eq!(
@@ -379,13 +373,7 @@ fn eigenvalues_converge_are_sorted_and_optional() {
     let config = EigenSampling
         .configure(params(k, None), &c, &target(1e16))
         .expect("valid");
-    let (out, _) = run_audited(
-        &EigenSampling,
-        DataInput::Records { xt: (&xt).into() },
-        &config,
-        &c,
-        63,
-    );
+    let (out, _) = run_on_records(&EigenSampling, &xt, &config, &c, 63);
     let values = out.expect("run").eigenvalues.expect("released");
     assert_eq!(values.len(), k);
     for (got, want) in values.iter().zip(exact.iter()) {
@@ -395,13 +383,7 @@ fn eigenvalues_converge_are_sorted_and_optional() {
     let config = EigenSampling
         .configure(params(k, None), &c, &target(1e-4))
         .expect("valid");
-    let (out, _) = run_audited(
-        &EigenSampling,
-        DataInput::Records { xt: (&xt).into() },
-        &config,
-        &c,
-        64,
-    );
+    let (out, _) = run_on_records(&EigenSampling, &xt, &config, &c, 64);
     let values = out.expect("run").eigenvalues.expect("released");
     assert!(
         values.windows(2).all(|w| w[0] >= w[1]) && values.iter().all(|&v| v >= 0.0),
@@ -411,13 +393,7 @@ fn eigenvalues_converge_are_sorted_and_optional() {
     let config = EigenSampling
         .configure(params(k, Some(0.0)), &c, &target(1.0))
         .expect("valid");
-    let (out, audit) = run_audited(
-        &EigenSampling,
-        DataInput::Records { xt: (&xt).into() },
-        &config,
-        &c,
-        65,
-    );
+    let (out, audit) = run_on_records(&EigenSampling, &xt, &config, &c, 65);
     assert!(out.expect("run").eigenvalues.is_none());
     assert!(audit.draws.iter().all(|draw| draw.label == EIGENVECTOR_RELEASE));
 }
@@ -430,13 +406,7 @@ fn full_rank_draws_all_but_the_last_vector() {
     let config = EigenSampling
         .configure(params(d, None), &c, &target(0.5))
         .expect("valid");
-    let (out, audit) = run_audited(
-        &EigenSampling,
-        DataInput::Records { xt: (&xt).into() },
-        &config,
-        &c,
-        67,
-    );
+    let (out, audit) = run_on_records(&EigenSampling, &xt, &config, &c, 67);
     assert_basis_contract(&out.expect("run").basis, d, d);
     let vectors: Vec<_> = audit
         .draws
@@ -522,13 +492,7 @@ fn audit_eigenvalues(neighbours: Neighbours, factor: f64) -> EigenvalueAudit {
     config.eigenvalue_epsilon *= factor;
     let (mut noise, mut scale_excess) = (Vec::new(), 0.0_f64);
     for seed in 0..runs {
-        let (out, audit) = run_audited(
-            &EigenSampling,
-            DataInput::Records { xt: (&xt).into() },
-            &config,
-            &c,
-            900 + seed,
-        );
+        let (out, audit) = run_on_records(&EigenSampling, &xt, &config, &c, 900 + seed);
         let values = out.expect("run").eigenvalues.expect("released");
         let draws: Vec<_> = audit
             .draws
@@ -634,13 +598,7 @@ fn audit_vectors(neighbours: Neighbours, factor: f64) -> VectorAudit {
     config.vector_epsilon *= factor;
     let (mut pits, mut pairs, mut recorded_error) = (Vec::new(), Vec::new(), 0.0_f64);
     for seed in 0..runs {
-        let (out, audit) = run_audited(
-            &EigenSampling,
-            DataInput::Records { xt: (&xt).into() },
-            &config,
-            &c,
-            2000 + seed,
-        );
+        let (out, audit) = run_on_records(&EigenSampling, &xt, &config, &c, 2000 + seed);
         let basis = out.expect("run").basis;
         let draws: Vec<_> = audit
             .draws

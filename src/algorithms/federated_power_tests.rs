@@ -6,7 +6,7 @@ use serde_json::json;
 use super::*;
 use crate::algorithms::noisy_power::{NoisyPower, NoisyPowerConfig};
 use crate::algorithms::testing::{
-    AR, RO, assert_basis_contract, ctx, exact_top, gaussian, run_audited, seeded, spiked_records, target,
+    AR, RO, assert_basis_contract, ctx, exact_top, gaussian, run_on_records, seeded, spiked_records, target,
     with_audited_env,
 };
 use crate::federation::fixed_point::FixedPoint;
@@ -188,13 +188,7 @@ fn simulation_matches_central_noisy_power_utility() {
                 &target(0.5),
             )
             .expect("valid");
-        let (out, _) = run_audited(
-            &NoisyPower,
-            DataInput::Records { xt: (&xt).into() },
-            &np,
-            &c,
-            200 + seed,
-        );
+        let (out, _) = run_on_records(&NoisyPower, &xt, &np, &c, 200 + seed);
         central += energy(&out.expect("runs").basis) / reps as f64;
     }
     assert!(

@@ -214,38 +214,31 @@ fn bad_parameters_are_refused_with_their_field() {
             .expect_err("refused")
             .to_string()
     };
-    assert!(
-        message(json!({"k": 1, "graph": {"erdos_renyi": {"p": 0.01, "seed": 1}}}))
-            .contains("change the seed")
-    );
-    assert!(
-        message(json!({"k": 1, "agents": 2, "partition": [[0, 1, 2], [2, 3, 4, 5]]}))
-            .contains("exactly one agent")
-    );
-    assert!(
-        message(sym_rows(json!([
-            [0.5, 0.5, 0.0],
-            [0.0, 0.5, 0.5],
-            [0.5, 0.0, 0.5]
-        ])))
-        .contains("symmetric")
-    );
-    assert!(
-        message(sym_rows(json!([
-            [0.5, 0.2, 0.2],
-            [0.2, 0.5, 0.2],
-            [0.2, 0.2, 0.5]
-        ])))
-        .contains("doubly stochastic")
-    );
-    assert!(
-        message(sym_rows(json!([
-            [0.5, 0.5, 0.0],
-            [0.5, 0.5, 0.0],
-            [0.0, 0.0, 1.0]
-        ])))
-        .contains("disconnected")
-    );
+    for (params, reason) in [
+        (
+            json!({"k": 1, "graph": {"erdos_renyi": {"p": 0.01, "seed": 1}}}),
+            "change the seed",
+        ),
+        (
+            json!({"k": 1, "agents": 2, "partition": [[0, 1, 2], [2, 3, 4, 5]]}),
+            "exactly one agent",
+        ),
+        (
+            sym_rows(json!([[0.5, 0.5, 0.0], [0.0, 0.5, 0.5], [0.5, 0.0, 0.5]])),
+            "symmetric",
+        ),
+        (
+            sym_rows(json!([[0.5, 0.2, 0.2], [0.2, 0.5, 0.2], [0.2, 0.2, 0.5]])),
+            "doubly stochastic",
+        ),
+        (
+            sym_rows(json!([[0.5, 0.5, 0.0], [0.5, 0.5, 0.0], [0.0, 0.0, 1.0]])),
+            "disconnected",
+        ),
+    ] {
+        let got = message(params.clone());
+        assert!(got.contains(reason), "{params}: {got}");
+    }
     assert_replace_one_records_only(&GossipPower, &t);
 }
 

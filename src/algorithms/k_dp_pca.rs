@@ -62,6 +62,7 @@ pub mod priv_range;
 pub mod stability_histogram;
 
 #[cfg(test)]
+#[path = "k_dp_pca_tests.rs"]
 mod tests;
 
 use schemars::JsonSchema;

@@ -6,70 +6,71 @@ use std::io::Write;
 
 use serde_json::json;
 
-use super::testing::{seeded, sign_spiked_records};
-use super::{Cancelled, DataInput, Output, RunEnv, registry};
-use crate::dataset::{DataContext, Neighbours};
+use super::testing::{
+    least_params, public_records_ctx, registry_target, run_prepared_audited, sign_spiked_records,
+};
+use super::{DataInput, Output, registry};
 use crate::ingest;
-use crate::privacy::PrivacyTarget;
+use crate::linalg::Matrix;
+
+/// d, n, k and β of both tests.
+const SHAPE: (usize, usize, usize, f64) = (12, 3_000, 2, 4.0);
+
+/// The spiked records both tests run on.
+fn records() -> Matrix {
+    let (d, n, _, beta) = SHAPE;
+    sign_spiked_records(3, d, n, &[8.0, 4.0], 0.3, beta)
+}
+
+/// Runs every algorithm of the registry (ρ 10, the job options that copy the records
+/// included) on `reference` and on `other` with the same seed, and hands the name and both
+/// outputs to `compare`.
+fn compare_every_algorithm(
+    reference: DataInput<'_>,
+    other: DataInput<'_>,
+    compare: impl Fn(&str, &Output, &Output),
+) {
+    let (d, n, k, beta) = SHAPE;
+    let ctx = public_records_ctx(d, n, beta);
+    for algorithm in registry() {
+        let name = algorithm.info().name;
+        let params = match name {
+            // The job options that copy the records run on the mapping too.
+            "noisy_power" => json!({ "k": k, "with_eigenvalues": true }),
+            "analyze_gauss" => json!({ "k": k, "center": "private" }),
+            _ => least_params(name, k),
+        };
+        let prepared = algorithm
+            .prepare(params, &ctx, &registry_target(name, 10.0))
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let run = |input: DataInput<'_>| -> Output {
+            let (out, _) = run_prepared_audited(*algorithm, &prepared.config, input, &ctx, 9);
+            out.unwrap_or_else(|e| panic!("{name}: {e}"))
+        };
+        compare(name, &run(reference), &run(other));
+    }
+}
 
 #[test]
 fn every_algorithm_gives_the_same_output_on_a_streamed_mapping() {
-    let (d, n, k, beta) = (12, 3_000, 2, 4.0);
-    let xt = sign_spiked_records(3, d, n, &[8.0, 4.0], 0.3, beta);
+    let (d, n, _, _) = SHAPE;
+    let xt = records();
     let mut file = tempfile::NamedTempFile::new().expect("temp file");
     let bytes: Vec<u8> = xt.as_slice().iter().flat_map(|v| v.to_le_bytes()).collect();
     file.write_all(&bytes).expect("write");
     let stored = ingest::open_with(file.path(), n, d, 0).expect("open");
     assert!(stored.is_streamed());
-    let ctx = DataContext {
-        d,
-        n: Some(n),
-        neighbours: Neighbours::ReplaceOne {
-            beta,
-            alpha: (d as f64).sqrt() * beta,
+    compare_every_algorithm(
+        DataInput::Records { xt: (&xt).into() },
+        DataInput::Records { xt: stored.records() },
+        |name, in_memory, mapped| {
+            assert_eq!(mapped.basis, in_memory.basis, "{name}: bases differ");
+            assert_eq!(
+                mapped.eigenvalues, in_memory.eigenvalues,
+                "{name}: eigenvalues differ"
+            );
         },
-        public: true,
-    };
-    let target = PrivacyTarget {
-        rho: 10.0,
-        delta: Some(1e-5),
-        epsilon: None,
-    };
-    // ρ = 200: what "ε 20" meant when k_dp_pca ran at ρ = ε²/2 (docs/k_dp_pca.md).
-    let k_dp = PrivacyTarget {
-        rho: 200.0,
-        delta: Some(1e-5),
-        epsilon: None,
-    };
-    for algorithm in registry() {
-        let name = algorithm.info().name;
-        let params = match name {
-            "cape_agn" => json!({ "k": k, "model": "mog", "sigma2": 0.0 }),
-            // The job options that copy the records run on the mapping too.
-            "noisy_power" => json!({ "k": k, "with_eigenvalues": true }),
-            "analyze_gauss" => json!({ "k": k, "center": "private" }),
-            _ => json!({ "k": k }),
-        };
-        let target = if name == "k_dp_pca" { k_dp } else { target };
-        let prepared = algorithm
-            .prepare(params, &ctx, &target)
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
-        let run = |input: DataInput<'_>| -> Output {
-            let mut rng = seeded(9);
-            let mut progress = |_: u32, _: u32| -> Result<(), Cancelled> { Ok(()) };
-            let mut env = RunEnv::new(&mut rng, &mut progress);
-            algorithm
-                .run_prepared(&prepared.config, input, &ctx, &mut env)
-                .unwrap_or_else(|e| panic!("{name}: {e}"))
-        };
-        let in_memory = run(DataInput::Records { xt: (&xt).into() });
-        let mapped = run(DataInput::Records { xt: stored.records() });
-        assert_eq!(mapped.basis, in_memory.basis, "{name}: bases differ");
-        assert_eq!(
-            mapped.eigenvalues, in_memory.eigenvalues,
-            "{name}: eigenvalues differ"
-        );
-    }
+    );
 }
 
 /// With the records' statistics attached (what the runner does once a dataset's XᵀX is kept),
@@ -78,65 +79,27 @@ fn every_algorithm_gives_the_same_output_on_a_streamed_mapping() {
 /// projected energies).
 #[test]
 fn every_algorithm_gives_the_same_output_with_the_records_statistics() {
-    let (d, n, k, beta) = (12, 3_000, 2, 4.0);
-    let xt = sign_spiked_records(3, d, n, &[8.0, 4.0], 0.3, beta);
+    let xt = records();
     let stats = crate::linalg::RecordStats::of((&xt).into());
-    let ctx = DataContext {
-        d,
-        n: Some(n),
-        neighbours: Neighbours::ReplaceOne {
-            beta,
-            alpha: (d as f64).sqrt() * beta,
-        },
-        public: true,
-    };
-    let target = PrivacyTarget {
-        rho: 10.0,
-        delta: Some(1e-5),
-        epsilon: None,
-    };
-    // ρ = 200: what "ε 20" meant when k_dp_pca ran at ρ = ε²/2 (docs/k_dp_pca.md).
-    let k_dp = PrivacyTarget {
-        rho: 200.0,
-        delta: Some(1e-5),
-        epsilon: None,
-    };
-    for algorithm in registry() {
-        let name = algorithm.info().name;
-        let params = match name {
-            "cape_agn" => json!({ "k": k, "model": "mog", "sigma2": 0.0 }),
-            "noisy_power" => json!({ "k": k, "with_eigenvalues": true }),
-            "analyze_gauss" => json!({ "k": k, "center": "private" }),
-            _ => json!({ "k": k }),
-        };
-        let target = if name == "k_dp_pca" { k_dp } else { target };
-        let prepared = algorithm
-            .prepare(params, &ctx, &target)
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
-        let run = |input: DataInput<'_>| -> Output {
-            let mut rng = seeded(9);
-            let mut progress = |_: u32, _: u32| -> Result<(), Cancelled> { Ok(()) };
-            let mut env = RunEnv::new(&mut rng, &mut progress);
-            algorithm
-                .run_prepared(&prepared.config, input, &ctx, &mut env)
-                .unwrap_or_else(|e| panic!("{name}: {e}"))
-        };
-        let plain = run(DataInput::Records { xt: (&xt).into() });
-        let with_stats = run(DataInput::Records {
+    compare_every_algorithm(
+        DataInput::Records { xt: (&xt).into() },
+        DataInput::Records {
             xt: crate::linalg::Records::from(&xt).with_stats(&stats),
-        });
-        let diff = (&with_stats.basis - &plain.basis).amax();
-        assert!(diff <= 1e-8, "{name}: bases differ by {diff:e}");
-        match (&with_stats.eigenvalues, &plain.eigenvalues) {
-            (Some(a), Some(b)) => {
-                for (x, y) in a.iter().zip(b) {
-                    assert!(
-                        (x - y).abs() <= 1e-8 * y.abs().max(1.0),
-                        "{name}: eigenvalues {a:?} vs {b:?}"
-                    );
+        },
+        |name, plain, with_stats| {
+            let diff = (&with_stats.basis - &plain.basis).amax();
+            assert!(diff <= 1e-8, "{name}: bases differ by {diff:e}");
+            match (&with_stats.eigenvalues, &plain.eigenvalues) {
+                (Some(a), Some(b)) => {
+                    for (x, y) in a.iter().zip(b) {
+                        assert!(
+                            (x - y).abs() <= 1e-8 * y.abs().max(1.0),
+                            "{name}: eigenvalues {a:?} vs {b:?}"
+                        );
+                    }
                 }
+                (a, b) => assert_eq!(a.is_some(), b.is_some(), "{name}"),
             }
-            (a, b) => assert_eq!(a.is_some(), b.is_some(), "{name}"),
-        }
-    }
+        },
+    );
 }

@@ -7,7 +7,7 @@ use std::fmt::Debug;
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use rand_distr::{Distribution, StandardNormal};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::{Algorithm, Cancelled, ConfigError, DataInput, DynAlgorithm, Output, RunEnv, RunError};
 use crate::dataset::{DataContext, Neighbours};
@@ -47,6 +47,42 @@ pub(crate) fn target(rho: f64) -> PrivacyTarget {
         rho,
         delta: None,
         epsilon: None,
+    }
+}
+
+/// The context of a public records dataset under replace_one with row-norm bound β and the
+/// default α = √d·β: what the registry-wide tests run every algorithm on.
+pub(crate) fn public_records_ctx(d: usize, n: usize, beta: f64) -> DataContext {
+    DataContext {
+        d,
+        n: Some(n),
+        neighbours: Neighbours::ReplaceOne {
+            beta,
+            alpha: (d as f64).sqrt() * beta,
+        },
+        public: true,
+    }
+}
+
+/// The target the registry-wide tests give algorithm `name`: ρ = `rho` with δ = 1e-5, except
+/// `k_dp_pca`, which gets ρ = 200: what "ε 20" meant when k_dp_pca ran at ρ = ε²/2
+/// (docs/k_dp_pca.md).
+pub(crate) fn registry_target(name: &str, rho: f64) -> PrivacyTarget {
+    let rho = if name == "k_dp_pca" { 200.0 } else { rho };
+    PrivacyTarget {
+        rho,
+        delta: Some(1e-5),
+        epsilon: None,
+    }
+}
+
+/// The least parameters algorithm `name` accepts for rank k: `k` alone, except `cape_agn`,
+/// whose model has no neutral default (`mog` with σ² = 0, moments of the raw data).
+pub(crate) fn least_params(name: &str, k: usize) -> Value {
+    if name == "cape_agn" {
+        json!({ "k": k, "model": "mog", "sigma2": 0.0 })
+    } else {
+        json!({ "k": k })
     }
 }
 
