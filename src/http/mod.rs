@@ -12,6 +12,7 @@ pub mod operator;
 pub mod params;
 pub mod privacy_input;
 pub mod rate_limit;
+pub mod routes;
 pub mod site;
 pub mod studies;
 pub mod tenants;
@@ -22,11 +23,14 @@ use axum::extract::{DefaultBodyLimit, Request};
 use axum::http::{StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post, put};
+use std::time::Duration;
+
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
+use utoipa_axum::router::OpenApiRouter;
 use utoipa_swagger_ui::SwaggerUi;
 
+use crate::config::Config;
 use crate::state::AppState;
 use error::{ApiError, ProblemKind};
 
@@ -35,65 +39,37 @@ const SITE_BODY_BYTES: usize = 256 * 1024 * 1024;
 
 /// The whole application as a router, so tests can drive it without a socket.
 pub fn router(state: AppState) -> Router {
-    let config = state.config.clone();
-    let api = Router::new()
-        .route("/v1/tenants", post(tenants::create))
-        .route("/v1/datasets", post(datasets::create).get(datasets::list))
-        .route("/v1/datasets/{id}", get(datasets::get).delete(datasets::delete))
-        .route("/v1/datasets/{id}/ledger", get(datasets::ledger))
-        .route("/v1/jobs", post(jobs::submit).get(jobs::list))
-        .route("/v1/jobs/{id}", get(jobs::get).delete(jobs::cancel))
-        .route("/v1/jobs/{id}/result", get(jobs::result))
-        .route("/v1/studies", post(studies::create).get(studies::list))
-        .route("/v1/studies/{id}", get(studies::get).delete(studies::cancel))
-        .route("/v1/studies/{id}/result", get(studies::result))
-        .route("/v1/algorithms", get(catalog::list))
-        .route("/v1/privacy/plan", post(catalog::plan))
-        .route("/healthz", get(meta::healthz))
-        .route("/readyz", get(meta::readyz))
-        // No /metrics here: operators scrape their own listener (operator.rs, --metrics-bind).
-        .layer(DefaultBodyLimit::max(config.max_body_bytes))
-        .layer(TimeoutLayer::with_status_code(
-            StatusCode::REQUEST_TIMEOUT,
-            config.request_timeout(),
-        ));
-    // Site protocol: contributions are d·p words in base64, larger than other JSON bodies;
-    // the task long-poll waits up to 25 s, inside the request time limit.
-    let site = Router::new()
-        .route("/v1/site/study", get(site::study))
-        .route("/v1/site/join", post(site::join))
-        .route("/v1/site/task", get(site::task))
-        .route("/v1/site/shares", post(site::shares))
-        .route("/v1/site/rounds/{round}/contribution", post(site::contribution))
-        .route("/v1/site/rounds/{round}/unmask", post(site::unmask))
-        .route("/v1/site/stages/{stage}/release", post(site::cape_release))
-        .layer(DefaultBodyLimit::max(config.max_body_bytes.max(SITE_BODY_BYTES)))
-        .layer(TimeoutLayer::with_status_code(
-            StatusCode::REQUEST_TIMEOUT,
-            config.request_timeout().max(std::time::Duration::from_secs(35)),
-        ));
-    let uploads = Router::new()
-        .route("/v1/datasets/{id}/data", put(datasets::upload))
-        .layer(DefaultBodyLimit::disable())
-        .layer(TimeoutLayer::with_status_code(
-            StatusCode::REQUEST_TIMEOUT,
-            config.upload_timeout(),
-        ));
-    // The budget dashboard: static, embedded assets; the page itself calls the API above.
-    let dashboard = Router::new()
-        .route("/ui", get(ui::index))
-        .route("/ui/", get(ui::index_slash))
-        .route("/ui/{asset}", get(ui::asset));
+    let (documented, doc) = with_limits(routes::Groups::new(), &state.config).split_for_parts();
     Router::new()
-        .merge(api)
-        .merge(dashboard)
-        .merge(uploads)
-        .merge(site)
-        .merge(SwaggerUi::new("/docs").external_url_unchecked("/openapi.json", openapi::document_value()))
+        .merge(documented)
+        .merge(routes::dashboard())
+        .merge(SwaggerUi::new("/docs").external_url_unchecked("/openapi.json", openapi::finish(doc)))
         .fallback(|| async { ApiError::new(ProblemKind::NotFound, "no such route") })
         .layer(middleware::from_fn(problem_for_bare_errors))
         .layer(TraceLayer::new_for_http())
         .with_state(state)
+}
+
+/// Each group of routes with its body limit and request time limit.
+fn with_limits(groups: routes::Groups, config: &Config) -> OpenApiRouter<AppState> {
+    let routes::Groups { api, site, uploads } = groups;
+    let api = api
+        .layer(DefaultBodyLimit::max(config.max_body_bytes))
+        .layer(timeout(config.request_timeout()));
+    // Site protocol: contributions are d·p words in base64, larger than other JSON bodies;
+    // the task long-poll waits up to 25 s, inside the request time limit.
+    let site = site
+        .layer(DefaultBodyLimit::max(config.max_body_bytes.max(SITE_BODY_BYTES)))
+        .layer(timeout(config.request_timeout().max(Duration::from_secs(35))));
+    let uploads = uploads
+        .layer(DefaultBodyLimit::disable())
+        .layer(timeout(config.upload_timeout()));
+    routes::Groups { api, site, uploads }.merge()
+}
+
+/// Answers 408 (a problem document, through [`problem_for_bare_errors`]) after `limit`.
+fn timeout(limit: Duration) -> TimeoutLayer {
+    TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, limit)
 }
 
 /// Error responses produced by the framework itself (405, 408 from the timeout layer, 413, ...)

@@ -16,7 +16,8 @@ use utoipa::{Modify, OpenApi};
 
 use serde_json::{Map, Value, json};
 
-use super::{catalog, datasets, error, jobs, meta, params, privacy_input, site, studies, tenants};
+use super::routes::Groups;
+use super::{datasets, error, params, privacy_input, studies};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -25,15 +26,6 @@ use super::{catalog, datasets, error, jobs, meta, params, privacy_input, site, s
         description = "Private PCA as a service: principal components under differential privacy, with a zCDP \
                        budget ledger per dataset. Errors are RFC 9457 problem documents.",
         license(name = "Apache-2.0")
-    ),
-    paths(
-        tenants::create,
-        datasets::create, datasets::list, datasets::get, datasets::delete, datasets::ledger, datasets::upload,
-        jobs::submit, jobs::list, jobs::get, jobs::cancel, jobs::result,
-        studies::create, studies::list, studies::get, studies::cancel, studies::result,
-        site::study, site::join, site::task, site::shares, site::contribution, site::unmask, site::cape_release,
-        catalog::list, catalog::plan,
-        meta::healthz, meta::readyz,
     ),
     components(schemas(error::ProblemDocument, privacy_input::BudgetInput, privacy_input::PrivacyInput,
         privacy_input::PrivacyAmount, datasets::UploadFormat)),
@@ -68,10 +60,16 @@ impl Modify for Security {
     }
 }
 
-/// The document served at `/openapi.json` and committed: the annotations' document with the
-/// [`contract`] rules applied.
+/// The document served at `/openapi.json` and committed: the routes' operations
+/// (`routes.rs`) in [`ApiDoc`], with the [`contract`] rules applied.
 pub fn document_value() -> Value {
-    let mut doc = serde_json::to_value(ApiDoc::openapi()).unwrap_or_default();
+    finish(Groups::new().merge().into_openapi())
+}
+
+/// The finished document from the routes' operations (`paths`): [`ApiDoc`]'s information,
+/// tags and shared schemas joined to them, then the [`contract`] rules applied.
+pub fn finish(paths: utoipa::openapi::OpenApi) -> Value {
+    let mut doc = serde_json::to_value(ApiDoc::openapi().merge_from(paths)).unwrap_or_default();
     contract(&mut doc);
     doc
 }
@@ -116,18 +114,29 @@ fn status_description(status: u16) -> &'static str {
 
 /// Applies the rules every operation follows (see the module docs).
 pub fn contract(doc: &mut Value) {
-    let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) else {
-        return;
-    };
-    for (path, item) in paths.iter_mut() {
-        let Some(item) = item.as_object_mut() else {
-            continue;
-        };
-        for (_method, op) in item.iter_mut() {
-            let Some(op) = op.as_object_mut() else { continue };
-            document_errors(path, op);
+    if let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) {
+        for (path, item) in paths.iter_mut() {
+            let operations = item
+                .as_object_mut()
+                .into_iter()
+                .flat_map(|item| item.values_mut());
+            for op in operations.filter_map(Value::as_object_mut) {
+                document_errors(path, op);
+            }
         }
     }
+    document_binary_bodies(doc);
+    if let Some(schemas) = doc
+        .pointer_mut("/components/schemas")
+        .and_then(Value::as_object_mut)
+    {
+        attach_schema_rules(schemas);
+    }
+}
+
+/// The upload's body and the results' `.npy` representation: bytes, which the annotations
+/// cannot state.
+fn document_binary_bodies(doc: &mut Value) {
     if let Some(op) = doc.pointer_mut("/paths/~1v1~1datasets~1{id}~1data/put") {
         op["requestBody"] = json!({
             "description": "The data file. Generated clients send it as application/octet-stream: a `.npy` file is recognised by its magic string, CSV and JSON are named with `?format=`. `text/csv`, `application/json` (an array of rows) and `application/x-npy` are accepted too.",
@@ -143,71 +152,79 @@ pub fn contract(doc: &mut Value) {
             content["application/x-npy"] = json!({ "schema": { "type": "string", "format": "binary" } });
         }
     }
-    let Some(schemas) = doc
-        .pointer_mut("/components/schemas")
-        .and_then(Value::as_object_mut)
-    else {
-        return;
-    };
+}
+
+/// Each algorithm's parameter schema as a component, and the cross-field rules of the request
+/// schemas.
+fn attach_schema_rules(schemas: &mut Map<String, Value>) {
     for (name, schema) in params::all_parameter_schemas() {
         schemas.insert(params::component_name(name), schema);
     }
     if let Some(create) = schemas.get_mut("CreateDataset") {
-        create["allOf"] = json!([
-            {
-                "if": { "properties": { "kind": { "const": "records" } } },
-                "then": {
-                    "required": ["row_norm_bound"],
-                    "properties": {
-                        "row_norm_bound": { "type": "number" },
-                        "entry_bound": { "type": "null" },
-                        "relation": { "enum": ["replace_one", "add_remove", null] }
-                    }
-                },
-                "else": {
-                    "properties": {
-                        "row_norm_bound": { "type": "null" },
-                        "row_l1_bound": { "type": "null" },
-                        "relation": { "enum": ["entry", null] }
-                    }
-                }
-            },
-            {
-                "if": { "required": ["public"], "properties": { "public": { "const": true } } },
-                "then": { "properties": { "budget": { "type": "null" } } },
-                "else": { "required": ["budget"], "properties": { "budget": { "type": "object" } } }
-            }
-        ]);
+        create["allOf"] = dataset_rules();
     }
     let job_params = params_by_algorithm(&params::job_algorithms());
-    if let Some(submit) = schemas.get_mut("SubmitJob") {
-        submit["allOf"] = job_params.clone();
-    }
     if let Some(plan) = schemas.get_mut("PlanRequest") {
-        // schemathesis (4.32) gives up on the plan's rules (one more than a submission's) when
-        // every algorithm's params also carry both share dependencies; the plan's copies keep
-        // the `center_share` one and describe the other in words. The server refuses
-        // `eigenvalue_share` without `with_eigenvalues: true` with 422 naming the field.
-        let mut rules = job_params.as_array().cloned().unwrap_or_default();
-        for rule in &mut rules {
-            if let Some(Value::Object(dependent)) =
-                rule.pointer_mut("/then/properties/params/dependentSchemas")
-            {
-                dependent.remove("eigenvalue_share");
-            }
-        }
-        rules.push(json!({
-            "if": { "properties": { "dataset_id": { "type": "null" } } },
-            "then": {
-                "required": ["privacy"],
-                "properties": { "privacy": { "type": "object" }, "algorithm": { "type": "null" } }
-            }
-        }));
-        plan["allOf"] = Value::Array(rules);
+        plan["allOf"] = plan_rules(&job_params);
+    }
+    if let Some(submit) = schemas.get_mut("SubmitJob") {
+        submit["allOf"] = job_params;
     }
     if let Some(study) = schemas.get_mut("CreateStudy") {
         study["allOf"] = params_by_algorithm(&studies::STUDY_ALGORITHMS);
     }
+}
+
+/// A records dataset needs a row bound (a matrix none), a private one a budget.
+fn dataset_rules() -> Value {
+    json!([
+        {
+            "if": { "properties": { "kind": { "const": "records" } } },
+            "then": {
+                "required": ["row_norm_bound"],
+                "properties": {
+                    "row_norm_bound": { "type": "number" },
+                    "entry_bound": { "type": "null" },
+                    "relation": { "enum": ["replace_one", "add_remove", null] }
+                }
+            },
+            "else": {
+                "properties": {
+                    "row_norm_bound": { "type": "null" },
+                    "row_l1_bound": { "type": "null" },
+                    "relation": { "enum": ["entry", null] }
+                }
+            }
+        },
+        {
+            "if": { "required": ["public"], "properties": { "public": { "const": true } } },
+            "then": { "properties": { "budget": { "type": "null" } } },
+            "else": { "required": ["budget"], "properties": { "budget": { "type": "object" } } }
+        }
+    ])
+}
+
+/// A plan follows a submission's `params` rules, and without a dataset states its privacy and
+/// no algorithm.
+fn plan_rules(job_params: &Value) -> Value {
+    // schemathesis (4.32) gives up on the plan's rules (one more than a submission's) when
+    // every algorithm's params also carry both share dependencies; the plan's copies keep
+    // the `center_share` one and describe the other in words. The server refuses
+    // `eigenvalue_share` without `with_eigenvalues: true` with 422 naming the field.
+    let mut rules = job_params.as_array().cloned().unwrap_or_default();
+    for rule in &mut rules {
+        if let Some(Value::Object(dependent)) = rule.pointer_mut("/then/properties/params/dependentSchemas") {
+            dependent.remove("eigenvalue_share");
+        }
+    }
+    rules.push(json!({
+        "if": { "properties": { "dataset_id": { "type": "null" } } },
+        "then": {
+            "required": ["privacy"],
+            "properties": { "privacy": { "type": "object" }, "algorithm": { "type": "null" } }
+        }
+    }));
+    Value::Array(rules)
 }
 
 /// `allOf` rules: when `algorithm` is one of `names`, `params` follows that algorithm's schema
@@ -235,59 +252,11 @@ fn params_by_algorithm(names: &[&str]) -> Value {
 
 /// Lists every error an operation can answer, each as a problem document.
 fn document_errors(path: &str, op: &mut Map<String, Value>) {
-    let id = op
-        .get("operationId")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string();
-    let json_body = op
-        .get("requestBody")
-        .and_then(|b| b.pointer("/content/application~1json"))
-        .is_some();
-    let upload = id == "upload_dataset_data";
-    let secured = op
-        .get("security")
-        .and_then(Value::as_array)
-        .is_some_and(|s| !s.is_empty());
-    let admin = op
-        .get("security")
-        .is_some_and(|s| s.to_string().contains("admin_key"));
-    let params = op
-        .get("parameters")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    let in_path = params.iter().any(|p| p["in"] == "path") || path.contains('{');
-    let in_query = params.iter().any(|p| p["in"] == "query" || p["in"] == "header");
-    let mut add = Vec::new();
-    if json_body {
-        add.extend([400, 413, 415, 422]);
-    }
-    if upload {
-        add.extend([413, 415, 422]);
-    }
-    if secured {
-        add.push(401);
-    }
-    if admin {
-        add.push(403);
-    }
-    if in_path {
-        add.push(404);
-    }
-    if in_query {
-        add.push(422);
-    }
-    if RATE_LIMITED.contains(&id.as_str()) {
-        add.push(429);
-    }
-    if !STATELESS.contains(&id.as_str()) {
-        add.extend([408, 503]);
-    }
+    let statuses = error_statuses(path, op);
     let Some(responses) = op.entry("responses").or_insert_with(|| json!({})).as_object_mut() else {
         return;
     };
-    for status in add {
+    for status in statuses {
         responses.entry(status.to_string()).or_insert(Value::Null);
     }
     for (status, response) in responses.iter_mut() {
@@ -302,4 +271,47 @@ fn document_errors(path: &str, op: &mut Map<String, Value>) {
             }
         }
     }
+}
+
+/// The error statuses an operation can answer besides those its annotation lists: each rule
+/// names what in the operation makes the statuses possible.
+fn error_statuses(path: &str, op: &Map<String, Value>) -> Vec<u16> {
+    let id = op.get("operationId").and_then(Value::as_str).unwrap_or_default();
+    let params = op
+        .get("parameters")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let security = op.get("security");
+    let json_body = op
+        .get("requestBody")
+        .and_then(|b| b.pointer("/content/application~1json"))
+        .is_some();
+    let rules: [(bool, &[u16]); 8] = [
+        (json_body, &[400, 413, 415, 422]),
+        (id == "upload_dataset_data", &[413, 415, 422]),
+        (
+            security.and_then(Value::as_array).is_some_and(|s| !s.is_empty()),
+            &[401],
+        ),
+        (
+            security.is_some_and(|s| s.to_string().contains("admin_key")),
+            &[403],
+        ),
+        (
+            params.iter().any(|p| p["in"] == "path") || path.contains('{'),
+            &[404],
+        ),
+        (
+            params.iter().any(|p| p["in"] == "query" || p["in"] == "header"),
+            &[422],
+        ),
+        (RATE_LIMITED.contains(&id), &[429]),
+        (!STATELESS.contains(&id), &[408, 503]),
+    ];
+    rules
+        .into_iter()
+        .filter(|(applies, _)| *applies)
+        .flat_map(|(_, statuses)| statuses.iter().copied())
+        .collect()
 }
