@@ -156,10 +156,11 @@ fn positive(field: &str, value: Option<f64>) -> Result<Option<f64>, AppError> {
     }
 }
 
-/// The public bounds `(row_norm_bound, row_l1_bound, entry_bound)` of the kind: records need
-/// the L2 bound β and may have an L1 bound; a matrix has an entry bound (default 1).
+/// A dataset's public bounds: `(row_norm_bound, row_l1_bound, entry_bound)`.
 type Bounds = (Option<f64>, Option<f64>, Option<f64>);
 
+/// The bounds of the kind: records need the L2 bound β and may have an L1 bound; a matrix has
+/// an entry bound (default 1).
 fn bounds<B>(spec: &DatasetSpec<B>) -> Result<Bounds, AppError> {
     let row_norm_bound = positive("row_norm_bound", spec.row_norm_bound)?;
     let row_l1_bound = positive("row_l1_bound", spec.row_l1_bound)?;
