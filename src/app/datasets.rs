@@ -33,7 +33,7 @@ pub struct DatasetSpec<B> {
 /// A budget as its owner stated it. It is parsed only after the dataset's other fields passed
 /// their checks, so that a request with several faults is told about the first in field order.
 pub trait StatedBudget {
-    fn parse(&self) -> Result<Budget, AppError>;
+    fn parse_budget(&self) -> Result<Budget, AppError>;
 }
 
 /// A budget in the ledger's terms, with the statement kept for display.
@@ -104,7 +104,7 @@ pub async fn ledger(
 }
 
 /// The checks of a new dataset, in field order: name, relation, bounds, budget.
-pub fn check<B: StatedBudget>(spec: DatasetSpec<B>) -> Result<NewDataset, AppError> {
+fn check<B: StatedBudget>(spec: DatasetSpec<B>) -> Result<NewDataset, AppError> {
     let name = spec.name.trim().to_string();
     if name.is_empty() || spec.name.chars().count() > 200 {
         return Err(AppError::validation("name", "name must have 1 to 200 characters"));
@@ -205,6 +205,6 @@ fn budget<B: StatedBudget>(stated: Option<&B>, public: bool) -> Result<Option<Bu
             "budget",
             "a private dataset needs a budget: {\"rho\": …} or {\"epsilon\": …, \"delta\": …}",
         )),
-        (Some(stated), false) => stated.parse().map(Some),
+        (Some(stated), false) => stated.parse_budget().map(Some),
     }
 }

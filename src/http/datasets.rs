@@ -183,8 +183,8 @@ impl From<CreateDataset> for DatasetSpec<BudgetInput> {
 /// A budget as stated in a request: parsed into ledger units, and kept as stated (`null`
 /// members dropped) with the δ at which its ρ amounts are shown.
 impl StatedBudget for BudgetInput {
-    fn parse(&self) -> Result<Budget, ApiError> {
-        let parsed = BudgetInput::parse(self)?;
+    fn parse_budget(&self) -> Result<Budget, ApiError> {
+        let parsed = self.parse()?;
         let mut stated = serde_json::to_value(self).unwrap_or_default();
         if let Some(map) = stated.as_object_mut() {
             map.retain(|_, v| !v.is_null());
