@@ -228,40 +228,33 @@ async fn execute(state: &AppState, job: &JobRecord, control: Arc<RunningJob>) ->
 
     type Released = serde_json::Map<String, serde_json::Value>;
     let task = tokio::task::spawn_blocking(move || -> Result<(algorithms::Output, Released), Failure> {
-        // XᵀX, Xᵀ1 and n, kept beside the data once a job computed them: the kernels then cost
-        // O(d³) instead of a pass over n records (linalg/record_stats.rs), and the records'
-        // pages need not be populated up front.
-        let kept = (kind == Kind::Records)
-            .then(|| ingest::stats_file::read(&stats_path, d, n))
-            .flatten();
-        // Memory-mapped in the layout the kernels read: no load, no copy of the records.
-        let open = if kept.is_some() {
-            ingest::open_lazily
-        } else {
-            ingest::open
-        };
-        let data = open(&path, n, d).map_err(|e| {
+        let load_error = |e: std::io::Error| {
             tracing::error!(job = %job_id, error = %e, "could not load the dataset");
             Failure::Failed("could not load the dataset's data".into())
-        })?;
+        };
+        // Memory-mapped in the layout the kernels read: no load, no copy of the records.
+        let records;
         let square;
-        let stats;
         let input = match kind {
+            // XᵀX, Xᵀ1 and n, kept beside the data once computed: the kernels then cost O(d³)
+            // instead of a pass over n records (linalg/record_stats.rs).
             Kind::Records => {
-                stats = kept.unwrap_or_else(|| {
-                    let (built, write_error) =
-                        ingest::stats_file::build_and_keep(&stats_path, &stats_temp, data.records());
-                    if let Some(e) = write_error {
-                        tracing::warn!(job = %job_id, error = %e, "could not keep the dataset's statistics; the next job recomputes them");
-                    }
-                    built
-                });
+                let (opened, write_error) =
+                    ingest::stats_file::open_records(&path, &stats_path, &stats_temp, n, d)
+                        .map_err(load_error)?;
+                if let Some(e) = write_error {
+                    tracing::warn!(job = %job_id, error = %e, "could not keep the dataset's statistics; the next job recomputes them");
+                }
+                records = opened;
                 DataInput::Records {
-                    xt: data.records().with_stats(&stats),
+                    xt: records.records(),
                 }
             }
             Kind::Matrix => {
-                square = data.records().to_matrix();
+                square = ingest::open(&path, n, d)
+                    .map_err(load_error)?
+                    .records()
+                    .to_matrix();
                 DataInput::Matrix { a: &square }
             }
         };

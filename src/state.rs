@@ -3,9 +3,9 @@
 use std::sync::Arc;
 
 use crate::config::Config;
-use crate::http::rate_limit::RateLimits;
 use crate::job_control::JobControl;
 use crate::metrics::Metrics;
+use crate::rate_limits::RateLimits;
 use crate::store::Store;
 use crate::studies::StudyHub;
 

@@ -3,4 +3,5 @@
 //! [`error::AppError`]; none sees an HTTP type. Handlers in `http` parse a request, call one
 //! use case and render its answer.
 
+pub mod datasets;
 pub mod error;

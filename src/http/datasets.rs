@@ -11,17 +11,16 @@ use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use super::auth::TenantAuth;
-use super::error::{ApiError, Json, Path, ProblemDocument, ProblemKind, Query};
+use super::error::{ApiError, Json, Path, ProblemDocument, Query};
 use super::privacy_input::{BudgetInput, DEFAULT_DISPLAY_DELTA, PrivacyAmount};
 use super::rate_limit::{Limited, Uploads};
+use crate::app::datasets::{self as use_case, Budget, DatasetSpec, StatedBudget, UploadRequest};
 use crate::dataset::{Kind, Relation};
-use crate::ingest::{self, Format, IngestError, Limits, Shape};
+use crate::ingest::Format;
 use crate::privacy::admission::Rule;
 use crate::privacy::units::{DeltaUnits, RhoUnits};
 use crate::state::AppState;
-use crate::store::{
-    DatasetRecord, DatasetStatus, LedgerEntry, LedgerEntryKind, NewDataset, UploadClaimOutcome,
-};
+use crate::store::{DatasetRecord, DatasetStatus, LedgerEntry, LedgerEntryKind};
 
 /// Create a dataset: its kind, unit of privacy, public bounds and budget. All immutable.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
@@ -162,107 +161,38 @@ impl From<&DatasetRecord> for DatasetView {
     }
 }
 
-fn positive(field: &str, value: Option<f64>) -> Result<Option<f64>, ApiError> {
-    match value {
-        Some(v) if !(v > 0.0 && v.is_finite()) => Err(ApiError::validation(
-            field,
-            format!("{field} must be a finite number > 0 (got {v})"),
-        )),
-        other => Ok(other),
+impl From<CreateDataset> for DatasetSpec<BudgetInput> {
+    fn from(body: CreateDataset) -> Self {
+        DatasetSpec {
+            name: body.name,
+            kind: body.kind,
+            relation: body.relation,
+            row_norm_bound: body.row_norm_bound,
+            row_l1_bound: body.row_l1_bound,
+            entry_bound: body.entry_bound,
+            budget: body.budget,
+            public: body.public,
+        }
     }
 }
 
-fn validate(body: CreateDataset) -> Result<NewDataset, ApiError> {
-    let name = body.name.trim().to_string();
-    if name.is_empty() || body.name.chars().count() > 200 {
-        return Err(ApiError::validation("name", "name must have 1 to 200 characters"));
-    }
-    let relation = body.relation.unwrap_or(match body.kind {
-        Kind::Records => Relation::ReplaceOne,
-        Kind::Matrix => Relation::Entry,
-    });
-    if !relation.fits(body.kind) {
-        return Err(ApiError::validation(
-            "relation",
-            format!(
-                "relation `{}` does not apply to {} datasets (records: replace_one | add_remove; matrix: entry)",
-                relation.as_str(),
-                body.kind.as_str()
-            ),
-        ));
-    }
-    let row_norm_bound = positive("row_norm_bound", body.row_norm_bound)?;
-    let row_l1_bound = positive("row_l1_bound", body.row_l1_bound)?;
-    let entry_bound = positive("entry_bound", body.entry_bound)?;
-    let (row_norm_bound, row_l1_bound, entry_bound) = match body.kind {
-        Kind::Records => {
-            if entry_bound.is_some() {
-                return Err(ApiError::validation(
-                    "entry_bound",
-                    "entry_bound applies to matrix datasets only",
-                ));
-            }
-            let beta = row_norm_bound.ok_or_else(|| {
-                ApiError::validation(
-                    "row_norm_bound",
-                    "records datasets need row_norm_bound (the L2 bound β)",
-                )
-            })?;
-            (Some(beta), row_l1_bound, None)
+/// A budget as stated in a request: parsed into ledger units, and kept as stated (`null`
+/// members dropped) with the δ at which its ρ amounts are shown.
+impl StatedBudget for BudgetInput {
+    fn parse_budget(&self) -> Result<Budget, ApiError> {
+        let parsed = self.parse()?;
+        let mut stated = serde_json::to_value(self).unwrap_or_default();
+        if let Some(map) = stated.as_object_mut() {
+            map.retain(|_, v| !v.is_null());
+            map.insert("display_delta".into(), parsed.display_delta.into());
         }
-        Kind::Matrix => {
-            if row_norm_bound.is_some() || row_l1_bound.is_some() {
-                return Err(ApiError::validation(
-                    "row_norm_bound",
-                    "row bounds apply to records datasets only; matrices use entry_bound",
-                ));
-            }
-            (None, None, Some(entry_bound.unwrap_or(1.0)))
-        }
-    };
-    let (budget_rho_units, budget_delta_units, budget_epsilon_delta, budget_stated) =
-        match (&body.budget, body.public) {
-            (Some(_), true) => {
-                return Err(ApiError::validation(
-                    "budget",
-                    "public datasets carry no budget; omit it",
-                ));
-            }
-            (None, true) => (None, None, None, serde_json::json!({})),
-            (None, false) => {
-                return Err(ApiError::validation(
-                    "budget",
-                    "a private dataset needs a budget: {\"rho\": …} or {\"epsilon\": …, \"delta\": …}",
-                ));
-            }
-            (Some(input), false) => {
-                let parsed = input.parse()?;
-                let mut stated = serde_json::to_value(input).unwrap_or_default();
-                if let Some(map) = stated.as_object_mut() {
-                    map.retain(|_, v| !v.is_null());
-                    map.insert("display_delta".into(), parsed.display_delta.into());
-                }
-                (
-                    Some(parsed.rho_units),
-                    Some(parsed.delta_units),
-                    parsed.epsilon_delta,
-                    stated,
-                )
-            }
-        };
-    Ok(NewDataset {
-        name,
-        kind: body.kind,
-        relation,
-        row_norm_bound,
-        row_l1_bound,
-        entry_bound,
-        public: body.public,
-        budget_rho_units,
-        budget_delta_units,
-        budget_epsilon_delta,
-        budget_stated,
-    })
+        Ok(Budget {
+            rho_units: parsed.rho_units,
+            delta_units: parsed.delta_units,
+            epsilon_delta: parsed.epsilon_delta,
+            stated,
+        })
+    }
 }
 
 /// Create a dataset.
@@ -274,8 +204,7 @@ pub async fn create(
     auth: TenantAuth,
     Json(body): Json<CreateDataset>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let new = validate(body)?;
-    let record = state.store.create_dataset(auth.tenant_id, new).await?;
+    let record = use_case::create(&state, auth.tenant_id, body.into()).await?;
     let location = format!("/v1/datasets/{}", record.id);
     Ok((
         StatusCode::CREATED,
@@ -291,20 +220,17 @@ pub async fn list(
     State(state): State<AppState>,
     auth: TenantAuth,
 ) -> Result<Json<Vec<DatasetView>>, ApiError> {
-    let records = state.store.list_datasets(auth.tenant_id).await?;
+    let records = use_case::list(&state, auth.tenant_id).await?;
     Ok(Json(records.iter().map(DatasetView::from).collect()))
 }
 
+/// The tenant's dataset `id`, or 404.
 pub(crate) async fn load_dataset(
     state: &AppState,
     tenant: Uuid,
     id: Uuid,
 ) -> Result<DatasetRecord, ApiError> {
-    state
-        .store
-        .get_dataset(tenant, id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("dataset", id))
+    use_case::get(state, tenant, id).await
 }
 
 /// A dataset's metadata and budget state.
@@ -330,17 +256,7 @@ pub async fn delete(
     auth: TenantAuth,
     Path(id): Path<Uuid>,
 ) -> Result<Json<DatasetView>, ApiError> {
-    let record = state
-        .store
-        .delete_dataset(auth.tenant_id, id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("dataset", id))?;
-    // The store marked this dataset's running jobs for cancellation; stop those running here now.
-    for job in state.store.list_jobs(auth.tenant_id, Some(id)).await? {
-        if job.status == crate::store::JobStatus::Running {
-            state.jobs.request_cancel(job.id);
-        }
-    }
+    let record = use_case::delete(&state, auth.tenant_id, id).await?;
     Ok(Json(DatasetView::from(&record)))
 }
 
@@ -396,28 +312,12 @@ pub async fn ledger(
     auth: TenantAuth,
     Path(id): Path<Uuid>,
 ) -> Result<Json<LedgerView>, ApiError> {
-    let record = load_dataset(&state, auth.tenant_id, id).await?;
-    let entries = state
-        .store
-        .ledger(auth.tenant_id, id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("dataset", id))?;
+    let (record, entries) = use_case::ledger(&state, auth.tenant_id, id).await?;
     Ok(Json(LedgerView {
         dataset_id: id,
         entries: entries.iter().map(LedgerEntryView::from).collect(),
         budget: DatasetView::from(&record).budget,
     }))
-}
-
-fn ingest_problem(e: IngestError) -> ApiError {
-    if matches!(e, IngestError::TooLarge { .. }) {
-        return ApiError::new(ProblemKind::PayloadTooLarge, e.to_string());
-    }
-    if e.is_client_error() {
-        ApiError::new(ProblemKind::Validation, format!("data rejected: {e}")).with_field("body")
-    } else {
-        ApiError::internal(e)
-    }
 }
 
 /// How an upload names its format when its `Content-Type` does not (`application/octet-stream`).
@@ -450,45 +350,6 @@ pub struct UploadQuery {
     pub format: Option<UploadFormat>,
 }
 
-/// How the body's format will be known: named by the `Content-Type` or the query, or to be
-/// sniffed from its first bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum FormatSource {
-    Named(Format),
-    Sniff,
-}
-
-const UPLOAD_TYPES: &str = "application/octet-stream (a .npy file, or any format named by ?format=csv|json|npy), text/csv, application/json or application/x-npy";
-
-fn upload_format(content_type: Option<&str>, query: Option<UploadFormat>) -> Result<FormatSource, ApiError> {
-    let unsupported = |detail: String| ApiError::new(ProblemKind::UnsupportedMediaType, detail);
-    let media_type = content_type
-        .map(|ct| ct.split(';').next().unwrap_or_default().trim())
-        .unwrap_or_default();
-    if media_type.is_empty() || media_type.eq_ignore_ascii_case("application/octet-stream") {
-        return Ok(query.map_or(FormatSource::Sniff, |f| FormatSource::Named(f.into())));
-    }
-    let named = Format::from_content_type(media_type).ok_or_else(|| {
-        unsupported(format!(
-            "unsupported Content-Type `{media_type}`; use {UPLOAD_TYPES}"
-        ))
-    })?;
-    match query.map(Format::from) {
-        Some(other) if other != named => Err(unsupported(format!(
-            "Content-Type `{media_type}` and ?format={} disagree; name the format once",
-            other.content_type()
-        ))),
-        _ => Ok(FormatSource::Named(named)),
-    }
-}
-
-/// Why an upload was refused inside the blocking parse.
-enum UploadFailure {
-    /// An octet stream that is not `.npy` and names no format.
-    Unrecognised,
-    Ingest(IngestError),
-}
-
 /// Upload the data, once. The body is a file: `application/octet-stream` (what generated
 /// clients send; a `.npy` file is recognised by its magic string, other formats are named
 /// with `?format=csv|json`), or `text/csv` (header optional), `application/json` (an array of
@@ -508,163 +369,19 @@ pub async fn upload(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Json<DatasetView>, ApiError> {
-    let record = load_dataset(&state, auth.tenant_id, id).await?;
-    // An `uploading` dataset may be held by a replica that died; the claim below decides.
-    if !matches!(record.status, DatasetStatus::Empty | DatasetStatus::Uploading) {
-        return Err(not_uploadable(record.status));
-    }
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .map(|v| v.to_str().unwrap_or("(not text)"));
-    let source = upload_format(content_type, query.format)?;
-    let limits = Limits {
-        max_bytes: state.config.max_upload_bytes,
-        max_rows: state.config.max_rows,
-        max_d: state.config.max_d,
-    };
-    let declared = headers
+    let declared_bytes = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|len| len > limits.max_bytes) {
-        return Err(ApiError::new(
-            ProblemKind::PayloadTooLarge,
-            format!("upload is larger than the limit of {} bytes", limits.max_bytes),
-        ));
-    }
-    let shape = match record.kind {
-        Kind::Records => Shape::Records {
-            beta: record
-                .row_norm_bound
-                .ok_or_else(|| ApiError::internal("records dataset without row bound"))?,
-            alpha: record.row_l1_bound,
-        },
-        Kind::Matrix => Shape::SymmetricMatrix,
+    let request = UploadRequest {
+        content_type,
+        format: query.format.map(Format::from),
+        declared_bytes,
+        body: body.into_data_stream().map_err(std::io::Error::other),
     };
-    // The dataset is held in the database before any data is read, so a second upload on
-    // any replica is refused at once; the hold gives it back if this upload fails.
-    let held = match state.store.claim_upload(auth.tenant_id, id).await? {
-        UploadClaimOutcome::Claimed(claim) => state.store.hold_upload(claim),
-        UploadClaimOutcome::Refused(status) => return Err(not_uploadable(status)),
-        UploadClaimOutcome::NotFound => return Err(ApiError::not_found("dataset", id)),
-    };
-
-    let temp = state.store.upload_temp_path(id);
-    let stream = body.into_data_stream().map_err(std::io::Error::other);
-    let reader = tokio_util::io::SyncIoBridge::new(tokio_util::io::StreamReader::new(stream));
-    let temp_for_task = temp.clone();
-    let outcome = tokio::task::spawn_blocking(move || -> Result<ingest::Ingested, UploadFailure> {
-        let (format, reader): (Format, Box<dyn std::io::Read>) = match source {
-            FormatSource::Named(format) => (format, Box::new(reader)),
-            FormatSource::Sniff => {
-                let (format, reader) =
-                    ingest::sniff::sniff(reader).map_err(|e| UploadFailure::Ingest(IngestError::Read(e)))?;
-                (format.ok_or(UploadFailure::Unrecognised)?, Box::new(reader))
-            }
-        };
-        let written = write_upload(reader, format, shape, &limits, &temp_for_task);
-        if written.is_err() {
-            // Here rather than in the handler, which is gone if the client hung up.
-            let _ = std::fs::remove_file(&temp_for_task);
-        }
-        written.map_err(UploadFailure::Ingest)
-    })
-    .await
-    .map_err(ApiError::internal)?;
-    let ingested = match outcome {
-        Ok(ingested) => ingested,
-        Err(failure) => {
-            held.release().await;
-            return Err(match failure {
-                UploadFailure::Ingest(e) => ingest_problem(e),
-                UploadFailure::Unrecognised => ApiError::new(
-                    ProblemKind::UnsupportedMediaType,
-                    format!(
-                        "this application/octet-stream body is not a .npy file (no \\x93NUMPY magic); name its format with ?format=csv or ?format=json, or send it as {UPLOAD_TYPES}"
-                    ),
-                ),
-            });
-        }
-    };
-    // The store moves the file into place and marks the dataset ready in one step, if this
-    // upload's claim still holds the dataset (else it removes the file).
-    match held.attach(&temp, ingested.n, ingested.d).await? {
-        Some(record) => {
-            if record.kind == Kind::Records {
-                keep_statistics(&state, &record);
-            }
-            Ok(Json(DatasetView::from(&record)))
-        }
-        None => Err(ApiError::conflict(
-            "the dataset was deleted during the upload, or this upload stalled past its lease and another upload took the dataset over",
-        )),
-    }
-}
-
-/// Computes a records dataset's statistics (XᵀX, Xᵀ1, n; `ingest::stats_file`) in the
-/// background right after its upload, so that its first job reads them instead of passing over
-/// the records. Nothing is returned to anyone: the file sits beside the data and goes with it.
-/// If this has not finished (or failed) when a job starts, the job builds them itself; two
-/// builders write through distinct temporary names and the last rename wins, both whole.
-fn keep_statistics(state: &AppState, record: &DatasetRecord) {
-    let (Some(n), Some(d)) = (record.n, record.d) else {
-        return;
-    };
-    let (n, d) = (n as usize, d as usize);
-    let id = record.id;
-    let data = state.store.data_path(id);
-    let stats = state.store.stats_path(id);
-    let temp = state.store.upload_temp_path(id);
-    tokio::task::spawn_blocking(move || {
-        if ingest::stats_file::read(&stats, d, n).is_some() {
-            return;
-        }
-        let opened = match ingest::open(&data, n, d) {
-            Ok(opened) => opened,
-            // Deleted already, most likely; a job would report a real read error.
-            Err(e) => {
-                tracing::debug!(dataset = %id, error = %e, "statistics not kept after the upload");
-                return;
-            }
-        };
-        let (_, error) = ingest::stats_file::build_and_keep(&stats, &temp, opened.records());
-        if let Some(e) = error {
-            tracing::warn!(dataset = %id, error = %e, "could not keep the dataset's statistics; its first job computes them");
-        }
-        drop(opened);
-        // A delete that removed the data while this ran: the statistics go with the data (a
-        // delete after this check removes them itself).
-        if !data.exists() {
-            let _ = std::fs::remove_file(&stats);
-        }
-    });
-}
-
-/// Parses an upload into its temporary file, synced to disk.
-fn write_upload(
-    reader: Box<dyn std::io::Read>,
-    format: Format,
-    shape: Shape,
-    limits: &Limits,
-    temp: &std::path::Path,
-) -> Result<ingest::Ingested, IngestError> {
-    let file = std::fs::File::create(temp).map_err(IngestError::Io)?;
-    let mut writer = std::io::BufWriter::with_capacity(1 << 20, file);
-    let ingested = ingest::ingest(reader, format, shape, limits, &mut writer)?;
-    let file = writer.into_inner().map_err(|e| IngestError::Io(e.into_error()))?;
-    file.sync_all().map_err(IngestError::Io)?;
-    Ok(ingested)
-}
-
-/// Why a dataset in this status takes no upload.
-fn not_uploadable(status: DatasetStatus) -> ApiError {
-    match status {
-        DatasetStatus::Ready => ApiError::conflict(
-            "this dataset already has data; datasets are immutable, create a new dataset to upload other data",
-        ),
-        DatasetStatus::Deleted => ApiError::conflict("this dataset has been deleted"),
-        DatasetStatus::Empty | DatasetStatus::Uploading => {
-            ApiError::conflict("an upload to this dataset is already in progress")
-        }
-    }
+    let record = use_case::upload(&state, auth.tenant_id, id, request).await?;
+    Ok(Json(DatasetView::from(&record)))
 }

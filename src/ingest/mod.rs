@@ -1,8 +1,9 @@
 //! Upload parsing: CSV, JSON and `.npy` bodies in, validated (and, for records, clipped) raw
 //! little-endian `f64` out.
 //!
-//! [`ingest`] is pure, synchronous code over [`std::io::Read`] and [`std::io::Write`]; the HTTP
-//! layer feeds it the request body through a blocking bridge. It streams: the input text is
+//! [`ingest`] is pure, synchronous code over [`std::io::Read`] and [`std::io::Write`]; the
+//! upload use case (`app/datasets/upload.rs`) feeds it the request body through a blocking
+//! bridge. It streams: the input text is
 //! never held whole. Records use O(d) memory; a symmetric matrix is held once (it must be, to
 //! check symmetry), as `m` rows of `m` values, i.e. 1× the `f64` matrix plus O(m).
 //!

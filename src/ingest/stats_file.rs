@@ -11,6 +11,10 @@
 //! or none; two jobs (or two replicas) building at once both write the same bytes and the last
 //! rename wins. Datasets are immutable once uploaded, so a statistics file never goes stale; it
 //! is removed with its dataset.
+//!
+//! **One path.** The job runner and the upload both reach the statistics through
+//! [`open_records`]: the kept file when it is intact, else one pass over the data, kept for the
+//! next reader.
 
 use std::fs;
 use std::io::{self, Write};
@@ -18,6 +22,7 @@ use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
+use super::load::{StoredData, open, open_lazily};
 use crate::linalg::{Matrix, RecordStats, Records, Vector};
 
 const MAGIC: &[u8; 8] = b"PPCASTA1";
@@ -63,14 +68,40 @@ pub fn decode(bytes: &[u8], d: usize, n: usize) -> Option<RecordStats> {
     stats.fits(d, n).then_some(stats)
 }
 
-/// The statistics of `xt`, read from `path` when an intact file is there, else computed (one
-/// pass over the records) and written to `path` through `temp` (a fresh name on the same file
-/// system). A failure to write is reported but the computed statistics are still returned.
-pub fn load_or_build(path: &Path, temp: &Path, xt: Records<'_>) -> (RecordStats, Option<io::Error>) {
-    match read(path, xt.d(), xt.n()) {
-        Some(stats) => (stats, None),
-        None => build_and_keep(path, temp, xt),
+/// A records dataset's data, memory-mapped, with its statistics.
+#[derive(Debug)]
+pub struct OpenedRecords {
+    data: StoredData,
+    stats: RecordStats,
+}
+
+impl OpenedRecords {
+    /// Xᵀ (d × n) with the statistics attached, so the kernels use them instead of a pass.
+    pub fn records(&self) -> Records<'_> {
+        self.data.records().with_stats(&self.stats)
     }
+}
+
+/// Opens the records dataset at `data` (`n` records of `d` features) with its statistics, the
+/// one way the runner and the upload reach them: read from `stats` when an intact file is there
+/// (the data is then mapped lazily: the kernels will hardly read it), else computed in one pass
+/// over the data and written to `stats` through `temp` (a fresh name on the same file system).
+/// A failure to write is returned beside the opened records, which are good either way; a
+/// failure to open the data is the error.
+pub fn open_records(
+    data: &Path,
+    stats: &Path,
+    temp: &Path,
+    n: usize,
+    d: usize,
+) -> io::Result<(OpenedRecords, Option<io::Error>)> {
+    if let Some(kept) = read(stats, d, n) {
+        let data = open_lazily(data, n, d)?;
+        return Ok((OpenedRecords { data, stats: kept }, None));
+    }
+    let data = open(data, n, d)?;
+    let (built, written) = build_and_keep(stats, temp, data.records());
+    Ok((OpenedRecords { data, stats: built }, written))
 }
 
 /// The statistics kept at `path` for records of `d` features and `n` records, if an intact
@@ -81,7 +112,7 @@ pub fn read(path: &Path, d: usize, n: usize) -> Option<RecordStats> {
 
 /// Computes the statistics of `xt` (one pass) and writes them to `path` through `temp`. A
 /// failure to write is returned beside the statistics, which are good either way.
-pub fn build_and_keep(path: &Path, temp: &Path, xt: Records<'_>) -> (RecordStats, Option<io::Error>) {
+fn build_and_keep(path: &Path, temp: &Path, xt: Records<'_>) -> (RecordStats, Option<io::Error>) {
     let stats = RecordStats::of(xt);
     let written = write(path, temp, &stats).err();
     (stats, written)
@@ -103,6 +134,8 @@ fn write(path: &Path, temp: &Path, stats: &RecordStats) -> io::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
+
     use super::*;
     use crate::linalg::gram_t;
 
@@ -110,18 +143,29 @@ mod tests {
         Matrix::from_fn(d, n, |i, j| ((i * 7 + j * 13) % 11) as f64 / 11.0 - 0.4)
     }
 
+    /// Writes `xt` as an ingested data file (row-major X is column-major Xᵀ) and returns the
+    /// paths of the data, its statistics and a temporary name.
+    fn files(dir: &Path, xt: &Matrix) -> (PathBuf, PathBuf, PathBuf) {
+        let data = dir.join("x.f64");
+        let bytes: Vec<u8> = xt.iter().flat_map(|v| v.to_le_bytes()).collect();
+        std::fs::write(&data, bytes).unwrap();
+        (data, dir.join("x.stats"), dir.join("x.tmp"))
+    }
+
     #[test]
     fn a_file_round_trips_and_matches_a_fresh_pass() {
         let xt = records(6, 50);
         let dir = tempfile::tempdir().unwrap();
-        let (path, temp) = (dir.path().join("x.stats"), dir.path().join("x.tmp"));
-        let (built, error) = load_or_build(&path, &temp, (&xt).into());
+        let (data, path, temp) = files(dir.path(), &xt);
+        let (built, error) = open_records(&data, &path, &temp, 50, 6).unwrap();
         assert!(error.is_none());
         assert!(!temp.exists());
+        let built = built.records().stats().unwrap().clone();
         assert_eq!(built.gram, gram_t(&xt), "the same kernel, bit for bit");
         assert!((&built.sums - xt.column_sum()).amax() <= 1e-12);
-        let (read, _) = load_or_build(&path, &temp, (&xt).into());
-        assert_eq!(read, built);
+        let (read, _) = open_records(&data, &path, &temp, 50, 6).unwrap();
+        assert_eq!(read.records().stats(), Some(&built));
+        assert_eq!(read.records().as_slice(), xt.as_slice());
     }
 
     #[test]
@@ -138,11 +182,11 @@ mod tests {
         assert_eq!(decode(&flipped, 4, 30), None, "hash");
 
         let dir = tempfile::tempdir().unwrap();
-        let (path, temp) = (dir.path().join("x.stats"), dir.path().join("x.tmp"));
+        let (data, path, temp) = files(dir.path(), &xt);
         std::fs::write(&path, &flipped).unwrap();
-        let (rebuilt, error) = load_or_build(&path, &temp, (&xt).into());
+        let (rebuilt, error) = open_records(&data, &path, &temp, 30, 4).unwrap();
         assert!(error.is_none());
-        assert_eq!(rebuilt, stats);
+        assert_eq!(rebuilt.records().stats(), Some(&stats));
         assert_eq!(std::fs::read(&path).unwrap(), bytes, "rewritten");
     }
 }

@@ -8,12 +8,16 @@
 //! - the energies ‖Xq_j‖² = q_jᵀ(XᵀX)q_j ([`super::projected_energy`]).
 //!
 //! So once a dataset's statistics are computed (one O(nd²) pass) and kept beside its data, a
-//! job that uses the records unchanged costs O(d³) whatever n is. [`Records::with_stats`] attaches
-//! them to a view; the kernels use them when present. Records changed in any way (clipped,
+//! job that uses the records unchanged costs O(d³) whatever n is. They are computed by one
+//! streamed pass ([`RecordStats::of`], in `stream.rs` beside the other passes) and
+//! [`Records::with_stats`](super::Records::with_stats) attaches them to a view; the kernels use
+//! them when present. Records changed in any way (clipped,
 //! centred, a block of them) are new data and carry none. The statistics are as sensitive as the
 //! data: they stay inside the service like the data file and never leave it.
+//!
+//! This module holds the values only and imports neither the records view nor the kernels,
+//! which both use it.
 
-use super::records::Records;
 use super::{Matrix, Vector};
 
 /// XᵀX, Xᵀ1 and n of a records dataset Xᵀ (d × n).
@@ -28,17 +32,6 @@ pub struct RecordStats {
 }
 
 impl RecordStats {
-    /// One streamed pass over the records for both (the Gram matrix by the same kernel and in
-    /// the same order as [`super::gram_t`], so it is bit-identical to what a job would compute).
-    pub fn of(xt: Records<'_>) -> Self {
-        let (gram, sums) = super::stream::gram_and_sums(xt);
-        Self {
-            n: xt.n(),
-            gram,
-            sums,
-        }
-    }
-
     /// Features per record.
     pub fn d(&self) -> usize {
         self.sums.len()

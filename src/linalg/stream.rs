@@ -14,6 +14,7 @@ use rayon::prelude::*;
 
 use super::Matrix;
 use super::Vector;
+use super::record_stats::RecordStats;
 use super::records::Records;
 use super::threads::{par_for, work};
 use super::view::view_mut;
@@ -67,6 +68,19 @@ fn gram_t_in_segments(xt: Records<'_>, segment: usize) -> Matrix {
 pub fn gram_and_sums<'a>(xt: impl Into<Records<'a>>) -> (Matrix, Vector) {
     let xt = xt.into().without_stats();
     gram_and_sums_in_segments(xt, segment_len(xt.d()), true)
+}
+
+impl RecordStats {
+    /// One streamed pass over the records for both (the Gram matrix by the same kernel and in
+    /// the same order as [`gram_t`], so it is bit-identical to what a job would compute).
+    pub fn of(xt: Records<'_>) -> Self {
+        let (gram, sums) = gram_and_sums(xt);
+        Self {
+            n: xt.n(),
+            gram,
+            sums,
+        }
+    }
 }
 
 /// The Gram pass, adding each segment's column sums too when `sums` (segment by segment, so

@@ -8,6 +8,7 @@ use uuid::Uuid;
 
 use super::codec::{id, now, ts};
 use super::jobs::cancel_queued;
+use super::lookup::dataset_for;
 use super::models::{DatasetRecord, DatasetStatus, JobRecord, NewDataset};
 use super::rows::{self, DATASET_COLUMNS, JOB_COLUMNS};
 use super::{Store, StoreError};
@@ -57,21 +58,6 @@ pub(super) fn positive(value: u64, what: &str) -> Result<i64, StoreError> {
             "{what} must be between 1 and 2^63-1"
         ))),
     }
-}
-
-/// The dataset if it belongs to `tenant`.
-pub(crate) async fn dataset_for(
-    conn: &mut AnyConnection,
-    tenant: Uuid,
-    dataset: Uuid,
-) -> Result<Option<DatasetRecord>, StoreError> {
-    let sql = format!("SELECT {DATASET_COLUMNS} FROM datasets WHERE id = $1 AND tenant_id = $2");
-    let row = sqlx::query(&sql)
-        .bind(id(dataset))
-        .bind(id(tenant))
-        .fetch_optional(conn)
-        .await?;
-    row.as_ref().map(rows::dataset).transpose()
 }
 
 /// Removes a file, treating "already gone" as success.

@@ -6,8 +6,8 @@ use sqlx::{AnyConnection, Row};
 use uuid::Uuid;
 
 use super::codec::{id, now, seed_to_db, ts};
-use super::datasets::dataset_for;
 use super::ledger::{record, refund, reserve, shortfall};
+use super::lookup::dataset_for;
 use super::models::{
     CancelOutcome, DatasetStatus, JobRecord, JobResult, JobStatus, LedgerEntryKind, NewJob, SubmitOutcome,
 };

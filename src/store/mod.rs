@@ -34,6 +34,7 @@ mod error;
 mod jobs;
 mod ledger;
 mod local_ledger;
+mod lookup;
 mod models;
 mod queue;
 mod rows;

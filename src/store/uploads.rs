@@ -17,7 +17,8 @@ use std::time::Duration;
 use uuid::Uuid;
 
 use super::codec::{id, now, ts};
-use super::datasets::{dataset_for, positive, remove_if_present};
+use super::datasets::{positive, remove_if_present};
+use super::lookup::dataset_for;
 use super::models::{DatasetRecord, DatasetStatus};
 use super::rows::{self, DATASET_COLUMNS};
 use super::{Store, StoreError};

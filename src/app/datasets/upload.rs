@@ -1,0 +1,273 @@
+//! The upload pipeline, step by step: the dataset must take data (`empty`, or `uploading` under
+//! a lease that ran out); the body's format is named or sniffed; the dataset is held in the
+//! database before any byte is read; the body streams through the parser (`crate::ingest`) on a
+//! blocking thread into a temporary file; the store moves the file into place and marks the
+//! dataset ready under the hold; and a records dataset's statistics are then built in the
+//! background (`crate::ingest::stats_file`), so that its first job need not pass over the
+//! records. A failed upload gives the dataset back `empty`.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use futures_util::Stream;
+use uuid::Uuid;
+
+use crate::app::error::{AppError, ErrorKind};
+use crate::config::Config;
+use crate::dataset::Kind;
+use crate::ingest::{self, Format, IngestError, Ingested, Limits, Shape};
+use crate::state::AppState;
+use crate::store::{DatasetRecord, DatasetStatus, HeldUpload, UploadClaimOutcome};
+
+/// An upload as it arrives: how the body names its format, its declared length and the body.
+pub struct UploadRequest<'a, S> {
+    /// The body's media type (`Content-Type`), if any; parameters such as `charset` are ignored.
+    pub content_type: Option<&'a str>,
+    /// The format named beside the media type (`?format=`), if any.
+    pub format: Option<Format>,
+    /// The length the client declared (`Content-Length`), if any: more than the limit is
+    /// refused before anything is read.
+    pub declared_bytes: Option<u64>,
+    /// The body's bytes.
+    pub body: S,
+}
+
+/// The media types an upload may have, as told to a client that sent another.
+const UPLOAD_TYPES: &str = "application/octet-stream (a .npy file, or any format named by ?format=csv|json|npy), text/csv, application/json or application/x-npy";
+
+/// Uploads a dataset's data, once: records are clipped to the declared bounds, a symmetric
+/// matrix is checked for shape and symmetry (`crate::ingest`). Returns the dataset, ready.
+pub async fn upload<S>(
+    state: &AppState,
+    tenant: Uuid,
+    id: Uuid,
+    request: UploadRequest<'_, S>,
+) -> Result<DatasetRecord, AppError>
+where
+    S: Stream<Item = io::Result<Bytes>> + Send + Unpin + 'static,
+{
+    let record = super::get(state, tenant, id).await?;
+    // An `uploading` dataset may be held by a replica that died; the claim below decides.
+    if !matches!(record.status, DatasetStatus::Empty | DatasetStatus::Uploading) {
+        return Err(not_uploadable(record.status));
+    }
+    let source = format_source(request.content_type, request.format)?;
+    let limits = limits(&state.config);
+    if request.declared_bytes.is_some_and(|len| len > limits.max_bytes) {
+        return Err(AppError::new(
+            ErrorKind::PayloadTooLarge,
+            format!("upload is larger than the limit of {} bytes", limits.max_bytes),
+        ));
+    }
+    let shape = shape(&record)?;
+    let held = hold(state, tenant, id).await?;
+    let temp = state.store.upload_temp_path(id);
+    let ingested = match parse(request.body, source, shape, limits, temp.clone()).await {
+        Ok(ingested) => ingested,
+        Err(e) => {
+            held.release().await;
+            return Err(e);
+        }
+    };
+    // The store moves the file into place and marks the dataset ready in one step, if this
+    // upload's claim still holds the dataset (else it removes the file).
+    let record = held.attach(&temp, ingested.n, ingested.d).await?.ok_or_else(|| {
+        AppError::conflict(
+            "the dataset was deleted during the upload, or this upload stalled past its lease and another upload took the dataset over",
+        )
+    })?;
+    if record.kind == Kind::Records {
+        keep_statistics(state, &record);
+    }
+    Ok(record)
+}
+
+/// How the body's format will be known: named by the media type or beside it, or to be
+/// sniffed from its first bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FormatSource {
+    Named(Format),
+    Sniff,
+}
+
+/// An octet stream (or no media type) takes its format from `named`, else from its first
+/// bytes; a specific media type names the format, and `named` must agree with it.
+fn format_source(content_type: Option<&str>, named: Option<Format>) -> Result<FormatSource, AppError> {
+    let unsupported = |detail: String| AppError::new(ErrorKind::UnsupportedMediaType, detail);
+    let media_type = content_type
+        .map(|ct| ct.split(';').next().unwrap_or_default().trim())
+        .unwrap_or_default();
+    if media_type.is_empty() || media_type.eq_ignore_ascii_case("application/octet-stream") {
+        return Ok(named.map_or(FormatSource::Sniff, FormatSource::Named));
+    }
+    let format = Format::from_content_type(media_type).ok_or_else(|| {
+        unsupported(format!(
+            "unsupported Content-Type `{media_type}`; use {UPLOAD_TYPES}"
+        ))
+    })?;
+    match named {
+        Some(other) if other != format => Err(unsupported(format!(
+            "Content-Type `{media_type}` and ?format={} disagree; name the format once",
+            other.content_type()
+        ))),
+        _ => Ok(FormatSource::Named(format)),
+    }
+}
+
+/// The configured upload limits.
+fn limits(config: &Config) -> Limits {
+    Limits {
+        max_bytes: config.max_upload_bytes,
+        max_rows: config.max_rows,
+        max_d: config.max_d,
+    }
+}
+
+/// What the data must be, with the public bounds that apply on the way in.
+fn shape(record: &DatasetRecord) -> Result<Shape, AppError> {
+    Ok(match record.kind {
+        Kind::Records => Shape::Records {
+            beta: record
+                .row_norm_bound
+                .ok_or_else(|| AppError::internal("records dataset without row bound"))?,
+            alpha: record.row_l1_bound,
+        },
+        Kind::Matrix => Shape::SymmetricMatrix,
+    })
+}
+
+/// Holds the dataset in the database before any data is read, so a second upload on any
+/// replica is refused at once; the hold gives it back if this upload fails.
+async fn hold(state: &AppState, tenant: Uuid, id: Uuid) -> Result<HeldUpload, AppError> {
+    match state.store.claim_upload(tenant, id).await? {
+        UploadClaimOutcome::Claimed(claim) => Ok(state.store.hold_upload(claim)),
+        UploadClaimOutcome::Refused(status) => Err(not_uploadable(status)),
+        UploadClaimOutcome::NotFound => Err(AppError::not_found("dataset", id)),
+    }
+}
+
+/// Why an upload was refused inside the blocking parse.
+enum UploadFailure {
+    /// An octet stream that is not `.npy` and names no format.
+    Unrecognised,
+    Ingest(IngestError),
+}
+
+/// Streams `body` through the parser on a blocking thread into `temp`, which is removed if the
+/// parse fails.
+async fn parse<S>(
+    body: S,
+    source: FormatSource,
+    shape: Shape,
+    limits: Limits,
+    temp: PathBuf,
+) -> Result<Ingested, AppError>
+where
+    S: Stream<Item = io::Result<Bytes>> + Send + Unpin + 'static,
+{
+    let reader = tokio_util::io::SyncIoBridge::new(tokio_util::io::StreamReader::new(body));
+    let outcome = tokio::task::spawn_blocking(move || -> Result<Ingested, UploadFailure> {
+        let (format, reader): (Format, Box<dyn io::Read>) = match source {
+            FormatSource::Named(format) => (format, Box::new(reader)),
+            FormatSource::Sniff => {
+                let (format, reader) =
+                    ingest::sniff::sniff(reader).map_err(|e| UploadFailure::Ingest(IngestError::Read(e)))?;
+                (format.ok_or(UploadFailure::Unrecognised)?, Box::new(reader))
+            }
+        };
+        let written = write_upload(reader, format, shape, &limits, &temp);
+        if written.is_err() {
+            // Here rather than in the caller, which is gone if the client hung up.
+            let _ = std::fs::remove_file(&temp);
+        }
+        written.map_err(UploadFailure::Ingest)
+    })
+    .await
+    .map_err(AppError::internal)?;
+    outcome.map_err(|failure| match failure {
+        UploadFailure::Ingest(e) => ingest_problem(e),
+        UploadFailure::Unrecognised => AppError::new(
+            ErrorKind::UnsupportedMediaType,
+            format!(
+                "this application/octet-stream body is not a .npy file (no \\x93NUMPY magic); name its format with ?format=csv or ?format=json, or send it as {UPLOAD_TYPES}"
+            ),
+        ),
+    })
+}
+
+/// Parses an upload into its temporary file, synced to disk.
+fn write_upload(
+    reader: Box<dyn io::Read>,
+    format: Format,
+    shape: Shape,
+    limits: &Limits,
+    temp: &Path,
+) -> Result<Ingested, IngestError> {
+    let file = std::fs::File::create(temp).map_err(IngestError::Io)?;
+    let mut writer = io::BufWriter::with_capacity(1 << 20, file);
+    let ingested = ingest::ingest(reader, format, shape, limits, &mut writer)?;
+    let file = writer.into_inner().map_err(|e| IngestError::Io(e.into_error()))?;
+    file.sync_all().map_err(IngestError::Io)?;
+    Ok(ingested)
+}
+
+/// A parse failure as the uploader is told it: too large, bad data (naming the position, never
+/// a value), or a server-side failure.
+fn ingest_problem(e: IngestError) -> AppError {
+    if matches!(e, IngestError::TooLarge { .. }) {
+        return AppError::new(ErrorKind::PayloadTooLarge, e.to_string());
+    }
+    if e.is_client_error() {
+        AppError::new(ErrorKind::Validation, format!("data rejected: {e}")).with_field("body")
+    } else {
+        AppError::internal(e)
+    }
+}
+
+/// Why a dataset in this status takes no upload.
+fn not_uploadable(status: DatasetStatus) -> AppError {
+    match status {
+        DatasetStatus::Ready => AppError::conflict(
+            "this dataset already has data; datasets are immutable, create a new dataset to upload other data",
+        ),
+        DatasetStatus::Deleted => AppError::conflict("this dataset has been deleted"),
+        DatasetStatus::Empty | DatasetStatus::Uploading => {
+            AppError::conflict("an upload to this dataset is already in progress")
+        }
+    }
+}
+
+/// Builds a records dataset's statistics (XᵀX, Xᵀ1, n) in the background right after its
+/// upload, through the path jobs take too (`ingest::stats_file::open_records`), so that its
+/// first job reads them instead of passing over the records. Nothing is returned to anyone: the
+/// file sits beside the data and goes with it. If this has not finished (or failed) when a job
+/// starts, the job builds them itself; two builders write through distinct temporary names and
+/// the last rename wins, both whole.
+fn keep_statistics(state: &AppState, record: &DatasetRecord) {
+    let (Some(n), Some(d)) = (record.n, record.d) else {
+        return;
+    };
+    let (n, d) = (n as usize, d as usize);
+    let id = record.id;
+    let data = state.store.data_path(id);
+    let stats = state.store.stats_path(id);
+    let temp = state.store.upload_temp_path(id);
+    tokio::task::spawn_blocking(move || {
+        match ingest::stats_file::open_records(&data, &stats, &temp, n, d) {
+            Ok((_, None)) => {}
+            Ok((_, Some(e))) => {
+                tracing::warn!(dataset = %id, error = %e, "could not keep the dataset's statistics; its first job computes them");
+            }
+            // Deleted already, most likely; a job would report a real read error.
+            Err(e) => {
+                tracing::debug!(dataset = %id, error = %e, "statistics not kept after the upload");
+            }
+        }
+        // A delete that removed the data while this ran: the statistics go with the data (a
+        // delete after this check removes them itself).
+        if !data.exists() {
+            let _ = std::fs::remove_file(&stats);
+        }
+    });
+}
