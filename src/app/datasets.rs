@@ -12,6 +12,7 @@ pub use upload::{UploadRequest, upload};
 use crate::app::error::AppError;
 use crate::dataset::{Kind, Relation};
 use crate::state::AppState;
+use crate::privacy::units::{DeltaUnits, RhoUnits};
 use crate::store::{DatasetRecord, JobStatus, LedgerEntry, NewDataset};
 
 /// A dataset as its owner describes it, before the checks of [`create`].
@@ -39,8 +40,8 @@ pub trait StatedBudget {
 /// A budget in the ledger's terms, with the statement kept for display.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Budget {
-    pub rho_units: i64,
-    pub delta_units: i64,
+    pub rho_units: RhoUnits,
+    pub delta_units: DeltaUnits,
     /// The stated (ε, δ), for tight accounting.
     pub epsilon_delta: Option<(f64, f64)>,
     /// The budget as stated (and the δ at which ρ amounts are shown as (ε, δ)).
