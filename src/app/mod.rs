@@ -4,3 +4,5 @@
 //! use case and render its answer.
 
 pub mod error;
+pub mod site;
+pub mod studies;

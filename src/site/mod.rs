@@ -26,6 +26,9 @@ mod args;
 mod cape;
 mod data;
 mod http;
+mod ledger;
+mod power;
+mod prepare;
 mod roster;
 mod run;
 
