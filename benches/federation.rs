@@ -179,7 +179,11 @@ async fn secure_site(mut site: Site) -> Result<Site> {
             }
             SiteTask::Finished { status, reason } => {
                 site.seen.push(Instant::now());
-                ensure!(status == "succeeded", "study {status}: {reason:?}");
+                ensure!(
+                    status == privpca::store::StudyStatus::Succeeded,
+                    "study {}: {reason:?}",
+                    status.as_str()
+                );
                 return Ok(site);
             }
             SiteTask::CapeRelease { .. } => bail!("a CAPE task in a federated_power study"),

@@ -5,3 +5,5 @@
 
 pub mod datasets;
 pub mod error;
+pub mod site;
+pub mod studies;

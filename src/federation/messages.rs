@@ -9,6 +9,9 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use crate::dataset::Relation;
+use crate::store::{SiteStatus, StudyStatus};
+
 /// What a site learns about its study before joining (`GET /v1/site/study`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct SiteStudyView {
@@ -23,7 +26,8 @@ pub struct SiteStudyView {
     pub threshold: u32,
     pub n_features: usize,
     /// `replace_one` or `add_remove`.
-    pub relation: String,
+    #[schema(value_type = String)]
+    pub relation: Relation,
     pub row_norm_bound: f64,
     /// The L1 bound α (√d·β when the study did not set one).
     pub row_l1_bound: f64,
@@ -37,9 +41,11 @@ pub struct SiteStudyView {
     /// Largest number of records a site may hold (the no-wrap bound assumes it).
     pub max_site_samples: u64,
     /// Study status (`enrolling`, `running`, ...).
-    pub status: String,
+    #[schema(value_type = String)]
+    pub status: StudyStatus,
     /// This site's status (`invited`, `joined`, ...).
-    pub site_status: String,
+    #[schema(value_type = String)]
+    pub site_status: SiteStatus,
 }
 
 /// `POST /v1/site/join`.
@@ -138,7 +144,8 @@ pub enum SiteTask {
     /// Nothing yet (enrolment or other sites still pending): ask again.
     Wait {
         /// The study status, for display.
-        status: String,
+        #[schema(value_type = String)]
+        status: StudyStatus,
     },
     /// The roster is fixed: send one share box to every participant.
     ShareKeys { participants: Vec<Participant> },
@@ -186,7 +193,8 @@ pub enum SiteTask {
     },
     /// The study is over (for this site). `status` is the study status.
     Finished {
-        status: String,
+        #[schema(value_type = String)]
+        status: StudyStatus,
         /// Why the study failed or this site was dropped, when it did.
         reason: Option<String>,
     },

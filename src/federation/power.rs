@@ -17,11 +17,14 @@ use crate::linalg::{Matrix, fix_signs, gram_t_times, thin_qr_q, try_thin_svd};
 use crate::privacy::units::RhoUnits;
 
 /// The neighbouring relation of a study from its public fields.
-pub fn study_neighbours(relation: &str, beta: f64, alpha: f64) -> Result<Neighbours, String> {
+pub fn study_neighbours(relation: Relation, beta: f64, alpha: f64) -> Result<Neighbours, String> {
     match relation {
-        "replace_one" => Ok(Neighbours::ReplaceOne { beta, alpha }),
-        "add_remove" => Ok(Neighbours::AddRemove { beta, alpha }),
-        other => Err(format!("relation `{other}` is not one a study can have")),
+        Relation::ReplaceOne => Ok(Neighbours::ReplaceOne { beta, alpha }),
+        Relation::AddRemove => Ok(Neighbours::AddRemove { beta, alpha }),
+        other => Err(format!(
+            "relation `{}` is not one a study can have",
+            other.as_str()
+        )),
     }
 }
 
@@ -77,7 +80,7 @@ impl SiteComputation {
         }
         let config: FederatedPowerConfig = serde_json::from_value(view.config.clone())
             .map_err(|e| format!("the study's configuration is unreadable: {e}"))?;
-        let neighbours = study_neighbours(&view.relation, view.row_norm_bound, view.row_l1_bound)?;
+        let neighbours = study_neighbours(view.relation, view.row_norm_bound, view.row_l1_bound)?;
         if config.fraction_bits != view.fraction_bits || config.max_site_samples != view.max_site_samples {
             return Err("the study's fixed-point parameters are inconsistent".into());
         }

@@ -10,27 +10,18 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::auth::TenantAuth;
-use super::error::{ApiError, Json, Path, ProblemDocument, ProblemKind};
+use super::error::{ApiError, Json, Path, ProblemDocument};
 use super::jobs::{ProgressView, npy_bytes, strip_nulls, wants_npy};
 use super::privacy_input::{DEFAULT_DISPLAY_DELTA, PrivacyAmount, PrivacyInput};
 use super::rate_limit::{Limited, Submissions};
-use crate::algorithms::ConfigError;
-use crate::algorithms::cape_agn::{self, CapeAgnParams};
-use crate::algorithms::cape_pca::{self, CapePcaParams};
-use crate::algorithms::federated_power::{
-    self, FederatedPowerParams, MAX_SITES, default_threshold, study_context,
-};
-use crate::dataset::{Neighbours, Relation};
-use crate::privacy::units::{DeltaUnits, RhoUnits};
+use crate::app::studies::{self as app, SiteRequest, StudyOutcome, StudyPrivacy, StudyRequest};
+use crate::dataset::Relation;
+use crate::privacy::units::{DELTA_UNIT, RHO_UNIT, from_units};
 use crate::state::AppState;
-use crate::store::{
-    NewStudy, NewStudySite, SiteStatus, StudyCancel, StudyRecord, StudySiteRecord, StudyStatus,
-};
-use crate::studies::cape_live::{CapeKind, CapePlan};
-use crate::studies::live::Protocol;
+use crate::store::{SiteStatus, StudyRecord, StudySiteRecord, StudyStatus};
 
 /// Algorithms a study can run.
-pub(crate) const STUDY_ALGORITHMS: [&str; 3] = ["federated_power", "cape_pca", "cape_agn"];
+pub(crate) use crate::studies::algorithm::STUDY_ALGORITHMS;
 /// The relations a study (records held at the sites) can have.
 fn study_relation_schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
     super::names::enum_schema(
@@ -38,11 +29,6 @@ fn study_relation_schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Sc
         &[Relation::ReplaceOne.as_str(), Relation::AddRemove.as_str()],
     )
 }
-
-/// Default time sites have to join, in seconds.
-pub const DEFAULT_JOIN_TIMEOUT_SECS: u64 = 600;
-/// Default time a round (and the key exchange) waits for every site before dropping the silent ones.
-pub const DEFAULT_ROUND_TIMEOUT_SECS: u64 = 30;
 
 /// One site to invite.
 #[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
@@ -180,34 +166,39 @@ fn display_delta(privacy: &serde_json::Value) -> f64 {
         .unwrap_or(DEFAULT_DISPLAY_DELTA)
 }
 
-fn study_view(study: &StudyRecord, sites: &[StudySiteRecord]) -> StudyView {
-    let shown = display_delta(&study.privacy);
-    let sites: Vec<StudySiteView> = sites
-        .iter()
-        .map(|s| StudySiteView {
-            index: s.index,
-            name: s.name.clone(),
-            status: s.status,
-            n_samples: s.n_samples,
-            charged: s.charged_at.map(|_| {
-                PrivacyAmount::new(
-                    s.charged_rho_units.to_real(),
-                    s.charged_delta_units.to_real(),
-                    shown,
-                )
-            }),
-            dropped_round: s.dropped_round,
-        })
-        .collect();
+fn site_view(site: &StudySiteRecord, shown: f64) -> StudySiteView {
+    StudySiteView {
+        index: site.index,
+        name: site.name.clone(),
+        status: site.status,
+        n_samples: site.n_samples,
+        charged: site.charged_at.map(|_| {
+            PrivacyAmount::new(
+                from_units(site.charged_rho_units, RHO_UNIT),
+                from_units(site.charged_delta_units, DELTA_UNIT),
+                shown,
+            )
+        }),
+        dropped_round: site.dropped_round,
+    }
+}
+
+/// The total record count, when every participating site's n is public.
+fn total_samples(relation: Relation, sites: &[StudySiteView]) -> Option<i64> {
     let counted: Vec<&StudySiteView> = sites
         .iter()
         .filter(|s| !matches!(s.status, SiteStatus::Dropped | SiteStatus::Invited))
         .collect();
-    let n_samples = if study.relation == Relation::ReplaceOne && !counted.is_empty() {
+    if relation == Relation::ReplaceOne && !counted.is_empty() {
         counted.iter().map(|s| s.n_samples).sum::<Option<i64>>()
     } else {
         None
-    };
+    }
+}
+
+fn study_view(study: &StudyRecord, sites: &[StudySiteRecord]) -> StudyView {
+    let shown = display_delta(&study.privacy);
+    let sites: Vec<StudySiteView> = sites.iter().map(|s| site_view(s, shown)).collect();
     StudyView {
         id: study.id,
         name: study.name.clone(),
@@ -227,14 +218,14 @@ fn study_view(study: &StudyRecord, sites: &[StudySiteRecord]) -> StudyView {
         config: study.config.clone(),
         privacy: study.privacy.clone(),
         cost: PrivacyAmount::new(
-            study.cost_rho_units.to_real(),
-            study.cost_delta_units.to_real(),
+            from_units(study.cost_rho_units, RHO_UNIT),
+            from_units(study.cost_delta_units, DELTA_UNIT),
             shown,
         ),
         join_deadline: study.join_deadline,
         round_timeout_seconds: study.round_timeout_ms as f64 / 1000.0,
+        n_samples: total_samples(study.relation, &sites),
         sites,
-        n_samples,
         error: study.error.clone(),
         created_at: study.created_at,
         started_at: study.started_at,
@@ -244,215 +235,37 @@ fn study_view(study: &StudyRecord, sites: &[StudySiteRecord]) -> StudyView {
     }
 }
 
-fn config_problem(e: ConfigError) -> ApiError {
-    ApiError::from(e)
-}
-
-fn positive_finite(field: &str, v: f64) -> Result<f64, ApiError> {
-    if v > 0.0 && v.is_finite() {
-        Ok(v)
-    } else {
-        Err(ApiError::validation(field, "must be a finite number > 0"))
-    }
-}
-
-/// Everything a valid request resolves to.
-struct Resolved {
-    /// The resolved configuration, as stored and shown.
-    config: serde_json::Value,
-    protocol: Protocol,
-    rounds: u32,
-    threshold: u32,
-    rho_units: RhoUnits,
-    delta_units: DeltaUnits,
-    join_timeout: u64,
-    round_timeout: u64,
-}
-
-fn check_sites(sites: &[CreateStudySite]) -> Result<(), ApiError> {
-    let count = sites.len() as u32;
-    if !(2..=MAX_SITES).contains(&count) {
-        return Err(ApiError::validation(
-            "sites",
-            format!("a study needs 2 to {MAX_SITES} sites (got {count})"),
-        ));
-    }
-    let mut names = std::collections::HashSet::new();
-    for (i, site) in sites.iter().enumerate() {
-        let name = site.name.trim();
-        if name.is_empty() || site.name.chars().count() > 100 {
-            return Err(ApiError::validation(
-                format!("sites[{i}].name"),
-                "must have 1 to 100 characters",
-            ));
-        }
-        if !names.insert(name.to_string()) {
-            return Err(ApiError::validation(
-                format!("sites[{i}].name"),
-                format!("`{name}` is used twice"),
-            ));
-        }
-        if let Some(b) = site.budget_rho {
-            let field = format!("sites[{i}].budget_rho");
-            positive_finite(&field, b)?;
-            if !(b <= crate::privacy::units::MAX_RHO) {
-                return Err(ApiError::validation(field, "must be at most 1e6"));
-            }
-        }
-    }
-    Ok(())
-}
-
-fn resolve(body: &CreateStudy, max_d: usize) -> Result<Resolved, ApiError> {
-    let name = body.name.trim();
-    if name.is_empty() || body.name.chars().count() > 200 {
-        return Err(ApiError::validation("name", "must have 1 to 200 characters"));
-    }
-    if !STUDY_ALGORITHMS.contains(&body.algorithm.as_str()) {
-        return Err(ApiError::validation(
-            "algorithm",
-            format!(
-                "unknown study algorithm `{}`; studies run: federated_power, cape_pca, cape_agn",
-                body.algorithm
-            ),
-        ));
-    }
-    if !(body.n_features >= 1 && body.n_features <= max_d) {
-        return Err(ApiError::validation(
-            "n_features",
-            format!("must lie in 1..={max_d}"),
-        ));
-    }
-    let beta = positive_finite("row_norm_bound", body.row_norm_bound)?;
-    let alpha = match body.row_l1_bound {
-        Some(a) => positive_finite("row_l1_bound", a)?,
-        None => (body.n_features as f64).sqrt() * beta,
-    };
-    let neighbours = match body.relation {
-        Relation::ReplaceOne => Neighbours::ReplaceOne { beta, alpha },
-        Relation::AddRemove => Neighbours::AddRemove { beta, alpha },
-        Relation::Entry => {
-            return Err(ApiError::validation(
-                "relation",
-                "a study holds records: replace_one or add_remove",
-            ));
-        }
-    };
-    check_sites(&body.sites)?;
-    let n_sites = body.sites.len() as u32;
-    let threshold = body.threshold.unwrap_or_else(|| default_threshold(n_sites));
-    if !(threshold >= 2 && threshold <= n_sites) {
-        return Err(ApiError::validation(
-            "threshold",
-            format!("must satisfy 2 ≤ t ≤ number of sites = {n_sites} (got {threshold})"),
-        ));
-    }
-    let params = if body.params.is_null() {
-        serde_json::json!({})
-    } else {
-        body.params.clone()
-    };
-    if let Some(map) = params.as_object() {
-        for key in ["sites", "threshold", "dropouts", "site_shares"] {
-            if map.contains_key(key) {
-                return Err(ApiError::validation(
-                    format!("params.{key}"),
-                    "is a simulate-mode (job) parameter; a study takes `sites` and `threshold` at its top level",
-                ));
-            }
-        }
-    }
-    let target = body.privacy.parse("privacy")?;
-    let ctx = study_context(body.n_features, neighbours);
-    let bad_params = |e: serde_path_to_error::Error<serde_json::Error>| {
-        let path = e.path().to_string();
-        let field = if path == "." {
-            "params".to_string()
-        } else {
-            format!("params.{path}")
+impl CreateStudy {
+    /// The use case's request, and the privacy as stated and parsed (a bad amount is reported
+    /// after the study's other terms are checked).
+    fn into_request(self) -> Result<(StudyRequest, StudyPrivacy), ApiError> {
+        let stated = serde_json::to_value(&self.privacy).map_err(ApiError::internal)?;
+        let privacy = StudyPrivacy {
+            target: self.privacy.parse("privacy"),
+            stated: strip_nulls(stated),
         };
-        ApiError::validation(field, e.into_inner().to_string())
-    };
-    let (config, protocol, rounds, cost) = if body.algorithm == "cape_pca" {
-        let parsed: CapePcaParams = serde_path_to_error::deserialize(params).map_err(bad_params)?;
-        let config = cape_pca::configure_for(parsed.k, parsed.pair_ratio, &ctx, &target, n_sites, "sites")
-            .map_err(config_problem)?;
-        let cost = config.noise.cost();
-        let plan = CapePlan {
-            kind: CapeKind::Pca { k: config.k },
-            pair_ratio: config.pair_ratio,
-            stages: vec![config.noise.sensitivity],
-            rho: cost,
+        let request = StudyRequest {
+            name: self.name,
+            algorithm: self.algorithm,
+            n_features: self.n_features,
+            relation: self.relation,
+            row_norm_bound: self.row_norm_bound,
+            row_l1_bound: self.row_l1_bound,
+            params: self.params,
+            threshold: self.threshold,
+            sites: self
+                .sites
+                .into_iter()
+                .map(|s| SiteRequest {
+                    name: s.name,
+                    budget_rho: s.budget_rho,
+                })
+                .collect(),
+            join_timeout_seconds: self.join_timeout_seconds,
+            round_timeout_seconds: self.round_timeout_seconds,
         };
-        let value = serde_json::to_value(&config).map_err(ApiError::internal)?;
-        (value, Protocol::Cape(plan), 1, cost)
-    } else if body.algorithm == "cape_agn" {
-        let mut parsed: CapeAgnParams = serde_path_to_error::deserialize(params).map_err(bad_params)?;
-        parsed.sites = Some(n_sites);
-        let pair_ratio = parsed
-            .pair_ratio
-            .unwrap_or(crate::federation::cape::DEFAULT_PAIR_RATIO);
-        let config = cape_agn::configure(parsed, &ctx, &target).map_err(|e| match e {
-            ConfigError::Invalid { field, message } if field == "params.sites" => {
-                ApiError::validation("sites", message)
-            }
-            other => config_problem(other),
-        })?;
-        let cost = config.stage1.cost() + config.stage2.cost();
-        let plan = CapePlan {
-            kind: CapeKind::Agn(Box::new(config.clone())),
-            pair_ratio,
-            stages: vec![config.stage1.sensitivity, config.stage2.sensitivity],
-            rho: cost,
-        };
-        let value = serde_json::to_value(&config).map_err(ApiError::internal)?;
-        (value, Protocol::Cape(plan), 2, cost)
-    } else {
-        let parsed: FederatedPowerParams = serde_path_to_error::deserialize(params).map_err(bad_params)?;
-        let config = federated_power::configure_for(&parsed, &ctx, &target, n_sites, threshold)
-            .map_err(config_problem)?;
-        let cost = crate::algorithms::noisy_power::cost_of(config.iterations, config.multiplier);
-        let value = serde_json::to_value(&config).map_err(ApiError::internal)?;
-        let rounds = config.iterations;
-        (value, Protocol::Power(config), rounds, cost)
-    };
-    let cost = crate::privacy::Cost::gaussian_zcdp(cost)
-        .check()
-        .map_err(|e| ApiError::validation("privacy", e.to_string()))?;
-    let rho_units = RhoUnits::charge(cost.rho);
-    let protocol = match protocol {
-        // CAPE stages are calibrated at the ledger's amount, the ρ a site's view states, so that
-        // the coordinator and every site derive the same noise (docs/design/cape.md).
-        Protocol::Cape(mut plan) => {
-            plan.rho = rho_units.to_real();
-            Protocol::Cape(plan)
-        }
-        other => other,
-    };
-    let join_timeout = body.join_timeout_seconds.unwrap_or(DEFAULT_JOIN_TIMEOUT_SECS);
-    if !(1..=7 * 24 * 3600).contains(&join_timeout) {
-        return Err(ApiError::validation(
-            "join_timeout_seconds",
-            "must lie in 1..=604800",
-        ));
+        Ok((request, privacy))
     }
-    let round_timeout = body.round_timeout_seconds.unwrap_or(DEFAULT_ROUND_TIMEOUT_SECS);
-    if !(1..=3600).contains(&round_timeout) {
-        return Err(ApiError::validation(
-            "round_timeout_seconds",
-            "must lie in 1..=3600",
-        ));
-    }
-    Ok(Resolved {
-        config,
-        protocol,
-        rounds,
-        threshold,
-        rho_units,
-        delta_units: DeltaUnits::charge(cost.delta),
-        join_timeout,
-        round_timeout,
-    })
 }
 
 /// Create a study: validates the parameters (including that the fixed-point sum cannot wrap),
@@ -467,85 +280,25 @@ pub async fn create(
     Limited(auth, _): Limited<Submissions>,
     Json(body): Json<CreateStudy>,
 ) -> Result<Response, ApiError> {
-    let resolved = resolve(&body, state.config.max_d)?;
-    for (i, site) in body.sites.iter().enumerate() {
-        if let Some(budget) = site.budget_rho
-            && resolved.rho_units > RhoUnits::budget(budget)
-        {
-            state
-                .metrics
-                .budget_refusal(&body.algorithm, crate::metrics::RefusalReason::SiteBudget);
-            return Err(ApiError::new(
-                ProblemKind::OverBudget,
-                format!(
-                    "site `{}` has a budget of ρ = {budget:e}; this study costs ρ = {:e}",
-                    site.name,
-                    resolved.rho_units.to_real()
-                ),
-            )
-            .with_field(format!("sites[{i}].budget_rho")));
-        }
-    }
-    let privacy = serde_json::to_value(&body.privacy).map_err(ApiError::internal)?;
-    let new = NewStudy {
-        name: body.name.trim().to_string(),
-        algorithm: body.algorithm.clone(),
-        n_features: body.n_features,
-        relation: body.relation,
-        row_norm_bound: body.row_norm_bound,
-        row_l1_bound: body.row_l1_bound,
-        params: if body.params.is_null() {
-            serde_json::json!({})
-        } else {
-            body.params.clone()
-        },
-        config: resolved.config.clone(),
-        privacy: strip_nulls(privacy),
-        cost_rho_units: resolved.rho_units,
-        cost_delta_units: resolved.delta_units,
-        threshold: resolved.threshold,
-        join_deadline: Utc::now() + chrono::Duration::seconds(resolved.join_timeout as i64),
-        round_timeout_ms: (resolved.round_timeout * 1000) as i64,
-        rounds: resolved.rounds,
-        sites: body
-            .sites
-            .iter()
-            .map(|s| NewStudySite {
-                name: s.name.trim().to_string(),
-                budget_rho_units: s.budget_rho.map(RhoUnits::budget),
-            })
-            .collect(),
-    };
-    let (study, sites, tokens) = state.store.create_study(auth.tenant_id, new).await?;
-    state.studies.open(&study, &sites, resolved.protocol.clone());
-    let created = StudyCreated {
+    let (request, privacy) = body.into_request()?;
+    let created = app::create(&state, auth.tenant_id, request, privacy).await?;
+    let (study, sites) = (&created.study, &created.sites);
+    let answer = StudyCreated {
         id: study.id,
         status: study.status,
         sites: sites
             .iter()
-            .zip(tokens)
+            .zip(created.tokens)
             .map(|(s, token)| SiteToken {
                 index: s.index,
                 name: s.name.clone(),
                 token,
             })
             .collect(),
-        study: study_view(&study, &sites),
+        study: study_view(study, sites),
     };
     let location = format!("/v1/studies/{}", study.id);
-    Ok((StatusCode::CREATED, [(header::LOCATION, location)], Json(created)).into_response())
-}
-
-async fn load(
-    state: &AppState,
-    tenant: Uuid,
-    id: Uuid,
-) -> Result<(StudyRecord, Vec<StudySiteRecord>), ApiError> {
-    state
-        .store
-        .get_study(tenant, id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("study", id))
+    Ok((StatusCode::CREATED, [(header::LOCATION, location)], Json(answer)).into_response())
 }
 
 /// A study: status, rounds done, its sites' statuses and charges.
@@ -557,7 +310,7 @@ pub async fn get(
     auth: TenantAuth,
     Path(id): Path<Uuid>,
 ) -> Result<Json<StudyView>, ApiError> {
-    let (study, sites) = load(&state, auth.tenant_id, id).await?;
+    let (study, sites) = app::get(&state, auth.tenant_id, id).await?;
     Ok(Json(study_view(&study, &sites)))
 }
 
@@ -565,7 +318,7 @@ pub async fn get(
 #[utoipa::path(get, operation_id = "list_studies", path = "/v1/studies", tag = "studies", security(("api_key" = [])),
     responses((status = 200, body = Vec<StudyView>)))]
 pub async fn list(State(state): State<AppState>, auth: TenantAuth) -> Result<Json<Vec<StudyView>>, ApiError> {
-    let studies = state.store.list_studies(auth.tenant_id).await?;
+    let studies = app::list(&state, auth.tenant_id).await?;
     Ok(Json(studies.iter().map(|s| study_view(s, &[])).collect()))
 }
 
@@ -578,18 +331,8 @@ pub async fn cancel(
     auth: TenantAuth,
     Path(id): Path<Uuid>,
 ) -> Result<Json<StudyView>, ApiError> {
-    match state.store.cancel_study(auth.tenant_id, id).await? {
-        StudyCancel::Cancelled(_) => {
-            state.studies.cancel(id).await;
-            let (study, sites) = load(&state, auth.tenant_id, id).await?;
-            Ok(Json(study_view(&study, &sites)))
-        }
-        StudyCancel::AlreadyFinished(study) => Err(ApiError::conflict(format!(
-            "the study has already finished ({})",
-            study.status.as_str()
-        ))),
-        StudyCancel::NotFound => Err(ApiError::not_found("study", id)),
-    }
+    let (study, sites) = app::cancel(&state, auth.tenant_id, id).await?;
+    Ok(Json(study_view(&study, &sites)))
 }
 
 /// Per round: which sites were summed, and the noise multiplier the sum achieved.
@@ -645,55 +388,54 @@ pub async fn result(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let npy = wants_npy(&headers)?;
-    let (study, sites) = load(&state, auth.tenant_id, id).await?;
-    if study.status != StudyStatus::Succeeded {
-        return Err(ApiError::conflict(match &study.error {
-            Some(e) => format!("the study has no result: it is {} ({e})", study.status.as_str()),
-            None => format!("the study has no result: it is {}", study.status.as_str()),
-        }));
-    }
-    let result = state
-        .store
-        .study_result(auth.tenant_id, id)
-        .await?
-        .ok_or_else(|| ApiError::internal("succeeded study without result"))?;
+    let outcome = app::outcome(&state, auth.tenant_id, id).await?;
     if npy {
+        let result = &outcome.result;
         let bytes = npy_bytes(result.d, result.k, &result.basis);
         return Ok(([(header::CONTENT_TYPE, "application/x-npy")], bytes).into_response());
     }
+    Ok(Json(result_view(outcome)).into_response())
+}
+
+/// The names of the sites whose indices `indices` lists (`site <i>` for an unknown index).
+fn site_names(sites: &[StudySiteRecord], indices: Option<&serde_json::Value>) -> Vec<String> {
     let name = |i: u64| -> String {
         sites
             .iter()
             .find(|s| u64::from(s.index) == i)
             .map_or_else(|| format!("site {i}"), |s| s.name.clone())
     };
-    let names = |v: Option<&serde_json::Value>| -> Vec<String> {
-        v.and_then(|v| v.as_array())
-            .map(|a| a.iter().filter_map(|x| x.as_u64()).map(name).collect())
-            .unwrap_or_default()
+    indices
+        .and_then(|v| v.as_array())
+        .map(|a| a.iter().filter_map(|x| x.as_u64()).map(name).collect())
+        .unwrap_or_default()
+}
+
+/// Every round of a `federated_power` report, with its sites named.
+fn round_views(sites: &[StudySiteRecord], report: &serde_json::Value) -> Vec<StudyRoundView> {
+    let round = |r: &serde_json::Value| StudyRoundView {
+        round: r.get("round").and_then(|v| v.as_u64()).unwrap_or(0) as u32,
+        survivors: site_names(sites, r.get("survivors")),
+        dropped: site_names(sites, r.get("dropped")),
+        achieved_multiplier: r
+            .get("achieved_multiplier")
+            .and_then(|v| v.as_f64())
+            .unwrap_or(0.0),
     };
-    let report = result.report.unwrap_or_default();
-    let rounds: Vec<StudyRoundView> = report
+    report
         .get("rounds")
         .and_then(|r| r.as_array())
-        .map(|rounds| {
-            rounds
-                .iter()
-                .map(|r| StudyRoundView {
-                    round: r.get("round").and_then(|v| v.as_u64()).unwrap_or(0) as u32,
-                    survivors: names(r.get("survivors")),
-                    dropped: names(r.get("dropped")),
-                    achieved_multiplier: r
-                        .get("achieved_multiplier")
-                        .and_then(|v| v.as_f64())
-                        .unwrap_or(0.0),
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+        .map(|rounds| rounds.iter().map(round).collect())
+        .unwrap_or_default()
+}
+
+fn result_view(outcome: StudyOutcome) -> StudyResultView {
+    let StudyOutcome { study, sites, result } = outcome;
+    let report = result.report.unwrap_or_default();
+    let rounds = round_views(&sites, &report);
     let view = study_view(&study, &sites);
-    Ok(Json(StudyResultView {
-        study_id: id,
+    StudyResultView {
+        study_id: study.id,
         n_features: result.d,
         n_components: result.k,
         basis: result
@@ -705,12 +447,11 @@ pub async fn result(
         cost: view.cost,
         survivors: match rounds.last() {
             Some(r) => r.survivors.clone(),
-            None => names(report.get("survivors")),
+            None => site_names(&sites, report.get("survivors")),
         },
         target_multiplier: report.get("target_multiplier").and_then(|v| v.as_f64()),
         achieved_multiplier: report.get("achieved_multiplier").and_then(|v| v.as_f64()),
         rounds,
         noise: study.algorithm.starts_with("cape_").then(|| report.clone()),
-    })
-    .into_response())
+    }
 }

@@ -15,15 +15,17 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 
 use super::http::SiteClient;
+use super::ledger::charge_ledger;
+use super::prepare::{Prepared, join};
 use super::roster::{Member, RosterGuard, describe};
-use super::run::{Prepared, charge_ledger, finished, join};
+use super::run::finished;
 use super::{Failure, progress};
 use crate::algorithms::RunEnv;
 use crate::algorithms::analyze_gauss::sensitivity;
 use crate::algorithms::cape_agn::{self, CapeAgnConfig, Model};
 use crate::algorithms::cape_pca::{CapePcaConfig, site_statistic};
 use crate::algorithms::tensor_power;
-use crate::dataset::Neighbours;
+use crate::dataset::{Neighbours, Relation};
 use crate::federation::cape::{self, CapeNoise, StageTerms};
 use crate::federation::crypto::{self, KeyPair, Seed};
 use crate::federation::messages::{CapePeer, CapeReleaseRequest, SiteStudyView, SiteTask};
@@ -154,7 +156,7 @@ pub fn derived_noise(
 /// add_remove), and, under add_remove, a file without rows read as zero records of the study's
 /// d (so that an empty site takes part like any other).
 pub(super) fn record_rules(view: &SiteStudyView) -> (u64, Option<usize>) {
-    let empty = (view.relation != "replace_one").then_some(view.n_features);
+    let empty = (view.relation != Relation::ReplaceOne).then_some(view.n_features);
     (u64::MAX, empty)
 }
 
@@ -163,7 +165,7 @@ pub(super) fn record_rules(view: &SiteStudyView) -> (u64, Option<usize>) {
 /// included (the statistic is then zero and the release is noise only), so that whether the
 /// site joins never depends on it.
 pub(super) fn check_count(view: &SiteStudyView, n: usize) -> Result<(), String> {
-    if n == 0 && view.relation == "replace_one" {
+    if n == 0 && view.relation == Relation::ReplaceOne {
         return Err("the data has no records".into());
     }
     Ok(())
@@ -213,7 +215,7 @@ pub(super) async fn follow(
     let view = &prepared.view;
     let plan = Plan::of(view).map_err(Failure::Refused)?;
     let neighbours =
-        study_neighbours(&view.relation, view.row_norm_bound, view.row_l1_bound).map_err(Failure::Refused)?;
+        study_neighbours(view.relation, view.row_norm_bound, view.row_l1_bound).map_err(Failure::Refused)?;
     let d = view.n_features;
     let stages = plan.stages();
     let mut rng = ChaCha20Rng::try_from_os_rng()
@@ -231,7 +233,7 @@ pub(super) async fn follow(
     let mut sent: Option<(u32, CapeReleaseRequest)> = None;
     let mut charged = false;
     let mut resends = 0;
-    let mut last_wait: Option<String> = None;
+    let mut last_wait: Option<crate::store::StudyStatus> = None;
     let me = Member {
         index: view.site_index,
         name: view.site_name.clone(),
@@ -242,8 +244,8 @@ pub(super) async fn follow(
         let task: SiteTask = client.get(&path, wait).await?;
         match task {
             SiteTask::Wait { status } => {
-                if last_wait.as_deref() != Some(status.as_str()) {
-                    progress(&format!("waiting (study {status})"));
+                if last_wait != Some(status) {
+                    progress(&format!("waiting (study {})", status.as_str()));
                     last_wait = Some(status);
                 }
             }
@@ -394,7 +396,7 @@ pub(super) async fn follow(
                 ));
                 sent = Some((stage, request));
             }
-            SiteTask::Finished { status, reason } => return finished(&status, reason),
+            SiteTask::Finished { status, reason } => return finished(status, reason),
             other => {
                 return Err(violation(format!(
                     "the server sent a task of another protocol in a CAPE study: {other:?}"
@@ -448,7 +450,7 @@ mod tests {
             n_sites: 3,
             threshold: 2,
             n_features: 20,
-            relation: "replace_one".into(),
+            relation: Relation::ReplaceOne,
             row_norm_bound: 1.0,
             row_l1_bound: 20f64.sqrt(),
             config: serde_json::to_value(&config).unwrap(),
@@ -456,15 +458,15 @@ mod tests {
             cost_delta: 0.0,
             fraction_bits: 0,
             max_site_samples: 10,
-            status: "running".into(),
-            site_status: "joined".into(),
+            status: crate::store::StudyStatus::Running,
+            site_status: crate::store::SiteStatus::Joined,
         };
         (view, plan)
     }
 
     fn derive(view: &SiteStudyView, offered: &CapeNoise, roster: usize) -> Result<CapeNoise, String> {
         let plan = Plan::of(view)?;
-        let neighbours = study_neighbours(&view.relation, view.row_norm_bound, view.row_l1_bound)?;
+        let neighbours = study_neighbours(view.relation, view.row_norm_bound, view.row_l1_bound)?;
         let delta = plan.sensitivity(&neighbours, view.n_features, 1);
         derived_noise(
             view,
@@ -527,7 +529,7 @@ mod tests {
             "replace_one: n is public and must be ≥ 1"
         );
         assert_eq!(record_rules(&view), (u64::MAX, None));
-        view.relation = "add_remove".into();
+        view.relation = Relation::AddRemove;
         for n in [0, 1, 10, 11, 1 << 40] {
             assert!(check_count(&view, n).is_ok(), "n = {n}");
         }

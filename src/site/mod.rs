@@ -11,6 +11,10 @@
 //! contribution, contribute each round, answer unmask requests, and stop when the study is
 //! over. Raw data and unmasked values never leave the process and are never printed.
 //!
+//! The steps live in `run.rs` (the whole client and its safety rules), `prepare.rs` (read and
+//! check the study, load the data, join), `ledger.rs` (the local budget and the one charge),
+//! `power.rs` (the `federated_power` rounds) and `cape.rs` (the CAPE releases).
+//!
 //! Progress goes to stderr, one line per step, each starting `privpca site: `:
 //! `joined as site i of S ...`, `waiting for enrolment ...`, `roster hash ...`, `keys shared ...`,
 //! `charged ...`, `round r/L contributed ...`, `unmask r sent ...`, `finished: ...`, and
@@ -26,6 +30,9 @@ mod args;
 mod cape;
 mod data;
 mod http;
+mod ledger;
+mod power;
+mod prepare;
 mod roster;
 mod run;
 

@@ -261,7 +261,7 @@ mod tests {
             n_sites: 3,
             threshold: 2,
             n_features: 4,
-            relation: "replace_one".into(),
+            relation: crate::dataset::Relation::ReplaceOne,
             row_norm_bound: 1.0,
             row_l1_bound: 2.0,
             config: serde_json::json!({"k": 1, "p": 2, "multiplier": 3.5}),
@@ -269,8 +269,8 @@ mod tests {
             cost_delta: 0.0,
             fraction_bits: 36,
             max_site_samples: 1000,
-            status: "running".into(),
-            site_status: "joined".into(),
+            status: crate::store::StudyStatus::Running,
+            site_status: crate::store::SiteStatus::Joined,
         }
     }
 
@@ -294,7 +294,7 @@ mod tests {
         let mut other = view();
         other.site_name = "c".into();
         other.site_index = 3;
-        other.status = "enrolling".into();
+        other.status = crate::store::StudyStatus::Enrolling;
         other.config = serde_json::json!({"multiplier": 3.5, "p": 2, "k": 1});
         let mut reversed = roster();
         reversed.reverse();

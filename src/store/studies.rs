@@ -4,7 +4,7 @@
 //! site-facing reads go through the site token.
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row};
 use uuid::Uuid;
@@ -21,7 +21,7 @@ use crate::privacy::units::{DeltaUnits, RhoUnits};
 pub const SITE_TOKEN_PREFIX: &str = "pps_";
 
 /// Lifecycle of a study. `Succeeded`, `Failed` and `Cancelled` are terminal.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StudyStatus {
     Enrolling,
@@ -61,7 +61,7 @@ impl StudyStatus {
 }
 
 /// Where one site stands in its study.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SiteStatus {
     Invited,

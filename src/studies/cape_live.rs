@@ -9,14 +9,17 @@ use std::time::Instant;
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 
-use super::live::{Effect, Live, LiveError, Stage, report_value};
-use crate::algorithms::Output;
-use crate::algorithms::cape_agn::{self, CapeAgnConfig, Whitening};
+use super::algorithm::{PlanError, StudyPlan, StudyTerms, parse_params};
+use super::live::{Effect, Live, LiveError, Protocol, Stage, report_value};
+use crate::algorithms::cape_agn::{self, CapeAgnConfig, CapeAgnParams, Whitening};
+use crate::algorithms::cape_pca::{self, CapePcaParams};
 use crate::algorithms::tensor_power::{self, PowerSettings};
+use crate::algorithms::{ConfigError, Output};
 use crate::federation::cape::{self, CapeNoise, CapeReport, StageTerms};
 use crate::federation::crypto::Seed;
 use crate::federation::messages::{CapePeer, SiteTask};
 use crate::federation::wire;
+use crate::store::StudyStatus;
 
 /// Which CAPE algorithm a study runs.
 #[derive(Debug, Clone, PartialEq)]
@@ -53,6 +56,60 @@ impl CapePlan {
         }
         .noise()
     }
+}
+
+/// Plans a `cape_pca` study: one stage, Δ of the packed Gram matrix.
+pub(super) fn plan_pca(params: serde_json::Value, terms: &StudyTerms<'_>) -> Result<StudyPlan, PlanError> {
+    let parsed: CapePcaParams = parse_params(params)?;
+    let config = cape_pca::configure_for(
+        parsed.k,
+        parsed.pair_ratio,
+        terms.context,
+        terms.target,
+        terms.sites,
+        "sites",
+    )?;
+    let rho = config.noise.cost();
+    let plan = CapePlan {
+        kind: CapeKind::Pca { k: config.k },
+        pair_ratio: config.pair_ratio,
+        stages: vec![config.noise.sensitivity],
+        rho,
+    };
+    Ok(StudyPlan {
+        config: serde_json::to_value(&config)?,
+        protocol: Protocol::Cape(plan),
+        rounds: 1,
+        rho,
+    })
+}
+
+/// Plans a `cape_agn` study: two stages (second, then whitened third moments). The number of
+/// sites is the study's, so a complaint about it names the study's `sites`.
+pub(super) fn plan_agn(params: serde_json::Value, terms: &StudyTerms<'_>) -> Result<StudyPlan, PlanError> {
+    let mut parsed: CapeAgnParams = parse_params(params)?;
+    parsed.sites = Some(terms.sites);
+    let pair_ratio = parsed.pair_ratio.unwrap_or(cape::DEFAULT_PAIR_RATIO);
+    let config = cape_agn::configure(parsed, terms.context, terms.target).map_err(|e| match e {
+        ConfigError::Invalid { field, message } if field == "params.sites" => ConfigError::Invalid {
+            field: "sites".into(),
+            message,
+        },
+        other => other,
+    })?;
+    let rho = config.stage1.cost() + config.stage2.cost();
+    let plan = CapePlan {
+        kind: CapeKind::Agn(Box::new(config.clone())),
+        pair_ratio,
+        stages: vec![config.stage1.sensitivity, config.stage2.sensitivity],
+        rho,
+    };
+    Ok(StudyPlan {
+        config: serde_json::to_value(&config)?,
+        protocol: Protocol::Cape(plan),
+        rounds: 2,
+        rho,
+    })
 }
 
 /// A CAPE study after its roster is fixed.
@@ -296,7 +353,7 @@ impl Live {
         match outcome {
             Ok(Some((output, report))) => {
                 self.stage = Stage::Finished {
-                    status: "succeeded",
+                    status: StudyStatus::Succeeded,
                     reason: None,
                 };
                 effects.push(Effect::Succeeded { output, report });

@@ -16,6 +16,7 @@ use crate::federation::power::{FederationReport, PowerState};
 use crate::federation::rounds::{Phase, Rounds};
 use crate::federation::secagg::Aggregator;
 use crate::federation::wire;
+use crate::store::StudyStatus;
 
 /// What the hub must write to the store after a transition.
 #[derive(Debug)]
@@ -109,7 +110,7 @@ pub(super) enum Stage {
     Running(Box<Running>),
     Cape(Box<super::cape_live::CapeRunning>),
     Finished {
-        status: &'static str,
+        status: StudyStatus,
         reason: Option<String>,
     },
 }
@@ -186,7 +187,7 @@ impl Live {
     pub fn cancel(&mut self) {
         if !self.is_finished() {
             self.stage = Stage::Finished {
-                status: "cancelled",
+                status: StudyStatus::Cancelled,
                 reason: Some("the study was cancelled by its owner".into()),
             };
         }
@@ -341,13 +342,13 @@ impl Live {
     pub fn task(&self, site: u32) -> SiteTask {
         if let Some(reason) = self.out.get(&site) {
             return SiteTask::Finished {
-                status: self.status().to_string(),
+                status: self.status(),
                 reason: Some(reason.clone()),
             };
         }
         match &self.stage {
             Stage::Finished { status, reason } => SiteTask::Finished {
-                status: (*status).to_string(),
+                status: *status,
                 reason: reason.clone(),
             },
             Stage::Enrolling => self.wait(),
@@ -394,15 +395,15 @@ impl Live {
 
     pub(super) fn wait(&self) -> SiteTask {
         SiteTask::Wait {
-            status: self.status().to_string(),
+            status: self.status(),
         }
     }
 
-    fn status(&self) -> &'static str {
+    fn status(&self) -> StudyStatus {
         match &self.stage {
-            Stage::Enrolling => "enrolling",
-            Stage::Sharing(_) | Stage::Running(_) | Stage::Cape(_) => "running",
-            Stage::Finished { status, .. } => status,
+            Stage::Enrolling => StudyStatus::Enrolling,
+            Stage::Sharing(_) | Stage::Running(_) | Stage::Cape(_) => StudyStatus::Running,
+            Stage::Finished { status, .. } => *status,
         }
     }
 
@@ -413,7 +414,7 @@ impl Live {
         effects: &mut Vec<Effect>,
     ) {
         self.stage = Stage::Finished {
-            status: "failed",
+            status: StudyStatus::Failed,
             reason: Some(reason.clone()),
         };
         effects.push(Effect::Failed { reason, report });
@@ -670,7 +671,7 @@ impl Live {
                 match output {
                     Some(Ok(output)) => {
                         self.stage = Stage::Finished {
-                            status: "succeeded",
+                            status: StudyStatus::Succeeded,
                             reason: None,
                         };
                         effects.push(Effect::Succeeded { output, report });

@@ -3,6 +3,7 @@
 //! needs (docs/design/federation.md). Site handlers call in here; long-polls wait on a
 //! per-study change signal.
 
+pub mod algorithm;
 pub mod cape_live;
 pub mod live;
 

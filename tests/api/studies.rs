@@ -137,7 +137,7 @@ impl TestSite {
             } => {
                 if self.dies_at.is_some_and(|r| round >= r) {
                     return Some(SiteTask::Wait {
-                        status: "dead".into(),
+                        status: privpca::store::StudyStatus::Running,
                     });
                 }
                 if round == 1 {
@@ -262,7 +262,7 @@ async fn a_study_runs_end_to_end_and_reports_survivors() {
     let finals = run_sites(&app, &mut sites).await;
     for task in finals.values() {
         assert!(
-            matches!(task, SiteTask::Finished { status, .. } if status == "succeeded"),
+            matches!(task, SiteTask::Finished { status, .. } if *status == privpca::store::StudyStatus::Succeeded),
             "{task:?}"
         );
     }
@@ -488,7 +488,7 @@ async fn bad_site_messages_are_refused_and_change_nothing() {
     assert!(
         finals
             .values()
-            .all(|t| matches!(t, SiteTask::Finished { status, .. } if status == "succeeded"))
+            .all(|t| matches!(t, SiteTask::Finished { status, .. } if *status == privpca::store::StudyStatus::Succeeded))
     );
 }
 
@@ -619,6 +619,6 @@ async fn retried_site_messages_are_already_received() {
     assert!(
         finals
             .values()
-            .all(|t| matches!(t, SiteTask::Finished { status, .. } if status == "succeeded"))
+            .all(|t| matches!(t, SiteTask::Finished { status, .. } if *status == privpca::store::StudyStatus::Succeeded))
     );
 }

@@ -1,0 +1,152 @@
+//! The site's local ledger (docs/design/federation.md "Site client"): the budget stated on the
+//! command line, the check that a study fits it before anything is sent, and the one charge
+//! per study, made before the first noisy value is drawn.
+
+use super::args::SiteArgs;
+use super::data::Records;
+use super::prepare::{Prepared, relation};
+use super::{Failure, progress};
+use crate::federation::messages::SiteStudyView;
+use crate::privacy::units::{checked_delta_budget_units, checked_rho_budget_units};
+use crate::store::{ChargeOutcome, DELTA_UNITS_PER_ONE, LocalBudget, LocalDataset, RHO_UNITS_PER_ONE, Store};
+
+/// ρ and δ in ledger units, for the operator.
+pub(super) fn amounts(rho_units: i64, delta_units: i64) -> String {
+    format!(
+        "rho = {}, delta = {}",
+        rho_units as f64 / RHO_UNITS_PER_ONE,
+        delta_units as f64 / DELTA_UNITS_PER_ONE
+    )
+}
+
+/// The study's cost in ledger units (charges round up).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Cost {
+    pub(super) rho_units: i64,
+    pub(super) delta_units: i64,
+}
+
+/// The budget stated on the command line, in ledger units (budgets round down).
+pub(super) fn stated_budget(args: &SiteArgs) -> Result<(i64, i64), Failure> {
+    let rho = checked_rho_budget_units(args.budget_rho)
+        .ok()
+        .filter(|units| *units > 0)
+        .ok_or_else(|| {
+            Failure::Refused(format!(
+                "--budget-rho must be > 0 and at most 1e6; got {}",
+                args.budget_rho
+            ))
+        })?;
+    let delta = checked_delta_budget_units(args.budget_delta).map_err(|_| {
+        Failure::Refused(format!(
+            "--budget-delta must lie in [0, 1); got {}",
+            args.budget_delta
+        ))
+    })?;
+    Ok((rho, delta))
+}
+
+/// Opens the ledger, creates or checks its budget, and checks that the study fits it.
+pub(super) async fn check_ledger(
+    args: &SiteArgs,
+    view: &SiteStudyView,
+    records: &Records,
+    cost: Cost,
+) -> Result<(Store, LocalBudget), Failure> {
+    let path = args.ledger.display();
+    let (budget_rho, budget_delta) = stated_budget(args)?;
+    let store = Store::open_ledger(&args.ledger)
+        .await
+        .map_err(|e| Failure::Refused(format!("cannot open the ledger {path}: {e}")))?;
+    let name = args.data.file_name().map_or_else(
+        || args.data.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let data = LocalDataset {
+        name,
+        relation: relation(view)?,
+        row_norm_bound: view.row_norm_bound,
+        row_l1_bound: Some(view.row_l1_bound),
+        n: records.n as u64,
+        d: records.d as u64,
+    };
+    let budget = match store.ensure_local_budget(budget_rho, budget_delta, &data).await {
+        Ok(budget) => budget,
+        Err(e) => {
+            store.close().await;
+            return Err(Failure::Refused(format!("ledger {path}: {e}")));
+        }
+    };
+    let refusal = match store.study_charged(budget.dataset, view.study_id).await {
+        Err(e) => Some(format!("ledger {path}: {e}")),
+        Ok(true) => Some(format!(
+            "ledger {path} was already charged for study {}: the data it protects takes part in a \
+             study once; nothing was sent",
+            view.study_id
+        )),
+        Ok(false) if !budget.fits(cost.rho_units, cost.delta_units) => Some(format!(
+            "the study costs {} but ledger {path} has {} left (of {}); nothing was sent",
+            amounts(cost.rho_units, cost.delta_units),
+            amounts(budget.remaining_rho_units(), budget.remaining_delta_units()),
+            amounts(budget.budget_rho_units, budget.budget_delta_units),
+        )),
+        Ok(false) => None,
+    };
+    if let Some(message) = refusal {
+        store.close().await;
+        return Err(Failure::Refused(message));
+    }
+    progress(&format!(
+        "ledger {path}{}: {} left of {}; this study costs {}",
+        if budget.created { " (created)" } else { "" },
+        amounts(budget.remaining_rho_units(), budget.remaining_delta_units()),
+        amounts(budget.budget_rho_units, budget.budget_delta_units),
+        amounts(cost.rho_units, cost.delta_units),
+    ));
+    Ok((store, budget))
+}
+
+/// Charges the study to the local ledger (once per study), before any noisy value is sent.
+pub(super) async fn charge_ledger(
+    args: &SiteArgs,
+    store: &Store,
+    budget: &LocalBudget,
+    prepared: &Prepared,
+) -> Result<(), Failure> {
+    let view = &prepared.view;
+    let cost = prepared.cost;
+    let path = args.ledger.display();
+    let outcome = store
+        .charge_study(
+            budget.dataset,
+            view.study_id,
+            &view.algorithm,
+            cost.rho_units,
+            cost.delta_units,
+        )
+        .await
+        .map_err(|e| Failure::Refused(format!("ledger {path}: {e}; nothing was sent")))?;
+    match outcome {
+        ChargeOutcome::Charged(after) => {
+            progress(&format!(
+                "charged {} to ledger {path} ({} left)",
+                amounts(cost.rho_units, cost.delta_units),
+                amounts(after.remaining_rho_units(), after.remaining_delta_units())
+            ));
+            Ok(())
+        }
+        ChargeOutcome::AlreadyCharged => Err(Failure::Refused(format!(
+            "ledger {path} was already charged for study {} (by another client?): the data it \
+             protects takes part in a study once; nothing was sent",
+            view.study_id
+        ))),
+        ChargeOutcome::OverBudget {
+            remaining_rho_units,
+            remaining_delta_units,
+        } => Err(Failure::Refused(format!(
+            "the study costs {} but ledger {path} has only {} left now; nothing was sent",
+            amounts(cost.rho_units, cost.delta_units),
+            amounts(remaining_rho_units, remaining_delta_units)
+        ))),
+    }
+}

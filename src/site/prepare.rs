@@ -1,0 +1,286 @@
+//! Everything a site does before it sends anything (docs/design/federation.md "Site client"):
+//! read the study and check that it can be joined, load and clip the data, and then join with
+//! the site's public keys, checking that the study joined is the one described.
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+
+use super::args::{DataFormat, SiteArgs};
+use super::data::{Records, load_records};
+use super::http::{HttpError, SiteClient};
+use super::ledger::{Cost, stated_budget};
+use super::roster::parse_expected;
+use super::{Failure, progress};
+use crate::dataset::Relation;
+use crate::federation::messages::{JoinRequest, SiteStudyView};
+use crate::federation::power::SiteComputation;
+use crate::privacy::units::{checked_delta_units, checked_rho_units};
+use crate::store::{SiteStatus, StudyStatus};
+
+/// Whether the study can be joined by this site now.
+fn check_study(view: &SiteStudyView) -> Result<(), Failure> {
+    match view.status {
+        StudyStatus::Enrolling => {}
+        StudyStatus::Failed | StudyStatus::Cancelled => {
+            return Err(Failure::Study(format!(
+                "the study is {}; nothing was sent",
+                view.status.as_str()
+            )));
+        }
+        other => {
+            return Err(Failure::Refused(format!(
+                "the study is {}: it no longer takes sites in; nothing was sent",
+                other.as_str()
+            )));
+        }
+    }
+    if view.site_status != SiteStatus::Invited {
+        return Err(Failure::Refused(format!(
+            "this site's status is {} (not invited): it already joined, and a client that joined \
+             cannot be restarted (its protocol keys lived in that process); nothing was sent",
+            view.site_status.as_str()
+        )));
+    }
+    Ok(())
+}
+
+pub(super) fn relation(view: &SiteStudyView) -> Result<Relation, Failure> {
+    match view.relation {
+        Relation::ReplaceOne | Relation::AddRemove => Ok(view.relation),
+        other => Err(Failure::Refused(format!(
+            "the study's relation `{}` is not supported",
+            other.as_str()
+        ))),
+    }
+}
+
+fn study_cost(view: &SiteStudyView) -> Result<Cost, Failure> {
+    let bad =
+        |what: &str, value: f64| Failure::Protocol(format!("the study's cost {what} = {value} is not valid"));
+    let rho_units = checked_rho_units(view.cost_rho)
+        .ok()
+        .filter(|units| *units > 0)
+        .ok_or_else(|| bad("rho", view.cost_rho))?;
+    let delta_units = checked_delta_units(view.cost_delta).map_err(|_| bad("delta", view.cost_delta))?;
+    Ok(Cost {
+        rho_units,
+        delta_units,
+    })
+}
+
+/// Whether two descriptions of a study agree on everything but the statuses: what the site
+/// joined must be what it checked.
+fn same_terms(joined: &SiteStudyView, checked: &SiteStudyView) -> bool {
+    let joined = SiteStudyView {
+        status: checked.status,
+        site_status: checked.site_status,
+        ..joined.clone()
+    };
+    joined == *checked
+}
+
+/// Everything before joining. Returns the study, the loaded data and the checked ledger.
+pub(super) struct Prepared {
+    pub(super) view: SiteStudyView,
+    /// `federated_power` only; CAPE studies compute their one statistic directly.
+    pub(super) computation: Option<SiteComputation>,
+    pub(super) records: Records,
+    pub(super) cost: Cost,
+    /// `--expect-roster-hash`, parsed.
+    pub(super) expected_roster: Option<[u8; 32]>,
+}
+
+/// Refuses a `federated_power` threshold t ≤ S/2 unless the operator allowed it: a lying
+/// coordinator could then tell two disjoint groups of t sites different survivor sets and
+/// collect both secrets of one site, and against a coalition of the coordinator with the other
+/// sites this site's release carries noise variance (mΔ)²/t only.
+pub(super) fn check_threshold(threshold: u32, sites: u32, allow_minority: bool) -> Result<(), Failure> {
+    let majority = u64::from(threshold) * 2 > u64::from(sites);
+    if majority {
+        return Ok(());
+    }
+    if allow_minority {
+        progress(&format!(
+            "warning: threshold {threshold} of {sites} sites is not a majority (allowed by \
+             --allow-minority-threshold)"
+        ));
+        return Ok(());
+    }
+    Err(Failure::Refused(format!(
+        "the study's threshold t = {threshold} is at most half of its {sites} sites: a coordinator that \
+         lies could then recover this site's masked values, and a coalition of the coordinator with the \
+         other sites would see them with noise variance (mΔ)²/t only; pass --allow-minority-threshold to \
+         take part anyway; nothing was sent"
+    )))
+}
+
+pub(super) async fn prepare(args: &SiteArgs, client: &SiteClient) -> Result<Prepared, Failure> {
+    let format = DataFormat::resolve(args.format, &args.data).map_err(Failure::Refused)?;
+    stated_budget(args)?;
+    if !args.data.is_file() {
+        return Err(Failure::Refused(format!(
+            "{} is not a readable file",
+            args.data.display()
+        )));
+    }
+    let view: SiteStudyView = client.get("/v1/site/study", Duration::ZERO).await?;
+    progress(&format!(
+        "study {:?} ({}): {}, {} sites, threshold {}, {} features, {}; status {}, this site ({:?}, index {}) {}",
+        view.study_name,
+        view.study_id,
+        view.algorithm,
+        view.n_sites,
+        view.threshold,
+        view.n_features,
+        view.relation.as_str(),
+        view.status.as_str(),
+        view.site_name,
+        view.site_index,
+        view.site_status.as_str(),
+    ));
+    check_study(&view)?;
+    let expected_roster = args
+        .expect_roster_hash
+        .as_deref()
+        .map(parse_expected)
+        .transpose()
+        .map_err(Failure::Refused)?;
+    let computation = match view.algorithm.as_str() {
+        "federated_power" => {
+            check_threshold(view.threshold, view.n_sites, args.allow_minority_threshold)?;
+            Some(SiteComputation::from_view(&view).map_err(Failure::Refused)?)
+        }
+        "cape_pca" | "cape_agn" => None,
+        other => {
+            return Err(Failure::Refused(format!(
+                "this client does not know the study algorithm `{other}`; nothing was sent"
+            )));
+        }
+    };
+    let cost = study_cost(&view)?;
+    let relation = relation(&view)?;
+    // Under add_remove a federated_power site's n is private: no limit on it may change what
+    // the site does (its products are clamped instead), and no records is a valid shard. CAPE
+    // needs no cap on n (nothing is fixed-point), and refusing over one would tell the
+    // coordinator a bit of a private n (docs/design/cape.md).
+    let private_n = computation.is_some() && relation == Relation::AddRemove;
+    let (max_records, empty_d) = match &computation {
+        Some(_) if private_n => (u64::MAX, Some(view.n_features)),
+        Some(_) => (view.max_site_samples, None),
+        None => super::cape::record_rules(&view),
+    };
+    let records = load_records(
+        &args.data,
+        format.ingest_format(),
+        view.row_norm_bound,
+        view.row_l1_bound,
+        max_records,
+        empty_d,
+    )
+    .map_err(Failure::Refused)?;
+    if private_n && records.n as u64 > view.max_site_samples {
+        progress(&format!(
+            "warning: the data holds more records than the study's max_site_samples = {}; this site's \
+             products are clamped to the study's bound, which may bias its contribution (shown here only)",
+            view.max_site_samples
+        ));
+    }
+    let checked = match &computation {
+        Some(computation) => computation.check_data(records.n, records.d),
+        None if records.d != view.n_features => Err(format!(
+            "the data has {} features; the study has {}",
+            records.d, view.n_features
+        )),
+        None => super::cape::check_count(&view, records.n),
+    };
+    checked.map_err(|e| Failure::Refused(format!("{}: {e}", args.data.display())))?;
+    progress(&format!(
+        "loaded {} records of {} features from {}, clipped to L2 norm {} and L1 norm {}",
+        records.n,
+        records.d,
+        args.data.display(),
+        view.row_norm_bound,
+        view.row_l1_bound
+    ));
+    Ok(Prepared {
+        view,
+        computation,
+        records,
+        cost,
+        expected_roster,
+    })
+}
+
+/// Joins the study with this site's public keys.
+pub(super) async fn join(
+    client: &SiteClient,
+    view: &SiteStudyView,
+    n: usize,
+    encryption_public_key: Option<String>,
+    mask_public_keys: Vec<String>,
+) -> Result<(), Failure> {
+    let request = JoinRequest {
+        // n is public under replace_one only.
+        n_samples: (relation(view)? == Relation::ReplaceOne).then_some(n as u64),
+        encryption_public_key,
+        mask_public_keys,
+    };
+    let joined: SiteStudyView = match client.post_for("/v1/site/join", &request).await {
+        Ok(joined) => joined,
+        Err((
+            HttpError::Protocol {
+                status: Some(StatusCode::CONFLICT),
+                message,
+                ..
+            },
+            true,
+        )) => {
+            // The join was sent more than once: the conflict may answer our own first attempt.
+            let now: SiteStudyView = client.get("/v1/site/study", Duration::ZERO).await?;
+            if now.site_status == SiteStatus::Invited {
+                return Err(Failure::Protocol(format!(
+                    "the server refused the join: {message}"
+                )));
+            }
+            progress(&format!(
+                "the join was sent twice (network); the server has this site as {}",
+                now.site_status.as_str()
+            ));
+            now
+        }
+        Err((e, _)) => return Err(Failure::Protocol(format!("the server refused the join: {e}"))),
+    };
+    if !same_terms(&joined, view) {
+        return Err(Failure::Protocol(
+            "the study the server joined this site to differs from the one it described before".to_owned(),
+        ));
+    }
+    progress(&format!(
+        "joined as site {} of {} (threshold {})",
+        view.site_index, view.n_sites, view.threshold
+    ));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 22: a minority threshold is refused unless the operator allows it.
+    #[test]
+    fn a_minority_threshold_needs_the_operators_consent() {
+        for (t, s) in [(2, 4), (1, 2), (3, 6), (2, 64)] {
+            let refused = check_threshold(t, s, false).expect_err("t ≤ S/2");
+            assert_eq!(refused.code(), 2);
+            assert!(
+                refused.to_string().contains("--allow-minority-threshold"),
+                "{refused}"
+            );
+            assert!(check_threshold(t, s, true).is_ok());
+        }
+        for (t, s) in [(2, 3), (3, 4), (2, 2), (43, 64)] {
+            assert!(check_threshold(t, s, false).is_ok(), "t = {t}, S = {s}");
+        }
+    }
+}
