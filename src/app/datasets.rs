@@ -11,8 +11,8 @@ pub use upload::{UploadRequest, upload};
 
 use crate::app::error::AppError;
 use crate::dataset::{Kind, Relation};
-use crate::state::AppState;
 use crate::privacy::units::{DeltaUnits, RhoUnits};
+use crate::state::AppState;
 use crate::store::{DatasetRecord, JobStatus, LedgerEntry, NewDataset};
 
 /// A dataset as its owner describes it, before the checks of [`create`].

@@ -8,7 +8,6 @@ use super::error::{AppError, ErrorKind};
 use crate::algorithms::federated_power::DEFAULT_MAX_SITE_SAMPLES;
 use crate::dataset::Relation;
 use crate::federation::messages::{JoinRequest, SiteStudyView, SiteTask};
-use crate::privacy::units::{DELTA_UNIT, RHO_UNIT, from_units};
 use crate::state::AppState;
 use crate::store::{SiteStatus, StudyRecord, StudySiteRecord, StudyStatus};
 use crate::studies::HubError;
@@ -68,8 +67,8 @@ pub fn view(study: &StudyRecord, site: &StudySiteRecord) -> SiteStudyView {
         fraction_bits,
         max_site_samples,
         config: study.config.clone(),
-        cost_rho: from_units(study.cost_rho_units, RHO_UNIT),
-        cost_delta: from_units(study.cost_delta_units, DELTA_UNIT),
+        cost_rho: study.cost_rho_units.to_real(),
+        cost_delta: study.cost_delta_units.to_real(),
         status: study.status,
         site_status: site.status,
     }

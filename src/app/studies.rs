@@ -11,7 +11,7 @@ use crate::algorithms::federated_power::{MAX_SITES, default_threshold, study_con
 use crate::dataset::{Neighbours, Relation};
 use crate::privacy::PrivacyTarget;
 use crate::privacy::admission::Spending;
-use crate::privacy::units::{MAX_RHO, RHO_UNIT, budget_units, from_units};
+use crate::privacy::units::{DeltaUnits, MAX_RHO, RhoUnits};
 use crate::state::AppState;
 use crate::store::{
     NewStudy, NewStudySite, StudyCancel, StudyRecord, StudyResult, StudySiteRecord, StudyStatus,
@@ -86,8 +86,8 @@ struct Resolved {
     protocol: Protocol,
     rounds: u32,
     threshold: u32,
-    rho_units: i64,
-    delta_units: i64,
+    rho_units: RhoUnits,
+    delta_units: DeltaUnits,
     join_timeout: u64,
     round_timeout: u64,
 }
@@ -268,7 +268,7 @@ fn resolve(
         .check()
         .map_err(|e| AppError::validation("privacy", e.to_string()))?;
     let units = Spending::of_cost(&cost);
-    let plan = plan.at_ledger_rho(from_units(units.rho_units, RHO_UNIT));
+    let plan = plan.at_ledger_rho(units.rho_units.to_real());
     let (join_timeout, round_timeout) = timeouts(request)?;
     Ok(Resolved {
         config: plan.config,
@@ -283,10 +283,10 @@ fn resolve(
 }
 
 /// Refuses a study that costs more than a site's coordinator-side budget.
-fn check_site_budgets(state: &AppState, request: &StudyRequest, rho_units: i64) -> Result<(), AppError> {
+fn check_site_budgets(state: &AppState, request: &StudyRequest, rho_units: RhoUnits) -> Result<(), AppError> {
     for (i, site) in request.sites.iter().enumerate() {
         if let Some(budget) = site.budget_rho
-            && rho_units > budget_units(budget, RHO_UNIT)
+            && rho_units > RhoUnits::budget(budget)
         {
             state
                 .metrics
@@ -296,7 +296,7 @@ fn check_site_budgets(state: &AppState, request: &StudyRequest, rho_units: i64) 
                 format!(
                     "site `{}` has a budget of ρ = {budget:e}; this study costs ρ = {:e}",
                     site.name,
-                    from_units(rho_units, RHO_UNIT)
+                    rho_units.to_real()
                 ),
             )
             .with_field(format!("sites[{i}].budget_rho")));
@@ -327,7 +327,7 @@ fn new_study(request: StudyRequest, privacy: serde_json::Value, resolved: &Resol
             .iter()
             .map(|s| NewStudySite {
                 name: s.name.trim().to_string(),
-                budget_rho_units: s.budget_rho.map(|b| budget_units(b, RHO_UNIT)),
+                budget_rho_units: s.budget_rho.map(RhoUnits::budget),
             })
             .collect(),
     }

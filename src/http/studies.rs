@@ -16,7 +16,6 @@ use super::privacy_input::{DEFAULT_DISPLAY_DELTA, PrivacyAmount, PrivacyInput};
 use super::rate_limit::{Limited, Submissions};
 use crate::app::studies::{self as app, SiteRequest, StudyOutcome, StudyPrivacy, StudyRequest};
 use crate::dataset::Relation;
-use crate::privacy::units::{DELTA_UNIT, RHO_UNIT, from_units};
 use crate::state::AppState;
 use crate::store::{SiteStatus, StudyRecord, StudySiteRecord, StudyStatus};
 
@@ -174,8 +173,8 @@ fn site_view(site: &StudySiteRecord, shown: f64) -> StudySiteView {
         n_samples: site.n_samples,
         charged: site.charged_at.map(|_| {
             PrivacyAmount::new(
-                from_units(site.charged_rho_units, RHO_UNIT),
-                from_units(site.charged_delta_units, DELTA_UNIT),
+                site.charged_rho_units.to_real(),
+                site.charged_delta_units.to_real(),
                 shown,
             )
         }),
@@ -218,8 +217,8 @@ fn study_view(study: &StudyRecord, sites: &[StudySiteRecord]) -> StudyView {
         config: study.config.clone(),
         privacy: study.privacy.clone(),
         cost: PrivacyAmount::new(
-            from_units(study.cost_rho_units, RHO_UNIT),
-            from_units(study.cost_delta_units, DELTA_UNIT),
+            study.cost_rho_units.to_real(),
+            study.cost_delta_units.to_real(),
             shown,
         ),
         join_deadline: study.join_deadline,

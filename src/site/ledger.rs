@@ -7,37 +7,33 @@ use super::data::Records;
 use super::prepare::{Prepared, relation};
 use super::{Failure, progress};
 use crate::federation::messages::SiteStudyView;
-use crate::privacy::units::{checked_delta_budget_units, checked_rho_budget_units};
-use crate::store::{ChargeOutcome, DELTA_UNITS_PER_ONE, LocalBudget, LocalDataset, RHO_UNITS_PER_ONE, Store};
+use crate::privacy::units::{DeltaUnits, RhoUnits};
+use crate::store::{ChargeOutcome, LocalBudget, LocalDataset, Store};
 
 /// ρ and δ in ledger units, for the operator.
-pub(super) fn amounts(rho_units: i64, delta_units: i64) -> String {
-    format!(
-        "rho = {}, delta = {}",
-        rho_units as f64 / RHO_UNITS_PER_ONE,
-        delta_units as f64 / DELTA_UNITS_PER_ONE
-    )
+pub(super) fn amounts(rho_units: RhoUnits, delta_units: DeltaUnits) -> String {
+    format!("rho = {}, delta = {}", rho_units.to_real(), delta_units.to_real())
 }
 
 /// The study's cost in ledger units (charges round up).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Cost {
-    pub(super) rho_units: i64,
-    pub(super) delta_units: i64,
+    pub(super) rho_units: RhoUnits,
+    pub(super) delta_units: DeltaUnits,
 }
 
 /// The budget stated on the command line, in ledger units (budgets round down).
-pub(super) fn stated_budget(args: &SiteArgs) -> Result<(i64, i64), Failure> {
-    let rho = checked_rho_budget_units(args.budget_rho)
+pub(super) fn stated_budget(args: &SiteArgs) -> Result<(RhoUnits, DeltaUnits), Failure> {
+    let rho = RhoUnits::checked_budget(args.budget_rho)
         .ok()
-        .filter(|units| *units > 0)
+        .filter(|units| units.0 > 0)
         .ok_or_else(|| {
             Failure::Refused(format!(
                 "--budget-rho must be > 0 and at most 1e6; got {}",
                 args.budget_rho
             ))
         })?;
-    let delta = checked_delta_budget_units(args.budget_delta).map_err(|_| {
+    let delta = DeltaUnits::checked_budget(args.budget_delta).map_err(|_| {
         Failure::Refused(format!(
             "--budget-delta must lie in [0, 1); got {}",
             args.budget_delta

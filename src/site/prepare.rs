@@ -15,7 +15,7 @@ use super::{Failure, progress};
 use crate::dataset::Relation;
 use crate::federation::messages::{JoinRequest, SiteStudyView};
 use crate::federation::power::SiteComputation;
-use crate::privacy::units::{checked_delta_units, checked_rho_units};
+use crate::privacy::units::{DeltaUnits, RhoUnits};
 use crate::store::{SiteStatus, StudyStatus};
 
 /// Whether the study can be joined by this site now.
@@ -58,11 +58,12 @@ pub(super) fn relation(view: &SiteStudyView) -> Result<Relation, Failure> {
 fn study_cost(view: &SiteStudyView) -> Result<Cost, Failure> {
     let bad =
         |what: &str, value: f64| Failure::Protocol(format!("the study's cost {what} = {value} is not valid"));
-    let rho_units = checked_rho_units(view.cost_rho)
+    let rho_units = RhoUnits::checked_charge(view.cost_rho)
         .ok()
-        .filter(|units| *units > 0)
+        .filter(|units| units.0 > 0)
         .ok_or_else(|| bad("rho", view.cost_rho))?;
-    let delta_units = checked_delta_units(view.cost_delta).map_err(|_| bad("delta", view.cost_delta))?;
+    let delta_units =
+        DeltaUnits::checked_charge(view.cost_delta).map_err(|_| bad("delta", view.cost_delta))?;
     Ok(Cost {
         rho_units,
         delta_units,
