@@ -77,7 +77,9 @@ use serde_json::json;
 use super::noisy_power::{check_k, target_rho};
 use super::sensitivity::check_bounds;
 use super::tensor_power::{self, Eigenpair, PowerSettings, packed_index, packed_len};
-use super::{Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError};
+use super::{
+    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError, StudyKind,
+};
 use crate::dataset::{DataContext, Kind, Neighbours, Relation};
 use crate::federation::cape::{
     self, CapeLattice, CapeNoise, CapeReport, DEFAULT_PAIR_RATIO, fresh_seed, pack_upper, site_release,
@@ -987,6 +989,8 @@ impl Algorithm for CapeAgn {
             privacy: "ρ-zCDP charged to every site: two CAPE releases (second moments, third moments) at ρ/2 each, calibrated against the aggregator's joint view of all messages; Δ from the model (Imtiaz & Sarwate App. C in sum form).",
             public_only: false,
             scope_reason: Some("cape_agn's models (STM, MOG) describe records"),
+            releases_eigenvalues: false,
+            study: Some(StudyKind::Cape),
         }
     }
 

@@ -4,3 +4,7 @@
 //! use case and render its answer.
 
 pub mod error;
+pub mod jobs;
+pub mod plan;
+pub mod pricing;
+pub mod targets;

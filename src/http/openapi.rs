@@ -206,7 +206,7 @@ pub fn contract(doc: &mut Value) {
         plan["allOf"] = Value::Array(rules);
     }
     if let Some(study) = schemas.get_mut("CreateStudy") {
-        study["allOf"] = params_by_algorithm(&studies::STUDY_ALGORITHMS);
+        study["allOf"] = params_by_algorithm(&crate::algorithms::study_algorithms());
     }
 }
 

@@ -29,8 +29,6 @@ use crate::store::{
 use crate::studies::cape_live::{CapeKind, CapePlan};
 use crate::studies::live::Protocol;
 
-/// Algorithms a study can run.
-pub(crate) const STUDY_ALGORITHMS: [&str; 3] = ["federated_power", "cape_pca", "cape_agn"];
 /// The relations a study (records held at the sites) can have.
 fn study_relation_schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
     super::names::enum_schema(
@@ -308,12 +306,14 @@ fn resolve(body: &CreateStudy, max_d: usize) -> Result<Resolved, ApiError> {
     if name.is_empty() || body.name.chars().count() > 200 {
         return Err(ApiError::validation("name", "must have 1 to 200 characters"));
     }
-    if !STUDY_ALGORITHMS.contains(&body.algorithm.as_str()) {
+    let study_algorithms = crate::algorithms::study_algorithms();
+    if !study_algorithms.contains(&body.algorithm.as_str()) {
         return Err(ApiError::validation(
             "algorithm",
             format!(
-                "unknown study algorithm `{}`; studies run: federated_power, cape_pca, cape_agn",
-                body.algorithm
+                "unknown study algorithm `{}`; studies run: {}",
+                body.algorithm,
+                study_algorithms.join(", ")
             ),
         ));
     }
