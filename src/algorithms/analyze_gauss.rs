@@ -88,6 +88,8 @@ impl Algorithm for AnalyzeGauss {
             privacy: "ρ-zCDP with ρ = Δ²/(2σ²): one Gaussian mechanism on the upper triangle of A, Δ = β² (add_remove), √2·β² (replace_one) or u (matrix).",
             public_only: false,
             scope_reason: None,
+            releases_eigenvalues: true,
+            study: None,
         }
     }
 

@@ -92,7 +92,9 @@ use super::cape_pca::simulated_split;
 use super::noisy_power::{check_k, target_rho};
 use super::sensitivity::check_bounds;
 use super::tensor_power::packed_len;
-use super::{Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError};
+use super::{
+    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError, StudyKind,
+};
 use crate::dataset::{DataContext, Kind, Neighbours, Relation};
 use crate::federation::cape::{CapeNoise, DEFAULT_PAIR_RATIO};
 use crate::linalg::Matrix;
@@ -393,6 +395,8 @@ impl Algorithm for CapeAgn {
             privacy: "ρ-zCDP charged to every site: two CAPE releases (second moments, third moments) at ρ/2 each, calibrated against the aggregator's joint view of all messages; Δ from the model (Imtiaz & Sarwate App. C in sum form).",
             public_only: false,
             scope_reason: Some("cape_agn's models (STM, MOG) describe records"),
+            releases_eigenvalues: false,
+            study: Some(StudyKind::Cape),
         }
     }
 

@@ -27,7 +27,9 @@ use serde::{Deserialize, Serialize};
 use super::analyze_gauss::sensitivity;
 use super::noisy_power::{check_k, target_rho};
 use super::sensitivity::check_bounds;
-use super::{Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError};
+use super::{
+    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError, StudyKind,
+};
 use crate::dataset::{DataContext, Kind, Relation};
 use crate::federation::cape::{self, CapeNoise, CapeReport, DEFAULT_PAIR_RATIO};
 use crate::federation::crypto::Seed;
@@ -245,6 +247,8 @@ impl Algorithm for CapePca {
             privacy: "ρ-zCDP against the aggregator's joint view of every site's message (correlated Gaussian noise, ρ = Δ²/2·(g+v)/(g(Sv+g))), charged to every site; Δ = β² (add_remove) or √2·β² (replace_one). A coalition of the aggregator with all other sites sees one site's Gram matrix with noise variance g only.",
             public_only: false,
             scope_reason: Some("cape_pca runs on records (the sites' rows)"),
+            releases_eigenvalues: true,
+            study: Some(StudyKind::Cape),
         }
     }
 

@@ -424,6 +424,8 @@ impl Algorithm for CoherentPower {
             privacy: "ρ-zCDP with ρ = k·(m·T/(2s²) + ε''²/2): per component, m·T Gaussian rounds (the Gaussian part) of sensitivity u·sqrt(C/d) for matrices and min(β², u_eff·sqrt(C/d)) for records (m coherence candidates, 1 without the search), and one Laplace estimate (pure DP) of sensitivity u for matrices, min(β², u_eff) for records.",
             public_only: false,
             scope_reason: None,
+            releases_eigenvalues: true,
+            study: None,
         }
     }
 

@@ -285,6 +285,8 @@ impl Algorithm for DpOja {
             scope_reason: Some(
                 "records under replace_one only: each record feeds exactly one update and the job is DP by parallel composition over disjoint updates; adding or removing a record shifts every later update, and matrix datasets have no per-record terms x xᵀ.",
             ),
+            releases_eigenvalues: false,
+            study: None,
         }
     }
 

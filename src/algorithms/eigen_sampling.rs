@@ -202,6 +202,8 @@ impl Algorithm for EigenSampling {
             scope_reason: Some(
                 "records only: the Laplace eigenvalues and the exponential mechanism's score uᵀCu are calibrated to one clipped row's xxᵀ (Amin et al. 2019); the paper and the spec give no matrix calibration.",
             ),
+            releases_eigenvalues: true,
+            study: None,
         }
     }
 

@@ -1,7 +1,7 @@
 //! Generic job option `with_eigenvalues` (docs/design/privacy.md §3): private eigenvalue estimates for the
 //! k output directions, implemented once for every algorithm in [`super::registry()`].
 //!
-//! - Algorithms in [`RELEASES_EIGENVALUES`] already return estimates that are post-processing
+//! - Algorithms whose catalog entry says `releases_eigenvalues` already return estimates that are post-processing
 //!   of their own DP releases (singular values of the last noisy iterate, noisy eigenvalues of
 //!   the noisy covariance, Laplace eigenvalues, exact values on public data); they cost nothing
 //!   more.
@@ -32,21 +32,10 @@ pub const DEFAULT_EIGENVALUE_SHARE: f64 = 0.1;
 /// Audit label of the Rayleigh-quotient noise.
 pub const RELEASE: &str = "eigenvalue";
 
-/// The algorithms whose `Output` already carries eigenvalue estimates that are post-processing
-/// of their DP releases (checked against reality by a unit test that runs every algorithm).
-pub const RELEASES_EIGENVALUES: &[&str] = &[
-    "noisy_power",
-    "federated_power",
-    "cape_pca",
-    "analyze_gauss",
-    "coherent_power",
-    "eigen_sampling",
-    "exact",
-];
-
-/// Whether `algorithm` returns eigenvalue estimates at no extra cost.
+/// Whether `algorithm` returns eigenvalue estimates at no extra cost (its catalog entry's
+/// `releases_eigenvalues`).
 pub fn releases_eigenvalues(algorithm: &str) -> bool {
-    RELEASES_EIGENVALUES.contains(&algorithm)
+    super::find(algorithm).is_some_and(|a| a.info().releases_eigenvalues)
 }
 
 /// The extra release, fixed at submission and stored in the job's configuration.

@@ -249,7 +249,7 @@ fn charged_eigenvalues_on_a_matrix_use_the_entry_bound() {
     assert_eq!(values.len(), 2);
 }
 
-/// [`RELEASES_EIGENVALUES`] matches what every registered algorithm actually returns.
+/// Each catalog entry's `releases_eigenvalues` matches what the algorithm actually returns.
 #[test]
 fn the_list_of_free_eigenvalues_matches_reality() {
     let (d, n) = (4, 3000);
@@ -286,7 +286,7 @@ fn the_list_of_free_eigenvalues_matches_reality() {
         assert_eq!(
             out.eigenvalues.is_some(),
             releases_eigenvalues(name),
-            "{name}: update RELEASES_EIGENVALUES"
+            "{name}: update its releases_eigenvalues"
         );
     }
 }

@@ -60,6 +60,8 @@ impl Algorithm for Exact {
             privacy: "Not private: allowed only on datasets marked public; charges nothing.",
             public_only: true,
             scope_reason: None,
+            releases_eigenvalues: true,
+            study: None,
         }
     }
 

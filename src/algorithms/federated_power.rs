@@ -34,7 +34,9 @@ use serde::{Deserialize, Serialize};
 
 use super::noisy_power::{calibrate, check_k, cost_of, target_rho};
 use super::sensitivity::{SensitivityMode, change_l1_bound, check_bounds, hardt_price, rank_one, row_norm};
-use super::{Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError};
+use super::{
+    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError, StudyKind,
+};
 use crate::dataset::{DataContext, Kind, Neighbours, Relation};
 use crate::federation::fixed_point::{self, FixedPoint};
 use crate::linalg::Matrix;
@@ -543,6 +545,8 @@ impl Algorithm for FederatedPower {
             privacy: "ρ-zCDP with ρ = L/(2m²) charged to every site: each site adds N(0, (mΔ)²/t), so any t survivors reach the central noise. The server sees only noisy sums; a coalition of the server with all other sites sees one site's release with noise variance (mΔ)²/t.",
             public_only: false,
             scope_reason: Some("federated_power runs on records (the sites' rows)"),
+            releases_eigenvalues: true,
+            study: Some(StudyKind::Power),
         }
     }
 

@@ -320,6 +320,8 @@ impl Algorithm for GossipPower {
             scope_reason: Some(
                 "each message has one entry per record, so adding or removing a record changes its length; only replace_one records are supported",
             ),
+            releases_eigenvalues: false,
+            study: None,
         }
     }
 

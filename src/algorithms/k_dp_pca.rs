@@ -445,6 +445,8 @@ impl Algorithm for KDpPca {
             scope_reason: Some(
                 "records under replace_one only: one shuffle splits the records into disjoint positional batches, each step is DP on its own batch, and the job is DP by parallel composition; adding or removing a record shifts every later batch, and matrix datasets have no per-record terms x xᵀ.",
             ),
+            releases_eigenvalues: false,
+            study: None,
         }
     }
 

@@ -40,7 +40,7 @@ pub(crate) mod testing;
 use serde::{Serialize, de::DeserializeOwned};
 
 pub use env::{Cancelled, RunEnv};
-pub use registry::{DynAlgorithm, Prepared, find, registry};
+pub use registry::{DynAlgorithm, Prepared, find, registry, study_algorithms};
 
 use crate::dataset::{DataContext, Kind, Relation};
 use crate::linalg::{Matrix, Records};
@@ -143,6 +143,24 @@ pub struct AlgorithmInfo {
     /// Why `kinds` and `relations` leave some datasets out, when they do; quoted when such a
     /// dataset is refused.
     pub scope_reason: Option<&'static str>,
+    /// Its `Output` already carries eigenvalue estimates that are post-processing of its DP
+    /// releases (checked against reality by a unit test that runs every algorithm), so
+    /// `with_eigenvalues` costs nothing extra.
+    #[serde(skip)]
+    pub releases_eigenvalues: bool,
+    /// How it runs across sites as a study, when it does.
+    #[serde(skip)]
+    pub study: Option<StudyKind>,
+}
+
+/// The protocol an algorithm runs by in a multi-site study.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StudyKind {
+    /// Power iterations, each round summed by secure aggregation (`federated_power`).
+    Power,
+    /// CAPE: one or two stages of secure aggregation with correlated noise (`cape_pca`,
+    /// `cape_agn`).
+    Cape,
 }
 
 /// One private PCA algorithm.

@@ -179,6 +179,8 @@ impl Algorithm for NoisyPower {
             privacy: "ρ-zCDP with ρ = L/(2s²): each iteration is a Gaussian mechanism with noise sd s·Δ(X_{l−1}).",
             public_only: false,
             scope_reason: None,
+            releases_eigenvalues: true,
+            study: None,
         }
     }
 

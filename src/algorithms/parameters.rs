@@ -197,7 +197,7 @@ pub fn generic_applies(info: &AlgorithmInfo, own: &Map<String, Value>, name: &st
     if name == "center_share" && !generic_applies(info, own, "center") {
         return false;
     }
-    !(name == "eigenvalue_share" && super::eigenvalues::releases_eigenvalues(info.name))
+    !(name == "eigenvalue_share" && info.releases_eigenvalues)
 }
 
 /// The full published schema of an algorithm's `params`: its own parameters plus the generic

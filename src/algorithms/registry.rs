@@ -101,7 +101,7 @@ impl Options {
                     "must be a number strictly between 0 and 1",
                 ));
             }
-            if with != Some(true) || eigenvalues::releases_eigenvalues(info.name) {
+            if with != Some(true) || info.releases_eigenvalues {
                 return Err(ConfigError::invalid(
                     "params.eigenvalue_share",
                     "applies only with with_eigenvalues = true on an algorithm that does not release eigenvalues itself",
@@ -122,7 +122,7 @@ impl Options {
             Some(ClipRequest::Quantile { quantile, share }) => Some(((quantile, share), false)),
             None => None,
         };
-        let needs_charge = with == Some(true) && !eigenvalues::releases_eigenvalues(info.name);
+        let needs_charge = with == Some(true) && !info.releases_eigenvalues;
         if center.is_none() && !needs_charge && clip.is_none() {
             return Ok((options, *target));
         }
@@ -519,6 +519,16 @@ pub fn registry() -> &'static [&'static dyn DynAlgorithm] {
         &super::cape_agn::CapeAgn,
         &Exact,
     ]
+}
+
+/// The algorithms that run across sites as studies, in catalog order.
+pub fn study_algorithms() -> Vec<&'static str> {
+    registry()
+        .iter()
+        .map(|a| a.info())
+        .filter(|info| info.study.is_some())
+        .map(|info| info.name)
+        .collect()
 }
 
 /// The algorithm called `name`.

@@ -5,5 +5,9 @@
 
 pub mod datasets;
 pub mod error;
+pub mod jobs;
+pub mod plan;
+pub mod pricing;
 pub mod site;
 pub mod studies;
+pub mod targets;

@@ -8,16 +8,13 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::auth::TenantAuth;
-use super::datasets::{DatasetView, display_delta, load_dataset};
+use super::datasets::{DatasetView, display_delta};
 use super::error::{ApiError, Json, ProblemDocument};
-use super::jobs::{job_privacy, resolve};
-use super::privacy_input::{DEFAULT_DISPLAY_DELTA, MAX_DELTA, PrivacyAmount, PrivacyInput};
+use super::privacy_input::{DEFAULT_DISPLAY_DELTA, PrivacyAmount, PrivacyInput};
 use crate::algorithms::{self, DynAlgorithm, NoiseScale};
+use crate::app::plan::{self as use_case, Plan};
 use crate::dataset::{Kind, Relation};
-use crate::privacy::admission::{Spending, admit};
-use crate::privacy::units::{DeltaUnits, RhoUnits};
 use crate::state::AppState;
-use crate::store::DatasetStatus;
 
 /// An algorithm the service offers.
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -179,96 +176,56 @@ pub async fn plan(
     auth: TenantAuth,
     Json(body): Json<PlanRequest>,
 ) -> Result<Json<PlanView>, ApiError> {
-    let dataset = match body.dataset_id {
-        Some(id) => Some(load_dataset(&state, auth.tenant_id, id).await?),
-        None => None,
+    let asked = body.display_delta;
+    let request = use_case::PlanRequest {
+        privacy: body.privacy,
+        dataset_id: body.dataset_id,
+        algorithm: body.algorithm,
+        params: body.params,
+        display_delta: asked,
     };
-    let privacy = match (&body.privacy, &dataset) {
-        (Some(p), _) => p.clone(),
-        (None, Some(d)) => job_privacy(d, None)?,
-        (None, None) => {
-            return Err(ApiError::validation(
-                "privacy",
-                "give the privacy to convert, or the public dataset to plan on",
+    let plan = use_case::plan(&state, auth.tenant_id, request).await?;
+    Ok(Json(PlanView::of(plan, asked)))
+}
+
+impl PlanView {
+    /// The plan shown at the `asked` display δ, else the stated δ, the dataset's display δ or 1e-6.
+    fn of(plan: Plan, asked: Option<f64>) -> Self {
+        let Plan {
+            privacy,
+            target,
+            dataset,
+            job,
+            fits_budget,
+        } = plan;
+        let shown = asked
+            .or(privacy.delta)
+            .or(dataset.as_ref().map(display_delta))
+            .unwrap_or(DEFAULT_DISPLAY_DELTA);
+        let mut view = PlanView {
+            requested: PrivacyAmount::new(target.rho, target.delta.unwrap_or(0.0), shown).gaussian_only(true),
+            conversions: Conversions::of(&target, shown),
+            cost: None,
+            config: None,
+            noise: Vec::new(),
+            fits_budget,
+            remaining: dataset
+                .as_ref()
+                .and_then(|d| DatasetView::from(d).budget)
+                .map(|b| b.remaining),
+            selection: None,
+        };
+        if let Some(job) = job {
+            let priced = job.priced;
+            view.cost = Some(PrivacyAmount::of_charge(
+                priced.charge,
+                shown,
+                privacy.delta.unwrap_or(shown),
             ));
-        }
-    };
-    let target = privacy.parse("privacy")?;
-    if let Some(d) = body.display_delta
-        && !(d > 0.0 && d <= MAX_DELTA)
-    {
-        return Err(ApiError::validation(
-            "display_delta",
-            format!("display_delta must lie in (0, {MAX_DELTA}]"),
-        ));
-    }
-    let shown = body
-        .display_delta
-        .or(privacy.delta)
-        .or(dataset.as_ref().map(display_delta))
-        .unwrap_or(DEFAULT_DISPLAY_DELTA);
-    let mut view = PlanView {
-        requested: PrivacyAmount::new(target.rho, target.delta.unwrap_or(0.0), shown).gaussian_only(true),
-        conversions: Conversions::of(&target, shown),
-        cost: None,
-        config: None,
-        noise: Vec::new(),
-        fits_budget: None,
-        remaining: None,
-        selection: None,
-    };
-    let Some(dataset) = dataset else {
-        if body.algorithm.is_some() {
-            return Err(ApiError::validation(
-                "dataset_id",
-                "pricing an algorithm needs the dataset it would run on",
-            ));
-        }
-        return Ok(Json(view));
-    };
-    view.remaining = DatasetView::from(&dataset).budget.map(|b| b.remaining);
-    let charge = match body.algorithm.as_deref() {
-        Some(name) => {
-            if dataset.status != DatasetStatus::Ready {
-                return Err(ApiError::conflict(
-                    "the dataset's shape is known only once its data is uploaded",
-                ));
-            }
-            let resolved = resolve(name, &dataset, &body.params, Some(&privacy))?;
-            view.selection = resolved.selection;
-            let priced = resolved.priced;
-            let charge = priced.cost;
-            view.cost = Some(
-                PrivacyAmount::new(charge.rho_units.to_real(), charge.delta_units.to_real(), shown)
-                    .gaussian_only(charge.is_gaussian_only())
-                    .achieved(
-                        &crate::privacy::Cost {
-                            rho: charge.rho_units.to_real(),
-                            delta: charge.delta_units.to_real(),
-                            other_rho: charge.other_rho_units.to_real(),
-                        },
-                        privacy.delta.unwrap_or(shown),
-                    ),
-            );
             view.config = Some(priced.prepared.config);
             view.noise = priced.prepared.noise.into_iter().map(NoiseView::from).collect();
-            charge
+            view.selection = job.selection;
         }
-        // Without an algorithm, the requested amount is priced as one Gaussian-only job.
-        None => Spending {
-            rho_units: RhoUnits::charge(target.rho),
-            other_rho_units: RhoUnits::ZERO,
-            delta_units: DeltaUnits::charge(target.delta.unwrap_or(0.0)),
-        },
-    };
-    // The ledger's own admission rule (privacy::admission::admit), without charging.
-    view.fits_budget = Some(if dataset.public {
-        true
-    } else {
-        dataset.status != DatasetStatus::Deleted
-            && dataset
-                .budget()
-                .is_some_and(|budget| admit(&budget, dataset.spent(), charge).is_some())
-    });
-    Ok(Json(view))
+        view
+    }
 }

@@ -10,19 +10,14 @@ use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use super::auth::TenantAuth;
-use super::datasets::load_dataset;
 use super::error::{ApiError, Json, Path, ProblemDocument, ProblemKind, Query};
 use super::privacy_input::{DEFAULT_DISPLAY_DELTA, PrivacyAmount, PrivacyInput};
 use super::rate_limit::{Limited, Submissions};
-use crate::algorithms::{self, ConfigError, DynAlgorithm};
-use crate::context::data_context;
-use crate::metrics::RefusalReason;
+pub(crate) use crate::app::jobs::strip_nulls;
+use crate::app::jobs::{self as use_case, Cancellation, Job, SubmitRequest};
 use crate::privacy::admission::Spending;
-use crate::privacy::target::within;
 use crate::state::AppState;
-use crate::store::{
-    CancelOutcome, DatasetRecord, DatasetStatus, Idempotency, JobRecord, JobStatus, NewJob, SubmitOutcome,
-};
+use crate::store::{Idempotency, JobRecord, JobStatus};
 
 /// Submit a private PCA job.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -102,16 +97,12 @@ pub struct JobView {
     pub result_url: Option<String>,
 }
 
-/// Whether a job's timings may be shown: they grow with the number of records n, so they are
-/// withheld exactly where n is private (`add_remove` datasets; docs/design/privacy.md §3):
-/// `started_at`, `finished_at`, `queued_ms` and `run_ms` are all null there, since any of them
-/// with `created_at` gives the run time. The moment the status changes stays observable to a
-/// client that polls; it is not padded (privacy.md §3 names this limitation).
-pub(crate) fn timings_public(dataset: &DatasetRecord) -> bool {
-    crate::context::n_is_public(dataset)
-}
-
-fn job_view(state: &AppState, job: &JobRecord, timings_public: bool) -> JobView {
+fn job_view(state: &AppState, job: &Job) -> JobView {
+    let Job {
+        record: job,
+        timings_public,
+    } = job;
+    let timings_public = *timings_public;
     let display_delta = job
         .privacy
         .get("delta")
@@ -147,13 +138,7 @@ fn job_view(state: &AppState, job: &JobRecord, timings_public: bool) -> JobView 
         params: job.params.clone(),
         config: job.config.clone(),
         privacy: job.privacy.clone(),
-        cost: PrivacyAmount::new(
-            job.cost.rho_units.to_real(),
-            job.cost.delta_units.to_real(),
-            display_delta,
-        )
-        .gaussian_only(job.cost.is_gaussian_only())
-        .achieved(&charged_cost(job), display_delta),
+        cost: PrivacyAmount::of_charge(charge(job), display_delta, display_delta),
         refunded: job.status == JobStatus::Cancelled && job.started_at.is_none(),
         progress,
         error: job.error.clone(),
@@ -168,88 +153,17 @@ fn job_view(state: &AppState, job: &JobRecord, timings_public: bool) -> JobView 
     }
 }
 
-/// The cost the ledger charged for a job, from its units.
-fn charged_cost(job: &JobRecord) -> crate::privacy::Cost {
-    crate::privacy::Cost {
-        rho: job.cost.rho_units.to_real(),
-        delta: job.cost.delta_units.to_real(),
-        other_rho: job.cost.other_rho_units.to_real(),
+/// What the ledger charged for a job.
+fn charge(job: &JobRecord) -> Spending {
+    Spending {
+        rho_units: job.cost_rho_units,
+        other_rho_units: job.cost_other_rho_units,
+        delta_units: job.cost_delta_units,
     }
 }
 
-fn config_problem(e: ConfigError) -> ApiError {
-    ApiError::from(e)
-}
-
-fn find_algorithm(name: &str) -> Result<&'static dyn DynAlgorithm, ApiError> {
-    algorithms::find(name).ok_or_else(|| {
-        let known: Vec<&str> = algorithms::registry().iter().map(|a| a.info().name).collect();
-        ApiError::validation(
-            "algorithm",
-            format!("unknown algorithm `{name}`; known: auto, {}", known.join(", ")),
-        )
-    })
-}
-
-/// A job priced under the algorithm that will run, and how it was chosen when the client
-/// asked for `auto`.
-pub(crate) struct Resolved {
-    pub name: &'static str,
-    pub priced: Priced,
-    pub selection: Option<serde_json::Value>,
-}
-
-/// Prices `name` on `dataset`; for `auto`, the first candidate of
-/// [`algorithms::auto::candidates`] that accepts the parameters (public facts only), or a 422
-/// naming why each was not eligible.
-pub(crate) fn resolve(
-    name: &str,
-    dataset: &DatasetRecord,
-    params: &serde_json::Value,
-    privacy: Option<&PrivacyInput>,
-) -> Result<Resolved, ApiError> {
-    if name != algorithms::auto::AUTO {
-        let algorithm = find_algorithm(name)?;
-        let priced = price(algorithm, dataset, params.clone(), privacy)?;
-        return Ok(Resolved {
-            name: algorithm.info().name,
-            priced,
-            selection: None,
-        });
-    }
-    // A malformed target is the client's privacy field, not something a candidate refused.
-    if let Some(privacy) = privacy {
-        privacy.parse("privacy")?;
-    }
-    let ctx = data_context(dataset).ok_or_else(|| ApiError::conflict("the dataset has no data yet"))?;
-    let mut refusals = Vec::new();
-    for (candidate, because) in algorithms::auto::candidates(&ctx) {
-        let algorithm = find_algorithm(candidate)?;
-        match price(algorithm, dataset, params.clone(), privacy) {
-            Ok(priced) => {
-                return Ok(Resolved {
-                    name: algorithm.info().name,
-                    priced,
-                    selection: Some(serde_json::json!({
-                        "requested": algorithms::auto::AUTO,
-                        "chose": candidate,
-                        "because": because,
-                    })),
-                });
-            }
-            Err(e) => refusals.push(format!("{candidate}: {}", e.detail)),
-        }
-    }
-    Err(ApiError::validation(
-        "algorithm",
-        format!(
-            "auto: no algorithm is eligible for this job ({})",
-            refusals.join("; ")
-        ),
-    ))
-}
-
-fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
+/// The `Idempotency-Key` header with the hash of the body it was sent with.
+fn idempotency(headers: &HeaderMap, body: &SubmitJob) -> Result<Option<Idempotency>, ApiError> {
     let Some(value) = headers.get("idempotency-key") else {
         return Ok(None);
     };
@@ -260,100 +174,11 @@ fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
             "must have 1 to 255 visible ASCII characters (no spaces)",
         ));
     }
-    let key = String::from_utf8_lossy(key);
-    Ok(Some(key.to_string()))
-}
-
-/// Everything needed to price a job on a dataset, shared by submission and planning.
-pub(crate) struct Priced {
-    pub prepared: algorithms::Prepared,
-    /// The job's charge in ledger units.
-    pub cost: Spending,
-    /// The privacy the job runs at, as stored with it.
-    pub privacy: PrivacyInput,
-}
-
-/// The target of a job on a public dataset that states none: ρ = 1e6 (the ledger's largest
-/// amount), δ = 1e-5 for approximate parts. Public data need no protection (docs/design/privacy.md §3);
-/// this runs every algorithm at its practically noise-free limit, which is what comparing
-/// algorithms on open data needs, and `exact` ignores it.
-pub const PUBLIC_DEFAULT_PRIVACY: PrivacyInput = PrivacyInput {
-    rho: Some(crate::privacy::units::MAX_RHO),
-    epsilon: None,
-    delta: Some(1e-5),
-};
-
-/// The privacy a job states, or the public default; a private dataset needs one.
-pub(crate) fn job_privacy(
-    dataset: &DatasetRecord,
-    privacy: Option<&PrivacyInput>,
-) -> Result<PrivacyInput, ApiError> {
-    match privacy {
-        Some(p) => Ok(p.clone()),
-        None if dataset.public => Ok(PUBLIC_DEFAULT_PRIVACY),
-        None => Err(ApiError::validation(
-            "privacy",
-            "a job on a private dataset needs a privacy target: {\"rho\": …} or {\"epsilon\": …, \"delta\": …}",
-        )),
-    }
-}
-
-pub(crate) fn price(
-    algorithm: &dyn DynAlgorithm,
-    dataset: &DatasetRecord,
-    params: serde_json::Value,
-    privacy: Option<&PrivacyInput>,
-) -> Result<Priced, ApiError> {
-    let privacy = job_privacy(dataset, privacy)?;
-    let target = privacy.parse("privacy")?;
-    let ctx = data_context(dataset).ok_or_else(|| ApiError::conflict("the dataset has no data yet"))?;
-    let prepared = algorithm.prepare(params, &ctx, &target).map_err(config_problem)?;
-    let cost = prepared.cost.check().map_err(|e| {
-        ApiError::internal(format!(
-            "algorithm {} produced an invalid cost: {e}",
-            algorithm.info().name
-        ))
-    })?;
-    // Calibration is each algorithm's contract; a cost above the target is a bug, never charged
-    // silently. An (ε, δ) target must hold for the whole job (docs/design/privacy.md §2.4).
-    let allowed_delta = target.delta.unwrap_or(0.0);
-    let fits = match (target.epsilon, target.delta) {
-        (Some(epsilon), Some(delta)) => within(&cost, epsilon, delta),
-        _ => cost.rho <= target.rho * (1.0 + 1e-9) && cost.delta <= allowed_delta * (1.0 + 1e-9),
-    };
-    if !fits {
-        if target.epsilon.is_none() && cost.delta > allowed_delta {
-            return Err(ApiError::validation(
-                "privacy.delta",
-                format!(
-                    "this algorithm spends δ = {:e}; give at least that as privacy.delta",
-                    cost.delta
-                ),
-            ));
-        }
-        return Err(ApiError::internal(format!(
-            "algorithm {} calibrated to cost {:?} above target {:?}",
-            algorithm.info().name,
-            cost,
-            target
-        )));
-    }
-    Ok(Priced {
-        cost: Spending::of_cost(&cost),
-        prepared,
-        privacy,
-    })
-}
-
-fn require_ready(dataset: &DatasetRecord) -> Result<(), ApiError> {
-    match dataset.status {
-        DatasetStatus::Ready => Ok(()),
-        DatasetStatus::Empty => Err(ApiError::conflict("the dataset has no data yet; upload it first")),
-        DatasetStatus::Uploading => Err(ApiError::conflict(
-            "the dataset has no data yet; its upload is in progress",
-        )),
-        DatasetStatus::Deleted => Err(ApiError::conflict("the dataset has been deleted")),
-    }
+    let request = serde_json::to_value(body).map_err(ApiError::internal)?;
+    Ok(Some(Idempotency {
+        key: String::from_utf8_lossy(key).to_string(),
+        request_hash: hex::encode(Sha256::digest(request.to_string())),
+    }))
 }
 
 /// Submit a job. The privacy cost is computed from the parameters alone and charged in the same
@@ -371,139 +196,29 @@ pub async fn submit(
     headers: HeaderMap,
     Json(body): Json<SubmitJob>,
 ) -> Result<Response, ApiError> {
-    let idempotency = idempotency_key(&headers)?;
-    if body.algorithm != algorithms::auto::AUTO {
-        find_algorithm(&body.algorithm)?;
-    }
-    let dataset = load_dataset(&state, auth.tenant_id, body.dataset_id).await?;
-    require_ready(&dataset)?;
-    if body.seed.is_some() && !dataset.public {
-        return Err(ApiError::validation(
-            "seed",
-            "seeds are accepted only on public datasets; private jobs draw noise from a fresh OS-seeded generator",
-        ));
-    }
-    let Resolved {
-        name: algorithm_name,
-        priced,
-        selection,
-    } = resolve(&body.algorithm, &dataset, &body.params, body.privacy.as_ref())?;
-    let queued = state.store.job_counts().await?;
-    let queued = queued
-        .iter()
-        .find(|(s, _)| *s == JobStatus::Queued)
-        .map_or(0, |(_, n)| *n);
-    if queued >= state.config.max_queue {
-        return Err(
-            ApiError::new(ProblemKind::QueueFull, "the job queue is full; retry later").retry_after(10),
-        );
-    }
-    let request = serde_json::to_value(&body).map_err(ApiError::internal)?;
-    let idempotency = idempotency.map(|key| Idempotency {
-        key,
-        request_hash: hex::encode(Sha256::digest(request.to_string())),
-    });
-    let privacy = serde_json::to_value(&priced.privacy).map_err(ApiError::internal)?;
-    let new = NewJob {
-        dataset_id: dataset.id,
-        algorithm: algorithm_name.to_string(),
-        params: body.params.clone(),
-        config: priced.prepared.config,
-        privacy: strip_nulls(privacy),
-        cost: priced.cost,
-        selection,
+    let idempotency = idempotency(&headers, &body)?;
+    let request = SubmitRequest {
+        dataset_id: body.dataset_id,
+        algorithm: body.algorithm,
+        params: body.params,
+        privacy: body.privacy,
         seed: body.seed,
         idempotency,
     };
-    let (job, replayed) = match state.store.submit_job(auth.tenant_id, new).await? {
-        SubmitOutcome::Created(job) => (job, false),
-        SubmitOutcome::Replayed(job) => (job, true),
-        SubmitOutcome::OverBudget {
-            remaining_rho_units,
-            requested_rho_units,
-            remaining_delta_units,
-            requested_delta_units,
-        } => {
-            let short_of_rho = requested_rho_units > remaining_rho_units;
-            let reason = if short_of_rho {
-                RefusalReason::Rho
-            } else {
-                RefusalReason::Delta
-            };
-            state.metrics.budget_refusal(algorithm_name, reason);
-            let remaining_rho = remaining_rho_units.to_real();
-            let requested_rho = requested_rho_units.to_real();
-            let detail = if short_of_rho {
-                format!(
-                    "dataset {} has ρ = {remaining_rho:e} left; this job needs ρ = {requested_rho:e}",
-                    dataset.id
-                )
-            } else {
-                format!(
-                    "dataset {} has δ = {:e} left; this job needs δ = {:e}",
-                    dataset.id,
-                    remaining_delta_units.to_real(),
-                    requested_delta_units.to_real()
-                )
-            };
-            return Err(ApiError::new(ProblemKind::OverBudget, detail)
-                .with("dataset_id", dataset.id.to_string())
-                .with("remaining_rho", remaining_rho)
-                .with("requested_rho", requested_rho)
-                .with("remaining_delta", remaining_delta_units.to_real())
-                .with("requested_delta", requested_delta_units.to_real()));
-        }
-        SubmitOutcome::IdempotencyMismatch => {
-            return Err(ApiError::new(
-                ProblemKind::IdempotencyMismatch,
-                "this Idempotency-Key was used with a different request body",
-            ));
-        }
-        SubmitOutcome::DatasetNotFound => return Err(ApiError::not_found("dataset", body.dataset_id)),
-        SubmitOutcome::DatasetNotReady(status) => {
-            return Err(ApiError::conflict(format!("the dataset is {}", status.as_str())));
-        }
-    };
-    if !replayed {
-        state.jobs.wake();
-    }
-    let location = format!("/v1/jobs/{}", job.id);
+    let submitted = use_case::submit(&state, auth.tenant_id, request).await?;
+    let location = format!("/v1/jobs/{}", submitted.job.record.id);
     let mut response = (
         StatusCode::ACCEPTED,
         [(header::LOCATION, location)],
-        Json(job_view(&state, &job, timings_public(&dataset))),
+        Json(job_view(&state, &submitted.job)),
     )
         .into_response();
-    if replayed {
+    if submitted.replayed {
         response
             .headers_mut()
             .insert("idempotent-replayed", HeaderValue::from_static("true"));
     }
     Ok(response)
-}
-
-pub(crate) fn strip_nulls(mut value: serde_json::Value) -> serde_json::Value {
-    if let Some(map) = value.as_object_mut() {
-        map.retain(|_, v| !v.is_null());
-    }
-    value
-}
-
-/// [`timings_public`] for a job's dataset (withheld when the dataset cannot be read).
-async fn job_timings_public(state: &AppState, tenant: Uuid, job: &JobRecord) -> Result<bool, ApiError> {
-    Ok(state
-        .store
-        .get_dataset(tenant, job.dataset_id)
-        .await?
-        .is_some_and(|d| timings_public(&d)))
-}
-
-async fn load_job(state: &AppState, tenant: Uuid, id: Uuid) -> Result<JobRecord, ApiError> {
-    state
-        .store
-        .get_job(tenant, id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("job", id))
 }
 
 /// A job's status, progress while running, cost and timings.
@@ -515,9 +230,8 @@ pub async fn get(
     auth: TenantAuth,
     Path(id): Path<Uuid>,
 ) -> Result<Json<JobView>, ApiError> {
-    let job = load_job(&state, auth.tenant_id, id).await?;
-    let public = job_timings_public(&state, auth.tenant_id, &job).await?;
-    Ok(Json(job_view(&state, &job, public)))
+    let job = use_case::get(&state, auth.tenant_id, id).await?;
+    Ok(Json(job_view(&state, &job)))
 }
 
 /// Filter for the job list.
@@ -535,19 +249,8 @@ pub async fn list(
     auth: TenantAuth,
     Query(filter): Query<JobFilter>,
 ) -> Result<Json<Vec<JobView>>, ApiError> {
-    let jobs = state.store.list_jobs(auth.tenant_id, filter.dataset_id).await?;
-    let public: std::collections::HashMap<Uuid, bool> = state
-        .store
-        .list_datasets(auth.tenant_id)
-        .await?
-        .iter()
-        .map(|d| (d.id, timings_public(d)))
-        .collect();
-    Ok(Json(
-        jobs.iter()
-            .map(|j| job_view(&state, j, public.get(&j.dataset_id).copied().unwrap_or(false)))
-            .collect(),
-    ))
+    let jobs = use_case::list(&state, auth.tenant_id, filter.dataset_id).await?;
+    Ok(Json(jobs.iter().map(|j| job_view(&state, j)).collect()))
 }
 
 /// Cancel a job. Queued: cancelled and refunded (200). Running: cancellation requested, the
@@ -562,22 +265,10 @@ pub async fn cancel(
     auth: TenantAuth,
     Path(id): Path<Uuid>,
 ) -> Result<Response, ApiError> {
-    match state.store.cancel_job(auth.tenant_id, id).await? {
-        CancelOutcome::Refunded(job) => {
-            let public = job_timings_public(&state, auth.tenant_id, &job).await?;
-            Ok((StatusCode::OK, Json(job_view(&state, &job, public))).into_response())
-        }
-        CancelOutcome::CancelRequested(job) => {
-            state.jobs.request_cancel(job.id);
-            let public = job_timings_public(&state, auth.tenant_id, &job).await?;
-            Ok((StatusCode::ACCEPTED, Json(job_view(&state, &job, public))).into_response())
-        }
-        CancelOutcome::AlreadyFinished(job) => Err(ApiError::conflict(format!(
-            "the job has already finished ({})",
-            job.status.as_str()
-        ))),
-        CancelOutcome::NotFound => Err(ApiError::not_found("job", id)),
-    }
+    Ok(match use_case::cancel(&state, auth.tenant_id, id).await? {
+        Cancellation::Refunded(job) => (StatusCode::OK, Json(job_view(&state, &job))).into_response(),
+        Cancellation::Requested(job) => (StatusCode::ACCEPTED, Json(job_view(&state, &job))).into_response(),
+    })
 }
 
 /// The result of a succeeded job.
@@ -664,32 +355,18 @@ pub async fn result(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let npy = wants_npy(&headers)?;
-    let job = load_job(&state, auth.tenant_id, id).await?;
-    match job.status {
-        JobStatus::Succeeded => {}
-        JobStatus::Failed => {
-            return Err(ApiError::conflict(format!(
-                "the job failed: {}",
-                job.error.as_deref().unwrap_or("no reason recorded")
-            )));
-        }
-        other => {
-            return Err(ApiError::conflict(format!(
-                "the job has no result: it is {}",
-                other.as_str()
-            )));
-        }
-    }
-    let result = state
-        .store
-        .job_result(auth.tenant_id, id)
-        .await?
-        .ok_or_else(|| ApiError::internal("succeeded job without result"))?;
+    let (job, result) = use_case::result(&state, auth.tenant_id, id).await?;
     if npy {
         let bytes = npy_bytes(result.d, result.k, &result.basis);
         return Ok(([(header::CONTENT_TYPE, "application/x-npy")], bytes).into_response());
     }
-    let view = job_view(&state, &job, false);
+    let view = job_view(
+        &state,
+        &Job {
+            record: job,
+            timings_public: false,
+        },
+    );
     Ok(Json(JobResultView {
         job_id: id,
         n_features: result.d,

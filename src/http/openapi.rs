@@ -171,7 +171,7 @@ fn attach_schema_rules(schemas: &mut Map<String, Value>) {
         submit["allOf"] = job_params;
     }
     if let Some(study) = schemas.get_mut("CreateStudy") {
-        study["allOf"] = params_by_algorithm(&studies::STUDY_ALGORITHMS);
+        study["allOf"] = params_by_algorithm(&crate::algorithms::study_algorithms());
     }
 }
 

@@ -9,7 +9,6 @@ use utoipa::openapi::RefOr;
 use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Schema, Type};
 
 use super::names::enum_schema;
-use super::studies::STUDY_ALGORITHMS;
 use crate::algorithms;
 
 /// Names a job may ask for: every registered algorithm, and `auto`.
@@ -35,7 +34,10 @@ pub fn optional_job_algorithm_schema() -> RefOr<Schema> {
 }
 
 pub fn study_algorithm_schema() -> RefOr<Schema> {
-    enum_schema("An algorithm that runs across sites.", &STUDY_ALGORITHMS)
+    enum_schema(
+        "An algorithm that runs across sites.",
+        &algorithms::study_algorithms(),
+    )
 }
 
 /// The component name of an algorithm's parameter schema.
