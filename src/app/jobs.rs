@@ -14,7 +14,7 @@ use super::pricing::{Resolved, find_algorithm, resolve};
 use super::targets::PrivacyInput;
 use crate::algorithms;
 use crate::metrics::RefusalReason;
-use crate::privacy::units::{DELTA_UNIT, RHO_UNIT, from_units};
+use crate::privacy::units::{DeltaUnits, RhoUnits};
 use crate::state::AppState;
 use crate::store::{
     CancelOutcome, DatasetRecord, DatasetStatus, Idempotency, JobRecord, JobResult, JobStatus, NewJob,
@@ -151,9 +151,7 @@ fn new_job(dataset: &DatasetRecord, request: SubmitRequest, resolved: Resolved) 
         params: request.params,
         config: priced.prepared.config,
         privacy: strip_nulls(privacy),
-        cost_rho_units: priced.charge.rho_units,
-        cost_delta_units: priced.charge.delta_units,
-        cost_other_rho_units: priced.charge.other_rho_units,
+        cost: priced.charge,
         selection,
         seed: request.seed,
         idempotency: request.idempotency,
@@ -203,8 +201,8 @@ fn over_budget(
     state: &AppState,
     dataset: Uuid,
     algorithm: &str,
-    (remaining_rho, remaining_delta): (i64, i64),
-    (requested_rho, requested_delta): (i64, i64),
+    (remaining_rho, remaining_delta): (RhoUnits, DeltaUnits),
+    (requested_rho, requested_delta): (RhoUnits, DeltaUnits),
 ) -> AppError {
     let short_of_rho = requested_rho > remaining_rho;
     let reason = if short_of_rho {
@@ -213,10 +211,10 @@ fn over_budget(
         RefusalReason::Delta
     };
     state.metrics.budget_refusal(algorithm, reason);
-    let remaining_rho = from_units(remaining_rho, RHO_UNIT);
-    let requested_rho = from_units(requested_rho, RHO_UNIT);
-    let remaining_delta = from_units(remaining_delta, DELTA_UNIT);
-    let requested_delta = from_units(requested_delta, DELTA_UNIT);
+    let remaining_rho = remaining_rho.to_real();
+    let requested_rho = requested_rho.to_real();
+    let remaining_delta = remaining_delta.to_real();
+    let requested_delta = requested_delta.to_real();
     let detail = if short_of_rho {
         format!("dataset {dataset} has ρ = {remaining_rho:e} left; this job needs ρ = {requested_rho:e}")
     } else {

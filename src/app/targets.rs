@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::app::error::AppError;
 use crate::privacy::gaussian_curve::max_gaussian_rho;
-use crate::privacy::units::{MAX_RHO, RHO_UNIT, checked_delta_budget_units, checked_rho_budget_units};
+use crate::privacy::units::{DeltaUnits, MAX_RHO, RHO_UNIT, RhoUnits};
 use crate::privacy::{Delta, Epsilon, PrivacyTarget, Rho, epsilon_delta_to_rho};
 
 /// δ at which a budget stated only as ρ is displayed as (ε, δ).
@@ -48,8 +48,8 @@ pub struct ParsedBudget {
     /// The ρ ceiling: the budget itself for a zCDP budget; for an (ε, δ) budget the largest
     /// total the exact Gaussian curve admits (what Gaussian-only spending may reach).
     pub rho: f64,
-    pub rho_units: i64,
-    pub delta_units: i64,
+    pub rho_units: RhoUnits,
+    pub delta_units: DeltaUnits,
     /// The stated (ε, δ), for tight accounting.
     pub epsilon_delta: Option<(f64, f64)>,
     /// δ used to show ρ as (ε, δ).
@@ -168,8 +168,8 @@ impl BudgetInput {
                 Some((epsilon.get(), delta.get())),
             ),
         };
-        let rho_units = checked_rho_budget_units(rho).map_err(|e| field_err("budget", e))?;
-        if rho_units == 0 {
+        let rho_units = RhoUnits::checked_budget(rho).map_err(|e| field_err("budget", e))?;
+        if rho_units == RhoUnits::ZERO {
             // Budgets are rounded down to the ledger's unit; one that rounds to nothing could
             // never admit a job (and the schema refuses it).
             return Err(AppError::validation(
@@ -180,7 +180,7 @@ impl BudgetInput {
         Ok(ParsedBudget {
             rho,
             rho_units,
-            delta_units: checked_delta_budget_units(delta_budget)
+            delta_units: DeltaUnits::checked_budget(delta_budget)
                 .map_err(|e| field_err("budget.delta", e))?,
             epsilon_delta,
             display_delta,

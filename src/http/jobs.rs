@@ -155,11 +155,7 @@ fn job_view(state: &AppState, job: &Job) -> JobView {
 
 /// What the ledger charged for a job.
 fn charge(job: &JobRecord) -> Spending {
-    Spending {
-        rho_units: job.cost_rho_units,
-        other_rho_units: job.cost_other_rho_units,
-        delta_units: job.cost_delta_units,
-    }
+    job.cost
 }
 
 /// The `Idempotency-Key` header with the hash of the body it was sent with.

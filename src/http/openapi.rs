@@ -17,7 +17,7 @@ use utoipa::{Modify, OpenApi};
 use serde_json::{Map, Value, json};
 
 use super::routes::Groups;
-use super::{datasets, error, params, privacy_input, studies};
+use super::{datasets, error, params, privacy_input};
 
 #[derive(OpenApi)]
 #[openapi(

@@ -10,7 +10,6 @@ use utoipa::{PartialSchema, ToSchema};
 pub use crate::app::targets::{BudgetInput, DEFAULT_DISPLAY_DELTA, MAX_DELTA, PrivacyInput};
 use crate::privacy::Delta;
 use crate::privacy::admission::Spending;
-use crate::privacy::units::{DELTA_UNIT, RHO_UNIT, from_units};
 
 // The published shapes of `BudgetInput` and `PrivacyInput`: one of ρ or (ε, δ), with the ranges
 // the parser below enforces, so that `{}` or `{"rho": 1, "epsilon": 1}` is not schema-valid.
@@ -159,9 +158,9 @@ impl PrivacyAmount {
     /// achieves at `stated_delta` (a job's cost).
     pub fn of_charge(charge: Spending, display_delta: f64, stated_delta: f64) -> Self {
         let cost = crate::privacy::Cost {
-            rho: from_units(charge.rho_units, RHO_UNIT),
-            delta: from_units(charge.delta_units, DELTA_UNIT),
-            other_rho: from_units(charge.other_rho_units, RHO_UNIT),
+            rho: charge.rho_units.to_real(),
+            delta: charge.delta_units.to_real(),
+            other_rho: charge.other_rho_units.to_real(),
         };
         Self::new(cost.rho, cost.delta, display_delta)
             .gaussian_only(charge.is_gaussian_only())

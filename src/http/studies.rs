@@ -19,8 +19,6 @@ use crate::dataset::Relation;
 use crate::state::AppState;
 use crate::store::{SiteStatus, StudyRecord, StudySiteRecord, StudyStatus};
 
-/// Algorithms a study can run.
-pub(crate) use crate::studies::algorithm::STUDY_ALGORITHMS;
 /// The relations a study (records held at the sites) can have.
 fn study_relation_schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
     super::names::enum_schema(

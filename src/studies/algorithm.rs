@@ -22,11 +22,10 @@ pub enum StudyAlgorithm {
     CapeAgn,
 }
 
-/// The names of [`StudyAlgorithm`], in the order the API lists them.
-pub const STUDY_ALGORITHMS: [&str; 3] = ["federated_power", "cape_pca", "cape_agn"];
-
 impl StudyAlgorithm {
-    /// The algorithm named `name`, if a study can run it.
+    /// The algorithm named `name`, if a study can run it. The catalog
+    /// (`algorithms::study_algorithms`) is the list of names; this maps each to its planner
+    /// (a test checks the two agree).
     pub fn from_name(name: &str) -> Option<StudyAlgorithm> {
         match name {
             "federated_power" => Some(StudyAlgorithm::FederatedPower),
@@ -122,4 +121,24 @@ fn plan_power(params: serde_json::Value, terms: &StudyTerms<'_>) -> Result<Study
         protocol: Protocol::Power(config),
         rho,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::StudyAlgorithm;
+
+    /// Every algorithm the catalog marks as runnable across sites has a planner, and no other.
+    #[test]
+    fn planners_match_the_catalog() {
+        let catalog = crate::algorithms::study_algorithms();
+        for info in crate::algorithms::registry().iter().map(|a| a.info()) {
+            assert_eq!(
+                StudyAlgorithm::from_name(info.name).is_some(),
+                catalog.contains(&info.name),
+                "{}",
+                info.name
+            );
+        }
+        assert_eq!(catalog, ["federated_power", "cape_pca", "cape_agn"]);
+    }
 }
