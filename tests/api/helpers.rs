@@ -183,6 +183,16 @@ impl TestApp {
         (chunks, reply)
     }
 
+    /// Closes the live study's current phase as its deadline would: a test of what a timeout
+    /// does calls this at a known protocol point instead of waiting for a short real timeout.
+    pub async fn expire_phase(&self, study: &str) {
+        let id = study.parse().unwrap();
+        assert!(
+            self.state.studies.expire_phase(id).await,
+            "study {study} is not live"
+        );
+    }
+
     /// Polls a dataset until its status is `status` (panics after 10 s).
     pub async fn wait_for_dataset(&self, key: &str, dataset: &str, status: &str) -> Value {
         for _ in 0..2000 {
@@ -264,17 +274,33 @@ impl TestApp {
 
     /// Polls a job until it is in a terminal state.
     pub async fn wait(&self, key: &str, job: &str) -> Value {
-        for _ in 0..2000 {
+        self.poll_job(key, job, &["succeeded", "failed", "cancelled"])
+            .await
+    }
+
+    /// Polls a job until its status is `status` (panics if it ends otherwise).
+    pub async fn wait_for_job(&self, key: &str, job: &str, status: &str) -> Value {
+        let view = self
+            .poll_job(key, job, &[status, "succeeded", "failed", "cancelled"])
+            .await;
+        assert_eq!(view["status"], status, "{view}");
+        view
+    }
+
+    /// Polls a job until its status is one of `until` (panics after 60 s).
+    async fn poll_job(&self, key: &str, job: &str, until: &[&str]) -> Value {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
             let view = self.get(&format!("/v1/jobs/{job}"), key).await.json();
-            if matches!(
-                view["status"].as_str(),
-                Some("succeeded" | "failed" | "cancelled")
-            ) {
+            if until.iter().any(|s| view["status"] == *s) {
                 return view;
             }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "job {job} never reached {until:?}: {view}"
+            );
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        panic!("job {job} did not finish");
     }
 }
 

@@ -1,5 +1,6 @@
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
+use futures_util::FutureExt;
 use serde_json::json;
 
 use crate::helpers::{TestApp, csv_rows, job};
@@ -108,8 +109,32 @@ async fn a_job_runs_and_returns_an_orthonormal_basis_as_json_and_npy() {
     app.send(unacceptable).await.problem(406);
 }
 
+/// A tiny job never waits for the runner's once-a-second poll: its submission wakes the runner.
+/// Checked on that mechanism, not on a wall-clock bound (a loaded machine makes any latency
+/// bound flaky); the measured p50 is printed for reading.
 #[tokio::test]
 async fn a_tiny_job_goes_from_submit_to_result_quickly() {
+    // Without a runner, the wake a submission leaves for the runner stays observable.
+    let idle = TestApp::without_runner().await;
+    let key = idle.tenant("t").await;
+    let ds = idle
+        .records(&key, json!({ "rho": 100.0 }), &csv_rows(50, 4, 2))
+        .await;
+    let _ = idle.state.jobs.woken().now_or_never();
+    assert!(
+        idle.state.jobs.woken().now_or_never().is_none(),
+        "a wake before any submission"
+    );
+    let tiny = job(&ds, "analyze_gauss", json!({ "k": 1 }), json!({ "rho": 1.0 }));
+    assert_eq!(
+        idle.post("/v1/jobs", &key, tiny).await.status,
+        StatusCode::ACCEPTED
+    );
+    assert!(
+        idle.state.jobs.woken().now_or_never().is_some(),
+        "the submission did not wake the runner"
+    );
+
     let app = TestApp::start().await;
     let key = app.tenant("t").await;
     let ds = app
@@ -136,7 +161,6 @@ async fn a_tiny_job_goes_from_submit_to_result_quickly() {
     latencies.sort();
     let p50 = latencies[latencies.len() / 2];
     println!("tiny job submit-to-result p50 = {p50:?} (debug build, in-process)");
-    assert!(p50 < std::time::Duration::from_millis(500), "p50 {p50:?}");
 }
 
 #[tokio::test]
@@ -456,42 +480,23 @@ async fn cancelling_a_queued_job_refunds_it() {
 #[tokio::test]
 async fn cancelling_a_running_job_keeps_its_charge() {
     let app = TestApp::start().await;
+    // Every job stops at its first progress report until asked to stop: the job is running
+    // when the cancel arrives, however fast or slow the machine.
+    app.state.jobs.hold_jobs();
     let key = app.tenant("t").await;
-    // A 1 000 × 1 000 matrix makes each of the 1 000 iterations take about a millisecond, so the
-    // job is still running when the cancel arrives (on 2 000 × 60 records it finished in 8 ms
-    // and the test raced).
-    let matrix = json!({ "name": "m", "kind": "matrix", "entry_bound": 1.0, "budget": { "rho": 10.0 } });
-    let ds = app.dataset(&key, matrix).await;
-    let d = 1000;
-    let mut m = String::with_capacity(2 * d * d);
-    for i in 0..d {
-        let row: Vec<String> = (0..d)
-            .map(|j| if i == j { format!("{}", d - i) } else { "0".into() })
-            .collect();
-        m.push_str(&row.join(","));
-        m.push('\n');
-    }
-    assert_eq!(
-        app.upload(&key, &ds, "text/csv", m.into_bytes()).await.status,
-        StatusCode::OK
-    );
+    let ds = app
+        .records(&key, json!({ "rho": 10.0 }), &csv_rows(200, 6, 3))
+        .await;
     let body = job(
         &ds,
         "noisy_power",
         json!({ "k": 2, "iterations": 1000 }),
         json!({ "rho": 1.0 }),
     );
-    let id = app.post("/v1/jobs", &key, body).await.json()["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    // Wait until it runs.
-    for _ in 0..2000 {
-        if app.get(&format!("/v1/jobs/{id}"), &key).await.json()["status"] == "running" {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
-    }
+    let reply = app.post("/v1/jobs", &key, body).await;
+    assert_eq!(reply.status, StatusCode::ACCEPTED);
+    let id = reply.json()["id"].as_str().unwrap().to_string();
+    app.wait_for_job(&key, &id, "running").await;
     let reply = app
         .call(Method::DELETE, &format!("/v1/jobs/{id}"), Some(&key), None)
         .await;
