@@ -23,9 +23,8 @@ async fn a_cape_job_reports_its_noise_and_a_dropout() {
         .await;
     let params = json!({"k": 2, "sites": 3, "site_shares": [1, 2, 4]});
     let done = app
-        .run(&key, job(&ds, "cape_pca", params, json!({"rho": 1.0})))
+        .succeeded(&key, job(&ds, "cape_pca", params, json!({"rho": 1.0})))
         .await;
-    assert_eq!(done["status"], "succeeded", "{done}");
     let id = done["id"].as_str().unwrap();
     let result = app.get(&format!("/v1/jobs/{id}/result"), &key).await.json();
     let report = &result["released"]["cape"];
@@ -188,12 +187,7 @@ async fn a_cape_study_with_a_dropout_succeeds_and_says_so() {
                 json!({"n_samples": 20, "mask_public_keys": [wire::encode(&k.public())]}),
             )
             .await;
-        assert_eq!(
-            reply.status,
-            StatusCode::OK,
-            "{}",
-            String::from_utf8_lossy(&reply.bytes)
-        );
+        reply.expect(StatusCode::OK);
     }
     // A release of the wrong length is refused and changes nothing.
     let _ = task(&app, &tokens[0]).await;

@@ -89,12 +89,7 @@ impl TestSite {
                 }),
             )
             .await;
-        assert_eq!(
-            reply.status,
-            StatusCode::OK,
-            "{}",
-            String::from_utf8_lossy(&reply.bytes)
-        );
+        reply.expect(StatusCode::OK);
         self.view = Some(view);
         self.session = Some(session);
         self.comp = Some(comp);
@@ -103,12 +98,7 @@ impl TestSite {
     /// Does the next task; returns the final task when the study is over for this site.
     async fn step(&mut self, app: &TestApp) -> Option<SiteTask> {
         let reply = app.get("/v1/site/task?wait_ms=200", &self.token).await;
-        assert_eq!(
-            reply.status,
-            StatusCode::OK,
-            "{}",
-            String::from_utf8_lossy(&reply.bytes)
-        );
+        reply.expect(StatusCode::OK);
         let task: SiteTask = serde_json::from_value(reply.json()).unwrap();
         let threshold = self.view.as_ref().unwrap().threshold;
         let session = self.session.as_mut().unwrap();
@@ -121,12 +111,7 @@ impl TestSite {
                 let reply = app
                     .post("/v1/site/shares", &self.token, json!({"boxes": boxes}))
                     .await;
-                assert_eq!(
-                    reply.status,
-                    StatusCode::NO_CONTENT,
-                    "{}",
-                    String::from_utf8_lossy(&reply.bytes)
-                );
+                reply.expect(StatusCode::NO_CONTENT);
                 None
             }
             SiteTask::Contribute {
@@ -159,12 +144,7 @@ impl TestSite {
                 let reply = app
                     .post(&uri, &self.token, json!({"masked": wire::words_to_b64(&masked)}))
                     .await;
-                assert_eq!(
-                    reply.status,
-                    StatusCode::NO_CONTENT,
-                    "{}",
-                    String::from_utf8_lossy(&reply.bytes)
-                );
+                reply.expect(StatusCode::NO_CONTENT);
                 self.contributed = round;
                 None
             }
@@ -182,18 +162,24 @@ impl TestSite {
                 let reply = app
                     .post(&uri, &self.token, serde_json::to_value(answer).unwrap())
                     .await;
-                assert_eq!(
-                    reply.status,
-                    StatusCode::NO_CONTENT,
-                    "{}",
-                    String::from_utf8_lossy(&reply.bytes)
-                );
+                reply.expect(StatusCode::NO_CONTENT);
                 None
             }
             finished @ SiteTask::Finished { .. } => Some(finished),
             SiteTask::CapeRelease { .. } => panic!("a CAPE task in a federated_power study"),
         }
     }
+}
+
+/// One in-process site per token (site i seeded `seed + i`, holding `n` rows), each joined.
+async fn joined_sites(app: &TestApp, tokens: &[String], seed: u64, n: usize) -> Vec<TestSite> {
+    let mut sites = Vec::new();
+    for (i, token) in tokens.iter().enumerate() {
+        let mut site = TestSite::new(token, seed + i as u64, n);
+        site.join(app).await;
+        sites.push(site);
+    }
+    sites
 }
 
 /// Every site's token from a creation answer, in site order.
@@ -213,12 +199,7 @@ async fn view_status(app: &TestApp, key: &str, id: &str) -> Value {
 
 async fn create(app: &TestApp, key: &str, body: Value) -> Value {
     let reply = app.post("/v1/studies", key, body).await;
-    assert_eq!(
-        reply.status,
-        StatusCode::CREATED,
-        "{}",
-        String::from_utf8_lossy(&reply.bytes)
-    );
+    reply.expect(StatusCode::CREATED);
     reply.json()
 }
 
@@ -263,14 +244,7 @@ async fn a_study_runs_end_to_end_and_reports_survivors() {
     let tokens = site_tokens(&created);
     assert_eq!(tokens.len(), 3);
     assert!(tokens.iter().all(|t| t.starts_with("pps_")));
-    let mut sites: Vec<TestSite> = tokens
-        .iter()
-        .enumerate()
-        .map(|(i, t)| TestSite::new(t, i as u64, 200))
-        .collect();
-    for site in &mut sites {
-        site.join(&app).await;
-    }
+    let mut sites = joined_sites(&app, &tokens, 0, 200).await;
     // A second join by the same site is refused and changes nothing.
     let again = app
         .post(
@@ -321,15 +295,8 @@ async fn a_site_that_dies_is_dropped_and_the_study_survives() {
     let created = create(&app, &key, study_body(4, 3, 4, 60)).await;
     let id = created["id"].as_str().unwrap().to_string();
     let tokens = site_tokens(&created);
-    let mut sites: Vec<TestSite> = tokens
-        .iter()
-        .enumerate()
-        .map(|(i, t)| TestSite::new(t, 10 + i as u64, 150))
-        .collect();
+    let mut sites = joined_sites(&app, &tokens, 10, 150).await;
     sites[1].dies_at = Some(3);
-    for site in &mut sites {
-        site.join(&app).await;
-    }
     // Step until site 1 has fallen silent and the others have all sent round 3: the round can
     // only wait for site 1 now. Close it as its deadline would.
     let mut finals = BTreeMap::new();
@@ -477,14 +444,7 @@ async fn bad_site_messages_are_refused_and_change_nothing() {
     .await
     .problem(409);
     // Everyone joins; the study starts.
-    let mut sites: Vec<TestSite> = tokens
-        .iter()
-        .enumerate()
-        .map(|(i, t)| TestSite::new(t, 20 + i as u64, 40))
-        .collect();
-    for s in &mut sites {
-        s.join(&app).await;
-    }
+    let mut sites = joined_sites(&app, &tokens, 20, 40).await;
     // One pass: every site shares its keys, so round 1 opens.
     for s in &mut sites {
         assert!(s.step(&app).await.is_none());
@@ -550,14 +510,7 @@ async fn a_coordinator_restart_fails_unfinished_studies_and_keeps_charges() {
     let created = create(&app, &key, study_body(2, 2, 50, 30)).await;
     let id = created["id"].as_str().unwrap().to_string();
     let tokens = site_tokens(&created);
-    let mut sites: Vec<TestSite> = tokens
-        .iter()
-        .enumerate()
-        .map(|(i, t)| TestSite::new(t, 40 + i as u64, 60))
-        .collect();
-    for s in &mut sites {
-        s.join(&app).await;
-    }
+    let mut sites = joined_sites(&app, &tokens, 40, 60).await;
     // Run until round 1 is done, so the sites have been charged.
     for _ in 0..50 {
         for s in &mut sites {
@@ -591,14 +544,7 @@ async fn retried_site_messages_are_already_received() {
     let key = app.tenant("owner").await;
     let created = create(&app, &key, study_body(2, 2, 3, 30)).await;
     let tokens = site_tokens(&created);
-    let mut sites: Vec<TestSite> = tokens
-        .iter()
-        .enumerate()
-        .map(|(i, t)| TestSite::new(t, 60 + i as u64, 30))
-        .collect();
-    for s in &mut sites {
-        s.join(&app).await;
-    }
+    let mut sites = joined_sites(&app, &tokens, 60, 30).await;
     // Key exchange, then both contribute to round 1 and unmask it (step until round 1 is done).
     let id = created["id"].as_str().unwrap().to_string();
     for _ in 0..100 {

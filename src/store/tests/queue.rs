@@ -304,11 +304,11 @@ async fn an_expired_lease_is_reaped_by_another_replica_and_fences_the_old_holder
     ));
     assert!(a.heartbeat(lease).await.expect("heartbeat"));
 
-    // A stops heartbeating (killed). Just before its last heartbeat's lease ends, B's reaper
-    // still leaves the job alone; just after, it reaps it.
-    b.advance_lease_clock(length - std::time::Duration::from_secs(5));
+    // A stops heartbeating (killed). Half a lease on, B's reaper still leaves the job alone;
+    // once a whole lease has passed since A's last heartbeat, it reaps it.
+    b.advance_lease_clock(length / 2);
     assert_eq!(b.reap_expired_jobs().await.expect("reap"), 0);
-    b.advance_lease_clock(std::time::Duration::from_secs(10));
+    b.advance_lease_clock(length / 2 + std::time::Duration::from_secs(1));
     assert_eq!(b.reap_expired_jobs().await.expect("reap"), 1);
     let failed = b
         .get_job(f.tenant, submitted.id)
