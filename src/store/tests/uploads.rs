@@ -261,8 +261,8 @@ async fn deleting_during_an_upload_wins() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_held_upload_stays_claimed_and_is_released_on_drop() {
     let f = fixture().await;
-    // A renews every second; both clocks are then moved two leases on, so the claim holds
-    // only through the renewals made after that.
+    // A renews every second. B's clock is moved two leases on, so that the first claim has
+    // lapsed for B; A's ten, so that each of A's renewals holds for B by a wide margin.
     let lease = Duration::from_secs(3);
     let a = f.store.clone().with_replica("replica-a").with_lease(lease);
     let b = replica(&f, "replica-b", lease).await;
@@ -272,7 +272,7 @@ async fn a_held_upload_stays_claimed_and_is_released_on_drop() {
         .expect("create");
     let held = a.hold_upload(claimed(&a, f.tenant, ds.id).await);
     let claimed_until = lease_until(&a, ds.id).await;
-    a.advance_lease_clock(2 * lease);
+    a.advance_lease_clock(10 * lease);
     b.advance_lease_clock(2 * lease);
 
     // Two renewals, seen in the database.
