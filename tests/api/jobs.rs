@@ -165,112 +165,44 @@ async fn bad_job_requests_are_4xx_with_the_field() {
     let ds = app
         .records(&key, json!({ "rho": 1.0 }), "1,0,0\n0,1,0\n0,0,1\n")
         .await;
+    let np = |params: serde_json::Value, privacy: serde_json::Value| job(&ds, "noisy_power", params, privacy);
+    let rho = || json!({ "rho": 0.1 });
     let cases = [
+        (job(&ds, "magic", json!({ "k": 1 }), rho()), 422, "algorithm"),
+        (np(json!({ "k": 0 }), rho()), 422, "params.k"),
+        (np(json!({ "k": 4 }), rho()), 422, "params.k"),
+        (np(json!({ "k": 2, "p": 1 }), rho()), 422, "params.p"),
         (
-            job(&ds, "magic", json!({ "k": 1 }), json!({ "rho": 0.1 })),
-            422,
-            "algorithm",
-        ),
-        (
-            job(&ds, "noisy_power", json!({ "k": 0 }), json!({ "rho": 0.1 })),
-            422,
-            "params.k",
-        ),
-        (
-            job(&ds, "noisy_power", json!({ "k": 4 }), json!({ "rho": 0.1 })),
-            422,
-            "params.k",
-        ),
-        (
-            job(
-                &ds,
-                "noisy_power",
-                json!({ "k": 2, "p": 1 }),
-                json!({ "rho": 0.1 }),
-            ),
-            422,
-            "params.p",
-        ),
-        (
-            job(
-                &ds,
-                "noisy_power",
-                json!({ "k": 1, "iterations": 0 }),
-                json!({ "rho": 0.1 }),
-            ),
+            np(json!({ "k": 1, "iterations": 0 }), rho()),
             422,
             "params.iterations",
         ),
+        (np(json!({ "k": 1, "speed": 3 }), rho()), 422, "params"),
+        (np(json!({ "k": "one" }), rho()), 422, "params.k"),
         (
-            job(
-                &ds,
-                "noisy_power",
-                json!({ "k": 1, "speed": 3 }),
-                json!({ "rho": 0.1 }),
-            ),
-            422,
-            "params",
-        ),
-        (
-            job(&ds, "noisy_power", json!({ "k": "one" }), json!({ "rho": 0.1 })),
-            422,
-            "params.k",
-        ),
-        (
-            job(
-                &ds,
-                "noisy_power",
-                json!({ "k": 1, "sensitivity": "psychic" }),
-                json!({ "rho": 0.1 }),
-            ),
+            np(json!({ "k": 1, "sensitivity": "psychic" }), rho()),
             422,
             "params.sensitivity",
         ),
+        (np(json!({ "k": 1 }), json!({ "rho": 0 })), 422, "privacy.rho"),
+        (np(json!({ "k": 1 }), json!({ "rho": -1 })), 422, "privacy.rho"),
         (
-            job(&ds, "noisy_power", json!({ "k": 1 }), json!({ "rho": 0 })),
-            422,
-            "privacy.rho",
-        ),
-        (
-            job(&ds, "noisy_power", json!({ "k": 1 }), json!({ "rho": -1 })),
-            422,
-            "privacy.rho",
-        ),
-        (
-            job(&ds, "noisy_power", json!({ "k": 1 }), json!({ "epsilon": 1 })),
+            np(json!({ "k": 1 }), json!({ "epsilon": 1 })),
             422,
             "privacy.delta",
         ),
         (
-            job(
-                &ds,
-                "noisy_power",
-                json!({ "k": 1 }),
-                json!({ "epsilon": -1, "delta": 1e-5 }),
-            ),
+            np(json!({ "k": 1 }), json!({ "epsilon": -1, "delta": 1e-5 })),
             422,
             "privacy.epsilon",
         ),
         (
-            job(
-                &ds,
-                "noisy_power",
-                json!({ "k": 1 }),
-                json!({ "epsilon": 1, "delta": 2 }),
-            ),
+            np(json!({ "k": 1 }), json!({ "epsilon": 1, "delta": 2 })),
             422,
             "privacy.delta",
         ),
-        (
-            job(&ds, "noisy_power", json!({ "k": 1 }), json!({})),
-            422,
-            "privacy",
-        ),
-        (
-            job(&ds, "exact", json!({ "k": 1 }), json!({ "rho": 0.1 })),
-            403,
-            "",
-        ),
+        (np(json!({ "k": 1 }), json!({})), 422, "privacy"),
+        (job(&ds, "exact", json!({ "k": 1 }), rho()), 403, ""),
     ];
     for (body, status, field) in cases {
         let doc = app.post("/v1/jobs", &key, body.clone()).await.problem(status);

@@ -106,8 +106,7 @@ async fn job_durations_on_private_n_datasets_stay_out_of_the_metrics() {
     );
     let privacy = json!({ "rho": 0.1 });
     for (ds, algorithm) in [(&shown, "analyze_gauss"), (&hidden, "noisy_power")] {
-        let done = app
-            .succeeded(&key, job(ds, algorithm, json!({ "k": 1 }), privacy.clone()))
+        app.succeeded(&key, job(ds, algorithm, json!({ "k": 1 }), privacy.clone()))
             .await;
     }
     let text = app.metrics_text().await;
@@ -161,12 +160,11 @@ async fn metrics_time_finished_jobs_per_algorithm() {
     let key = app.tenant("m").await;
     let ds = app.public_records(&key, "1,0\n0,1\n1,1\n").await;
     for algorithm in ["exact", "exact", "noisy_power"] {
-        let job = app
-            .succeeded(
-                &key,
-                json!({ "dataset_id": ds, "algorithm": algorithm, "params": { "k": 1 } }),
-            )
-            .await;
+        app.succeeded(
+            &key,
+            json!({ "dataset_id": ds, "algorithm": algorithm, "params": { "k": 1 } }),
+        )
+        .await;
     }
     let text = app.metrics_text().await;
     for (algorithm, count) in [("exact", 2), ("noisy_power", 1)] {

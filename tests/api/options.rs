@@ -1,15 +1,9 @@
 //! The generic job options of issue 3 through HTTP: private / given centering and private
 //! eigenvalue estimates, for every algorithm.
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::helpers::{TestApp, csv_rows, job};
-
-async fn result(app: &TestApp, key: &str, done: &Value) -> Value {
-    app.get(&format!("/v1/jobs/{}/result", done["id"].as_str().unwrap()), key)
-        .await
-        .json()
-}
 
 #[tokio::test]
 async fn private_centering_is_charged_within_the_requested_rho() {
@@ -42,7 +36,7 @@ async fn private_centering_is_charged_within_the_requested_rho() {
         (budget["spent"]["rho"].as_f64().unwrap() - 0.5).abs() < 1e-9,
         "{budget}"
     );
-    let out = result(&app, &key, &done).await;
+    let out = app.result(&key, &done).await;
     assert_eq!(out["n_components"], 2);
 }
 
@@ -128,7 +122,7 @@ async fn with_eigenvalues_false_returns_none() {
             ),
         )
         .await;
-    let out = result(&app, &key, &done).await;
+    let out = app.result(&key, &done).await;
     assert!(out["eigenvalues"].as_array().is_none(), "{out}");
 }
 
@@ -161,7 +155,7 @@ async fn dp_oja_eigenvalues_are_charged_inside_the_requested_rho() {
     assert!(rho <= 1e4 && (rho - 1e4).abs() < 1e-6, "{done}");
     let eigen = &done["config"]["eigenvalues"];
     assert!((eigen["rho"].as_f64().unwrap() - 1e3).abs() < 1e-6, "{eigen}");
-    let out = result(&app, &key, &done).await;
+    let out = app.result(&key, &done).await;
     let values = out["eigenvalues"].as_array().expect("eigenvalues");
     assert_eq!(values.len(), 2, "{out}");
     // The first column of csv_rows carries most of the energy: λ̂₁ ≈ Σ x₁² ≫ noise sd (≈ 0.03).
@@ -283,7 +277,7 @@ async fn public_datasets_need_no_privacy_target() {
     let key = app.tenant("t").await;
     let public = app.public_records(&key, &csv_rows(100, 4, 5)).await;
     let body = json!({ "dataset_id": public, "algorithm": "exact", "params": { "k": 2 } });
-    let done = app.succeeded(&key, body).await;
+    app.succeeded(&key, body).await;
     let body = json!({ "dataset_id": public, "algorithm": "auto", "params": { "k": 2 } });
     let done = app.run(&key, body).await;
     assert_eq!(done["algorithm"], "exact", "{done}");
