@@ -45,6 +45,8 @@ pub struct RunningJob {
     total: AtomicU32,
     stop: AtomicBool,
     reason: AtomicU8,
+    /// Set by the test hook [`JobControl::hold_jobs`]: no progress until asked to stop.
+    held: bool,
 }
 
 impl RunningJob {
@@ -70,6 +72,14 @@ impl RunningJob {
         self.stop.load(Ordering::SeqCst)
     }
 
+    /// Blocks (on the job's own thread) while the job is held by the test hook
+    /// [`JobControl::hold_jobs`] and not asked to stop; returns at once otherwise.
+    pub fn wait_while_held(&self) {
+        while self.held && !self.should_stop() {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     pub fn set_progress(&self, done: u32, total: u32) {
         self.done.store(done, Ordering::Relaxed);
         self.total.store(total, Ordering::Relaxed);
@@ -81,6 +91,7 @@ impl RunningJob {
 pub struct JobControl {
     running: Mutex<HashMap<Uuid, Arc<RunningJob>>>,
     wake: Notify,
+    hold: AtomicBool,
 }
 
 impl JobControl {
@@ -116,8 +127,19 @@ impl JobControl {
         self.running.lock().map(|r| r.len()).unwrap_or(0)
     }
 
+    /// A test hook: every job started from now on stops at its first progress report and
+    /// waits there until it is asked to stop (cancelled, timed out, shut down), so a test can
+    /// act on a running job without racing its end.
+    #[doc(hidden)]
+    pub fn hold_jobs(&self) {
+        self.hold.store(true, Ordering::SeqCst);
+    }
+
     pub fn register(&self, id: Uuid) -> Arc<RunningJob> {
-        let job = Arc::new(RunningJob::default());
+        let job = Arc::new(RunningJob {
+            held: self.hold.load(Ordering::SeqCst),
+            ..RunningJob::default()
+        });
         if let Ok(mut running) = self.running.lock() {
             running.insert(id, job.clone());
         }

@@ -266,6 +266,7 @@ async fn execute(state: &AppState, job: &JobRecord, control: Arc<RunningJob>) ->
         let mut last_saved = Instant::now() - Duration::from_secs(1);
         let mut progress = |done: u32, total: u32| -> Result<(), Cancelled> {
             control.set_progress(done, total);
+            control.wait_while_held();
             if Instant::now() > deadline {
                 control.request_stop(StopReason::Timeout);
             }

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use sqlx::Connection;
-use support::{Server, get, post, start, wait_for};
+use support::{get, post, start, submit, wait_for};
 
 const ADMIN: &str = "crash-test-admin";
 
@@ -34,33 +34,9 @@ fn env(dir: &Path) -> Vec<(&'static str, String)> {
     ]
 }
 
-async fn submit(
-    server: &Server,
-    key: &str,
-    dataset: &str,
-    algorithm: &str,
-    params: Value,
-    rho: f64,
-) -> (u16, Value) {
-    post(
-        &format!("{}/v1/jobs", server.base),
-        key,
-        json!({ "dataset_id": dataset, "algorithm": algorithm, "params": params, "privacy": { "rho": rho } }),
-    )
-    .await
-}
-
-async fn submitted(
-    server: &Server,
-    key: &str,
-    dataset: &str,
-    algorithm: &str,
-    params: Value,
-    rho: f64,
-) -> String {
-    let (status, job) = submit(server, key, dataset, algorithm, params, rho).await;
-    assert_eq!(status, 202, "{job}");
-    job["id"].as_str().unwrap().to_string()
+/// A job submission body.
+fn job(dataset: &str, algorithm: &str, params: Value, rho: f64) -> Value {
+    json!({ "dataset_id": dataset, "algorithm": algorithm, "params": params, "privacy": { "rho": rho } })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -74,24 +50,32 @@ async fn a_sigkill_mid_job_fails_that_job_at_restart_and_keeps_the_ledger_intact
     let limit = Duration::from_secs(120);
 
     // A finished job, whose result must survive the crash unchanged.
-    let done = submitted(&server, &key, &dataset, "analyze_gauss", json!({ "k": 2 }), 0.1).await;
+    let done = submit(
+        &server.base,
+        &key,
+        job(&dataset, "analyze_gauss", json!({ "k": 2 }), 0.1),
+    )
+    .await;
     wait_for(&server.base, &key, &done, &["succeeded"], limit).await;
     let result_path = format!("/v1/jobs/{done}/result");
     let (status, result_before) = get(&format!("{}{result_path}", server.base), &key).await;
     assert_eq!(status, 200, "{result_before}");
 
     // A long job, running when the process dies, and one queued behind it (one worker).
-    let long = submitted(
-        &server,
-        &key,
+    let long_job = job(
         &dataset,
         "noisy_power",
         json!({ "k": 100, "iterations": 1000 }),
         0.2,
+    );
+    let long = submit(&server.base, &key, long_job).await;
+    wait_for(&server.base, &key, &long, &["running"], limit).await;
+    let queued = submit(
+        &server.base,
+        &key,
+        job(&dataset, "analyze_gauss", json!({ "k": 2 }), 0.1),
     )
     .await;
-    wait_for(&server.base, &key, &long, &["running"], limit).await;
-    let queued = submitted(&server, &key, &dataset, "analyze_gauss", json!({ "k": 2 }), 0.1).await;
     assert_eq!(
         support::job(&server.base, &key, &queued).await["status"],
         "queued"
@@ -150,17 +134,15 @@ async fn a_sigkill_mid_job_fails_that_job_at_restart_and_keeps_the_ledger_intact
     assert!((spent - 0.4).abs() < 1e-12, "{ledger}");
 
     // Admission goes on from the recorded total: 0.6 is left, so 0.6000001 is refused, 0.6 is not.
-    let (status, refused) = submit(
-        &server,
+    let over = job(&dataset, "analyze_gauss", json!({ "k": 2 }), 0.600_000_1);
+    let (status, refused) = post(&format!("{}/v1/jobs", server.base), &key, over).await;
+    assert_eq!(status, 409, "{refused}");
+    let last = submit(
+        &server.base,
         &key,
-        &dataset,
-        "analyze_gauss",
-        json!({ "k": 2 }),
-        0.600_000_1,
+        job(&dataset, "analyze_gauss", json!({ "k": 2 }), 0.6),
     )
     .await;
-    assert_eq!(status, 409, "{refused}");
-    let last = submitted(&server, &key, &dataset, "analyze_gauss", json!({ "k": 2 }), 0.6).await;
     wait_for(&server.base, &key, &last, &["succeeded"], limit).await;
 
     // The earlier result is unchanged.

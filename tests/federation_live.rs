@@ -1,9 +1,15 @@
 //! Multi-process test of a live study: the real `privpca serve` and four real `privpca site`
-//! processes on loopback, each holding a disjoint shard; one is SIGKILLed after round 2. Then a
-//! second study in which one site's own budget is too small: it must refuse before sending
-//! anything and the study must not succeed.
+//! processes on loopback, each holding a disjoint shard; one stops answering after round 2 (a
+//! test hook makes it fall silent at exactly that point) and is SIGKILLed. Then a second study
+//! in which one site's own budget is too small: it must refuse before sending anything and the
+//! study must not succeed.
+//!
+//! No outcome here depends on timing: round timeouts are far longer than any step takes, and
+//! the one site that must be dropped is silenced at a known protocol point, not raced.
 
 #![allow(clippy::unwrap_used)]
+
+mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -14,72 +20,37 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use rand_distr::{Distribution, StandardNormal};
 use serde_json::{Value, json};
+use support::{BIN, Server, get, post, wait_exit};
 
-const BIN: &str = env!("CARGO_BIN_EXE_privpca");
 const ADMIN: &str = "live-test-admin";
+/// Longer than any protocol step takes, even on a loaded machine: a live site is never dropped
+/// for being slow. The silenced site is dropped after one such timeout.
+const ROUND_TIMEOUT_SECS: u64 = 30;
 
-struct Server {
-    child: Child,
-    base: String,
+/// The service's environment: SQLite and data under `dir`.
+fn server_env(dir: &Path) -> Vec<(&'static str, String)> {
+    vec![
+        ("PRIVPCA_ADMIN_KEY", ADMIN.to_string()),
+        (
+            "PRIVPCA_DATABASE_URL",
+            format!("sqlite://{}", dir.join("privpca.db").display()),
+        ),
+        ("PRIVPCA_DATA_DIR", dir.join("data").display().to_string()),
+    ]
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// The service and a tenant's key.
+async fn start_server(dir: &Path) -> (Server, String) {
+    let server = support::start(&server_env(dir), &dir.join("server.log")).await;
+    let key = support::tenant(&server.base, ADMIN, "t").await;
+    (server, key)
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-async fn start_server(dir: &Path) -> Server {
-    let port = free_port();
-    let mut child = Command::new(BIN)
-        .args([
-            "serve",
-            "--admin-key",
-            ADMIN,
-            "--bind",
-            &format!("127.0.0.1:{port}"),
-        ])
-        .arg("--database-url")
-        .arg(format!("sqlite://{}", dir.join("privpca.db").display()))
-        .arg("--data-dir")
-        .arg(dir.join("data"))
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(dir.join("server.log")).unwrap())
-        .spawn()
-        .unwrap();
-    let base = format!("http://127.0.0.1:{port}");
-    let client = reqwest::Client::new();
-    for _ in 0..200 {
-        if let Ok(r) = client.get(format!("{base}/healthz")).send().await
-            && r.status().is_success()
-        {
-            return Server { child, base };
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    panic!("the server did not start");
-}
-
-async fn call(method: reqwest::Method, url: &str, key: &str, body: Option<Value>) -> (u16, Value) {
-    let mut request = reqwest::Client::new().request(method, url).bearer_auth(key);
-    if let Some(body) = body {
-        request = request.json(&body);
-    }
-    let response = request.send().await.unwrap();
-    let status = response.status().as_u16();
-    let text = response.text().await.unwrap();
-    (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+/// A pooled dataset holding `rows` (CSV); its id.
+async fn pooled(server: &Server, key: &str, rows: &[Vec<f64>]) -> String {
+    let id = support::records(&server.base, key, "pooled", 1.0).await;
+    support::upload(&server.base, key, &id, "text/csv", to_csv(rows).into_bytes()).await;
+    id
 }
 
 /// Rows with a planted top-3 spectrum plus noise, clipped to norm 1: n×d, row-major.
@@ -131,8 +102,19 @@ fn energy(rows: &[Vec<f64>], basis: &Value) -> f64 {
     (q.transpose() * a * &q).trace() / eig.iter().take(cols.len()).sum::<f64>()
 }
 
-fn site(server: &Server, token: &str, data: &Path, ledger: &Path, budget: f64, log: &Path) -> Child {
-    Command::new(BIN)
+/// Spawns `privpca site` with its own ledger and budget; `extra` adds environment.
+#[allow(clippy::too_many_arguments)]
+fn site(
+    server: &Server,
+    token: &str,
+    data: &Path,
+    ledger: &Path,
+    budget: f64,
+    log: &Path,
+    extra: &[(&str, String)],
+) -> Child {
+    let mut command = Command::new(BIN);
+    command
         .args([
             "site",
             "--server",
@@ -147,21 +129,30 @@ fn site(server: &Server, token: &str, data: &Path, ledger: &Path, budget: f64, l
         .arg("--ledger")
         .arg(ledger)
         .stdout(Stdio::null())
-        .stderr(std::fs::File::create(log).unwrap())
-        .spawn()
-        .unwrap()
+        .stderr(std::fs::File::create(log).unwrap());
+    for (name, value) in extra {
+        command.env(name, value);
+    }
+    command.spawn().unwrap()
 }
 
-fn wait_exit(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
-    let until = Instant::now() + limit;
-    while Instant::now() < until {
-        if let Some(status) = child.try_wait().unwrap() {
-            return Some(status);
+/// Waits until the site's log says `line` (the site's own report of a protocol step).
+async fn wait_for_line(child: &mut Child, log: &Path, line: &str, logs_paths: &[PathBuf]) {
+    let until = Instant::now() + Duration::from_secs(300);
+    loop {
+        if std::fs::read_to_string(log).unwrap_or_default().contains(line) {
+            return;
         }
-        std::thread::sleep(Duration::from_millis(50));
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("the site exited ({status}) before {line:?}\n{}", logs(logs_paths));
+        }
+        assert!(
+            Instant::now() < until,
+            "the site never said {line:?}\n{}",
+            logs(logs_paths)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let _ = child.kill();
-    None
 }
 
 fn logs(paths: &[PathBuf]) -> String {
@@ -178,8 +169,16 @@ fn logs(paths: &[PathBuf]) -> String {
         .join("\n")
 }
 
-async fn study(server: &Server, key: &str, sites: usize, threshold: u32, join_timeout: u64) -> Value {
-    let body = json!({
+/// Creates a study; its creation answer.
+async fn create_study(server: &Server, key: &str, body: Value) -> Value {
+    let (status, created) = post(&format!("{}/v1/studies", server.base), key, body).await;
+    assert_eq!(status, 201, "{created}");
+    created
+}
+
+/// A `federated_power` study body over `sites` sites (d 20, k 3, 40 iterations, ρ 0.5).
+fn power_study(sites: usize, threshold: u32, join_timeout: u64) -> Value {
+    json!({
         "name": "live",
         "algorithm": "federated_power",
         "n_features": 20,
@@ -188,34 +187,23 @@ async fn study(server: &Server, key: &str, sites: usize, threshold: u32, join_ti
         "params": {"k": 3, "iterations": 40},
         "privacy": {"rho": 0.5},
         "threshold": threshold,
-        "sites": (0..sites).map(|i| json!({"name": format!("site-{}", i + 1)})).collect::<Vec<_>>(),
+        "sites": site_names(sites),
         "join_timeout_seconds": join_timeout,
-        "round_timeout_seconds": 3,
-    });
-    let (status, created) = call(
-        reqwest::Method::POST,
-        &format!("{}/v1/studies", server.base),
-        key,
-        Some(body),
-    )
-    .await;
-    assert_eq!(status, 201, "{created}");
-    created
+        "round_timeout_seconds": ROUND_TIMEOUT_SECS,
+    })
+}
+
+/// `[{"name": "site-1"}, …]`.
+fn site_names(sites: usize) -> Vec<Value> {
+    (0..sites)
+        .map(|i| json!({"name": format!("site-{}", i + 1)}))
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn four_sites_one_killed_and_a_site_over_its_own_budget() {
     let dir = tempfile::tempdir().unwrap();
-    let server = start_server(dir.path()).await;
-    let (status, tenant) = call(
-        reqwest::Method::POST,
-        &format!("{}/v1/tenants", server.base),
-        ADMIN,
-        Some(json!({"name": "t"})),
-    )
-    .await;
-    assert_eq!(status, 201, "{tenant}");
-    let key = tenant["api_key"].as_str().unwrap().to_string();
+    let (server, key) = start_server(dir.path()).await;
 
     let rows = planted_rows(4000, 20, 7);
     let shards: Vec<PathBuf> = rows
@@ -228,50 +216,43 @@ async fn four_sites_one_killed_and_a_site_over_its_own_budget() {
         })
         .collect();
 
-    // Study 1: four sites, t = 3; site 4 is killed after round 2.
-    let created = study(&server, &key, 4, 3, 120).await;
+    // Study 1: four sites, t = 3; site 4 falls silent after its round-2 unmask and is killed.
+    let created = create_study(&server, &key, power_study(4, 3, 120)).await;
     let id = created["id"].as_str().unwrap().to_string();
     let url = format!("{}/v1/studies/{id}", server.base);
-    let mut logs_paths = Vec::new();
+    let logs_paths: Vec<PathBuf> = (0..4).map(|i| dir.path().join(format!("site-{i}.log"))).collect();
     let mut children: Vec<Child> = (0..4)
         .map(|i| {
-            let log = dir.path().join(format!("site-{i}.log"));
-            logs_paths.push(log.clone());
             let token = created["sites"][i]["token"].as_str().unwrap();
             // Site 1's own budget is exactly the study's cost: it must fit.
             let budget = if i == 0 { 0.5 } else { 1.0 };
+            let stop = if i == 3 {
+                vec![("PRIVPCA_SITE_TEST_STOP_AFTER_ROUND", "2".to_string())]
+            } else {
+                Vec::new()
+            };
             site(
                 &server,
                 token,
                 &shards[i],
                 &dir.path().join(format!("ledger-{i}.db")),
                 budget,
-                &log,
+                &logs_paths[i],
+                &stop,
             )
         })
         .collect();
-    let until = Instant::now() + Duration::from_secs(120);
-    loop {
-        let (_, view) = call(reqwest::Method::GET, &url, &key, None).await;
-        if view["progress"]["done"].as_i64().unwrap_or(0) >= 2 {
-            children[3].kill().unwrap();
-            let _ = children[3].wait();
-            break;
-        }
-        assert!(
-            view["status"] == "enrolling" || view["status"] == "running",
-            "{view}\n{}",
-            logs(&logs_paths)
-        );
-        assert!(
-            Instant::now() < until,
-            "round 2 never completed\n{}",
-            logs(&logs_paths)
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_for_line(
+        &mut children[3],
+        &logs_paths[3],
+        "stopping after round 2",
+        &logs_paths,
+    )
+    .await;
+    children[3].kill().unwrap();
+    let _ = children[3].wait();
     for child in children.iter_mut().take(3) {
-        let status = wait_exit(child, Duration::from_secs(180));
+        let status = wait_exit(child, Duration::from_secs(300));
         assert_eq!(
             status.map(|s| s.code()),
             Some(Some(0)),
@@ -279,50 +260,26 @@ async fn four_sites_one_killed_and_a_site_over_its_own_budget() {
             logs(&logs_paths)
         );
     }
-    let (_, view) = call(reqwest::Method::GET, &url, &key, None).await;
+    let (_, view) = get(&url, &key).await;
     assert_eq!(view["status"], "succeeded", "{view}");
     assert_eq!(view["sites"][3]["status"], "dropped", "{view}");
+    assert_eq!(view["sites"][3]["dropped_round"], 3, "{view}");
     for i in 0..3 {
         assert_eq!(view["sites"][i]["status"], "done", "{view}");
     }
-    let (_, result) = call(reqwest::Method::GET, &format!("{url}/result"), &key, None).await;
+    let (status, result) = get(&format!("{url}/result"), &key).await;
+    assert_eq!(status, 200, "{result}");
     let federated = energy(&rows, &result["basis"]);
 
     // Central noisy_power on the pooled data at the same ρ and iterations.
-    let (_, dataset) = call(
-        reqwest::Method::POST,
-        &format!("{}/v1/datasets", server.base),
+    let dataset_id = pooled(&server, &key, &rows).await;
+    let job = support::submit(
+        &server.base,
         &key,
-        Some(json!({"name": "pooled", "kind": "records", "row_norm_bound": 1.0, "budget": {"rho": 1.0}})),
+        json!({"dataset_id": dataset_id, "algorithm": "noisy_power", "params": {"k": 3, "iterations": 40}, "privacy": {"rho": 0.5}}),
     )
     .await;
-    let dataset_id = dataset["id"].as_str().unwrap();
-    let upload = reqwest::Client::new()
-        .put(format!("{}/v1/datasets/{dataset_id}/data", server.base))
-        .bearer_auth(&key)
-        .header("content-type", "text/csv")
-        .body(to_csv(&rows))
-        .send()
-        .await
-        .unwrap();
-    assert!(upload.status().is_success());
-    let (status, job) = call(
-        reqwest::Method::POST,
-        &format!("{}/v1/jobs", server.base),
-        &key,
-        Some(json!({"dataset_id": dataset_id, "algorithm": "noisy_power", "params": {"k": 3, "iterations": 40}, "privacy": {"rho": 0.5}})),
-    )
-    .await;
-    assert_eq!(status, 202, "{job}");
-    let job_url = format!("{}/v1/jobs/{}", server.base, job["id"].as_str().unwrap());
-    for _ in 0..600 {
-        let (_, j) = call(reqwest::Method::GET, &job_url, &key, None).await;
-        if j["status"] == "succeeded" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let (_, central_result) = call(reqwest::Method::GET, &format!("{job_url}/result"), &key, None).await;
+    let central_result = support::result(&server.base, &key, &job, Duration::from_secs(300)).await;
     let central = energy(&rows, &central_result["basis"]);
     assert!(
         (federated - central).abs() <= 0.05,
@@ -330,14 +287,15 @@ async fn four_sites_one_killed_and_a_site_over_its_own_budget() {
     );
     assert!(federated > 0.9, "federated energy {federated:.4}");
 
-    // Study 2: three sites, t = 3; site 3's own budget (ρ 0.1) is below the cost (ρ 0.5).
-    let created = study(&server, &key, 3, 3, 4).await;
+    // Study 2: three sites, t = 3; site 3's own budget (ρ 0.1) is below the cost (ρ 0.5). The
+    // study cannot reach t whatever the timing; the short join timeout only ends it sooner.
+    let created = create_study(&server, &key, power_study(3, 3, 4)).await;
     let id = created["id"].as_str().unwrap().to_string();
-    let mut logs2 = Vec::new();
+    let logs2: Vec<PathBuf> = (0..3)
+        .map(|i| dir.path().join(format!("study2-site-{i}.log")))
+        .collect();
     let mut children: Vec<Child> = (0..3)
         .map(|i| {
-            let log = dir.path().join(format!("study2-site-{i}.log"));
-            logs2.push(log.clone());
             let token = created["sites"][i]["token"].as_str().unwrap();
             let budget = if i == 2 { 0.1 } else { 1.0 };
             site(
@@ -346,31 +304,26 @@ async fn four_sites_one_killed_and_a_site_over_its_own_budget() {
                 &shards[i],
                 &dir.path().join(format!("study2-ledger-{i}.db")),
                 budget,
-                &log,
+                &logs2[i],
+                &[],
             )
         })
         .collect();
-    let refused = wait_exit(&mut children[2], Duration::from_secs(30));
+    let refused = wait_exit(&mut children[2], Duration::from_secs(120));
     assert!(
         matches!(refused, Some(s) if !s.success()),
         "the over-budget site did not refuse\n{}",
         logs(&logs2)
     );
     for child in children.iter_mut().take(2) {
-        let status = wait_exit(child, Duration::from_secs(60));
+        let status = wait_exit(child, Duration::from_secs(300));
         assert!(
             matches!(status, Some(s) if !s.success()),
             "a site reported success\n{}",
             logs(&logs2)
         );
     }
-    let (_, view) = call(
-        reqwest::Method::GET,
-        &format!("{}/v1/studies/{id}", server.base),
-        &key,
-        None,
-    )
-    .await;
+    let (_, view) = get(&format!("{}/v1/studies/{id}", server.base), &key).await;
     assert_ne!(view["status"], "succeeded", "{view}");
     assert_eq!(
         view["sites"][2]["status"], "invited",
@@ -400,34 +353,21 @@ async fn run_study(
     log_prefix: &str,
     budget: f64,
 ) -> (String, Vec<PathBuf>) {
-    let (status, created) = call(
-        reqwest::Method::POST,
-        &format!("{}/v1/studies", server.base),
-        key,
-        Some(body),
-    )
-    .await;
-    assert_eq!(status, 201, "{created}");
-    let mut paths = Vec::new();
+    let created = create_study(server, key, body).await;
+    let paths: Vec<PathBuf> = (0..shards.len())
+        .map(|i| dir.join(format!("{log_prefix}-site-{i}.log")))
+        .collect();
     let mut children: Vec<Child> = shards
         .iter()
         .enumerate()
         .map(|(i, shard)| {
-            let log = dir.join(format!("{log_prefix}-site-{i}.log"));
-            paths.push(log.clone());
             let token = created["sites"][i]["token"].as_str().unwrap();
-            site(
-                server,
-                token,
-                shard,
-                &dir.join(format!("{prefix}-ledger-{i}.db")),
-                budget,
-                &log,
-            )
+            let ledger = dir.join(format!("{prefix}-ledger-{i}.db"));
+            site(server, token, shard, &ledger, budget, &paths[i], &[])
         })
         .collect();
     for child in &mut children {
-        let status = wait_exit(child, Duration::from_secs(120));
+        let status = wait_exit(child, Duration::from_secs(300));
         assert_eq!(
             status.map(|s| s.code()),
             Some(Some(0)),
@@ -438,19 +378,14 @@ async fn run_study(
     (created["id"].as_str().unwrap().to_string(), paths)
 }
 
-/// Waits for a job to succeed and returns its result.
-async fn job_result(server: &Server, key: &str, job: &Value) -> Value {
-    let job_url = format!("{}/v1/jobs/{}", server.base, job["id"].as_str().unwrap());
-    for _ in 0..1500 {
-        let (_, j) = call(reqwest::Method::GET, &job_url, key, None).await;
-        if j["status"] == "succeeded" {
-            let (_, result) = call(reqwest::Method::GET, &format!("{job_url}/result"), key, None).await;
-            return result;
-        }
-        assert!(j["status"] != "failed", "{j}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("the job did not finish");
+/// A succeeded study's view and result.
+async fn succeeded_study(server: &Server, key: &str, id: &str) -> (Value, Value) {
+    let url = format!("{}/v1/studies/{id}", server.base);
+    let (_, view) = get(&url, key).await;
+    assert_eq!(view["status"], "succeeded", "{view}");
+    let (status, result) = get(&format!("{url}/result"), key).await;
+    assert_eq!(status, 200, "{result}");
+    (view, result)
 }
 
 /// Live `cape_pca` over three real `privpca site` processes with unequal shards (1 000,
@@ -460,16 +395,7 @@ async fn job_result(server: &Server, key: &str, job: &Value) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cape_pca_over_three_unequal_sites_matches_central_analyze_gauss() {
     let dir = tempfile::tempdir().unwrap();
-    let server = start_server(dir.path()).await;
-    let (status, tenant) = call(
-        reqwest::Method::POST,
-        &format!("{}/v1/tenants", server.base),
-        ADMIN,
-        Some(json!({"name": "t"})),
-    )
-    .await;
-    assert_eq!(status, 201, "{tenant}");
-    let key = tenant["api_key"].as_str().unwrap().to_string();
+    let (server, key) = start_server(dir.path()).await;
     let rows = planted_rows(7000, 20, 11);
     let mut shards = Vec::new();
     let mut start = 0;
@@ -491,9 +417,9 @@ async fn cape_pca_over_three_unequal_sites_matches_central_analyze_gauss() {
             "params": {"k": 2},
             "privacy": {"rho": 0.002},
             "threshold": 3,
-            "sites": (0..3).map(|i| json!({"name": format!("site-{}", i + 1)})).collect::<Vec<_>>(),
-            "join_timeout_seconds": 60,
-            "round_timeout_seconds": 30,
+            "sites": site_names(3),
+            "join_timeout_seconds": 120,
+            "round_timeout_seconds": ROUND_TIMEOUT_SECS,
         });
         // One ledger per site across all runs: 8 × 0.002 fits a budget of 0.02.
         let (id, _) = run_study(
@@ -507,12 +433,9 @@ async fn cape_pca_over_three_unequal_sites_matches_central_analyze_gauss() {
             0.02,
         )
         .await;
-        let url = format!("{}/v1/studies/{id}", server.base);
-        let (_, view) = call(reqwest::Method::GET, &url, &key, None).await;
-        assert_eq!(view["status"], "succeeded", "{view}");
+        let (view, result) = succeeded_study(&server, &key, &id).await;
         assert_eq!(view["sites"][0]["n_samples"], 1000, "{view}");
         assert_eq!(view["sites"][2]["n_samples"], 4000, "{view}");
-        let (_, result) = call(reqwest::Method::GET, &format!("{url}/result"), &key, None).await;
         let noise = &result["noise"];
         assert_eq!(noise["fallback"], false, "{result}");
         let ratio = noise["ratio_to_pooled"].as_f64().unwrap();
@@ -526,34 +449,17 @@ async fn cape_pca_over_three_unequal_sites_matches_central_analyze_gauss() {
         assert!(log.contains("charged rho = 0.002"), "{log}");
     }
 
-    let (_, dataset) = call(
-        reqwest::Method::POST,
-        &format!("{}/v1/datasets", server.base),
-        &key,
-        Some(json!({"name": "pooled", "kind": "records", "row_norm_bound": 1.0, "budget": {"rho": 1.0}})),
-    )
-    .await;
-    let dataset_id = dataset["id"].as_str().unwrap();
-    let upload = reqwest::Client::new()
-        .put(format!("{}/v1/datasets/{dataset_id}/data", server.base))
-        .bearer_auth(&key)
-        .header("content-type", "text/csv")
-        .body(to_csv(&rows))
-        .send()
-        .await
-        .unwrap();
-    assert!(upload.status().is_success());
+    let dataset_id = pooled(&server, &key, &rows).await;
     let mut central = Vec::new();
     for _ in 0..runs {
-        let (status, job) = call(
-            reqwest::Method::POST,
-            &format!("{}/v1/jobs", server.base),
+        let job = support::submit(
+            &server.base,
             &key,
-            Some(json!({"dataset_id": dataset_id, "algorithm": "analyze_gauss", "params": {"k": 2}, "privacy": {"rho": 0.002}})),
+            json!({"dataset_id": dataset_id, "algorithm": "analyze_gauss", "params": {"k": 2}, "privacy": {"rho": 0.002}}),
         )
         .await;
-        assert_eq!(status, 202, "{job}");
-        central.push(energy(&rows, &job_result(&server, &key, &job).await["basis"]));
+        let result = support::result(&server.base, &key, &job, Duration::from_secs(300)).await;
+        central.push(energy(&rows, &result["basis"]));
     }
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
     let (live_mean, central_mean) = (mean(&live), mean(&central));
@@ -571,15 +477,7 @@ async fn cape_pca_over_three_unequal_sites_matches_central_analyze_gauss() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cape_agn_over_three_sites_recovers_the_mixture() {
     let dir = tempfile::tempdir().unwrap();
-    let server = start_server(dir.path()).await;
-    let (_, tenant) = call(
-        reqwest::Method::POST,
-        &format!("{}/v1/tenants", server.base),
-        ADMIN,
-        Some(json!({"name": "t"})),
-    )
-    .await;
-    let key = tenant["api_key"].as_str().unwrap().to_string();
+    let (server, key) = start_server(dir.path()).await;
     let (d, k, sigma2) = (10usize, 3usize, 0.05f64);
     let mut rng = ChaCha20Rng::seed_from_u64(5);
     let q = DMatrix::from_fn(d, k, |_, _| -> f64 { StandardNormal.sample(&mut rng) })
@@ -622,16 +520,13 @@ async fn cape_agn_over_three_sites_recovers_the_mixture() {
         "params": {"k": k, "model": "mog", "sigma2": sigma2},
         "privacy": {"rho": 1e5},
         "threshold": 3,
-        "sites": (0..3).map(|i| json!({"name": format!("site-{}", i + 1)})).collect::<Vec<_>>(),
-        "join_timeout_seconds": 60,
-        "round_timeout_seconds": 30,
+        "sites": site_names(3),
+        "join_timeout_seconds": 120,
+        "round_timeout_seconds": ROUND_TIMEOUT_SECS,
     });
     let (id, logs_paths) = run_study(&server, &key, dir.path(), body, &paths, "agn", "agn", 1e6).await;
-    let url = format!("{}/v1/studies/{id}", server.base);
-    let (_, view) = call(reqwest::Method::GET, &url, &key, None).await;
-    assert_eq!(view["status"], "succeeded", "{view}");
+    let (view, result) = succeeded_study(&server, &key, &id).await;
     assert_eq!(view["progress"]["done"], 2, "{view}");
-    let (_, result) = call(reqwest::Method::GET, &format!("{url}/result"), &key, None).await;
     let noise = &result["noise"];
     assert_eq!(noise["stage1"]["fallback"], false, "{result}");
     assert_eq!(noise["stage2"]["fallback"], false, "{result}");
@@ -656,35 +551,14 @@ async fn cape_agn_over_three_sites_recovers_the_mixture() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_generated_admin_key_stays_out_of_the_log() {
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
     let log = dir.path().join("server.log");
-    let child = Command::new(BIN)
-        .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
-        .arg("--database-url")
-        .arg(format!("sqlite://{}", dir.path().join("privpca.db").display()))
-        .arg("--data-dir")
-        .arg(dir.path().join("data"))
-        .env_remove("PRIVPCA_ADMIN_KEY")
-        .stdout(std::fs::File::create(dir.path().join("server.out")).unwrap())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let server = Server {
-        child,
-        base: format!("http://127.0.0.1:{port}"),
-    };
-    let client = reqwest::Client::new();
-    let mut up = false;
-    for _ in 0..200 {
-        if let Ok(r) = client.get(format!("{}/healthz", server.base)).send().await
-            && r.status().is_success()
-        {
-            up = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(up, "{}", std::fs::read_to_string(&log).unwrap_or_default());
+    let env: Vec<_> = server_env(dir.path())
+        .into_iter()
+        .filter(|(name, _)| *name != "PRIVPCA_ADMIN_KEY")
+        .collect();
+    let (mut command, base) = support::serve_command(&env, &log);
+    command.env_remove("PRIVPCA_ADMIN_KEY");
+    let server = support::ready(command.spawn().unwrap(), base, &log).await;
     let file = dir.path().join("data").join("generated-admin-key");
     let key = std::fs::read_to_string(&file).unwrap().trim().to_string();
     assert!(key.starts_with("ppa_") && key.len() > 40);
@@ -694,16 +568,8 @@ async fn a_generated_admin_key_stays_out_of_the_log() {
         let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
     }
-    let (status, _) = call(
-        reqwest::Method::POST,
-        &format!("{}/v1/tenants", server.base),
-        &key,
-        Some(json!({"name": "t"})),
-    )
-    .await;
-    assert_eq!(status, 201);
-    let logged = std::fs::read_to_string(&log).unwrap()
-        + &std::fs::read_to_string(dir.path().join("server.out")).unwrap();
+    support::tenant(&server.base, &key, "t").await;
+    let logged = server.log_text();
     assert!(!logged.contains(&key), "the key is in the log:\n{logged}");
     assert!(logged.contains("generated-admin-key"), "{logged}");
 }

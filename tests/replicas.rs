@@ -15,12 +15,12 @@
 mod support;
 
 use std::path::Path;
-use std::process::{Child, Command};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use support::{Server, dataset, get, job, post, wait_exit};
 
-const BIN: &str = env!("CARGO_BIN_EXE_privpca");
 const ADMIN: &str = "replica-test-admin";
 /// A short lease, so that the kill test takes seconds.
 const LEASE_SECS: u64 = 2;
@@ -33,159 +33,21 @@ fn postgres_url() -> String {
         .expect("PRIVPCA_TEST_POSTGRES_URL names the PostgreSQL server (scripts/postgres.sh)")
 }
 
-struct Replica {
-    child: Child,
-    base: String,
+/// A replica's environment: one worker, a short lease, the shared database and data directory.
+fn replica_env(name: &str, database_url: &str, data_dir: &Path) -> Vec<(&'static str, String)> {
+    vec![
+        ("PRIVPCA_DATABASE_URL", database_url.to_string()),
+        ("PRIVPCA_DATA_DIR", data_dir.display().to_string()),
+        ("PRIVPCA_ADMIN_KEY", ADMIN.to_string()),
+        ("PRIVPCA_REPLICA_ID", name.to_string()),
+        ("PRIVPCA_JOB_LEASE_SECS", LEASE_SECS.to_string()),
+        ("PRIVPCA_WORKERS", "1".to_string()),
+        ("PRIVPCA_THREADS", "1".to_string()),
+    ]
 }
 
-impl Drop for Replica {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Replica {
-    /// SIGKILL: no shutdown path runs, the job's lease is simply no longer renewed.
-    fn kill(mut self) {
-        self.child.kill().expect("kill");
-        self.child.wait().expect("wait");
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn serve(name: &str, database_url: &str, data_dir: &Path, log: &Path) -> (Child, String) {
-    let port = free_port();
-    let child = Command::new(BIN)
-        .arg("serve")
-        .env("PRIVPCA_BIND", format!("127.0.0.1:{port}"))
-        .env("PRIVPCA_DATABASE_URL", database_url)
-        .env("PRIVPCA_DATA_DIR", data_dir)
-        .env("PRIVPCA_ADMIN_KEY", ADMIN)
-        .env("PRIVPCA_REPLICA_ID", name)
-        .env("PRIVPCA_JOB_LEASE_SECS", LEASE_SECS.to_string())
-        .env("PRIVPCA_WORKERS", "1")
-        .env("PRIVPCA_THREADS", "1")
-        .stdout(
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(log)
-                .unwrap(),
-        )
-        .stderr(
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(log)
-                .unwrap(),
-        )
-        .spawn()
-        .expect("spawn privpca serve");
-    (child, format!("http://127.0.0.1:{port}"))
-}
-
-async fn start(name: &str, database_url: &str, data_dir: &Path, log: &Path) -> Replica {
-    let (mut child, base) = serve(name, database_url, data_dir, log);
-    let client = reqwest::Client::new();
-    for _ in 0..600 {
-        if let Ok(r) = client.get(format!("{base}/readyz")).send().await
-            && r.status().is_success()
-        {
-            return Replica { child, base };
-        }
-        if let Ok(Some(status)) = child.try_wait() {
-            panic!(
-                "replica {name} exited with {status}: {}",
-                std::fs::read_to_string(log).unwrap_or_default()
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let _ = child.kill();
-    panic!("replica {name} did not become ready");
-}
-
-async fn call(method: reqwest::Method, url: &str, key: &str, body: Option<Value>) -> (u16, Value) {
-    let mut request = reqwest::Client::new().request(method, url).bearer_auth(key);
-    if let Some(body) = body {
-        request = request.json(&body);
-    }
-    let response = request.send().await.unwrap();
-    let status = response.status().as_u16();
-    let text = response.text().await.unwrap();
-    (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
-}
-
-/// A C-order f64 `.npy` of `n` rows of `d` values, each row of norm at most 1 (seeded).
-fn npy(n: usize, d: usize, seed: u64) -> Vec<u8> {
-    let header = format!("{{'descr': '<f8', 'fortran_order': False, 'shape': ({n}, {d}), }}");
-    let mut header = header.into_bytes();
-    let total = 10 + header.len() + 1;
-    header.extend(std::iter::repeat_n(b' ', (64 - total % 64) % 64));
-    header.push(b'\n');
-    let mut out = b"\x93NUMPY\x01\x00".to_vec();
-    out.extend(u16::try_from(header.len()).unwrap().to_le_bytes());
-    out.extend(header);
-    let mut state = seed
-        .wrapping_mul(6364136223846793005)
-        .wrapping_add(1442695040888963407);
-    let scale = 1.0 / (d as f64).sqrt();
-    for _ in 0..n * d {
-        state = state
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        let unit = (state >> 11) as f64 / (1u64 << 53) as f64;
-        out.extend(((2.0 * unit - 1.0) * scale).to_le_bytes());
-    }
-    out
-}
-
-async fn tenant(base: &str) -> String {
-    let (status, tenant) = call(
-        reqwest::Method::POST,
-        &format!("{base}/v1/tenants"),
-        ADMIN,
-        Some(json!({"name": "replicas"})),
-    )
-    .await;
-    assert_eq!(status, 201, "{tenant}");
-    tenant["api_key"].as_str().unwrap().to_string()
-}
-
-async fn dataset(base: &str, key: &str, rho: f64, n: usize, d: usize) -> String {
-    let (status, created) = call(
-        reqwest::Method::POST,
-        &format!("{base}/v1/datasets"),
-        key,
-        Some(json!({"name": "shared", "kind": "records", "row_norm_bound": 1.0, "budget": {"rho": rho}})),
-    )
-    .await;
-    assert_eq!(status, 201, "{created}");
-    let id = created["id"].as_str().unwrap().to_string();
-    let upload = reqwest::Client::new()
-        .put(format!("{base}/v1/datasets/{id}/data"))
-        .bearer_auth(key)
-        .header("content-type", "application/x-npy")
-        .body(npy(n, d, 7))
-        .send()
-        .await
-        .unwrap();
-    assert!(upload.status().is_success(), "{}", upload.text().await.unwrap());
-    id
-}
-
-async fn job(base: &str, key: &str, id: &str) -> Value {
-    call(reqwest::Method::GET, &format!("{base}/v1/jobs/{id}"), key, None)
-        .await
-        .1
+async fn start(name: &str, database_url: &str, data_dir: &Path, log: &Path) -> Server {
+    support::start(&replica_env(name, database_url, data_dir), log).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -206,18 +68,15 @@ async fn a_killed_replicas_job_is_failed_by_the_other_and_admission_never_oversp
 
     // Replica A alone, so that A is the one that claims the long job.
     let a = start("replica-a", &database, &data, &log_a).await;
-    let key = tenant(&a.base).await;
+    let key = support::tenant(&a.base, ADMIN, "replicas").await;
     let long_data = dataset(&a.base, &key, 1.0, 4000, 300).await;
-    let (status, long) = call(
-        reqwest::Method::POST,
-        &format!("{}/v1/jobs", a.base),
+    let long_id = support::submit(
+        &a.base,
         &key,
-        Some(json!({"dataset_id": long_data, "algorithm": "noisy_power",
-                    "params": {"k": 100, "iterations": 1000}, "privacy": {"rho": 0.2}})),
+        json!({"dataset_id": long_data, "algorithm": "noisy_power",
+               "params": {"k": 100, "iterations": 1000}, "privacy": {"rho": 0.2}}),
     )
     .await;
-    assert_eq!(status, 202, "{long}");
-    let long_id = long["id"].as_str().unwrap().to_string();
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let view = job(&a.base, &key, &long_id).await;
@@ -263,13 +122,7 @@ async fn a_killed_replicas_job_is_failed_by_the_other_and_admission_never_oversp
         "replica B failed the killed replica's job {:.1} s after the kill",
         took.as_secs_f64()
     );
-    let (_, ledger) = call(
-        reqwest::Method::GET,
-        &format!("{}/v1/datasets/{long_data}/ledger", b.base),
-        &key,
-        None,
-    )
-    .await;
+    let (_, ledger) = get(&format!("{}/v1/datasets/{long_data}/ledger", b.base), &key).await;
     let entries = ledger["entries"].as_array().expect("ledger entries");
     let charges: Vec<&Value> = entries
         .iter()
@@ -299,7 +152,7 @@ async fn a_killed_replicas_job_is_failed_by_the_other_and_admission_never_oversp
         let key = key.clone();
         let body = json!({"dataset_id": small, "algorithm": "analyze_gauss",
                           "params": {"k": 2}, "privacy": {"rho": 0.1}});
-        tasks.spawn(async move { call(reqwest::Method::POST, &url, &key, Some(body)).await });
+        tasks.spawn(async move { post(&url, &key, body).await });
     }
     let mut admitted = 0;
     let mut refused = 0;
@@ -315,13 +168,7 @@ async fn a_killed_replicas_job_is_failed_by_the_other_and_admission_never_oversp
         }
     }
     assert_eq!((admitted, refused), (10, 40), "{}", logs());
-    let (_, view) = call(
-        reqwest::Method::GET,
-        &format!("{}/v1/datasets/{small}", a.base),
-        &key,
-        None,
-    )
-    .await;
+    let (_, view) = get(&format!("{}/v1/datasets/{small}", a.base), &key).await;
     let spent = view["budget"]["spent"]["rho"].as_f64().unwrap();
     assert!((spent - 1.0).abs() < 1e-9, "{view}");
     drop(a);
@@ -333,19 +180,10 @@ async fn an_unreachable_database_at_start_is_a_clear_error_and_a_non_zero_exit()
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("serve.log");
     // Nothing listens on a port just released.
-    let url = format!("postgres://privpca@127.0.0.1:{}/privpca", free_port());
-    let (mut child, _) = serve("lonely", &url, &dir.path().join("data"), &log);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the service kept running without its database"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let url = format!("postgres://privpca@127.0.0.1:{}/privpca", support::free_port());
+    let (mut child, _) = support::spawn(&replica_env("lonely", &url, &dir.path().join("data")), &log);
+    let status = wait_exit(&mut child, Duration::from_secs(60))
+        .expect("the service kept running without its database");
     assert!(!status.success());
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(text.contains("opening the database"), "{text}");
@@ -356,9 +194,9 @@ async fn an_unreachable_database_at_start_is_a_clear_error_and_a_non_zero_exit()
 async fn a_postgres_database_without_an_admin_key_is_refused_at_start() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("serve.log");
-    let status = Command::new(BIN)
+    let status = Command::new(support::BIN)
         .arg("serve")
-        .env("PRIVPCA_BIND", format!("127.0.0.1:{}", free_port()))
+        .env("PRIVPCA_BIND", format!("127.0.0.1:{}", support::free_port()))
         .env("PRIVPCA_DATABASE_URL", "postgres://privpca@127.0.0.1:1/privpca")
         .env("PRIVPCA_DATA_DIR", dir.path().join("data"))
         .env_remove("PRIVPCA_ADMIN_KEY")

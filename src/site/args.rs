@@ -55,6 +55,11 @@ pub struct SiteArgs {
     /// site's release with noise variance (mΔ)²/t only.
     #[arg(long, env = "PRIVPCA_SITE_ALLOW_MINORITY_THRESHOLD")]
     pub allow_minority_threshold: bool,
+    /// A test hook, not for operators: after sending round N's unmask answer the site stops
+    /// answering (it stays up, silent, as if it had crashed), so a test can kill it at a known
+    /// protocol point.
+    #[arg(long, hide = true, env = "PRIVPCA_SITE_TEST_STOP_AFTER_ROUND")]
+    pub test_stop_after_round: Option<u32>,
 }
 
 impl fmt::Debug for SiteArgs {
@@ -71,6 +76,7 @@ impl fmt::Debug for SiteArgs {
             .field("give_up_seconds", &self.give_up_seconds)
             .field("expect_roster_hash", &self.expect_roster_hash)
             .field("allow_minority_threshold", &self.allow_minority_threshold)
+            .field("test_stop_after_round", &self.test_stop_after_round)
             .finish()
     }
 }

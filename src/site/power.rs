@@ -155,6 +155,10 @@ impl Protocol<'_> {
                     if self.resends == before {
                         self.resends = 0;
                     }
+                    if self.args.test_stop_after_round == Some(round) {
+                        progress(&format!("stopping after round {round} (test hook)"));
+                        std::future::pending::<()>().await;
+                    }
                 }
                 SiteTask::CapeRelease { .. } => {
                     return Err(violation(

@@ -243,6 +243,7 @@ impl Store {
             data_dir: path.parent().unwrap_or(Path::new("")).to_path_buf(),
             replica: super::default_replica_name(),
             lease: super::DEFAULT_LEASE,
+            lease_clock_ahead: std::sync::Arc::default(),
         };
         store.migrate().await?;
         Ok(store)

@@ -213,6 +213,10 @@ pub struct Store {
     replica: Arc<str>,
     /// How long a claim or a heartbeat holds a job (and a coordinator its studies).
     lease: Duration,
+    /// How far ahead of the wall clock this store reads the time for leases, in microseconds:
+    /// zero, except in tests that let a lease run out without waiting (`advance_lease_clock`).
+    /// Shared by the store's clones.
+    lease_clock_ahead: Arc<std::sync::atomic::AtomicI64>,
 }
 
 /// The lease when none is configured.
@@ -243,6 +247,7 @@ impl Store {
             data_dir: data_dir.to_path_buf(),
             replica: default_replica_name(),
             lease: DEFAULT_LEASE,
+            lease_clock_ahead: Arc::default(),
         };
         tokio::fs::create_dir_all(store.uploads_dir()).await?;
         store.migrate().await?;
@@ -311,6 +316,21 @@ impl Store {
     }
 
     /// When a lease taken at `at` runs out.
+    /// A test hook: this store (and its clones) reads the time for leases `by` later than
+    /// before, so a test lets a lease run out, or checks that it has not, without sleeping.
+    #[doc(hidden)]
+    pub fn advance_lease_clock(&self, by: Duration) {
+        let micros = i64::try_from(by.as_micros()).unwrap_or(i64::MAX);
+        self.lease_clock_ahead
+            .fetch_add(micros, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// The time as leases are judged: claims, heartbeats and reapers read it.
+    fn lease_now(&self) -> chrono::DateTime<chrono::Utc> {
+        let ahead = self.lease_clock_ahead.load(std::sync::atomic::Ordering::SeqCst);
+        codec::now() + chrono::Duration::microseconds(ahead)
+    }
+
     fn lease_end(&self, at: chrono::DateTime<chrono::Utc>) -> chrono::DateTime<chrono::Utc> {
         at + chrono::Duration::from_std(self.lease).unwrap_or(chrono::Duration::MAX)
     }

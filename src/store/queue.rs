@@ -86,7 +86,7 @@ impl Store {
         let row = sqlx::query(&sql)
             .bind(ts(at))
             .bind(self.replica())
-            .bind(ts(self.lease_end(at)))
+            .bind(ts(self.lease_end(self.lease_now())))
             .fetch_optional(&self.pool)
             .await?;
         row.as_ref().map(rows::job).transpose()
@@ -102,7 +102,7 @@ impl Store {
              WHERE id = $2 AND status = 'running' AND attempt = $3 AND claimed_by = $4 \
              RETURNING cancel_requested",
         )
-        .bind(ts(self.lease_end(now())))
+        .bind(ts(self.lease_end(self.lease_now())))
         .bind(id(lease.job))
         .bind(lease.attempt)
         .bind(self.replica())
@@ -190,7 +190,7 @@ impl Store {
     /// fresh noise on a charge already spent). A running job without a lease was left by a
     /// version without leases and is failed too. Returns how many jobs were failed.
     pub async fn reap_expired_jobs(&self) -> Result<u64, StoreError> {
-        let at = ts(now());
+        let at = ts(self.lease_now());
         let updated = sqlx::query(
             "UPDATE jobs SET status = 'failed', error = $1, finished_at = $2, lease_until = NULL \
              WHERE status = 'running' AND (lease_until IS NULL OR lease_until < $2)",

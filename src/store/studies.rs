@@ -567,7 +567,7 @@ impl Store {
             "UPDATE studies SET coordinator_lease_until = $1 \
              WHERE coordinator = $2 AND status IN ('enrolling', 'running')",
         )
-        .bind(ts(self.lease_end(now())))
+        .bind(ts(self.lease_end(self.lease_now())))
         .bind(self.replica())
         .execute(&self.pool)
         .await?;
@@ -589,7 +589,7 @@ impl Store {
     /// The reaper's part for studies: an unfinished study whose coordinator (another replica)
     /// stopped renewing its lease fails; charges stand. Returns how many.
     pub async fn reap_expired_studies(&self) -> Result<u64, StoreError> {
-        let at = ts(now());
+        let at = ts(self.lease_now());
         self.fail_studies(
             "the coordinating replica stopped while the study was ",
             "coordinator_lease_until < $2",

@@ -52,7 +52,7 @@ impl Store {
             dataset,
             token: Uuid::new_v4(),
         };
-        let at = now();
+        let at = self.lease_now();
         let claimed = sqlx::query(
             "UPDATE datasets SET status = 'uploading', upload_claim = $1, upload_lease_until = $2, \
                  updated_at = $3 \
@@ -84,7 +84,7 @@ impl Store {
             "UPDATE datasets SET upload_lease_until = $1 \
              WHERE id = $2 AND tenant_id = $3 AND status = 'uploading' AND upload_claim = $4",
         )
-        .bind(ts(self.lease_end(now())))
+        .bind(ts(self.lease_end(self.lease_now())))
         .bind(id(claim.dataset))
         .bind(id(claim.tenant))
         .bind(id(claim.token))

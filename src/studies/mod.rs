@@ -85,6 +85,24 @@ impl StudyHub {
         tokio::spawn(async move { hub.drive(id, entry).await });
     }
 
+    /// Closes the study's current phase now, as its deadline would; false when the study is
+    /// not live here. A test hook: a test of what a timeout does calls it at a known protocol
+    /// point instead of racing a short real timeout.
+    #[doc(hidden)]
+    pub async fn expire_phase(&self, study: Uuid) -> bool {
+        let Some(entry) = self.entry(study) else {
+            return false;
+        };
+        let mut live = entry.live.lock().await;
+        let now = live.deadline().max(Instant::now());
+        let effects = live.advance(now);
+        if !effects.is_empty() {
+            self.apply(study, effects).await;
+            entry.changed.send_modify(|v| *v += 1);
+        }
+        true
+    }
+
     /// The driver: advance at every change and deadline until the study is over.
     async fn drive(self, study: Uuid, entry: Arc<Entry>) {
         let mut changes = entry.changed.subscribe();

@@ -66,7 +66,7 @@ async fn cape_agn_is_listed_runs_and_refuses_one_site() {
     );
 
     let done = app
-        .run(
+        .succeeded(
             &key,
             job(
                 &ds,
@@ -76,7 +76,6 @@ async fn cape_agn_is_listed_runs_and_refuses_one_site() {
             ),
         )
         .await;
-    assert_eq!(done["status"], "succeeded", "{done}");
     let result = app
         .get(&format!("/v1/jobs/{}/result", done["id"].as_str().unwrap()), &key)
         .await
@@ -89,18 +88,15 @@ async fn cape_agn_is_listed_runs_and_refuses_one_site() {
     assert_eq!(result["released"]["cape_stage1"]["sites"], 3, "{result}");
     assert_eq!(result["released"]["cape_stage2"]["fallback"], false, "{result}");
 
-    let doc = app
-        .post(
-            "/v1/jobs",
-            &key,
-            job(
-                &ds,
-                "cape_agn",
-                json!({ "k": 2, "model": "stm", "sites": 1 }),
-                json!({ "rho": 1 }),
-            ),
-        )
-        .await
-        .problem(422);
-    assert_eq!(doc["field"], "params.sites", "{doc}");
+    app.refused(
+        &key,
+        job(
+            &ds,
+            "cape_agn",
+            json!({ "k": 2, "model": "stm", "sites": 1 }),
+            json!({ "rho": 1 }),
+        ),
+        "params.sites",
+    )
+    .await;
 }

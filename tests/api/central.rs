@@ -16,7 +16,7 @@ async fn coherent_power_runs_and_returns_private_eigenvalues() {
         .records(&key, json!({ "rho": 1e6 }), &csv_rows(400, 30, 11))
         .await;
     let done = app
-        .run(
+        .succeeded(
             &key,
             job(
                 &ds,
@@ -26,7 +26,6 @@ async fn coherent_power_runs_and_returns_private_eigenvalues() {
             ),
         )
         .await;
-    assert_eq!(done["status"], "succeeded", "{done}");
     let result = app
         .get(&format!("/v1/jobs/{}/result", done["id"].as_str().unwrap()), &key)
         .await
@@ -82,8 +81,7 @@ async fn replace_one_only_algorithms_refuse_other_relations_and_need_delta() {
         .await;
     for algorithm in ["k_dp_pca", "dp_oja"] {
         let doc = app
-            .post(
-                "/v1/jobs",
+            .refused(
                 &key,
                 job(
                     &add_remove,
@@ -91,10 +89,9 @@ async fn replace_one_only_algorithms_refuse_other_relations_and_need_delta() {
                     json!({ "k": 1 }),
                     json!({ "rho": 0.5, "delta": 0.01 }),
                 ),
+                "algorithm",
             )
-            .await
-            .problem(422);
-        assert_eq!(doc["field"], "algorithm", "{doc}");
+            .await;
         // The refusal says why, not only what is supported.
         let detail = doc["detail"].as_str().unwrap_or_default();
         assert!(detail.contains("parallel composition"), "{doc}");
@@ -102,15 +99,12 @@ async fn replace_one_only_algorithms_refuse_other_relations_and_need_delta() {
     let replace = app
         .records(&key, json!({ "rho": 1, "delta": 0.1 }), &csv_rows(2000, 4, 2))
         .await;
-    let doc = app
-        .post(
-            "/v1/jobs",
-            &key,
-            job(&replace, "k_dp_pca", json!({ "k": 1 }), json!({ "rho": 0.5 })),
-        )
-        .await
-        .problem(422);
-    assert_eq!(doc["field"], "privacy.delta", "{doc}");
+    app.refused(
+        &key,
+        job(&replace, "k_dp_pca", json!({ "k": 1 }), json!({ "rho": 0.5 })),
+        "privacy.delta",
+    )
+    .await;
     // δ is charged against the dataset's δ budget: more than it holds is refused.
     let doc = app
         .post(
@@ -136,9 +130,8 @@ async fn dp_oja_runs_on_replace_one_records() {
         .records(&key, json!({ "rho": 1e6 }), &csv_rows(3000, 5, 3))
         .await;
     let done = app
-        .run(&key, job(&ds, "dp_oja", json!({ "k": 2 }), json!({ "rho": 1e4 })))
+        .succeeded(&key, job(&ds, "dp_oja", json!({ "k": 2 }), json!({ "rho": 1e4 })))
         .await;
-    assert_eq!(done["status"], "succeeded", "{done}");
     let result = app
         .get(&format!("/v1/jobs/{}/result", done["id"].as_str().unwrap()), &key)
         .await
@@ -168,12 +161,7 @@ async fn k_dp_pca_charges_epsilon_squared_over_two_and_delta() {
             ),
         )
         .await;
-    assert_eq!(
-        reply.status,
-        StatusCode::ACCEPTED,
-        "{}",
-        String::from_utf8_lossy(&reply.bytes)
-    );
+    reply.expect(StatusCode::ACCEPTED);
     let view = reply.json();
     assert!(
         (view["cost"]["rho"].as_f64().unwrap() - 1e4).abs() < 1e-6,
@@ -215,20 +203,10 @@ async fn k_dp_pca_keeps_an_epsilon_delta_target() {
                     "privacy": { "epsilon": 1.0, "delta": 1e-5 } }),
         )
         .await;
-    assert_eq!(
-        plan.status,
-        StatusCode::OK,
-        "{}",
-        String::from_utf8_lossy(&plan.bytes)
-    );
+    plan.expect(StatusCode::OK);
     let plan = plan.json();
     let reply = app.post("/v1/jobs", &key, body).await;
-    assert_eq!(
-        reply.status,
-        StatusCode::ACCEPTED,
-        "{}",
-        String::from_utf8_lossy(&reply.bytes)
-    );
+    reply.expect(StatusCode::ACCEPTED);
     let view = reply.json();
     for cost in [&view["cost"], &plan["cost"]] {
         let rho = cost["rho"].as_f64().unwrap();
@@ -253,12 +231,11 @@ async fn eigen_sampling_runs_on_records_and_refuses_matrices() {
         .records(&key, json!({ "rho": 1e6 }), &csv_rows(500, 6, 5))
         .await;
     let done = app
-        .run(
+        .succeeded(
             &key,
             job(&ds, "eigen_sampling", json!({ "k": 2 }), json!({ "rho": 100.0 })),
         )
         .await;
-    assert_eq!(done["status"], "succeeded", "{done}");
     let result = app
         .get(&format!("/v1/jobs/{}/result", done["id"].as_str().unwrap()), &key)
         .await
@@ -268,14 +245,7 @@ async fn eigen_sampling_runs_on_records_and_refuses_matrices() {
         Some(2),
         "{result}"
     );
-    let matrix = app
-        .dataset(
-            &key,
-            json!({ "name": "m", "kind": "matrix", "budget": { "rho": 1 } }),
-        )
-        .await;
-    app.upload(&key, &matrix, "text/csv", b"2,1\n1,2\n".to_vec())
-        .await;
+    let matrix = app.matrix(&key).await;
     let doc = app
         .post(
             "/v1/jobs",

@@ -100,12 +100,7 @@ async fn an_octet_stream_upload_is_npy_by_its_magic_or_names_its_format() {
 
     let ds = app.dataset(&key, records("npy", json!({ "rho": 1 }))).await;
     let reply = upload(ds, "", "application/octet-stream", npy.clone()).await;
-    assert_eq!(
-        reply.status,
-        StatusCode::OK,
-        "{}",
-        String::from_utf8_lossy(&reply.bytes)
-    );
+    reply.expect(StatusCode::OK);
     assert_eq!(
         (
             reply.json()["n_samples"].as_i64(),
@@ -130,12 +125,7 @@ async fn an_octet_stream_upload_is_npy_by_its_magic_or_names_its_format() {
         b"1,2\n3,4\n".to_vec(),
     )
     .await;
-    assert_eq!(
-        reply.status,
-        StatusCode::OK,
-        "{}",
-        String::from_utf8_lossy(&reply.bytes)
-    );
+    reply.expect(StatusCode::OK);
 
     let ds = app.dataset(&key, records("json", json!({ "rho": 1 }))).await;
     upload(ds.clone(), "?format=json", "text/csv", b"1,2\n".to_vec())
@@ -156,21 +146,11 @@ async fn an_octet_stream_upload_is_npy_by_its_magic_or_names_its_format() {
         b"[[1, 2], [3, 4]]".to_vec(),
     )
     .await;
-    assert_eq!(
-        reply.status,
-        StatusCode::OK,
-        "{}",
-        String::from_utf8_lossy(&reply.bytes)
-    );
+    reply.expect(StatusCode::OK);
     // The named media types keep working, with or without an agreeing ?format=.
     let ds = app.dataset(&key, records("x-npy", json!({ "rho": 1 }))).await;
     let reply = upload(ds, "?format=npy", "application/x-npy", npy).await;
-    assert_eq!(
-        reply.status,
-        StatusCode::OK,
-        "{}",
-        String::from_utf8_lossy(&reply.bytes)
-    );
+    reply.expect(StatusCode::OK);
 }
 
 #[tokio::test]
@@ -249,12 +229,7 @@ async fn the_published_limits_are_the_enforced_ones() {
             job(&ds, "analyze_gauss", json!({ "k": 1.0 }), json!({ "rho": 0.1 })),
         )
         .await;
-    assert_eq!(
-        reply.status,
-        StatusCode::ACCEPTED,
-        "{}",
-        String::from_utf8_lossy(&reply.bytes)
-    );
+    reply.expect(StatusCode::ACCEPTED);
     app.post(
         "/v1/jobs",
         &key,

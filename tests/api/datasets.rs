@@ -167,12 +167,7 @@ async fn uploads_in_every_format_give_the_same_shape() {
     let reply = app
         .upload(&key, &csv, "text/csv", b"a,b,c\n1,2,3\n4,5,6\n".to_vec())
         .await;
-    assert_eq!(
-        reply.status,
-        StatusCode::OK,
-        "{}",
-        String::from_utf8_lossy(&reply.bytes)
-    );
+    reply.expect(StatusCode::OK);
     let view = reply.json();
     assert_eq!(
         (
@@ -197,12 +192,7 @@ async fn uploads_in_every_format_give_the_same_shape() {
     let npy_ds = app.dataset(&key, records(json!({ "rho": 1 }))).await;
     let bytes = privpca::http::jobs::npy_bytes(4, 2, &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]);
     let reply = app.upload(&key, &npy_ds, "application/x-npy", bytes).await;
-    assert_eq!(
-        reply.status,
-        StatusCode::OK,
-        "{}",
-        String::from_utf8_lossy(&reply.bytes)
-    );
+    reply.expect(StatusCode::OK);
     assert_eq!(
         (
             reply.json()["n_samples"].as_i64(),
@@ -368,12 +358,7 @@ async fn a_second_upload_while_one_streams_is_409() {
     chunks.send(b"0,0,1\n".to_vec()).await.unwrap();
     drop(chunks);
     let reply = first.await.unwrap();
-    assert_eq!(
-        reply.status,
-        StatusCode::OK,
-        "{}",
-        String::from_utf8_lossy(&reply.bytes)
-    );
+    reply.expect(StatusCode::OK);
     let view = reply.json();
     assert_eq!(
         (view["status"].as_str(), view["n_samples"].as_i64()),

@@ -14,8 +14,7 @@ async fn fraction_bits_that_round_noise_away_are_refused_by_name() {
         .records(&key, json!({ "rho": 10.0 }), &csv_rows(300, 6, 1))
         .await;
     let doc = app
-        .post(
-            "/v1/jobs",
+        .refused(
             &key,
             job(
                 &ds,
@@ -23,10 +22,9 @@ async fn fraction_bits_that_round_noise_away_are_refused_by_name() {
                 json!({ "k": 2, "sites": 4, "threshold": 4, "fraction_bits": 0 }),
                 json!({ "rho": 0.5 }),
             ),
+            "params.fraction_bits",
         )
-        .await
-        .problem(422);
-    assert_eq!(doc["field"], "params.fraction_bits", "{doc}");
+        .await;
     let detail = doc["detail"].as_str().unwrap_or_default();
     assert!(detail.contains("round away"), "{doc}");
     // Nothing was charged for the refused job.

@@ -13,7 +13,7 @@ async fn gossip_power_runs_at_its_defaults_and_reports_the_consensus_error() {
         .records(&key, json!({ "rho": 10.0 }), &csv_rows(2000, 20, 7))
         .await;
     let done = app
-        .run(
+        .succeeded(
             &key,
             job(
                 &ds,
@@ -23,7 +23,6 @@ async fn gossip_power_runs_at_its_defaults_and_reports_the_consensus_error() {
             ),
         )
         .await;
-    assert_eq!(done["status"], "succeeded", "{done}");
     let result = app
         .get(&format!("/v1/jobs/{}/result", done["id"].as_str().unwrap()), &key)
         .await
@@ -68,8 +67,7 @@ async fn a_mixing_matrix_that_is_not_doubly_stochastic_is_a_422() {
             json!({ "k": 1, "agents": 3, "graph": graph }),
             json!({ "rho": 1.0 }),
         );
-        let doc = app.post("/v1/jobs", &key, body).await.problem(422);
-        assert_eq!(doc["field"], "params.graph", "{doc}");
+        let doc = app.refused(&key, body, "params.graph").await;
         assert!(doc["detail"].as_str().unwrap().contains(needle), "{doc}");
     }
     let too_many = job(
@@ -78,6 +76,5 @@ async fn a_mixing_matrix_that_is_not_doubly_stochastic_is_a_422() {
         json!({ "k": 1, "agents": 7 }),
         json!({ "rho": 1.0 }),
     );
-    let doc = app.post("/v1/jobs", &key, too_many).await.problem(422);
-    assert_eq!(doc["field"], "params.agents", "{doc}");
+    app.refused(&key, too_many, "params.agents").await;
 }

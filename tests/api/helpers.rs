@@ -43,6 +43,18 @@ impl Reply {
             .to_string()
     }
 
+    /// Asserts the status (showing the body when it differs) and returns the reply.
+    #[track_caller]
+    pub fn expect(&self, status: StatusCode) -> &Reply {
+        assert_eq!(
+            self.status,
+            status,
+            "body: {}",
+            String::from_utf8_lossy(&self.bytes)
+        );
+        self
+    }
+
     /// Asserts a problem document with this status and returns it.
     #[track_caller]
     pub fn problem(&self, status: u16) -> Value {
@@ -183,6 +195,16 @@ impl TestApp {
         (chunks, reply)
     }
 
+    /// Closes the live study's current phase as its deadline would: a test of what a timeout
+    /// does calls this at a known protocol point instead of waiting for a short real timeout.
+    pub async fn expire_phase(&self, study: &str) {
+        let id = study.parse().unwrap();
+        assert!(
+            self.state.studies.expire_phase(id).await,
+            "study {study} is not live"
+        );
+    }
+
     /// Polls a dataset until its status is `status` (panics after 10 s).
     pub async fn wait_for_dataset(&self, key: &str, dataset: &str, status: &str) -> Value {
         for _ in 0..2000 {
@@ -205,76 +227,96 @@ impl TestApp {
     /// Creates a dataset and returns its id.
     pub async fn dataset(&self, key: &str, body: Value) -> String {
         let reply = self.post("/v1/datasets", key, body).await;
-        assert_eq!(
-            reply.status,
-            StatusCode::CREATED,
-            "{}",
-            String::from_utf8_lossy(&reply.bytes)
-        );
+        reply.expect(StatusCode::CREATED);
         reply.json()["id"].as_str().unwrap().to_string()
+    }
+
+    /// A dataset created from `spec` with `csv` uploaded; its id.
+    pub async fn with_csv(&self, key: &str, spec: Value, csv: &str) -> String {
+        let id = self.dataset(key, spec).await;
+        self.upload(key, &id, "text/csv", csv.as_bytes().to_vec())
+            .await
+            .expect(StatusCode::OK);
+        id
     }
 
     /// A records dataset (β = 1) with `csv` uploaded; returns its id.
     pub async fn records(&self, key: &str, budget: Value, csv: &str) -> String {
-        let id = self
-            .dataset(
-                key,
-                json!({ "name": "r", "kind": "records", "row_norm_bound": 1.0, "budget": budget }),
-            )
-            .await;
-        let reply = self.upload(key, &id, "text/csv", csv.as_bytes().to_vec()).await;
-        assert_eq!(
-            reply.status,
-            StatusCode::OK,
-            "{}",
-            String::from_utf8_lossy(&reply.bytes)
-        );
-        id
+        let spec = json!({ "name": "r", "kind": "records", "row_norm_bound": 1.0, "budget": budget });
+        self.with_csv(key, spec, csv).await
     }
 
     /// A public records dataset with `csv` uploaded.
     pub async fn public_records(&self, key: &str, csv: &str) -> String {
-        let id = self
-            .dataset(
-                key,
-                json!({ "name": "p", "kind": "records", "row_norm_bound": 10.0, "public": true }),
-            )
-            .await;
-        let reply = self.upload(key, &id, "text/csv", csv.as_bytes().to_vec()).await;
-        assert_eq!(
-            reply.status,
-            StatusCode::OK,
-            "{}",
-            String::from_utf8_lossy(&reply.bytes)
-        );
-        id
+        let spec = json!({ "name": "p", "kind": "records", "row_norm_bound": 10.0, "public": true });
+        self.with_csv(key, spec, csv).await
+    }
+
+    /// A private 2 × 2 matrix dataset (ρ budget 1) with its data; its id.
+    pub async fn matrix(&self, key: &str) -> String {
+        let spec = json!({ "name": "m", "kind": "matrix", "budget": { "rho": 1 } });
+        self.with_csv(key, spec, "2,1\n1,2\n").await
+    }
+
+    /// Submits a job that must be refused: a 422 problem naming `field`; the problem document.
+    pub async fn refused(&self, key: &str, body: Value, field: &str) -> Value {
+        let doc = self.post("/v1/jobs", key, body.clone()).await.problem(422);
+        assert_eq!(doc["field"], field, "{body}: {doc}");
+        doc
+    }
+
+    /// Runs a job that must succeed; its final view.
+    pub async fn succeeded(&self, key: &str, body: Value) -> Value {
+        let done = self.run(key, body).await;
+        assert_eq!(done["status"], "succeeded", "{done}");
+        done
+    }
+
+    /// The result of a finished job (its view as `run` returns it).
+    pub async fn result(&self, key: &str, done: &Value) -> Value {
+        let id = done["id"].as_str().unwrap();
+        self.get(&format!("/v1/jobs/{id}/result"), key)
+            .await
+            .expect(StatusCode::OK)
+            .json()
     }
 
     /// Submits a job, expects 202, and waits for it to end.
     pub async fn run(&self, key: &str, body: Value) -> Value {
         let reply = self.post("/v1/jobs", key, body).await;
-        assert_eq!(
-            reply.status,
-            StatusCode::ACCEPTED,
-            "{}",
-            String::from_utf8_lossy(&reply.bytes)
-        );
+        reply.expect(StatusCode::ACCEPTED);
         self.wait(key, reply.json()["id"].as_str().unwrap()).await
     }
 
     /// Polls a job until it is in a terminal state.
     pub async fn wait(&self, key: &str, job: &str) -> Value {
-        for _ in 0..2000 {
+        self.poll_job(key, job, &["succeeded", "failed", "cancelled"])
+            .await
+    }
+
+    /// Polls a job until its status is `status` (panics if it ends otherwise).
+    pub async fn wait_for_job(&self, key: &str, job: &str, status: &str) -> Value {
+        let view = self
+            .poll_job(key, job, &[status, "succeeded", "failed", "cancelled"])
+            .await;
+        assert_eq!(view["status"], status, "{view}");
+        view
+    }
+
+    /// Polls a job until its status is one of `until` (panics after 60 s).
+    async fn poll_job(&self, key: &str, job: &str, until: &[&str]) -> Value {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
             let view = self.get(&format!("/v1/jobs/{job}"), key).await.json();
-            if matches!(
-                view["status"].as_str(),
-                Some("succeeded" | "failed" | "cancelled")
-            ) {
+            if until.iter().any(|s| view["status"] == *s) {
                 return view;
             }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "job {job} never reached {until:?}: {view}"
+            );
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        panic!("job {job} did not finish");
     }
 }
 

@@ -1,5 +1,6 @@
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
+use futures_util::FutureExt;
 use serde_json::json;
 
 use crate::helpers::{TestApp, csv_rows, job};
@@ -29,12 +30,7 @@ async fn a_job_runs_and_returns_an_orthonormal_basis_as_json_and_npy() {
             job(&ds, "noisy_power", json!({ "k": 2 }), json!({ "rho": 5.0 })),
         )
         .await;
-    assert_eq!(
-        reply.status,
-        StatusCode::ACCEPTED,
-        "{}",
-        String::from_utf8_lossy(&reply.bytes)
-    );
+    reply.expect(StatusCode::ACCEPTED);
     let location = reply
         .headers
         .get(header::LOCATION)
@@ -108,8 +104,32 @@ async fn a_job_runs_and_returns_an_orthonormal_basis_as_json_and_npy() {
     app.send(unacceptable).await.problem(406);
 }
 
+/// A tiny job never waits for the runner's once-a-second poll: its submission wakes the runner.
+/// Checked on that mechanism, not on a wall-clock bound (a loaded machine makes any latency
+/// bound flaky); the measured p50 is printed for reading.
 #[tokio::test]
 async fn a_tiny_job_goes_from_submit_to_result_quickly() {
+    // Without a runner, the wake a submission leaves for the runner stays observable.
+    let idle = TestApp::without_runner().await;
+    let key = idle.tenant("t").await;
+    let ds = idle
+        .records(&key, json!({ "rho": 100.0 }), &csv_rows(50, 4, 2))
+        .await;
+    let _ = idle.state.jobs.woken().now_or_never();
+    assert!(
+        idle.state.jobs.woken().now_or_never().is_none(),
+        "a wake before any submission"
+    );
+    let tiny = job(&ds, "analyze_gauss", json!({ "k": 1 }), json!({ "rho": 1.0 }));
+    assert_eq!(
+        idle.post("/v1/jobs", &key, tiny).await.status,
+        StatusCode::ACCEPTED
+    );
+    assert!(
+        idle.state.jobs.woken().now_or_never().is_some(),
+        "the submission did not wake the runner"
+    );
+
     let app = TestApp::start().await;
     let key = app.tenant("t").await;
     let ds = app
@@ -136,7 +156,6 @@ async fn a_tiny_job_goes_from_submit_to_result_quickly() {
     latencies.sort();
     let p50 = latencies[latencies.len() / 2];
     println!("tiny job submit-to-result p50 = {p50:?} (debug build, in-process)");
-    assert!(p50 < std::time::Duration::from_millis(500), "p50 {p50:?}");
 }
 
 #[tokio::test]
@@ -146,112 +165,44 @@ async fn bad_job_requests_are_4xx_with_the_field() {
     let ds = app
         .records(&key, json!({ "rho": 1.0 }), "1,0,0\n0,1,0\n0,0,1\n")
         .await;
+    let np = |params: serde_json::Value, privacy: serde_json::Value| job(&ds, "noisy_power", params, privacy);
+    let rho = || json!({ "rho": 0.1 });
     let cases = [
+        (job(&ds, "magic", json!({ "k": 1 }), rho()), 422, "algorithm"),
+        (np(json!({ "k": 0 }), rho()), 422, "params.k"),
+        (np(json!({ "k": 4 }), rho()), 422, "params.k"),
+        (np(json!({ "k": 2, "p": 1 }), rho()), 422, "params.p"),
         (
-            job(&ds, "magic", json!({ "k": 1 }), json!({ "rho": 0.1 })),
-            422,
-            "algorithm",
-        ),
-        (
-            job(&ds, "noisy_power", json!({ "k": 0 }), json!({ "rho": 0.1 })),
-            422,
-            "params.k",
-        ),
-        (
-            job(&ds, "noisy_power", json!({ "k": 4 }), json!({ "rho": 0.1 })),
-            422,
-            "params.k",
-        ),
-        (
-            job(
-                &ds,
-                "noisy_power",
-                json!({ "k": 2, "p": 1 }),
-                json!({ "rho": 0.1 }),
-            ),
-            422,
-            "params.p",
-        ),
-        (
-            job(
-                &ds,
-                "noisy_power",
-                json!({ "k": 1, "iterations": 0 }),
-                json!({ "rho": 0.1 }),
-            ),
+            np(json!({ "k": 1, "iterations": 0 }), rho()),
             422,
             "params.iterations",
         ),
+        (np(json!({ "k": 1, "speed": 3 }), rho()), 422, "params"),
+        (np(json!({ "k": "one" }), rho()), 422, "params.k"),
         (
-            job(
-                &ds,
-                "noisy_power",
-                json!({ "k": 1, "speed": 3 }),
-                json!({ "rho": 0.1 }),
-            ),
-            422,
-            "params",
-        ),
-        (
-            job(&ds, "noisy_power", json!({ "k": "one" }), json!({ "rho": 0.1 })),
-            422,
-            "params.k",
-        ),
-        (
-            job(
-                &ds,
-                "noisy_power",
-                json!({ "k": 1, "sensitivity": "psychic" }),
-                json!({ "rho": 0.1 }),
-            ),
+            np(json!({ "k": 1, "sensitivity": "psychic" }), rho()),
             422,
             "params.sensitivity",
         ),
+        (np(json!({ "k": 1 }), json!({ "rho": 0 })), 422, "privacy.rho"),
+        (np(json!({ "k": 1 }), json!({ "rho": -1 })), 422, "privacy.rho"),
         (
-            job(&ds, "noisy_power", json!({ "k": 1 }), json!({ "rho": 0 })),
-            422,
-            "privacy.rho",
-        ),
-        (
-            job(&ds, "noisy_power", json!({ "k": 1 }), json!({ "rho": -1 })),
-            422,
-            "privacy.rho",
-        ),
-        (
-            job(&ds, "noisy_power", json!({ "k": 1 }), json!({ "epsilon": 1 })),
+            np(json!({ "k": 1 }), json!({ "epsilon": 1 })),
             422,
             "privacy.delta",
         ),
         (
-            job(
-                &ds,
-                "noisy_power",
-                json!({ "k": 1 }),
-                json!({ "epsilon": -1, "delta": 1e-5 }),
-            ),
+            np(json!({ "k": 1 }), json!({ "epsilon": -1, "delta": 1e-5 })),
             422,
             "privacy.epsilon",
         ),
         (
-            job(
-                &ds,
-                "noisy_power",
-                json!({ "k": 1 }),
-                json!({ "epsilon": 1, "delta": 2 }),
-            ),
+            np(json!({ "k": 1 }), json!({ "epsilon": 1, "delta": 2 })),
             422,
             "privacy.delta",
         ),
-        (
-            job(&ds, "noisy_power", json!({ "k": 1 }), json!({})),
-            422,
-            "privacy",
-        ),
-        (
-            job(&ds, "exact", json!({ "k": 1 }), json!({ "rho": 0.1 })),
-            403,
-            "",
-        ),
+        (np(json!({ "k": 1 }), json!({})), 422, "privacy"),
+        (job(&ds, "exact", json!({ "k": 1 }), rho()), 403, ""),
     ];
     for (body, status, field) in cases {
         let doc = app.post("/v1/jobs", &key, body.clone()).await.problem(status);
@@ -349,20 +300,17 @@ async fn matrix_datasets_run_every_algorithm_that_supports_them() {
     }
     // Algorithms without a proof for matrices refuse them.
     for algorithm in ["eigen_sampling", "k_dp_pca", "dp_oja"] {
-        let doc = app
-            .post(
-                "/v1/jobs",
-                &key,
-                job(
-                    &id,
-                    algorithm,
-                    json!({ "k": 1 }),
-                    json!({ "rho": 1.0, "delta": 0.1 }),
-                ),
-            )
-            .await
-            .problem(422);
-        assert_eq!(doc["field"], "algorithm", "{algorithm}");
+        app.refused(
+            &key,
+            job(
+                &id,
+                algorithm,
+                json!({ "k": 1 }),
+                json!({ "rho": 1.0, "delta": 0.1 }),
+            ),
+            "algorithm",
+        )
+        .await;
     }
 }
 
@@ -374,12 +322,7 @@ async fn exact_runs_on_public_datasets_with_a_seed_and_is_free() {
     let mut body = job(&ds, "exact", json!({ "k": 1 }), json!({ "rho": 1.0 }));
     body["seed"] = json!(42);
     let reply = app.post("/v1/jobs", &key, body).await;
-    assert_eq!(
-        reply.status,
-        StatusCode::ACCEPTED,
-        "{}",
-        String::from_utf8_lossy(&reply.bytes)
-    );
+    reply.expect(StatusCode::ACCEPTED);
     let id = reply.json()["id"].as_str().unwrap().to_string();
     assert_eq!(app.wait(&key, &id).await["status"], "succeeded");
     let result = app.get(&format!("/v1/jobs/{id}/result"), &key).await.json();
@@ -456,51 +399,27 @@ async fn cancelling_a_queued_job_refunds_it() {
 #[tokio::test]
 async fn cancelling_a_running_job_keeps_its_charge() {
     let app = TestApp::start().await;
+    // Every job stops at its first progress report until asked to stop: the job is running
+    // when the cancel arrives, however fast or slow the machine.
+    app.state.jobs.hold_jobs();
     let key = app.tenant("t").await;
-    // A 1 000 × 1 000 matrix makes each of the 1 000 iterations take about a millisecond, so the
-    // job is still running when the cancel arrives (on 2 000 × 60 records it finished in 8 ms
-    // and the test raced).
-    let matrix = json!({ "name": "m", "kind": "matrix", "entry_bound": 1.0, "budget": { "rho": 10.0 } });
-    let ds = app.dataset(&key, matrix).await;
-    let d = 1000;
-    let mut m = String::with_capacity(2 * d * d);
-    for i in 0..d {
-        let row: Vec<String> = (0..d)
-            .map(|j| if i == j { format!("{}", d - i) } else { "0".into() })
-            .collect();
-        m.push_str(&row.join(","));
-        m.push('\n');
-    }
-    assert_eq!(
-        app.upload(&key, &ds, "text/csv", m.into_bytes()).await.status,
-        StatusCode::OK
-    );
+    let ds = app
+        .records(&key, json!({ "rho": 10.0 }), &csv_rows(200, 6, 3))
+        .await;
     let body = job(
         &ds,
         "noisy_power",
         json!({ "k": 2, "iterations": 1000 }),
         json!({ "rho": 1.0 }),
     );
-    let id = app.post("/v1/jobs", &key, body).await.json()["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    // Wait until it runs.
-    for _ in 0..2000 {
-        if app.get(&format!("/v1/jobs/{id}"), &key).await.json()["status"] == "running" {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
-    }
+    let reply = app.post("/v1/jobs", &key, body).await;
+    assert_eq!(reply.status, StatusCode::ACCEPTED);
+    let id = reply.json()["id"].as_str().unwrap().to_string();
+    app.wait_for_job(&key, &id, "running").await;
     let reply = app
         .call(Method::DELETE, &format!("/v1/jobs/{id}"), Some(&key), None)
         .await;
-    assert_eq!(
-        reply.status,
-        StatusCode::ACCEPTED,
-        "{}",
-        String::from_utf8_lossy(&reply.bytes)
-    );
+    reply.expect(StatusCode::ACCEPTED);
     let done = app.wait(&key, &id).await;
     assert_eq!(done["status"], "cancelled", "{done}");
     // Started, so not refunded; the dashboard reads this field (started_at may be withheld).

@@ -180,12 +180,7 @@ async fn an_epsilon_delta_budget_admits_gaussian_jobs_by_the_exact_curve() {
         .await;
     for _ in 0..3 {
         let reply = app.post("/v1/jobs", &key, gauss(&ds, 0.011)).await;
-        assert_eq!(
-            reply.status,
-            StatusCode::ACCEPTED,
-            "{}",
-            String::from_utf8_lossy(&reply.bytes)
-        );
+        reply.expect(StatusCode::ACCEPTED);
     }
     let doc = app.post("/v1/jobs", &key, gauss(&ds, 0.001)).await.problem(409);
     assert_eq!(doc["type"], "urn:privpca:problem:over-budget");
@@ -218,12 +213,7 @@ async fn a_non_gaussian_charge_switches_an_epsilon_delta_budget_to_cks() {
     let sampling = json!({ "dataset_id": ds, "algorithm": "eigen_sampling", "params": { "k": 1 },
                            "privacy": { "rho": 0.005 } });
     let reply = app.post("/v1/jobs", &key, sampling).await;
-    assert_eq!(
-        reply.status,
-        StatusCode::ACCEPTED,
-        "{}",
-        String::from_utf8_lossy(&reply.bytes)
-    );
+    reply.expect(StatusCode::ACCEPTED);
     // 0.005 + 0.025 = 0.030 would fit the Gaussian curve (0.0331) but not CKS (0.0278).
     app.post("/v1/jobs", &key, gauss(&ds, 0.025)).await.problem(409);
     let reply = app.post("/v1/jobs", &key, gauss(&ds, 0.0225)).await;

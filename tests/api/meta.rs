@@ -106,10 +106,8 @@ async fn job_durations_on_private_n_datasets_stay_out_of_the_metrics() {
     );
     let privacy = json!({ "rho": 0.1 });
     for (ds, algorithm) in [(&shown, "analyze_gauss"), (&hidden, "noisy_power")] {
-        let done = app
-            .run(&key, job(ds, algorithm, json!({ "k": 1 }), privacy.clone()))
+        app.succeeded(&key, job(ds, algorithm, json!({ "k": 1 }), privacy.clone()))
             .await;
-        assert_eq!(done["status"], "succeeded", "{done}");
     }
     let text = app.metrics_text().await;
     assert!(
@@ -162,13 +160,11 @@ async fn metrics_time_finished_jobs_per_algorithm() {
     let key = app.tenant("m").await;
     let ds = app.public_records(&key, "1,0\n0,1\n1,1\n").await;
     for algorithm in ["exact", "exact", "noisy_power"] {
-        let job = app
-            .run(
-                &key,
-                json!({ "dataset_id": ds, "algorithm": algorithm, "params": { "k": 1 } }),
-            )
-            .await;
-        assert_eq!(job["status"], "succeeded", "{job}");
+        app.succeeded(
+            &key,
+            json!({ "dataset_id": ds, "algorithm": algorithm, "params": { "k": 1 } }),
+        )
+        .await;
     }
     let text = app.metrics_text().await;
     for (algorithm, count) in [("exact", 2), ("noisy_power", 1)] {
@@ -301,12 +297,7 @@ async fn privacy_plan_converts_and_prices_without_spending() {
                     "params": { "k": 1, "iterations": 4 } }),
         )
         .await;
-    assert_eq!(
-        plan.status,
-        StatusCode::OK,
-        "{}",
-        String::from_utf8_lossy(&plan.bytes)
-    );
+    plan.expect(StatusCode::OK);
     let plan = plan.json();
     assert_eq!(plan["fits_budget"], true);
     assert!((plan["cost"]["rho"].as_f64().unwrap() - 0.25).abs() < 1e-9);

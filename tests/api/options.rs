@@ -1,15 +1,9 @@
 //! The generic job options of issue 3 through HTTP: private / given centering and private
 //! eigenvalue estimates, for every algorithm.
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::helpers::{TestApp, csv_rows, job};
-
-async fn result(app: &TestApp, key: &str, done: &Value) -> Value {
-    app.get(&format!("/v1/jobs/{}/result", done["id"].as_str().unwrap()), key)
-        .await
-        .json()
-}
 
 #[tokio::test]
 async fn private_centering_is_charged_within_the_requested_rho() {
@@ -19,7 +13,7 @@ async fn private_centering_is_charged_within_the_requested_rho() {
         .records(&key, json!({ "rho": 10.0 }), &csv_rows(500, 4, 7))
         .await;
     let done = app
-        .run(
+        .succeeded(
             &key,
             job(
                 &ds,
@@ -29,7 +23,6 @@ async fn private_centering_is_charged_within_the_requested_rho() {
             ),
         )
         .await;
-    assert_eq!(done["status"], "succeeded", "{done}");
     let rho = done["cost"]["rho"].as_f64().unwrap();
     assert!(rho <= 0.5 && (rho - 0.5).abs() < 1e-9, "{done}");
     let center = &done["config"]["center"];
@@ -43,7 +36,7 @@ async fn private_centering_is_charged_within_the_requested_rho() {
         (budget["spent"]["rho"].as_f64().unwrap() - 0.5).abs() < 1e-9,
         "{budget}"
     );
-    let out = result(&app, &key, &done).await;
+    let out = app.result(&key, &done).await;
     assert_eq!(out["n_components"], 2);
 }
 
@@ -55,20 +48,17 @@ async fn a_given_centre_is_checked_and_free() {
         .records(&key, json!({ "rho": 10.0 }), &csv_rows(50, 4, 7))
         .await;
     for center in [json!([0.0, 1.0]), json!([0.0, 1.0, 2.0, "x"]), json!("mean")] {
-        let doc = app
-            .post(
-                "/v1/jobs",
-                &key,
-                job(
-                    &ds,
-                    "noisy_power",
-                    json!({ "k": 1, "center": center }),
-                    json!({ "rho": 0.5 }),
-                ),
-            )
-            .await
-            .problem(422);
-        assert_eq!(doc["field"], "params.center", "{doc}");
+        app.refused(
+            &key,
+            job(
+                &ds,
+                "noisy_power",
+                json!({ "k": 1, "center": center }),
+                json!({ "rho": 0.5 }),
+            ),
+            "params.center",
+        )
+        .await;
     }
     let reply = app
         .post(
@@ -100,28 +90,18 @@ async fn a_given_centre_is_checked_and_free() {
 async fn centering_a_matrix_is_refused() {
     let app = TestApp::without_runner().await;
     let key = app.tenant("t").await;
-    let matrix = app
-        .dataset(
-            &key,
-            json!({ "name": "m", "kind": "matrix", "budget": { "rho": 1 } }),
-        )
-        .await;
-    app.upload(&key, &matrix, "text/csv", b"2,1\n1,2\n".to_vec())
-        .await;
-    let doc = app
-        .post(
-            "/v1/jobs",
-            &key,
-            job(
-                &matrix,
-                "noisy_power",
-                json!({ "k": 1, "center": "private" }),
-                json!({ "rho": 0.5 }),
-            ),
-        )
-        .await
-        .problem(422);
-    assert_eq!(doc["field"], "params.center", "{doc}");
+    let matrix = app.matrix(&key).await;
+    app.refused(
+        &key,
+        job(
+            &matrix,
+            "noisy_power",
+            json!({ "k": 1, "center": "private" }),
+            json!({ "rho": 0.5 }),
+        ),
+        "params.center",
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -132,7 +112,7 @@ async fn with_eigenvalues_false_returns_none() {
         .records(&key, json!({ "rho": 1e6 }), &csv_rows(400, 4, 3))
         .await;
     let done = app
-        .run(
+        .succeeded(
             &key,
             job(
                 &ds,
@@ -142,8 +122,7 @@ async fn with_eigenvalues_false_returns_none() {
             ),
         )
         .await;
-    assert_eq!(done["status"], "succeeded", "{done}");
-    let out = result(&app, &key, &done).await;
+    let out = app.result(&key, &done).await;
     assert!(out["eigenvalues"].as_array().is_none(), "{out}");
 }
 
@@ -155,7 +134,7 @@ async fn dp_oja_eigenvalues_are_charged_inside_the_requested_rho() {
         .records(&key, json!({ "rho": 1e6 }), &csv_rows(3000, 5, 3))
         .await;
     let done = app
-        .run(
+        .succeeded(
             &key,
             job(
                 &ds,
@@ -172,12 +151,11 @@ async fn dp_oja_eigenvalues_are_charged_inside_the_requested_rho() {
             ),
         )
         .await;
-    assert_eq!(done["status"], "succeeded", "{done}");
     let rho = done["cost"]["rho"].as_f64().unwrap();
     assert!(rho <= 1e4 && (rho - 1e4).abs() < 1e-6, "{done}");
     let eigen = &done["config"]["eigenvalues"];
     assert!((eigen["rho"].as_f64().unwrap() - 1e3).abs() < 1e-6, "{eigen}");
-    let out = result(&app, &key, &done).await;
+    let out = app.result(&key, &done).await;
     let values = out["eigenvalues"].as_array().expect("eigenvalues");
     assert_eq!(values.len(), 2, "{out}");
     // The first column of csv_rows carries most of the energy: λ̂₁ ≈ Σ x₁² ≫ noise sd (≈ 0.03).
@@ -192,7 +170,7 @@ async fn adaptive_clipping_returns_the_released_bound() {
         .records(&key, json!({ "rho": 10.0 }), &csv_rows(300, 4, 3))
         .await;
     let done = app
-        .run(
+        .succeeded(
             &key,
             job(
                 &ds,
@@ -202,7 +180,6 @@ async fn adaptive_clipping_returns_the_released_bound() {
             ),
         )
         .await;
-    assert_eq!(done["status"], "succeeded", "{done}");
     assert!(done["config"]["clip"]["noise_sd"].as_f64().unwrap() > 0.0);
     let result = app
         .get(&format!("/v1/jobs/{}/result", done["id"].as_str().unwrap()), &key)
@@ -226,43 +203,30 @@ async fn bad_clip_requests_are_422() {
         (json!({ "quantile": 0.5, "share": 0.0 }), "params.clip.share"),
         (json!("sometimes"), "params.clip"),
     ] {
-        let doc = app
-            .post(
-                "/v1/jobs",
-                &key,
-                job(
-                    &ds,
-                    "analyze_gauss",
-                    json!({ "k": 1, "clip": clip }),
-                    json!({ "rho": 1 }),
-                ),
-            )
-            .await
-            .problem(422);
-        assert_eq!(doc["field"], field, "{doc}");
-    }
-    let matrix = app
-        .dataset(
-            &key,
-            json!({ "name": "m", "kind": "matrix", "budget": { "rho": 1 } }),
-        )
-        .await;
-    app.upload(&key, &matrix, "text/csv", b"2,1\n1,2\n".to_vec())
-        .await;
-    let doc = app
-        .post(
-            "/v1/jobs",
+        app.refused(
             &key,
             job(
-                &matrix,
+                &ds,
                 "analyze_gauss",
-                json!({ "k": 1, "clip": "auto" }),
-                json!({ "rho": 0.5 }),
+                json!({ "k": 1, "clip": clip }),
+                json!({ "rho": 1 }),
             ),
+            field,
         )
-        .await
-        .problem(422);
-    assert_eq!(doc["field"], "params.clip", "{doc}");
+        .await;
+    }
+    let matrix = app.matrix(&key).await;
+    app.refused(
+        &key,
+        job(
+            &matrix,
+            "analyze_gauss",
+            json!({ "k": 1, "clip": "auto" }),
+            json!({ "rho": 0.5 }),
+        ),
+        "params.clip",
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -273,7 +237,7 @@ async fn auto_picks_from_public_facts_and_records_the_choice() {
         .records(&key, json!({ "rho": 10.0 }), &csv_rows(200, 5, 4))
         .await;
     let done = app
-        .run(
+        .succeeded(
             &key,
             job(
                 &ds,
@@ -283,7 +247,6 @@ async fn auto_picks_from_public_facts_and_records_the_choice() {
             ),
         )
         .await;
-    assert_eq!(done["status"], "succeeded", "{done}");
     assert_eq!(done["algorithm"], "analyze_gauss");
     assert_eq!(done["selection"]["requested"], "auto");
     assert_eq!(done["selection"]["chose"], "analyze_gauss");
@@ -295,14 +258,12 @@ async fn auto_picks_from_public_facts_and_records_the_choice() {
     );
     // Nothing eligible: every candidate's reason is named.
     let doc = app
-        .post(
-            "/v1/jobs",
+        .refused(
             &key,
             job(&ds, "auto", json!({ "k": 9 }), json!({ "rho": 1.0 })),
+            "algorithm",
         )
-        .await
-        .problem(422);
-    assert_eq!(doc["field"], "algorithm", "{doc}");
+        .await;
     let detail = doc["detail"].as_str().unwrap();
     assert!(
         detail.contains("analyze_gauss:") && detail.contains("noisy_power:"),
@@ -316,27 +277,22 @@ async fn public_datasets_need_no_privacy_target() {
     let key = app.tenant("t").await;
     let public = app.public_records(&key, &csv_rows(100, 4, 5)).await;
     let body = json!({ "dataset_id": public, "algorithm": "exact", "params": { "k": 2 } });
-    let done = app.run(&key, body).await;
-    assert_eq!(done["status"], "succeeded", "{done}");
+    app.succeeded(&key, body).await;
     let body = json!({ "dataset_id": public, "algorithm": "auto", "params": { "k": 2 } });
     let done = app.run(&key, body).await;
     assert_eq!(done["algorithm"], "exact", "{done}");
     let body = json!({ "dataset_id": public, "algorithm": "noisy_power", "params": { "k": 2 } });
-    let done = app.run(&key, body).await;
-    assert_eq!(done["status"], "succeeded", "{done}");
+    let done = app.succeeded(&key, body).await;
     assert_eq!(
         done["privacy"]["rho"], 1e6,
         "the public default target is recorded"
     );
     // A private dataset still needs one.
     let private = app.records(&key, json!({ "rho": 1.0 }), "1,0\n0,1\n").await;
-    let doc = app
-        .post(
-            "/v1/jobs",
-            &key,
-            json!({ "dataset_id": private, "algorithm": "analyze_gauss", "params": { "k": 1 } }),
-        )
-        .await
-        .problem(422);
-    assert_eq!(doc["field"], "privacy", "{doc}");
+    app.refused(
+        &key,
+        json!({ "dataset_id": private, "algorithm": "analyze_gauss", "params": { "k": 1 } }),
+        "privacy",
+    )
+    .await;
 }

@@ -1,6 +1,7 @@
 //! Running the real `privpca serve` binary in tests: start it with an environment, wait for
 //! readiness, call it, SIGKILL it. Shared by the process-level suites (`tests/crash.rs`,
-//! `tests/replicas.rs`, `tests/db_outage.rs`); each includes it with `mod support;`.
+//! `tests/replicas.rs`, `tests/db_outage.rs`, `tests/federation_live.rs`); each includes it with
+//! `mod support;`.
 
 #![allow(dead_code, clippy::unwrap_used)]
 
@@ -47,30 +48,43 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-/// Spawns `privpca serve` on a free loopback port with `env` (on top of the inherited
-/// environment), appending its output to `log`; does not wait for it.
-pub fn spawn(env: &[(&str, String)], log: &Path) -> (Child, String) {
+/// The `privpca serve` command on a free loopback port with `env` (on top of the inherited
+/// environment), its output appended to `log`; and the base URL it will answer on.
+pub fn serve_command(env: &[(&str, String)], log: &Path) -> (Command, String) {
     let port = free_port();
-    let out = || OpenOptions::new().create(true).append(true).open(log).unwrap();
     let mut command = Command::new(BIN);
     command
         .arg("serve")
         .env("PRIVPCA_BIND", format!("127.0.0.1:{port}"))
-        .stdout(out())
-        .stderr(out());
+        .stdout(append(log))
+        .stderr(append(log));
     for (name, value) in env {
         command.env(name, value);
     }
-    (
-        command.spawn().expect("spawn privpca serve"),
-        format!("http://127.0.0.1:{port}"),
-    )
+    (command, format!("http://127.0.0.1:{port}"))
+}
+
+/// `path` opened for appending (created if missing).
+pub fn append(path: &Path) -> std::fs::File {
+    OpenOptions::new().create(true).append(true).open(path).unwrap()
+}
+
+/// Spawns `privpca serve` (see [`serve_command`]); does not wait for it.
+pub fn spawn(env: &[(&str, String)], log: &Path) -> (Child, String) {
+    let (mut command, base) = serve_command(env, log);
+    (command.spawn().expect("spawn privpca serve"), base)
 }
 
 /// Spawns `privpca serve` and waits until `/readyz` answers 200 (panics with its log if it
 /// exits or is not ready within 30 s).
 pub async fn start(env: &[(&str, String)], log: &Path) -> Server {
-    let (mut child, base) = spawn(env, log);
+    let (child, base) = spawn(env, log);
+    ready(child, base, log).await
+}
+
+/// Waits until the spawned service at `base` answers `/readyz` with 200 (panics with its log
+/// if it exits or is not ready within 30 s).
+pub async fn ready(mut child: Child, base: String, log: &Path) -> Server {
     let client = reqwest::Client::new();
     for _ in 0..600 {
         if let Ok(r) = client.get(format!("{base}/readyz")).send().await
@@ -95,6 +109,19 @@ pub async fn start(env: &[(&str, String)], log: &Path) -> Server {
         "privpca serve did not become ready: {}",
         std::fs::read_to_string(log).unwrap_or_default()
     );
+}
+
+/// Waits for a child process to exit; kills it and returns `None` after `limit`.
+pub fn wait_exit(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let until = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < until {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    None
 }
 
 /// One request; the body parsed as JSON (or kept as a string).
@@ -148,26 +175,52 @@ pub async fn tenant(base: &str, admin: &str, name: &str) -> String {
     tenant["api_key"].as_str().unwrap().to_string()
 }
 
-/// A private records dataset with a ρ budget, `n` × `d` seeded rows uploaded; its id.
-pub async fn dataset(base: &str, key: &str, rho: f64, n: usize, d: usize) -> String {
+/// A private records dataset (β = 1) with a ρ budget and nothing uploaded yet; its id.
+pub async fn records(base: &str, key: &str, name: &str, rho: f64) -> String {
     let (status, created) = post(
         &format!("{base}/v1/datasets"),
         key,
-        json!({"name": "shared", "kind": "records", "row_norm_bound": 1.0, "budget": {"rho": rho}}),
+        json!({"name": name, "kind": "records", "row_norm_bound": 1.0, "budget": {"rho": rho}}),
     )
     .await;
     assert_eq!(status, 201, "{created}");
-    let id = created["id"].as_str().unwrap().to_string();
+    created["id"].as_str().unwrap().to_string()
+}
+
+/// Uploads `body` as the data of dataset `id`; asserts it is accepted.
+pub async fn upload(base: &str, key: &str, id: &str, content_type: &str, body: Vec<u8>) {
     let upload = reqwest::Client::new()
         .put(format!("{base}/v1/datasets/{id}/data"))
         .bearer_auth(key)
-        .header("content-type", "application/x-npy")
-        .body(npy(n, d, 7))
+        .header("content-type", content_type)
+        .body(body)
         .send()
         .await
         .unwrap();
     assert!(upload.status().is_success(), "{}", upload.text().await.unwrap());
+}
+
+/// A private records dataset with a ρ budget, `n` × `d` seeded rows uploaded; its id.
+pub async fn dataset(base: &str, key: &str, rho: f64, n: usize, d: usize) -> String {
+    let id = records(base, key, "shared", rho).await;
+    upload(base, key, &id, "application/x-npy", npy(n, d, 7)).await;
     id
+}
+
+/// Submits a job (`body` as `POST /v1/jobs` takes it), expects 202; its id.
+pub async fn submit(base: &str, key: &str, body: Value) -> String {
+    let (status, job) = post(&format!("{base}/v1/jobs"), key, body).await;
+    assert_eq!(status, 202, "{job}");
+    job["id"].as_str().unwrap().to_string()
+}
+
+/// Waits for a job to end, asserts that it succeeded, and returns its result.
+pub async fn result(base: &str, key: &str, id: &str, limit: Duration) -> Value {
+    let view = wait_for(base, key, id, &["succeeded", "failed", "cancelled"], limit).await;
+    assert_eq!(view["status"], "succeeded", "{view}");
+    let (status, result) = get(&format!("{base}/v1/jobs/{id}/result"), key).await;
+    assert_eq!(status, 200, "{result}");
+    result
 }
 
 pub async fn job(base: &str, key: &str, id: &str) -> Value {

@@ -275,13 +275,14 @@ async fn completion_stores_the_basis_and_failure_keeps_the_charge() {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_expired_lease_is_reaped_by_another_replica_and_fences_the_old_holder() {
     let f = fixture().await;
-    let short = std::time::Duration::from_secs(1);
-    let a = f.store.clone().with_replica("replica-a").with_lease(short);
+    // Long leases, so that nothing runs out by itself; B's clock is moved past them below.
+    let length = std::time::Duration::from_secs(60);
+    let a = f.store.clone().with_replica("replica-a").with_lease(length);
     let b = Store::connect(&f.url, f.dir.path())
         .await
         .expect("second replica")
         .with_replica("replica-b")
-        .with_lease(short);
+        .with_lease(length);
     let ds = ready_dataset(&a, f.tenant, private_spec(1_000, 0)).await;
     let submitted = submit_ok(&a, f.tenant, job(ds.id, 200, 0)).await;
     let claimed = a.claim_next_job().await.expect("claim").expect("job");
@@ -307,8 +308,11 @@ async fn an_expired_lease_is_reaped_by_another_replica_and_fences_the_old_holder
     ));
     assert!(a.heartbeat(lease).await.expect("heartbeat"));
 
-    // A stops heartbeating (killed); after the lease B reaps the job.
-    tokio::time::sleep(std::time::Duration::from_millis(1_300)).await;
+    // A stops heartbeating (killed). Half a lease on, B's reaper still leaves the job alone;
+    // once a whole lease has passed since A's last heartbeat, it reaps it.
+    b.advance_lease_clock(length / 2);
+    assert_eq!(b.reap_expired_jobs().await.expect("reap"), 0);
+    b.advance_lease_clock(length / 2 + std::time::Duration::from_secs(1));
     assert_eq!(b.reap_expired_jobs().await.expect("reap"), 1);
     let failed = b
         .get_job(f.tenant, submitted.id)

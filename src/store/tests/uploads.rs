@@ -35,6 +35,27 @@ async fn status(store: &Store, tenant: Uuid, dataset: Uuid) -> DatasetStatus {
         .status
 }
 
+/// The dataset's upload lease end as stored (fixed-width RFC 3339 text, so it orders as time).
+async fn lease_until(store: &Store, dataset: Uuid) -> String {
+    sqlx::query_scalar::<_, String>("SELECT upload_lease_until FROM datasets WHERE id = $1")
+        .bind(crate::store::codec::id(dataset))
+        .fetch_one(&store.pool)
+        .await
+        .expect("lease")
+}
+
+/// Waits (up to a minute) for the holder's next renewal to change the stored lease end.
+async fn changed_lease_until(store: &Store, dataset: Uuid, before: &str) -> String {
+    for _ in 0..3000 {
+        let now = lease_until(store, dataset).await;
+        if now != before {
+            return now;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("the upload's lease was never renewed");
+}
+
 /// A second replica on the fixture's database and data directory.
 async fn replica(f: &super::Fixture, name: &str, lease: Duration) -> Store {
     Store::connect(&f.url, f.dir.path())
@@ -100,9 +121,10 @@ async fn a_claim_is_exclusive_across_replicas() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_lapsed_claim_is_taken_over_and_fences_its_old_holder() {
     let f = fixture().await;
-    let short = Duration::from_secs(1);
-    let a = f.store.clone().with_replica("replica-a").with_lease(short);
-    let b = replica(&f, "replica-b", short).await;
+    // Long leases, so that nothing runs out by itself; B's clock is moved past them below.
+    let lease = Duration::from_secs(60);
+    let a = f.store.clone().with_replica("replica-a").with_lease(lease);
+    let b = replica(&f, "replica-b", lease).await;
     let ds = a
         .create_dataset(f.tenant, private_spec(1_000, 0))
         .await
@@ -114,7 +136,13 @@ async fn a_lapsed_claim_is_taken_over_and_fences_its_old_holder() {
         UploadClaimOutcome::Refused(DatasetStatus::Uploading),
         "a live lease holds"
     );
-    tokio::time::sleep(Duration::from_millis(1_300)).await;
+    b.advance_lease_clock(lease / 2);
+    assert_eq!(
+        b.claim_upload(f.tenant, ds.id).await.expect("claim"),
+        UploadClaimOutcome::Refused(DatasetStatus::Uploading),
+        "it holds until its end"
+    );
+    b.advance_lease_clock(lease / 2 + Duration::from_secs(1));
     let second = claimed(&b, f.tenant, ds.id).await;
     assert_ne!(first.token, second.token);
 
@@ -233,16 +261,26 @@ async fn deleting_during_an_upload_wins() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_held_upload_stays_claimed_and_is_released_on_drop() {
     let f = fixture().await;
-    let short = Duration::from_secs(1);
-    let a = f.store.clone().with_replica("replica-a").with_lease(short);
-    let b = replica(&f, "replica-b", short).await;
+    // A renews every second. B's clock is moved two leases on, so that the first claim has
+    // lapsed for B; A's ten, so that each of A's renewals holds for B by a wide margin.
+    let lease = Duration::from_secs(3);
+    let a = f.store.clone().with_replica("replica-a").with_lease(lease);
+    let b = replica(&f, "replica-b", lease).await;
     let ds = a
         .create_dataset(f.tenant, private_spec(1_000, 0))
         .await
         .expect("create");
     let held = a.hold_upload(claimed(&a, f.tenant, ds.id).await);
+    let claimed_until = lease_until(&a, ds.id).await;
+    a.advance_lease_clock(10 * lease);
+    b.advance_lease_clock(2 * lease);
 
-    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    // Two renewals, seen in the database.
+    let mut until = claimed_until.clone();
+    for _ in 0..2 {
+        until = changed_lease_until(&a, ds.id, &until).await;
+    }
+    assert!(until > claimed_until, "{until} after {claimed_until}");
     assert_eq!(
         b.claim_upload(f.tenant, ds.id).await.expect("claim"),
         UploadClaimOutcome::Refused(DatasetStatus::Uploading),
@@ -252,7 +290,7 @@ async fn a_held_upload_stays_claimed_and_is_released_on_drop() {
     drop(held);
     let mut waited = Duration::ZERO;
     while status(&a, f.tenant, ds.id).await != DatasetStatus::Empty {
-        assert!(waited < Duration::from_secs(5), "released after drop");
+        assert!(waited < Duration::from_secs(60), "released after drop");
         tokio::time::sleep(Duration::from_millis(20)).await;
         waited += Duration::from_millis(20);
     }
