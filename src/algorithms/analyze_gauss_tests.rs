@@ -6,8 +6,9 @@ use serde_json::json;
 use super::*;
 use crate::algorithms::DynAlgorithm;
 use crate::algorithms::testing::{
-    AR, RO, assert_basis_contract, assert_fails_cleanly, assert_invalid_fields, assert_object_errors, ctx,
-    exact_top, input_and_dense, invalid_field, rejected, run_audited, spiked_matrix, spiked_records, target,
+    AR, RO, assert_basis_contract, assert_errors_fall, assert_fails_cleanly, assert_invalid_fields,
+    assert_object_errors, assert_run_fails, ctx, exact_top, input_and_dense, invalid_field, k_out_of_range,
+    rejected, ro, run_audited, spiked_matrix, spiked_records, target,
 };
 use crate::linalg::subspace::sin_theta;
 use crate::linalg::{Matrix, sym_eig};
@@ -25,14 +26,7 @@ fn cost_is_delta_squared_over_two_sigma_squared() {
         Cost::gaussian_zcdp(8.0)
     );
     // replace_one, β = 1: Δ = √2, σ = 0.5 → 2/(2·0.25) = 4.
-    let ro = ctx(
-        5,
-        None,
-        Neighbours::ReplaceOne {
-            beta: 1.0,
-            alpha: 2.0,
-        },
-    );
+    let ro = ctx(5, None, ro(1.0, 2.0));
     assert!((AnalyzeGauss.cost(&cfg(0.5), &ro).rho - 4.0).abs() < 1e-14);
     // matrix, u = 3: Δ = 3, σ = 3 → 9/18 = 0.5.
     assert_eq!(
@@ -68,12 +62,9 @@ fn invalid_parameters_name_their_field() {
         &AnalyzeGauss,
         &c,
         &target(1.0),
-        [
-            (json!({"k": 0}), "params.k"),
-            (json!({"k": 7}), "params.k"),
-            (json!({"k": "two"}), "params.k"),
-            (json!({"k": -2}), "params.k"),
-        ],
+        k_out_of_range(6)
+            .into_iter()
+            .chain([(json!({"k": "two"}), "params.k"), (json!({"k": -2}), "params.k")]),
     );
     assert_object_errors(
         &AnalyzeGauss,
@@ -130,14 +121,7 @@ fn output_is_orthonormal_sorted_and_converges() {
             assert!(values.windows(2).all(|w| w[0] >= w[1]), "{values:?}");
             errors.push(sin_theta(&out.basis, &exact_top(&dense, k)));
         }
-        assert!(
-            errors.windows(2).all(|w| w[1] < w[0]),
-            "{neighbours:?}: errors {errors:?}"
-        );
-        assert!(
-            errors[0] > 0.5 && errors[4] < 1e-3,
-            "{neighbours:?}: errors {errors:?}"
-        );
+        assert_errors_fall(&errors, 0.5, 1e-3, neighbours);
     }
 }
 
@@ -225,14 +209,12 @@ fn mismatched_input_fails_cleanly() {
         );
     }
     let bad = AnalyzeGaussConfig { k: 7, noise_sd: 1.0 };
-    let (out, _) = run_audited(
+    assert_run_fails(
         &AnalyzeGauss,
         DataInput::Records { xt: (&xt).into() },
         &bad,
         &ctx(6, None, AR),
-        1,
     );
-    assert!(matches!(out, Err(RunError::Failed(_))));
 }
 
 #[test]

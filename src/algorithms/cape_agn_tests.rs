@@ -13,7 +13,7 @@ use crate::algorithms::tensor_power::{
     self, PowerSettings, pack, packed_index, project_packed, q_comp, unpack,
 };
 use crate::algorithms::testing::{
-    assert_basis_contract, assert_invalid_fields, ctx, invalid_field, rejected, seeded, target,
+    ar, assert_basis_contract, assert_invalid_fields, ctx, invalid_field, rejected, ro, seeded, target,
     with_audited_env,
 };
 use crate::algorithms::{DynAlgorithm, registry};
@@ -22,10 +22,7 @@ use crate::federation::cape::{self, CapeLattice, pack_upper};
 use crate::linalg::thin_qr_q;
 use crate::privacy::testing::check_gaussian_scale;
 
-const RO3: Neighbours = Neighbours::ReplaceOne {
-    beta: 3.0,
-    alpha: 30.0,
-};
+const RO3: Neighbours = ro(3.0, 30.0);
 
 fn mog_config(d: usize, k: usize, rho: f64, extra: serde_json::Value) -> CapeAgnConfig {
     let mut params = json!({ "k": k, "model": "mog", "sigma2": 0.05 });
@@ -265,19 +262,7 @@ fn worst_ratio(model: Model, neighbours: Neighbours, seed: u64) -> f64 {
 #[test]
 fn sensitivities_bound_every_neighbour() {
     for model in [Model::Mog, Model::Stm] {
-        for (i, nb) in [
-            Neighbours::ReplaceOne {
-                beta: 2.0,
-                alpha: 20.0,
-            },
-            Neighbours::AddRemove {
-                beta: 2.0,
-                alpha: 20.0,
-            },
-        ]
-        .into_iter()
-        .enumerate()
-        {
+        for (i, nb) in [ro(2.0, 20.0), ar(2.0, 20.0)].into_iter().enumerate() {
             let r = worst_ratio(model, nb, 10 + i as u64);
             assert!(r <= 1.0 + 1e-12, "{model:?} {nb:?}: {r}");
             assert!(r > 0.3, "{model:?} {nb:?}: the bound is far from tight ({r})");
@@ -574,14 +559,7 @@ fn recovers_stm_topics_at_a_huge_budget_with_unequal_sites_and_a_dropout() {
     let truth = stm_truth(d, k);
     let xt = stm_records(&mut rng, &truth, &[0.4, 0.35, 0.25], 6, n);
     let best = q_comp(&non_private(&xt, Model::Stm, 0.0, k, 4).vectors, &truth);
-    let c = ctx(
-        d,
-        Some(n),
-        Neighbours::ReplaceOne {
-            beta: 6.0,
-            alpha: 6.0,
-        },
-    );
+    let c = ctx(d, Some(n), ro(6.0, 6.0));
     let params = json!({ "k": k, "model": "stm", "sites": 4, "site_shares": [1, 2, 3, 4], "dropouts": [2] });
     let (out, released) = run_registry(params, &xt, &c, 1e9, 7);
     assert_basis_contract(&out.basis, d, k);
@@ -654,14 +632,7 @@ fn bad_inputs_name_their_field() {
         ],
     );
     // STM on rows the public bounds clip below any 3-word document.
-    let small = ctx(
-        10,
-        Some(1000),
-        Neighbours::ReplaceOne {
-            beta: 1.0,
-            alpha: 3.0,
-        },
-    );
+    let small = ctx(10, Some(1000), ro(1.0, 3.0));
     assert_eq!(
         invalid_field(&rejected(alg, json!({ "k": 2, "model": "stm" }), &small, 1.0)),
         "params.model"

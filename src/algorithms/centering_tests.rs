@@ -4,21 +4,15 @@ use super::*;
 use crate::algorithms::DynAlgorithm;
 use crate::algorithms::noisy_power::NoisyPower;
 use crate::algorithms::testing::{
-    assert_basis_contract, assert_invalid_fields, ctx, exact_top, invalid_field, rejected,
+    ar, assert_basis_contract, assert_invalid_fields, ctx, exact_top, invalid_field, rejected, ro,
     run_prepared_audited, spiked_records, target, with_audited_env,
 };
 use crate::linalg::gram_t;
 use crate::linalg::subspace::sin_theta;
 use crate::privacy::testing::check_gaussian_scale;
 
-const RO: Neighbours = Neighbours::ReplaceOne {
-    beta: 1.0,
-    alpha: 100.0,
-};
-const AR: Neighbours = Neighbours::AddRemove {
-    beta: 1.0,
-    alpha: 100.0,
-};
+const RO: Neighbours = ro(1.0, 100.0);
+const AR: Neighbours = ar(1.0, 100.0);
 
 fn private(share: f64) -> CenterRequest {
     CenterRequest::Private { share }

@@ -6,7 +6,7 @@ use serde_json::json;
 use super::*;
 use crate::algorithms::analyze_gauss::{AnalyzeGauss, RELEASE as PERTURBATION};
 use crate::algorithms::registry::DynAlgorithm;
-use crate::algorithms::testing::{AR, EN, RO, ctx, run_prepared_audited, target, with_audited_env};
+use crate::algorithms::testing::{AR, EN, RO, ctx, ro, run_prepared_audited, target, with_audited_env};
 use crate::linalg::subspace::orthonormality_error;
 use crate::privacy::testing::check_gaussian_scale;
 
@@ -39,14 +39,7 @@ fn cost_is_t_gaussian_counts_and_uses_the_share() {
 fn the_search_finds_the_quantile_at_a_generous_budget() {
     // Norms 1..=1000 and β = 1000: the q-quantile is 1000·q; the grid is 2.2 % wide.
     let xt = ramp(1000, 2);
-    let c = ctx(
-        2,
-        Some(1000),
-        Neighbours::ReplaceOne {
-            beta: 1000.0,
-            alpha: 2000.0,
-        },
-    );
+    let c = ctx(2, Some(1000), ro(1000.0, 2000.0));
     for q in [0.1, 0.5, 0.9] {
         let cfg = config(q, 0.5, &c, 1e4);
         let (found, _) = with_audited_env(3, |env| cfg.search(&xt, env));
@@ -62,14 +55,7 @@ fn the_search_finds_the_quantile_at_a_generous_budget() {
 #[test]
 fn search_noise_has_the_calibrated_scale_and_an_under_noised_search_fails() {
     let xt = ramp(200, 2);
-    let c = ctx(
-        2,
-        Some(200),
-        Neighbours::ReplaceOne {
-            beta: 200.0,
-            alpha: 400.0,
-        },
-    );
+    let c = ctx(2, Some(200), ro(200.0, 400.0));
     let cfg = config(0.5, 0.1, &c, 0.5);
     let draws = |cfg: &ClipConfig| -> Vec<f64> {
         (0..300)
@@ -151,14 +137,7 @@ fn a_clipped_job_is_calibrated_to_the_released_bound() {
         let scale = if j % 50 == 0 { 10.0 } else { 1.0 };
         if i == j % d { scale } else { 0.0 }
     });
-    let c = ctx(
-        d,
-        Some(400),
-        Neighbours::ReplaceOne {
-            beta: 10.0,
-            alpha: 20.0,
-        },
-    );
+    let c = ctx(d, Some(400), ro(10.0, 20.0));
     let rho = 1.0;
     let prepared = AnalyzeGauss
         .prepare(
@@ -200,22 +179,9 @@ fn a_clipped_job_is_calibrated_to_the_released_bound() {
 
 #[test]
 fn clipped_context_tightens_both_bounds() {
-    let c = ctx(
-        4,
-        Some(10),
-        Neighbours::ReplaceOne {
-            beta: 10.0,
-            alpha: 15.0,
-        },
-    );
+    let c = ctx(4, Some(10), ro(10.0, 15.0));
     let clipped = clipped_context(&c, 2.0);
-    assert_eq!(
-        clipped.neighbours,
-        Neighbours::ReplaceOne {
-            beta: 2.0,
-            alpha: 4.0
-        }
-    );
+    assert_eq!(clipped.neighbours, ro(2.0, 4.0));
     let rows = clip_rows(&ramp(5, 2), 2.5);
     let norms: Vec<f64> = rows.column_iter().map(|c| c.norm()).collect();
     assert_eq!(norms[..2], [1.0, 2.0]);

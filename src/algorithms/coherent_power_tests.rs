@@ -9,10 +9,10 @@ use serde_json::json;
 
 use super::*;
 use crate::algorithms::testing::{
-    assert_basis_contract, assert_cancellation_stops_the_noise, assert_fails_cleanly, assert_invalid_fields,
-    assert_matches_exact, assert_object_errors, ctx, exact_top, gaussian, input_for, invalid_field,
-    mean_sin_theta, registry_and_direct_runs, rejected, run_audited, run_with_progress, seeded,
-    spiked_matrix, spiked_records, target,
+    ar, assert_basis_contract, assert_cancellation_stops_the_noise, assert_errors_fall, assert_fails_cleanly,
+    assert_invalid_fields, assert_matches_exact, assert_object_errors, assert_registry_matches_direct, ctx,
+    exact_top, gaussian, input_for, invalid_field, mean_sin_theta, rejected, ro, run_audited,
+    run_with_progress, seeded, spiked_matrix, spiked_records, target,
 };
 use crate::algorithms::{DynAlgorithm, find};
 use crate::dataset::Neighbours;
@@ -20,14 +20,8 @@ use crate::linalg::subspace::sin_theta;
 use crate::privacy::testing::{check_gaussian_scale, check_laplace_scale};
 
 /// Records clipped to β = 4 by `spiked_records`; α = √30·β, the default for d = 30.
-const AR: Neighbours = Neighbours::AddRemove {
-    beta: 4.0,
-    alpha: 21.908_902_300_206_645,
-};
-const RO: Neighbours = Neighbours::ReplaceOne {
-    beta: 4.0,
-    alpha: 21.908_902_300_206_645,
-};
+const AR: Neighbours = ar(4.0, 21.908_902_300_206_645);
+const RO: Neighbours = ro(4.0, 21.908_902_300_206_645);
 const EN: Neighbours = Neighbours::Entry { u: 1.5 };
 
 /// u_eff straight from the docs/design/algorithms.md table (`row_norm` column), written independently of

@@ -6,19 +6,16 @@ use serde_json::json;
 use super::*;
 use crate::algorithms::DynAlgorithm;
 use crate::algorithms::testing::{
-    assert_basis_contract, assert_fails_cleanly, assert_invalid_fields, assert_replace_one_records_only, ctx,
-    exact_top, registry_and_direct_runs, rejected_field, run_on_records, run_with_progress,
-    sign_spiked_records, target,
+    assert_basis_contract, assert_errors_fall, assert_invalid_fields, assert_mismatched_inputs_fail,
+    assert_registry_matches_direct, assert_replace_one_records_only, assert_run_fails, ctx, exact_top,
+    k_out_of_range, rejected_field, ro, run_on_records, run_with_progress, sign_spiked_records, target,
 };
 use crate::linalg::subspace::{captured_energy, sin_theta};
-use crate::linalg::{Matrix, Vector, gram_t, sym_eig};
+use crate::linalg::{Vector, gram_t, sym_eig};
 use crate::privacy::testing::check_gaussian_scale;
 
 const BETA: f64 = 6.0;
-const RO: Neighbours = Neighbours::ReplaceOne {
-    beta: BETA,
-    alpha: 20.0,
-};
+const RO: Neighbours = ro(BETA, 20.0);
 
 fn params(k: usize) -> DpOjaParams {
     DpOjaParams {
@@ -157,9 +154,7 @@ fn invalid_parameters_name_their_field() {
         &DpOja,
         &c,
         &target(1.0),
-        [
-            (json!({"k": 0}), "params.k"),
-            (json!({"k": 11}), "params.k"),
+        k_out_of_range(10).into_iter().chain([
             (json!({"k": 2, "gradient_clip": 0.0}), "params.gradient_clip"),
             (json!({"k": 2, "gradient_clip": -1.0}), "params.gradient_clip"),
             (json!({"k": 2, "gradient_clip": "big"}), "params.gradient_clip"),
@@ -179,7 +174,7 @@ fn invalid_parameters_name_their_field() {
                 json!({"k": 2, "estimate_share": 0.1, "learning_rate": {"offset": 1.0, "slope": 1.0}}),
                 "params.estimate_share",
             ),
-        ],
+        ]),
     );
     let e = DpOja
         .prepare(json!({"k": 2, "step_size": 3}), &c, &target(1.0))
@@ -238,7 +233,8 @@ fn error_decreases_as_the_budget_grows() {
     let exact = exact_top(&gram_t(&xt), k);
     let c = ctx(d, Some(n), RO);
     // Mini-batches make ρ = 1 accurate already (sin θ ≈ 0.1); start lower.
-    let errors: Vec<f64> = [1e-2, 1.0, 1e2, 1e12]
+    let rhos = [1e-2, 1.0, 1e2, 1e12];
+    let errors: Vec<f64> = rhos
         .iter()
         .map(|&rho| {
             let config = DpOja.configure(params(k), &c, &target(rho)).expect("valid");
@@ -246,8 +242,7 @@ fn error_decreases_as_the_budget_grows() {
             sin_theta(&out.expect("run").basis, &exact)
         })
         .collect();
-    assert!(errors.windows(2).all(|w| w[1] < w[0]), "errors {errors:?}");
-    assert!(errors[0] > 0.3 && errors[3] < 0.05, "errors {errors:?}");
+    assert_errors_fall(&errors, 0.3, 0.05, rhos);
 }
 
 #[test]
@@ -284,26 +279,17 @@ fn mismatched_input_fails_cleanly() {
     let xt = sign_spiked_records(27, d, n, &[4.0], 0.3, BETA);
     let c = ctx(d, Some(n), RO);
     let config = DpOja.configure(params(2), &c, &target(1.0)).expect("valid");
-    let a = Matrix::identity(d, d);
-    for (input, context) in [
-        (DataInput::Records { xt: (&xt).into() }, ctx(d, Some(n + 2), RO)),
-        (DataInput::Records { xt: (&xt).into() }, ctx(d - 1, Some(n), RO)),
-        (DataInput::Matrix { a: &a }, c),
-        (
-            DataInput::Records { xt: (&xt).into() },
-            ctx(d, None, Neighbours::Entry { u: 1.0 }),
-        ),
-    ] {
-        assert_fails_cleanly(&DpOja, input, &config, &context, context);
-    }
+    let mismatched = [
+        ctx(d, Some(n + 2), RO),
+        ctx(d - 1, Some(n), RO),
+        ctx(d, None, Neighbours::Entry { u: 1.0 }),
+    ];
+    assert_mismatched_inputs_fail(&DpOja, &xt, &config, &c, mismatched);
     let bad = DpOjaConfig {
         noise_multiplier: 0.0,
         ..config
     };
-    assert!(matches!(
-        run_on_records(&DpOja, &xt, &bad, &c, 1).0,
-        Err(RunError::Failed(_))
-    ));
+    assert_run_fails(&DpOja, DataInput::Records { xt: (&xt).into() }, &bad, &c);
 }
 
 #[test]
@@ -311,9 +297,6 @@ fn registry_round_trip_matches_a_direct_run() {
     let (d, n) = (8, 600);
     let xt = sign_spiked_records(28, d, n, &[4.0, 2.0], 0.3, BETA);
     let c = ctx(d, Some(n), RO);
-    let prepared = DpOja
-        .prepare(json!({"k": 2, "gradient_clip": 20.0}), &c, &target(3.0))
-        .expect("valid");
     let config = DpOja
         .configure(
             DpOjaParams {
@@ -325,8 +308,8 @@ fn registry_round_trip_matches_a_direct_run() {
             &target(3.0),
         )
         .expect("valid");
-    let (via_registry, direct) = registry_and_direct_runs(&DpOja, &prepared.config, &config, &xt, &c, 29);
-    assert_eq!(via_registry.basis, direct.basis);
+    let job_params = json!({"k": 2, "gradient_clip": 20.0});
+    assert_registry_matches_direct(&DpOja, job_params, &target(3.0), &config, &xt, &c, 29);
 }
 
 /// Runs dp_oja (default schedule, batch size `batch`) with the update multiplier scaled by
@@ -481,14 +464,7 @@ fn default_schedule_converges_on_public_data_at_huge_budget() {
     let (d, n, k) = (30, 20_000, 3);
     let xt = sign_spiked_records(44, d, n, &[0.01, 0.005, 0.0025], 0.01, 0.2);
     let cov = gram_t(&xt) / n as f64;
-    let mut c = ctx(
-        d,
-        Some(n),
-        Neighbours::ReplaceOne {
-            beta: 0.2,
-            alpha: 20.0,
-        },
-    );
+    let mut c = ctx(d, Some(n), ro(0.2, 20.0));
     c.public = true;
     let config = DpOja.configure(params(k), &c, &target(1e6)).expect("valid");
     let (out, _) = run_on_records(&DpOja, &xt, &config, &c, 45);

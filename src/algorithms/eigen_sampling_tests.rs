@@ -11,9 +11,9 @@ use crate::algorithms::bingham::tests::{
     check_concentration, check_uniform, pair_cos, pair_pit, uniform_to_laplace,
 };
 use crate::algorithms::testing::{
-    AR, EN, RO, assert_basis_contract, assert_fails_cleanly, assert_invalid_fields, assert_object_errors,
-    ctx, exact_top, gaussian, gaussian_vector, invalid_field, rejected, run_audited, run_on_records,
-    run_with_progress, seeded, spiked_records, target,
+    AR, EN, RO, ar, assert_basis_contract, assert_errors_fall, assert_fails_cleanly, assert_invalid_fields,
+    assert_object_errors, assert_run_fails, ctx, exact_top, gaussian, gaussian_vector, invalid_field,
+    k_out_of_range, rejected, ro, run_on_records, run_with_progress, seeded, spiked_records, target,
 };
 use crate::linalg::subspace::sin_theta;
 use crate::linalg::{matmul, sym_eig, thin_qr_q};
@@ -229,9 +229,7 @@ fn invalid_parameters_name_their_field() {
         &EigenSampling,
         &c,
         &target(1.0),
-        [
-            (json!({"k": 0}), "params.k"),
-            (json!({"k": 7}), "params.k"),
+        k_out_of_range(6).into_iter().chain([
             (json!({"k": "two"}), "params.k"),
             (json!({"k": -1}), "params.k"),
             (json!({"k": 2.5}), "params.k"),
@@ -248,7 +246,7 @@ fn invalid_parameters_name_their_field() {
                 json!({"k": 2, "eigenvalue_share": "half"}),
                 "params.eigenvalue_share",
             ),
-        ],
+        ]),
     );
     assert_object_errors(
         &EigenSampling,
@@ -264,14 +262,7 @@ fn invalid_parameters_name_their_field() {
             "rho"
         );
     }
-    let bad = ctx(
-        6,
-        None,
-        Neighbours::ReplaceOne {
-            beta: 0.0,
-            alpha: 1.0,
-        },
-    );
+    let bad = ctx(6, None, ro(0.0, 1.0));
     assert_eq!(
         invalid_field(&rejected(&EigenSampling, json!({"k": 2}), &bad, 1.0)),
         "bounds.row_norm_bound"
@@ -333,10 +324,7 @@ fn output_is_orthonormal_and_converges() {
     let gram = gram_t(&xt);
     let exact = exact_top(&gram, k);
     let beta = 4.0;
-    for neighbours in [
-        Neighbours::AddRemove { beta, alpha: 20.0 },
-        Neighbours::ReplaceOne { beta, alpha: 20.0 },
-    ] {
+    for neighbours in [ar(beta, 20.0), ro(beta, 20.0)] {
         let c = ctx(d, Some(n), neighbours);
         let mut errors = Vec::new();
         for (s, rho) in [1e-3, 10.0, 1e4, 1e8, 1e20].into_iter().enumerate() {
@@ -353,14 +341,7 @@ fn output_is_orthonormal_and_converges() {
             );
             errors.push(sin_theta(&out.basis, &exact));
         }
-        assert!(
-            errors.windows(2).all(|w| w[1] < w[0]),
-            "{neighbours:?}: errors {errors:?}"
-        );
-        assert!(
-            errors[0] > 0.5 && errors[4] < 1e-4,
-            "{neighbours:?}: errors {errors:?}"
-        );
+        assert_errors_fall(&errors, 0.5, 1e-4, neighbours);
     }
 }
 
@@ -435,22 +416,9 @@ fn wrong_input_and_cancellation_are_clean_failures() {
         &c,
         "matrix input",
     );
-    let (out, _) = run_audited(
-        &EigenSampling,
-        DataInput::Records { xt: (&xt).into() },
-        &config,
-        &ctx(7, None, RO),
-        1,
-    );
-    assert!(matches!(out, Err(RunError::Failed(_))));
-    let (out, _) = run_audited(
-        &EigenSampling,
-        DataInput::Records { xt: (&xt).into() },
-        &config_of(2, 0.5, -1.0),
-        &c,
-        1,
-    );
-    assert!(matches!(out, Err(RunError::Failed(_))));
+    let records = || DataInput::Records { xt: (&xt).into() };
+    assert_run_fails(&EigenSampling, records(), &config, &ctx(7, None, RO));
+    assert_run_fails(&EigenSampling, records(), &config_of(2, 0.5, -1.0), &c);
     // A cancelled job stops at the first progress report.
     let input = DataInput::Records { xt: (&xt).into() };
     let (out, _, _) = run_with_progress(&EigenSampling, input, &config, &c, 2, |_, _| true);
@@ -632,16 +600,7 @@ fn audit_vectors(neighbours: Neighbours, factor: f64) -> VectorAudit {
     }
 }
 
-const VECTOR_CASES: [Neighbours; 2] = [
-    Neighbours::AddRemove {
-        beta: 1.0,
-        alpha: 3.0,
-    },
-    Neighbours::ReplaceOne {
-        beta: 1.0,
-        alpha: 3.0,
-    },
-];
+const VECTOR_CASES: [Neighbours; 2] = [ar(1.0, 3.0), ro(1.0, 3.0)];
 
 #[test]
 fn eigenvector_draws_have_the_calibrated_concentration() {
@@ -676,14 +635,8 @@ fn under_noised_eigenvectors_fail_the_audit() {
 /// score), and the configured draw costs ε_v²/8 each.
 #[test]
 fn add_remove_concentration_is_twice_replace_one() {
-    let ar = Neighbours::AddRemove {
-        beta: 3.0,
-        alpha: 9.0,
-    };
-    let ro = Neighbours::ReplaceOne {
-        beta: 3.0,
-        alpha: 9.0,
-    };
+    let ar = ar(3.0, 9.0);
+    let ro = ro(3.0, 9.0);
     assert_eq!(concentration(&ar, 0.9), Some(0.1));
     assert_eq!(concentration(&ro, 0.9), Some(0.05));
     assert_eq!(concentration(&EN, 0.9), None);

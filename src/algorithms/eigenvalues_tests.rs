@@ -4,8 +4,8 @@ use super::*;
 use crate::algorithms::dp_oja::DpOja;
 use crate::algorithms::noisy_power::NoisyPower;
 use crate::algorithms::testing::{
-    assert_invalid_fields, ctx, invalid_field, rejected, run_prepared_audited, spiked_matrix, spiked_records,
-    target, with_audited_env,
+    ar, assert_invalid_fields, ctx, invalid_field, rejected, ro, run_prepared_audited, spiked_matrix,
+    spiked_records, target, with_audited_env,
 };
 use crate::algorithms::{DynAlgorithm, Output, registry};
 use crate::linalg::{gram_t, thin_qr_q};
@@ -13,14 +13,8 @@ use crate::privacy::PrivacyTarget;
 use crate::privacy::noise::RecordingAudit;
 use crate::privacy::testing::check_gaussian_scale;
 
-const RO: Neighbours = Neighbours::ReplaceOne {
-    beta: 2.0,
-    alpha: 100.0,
-};
-const AR: Neighbours = Neighbours::AddRemove {
-    beta: 2.0,
-    alpha: 100.0,
-};
+const RO: Neighbours = ro(2.0, 100.0);
+const AR: Neighbours = ar(2.0, 100.0);
 
 /// A prepared job run through the registry (seeded, audited); the run must succeed.
 fn run_dyn(
@@ -254,14 +248,7 @@ fn charged_eigenvalues_on_a_matrix_use_the_entry_bound() {
 fn the_list_of_free_eigenvalues_matches_reality() {
     let (d, n) = (4, 3000);
     let xt = spiked_records(12, d, n, &[4.0, 2.0], 0.3, 1.0);
-    let mut c = ctx(
-        d,
-        Some(n),
-        Neighbours::ReplaceOne {
-            beta: 1.0,
-            alpha: 2.0,
-        },
-    );
+    let mut c = ctx(d, Some(n), ro(1.0, 2.0));
     c.public = true;
     for alg in registry() {
         let name = alg.info().name;

@@ -6,8 +6,8 @@ use serde_json::json;
 use super::*;
 use crate::algorithms::noisy_power::{NoisyPower, NoisyPowerConfig};
 use crate::algorithms::testing::{
-    AR, RO, assert_basis_contract, ctx, exact_top, gaussian, run_on_records, seeded, spiked_records, target,
-    with_audited_env,
+    AR, RO, ar, assert_basis_contract, ctx, exact_top, gaussian, run_on_records, seeded, spiked_records,
+    target, with_audited_env,
 };
 use crate::federation::fixed_point::FixedPoint;
 use crate::federation::simulate;
@@ -342,14 +342,7 @@ fn fraction_bits_that_would_round_noise_away_are_refused() {
     let message = refuse(&c, json!({"k": 2, "fraction_bits": 0}), 1.0);
     assert!(message.contains("round away"), "{message}");
     // The audit's case: β = 0.1 under add_remove (Δ = β² = 0.01), ρ = 0.5, t = 4.
-    let small = ctx(
-        10,
-        None,
-        Neighbours::AddRemove {
-            beta: 0.1,
-            alpha: 0.3,
-        },
-    );
+    let small = ctx(10, None, ar(0.1, 0.3));
     refuse(
         &small,
         json!({"k": 2, "sites": 4, "threshold": 4, "fraction_bits": 0}),
@@ -395,17 +388,7 @@ fn fraction_bits_that_would_round_noise_away_are_refused() {
 fn a_site_encoding_is_exact() {
     let (d, n) = (12, 300);
     let xt = spiked_records(71, d, n, &[9.0, 4.0], 0.3, 2.0);
-    for (neighbours, rho) in [
-        (RO, 0.5),
-        (AR, 50.0),
-        (
-            Neighbours::AddRemove {
-                beta: 0.1,
-                alpha: 0.3,
-            },
-            0.5,
-        ),
-    ] {
+    for (neighbours, rho) in [(RO, 0.5), (AR, 50.0), (ar(0.1, 0.3), 0.5)] {
         let c = ctx(d, None, neighbours);
         let xt = match neighbours {
             Neighbours::AddRemove { beta, .. } if beta < 1.0 => &xt * (beta / 2.0),

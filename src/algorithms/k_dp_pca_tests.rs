@@ -5,8 +5,9 @@ use serde_json::json;
 use super::*;
 use crate::algorithms::DynAlgorithm;
 use crate::algorithms::testing::{
-    assert_basis_contract, assert_fails_cleanly, assert_invalid_fields, assert_replace_one_records_only, ctx,
-    exact_top, invalid_field, registry_and_direct_runs, rejected_field, run_on_records, run_with_progress,
+    ar, assert_basis_contract, assert_invalid_fields, assert_mismatched_inputs_fail,
+    assert_registry_matches_direct, assert_replace_one_records_only, assert_run_fails, ctx, exact_top,
+    invalid_field, k_out_of_range, rejected_field, ro, run_on_records, run_with_progress,
     sign_spiked_records,
 };
 use crate::linalg::subspace::{captured_energy, sin_theta};
@@ -14,10 +15,7 @@ use crate::linalg::{Matrix, gram_t};
 use crate::privacy::testing::{check_gaussian_scale, check_laplace_scale};
 
 const BETA: f64 = 6.0;
-const RO: Neighbours = Neighbours::ReplaceOne {
-    beta: BETA,
-    alpha: 20.0,
-};
+const RO: Neighbours = ro(BETA, 20.0);
 
 fn target(rho: f64, delta: f64) -> PrivacyTarget {
     PrivacyTarget {
@@ -261,9 +259,7 @@ fn invalid_parameters_name_their_field() {
         &KDpPca,
         &c,
         &t,
-        [
-            (json!({"k": 0}), "params.k"),
-            (json!({"k": 11}), "params.k"),
+        k_out_of_range(10).into_iter().chain([
             (json!({"k": 2, "batch_size": 1}), "params.batch_size"),
             (json!({"k": 2, "batch_size": 5001}), "params.batch_size"),
             (json!({"k": 2, "batch_size": 20}), "params.batch_size"),
@@ -302,7 +298,7 @@ fn invalid_parameters_name_their_field() {
                 "params.learning_rate",
             ),
             (json!({"k": "two"}), "params.k"),
-        ],
+        ]),
     );
     let e = KDpPca
         .prepare(json!({"k": 2, "steps": 3}), &c, &t)
@@ -421,33 +417,17 @@ fn mismatched_input_fails_cleanly() {
     let xt = sign_spiked_records(8, d, n, &[4.0], 0.3, BETA);
     let c = ctx(d, Some(n), RO);
     let config = prepare(json!({"k": 2, "batch_size": 100}), &c, &target(1e6, 1e-6)).expect("valid");
-    let a = Matrix::identity(d, d);
-    for (input, context) in [
-        (DataInput::Records { xt: (&xt).into() }, ctx(d, Some(n + 1), RO)),
-        (DataInput::Records { xt: (&xt).into() }, ctx(d + 1, Some(n), RO)),
-        (DataInput::Matrix { a: &a }, c),
-        (
-            DataInput::Records { xt: (&xt).into() },
-            ctx(
-                d,
-                Some(n),
-                Neighbours::AddRemove {
-                    beta: 1.0,
-                    alpha: 2.0,
-                },
-            ),
-        ),
-    ] {
-        assert_fails_cleanly(&KDpPca, input, &config, &context, context);
-    }
+    let mismatched = [
+        ctx(d, Some(n + 1), RO),
+        ctx(d + 1, Some(n), RO),
+        ctx(d, Some(n), ar(1.0, 2.0)),
+    ];
+    assert_mismatched_inputs_fail(&KDpPca, &xt, &config, &c, mismatched);
     let bad = KDpPcaConfig {
         range_subsets: 51,
         ..config
     };
-    assert!(matches!(
-        run_on_records(&KDpPca, &xt, &bad, &c, 1).0,
-        Err(RunError::Failed(_))
-    ));
+    assert_run_fails(&KDpPca, DataInput::Records { xt: (&xt).into() }, &bad, &c);
 }
 
 #[test]
@@ -468,8 +448,8 @@ fn registry_round_trip_matches_a_direct_run() {
     );
     assert_eq!(prepared.noise.len(), 3);
     let config = prepare(json!({"k": 2, "batch_size": 150}), &c, &t).expect("valid");
-    let (via_registry, direct) = registry_and_direct_runs(&KDpPca, &prepared.config, &config, &xt, &c, 10);
-    assert_eq!(via_registry.basis, direct.basis);
+    let job_params = json!({"k": 2, "batch_size": 150});
+    assert_registry_matches_direct(&KDpPca, job_params, &t, &config, &xt, &c, 10);
 }
 
 // ---- Statistical audit of the noise actually drawn. ----

@@ -5,10 +5,11 @@
 use super::*;
 use crate::algorithms::DynAlgorithm;
 use crate::algorithms::testing::{
-    AR, EN, RO, assert_basis_contract, assert_cancellation_stops_the_noise, assert_fails_cleanly,
-    assert_invalid_fields, assert_matches_exact, assert_object_errors, ctx, exact_top, gaussian,
-    input_and_dense, invalid_field, mean_sin_theta, registry_and_direct_runs, rejected, run_audited,
-    run_with_progress, seeded, spiked_matrix, spiked_records, target,
+    AR, EN, RO, ar, assert_basis_contract, assert_cancellation_stops_the_noise, assert_errors_fall,
+    assert_fails_cleanly, assert_invalid_fields, assert_matches_exact, assert_object_errors,
+    assert_registry_matches_direct, assert_run_fails, ctx, exact_top, gaussian, input_and_dense,
+    invalid_field, mean_sin_theta, rejected, run_audited, run_with_progress, seeded, spiked_matrix,
+    spiked_records, target,
 };
 use crate::dataset::Neighbours;
 use crate::linalg::subspace::sin_theta;
@@ -156,14 +157,7 @@ fn invalid_parameters_name_their_field() {
             "rho"
         );
     }
-    let bad = ctx(
-        6,
-        None,
-        Neighbours::AddRemove {
-            beta: f64::NAN,
-            alpha: 1.0,
-        },
-    );
+    let bad = ctx(6, None, ar(f64::NAN, 1.0));
     assert_eq!(
         invalid_field(&rejected(&NoisyPower, json!({"k": 2}), &bad, 1.0)),
         "bounds.row_norm_bound"
@@ -278,8 +272,7 @@ fn error_decreases_as_rho_grows() {
             mean_sin_theta(&NoisyPower, &xt, &config, &c, &exact, 4)
         })
         .collect();
-    assert!(errors.windows(2).all(|w| w[1] < w[0]), "errors {errors:?}");
-    assert!(errors[0] > 0.5 && errors[4] < 1e-2, "errors {errors:?}");
+    assert_errors_fall(&errors, 0.5, 1e-2, rhos);
 }
 
 #[test]
@@ -323,32 +316,17 @@ fn mismatched_input_fails_cleanly() {
         k: 4,
         ..config.clone()
     };
-    assert!(matches!(
-        run_audited(
-            &NoisyPower,
-            DataInput::Records { xt: (&xt).into() },
-            &bad,
-            &ctx(6, None, AR),
-            1
-        )
-        .0,
-        Err(RunError::Failed(_))
-    ));
+    assert_run_fails(
+        &NoisyPower,
+        DataInput::Records { xt: (&xt).into() },
+        &bad,
+        &ctx(6, None, AR),
+    );
     let bad = NoisyPowerConfig {
         sensitivity: SensitivityMode::RankOne,
         ..config
     };
-    assert!(matches!(
-        run_audited(
-            &NoisyPower,
-            DataInput::Matrix { a: &a },
-            &bad,
-            &ctx(6, None, EN),
-            1
-        )
-        .0,
-        Err(RunError::Failed(_))
-    ));
+    assert_run_fails(&NoisyPower, DataInput::Matrix { a: &a }, &bad, &ctx(6, None, EN));
 }
 
 #[test]
@@ -356,18 +334,11 @@ fn registry_round_trip_matches_a_direct_run() {
     let (d, n) = (12, 60);
     let xt = spiked_records(5, d, n, &[4.0, 2.0], 0.3, 2.0);
     let c = ctx(d, Some(n), RO);
-    let prepared = NoisyPower
-        .prepare(
-            serde_json::json!({"k": 2, "p": 4, "iterations": 3, "sensitivity": "row_norm"}),
-            &c,
-            &target(0.7),
-        )
-        .expect("valid");
     let config = NoisyPower
         .configure(params(2, 4, 3, SensitivityMode::RowNorm), &c, &target(0.7))
         .expect("valid");
-    let (via_registry, direct) = registry_and_direct_runs(&NoisyPower, &prepared.config, &config, &xt, &c, 4);
-    assert_eq!(via_registry.basis, direct.basis);
+    let job_params = serde_json::json!({"k": 2, "p": 4, "iterations": 3, "sensitivity": "row_norm"});
+    assert_registry_matches_direct(&NoisyPower, job_params, &target(0.7), &config, &xt, &c, 4);
 }
 
 // ---- Statistical audit of the noise actually drawn. ----

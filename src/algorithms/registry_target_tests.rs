@@ -6,6 +6,7 @@
 use serde_json::json;
 
 use super::registry;
+use crate::algorithms::testing::ro;
 use crate::dataset::{DataContext, Neighbours};
 use crate::privacy::gaussian_curve::{delta_upper, max_gaussian_rho};
 use crate::privacy::{Cost, Delta, Epsilon, PrivacyTarget, rho_to_epsilon};
@@ -14,10 +15,7 @@ fn records(d: usize, n: usize) -> DataContext {
     DataContext {
         d,
         n: Some(n),
-        neighbours: Neighbours::ReplaceOne {
-            beta: 1.0,
-            alpha: (d as f64).sqrt(),
-        },
+        neighbours: ro(1.0, (d as f64).sqrt()),
         public: false,
     }
 }

@@ -1,15 +1,9 @@
 use super::*;
-use crate::algorithms::testing::{gaussian, gaussian_vector, seeded};
+use crate::algorithms::testing::{ar, gaussian, gaussian_vector, ro, seeded};
 use crate::linalg::{Vector, thin_qr_q};
 
-const AR: Neighbours = Neighbours::AddRemove {
-    beta: 2.0,
-    alpha: 3.0,
-};
-const RO: Neighbours = Neighbours::ReplaceOne {
-    beta: 2.0,
-    alpha: 3.0,
-};
+const AR: Neighbours = ar(2.0, 3.0);
+const RO: Neighbours = ro(2.0, 3.0);
 const EN: Neighbours = Neighbours::Entry { u: 5.0 };
 
 /// A 3×2 matrix with orthonormal columns: rows (0.6, 0), (0.8, 0), (0, 1).
@@ -87,17 +81,9 @@ fn bad_bounds_are_rejected() {
     for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
         let e = check_bounds(&Neighbours::Entry { u: bad }).expect_err("must be rejected");
         assert!(matches!(e, ConfigError::Invalid { ref field, .. } if field == "bounds.entry_bound"));
-        let e = check_bounds(&Neighbours::AddRemove {
-            beta: bad,
-            alpha: 1.0,
-        })
-        .expect_err("must be rejected");
+        let e = check_bounds(&ar(bad, 1.0)).expect_err("must be rejected");
         assert!(matches!(e, ConfigError::Invalid { ref field, .. } if field == "bounds.row_norm_bound"));
-        let e = check_bounds(&Neighbours::ReplaceOne {
-            beta: 1.0,
-            alpha: bad,
-        })
-        .expect_err("must be rejected");
+        let e = check_bounds(&ro(1.0, bad)).expect_err("must be rejected");
         assert!(matches!(e, ConfigError::Invalid { ref field, .. } if field == "bounds.row_l1_bound"));
     }
     assert!(check_bounds(&AR).is_ok() && check_bounds(&RO).is_ok() && check_bounds(&EN).is_ok());

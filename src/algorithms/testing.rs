@@ -18,16 +18,20 @@ use crate::privacy::noise::RecordingAudit;
 
 // ---- Contexts, targets and inputs. ----
 
+/// replace_one record neighbours with clipping bound β and α.
+pub(crate) const fn ro(beta: f64, alpha: f64) -> Neighbours {
+    Neighbours::ReplaceOne { beta, alpha }
+}
+
+/// add_remove record neighbours with clipping bound β and α.
+pub(crate) const fn ar(beta: f64, alpha: f64) -> Neighbours {
+    Neighbours::AddRemove { beta, alpha }
+}
+
 /// add_remove records with β = 2, α = 6.
-pub(crate) const AR: Neighbours = Neighbours::AddRemove {
-    beta: 2.0,
-    alpha: 6.0,
-};
+pub(crate) const AR: Neighbours = ar(2.0, 6.0);
 /// replace_one records with β = 2, α = 6.
-pub(crate) const RO: Neighbours = Neighbours::ReplaceOne {
-    beta: 2.0,
-    alpha: 6.0,
-};
+pub(crate) const RO: Neighbours = ro(2.0, 6.0);
 /// A matrix dataset with entry-level neighbours, u = 1.
 pub(crate) const EN: Neighbours = Neighbours::Entry { u: 1.0 };
 
@@ -247,23 +251,33 @@ pub(crate) fn run_prepared_audited(
     with_audited_env(seed, |env| alg.run_prepared(config, input, ctx, env))
 }
 
-/// Runs records xt twice with the same seed: the configuration `prepare` stored, through the
-/// registry, and `config`, directly. Both runs must succeed.
-pub(crate) fn registry_and_direct_runs<A: Algorithm>(
+/// Runs records xt twice with the same seed: the configuration `prepare` stores for `params`
+/// under `target`, through the registry, and `config`, directly. Both runs must succeed and
+/// release the same basis; both outputs are returned for further checks.
+pub(crate) fn assert_registry_matches_direct<A: Algorithm>(
     alg: &A,
-    prepared: &Value,
+    params: Value,
+    target: &PrivacyTarget,
     config: &A::Config,
     xt: &Matrix,
     ctx: &DataContext,
     seed: u64,
 ) -> (Output, Output) {
-    let (via_registry, _) =
-        run_prepared_audited(alg, prepared, DataInput::Records { xt: xt.into() }, ctx, seed);
+    let prepared = alg.prepare(params, ctx, target).expect("valid");
+    let (via_registry, _) = run_prepared_audited(
+        alg,
+        &prepared.config,
+        DataInput::Records { xt: xt.into() },
+        ctx,
+        seed,
+    );
     let (direct, _) = run_on_records(alg, xt, config, ctx, seed);
-    (
+    let (via_registry, direct) = (
         via_registry.expect("run through the registry"),
         direct.expect("direct run"),
-    )
+    );
+    assert_eq!(via_registry.basis, direct.basis);
+    (via_registry, direct)
 }
 
 /// The mean sin θ between `exact` and the bases of runs on records xt with seeds 0..runs, so
@@ -375,6 +389,54 @@ pub(crate) fn assert_fails_cleanly<A: Algorithm>(
     assert!(audit.draws.is_empty(), "case {case:?}: noise drawn");
 }
 
+/// Records xt under each of the `mismatched` contexts (ones they do not fit), and a matrix in
+/// place of the records under `ctx`, must all fail cleanly.
+pub(crate) fn assert_mismatched_inputs_fail<A: Algorithm>(
+    alg: &A,
+    xt: &Matrix,
+    config: &A::Config,
+    ctx: &DataContext,
+    mismatched: impl IntoIterator<Item = DataContext>,
+) {
+    for context in mismatched {
+        assert_fails_cleanly(
+            alg,
+            DataInput::Records { xt: xt.into() },
+            config,
+            &context,
+            context,
+        );
+    }
+    let a = Matrix::identity(ctx.d, ctx.d);
+    assert_fails_cleanly(alg, DataInput::Matrix { a: &a }, config, ctx, "matrix input");
+}
+
+/// A run of `alg` on `input` (seed 1) must fail with [`RunError::Failed`] (whatever it drew
+/// first).
+pub(crate) fn assert_run_fails<A: Algorithm>(
+    alg: &A,
+    input: DataInput<'_>,
+    config: &A::Config,
+    ctx: &DataContext,
+) {
+    let (out, _) = run_audited(alg, input, config, ctx, 1);
+    assert!(matches!(out, Err(RunError::Failed(_))), "{out:?}");
+}
+
+/// The errors of runs at growing budgets must fall strictly, from above `first_above` at the
+/// smallest budget to below `last_below` at the largest.
+pub(crate) fn assert_errors_fall(errors: &[f64], first_above: f64, last_below: f64, case: impl Debug) {
+    assert!(
+        errors.windows(2).all(|w| w[1] < w[0]),
+        "{case:?}: errors {errors:?}"
+    );
+    let (first, last) = (errors[0], errors[errors.len() - 1]);
+    assert!(
+        first > first_above && last < last_below,
+        "{case:?}: errors {errors:?}"
+    );
+}
+
 /// The exact top-k eigenvectors of `a`.
 pub(crate) fn exact_top(a: &Matrix, k: usize) -> Matrix {
     sym_eig(a).vectors.columns(0, k).into_owned()
@@ -412,14 +474,7 @@ pub(crate) fn assert_replace_one_records_only(
     target: &PrivacyTarget,
 ) -> [DataContext; 2] {
     let matrix = ctx(10, None, Neighbours::Entry { u: 1.0 });
-    let add_remove = ctx(
-        10,
-        None,
-        Neighbours::AddRemove {
-            beta: 1.0,
-            alpha: 3.0,
-        },
-    );
+    let add_remove = ctx(10, None, ar(1.0, 3.0));
     for c in [matrix, add_remove] {
         assert!(matches!(
             alg.prepare(serde_json::json!({"k": 1}), &c, target),
@@ -427,6 +482,12 @@ pub(crate) fn assert_replace_one_records_only(
         ));
     }
     [matrix, add_remove]
+}
+
+/// The invalid numbers of components on d dimensions, each naming `params.k`: none, and one more
+/// than there are dimensions.
+pub(crate) fn k_out_of_range(d: usize) -> [(Value, &'static str); 2] {
+    [(json!({"k": 0}), "params.k"), (json!({"k": d + 1}), "params.k")]
 }
 
 /// Asserts that `prepare` under `target` rejects each parameter object naming the field paired

@@ -341,43 +341,19 @@ fn an_honest_offer_passes_and_every_lie_is_refused() {
     let own = t.noise().unwrap();
     assert!(own.cost() <= t.share());
     check_offer(&own, &own, t.share(), len).expect("the honest offer");
+    // Each lie: the honest offer with one field changed.
+    let lied = |change: fn(&mut CapeNoise)| {
+        let mut lie = own;
+        change(&mut lie);
+        lie
+    };
     let lies: Vec<(&str, CapeNoise)> = vec![
-        ("sites", CapeNoise { sites: 4, ..own }),
-        (
-            "sensitivity",
-            CapeNoise {
-                sensitivity: own.sensitivity * 1e6,
-                ..own
-            },
-        ),
-        (
-            "pooled_sd",
-            CapeNoise {
-                pooled_sd: own.pooled_sd * 1e6,
-                ..own
-            },
-        ),
-        (
-            "pair_sd",
-            CapeNoise {
-                pair_sd: own.pair_sd * 0.9,
-                ..own
-            },
-        ),
-        (
-            "aggregator_sd",
-            CapeNoise {
-                aggregator_sd: own.aggregator_sd * 1.1,
-                ..own
-            },
-        ),
-        (
-            "own_sd",
-            CapeNoise {
-                own_sd: own.own_sd * (1.0 - 1e-6),
-                ..own
-            },
-        ),
+        ("sites", lied(|n| n.sites = 4)),
+        ("sensitivity", lied(|n| n.sensitivity *= 1e6)),
+        ("pooled_sd", lied(|n| n.pooled_sd *= 1e6)),
+        ("pair_sd", lied(|n| n.pair_sd *= 0.9)),
+        ("aggregator_sd", lied(|n| n.aggregator_sd *= 1.1)),
+        ("own_sd", lied(|n| n.own_sd *= 1.0 - 1e-6)),
     ];
     for (what, lie) in lies {
         let err = check_offer(&lie, &own, t.share(), len).expect_err(what);

@@ -48,14 +48,8 @@ fn record_sensitivities_are_beta_squared() {
     assert_eq!(estimate_sensitivity(&EN), 1.5);
     // A small L1 bound with a small C: the coherence form αβ·sqrt(C/d) = 2·4·0.1 = 0.8 wins
     // under add_remove, and 2αβ·sqrt(C/d) = 1.6 under replace_one.
-    let ar = Neighbours::AddRemove {
-        beta: 4.0,
-        alpha: 2.0,
-    };
-    let ro = Neighbours::ReplaceOne {
-        beta: 4.0,
-        alpha: 2.0,
-    };
+    let ar = ar(4.0, 2.0);
+    let ro = ro(4.0, 2.0);
     assert!((round_sensitivity(&ar, 1.0, 100) - 0.8).abs() < 1e-15);
     assert!((round_sensitivity(&ro, 1.0, 100) - 1.6).abs() < 1e-15);
     assert_eq!(estimate_sensitivity(&ar), 8.0);

@@ -127,14 +127,7 @@ fn invalid_parameters_name_their_field() {
     let bad = ctx(6, None, Neighbours::Entry { u: f64::NAN });
     let e = rejected(&CoherentPower, json!({"k": 2, "coherence_bound": 2}), &bad, 1.0);
     assert_eq!(invalid_field(&e), "bounds.entry_bound");
-    let bad = ctx(
-        6,
-        None,
-        Neighbours::ReplaceOne {
-            beta: 1.0,
-            alpha: 0.0,
-        },
-    );
+    let bad = ctx(6, None, ro(1.0, 0.0));
     let e = rejected(&CoherentPower, json!({"k": 2, "coherence_bound": 2}), &bad, 1.0);
     assert_eq!(invalid_field(&e), "bounds.row_l1_bound");
 }

@@ -59,8 +59,7 @@ fn error_decreases_as_rho_grows() {
             mean_sin_theta(&CoherentPower, &xt, &config, &c, &exact, 4)
         })
         .collect();
-    assert!(errors.windows(2).all(|w| w[1] < w[0]), "errors {errors:?}");
-    assert!(errors[0] > 0.5 && errors[4] < 1e-2, "errors {errors:?}");
+    assert_errors_fall(&errors, 0.5, 1e-2, rhos);
 }
 
 /// A coherent matrix: top eigenvectors e₁ and e₂ (coherence μ = d), plus a small symmetric
@@ -231,21 +230,14 @@ fn registry_round_trip_matches_a_direct_run() {
     let (d, n) = (12, 60);
     let xt = spiked_records(5, d, n, &[4.0, 2.0], 0.3, 2.0);
     let c = ctx(d, Some(n), RO);
-    let prepared = CoherentPower
-        .prepare(
-            json!({"k": 2, "iterations": 3, "coherence_bound": 12, "eigenvalue_share": 0.2}),
-            &c,
-            &target(0.7),
-        )
-        .expect("valid");
     let p = CoherentPowerParams {
         eigenvalue_share: Some(0.2),
         ..params(2, 3, Some(12.0), false)
     };
     let config = CoherentPower.configure(p, &c, &target(0.7)).expect("valid");
+    let job_params = json!({"k": 2, "iterations": 3, "coherence_bound": 12, "eigenvalue_share": 0.2});
     let (via_registry, direct) =
-        registry_and_direct_runs(&CoherentPower, &prepared.config, &config, &xt, &c, 4);
-    assert_eq!(via_registry.basis, direct.basis);
+        assert_registry_matches_direct(&CoherentPower, job_params, &target(0.7), &config, &xt, &c, 4);
     assert_eq!(via_registry.eigenvalues, direct.eigenvalues);
 }
 

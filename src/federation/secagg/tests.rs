@@ -93,6 +93,16 @@ fn study(indices: &[u32], threshold: u32, rounds: u32, seed: u64) -> Study {
     }
 }
 
+/// Five sites 1..=5 at threshold 3, dealt with `seed`, all of which masked 4 random words in
+/// round 1; with that roster.
+fn five_masked_round_one(rounds: u32, seed: u64) -> (Study, [u32; 5]) {
+    let mut s = study(&[1, 2, 3, 4, 5], 3, rounds, seed);
+    let roster = [1, 2, 3, 4, 5];
+    let inputs = s.random_inputs(&roster, 4);
+    s.mask(1, &roster, &inputs);
+    (s, roster)
+}
+
 impl Study {
     fn random_inputs(&mut self, sites: &[u32], len: usize) -> BTreeMap<u32, Vec<u64>> {
         sites
@@ -250,10 +260,7 @@ fn a_silent_survivor_is_still_counted() {
 
 #[test]
 fn sites_refuse_inconsistent_sets() {
-    let mut s = study(&[1, 2, 3, 4, 5], 3, 2, 5);
-    let roster = [1, 2, 3, 4, 5];
-    let inputs = s.random_inputs(&roster, 4);
-    s.mask(1, &roster, &inputs);
+    let (mut s, roster) = five_masked_round_one(2, 5);
     let site = s.site(1);
     let cases: [(&[u32], &[u32], &[u32]); 6] = [
         (&roster, &[1, 2, 3, 4], &[4, 5]),   // 4 both survived and dropped
@@ -285,10 +292,7 @@ fn sites_refuse_inconsistent_sets() {
 
 #[test]
 fn sites_answer_a_round_once() {
-    let mut s = study(&[1, 2, 3, 4, 5], 3, 1, 6);
-    let roster = [1, 2, 3, 4, 5];
-    let inputs = s.random_inputs(&roster, 4);
-    s.mask(1, &roster, &inputs);
+    let (mut s, roster) = five_masked_round_one(1, 6);
     let site = s.site(1);
     let first = site
         .unmask_response(1, &roster, &[1, 2, 3, 4], &[5], 3)
