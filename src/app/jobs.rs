@@ -63,14 +63,6 @@ pub fn timings_public(dataset: &DatasetRecord) -> bool {
     crate::context::n_is_public(dataset)
 }
 
-async fn load_dataset(state: &AppState, tenant: Uuid, id: Uuid) -> Result<DatasetRecord, AppError> {
-    state
-        .store
-        .get_dataset(tenant, id)
-        .await?
-        .ok_or_else(|| AppError::not_found("dataset", id))
-}
-
 /// The dataset's data must be uploaded before a job can be priced on it.
 pub fn require_ready(dataset: &DatasetRecord) -> Result<(), AppError> {
     match dataset.status {
@@ -103,7 +95,7 @@ pub async fn submit(state: &AppState, tenant: Uuid, request: SubmitRequest) -> R
     if request.algorithm != algorithms::auto::AUTO {
         find_algorithm(&request.algorithm)?;
     }
-    let dataset = load_dataset(state, tenant, request.dataset_id).await?;
+    let dataset = super::datasets::get(state, tenant, request.dataset_id).await?;
     require_ready(&dataset)?;
     if request.seed.is_some() && !dataset.public {
         return Err(AppError::validation(

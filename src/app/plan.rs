@@ -40,13 +40,7 @@ pub struct Plan {
 /// Plans `request` for `tenant`.
 pub async fn plan(state: &AppState, tenant: Uuid, request: PlanRequest) -> Result<Plan, AppError> {
     let dataset = match request.dataset_id {
-        Some(id) => Some(
-            state
-                .store
-                .get_dataset(tenant, id)
-                .await?
-                .ok_or_else(|| AppError::not_found("dataset", id))?,
-        ),
+        Some(id) => Some(super::datasets::get(state, tenant, id).await?),
         None => None,
     };
     let privacy = match (&request.privacy, &dataset) {

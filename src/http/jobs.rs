@@ -312,6 +312,17 @@ pub fn npy_bytes(d: usize, k: usize, column_major: &[f64]) -> Vec<u8> {
     out
 }
 
+/// The d×k basis as an `application/x-npy` response (see [`npy_bytes`]).
+pub(crate) fn npy_response(d: usize, k: usize, column_major: &[f64]) -> Response {
+    let bytes = npy_bytes(d, k, column_major);
+    ([(header::CONTENT_TYPE, "application/x-npy")], bytes).into_response()
+}
+
+/// The basis as its k columns of d numbers each, from its column-major values.
+pub(crate) fn basis_columns(d: usize, column_major: &[f64]) -> Vec<Vec<f64>> {
+    column_major.chunks(d.max(1)).map(<[f64]>::to_vec).collect()
+}
+
 pub(crate) fn wants_npy(headers: &HeaderMap) -> Result<bool, ApiError> {
     let Some(accept) = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else {
         return Ok(false);
@@ -353,8 +364,7 @@ pub async fn result(
     let npy = wants_npy(&headers)?;
     let (job, result) = use_case::result(&state, auth.tenant_id, id).await?;
     if npy {
-        let bytes = npy_bytes(result.d, result.k, &result.basis);
-        return Ok(([(header::CONTENT_TYPE, "application/x-npy")], bytes).into_response());
+        return Ok(npy_response(result.d, result.k, &result.basis));
     }
     let view = job_view(
         &state,
@@ -367,11 +377,7 @@ pub async fn result(
         job_id: id,
         n_features: result.d,
         n_components: result.k,
-        basis: result
-            .basis
-            .chunks(result.d.max(1))
-            .map(<[f64]>::to_vec)
-            .collect(),
+        basis: basis_columns(result.d, &result.basis),
         eigenvalues: result.eigenvalues,
         released: result.released,
         cost: view.cost,

@@ -75,6 +75,12 @@ fn one_of<A: ToSchema, B: ToSchema>(description: &str) -> RefOr<Schema> {
         .into()
 }
 
+/// The schemas of the two alternatives that `one_of::<A, B>` refers to.
+fn push_both<A: ToSchema, B: ToSchema>(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+    schemas.push((A::name().into(), A::schema()));
+    schemas.push((B::name().into(), B::schema()));
+}
+
 impl PartialSchema for BudgetInput {
     fn schema() -> RefOr<Schema> {
         one_of::<BudgetRho, BudgetEpsilonDelta>(
@@ -85,8 +91,7 @@ impl PartialSchema for BudgetInput {
 
 impl ToSchema for BudgetInput {
     fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
-        schemas.push((BudgetRho::name().into(), BudgetRho::schema()));
-        schemas.push((BudgetEpsilonDelta::name().into(), BudgetEpsilonDelta::schema()));
+        push_both::<BudgetRho, BudgetEpsilonDelta>(schemas);
     }
 }
 
@@ -100,8 +105,7 @@ impl PartialSchema for PrivacyInput {
 
 impl ToSchema for PrivacyInput {
     fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
-        schemas.push((PrivacyRho::name().into(), PrivacyRho::schema()));
-        schemas.push((PrivacyEpsilonDelta::name().into(), PrivacyEpsilonDelta::schema()));
+        push_both::<PrivacyRho, PrivacyEpsilonDelta>(schemas);
     }
 }
 

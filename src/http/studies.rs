@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use super::auth::TenantAuth;
 use super::error::{ApiError, Json, Path, ProblemDocument};
-use super::jobs::{ProgressView, npy_bytes, strip_nulls, wants_npy};
+use super::jobs::{ProgressView, basis_columns, npy_response, strip_nulls, wants_npy};
 use super::privacy_input::{DEFAULT_DISPLAY_DELTA, PrivacyAmount, PrivacyInput};
 use super::rate_limit::{Limited, Submissions};
 use crate::app::studies::{self as app, SiteRequest, StudyOutcome, StudyPrivacy, StudyRequest};
@@ -388,8 +388,7 @@ pub async fn result(
     let outcome = app::outcome(&state, auth.tenant_id, id).await?;
     if npy {
         let result = &outcome.result;
-        let bytes = npy_bytes(result.d, result.k, &result.basis);
-        return Ok(([(header::CONTENT_TYPE, "application/x-npy")], bytes).into_response());
+        return Ok(npy_response(result.d, result.k, &result.basis));
     }
     Ok(Json(result_view(outcome)).into_response())
 }
@@ -435,11 +434,7 @@ fn result_view(outcome: StudyOutcome) -> StudyResultView {
         study_id: study.id,
         n_features: result.d,
         n_components: result.k,
-        basis: result
-            .basis
-            .chunks(result.d.max(1))
-            .map(<[f64]>::to_vec)
-            .collect(),
+        basis: basis_columns(result.d, &result.basis),
         eigenvalues: result.eigenvalues,
         cost: view.cost,
         survivors: match rounds.last() {

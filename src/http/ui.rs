@@ -27,42 +27,29 @@ struct Asset {
     body: &'static [u8],
 }
 
+impl Asset {
+    const fn new(name: &'static str, content_type: &'static str, body: &'static [u8]) -> Self {
+        Self {
+            name,
+            content_type,
+            body,
+        }
+    }
+}
+
+const HTML: &str = "text/html; charset=utf-8";
+const JS: &str = "text/javascript; charset=utf-8";
+const CSS: &str = "text/css; charset=utf-8";
+const SVG: &str = "image/svg+xml";
+
 const ASSETS: &[Asset] = &[
-    Asset {
-        name: "index.html",
-        content_type: "text/html; charset=utf-8",
-        body: include_bytes!("../../assets/ui/index.html"),
-    },
-    Asset {
-        name: "app.js",
-        content_type: "text/javascript; charset=utf-8",
-        body: include_bytes!("../../assets/ui/app.js"),
-    },
-    Asset {
-        name: "api.js",
-        content_type: "text/javascript; charset=utf-8",
-        body: include_bytes!("../../assets/ui/api.js"),
-    },
-    Asset {
-        name: "charts.js",
-        content_type: "text/javascript; charset=utf-8",
-        body: include_bytes!("../../assets/ui/charts.js"),
-    },
-    Asset {
-        name: "format.js",
-        content_type: "text/javascript; charset=utf-8",
-        body: include_bytes!("../../assets/ui/format.js"),
-    },
-    Asset {
-        name: "app.css",
-        content_type: "text/css; charset=utf-8",
-        body: include_bytes!("../../assets/ui/app.css"),
-    },
-    Asset {
-        name: "icon.svg",
-        content_type: "image/svg+xml",
-        body: include_bytes!("../../assets/ui/icon.svg"),
-    },
+    Asset::new("index.html", HTML, include_bytes!("../../assets/ui/index.html")),
+    Asset::new("app.js", JS, include_bytes!("../../assets/ui/app.js")),
+    Asset::new("api.js", JS, include_bytes!("../../assets/ui/api.js")),
+    Asset::new("charts.js", JS, include_bytes!("../../assets/ui/charts.js")),
+    Asset::new("format.js", JS, include_bytes!("../../assets/ui/format.js")),
+    Asset::new("app.css", CSS, include_bytes!("../../assets/ui/app.css")),
+    Asset::new("icon.svg", SVG, include_bytes!("../../assets/ui/icon.svg")),
 ];
 
 /// Strong ETags of the assets' contents, in `ASSETS` order.

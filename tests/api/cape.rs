@@ -16,17 +16,12 @@ use crate::helpers::{TestApp, csv_rows, job};
 
 #[tokio::test]
 async fn a_cape_job_reports_its_noise_and_a_dropout() {
-    let app = TestApp::start().await;
-    let key = app.tenant("t").await;
-    let ds = app
-        .records(&key, json!({"rho": 10.0}), &csv_rows(700, 6, 3))
-        .await;
+    let (app, key, ds) = TestApp::with_records(json!({"rho": 10.0}), &csv_rows(700, 6, 3)).await;
     let params = json!({"k": 2, "sites": 3, "site_shares": [1, 2, 4]});
     let done = app
         .succeeded(&key, job(&ds, "cape_pca", params, json!({"rho": 1.0})))
         .await;
-    let id = done["id"].as_str().unwrap();
-    let result = app.get(&format!("/v1/jobs/{id}/result"), &key).await.json();
+    let result = app.result(&key, &done).await;
     let report = &result["released"]["cape"];
     assert_eq!(report["fallback"], false, "{result}");
     assert_eq!(report["survivors"], json!([1, 2, 3]));
@@ -38,8 +33,7 @@ async fn a_cape_job_reports_its_noise_and_a_dropout() {
     let done = app
         .run(&key, job(&ds, "cape_pca", params, json!({"rho": 1.0})))
         .await;
-    let id = done["id"].as_str().unwrap();
-    let result = app.get(&format!("/v1/jobs/{id}/result"), &key).await.json();
+    let result = app.result(&key, &done).await;
     let report = &result["released"]["cape"];
     assert_eq!(report["fallback"], true, "{result}");
     assert_eq!(report["dropped"], json!([2]));
@@ -48,9 +42,7 @@ async fn a_cape_job_reports_its_noise_and_a_dropout() {
 
 #[tokio::test]
 async fn bad_cape_jobs_are_422() {
-    let app = TestApp::start().await;
-    let key = app.tenant("t").await;
-    let ds = app.records(&key, json!({"rho": 10.0}), &csv_rows(50, 4, 3)).await;
+    let (app, key, ds) = TestApp::with_records(json!({"rho": 10.0}), &csv_rows(50, 4, 3)).await;
     for (params, field) in [
         (json!({"k": 1, "sites": 1}), "params.sites"),
         (

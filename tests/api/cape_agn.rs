@@ -76,10 +76,7 @@ async fn cape_agn_is_listed_runs_and_refuses_one_site() {
             ),
         )
         .await;
-    let result = app
-        .get(&format!("/v1/jobs/{}/result", done["id"].as_str().unwrap()), &key)
-        .await
-        .json();
+    let result = app.result(&key, &done).await;
     let components = result["released"]["components"]["components"]
         .as_array()
         .expect("components");

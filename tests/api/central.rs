@@ -8,13 +8,9 @@ use crate::helpers::{TestApp, csv_rows, job};
 
 #[tokio::test]
 async fn coherent_power_runs_and_returns_private_eigenvalues() {
-    let app = TestApp::start().await;
-    let key = app.tenant("t").await;
     // d = 30 and C = d: x₀ ~ N(0, 1/d)^d (Fig. 2) breaks C = d only when some |z_i| > √d,
     // about 30·P(|Z| > 5.5) ≈ 1e-6 per component; at d = 6 it was 8%, and this test flaked.
-    let ds = app
-        .records(&key, json!({ "rho": 1e6 }), &csv_rows(400, 30, 11))
-        .await;
+    let (app, key, ds) = TestApp::with_records(json!({ "rho": 1e6 }), &csv_rows(400, 30, 11)).await;
     let done = app
         .succeeded(
             &key,
@@ -26,10 +22,7 @@ async fn coherent_power_runs_and_returns_private_eigenvalues() {
             ),
         )
         .await;
-    let result = app
-        .get(&format!("/v1/jobs/{}/result", done["id"].as_str().unwrap()), &key)
-        .await
-        .json();
+    let result = app.result(&key, &done).await;
     assert_eq!(result["n_components"], 2);
     assert_eq!(
         result["eigenvalues"].as_array().map(Vec::len),
@@ -124,18 +117,11 @@ async fn replace_one_only_algorithms_refuse_other_relations_and_need_delta() {
 
 #[tokio::test]
 async fn dp_oja_runs_on_replace_one_records() {
-    let app = TestApp::start().await;
-    let key = app.tenant("t").await;
-    let ds = app
-        .records(&key, json!({ "rho": 1e6 }), &csv_rows(3000, 5, 3))
-        .await;
+    let (app, key, ds) = TestApp::with_records(json!({ "rho": 1e6 }), &csv_rows(3000, 5, 3)).await;
     let done = app
         .succeeded(&key, job(&ds, "dp_oja", json!({ "k": 2 }), json!({ "rho": 1e4 })))
         .await;
-    let result = app
-        .get(&format!("/v1/jobs/{}/result", done["id"].as_str().unwrap()), &key)
-        .await
-        .json();
+    let result = app.result(&key, &done).await;
     assert_eq!(
         (result["n_features"].as_u64(), result["n_components"].as_u64()),
         (Some(5), Some(2))
@@ -144,11 +130,8 @@ async fn dp_oja_runs_on_replace_one_records() {
 
 #[tokio::test]
 async fn k_dp_pca_charges_epsilon_squared_over_two_and_delta() {
-    let app = TestApp::without_runner().await;
-    let key = app.tenant("t").await;
-    let ds = app
-        .records(&key, json!({ "rho": 1e6, "delta": 0.5 }), &csv_rows(20_000, 4, 4))
-        .await;
+    let (app, key, ds) =
+        TestApp::queued_with_records(json!({ "rho": 1e6, "delta": 0.5 }), &csv_rows(20_000, 4, 4)).await;
     let reply = app
         .post(
             "/v1/jobs",
@@ -184,11 +167,8 @@ async fn k_dp_pca_charges_epsilon_squared_over_two_and_delta() {
 /// (4.7, 2e-5)-DP. The job view and the plan show the (ε, δ) the job achieves.
 #[tokio::test]
 async fn k_dp_pca_keeps_an_epsilon_delta_target() {
-    let app = TestApp::without_runner().await;
-    let key = app.tenant("t").await;
-    let ds = app
-        .records(&key, json!({ "rho": 5, "delta": 1e-3 }), &csv_rows(3000, 2, 4))
-        .await;
+    let (app, key, ds) =
+        TestApp::queued_with_records(json!({ "rho": 5, "delta": 1e-3 }), &csv_rows(3000, 2, 4)).await;
     let body = job(
         &ds,
         "k_dp_pca",
@@ -225,21 +205,14 @@ async fn k_dp_pca_keeps_an_epsilon_delta_target() {
 
 #[tokio::test]
 async fn eigen_sampling_runs_on_records_and_refuses_matrices() {
-    let app = TestApp::start().await;
-    let key = app.tenant("t").await;
-    let ds = app
-        .records(&key, json!({ "rho": 1e6 }), &csv_rows(500, 6, 5))
-        .await;
+    let (app, key, ds) = TestApp::with_records(json!({ "rho": 1e6 }), &csv_rows(500, 6, 5)).await;
     let done = app
         .succeeded(
             &key,
             job(&ds, "eigen_sampling", json!({ "k": 2 }), json!({ "rho": 100.0 })),
         )
         .await;
-    let result = app
-        .get(&format!("/v1/jobs/{}/result", done["id"].as_str().unwrap()), &key)
-        .await
-        .json();
+    let result = app.result(&key, &done).await;
     assert_eq!(
         result["eigenvalues"].as_array().map(Vec::len),
         Some(2),

@@ -86,20 +86,20 @@ async fn every_operation_has_a_unique_id_and_problem_documents_for_its_errors() 
 async fn an_octet_stream_upload_is_npy_by_its_magic_or_names_its_format() {
     let app = TestApp::without_runner().await;
     let key = app.tenant("t").await;
-    let upload = |id: String, query: &'static str, content_type: &'static str, body: Vec<u8>| {
-        let request = axum::http::Request::builder()
-            .method(Method::PUT)
-            .uri(format!("/v1/datasets/{id}/data{query}"))
-            .header("authorization", format!("Bearer {key}"))
-            .header("content-type", content_type)
-            .body(axum::body::Body::from(body))
-            .unwrap();
-        app.send(request)
+    const OCTETS: &str = "application/octet-stream";
+    let (app, key) = (&app, &key);
+    let upload = move |id: String, query: &'static str, content_type: &'static str, body: &[u8]| {
+        let uri = format!("/v1/datasets/{id}/data{query}");
+        let body = body.to_vec();
+        async move {
+            app.raw(Method::PUT, &uri, key, [("content-type", content_type)], body)
+                .await
+        }
     };
     let npy = privpca::http::jobs::npy_bytes(3, 2, &[1.0, 0.0, 0.5, 0.0, 1.0, 0.5]);
 
-    let ds = app.dataset(&key, records("npy", json!({ "rho": 1 }))).await;
-    let reply = upload(ds, "", "application/octet-stream", npy.clone()).await;
+    let ds = app.dataset(key, records("npy", json!({ "rho": 1 }))).await;
+    let reply = upload(ds, "", OCTETS, &npy).await;
     reply.expect(StatusCode::OK);
     assert_eq!(
         (
@@ -110,46 +110,27 @@ async fn an_octet_stream_upload_is_npy_by_its_magic_or_names_its_format() {
     );
 
     // A CSV body sent as an octet stream must say it is CSV.
-    let ds = app.dataset(&key, records("csv", json!({ "rho": 1 }))).await;
-    let problem = upload(ds.clone(), "", "application/octet-stream", b"1,2\n3,4\n".to_vec())
-        .await
-        .problem(415);
+    let ds = app.dataset(key, records("csv", json!({ "rho": 1 }))).await;
+    let problem = upload(ds.clone(), "", OCTETS, b"1,2\n3,4\n").await.problem(415);
     assert!(
         problem["detail"].as_str().unwrap().contains("?format="),
         "{problem}"
     );
-    let reply = upload(
-        ds,
-        "?format=csv",
-        "application/octet-stream",
-        b"1,2\n3,4\n".to_vec(),
-    )
-    .await;
+    let reply = upload(ds, "?format=csv", OCTETS, b"1,2\n3,4\n").await;
     reply.expect(StatusCode::OK);
 
-    let ds = app.dataset(&key, records("json", json!({ "rho": 1 }))).await;
-    upload(ds.clone(), "?format=json", "text/csv", b"1,2\n".to_vec())
+    let ds = app.dataset(key, records("json", json!({ "rho": 1 }))).await;
+    upload(ds.clone(), "?format=json", "text/csv", b"1,2\n")
         .await
         .problem(415);
-    upload(
-        ds.clone(),
-        "?format=xml",
-        "application/octet-stream",
-        b"1,2\n".to_vec(),
-    )
-    .await
-    .problem(422);
-    let reply = upload(
-        ds,
-        "?format=json",
-        "application/octet-stream",
-        b"[[1, 2], [3, 4]]".to_vec(),
-    )
-    .await;
+    upload(ds.clone(), "?format=xml", OCTETS, b"1,2\n")
+        .await
+        .problem(422);
+    let reply = upload(ds, "?format=json", OCTETS, b"[[1, 2], [3, 4]]").await;
     reply.expect(StatusCode::OK);
     // The named media types keep working, with or without an agreeing ?format=.
-    let ds = app.dataset(&key, records("x-npy", json!({ "rho": 1 }))).await;
-    let reply = upload(ds, "?format=npy", "application/x-npy", npy).await;
+    let ds = app.dataset(key, records("x-npy", json!({ "rho": 1 }))).await;
+    let reply = upload(ds, "?format=npy", "application/x-npy", &npy).await;
     reply.expect(StatusCode::OK);
 }
 
@@ -239,17 +220,11 @@ async fn the_published_limits_are_the_enforced_ones() {
     .problem(422);
     // Idempotency keys: 1 to 255 visible ASCII characters.
     for bad in ["", "a b", &"k".repeat(256)] {
-        let request = axum::http::Request::builder()
-            .method(Method::POST)
-            .uri("/v1/jobs")
-            .header("authorization", format!("Bearer {key}"))
-            .header("content-type", "application/json")
-            .header("idempotency-key", bad)
-            .body(axum::body::Body::from(
-                job(&ds, "analyze_gauss", json!({ "k": 1 }), json!({ "rho": 0.1 })).to_string(),
-            ))
-            .unwrap();
-        app.send(request).await.problem(422);
+        let headers = [("content-type", "application/json"), ("idempotency-key", bad)];
+        let body = job(&ds, "analyze_gauss", json!({ "k": 1 }), json!({ "rho": 0.1 }));
+        app.raw(Method::POST, "/v1/jobs", &key, headers, body.to_string())
+            .await
+            .problem(422);
     }
 }
 
@@ -257,17 +232,7 @@ async fn the_published_limits_are_the_enforced_ones() {
 async fn job_timings_are_withheld_where_they_would_reveal_the_record_count() {
     let app = TestApp::start().await;
     let key = app.tenant("t").await;
-    let csv = csv_rows(200, 4, 3);
-    let shown = app.records(&key, json!({ "rho": 1 }), &csv).await;
-    let hidden = app
-        .dataset(
-            &key,
-            json!({ "name": "h", "kind": "records", "relation": "add_remove", "row_norm_bound": 1.0,
-                    "budget": { "rho": 1 } }),
-        )
-        .await;
-    let reply = app.upload(&key, &hidden, "text/csv", csv.into_bytes()).await;
-    assert_eq!(reply.status, StatusCode::OK);
+    let (shown, hidden) = app.shown_and_hidden(&key, &csv_rows(200, 4, 3)).await;
     let params = json!({ "k": 1 });
     let public = app
         .run(

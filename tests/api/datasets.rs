@@ -141,22 +141,14 @@ async fn bad_dataset_metadata_is_a_422_naming_the_field() {
     app.post("/v1/datasets", &key, json!({ "name": "d", "kind": "tensor" }))
         .await
         .problem(422);
-    let broken = axum::http::Request::builder()
-        .method(Method::POST)
-        .uri("/v1/datasets")
-        .header("authorization", format!("Bearer {key}"))
-        .header("content-type", "application/json")
-        .body(axum::body::Body::from("{\"name\": "))
-        .unwrap();
-    app.send(broken).await.problem(400);
-    let text = axum::http::Request::builder()
-        .method(Method::POST)
-        .uri("/v1/datasets")
-        .header("authorization", format!("Bearer {key}"))
-        .header("content-type", "text/plain")
-        .body(axum::body::Body::from("{}"))
-        .unwrap();
-    app.send(text).await.problem(415);
+    let json = [("content-type", "application/json")];
+    app.raw(Method::POST, "/v1/datasets", &key, json, "{\"name\": ")
+        .await
+        .problem(400);
+    let text = [("content-type", "text/plain")];
+    app.raw(Method::POST, "/v1/datasets", &key, text, "{}")
+        .await
+        .problem(415);
 }
 
 #[tokio::test]

@@ -8,11 +8,7 @@ use crate::helpers::{TestApp, csv_rows, job};
 /// submission, naming the field.
 #[tokio::test]
 async fn fraction_bits_that_round_noise_away_are_refused_by_name() {
-    let app = TestApp::without_runner().await;
-    let key = app.tenant("t").await;
-    let ds = app
-        .records(&key, json!({ "rho": 10.0 }), &csv_rows(300, 6, 1))
-        .await;
+    let (app, key, ds) = TestApp::queued_with_records(json!({ "rho": 10.0 }), &csv_rows(300, 6, 1)).await;
     let doc = app
         .refused(
             &key,
@@ -62,10 +58,7 @@ async fn an_add_remove_job_never_fails_because_of_n() {
             )
             .await;
         assert_eq!(done["status"], "succeeded", "n = {n}: {done}");
-        let result = app
-            .get(&format!("/v1/jobs/{}/result", done["id"].as_str().unwrap()), &key)
-            .await
-            .json();
+        let result = app.result(&key, &done).await;
         assert_eq!(result["basis"].as_array().map(Vec::len), Some(2), "{result}");
     }
 }

@@ -7,11 +7,7 @@ use crate::helpers::{TestApp, csv_rows, job};
 
 #[tokio::test]
 async fn gossip_power_runs_at_its_defaults_and_reports_the_consensus_error() {
-    let app = TestApp::start().await;
-    let key = app.tenant("t").await;
-    let ds = app
-        .records(&key, json!({ "rho": 10.0 }), &csv_rows(2000, 20, 7))
-        .await;
+    let (app, key, ds) = TestApp::with_records(json!({ "rho": 10.0 }), &csv_rows(2000, 20, 7)).await;
     let done = app
         .succeeded(
             &key,
@@ -23,10 +19,7 @@ async fn gossip_power_runs_at_its_defaults_and_reports_the_consensus_error() {
             ),
         )
         .await;
-    let result = app
-        .get(&format!("/v1/jobs/{}/result", done["id"].as_str().unwrap()), &key)
-        .await
-        .json();
+    let result = app.result(&key, &done).await;
     assert_eq!(result["n_components"], 2, "{result}");
     let error = result["released"]["consensus_error"]
         .as_f64()
@@ -41,11 +34,7 @@ async fn gossip_power_runs_at_its_defaults_and_reports_the_consensus_error() {
 
 #[tokio::test]
 async fn a_mixing_matrix_that_is_not_doubly_stochastic_is_a_422() {
-    let app = TestApp::without_runner().await;
-    let key = app.tenant("t").await;
-    let ds = app
-        .records(&key, json!({ "rho": 10.0 }), &csv_rows(50, 6, 3))
-        .await;
+    let (app, key, ds) = TestApp::queued_with_records(json!({ "rho": 10.0 }), &csv_rows(50, 6, 3)).await;
     for (graph, needle) in [
         (
             json!({ "matrix": [[0.5, 0.5, 0.0], [0.0, 0.5, 0.5], [0.5, 0.0, 0.5]] }),

@@ -157,15 +157,30 @@ impl TestApp {
         self.call(Method::POST, uri, Some(key), Some(body)).await
     }
 
+    /// `method uri` with `key`, these `headers` and `body` as they are (for requests that
+    /// `call` would not make: other media types, broken bodies, extra headers).
+    pub async fn raw<const N: usize>(
+        &self,
+        method: Method,
+        uri: &str,
+        key: &str,
+        headers: [(&str, &str); N],
+        body: impl Into<Body>,
+    ) -> Reply {
+        let mut builder = Request::builder()
+            .method(method)
+            .uri(uri)
+            .header(header::AUTHORIZATION, format!("Bearer {key}"));
+        for (name, value) in headers {
+            builder = builder.header(name, value);
+        }
+        self.send(builder.body(body.into()).unwrap()).await
+    }
+
     pub async fn upload(&self, key: &str, dataset: &str, content_type: &str, bytes: Vec<u8>) -> Reply {
-        let request = Request::builder()
-            .method(Method::PUT)
-            .uri(format!("/v1/datasets/{dataset}/data"))
-            .header(header::AUTHORIZATION, format!("Bearer {key}"))
-            .header(header::CONTENT_TYPE, content_type)
-            .body(Body::from(bytes))
-            .unwrap();
-        self.send(request).await
+        let uri = format!("/v1/datasets/{dataset}/data");
+        self.raw(Method::PUT, &uri, key, [("content-type", content_type)], bytes)
+            .await
     }
 
     /// Starts an upload whose body is sent chunk by chunk through the returned sender; the
@@ -244,6 +259,36 @@ impl TestApp {
     pub async fn records(&self, key: &str, budget: Value, csv: &str) -> String {
         let spec = json!({ "name": "r", "kind": "records", "row_norm_bound": 1.0, "budget": budget });
         self.with_csv(key, spec, csv).await
+    }
+
+    /// The service with its runner, a tenant `t`, and a records dataset (β = 1) with `budget`
+    /// and `csv` uploaded: `(app, key, dataset id)`.
+    pub async fn with_records(budget: Value, csv: &str) -> (Self, String, String) {
+        Self::start().await.tenant_with_records(budget, csv).await
+    }
+
+    /// As [`TestApp::with_records`], without a runner: jobs stay queued.
+    pub async fn queued_with_records(budget: Value, csv: &str) -> (Self, String, String) {
+        Self::without_runner()
+            .await
+            .tenant_with_records(budget, csv)
+            .await
+    }
+
+    async fn tenant_with_records(self, budget: Value, csv: &str) -> (Self, String, String) {
+        let key = self.tenant("t").await;
+        let ds = self.records(&key, budget, csv).await;
+        (self, key, ds)
+    }
+
+    /// Two records datasets (ρ budget 1) with `csv` uploaded: a replace_one one, whose record
+    /// count is public, and an add_remove one, whose record count is private; their ids.
+    pub async fn shown_and_hidden(&self, key: &str, csv: &str) -> (String, String) {
+        let shown = self.records(key, json!({ "rho": 1 }), csv).await;
+        let spec = json!({ "name": "h", "kind": "records", "relation": "add_remove", "row_norm_bound": 1.0,
+                           "budget": { "rho": 1 } });
+        let hidden = self.with_csv(key, spec, csv).await;
+        (shown, hidden)
     }
 
     /// A public records dataset with `csv` uploaded.

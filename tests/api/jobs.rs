@@ -1,5 +1,5 @@
 use axum::body::Body;
-use axum::http::{Method, Request, StatusCode, header};
+use axum::http::{Method, StatusCode, header};
 use futures_util::FutureExt;
 use serde_json::json;
 
@@ -18,11 +18,7 @@ fn orthonormality_error(basis: &[Vec<f64>]) -> f64 {
 
 #[tokio::test]
 async fn a_job_runs_and_returns_an_orthonormal_basis_as_json_and_npy() {
-    let app = TestApp::start().await;
-    let key = app.tenant("t").await;
-    let ds = app
-        .records(&key, json!({ "rho": 10.0 }), &csv_rows(300, 6, 1))
-        .await;
+    let (app, key, ds) = TestApp::with_records(json!({ "rho": 10.0 }), &csv_rows(300, 6, 1)).await;
     let reply = app
         .post(
             "/v1/jobs",
@@ -74,13 +70,16 @@ async fn a_job_runs_and_returns_an_orthonormal_basis_as_json_and_npy() {
     assert!(basis.iter().all(|c| c.len() == 6));
     assert!(orthonormality_error(&basis) < 1e-10);
 
-    let npy = Request::builder()
-        .uri(format!("/v1/jobs/{id}/result"))
-        .header("authorization", format!("Bearer {key}"))
-        .header("accept", "application/x-npy")
-        .body(Body::empty())
-        .unwrap();
-    let npy = app.send(npy).await;
+    let uri = format!("/v1/jobs/{id}/result");
+    let npy = app
+        .raw(
+            Method::GET,
+            &uri,
+            &key,
+            [("accept", "application/x-npy")],
+            Body::empty(),
+        )
+        .await;
     assert_eq!(npy.status, StatusCode::OK);
     assert_eq!(npy.content_type(), "application/x-npy");
     assert_eq!(&npy.bytes[..6], b"\x93NUMPY");
@@ -95,13 +94,9 @@ async fn a_job_runs_and_returns_an_orthonormal_basis_as_json_and_npy() {
     };
     assert_eq!(at(3, 1), basis[1][3]);
 
-    let unacceptable = Request::builder()
-        .uri(format!("/v1/jobs/{id}/result"))
-        .header("authorization", format!("Bearer {key}"))
-        .header("accept", "text/html")
-        .body(Body::empty())
-        .unwrap();
-    app.send(unacceptable).await.problem(406);
+    app.raw(Method::GET, &uri, &key, [("accept", "text/html")], Body::empty())
+        .await
+        .problem(406);
 }
 
 /// A tiny job never waits for the runner's once-a-second poll: its submission wakes the runner.
@@ -130,11 +125,7 @@ async fn a_tiny_job_goes_from_submit_to_result_quickly() {
         "the submission did not wake the runner"
     );
 
-    let app = TestApp::start().await;
-    let key = app.tenant("t").await;
-    let ds = app
-        .records(&key, json!({ "rho": 100.0 }), &csv_rows(50, 4, 2))
-        .await;
+    let (app, key, ds) = TestApp::with_records(json!({ "rho": 100.0 }), &csv_rows(50, 4, 2)).await;
     let mut latencies = Vec::new();
     for _ in 0..20 {
         let start = std::time::Instant::now();
@@ -160,11 +151,7 @@ async fn a_tiny_job_goes_from_submit_to_result_quickly() {
 
 #[tokio::test]
 async fn bad_job_requests_are_4xx_with_the_field() {
-    let app = TestApp::without_runner().await;
-    let key = app.tenant("t").await;
-    let ds = app
-        .records(&key, json!({ "rho": 1.0 }), "1,0,0\n0,1,0\n0,0,1\n")
-        .await;
+    let (app, key, ds) = TestApp::queued_with_records(json!({ "rho": 1.0 }), "1,0,0\n0,1,0\n0,0,1\n").await;
     let np = |params: serde_json::Value, privacy: serde_json::Value| job(&ds, "noisy_power", params, privacy);
     let rho = || json!({ "rho": 0.1 });
     let cases = [
@@ -288,10 +275,7 @@ async fn matrix_datasets_run_every_algorithm_that_supports_them() {
             .run(&key, job(&id, algorithm, params, json!({ "rho": 1e4 })))
             .await;
         assert_eq!(done["status"], "succeeded", "{algorithm}: {done}");
-        let result = app
-            .get(&format!("/v1/jobs/{}/result", done["id"].as_str().unwrap()), &key)
-            .await
-            .json();
+        let result = app.result(&key, &done).await;
         let basis: Vec<Vec<f64>> = serde_json::from_value(result["basis"].clone()).unwrap();
         for column in &basis {
             let captured = column[0] * column[0] + column[1] * column[1];
@@ -353,9 +337,7 @@ async fn seeded_jobs_on_public_data_are_reproducible() {
 
 #[tokio::test]
 async fn cancelling_a_queued_job_refunds_it() {
-    let app = TestApp::without_runner().await;
-    let key = app.tenant("t").await;
-    let ds = app.records(&key, json!({ "rho": 1.0 }), "1,0\n0,1\n").await;
+    let (app, key, ds) = TestApp::queued_with_records(json!({ "rho": 1.0 }), "1,0\n0,1\n").await;
     let id = app
         .post(
             "/v1/jobs",

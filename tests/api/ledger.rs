@@ -1,7 +1,6 @@
 use std::sync::Arc;
 
-use axum::body::Body;
-use axum::http::{Request, StatusCode};
+use axum::http::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::helpers::{TestApp, csv_rows};
@@ -12,9 +11,7 @@ fn gauss(dataset: &str, rho: f64) -> Value {
 
 #[tokio::test]
 async fn over_budget_is_a_409_naming_remaining_and_requested() {
-    let app = TestApp::without_runner().await;
-    let key = app.tenant("t").await;
-    let ds = app.records(&key, json!({ "rho": 1.0 }), "1,0\n0,1\n").await;
+    let (app, key, ds) = TestApp::queued_with_records(json!({ "rho": 1.0 }), "1,0\n0,1\n").await;
     assert_eq!(
         app.post("/v1/jobs", &key, gauss(&ds, 0.7)).await.status,
         StatusCode::ACCEPTED
@@ -69,47 +66,32 @@ async fn fifty_concurrent_submissions_against_a_budget_for_ten_admit_exactly_ten
 
 #[tokio::test]
 async fn idempotency_key_replays_the_same_job_without_a_new_charge() {
-    let app = TestApp::without_runner().await;
-    let key = app.tenant("t").await;
-    let ds = app.records(&key, json!({ "rho": 1.0 }), "1,0\n0,1\n").await;
-    let send = |body: Value, idem: &str| {
-        Request::builder()
-            .method("POST")
-            .uri("/v1/jobs")
-            .header("authorization", format!("Bearer {key}"))
-            .header("content-type", "application/json")
-            .header("idempotency-key", idem)
-            .body(Body::from(body.to_string()))
-            .unwrap()
+    let (app, key, ds) = TestApp::queued_with_records(json!({ "rho": 1.0 }), "1,0\n0,1\n").await;
+    let send = |body: Value, idem: &'static str| {
+        let headers = [("content-type", "application/json"), ("idempotency-key", idem)];
+        app.raw(Method::POST, "/v1/jobs", &key, headers, body.to_string())
     };
-    let first = app.send(send(gauss(&ds, 0.4), "abc")).await;
+    let first = send(gauss(&ds, 0.4), "abc").await;
     assert_eq!(first.status, StatusCode::ACCEPTED);
-    let second = app.send(send(gauss(&ds, 0.4), "abc")).await;
+    let second = send(gauss(&ds, 0.4), "abc").await;
     assert_eq!(second.status, StatusCode::ACCEPTED);
     assert_eq!(first.json()["id"], second.json()["id"]);
     assert_eq!(second.headers.get("idempotent-replayed").unwrap(), "true");
-    let doc = app.send(send(gauss(&ds, 0.2), "abc")).await.problem(409);
+    let doc = send(gauss(&ds, 0.2), "abc").await.problem(409);
     assert_eq!(doc["type"], "urn:privpca:problem:idempotency-key-reused");
     let view = app.get(&format!("/v1/datasets/{ds}"), &key).await.json();
     assert!((view["budget"]["spent"]["rho"].as_f64().unwrap() - 0.4).abs() < 1e-9);
     // Another key is another job.
     assert_ne!(
-        app.send(send(gauss(&ds, 0.4), "def")).await.json()["id"],
+        send(gauss(&ds, 0.4), "def").await.json()["id"],
         first.json()["id"]
     );
 }
 
 #[tokio::test]
 async fn the_ledger_lists_every_charge_and_totals_in_rho_and_epsilon() {
-    let app = TestApp::start().await;
-    let key = app.tenant("t").await;
-    let ds = app
-        .records(
-            &key,
-            json!({ "epsilon": 2.0, "delta": 1e-6 }),
-            &csv_rows(100, 4, 9),
-        )
-        .await;
+    let (app, key, ds) =
+        TestApp::with_records(json!({ "epsilon": 2.0, "delta": 1e-6 }), &csv_rows(100, 4, 9)).await;
     let a = app.post("/v1/jobs", &key, gauss(&ds, 0.01)).await.json();
     let b = app
         .post("/v1/jobs", &key, json!({ "dataset_id": ds, "algorithm": "noisy_power", "params": { "k": 1 }, "privacy": { "rho": 0.02 } }))
@@ -132,9 +114,7 @@ async fn the_ledger_lists_every_charge_and_totals_in_rho_and_epsilon() {
 
 #[tokio::test]
 async fn a_job_left_running_by_a_crash_is_failed_with_its_charge_kept_and_never_rerun() {
-    let app = TestApp::without_runner().await;
-    let key = app.tenant("t").await;
-    let ds = app.records(&key, json!({ "rho": 1.0 }), "1,0\n0,1\n").await;
+    let (app, key, ds) = TestApp::queued_with_records(json!({ "rho": 1.0 }), "1,0\n0,1\n").await;
     let id = app.post("/v1/jobs", &key, gauss(&ds, 0.4)).await.json()["id"]
         .as_str()
         .unwrap()
@@ -173,11 +153,8 @@ async fn an_epsilon_delta_budget_admits_gaussian_jobs_by_the_exact_curve() {
     // (ε, δ) = (1, 1e-5) admits three analyze_gauss jobs of ρ = 0.011 (Σρ = 0.033 ≤ 0.0331, the
     // exact Gaussian maximum at δ/2: the union bound of docs/design/privacy.md §2.6) and
     // refuses a fourth of ρ = 0.001 (the old rule admitted up to 0.0359).
-    let app = TestApp::without_runner().await;
-    let key = app.tenant("t").await;
-    let ds = app
-        .records(&key, json!({ "epsilon": 1.0, "delta": 1e-5 }), "1,0\n0,1\n")
-        .await;
+    let (app, key, ds) =
+        TestApp::queued_with_records(json!({ "epsilon": 1.0, "delta": 1e-5 }), "1,0\n0,1\n").await;
     for _ in 0..3 {
         let reply = app.post("/v1/jobs", &key, gauss(&ds, 0.011)).await;
         reply.expect(StatusCode::ACCEPTED);
@@ -203,11 +180,8 @@ async fn an_epsilon_delta_budget_admits_gaussian_jobs_by_the_exact_curve() {
 
 #[tokio::test]
 async fn a_non_gaussian_charge_switches_an_epsilon_delta_budget_to_cks() {
-    let app = TestApp::without_runner().await;
-    let key = app.tenant("t").await;
-    let ds = app
-        .records(&key, json!({ "epsilon": 1.0, "delta": 1e-5 }), "1,0\n0,1\n")
-        .await;
+    let (app, key, ds) =
+        TestApp::queued_with_records(json!({ "epsilon": 1.0, "delta": 1e-5 }), "1,0\n0,1\n").await;
     // eigen_sampling's exponential mechanism is not Gaussian: CKS at δ/2 − δ/10 (0.0278)
     // governs from here.
     let sampling = json!({ "dataset_id": ds, "algorithm": "eigen_sampling", "params": { "k": 1 },
@@ -230,9 +204,7 @@ async fn a_non_gaussian_charge_switches_an_epsilon_delta_budget_to_cks() {
 
 #[tokio::test]
 async fn decimal_amounts_read_back_as_written() {
-    let app = TestApp::without_runner().await;
-    let key = app.tenant("t").await;
-    let ds = app.records(&key, json!({ "rho": 1.0 }), "1,0\n0,1\n").await;
+    let (app, key, ds) = TestApp::queued_with_records(json!({ "rho": 1.0 }), "1,0\n0,1\n").await;
     let job = app.post("/v1/jobs", &key, gauss(&ds, 0.2)).await.json();
     assert_eq!(job["cost"]["rho"], 0.2);
     let view = app.get(&format!("/v1/datasets/{ds}"), &key).await.json();

@@ -89,21 +89,7 @@ async fn the_operator_listener_serves_the_metrics_and_nothing_else() {
 async fn job_durations_on_private_n_datasets_stay_out_of_the_metrics() {
     let app = TestApp::start().await;
     let key = app.tenant("m").await;
-    let csv = csv_rows(200, 4, 3);
-    let shown = app.records(&key, json!({ "rho": 1 }), &csv).await;
-    let hidden = app
-        .dataset(
-            &key,
-            json!({ "name": "h", "kind": "records", "relation": "add_remove", "row_norm_bound": 1.0,
-                    "budget": { "rho": 1 } }),
-        )
-        .await;
-    assert_eq!(
-        app.upload(&key, &hidden, "text/csv", csv.into_bytes())
-            .await
-            .status,
-        StatusCode::OK
-    );
+    let (shown, hidden) = app.shown_and_hidden(&key, &csv_rows(200, 4, 3)).await;
     let privacy = json!({ "rho": 0.1 });
     for (ds, algorithm) in [(&shown, "analyze_gauss"), (&hidden, "noisy_power")] {
         app.succeeded(&key, job(ds, algorithm, json!({ "k": 1 }), privacy.clone()))

@@ -7,11 +7,7 @@ use crate::helpers::{TestApp, csv_rows, job};
 
 #[tokio::test]
 async fn private_centering_is_charged_within_the_requested_rho() {
-    let app = TestApp::start().await;
-    let key = app.tenant("t").await;
-    let ds = app
-        .records(&key, json!({ "rho": 10.0 }), &csv_rows(500, 4, 7))
-        .await;
+    let (app, key, ds) = TestApp::with_records(json!({ "rho": 10.0 }), &csv_rows(500, 4, 7)).await;
     let done = app
         .succeeded(
             &key,
@@ -42,11 +38,7 @@ async fn private_centering_is_charged_within_the_requested_rho() {
 
 #[tokio::test]
 async fn a_given_centre_is_checked_and_free() {
-    let app = TestApp::without_runner().await;
-    let key = app.tenant("t").await;
-    let ds = app
-        .records(&key, json!({ "rho": 10.0 }), &csv_rows(50, 4, 7))
-        .await;
+    let (app, key, ds) = TestApp::queued_with_records(json!({ "rho": 10.0 }), &csv_rows(50, 4, 7)).await;
     for center in [json!([0.0, 1.0]), json!([0.0, 1.0, 2.0, "x"]), json!("mean")] {
         app.refused(
             &key,
@@ -106,11 +98,7 @@ async fn centering_a_matrix_is_refused() {
 
 #[tokio::test]
 async fn with_eigenvalues_false_returns_none() {
-    let app = TestApp::start().await;
-    let key = app.tenant("t").await;
-    let ds = app
-        .records(&key, json!({ "rho": 1e6 }), &csv_rows(400, 4, 3))
-        .await;
+    let (app, key, ds) = TestApp::with_records(json!({ "rho": 1e6 }), &csv_rows(400, 4, 3)).await;
     let done = app
         .succeeded(
             &key,
@@ -128,11 +116,7 @@ async fn with_eigenvalues_false_returns_none() {
 
 #[tokio::test]
 async fn dp_oja_eigenvalues_are_charged_inside_the_requested_rho() {
-    let app = TestApp::start().await;
-    let key = app.tenant("t").await;
-    let ds = app
-        .records(&key, json!({ "rho": 1e6 }), &csv_rows(3000, 5, 3))
-        .await;
+    let (app, key, ds) = TestApp::with_records(json!({ "rho": 1e6 }), &csv_rows(3000, 5, 3)).await;
     let done = app
         .succeeded(
             &key,
@@ -164,11 +148,7 @@ async fn dp_oja_eigenvalues_are_charged_inside_the_requested_rho() {
 
 #[tokio::test]
 async fn adaptive_clipping_returns_the_released_bound() {
-    let app = TestApp::start().await;
-    let key = app.tenant("t").await;
-    let ds = app
-        .records(&key, json!({ "rho": 10.0 }), &csv_rows(300, 4, 3))
-        .await;
+    let (app, key, ds) = TestApp::with_records(json!({ "rho": 10.0 }), &csv_rows(300, 4, 3)).await;
     let done = app
         .succeeded(
             &key,
@@ -181,10 +161,7 @@ async fn adaptive_clipping_returns_the_released_bound() {
         )
         .await;
     assert!(done["config"]["clip"]["noise_sd"].as_f64().unwrap() > 0.0);
-    let result = app
-        .get(&format!("/v1/jobs/{}/result", done["id"].as_str().unwrap()), &key)
-        .await
-        .json();
+    let result = app.result(&key, &done).await;
     let c = result["released"]["clip_norm"].as_f64().unwrap();
     assert!(c > 0.0 && c <= 10.0, "{result}");
     // The whole job, search included, is charged the target and stays Gaussian-only.
@@ -195,9 +172,7 @@ async fn adaptive_clipping_returns_the_released_bound() {
 
 #[tokio::test]
 async fn bad_clip_requests_are_422() {
-    let app = TestApp::without_runner().await;
-    let key = app.tenant("t").await;
-    let ds = app.records(&key, json!({ "rho": 10.0 }), "1,0\n0,1\n").await;
+    let (app, key, ds) = TestApp::queued_with_records(json!({ "rho": 10.0 }), "1,0\n0,1\n").await;
     for (clip, field) in [
         (json!({ "quantile": 1.5, "share": 0.1 }), "params.clip.quantile"),
         (json!({ "quantile": 0.5, "share": 0.0 }), "params.clip.share"),
@@ -231,11 +206,7 @@ async fn bad_clip_requests_are_422() {
 
 #[tokio::test]
 async fn auto_picks_from_public_facts_and_records_the_choice() {
-    let app = TestApp::start().await;
-    let key = app.tenant("t").await;
-    let ds = app
-        .records(&key, json!({ "rho": 10.0 }), &csv_rows(200, 5, 4))
-        .await;
+    let (app, key, ds) = TestApp::with_records(json!({ "rho": 10.0 }), &csv_rows(200, 5, 4)).await;
     let done = app
         .succeeded(
             &key,

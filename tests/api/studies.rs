@@ -557,38 +557,24 @@ async fn retried_site_messages_are_already_received() {
         }
     }
     // Round 1 is done: a retried share upload, contribution or unmask is "already received".
-    let doc = app
-        .post("/v1/site/shares", &tokens[0], json!({"boxes": []}))
-        .await
-        .problem(409);
-    assert!(
-        doc["type"].as_str().unwrap().ends_with("already-received"),
-        "{doc}"
-    );
-    let doc = app
-        .post(
+    let retries = [
+        ("/v1/site/shares", json!({"boxes": []})),
+        (
             "/v1/site/rounds/1/contribution",
-            &tokens[0],
             json!({"masked": wire::words_to_b64(&[0; 24])}),
-        )
-        .await
-        .problem(409);
-    assert!(
-        doc["type"].as_str().unwrap().ends_with("already-received"),
-        "{doc}"
-    );
-    let doc = app
-        .post(
+        ),
+        (
             "/v1/site/rounds/1/unmask",
-            &tokens[0],
             json!({"self_mask_shares": [], "mask_key_shares": []}),
-        )
-        .await
-        .problem(409);
-    assert!(
-        doc["type"].as_str().unwrap().ends_with("already-received"),
-        "{doc}"
-    );
+        ),
+    ];
+    for (uri, body) in retries {
+        let doc = app.post(uri, &tokens[0], body).await.problem(409);
+        assert!(
+            doc["type"].as_str().unwrap().ends_with("already-received"),
+            "{uri}: {doc}"
+        );
+    }
     let finals = run_sites(&app, &mut sites).await;
     assert!(
         finals

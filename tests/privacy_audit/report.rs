@@ -65,30 +65,15 @@ pub fn run_point(point: &Point, effort: &Effort, seed: u64) -> Row {
 
 /// The row of one outcome.
 pub fn row(job: &Job, parameters: &str, outcome: Outcome) -> Row {
-    let algorithm = job.algorithm.info().name.to_string();
-    let relation = job.neighbours.relation().as_str().to_string();
-    let parameters = parameters.to_string();
-    match outcome {
-        Outcome::Refused(reason) => Row {
-            algorithm,
-            relation,
-            parameters,
-            epsilon_charged: None,
-            epsilon_lower: None,
-            trials: 0,
-            verdict: Verdict::Refused,
-            detail: reason,
-        },
-        Outcome::TooSlow { seconds_per_pair } => Row {
-            algorithm,
-            relation,
-            parameters,
-            epsilon_charged: None,
-            epsilon_lower: None,
-            trials: 0,
-            verdict: Verdict::TooSlow,
-            detail: format!("{seconds_per_pair:.1} s per pair of runs"),
-        },
+    let (epsilon_charged, epsilon_lower, trials, verdict, detail) = match outcome {
+        Outcome::Refused(reason) => (None, None, 0, Verdict::Refused, reason),
+        Outcome::TooSlow { seconds_per_pair } => (
+            None,
+            None,
+            0,
+            Verdict::TooSlow,
+            format!("{seconds_per_pair:.1} s per pair of runs"),
+        ),
         Outcome::Audited {
             cost,
             epsilon_charged,
@@ -110,21 +95,30 @@ pub fn row(job: &Job, parameters: &str, outcome: Outcome) -> Row {
                 bound.trials,
                 failures
             );
-            Row {
-                algorithm,
-                relation,
-                parameters,
-                epsilon_charged: Some(epsilon_charged),
-                epsilon_lower: Some(bound.epsilon),
-                trials: 2 * bound.trials as usize,
-                verdict: if bound.epsilon > epsilon_charged {
-                    Verdict::Fail
-                } else {
-                    Verdict::Pass
-                },
+            let verdict = if bound.epsilon > epsilon_charged {
+                Verdict::Fail
+            } else {
+                Verdict::Pass
+            };
+            let trials = 2 * bound.trials as usize;
+            (
+                Some(epsilon_charged),
+                Some(bound.epsilon),
+                trials,
+                verdict,
                 detail,
-            }
+            )
         }
+    };
+    Row {
+        algorithm: job.algorithm.info().name.to_string(),
+        relation: job.neighbours.relation().as_str().to_string(),
+        parameters: parameters.to_string(),
+        epsilon_charged,
+        epsilon_lower,
+        trials,
+        verdict,
+        detail,
     }
 }
 

@@ -33,46 +33,37 @@ pub fn ln_gamma(x: f64) -> f64 {
 
 /// The continued fraction of I_x(a, b) (modified Lentz), converging fast for x < (a+1)/(a+b+2).
 fn beta_continued_fraction(a: f64, b: f64, x: f64) -> f64 {
-    const TINY: f64 = 1e-300;
     let (qab, qap, qam) = (a + b, a + 1.0, a - 1.0);
     let mut c = 1.0;
-    let mut d = 1.0 - qab * x / qap;
-    if d.abs() < TINY {
-        d = TINY;
-    }
-    d = 1.0 / d;
+    let mut d = 1.0 / away_from_zero(1.0 - qab * x / qap);
     let mut h = d;
     for m in 1..10_000 {
         let m = f64::from(m);
         let m2 = 2.0 * m;
         let aa = m * (b - m) * x / ((qam + m2) * (a + m2));
-        d = 1.0 + aa * d;
-        if d.abs() < TINY {
-            d = TINY;
-        }
-        c = 1.0 + aa / c;
-        if c.abs() < TINY {
-            c = TINY;
-        }
-        d = 1.0 / d;
-        h *= d * c;
+        h *= lentz_step(&mut c, &mut d, aa);
         let aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2));
-        d = 1.0 + aa * d;
-        if d.abs() < TINY {
-            d = TINY;
-        }
-        c = 1.0 + aa / c;
-        if c.abs() < TINY {
-            c = TINY;
-        }
-        d = 1.0 / d;
-        let del = d * c;
+        let del = lentz_step(&mut c, &mut d, aa);
         h *= del;
         if (del - 1.0).abs() < 1e-15 {
             break;
         }
     }
     h
+}
+
+/// One step of the modified Lentz method with the coefficient `aa`: updates `c` and `d` and
+/// returns the factor `d·c` the continued fraction is multiplied by.
+fn lentz_step(c: &mut f64, d: &mut f64, aa: f64) -> f64 {
+    *d = 1.0 / away_from_zero(1.0 + aa * *d);
+    *c = away_from_zero(1.0 + aa / *c);
+    *d * *c
+}
+
+/// `x`, or a tiny positive number where `x` is (nearly) zero, so that it can be divided by.
+fn away_from_zero(x: f64) -> f64 {
+    const TINY: f64 = 1e-300;
+    if x.abs() < TINY { TINY } else { x }
 }
 
 /// The regularized incomplete beta function I_x(a, b) for a, b > 0 and x ∈ [0, 1].
