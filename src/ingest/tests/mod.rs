@@ -72,7 +72,13 @@ fn npy_file(descr: &str, fortran: bool, dims: &[u64], data: &[u8]) -> Vec<u8> {
         ),
     };
     let order = if fortran { "True" } else { "False" };
-    let mut text = format!("{{'descr': '{descr}', 'fortran_order': {order}, 'shape': {dims_text}, }}");
+    let header = format!("{{'descr': '{descr}', 'fortran_order': {order}, 'shape': {dims_text}, }}");
+    npy_with_header(header, data)
+}
+
+/// An `.npy` file (format 1.0) with the given header dictionary text, padded as the format
+/// requires, and raw data.
+fn npy_with_header(mut text: String, data: &[u8]) -> Vec<u8> {
     while !(10 + text.len() + 1).is_multiple_of(64) {
         text.push(' ');
     }

@@ -81,15 +81,8 @@ fn npy_other_dtypes_and_ranks_are_unsupported() {
 
 #[test]
 fn npy_structured_dtype_is_unsupported() {
-    let mut text = "{'descr': [('a', '<f8')], 'fortran_order': False, 'shape': (1, 1), }".to_string();
-    while !(10 + text.len() + 1).is_multiple_of(64) {
-        text.push(' ');
-    }
-    text.push('\n');
-    let mut file = b"\x93NUMPY\x01\x00".to_vec();
-    file.extend((text.len() as u16).to_le_bytes());
-    file.extend(text.as_bytes());
-    file.extend([0u8; 8]);
+    let header = "{'descr': [('a', '<f8')], 'fortran_order': False, 'shape': (1, 1), }";
+    let file = npy_with_header(header.to_string(), &[0u8; 8]);
     assert!(matches!(
         run(&file, Format::Npy),
         Err(IngestError::UnsupportedNpy(_))

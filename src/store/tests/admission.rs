@@ -1,7 +1,10 @@
 //! Check-and-charge: atomic admission under concurrency, over-budget answers, and the
 //! database's own refusal of an overspend.
 
-use super::{fixture, job, ledger_net, private_spec, public_spec, ready_dataset, submit_ok};
+use super::{
+    empty_dataset, fixture, job, ledger_entries, ledger_net, private_spec, public_spec, ready_dataset,
+    spawn_submissions, stored_dataset, submit_ok,
+};
 use crate::privacy::units::{DeltaUnits, RhoUnits};
 use crate::store::{LedgerEntryKind, StoreError, SubmitOutcome};
 
@@ -9,14 +12,8 @@ use crate::store::{LedgerEntryKind, StoreError, SubmitOutcome};
 async fn fifty_concurrent_submissions_fit_exactly_ten() {
     let f = fixture().await;
     let ds = ready_dataset(&f.store, f.tenant, private_spec(1_000, 50)).await;
-    let handles: Vec<_> = (0..50)
-        .map(|_| {
-            let (store, tenant) = (f.store.clone(), f.tenant);
-            tokio::spawn(async move { store.submit_job(tenant, job(ds.id, 100, 5)).await })
-        })
-        .collect();
     let (mut created, mut over) = (0, 0);
-    for handle in handles {
+    for handle in spawn_submissions(&f, 50, || job(ds.id, 100, 5)) {
         match handle.await.expect("task").expect("submit") {
             SubmitOutcome::Created(_) => created += 1,
             SubmitOutcome::OverBudget {
@@ -31,19 +28,9 @@ async fn fifty_concurrent_submissions_fit_exactly_ten() {
         }
     }
     assert_eq!((created, over), (10, 40));
-    let after = f
-        .store
-        .get_dataset(f.tenant, ds.id)
-        .await
-        .expect("get")
-        .expect("exists");
+    let after = stored_dataset(&f.store, f.tenant, ds.id).await;
     assert_eq!((after.spent_rho_units.0, after.spent_delta_units.0), (1_000, 50));
-    let entries = f
-        .store
-        .ledger(f.tenant, ds.id)
-        .await
-        .expect("ledger")
-        .expect("exists");
+    let entries = ledger_entries(&f.store, f.tenant, ds.id).await;
     assert_eq!(entries.len(), 10);
     assert!(
         entries
@@ -94,12 +81,7 @@ async fn over_budget_names_remaining_and_requested_for_rho_and_delta() {
     ));
     // Exactly the remainder fits.
     submit_ok(&f.store, f.tenant, job(ds.id, 300, 6)).await;
-    let after = f
-        .store
-        .get_dataset(f.tenant, ds.id)
-        .await
-        .expect("get")
-        .expect("exists");
+    let after = stored_dataset(&f.store, f.tenant, ds.id).await;
     assert_eq!(
         (after.remaining_rho_units(), after.remaining_delta_units()),
         (Some(RhoUnits(0)), Some(DeltaUnits(0)))
@@ -176,22 +158,12 @@ async fn public_datasets_record_costs_without_a_budget() {
         )
         .await;
     }
-    let after = f
-        .store
-        .get_dataset(f.tenant, ds.id)
-        .await
-        .expect("get")
-        .expect("exists");
+    let after = stored_dataset(&f.store, f.tenant, ds.id).await;
     assert_eq!(
         (after.budget_rho_units, after.spent_rho_units),
         (None, RhoUnits(0))
     );
-    let entries = f
-        .store
-        .ledger(f.tenant, ds.id)
-        .await
-        .expect("ledger")
-        .expect("exists");
+    let entries = ledger_entries(&f.store, f.tenant, ds.id).await;
     assert_eq!(entries.len(), 12);
     let jobs = f.store.list_jobs(f.tenant, Some(ds.id)).await.expect("jobs");
     assert!(jobs.iter().all(|j| j.seed == Some(u64::MAX)));
@@ -200,11 +172,7 @@ async fn public_datasets_record_costs_without_a_budget() {
 #[tokio::test(flavor = "multi_thread")]
 async fn submission_needs_a_ready_dataset() {
     let f = fixture().await;
-    let empty = f
-        .store
-        .create_dataset(f.tenant, private_spec(1_000, 0))
-        .await
-        .expect("create");
+    let empty = empty_dataset(&f.store, f.tenant).await;
     let outcome = f
         .store
         .submit_job(f.tenant, job(empty.id, 1, 0))

@@ -1,6 +1,9 @@
 //! Dataset lifecycle: validation, attaching data, deletion.
 
-use super::{fixture, held, job, ledger_net, private_spec, public_spec, ready_dataset, submit_ok};
+use super::{
+    empty_dataset, fixture, held, job, ledger_entries, ledger_net, private_spec, public_spec, ready_dataset,
+    stored_job, submit_ok,
+};
 use crate::dataset::Relation;
 use crate::store::{
     CancelOutcome, DatasetStatus, JobStatus, LedgerEntryKind, NewDataset, StoreError, SubmitOutcome,
@@ -92,11 +95,7 @@ async fn created_datasets_read_back_equal() {
 #[tokio::test(flavor = "multi_thread")]
 async fn attach_upload_moves_the_file_once() {
     let f = fixture().await;
-    let ds = f
-        .store
-        .create_dataset(f.tenant, private_spec(1_000, 0))
-        .await
-        .expect("create");
+    let ds = empty_dataset(&f.store, f.tenant).await;
     let first = f.store.upload_temp_path(ds.id);
     let second = f.store.upload_temp_path(ds.id);
     assert_ne!(first, second);
@@ -154,28 +153,13 @@ async fn deletion_keeps_the_ledger_refunds_queued_jobs_and_removes_the_data() {
     );
     assert!(!f.store.data_path(ds.id).exists());
 
-    let queued_after = f
-        .store
-        .get_job(f.tenant, queued.id)
-        .await
-        .expect("get")
-        .expect("exists");
+    let queued_after = stored_job(&f.store, f.tenant, queued.id).await;
     assert_eq!(queued_after.status, JobStatus::Cancelled);
-    let running_after = f
-        .store
-        .get_job(f.tenant, running.id)
-        .await
-        .expect("get")
-        .expect("exists");
+    let running_after = stored_job(&f.store, f.tenant, running.id).await;
     assert!(running_after.cancel_requested && running_after.status == JobStatus::Running);
     assert!(f.store.claim_next_job().await.expect("claim").is_none());
 
-    let entries = f
-        .store
-        .ledger(f.tenant, ds.id)
-        .await
-        .expect("ledger")
-        .expect("kept");
+    let entries = ledger_entries(&f.store, f.tenant, ds.id).await;
     let kinds: Vec<_> = entries.iter().map(|e| e.entry).collect();
     assert_eq!(
         kinds,
@@ -216,11 +200,7 @@ async fn deletion_keeps_the_ledger_refunds_queued_jobs_and_removes_the_data() {
     f.store.mark_cancelled(held(running.id)).await.expect("cancelled");
     assert_eq!(ledger_net(&f.store, f.tenant, ds.id).await, (300, 0));
 
-    let fresh = f
-        .store
-        .create_dataset(f.tenant, private_spec(1_000, 0))
-        .await
-        .expect("create");
+    let fresh = empty_dataset(&f.store, f.tenant).await;
     assert_ne!(fresh.id, ds.id);
     assert_eq!(fresh.spent_rho_units.0, 0);
 }
@@ -228,11 +208,7 @@ async fn deletion_keeps_the_ledger_refunds_queued_jobs_and_removes_the_data() {
 #[tokio::test(flavor = "multi_thread")]
 async fn interrupted_uploads_are_removed_and_data_files_kept() {
     let f = fixture().await;
-    let ds = f
-        .store
-        .create_dataset(f.tenant, private_spec(1_000, 0))
-        .await
-        .expect("create");
+    let ds = empty_dataset(&f.store, f.tenant).await;
     let attached = f.store.upload_temp_path(ds.id);
     std::fs::write(&attached, [1u8; 16]).expect("write");
     let claim = super::uploads::claimed(&f.store, f.tenant, ds.id).await;

@@ -8,11 +8,16 @@ mod queue;
 mod tenancy;
 mod uploads;
 
+use std::time::Duration;
+
 use serde_json::json;
 use tempfile::TempDir;
+use tokio::task::JoinHandle;
 use uuid::Uuid;
 
-use super::{DatasetRecord, Lease, NewDataset, NewJob, Store, SubmitOutcome};
+use super::{
+    DatasetRecord, JobRecord, Lease, LedgerEntry, NewDataset, NewJob, Store, StoreError, SubmitOutcome,
+};
 use crate::dataset::{Kind, Relation};
 use crate::privacy::admission::Spending;
 use crate::privacy::units::{DeltaUnits, RhoUnits};
@@ -64,6 +69,56 @@ pub(super) fn public_spec() -> NewDataset {
     }
 }
 
+/// A second replica on the fixture's database and data directory.
+pub(super) async fn replica(f: &Fixture, name: &str, lease: Duration) -> Store {
+    Store::connect(&f.url, f.dir.path())
+        .await
+        .expect("second replica")
+        .with_replica(name)
+        .with_lease(lease)
+}
+
+/// Creates a private dataset (1 000 ρ units, no δ) and leaves it empty.
+pub(super) async fn empty_dataset(store: &Store, tenant: Uuid) -> DatasetRecord {
+    store
+        .create_dataset(tenant, private_spec(1_000, 0))
+        .await
+        .expect("create")
+}
+
+/// Reads back a dataset that must exist.
+pub(super) async fn stored_dataset(store: &Store, tenant: Uuid, id: Uuid) -> DatasetRecord {
+    store.get_dataset(tenant, id).await.expect("get").expect("exists")
+}
+
+/// Reads back a job that must exist.
+pub(super) async fn stored_job(store: &Store, tenant: Uuid, id: Uuid) -> JobRecord {
+    store.get_job(tenant, id).await.expect("get").expect("exists")
+}
+
+/// A dataset's ledger, which must exist.
+pub(super) async fn ledger_entries(store: &Store, tenant: Uuid, dataset: Uuid) -> Vec<LedgerEntry> {
+    store
+        .ledger(tenant, dataset)
+        .await
+        .expect("ledger")
+        .expect("dataset exists")
+}
+
+/// Submits `count` jobs made by `new` at once, each on its own task.
+pub(super) fn spawn_submissions(
+    f: &Fixture,
+    count: usize,
+    new: impl Fn() -> NewJob,
+) -> Vec<JoinHandle<Result<SubmitOutcome, StoreError>>> {
+    (0..count)
+        .map(|_| {
+            let (store, tenant, new) = (f.store.clone(), f.tenant, new());
+            tokio::spawn(async move { store.submit_job(tenant, new).await })
+        })
+        .collect()
+}
+
 /// Creates a dataset from `spec` and marks it ready (100 × 5).
 pub(super) async fn ready_dataset(store: &Store, tenant: Uuid, spec: NewDataset) -> DatasetRecord {
     let created = store.create_dataset(tenant, spec).await.expect("create dataset");
@@ -93,7 +148,7 @@ pub(super) fn job(dataset: Uuid, rho_units: i64, delta_units: i64) -> NewJob {
 }
 
 /// Submits and expects admission.
-pub(super) async fn submit_ok(store: &Store, tenant: Uuid, new: NewJob) -> super::JobRecord {
+pub(super) async fn submit_ok(store: &Store, tenant: Uuid, new: NewJob) -> JobRecord {
     match store.submit_job(tenant, new).await.expect("submit") {
         SubmitOutcome::Created(job) => job,
         other => panic!("expected Created, got {other:?}"),
@@ -102,15 +157,13 @@ pub(super) async fn submit_ok(store: &Store, tenant: Uuid, new: NewJob) -> super
 
 /// (Σ charges − Σ refunds) of a dataset's ledger, for ρ and δ.
 pub(super) async fn ledger_net(store: &Store, tenant: Uuid, dataset: Uuid) -> (i64, i64) {
-    let entries = store
-        .ledger(tenant, dataset)
+    ledger_entries(store, tenant, dataset)
         .await
-        .expect("ledger")
-        .expect("dataset exists");
-    entries.iter().fold((0, 0), |(rho, delta), e| match e.entry {
-        super::LedgerEntryKind::Charge => (rho + e.rho_units.0, delta + e.delta_units.0),
-        super::LedgerEntryKind::Refund => (rho - e.rho_units.0, delta - e.delta_units.0),
-    })
+        .iter()
+        .fold((0, 0), |(rho, delta), e| match e.entry {
+            super::LedgerEntryKind::Charge => (rho + e.rho_units.0, delta + e.delta_units.0),
+            super::LedgerEntryKind::Refund => (rho - e.rho_units.0, delta - e.delta_units.0),
+        })
 }
 
 /// The lease of a job claimed once (every job is claimed at most once).

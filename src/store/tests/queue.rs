@@ -2,7 +2,10 @@
 
 use std::collections::HashSet;
 
-use super::{fixture, held, job, ledger_net, private_spec, ready_dataset, submit_ok};
+use super::{
+    fixture, held, job, ledger_entries, ledger_net, private_spec, ready_dataset, replica, stored_dataset,
+    stored_job, submit_ok,
+};
 use crate::store::{
     CancelOutcome, INTERRUPTED_REASON, JobResult, JobStatus, LedgerEntryKind, Store, StoreError,
 };
@@ -25,20 +28,12 @@ async fn a_job_running_at_a_crash_fails_keeps_its_charge_and_is_never_rerun() {
     let store = Store::connect(&f.url, f.dir.path()).await.expect("reconnect");
     store.ping().await.expect("ready");
     assert_eq!(store.fail_interrupted_jobs().await.expect("fail interrupted"), 1);
-    let after = store
-        .get_job(f.tenant, submitted.id)
-        .await
-        .expect("get")
-        .expect("exists");
+    let after = stored_job(&store, f.tenant, submitted.id).await;
     assert_eq!(after.status, JobStatus::Failed);
     assert_eq!(after.error.as_deref(), Some(INTERRUPTED_REASON));
     assert!(after.finished_at.is_some());
     assert!(store.claim_next_job().await.expect("claim").is_none());
-    let dataset = store
-        .get_dataset(f.tenant, ds.id)
-        .await
-        .expect("get")
-        .expect("exists");
+    let dataset = stored_dataset(&store, f.tenant, ds.id).await;
     assert_eq!(dataset.spent_rho_units.0, 250);
     assert_eq!(ledger_net(&store, f.tenant, ds.id).await, (250, 0));
     assert_eq!(store.fail_interrupted_jobs().await.expect("again"), 0);
@@ -69,19 +64,9 @@ async fn cancelling_refunds_only_while_queued() {
         panic!("expected Refunded");
     };
     assert_eq!(refunded.status, JobStatus::Cancelled);
-    let dataset = f
-        .store
-        .get_dataset(f.tenant, ds.id)
-        .await
-        .expect("get")
-        .expect("exists");
+    let dataset = stored_dataset(&f.store, f.tenant, ds.id).await;
     assert_eq!((dataset.spent_rho_units.0, dataset.spent_delta_units.0), (300, 2));
-    let entries = f
-        .store
-        .ledger(f.tenant, ds.id)
-        .await
-        .expect("ledger")
-        .expect("exists");
+    let entries = ledger_entries(&f.store, f.tenant, ds.id).await;
     let refunds: Vec<_> = entries
         .iter()
         .filter(|e| e.entry == LedgerEntryKind::Refund)
@@ -106,12 +91,7 @@ async fn cancelling_refunds_only_while_queued() {
         assert!(matches!(outcome, CancelOutcome::AlreadyFinished(j) if j.status == JobStatus::Cancelled));
     }
     assert_eq!(ledger_net(&f.store, f.tenant, ds.id).await, (300, 2));
-    let dataset = f
-        .store
-        .get_dataset(f.tenant, ds.id)
-        .await
-        .expect("get")
-        .expect("exists");
+    let dataset = stored_dataset(&f.store, f.tenant, ds.id).await;
     assert_eq!(dataset.spent_rho_units.0, 300);
 }
 
@@ -191,12 +171,7 @@ async fn completion_stores_the_basis_and_failure_keeps_the_charge() {
         .update_progress(held(a.id), 3, 10)
         .await
         .expect("progress");
-    let progressed = f
-        .store
-        .get_job(f.tenant, a.id)
-        .await
-        .expect("get")
-        .expect("exists");
+    let progressed = stored_job(&f.store, f.tenant, a.id).await;
     assert_eq!((progressed.progress_done, progressed.progress_total), (3, 10));
     let ragged = JobResult {
         basis: vec![1.0; 5],
@@ -219,12 +194,7 @@ async fn completion_stores_the_basis_and_failure_keeps_the_charge() {
         f.store.job_result(f.tenant, a.id).await.expect("result"),
         Some(result.clone())
     );
-    let done = f
-        .store
-        .get_job(f.tenant, a.id)
-        .await
-        .expect("get")
-        .expect("exists");
+    let done = stored_job(&f.store, f.tenant, a.id).await;
     assert_eq!((done.status, done.progress_done), (JobStatus::Succeeded, 10));
     assert!(matches!(
         f.store.complete_job(held(a.id), &result).await,
@@ -236,12 +206,7 @@ async fn completion_stores_the_basis_and_failure_keeps_the_charge() {
         .fail_job(held(b.id), "the iteration diverged")
         .await
         .expect("fail");
-    let failed = f
-        .store
-        .get_job(f.tenant, b.id)
-        .await
-        .expect("get")
-        .expect("exists");
+    let failed = stored_job(&f.store, f.tenant, b.id).await;
     assert_eq!(
         (failed.status, failed.error.as_deref()),
         (JobStatus::Failed, Some("the iteration diverged"))
@@ -278,11 +243,7 @@ async fn an_expired_lease_is_reaped_by_another_replica_and_fences_the_old_holder
     // Long leases, so that nothing runs out by itself; B's clock is moved past them below.
     let length = std::time::Duration::from_secs(60);
     let a = f.store.clone().with_replica("replica-a").with_lease(length);
-    let b = Store::connect(&f.url, f.dir.path())
-        .await
-        .expect("second replica")
-        .with_replica("replica-b")
-        .with_lease(length);
+    let b = replica(&f, "replica-b", length).await;
     let ds = ready_dataset(&a, f.tenant, private_spec(1_000, 0)).await;
     let submitted = submit_ok(&a, f.tenant, job(ds.id, 200, 0)).await;
     let claimed = a.claim_next_job().await.expect("claim").expect("job");

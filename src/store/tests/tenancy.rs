@@ -1,6 +1,8 @@
 //! API keys, tenant isolation and idempotent submission.
 
-use super::{fixture, job, ledger_net, private_spec, ready_dataset, submit_ok};
+use super::{
+    fixture, job, ledger_net, private_spec, ready_dataset, spawn_submissions, stored_dataset, submit_ok,
+};
 use crate::store::{CancelOutcome, Idempotency, NewJob, SubmitOutcome};
 
 #[tokio::test(flavor = "multi_thread")]
@@ -54,12 +56,7 @@ async fn another_tenant_sees_nothing() {
     assert_eq!(f.store.job_result(m, queued.id).await.expect("result"), None);
 
     // Nothing of the owner's changed.
-    let owner = f
-        .store
-        .get_dataset(f.tenant, ds.id)
-        .await
-        .expect("get")
-        .expect("exists");
+    let owner = stored_dataset(&f.store, f.tenant, ds.id).await;
     assert_eq!(
         (owner.spent_rho_units.0, owner.status),
         (100, crate::store::DatasetStatus::Ready)
@@ -117,15 +114,9 @@ async fn idempotent_retries_replay_without_a_second_charge() {
 async fn concurrent_retries_with_one_key_charge_once() {
     let f = fixture().await;
     let ds = ready_dataset(&f.store, f.tenant, private_spec(1_000, 0)).await;
-    let handles: Vec<_> = (0..12)
-        .map(|_| {
-            let (store, tenant) = (f.store.clone(), f.tenant);
-            tokio::spawn(async move { store.submit_job(tenant, keyed(ds.id, "k", "h")).await })
-        })
-        .collect();
     let mut ids = std::collections::HashSet::new();
     let mut created = 0;
-    for handle in handles {
+    for handle in spawn_submissions(&f, 12, || keyed(ds.id, "k", "h")) {
         match handle.await.expect("task").expect("submit") {
             SubmitOutcome::Created(j) => {
                 created += 1;

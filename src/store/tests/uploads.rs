@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
-use super::{fixture, private_spec};
+use super::{empty_dataset, fixture, replica};
 use crate::store::{DatasetStatus, Store, UploadClaim, UploadClaimOutcome};
 
 /// Claims `dataset`, expecting the claim to succeed.
@@ -24,6 +24,16 @@ fn written(store: &Store, dataset: Uuid, byte: u8) -> PathBuf {
     std::fs::create_dir_all(path.parent().expect("upload directory")).expect("mkdir");
     std::fs::write(&path, [byte; 16]).expect("write");
     path
+}
+
+/// Writes an upload's file and expects `claim` to be refused attaching it: the file is removed.
+async fn attach_is_refused(store: &Store, claim: &UploadClaim, dataset: Uuid) {
+    let path = written(store, dataset, 1);
+    assert_eq!(
+        store.attach_upload(claim, &path, 2, 1).await.expect("attach"),
+        None
+    );
+    assert!(!path.exists(), "a refused upload's file is removed");
 }
 
 async fn status(store: &Store, tenant: Uuid, dataset: Uuid) -> DatasetStatus {
@@ -56,24 +66,11 @@ async fn changed_lease_until(store: &Store, dataset: Uuid, before: &str) -> Stri
     panic!("the upload's lease was never renewed");
 }
 
-/// A second replica on the fixture's database and data directory.
-async fn replica(f: &super::Fixture, name: &str, lease: Duration) -> Store {
-    Store::connect(&f.url, f.dir.path())
-        .await
-        .expect("second replica")
-        .with_replica(name)
-        .with_lease(lease)
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_claim_is_exclusive_across_replicas() {
     let f = fixture().await;
     let b = replica(&f, "replica-b", Duration::from_secs(30)).await;
-    let ds = f
-        .store
-        .create_dataset(f.tenant, private_spec(1_000, 0))
-        .await
-        .expect("create");
+    let ds = empty_dataset(&f.store, f.tenant).await;
 
     let claim = claimed(&f.store, f.tenant, ds.id).await;
     assert_eq!(status(&f.store, f.tenant, ds.id).await, DatasetStatus::Uploading);
@@ -125,10 +122,7 @@ async fn a_lapsed_claim_is_taken_over_and_fences_its_old_holder() {
     let lease = Duration::from_secs(60);
     let a = f.store.clone().with_replica("replica-a").with_lease(lease);
     let b = replica(&f, "replica-b", lease).await;
-    let ds = a
-        .create_dataset(f.tenant, private_spec(1_000, 0))
-        .await
-        .expect("create");
+    let ds = empty_dataset(&a, f.tenant).await;
 
     let first = claimed(&a, f.tenant, ds.id).await;
     assert_eq!(
@@ -151,9 +145,7 @@ async fn a_lapsed_claim_is_taken_over_and_fences_its_old_holder() {
         !a.release_upload(&first).await.expect("release"),
         "not its claim any more"
     );
-    let stale = written(&a, ds.id, 1);
-    assert_eq!(a.attach_upload(&first, &stale, 2, 1).await.expect("attach"), None);
-    assert!(!stale.exists(), "a fenced-off upload's file is removed");
+    attach_is_refused(&a, &first, ds.id).await;
     assert!(!a.data_path(ds.id).exists());
     assert_eq!(status(&a, f.tenant, ds.id).await, DatasetStatus::Uploading);
 
@@ -168,22 +160,13 @@ async fn a_lapsed_claim_is_taken_over_and_fences_its_old_holder() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_stale_token_cannot_attach() {
     let f = fixture().await;
-    let ds = f
-        .store
-        .create_dataset(f.tenant, private_spec(1_000, 0))
-        .await
-        .expect("create");
+    let ds = empty_dataset(&f.store, f.tenant).await;
     let claim = claimed(&f.store, f.tenant, ds.id).await;
     let forged = UploadClaim {
         token: Uuid::new_v4(),
         ..claim
     };
-    let path = written(&f.store, ds.id, 1);
-    assert_eq!(
-        f.store.attach_upload(&forged, &path, 2, 1).await.expect("attach"),
-        None
-    );
-    assert!(!path.exists());
+    attach_is_refused(&f.store, &forged, ds.id).await;
     assert!(!f.store.renew_upload(&forged).await.expect("renew"));
     assert!(!f.store.release_upload(&forged).await.expect("release"));
     assert_eq!(status(&f.store, f.tenant, ds.id).await, DatasetStatus::Uploading);
@@ -202,22 +185,13 @@ async fn a_stale_token_cannot_attach() {
 #[tokio::test(flavor = "multi_thread")]
 async fn release_returns_the_dataset_to_empty() {
     let f = fixture().await;
-    let ds = f
-        .store
-        .create_dataset(f.tenant, private_spec(1_000, 0))
-        .await
-        .expect("create");
+    let ds = empty_dataset(&f.store, f.tenant).await;
     let claim = claimed(&f.store, f.tenant, ds.id).await;
     assert!(f.store.release_upload(&claim).await.expect("release"));
     assert_eq!(status(&f.store, f.tenant, ds.id).await, DatasetStatus::Empty);
     assert!(!f.store.release_upload(&claim).await.expect("release"), "once");
     assert!(!f.store.renew_upload(&claim).await.expect("renew"));
-    let path = written(&f.store, ds.id, 1);
-    assert_eq!(
-        f.store.attach_upload(&claim, &path, 2, 1).await.expect("attach"),
-        None
-    );
-    assert!(!path.exists());
+    attach_is_refused(&f.store, &claim, ds.id).await;
 
     let again = claimed(&f.store, f.tenant, ds.id).await;
     assert_ne!(again.token, claim.token);
@@ -226,11 +200,7 @@ async fn release_returns_the_dataset_to_empty() {
 #[tokio::test(flavor = "multi_thread")]
 async fn deleting_during_an_upload_wins() {
     let f = fixture().await;
-    let ds = f
-        .store
-        .create_dataset(f.tenant, private_spec(1_000, 0))
-        .await
-        .expect("create");
+    let ds = empty_dataset(&f.store, f.tenant).await;
     let claim = claimed(&f.store, f.tenant, ds.id).await;
     let deleted = f
         .store
@@ -241,12 +211,7 @@ async fn deleting_during_an_upload_wins() {
     assert_eq!(deleted.status, DatasetStatus::Deleted);
 
     assert!(!f.store.renew_upload(&claim).await.expect("renew"));
-    let path = written(&f.store, ds.id, 1);
-    assert_eq!(
-        f.store.attach_upload(&claim, &path, 2, 1).await.expect("attach"),
-        None
-    );
-    assert!(!path.exists(), "the late upload's file is removed");
+    attach_is_refused(&f.store, &claim, ds.id).await;
     assert!(!f.store.data_path(ds.id).exists());
     assert!(!f.store.release_upload(&claim).await.expect("release"));
     assert_eq!(status(&f.store, f.tenant, ds.id).await, DatasetStatus::Deleted);
@@ -266,10 +231,7 @@ async fn a_held_upload_stays_claimed_and_is_released_on_drop() {
     let lease = Duration::from_secs(3);
     let a = f.store.clone().with_replica("replica-a").with_lease(lease);
     let b = replica(&f, "replica-b", lease).await;
-    let ds = a
-        .create_dataset(f.tenant, private_spec(1_000, 0))
-        .await
-        .expect("create");
+    let ds = empty_dataset(&a, f.tenant).await;
     let held = a.hold_upload(claimed(&a, f.tenant, ds.id).await);
     let claimed_until = lease_until(&a, ds.id).await;
     a.advance_lease_clock(10 * lease);
