@@ -16,10 +16,9 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::noisy_power::{check_k, target_rho};
-use super::sensitivity::check_bounds;
+use super::noisy_power::check_opening;
 use super::{Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError};
-use crate::dataset::{DataContext, Kind, Neighbours, Relation};
+use crate::dataset::{DataContext, Kind, Neighbours};
 use crate::linalg::{fix_signs, gram_t, try_sym_eig};
 use crate::privacy::{Cost, PrivacyTarget};
 
@@ -79,18 +78,12 @@ impl Algorithm for AnalyzeGauss {
     type Config = AnalyzeGaussConfig;
 
     fn info(&self) -> AlgorithmInfo {
-        AlgorithmInfo {
-            name: "analyze_gauss",
-            summary: "Input perturbation: add a symmetric Gaussian matrix to A once, return the top-k eigenvectors of the noisy matrix.",
-            source: "Dwork, Talwar, Thakurta & Zhang 2014 (Analyze Gauss, DP-Gauss-1); seed 004 App. G",
-            kinds: vec![Kind::Records, Kind::Matrix],
-            relations: vec![Relation::ReplaceOne, Relation::AddRemove, Relation::Entry],
-            privacy: "ρ-zCDP with ρ = Δ²/(2σ²): one Gaussian mechanism on the upper triangle of A, Δ = β² (add_remove), √2·β² (replace_one) or u (matrix).",
-            public_only: false,
-            scope_reason: None,
-            releases_eigenvalues: true,
-            study: None,
-        }
+        AlgorithmInfo::new(
+            "analyze_gauss",
+            "Input perturbation: add a symmetric Gaussian matrix to A once, return the top-k eigenvectors of the noisy matrix.",
+            "Dwork, Talwar, Thakurta & Zhang 2014 (Analyze Gauss, DP-Gauss-1); seed 004 App. G",
+            "ρ-zCDP with ρ = Δ²/(2σ²): one Gaussian mechanism on the upper triangle of A, Δ = β² (add_remove), √2·β² (replace_one) or u (matrix).",
+        )
     }
 
     fn configure(
@@ -99,9 +92,7 @@ impl Algorithm for AnalyzeGauss {
         ctx: &DataContext,
         target: &PrivacyTarget,
     ) -> Result<AnalyzeGaussConfig, ConfigError> {
-        check_bounds(&ctx.neighbours)?;
-        let rho = target_rho(target)?;
-        check_k(params.k, ctx.d)?;
+        let rho = check_opening(ctx, target, params.k)?;
         let noise_sd = calibrate(sensitivity(&ctx.neighbours), rho);
         if !noise_sd.is_finite() {
             return Err(ConfigError::invalid(

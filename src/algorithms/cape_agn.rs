@@ -386,18 +386,19 @@ impl Algorithm for CapeAgn {
     type Config = CapeAgnConfig;
 
     fn info(&self) -> AlgorithmInfo {
-        AlgorithmInfo {
-            name: "cape_agn",
-            summary: "Distributed private orthogonal tensor decomposition (capeAGN): S simulated sites release their second and third moments with CAPE correlated noise; the aggregator whitens, runs the tensor power method and returns the mixture components (released.components) and an orthonormal basis of their span. Simulate mode over a records dataset.",
-            source: "Imtiaz & Sarwate, Distributed differentially private algorithms for matrix and tensor factorization, Alg. 1 and 3, App. B–C; Anandkumar et al. 2014 Alg. 1",
-            kinds: vec![Kind::Records],
-            relations: vec![Relation::ReplaceOne, Relation::AddRemove],
-            privacy: "ρ-zCDP charged to every site: two CAPE releases (second moments, third moments) at ρ/2 each, calibrated against the aggregator's joint view of all messages; Δ from the model (Imtiaz & Sarwate App. C in sum form).",
-            public_only: false,
-            scope_reason: Some("cape_agn's models (STM, MOG) describe records"),
-            releases_eigenvalues: false,
-            study: Some(StudyKind::Cape),
-        }
+        AlgorithmInfo::new(
+            "cape_agn",
+            "Distributed private orthogonal tensor decomposition (capeAGN): S simulated sites release their second and third moments with CAPE correlated noise; the aggregator whitens, runs the tensor power method and returns the mixture components (released.components) and an orthonormal basis of their span. Simulate mode over a records dataset.",
+            "Imtiaz & Sarwate, Distributed differentially private algorithms for matrix and tensor factorization, Alg. 1 and 3, App. B–C; Anandkumar et al. 2014 Alg. 1",
+            "ρ-zCDP charged to every site: two CAPE releases (second moments, third moments) at ρ/2 each, calibrated against the aggregator's joint view of all messages; Δ from the model (Imtiaz & Sarwate App. C in sum form).",
+        )
+        .scope(
+            &[Kind::Records],
+            &[Relation::ReplaceOne, Relation::AddRemove],
+            "cape_agn's models (STM, MOG) describe records",
+        )
+        .without_eigenvalues()
+        .study(StudyKind::Cape)
     }
 
     fn configure(

@@ -25,8 +25,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::analyze_gauss::sensitivity;
-use super::noisy_power::{check_k, target_rho};
-use super::sensitivity::check_bounds;
+use super::noisy_power::check_opening;
 use super::{
     Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError, StudyKind,
 };
@@ -99,9 +98,7 @@ pub fn configure_for(
             "cape_pca runs on records held at sites".into(),
         ));
     }
-    check_bounds(&ctx.neighbours)?;
-    let rho = target_rho(target)?;
-    check_k(k, ctx.d)?;
+    let rho = check_opening(ctx, target, k)?;
     if !(2..=MAX_SITES).contains(&sites) {
         return Err(ConfigError::invalid(
             sites_field,
@@ -238,18 +235,18 @@ impl Algorithm for CapePca {
     type Config = CapePcaConfig;
 
     fn info(&self) -> AlgorithmInfo {
-        AlgorithmInfo {
-            name: "cape_pca",
-            summary: "Distributed private PCA with correlated noise (capePCA): each site sends its Gram matrix with zero-sum pairwise noise, aggregator noise and a small own noise, so the aggregate reaches close to the pooled-data noise level. As a job it simulates S sites over a records dataset; as a study (POST /v1/studies) real sites run `privpca site`.",
-            source: "Imtiaz & Sarwate, Distributed differentially private algorithms for matrix and tensor factorization: Alg. 1 (CAPE), Alg. 2 (capePCA), §III-A",
-            kinds: vec![Kind::Records],
-            relations: vec![Relation::ReplaceOne, Relation::AddRemove],
-            privacy: "ρ-zCDP against the aggregator's joint view of every site's message (correlated Gaussian noise, ρ = Δ²/2·(g+v)/(g(Sv+g))), charged to every site; Δ = β² (add_remove) or √2·β² (replace_one). A coalition of the aggregator with all other sites sees one site's Gram matrix with noise variance g only.",
-            public_only: false,
-            scope_reason: Some("cape_pca runs on records (the sites' rows)"),
-            releases_eigenvalues: true,
-            study: Some(StudyKind::Cape),
-        }
+        AlgorithmInfo::new(
+            "cape_pca",
+            "Distributed private PCA with correlated noise (capePCA): each site sends its Gram matrix with zero-sum pairwise noise, aggregator noise and a small own noise, so the aggregate reaches close to the pooled-data noise level. As a job it simulates S sites over a records dataset; as a study (POST /v1/studies) real sites run `privpca site`.",
+            "Imtiaz & Sarwate, Distributed differentially private algorithms for matrix and tensor factorization: Alg. 1 (CAPE), Alg. 2 (capePCA), §III-A",
+            "ρ-zCDP against the aggregator's joint view of every site's message (correlated Gaussian noise, ρ = Δ²/2·(g+v)/(g(Sv+g))), charged to every site; Δ = β² (add_remove) or √2·β² (replace_one). A coalition of the aggregator with all other sites sees one site's Gram matrix with noise variance g only.",
+        )
+        .scope(
+            &[Kind::Records],
+            &[Relation::ReplaceOne, Relation::AddRemove],
+            "cape_pca runs on records (the sites' rows)",
+        )
+        .study(StudyKind::Cape)
     }
 
     fn configure(

@@ -95,12 +95,12 @@ use rand_distr::{Distribution, StandardNormal};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::noisy_power::{check_k, gram_is_cheaper, target_rho};
-use super::sensitivity::{change_l1_bound, check_bounds};
+use super::noisy_power::{check_opening, choose_iterations, gram_is_cheaper};
+use super::sensitivity::change_l1_bound;
 use super::{
     Algorithm, AlgorithmInfo, Cancelled, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError,
 };
-use crate::dataset::{DataContext, Kind, Neighbours, Relation};
+use crate::dataset::{DataContext, Kind, Neighbours};
 use crate::linalg::{Matrix, Records, fix_signs, gram_t, gram_t_times, matmul, thin_qr_q};
 use crate::privacy::{Cost, PrivacyTarget};
 
@@ -415,18 +415,12 @@ impl Algorithm for CoherentPower {
     type Config = CoherentPowerConfig;
 
     fn info(&self) -> AlgorithmInfo {
-        AlgorithmInfo {
-            name: "coherent_power",
-            summary: "Private power iteration one vector at a time under a public coherence bound C, rank k by deflation with private singular-value estimates; the job fails cleanly if an iterate breaks the bound.",
-            source: "Hardt & Roth 2013, Fig. 2 (PPI, Lemma 3.4), Fig. 3 (rank-k by deflation), Remark 4.5 (search over C)",
-            kinds: vec![Kind::Records, Kind::Matrix],
-            relations: vec![Relation::ReplaceOne, Relation::AddRemove, Relation::Entry],
-            privacy: "ρ-zCDP with ρ = k·(m·T/(2s²) + ε''²/2): per component, m·T Gaussian rounds (the Gaussian part) of sensitivity u·sqrt(C/d) for matrices and min(β², u_eff·sqrt(C/d)) for records (m coherence candidates, 1 without the search), and one Laplace estimate (pure DP) of sensitivity u for matrices, min(β², u_eff) for records.",
-            public_only: false,
-            scope_reason: None,
-            releases_eigenvalues: true,
-            study: None,
-        }
+        AlgorithmInfo::new(
+            "coherent_power",
+            "Private power iteration one vector at a time under a public coherence bound C, rank k by deflation with private singular-value estimates; the job fails cleanly if an iterate breaks the bound.",
+            "Hardt & Roth 2013, Fig. 2 (PPI, Lemma 3.4), Fig. 3 (rank-k by deflation), Remark 4.5 (search over C)",
+            "ρ-zCDP with ρ = k·(m·T/(2s²) + ε''²/2): per component, m·T Gaussian rounds (the Gaussian part) of sensitivity u·sqrt(C/d) for matrices and min(β², u_eff·sqrt(C/d)) for records (m coherence candidates, 1 without the search), and one Laplace estimate (pure DP) of sensitivity u for matrices, min(β², u_eff) for records.",
+        )
     }
 
     fn configure(
@@ -435,18 +429,10 @@ impl Algorithm for CoherentPower {
         ctx: &DataContext,
         target: &PrivacyTarget,
     ) -> Result<CoherentPowerConfig, ConfigError> {
-        check_bounds(&ctx.neighbours)?;
-        let rho = target_rho(target)?;
+        let rho = check_opening(ctx, target, params.k)?;
         let d = ctx.d;
         let k = params.k;
-        check_k(k, d)?;
-        let iterations = params.iterations.unwrap_or(DEFAULT_ITERATIONS);
-        if !(1..=MAX_ITERATIONS).contains(&iterations) {
-            return Err(ConfigError::invalid(
-                "params.iterations",
-                format!("must satisfy 1 ≤ iterations ≤ {MAX_ITERATIONS} (got {iterations})"),
-            ));
-        }
+        let iterations = choose_iterations(params.iterations, DEFAULT_ITERATIONS, MAX_ITERATIONS, "")?;
         let share = params.eigenvalue_share.unwrap_or(DEFAULT_EIGENVALUE_SHARE);
         if !(share > 0.0 && share < 1.0) {
             return Err(ConfigError::invalid(

@@ -274,20 +274,18 @@ impl Algorithm for DpOja {
     type Config = DpOjaConfig;
 
     fn info(&self) -> AlgorithmInfo {
-        AlgorithmInfo {
-            name: NAME,
-            summary: "k-DP-Ojas: deflation over disjoint parts of the records, each round one pass of Oja's rule on mini-batch means of clipped per-record gradients plus Gaussian noise, with a learning rate set from a private eigengap estimate. Records, replace_one only.",
-            source: "Düngler & Sanyal 2025, Alg. 1 (deflation) with Alg. 3 (DP-Ojas), averaged over mini-batches; learning rate of Theorem 7 with a private eigenvalue estimate",
-            kinds: vec![Kind::Records],
-            relations: vec![Relation::ReplaceOne],
-            privacy: "ρ-zCDP with ρ = ρ_e + 1/(2a²): a Gaussian estimate of the top eigenvalues of XᵀX/n (sensitivity √2·β²/n, ρ_e = estimate_share·ρ; none with a fixed learning_rate), then every update is a Gaussian mechanism (sensitivity 2c/B, sd 2c·a/B) on its own batch, and batches are disjoint across updates and rounds.",
-            public_only: false,
-            scope_reason: Some(
-                "records under replace_one only: each record feeds exactly one update and the job is DP by parallel composition over disjoint updates; adding or removing a record shifts every later update, and matrix datasets have no per-record terms x xᵀ.",
-            ),
-            releases_eigenvalues: false,
-            study: None,
-        }
+        AlgorithmInfo::new(
+            NAME,
+            "k-DP-Ojas: deflation over disjoint parts of the records, each round one pass of Oja's rule on mini-batch means of clipped per-record gradients plus Gaussian noise, with a learning rate set from a private eigengap estimate. Records, replace_one only.",
+            "Düngler & Sanyal 2025, Alg. 1 (deflation) with Alg. 3 (DP-Ojas), averaged over mini-batches; learning rate of Theorem 7 with a private eigenvalue estimate",
+            "ρ-zCDP with ρ = ρ_e + 1/(2a²): a Gaussian estimate of the top eigenvalues of XᵀX/n (sensitivity √2·β²/n, ρ_e = estimate_share·ρ; none with a fixed learning_rate), then every update is a Gaussian mechanism (sensitivity 2c/B, sd 2c·a/B) on its own batch, and batches are disjoint across updates and rounds.",
+        )
+        .scope(
+            &[Kind::Records],
+            &[Relation::ReplaceOne],
+            "records under replace_one only: each record feeds exactly one update and the job is DP by parallel composition over disjoint updates; adding or removing a record shifts every later update, and matrix datasets have no per-record terms x xᵀ.",
+        )
+        .without_eigenvalues()
     }
 
     fn configure(

@@ -58,8 +58,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::noisy_power::{check_k, target_rho};
-use super::sensitivity::check_bounds;
+use super::noisy_power::check_opening;
 use super::{Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError};
 use crate::dataset::{DataContext, Kind, Neighbours, Relation};
 use crate::linalg::{Matrix, Vector, fix_signs, gram_t, try_sym_eig};
@@ -191,20 +190,17 @@ impl Algorithm for EigenSampling {
     type Config = EigenSamplingConfig;
 
     fn info(&self) -> AlgorithmInfo {
-        AlgorithmInfo {
-            name: "eigen_sampling",
-            summary: "Iterative eigenvector sampling, the PCA of OpenDP and diffprivlib: Laplace eigenvalues, then each eigenvector by the exponential mechanism (a Bingham distribution, sampled exactly) on the complement of the earlier ones.",
-            source: "Amin, Dick, Kulesza, Muñoz Medina & Vassilvitskii 2019, Alg. 1 and 2; Bingham sampler with the angular central Gaussian envelope of Kent, Ganeiber & Mardia 2018",
-            kinds: vec![Kind::Records],
-            relations: vec![Relation::ReplaceOne, Relation::AddRemove],
-            privacy: "ρ-zCDP with ρ = ε₀²/2 + m·ε_v²/8: Laplace on the top-k eigenvalues (ε₀-DP; L1 sensitivity β² add_remove, 2β² replace_one) with share·ρ, then m = min(k, d − 1) exponential-mechanism draws (score sensitivity β², concentration ε_v/β² add_remove, ε_v/(2β²) replace_one; each ε_v-bounded range, hence ε_v²/8, Cesar & Rogers 2021) sharing the rest evenly.",
-            public_only: false,
-            scope_reason: Some(
-                "records only: the Laplace eigenvalues and the exponential mechanism's score uᵀCu are calibrated to one clipped row's xxᵀ (Amin et al. 2019); the paper and the spec give no matrix calibration.",
-            ),
-            releases_eigenvalues: true,
-            study: None,
-        }
+        AlgorithmInfo::new(
+            "eigen_sampling",
+            "Iterative eigenvector sampling, the PCA of OpenDP and diffprivlib: Laplace eigenvalues, then each eigenvector by the exponential mechanism (a Bingham distribution, sampled exactly) on the complement of the earlier ones.",
+            "Amin, Dick, Kulesza, Muñoz Medina & Vassilvitskii 2019, Alg. 1 and 2; Bingham sampler with the angular central Gaussian envelope of Kent, Ganeiber & Mardia 2018",
+            "ρ-zCDP with ρ = ε₀²/2 + m·ε_v²/8: Laplace on the top-k eigenvalues (ε₀-DP; L1 sensitivity β² add_remove, 2β² replace_one) with share·ρ, then m = min(k, d − 1) exponential-mechanism draws (score sensitivity β², concentration ε_v/β² add_remove, ε_v/(2β²) replace_one; each ε_v-bounded range, hence ε_v²/8, Cesar & Rogers 2021) sharing the rest evenly.",
+        )
+        .scope(
+            &[Kind::Records],
+            &[Relation::ReplaceOne, Relation::AddRemove],
+            "records only: the Laplace eigenvalues and the exponential mechanism's score uᵀCu are calibrated to one clipped row's xxᵀ (Amin et al. 2019); the paper and the spec give no matrix calibration.",
+        )
     }
 
     fn configure(
@@ -219,9 +215,7 @@ impl Algorithm for EigenSampling {
                     .into(),
             ));
         }
-        check_bounds(&ctx.neighbours)?;
-        let rho = target_rho(target)?;
-        check_k(params.k, ctx.d)?;
+        let rho = check_opening(ctx, target, params.k)?;
         let share = params.eigenvalue_share.unwrap_or(DEFAULT_EIGENVALUE_SHARE);
         // `contains` is false for NaN, so NaN is refused too.
         if !(0.0..1.0).contains(&share) {

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::noisy_power::check_k;
 use super::{Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError};
-use crate::dataset::{DataContext, Kind, Relation};
+use crate::dataset::{DataContext, Kind};
 use crate::linalg::{centred_gram_t, column_sums, fix_signs, gram_t, try_sym_eig};
 use crate::privacy::{Cost, PrivacyTarget};
 
@@ -51,18 +51,13 @@ impl Algorithm for Exact {
     type Config = ExactConfig;
 
     fn info(&self) -> AlgorithmInfo {
-        AlgorithmInfo {
-            name: "exact",
-            summary: "Exact (non-private) PCA by symmetric eigendecomposition; ground truth for utility metrics.",
-            source: "Symmetric eigendecomposition of the (optionally centred) Gram matrix or of the data matrix",
-            kinds: vec![Kind::Records, Kind::Matrix],
-            relations: vec![Relation::ReplaceOne, Relation::AddRemove, Relation::Entry],
-            privacy: "Not private: allowed only on datasets marked public; charges nothing.",
-            public_only: true,
-            scope_reason: None,
-            releases_eigenvalues: true,
-            study: None,
-        }
+        AlgorithmInfo::new(
+            "exact",
+            "Exact (non-private) PCA by symmetric eigendecomposition; ground truth for utility metrics.",
+            "Symmetric eigendecomposition of the (optionally centred) Gram matrix or of the data matrix",
+            "Not private: allowed only on datasets marked public; charges nothing.",
+        )
+        .public_only()
     }
 
     fn configure(

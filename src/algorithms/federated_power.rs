@@ -32,8 +32,8 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::noisy_power::{calibrate, check_k, cost_of, target_rho};
-use super::sensitivity::{SensitivityMode, change_l1_bound, check_bounds, hardt_price, rank_one, row_norm};
+use super::noisy_power::{calibrate, check_opening, choose_iterations, choose_p, cost_of};
+use super::sensitivity::{SensitivityMode, change_l1_bound, hardt_price, rank_one, row_norm};
 use super::{
     Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError, StudyKind,
 };
@@ -386,25 +386,16 @@ pub fn configure_for(
             "federated_power runs on records held at sites".into(),
         ));
     }
-    check_bounds(&ctx.neighbours)?;
-    let rho = target_rho(target)?;
+    let rho = check_opening(ctx, target, params.k)?;
     let d = ctx.d;
-    check_k(params.k, d)?;
     let k = params.k;
-    let p = params.p.unwrap_or(d.min(2 * k));
-    if !(p >= k && p <= d) {
-        return Err(ConfigError::invalid(
-            "params.p",
-            format!("must satisfy k = {k} ≤ p ≤ d = {d} (got {p})"),
-        ));
-    }
-    let iterations = params.iterations.unwrap_or(DEFAULT_ITERATIONS);
-    if !(1..=MAX_ITERATIONS).contains(&iterations) {
-        return Err(ConfigError::invalid(
-            "params.iterations",
-            format!("must satisfy 1 ≤ iterations ≤ {MAX_ITERATIONS} for a federated run (got {iterations})"),
-        ));
-    }
+    let p = choose_p(params.p, k, d)?;
+    let iterations = choose_iterations(
+        params.iterations,
+        DEFAULT_ITERATIONS,
+        MAX_ITERATIONS,
+        " for a federated run",
+    )?;
     if !(2..=MAX_SITES).contains(&sites) {
         return Err(ConfigError::invalid(
             "sites",
@@ -536,18 +527,18 @@ impl Algorithm for FederatedPower {
     type Config = FederatedPowerConfig;
 
     fn info(&self) -> AlgorithmInfo {
-        AlgorithmInfo {
-            name: "federated_power",
-            summary: "Federated private power method with secure aggregation. As a job it simulates S sites in process over a records dataset (records assigned to sites by a keyed hash of their contents); as a study (POST /v1/studies) real sites run `privpca site` and their data never leaves them.",
-            source: "Nicolas et al. 2024, Alg. 2 (federated), Thm 3.1/3.2; secure aggregation after Bonawitz et al. 2017",
-            kinds: vec![Kind::Records],
-            relations: vec![Relation::ReplaceOne, Relation::AddRemove],
-            privacy: "ρ-zCDP with ρ = L/(2m²) charged to every site: each site adds N(0, (mΔ)²/t), so any t survivors reach the central noise. The server sees only noisy sums; a coalition of the server with all other sites sees one site's release with noise variance (mΔ)²/t.",
-            public_only: false,
-            scope_reason: Some("federated_power runs on records (the sites' rows)"),
-            releases_eigenvalues: true,
-            study: Some(StudyKind::Power),
-        }
+        AlgorithmInfo::new(
+            "federated_power",
+            "Federated private power method with secure aggregation. As a job it simulates S sites in process over a records dataset (records assigned to sites by a keyed hash of their contents); as a study (POST /v1/studies) real sites run `privpca site` and their data never leaves them.",
+            "Nicolas et al. 2024, Alg. 2 (federated), Thm 3.1/3.2; secure aggregation after Bonawitz et al. 2017",
+            "ρ-zCDP with ρ = L/(2m²) charged to every site: each site adds N(0, (mΔ)²/t), so any t survivors reach the central noise. The server sees only noisy sums; a coalition of the server with all other sites sees one site's release with noise variance (mΔ)²/t.",
+        )
+        .scope(
+            &[Kind::Records],
+            &[Relation::ReplaceOne, Relation::AddRemove],
+            "federated_power runs on records (the sites' rows)",
+        )
+        .study(StudyKind::Power)
     }
 
     fn configure(

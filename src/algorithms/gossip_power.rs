@@ -75,8 +75,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::gossip_graph::{GraphSpec, Mixing};
-use super::noisy_power::{check_k, target_rho};
-use super::sensitivity::check_bounds;
+use super::noisy_power::{check_opening, choose_p};
 use super::{Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError};
 use crate::dataset::{DataContext, Kind, Neighbours, Relation};
 use crate::linalg::clip::clip_rows_l2;
@@ -309,20 +308,18 @@ impl Algorithm for GossipPower {
     type Config = GossipPowerConfig;
 
     fn info(&self) -> AlgorithmInfo {
-        AlgorithmInfo {
-            name: NAME,
-            summary: "Decentralized DP power method (simulate mode): features split over m agents who gossip noisy messages over a graph; block power iteration, then a Rayleigh–Ritz step on the shared segments.",
-            source: "D-DP-PM (Decentralized Differentially Private Power Method, seed 001), Alg. 1, eq. 11 and Assumption 2; accounting by the Gaussian mechanism (docs/design/algorithms.md), not the paper's Thm 2",
-            kinds: vec![Kind::Records],
-            relations: vec![Relation::ReplaceOne],
-            privacy: "ρ-zCDP with ρ = L·(1/(2s_y²) + 1/(2s_v²)): every message (sensitivity 2βν) and every update (sensitivity 2β·max row norm of the consensus/c) that leaves an agent is a Gaussian mechanism.",
-            public_only: false,
-            scope_reason: Some(
-                "each message has one entry per record, so adding or removing a record changes its length; only replace_one records are supported",
-            ),
-            releases_eigenvalues: false,
-            study: None,
-        }
+        AlgorithmInfo::new(
+            NAME,
+            "Decentralized DP power method (simulate mode): features split over m agents who gossip noisy messages over a graph; block power iteration, then a Rayleigh–Ritz step on the shared segments.",
+            "D-DP-PM (Decentralized Differentially Private Power Method, seed 001), Alg. 1, eq. 11 and Assumption 2; accounting by the Gaussian mechanism (docs/design/algorithms.md), not the paper's Thm 2",
+            "ρ-zCDP with ρ = L·(1/(2s_y²) + 1/(2s_v²)): every message (sensitivity 2βν) and every update (sensitivity 2β·max row norm of the consensus/c) that leaves an agent is a Gaussian mechanism.",
+        )
+        .scope(
+            &[Kind::Records],
+            &[Relation::ReplaceOne],
+            "each message has one entry per record, so adding or removing a record changes its length; only replace_one records are supported",
+        )
+        .without_eigenvalues()
     }
 
     fn configure(
@@ -336,18 +333,10 @@ impl Algorithm for GossipPower {
                 "{NAME} runs on replace_one records only"
             )));
         }
-        check_bounds(&ctx.neighbours)?;
-        let rho = target_rho(target)?;
+        let rho = check_opening(ctx, target, params.k)?;
         let d = ctx.d;
         let k = params.k;
-        check_k(k, d)?;
-        let p = params.p.unwrap_or(d.min(2 * k));
-        if !(p >= k && p <= d) {
-            return Err(ConfigError::invalid(
-                "params.p",
-                format!("must satisfy k = {k} ≤ p ≤ d = {d} (got {p})"),
-            ));
-        }
+        let p = choose_p(params.p, k, d)?;
         let m = params
             .agents
             .or(params.partition.as_ref().map(Vec::len))

@@ -434,20 +434,18 @@ impl Algorithm for KDpPca {
     type Config = KDpPcaConfig;
 
     fn info(&self) -> AlgorithmInfo {
-        AlgorithmInfo {
-            name: NAME,
-            summary: "k-DP-PCA: deflation over disjoint parts of the records, each round a private Oja iteration whose noise adapts to the batch's spread (PrivRange, then a truncated PrivMean). Records, replace_one only; needs a δ.",
-            source: "Düngler & Sanyal 2025, Alg. 1 (deflation), Alg. 2 (ModifiedDP-PCA), Alg. 6 (PrivRange), Alg. 7 (PrivMean); histograms: Karwa & Vadhan 2018",
-            kinds: vec![Kind::Records],
-            relations: vec![Relation::ReplaceOne],
-            privacy: "δ-approximate ρ-zCDP with the target's ρ and δ (a target stated as (ε, δ) gives δ/2 to the histograms and ρ = the CKS conversion of ε at δ/2, so the job is (ε, δ)-DP): every step is so on its own disjoint batch, its ρ split 1/16 to PrivRange's stability histogram, 1/16 to PrivMean's per-coordinate histograms and 7/8 to PrivMean's Gaussian (charged in ρ directly), δ half to each histogram family.",
-            public_only: false,
-            scope_reason: Some(
-                "records under replace_one only: one shuffle splits the records into disjoint positional batches, each step is DP on its own batch, and the job is DP by parallel composition; adding or removing a record shifts every later batch, and matrix datasets have no per-record terms x xᵀ.",
-            ),
-            releases_eigenvalues: false,
-            study: None,
-        }
+        AlgorithmInfo::new(
+            NAME,
+            "k-DP-PCA: deflation over disjoint parts of the records, each round a private Oja iteration whose noise adapts to the batch's spread (PrivRange, then a truncated PrivMean). Records, replace_one only; needs a δ.",
+            "Düngler & Sanyal 2025, Alg. 1 (deflation), Alg. 2 (ModifiedDP-PCA), Alg. 6 (PrivRange), Alg. 7 (PrivMean); histograms: Karwa & Vadhan 2018",
+            "δ-approximate ρ-zCDP with the target's ρ and δ (a target stated as (ε, δ) gives δ/2 to the histograms and ρ = the CKS conversion of ε at δ/2, so the job is (ε, δ)-DP): every step is so on its own disjoint batch, its ρ split 1/16 to PrivRange's stability histogram, 1/16 to PrivMean's per-coordinate histograms and 7/8 to PrivMean's Gaussian (charged in ρ directly), δ half to each histogram family.",
+        )
+        .scope(
+            &[Kind::Records],
+            &[Relation::ReplaceOne],
+            "records under replace_one only: one shuffle splits the records into disjoint positional batches, each step is DP on its own batch, and the job is DP by parallel composition; adding or removing a record shifts every later batch, and matrix datasets have no per-record terms x xᵀ.",
+        )
+        .without_eigenvalues()
     }
 
     fn configure(

@@ -153,6 +153,56 @@ pub struct AlgorithmInfo {
     pub study: Option<StudyKind>,
 }
 
+impl AlgorithmInfo {
+    /// The common case: every kind and relation, private, not a study, and its `Output` carries
+    /// eigenvalue estimates; the setters below change what differs.
+    pub fn new(
+        name: &'static str,
+        summary: &'static str,
+        source: &'static str,
+        privacy: &'static str,
+    ) -> Self {
+        AlgorithmInfo {
+            name,
+            summary,
+            source,
+            kinds: vec![Kind::Records, Kind::Matrix],
+            relations: vec![Relation::ReplaceOne, Relation::AddRemove, Relation::Entry],
+            privacy,
+            public_only: false,
+            scope_reason: None,
+            releases_eigenvalues: true,
+            study: None,
+        }
+    }
+
+    /// Narrow the supported datasets to `kinds` and `relations`, and say why.
+    pub fn scope(mut self, kinds: &[Kind], relations: &[Relation], reason: &'static str) -> Self {
+        self.kinds = kinds.to_vec();
+        self.relations = relations.to_vec();
+        self.scope_reason = Some(reason);
+        self
+    }
+
+    /// Refused on datasets that are not `public: true`.
+    pub fn public_only(mut self) -> Self {
+        self.public_only = true;
+        self
+    }
+
+    /// Its `Output` carries no eigenvalue estimates of its own.
+    pub fn without_eigenvalues(mut self) -> Self {
+        self.releases_eigenvalues = false;
+        self
+    }
+
+    /// It also runs across sites as a study.
+    pub fn study(mut self, kind: StudyKind) -> Self {
+        self.study = Some(kind);
+        self
+    }
+}
+
 /// The protocol an algorithm runs by in a multi-site study.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StudyKind {

@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use super::sensitivity::{SensitivityMode, check_bounds, power_sensitivity};
 use super::{Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError};
-use crate::dataset::{DataContext, Kind, Relation};
+use crate::dataset::{DataContext, Kind};
 use crate::linalg::{Matrix, Records, fix_signs, gram_t, gram_t_times, matmul, thin_qr_q, try_thin_svd};
 use crate::privacy::{Cost, PrivacyTarget};
 
@@ -112,6 +112,47 @@ pub(crate) fn check_k(k: usize, d: usize) -> Result<(), ConfigError> {
     }
 }
 
+/// The checks every `configure` of the power-method family opens with, in this order: the
+/// dataset's bounds, the job's ρ (returned) and 1 ≤ k ≤ d.
+pub(crate) fn check_opening(ctx: &DataContext, target: &PrivacyTarget, k: usize) -> Result<f64, ConfigError> {
+    check_bounds(&ctx.neighbours)?;
+    let rho = target_rho(target)?;
+    check_k(k, ctx.d)?;
+    Ok(rho)
+}
+
+/// The iteration rank p: `p`, or min(d, 2k) by default, checked k ≤ p ≤ d on `params.p`.
+pub(crate) fn choose_p(p: Option<usize>, k: usize, d: usize) -> Result<usize, ConfigError> {
+    let p = p.unwrap_or(d.min(2 * k));
+    if p >= k && p <= d {
+        Ok(p)
+    } else {
+        Err(ConfigError::invalid(
+            "params.p",
+            format!("must satisfy k = {k} ≤ p ≤ d = {d} (got {p})"),
+        ))
+    }
+}
+
+/// The number of iterations L: `iterations`, or `default`, checked 1 ≤ L ≤ `max` on
+/// `params.iterations`; `context` ends the message (e.g. " for a federated run").
+pub(crate) fn choose_iterations(
+    iterations: Option<u32>,
+    default: u32,
+    max: u32,
+    context: &str,
+) -> Result<u32, ConfigError> {
+    let iterations = iterations.unwrap_or(default);
+    if (1..=max).contains(&iterations) {
+        Ok(iterations)
+    } else {
+        Err(ConfigError::invalid(
+            "params.iterations",
+            format!("must satisfy 1 ≤ iterations ≤ {max}{context} (got {iterations})"),
+        ))
+    }
+}
+
 /// Whether forming A = XᵀX once is cheaper than applying Xᵀ(X·V) every iteration. Flop counts
 /// (multiply–adds): forming A costs n·d² once plus d²·p per iteration; the factored product
 /// costs 2·n·d·p per iteration. Form A iff n·d² + L·d²·p ≤ 2·L·n·d·p.
@@ -170,18 +211,12 @@ impl Algorithm for NoisyPower {
     type Config = NoisyPowerConfig;
 
     fn info(&self) -> AlgorithmInfo {
-        AlgorithmInfo {
-            name: "noisy_power",
-            summary: "Private randomized power method: L noisy subspace iterations, then a Rayleigh–Ritz step on the last noisy release.",
-            source: "Nicolas et al. 2024, Alg. 1 with Thm 3.1 (sensitivity) and Thm 3.2 (privacy); Hardt & Price 2014; Balcan et al. 2016",
-            kinds: vec![Kind::Records, Kind::Matrix],
-            relations: vec![Relation::ReplaceOne, Relation::AddRemove, Relation::Entry],
-            privacy: "ρ-zCDP with ρ = L/(2s²): each iteration is a Gaussian mechanism with noise sd s·Δ(X_{l−1}).",
-            public_only: false,
-            scope_reason: None,
-            releases_eigenvalues: true,
-            study: None,
-        }
+        AlgorithmInfo::new(
+            "noisy_power",
+            "Private randomized power method: L noisy subspace iterations, then a Rayleigh–Ritz step on the last noisy release.",
+            "Nicolas et al. 2024, Alg. 1 with Thm 3.1 (sensitivity) and Thm 3.2 (privacy); Hardt & Price 2014; Balcan et al. 2016",
+            "ρ-zCDP with ρ = L/(2s²): each iteration is a Gaussian mechanism with noise sd s·Δ(X_{l−1}).",
+        )
     }
 
     fn configure(
@@ -190,25 +225,11 @@ impl Algorithm for NoisyPower {
         ctx: &DataContext,
         target: &PrivacyTarget,
     ) -> Result<NoisyPowerConfig, ConfigError> {
-        check_bounds(&ctx.neighbours)?;
-        let rho = target_rho(target)?;
+        let rho = check_opening(ctx, target, params.k)?;
         let d = ctx.d;
         let k = params.k;
-        check_k(k, d)?;
-        let p = params.p.unwrap_or(d.min(2 * k));
-        if !(p >= k && p <= d) {
-            return Err(ConfigError::invalid(
-                "params.p",
-                format!("must satisfy k = {k} ≤ p ≤ d = {d} (got {p})"),
-            ));
-        }
-        let iterations = params.iterations.unwrap_or(DEFAULT_ITERATIONS);
-        if !(1..=MAX_ITERATIONS).contains(&iterations) {
-            return Err(ConfigError::invalid(
-                "params.iterations",
-                format!("must satisfy 1 ≤ iterations ≤ {MAX_ITERATIONS} (got {iterations})"),
-            ));
-        }
+        let p = choose_p(params.p, k, d)?;
+        let iterations = choose_iterations(params.iterations, DEFAULT_ITERATIONS, MAX_ITERATIONS, "")?;
         if !params.sensitivity.applies_to(&ctx.neighbours) {
             return Err(ConfigError::invalid(
                 "params.sensitivity",
