@@ -37,7 +37,7 @@ done
 [ -n "$addr" ] || { echo "the server did not report its address"; cat "$work/server.log"; exit 1; }
 
 mkdir -p "$work/shots"
-if ! BASE="http://$addr" ADMIN="$admin" SHOT_DIR="$work/shots" node tests/browser/dashboard.test.mjs; then
+if ! BASE="http://$addr" ADMIN="$admin" BIN="$(realpath "$bin")" SHOT_DIR="$work/shots" node tests/browser/dashboard.test.mjs; then
   tail -n 40 "$work/server.log"
   exit 1
 fi

@@ -43,3 +43,6 @@ export const ledger = (id) => get(`/v1/datasets/${encodeURIComponent(id)}/ledger
 export const jobs = () => get("/v1/jobs");
 export const job = (id) => get(`/v1/jobs/${encodeURIComponent(id)}`);
 export const result = (id) => get(`/v1/jobs/${encodeURIComponent(id)}/result`);
+export const studies = () => get("/v1/studies");
+export const study = (id) => get(`/v1/studies/${encodeURIComponent(id)}`);
+export const studyResult = (id) => get(`/v1/studies/${encodeURIComponent(id)}/result`);

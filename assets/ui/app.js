@@ -1,16 +1,18 @@
-// The budget dashboard: datasets with their budget burn-down, jobs with live progress, and
-// a succeeded job's private eigenvalues and loadings. Everything comes from the JSON API.
+// The budget dashboard: datasets with their budget burn-down, jobs with live progress,
+// per-site studies with their sites, and a succeeded job's or study's private eigenvalues and
+// loadings. Everything comes from the JSON API.
 
 import * as api from "/ui/api.js";
-import { algorithmColours, burnDown, loadings, scree, shownFeatures, swatch } from "/ui/charts.js";
+import { algorithmColours, burnDown, loadingsPanel, scree, swatch } from "/ui/charts.js";
 import { delta, duration, el, nFeatures, nSamples, num, shortId, when } from "/ui/format.js";
+import { ACTIVE_STUDY, readStudies, renderStudies, studyResult } from "/ui/studies.js";
 
 const $ = (id) => document.getElementById(id);
 const ACTIVE = new Set(["queued", "running"]);
 const LIVE_MS = 1000;
 const IDLE_MS = 5000;
 
-const state = { datasets: [], ledgers: new Map(), jobs: [], selected: null, timer: null };
+const state = { datasets: [], ledgers: new Map(), jobs: [], studies: [], selected: null, timer: null };
 
 function showError(message) {
   $("error").textContent = message;
@@ -152,68 +154,86 @@ function releasedList(released) {
   return items.length ? el("div", {}, el("h3", { text: "Other private releases" }), el("ul", {}, items)) : null;
 }
 
-async function select(id) {
+// ---- studies -----------------------------------------------------------------------------
+
+function showStudies() {
+  renderStudies($("studies"), state.studies, state.selected, (id) => showResult(id, studyResult));
+}
+
+// ---- the result panel --------------------------------------------------------------------
+
+// Marks `id` selected and fills the result panel with what `parts(id)` resolves to.
+async function showResult(id, parts) {
   state.selected = id;
   renderJobs();
+  showStudies();
   const box = $("result");
   box.hidden = false;
   box.replaceChildren(el("p", { class: "muted", text: "Loading the result…" }));
   try {
-    const [job, result] = await Promise.all([api.job(id), api.result(id)]);
-    const dataset = state.datasets.find((d) => d.id === job.dataset_id);
-    const features = nFeatures(result);
-    const parts = [
-      el("h2", {}, `Result of job ${shortId(id)} `, el("span", { class: "muted small", text: `${job.algorithm} on ${dataset ? dataset.name : shortId(job.dataset_id)}` })),
-      el("p", { class: "muted small", text: `${result.k} components of ${features} features · cost ρ ${num(result.cost.rho)} (ε ${num(result.cost.epsilon)} at δ ${delta(result.cost.epsilon_at_delta)})` }),
-      el("h3", { text: "Scree plot: private eigenvalue estimates" }),
-    ];
-    if (Array.isArray(result.eigenvalues) && result.eigenvalues.length) {
-      parts.push(scree(result.eigenvalues));
-    } else {
-      parts.push(el("p", { class: "notice", "data-testid": "no-eigenvalues",
-        text: `This job released no private eigenvalues: ${job.algorithm} does not release them unless asked. ` +
-          "Nothing is computed from your data here, so there is no scree plot. Submit the job with " +
-          "\"with_eigenvalues\": true in params to buy estimates with a share of its ρ." }));
-    }
-    const shown = shownFeatures(result.basis);
-    parts.push(el("h3", { text: "Loadings of the private basis" }));
-    if (shown.length < features) {
-      parts.push(el("p", { class: "muted small", text: `The ${shown.length} features with the largest loadings of ${features}.` }));
-    }
-    parts.push(el("div", { class: "scroll" }, loadings(result.basis)));
-    const released = releasedList(result.released);
-    if (released) parts.push(released);
-    box.replaceChildren(...parts);
+    box.replaceChildren(...(await parts(id)));
   } catch (e) {
     box.replaceChildren(el("p", { class: "error", text: `Could not load the result: ${e.message}` }));
   }
 }
 
+const select = (id) => showResult(id, jobResult);
+
+async function jobResult(id) {
+  const [job, result] = await Promise.all([api.job(id), api.result(id)]);
+  const dataset = state.datasets.find((d) => d.id === job.dataset_id);
+  const features = nFeatures(result);
+  const parts = [
+    el("h2", {}, `Result of job ${shortId(id)} `, el("span", { class: "muted small", text: `${job.algorithm} on ${dataset ? dataset.name : shortId(job.dataset_id)}` })),
+    el("p", { class: "muted small", text: `${result.n_components} components of ${features} features · cost ρ ${num(result.cost.rho)} (ε ${num(result.cost.epsilon)} at δ ${delta(result.cost.epsilon_at_delta)})` }),
+    el("h3", { text: "Scree plot: private eigenvalue estimates" }),
+  ];
+  if (Array.isArray(result.eigenvalues) && result.eigenvalues.length) {
+    parts.push(scree(result.eigenvalues));
+  } else {
+    parts.push(el("p", { class: "notice", "data-testid": "no-eigenvalues",
+      text: `This job released no private eigenvalues: ${job.algorithm} does not release them unless asked. ` +
+        "Nothing is computed from your data here, so there is no scree plot. Submit the job with " +
+        "\"with_eigenvalues\": true in params to buy estimates with a share of its ρ." }));
+  }
+  parts.push(...loadingsPanel(result.basis, features));
+  const released = releasedList(result.released);
+  if (released) parts.push(released);
+  return parts;
+}
+
 // ---- loading and polling -----------------------------------------------------------------
 
 async function refreshAll() {
-  const [datasets, jobs] = await Promise.all([api.datasets(), api.jobs()]);
+  const [datasets, jobs, studies] = await Promise.all([api.datasets(), api.jobs(), readStudies(state.studies)]);
   const ledgers = await Promise.all(
     datasets.map((d) => (d.budget ? api.ledger(d.id).catch(() => null) : Promise.resolve(null))));
   state.datasets = datasets;
   state.jobs = jobs;
+  state.studies = studies;
   state.ledgers = new Map(datasets.map((d, i) => [d.id, ledgers[i]]));
   renderDatasets();
   renderJobs();
+  showStudies();
 }
 
-// Poll the job list every second while a job is queued or running, every five seconds
-// otherwise (to notice new submissions); a new job or a change of status
+const statusChanged = (before, after) => {
+  const was = new Map(before.map((x) => [x.id, x.status]));
+  return after.length !== was.size || after.some((x) => was.get(x.id) !== x.status);
+};
+
+// Poll the job and study lists every second while a job or study is active, every five
+// seconds otherwise (to notice new submissions); a new job or study or a change of status
 // (a charge may have been refunded, a result appeared) reloads the datasets too.
 async function poll() {
   try {
-    const before = new Map(state.jobs.map((j) => [j.id, j.status]));
-    const jobs = await api.jobs();
-    const changed = jobs.length !== before.size || jobs.some((j) => before.get(j.id) !== j.status);
-    if (changed) await refreshAll();
+    const [jobs, studies] = await Promise.all([api.jobs(), readStudies(state.studies)]);
+    if (statusChanged(state.jobs, jobs) || statusChanged(state.studies, studies)) await refreshAll();
     else {
       state.jobs = jobs;
+      state.studies = studies;
       renderJobs();
+      showStudies();
     }
     showError("");
   } catch (e) {
@@ -225,7 +245,7 @@ async function poll() {
 function schedule() {
   clearTimeout(state.timer);
   if (!api.session.key()) return;
-  const live = state.jobs.some((j) => ACTIVE.has(j.status));
+  const live = state.jobs.some((j) => ACTIVE.has(j.status)) || state.studies.some((s) => ACTIVE_STUDY.has(s.status));
   state.timer = setTimeout(poll, live ? LIVE_MS : IDLE_MS);
 }
 
@@ -250,9 +270,10 @@ async function start() {
 function forget() {
   api.session.forget();
   clearTimeout(state.timer);
-  Object.assign(state, { datasets: [], ledgers: new Map(), jobs: [], selected: null });
+  Object.assign(state, { datasets: [], ledgers: new Map(), jobs: [], studies: [], selected: null });
   $("datasets").replaceChildren();
   $("jobs").replaceChildren();
+  $("studies").replaceChildren();
   $("result").replaceChildren();
   $("result").hidden = true;
   signedIn(false);

@@ -1,7 +1,7 @@
 // Hand-drawn SVG charts: the budget burn-down, the scree plot and the loadings heatmap.
 // Inputs are API outputs only (ledger entries, DP releases); nothing here touches data.
 
-import { num, when } from "/ui/format.js";
+import { el, num, when } from "/ui/format.js";
 
 const NS = "http://www.w3.org/2000/svg";
 const PALETTE = ["#3b6fb6", "#e08a1e", "#3a9a5b", "#c0392b", "#8e5cb5", "#7f6a4d", "#d35fa6", "#5f7f8c"];
@@ -204,4 +204,17 @@ export function loadings(basis) {
   chart.append(svg("text", { x: kx + 14, y: T + 8, class: "tick" }, `+${num(m)}`));
   chart.append(svg("text", { x: kx + 14, y: T + kh, class: "tick" }, `−${num(m)}`));
   return chart;
+}
+
+// The loadings section of a result (a job's or a study's): heading, a note when only the
+// strongest features are drawn, and the heatmap in a scrolling box.
+export function loadingsPanel(basis, features) {
+  const shown = shownFeatures(basis);
+  return [
+    el("h3", { text: "Loadings of the private basis" }),
+    shown.length < features
+      ? el("p", { class: "muted small", text: `The ${shown.length} features with the largest loadings of ${features}.` })
+      : null,
+    el("div", { class: "scroll" }, loadings(basis)),
+  ].filter(Boolean);
 }

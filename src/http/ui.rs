@@ -48,6 +48,7 @@ const ASSETS: &[Asset] = &[
     Asset::new("api.js", JS, include_bytes!("../../assets/ui/api.js")),
     Asset::new("charts.js", JS, include_bytes!("../../assets/ui/charts.js")),
     Asset::new("format.js", JS, include_bytes!("../../assets/ui/format.js")),
+    Asset::new("studies.js", JS, include_bytes!("../../assets/ui/studies.js")),
     Asset::new("app.css", CSS, include_bytes!("../../assets/ui/app.css")),
     Asset::new("icon.svg", SVG, include_bytes!("../../assets/ui/icon.svg")),
 ];

@@ -3,11 +3,15 @@
 // up a tenant, a private dataset with data and three finished jobs through the JSON API, then
 // checks what the page shows against what the API says.
 //
-// Env: BASE (http://127.0.0.1:port), ADMIN (admin key), SHOT_DIR (where the screenshot goes),
-// CHROMIUM (default /usr/bin/chromium).
+// It also runs a 3-site `federated_power` study with real `privpca site` processes and leaves a
+// second study enrolling, and checks the studies table and the study's result.
+//
+// Env: BASE (http://127.0.0.1:port), ADMIN (admin key), BIN (the privpca binary, for the
+// sites), SHOT_DIR (where the screenshot goes), CHROMIUM (default /usr/bin/chromium).
 
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync } from "node:fs";
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
@@ -16,6 +20,7 @@ const BASE = process.env.BASE ?? assert.fail("BASE is not set");
 const ADMIN = process.env.ADMIN ?? assert.fail("ADMIN is not set");
 const SHOT_DIR = process.env.SHOT_DIR ?? mkdtempSync(join(tmpdir(), "privpca-shot-"));
 const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
+const BIN = process.env.BIN ?? assert.fail("BIN is not set");
 const D = 6;
 
 async function api(method, path, key, body, contentType = "application/json") {
@@ -95,6 +100,45 @@ async function finished(key, id) {
   assert.fail(`job ${id} did not finish`);
 }
 
+// A study's sites: `privpca site` processes, each with its own shard, ledger and budget.
+function runSite(token, dir, i) {
+  const data = join(dir, `shard-${i}.csv`);
+  writeFileSync(data, csv(1500, 20 + i));
+  const child = spawn(BIN, ["site", "--server", BASE, "--token", token, "--budget-rho", "1",
+    "--data", data, "--ledger", join(dir, `ledger-${i}.json`)], { stdio: ["ignore", "ignore", "pipe"] });
+  let log = "";
+  child.stderr.on("data", (chunk) => { log += chunk; });
+  return new Promise((resolve, reject) => {
+    child.on("exit", (code) => (code === 0 ? resolve() : reject(new Error(`site ${i} exited ${code}: ${log.slice(-2000)}`))));
+  });
+}
+
+const studyBody = (name, sites) => ({
+  name, algorithm: "federated_power", n_features: D, relation: "replace_one", row_norm_bound: 1.0,
+  params: { k: 2, iterations: 20 }, privacy: { rho: 0.2 }, threshold: sites,
+  sites: Array.from({ length: sites }, (_, i) => ({ name: `hospital-${i + 1}` })), round_timeout_seconds: 60,
+});
+
+// One study run to the end by three sites, and one left enrolling (nobody joins it).
+async function studies(key) {
+  const dir = mkdtempSync(join(tmpdir(), "privpca-sites-"));
+  try {
+    const created = await api("POST", "/v1/studies", key, studyBody("consortium", 3));
+    await Promise.all(created.sites.map((site, i) => runSite(site.token, dir, i)));
+    let study;
+    for (let i = 0; i < 600; i++) {
+      study = await api("GET", `/v1/studies/${created.id}`, key);
+      if (!["enrolling", "running"].includes(study.status)) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.equal(study.status, "succeeded", `study: ${study.error}`);
+    const waiting = await api("POST", "/v1/studies", key, { ...studyBody("waiting room", 2), join_timeout_seconds: 3600 });
+    return { done: study, waiting: waiting.study };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 async function setUp() {
   const { api_key: key } = await api("POST", "/v1/tenants", ADMIN, { name: "dashboard" });
   const dataset = await api("POST", "/v1/datasets", key, {
@@ -114,13 +158,13 @@ async function setUp() {
     assert.equal(job.status, "succeeded", `${algorithm}: ${job.error}`);
     jobs[name] = job;
   }
-  return { key, dataset, jobs };
+  return { key, dataset, jobs, studies: await studies(key) };
 }
 
 const close = (a, b, rel = 2e-3) => Math.abs(a - b) <= rel * Math.max(Math.abs(a), Math.abs(b), 1e-12);
 
 async function main() {
-  const { key, dataset, jobs } = await setUp();
+  const { key, dataset, jobs, studies } = await setUp();
   const ledger = await api("GET", `/v1/datasets/${dataset.id}/ledger`, key);
   const remaining = ledger.budget.remaining;
   assert.ok(remaining.rho < ledger.budget.total.rho, "the jobs were charged");
@@ -185,7 +229,32 @@ async function main() {
     assert.equal(await screePlot.locator("rect.bar").count(), gauss.eigenvalues.length);
     const bars = await screePlot.locator("rect.bar").evaluateAll((rs) => rs.map((r) => Number(r.dataset.value)));
     assert.deepEqual(bars, gauss.eigenvalues);
+    assert.match(await page.locator("#result").textContent(), new RegExp(`${gauss.n_components} components of ${D} features`));
     assert.equal(await page.locator('#result svg[data-testid="loadings"] rect.cell').count(), D * 3);
+
+    // Studies: status, rounds, every site with its status and its own ledger's charge; the
+    // finished study's result shows its rounds and its loadings.
+    const studyRow = page.locator(`tr[data-study-id="${studies.done.id}"]`);
+    assert.equal(await studyRow.getAttribute("data-status"), "succeeded");
+    const { done, total } = studies.done.progress;
+    assert.match(await studyRow.locator(".progress").textContent(), new RegExp(`${done}/${total}`));
+    assert.equal(studies.done.sites.length, 3);
+    for (const site of studies.done.sites) {
+      const item = studyRow.locator(`li[data-site="${site.name}"]`);
+      assert.equal(await item.getAttribute("data-status"), "done");
+      const charged = Number((await item.locator('[data-testid="site-charged"]').textContent()).replace("ρ", ""));
+      assert.ok(close(charged, site.charged.rho), `${site.name} charged ${charged}, API ${site.charged.rho}`);
+    }
+    const waitingRow = page.locator(`tr[data-study-id="${studies.waiting.id}"]`);
+    assert.equal(await waitingRow.getAttribute("data-status"), "enrolling");
+    assert.match(await waitingRow.textContent(), /0\/2 joined/);
+    assert.equal(await waitingRow.locator('li[data-status="invited"]').count(), 2);
+    assert.equal(await waitingRow.locator("button").count(), 0, "no result to show yet");
+    const studyResult = await api("GET", `/v1/studies/${studies.done.id}/result`, key);
+    await studyRow.locator("button").click();
+    await page.locator('#result [data-testid="study-rounds"]', { hasText: `${studyResult.rounds.length} rounds` }).waitFor();
+    assert.equal(await page.locator('#result svg[data-testid="loadings"] rect.cell').count(), D * studyResult.basis.length);
+    assert.match(await page.locator("#result").textContent(), new RegExp(`${studyResult.n_components} components of ${D} features`));
 
     // dp_oja releases none: the page says so and draws no scree plot.
     const oja = await api("GET", `/v1/jobs/${jobs.oja.id}/result`, key);
