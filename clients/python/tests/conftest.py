@@ -49,13 +49,10 @@ def client(base_url: str, api_key: str) -> Iterator[privpca.Client]:
 
 
 @pytest.fixture
-def limited_base_url() -> str:
-    return _service("PRIVPCA_LIMITED_BASE_URL")
-
-
-@pytest.fixture
-def limited_key(limited_base_url: str) -> str:
-    return _tenant_key(limited_base_url)
+def limited() -> tuple[str, str]:
+    """The rate-limited service's address and a fresh tenant's key there."""
+    url = _service("PRIVPCA_LIMITED_BASE_URL")
+    return url, _tenant_key(url)
 
 
 def rows(n: int, d: int, seed: int) -> np.ndarray:

@@ -24,9 +24,9 @@ class Recording(httpx.HTTPTransport):
         return response
 
 
-def test_429_is_retried_after_retry_after(limited_base_url, limited_key, make_rows):
+def test_429_is_retried_after_retry_after(limited, make_rows):
     wire = Recording()
-    client = privpca.Client(limited_base_url, limited_key, transport=wire)
+    client = privpca.Client(*limited, transport=wire)
     ds = client.create_dataset(make_rows(200, 3, 31), name="rate", row_norm_bound=1.0, public=True)
     first = client.submit_job(ds.id, "noisy_power", {"k": 1})
     started = time.monotonic()
@@ -39,14 +39,14 @@ def test_429_is_retried_after_retry_after(limited_base_url, limited_key, make_ro
     assert len(client.list_jobs(ds.id)) == 2
 
 
-def test_rate_limited_is_raised_when_retries_run_out(limited_base_url, limited_key, make_rows):
-    client = privpca.Client(limited_base_url, limited_key, max_retries=0)
+def test_rate_limited_is_raised_when_retries_run_out(limited, make_rows):
+    client = privpca.Client(*limited, max_retries=0)
     ds = client.create_dataset(make_rows(200, 3, 32), name="rate", row_norm_bound=1.0, public=True)
     client.submit_job(ds.id, "noisy_power", {"k": 1})
-    with pytest.raises(privpca.RateLimited) as limited:
+    with pytest.raises(privpca.RateLimited) as refused:
         client.submit_job(ds.id, "noisy_power", {"k": 1})
-    assert limited.value.status == 429 and limited.value.retry_after is not None
-    assert limited.value.retry_after >= 1
+    assert refused.value.status == 429 and refused.value.retry_after is not None
+    assert refused.value.retry_after >= 1
 
 
 def _faked(answers: list[httpx.Response]) -> tuple[privpca.Client, list[httpx.Request]]:
@@ -88,9 +88,9 @@ def test_retries_give_up_with_the_typed_error():
 
 def test_a_retry_after_longer_than_allowed_is_not_waited():
     client, seen = _faked([_problem(429, "rate-limited", **{"Retry-After": "3600"})])
-    with pytest.raises(privpca.RateLimited) as limited:
+    with pytest.raises(privpca.RateLimited) as refused:
         client.get_job("j")
-    assert limited.value.retry_after == 3600 and len(seen) == 1
+    assert refused.value.retry_after == 3600 and len(seen) == 1
 
 
 def test_retry_after_as_an_http_date_and_unknown_problem_types():

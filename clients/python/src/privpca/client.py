@@ -158,9 +158,11 @@ class Client:
         return Dataset.parse(raw)
 
     def get_dataset(self, dataset_id: str) -> Dataset:
+        """``GET /v1/datasets/{id}``: metadata and budget state (no statistics of the data)."""
         return Dataset.parse(self._json("GET", f"/v1/datasets/{dataset_id}"))
 
     def list_datasets(self) -> list[Dataset]:
+        """``GET /v1/datasets``: this tenant's datasets."""
         return [Dataset.parse(d) for d in self._json("GET", "/v1/datasets")]
 
     def delete_dataset(self, dataset_id: str) -> Dataset:
@@ -197,9 +199,11 @@ class Client:
         return Job.parse(self._json("POST", "/v1/jobs", json=body, headers=headers))
 
     def get_job(self, job_id: str) -> Job:
+        """``GET /v1/jobs/{id}``: status, progress, cost."""
         return Job.parse(self._json("GET", f"/v1/jobs/{job_id}"))
 
     def list_jobs(self, dataset_id: str | None = None) -> list[Job]:
+        """``GET /v1/jobs``: this tenant's jobs, or one dataset's."""
         params = {} if dataset_id is None else {"dataset_id": dataset_id}
         return [Job.parse(j) for j in self._json("GET", "/v1/jobs", params=params)]
 
@@ -218,21 +222,9 @@ class Client:
         """``GET /v1/jobs/{id}/result``: the basis as a numpy array, eigenvalues, cost."""
         return JobResult.parse(self._json("GET", f"/v1/jobs/{job_id}/result"))
 
-    def run(
-        self,
-        dataset_id: str,
-        algorithm: str = "auto",
-        params: Mapping[str, Any] | None = None,
-        *,
-        rho: float | None = None,
-        epsilon: float | None = None,
-        delta: float | None = None,
-        seed: int | None = None,
-        progress: bool = False,
-        timeout: float | None = None,
-    ) -> JobResult:
-        """Submit a job, wait for it and fetch its result."""
-        job = self.submit_job(dataset_id, algorithm, params, rho=rho, epsilon=epsilon, delta=delta, seed=seed)
+    def run(self, *submit: Any, progress: bool = False, timeout: float | None = None, **options: Any) -> JobResult:
+        """Submit a job (:meth:`submit_job`'s arguments), wait for it and fetch its result."""
+        job = self.submit_job(*submit, **options)
         self.wait(job.id, progress=progress, timeout=timeout)
         return self.result(job.id)
 
@@ -293,12 +285,16 @@ class Client:
         return StudyCreated.parse(self._json("POST", "/v1/studies", json=body))
 
     def get_study(self, study_id: str) -> Study:
+        """``GET /v1/studies/{id}``: status, progress (rounds done of the total), cost; the
+        sites and rounds are in ``raw``."""
         return Study.parse(self._json("GET", f"/v1/studies/{study_id}"))
 
     def list_studies(self) -> list[Study]:
+        """``GET /v1/studies``: this tenant's studies."""
         return [Study.parse(s) for s in self._json("GET", "/v1/studies")]
 
     def cancel_study(self, study_id: str) -> Study:
+        """``DELETE /v1/studies/{id}``: cancel a study that has not finished."""
         return Study.parse(self._json("DELETE", f"/v1/studies/{study_id}"))
 
     def wait_study(
@@ -308,6 +304,7 @@ class Client:
         return _poll(lambda: self.get_study(study_id), timeout, poll_interval, progress, f"study {study_id[:8]}")
 
     def study_result(self, study_id: str) -> StudyResult:
+        """``GET /v1/studies/{id}/result``: the basis, survivors and cost of a succeeded study."""
         return StudyResult.parse(self._json("GET", f"/v1/studies/{study_id}/result"))
 
 

@@ -2,13 +2,14 @@
 
 Each object keeps the fields a Python user reaches for as attributes (ids, status, budget
 amounts, results as numpy arrays) and the whole JSON answer as ``raw``, so nothing the
-contract (``openapi/openapi.json``) adds later is lost.
+contract (``openapi/openapi.json``) adds later is lost. A field takes the JSON member of the
+same name; ``_nested`` parses the ones that are objects or arrays.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -17,26 +18,34 @@ FloatArray = npt.NDArray[np.float64]
 
 TERMINAL = frozenset({"succeeded", "failed", "cancelled"})
 
+ModelT = TypeVar("ModelT", bound="_Model")
+
 
 @dataclass(frozen=True)
-class PrivacyAmount:
+class _Model:
+    """An answer of the service: its typed fields and the whole JSON as ``raw``."""
+
+    raw: dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def parse(cls: type[ModelT], raw: dict[str, Any]) -> ModelT:
+        plain = {f.name: raw.get(f.name) for f in fields(cls) if f.name != "raw"}
+        return cls(**{**plain, **cls._nested(raw), "raw": raw})
+
+    @staticmethod
+    def _nested(raw: dict[str, Any]) -> dict[str, Any]:
+        """The fields that are not plain JSON members, parsed."""
+        return {}
+
+
+@dataclass(frozen=True)
+class PrivacyAmount(_Model):
     """An amount of privacy as zCDP ``rho`` and as (``epsilon``, ``delta``) (``PrivacyAmount``)."""
 
     rho: float
     delta: float
     epsilon: float
     epsilon_at_delta: float
-    raw: dict[str, Any] = field(repr=False, compare=False)
-
-    @classmethod
-    def parse(cls, raw: dict[str, Any]) -> PrivacyAmount:
-        return cls(
-            rho=float(raw["rho"]),
-            delta=float(raw["delta"]),
-            epsilon=float(raw["epsilon"]),
-            epsilon_at_delta=float(raw["epsilon_at_delta"]),
-            raw=raw,
-        )
 
 
 def _amount(raw: dict[str, Any] | None) -> PrivacyAmount | None:
@@ -44,7 +53,7 @@ def _amount(raw: dict[str, Any] | None) -> PrivacyAmount | None:
 
 
 @dataclass(frozen=True)
-class Budget:
+class Budget(_Model):
     """A dataset's budget state (``BudgetView``): ``total``, ``spent`` and ``remaining``."""
 
     stated: dict[str, Any]
@@ -52,22 +61,18 @@ class Budget:
     spent: PrivacyAmount
     remaining: PrivacyAmount
     rule: str
-    raw: dict[str, Any] = field(repr=False, compare=False)
 
-    @classmethod
-    def parse(cls, raw: dict[str, Any]) -> Budget:
-        return cls(
-            stated=raw["stated"],
-            total=PrivacyAmount.parse(raw["total"]),
-            spent=PrivacyAmount.parse(raw["spent"]),
-            remaining=PrivacyAmount.parse(raw["remaining"]),
-            rule=str(raw["rule"]),
-            raw=raw,
-        )
+    @staticmethod
+    def _nested(raw: dict[str, Any]) -> dict[str, Any]:
+        return {name: PrivacyAmount.parse(raw[name]) for name in ("total", "spent", "remaining")}
+
+
+def _budget(raw: dict[str, Any] | None) -> Budget | None:
+    return None if raw is None else Budget.parse(raw)
 
 
 @dataclass(frozen=True)
-class Dataset:
+class Dataset(_Model):
     """A dataset's metadata and budget state (``DatasetView``); ``budget`` is ``None`` on
     public datasets."""
 
@@ -81,28 +86,14 @@ class Dataset:
     n_features: int | None
     row_norm_bound: float | None
     budget: Budget | None
-    raw: dict[str, Any] = field(repr=False, compare=False)
 
-    @classmethod
-    def parse(cls, raw: dict[str, Any]) -> Dataset:
-        budget = raw.get("budget")
-        return cls(
-            id=str(raw["id"]),
-            name=str(raw["name"]),
-            kind=str(raw["kind"]),
-            relation=str(raw["relation"]),
-            public=bool(raw["public"]),
-            status=str(raw["status"]),
-            n_samples=raw.get("n_samples"),
-            n_features=raw.get("n_features"),
-            row_norm_bound=raw.get("row_norm_bound"),
-            budget=None if budget is None else Budget.parse(budget),
-            raw=raw,
-        )
+    @staticmethod
+    def _nested(raw: dict[str, Any]) -> dict[str, Any]:
+        return {"budget": _budget(raw.get("budget"))}
 
 
 @dataclass(frozen=True)
-class LedgerEntry:
+class LedgerEntry(_Model):
     """One charge or refund (``LedgerEntryView``)."""
 
     id: int
@@ -112,40 +103,19 @@ class LedgerEntry:
     job_id: str | None
     algorithm: str | None
     created_at: str
-    raw: dict[str, Any] = field(repr=False, compare=False)
-
-    @classmethod
-    def parse(cls, raw: dict[str, Any]) -> LedgerEntry:
-        return cls(
-            id=int(raw["id"]),
-            entry=str(raw["entry"]),
-            rho=float(raw["rho"]),
-            delta=float(raw["delta"]),
-            job_id=raw.get("job_id"),
-            algorithm=raw.get("algorithm"),
-            created_at=str(raw["created_at"]),
-            raw=raw,
-        )
 
 
 @dataclass(frozen=True)
-class Ledger:
+class Ledger(_Model):
     """A dataset's ledger (``LedgerView``)."""
 
     dataset_id: str
     entries: list[LedgerEntry]
     budget: Budget | None
-    raw: dict[str, Any] = field(repr=False, compare=False)
 
-    @classmethod
-    def parse(cls, raw: dict[str, Any]) -> Ledger:
-        budget = raw.get("budget")
-        return cls(
-            dataset_id=str(raw["dataset_id"]),
-            entries=[LedgerEntry.parse(e) for e in raw["entries"]],
-            budget=None if budget is None else Budget.parse(budget),
-            raw=raw,
-        )
+    @staticmethod
+    def _nested(raw: dict[str, Any]) -> dict[str, Any]:
+        return {"entries": [LedgerEntry.parse(e) for e in raw["entries"]], "budget": _budget(raw.get("budget"))}
 
 
 @dataclass(frozen=True)
@@ -154,165 +124,104 @@ class Progress:
     total: int
 
 
-def _progress(raw: dict[str, Any] | None) -> Progress | None:
-    return None if raw is None else Progress(done=int(raw["done"]), total=int(raw["total"]))
-
-
 @dataclass(frozen=True)
-class Job:
-    """A job (``JobView``). ``finished`` is true once its status is terminal."""
+class _Run(_Model):
+    """What jobs and studies share: an id, the algorithm, a status, a cost and progress."""
 
     id: str
-    dataset_id: str
     algorithm: str
     status: str
     cost: PrivacyAmount
     progress: Progress | None
     error: str | None
-    raw: dict[str, Any] = field(repr=False, compare=False)
 
     @property
     def finished(self) -> bool:
+        """True once the status is terminal (``succeeded``, ``failed`` or ``cancelled``)."""
         return self.status in TERMINAL
 
-    @classmethod
-    def parse(cls, raw: dict[str, Any]) -> Job:
-        return cls(
-            id=str(raw["id"]),
-            dataset_id=str(raw["dataset_id"]),
-            algorithm=str(raw["algorithm"]),
-            status=str(raw["status"]),
-            cost=PrivacyAmount.parse(raw["cost"]),
-            progress=_progress(raw.get("progress")),
-            error=raw.get("error"),
-            raw=raw,
-        )
-
-
-def _eigenvalues(raw: dict[str, Any]) -> FloatArray | None:
-    values = raw.get("eigenvalues")
-    return None if values is None else np.asarray(values, dtype=np.float64)
+    @staticmethod
+    def _nested(raw: dict[str, Any]) -> dict[str, Any]:
+        progress = raw.get("progress")
+        done = None if progress is None else Progress(done=int(progress["done"]), total=int(progress["total"]))
+        return {"cost": PrivacyAmount.parse(raw["cost"]), "progress": done}
 
 
 @dataclass(frozen=True)
-class JobResult:
-    """A succeeded job's result (``JobResultView``).
+class Job(_Run):
+    """A job (``JobView``)."""
 
-    ``basis`` is d × k with orthonormal columns, as the service releases it (most important
-    first); ``components`` is the same as k × d rows, scikit-learn's orientation.
-    """
+    dataset_id: str = ""
 
-    job_id: str
+
+@dataclass(frozen=True)
+class Study(_Run):
+    """A study (``StudyView``)."""
+
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class _Release(_Model):
+    """What job and study results share. ``basis`` is d × k with orthonormal columns, as the
+    service releases it (most important first); ``components`` is the same as k × d rows,
+    scikit-learn's orientation."""
+
     basis: FloatArray
     eigenvalues: FloatArray | None
     cost: PrivacyAmount
-    released: dict[str, Any] | None
-    raw: dict[str, Any] = field(repr=False, compare=False)
 
     @property
     def components(self) -> FloatArray:
         return self.basis.T
 
-    @classmethod
-    def parse(cls, raw: dict[str, Any]) -> JobResult:
-        return cls(
-            job_id=str(raw["job_id"]),
-            basis=_basis(raw),
-            eigenvalues=_eigenvalues(raw),
-            cost=PrivacyAmount.parse(raw["cost"]),
-            released=raw.get("released"),
-            raw=raw,
-        )
-
-
-def _basis(raw: dict[str, Any]) -> FloatArray:
-    """The JSON basis (k columns of d numbers) as a d × k array."""
-    columns = np.asarray(raw["basis"], dtype=np.float64).reshape(int(raw["n_components"]), int(raw["n_features"]))
-    return np.ascontiguousarray(columns.T)
+    @staticmethod
+    def _nested(raw: dict[str, Any]) -> dict[str, Any]:
+        # The JSON basis is k columns of d numbers.
+        columns = np.asarray(raw["basis"], dtype=np.float64).reshape(int(raw["n_components"]), int(raw["n_features"]))
+        values = raw.get("eigenvalues")
+        return {
+            "basis": np.ascontiguousarray(columns.T),
+            "eigenvalues": None if values is None else np.asarray(values, dtype=np.float64),
+            "cost": PrivacyAmount.parse(raw["cost"]),
+        }
 
 
 @dataclass(frozen=True)
-class Study:
-    """A study (``StudyView``)."""
+class JobResult(_Release):
+    """A succeeded job's result (``JobResultView``); ``released`` holds its other DP releases."""
 
-    id: str
-    name: str
-    algorithm: str
-    status: str
-    cost: PrivacyAmount
-    progress: Progress | None
-    error: str | None
-    raw: dict[str, Any] = field(repr=False, compare=False)
-
-    @property
-    def finished(self) -> bool:
-        return self.status in TERMINAL
-
-    @classmethod
-    def parse(cls, raw: dict[str, Any]) -> Study:
-        return cls(
-            id=str(raw["id"]),
-            name=str(raw["name"]),
-            algorithm=str(raw["algorithm"]),
-            status=str(raw["status"]),
-            cost=PrivacyAmount.parse(raw["cost"]),
-            progress=_progress(raw.get("progress")),
-            error=raw.get("error"),
-            raw=raw,
-        )
+    job_id: str = ""
+    released: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
-class StudyCreated:
+class StudyResult(_Release):
+    """A succeeded study's result (``StudyResultView``), with the sites that survived."""
+
+    study_id: str = ""
+    survivors: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class StudyCreated(_Model):
     """A new study and its sites' tokens (``StudyCreated``), ``{site name: token}``; the
     tokens are shown once."""
 
     study: Study
     tokens: dict[str, str]
-    raw: dict[str, Any] = field(repr=False, compare=False)
 
     @property
     def id(self) -> str:
         return self.study.id
 
-    @classmethod
-    def parse(cls, raw: dict[str, Any]) -> StudyCreated:
-        return cls(
-            study=Study.parse(raw["study"]),
-            tokens={str(s["name"]): str(s["token"]) for s in raw["sites"]},
-            raw=raw,
-        )
+    @staticmethod
+    def _nested(raw: dict[str, Any]) -> dict[str, Any]:
+        return {"study": Study.parse(raw["study"]), "tokens": {str(s["name"]): str(s["token"]) for s in raw["sites"]}}
 
 
 @dataclass(frozen=True)
-class StudyResult:
-    """A succeeded study's result (``StudyResultView``), oriented as :class:`JobResult`."""
-
-    study_id: str
-    basis: FloatArray
-    eigenvalues: FloatArray | None
-    cost: PrivacyAmount
-    survivors: list[str]
-    raw: dict[str, Any] = field(repr=False, compare=False)
-
-    @property
-    def components(self) -> FloatArray:
-        return self.basis.T
-
-    @classmethod
-    def parse(cls, raw: dict[str, Any]) -> StudyResult:
-        return cls(
-            study_id=str(raw["study_id"]),
-            basis=_basis(raw),
-            eigenvalues=_eigenvalues(raw),
-            cost=PrivacyAmount.parse(raw["cost"]),
-            survivors=[str(s) for s in raw["survivors"]],
-            raw=raw,
-        )
-
-
-@dataclass(frozen=True)
-class Plan:
+class Plan(_Model):
     """What a job would cost and how noisy it would be (``PlanView``)."""
 
     requested: PrivacyAmount
@@ -320,15 +229,12 @@ class Plan:
     remaining: PrivacyAmount | None
     fits_budget: bool | None
     noise: list[dict[str, Any]]
-    raw: dict[str, Any] = field(repr=False, compare=False)
 
-    @classmethod
-    def parse(cls, raw: dict[str, Any]) -> Plan:
-        return cls(
-            requested=PrivacyAmount.parse(raw["requested"]),
-            cost=_amount(raw.get("cost")),
-            remaining=_amount(raw.get("remaining")),
-            fits_budget=raw.get("fits_budget"),
-            noise=list(raw.get("noise", [])),
-            raw=raw,
-        )
+    @staticmethod
+    def _nested(raw: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "requested": PrivacyAmount.parse(raw["requested"]),
+            "cost": _amount(raw.get("cost")),
+            "remaining": _amount(raw.get("remaining")),
+            "noise": list(raw.get("noise", [])),
+        }
