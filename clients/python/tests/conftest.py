@@ -14,6 +14,7 @@ import os
 import uuid
 from collections.abc import Callable, Iterator
 
+import httpx
 import numpy as np
 import pytest
 
@@ -68,3 +69,22 @@ def rows(n: int, d: int, seed: int) -> np.ndarray:
 @pytest.fixture
 def make_rows() -> Callable[[int, int, int], np.ndarray]:
     return rows
+
+
+Faked = Callable[[list[httpx.Response]], tuple[privpca.Client, list[httpx.Request]]]
+
+
+@pytest.fixture
+def faked() -> Faked:
+    """A client whose wire answers the given responses in turn, and the requests it saw."""
+
+    def make(answers: list[httpx.Response]) -> tuple[privpca.Client, list[httpx.Request]]:
+        seen: list[httpx.Request] = []
+
+        def handler(request: httpx.Request) -> httpx.Response:
+            seen.append(request)
+            return answers[len(seen) - 1]
+
+        return privpca.Client("http://test.invalid", "key", transport=httpx.MockTransport(handler)), seen
+
+    return make

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 
+import httpx
 import numpy as np
 import pytest
 
@@ -119,3 +120,20 @@ def test_algorithms_and_health(client):
     names = {a["name"] for a in client.algorithms()}
     assert {"exact", "noisy_power"} <= names
     assert client.health()["status"] == "ok"
+
+
+def test_study_result_orientation(faked):
+    # A succeeded study needs running sites (`privpca site`); its result's shape is checked on a
+    # faked answer instead: k = 2 columns of d = 3 numbers.
+    cost = {"rho": 0.1, "delta": 0.0, "epsilon": 1.9, "epsilon_at_delta": 1e-6}
+    answer = {
+        "study_id": "s", "n_features": 3, "n_components": 2, "basis": [[1.0, 0.0, 0.0], [0.0, 0.6, 0.8]],
+        "eigenvalues": [4.0, 1.0], "cost": cost, "survivors": ["north", "south"], "rounds": [],
+    }
+    client, seen = faked([httpx.Response(200, json=answer)])
+    result = client.study_result("s")
+    assert seen[0].url.path == "/v1/studies/s/result"
+    np.testing.assert_array_equal(result.basis, [[1.0, 0.0], [0.0, 0.6], [0.0, 0.8]])
+    np.testing.assert_array_equal(result.components[1], [0.0, 0.6, 0.8])
+    assert result.survivors == ["north", "south"] and result.cost.rho == 0.1
+    assert list(result.eigenvalues) == [4.0, 1.0]

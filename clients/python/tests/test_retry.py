@@ -49,52 +49,42 @@ def test_rate_limited_is_raised_when_retries_run_out(limited, make_rows):
     assert refused.value.retry_after >= 1
 
 
-def _faked(answers: list[httpx.Response]) -> tuple[privpca.Client, list[httpx.Request]]:
-    seen: list[httpx.Request] = []
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        seen.append(request)
-        return answers[len(seen) - 1]
-
-    return privpca.Client("http://test.invalid", "key", transport=httpx.MockTransport(handler)), seen
-
-
 def _problem(status: int, slug: str, **headers: str) -> httpx.Response:
     body = {"type": f"urn:privpca:problem:{slug}", "title": slug, "status": status, "detail": slug}
     return httpx.Response(status, json=body, headers={"Content-Type": "application/problem+json", **headers})
 
 
-def test_503_is_retried_and_the_idempotency_key_is_kept():
+def test_503_is_retried_and_the_idempotency_key_is_kept(faked):
     job = {
         "id": "j", "dataset_id": "d", "algorithm": "exact", "status": "queued", "params": {}, "config": {},
         "privacy": {}, "refunded": False, "cancel_requested": False, "created_at": "now",
         "cost": {"rho": 0.0, "delta": 0.0, "epsilon": 0.0, "epsilon_at_delta": 1e-6},
     }
-    client, seen = _faked([_problem(503, "unavailable", **{"Retry-After": "0"}), httpx.Response(202, json=job)])
+    client, seen = faked([_problem(503, "unavailable", **{"Retry-After": "0"}), httpx.Response(202, json=job)])
     assert client.submit_job("d", "exact", {"k": 1}).id == "j"
     assert len(seen) == 2
     keys = {r.headers["Idempotency-Key"] for r in seen}
     assert len(keys) == 1, "a retried submission must reuse its Idempotency-Key"
 
 
-def test_retries_give_up_with_the_typed_error():
+def test_retries_give_up_with_the_typed_error(faked):
     answers = [_problem(503, "queue-full", **{"Retry-After": "0"})] * 3
-    client, seen = _faked(answers)
+    client, seen = faked(answers)
     client.max_retries = 2
     with pytest.raises(privpca.QueueFull):
         client.get_job("j")
     assert len(seen) == 3
 
 
-def test_a_retry_after_longer_than_allowed_is_not_waited():
-    client, seen = _faked([_problem(429, "rate-limited", **{"Retry-After": "3600"})])
+def test_a_retry_after_longer_than_allowed_is_not_waited(faked):
+    client, seen = faked([_problem(429, "rate-limited", **{"Retry-After": "3600"})])
     with pytest.raises(privpca.RateLimited) as refused:
         client.get_job("j")
     assert refused.value.retry_after == 3600 and len(seen) == 1
 
 
-def test_retry_after_as_an_http_date_and_unknown_problem_types():
-    client, _ = _faked([_problem(429, "rate-limited", **{"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}), _problem(418, "teapot")])
+def test_retry_after_as_an_http_date_and_unknown_problem_types(faked):
+    client, _ = faked([_problem(429, "rate-limited", **{"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}), _problem(418, "teapot")])
     client.max_retries = 1
     with pytest.raises(privpca.ApiError) as other:
         client.get_job("j")
