@@ -1,0 +1,102 @@
+"""privpca: a Python client for the privpca service (private PCA as a service).
+
+``privpca.Client`` covers the whole API (datasets, jobs, the ledger, ``plan``, studies) and
+``privpca.PrivatePCA`` is a scikit-learn estimator backed by it (needs the ``sklearn`` extra).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .client import Client
+from .errors import (
+    AlreadyReceived,
+    ApiError,
+    BudgetExceeded,
+    Conflict,
+    Forbidden,
+    IdempotencyKeyReused,
+    InternalError,
+    JobFailed,
+    MalformedRequest,
+    MethodNotAllowed,
+    NotAcceptable,
+    NotFound,
+    PayloadTooLarge,
+    PrivpcaError,
+    QueueFull,
+    RateLimited,
+    RequestTimeout,
+    Unauthorized,
+    Unavailable,
+    UnsupportedMediaType,
+    ValidationError,
+    WaitTimeout,
+)
+from .models import (
+    Budget,
+    Dataset,
+    Job,
+    JobResult,
+    Ledger,
+    LedgerEntry,
+    Plan,
+    PrivacyAmount,
+    Progress,
+    Study,
+    StudyCreated,
+    StudyResult,
+)
+
+if TYPE_CHECKING:
+    from .estimator import PrivatePCA
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AlreadyReceived",
+    "ApiError",
+    "Budget",
+    "BudgetExceeded",
+    "Client",
+    "Conflict",
+    "Dataset",
+    "Forbidden",
+    "IdempotencyKeyReused",
+    "InternalError",
+    "Job",
+    "JobFailed",
+    "JobResult",
+    "Ledger",
+    "LedgerEntry",
+    "MalformedRequest",
+    "MethodNotAllowed",
+    "NotAcceptable",
+    "NotFound",
+    "PayloadTooLarge",
+    "Plan",
+    "PrivacyAmount",
+    "PrivatePCA",
+    "PrivpcaError",
+    "Progress",
+    "QueueFull",
+    "RateLimited",
+    "RequestTimeout",
+    "Study",
+    "StudyCreated",
+    "StudyResult",
+    "Unauthorized",
+    "Unavailable",
+    "UnsupportedMediaType",
+    "ValidationError",
+    "WaitTimeout",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # The estimator needs scikit-learn, an optional extra: imported on first use only.
+    if name == "PrivatePCA":
+        from .estimator import PrivatePCA
+
+        return PrivatePCA
+    raise AttributeError(f"module 'privpca' has no attribute {name!r}")

@@ -1,0 +1,240 @@
+"""What the service answers, as small typed objects.
+
+Each object keeps the fields a Python user reaches for as attributes (ids, status, budget
+amounts, results as numpy arrays) and the whole JSON answer as ``raw``, so nothing the
+contract (``openapi/openapi.json``) adds later is lost. A field takes the JSON member of the
+same name; ``_nested`` parses the ones that are objects or arrays.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
+
+TERMINAL = frozenset({"succeeded", "failed", "cancelled"})
+
+ModelT = TypeVar("ModelT", bound="_Model")
+
+
+@dataclass(frozen=True)
+class _Model:
+    """An answer of the service: its typed fields and the whole JSON as ``raw``."""
+
+    raw: dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def parse(cls: type[ModelT], raw: dict[str, Any]) -> ModelT:
+        plain = {f.name: raw.get(f.name) for f in fields(cls) if f.name != "raw"}
+        return cls(**{**plain, **cls._nested(raw), "raw": raw})
+
+    @staticmethod
+    def _nested(raw: dict[str, Any]) -> dict[str, Any]:
+        """The fields that are not plain JSON members, parsed."""
+        return {}
+
+
+@dataclass(frozen=True)
+class PrivacyAmount(_Model):
+    """An amount of privacy as zCDP ``rho`` and as (``epsilon``, ``delta``) (``PrivacyAmount``)."""
+
+    rho: float
+    delta: float
+    epsilon: float
+    epsilon_at_delta: float
+
+
+def _amount(raw: dict[str, Any] | None) -> PrivacyAmount | None:
+    return None if raw is None else PrivacyAmount.parse(raw)
+
+
+@dataclass(frozen=True)
+class Budget(_Model):
+    """A dataset's budget state (``BudgetView``): ``total``, ``spent`` and ``remaining``."""
+
+    stated: dict[str, Any]
+    total: PrivacyAmount
+    spent: PrivacyAmount
+    remaining: PrivacyAmount
+    rule: str
+
+    @staticmethod
+    def _nested(raw: dict[str, Any]) -> dict[str, Any]:
+        return {name: PrivacyAmount.parse(raw[name]) for name in ("total", "spent", "remaining")}
+
+
+def _budget(raw: dict[str, Any] | None) -> Budget | None:
+    return None if raw is None else Budget.parse(raw)
+
+
+@dataclass(frozen=True)
+class Dataset(_Model):
+    """A dataset's metadata and budget state (``DatasetView``); ``budget`` is ``None`` on
+    public datasets."""
+
+    id: str
+    name: str
+    kind: str
+    relation: str
+    public: bool
+    status: str
+    n_samples: int | None
+    n_features: int | None
+    row_norm_bound: float | None
+    budget: Budget | None
+
+    @staticmethod
+    def _nested(raw: dict[str, Any]) -> dict[str, Any]:
+        return {"budget": _budget(raw.get("budget"))}
+
+
+@dataclass(frozen=True)
+class LedgerEntry(_Model):
+    """One charge or refund (``LedgerEntryView``)."""
+
+    id: int
+    entry: str
+    rho: float
+    delta: float
+    job_id: str | None
+    algorithm: str | None
+    created_at: str
+
+
+@dataclass(frozen=True)
+class Ledger(_Model):
+    """A dataset's ledger (``LedgerView``)."""
+
+    dataset_id: str
+    entries: list[LedgerEntry]
+    budget: Budget | None
+
+    @staticmethod
+    def _nested(raw: dict[str, Any]) -> dict[str, Any]:
+        return {"entries": [LedgerEntry.parse(e) for e in raw["entries"]], "budget": _budget(raw.get("budget"))}
+
+
+@dataclass(frozen=True)
+class Progress:
+    done: int
+    total: int
+
+
+@dataclass(frozen=True)
+class _Run(_Model):
+    """What jobs and studies share: an id, the algorithm, a status, a cost and progress."""
+
+    id: str
+    algorithm: str
+    status: str
+    cost: PrivacyAmount
+    progress: Progress | None
+    error: str | None
+
+    @property
+    def finished(self) -> bool:
+        """True once the status is terminal (``succeeded``, ``failed`` or ``cancelled``)."""
+        return self.status in TERMINAL
+
+    @staticmethod
+    def _nested(raw: dict[str, Any]) -> dict[str, Any]:
+        progress = raw.get("progress")
+        done = None if progress is None else Progress(done=int(progress["done"]), total=int(progress["total"]))
+        return {"cost": PrivacyAmount.parse(raw["cost"]), "progress": done}
+
+
+@dataclass(frozen=True)
+class Job(_Run):
+    """A job (``JobView``)."""
+
+    dataset_id: str = ""
+
+
+@dataclass(frozen=True)
+class Study(_Run):
+    """A study (``StudyView``)."""
+
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class _Release(_Model):
+    """What job and study results share. ``basis`` is d × k with orthonormal columns, as the
+    service releases it (most important first); ``components`` is the same as k × d rows,
+    scikit-learn's orientation."""
+
+    basis: FloatArray
+    eigenvalues: FloatArray | None
+    cost: PrivacyAmount
+
+    @property
+    def components(self) -> FloatArray:
+        return self.basis.T
+
+    @staticmethod
+    def _nested(raw: dict[str, Any]) -> dict[str, Any]:
+        # The JSON basis is k columns of d numbers.
+        columns = np.asarray(raw["basis"], dtype=np.float64).reshape(int(raw["n_components"]), int(raw["n_features"]))
+        values = raw.get("eigenvalues")
+        return {
+            "basis": np.ascontiguousarray(columns.T),
+            "eigenvalues": None if values is None else np.asarray(values, dtype=np.float64),
+            "cost": PrivacyAmount.parse(raw["cost"]),
+        }
+
+
+@dataclass(frozen=True)
+class JobResult(_Release):
+    """A succeeded job's result (``JobResultView``); ``released`` holds its other DP releases."""
+
+    job_id: str = ""
+    released: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class StudyResult(_Release):
+    """A succeeded study's result (``StudyResultView``), with the sites that survived."""
+
+    study_id: str = ""
+    survivors: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class StudyCreated(_Model):
+    """A new study and its sites' tokens (``StudyCreated``), ``{site name: token}``; the
+    tokens are shown once."""
+
+    study: Study
+    tokens: dict[str, str]
+
+    @property
+    def id(self) -> str:
+        return self.study.id
+
+    @staticmethod
+    def _nested(raw: dict[str, Any]) -> dict[str, Any]:
+        return {"study": Study.parse(raw["study"]), "tokens": {str(s["name"]): str(s["token"]) for s in raw["sites"]}}
+
+
+@dataclass(frozen=True)
+class Plan(_Model):
+    """What a job would cost and how noisy it would be (``PlanView``)."""
+
+    requested: PrivacyAmount
+    cost: PrivacyAmount | None
+    remaining: PrivacyAmount | None
+    fits_budget: bool | None
+    noise: list[dict[str, Any]]
+
+    @staticmethod
+    def _nested(raw: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "requested": PrivacyAmount.parse(raw["requested"]),
+            "cost": _amount(raw.get("cost")),
+            "remaining": _amount(raw.get("remaining")),
+            "noise": list(raw.get("noise", [])),
+        }
