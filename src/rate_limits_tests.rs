@@ -8,13 +8,18 @@ fn limits(per_minute: u32, burst: u32) -> RateLimits {
     RateLimits::from_config(&config)
 }
 
+/// `times` checks of `action` by `tenant` in a row all pass.
+fn assert_admits(limits: &RateLimits, action: Action, tenant: Uuid, times: usize) {
+    for _ in 0..times {
+        limits.check(action, tenant).unwrap();
+    }
+}
+
 #[test]
 fn a_burst_passes_then_the_next_waits_for_the_rate() {
     let limits = limits(6, 3);
     let tenant = Uuid::new_v4();
-    for _ in 0..3 {
-        limits.check(Action::Submission, tenant).unwrap();
-    }
+    assert_admits(&limits, Action::Submission, tenant, 3);
     let refused = limits.check(Action::Submission, tenant).unwrap_err();
     assert_eq!(refused.kind, ErrorKind::RateLimited);
     // 6 per minute: one token every 10 s.
@@ -30,16 +35,12 @@ fn tenants_and_actions_have_their_own_buckets() {
     assert!(limits.check(Action::Submission, a).is_err());
     limits.check(Action::Submission, b).unwrap();
     // Uploads are unlimited here (rate 0).
-    for _ in 0..100 {
-        limits.check(Action::Upload, a).unwrap();
-    }
+    assert_admits(&limits, Action::Upload, a, 100);
 }
 
 #[test]
 fn zero_rate_is_unlimited() {
     let limits = limits(0, 1);
     let tenant = Uuid::new_v4();
-    for _ in 0..1000 {
-        limits.check(Action::Submission, tenant).unwrap();
-    }
+    assert_admits(&limits, Action::Submission, tenant, 1000);
 }

@@ -34,6 +34,13 @@ fn env(dir: &Path) -> Vec<(&'static str, String)> {
     ]
 }
 
+/// Submits `body` and waits (up to `limit`) until the job has succeeded; its id.
+async fn succeeded(base: &str, key: &str, body: Value, limit: Duration) -> String {
+    let id = submit(base, key, body).await;
+    wait_for(base, key, &id, &["succeeded"], limit).await;
+    id
+}
+
 /// A job submission body.
 fn job(dataset: &str, algorithm: &str, params: Value, rho: f64) -> Value {
     json!({ "dataset_id": dataset, "algorithm": algorithm, "params": params, "privacy": { "rho": rho } })
@@ -50,13 +57,8 @@ async fn a_sigkill_mid_job_fails_that_job_at_restart_and_keeps_the_ledger_intact
     let limit = Duration::from_secs(120);
 
     // A finished job, whose result must survive the crash unchanged.
-    let done = submit(
-        &server.base,
-        &key,
-        job(&dataset, "analyze_gauss", json!({ "k": 2 }), 0.1),
-    )
-    .await;
-    wait_for(&server.base, &key, &done, &["succeeded"], limit).await;
+    let first = job(&dataset, "analyze_gauss", json!({ "k": 2 }), 0.1);
+    let done = succeeded(&server.base, &key, first, limit).await;
     let result_path = format!("/v1/jobs/{done}/result");
     let (status, result_before) = get(&format!("{}{result_path}", server.base), &key).await;
     assert_eq!(status, 200, "{result_before}");
@@ -137,13 +139,8 @@ async fn a_sigkill_mid_job_fails_that_job_at_restart_and_keeps_the_ledger_intact
     let over = job(&dataset, "analyze_gauss", json!({ "k": 2 }), 0.600_000_1);
     let (status, refused) = post(&format!("{}/v1/jobs", server.base), &key, over).await;
     assert_eq!(status, 409, "{refused}");
-    let last = submit(
-        &server.base,
-        &key,
-        job(&dataset, "analyze_gauss", json!({ "k": 2 }), 0.6),
-    )
-    .await;
-    wait_for(&server.base, &key, &last, &["succeeded"], limit).await;
+    let rest = job(&dataset, "analyze_gauss", json!({ "k": 2 }), 0.6);
+    succeeded(&server.base, &key, rest, limit).await;
 
     // The earlier result is unchanged.
     let (status, result_after) = get(&format!("{}{result_path}", server.base), &key).await;

@@ -8,7 +8,7 @@ use crate::algorithms::DynAlgorithm;
 use crate::algorithms::testing::{
     AR, RO, assert_basis_contract, assert_errors_fall, assert_fails_cleanly, assert_invalid_fields,
     assert_object_errors, assert_run_fails, ctx, exact_top, input_and_dense, invalid_field, k_out_of_range,
-    rejected, ro, run_audited, spiked_matrix, spiked_records, target,
+    on_every_relation, rejected, ro, run_audited, spiked_matrix, spiked_records, target,
 };
 use crate::linalg::subspace::sin_theta;
 use crate::linalg::{Matrix, sym_eig};
@@ -104,25 +104,21 @@ fn every_kind_and_relation_is_supported() {
 #[test]
 fn output_is_orthonormal_sorted_and_converges() {
     let (d, n, k) = (20, 200, 3);
-    let xt = spiked_records(31, d, n, &[9.0, 6.0, 4.0], 0.3, 4.0);
-    let a = spiked_matrix(32, d, &[50.0, 30.0, 20.0], 0.2);
-    for neighbours in [AR, RO, EN] {
-        let (input, dense) = input_and_dense(&neighbours, &xt, &a);
-        let c = ctx(d, Some(n), neighbours);
+    on_every_relation((31, 32), d, n, |neighbours, input, dense, c| {
         let mut errors = Vec::new();
         for rho in [1e-3, 1e-1, 10.0, 1e3, 1e12] {
             let config = AnalyzeGauss
-                .configure(AnalyzeGaussParams { k }, &c, &target(rho))
+                .configure(AnalyzeGaussParams { k }, c, &target(rho))
                 .expect("valid");
-            let (out, _) = run_audited(&AnalyzeGauss, input, &config, &c, 33);
+            let (out, _) = run_audited(&AnalyzeGauss, input, &config, c, 33);
             let out = out.expect("run");
             assert_basis_contract(&out.basis, d, k);
             let values = out.eigenvalues.expect("released");
             assert!(values.windows(2).all(|w| w[0] >= w[1]), "{values:?}");
-            errors.push(sin_theta(&out.basis, &exact_top(&dense, k)));
+            errors.push(sin_theta(&out.basis, &exact_top(dense, k)));
         }
         assert_errors_fall(&errors, 0.5, 1e-3, neighbours);
-    }
+    });
 }
 
 /// Audits the noise against σ = Δ/sqrt(2ρ) computed here from the spec (Δ = β², √2β², u),

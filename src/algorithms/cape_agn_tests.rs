@@ -402,22 +402,26 @@ fn stage2_messages_are_projections_of_a_lattice_release() {
     let lattice = CapeLattice::new(&noise, len3).unwrap();
     let h = lattice.grid();
     let selection = Matrix::from_fn(d, k, |i, j| if i == 2 * j { 1.0 } else { 0.0 });
-    let ((message, seeds), audit) = with_audited_env(5, |env| {
-        let seeds = StageSeeds::fresh(sites, env);
-        let m = stage2_message(
-            &xt,
-            Model::Mog,
-            0.05,
-            &selection,
-            1,
-            &seeds.of(1, sites),
-            &seeds.aggregator()[&1],
-            &noise,
-            env,
-        )
-        .unwrap();
-        (m, seeds)
-    });
+    // Site 1's stage-2 message through `w`, with fresh seeds from the environment on seed 5.
+    let site_one_message = |w: &Matrix| {
+        with_audited_env(5, |env| {
+            let seeds = StageSeeds::fresh(sites, env);
+            let m = stage2_message(
+                &xt,
+                Model::Mog,
+                0.05,
+                w,
+                1,
+                &seeds.of(1, sites),
+                &seeds.aggregator()[&1],
+                &noise,
+                env,
+            )
+            .unwrap();
+            (m, seeds)
+        })
+    };
+    let ((message, seeds), audit) = site_one_message(&selection);
     assert_eq!(message.len(), packed_len(k));
     for v in &message {
         assert_eq!((v / h).fract(), 0.0, "{v} is not on the grid {h}");
@@ -442,21 +446,7 @@ fn stage2_messages_are_projections_of_a_lattice_release() {
     // Through a general W it is the projection of that same lattice vector (the same seeds
     // and generator state give the same E, F, G).
     let w = Matrix::from_fn(d, k, |_, _| StandardNormal.sample(&mut rng));
-    let (general, _) = with_audited_env(5, |env| {
-        let seeds = StageSeeds::fresh(sites, env);
-        stage2_message(
-            &xt,
-            Model::Mog,
-            0.05,
-            &w,
-            1,
-            &seeds.of(1, sites),
-            &seeds.aggregator()[&1],
-            &noise,
-            env,
-        )
-        .unwrap()
-    });
+    let ((general, _), _) = site_one_message(&w);
     let projected = project_packed(&rebuilt, d, &w).unwrap();
     for (a, b) in general.iter().zip(&projected) {
         assert!((a - b).abs() <= 1e-12 * b.abs().max(h), "{a} vs {b}");

@@ -9,10 +9,11 @@ use serde_json::json;
 
 use super::*;
 use crate::algorithms::testing::{
-    ar, assert_basis_contract, assert_cancellation_stops_the_noise, assert_errors_fall, assert_fails_cleanly,
-    assert_invalid_fields, assert_matches_exact, assert_object_errors, assert_registry_matches_direct, ctx,
-    exact_top, gaussian, input_for, invalid_field, mean_sin_theta, rejected, ro, run_audited,
-    run_with_progress, seeded, spiked_matrix, spiked_records, target,
+    ar, assert_basis_contract, assert_cancellation_stops_the_noise, assert_draws_calibrated,
+    assert_errors_fall, assert_fails_cleanly, assert_invalid_fields, assert_k_required_and_unknown_refused,
+    assert_matches_exact, assert_recorded_scale, assert_registry_matches_direct, ctx, exact_top, gaussian,
+    input_for, invalid_field, mean_sin_theta, rejected, ro, run_audited, run_with_progress, seeded,
+    spiked_matrix, spiked_records, spiked_with_ctx, target,
 };
 use crate::algorithms::{DynAlgorithm, find};
 use crate::dataset::Neighbours;
@@ -98,6 +99,12 @@ fn data(neighbours: Neighbours, d: usize, n: usize, seed: u64) -> (Matrix, Matri
             (xt, gram)
         }
     }
+}
+
+/// [`data`], with the context of the dataset it stands for (n public).
+fn data_in_ctx(neighbours: Neighbours, d: usize, n: usize, seed: u64) -> (Matrix, Matrix, DataContext) {
+    let (m, dense) = data(neighbours, d, n, seed);
+    (m, dense, ctx(d, Some(n), neighbours))
 }
 
 #[path = "coherent_power_tests/audit.rs"]

@@ -6,9 +6,10 @@ use serde_json::json;
 use super::*;
 use crate::algorithms::DynAlgorithm;
 use crate::algorithms::testing::{
-    assert_basis_contract, assert_errors_fall, assert_invalid_fields, assert_mismatched_inputs_fail,
-    assert_registry_matches_direct, assert_replace_one_records_only, assert_run_fails, ctx, exact_top,
-    k_out_of_range, rejected_field, ro, run_on_records, run_with_progress, sign_spiked_records, target,
+    assert_audit_catches_under_noise, assert_bad_inputs_fail, assert_basis_contract,
+    assert_converges_on_records, assert_errors_fall, assert_invalid_k_and_fields,
+    assert_registry_matches_direct, assert_replace_one_records_only, ctx, exact_top, rejected_field, ro,
+    run_on_records, run_with_progress, schema_listing, sign_spiked_records, target,
 };
 use crate::linalg::subspace::{captured_energy, sin_theta};
 use crate::linalg::{Vector, gram_t, sym_eig};
@@ -150,11 +151,11 @@ fn defaults_are_filled_in() {
 #[test]
 fn invalid_parameters_name_their_field() {
     let c = ctx(10, Some(100), RO);
-    assert_invalid_fields(
+    assert_invalid_k_and_fields(
         &DpOja,
         &c,
         &target(1.0),
-        k_out_of_range(10).into_iter().chain([
+        [
             (json!({"k": 2, "gradient_clip": 0.0}), "params.gradient_clip"),
             (json!({"k": 2, "gradient_clip": -1.0}), "params.gradient_clip"),
             (json!({"k": 2, "gradient_clip": "big"}), "params.gradient_clip"),
@@ -174,7 +175,7 @@ fn invalid_parameters_name_their_field() {
                 json!({"k": 2, "estimate_share": 0.1, "learning_rate": {"offset": 1.0, "slope": 1.0}}),
                 "params.estimate_share",
             ),
-        ]),
+        ],
     );
     let e = DpOja
         .prepare(json!({"k": 2, "step_size": 3}), &c, &target(1.0))
@@ -218,12 +219,7 @@ fn converges_to_the_exact_subspace_at_huge_budget() {
     let xt = sign_spiked_records(21, d, n, &[10.0, 5.0], 0.3, BETA);
     let c = ctx(d, Some(n), RO);
     let config = DpOja.configure(params(k), &c, &target(1e12)).expect("valid");
-    let (out, _) = run_on_records(&DpOja, &xt, &config, &c, 22);
-    let out = out.expect("run");
-    assert_basis_contract(&out.basis, d, k);
-    assert!(out.eigenvalues.is_none());
-    let err = sin_theta(&out.basis, &exact_top(&gram_t(&xt), k));
-    assert!(err < 0.05, "sin θ = {err}");
+    assert_converges_on_records(&DpOja, &xt, &config, &c, k, 22, 0.05);
 }
 
 #[test]
@@ -284,12 +280,11 @@ fn mismatched_input_fails_cleanly() {
         ctx(d - 1, Some(n), RO),
         ctx(d, None, Neighbours::Entry { u: 1.0 }),
     ];
-    assert_mismatched_inputs_fail(&DpOja, &xt, &config, &c, mismatched);
     let bad = DpOjaConfig {
         noise_multiplier: 0.0,
-        ..config
+        ..config.clone()
     };
-    assert_run_fails(&DpOja, DataInput::Records { xt: (&xt).into() }, &bad, &c);
+    assert_bad_inputs_fail(&DpOja, &xt, &config, &bad, &c, mismatched);
 }
 
 #[test]
@@ -384,15 +379,10 @@ fn audit_estimate(factor: f64) -> Result<(), String> {
     check_gaussian_scale(&values, s_e)
 }
 
+/// The estimate's noise matches the spec, and 0.85 of it fails the same audit.
 #[test]
-fn estimate_noise_matches_spec() {
-    let result = audit_estimate(1.0);
-    assert!(result.is_ok(), "{result:?}");
-}
-
-#[test]
-fn under_noised_estimate_fails_the_audit() {
-    assert!(audit_estimate(0.85).is_err(), "under-noising went unnoticed");
+fn estimate_noise_matches_spec_and_under_noise_fails_the_audit() {
+    assert_audit_catches_under_noise(audit_estimate, 0.85);
 }
 
 /// Hoffman–Wielandt on random neighbours: the sorted eigenvalues of XᵀX/n move by at most
@@ -489,17 +479,13 @@ fn info_describes_the_algorithm() {
     assert_eq!(info.relations, [Relation::ReplaceOne]);
     assert!(!info.public_only && info.source.contains("Alg. 3"));
     assert!(info.privacy.contains("1/(2a²)") && info.privacy.contains("√2·β²/n"));
-    let schema = crate::algorithms::parameters::schema_of::<DpOjaParams>();
-    assert_eq!(
-        crate::algorithms::parameters::property_names(&schema),
-        [
-            "batch_size",
-            "estimate_share",
-            "gradient_clip",
-            "k",
-            "learning_rate"
-        ]
-    );
+    let schema = schema_listing::<DpOjaParams>(&[
+        "batch_size",
+        "estimate_share",
+        "gradient_clip",
+        "k",
+        "learning_rate",
+    ]);
     assert_eq!(schema["required"], json!(["k"]));
 }
 
@@ -507,13 +493,10 @@ fn info_describes_the_algorithm() {
 /// for the vectors that the naive v·(c/‖v‖₂) leaves just outside.
 #[test]
 fn clipped_gradients_never_exceed_c_even_by_rounding() {
-    use crate::linalg::testing::{columns_beyond, naive_scaled_columns, rows_beyond};
+    use crate::linalg::testing::{adversarial_rows, columns_beyond};
     let (d, c) = (10, 36.0);
-    let rows = rows_beyond(d, 3000, c, 70);
-    assert!(
-        columns_beyond(&naive_scaled_columns(&rows, c), c) > 0,
-        "no adversarial vector"
-    );
+    let (rows, broken) = adversarial_rows(d, 3000, c, 70);
+    assert!(broken > 0, "no adversarial vector");
     let mut clipped = rows.clone();
     for mut col in clipped.column_iter_mut() {
         let mut v = Vector::from_iterator(d, col.iter().copied());

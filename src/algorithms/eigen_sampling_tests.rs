@@ -11,9 +11,10 @@ use crate::algorithms::bingham::tests::{
     check_concentration, check_uniform, pair_cos, pair_pit, uniform_to_laplace,
 };
 use crate::algorithms::testing::{
-    AR, EN, RO, ar, assert_basis_contract, assert_errors_fall, assert_fails_cleanly, assert_invalid_fields,
-    assert_object_errors, assert_run_fails, ctx, exact_top, gaussian, gaussian_vector, invalid_field,
-    k_out_of_range, rejected, ro, run_on_records, run_with_progress, seeded, spiked_records, target,
+    AR, EN, RO, ar, assert_basis_contract, assert_errors_fall, assert_fails_cleanly,
+    assert_invalid_k_and_fields, assert_object_errors, assert_recorded_scale, assert_run_fails, ctx,
+    exact_top, gaussian, gaussian_vector, invalid_field, rejected, ro, run_on_records, run_with_progress,
+    seeded, spiked_records, spiked_with_ctx, target,
 };
 use crate::linalg::subspace::sin_theta;
 use crate::linalg::{matmul, sym_eig, thin_qr_q};
@@ -225,11 +226,11 @@ fn defaults_and_noise_scales() {
 #[test]
 fn invalid_parameters_name_their_field() {
     let c = ctx(6, None, AR);
-    assert_invalid_fields(
+    assert_invalid_k_and_fields(
         &EigenSampling,
         &c,
         &target(1.0),
-        k_out_of_range(6).into_iter().chain([
+        [
             (json!({"k": "two"}), "params.k"),
             (json!({"k": -1}), "params.k"),
             (json!({"k": 2.5}), "params.k"),
@@ -246,7 +247,7 @@ fn invalid_parameters_name_their_field() {
                 json!({"k": 2, "eigenvalue_share": "half"}),
                 "params.eigenvalue_share",
             ),
-        ]),
+        ],
     );
     assert_object_errors(
         &EigenSampling,
@@ -382,8 +383,7 @@ fn eigenvalues_converge_are_sorted_and_optional() {
 #[test]
 fn full_rank_draws_all_but_the_last_vector() {
     let (d, n) = (5, 40);
-    let xt = spiked_records(66, d, n, &[4.0, 2.0], 0.5, 2.0);
-    let c = ctx(d, Some(n), AR);
+    let (xt, c) = spiked_with_ctx(66, (d, n), &[4.0, 2.0], 0.5, AR);
     let config = EigenSampling
         .configure(params(d, None), &c, &target(0.5))
         .expect("valid");
@@ -492,11 +492,7 @@ fn eigenvalue_noise_has_the_calibrated_scale() {
         let audit = audit_eigenvalues(neighbours, 1.0);
         assert_eq!(audit.draws, 4800);
         audit.check.unwrap_or_else(|e| panic!("{neighbours:?}: {e}"));
-        assert!(
-            audit.scale_excess < 1e-6,
-            "{neighbours:?}: recorded scale off by {:e}",
-            audit.scale_excess
-        );
+        assert_recorded_scale(audit.scale_excess, neighbours);
     }
 }
 

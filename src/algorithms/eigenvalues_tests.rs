@@ -5,7 +5,7 @@ use crate::algorithms::dp_oja::DpOja;
 use crate::algorithms::noisy_power::NoisyPower;
 use crate::algorithms::testing::{
     ar, assert_invalid_fields, ctx, invalid_field, rejected, ro, run_prepared_audited, spiked_matrix,
-    spiked_records, target, with_audited_env,
+    spiked_records, spiked_with_ctx, target, with_audited_env,
 };
 use crate::algorithms::{DynAlgorithm, Output, registry};
 use crate::linalg::{gram_t, thin_qr_q};
@@ -188,8 +188,7 @@ fn under_noised_eigenvalues_fail_the_audit() {
 #[test]
 fn with_eigenvalues_controls_the_output() {
     let (d, n) = (5, 300);
-    let xt = spiked_records(6, d, n, &[9.0, 3.0], 0.3, 2.0);
-    let c = ctx(d, Some(n), RO);
+    let (xt, c) = spiked_with_ctx(6, (d, n), &[9.0, 3.0], 0.3, RO);
     let input = DataInput::Records { xt: (&xt).into() };
     let cases = [
         (
@@ -218,8 +217,7 @@ fn with_eigenvalues_controls_the_output() {
 #[test]
 fn charged_eigenvalues_converge_to_the_rayleigh_quotients() {
     let (d, n) = (5, 300);
-    let xt = spiked_records(6, d, n, &[9.0, 3.0], 0.3, 2.0);
-    let c = ctx(d, Some(n), RO);
+    let (xt, c) = spiked_with_ctx(6, (d, n), &[9.0, 3.0], 0.3, RO);
     let p = DpOja
         .prepare(json!({"k": 2, "with_eigenvalues": true}), &c, &target(1e14))
         .unwrap();

@@ -7,8 +7,8 @@ use serde_json::json;
 use super::*;
 use crate::algorithms::DynAlgorithm;
 use crate::algorithms::testing::{
-    AR, EN, RO, assert_basis_contract, assert_invalid_fields, input_for, invalid_field, k_out_of_range,
-    rejected, run_audited, spiked_matrix, spiked_records, target,
+    AR, EN, RO, assert_basis_contract, assert_invalid_k_and_fields, input_for, invalid_field, rejected,
+    run_audited, spiked_matrix, spiked_records, target,
 };
 use crate::dataset::Neighbours;
 use crate::linalg::Matrix;
@@ -64,14 +64,14 @@ fn costs_nothing_on_public_data() {
 #[test]
 fn invalid_parameters_name_their_field() {
     let c = public(6, Some(10), AR);
-    assert_invalid_fields(
+    assert_invalid_k_and_fields(
         &Exact,
         &c,
         &target(1.0),
-        k_out_of_range(6).into_iter().chain([
+        [
             (json!({"k": 2, "center": "yes"}), "params.center"),
             (json!({"k": 2, "center": 1}), "params.center"),
-        ]),
+        ],
     );
     let e = rejected(&Exact, json!({"k": 2, "centre": true}), &c, 1.0);
     assert!(

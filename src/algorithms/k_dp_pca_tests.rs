@@ -5,10 +5,10 @@ use serde_json::json;
 use super::*;
 use crate::algorithms::DynAlgorithm;
 use crate::algorithms::testing::{
-    ar, assert_basis_contract, assert_invalid_fields, assert_mismatched_inputs_fail,
-    assert_registry_matches_direct, assert_replace_one_records_only, assert_run_fails, ctx, exact_top,
-    invalid_field, k_out_of_range, rejected_field, ro, run_on_records, run_with_progress,
-    sign_spiked_records,
+    ar, assert_audit_catches_under_noise, assert_bad_inputs_fail, assert_basis_contract,
+    assert_converges_on_records, assert_invalid_k_and_fields, assert_registry_matches_direct,
+    assert_replace_one_records_only, ctx, exact_top, invalid_field, rejected_field, ro, run_on_records,
+    run_with_progress, schema_listing, sign_spiked_records,
 };
 use crate::linalg::subspace::{captured_energy, sin_theta};
 use crate::linalg::{Matrix, gram_t};
@@ -255,11 +255,11 @@ fn defaults_and_explicit_values() {
 fn invalid_parameters_name_their_field() {
     let c = ctx(10, Some(10_000), RO);
     let t = target(2.0, 0.01);
-    assert_invalid_fields(
+    assert_invalid_k_and_fields(
         &KDpPca,
         &c,
         &t,
-        k_out_of_range(10).into_iter().chain([
+        [
             (json!({"k": 2, "batch_size": 1}), "params.batch_size"),
             (json!({"k": 2, "batch_size": 5001}), "params.batch_size"),
             (json!({"k": 2, "batch_size": 20}), "params.batch_size"),
@@ -298,7 +298,7 @@ fn invalid_parameters_name_their_field() {
                 "params.learning_rate",
             ),
             (json!({"k": "two"}), "params.k"),
-        ]),
+        ],
     );
     let e = KDpPca
         .prepare(json!({"k": 2, "steps": 3}), &c, &t)
@@ -342,12 +342,7 @@ fn converges_to_the_exact_subspace_at_huge_budget() {
     let config = KDpPca
         .configure(params(k), &c, &target(1e12, 1e-6))
         .expect("valid");
-    let (out, _) = run_on_records(&KDpPca, &xt, &config, &c, 2);
-    let out = out.expect("run");
-    assert_basis_contract(&out.basis, d, k);
-    assert!(out.eigenvalues.is_none());
-    let err = sin_theta(&out.basis, &exact_top(&gram_t(&xt), k));
-    assert!(err < 0.05, "sin θ = {err}");
+    assert_converges_on_records(&KDpPca, &xt, &config, &c, k, 2, 0.05);
 }
 
 /// The error shrinks as the budget grows: the mean sin θ over three datasets and seeds. (Single
@@ -422,12 +417,11 @@ fn mismatched_input_fails_cleanly() {
         ctx(d + 1, Some(n), RO),
         ctx(d, Some(n), ar(1.0, 2.0)),
     ];
-    assert_mismatched_inputs_fail(&KDpPca, &xt, &config, &c, mismatched);
     let bad = KDpPcaConfig {
         range_subsets: 51,
-        ..config
+        ..config.clone()
     };
-    assert_run_fails(&KDpPca, DataInput::Records { xt: (&xt).into() }, &bad, &c);
+    assert_bad_inputs_fail(&KDpPca, &xt, &config, &bad, &c, mismatched);
 }
 
 #[test]
@@ -559,16 +553,11 @@ fn end_to_end_gaussian(factor: f64) -> Result<(), String> {
     check_gaussian_scale(&values, sd)
 }
 
+/// End to end, the Gaussian draws have the scale the target implies; the twin, a configuration
+/// whose Gaussian has 1/1.2 of the noise (ρ_g × 1.44), fails.
 #[test]
 fn end_to_end_gaussian_draws_have_the_scale_the_target_implies() {
-    let ok = end_to_end_gaussian(1.0);
-    assert!(ok.is_ok(), "{ok:?}");
-}
-
-/// The twin: a configuration whose Gaussian has 1/1.2 of the noise (ρ_g × 1.44) fails.
-#[test]
-fn end_to_end_gaussian_catches_twenty_percent_too_little_noise() {
-    assert!(end_to_end_gaussian(1.2).is_err());
+    assert_audit_catches_under_noise(end_to_end_gaussian, 1.2);
 }
 
 /// PrivMean's Gaussian, as configured for the judged setting (ρ = 50, δ = 1e-5, d = 30), at a
@@ -603,15 +592,10 @@ fn gaussian_scale_check(factor: f64) -> Result<(), String> {
     check_gaussian_scale(&values, sd)
 }
 
+/// PrivMean's Gaussian has the calibrated scale; 20 % too little noise fails the check.
 #[test]
 fn priv_mean_gaussian_has_the_calibrated_scale() {
-    let ok = gaussian_scale_check(1.0);
-    assert!(ok.is_ok(), "{ok:?}");
-}
-
-#[test]
-fn under_noised_priv_mean_gaussian_fails_the_scale_check() {
-    assert!(gaussian_scale_check(1.25).is_err());
+    assert_audit_catches_under_noise(gaussian_scale_check, 1.25);
 }
 
 #[test]
@@ -624,20 +608,16 @@ fn info_describes_the_algorithm() {
     );
     assert!(!info.public_only && info.source.contains("Düngler") && info.source.contains("Alg. 7"));
     assert!(info.privacy.contains("δ"));
-    let schema = crate::algorithms::parameters::schema_of::<KDpPcaParams>();
-    assert_eq!(
-        crate::algorithms::parameters::property_names(&schema),
-        [
-            "batch_size",
-            "failure_probability",
-            "k",
-            "learning_rate",
-            "range_bin_quarter_octaves",
-            "range_subsets",
-            "tail_exponent",
-            "tail_scale"
-        ]
-    );
+    let schema = schema_listing::<KDpPcaParams>(&[
+        "batch_size",
+        "failure_probability",
+        "k",
+        "learning_rate",
+        "range_bin_quarter_octaves",
+        "range_subsets",
+        "tail_exponent",
+        "tail_scale",
+    ]);
     assert_eq!(schema["required"], serde_json::json!(["k"]));
 }
 

@@ -5,11 +5,11 @@
 use super::*;
 use crate::algorithms::DynAlgorithm;
 use crate::algorithms::testing::{
-    AR, EN, RO, ar, assert_basis_contract, assert_cancellation_stops_the_noise, assert_errors_fall,
-    assert_fails_cleanly, assert_invalid_fields, assert_matches_exact, assert_object_errors,
-    assert_registry_matches_direct, assert_run_fails, ctx, exact_top, gaussian, input_and_dense,
-    invalid_field, mean_sin_theta, rejected, run_audited, run_with_progress, seeded, spiked_matrix,
-    spiked_records, target,
+    AR, EN, RO, ar, assert_basis_contract, assert_cancellation_stops_the_noise, assert_draws_calibrated,
+    assert_errors_fall, assert_fails_cleanly, assert_invalid_fields, assert_k_required_and_unknown_refused,
+    assert_matches_exact, assert_registry_matches_direct, assert_run_fails, ctx, exact_top, gaussian,
+    input_and_dense, invalid_field, mean_sin_theta, on_every_relation, rejected, run_audited,
+    run_with_progress, seeded, spiked_matrix, spiked_records, spiked_with_ctx, target,
 };
 use crate::dataset::Neighbours;
 use crate::linalg::subspace::sin_theta;
@@ -133,15 +133,7 @@ fn invalid_parameters_name_their_field() {
     ];
     assert_invalid_fields(&NoisyPower, &c, &target(1.0), cases);
     // Missing k and unknown fields are errors on the parameter object; the message names them.
-    assert_object_errors(
-        &NoisyPower,
-        &c,
-        [
-            (json!({}), "`k`"),
-            (json!(null), "`k`"),
-            (json!({"k": 2, "q": 3}), "`q`"),
-        ],
-    );
+    assert_k_required_and_unknown_refused(&NoisyPower, &c, json!({"k": 2, "q": 3}), "q");
     // rank_one does not apply to matrices.
     let e = rejected(
         &NoisyPower,
@@ -239,21 +231,17 @@ fn output_is_orthonormal_with_fixed_signs() {
 #[test]
 fn converges_to_the_exact_subspace_at_huge_rho() {
     let (d, n, k) = (30, 400, 3);
-    let xt = spiked_records(7, d, n, &[9.0, 6.0, 4.0], 0.3, 4.0);
-    let a = spiked_matrix(8, d, &[50.0, 30.0, 20.0], 0.2);
-    for neighbours in [AR, RO, EN] {
-        let (input, dense) = input_and_dense(&neighbours, &xt, &a);
-        let c = ctx(d, Some(n), neighbours);
+    on_every_relation((7, 8), d, n, |neighbours, input, dense, c| {
         let p = NoisyPowerParams {
             k,
             p: None,
             iterations: None,
             sensitivity: SensitivityMode::Auto,
         };
-        let config = NoisyPower.configure(p, &c, &target(1e12)).expect("valid");
-        let (out, _) = run_audited(&NoisyPower, input, &config, &c, 9);
-        assert_matches_exact(&out.expect("run"), &dense, k, (1e-3, 1e-4), neighbours);
-    }
+        let config = NoisyPower.configure(p, c, &target(1e12)).expect("valid");
+        let (out, _) = run_audited(&NoisyPower, input, &config, c, 9);
+        assert_matches_exact(&out.expect("run"), dense, k, (1e-3, 1e-4), neighbours);
+    });
 }
 
 #[test]
@@ -278,8 +266,7 @@ fn error_decreases_as_rho_grows() {
 #[test]
 fn progress_is_reported_and_cancellation_stops_the_run() {
     let (d, n) = (10, 50);
-    let xt = spiked_records(3, d, n, &[4.0], 0.3, 2.0);
-    let c = ctx(d, Some(n), AR);
+    let (xt, c) = spiked_with_ctx(3, (d, n), &[4.0], 0.3, AR);
     let config = NoisyPower
         .configure(params(2, 3, 5, SensitivityMode::Auto), &c, &target(1.0))
         .expect("valid");
@@ -332,8 +319,7 @@ fn mismatched_input_fails_cleanly() {
 #[test]
 fn registry_round_trip_matches_a_direct_run() {
     let (d, n) = (12, 60);
-    let xt = spiked_records(5, d, n, &[4.0, 2.0], 0.3, 2.0);
-    let c = ctx(d, Some(n), RO);
+    let (xt, c) = spiked_with_ctx(5, (d, n), &[4.0, 2.0], 0.3, RO);
     let config = NoisyPower
         .configure(params(2, 4, 3, SensitivityMode::RowNorm), &c, &target(0.7))
         .expect("valid");
@@ -426,35 +412,23 @@ fn audit_noise(neighbours: Neighbours, mode: SensitivityMode, factor: f64) -> Au
     }
 }
 
-fn assert_calibrated(report: &AuditReport) {
-    assert!(
-        report.scale_error < 1e-6,
-        "recorded sd off by {:e}",
-        report.scale_error
-    );
-    for (l, r) in report.per_draw.iter().enumerate() {
-        assert!(r.is_ok(), "iteration {}: {r:?}", l + 1);
+/// Every iteration's noise matches the spec, in every sensitivity mode.
+#[test]
+fn noise_matches_spec() {
+    for (neighbours, mode) in [
+        (AR, SensitivityMode::RankOne),
+        (RO, SensitivityMode::RankOne),
+        (RO, SensitivityMode::RowNorm),
+        (AR, SensitivityMode::HardtPrice),
+        (EN, SensitivityMode::RowNorm),
+        (AR, SensitivityMode::Auto),
+        (EN, SensitivityMode::Auto),
+    ] {
+        let report = audit_noise(neighbours, mode, 1.0);
+        let case = (neighbours, mode);
+        assert_draws_calibrated(report.scale_error, &report.per_draw, case);
+        assert!(report.pooled.is_ok(), "{case:?}: {:?}", report.pooled);
     }
-    assert!(report.pooled.is_ok(), "{:?}", report.pooled);
-}
-
-#[test]
-fn noise_matches_spec_rank_one() {
-    assert_calibrated(&audit_noise(AR, SensitivityMode::RankOne, 1.0));
-    assert_calibrated(&audit_noise(RO, SensitivityMode::RankOne, 1.0));
-}
-
-#[test]
-fn noise_matches_spec_row_norm_and_hardt_price() {
-    assert_calibrated(&audit_noise(RO, SensitivityMode::RowNorm, 1.0));
-    assert_calibrated(&audit_noise(AR, SensitivityMode::HardtPrice, 1.0));
-    assert_calibrated(&audit_noise(EN, SensitivityMode::RowNorm, 1.0));
-}
-
-#[test]
-fn noise_matches_spec_auto() {
-    assert_calibrated(&audit_noise(AR, SensitivityMode::Auto, 1.0));
-    assert_calibrated(&audit_noise(EN, SensitivityMode::Auto, 1.0));
 }
 
 /// The same check catches a mechanism that adds 10 % too little noise.

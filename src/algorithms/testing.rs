@@ -142,6 +142,20 @@ pub(crate) fn spiked_records(
     planted_records(seed, d, n, spikes, background, beta, |z| z)
 }
 
+/// [`spiked_records`] with β = 2, and their context under `neighbours` (n public).
+pub(crate) fn spiked_with_ctx(
+    seed: u64,
+    (d, n): (usize, usize),
+    spikes: &[f64],
+    background: f64,
+    neighbours: Neighbours,
+) -> (Matrix, DataContext) {
+    (
+        spiked_records(seed, d, n, spikes, background, 2.0),
+        ctx(d, Some(n), neighbours),
+    )
+}
+
 /// Records of the App. G.1 spiked model: x = Σ_j s_j·sqrt(λ_j)·v_j + σ·w with random signs s_j
 /// and w ~ N(0, I_d), so E[xxᵀ] = Σ_j λ_j v_j v_jᵀ + σ²·I; clipped to ‖x‖₂ ≤ β.
 pub(crate) fn sign_spiked_records(
@@ -188,6 +202,25 @@ pub(crate) fn spiked_matrix(seed: u64, d: usize, spikes: &[f64], background: f64
     let lambda = Matrix::from_diagonal(&Vector::from_column_slice(spikes));
     let e = gaussian(&mut rng, d, d);
     &u * lambda * u.transpose() + (&e + e.transpose()) * (background / 2.0)
+}
+
+/// Calls `check(neighbours, input, dense, ctx)` on planted-spectrum data under each relation
+/// (add_remove and replace_one records, then an entry-level matrix; [`AR`], [`RO`], [`EN`]): d×n
+/// records with spikes 9, 6, 4 (background 0.3, β = 4, drawn from `seeds.0`) and a symmetric
+/// d×d matrix with spikes 50, 30, 20 (perturbation 0.2, from `seeds.1`); `dense` is what the
+/// input stands for (see [`input_and_dense`]).
+pub(crate) fn on_every_relation(
+    seeds: (u64, u64),
+    d: usize,
+    n: usize,
+    mut check: impl FnMut(Neighbours, DataInput<'_>, &Matrix, &DataContext),
+) {
+    let xt = spiked_records(seeds.0, d, n, &[9.0, 6.0, 4.0], 0.3, 4.0);
+    let a = spiked_matrix(seeds.1, d, &[50.0, 30.0, 20.0], 0.2);
+    for neighbours in [AR, RO, EN] {
+        let (input, dense) = input_and_dense(&neighbours, &xt, &a);
+        check(neighbours, input, &dense, &ctx(d, Some(n), neighbours));
+    }
 }
 
 // ---- Runs. ----
@@ -363,6 +396,62 @@ pub(crate) fn assert_matches_exact(
     }
 }
 
+/// Runs `config` on records xt (seed `seed`): the output keeps the basis contract for rank k,
+/// releases no eigenvalues, and is within sin θ < `angle` of the exact top-k eigenvectors of XᵀX.
+pub(crate) fn assert_converges_on_records<A: Algorithm>(
+    alg: &A,
+    xt: &Matrix,
+    config: &A::Config,
+    ctx: &DataContext,
+    k: usize,
+    seed: u64,
+    angle: f64,
+) {
+    let (out, _) = run_on_records(alg, xt, config, ctx, seed);
+    let out = out.expect("run");
+    assert_basis_contract(&out.basis, ctx.d, k);
+    assert!(out.eigenvalues.is_none());
+    let err = sin_theta(&out.basis, &exact_top(&gram_t(xt), k));
+    assert!(err < angle, "sin θ = {err}");
+}
+
+/// An audit and its under-noised twin: `audit(1.0)`, the noise as calibrated, must pass, and
+/// `audit(under)`, noise scaled as `under` says, must fail.
+pub(crate) fn assert_audit_catches_under_noise<E: Debug>(audit: impl Fn(f64) -> Result<(), E>, under: f64) {
+    assert_audits_catch_under_noise(|factor| [("the audit", audit(factor))], under);
+}
+
+/// Asserts that every draw recorded the specified scale: `excess`, the largest relative excess
+/// over it, is below 1e-6.
+pub(crate) fn assert_recorded_scale(excess: f64, case: impl Debug) {
+    assert!(excess < 1e-6, "{case:?}: recorded scale off by {excess:e}");
+}
+
+/// [`assert_recorded_scale`], and every draw (numbered from 1) passes its own scale check.
+pub(crate) fn assert_draws_calibrated<E: Debug>(excess: f64, per_draw: &[Result<(), E>], case: impl Debug) {
+    assert_recorded_scale(excess, &case);
+    for (t, r) in per_draw.iter().enumerate() {
+        assert!(r.is_ok(), "{case:?} draw {}: {r:?}", t + 1);
+    }
+}
+
+/// Audits of several releases, each named, and their under-noised twin: every audit must pass at
+/// `audits(1.0)`, the noise as calibrated, and every one must fail at `audits(under)`.
+pub(crate) fn assert_audits_catch_under_noise<E: Debug, const N: usize>(
+    audits: impl Fn(f64) -> [(&'static str, Result<(), E>); N],
+    under: f64,
+) {
+    for (release, result) in audits(1.0) {
+        assert!(result.is_ok(), "{release}: {result:?}");
+    }
+    for (release, result) in audits(under) {
+        assert!(
+            result.is_err(),
+            "{release}: under-noising ({under}) went unnoticed"
+        );
+    }
+}
+
 /// Asserts that cancelling at the progress report of step 2 ends the run with `Cancelled`, and
 /// that no noise is drawn after it (for algorithms that draw once per reported step).
 pub(crate) fn assert_cancellation_stops_the_noise<A: Algorithm>(
@@ -409,6 +498,20 @@ pub(crate) fn assert_mismatched_inputs_fail<A: Algorithm>(
     }
     let a = Matrix::identity(ctx.d, ctx.d);
     assert_fails_cleanly(alg, DataInput::Matrix { a: &a }, config, ctx, "matrix input");
+}
+
+/// [`assert_mismatched_inputs_fail`], and a run of the `broken` configuration on records xt
+/// under `ctx` must fail too (see [`assert_run_fails`]).
+pub(crate) fn assert_bad_inputs_fail<A: Algorithm>(
+    alg: &A,
+    xt: &Matrix,
+    config: &A::Config,
+    broken: &A::Config,
+    ctx: &DataContext,
+    mismatched: impl IntoIterator<Item = DataContext>,
+) {
+    assert_mismatched_inputs_fail(alg, xt, config, ctx, mismatched);
+    assert_run_fails(alg, DataInput::Records { xt: xt.into() }, broken, ctx);
 }
 
 /// A run of `alg` on `input` (seed 1) must fail with [`RunError::Failed`] (whatever it drew
@@ -504,6 +607,16 @@ pub(crate) fn assert_invalid_fields<'a>(
     }
 }
 
+/// [`assert_invalid_fields`] with the [`k_out_of_range`] of the context's d before `cases`.
+pub(crate) fn assert_invalid_k_and_fields<'a>(
+    alg: &dyn DynAlgorithm,
+    ctx: &DataContext,
+    target: &PrivacyTarget,
+    cases: impl IntoIterator<Item = (Value, &'a str)>,
+) {
+    assert_invalid_fields(alg, ctx, target, k_out_of_range(ctx.d).into_iter().chain(cases));
+}
+
 /// Asserts that `prepare` at ρ = 1 rejects each parameter object as a whole (a missing or unknown
 /// field: an error on `params…`) with a message containing the text paired with it.
 pub(crate) fn assert_object_errors<'a>(
@@ -516,6 +629,32 @@ pub(crate) fn assert_object_errors<'a>(
         assert!(invalid_field(&e).starts_with("params"), "{params}: {e}");
         assert!(e.to_string().contains(needle), "{params}: {e}");
     }
+}
+
+/// The JSON Schema of the parameters `P`, after asserting that it lists exactly the
+/// properties `names`, in order.
+pub(crate) fn schema_listing<P: schemars::JsonSchema>(names: &[&str]) -> serde_json::Map<String, Value> {
+    let schema = super::parameters::schema_of::<P>();
+    assert_eq!(super::parameters::property_names(&schema), names);
+    schema
+}
+
+/// [`assert_object_errors`] for what any parameter object can get wrong: no `k` (an empty
+/// object, or null), an error naming `k`; and the unknown field in `unknown`, an error naming
+/// `field`.
+pub(crate) fn assert_k_required_and_unknown_refused(
+    alg: &dyn DynAlgorithm,
+    ctx: &DataContext,
+    unknown: Value,
+    field: &str,
+) {
+    let unknown_named = format!("`{field}`");
+    let cases = [
+        (json!({}), "`k`"),
+        (json!(null), "`k`"),
+        (unknown, unknown_named.as_str()),
+    ];
+    assert_object_errors(alg, ctx, cases);
 }
 
 /// The field of a `ConfigError::Invalid` (panics on any other error).

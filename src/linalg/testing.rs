@@ -126,6 +126,30 @@ pub(crate) fn rows_beyond(d: usize, count: usize, c: f64, seed: u64) -> Matrix {
     m
 }
 
+/// [`rows_beyond`], with how many of them the naive scaling ([`naive_scaled_columns`]) leaves
+/// beyond c.
+pub(crate) fn adversarial_rows(d: usize, count: usize, c: f64, seed: u64) -> (Matrix, usize) {
+    let rows = rows_beyond(d, count, c, seed);
+    let broken = columns_beyond(&naive_scaled_columns(&rows, c), c);
+    (rows, broken)
+}
+
+/// Calls `check(d, c, rows)` with 2000 [`adversarial_rows`] for each (d, c) of a grid of
+/// dimensions and bounds (seeds `seed`, `seed + 1`, …), and asserts that the naive scaling left
+/// at least one of all those rows beyond its bound: that the search found what it looks for.
+pub(crate) fn on_adversarial_rows(seed: u64, mut check: impl FnMut(usize, f64, &Matrix)) {
+    let mut broken = 0;
+    for (i, (d, c)) in [(3, 1.0), (10, 0.7), (40, 2.0_f64.sqrt()), (100, 13.0)]
+        .into_iter()
+        .enumerate()
+    {
+        let (rows, naive) = adversarial_rows(d, 2000, c, seed + i as u64);
+        broken += naive;
+        check(d, c, &rows);
+    }
+    assert!(broken > 0, "the search found no adversarial row");
+}
+
 /// x·(c/‖x‖₂) with nalgebra's norm, per column: the scaling without a margin.
 pub(crate) fn naive_scaled_columns(m: &Matrix, c: f64) -> Matrix {
     let mut out = m.clone();

@@ -208,6 +208,17 @@ struct Node {
     cost: Cost,
 }
 
+/// A tree whose first release costs `first` and whose paths then branch, each branch one more
+/// release costing one of `branches`.
+fn branching<const N: usize>(first: Cost, branches: [Cost; N]) -> Vec<Node> {
+    let root = Node {
+        parent: 0,
+        cost: first,
+    };
+    let children = branches.into_iter().map(|cost| Node { parent: 1, cost });
+    std::iter::once(root).chain(children).collect()
+}
+
 /// A final transcript's real totals.
 #[derive(Debug, Clone, Copy)]
 struct Leaf {
@@ -353,20 +364,10 @@ fn the_old_rule_fails_the_certificate_on_a_two_branch_tree() {
     // whole δ on one side, a Laplace release up to CKS at the whole δ on the other. Each path
     // alone is (1, 1e-5)-DP; no split of δ covers both.
     let (epsilon, delta) = (1.0, 1e-5);
-    let nodes = [
-        Node {
-            parent: 0,
-            cost: Cost::gaussian_zcdp(1e-4),
-        },
-        Node {
-            parent: 1,
-            cost: Cost::gaussian_zcdp(0.0357),
-        },
-        Node {
-            parent: 1,
-            cost: Cost::pure((2.0_f64 * 0.0300).sqrt()),
-        },
-    ];
+    let nodes = branching(
+        Cost::gaussian_zcdp(1e-4),
+        [Cost::gaussian_zcdp(0.0357), Cost::pure((2.0_f64 * 0.0300).sqrt())],
+    );
     let old = play(&nodes, |s, c| old_rule(epsilon, delta, s, c));
     assert!(
         old.iter().all(|l| l.total.rho > 0.03),
@@ -395,24 +396,14 @@ fn a_delta_cap_that_moves_with_each_path_fails_the_certificate() {
         let left = delta / 2.0 - total.delta_units.to_real();
         left > 0.0 && crate::privacy::rho_to_epsilon(rho, Delta::new(left).unwrap()) <= epsilon
     };
-    let nodes = [
-        Node {
-            parent: 0,
-            cost: Cost::gaussian_zcdp(1e-5),
-        },
-        Node {
-            parent: 1,
-            cost: Cost::gaussian_zcdp(0.0330),
-        },
-        Node {
-            parent: 1,
-            cost: Cost::approximate(0.01, 4.9e-6),
-        },
-        Node {
-            parent: 1,
-            cost: Cost::pure((2.0_f64 * 0.0283).sqrt()),
-        },
-    ];
+    let nodes = branching(
+        Cost::gaussian_zcdp(1e-5),
+        [
+            Cost::gaussian_zcdp(0.0330),
+            Cost::approximate(0.01, 4.9e-6),
+            Cost::pure((2.0_f64 * 0.0283).sqrt()),
+        ],
+    );
     let leaves = play(&nodes, moving);
     assert_eq!(leaves.len(), 3);
     assert!(leaves[0].total.rho > 0.033 && leaves[1].total.delta > 4e-6 && leaves[2].total.rho > 0.028);

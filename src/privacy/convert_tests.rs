@@ -3,6 +3,7 @@
 use proptest::prelude::*;
 
 use super::*;
+use crate::privacy::testing::assert_tight_above;
 
 fn delta(value: f64) -> Delta {
     Delta::new(value).expect("valid delta")
@@ -31,6 +32,15 @@ fn grid_min(rho: f64, l: f64) -> f64 {
 
 const RHOS: [f64; 8] = [1e-12, 1e-6, 1e-3, 0.1, 1.0, 10.0, 1e3, 1e6];
 const DELTAS: [f64; 7] = [1e-300, 1e-12, 1e-6, 1e-2, 0.5, 0.9, 0.999];
+
+/// Calls `check(ρ, δ, ln(1/δ))` at every point of the grid [`RHOS`] × [`DELTAS`].
+fn on_the_grid(mut check: impl FnMut(f64, f64, f64)) {
+    for rho in RHOS {
+        for d in DELTAS {
+            check(rho, d, log_inv_delta(delta(d)));
+        }
+    }
+}
 
 #[test]
 fn epsilon_delta_to_rho_matches_hand_values() {
@@ -70,54 +80,45 @@ fn rho_to_epsilon_matches_hand_values() {
     ];
     for (rho, d, bs_reference, cks_reference) in cases {
         let l = log_inv_delta(delta(d));
-        let bs = bun_steinke_epsilon(rho, l);
-        assert!(
-            bs >= bs_reference && bs <= bs_reference * (1.0 + 1e-14),
-            "BS {bs} vs {bs_reference}"
+        let case = format!("ρ={rho}, δ={d}");
+        assert_tight_above(
+            bun_steinke_epsilon(rho, l),
+            bs_reference,
+            1e-14,
+            format!("BS, {case}"),
         );
-        let eps = rho_to_epsilon(rho, delta(d));
         // An upper bound on the infimum, tight to the search and rounding allowance.
-        assert!(eps >= cks_reference, "ρ={rho}, δ={d}: {eps} < {cks_reference}");
-        assert!(
-            eps <= cks_reference * (1.0 + 1e-12),
-            "ρ={rho}, δ={d}: {eps} ≫ {cks_reference}"
-        );
+        assert_tight_above(rho_to_epsilon(rho, delta(d)), cks_reference, 1e-12, case);
     }
 }
 
 #[test]
 fn cks_minimiser_matches_brute_force_grid() {
-    for rho in RHOS {
-        for d in DELTAS {
-            let l = log_inv_delta(delta(d));
-            let found = cks_epsilon(rho, l);
-            let grid = grid_min(rho, l);
-            // At least as good as the grid (up to the rounding allowance)…
-            assert!(
-                found <= grid + 1e-12 * grid.abs().max(1e-3),
-                "ρ={rho}, δ={d}: {found} > grid {grid}"
-            );
-            // …and not below it by more than the grid's discretisation error: the search did not
-            // report a value below the objective's infimum.
-            assert!(
-                found >= grid - 1e-5 * grid.abs().max(1e-6),
-                "ρ={rho}, δ={d}: {found} ≪ grid {grid}"
-            );
-        }
-    }
+    on_the_grid(|rho, d, l| {
+        let found = cks_epsilon(rho, l);
+        let grid = grid_min(rho, l);
+        // At least as good as the grid (up to the rounding allowance)…
+        assert!(
+            found <= grid + 1e-12 * grid.abs().max(1e-3),
+            "ρ={rho}, δ={d}: {found} > grid {grid}"
+        );
+        // …and not below it by more than the grid's discretisation error: the search did not
+        // report a value below the objective's infimum.
+        assert!(
+            found >= grid - 1e-5 * grid.abs().max(1e-6),
+            "ρ={rho}, δ={d}: {found} ≪ grid {grid}"
+        );
+    });
 }
 
 #[test]
 fn cks_is_never_worse_than_bun_steinke() {
-    for rho in RHOS {
-        for d in DELTAS {
-            let l = log_inv_delta(delta(d));
-            let cks = cks_epsilon(rho, l);
-            let bs = bun_steinke_epsilon(rho, l);
-            assert!(cks <= bs, "ρ={rho}, δ={d}: CKS {cks} > BS {bs}");
-            assert!(rho_to_epsilon(rho, delta(d)) <= bs);
-        }
-    }
+    on_the_grid(|rho, d, l| {
+        let cks = cks_epsilon(rho, l);
+        let bs = bun_steinke_epsilon(rho, l);
+        assert!(cks <= bs, "ρ={rho}, δ={d}: CKS {cks} > BS {bs}");
+        assert!(rho_to_epsilon(rho, delta(d)) <= bs);
+    });
 }
 
 #[test]

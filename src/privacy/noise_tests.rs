@@ -33,24 +33,56 @@ fn scaled(values: &[f64], factor: f64) -> Vec<f64> {
     values.iter().map(|v| v * factor).collect()
 }
 
+/// A release's sampler with the scale check its draws must pass.
+struct Sampler {
+    /// The noise of one release of `DRAWS` coordinates at (seed, scale).
+    draw: fn(u64, f64) -> Vec<f64>,
+    check: fn(&[f64], f64) -> Result<(), String>,
+}
+
+const GAUSSIAN: Sampler = Sampler {
+    draw: gaussian_draws,
+    check: check_gaussian_scale,
+};
+
+const LAPLACE: Sampler = Sampler {
+    draw: laplace_draws,
+    check: check_laplace_scale,
+};
+
+impl Sampler {
+    /// The check passes the draws of each (seed, scale) at their scale.
+    fn assert_passes(&self, cases: [(u64, f64); 4]) {
+        for (seed, scale) in cases {
+            (self.check)(&(self.draw)(seed, scale), scale).expect("correct sampler passes");
+        }
+    }
+
+    /// The check passes the draws at (seed, scale) at their true scale, and fails them scaled
+    /// by each of `wrong`; the draws.
+    fn assert_wrong_scales_fail(&self, (seed, scale): (u64, f64), wrong: &[f64]) -> Vec<f64> {
+        let draws = (self.draw)(seed, scale);
+        (self.check)(&draws, scale).expect("correct sampler passes");
+        for factor in wrong {
+            let result = (self.check)(&scaled(&draws, *factor), scale);
+            assert!(result.is_err(), "scale × {factor} must fail");
+        }
+        draws
+    }
+}
+
 #[test]
 fn gaussian_release_has_the_requested_sd() {
-    for (seed, sd) in [(1, 1.0), (2, 2.5), (3, 1e-3), (4, 1e6)] {
-        let draws = gaussian_draws(seed, sd);
-        check_gaussian_scale(&draws, sd).expect("correct sampler passes");
-    }
+    GAUSSIAN.assert_passes([(1, 1.0), (2, 2.5), (3, 1e-3), (4, 1e6)]);
 }
 
 #[test]
 fn under_and_over_noised_gaussian_draws_are_rejected() {
     // The same seeded draws pass at the true scale and fail when scaled by 0.85, 0.9 or 1.1:
     // with 20 000 draws the χ² z-score of a 10 % error is about 0.19·sqrt(10 000) ≈ 19 ≫ 5.
-    let draws = gaussian_draws(7, 3.0);
-    check_gaussian_scale(&draws, 3.0).expect("correct sampler passes");
-    check_gaussian_scale(&scaled(&draws, 0.85), 3.0).expect_err("sd × 0.85 must fail");
+    let draws = GAUSSIAN.assert_wrong_scales_fail((7, 3.0), &[0.85, 0.9, 1.1]);
     let under = check_gaussian_scale(&scaled(&draws, 0.9), 3.0).expect_err("sd × 0.9 must fail");
     assert!(under.contains("empirical sd"), "{under}");
-    check_gaussian_scale(&scaled(&draws, 1.1), 3.0).expect_err("sd × 1.1 must fail");
     let shifted: Vec<f64> = draws.iter().map(|v| v + 0.3).collect();
     let err = check_gaussian_scale(&shifted, 3.0).expect_err("mean shift must fail");
     assert!(err.contains("mean"), "{err}");
@@ -58,18 +90,12 @@ fn under_and_over_noised_gaussian_draws_are_rejected() {
 
 #[test]
 fn laplace_release_has_the_requested_scale() {
-    for (seed, b) in [(11, 1.0), (12, 0.7), (13, 1e-4), (14, 250.0)] {
-        let draws = laplace_draws(seed, b);
-        check_laplace_scale(&draws, b).expect("correct sampler passes");
-    }
+    LAPLACE.assert_passes([(11, 1.0), (12, 0.7), (13, 1e-4), (14, 250.0)]);
 }
 
 #[test]
 fn under_noised_laplace_draws_are_rejected() {
-    let draws = laplace_draws(17, 2.0);
-    check_laplace_scale(&draws, 2.0).expect("correct sampler passes");
-    check_laplace_scale(&scaled(&draws, 0.85), 2.0).expect_err("b × 0.85 must fail");
-    check_laplace_scale(&scaled(&draws, 1.1), 2.0).expect_err("b × 1.1 must fail");
+    LAPLACE.assert_wrong_scales_fail((17, 2.0), &[0.85, 1.1]);
     // Gaussian draws of the same variance 2b² are not Laplace (E|x| ≈ 1.128·b).
     let gaussian_same_variance = gaussian_draws(18, 2.0 * 2.0_f64.sqrt());
     check_laplace_scale(&gaussian_same_variance, 2.0).expect_err("Gaussian is not Laplace");

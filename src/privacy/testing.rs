@@ -26,24 +26,36 @@ fn check_sample(values: &[f64]) -> Result<(), String> {
     Ok(())
 }
 
-/// Checks that `values` look like iid N(0, expected_sd²): the mean is 0 and Σx²/σ² is within
-/// [`Z_THRESHOLD`] standard errors of n (χ²_n, normal approximation).
-pub fn check_gaussian_scale(values: &[f64], expected_sd: f64) -> Result<(), String> {
+/// What both scale checks check first: [`check_sample`]; an expected scale (`name`, `scale`)
+/// that is finite and > 0; and a mean of 0: its z-score, with `sd_per_scale` the sd of one
+/// draw in units of the scale, within [`Z_THRESHOLD`]. The sample size.
+fn check_sample_and_mean(
+    values: &[f64],
+    (name, scale): (&str, f64),
+    sd_per_scale: f64,
+) -> Result<f64, String> {
     check_sample(values)?;
-    let valid = expected_sd > 0.0 && expected_sd.is_finite();
+    let valid = scale > 0.0 && scale.is_finite();
     if !valid {
-        return Err(format!("expected sd must be finite and > 0, got {expected_sd}"));
+        return Err(format!("expected {name} must be finite and > 0, got {scale}"));
     }
     let n = values.len() as f64;
     let mean = values.iter().sum::<f64>() / n;
-    let z_mean = mean * n.sqrt() / expected_sd;
-    let chi2 = values.iter().map(|v| (v / expected_sd).powi(2)).sum::<f64>();
-    let z_var = (chi2 - n) / (2.0 * n).sqrt();
-    let empirical = (chi2 / n).sqrt() * expected_sd;
+    let z_mean = mean * n.sqrt() / (scale * sd_per_scale);
     let mean_ok = z_mean.abs() <= Z_THRESHOLD;
     if !mean_ok {
         return Err(format!("mean {mean:.4e} is not 0 (z = {z_mean:.2})"));
     }
+    Ok(n)
+}
+
+/// Checks that `values` look like iid N(0, expected_sd²): the mean is 0 and Σx²/σ² is within
+/// [`Z_THRESHOLD`] standard errors of n (χ²_n, normal approximation).
+pub fn check_gaussian_scale(values: &[f64], expected_sd: f64) -> Result<(), String> {
+    let n = check_sample_and_mean(values, ("sd", expected_sd), 1.0)?;
+    let chi2 = values.iter().map(|v| (v / expected_sd).powi(2)).sum::<f64>();
+    let z_var = (chi2 - n) / (2.0 * n).sqrt();
+    let empirical = (chi2 / n).sqrt() * expected_sd;
     let scale_ok = z_var.abs() <= Z_THRESHOLD;
     if !scale_ok {
         return Err(format!(
@@ -56,20 +68,9 @@ pub fn check_gaussian_scale(values: &[f64], expected_sd: f64) -> Result<(), Stri
 /// Checks that `values` look like iid Laplace(0, expected_b): the mean is 0 and Σ|x|/b is
 /// within [`Z_THRESHOLD`] standard errors of n (|x|/b ~ Exp(1): mean 1, variance 1).
 pub fn check_laplace_scale(values: &[f64], expected_b: f64) -> Result<(), String> {
-    check_sample(values)?;
-    let valid = expected_b > 0.0 && expected_b.is_finite();
-    if !valid {
-        return Err(format!("expected scale must be finite and > 0, got {expected_b}"));
-    }
-    let n = values.len() as f64;
-    let mean = values.iter().sum::<f64>() / n;
-    let z_mean = mean * n.sqrt() / (expected_b * 2.0_f64.sqrt());
+    let n = check_sample_and_mean(values, ("scale", expected_b), 2.0_f64.sqrt())?;
     let abs_sum = values.iter().map(|v| v.abs() / expected_b).sum::<f64>();
     let z_scale = (abs_sum - n) / n.sqrt();
-    let mean_ok = z_mean.abs() <= Z_THRESHOLD;
-    if !mean_ok {
-        return Err(format!("mean {mean:.4e} is not 0 (z = {z_mean:.2})"));
-    }
     let scale_ok = z_scale.abs() <= Z_THRESHOLD;
     if !scale_ok {
         return Err(format!(
@@ -78,6 +79,14 @@ pub fn check_laplace_scale(values: &[f64], expected_b: f64) -> Result<(), String
         ));
     }
     Ok(())
+}
+
+/// Asserts that `got` bounds `reference` from above, tightly: reference ≤ got ≤
+/// reference·(1 + `slack`). `case` names the inputs in the message.
+#[track_caller]
+pub fn assert_tight_above(got: f64, reference: f64, slack: f64, case: impl std::fmt::Display) {
+    assert!(got >= reference, "{case}: {got} < {reference}");
+    assert!(got <= reference * (1.0 + slack), "{case}: {got} ≫ {reference}");
 }
 
 #[cfg(test)]

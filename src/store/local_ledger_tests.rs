@@ -23,6 +23,30 @@ async fn ledger(dir: &TempDir) -> Store {
         .expect("open ledger")
 }
 
+/// The site's ρ budget of 1 (no δ) for a dataset under `relation`, as `ensure_local_budget`
+/// creates it, or finds it again.
+async fn rho_budget(store: &Store, relation: Relation) -> LocalBudget {
+    store
+        .ensure_local_budget(rho(1.0), DeltaUnits(0), &data(relation))
+        .await
+        .expect("budget")
+}
+
+/// Charges `study` on `dataset` as a `federated_power` study costing ρ `rho` and δ `delta`; the
+/// ledger's answer.
+async fn charge(
+    store: &Store,
+    dataset: Uuid,
+    study: Uuid,
+    rho: RhoUnits,
+    delta: DeltaUnits,
+) -> ChargeOutcome {
+    store
+        .charge_study(dataset, study, "federated_power", rho, delta)
+        .await
+        .expect("charge")
+}
+
 #[test]
 fn amounts_are_shown_in_short_decimals() {
     assert_eq!(
@@ -91,29 +115,14 @@ async fn invalid_budgets_are_refused_before_anything_is_written() {
 async fn charges_fit_the_budget_or_are_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = ledger(&dir).await;
-    let budget = store
-        .ensure_local_budget(rho(1.0), DeltaUnits(0), &data(Relation::AddRemove))
-        .await
-        .expect("create");
+    let budget = rho_budget(&store, Relation::AddRemove).await;
     let cost = RhoUnits::checked_charge(0.4).expect("cost");
     for _ in 0..2 {
         let study = Uuid::new_v4();
-        let charged = store
-            .charge_study(budget.dataset, study, "federated_power", cost, DeltaUnits(0))
-            .await
-            .expect("charge");
+        let charged = charge(&store, budget.dataset, study, cost, DeltaUnits(0)).await;
         assert!(matches!(charged, ChargeOutcome::Charged(_)), "{charged:?}");
     }
-    let refused = store
-        .charge_study(
-            budget.dataset,
-            Uuid::new_v4(),
-            "federated_power",
-            cost,
-            DeltaUnits(0),
-        )
-        .await
-        .expect("charge");
+    let refused = charge(&store, budget.dataset, Uuid::new_v4(), cost, DeltaUnits(0)).await;
     assert_eq!(
         refused,
         ChargeOutcome::OverBudget {
@@ -122,16 +131,7 @@ async fn charges_fit_the_budget_or_are_refused() {
         }
     );
     // δ is checked too: the budget has none.
-    let no_delta = store
-        .charge_study(
-            budget.dataset,
-            Uuid::new_v4(),
-            "federated_power",
-            RhoUnits(1),
-            DeltaUnits(1),
-        )
-        .await
-        .expect("charge");
+    let no_delta = charge(&store, budget.dataset, Uuid::new_v4(), RhoUnits(1), DeltaUnits(1)).await;
     assert!(matches!(no_delta, ChargeOutcome::OverBudget { .. }));
     let left = store.local_budget().await.expect("read").expect("exists");
     assert_eq!(left.spent_rho_units, RhoUnits(2 * cost.0));
@@ -158,37 +158,16 @@ async fn charges_fit_the_budget_or_are_refused() {
 async fn a_study_is_never_charged_twice() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = ledger(&dir).await;
-    let budget = store
-        .ensure_local_budget(rho(1.0), DeltaUnits(0), &data(Relation::ReplaceOne))
-        .await
-        .expect("create");
+    let budget = rho_budget(&store, Relation::ReplaceOne).await;
     let study = Uuid::new_v4();
     assert!(!store.study_charged(budget.dataset, study).await.expect("read"));
-    let first = store
-        .charge_study(
-            budget.dataset,
-            study,
-            "federated_power",
-            RhoUnits(10),
-            DeltaUnits(0),
-        )
-        .await
-        .expect("charge");
+    let first = charge(&store, budget.dataset, study, RhoUnits(10), DeltaUnits(0)).await;
     let ChargeOutcome::Charged(after) = first else {
         panic!("not charged: {first:?}");
     };
     assert_eq!(after.spent_rho_units, RhoUnits(10));
     assert!(store.study_charged(budget.dataset, study).await.expect("read"));
-    let second = store
-        .charge_study(
-            budget.dataset,
-            study,
-            "federated_power",
-            RhoUnits(10),
-            DeltaUnits(0),
-        )
-        .await
-        .expect("charge");
+    let second = charge(&store, budget.dataset, study, RhoUnits(10), DeltaUnits(0)).await;
     assert_eq!(second, ChargeOutcome::AlreadyCharged);
     let left = store.local_budget().await.expect("read").expect("exists");
     assert_eq!(left.spent_rho_units, RhoUnits(10));
@@ -200,31 +179,19 @@ async fn charges_survive_reopening_the_file() {
     let study = Uuid::new_v4();
     let dataset = {
         let store = ledger(&dir).await;
-        let budget = store
-            .ensure_local_budget(rho(1.0), DeltaUnits(0), &data(Relation::ReplaceOne))
-            .await
-            .expect("create");
-        let charged = store
-            .charge_study(budget.dataset, study, "federated_power", rho(0.25), DeltaUnits(0))
-            .await
-            .expect("charge");
+        let budget = rho_budget(&store, Relation::ReplaceOne).await;
+        let charged = charge(&store, budget.dataset, study, rho(0.25), DeltaUnits(0)).await;
         assert!(matches!(charged, ChargeOutcome::Charged(_)));
         store.close().await;
         budget.dataset
     };
     let store = ledger(&dir).await;
-    let budget = store
-        .ensure_local_budget(rho(1.0), DeltaUnits(0), &data(Relation::ReplaceOne))
-        .await
-        .expect("reopen");
+    let budget = rho_budget(&store, Relation::ReplaceOne).await;
     assert!(!budget.created);
     assert_eq!(budget.dataset, dataset);
     assert_eq!(budget.remaining_rho_units(), rho(0.75));
     assert_eq!(
-        store
-            .charge_study(dataset, study, "federated_power", rho(0.25), DeltaUnits(0))
-            .await
-            .expect("charge"),
+        charge(&store, dataset, study, rho(0.25), DeltaUnits(0)).await,
         ChargeOutcome::AlreadyCharged
     );
 }

@@ -6,9 +6,7 @@ use crate::helpers::{ADMIN, TestApp};
 #[tokio::test]
 async fn api_requires_a_valid_bearer_key() {
     let app = TestApp::without_runner().await;
-    app.call(Method::GET, "/v1/datasets", None, None)
-        .await
-        .problem(401);
+    app.anonymous(Method::GET, "/v1/datasets").await.problem(401);
     app.call(Method::GET, "/v1/datasets", Some("ppk_wrong"), None)
         .await
         .problem(401);
@@ -19,8 +17,7 @@ async fn api_requires_a_valid_bearer_key() {
 
 #[tokio::test]
 async fn only_the_admin_key_creates_tenants() {
-    let app = TestApp::without_runner().await;
-    let key = app.tenant("a").await;
+    let (app, key) = TestApp::queued_with_tenant("a").await;
     app.post("/v1/tenants", &key, json!({ "name": "x" }))
         .await
         .problem(403);
@@ -37,12 +34,11 @@ async fn only_the_admin_key_creates_tenants() {
 
 #[tokio::test]
 async fn tenants_see_only_their_own_datasets_and_jobs() {
-    let app = TestApp::without_runner().await;
-    let alice = app.tenant("alice").await;
+    let (app, alice) = TestApp::queued_with_tenant("alice").await;
     let bob = app.tenant("bob").await;
     let ds = app.records(&alice, json!({ "rho": 1.0 }), "1,0\n0,1\n").await;
     let job = app
-        .post("/v1/jobs", &alice, json!({ "dataset_id": ds, "algorithm": "analyze_gauss", "params": { "k": 1 }, "privacy": { "rho": 0.1 } }))
+        .submit(&alice, json!({ "dataset_id": ds, "algorithm": "analyze_gauss", "params": { "k": 1 }, "privacy": { "rho": 0.1 } }))
         .await
         .json();
     let job_id = job["id"].as_str().unwrap();
@@ -60,22 +56,9 @@ async fn tenants_see_only_their_own_datasets_and_jobs() {
     app.call(Method::DELETE, &format!("/v1/jobs/{job_id}"), Some(&bob), None)
         .await
         .problem(404);
-    app.upload(&bob, &ds, "text/csv", b"1,2\n".to_vec())
-        .await
-        .problem(404);
+    app.upload_csv(&bob, &ds, "1,2\n").await.problem(404);
     let spend = json!({ "dataset_id": ds, "algorithm": "analyze_gauss", "params": { "k": 1 }, "privacy": { "rho": 0.1 } });
-    app.post("/v1/jobs", &bob, spend).await.problem(404);
-    assert_eq!(
-        app.get("/v1/datasets", &bob)
-            .await
-            .json()
-            .as_array()
-            .unwrap()
-            .len(),
-        0
-    );
-    assert_eq!(
-        app.get("/v1/jobs", &bob).await.json().as_array().unwrap().len(),
-        0
-    );
+    app.submit(&bob, spend).await.problem(404);
+    assert_eq!(app.list("/v1/datasets", &bob).await.len(), 0);
+    assert_eq!(app.list("/v1/jobs", &bob).await.len(), 0);
 }

@@ -12,16 +12,14 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, csv_rows, job};
+use crate::helpers::{Records, Reply, TestApp, csv_rows, job};
 
 #[tokio::test]
 async fn a_cape_job_reports_its_noise_and_a_dropout() {
-    let (app, key, ds) = TestApp::with_records(json!({"rho": 10.0}), &csv_rows(700, 6, 3)).await;
+    let t = Records::start(json!({"rho": 10.0}), &csv_rows(700, 6, 3)).await;
     let params = json!({"k": 2, "sites": 3, "site_shares": [1, 2, 4]});
-    let done = app
-        .succeeded(&key, job(&ds, "cape_pca", params, json!({"rho": 1.0})))
-        .await;
-    let result = app.result(&key, &done).await;
+    let done = t.succeeded("cape_pca", params, json!({"rho": 1.0})).await;
+    let result = t.result(&done).await;
     let report = &result["released"]["cape"];
     assert_eq!(report["fallback"], false, "{result}");
     assert_eq!(report["survivors"], json!([1, 2, 3]));
@@ -30,10 +28,11 @@ async fn a_cape_job_reports_its_noise_and_a_dropout() {
     assert_eq!(result["basis"].as_array().unwrap().len(), 2);
 
     let params = json!({"k": 1, "sites": 4, "dropouts": [2]});
-    let done = app
-        .run(&key, job(&ds, "cape_pca", params, json!({"rho": 1.0})))
+    let done = t
+        .app
+        .run(&t.key, t.job("cape_pca", params, json!({"rho": 1.0})))
         .await;
-    let result = app.result(&key, &done).await;
+    let result = t.result(&done).await;
     let report = &result["released"]["cape"];
     assert_eq!(report["fallback"], true, "{result}");
     assert_eq!(report["dropped"], json!([2]));
@@ -53,11 +52,7 @@ async fn bad_cape_jobs_are_422() {
         (json!({"k": 1, "pair_ratio": -1}), "params.pair_ratio"),
     ] {
         let reply = app
-            .post(
-                "/v1/jobs",
-                &key,
-                job(&ds, "cape_pca", params.clone(), json!({"rho": 1.0})),
-            )
+            .submit(&key, job(&ds, "cape_pca", params.clone(), json!({"rho": 1.0})))
             .await;
         let problem = reply.problem(422);
         assert_eq!(problem["field"], field, "{params}: {problem}");
@@ -133,23 +128,23 @@ async fn release(app: &TestApp, token: &str, keys: &KeyPair, seed: u64) -> (u16,
     let mut never = |_: u32, _: u32| Ok(());
     let mut env = RunEnv::new(&mut rng, &mut never);
     let values = cape::site_release(&stat, me, &seeds, &f, &noise, &mut env).expect("calibrated");
-    let reply = app
-        .post(
-            "/v1/site/stages/1/release",
-            token,
-            json!({"values": wire::f64s_to_b64(&values)}),
-        )
-        .await;
+    let reply = send_release(app, token, 1, &values).await;
     (
         reply.status.as_u16(),
         String::from_utf8_lossy(&reply.bytes).into_owned(),
     )
 }
 
+/// Sends `values` as the site's release for `stage`.
+async fn send_release(app: &TestApp, token: &str, stage: u32, values: &[f64]) -> Reply {
+    let uri = format!("/v1/site/stages/{stage}/release");
+    let body = json!({"values": wire::f64s_to_b64(values)});
+    app.post(&uri, token, body).await
+}
+
 #[tokio::test]
 async fn a_cape_study_with_a_dropout_succeeds_and_says_so() {
-    let app = TestApp::start().await;
-    let key = app.tenant("t").await;
+    let (app, key) = TestApp::start_with_tenant("t").await;
     let created = app.post("/v1/studies", &key, cape_study(3, 60)).await;
     assert_eq!(created.status, StatusCode::CREATED);
     let created = created.json();
@@ -183,22 +178,9 @@ async fn a_cape_study_with_a_dropout_succeeds_and_says_so() {
     }
     // A release of the wrong length is refused and changes nothing.
     let _ = task(&app, &tokens[0]).await;
-    let short = app
-        .post(
-            "/v1/site/stages/1/release",
-            &tokens[0],
-            json!({"values": wire::f64s_to_b64(&[1.0; 3])}),
-        )
-        .await;
+    let short = send_release(&app, &tokens[0], 1, &[1.0; 3]).await;
     assert_eq!(short.problem(422)["field"], "body");
-    let wrong_stage = app
-        .post(
-            "/v1/site/stages/2/release",
-            &tokens[0],
-            json!({"values": wire::f64s_to_b64(&[1.0; 10])}),
-        )
-        .await;
-    wrong_stage.problem(409);
+    send_release(&app, &tokens[0], 2, &[1.0; 10]).await.problem(409);
     // Sites 1 and 2 send; site 3 never does.
     for i in 0..2 {
         let (status, body) = release(&app, &tokens[i], &keys[i], i as u64).await;
@@ -228,8 +210,7 @@ async fn a_cape_study_with_a_dropout_succeeds_and_says_so() {
 
 #[tokio::test]
 async fn cape_studies_are_refused_with_clear_problems() {
-    let app = TestApp::start().await;
-    let key = app.tenant("t").await;
+    let (app, key) = TestApp::start_with_tenant("t").await;
     let mut one = cape_study(1, 5);
     one["threshold"] = Value::Null;
     assert_eq!(

@@ -25,7 +25,7 @@ fn documents(n: usize) -> String {
 #[tokio::test]
 async fn cape_agn_is_listed_runs_and_refuses_one_site() {
     let app = TestApp::start().await;
-    let list = app.call(Method::GET, "/v1/algorithms", None, None).await.json();
+    let list = app.anonymous(Method::GET, "/v1/algorithms").await.json();
     let info = list
         .as_array()
         .unwrap()
@@ -65,16 +65,9 @@ async fn cape_agn_is_listed_runs_and_refuses_one_site() {
         String::from_utf8_lossy(&reply.bytes)
     );
 
+    let stm = |sites: u32| json!({ "k": 2, "model": "stm", "sites": sites });
     let done = app
-        .succeeded(
-            &key,
-            job(
-                &ds,
-                "cape_agn",
-                json!({ "k": 2, "model": "stm", "sites": 3 }),
-                json!({ "rho": 1e5 }),
-            ),
-        )
+        .succeeded(&key, job(&ds, "cape_agn", stm(3), json!({ "rho": 1e5 })))
         .await;
     let result = app.result(&key, &done).await;
     let components = result["released"]["components"]["components"]
@@ -85,15 +78,6 @@ async fn cape_agn_is_listed_runs_and_refuses_one_site() {
     assert_eq!(result["released"]["cape_stage1"]["sites"], 3, "{result}");
     assert_eq!(result["released"]["cape_stage2"]["fallback"], false, "{result}");
 
-    app.refused(
-        &key,
-        job(
-            &ds,
-            "cape_agn",
-            json!({ "k": 2, "model": "stm", "sites": 1 }),
-            json!({ "rho": 1 }),
-        ),
-        "params.sites",
-    )
-    .await;
+    let body = job(&ds, "cape_agn", stm(1), json!({ "rho": 1 }));
+    app.refused(&key, body, "params.sites").await;
 }

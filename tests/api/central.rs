@@ -4,25 +4,15 @@
 use axum::http::StatusCode;
 use serde_json::json;
 
-use crate::helpers::{TestApp, csv_rows, job};
+use crate::helpers::{Records, TestApp, csv_rows, job};
 
 #[tokio::test]
 async fn coherent_power_runs_and_returns_private_eigenvalues() {
     // d = 30 and C = d: x₀ ~ N(0, 1/d)^d (Fig. 2) breaks C = d only when some |z_i| > √d,
     // about 30·P(|Z| > 5.5) ≈ 1e-6 per component; at d = 6 it was 8%, and this test flaked.
-    let (app, key, ds) = TestApp::with_records(json!({ "rho": 1e6 }), &csv_rows(400, 30, 11)).await;
-    let done = app
-        .succeeded(
-            &key,
-            job(
-                &ds,
-                "coherent_power",
-                json!({ "k": 2, "coherence_bound": 30 }),
-                json!({ "rho": 1e5 }),
-            ),
-        )
-        .await;
-    let result = app.result(&key, &done).await;
+    let t = Records::start(json!({ "rho": 1e6 }), &csv_rows(400, 30, 11)).await;
+    let params = json!({ "k": 2, "coherence_bound": 30 });
+    let result = t.result_of("coherent_power", params, json!({ "rho": 1e5 })).await;
     assert_eq!(result["n_components"], 2);
     assert_eq!(
         result["eigenvalues"].as_array().map(Vec::len),
@@ -33,8 +23,7 @@ async fn coherent_power_runs_and_returns_private_eigenvalues() {
 
 #[tokio::test]
 async fn a_coherence_violation_is_a_clean_failure_with_the_charge_kept() {
-    let app = TestApp::start().await;
-    let key = app.tenant("t").await;
+    let (app, key) = TestApp::start_with_tenant("t").await;
     // All energy on one coordinate: the iterate becomes maximally coherent.
     let mut csv = String::new();
     for i in 0..200 {
@@ -44,47 +33,32 @@ async fn a_coherence_violation_is_a_clean_failure_with_the_charge_kept() {
         ));
     }
     let ds = app.records(&key, json!({ "rho": 1e6 }), &csv).await;
+    let params = json!({ "k": 1, "coherence_bound": 1 });
     let done = app
-        .run(
-            &key,
-            job(
-                &ds,
-                "coherent_power",
-                json!({ "k": 1, "coherence_bound": 1 }),
-                json!({ "rho": 1e5 }),
-            ),
-        )
+        .run(&key, job(&ds, "coherent_power", params, json!({ "rho": 1e5 })))
         .await;
     assert_eq!(done["status"], "failed", "{done}");
     assert!(done["error"].as_str().unwrap().contains("coherence"), "{done}");
-    let spent = app.get(&format!("/v1/datasets/{ds}"), &key).await.json()["budget"]["spent"]["rho"]
-        .as_f64()
-        .unwrap();
+    let spent = app.spent_rho(&key, &ds).await;
     assert!((spent - 1e5).abs() < 1e-3, "charge stands: {spent}");
 }
 
 #[tokio::test]
 async fn replace_one_only_algorithms_refuse_other_relations_and_need_delta() {
-    let app = TestApp::without_runner().await;
-    let key = app.tenant("t").await;
+    let (app, key) = TestApp::queued_with_tenant("t").await;
     let add_remove = app
         .dataset(&key, json!({ "name": "a", "kind": "records", "relation": "add_remove", "row_norm_bound": 1, "budget": { "rho": 1, "delta": 0.1 } }))
         .await;
     app.upload(&key, &add_remove, "text/csv", csv_rows(100, 4, 1).into_bytes())
         .await;
     for algorithm in ["k_dp_pca", "dp_oja"] {
-        let doc = app
-            .refused(
-                &key,
-                job(
-                    &add_remove,
-                    algorithm,
-                    json!({ "k": 1 }),
-                    json!({ "rho": 0.5, "delta": 0.01 }),
-                ),
-                "algorithm",
-            )
-            .await;
+        let body = job(
+            &add_remove,
+            algorithm,
+            json!({ "k": 1 }),
+            json!({ "rho": 0.5, "delta": 0.01 }),
+        );
+        let doc = app.refused(&key, body, "algorithm").await;
         // The refusal says why, not only what is supported.
         let detail = doc["detail"].as_str().unwrap_or_default();
         assert!(detail.contains("parallel composition"), "{doc}");
@@ -99,16 +73,11 @@ async fn replace_one_only_algorithms_refuse_other_relations_and_need_delta() {
     )
     .await;
     // δ is charged against the dataset's δ budget: more than it holds is refused.
+    let params = json!({ "k": 1, "batch_size": 200 });
     let doc = app
-        .post(
-            "/v1/jobs",
+        .submit(
             &key,
-            job(
-                &replace,
-                "k_dp_pca",
-                json!({ "k": 1, "batch_size": 200 }),
-                json!({ "rho": 0.5, "delta": 0.2 }),
-            ),
+            job(&replace, "k_dp_pca", params, json!({ "rho": 0.5, "delta": 0.2 })),
         )
         .await
         .problem(409);
@@ -117,11 +86,10 @@ async fn replace_one_only_algorithms_refuse_other_relations_and_need_delta() {
 
 #[tokio::test]
 async fn dp_oja_runs_on_replace_one_records() {
-    let (app, key, ds) = TestApp::with_records(json!({ "rho": 1e6 }), &csv_rows(3000, 5, 3)).await;
-    let done = app
-        .succeeded(&key, job(&ds, "dp_oja", json!({ "k": 2 }), json!({ "rho": 1e4 })))
+    let t = Records::start(json!({ "rho": 1e6 }), &csv_rows(3000, 5, 3)).await;
+    let result = t
+        .result_of("dp_oja", json!({ "k": 2 }), json!({ "rho": 1e4 }))
         .await;
-    let result = app.result(&key, &done).await;
     assert_eq!(
         (result["n_features"].as_u64(), result["n_components"].as_u64()),
         (Some(5), Some(2))
@@ -130,22 +98,15 @@ async fn dp_oja_runs_on_replace_one_records() {
 
 #[tokio::test]
 async fn k_dp_pca_charges_epsilon_squared_over_two_and_delta() {
-    let (app, key, ds) =
-        TestApp::queued_with_records(json!({ "rho": 1e6, "delta": 0.5 }), &csv_rows(20_000, 4, 4)).await;
-    let reply = app
-        .post(
-            "/v1/jobs",
-            &key,
-            job(
-                &ds,
-                "k_dp_pca",
-                json!({ "k": 1 }),
-                json!({ "rho": 1e4, "delta": 0.01 }),
-            ),
+    let t = Records::queued(json!({ "rho": 1e6, "delta": 0.5 }), &csv_rows(20_000, 4, 4)).await;
+    let reply = t
+        .submit(
+            "k_dp_pca",
+            json!({ "k": 1 }),
+            json!({ "rho": 1e4, "delta": 0.01 }),
         )
         .await;
-    reply.expect(StatusCode::ACCEPTED);
-    let view = reply.json();
+    let view = reply.expect(StatusCode::ACCEPTED).json();
     assert!(
         (view["cost"]["rho"].as_f64().unwrap() - 1e4).abs() < 1e-6,
         "{view}"
@@ -154,7 +115,7 @@ async fn k_dp_pca_charges_epsilon_squared_over_two_and_delta() {
         (view["cost"]["delta"].as_f64().unwrap() - 0.01).abs() < 1e-12,
         "{view}"
     );
-    let budget = app.get(&format!("/v1/datasets/{ds}"), &key).await.json()["budget"].clone();
+    let budget = t.budget().await;
     assert!(
         (budget["spent"]["delta"].as_f64().unwrap() - 0.01).abs() < 1e-12,
         "{budget}"
@@ -176,8 +137,7 @@ async fn k_dp_pca_keeps_an_epsilon_delta_target() {
         json!({ "epsilon": 1.0, "delta": 1e-5 }),
     );
     let plan = app
-        .post(
-            "/v1/privacy/plan",
+        .plan(
             &key,
             json!({ "dataset_id": ds, "algorithm": "k_dp_pca", "params": { "k": 1, "batch_size": 3000 },
                     "privacy": { "epsilon": 1.0, "delta": 1e-5 } }),
@@ -185,7 +145,7 @@ async fn k_dp_pca_keeps_an_epsilon_delta_target() {
         .await;
     plan.expect(StatusCode::OK);
     let plan = plan.json();
-    let reply = app.post("/v1/jobs", &key, body).await;
+    let reply = app.submit(&key, body).await;
     reply.expect(StatusCode::ACCEPTED);
     let view = reply.json();
     for cost in [&view["cost"], &plan["cost"]] {
@@ -205,32 +165,16 @@ async fn k_dp_pca_keeps_an_epsilon_delta_target() {
 
 #[tokio::test]
 async fn eigen_sampling_runs_on_records_and_refuses_matrices() {
-    let (app, key, ds) = TestApp::with_records(json!({ "rho": 1e6 }), &csv_rows(500, 6, 5)).await;
-    let done = app
-        .succeeded(
-            &key,
-            job(&ds, "eigen_sampling", json!({ "k": 2 }), json!({ "rho": 100.0 })),
-        )
+    let t = Records::start(json!({ "rho": 1e6 }), &csv_rows(500, 6, 5)).await;
+    let result = t
+        .result_of("eigen_sampling", json!({ "k": 2 }), json!({ "rho": 100.0 }))
         .await;
-    let result = app.result(&key, &done).await;
     assert_eq!(
         result["eigenvalues"].as_array().map(Vec::len),
         Some(2),
         "{result}"
     );
-    let matrix = app.matrix(&key).await;
-    let doc = app
-        .post(
-            "/v1/jobs",
-            &key,
-            job(
-                &matrix,
-                "eigen_sampling",
-                json!({ "k": 1 }),
-                json!({ "rho": 0.5 }),
-            ),
-        )
-        .await
-        .problem(422);
-    assert_eq!(doc["field"], "algorithm");
+    t.app
+        .refused_on_a_matrix(&t.key, "eigen_sampling", json!({ "k": 1 }), "algorithm")
+        .await;
 }

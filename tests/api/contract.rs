@@ -84,8 +84,7 @@ async fn every_operation_has_a_unique_id_and_problem_documents_for_its_errors() 
 
 #[tokio::test]
 async fn an_octet_stream_upload_is_npy_by_its_magic_or_names_its_format() {
-    let app = TestApp::without_runner().await;
-    let key = app.tenant("t").await;
+    let (app, key) = TestApp::queued_with_tenant("t").await;
     const OCTETS: &str = "application/octet-stream";
     let (app, key) = (&app, &key);
     let upload = move |id: String, query: &'static str, content_type: &'static str, body: &[u8]| {
@@ -136,8 +135,7 @@ async fn an_octet_stream_upload_is_npy_by_its_magic_or_names_its_format() {
 
 #[tokio::test]
 async fn the_published_limits_are_the_enforced_ones() {
-    let app = TestApp::without_runner().await;
-    let key = app.tenant("t").await;
+    let (app, key) = TestApp::queued_with_tenant("t").await;
     // Names: not only white space, at most 200 characters counted before trimming.
     for name in ["", "   ", &format!(" {}", "a".repeat(200))] {
         app.post("/v1/datasets", &key, records(name, json!({ "rho": 1 })))
@@ -164,18 +162,14 @@ async fn the_published_limits_are_the_enforced_ones() {
         json!({ "rho": 2e6 }),
         json!({ "rho": 1, "delta": 1 }),
     ] {
-        app.post("/v1/privacy/plan", &key, json!({ "privacy": privacy }))
-            .await
-            .problem(422);
+        app.plan(&key, json!({ "privacy": privacy })).await.problem(422);
     }
     for privacy in [
         json!({ "epsilon": 1e5, "delta": 0.5 }),
         json!({ "rho": 1e6 }),
         json!({ "rho": 5e-324 }),
     ] {
-        let reply = app
-            .post("/v1/privacy/plan", &key, json!({ "privacy": privacy }))
-            .await;
+        let reply = app.plan(&key, json!({ "privacy": privacy })).await;
         assert_eq!(
             reply.status,
             StatusCode::OK,
@@ -204,15 +198,13 @@ async fn the_published_limits_are_the_enforced_ones() {
     // A whole number written with a fraction is an integer, as JSON Schema counts it.
     let ds = app.records(&key, json!({ "rho": 1 }), "1,0\n0,1\n1,1\n").await;
     let reply = app
-        .post(
-            "/v1/jobs",
+        .submit(
             &key,
             job(&ds, "analyze_gauss", json!({ "k": 1.0 }), json!({ "rho": 0.1 })),
         )
         .await;
     reply.expect(StatusCode::ACCEPTED);
-    app.post(
-        "/v1/jobs",
+    app.submit(
         &key,
         job(&ds, "analyze_gauss", json!({ "k": 1.5 }), json!({ "rho": 0.1 })),
     )
@@ -230,8 +222,7 @@ async fn the_published_limits_are_the_enforced_ones() {
 
 #[tokio::test]
 async fn job_timings_are_withheld_where_they_would_reveal_the_record_count() {
-    let app = TestApp::start().await;
-    let key = app.tenant("t").await;
+    let (app, key) = TestApp::start_with_tenant("t").await;
     let (shown, hidden) = app.shown_and_hidden(&key, &csv_rows(200, 4, 3)).await;
     let params = json!({ "k": 1 });
     let public = app

@@ -9,8 +9,7 @@ fn records(budget: Value) -> Value {
 
 #[tokio::test]
 async fn create_reports_budget_as_rho_and_epsilon_delta() {
-    let app = TestApp::without_runner().await;
-    let key = app.tenant("t").await;
+    let (app, key) = TestApp::queued_with_tenant("t").await;
     let reply = app
         .post(
             "/v1/datasets",
@@ -50,8 +49,7 @@ async fn create_reports_budget_as_rho_and_epsilon_delta() {
 
 #[tokio::test]
 async fn bad_dataset_metadata_is_a_422_naming_the_field() {
-    let app = TestApp::without_runner().await;
-    let key = app.tenant("t").await;
+    let (app, key) = TestApp::queued_with_tenant("t").await;
     let cases = [
         (
             json!({ "name": "d", "kind": "records", "budget": { "rho": 1 } }),
@@ -153,12 +151,9 @@ async fn bad_dataset_metadata_is_a_422_naming_the_field() {
 
 #[tokio::test]
 async fn uploads_in_every_format_give_the_same_shape() {
-    let app = TestApp::without_runner().await;
-    let key = app.tenant("t").await;
+    let (app, key) = TestApp::queued_with_tenant("t").await;
     let csv = app.dataset(&key, records(json!({ "rho": 1 }))).await;
-    let reply = app
-        .upload(&key, &csv, "text/csv", b"a,b,c\n1,2,3\n4,5,6\n".to_vec())
-        .await;
+    let reply = app.upload_csv(&key, &csv, "a,b,c\n1,2,3\n4,5,6\n").await;
     reply.expect(StatusCode::OK);
     let view = reply.json();
     assert_eq!(
@@ -194,9 +189,7 @@ async fn uploads_in_every_format_give_the_same_shape() {
     );
 
     // Data is immutable once uploaded.
-    app.upload(&key, &csv, "text/csv", b"1,2,3\n".to_vec())
-        .await
-        .problem(409);
+    app.upload_csv(&key, &csv, "1,2,3\n").await.problem(409);
 }
 
 #[tokio::test]
@@ -233,10 +226,7 @@ async fn bad_uploads_are_rejected_with_the_reason() {
     app.upload(&key, &id, "text/plain", b"1,2\n".to_vec())
         .await
         .problem(415);
-    let ragged = app
-        .upload(&key, &id, "text/csv", b"1,2\n3\n".to_vec())
-        .await
-        .problem(422);
+    let ragged = app.upload_csv(&key, &id, "1,2\n3\n").await.problem(422);
     assert!(
         ragged["detail"].as_str().unwrap().contains('2'),
         "names the row: {ragged}"
@@ -254,17 +244,12 @@ async fn oversize_uploads_are_413() {
 
 #[tokio::test]
 async fn matrices_must_be_square_and_symmetric() {
-    let app = TestApp::without_runner().await;
-    let key = app.tenant("t").await;
+    let (app, key) = TestApp::queued_with_tenant("t").await;
     let matrix = json!({ "name": "m", "kind": "matrix", "entry_bound": 1.0, "budget": { "rho": 1 } });
     let id = app.dataset(&key, matrix.clone()).await;
-    app.upload(&key, &id, "text/csv", b"1,2\n3,4\n".to_vec())
-        .await
-        .problem(422);
-    app.upload(&key, &id, "text/csv", b"1,2,3\n2,4,5\n".to_vec())
-        .await
-        .problem(422);
-    let reply = app.upload(&key, &id, "text/csv", b"1,2\n2,4\n".to_vec()).await;
+    app.upload_csv(&key, &id, "1,2\n3,4\n").await.problem(422);
+    app.upload_csv(&key, &id, "1,2,3\n2,4,5\n").await.problem(422);
+    let reply = app.upload_csv(&key, &id, "1,2\n2,4\n").await;
     assert_eq!(reply.status, StatusCode::OK);
     let view = reply.json();
     assert_eq!(
@@ -279,14 +264,10 @@ async fn matrices_must_be_square_and_symmetric() {
 
 #[tokio::test]
 async fn add_remove_hides_the_row_count() {
-    let app = TestApp::without_runner().await;
-    let key = app.tenant("t").await;
+    let (app, key) = TestApp::queued_with_tenant("t").await;
     let body = json!({ "name": "d", "kind": "records", "relation": "add_remove", "row_norm_bound": 1, "budget": { "rho": 1 } });
     let id = app.dataset(&key, body).await;
-    let reply = app
-        .upload(&key, &id, "text/csv", b"1,2\n3,4\n5,6\n".to_vec())
-        .await
-        .json();
+    let reply = app.upload_csv(&key, &id, "1,2\n3,4\n5,6\n").await.json();
     assert!(reply["n_samples"].is_null(), "{reply}");
     assert_eq!(reply["n_features"], 2);
     let list = app.get("/v1/datasets", &key).await.json();
@@ -295,14 +276,10 @@ async fn add_remove_hides_the_row_count() {
 
 #[tokio::test]
 async fn deleting_keeps_the_ledger_and_blocks_jobs() {
-    let app = TestApp::without_runner().await;
-    let key = app.tenant("t").await;
+    let (app, key) = TestApp::queued_with_tenant("t").await;
     let id = app.records(&key, json!({ "rho": 1 }), "1,0\n0,1\n").await;
     let job = json!({ "dataset_id": id, "algorithm": "analyze_gauss", "params": { "k": 1 }, "privacy": { "rho": 0.25 } });
-    assert_eq!(
-        app.post("/v1/jobs", &key, job.clone()).await.status,
-        StatusCode::ACCEPTED
-    );
+    assert_eq!(app.submit(&key, job.clone()).await.status, StatusCode::ACCEPTED);
     let path = app.state.store.data_path(id.parse().unwrap());
     assert!(path.exists());
     let reply = app
@@ -316,10 +293,8 @@ async fn deleting_keeps_the_ledger_and_blocks_jobs() {
     assert!(entries.iter().any(|e| e["entry"] == "charge"), "{ledger}");
     // The queued job was cancelled and refunded.
     assert!(entries.iter().any(|e| e["entry"] == "refund"), "{ledger}");
-    app.post("/v1/jobs", &key, job).await.problem(409);
-    app.upload(&key, &id, "text/csv", b"1,2\n".to_vec())
-        .await
-        .problem(409);
+    app.submit(&key, job).await.problem(409);
+    app.upload_csv(&key, &id, "1,2\n").await.problem(409);
     // A new dataset never reuses the id.
     let other = app.records(&key, json!({ "rho": 1 }), "1,0\n").await;
     assert_ne!(other, id);
@@ -329,23 +304,18 @@ async fn deleting_keeps_the_ledger_and_blocks_jobs() {
 /// refused (409) before any data is sent, and the first upload then finishes normally.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_second_upload_while_one_streams_is_409() {
-    let app = TestApp::without_runner().await;
-    let key = app.tenant("t").await;
+    let (app, key) = TestApp::queued_with_tenant("t").await;
     let id = app.dataset(&key, records(json!({ "rho": 1 }))).await;
-    let (chunks, first) = app.streaming_upload(&key, &id, "text/csv");
-    chunks.send(b"1,0,0\n".to_vec()).await.unwrap();
+    let (chunks, first) = app.streaming_csv(&key, &id, b"1,0,0\n").await;
     app.wait_for_dataset(&key, &id, "uploading").await;
 
-    let doc = app
-        .upload(&key, &id, "text/csv", b"0,1,0\n".to_vec())
-        .await
-        .problem(409);
+    let doc = app.upload_csv(&key, &id, "0,1,0\n").await.problem(409);
     assert!(
         doc["detail"].as_str().unwrap().contains("already in progress"),
         "{doc}"
     );
     let job = json!({ "dataset_id": id, "algorithm": "analyze_gauss", "params": { "k": 1 }, "privacy": { "rho": 0.25 } });
-    app.post("/v1/jobs", &key, job).await.problem(409);
+    app.submit(&key, job).await.problem(409);
 
     chunks.send(b"0,0,1\n".to_vec()).await.unwrap();
     drop(chunks);
@@ -362,11 +332,9 @@ async fn a_second_upload_while_one_streams_is_409() {
 /// deleted, and the upload is a 409 whose file is removed.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_failed_upload_releases_the_dataset_and_a_delete_beats_an_upload() {
-    let app = TestApp::without_runner().await;
-    let key = app.tenant("t").await;
+    let (app, key) = TestApp::queued_with_tenant("t").await;
     let id = app.dataset(&key, records(json!({ "rho": 1 }))).await;
-    let (chunks, first) = app.streaming_upload(&key, &id, "text/csv");
-    chunks.send(b"1,0\nnot a number\n".to_vec()).await.unwrap();
+    let (chunks, first) = app.streaming_csv(&key, &id, b"1,0\nnot a number\n").await;
     drop(chunks);
     first.await.unwrap().problem(422);
     assert_eq!(
@@ -374,8 +342,7 @@ async fn a_failed_upload_releases_the_dataset_and_a_delete_beats_an_upload() {
         "empty"
     );
 
-    let (chunks, upload) = app.streaming_upload(&key, &id, "text/csv");
-    chunks.send(b"1,0\n".to_vec()).await.unwrap();
+    let (chunks, upload) = app.streaming_csv(&key, &id, b"1,0\n").await;
     app.wait_for_dataset(&key, &id, "uploading").await;
     let reply = app
         .call(Method::DELETE, &format!("/v1/datasets/{id}"), Some(&key), None)
@@ -400,8 +367,7 @@ async fn a_failed_upload_releases_the_dataset_and_a_delete_beats_an_upload() {
 
 #[tokio::test]
 async fn an_upload_keeps_the_records_statistics_for_the_first_job() {
-    let app = TestApp::without_runner().await;
-    let key = app.tenant("t").await;
+    let (app, key) = TestApp::queued_with_tenant("t").await;
     let id = app
         .records(&key, json!({ "rho": 1 }), "0.6,0.0\n0.0,0.8\n0.3,0.4\n")
         .await;

@@ -30,8 +30,7 @@ fn no_server_error(reply: &Reply, what: &Value, prefix: &str) -> StatusCode {
 
 #[tokio::test]
 async fn budgets_at_their_extremes_are_accepted_or_refused_naming_the_field() {
-    let app = TestApp::without_runner().await;
-    let key = app.tenant("edges").await;
+    let (app, key) = TestApp::queued_with_tenant("edges").await;
     let created = StatusCode::CREATED;
     let refused = StatusCode::UNPROCESSABLE_ENTITY;
     let cases = [
@@ -112,8 +111,7 @@ async fn budgets_at_their_extremes_are_accepted_or_refused_naming_the_field() {
 
 #[tokio::test]
 async fn job_targets_at_their_extremes_are_never_server_errors() {
-    let app = TestApp::without_runner().await;
-    let key = app.tenant("edges").await;
+    let (app, key) = TestApp::queued_with_tenant("edges").await;
     let ds = app
         .records(
             &key,
@@ -143,18 +141,12 @@ async fn job_targets_at_their_extremes_are_never_server_errors() {
         ] {
             let what = json!({ "algorithm": algorithm, "privacy": privacy });
             let planned = app
-                .post(
-                    "/v1/privacy/plan",
-                    &key,
+                .plan(&key,
                     json!({ "privacy": privacy, "dataset_id": ds, "algorithm": algorithm, "params": { "k": 1 } }),
                 )
                 .await;
             let submitted = app
-                .post(
-                    "/v1/jobs",
-                    &key,
-                    job(&ds, algorithm, json!({ "k": 1 }), privacy.clone()),
-                )
+                .submit(&key, job(&ds, algorithm, json!({ "k": 1 }), privacy.clone()))
                 .await;
             for reply in [&planned, &submitted] {
                 let status = no_server_error(reply, &what, "");
@@ -165,9 +157,7 @@ async fn job_targets_at_their_extremes_are_never_server_errors() {
             }
         }
         // Conversion alone, without a dataset.
-        let converted = app
-            .post("/v1/privacy/plan", &key, json!({ "privacy": privacy }))
-            .await;
+        let converted = app.plan(&key, json!({ "privacy": privacy })).await;
         let expected = if delta_refused {
             StatusCode::UNPROCESSABLE_ENTITY
         } else {
@@ -185,7 +175,7 @@ async fn job_targets_at_their_extremes_are_never_server_errors() {
         (JUST_BELOW_ONE, StatusCode::UNPROCESSABLE_ENTITY),
     ] {
         let body = json!({ "privacy": { "rho": 1 }, "display_delta": display_delta });
-        let reply = app.post("/v1/privacy/plan", &key, body.clone()).await;
+        let reply = app.plan(&key, body.clone()).await;
         assert_eq!(
             no_server_error(&reply, &body, "display_delta"),
             expected,

@@ -2,32 +2,22 @@
 
 use serde_json::json;
 
-use crate::helpers::{TestApp, csv_rows, job};
+use crate::helpers::{Records, TestApp, csv_rows, job};
 
 /// A step 2^-f coarser than the sites' noise grid would round noise away: refused at
 /// submission, naming the field.
 #[tokio::test]
 async fn fraction_bits_that_round_noise_away_are_refused_by_name() {
-    let (app, key, ds) = TestApp::queued_with_records(json!({ "rho": 10.0 }), &csv_rows(300, 6, 1)).await;
-    let doc = app
-        .refused(
-            &key,
-            job(
-                &ds,
-                "federated_power",
-                json!({ "k": 2, "sites": 4, "threshold": 4, "fraction_bits": 0 }),
-                json!({ "rho": 0.5 }),
-            ),
-            "params.fraction_bits",
-        )
+    let t = Records::queued(json!({ "rho": 10.0 }), &csv_rows(300, 6, 1)).await;
+    let params = json!({ "k": 2, "sites": 4, "threshold": 4, "fraction_bits": 0 });
+    let field = "params.fraction_bits";
+    let doc = t
+        .refused("federated_power", params, json!({ "rho": 0.5 }), field)
         .await;
     let detail = doc["detail"].as_str().unwrap_or_default();
     assert!(detail.contains("round away"), "{doc}");
     // Nothing was charged for the refused job.
-    let spent = app.get(&format!("/v1/datasets/{ds}"), &key).await.json()["budget"]["spent"]["rho"]
-        .as_f64()
-        .unwrap();
-    assert_eq!(spent, 0.0);
+    assert_eq!(t.app.spent_rho(&t.key, &t.ds).await, 0.0);
 }
 
 /// On an add_remove dataset n is private: a simulated job with a small max_site_samples must
@@ -35,8 +25,7 @@ async fn fraction_bits_that_round_noise_away_are_refused_by_name() {
 /// must not fail for fewer records than sites either.
 #[tokio::test]
 async fn an_add_remove_job_never_fails_because_of_n() {
-    let app = TestApp::start().await;
-    let key = app.tenant("t").await;
+    let (app, key) = TestApp::start_with_tenant("t").await;
     for (n, name) in [(200, "many"), (2, "fewer than sites")] {
         let ds = app
             .dataset(
@@ -46,16 +35,9 @@ async fn an_add_remove_job_never_fails_because_of_n() {
             .await;
         app.upload(&key, &ds, "text/csv", csv_rows(n, 5, 3).into_bytes())
             .await;
+        let params = json!({ "k": 2, "sites": 3, "max_site_samples": 10, "iterations": 4 });
         let done = app
-            .run(
-                &key,
-                job(
-                    &ds,
-                    "federated_power",
-                    json!({ "k": 2, "sites": 3, "max_site_samples": 10, "iterations": 4 }),
-                    json!({ "rho": 1.0 }),
-                ),
-            )
+            .run(&key, job(&ds, "federated_power", params, json!({ "rho": 1.0 })))
             .await;
         assert_eq!(done["status"], "succeeded", "n = {n}: {done}");
         let result = app.result(&key, &done).await;

@@ -3,23 +3,13 @@
 
 use serde_json::json;
 
-use crate::helpers::{TestApp, csv_rows, job};
+use crate::helpers::{Records, csv_rows};
 
 #[tokio::test]
 async fn gossip_power_runs_at_its_defaults_and_reports_the_consensus_error() {
-    let (app, key, ds) = TestApp::with_records(json!({ "rho": 10.0 }), &csv_rows(2000, 20, 7)).await;
-    let done = app
-        .succeeded(
-            &key,
-            job(
-                &ds,
-                "gossip_power",
-                json!({ "k": 2, "agents": 4, "graph": "ring" }),
-                json!({ "rho": 5.0 }),
-            ),
-        )
-        .await;
-    let result = app.result(&key, &done).await;
+    let t = Records::start(json!({ "rho": 10.0 }), &csv_rows(2000, 20, 7)).await;
+    let params = json!({ "k": 2, "agents": 4, "graph": "ring" });
+    let result = t.result_of("gossip_power", params, json!({ "rho": 5.0 })).await;
     assert_eq!(result["n_components"], 2, "{result}");
     let error = result["released"]["consensus_error"]
         .as_f64()
@@ -34,7 +24,7 @@ async fn gossip_power_runs_at_its_defaults_and_reports_the_consensus_error() {
 
 #[tokio::test]
 async fn a_mixing_matrix_that_is_not_doubly_stochastic_is_a_422() {
-    let (app, key, ds) = TestApp::queued_with_records(json!({ "rho": 10.0 }), &csv_rows(50, 6, 3)).await;
+    let t = Records::queued(json!({ "rho": 10.0 }), &csv_rows(50, 6, 3)).await;
     for (graph, needle) in [
         (
             json!({ "matrix": [[0.5, 0.5, 0.0], [0.0, 0.5, 0.5], [0.5, 0.0, 0.5]] }),
@@ -50,20 +40,13 @@ async fn a_mixing_matrix_that_is_not_doubly_stochastic_is_a_422() {
         ),
         (json!("hypercube"), "unknown variant"),
     ] {
-        let body = job(
-            &ds,
-            "gossip_power",
-            json!({ "k": 1, "agents": 3, "graph": graph }),
-            json!({ "rho": 1.0 }),
-        );
-        let doc = app.refused(&key, body, "params.graph").await;
+        let params = json!({ "k": 1, "agents": 3, "graph": graph });
+        let doc = t
+            .refused("gossip_power", params, json!({ "rho": 1.0 }), "params.graph")
+            .await;
         assert!(doc["detail"].as_str().unwrap().contains(needle), "{doc}");
     }
-    let too_many = job(
-        &ds,
-        "gossip_power",
-        json!({ "k": 1, "agents": 7 }),
-        json!({ "rho": 1.0 }),
-    );
-    app.refused(&key, too_many, "params.agents").await;
+    let too_many = json!({ "k": 1, "agents": 7 });
+    t.refused("gossip_power", too_many, json!({ "rho": 1.0 }), "params.agents")
+        .await;
 }

@@ -149,6 +149,17 @@ impl TestApp {
         self.send(builder.body(body).unwrap()).await
     }
 
+    /// `method uri` without a key or a body.
+    pub async fn anonymous(&self, method: Method, uri: &str) -> Reply {
+        self.call(method, uri, None, None).await
+    }
+
+    /// The JSON array `GET uri` answers with.
+    pub async fn list(&self, uri: &str, key: &str) -> Vec<Value> {
+        let reply = self.get(uri, key).await.expect(StatusCode::OK).json();
+        reply.as_array().expect("a JSON array").clone()
+    }
+
     pub async fn get(&self, uri: &str, key: &str) -> Reply {
         self.call(Method::GET, uri, Some(key), None).await
     }
@@ -183,6 +194,12 @@ impl TestApp {
             .await
     }
 
+    /// Uploads `csv` as `text/csv`.
+    pub async fn upload_csv(&self, key: &str, dataset: &str, csv: &str) -> Reply {
+        self.upload(key, dataset, "text/csv", csv.as_bytes().to_vec())
+            .await
+    }
+
     /// Starts an upload whose body is sent chunk by chunk through the returned sender; the
     /// body ends when the sender is dropped. The task answers with the reply.
     pub fn streaming_upload(
@@ -207,6 +224,18 @@ impl TestApp {
             .unwrap();
         let router = self.router.clone();
         let reply = tokio::spawn(reply(router, request));
+        (chunks, reply)
+    }
+
+    /// A `text/csv` [`TestApp::streaming_upload`] whose first chunk, `first`, is sent.
+    pub async fn streaming_csv(
+        &self,
+        key: &str,
+        dataset: &str,
+        first: &[u8],
+    ) -> (tokio::sync::mpsc::Sender<Vec<u8>>, tokio::task::JoinHandle<Reply>) {
+        let (chunks, reply) = self.streaming_upload(key, dataset, "text/csv");
+        chunks.send(first.to_vec()).await.unwrap();
         (chunks, reply)
     }
 
@@ -249,9 +278,7 @@ impl TestApp {
     /// A dataset created from `spec` with `csv` uploaded; its id.
     pub async fn with_csv(&self, key: &str, spec: Value, csv: &str) -> String {
         let id = self.dataset(key, spec).await;
-        self.upload(key, &id, "text/csv", csv.as_bytes().to_vec())
-            .await
-            .expect(StatusCode::OK);
+        self.upload_csv(key, &id, csv).await.expect(StatusCode::OK);
         id
     }
 
@@ -281,6 +308,21 @@ impl TestApp {
         (self, key, ds)
     }
 
+    /// The service with its runner and a new tenant `name`: `(app, key)`.
+    pub async fn start_with_tenant(name: &str) -> (Self, String) {
+        Self::start().await.with_tenant(name).await
+    }
+
+    /// As [`TestApp::start_with_tenant`], without a runner: jobs stay queued.
+    pub async fn queued_with_tenant(name: &str) -> (Self, String) {
+        Self::without_runner().await.with_tenant(name).await
+    }
+
+    async fn with_tenant(self, name: &str) -> (Self, String) {
+        let key = self.tenant(name).await;
+        (self, key)
+    }
+
     /// Two records datasets (ρ budget 1) with `csv` uploaded: a replace_one one, whose record
     /// count is public, and an add_remove one, whose record count is private; their ids.
     pub async fn shown_and_hidden(&self, key: &str, csv: &str) -> (String, String) {
@@ -308,6 +350,35 @@ impl TestApp {
         let doc = self.post("/v1/jobs", key, body.clone()).await.problem(422);
         assert_eq!(doc["field"], field, "{body}: {doc}");
         doc
+    }
+
+    /// `POST /v1/privacy/plan`; the reply.
+    pub async fn plan(&self, key: &str, body: Value) -> Reply {
+        self.post("/v1/privacy/plan", key, body).await
+    }
+
+    /// Submits a job (`POST /v1/jobs`); the reply.
+    pub async fn submit(&self, key: &str, body: Value) -> Reply {
+        self.post("/v1/jobs", key, body).await
+    }
+
+    /// The budget of a dataset as its view shows it (`total`, `spent`, `remaining`).
+    pub async fn budget(&self, key: &str, dataset: &str) -> Value {
+        let view = self.get(&format!("/v1/datasets/{dataset}"), key).await.json();
+        view["budget"].clone()
+    }
+
+    /// The ρ a dataset has spent.
+    pub async fn spent_rho(&self, key: &str, dataset: &str) -> f64 {
+        self.budget(key, dataset).await["spent"]["rho"].as_f64().unwrap()
+    }
+
+    /// Submits `algorithm` with `params` under ρ 0.5 on a new [`TestApp::matrix`]: it must be
+    /// refused with a 422 naming `field`. The problem document.
+    pub async fn refused_on_a_matrix(&self, key: &str, algorithm: &str, params: Value, field: &str) -> Value {
+        let matrix = self.matrix(key).await;
+        let body = job(&matrix, algorithm, params, json!({ "rho": 0.5 }));
+        self.refused(key, body, field).await
     }
 
     /// Runs a job that must succeed; its final view.
@@ -362,6 +433,71 @@ impl TestApp {
             );
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
+    }
+}
+
+/// A tenant's records dataset on a test service, where most job tests start; its job helpers
+/// take only what differs from test to test: the algorithm, its parameters and the target.
+pub struct Records {
+    pub app: TestApp,
+    pub key: String,
+    pub ds: String,
+}
+
+impl Records {
+    /// [`TestApp::with_records`]: the service with its runner.
+    pub async fn start(budget: Value, csv: &str) -> Self {
+        let (app, key, ds) = TestApp::with_records(budget, csv).await;
+        Self { app, key, ds }
+    }
+
+    /// [`TestApp::queued_with_records`]: without a runner, jobs stay queued.
+    pub async fn queued(budget: Value, csv: &str) -> Self {
+        let (app, key, ds) = TestApp::queued_with_records(budget, csv).await;
+        Self { app, key, ds }
+    }
+
+    /// The submission body of `algorithm` on this dataset.
+    pub fn job(&self, algorithm: &str, params: Value, privacy: Value) -> Value {
+        job(&self.ds, algorithm, params, privacy)
+    }
+
+    /// Submits `algorithm` on this dataset; the reply.
+    pub async fn submit(&self, algorithm: &str, params: Value, privacy: Value) -> Reply {
+        self.app
+            .submit(&self.key, self.job(algorithm, params, privacy))
+            .await
+    }
+
+    /// Runs `algorithm` on this dataset; it must succeed. Its final view.
+    pub async fn succeeded(&self, algorithm: &str, params: Value, privacy: Value) -> Value {
+        self.app
+            .succeeded(&self.key, self.job(algorithm, params, privacy))
+            .await
+    }
+
+    /// Runs `algorithm` on this dataset; it must succeed. Its result.
+    pub async fn result_of(&self, algorithm: &str, params: Value, privacy: Value) -> Value {
+        let done = self.succeeded(algorithm, params, privacy).await;
+        self.result(&done).await
+    }
+
+    /// Submits `algorithm` on this dataset; it must be refused with a 422 naming `field`.
+    /// The problem document.
+    pub async fn refused(&self, algorithm: &str, params: Value, privacy: Value, field: &str) -> Value {
+        self.app
+            .refused(&self.key, self.job(algorithm, params, privacy), field)
+            .await
+    }
+
+    /// The result of a finished job.
+    pub async fn result(&self, done: &Value) -> Value {
+        self.app.result(&self.key, done).await
+    }
+
+    /// The dataset's budget (see [`TestApp::budget`]).
+    pub async fn budget(&self) -> Value {
+        self.app.budget(&self.key, &self.ds).await
     }
 }
 

@@ -116,8 +116,7 @@ async fn fuzz_post(
 
 #[tokio::test]
 async fn odd_fields_never_cause_a_server_error_or_a_stuck_job() {
-    let app = TestApp::start().await;
-    let key = app.tenant("t").await;
+    let (app, key) = TestApp::start_with_tenant("t").await;
     fuzz_post(
         &app,
         &key,
@@ -149,7 +148,7 @@ async fn odd_fields_never_cause_a_server_error_or_a_stuck_job() {
     )
     .await;
 
-    let catalogue = app.call(Method::GET, "/v1/algorithms", None, None).await.json();
+    let catalogue = app.anonymous(Method::GET, "/v1/algorithms").await.json();
     let mut jobs = Vec::new();
     for algorithm in catalogue.as_array().unwrap() {
         let name = algorithm["name"].as_str().unwrap();
@@ -163,7 +162,7 @@ async fn odd_fields_never_cause_a_server_error_or_a_stuck_job() {
             _ => (json!({ "k": 1 }), json!({ "rho": 1.0 })),
         };
         let template = json!({ "dataset_id": ds, "algorithm": name, "params": params, "privacy": privacy });
-        let reply = app.post("/v1/jobs", &key, template.clone()).await;
+        let reply = app.submit(&key, template.clone()).await;
         if name != "exact" {
             assert_eq!(
                 reply.status,

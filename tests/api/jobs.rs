@@ -3,7 +3,7 @@ use axum::http::{Method, StatusCode, header};
 use futures_util::FutureExt;
 use serde_json::json;
 
-use crate::helpers::{TestApp, csv_rows, job};
+use crate::helpers::{Records, TestApp, csv_rows, job};
 
 fn orthonormality_error(basis: &[Vec<f64>]) -> f64 {
     let mut worst: f64 = 0.0;
@@ -18,14 +18,11 @@ fn orthonormality_error(basis: &[Vec<f64>]) -> f64 {
 
 #[tokio::test]
 async fn a_job_runs_and_returns_an_orthonormal_basis_as_json_and_npy() {
-    let (app, key, ds) = TestApp::with_records(json!({ "rho": 10.0 }), &csv_rows(300, 6, 1)).await;
-    let reply = app
-        .post(
-            "/v1/jobs",
-            &key,
-            job(&ds, "noisy_power", json!({ "k": 2 }), json!({ "rho": 5.0 })),
-        )
+    let t = Records::start(json!({ "rho": 10.0 }), &csv_rows(300, 6, 1)).await;
+    let reply = t
+        .submit("noisy_power", json!({ "k": 2 }), json!({ "rho": 5.0 }))
         .await;
+    let Records { app, key, .. } = t;
     reply.expect(StatusCode::ACCEPTED);
     let location = reply
         .headers
@@ -105,8 +102,7 @@ async fn a_job_runs_and_returns_an_orthonormal_basis_as_json_and_npy() {
 #[tokio::test]
 async fn a_tiny_job_goes_from_submit_to_result_quickly() {
     // Without a runner, the wake a submission leaves for the runner stays observable.
-    let idle = TestApp::without_runner().await;
-    let key = idle.tenant("t").await;
+    let (idle, key) = TestApp::queued_with_tenant("t").await;
     let ds = idle
         .records(&key, json!({ "rho": 100.0 }), &csv_rows(50, 4, 2))
         .await;
@@ -116,10 +112,7 @@ async fn a_tiny_job_goes_from_submit_to_result_quickly() {
         "a wake before any submission"
     );
     let tiny = job(&ds, "analyze_gauss", json!({ "k": 1 }), json!({ "rho": 1.0 }));
-    assert_eq!(
-        idle.post("/v1/jobs", &key, tiny).await.status,
-        StatusCode::ACCEPTED
-    );
+    assert_eq!(idle.submit(&key, tiny).await.status, StatusCode::ACCEPTED);
     assert!(
         idle.state.jobs.woken().now_or_never().is_some(),
         "the submission did not wake the runner"
@@ -130,8 +123,7 @@ async fn a_tiny_job_goes_from_submit_to_result_quickly() {
     for _ in 0..20 {
         let start = std::time::Instant::now();
         let reply = app
-            .post(
-                "/v1/jobs",
+            .submit(
                 &key,
                 job(&ds, "analyze_gauss", json!({ "k": 1 }), json!({ "rho": 1.0 })),
             )
@@ -192,7 +184,7 @@ async fn bad_job_requests_are_4xx_with_the_field() {
         (job(&ds, "exact", json!({ "k": 1 }), rho()), 403, ""),
     ];
     for (body, status, field) in cases {
-        let doc = app.post("/v1/jobs", &key, body.clone()).await.problem(status);
+        let doc = app.submit(&key, body.clone()).await.problem(status);
         if !field.is_empty() {
             assert!(
                 doc["field"].as_str().unwrap_or("").starts_with(field),
@@ -202,17 +194,14 @@ async fn bad_job_requests_are_4xx_with_the_field() {
     }
     let mut seeded = job(&ds, "noisy_power", json!({ "k": 1 }), json!({ "rho": 0.1 }));
     seeded["seed"] = json!(7);
-    assert_eq!(
-        app.post("/v1/jobs", &key, seeded).await.problem(422)["field"],
-        "seed"
-    );
+    assert_eq!(app.submit(&key, seeded).await.problem(422)["field"], "seed");
     let missing = job(
         &uuid::Uuid::new_v4().to_string(),
         "noisy_power",
         json!({ "k": 1 }),
         json!({ "rho": 0.1 }),
     );
-    app.post("/v1/jobs", &key, missing).await.problem(404);
+    app.submit(&key, missing).await.problem(404);
     // Nothing above spent anything.
     let view = app.get(&format!("/v1/datasets/{ds}"), &key).await.json();
     assert_eq!(view["budget"]["spent"]["rho"], 0.0);
@@ -223,8 +212,7 @@ async fn bad_job_requests_are_4xx_with_the_field() {
             json!({ "name": "e", "kind": "records", "row_norm_bound": 1, "budget": { "rho": 1 } }),
         )
         .await;
-    app.post(
-        "/v1/jobs",
+    app.submit(
         &key,
         job(&empty, "noisy_power", json!({ "k": 1 }), json!({ "rho": 0.1 })),
     )
@@ -238,8 +226,7 @@ async fn bad_job_requests_are_4xx_with_the_field() {
 
 #[tokio::test]
 async fn matrix_datasets_run_every_algorithm_that_supports_them() {
-    let app = TestApp::start().await;
-    let key = app.tenant("t").await;
+    let (app, key) = TestApp::start_with_tenant("t").await;
     let matrix = json!({ "name": "m", "kind": "matrix", "entry_bound": 1.0, "budget": { "rho": 1e5 } });
     let id = app.dataset(&key, matrix).await;
     // The top-2 eigenspace is spanned by the first two coordinates (eigenvalues 36 and 24 against
@@ -300,12 +287,11 @@ async fn matrix_datasets_run_every_algorithm_that_supports_them() {
 
 #[tokio::test]
 async fn exact_runs_on_public_datasets_with_a_seed_and_is_free() {
-    let app = TestApp::start().await;
-    let key = app.tenant("t").await;
+    let (app, key) = TestApp::start_with_tenant("t").await;
     let ds = app.public_records(&key, "3,0\n-3,0\n0,1\n0,-1\n").await;
     let mut body = job(&ds, "exact", json!({ "k": 1 }), json!({ "rho": 1.0 }));
     body["seed"] = json!(42);
-    let reply = app.post("/v1/jobs", &key, body).await;
+    let reply = app.submit(&key, body).await;
     reply.expect(StatusCode::ACCEPTED);
     let id = reply.json()["id"].as_str().unwrap().to_string();
     assert_eq!(app.wait(&key, &id).await["status"], "succeeded");
@@ -318,14 +304,13 @@ async fn exact_runs_on_public_datasets_with_a_seed_and_is_free() {
 
 #[tokio::test]
 async fn seeded_jobs_on_public_data_are_reproducible() {
-    let app = TestApp::start().await;
-    let key = app.tenant("t").await;
+    let (app, key) = TestApp::start_with_tenant("t").await;
     let ds = app.public_records(&key, &csv_rows(100, 5, 3)).await;
     let mut results = Vec::new();
     for _ in 0..2 {
         let mut body = job(&ds, "noisy_power", json!({ "k": 2 }), json!({ "rho": 0.5 }));
         body["seed"] = json!(1234);
-        let id = app.post("/v1/jobs", &key, body).await.json()["id"]
+        let id = app.submit(&key, body).await.json()["id"]
             .as_str()
             .unwrap()
             .to_string();
@@ -339,8 +324,7 @@ async fn seeded_jobs_on_public_data_are_reproducible() {
 async fn cancelling_a_queued_job_refunds_it() {
     let (app, key, ds) = TestApp::queued_with_records(json!({ "rho": 1.0 }), "1,0\n0,1\n").await;
     let id = app
-        .post(
-            "/v1/jobs",
+        .submit(
             &key,
             job(&ds, "analyze_gauss", json!({ "k": 1 }), json!({ "rho": 0.6 })),
         )
@@ -369,8 +353,7 @@ async fn cancelling_a_queued_job_refunds_it() {
     app.get(&format!("/v1/jobs/{id}/result"), &key).await.problem(409);
     // The refunded budget can be spent again.
     let again = app
-        .post(
-            "/v1/jobs",
+        .submit(
             &key,
             job(&ds, "analyze_gauss", json!({ "k": 1 }), json!({ "rho": 0.9 })),
         )
@@ -394,7 +377,7 @@ async fn cancelling_a_running_job_keeps_its_charge() {
         json!({ "k": 2, "iterations": 1000 }),
         json!({ "rho": 1.0 }),
     );
-    let reply = app.post("/v1/jobs", &key, body).await;
+    let reply = app.submit(&key, body).await;
     assert_eq!(reply.status, StatusCode::ACCEPTED);
     let id = reply.json()["id"].as_str().unwrap().to_string();
     app.wait_for_job(&key, &id, "running").await;
@@ -420,8 +403,7 @@ async fn jobs_over_the_time_limit_fail_with_their_charge_kept() {
         .records(&key, json!({ "rho": 10.0 }), &csv_rows(200, 10, 5))
         .await;
     let id = app
-        .post(
-            "/v1/jobs",
+        .submit(
             &key,
             job(
                 &ds,

@@ -13,10 +13,10 @@ fn gauss(dataset: &str, rho: f64) -> Value {
 async fn over_budget_is_a_409_naming_remaining_and_requested() {
     let (app, key, ds) = TestApp::queued_with_records(json!({ "rho": 1.0 }), "1,0\n0,1\n").await;
     assert_eq!(
-        app.post("/v1/jobs", &key, gauss(&ds, 0.7)).await.status,
+        app.submit(&key, gauss(&ds, 0.7)).await.status,
         StatusCode::ACCEPTED
     );
-    let doc = app.post("/v1/jobs", &key, gauss(&ds, 0.5)).await.problem(409);
+    let doc = app.submit(&key, gauss(&ds, 0.5)).await.problem(409);
     assert_eq!(doc["type"], "urn:privpca:problem:over-budget");
     assert_eq!(doc["dataset_id"], ds.as_str());
     assert!(
@@ -29,12 +29,12 @@ async fn over_budget_is_a_409_naming_remaining_and_requested() {
     );
     // Exactly the rest still fits.
     assert_eq!(
-        app.post("/v1/jobs", &key, gauss(&ds, 0.3)).await.status,
+        app.submit(&key, gauss(&ds, 0.3)).await.status,
         StatusCode::ACCEPTED
     );
     let view = app.get(&format!("/v1/datasets/{ds}"), &key).await.json();
     assert_eq!(view["budget"]["remaining"]["rho"], 0.0);
-    app.post("/v1/jobs", &key, gauss(&ds, 1e-6)).await.problem(409);
+    app.submit(&key, gauss(&ds, 1e-6)).await.problem(409);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -46,7 +46,7 @@ async fn fifty_concurrent_submissions_against_a_budget_for_ten_admit_exactly_ten
     for _ in 0..50 {
         let (app, key, ds) = (app.clone(), key.clone(), ds.clone());
         handles.push(tokio::spawn(async move {
-            app.post("/v1/jobs", &key, gauss(&ds, 0.1)).await.status
+            app.submit(&key, gauss(&ds, 0.1)).await.status
         }));
     }
     let mut accepted = 0;
@@ -92,9 +92,9 @@ async fn idempotency_key_replays_the_same_job_without_a_new_charge() {
 async fn the_ledger_lists_every_charge_and_totals_in_rho_and_epsilon() {
     let (app, key, ds) =
         TestApp::with_records(json!({ "epsilon": 2.0, "delta": 1e-6 }), &csv_rows(100, 4, 9)).await;
-    let a = app.post("/v1/jobs", &key, gauss(&ds, 0.01)).await.json();
+    let a = app.submit(&key, gauss(&ds, 0.01)).await.json();
     let b = app
-        .post("/v1/jobs", &key, json!({ "dataset_id": ds, "algorithm": "noisy_power", "params": { "k": 1 }, "privacy": { "rho": 0.02 } }))
+        .submit(&key, json!({ "dataset_id": ds, "algorithm": "noisy_power", "params": { "k": 1 }, "privacy": { "rho": 0.02 } }))
         .await
         .json();
     app.wait(&key, a["id"].as_str().unwrap()).await;
@@ -115,7 +115,7 @@ async fn the_ledger_lists_every_charge_and_totals_in_rho_and_epsilon() {
 #[tokio::test]
 async fn a_job_left_running_by_a_crash_is_failed_with_its_charge_kept_and_never_rerun() {
     let (app, key, ds) = TestApp::queued_with_records(json!({ "rho": 1.0 }), "1,0\n0,1\n").await;
-    let id = app.post("/v1/jobs", &key, gauss(&ds, 0.4)).await.json()["id"]
+    let id = app.submit(&key, gauss(&ds, 0.4)).await.json()["id"]
         .as_str()
         .unwrap()
         .to_string();
@@ -141,7 +141,7 @@ async fn a_job_left_running_by_a_crash_is_failed_with_its_charge_kept_and_never_
     );
 
     // A job that was only queued at the crash runs after the restart.
-    let queued = app.post("/v1/jobs", &key, gauss(&ds, 0.1)).await.json()["id"]
+    let queued = app.submit(&key, gauss(&ds, 0.1)).await.json()["id"]
         .as_str()
         .unwrap()
         .to_string();
@@ -156,10 +156,10 @@ async fn an_epsilon_delta_budget_admits_gaussian_jobs_by_the_exact_curve() {
     let (app, key, ds) =
         TestApp::queued_with_records(json!({ "epsilon": 1.0, "delta": 1e-5 }), "1,0\n0,1\n").await;
     for _ in 0..3 {
-        let reply = app.post("/v1/jobs", &key, gauss(&ds, 0.011)).await;
+        let reply = app.submit(&key, gauss(&ds, 0.011)).await;
         reply.expect(StatusCode::ACCEPTED);
     }
-    let doc = app.post("/v1/jobs", &key, gauss(&ds, 0.001)).await.problem(409);
+    let doc = app.submit(&key, gauss(&ds, 0.001)).await.problem(409);
     assert_eq!(doc["type"], "urn:privpca:problem:over-budget");
     let ledger = app.get(&format!("/v1/datasets/{ds}/ledger"), &key).await.json();
     let entries = ledger["entries"].as_array().unwrap();
@@ -186,11 +186,11 @@ async fn a_non_gaussian_charge_switches_an_epsilon_delta_budget_to_cks() {
     // governs from here.
     let sampling = json!({ "dataset_id": ds, "algorithm": "eigen_sampling", "params": { "k": 1 },
                            "privacy": { "rho": 0.005 } });
-    let reply = app.post("/v1/jobs", &key, sampling).await;
+    let reply = app.submit(&key, sampling).await;
     reply.expect(StatusCode::ACCEPTED);
     // 0.005 + 0.025 = 0.030 would fit the Gaussian curve (0.0331) but not CKS (0.0278).
-    app.post("/v1/jobs", &key, gauss(&ds, 0.025)).await.problem(409);
-    let reply = app.post("/v1/jobs", &key, gauss(&ds, 0.0225)).await;
+    app.submit(&key, gauss(&ds, 0.025)).await.problem(409);
+    let reply = app.submit(&key, gauss(&ds, 0.0225)).await;
     assert_eq!(reply.status, StatusCode::ACCEPTED);
     let ledger = app.get(&format!("/v1/datasets/{ds}/ledger"), &key).await.json();
     let entries = ledger["entries"].as_array().unwrap();
@@ -205,7 +205,7 @@ async fn a_non_gaussian_charge_switches_an_epsilon_delta_budget_to_cks() {
 #[tokio::test]
 async fn decimal_amounts_read_back_as_written() {
     let (app, key, ds) = TestApp::queued_with_records(json!({ "rho": 1.0 }), "1,0\n0,1\n").await;
-    let job = app.post("/v1/jobs", &key, gauss(&ds, 0.2)).await.json();
+    let job = app.submit(&key, gauss(&ds, 0.2)).await.json();
     assert_eq!(job["cost"]["rho"], 0.2);
     let view = app.get(&format!("/v1/datasets/{ds}"), &key).await.json();
     assert_eq!(view["budget"]["spent"]["rho"], 0.2);

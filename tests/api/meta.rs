@@ -7,12 +7,12 @@ use crate::helpers::{ADMIN, TestApp, csv_rows, job};
 async fn health_readiness_docs_and_openapi_are_open() {
     let app = TestApp::without_runner().await;
     for path in ["/healthz", "/readyz", "/openapi.json", "/docs/"] {
-        let reply = app.call(Method::GET, path, None, None).await;
+        let reply = app.anonymous(Method::GET, path).await;
         assert_eq!(reply.status, StatusCode::OK, "{path}");
     }
-    let doc = app.call(Method::GET, "/openapi.json", None, None).await.json();
+    let doc = app.anonymous(Method::GET, "/openapi.json").await.json();
     assert!(doc["paths"]["/v1/jobs"]["post"].is_object());
-    let docs = app.call(Method::GET, "/docs/", None, None).await;
+    let docs = app.anonymous(Method::GET, "/docs/").await;
     assert!(
         String::from_utf8_lossy(&docs.bytes).contains("swagger"),
         "docs page is Swagger UI"
@@ -34,8 +34,7 @@ async fn committed_openapi_document_matches_the_code() {
 async fn metrics_are_not_served_on_the_api_port() {
     // Durations and every tenant's queue and refusals are for operators: the API port has no
     // /metrics, whoever asks (the operator listener is `--metrics-bind`).
-    let app = TestApp::without_runner().await;
-    let key = app.tenant("m").await;
+    let (app, key) = TestApp::queued_with_tenant("m").await;
     for who in [None, Some(key.as_str()), Some(ADMIN)] {
         app.call(Method::GET, "/metrics", who, None).await.problem(404);
     }
@@ -87,8 +86,7 @@ async fn the_operator_listener_serves_the_metrics_and_nothing_else() {
 
 #[tokio::test]
 async fn job_durations_on_private_n_datasets_stay_out_of_the_metrics() {
-    let app = TestApp::start().await;
-    let key = app.tenant("m").await;
+    let (app, key) = TestApp::start_with_tenant("m").await;
     let (shown, hidden) = app.shown_and_hidden(&key, &csv_rows(200, 4, 3)).await;
     let privacy = json!({ "rho": 0.1 });
     for (ds, algorithm) in [(&shown, "analyze_gauss"), (&hidden, "noisy_power")] {
@@ -123,15 +121,11 @@ async fn job_durations_on_private_n_datasets_stay_out_of_the_metrics() {
 
 #[tokio::test]
 async fn metrics_count_jobs_by_state_and_budget_refusals() {
-    let app = TestApp::without_runner().await;
-    let key = app.tenant("m").await;
+    let (app, key) = TestApp::queued_with_tenant("m").await;
     let ds = app.records(&key, json!({ "rho": 0.1 }), "1,0\n0,1\n1,1\n").await;
     let job = json!({ "dataset_id": ds, "algorithm": "analyze_gauss", "params": { "k": 1 }, "privacy": { "rho": 0.1 } });
-    assert_eq!(
-        app.post("/v1/jobs", &key, job.clone()).await.status,
-        StatusCode::ACCEPTED
-    );
-    app.post("/v1/jobs", &key, job).await.problem(409);
+    assert_eq!(app.submit(&key, job.clone()).await.status, StatusCode::ACCEPTED);
+    app.submit(&key, job).await.problem(409);
     let text = app.metrics_text().await;
     assert!(text.contains("privpca_jobs{status=\"queued\"} 1"), "{text}");
     assert!(
@@ -142,8 +136,7 @@ async fn metrics_count_jobs_by_state_and_budget_refusals() {
 
 #[tokio::test]
 async fn metrics_time_finished_jobs_per_algorithm() {
-    let app = TestApp::start().await;
-    let key = app.tenant("m").await;
+    let (app, key) = TestApp::start_with_tenant("m").await;
     let ds = app.public_records(&key, "1,0\n0,1\n1,1\n").await;
     for algorithm in ["exact", "exact", "noisy_power"] {
         app.succeeded(
@@ -173,12 +166,9 @@ async fn submissions_over_the_tenant_rate_are_429_with_retry_after() {
     let ds_b = app.public_records(&b, "1,0\n0,1\n").await;
     let job = |ds: &str| json!({ "dataset_id": ds, "algorithm": "exact", "params": { "k": 1 } });
     for _ in 0..2 {
-        assert_eq!(
-            app.post("/v1/jobs", &a, job(&ds_a)).await.status,
-            StatusCode::ACCEPTED
-        );
+        assert_eq!(app.submit(&a, job(&ds_a)).await.status, StatusCode::ACCEPTED);
     }
-    let refused = app.post("/v1/jobs", &a, job(&ds_a)).await;
+    let refused = app.submit(&a, job(&ds_a)).await;
     let retry: u64 = refused.headers["retry-after"].to_str().unwrap().parse().unwrap();
     assert!(
         (1..=30).contains(&retry),
@@ -187,10 +177,7 @@ async fn submissions_over_the_tenant_rate_are_429_with_retry_after() {
     let problem = refused.problem(429);
     assert_eq!(problem["limit_per_minute"], 2, "{problem}");
     // Another tenant has its own bucket, and the refused request queued nothing.
-    assert_eq!(
-        app.post("/v1/jobs", &b, job(&ds_b)).await.status,
-        StatusCode::ACCEPTED
-    );
+    assert_eq!(app.submit(&b, job(&ds_b)).await.status, StatusCode::ACCEPTED);
     let jobs = app.get("/v1/jobs", &a).await.json();
     assert_eq!(jobs.as_array().map(Vec::len), Some(2), "{jobs}");
     let text = app.metrics_text().await;
@@ -203,9 +190,7 @@ async fn submissions_over_the_tenant_rate_are_429_with_retry_after() {
 #[tokio::test]
 async fn unknown_routes_and_methods_are_problem_documents() {
     let app = TestApp::without_runner().await;
-    app.call(Method::GET, "/v1/nothing", None, None)
-        .await
-        .problem(404);
+    app.anonymous(Method::GET, "/v1/nothing").await.problem(404);
     let reply = app.call(Method::PATCH, "/v1/datasets", Some(ADMIN), None).await;
     reply.problem(405);
 }
@@ -213,7 +198,7 @@ async fn unknown_routes_and_methods_are_problem_documents() {
 #[tokio::test]
 async fn algorithms_list_describes_parameters_and_privacy() {
     let app = TestApp::without_runner().await;
-    let list = app.call(Method::GET, "/v1/algorithms", None, None).await.json();
+    let list = app.anonymous(Method::GET, "/v1/algorithms").await.json();
     let list = list.as_array().unwrap();
     for name in [
         "noisy_power",
@@ -253,14 +238,9 @@ async fn algorithms_list_describes_parameters_and_privacy() {
 
 #[tokio::test]
 async fn privacy_plan_converts_and_prices_without_spending() {
-    let app = TestApp::without_runner().await;
-    let key = app.tenant("p").await;
+    let (app, key) = TestApp::queued_with_tenant("p").await;
     let conv = app
-        .post(
-            "/v1/privacy/plan",
-            &key,
-            json!({ "privacy": { "epsilon": 1.0, "delta": 1e-5 } }),
-        )
+        .plan(&key, json!({ "privacy": { "epsilon": 1.0, "delta": 1e-5 } }))
         .await;
     assert_eq!(conv.status, StatusCode::OK);
     let conv = conv.json();
@@ -276,8 +256,7 @@ async fn privacy_plan_converts_and_prices_without_spending() {
 
     let ds = app.records(&key, json!({ "rho": 0.5 }), "1,0\n0,1\n").await;
     let plan = app
-        .post(
-            "/v1/privacy/plan",
+        .plan(
             &key,
             json!({ "privacy": { "rho": 0.25 }, "dataset_id": ds, "algorithm": "noisy_power",
                     "params": { "k": 1, "iterations": 4 } }),
@@ -291,7 +270,7 @@ async fn privacy_plan_converts_and_prices_without_spending() {
     let s = plan["noise"][0]["multiplier"].as_f64().unwrap();
     assert!((s - 8f64.sqrt()).abs() < 1e-9, "{plan}");
     let too_much = app
-        .post("/v1/privacy/plan", &key, json!({ "privacy": { "rho": 0.75 }, "dataset_id": ds, "algorithm": "noisy_power", "params": { "k": 1 } }))
+        .plan(&key, json!({ "privacy": { "rho": 0.75 }, "dataset_id": ds, "algorithm": "noisy_power", "params": { "k": 1 } }))
         .await
         .json();
     assert_eq!(too_much["fits_budget"], false);

@@ -197,6 +197,22 @@ async fn view_status(app: &TestApp, key: &str, id: &str) -> Value {
     app.get(&format!("/v1/studies/{id}"), key).await.json()["status"].clone()
 }
 
+/// Creates the study `body` describes and joins one in-process site per token (see
+/// [`joined_sites`]): the study's id, the sites' tokens and the sites.
+async fn enrolled(
+    app: &TestApp,
+    key: &str,
+    body: Value,
+    seed: u64,
+    n: usize,
+) -> (String, Vec<String>, Vec<TestSite>) {
+    let created = create(app, key, body).await;
+    let id = created["id"].as_str().unwrap().to_string();
+    let tokens = site_tokens(&created);
+    let sites = joined_sites(app, &tokens, seed, n).await;
+    (id, tokens, sites)
+}
+
 async fn create(app: &TestApp, key: &str, body: Value) -> Value {
     let reply = app.post("/v1/studies", key, body).await;
     reply.expect(StatusCode::CREATED);
@@ -236,8 +252,7 @@ async fn step_until(
 
 #[tokio::test]
 async fn a_study_runs_end_to_end_and_reports_survivors() {
-    let app = TestApp::start().await;
-    let key = app.tenant("owner").await;
+    let (app, key) = TestApp::start_with_tenant("owner").await;
     let created = create(&app, &key, study_body(3, 2, 5, 30)).await;
     assert_eq!(created["status"], "enrolling");
     let id = created["id"].as_str().unwrap().to_string();
@@ -290,12 +305,8 @@ async fn a_study_runs_end_to_end_and_reports_survivors() {
 
 #[tokio::test]
 async fn a_site_that_dies_is_dropped_and_the_study_survives() {
-    let app = TestApp::start().await;
-    let key = app.tenant("owner").await;
-    let created = create(&app, &key, study_body(4, 3, 4, 60)).await;
-    let id = created["id"].as_str().unwrap().to_string();
-    let tokens = site_tokens(&created);
-    let mut sites = joined_sites(&app, &tokens, 10, 150).await;
+    let (app, key) = TestApp::start_with_tenant("owner").await;
+    let (id, _, mut sites) = enrolled(&app, &key, study_body(4, 3, 4, 60), 10, 150).await;
     sites[1].dies_at = Some(3);
     // Step until site 1 has fallen silent and the others have all sent round 3: the round can
     // only wait for site 1 now. Close it as its deadline would.
@@ -333,8 +344,7 @@ async fn a_site_that_dies_is_dropped_and_the_study_survives() {
 
 #[tokio::test]
 async fn below_threshold_at_the_join_deadline_fails_without_charges() {
-    let app = TestApp::start().await;
-    let key = app.tenant("owner").await;
+    let (app, key) = TestApp::start_with_tenant("owner").await;
     let created = create(&app, &key, study_body(3, 3, 2, 30)).await;
     let id = created["id"].as_str().unwrap().to_string();
     let mut site = TestSite::new(created["sites"][0]["token"].as_str().unwrap(), 1, 50);
@@ -359,8 +369,7 @@ async fn below_threshold_at_the_join_deadline_fails_without_charges() {
 
 #[tokio::test]
 async fn bad_studies_are_refused_with_clear_problems() {
-    let app = TestApp::start().await;
-    let key = app.tenant("owner").await;
+    let (app, key) = TestApp::start_with_tenant("owner").await;
     let cases: Vec<(Value, &str)> = vec![
         (json!({"threshold": 1}), "threshold"),
         (json!({"threshold": 5}), "threshold"),
@@ -399,27 +408,17 @@ async fn bad_studies_are_refused_with_clear_problems() {
     body["sites"][2]["budget_rho"] = json!(0.1);
     let doc = app.post("/v1/studies", &key, body).await.problem(409);
     assert!(doc["detail"].as_str().unwrap().contains("site-2"));
-    assert!(
-        app.get("/v1/studies", &key)
-            .await
-            .json()
-            .as_array()
-            .unwrap()
-            .is_empty()
-    );
+    assert!(app.list("/v1/studies", &key).await.is_empty());
 }
 
 #[tokio::test]
 async fn bad_site_messages_are_refused_and_change_nothing() {
-    let app = TestApp::start().await;
-    let key = app.tenant("owner").await;
+    let (app, key) = TestApp::start_with_tenant("owner").await;
     let created = create(&app, &key, study_body(3, 2, 3, 30)).await;
     let tokens = site_tokens(&created);
     // Unknown or foreign tokens.
     app.get("/v1/site/study", "pps_0000").await.problem(401);
-    app.call(Method::GET, "/v1/site/task", None, None)
-        .await
-        .problem(401);
+    app.anonymous(Method::GET, "/v1/site/task").await.problem(401);
     // Malformed join: wrong number of keys, a broken key, n missing under replace_one.
     let mut site = TestSite::new(&tokens[0], 3, 40);
     let view: SiteStudyView =
@@ -482,8 +481,7 @@ async fn bad_site_messages_are_refused_and_change_nothing() {
 
 #[tokio::test]
 async fn cancelling_a_study_ends_it_for_its_sites() {
-    let app = TestApp::start().await;
-    let key = app.tenant("owner").await;
+    let (app, key) = TestApp::start_with_tenant("owner").await;
     let created = create(&app, &key, study_body(2, 2, 2, 30)).await;
     let id = created["id"].as_str().unwrap();
     let token = created["sites"][0]["token"].as_str().unwrap().to_string();
@@ -505,12 +503,8 @@ async fn cancelling_a_study_ends_it_for_its_sites() {
 
 #[tokio::test]
 async fn a_coordinator_restart_fails_unfinished_studies_and_keeps_charges() {
-    let app = TestApp::start().await;
-    let key = app.tenant("owner").await;
-    let created = create(&app, &key, study_body(2, 2, 50, 30)).await;
-    let id = created["id"].as_str().unwrap().to_string();
-    let tokens = site_tokens(&created);
-    let mut sites = joined_sites(&app, &tokens, 40, 60).await;
+    let (app, key) = TestApp::start_with_tenant("owner").await;
+    let (id, tokens, mut sites) = enrolled(&app, &key, study_body(2, 2, 50, 30), 40, 60).await;
     // Run until round 1 is done, so the sites have been charged.
     for _ in 0..50 {
         for s in &mut sites {
@@ -540,8 +534,7 @@ async fn a_coordinator_restart_fails_unfinished_studies_and_keeps_charges() {
 
 #[tokio::test]
 async fn retried_site_messages_are_already_received() {
-    let app = TestApp::start().await;
-    let key = app.tenant("owner").await;
+    let (app, key) = TestApp::start_with_tenant("owner").await;
     let created = create(&app, &key, study_body(2, 2, 3, 30)).await;
     let tokens = site_tokens(&created);
     let mut sites = joined_sites(&app, &tokens, 60, 30).await;

@@ -40,7 +40,7 @@ async fn the_page_and_its_assets_are_served_without_a_key_with_strict_headers() 
     paths.extend(asset_names().map(|n| (format!("/ui/{n}"), n)));
     assert!(paths.len() > 4, "html, scripts, a stylesheet and an icon");
     for (path, name) in &paths {
-        let reply = app.call(Method::GET, path, None, None).await;
+        let reply = app.anonymous(Method::GET, path).await;
         assert_eq!(reply.status, StatusCode::OK, "{path}");
         assert_eq!(reply.content_type(), expected_type(name), "{path}");
         let h = |n: header::HeaderName| reply.headers.get(n).unwrap().to_str().unwrap().to_string();
@@ -91,7 +91,7 @@ async fn the_policy_allows_only_this_origin_and_no_inline_code() {
     assert!(!CONTENT_SECURITY_POLICY.contains("http"));
 
     let app = TestApp::without_runner().await;
-    let page = String::from_utf8(app.call(Method::GET, "/ui", None, None).await.bytes).unwrap();
+    let page = String::from_utf8(app.anonymous(Method::GET, "/ui").await.bytes).unwrap();
     // Scripts come from files, never inline; no inline styles or event handlers.
     for tag in page.split("<script").skip(1) {
         let open = &tag[..tag.find('>').unwrap()];
@@ -135,7 +135,7 @@ async fn nothing_refers_outside_the_service_and_every_reference_resolves() {
         "modules import each other"
     );
     for (from, path) in references {
-        let reply = app.call(Method::GET, &path, None, None).await;
+        let reply = app.anonymous(Method::GET, &path).await;
         assert_eq!(reply.status, StatusCode::OK, "{from} refers to {path}");
     }
 }
@@ -143,14 +143,12 @@ async fn nothing_refers_outside_the_service_and_every_reference_resolves() {
 #[tokio::test]
 async fn unknown_assets_are_problem_documents_and_the_slash_redirects() {
     let app = TestApp::without_runner().await;
-    app.call(Method::GET, "/ui/nope.js", None, None)
+    app.anonymous(Method::GET, "/ui/nope.js").await.problem(404);
+    app.anonymous(Method::GET, "/ui/..%2fCargo.toml")
         .await
         .problem(404);
-    app.call(Method::GET, "/ui/..%2fCargo.toml", None, None)
-        .await
-        .problem(404);
-    app.call(Method::POST, "/ui", None, None).await.problem(405);
-    let slash = app.call(Method::GET, "/ui/", None, None).await;
+    app.anonymous(Method::POST, "/ui").await.problem(405);
+    let slash = app.anonymous(Method::GET, "/ui/").await;
     assert_eq!(slash.status, StatusCode::PERMANENT_REDIRECT);
     assert_eq!(slash.headers.get(header::LOCATION).unwrap(), "/ui");
 }

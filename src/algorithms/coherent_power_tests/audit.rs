@@ -149,14 +149,7 @@ fn gaussian_noise_matches_spec() {
     let cases = [(AR, false), (RO, false), (EN, false), (EN, true), (AR, true)];
     for (seed, (neighbours, search)) in (21..).zip(cases) {
         let report = gaussian_audit(neighbours, search, 1.0, seed);
-        assert!(
-            report.gaussian_scale_error < 1e-6,
-            "recorded sd off by {:e}",
-            report.gaussian_scale_error
-        );
-        for (t, r) in report.per_draw.iter().enumerate() {
-            assert!(r.is_ok(), "{neighbours:?} round {}: {r:?}", t + 1);
-        }
+        assert_draws_calibrated(report.gaussian_scale_error, &report.per_draw, neighbours);
         assert!(report.gaussian.len() >= 6000);
         let pooled = check_gaussian_scale(&report.gaussian, 1.0);
         assert!(pooled.is_ok(), "{neighbours:?} search {search}: {pooled:?}");
@@ -199,11 +192,7 @@ fn laplace_noise_matches_spec() {
     assert_eq!(report.laplace.len(), 3000);
     let result = check_laplace_scale(&report.laplace, 1.0);
     assert!(result.is_ok(), "{result:?}");
-    assert!(
-        report.laplace_scale_error < 1e-6,
-        "recorded scale off by {:e}",
-        report.laplace_scale_error
-    );
+    assert_recorded_scale(report.laplace_scale_error, "laplace");
 }
 
 /// The same check catches singular-value estimates with 1.2× too little noise (b/1.2:

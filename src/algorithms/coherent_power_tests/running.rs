@@ -7,8 +7,7 @@ use super::*;
 fn output_is_orthonormal_with_fixed_signs() {
     let (d, n, k) = (15, 120, 4);
     for neighbours in [AR, RO, EN] {
-        let (m, _) = data(neighbours, d, n, 3);
-        let c = ctx(d, Some(n), neighbours);
+        let (m, _, c) = data_in_ctx(neighbours, d, n, 3);
         for rho in [0.01, 1e6] {
             for search in [false, true] {
                 let config = CoherentPower
@@ -29,8 +28,7 @@ fn output_is_orthonormal_with_fixed_signs() {
 fn converges_to_the_exact_subspace_at_huge_rho() {
     let (d, n, k) = (30, 400, 3);
     for neighbours in [AR, RO, EN] {
-        let (m, dense) = data(neighbours, d, n, 7);
-        let c = ctx(d, Some(n), neighbours);
+        let (m, dense, c) = data_in_ctx(neighbours, d, n, 7);
         for search in [false, true] {
             let config = CoherentPower
                 .configure(params(k, 100, Some(d as f64), search), &c, &target(1e12))
@@ -133,8 +131,7 @@ fn coherence_violation_fails_cleanly() {
 #[test]
 fn progress_is_reported_and_cancellation_stops_the_run() {
     let (d, n) = (10, 50);
-    let xt = spiked_records(3, d, n, &[4.0], 0.3, 2.0);
-    let c = ctx(d, Some(n), AR);
+    let (xt, c) = spiked_with_ctx(3, (d, n), &[4.0], 0.3, AR);
     let config = CoherentPower
         .configure(params(2, 5, Some(d as f64), false), &c, &target(1.0))
         .expect("valid");
@@ -165,6 +162,8 @@ fn mismatched_input_or_stale_config_fails_cleanly() {
     let xt = spiked_records(3, 6, 20, &[4.0], 0.3, 2.0);
     let a = spiked_matrix(3, 6, &[4.0], 0.1);
     let good = config(2, 2, vec![6.0], 1.0, 1.0);
+    // A stored configuration run on the records, d = 6 under add_remove.
+    let stored = |stale| (DataInput::Records { xt: (&xt).into() }, ctx(6, None, AR), stale);
     let cases = [
         (DataInput::Matrix { a: &a }, ctx(6, None, AR), good.clone()),
         (
@@ -179,31 +178,11 @@ fn mismatched_input_or_stale_config_fails_cleanly() {
         ),
         (DataInput::Matrix { a: &a }, ctx(5, None, EN), good.clone()),
         // Stored configurations that no longer fit.
-        (
-            DataInput::Records { xt: (&xt).into() },
-            ctx(6, None, AR),
-            config(7, 2, vec![6.0], 1.0, 1.0),
-        ),
-        (
-            DataInput::Records { xt: (&xt).into() },
-            ctx(6, None, AR),
-            config(2, 0, vec![6.0], 1.0, 1.0),
-        ),
-        (
-            DataInput::Records { xt: (&xt).into() },
-            ctx(6, None, AR),
-            config(2, 2, vec![], 1.0, 1.0),
-        ),
-        (
-            DataInput::Records { xt: (&xt).into() },
-            ctx(6, None, AR),
-            config(2, 2, vec![7.0], 1.0, 1.0),
-        ),
-        (
-            DataInput::Records { xt: (&xt).into() },
-            ctx(6, None, AR),
-            config(2, 2, vec![0.5], 1.0, 1.0),
-        ),
+        stored(config(7, 2, vec![6.0], 1.0, 1.0)),
+        stored(config(2, 0, vec![6.0], 1.0, 1.0)),
+        stored(config(2, 2, vec![], 1.0, 1.0)),
+        stored(config(2, 2, vec![7.0], 1.0, 1.0)),
+        stored(config(2, 2, vec![0.5], 1.0, 1.0)),
         (
             DataInput::Matrix { a: &a },
             ctx(6, None, EN),
@@ -228,8 +207,7 @@ fn mismatched_input_or_stale_config_fails_cleanly() {
 #[test]
 fn registry_round_trip_matches_a_direct_run() {
     let (d, n) = (12, 60);
-    let xt = spiked_records(5, d, n, &[4.0, 2.0], 0.3, 2.0);
-    let c = ctx(d, Some(n), RO);
+    let (xt, c) = spiked_with_ctx(5, (d, n), &[4.0, 2.0], 0.3, RO);
     let p = CoherentPowerParams {
         eigenvalue_share: Some(0.2),
         ..params(2, 3, Some(12.0), false)
@@ -292,8 +270,7 @@ fn unit_start_never_fails_the_check_at_small_d() {
     assert!(old_failures > 20, "{old_failures}");
     for d in 5..=10 {
         for neighbours in [AR, RO, EN] {
-            let (m, _) = data(neighbours, d, 40, 200 + d as u64);
-            let c = ctx(d, Some(40), neighbours);
+            let (m, _, c) = data_in_ctx(neighbours, d, 40, 200 + d as u64);
             let config = CoherentPower
                 .configure(params(2, 10, Some(d as f64), false), &c, &target(1e4))
                 .expect("valid");

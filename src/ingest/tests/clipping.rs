@@ -5,10 +5,7 @@ use super::*;
 #[test]
 fn records_are_clipped_per_row() {
     let text = "3,4\n0.3,0.4\n-30,40\n0,0\n";
-    let bounds = Shape::Records {
-        beta: 1.0,
-        alpha: None,
-    };
+    let bounds = l2_records(1.0);
     let (_, v) = run_with(text.as_bytes(), Format::Csv, bounds, LIMITS).expect("valid");
     for row in v.chunks(2) {
         assert!(row[0].hypot(row[1]) <= 1.0, "{row:?}");
@@ -37,10 +34,7 @@ fn records_are_clipped_per_row() {
 
 #[test]
 fn invalid_bounds_are_a_server_error() {
-    let bad = Shape::Records {
-        beta: f64::NAN,
-        alpha: None,
-    };
+    let bad = l2_records(f64::NAN);
     let err = run_with(b"1\n", Format::Csv, bad, LIMITS).expect_err("NaN bound");
     assert!(matches!(err, IngestError::InvalidBounds(_)) && !err.is_client_error());
 }

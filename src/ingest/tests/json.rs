@@ -5,10 +5,7 @@ use super::*;
 #[test]
 fn json_rows_of_numbers() {
     let text = " [ [1, 2.5],\n [-3, 4e2], [18446744073709551615, -9223372036854775808] ] \n";
-    let unclipped = Shape::Records {
-        beta: 1e30,
-        alpha: None,
-    };
+    let unclipped = l2_records(1e30);
     let (got, v) = run_with(text.as_bytes(), Format::Json, unclipped, LIMITS).expect("valid");
     assert_eq!(got, shape(3, 2));
     assert_eq!(
@@ -78,22 +75,12 @@ fn json_syntax_errors_and_truncation_are_malformed_with_line() {
     ] {
         assert!(matches!(json(text), Err(IngestError::Malformed { .. })), "{text}");
     }
-    match json("[[1, 2], [3, 4") {
-        Err(IngestError::Malformed { message, .. }) => assert!(message.contains("ends early"), "{message}"),
-        other => panic!("expected Malformed, got {other:?}"),
-    }
+    assert_malformed(json("[[1, 2], [3, 4"), "ends early");
 }
 
 #[test]
 fn json_ragged_and_wide_rows() {
-    assert!(matches!(
-        json("[[1, 2], [3]]"),
-        Err(IngestError::Ragged {
-            row: 2,
-            expected: 2,
-            got: 1
-        })
-    ));
+    assert_ragged(json("[[1, 2], [3]]"), (2, 2, 1));
     let limits = Limits { max_d: 3, ..LIMITS };
     let wide = format!("[[{}]]", vec!["0"; 50].join(","));
     let err = run_with(wide.as_bytes(), Format::Json, RAW, limits).expect_err("too wide");

@@ -104,6 +104,33 @@ fn npy64(rows: &[Vec<f64>]) -> Vec<u8> {
     )
 }
 
+/// Records clipped to ‖x‖₂ ≤ β, with no L1 bound.
+fn l2_records(beta: f64) -> Shape {
+    Shape::Records { beta, alpha: None }
+}
+
+/// Asserts that `result` is a `Malformed` error whose message contains `needle`.
+#[track_caller]
+fn assert_malformed<T: std::fmt::Debug>(result: Result<T, IngestError>, needle: &str) {
+    match result {
+        Err(IngestError::Malformed { message, .. }) => assert!(message.contains(needle), "{message}"),
+        other => panic!("expected Malformed, got {other:?}"),
+    }
+}
+
+/// Asserts that `result` is a `Ragged` error naming (row, expected, got).
+#[track_caller]
+fn assert_ragged<T: std::fmt::Debug>(result: Result<T, IngestError>, (row, expected, got): (u64, u64, u64)) {
+    match result {
+        Err(IngestError::Ragged {
+            row: r,
+            expected: e,
+            got: g,
+        }) => assert_eq!((r, e, g), (row, expected, got)),
+        other => panic!("expected Ragged, got {other:?}"),
+    }
+}
+
 fn assert_hides(err: &IngestError, secret: &str) {
     assert!(
         !err.to_string().contains(secret),

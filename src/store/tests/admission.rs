@@ -2,16 +2,15 @@
 //! database's own refusal of an overspend.
 
 use super::{
-    empty_dataset, fixture, job, ledger_entries, ledger_net, private_spec, public_spec, ready_dataset,
-    spawn_submissions, stored_dataset, submit_ok,
+    empty_dataset, fixture, fixture_with, job, ledger_entries, ledger_net, private_spec, public_spec,
+    spawn_submissions, stored_dataset,
 };
 use crate::privacy::units::{DeltaUnits, RhoUnits};
 use crate::store::{LedgerEntryKind, StoreError, SubmitOutcome};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn fifty_concurrent_submissions_fit_exactly_ten() {
-    let f = fixture().await;
-    let ds = ready_dataset(&f.store, f.tenant, private_spec(1_000, 50)).await;
+    let (f, ds) = fixture_with(private_spec(1_000, 50)).await;
     let (mut created, mut over) = (0, 0);
     for handle in spawn_submissions(&f, 50, || job(ds.id, 100, 5)) {
         match handle.await.expect("task").expect("submit") {
@@ -49,14 +48,9 @@ async fn fifty_concurrent_submissions_fit_exactly_ten() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn over_budget_names_remaining_and_requested_for_rho_and_delta() {
-    let f = fixture().await;
-    let ds = ready_dataset(&f.store, f.tenant, private_spec(1_000, 10)).await;
-    submit_ok(&f.store, f.tenant, job(ds.id, 700, 4)).await;
-    let outcome = f
-        .store
-        .submit_job(f.tenant, job(ds.id, 301, 0))
-        .await
-        .expect("submit");
+    let (f, ds) = fixture_with(private_spec(1_000, 10)).await;
+    f.submit_ok(job(ds.id, 700, 4)).await;
+    let outcome = f.submit(job(ds.id, 301, 0)).await;
     assert_eq!(
         outcome,
         SubmitOutcome::OverBudget {
@@ -67,11 +61,7 @@ async fn over_budget_names_remaining_and_requested_for_rho_and_delta() {
         }
     );
     // δ alone can also be the limit.
-    let outcome = f
-        .store
-        .submit_job(f.tenant, job(ds.id, 1, 7))
-        .await
-        .expect("submit");
+    let outcome = f.submit(job(ds.id, 1, 7)).await;
     assert!(matches!(
         outcome,
         SubmitOutcome::OverBudget {
@@ -80,7 +70,7 @@ async fn over_budget_names_remaining_and_requested_for_rho_and_delta() {
         }
     ));
     // Exactly the remainder fits.
-    submit_ok(&f.store, f.tenant, job(ds.id, 300, 6)).await;
+    f.submit_ok(job(ds.id, 300, 6)).await;
     let after = stored_dataset(&f.store, f.tenant, ds.id).await;
     assert_eq!(
         (after.remaining_rho_units(), after.remaining_delta_units()),
@@ -91,9 +81,8 @@ async fn over_budget_names_remaining_and_requested_for_rho_and_delta() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_database_itself_refuses_an_overspend_and_ledger_rewrites() {
-    let f = fixture().await;
-    let ds = ready_dataset(&f.store, f.tenant, private_spec(1_000, 0)).await;
-    submit_ok(&f.store, f.tenant, job(ds.id, 400, 0)).await;
+    let (f, ds) = fixture_with(private_spec(1_000, 0)).await;
+    f.submit_ok(job(ds.id, 400, 0)).await;
     let overspend = sqlx::query("UPDATE datasets SET spent_rho_units = 1001 WHERE id = $1")
         .bind(ds.id.to_string())
         .execute(&f.store.pool)
@@ -119,8 +108,7 @@ async fn the_database_itself_refuses_an_overspend_and_ledger_rewrites() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn bad_charges_and_seeds_on_private_data_are_refused_without_writing() {
-    let f = fixture().await;
-    let ds = ready_dataset(&f.store, f.tenant, private_spec(1_000, 0)).await;
+    let (f, ds) = fixture_with(private_spec(1_000, 0)).await;
     let negative = f.store.submit_job(f.tenant, job(ds.id, -5, 0)).await;
     assert!(matches!(negative, Err(StoreError::InvalidCharge(_))));
     let seeded = f
@@ -143,19 +131,14 @@ async fn bad_charges_and_seeds_on_private_data_are_refused_without_writing() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn public_datasets_record_costs_without_a_budget() {
-    let f = fixture().await;
-    let ds = ready_dataset(&f.store, f.tenant, public_spec()).await;
+    let (f, ds) = fixture_with(public_spec()).await;
     let big = RhoUnits::budget(crate::privacy::units::MAX_RHO).0;
     for _ in 0..12 {
         // Twelve maximal charges would overflow an i64 total; nothing is totalled on the row.
-        submit_ok(
-            &f.store,
-            f.tenant,
-            super::super::NewJob {
-                seed: Some(u64::MAX),
-                ..job(ds.id, big, 0)
-            },
-        )
+        f.submit_ok(super::super::NewJob {
+            seed: Some(u64::MAX),
+            ..job(ds.id, big, 0)
+        })
         .await;
     }
     let after = stored_dataset(&f.store, f.tenant, ds.id).await;
@@ -173,19 +156,11 @@ async fn public_datasets_record_costs_without_a_budget() {
 async fn submission_needs_a_ready_dataset() {
     let f = fixture().await;
     let empty = empty_dataset(&f.store, f.tenant).await;
-    let outcome = f
-        .store
-        .submit_job(f.tenant, job(empty.id, 1, 0))
-        .await
-        .expect("submit");
+    let outcome = f.submit(job(empty.id, 1, 0)).await;
     assert_eq!(
         outcome,
         SubmitOutcome::DatasetNotReady(crate::store::DatasetStatus::Empty)
     );
-    let outcome = f
-        .store
-        .submit_job(f.tenant, job(uuid::Uuid::new_v4(), 1, 0))
-        .await
-        .expect("submit");
+    let outcome = f.submit(job(uuid::Uuid::new_v4(), 1, 0)).await;
     assert_eq!(outcome, SubmitOutcome::DatasetNotFound);
 }

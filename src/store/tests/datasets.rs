@@ -1,8 +1,8 @@
 //! Dataset lifecycle: validation, attaching data, deletion.
 
 use super::{
-    empty_dataset, fixture, held, job, ledger_entries, ledger_net, private_spec, public_spec, ready_dataset,
-    stored_job, submit_ok,
+    assert_ready, empty_dataset, fixture, fixture_with, held, job, ledger_entries, ledger_net, private_spec,
+    public_spec, stored_job,
 };
 use crate::dataset::Relation;
 use crate::store::{
@@ -76,10 +76,7 @@ async fn created_datasets_read_back_equal() {
         .await
         .expect("attach")
         .expect("attachable");
-    assert_eq!(
-        (ready.status, ready.n, ready.d),
-        (DatasetStatus::Ready, Some(40), Some(3))
-    );
+    assert_ready(&ready, 40, 3);
     assert!(
         f.store
             .attach_data(f.tenant, created.id, 41, 3)
@@ -103,13 +100,8 @@ async fn attach_upload_moves_the_file_once() {
     std::fs::write(&second, [2u8; 16]).expect("write");
 
     let claim = super::uploads::claimed(&f.store, f.tenant, ds.id).await;
-    let ready = f
-        .store
-        .attach_upload(&claim, &first, 2, 1)
-        .await
-        .expect("attach")
-        .expect("attachable");
-    assert_eq!(ready.status, DatasetStatus::Ready);
+    let ready = f.attached(&claim, &first, 2, 1).await;
+    assert_ready(&ready, 2, 1);
     assert!(!first.exists());
     assert_eq!(
         std::fs::read(f.store.data_path(ds.id)).expect("data"),
@@ -132,19 +124,13 @@ async fn attach_upload_moves_the_file_once() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn deletion_keeps_the_ledger_refunds_queued_jobs_and_removes_the_data() {
-    let f = fixture().await;
-    let ds = ready_dataset(&f.store, f.tenant, private_spec(1_000, 0)).await;
+    let (f, ds) = fixture_with(private_spec(1_000, 0)).await;
     std::fs::write(f.store.data_path(ds.id), [0u8; 8]).expect("data file");
-    let running = submit_ok(&f.store, f.tenant, job(ds.id, 300, 0)).await;
-    let queued = submit_ok(&f.store, f.tenant, job(ds.id, 200, 0)).await;
+    let running = f.submit_ok(job(ds.id, 300, 0)).await;
+    let queued = f.submit_ok(job(ds.id, 200, 0)).await;
     f.store.claim_next_job().await.expect("claim").expect("running");
 
-    let deleted = f
-        .store
-        .delete_dataset(f.tenant, ds.id)
-        .await
-        .expect("delete")
-        .expect("exists");
+    let deleted = f.delete(ds.id).await;
     assert_eq!(deleted.status, DatasetStatus::Deleted);
     assert!(deleted.deleted_at.is_some());
     assert_eq!(
@@ -172,18 +158,9 @@ async fn deletion_keeps_the_ledger_refunds_queued_jobs_and_removes_the_data() {
     assert_eq!(ledger_net(&f.store, f.tenant, ds.id).await, (300, 0));
 
     // Idempotent; the dataset stays readable as deleted; no new work.
-    let again = f
-        .store
-        .delete_dataset(f.tenant, ds.id)
-        .await
-        .expect("delete")
-        .expect("exists");
+    let again = f.delete(ds.id).await;
     assert_eq!(again, deleted);
-    let outcome = f
-        .store
-        .submit_job(f.tenant, job(ds.id, 1, 0))
-        .await
-        .expect("submit");
+    let outcome = f.submit(job(ds.id, 1, 0)).await;
     assert_eq!(outcome, SubmitOutcome::DatasetNotReady(DatasetStatus::Deleted));
     assert!(
         f.store
@@ -212,11 +189,7 @@ async fn interrupted_uploads_are_removed_and_data_files_kept() {
     let attached = f.store.upload_temp_path(ds.id);
     std::fs::write(&attached, [1u8; 16]).expect("write");
     let claim = super::uploads::claimed(&f.store, f.tenant, ds.id).await;
-    f.store
-        .attach_upload(&claim, &attached, 2, 1)
-        .await
-        .expect("attach")
-        .expect("attachable");
+    f.attached(&claim, &attached, 2, 1).await;
     let stale = [f.store.upload_temp_path(ds.id), f.store.upload_temp_path(ds.id)];
     for path in &stale {
         std::fs::write(path, [2u8; 8]).expect("write");

@@ -4,7 +4,7 @@
 
 use proptest::prelude::*;
 
-use super::{fixture, held, job, ledger_net, private_spec, ready_dataset};
+use super::{fixture, held, job, ledger_net, private_spec};
 use crate::store::{CancelOutcome, JobStatus, SubmitOutcome};
 
 const BUDGET_RHO: i64 = 1_000;
@@ -32,11 +32,7 @@ async fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
     let f = fixture().await;
     let mut datasets = Vec::new();
     for _ in 0..2 {
-        datasets.push(
-            ready_dataset(&f.store, f.tenant, private_spec(BUDGET_RHO, BUDGET_DELTA))
-                .await
-                .id,
-        );
+        datasets.push(f.ready(private_spec(BUDGET_RHO, BUDGET_DELTA)).await.id);
     }
     let mut model = [(0i64, 0i64); 2];
     let mut jobs = Vec::new(); // (job id, dataset index, rho, delta)

@@ -44,6 +44,62 @@ pub(super) async fn fixture() -> Fixture {
     }
 }
 
+/// Asserts that `dataset` is ready with n × d data.
+#[track_caller]
+pub(super) fn assert_ready(dataset: &DatasetRecord, n: i64, d: i64) {
+    assert_eq!(
+        (dataset.status, dataset.n, dataset.d),
+        (super::DatasetStatus::Ready, Some(n), Some(d))
+    );
+}
+
+/// A [`fixture`] with a ready dataset from `spec` (see [`Fixture::ready`]).
+pub(super) async fn fixture_with(spec: NewDataset) -> (Fixture, DatasetRecord) {
+    let f = fixture().await;
+    let ds = f.ready(spec).await;
+    (f, ds)
+}
+
+impl Fixture {
+    /// The stored result of the tenant's job `id` (none unless it succeeded).
+    pub(super) async fn job_result(&self, id: Uuid) -> Option<super::JobResult> {
+        self.store.job_result(self.tenant, id).await.expect("result")
+    }
+
+    /// A ready dataset of the tenant's from `spec` (see [`ready_dataset`]).
+    pub(super) async fn ready(&self, spec: NewDataset) -> DatasetRecord {
+        ready_dataset(&self.store, self.tenant, spec).await
+    }
+
+    /// Submits `new` for the tenant and expects admission (see [`submit_ok`]).
+    pub(super) async fn submit_ok(&self, new: NewJob) -> JobRecord {
+        submit_ok(&self.store, self.tenant, new).await
+    }
+
+    /// Attaches the upload at `path` (n × d) under `claim`, which must succeed; the dataset.
+    pub(super) async fn attached(
+        &self,
+        claim: &super::UploadClaim,
+        path: &std::path::Path,
+        n: u64,
+        d: u64,
+    ) -> DatasetRecord {
+        let attached = self.store.attach_upload(claim, path, n, d).await.expect("attach");
+        attached.expect("attached")
+    }
+
+    /// Submits `new` for the tenant; the store's answer.
+    pub(super) async fn submit(&self, new: NewJob) -> SubmitOutcome {
+        self.store.submit_job(self.tenant, new).await.expect("submit")
+    }
+
+    /// Deletes the tenant's dataset `id`, which must exist; the dataset as deletion left it.
+    pub(super) async fn delete(&self, id: Uuid) -> DatasetRecord {
+        let deleted = self.store.delete_dataset(self.tenant, id).await.expect("delete");
+        deleted.expect("exists")
+    }
+}
+
 pub(super) fn private_spec(budget_rho_units: i64, budget_delta_units: i64) -> NewDataset {
     NewDataset {
         name: "census".to_owned(),
@@ -76,6 +132,13 @@ pub(super) async fn replica(f: &Fixture, name: &str, lease: Duration) -> Store {
         .expect("second replica")
         .with_replica(name)
         .with_lease(lease)
+}
+
+/// Two replicas with leases of `lease`: the fixture's store as `replica-a`, and `replica-b` on
+/// the same database.
+pub(super) async fn replicas(f: &Fixture, lease: Duration) -> (Store, Store) {
+    let a = f.store.clone().with_replica("replica-a").with_lease(lease);
+    (a, replica(f, "replica-b", lease).await)
 }
 
 /// Creates a private dataset (1 000 ρ units, no δ) and leaves it empty.

@@ -3,8 +3,8 @@
 use std::collections::HashSet;
 
 use super::{
-    fixture, held, job, ledger_entries, ledger_net, private_spec, ready_dataset, replica, stored_dataset,
-    stored_job, submit_ok,
+    fixture, fixture_with, held, job, ledger_entries, ledger_net, private_spec, ready_dataset, replicas,
+    stored_dataset, stored_job, submit_ok,
 };
 use crate::store::{
     CancelOutcome, INTERRUPTED_REASON, JobResult, JobStatus, LedgerEntryKind, Store, StoreError,
@@ -12,9 +12,8 @@ use crate::store::{
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_job_running_at_a_crash_fails_keeps_its_charge_and_is_never_rerun() {
-    let f = fixture().await;
-    let ds = ready_dataset(&f.store, f.tenant, private_spec(1_000, 0)).await;
-    let submitted = submit_ok(&f.store, f.tenant, job(ds.id, 250, 0)).await;
+    let (f, ds) = fixture_with(private_spec(1_000, 0)).await;
+    let submitted = f.submit_ok(job(ds.id, 250, 0)).await;
     let claimed = f
         .store
         .claim_next_job()
@@ -41,10 +40,9 @@ async fn a_job_running_at_a_crash_fails_keeps_its_charge_and_is_never_rerun() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn cancelling_refunds_only_while_queued() {
-    let f = fixture().await;
-    let ds = ready_dataset(&f.store, f.tenant, private_spec(1_000, 10)).await;
-    let first = submit_ok(&f.store, f.tenant, job(ds.id, 300, 2)).await;
-    let second = submit_ok(&f.store, f.tenant, job(ds.id, 200, 3)).await;
+    let (f, ds) = fixture_with(private_spec(1_000, 10)).await;
+    let first = f.submit_ok(job(ds.id, 300, 2)).await;
+    let second = f.submit_ok(job(ds.id, 200, 3)).await;
 
     // Running: asked to stop, charge kept.
     let running = f.store.claim_next_job().await.expect("claim").expect("job");
@@ -97,11 +95,10 @@ async fn cancelling_refunds_only_while_queued() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn claims_are_fifo() {
-    let f = fixture().await;
-    let ds = ready_dataset(&f.store, f.tenant, private_spec(1_000, 0)).await;
+    let (f, ds) = fixture_with(private_spec(1_000, 0)).await;
     let mut submitted = Vec::new();
     for _ in 0..6 {
-        submitted.push(submit_ok(&f.store, f.tenant, job(ds.id, 1, 0)).await.id);
+        submitted.push(f.submit_ok(job(ds.id, 1, 0)).await.id);
     }
     let mut claimed = Vec::new();
     while let Some(next) = f.store.claim_next_job().await.expect("claim") {
@@ -113,11 +110,10 @@ async fn claims_are_fifo() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_claimers_each_get_a_job_once() {
-    let f = fixture().await;
-    let ds = ready_dataset(&f.store, f.tenant, private_spec(1_000, 0)).await;
+    let (f, ds) = fixture_with(private_spec(1_000, 0)).await;
     let mut submitted = HashSet::new();
     for _ in 0..24 {
-        submitted.insert(submit_ok(&f.store, f.tenant, job(ds.id, 1, 0)).await.id);
+        submitted.insert(f.submit_ok(job(ds.id, 1, 0)).await.id);
     }
     let claimers: Vec<_> = (0..8)
         .map(|_| {
@@ -141,10 +137,9 @@ async fn concurrent_claimers_each_get_a_job_once() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn completion_stores_the_basis_and_failure_keeps_the_charge() {
-    let f = fixture().await;
-    let ds = ready_dataset(&f.store, f.tenant, private_spec(1_000, 0)).await;
-    let a = submit_ok(&f.store, f.tenant, job(ds.id, 100, 0)).await;
-    let b = submit_ok(&f.store, f.tenant, job(ds.id, 100, 0)).await;
+    let (f, ds) = fixture_with(private_spec(1_000, 0)).await;
+    let a = f.submit_ok(job(ds.id, 100, 0)).await;
+    let b = f.submit_ok(job(ds.id, 100, 0)).await;
     let result = JobResult {
         d: 3,
         k: 2,
@@ -158,13 +153,7 @@ async fn completion_stores_the_basis_and_failure_keeps_the_charge() {
         f.store.complete_job(held(a.id), &result).await,
         Err(StoreError::LeaseLost(_))
     ));
-    assert!(
-        f.store
-            .job_result(f.tenant, a.id)
-            .await
-            .expect("result")
-            .is_none()
-    );
+    assert!(f.job_result(a.id).await.is_none());
 
     f.store.claim_next_job().await.expect("claim").expect("a");
     f.store
@@ -190,10 +179,7 @@ async fn completion_stores_the_basis_and_failure_keeps_the_charge() {
         Err(StoreError::InvalidResult(_))
     ));
     f.store.complete_job(held(a.id), &result).await.expect("complete");
-    assert_eq!(
-        f.store.job_result(f.tenant, a.id).await.expect("result"),
-        Some(result.clone())
-    );
+    assert_eq!(f.job_result(a.id).await, Some(result.clone()));
     let done = stored_job(&f.store, f.tenant, a.id).await;
     assert_eq!((done.status, done.progress_done), (JobStatus::Succeeded, 10));
     assert!(matches!(
@@ -211,13 +197,7 @@ async fn completion_stores_the_basis_and_failure_keeps_the_charge() {
         (failed.status, failed.error.as_deref()),
         (JobStatus::Failed, Some("the iteration diverged"))
     );
-    assert!(
-        f.store
-            .job_result(f.tenant, b.id)
-            .await
-            .expect("result")
-            .is_none()
-    );
+    assert!(f.job_result(b.id).await.is_none());
     assert_eq!(ledger_net(&f.store, f.tenant, ds.id).await, (200, 0));
 
     let counts = f.store.job_counts().await.expect("counts");
@@ -242,8 +222,7 @@ async fn an_expired_lease_is_reaped_by_another_replica_and_fences_the_old_holder
     let f = fixture().await;
     // Long leases, so that nothing runs out by itself; B's clock is moved past them below.
     let length = std::time::Duration::from_secs(60);
-    let a = f.store.clone().with_replica("replica-a").with_lease(length);
-    let b = replica(&f, "replica-b", length).await;
+    let (a, b) = replicas(&f, length).await;
     let ds = ready_dataset(&a, f.tenant, private_spec(1_000, 0)).await;
     let submitted = submit_ok(&a, f.tenant, job(ds.id, 200, 0)).await;
     let claimed = a.claim_next_job().await.expect("claim").expect("job");

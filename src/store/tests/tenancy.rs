@@ -1,7 +1,8 @@
 //! API keys, tenant isolation and idempotent submission.
 
 use super::{
-    fixture, job, ledger_net, private_spec, ready_dataset, spawn_submissions, stored_dataset, submit_ok,
+    fixture, fixture_with, job, ledger_net, private_spec, ready_dataset, spawn_submissions, stored_dataset,
+    submit_ok,
 };
 use crate::store::{CancelOutcome, Idempotency, NewJob, SubmitOutcome};
 
@@ -34,8 +35,8 @@ async fn api_keys_round_trip_and_are_stored_hashed() {
 async fn another_tenant_sees_nothing() {
     let f = fixture().await;
     let (mallory, _) = f.store.create_tenant("mallory").await.expect("tenant");
-    let ds = ready_dataset(&f.store, f.tenant, private_spec(1_000, 0)).await;
-    let queued = submit_ok(&f.store, f.tenant, job(ds.id, 100, 0)).await;
+    let ds = f.ready(private_spec(1_000, 0)).await;
+    let queued = f.submit_ok(job(ds.id, 100, 0)).await;
     let m = mallory.id;
 
     assert_eq!(f.store.get_dataset(m, ds.id).await.expect("get"), None);
@@ -79,30 +80,17 @@ fn keyed(dataset: uuid::Uuid, key: &str, hash: &str) -> NewJob {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn idempotent_retries_replay_without_a_second_charge() {
-    let f = fixture().await;
-    let ds = ready_dataset(&f.store, f.tenant, private_spec(1_000, 0)).await;
-    let first = submit_ok(&f.store, f.tenant, keyed(ds.id, "retry-1", "h1")).await;
-    let replay = f
-        .store
-        .submit_job(f.tenant, keyed(ds.id, "retry-1", "h1"))
-        .await
-        .expect("submit");
+    let (f, ds) = fixture_with(private_spec(1_000, 0)).await;
+    let first = f.submit_ok(keyed(ds.id, "retry-1", "h1")).await;
+    let replay = f.submit(keyed(ds.id, "retry-1", "h1")).await;
     assert_eq!(replay, SubmitOutcome::Replayed(first.clone()));
-    let mismatch = f
-        .store
-        .submit_job(f.tenant, keyed(ds.id, "retry-1", "h2"))
-        .await
-        .expect("submit");
+    let mismatch = f.submit(keyed(ds.id, "retry-1", "h2")).await;
     assert_eq!(mismatch, SubmitOutcome::IdempotencyMismatch);
     assert_eq!(ledger_net(&f.store, f.tenant, ds.id).await, (100, 0));
 
     // A replay is answered even once the job moved on, and keys are per tenant.
     f.store.claim_next_job().await.expect("claim").expect("job");
-    let replay = f
-        .store
-        .submit_job(f.tenant, keyed(ds.id, "retry-1", "h1"))
-        .await
-        .expect("submit");
+    let replay = f.submit(keyed(ds.id, "retry-1", "h1")).await;
     assert!(matches!(replay, SubmitOutcome::Replayed(j) if j.id == first.id));
     let (bob, _) = f.store.create_tenant("bob").await.expect("tenant");
     let bobs = ready_dataset(&f.store, bob.id, private_spec(1_000, 0)).await;
@@ -112,8 +100,7 @@ async fn idempotent_retries_replay_without_a_second_charge() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_retries_with_one_key_charge_once() {
-    let f = fixture().await;
-    let ds = ready_dataset(&f.store, f.tenant, private_spec(1_000, 0)).await;
+    let (f, ds) = fixture_with(private_spec(1_000, 0)).await;
     let mut ids = std::collections::HashSet::new();
     let mut created = 0;
     for handle in spawn_submissions(&f, 12, || keyed(ds.id, "k", "h")) {

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
-use super::{empty_dataset, fixture, replica};
-use crate::store::{DatasetStatus, Store, UploadClaim, UploadClaimOutcome};
+use super::{Fixture, assert_ready, empty_dataset, fixture, replica, replicas};
+use crate::store::{DatasetRecord, DatasetStatus, Store, UploadClaim, UploadClaimOutcome};
 
 /// Claims `dataset`, expecting the claim to succeed.
 pub(super) async fn claimed(store: &Store, tenant: Uuid, dataset: Uuid) -> UploadClaim {
@@ -15,6 +15,14 @@ pub(super) async fn claimed(store: &Store, tenant: Uuid, dataset: Uuid) -> Uploa
         UploadClaimOutcome::Claimed(claim) => claim,
         other => panic!("expected a claim, got {other:?}"),
     }
+}
+
+/// Two replicas, A and B, with leases of `lease` (see [`replicas`]), and an empty dataset,
+/// created through A, for their uploads to contend for.
+async fn contended(f: &Fixture, lease: Duration) -> (Store, Store, DatasetRecord) {
+    let (a, b) = replicas(f, lease).await;
+    let ds = empty_dataset(&a, f.tenant).await;
+    (a, b, ds)
 }
 
 /// A finished upload's temporary file, as the handler leaves it.
@@ -93,16 +101,8 @@ async fn a_claim_is_exclusive_across_replicas() {
 
     assert!(f.store.renew_upload(&claim).await.expect("renew"));
     let path = written(&f.store, ds.id, 1);
-    let ready = f
-        .store
-        .attach_upload(&claim, &path, 2, 1)
-        .await
-        .expect("attach")
-        .expect("attached");
-    assert_eq!(
-        (ready.status, ready.n, ready.d),
-        (DatasetStatus::Ready, Some(2), Some(1))
-    );
+    let ready = f.attached(&claim, &path, 2, 1).await;
+    assert_ready(&ready, 2, 1);
     assert_eq!(
         b.claim_upload(f.tenant, ds.id).await.expect("claim"),
         UploadClaimOutcome::Refused(DatasetStatus::Ready)
@@ -120,9 +120,7 @@ async fn a_lapsed_claim_is_taken_over_and_fences_its_old_holder() {
     let f = fixture().await;
     // Long leases, so that nothing runs out by itself; B's clock is moved past them below.
     let lease = Duration::from_secs(60);
-    let a = f.store.clone().with_replica("replica-a").with_lease(lease);
-    let b = replica(&f, "replica-b", lease).await;
-    let ds = empty_dataset(&a, f.tenant).await;
+    let (a, b, ds) = contended(&f, lease).await;
 
     let first = claimed(&a, f.tenant, ds.id).await;
     assert_eq!(
@@ -229,9 +227,7 @@ async fn a_held_upload_stays_claimed_and_is_released_on_drop() {
     // A renews every second. B's clock is moved two leases on, so that the first claim has
     // lapsed for B; A's ten, so that each of A's renewals holds for B by a wide margin.
     let lease = Duration::from_secs(3);
-    let a = f.store.clone().with_replica("replica-a").with_lease(lease);
-    let b = replica(&f, "replica-b", lease).await;
-    let ds = empty_dataset(&a, f.tenant).await;
+    let (a, b, ds) = contended(&f, lease).await;
     let held = a.hold_upload(claimed(&a, f.tenant, ds.id).await);
     let claimed_until = lease_until(&a, ds.id).await;
     a.advance_lease_clock(10 * lease);
