@@ -25,7 +25,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_vs_numpy import ADMIN, Client, free_port  # noqa: E402
+from bench_vs_numpy import free_port, public_dataset, start_service  # noqa: E402
 
 
 def parse_size(text):
@@ -151,39 +151,17 @@ def main():
 
         cap = Cap(limit)
         port = free_port()
-        data = os.path.join(work, "data")
-        os.makedirs(data, exist_ok=True)
-        env = dict(
-            os.environ,
-            PRIVPCA_BIND=f"127.0.0.1:{port}",
-            PRIVPCA_DATA_DIR=data,
-            PRIVPCA_DATABASE_URL=f"sqlite://{data}/privpca.db",
-            PRIVPCA_ADMIN_KEY=ADMIN,
-            PRIVPCA_MAX_UPLOAD_BYTES=str(1 << 40),
-            PRIVPCA_MAX_ROWS=str(max(args.n, 10_000_000)),
-            PRIVPCA_LOG_FORMAT="json",
-        )
-        log = open(os.path.join(work, "serve.log"), "w")
         # The child joins the cgroup before it runs the service.
-        server = subprocess.Popen(
-            [args.bin, "serve"], env=env, stdout=log, stderr=log, preexec_fn=lambda: cap.add(os.getpid())
+        server = start_service(
+            args.bin,
+            work,
+            port,
+            {"PRIVPCA_MAX_ROWS": str(max(args.n, 10_000_000))},
+            preexec_fn=lambda: cap.add(os.getpid()),
         )
         sampler = Sampler(server.pid)
         sampler.start()
-        admin = Client(port, ADMIN)
-        for _ in range(300):
-            try:
-                admin.call("GET", "/readyz")
-                break
-            except (OSError, RuntimeError):
-                time.sleep(0.1)
-        key = admin.call("POST", "/v1/tenants", {"name": "ooc"})["api_key"]
-        client = Client(port, key)
-        dataset = client.call(
-            "POST",
-            "/v1/datasets",
-            {"name": "ooc", "kind": "records", "row_norm_bound": 1.0, "public": True},
-        )["id"]
+        client, dataset = public_dataset(port, "ooc")
 
         start = time.perf_counter()
         with open(npy, "rb") as f:
