@@ -25,7 +25,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_vs_numpy import free_port, public_dataset, start_service  # noqa: E402
+from bench_vs_numpy import finished_job, free_port, public_dataset, start_service  # noqa: E402
 
 
 def parse_size(text):
@@ -180,19 +180,10 @@ def main():
 
         for algorithm in args.algorithms.split(","):
             start = time.perf_counter()
-            job = client.call(
-                "POST",
-                "/v1/jobs",
-                {"dataset_id": dataset, "algorithm": algorithm, "params": {"k": 10}, "privacy": {"rho": 1.0}},
-            )
-            while True:
-                view = client.call("GET", f"/v1/jobs/{job['id']}")
-                if view["status"] in ("succeeded", "failed", "cancelled"):
-                    break
-                time.sleep(0.05)
+            view = finished_job(client, dataset, algorithm, 0.05)
             elapsed = time.perf_counter() - start
             ok = view["status"] == "succeeded"
-            result = client.call("GET", f"/v1/jobs/{job['id']}/result") if ok else view.get("error")
+            result = client.call("GET", f"/v1/jobs/{view['id']}/result") if ok else view.get("error")
             print(f"{algorithm} k=10 on {args.n} × {args.d}: {view['status']} in {elapsed:.1f} s "
                   f"(run_ms {view.get('run_ms')}), {(result['n_features'], result['n_components']) if ok else result}")
         end = status(server.pid)

@@ -138,8 +138,9 @@ def timed(f):
     return time.perf_counter() - start
 
 
-def run_job(client, dataset, algorithm):
-    start = time.perf_counter()
+def finished_job(client, dataset, algorithm, poll):
+    """Submits a job of `algorithm` with k = 10 at ρ = 1 and polls it every `poll` seconds until
+    it has finished; returns its last view."""
     job = client.call(
         "POST",
         "/v1/jobs",
@@ -148,11 +149,16 @@ def run_job(client, dataset, algorithm):
     while True:
         view = client.call("GET", f"/v1/jobs/{job['id']}")
         if view["status"] in ("succeeded", "failed", "cancelled"):
-            break
-        time.sleep(0.002)
+            return view
+        time.sleep(poll)
+
+
+def run_job(client, dataset, algorithm):
+    start = time.perf_counter()
+    view = finished_job(client, dataset, algorithm, 0.002)
     if view["status"] != "succeeded":
         raise RuntimeError(f"{algorithm}: {view}")
-    client.call("GET", f"/v1/jobs/{job['id']}/result")
+    client.call("GET", f"/v1/jobs/{view['id']}/result")
     return time.perf_counter() - start, view.get("run_ms")
 
 
