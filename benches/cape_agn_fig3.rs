@@ -233,6 +233,28 @@ fn table(title: &str, x_name: &str, xs: &[f64], rows: &[Vec<f64>]) {
     }
 }
 
+/// Measures every x of `xs` with `at` (logging each row), prints the rows as a table titled
+/// `title` and returns them as chart series for dimension `d`.
+fn sweep(
+    xs: &[f64],
+    x_name: &str,
+    title: &str,
+    d: usize,
+    started: Instant,
+    at: impl Fn(f64) -> Vec<f64>,
+) -> Vec<plot::Series> {
+    let rows: Vec<Vec<f64>> = xs
+        .iter()
+        .map(|&x| {
+            let r = at(x);
+            eprintln!("D={d} {x_name}={x}: {r:?} ({:.0?})", started.elapsed());
+            r
+        })
+        .collect();
+    table(title, x_name, xs, &rows);
+    series(xs, &rows, &format!("(D={d})"))
+}
+
 fn series(xs: &[f64], rows: &[Vec<f64>], suffix: &str) -> Vec<plot::Series> {
     (0..METHODS.len())
         .map(|m| plot::Series {
@@ -287,43 +309,28 @@ fn main() {
             setup.eps_grid.clone()
         };
         let data = make_data(d, k, setup.eps_ns, 7);
-        let rows: Vec<Vec<f64>> = grid
-            .iter()
-            .map(|&eps| {
-                let r = measure(&data, d, k, eps, reps);
-                eprintln!("D={d} ε={eps}: {r:?} ({:.0?})", started.elapsed());
-                r
-            })
-            .collect();
-        table(
-            &format!("D = {d}, K = {k}, N_s = {}: q^comp against ε", setup.eps_ns),
-            "ε",
+        eps_series.extend(sweep(
             &grid,
-            &rows,
-        );
-        eps_series.extend(series(&grid, &rows, &format!("(D={d})")));
+            "ε",
+            &format!("D = {d}, K = {k}, N_s = {}: q^comp against ε", setup.eps_ns),
+            d,
+            started,
+            |eps| measure(&data, d, k, eps, reps),
+        ));
         let ns_grid: Vec<usize> = if quick {
             setup.ns_grid.iter().step_by(2).copied().collect()
         } else {
             setup.ns_grid.clone()
         };
-        let rows: Vec<Vec<f64>> = ns_grid
-            .iter()
-            .map(|&ns| {
-                let data = make_data(d, k, ns, 8);
-                let r = measure(&data, d, k, setup.ns_eps, reps);
-                eprintln!("D={d} N_s={ns}: {r:?} ({:.0?})", started.elapsed());
-                r
-            })
-            .collect();
         let xs: Vec<f64> = ns_grid.iter().map(|n| *n as f64).collect();
-        table(
-            &format!("D = {d}, K = {k}, ε = {}: q^comp against N_s", setup.ns_eps),
-            "N_s",
+        ns_series.extend(sweep(
             &xs,
-            &rows,
-        );
-        ns_series.extend(series(&xs, &rows, &format!("(D={d})")));
+            "N_s",
+            &format!("D = {d}, K = {k}, ε = {}: q^comp against N_s", setup.ns_eps),
+            d,
+            started,
+            |ns| measure(&make_data(d, k, ns as usize, 8), d, k, setup.ns_eps, reps),
+        ));
     }
     chart(
         "cape_agn_fig3_eps.png",

@@ -202,6 +202,25 @@ struct Variant {
     main: bool,
 }
 
+impl Variant {
+    /// A supplementary † row: private, not a service default.
+    fn supplementary(
+        label: impl Into<String>,
+        algorithm: &'static dyn DynAlgorithm,
+        params: Box<dyn Fn(usize) -> Value>,
+        target: PrivacyTarget,
+    ) -> Self {
+        Self {
+            label: label.into(),
+            algorithm,
+            params,
+            target,
+            public: false,
+            main: false,
+        }
+    }
+}
+
 fn paper_target() -> PrivacyTarget {
     PrivacyTarget::from_epsilon_delta(
         Epsilon::new(EPSILON).expect("valid ε"),
@@ -280,14 +299,12 @@ fn variants(setup: &Setup) -> Vec<Variant> {
     // Supplementary rows (docs/utility.md says why each is there).
     let d = setup.d as f64;
     if let Some(alg) = find("coherent_power") {
-        out.push(Variant {
-            label: format!("coherent_power (C = d = {d})"),
-            algorithm: alg,
-            params: Box::new(move |_| json!({ "k": k, "coherence_bound": d })),
+        out.push(Variant::supplementary(
+            format!("coherent_power (C = d = {d})"),
+            alg,
+            Box::new(move |_| json!({ "k": k, "coherence_bound": d })),
             target,
-            public: false,
-            main: false,
-        });
+        ));
     }
     if let Some(alg) = find("k_dp_pca") {
         // App. G.1's step size η_t = 1/(20σλ_i + (λ_i − λ_{i+1})·t/ln n), with the population
@@ -315,10 +332,10 @@ fn variants(setup: &Setup) -> Vec<Variant> {
         ];
         for (label, app_g1_rate, row_target, multiple) in rows {
             let setup = setup.clone();
-            out.push(Variant {
-                label: label.into(),
-                algorithm: alg,
-                params: Box::new(move |n| {
+            out.push(Variant::supplementary(
+                label,
+                alg,
+                Box::new(move |n| {
                     let mut params = json!({ "k": k });
                     if app_g1_rate {
                         params["learning_rate"] = oracle(n);
@@ -331,21 +348,17 @@ fn variants(setup: &Setup) -> Vec<Variant> {
                     }
                     params
                 }),
-                target: row_target,
-                public: false,
-                main: false,
-            });
+                row_target,
+            ));
         }
     }
     if let Some(alg) = find("analyze_gauss") {
-        out.push(Variant {
-            label: "analyze_gauss (ρ = 0.5)".into(),
-            algorithm: alg,
-            params: Box::new(move |_| json!({ "k": k })),
-            target: per_step,
-            public: false,
-            main: false,
-        });
+        out.push(Variant::supplementary(
+            "analyze_gauss (ρ = 0.5)",
+            alg,
+            Box::new(move |_| json!({ "k": k })),
+            per_step,
+        ));
     }
     out
 }

@@ -25,7 +25,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_vs_numpy import ADMIN, Client, free_port  # noqa: E402
+from bench_vs_numpy import finished_job, free_port, public_dataset, start_service  # noqa: E402
 
 
 def parse_size(text):
@@ -151,39 +151,17 @@ def main():
 
         cap = Cap(limit)
         port = free_port()
-        data = os.path.join(work, "data")
-        os.makedirs(data, exist_ok=True)
-        env = dict(
-            os.environ,
-            PRIVPCA_BIND=f"127.0.0.1:{port}",
-            PRIVPCA_DATA_DIR=data,
-            PRIVPCA_DATABASE_URL=f"sqlite://{data}/privpca.db",
-            PRIVPCA_ADMIN_KEY=ADMIN,
-            PRIVPCA_MAX_UPLOAD_BYTES=str(1 << 40),
-            PRIVPCA_MAX_ROWS=str(max(args.n, 10_000_000)),
-            PRIVPCA_LOG_FORMAT="json",
-        )
-        log = open(os.path.join(work, "serve.log"), "w")
         # The child joins the cgroup before it runs the service.
-        server = subprocess.Popen(
-            [args.bin, "serve"], env=env, stdout=log, stderr=log, preexec_fn=lambda: cap.add(os.getpid())
+        server = start_service(
+            args.bin,
+            work,
+            port,
+            {"PRIVPCA_MAX_ROWS": str(max(args.n, 10_000_000))},
+            preexec_fn=lambda: cap.add(os.getpid()),
         )
         sampler = Sampler(server.pid)
         sampler.start()
-        admin = Client(port, ADMIN)
-        for _ in range(300):
-            try:
-                admin.call("GET", "/readyz")
-                break
-            except (OSError, RuntimeError):
-                time.sleep(0.1)
-        key = admin.call("POST", "/v1/tenants", {"name": "ooc"})["api_key"]
-        client = Client(port, key)
-        dataset = client.call(
-            "POST",
-            "/v1/datasets",
-            {"name": "ooc", "kind": "records", "row_norm_bound": 1.0, "public": True},
-        )["id"]
+        client, dataset = public_dataset(port, "ooc")
 
         start = time.perf_counter()
         with open(npy, "rb") as f:
@@ -202,19 +180,10 @@ def main():
 
         for algorithm in args.algorithms.split(","):
             start = time.perf_counter()
-            job = client.call(
-                "POST",
-                "/v1/jobs",
-                {"dataset_id": dataset, "algorithm": algorithm, "params": {"k": 10}, "privacy": {"rho": 1.0}},
-            )
-            while True:
-                view = client.call("GET", f"/v1/jobs/{job['id']}")
-                if view["status"] in ("succeeded", "failed", "cancelled"):
-                    break
-                time.sleep(0.05)
+            view = finished_job(client, dataset, algorithm, 0.05)
             elapsed = time.perf_counter() - start
             ok = view["status"] == "succeeded"
-            result = client.call("GET", f"/v1/jobs/{job['id']}/result") if ok else view.get("error")
+            result = client.call("GET", f"/v1/jobs/{view['id']}/result") if ok else view.get("error")
             print(f"{algorithm} k=10 on {args.n} × {args.d}: {view['status']} in {elapsed:.1f} s "
                   f"(run_ms {view.get('run_ms')}), {(result['n_features'], result['n_components']) if ok else result}")
         end = status(server.pid)

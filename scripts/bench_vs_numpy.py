@@ -62,6 +62,46 @@ def free_port():
         return s.getsockname()[1]
 
 
+def start_service(binary, work, port, extra_env, **popen):
+    """Starts `privpca serve` on `port` with its data and SQLite database in `work/data` and its
+    log in `work/serve.log`; `extra_env` adds or overrides PRIVPCA_* settings."""
+    data = os.path.join(work, "data")
+    os.makedirs(data, exist_ok=True)
+    env = dict(
+        os.environ,
+        PRIVPCA_BIND=f"127.0.0.1:{port}",
+        PRIVPCA_DATA_DIR=data,
+        PRIVPCA_DATABASE_URL=f"sqlite://{data}/privpca.db",
+        PRIVPCA_ADMIN_KEY=ADMIN,
+        PRIVPCA_MAX_UPLOAD_BYTES=str(1 << 40),
+        PRIVPCA_LOG_FORMAT="json",
+    )
+    env.update(extra_env)
+    log = open(os.path.join(work, "serve.log"), "w")
+    return subprocess.Popen([binary, "serve"], env=env, stdout=log, stderr=log, **popen)
+
+
+def public_dataset(port, name):
+    """Waits for the service on `port` to be ready, then creates a tenant and an empty public
+    records dataset (row norm bound 1), both called `name`; returns the tenant's client and the
+    dataset's id."""
+    admin = Client(port, ADMIN)
+    for _ in range(300):
+        try:
+            admin.call("GET", "/readyz")
+            break
+        except (OSError, RuntimeError):
+            time.sleep(0.1)
+    key = admin.call("POST", "/v1/tenants", {"name": name})["api_key"]
+    client = Client(port, key)
+    dataset = client.call(
+        "POST",
+        "/v1/datasets",
+        {"name": name, "kind": "records", "row_norm_bound": 1.0, "public": True},
+    )["id"]
+    return client, dataset
+
+
 def spiked(n, d, seed):
     """10 strong directions plus isotropic noise, rows of norm below 1."""
     rng = np.random.default_rng(seed)
@@ -98,8 +138,9 @@ def timed(f):
     return time.perf_counter() - start
 
 
-def run_job(client, dataset, algorithm):
-    start = time.perf_counter()
+def finished_job(client, dataset, algorithm, poll):
+    """Submits a job of `algorithm` with k = 10 at ρ = 1 and polls it every `poll` seconds until
+    it has finished; returns its last view."""
     job = client.call(
         "POST",
         "/v1/jobs",
@@ -108,11 +149,16 @@ def run_job(client, dataset, algorithm):
     while True:
         view = client.call("GET", f"/v1/jobs/{job['id']}")
         if view["status"] in ("succeeded", "failed", "cancelled"):
-            break
-        time.sleep(0.002)
+            return view
+        time.sleep(poll)
+
+
+def run_job(client, dataset, algorithm):
+    start = time.perf_counter()
+    view = finished_job(client, dataset, algorithm, 0.002)
     if view["status"] != "succeeded":
         raise RuntimeError(f"{algorithm}: {view}")
-    client.call("GET", f"/v1/jobs/{job['id']}/result")
+    client.call("GET", f"/v1/jobs/{view['id']}/result")
     return time.perf_counter() - start, view.get("run_ms")
 
 
@@ -143,33 +189,8 @@ def main():
         x = spiked(args.n, args.d, 1)
         npy = os.path.join(work, "x.npy")
         np.save(npy, x)
-        env = dict(
-            os.environ,
-            PRIVPCA_BIND=f"127.0.0.1:{port}",
-            PRIVPCA_DATA_DIR=os.path.join(work, "data"),
-            PRIVPCA_DATABASE_URL=f"sqlite://{work}/data/privpca.db",
-            PRIVPCA_ADMIN_KEY=ADMIN,
-            PRIVPCA_THREADS=str(args.threads),
-            PRIVPCA_MAX_UPLOAD_BYTES=str(1 << 40),
-            PRIVPCA_LOG_FORMAT="json",
-        )
-        os.makedirs(env["PRIVPCA_DATA_DIR"], exist_ok=True)
-        log = open(os.path.join(work, "serve.log"), "w")
-        server = subprocess.Popen([args.bin, "serve"], env=env, stdout=log, stderr=log)
-        admin = Client(port, ADMIN)
-        for _ in range(300):
-            try:
-                admin.call("GET", "/readyz")
-                break
-            except (OSError, RuntimeError):
-                time.sleep(0.1)
-        key = admin.call("POST", "/v1/tenants", {"name": "bench"})["api_key"]
-        client = Client(port, key)
-        dataset = client.call(
-            "POST",
-            "/v1/datasets",
-            {"name": "bench", "kind": "records", "row_norm_bound": 1.0, "public": True},
-        )["id"]
+        server = start_service(args.bin, work, port, {"PRIVPCA_THREADS": str(args.threads)})
+        client, dataset = public_dataset(port, "bench")
         with open(npy, "rb") as f:
             body = f.read()
         upload = timed(lambda: client.call("PUT", f"/v1/datasets/{dataset}/data", body, "application/x-npy"))

@@ -65,21 +65,13 @@ pub async fn list(state: &AppState, tenant: Uuid) -> Result<Vec<DatasetRecord>, 
 
 /// The tenant's dataset `id` (a deleted one included).
 pub async fn get(state: &AppState, tenant: Uuid, id: Uuid) -> Result<DatasetRecord, AppError> {
-    state
-        .store
-        .get_dataset(tenant, id)
-        .await?
-        .ok_or_else(|| AppError::not_found("dataset", id))
+    AppError::found(state.store.get_dataset(tenant, id).await?, "dataset", id)
 }
 
 /// Deletes a dataset's data: the ledger is kept, queued jobs are cancelled and refunded
 /// (by the store), running ones are told to stop, and the id is never reused.
 pub async fn delete(state: &AppState, tenant: Uuid, id: Uuid) -> Result<DatasetRecord, AppError> {
-    let record = state
-        .store
-        .delete_dataset(tenant, id)
-        .await?
-        .ok_or_else(|| AppError::not_found("dataset", id))?;
+    let record = AppError::found(state.store.delete_dataset(tenant, id).await?, "dataset", id)?;
     // The store marked this dataset's running jobs for cancellation; stop those running here now.
     for job in state.store.list_jobs(tenant, Some(id)).await? {
         if job.status == JobStatus::Running {
@@ -96,11 +88,7 @@ pub async fn ledger(
     id: Uuid,
 ) -> Result<(DatasetRecord, Vec<LedgerEntry>), AppError> {
     let record = get(state, tenant, id).await?;
-    let entries = state
-        .store
-        .ledger(tenant, id)
-        .await?
-        .ok_or_else(|| AppError::not_found("dataset", id))?;
+    let entries = AppError::found(state.store.ledger(tenant, id).await?, "dataset", id)?;
     Ok((record, entries))
 }
 

@@ -113,6 +113,11 @@ impl AppError {
         Self::new(ErrorKind::NotFound, format!("no {what} with id {id}"))
     }
 
+    /// `record`, the result of looking up the `what` with id `id`, or not found when it is absent.
+    pub fn found<T>(record: Option<T>, what: &str, id: impl std::fmt::Display) -> Result<T, Self> {
+        record.ok_or_else(|| Self::not_found(what, id))
+    }
+
     pub fn conflict(detail: impl Into<String>) -> Self {
         Self::new(ErrorKind::Conflict, detail)
     }

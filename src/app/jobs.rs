@@ -234,11 +234,7 @@ async fn seen(state: &AppState, tenant: Uuid, record: JobRecord) -> Result<Job, 
 }
 
 async fn load_job(state: &AppState, tenant: Uuid, id: Uuid) -> Result<JobRecord, AppError> {
-    state
-        .store
-        .get_job(tenant, id)
-        .await?
-        .ok_or_else(|| AppError::not_found("job", id))
+    AppError::found(state.store.get_job(tenant, id).await?, "job", id)
 }
 
 /// One of the tenant's jobs.

@@ -356,11 +356,7 @@ pub async fn get(
     tenant: Uuid,
     id: Uuid,
 ) -> Result<(StudyRecord, Vec<StudySiteRecord>), AppError> {
-    state
-        .store
-        .get_study(tenant, id)
-        .await?
-        .ok_or_else(|| AppError::not_found("study", id))
+    AppError::found(state.store.get_study(tenant, id).await?, "study", id)
 }
 
 /// The tenant's studies, oldest first (without their sites).

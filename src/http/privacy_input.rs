@@ -67,47 +67,38 @@ pub struct PrivacyEpsilonDelta {
     delta: f64,
 }
 
-fn one_of<A: ToSchema, B: ToSchema>(description: &str) -> RefOr<Schema> {
-    OneOfBuilder::new()
-        .item(Ref::from_schema_name(A::name()))
-        .item(Ref::from_schema_name(B::name()))
-        .description(Some(description))
-        .into()
+/// The published schema of `$input`: one of the schemas `$a` and `$b` (by reference, with
+/// `$description`), and those two schemas beside it.
+macro_rules! one_of_schema {
+    ($input:ty = $a:ty | $b:ty, $description:expr) => {
+        impl PartialSchema for $input {
+            fn schema() -> RefOr<Schema> {
+                OneOfBuilder::new()
+                    .item(Ref::from_schema_name(<$a>::name()))
+                    .item(Ref::from_schema_name(<$b>::name()))
+                    .description(Some($description))
+                    .into()
+            }
+        }
+
+        impl ToSchema for $input {
+            fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+                schemas.push((<$a>::name().into(), <$a>::schema()));
+                schemas.push((<$b>::name().into(), <$b>::schema()));
+            }
+        }
+    };
 }
 
-/// The schemas of the two alternatives that `one_of::<A, B>` refers to.
-fn push_both<A: ToSchema, B: ToSchema>(schemas: &mut Vec<(String, RefOr<Schema>)>) {
-    schemas.push((A::name().into(), A::schema()));
-    schemas.push((B::name().into(), B::schema()));
-}
+one_of_schema!(
+    BudgetInput = BudgetRho | BudgetEpsilonDelta,
+    "A dataset's privacy budget: `{\"rho\": ρ}` (zCDP, optionally with `delta`) or `{\"epsilon\": ε, \"delta\": δ}`."
+);
 
-impl PartialSchema for BudgetInput {
-    fn schema() -> RefOr<Schema> {
-        one_of::<BudgetRho, BudgetEpsilonDelta>(
-            "A dataset's privacy budget: `{\"rho\": ρ}` (zCDP, optionally with `delta`) or `{\"epsilon\": ε, \"delta\": δ}`.",
-        )
-    }
-}
-
-impl ToSchema for BudgetInput {
-    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
-        push_both::<BudgetRho, BudgetEpsilonDelta>(schemas);
-    }
-}
-
-impl PartialSchema for PrivacyInput {
-    fn schema() -> RefOr<Schema> {
-        one_of::<PrivacyRho, PrivacyEpsilonDelta>(
-            "What a job may spend: `{\"rho\": ρ}` (optionally with `delta`) or `{\"epsilon\": ε, \"delta\": δ}`.",
-        )
-    }
-}
-
-impl ToSchema for PrivacyInput {
-    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
-        push_both::<PrivacyRho, PrivacyEpsilonDelta>(schemas);
-    }
-}
+one_of_schema!(
+    PrivacyInput = PrivacyRho | PrivacyEpsilonDelta,
+    "What a job may spend: `{\"rho\": ρ}` (optionally with `delta`) or `{\"epsilon\": ε, \"delta\": δ}`."
+);
 
 /// Privacy amounts as ρ and as (ε, δ).
 #[derive(Debug, Clone, Serialize, ToSchema)]

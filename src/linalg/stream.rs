@@ -122,20 +122,25 @@ pub fn centred_gram_t<'a>(xt: impl Into<Records<'a>>, mean: &Vector) -> Matrix {
         // XᵀX − sμᵀ − μsᵀ + nμμᵀ: entry errors of a few ulps of n·max‖x‖², against the
         // centred pass's few ulps of its own entries; the difference matters only for data
         // whose spread is below ~1e-10 of its mean (see record_stats.rs).
-        assert_eq!(
-            mean.len(),
-            xt.d(),
-            "centred_gram_t: the centre has the wrong length"
-        );
+        assert_d(&xt, mean.len(), "centred_gram_t", "the centre");
         return stats.centred_gram(mean);
     }
     centred_gram_t_in_segments(xt, mean, segment_len(xt.d()))
 }
 
+/// Panics (a bug in the caller of `function`) unless `operand` has d entries or rows (`len`).
+fn assert_d(xt: &Records<'_>, len: usize, function: &str, operand: &str) {
+    let (d, n) = (xt.d(), xt.n());
+    assert_eq!(
+        len, d,
+        "{function}: xt is {d}×{n} but {operand} has {len} entries or rows"
+    );
+}
+
 /// [`centred_gram_t`] with `segment` records per segment.
 fn centred_gram_t_in_segments(xt: Records<'_>, mean: &Vector, segment: usize) -> Matrix {
     let d = xt.d();
-    assert_eq!(mean.len(), d, "centred_gram_t: the centre has the wrong length");
+    assert_d(&xt, mean.len(), "centred_gram_t", "the centre");
     let mut g = Matrix::zeros(d, d);
     let par = par_for(work(d, d, xt.n()) / 2);
     let len = segment.min(xt.n());
@@ -183,7 +188,7 @@ fn add_lower_gram(g: &mut Matrix, x: MatRef<'_, f64>, par: Par) {
 pub fn gram_t_times<'a>(xt: impl Into<Records<'a>>, v: &Matrix) -> Matrix {
     let xt = xt.into();
     if let Some(stats) = xt.stats() {
-        assert_eq!(v.nrows(), xt.d(), "gram_t_times: v has the wrong number of rows");
+        assert_d(&xt, v.nrows(), "gram_t_times", "v");
         return super::kernels::matmul(&stats.gram, v);
     }
     gram_t_times_in_segments(xt, v, segment_len(xt.d()))
@@ -193,12 +198,7 @@ pub fn gram_t_times<'a>(xt: impl Into<Records<'a>>, v: &Matrix) -> Matrix {
 fn gram_t_times_in_segments(xt: Records<'_>, v: &Matrix, segment: usize) -> Matrix {
     let (d, n) = (xt.d(), xt.n());
     let p = v.ncols();
-    assert_eq!(
-        v.nrows(),
-        d,
-        "gram_t_times: xt is {d}×{n} but v has {} rows",
-        v.nrows()
-    );
+    assert_d(&xt, v.nrows(), "gram_t_times", "v");
     let v = super::view::view(v);
     let parts = match par_for(work(2 * n, d, p)) {
         Par::Seq => 1,
@@ -251,11 +251,7 @@ fn gram_times_part(xt: Records<'_>, v: MatRef<'_, f64>, segment: usize) -> Matri
 pub fn projected_energy<'a>(xt: impl Into<Records<'a>>, q: &Matrix) -> Vec<f64> {
     let xt = xt.into();
     if let Some(stats) = xt.stats() {
-        assert_eq!(
-            q.nrows(),
-            xt.d(),
-            "projected_energy: q has the wrong number of rows"
-        );
+        assert_d(&xt, q.nrows(), "projected_energy", "q");
         let gq = super::kernels::matmul(&stats.gram, q);
         return (0..q.ncols()).map(|j| q.column(j).dot(&gq.column(j))).collect();
     }
@@ -265,7 +261,7 @@ pub fn projected_energy<'a>(xt: impl Into<Records<'a>>, q: &Matrix) -> Vec<f64> 
 /// [`projected_energy`] with `segment` records per segment.
 fn projected_energy_in_segments(xt: Records<'_>, q: &Matrix, segment: usize) -> Vec<f64> {
     let (d, n, k) = (xt.d(), xt.n(), q.ncols());
-    assert_eq!(q.nrows(), d, "projected_energy: q has the wrong number of rows");
+    assert_d(&xt, q.nrows(), "projected_energy", "q");
     let q = super::view::view(q);
     let mut energy = vec![0.0; k];
     let mut scores = faer::Mat::<f64>::zeros(segment.min(n), k);

@@ -65,18 +65,26 @@ pub fn epsilon_delta_to_rho(epsilon: Epsilon, delta: Delta) -> f64 {
     if certified(hi) {
         return lo;
     }
-    for _ in 0..BISECTION_STEPS {
+    bisect(lo, hi, BISECTION_STEPS, certified).0
+}
+
+/// Bisection of [lo, hi] for the boundary of a monotone predicate that holds at and below it
+/// (`below(lo)` holds and `below(hi)` does not): at most `steps` halvings, stopping early when
+/// the midpoint is no longer strictly inside. Returns the final (lo, hi): `lo` is the largest
+/// point found where `below` holds, `hi` the smallest where it does not.
+pub(crate) fn bisect(mut lo: f64, mut hi: f64, steps: usize, below: impl Fn(f64) -> bool) -> (f64, f64) {
+    for _ in 0..steps {
         let mid = lo + (hi - lo) / 2.0;
         if mid <= lo || mid >= hi {
             break;
         }
-        if certified(mid) {
+        if below(mid) {
             lo = mid;
         } else {
             hi = mid;
         }
     }
-    lo
+    (lo, hi)
 }
 
 /// Bisection steps of [`epsilon_delta_to_rho`]: enough to reach adjacent floats from any

@@ -22,57 +22,47 @@ pub enum PrivacyError {
     Other(String),
 }
 
-/// zCDP parameter ρ: finite and strictly positive.
-#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize)]
-pub struct Rho(f64);
+/// A privacy parameter: a newtype over `f64` whose constructor accepts the values for which
+/// `$valid` holds (stated in positive form, so that NaN is rejected) and refuses the others
+/// with the `PrivacyError` variant of the same name.
+macro_rules! parameter {
+    ($(#[$doc:meta])* $name:ident, |$value:ident| $valid:expr) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize)]
+        pub struct $name(f64);
 
-impl Rho {
-    pub fn new(value: f64) -> Result<Self, PrivacyError> {
-        // Positive form so that NaN is rejected.
-        if value > 0.0 && value.is_finite() {
-            Ok(Self(value))
-        } else {
-            Err(PrivacyError::Rho(value))
+        impl $name {
+            pub fn new($value: f64) -> Result<Self, PrivacyError> {
+                if $valid {
+                    Ok(Self($value))
+                } else {
+                    Err(PrivacyError::$name($value))
+                }
+            }
+            pub fn get(self) -> f64 {
+                self.0
+            }
         }
-    }
-    pub fn get(self) -> f64 {
-        self.0
-    }
+    };
 }
 
-/// Pure-DP parameter ε: finite and strictly positive.
-#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize)]
-pub struct Epsilon(f64);
+parameter!(
+    /// zCDP parameter ρ: finite and strictly positive.
+    Rho,
+    |value| value > 0.0 && value.is_finite()
+);
 
-impl Epsilon {
-    pub fn new(value: f64) -> Result<Self, PrivacyError> {
-        if value > 0.0 && value.is_finite() {
-            Ok(Self(value))
-        } else {
-            Err(PrivacyError::Epsilon(value))
-        }
-    }
-    pub fn get(self) -> f64 {
-        self.0
-    }
-}
+parameter!(
+    /// Pure-DP parameter ε: finite and strictly positive.
+    Epsilon,
+    |value| value > 0.0 && value.is_finite()
+);
 
-/// Approximate-DP parameter δ ∈ (0, 1).
-#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize)]
-pub struct Delta(f64);
-
-impl Delta {
-    pub fn new(value: f64) -> Result<Self, PrivacyError> {
-        if value > 0.0 && value < 1.0 {
-            Ok(Self(value))
-        } else {
-            Err(PrivacyError::Delta(value))
-        }
-    }
-    pub fn get(self) -> f64 {
-        self.0
-    }
-}
+parameter!(
+    /// Approximate-DP parameter δ ∈ (0, 1).
+    Delta,
+    |value| value > 0.0 && value < 1.0
+);
 
 /// What a job is allowed to spend, as the analyst stated it and normalised to zCDP.
 ///
@@ -153,9 +143,8 @@ impl Cost {
     /// ρ = L/(2s²)).
     pub fn gaussian_zcdp(rho: f64) -> Self {
         Self {
-            rho,
-            delta: 0.0,
             other_rho: 0.0,
+            ..Self::zcdp(rho)
         }
     }
 

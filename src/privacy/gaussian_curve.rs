@@ -12,6 +12,8 @@
 //! in floating point, and [`max_gaussian_rho`] returns a ρ whose certified δ is within the
 //! target.
 
+use super::convert::bisect;
+
 /// Relative allowance for rounding in Φ (libm's erfc is accurate to about 1 ulp) and in the
 /// products; 1e-12 is generous.
 const SLACK: f64 = 1e-12;
@@ -75,18 +77,7 @@ pub fn epsilon_for(mu: f64, delta: f64) -> f64 {
             return f64::INFINITY;
         }
     }
-    for _ in 0..200 {
-        let mid = lo + (hi - lo) / 2.0;
-        if mid <= lo || mid >= hi {
-            break;
-        }
-        if ok(mid) {
-            hi = mid;
-        } else {
-            lo = mid;
-        }
-    }
-    hi
+    bisect(lo, hi, 200, |eps| !ok(eps)).1
 }
 
 /// The largest total ρ of Gaussian mechanisms whose exact curve stays within (ε, δ):
@@ -106,18 +97,7 @@ pub fn max_gaussian_rho(epsilon: f64, delta: f64) -> f64 {
             return lo;
         }
     }
-    for _ in 0..2_100 {
-        let mid = lo + (hi - lo) / 2.0;
-        if mid <= lo || mid >= hi {
-            break;
-        }
-        if ok(mid) {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    lo
+    bisect(lo, hi, 2_100, ok).0
 }
 
 #[cfg(test)]

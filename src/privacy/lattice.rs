@@ -95,6 +95,19 @@ pub fn release_value(k: Option<i128>, z: i128, h: f64) -> f64 {
     }
 }
 
+/// Replaces each coordinate q of `query` by h·(round(q/h) + z) for a fresh integer draw z of
+/// `noise`, and returns the noise h·z that was added, in order.
+fn release_on_grid(h: f64, query: &mut [f64], mut noise: impl FnMut() -> i128) -> Vec<f64> {
+    query
+        .iter_mut()
+        .map(|q| {
+            let z = noise();
+            *q = release_value(to_grid(*q, h), z, h);
+            z as f64 * h
+        })
+        .collect()
+}
+
 /// The discrete Gaussian release of an m-coordinate query with L2 sensitivity Δ₂, calibrated
 /// to the continuous mechanism's sd σ (the cost that was charged is ρ = Δ₂²/(2σ²)).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -152,15 +165,7 @@ impl GaussianLattice {
     /// Replaces each coordinate q of `query` by h·(round(q/h) + Z) and returns the noise h·Z
     /// that was added, in order (for audits).
     pub fn release(&self, rng: &mut dyn rand::RngCore, query: &mut [f64]) -> Vec<f64> {
-        let h = self.grid;
-        query
-            .iter_mut()
-            .map(|q| {
-                let z = self.sampler.sample(rng);
-                *q = release_value(to_grid(*q, h), z, h);
-                z as f64 * h
-            })
-            .collect()
+        release_on_grid(self.grid, query, || self.sampler.sample(rng))
     }
 }
 
@@ -177,13 +182,7 @@ impl LaplaceLattice {
         let grid = grid_for(scale)?;
         check_sensitivity(sensitivity)?;
         let inflation = 1.0 + coordinates.max(1) as f64 * grid / sensitivity;
-        let t = (scale * inflation / grid * MARGIN).ceil();
-        let fits = t.is_finite() && t < power_of_two(64);
-        if !fits {
-            return Err(LatticeError::Range(scale));
-        }
-        let sampler = DiscreteLaplace::new(t as u128).ok_or(LatticeError::Range(scale))?;
-        Ok(Self { grid, sampler })
+        Self::with_scale(scale * inflation, grid, scale)
     }
 
     /// For integer-valued queries: the grid is min(h, 1), a power of two that divides 1, so the
@@ -192,7 +191,13 @@ impl LaplaceLattice {
     pub fn for_integers(scale: f64, sensitivity: f64) -> Result<Self, LatticeError> {
         let grid = grid_for(scale)?.min(1.0);
         check_sensitivity(sensitivity)?;
-        let t = (scale / grid * MARGIN).ceil();
+        Self::with_scale(scale, grid, scale)
+    }
+
+    /// Integer scale t = ⌈b/h⌉ (with the margin) on the grid h for a scale b that already
+    /// carries any rounding penalty; errors name the calibrated `scale`.
+    fn with_scale(b: f64, grid: f64, scale: f64) -> Result<Self, LatticeError> {
+        let t = (b / grid * MARGIN).ceil();
         let fits = t.is_finite() && t < power_of_two(64);
         if !fits {
             return Err(LatticeError::Range(scale));
@@ -212,15 +217,7 @@ impl LaplaceLattice {
 
     /// As [`GaussianLattice::release`], with discrete Laplace noise.
     pub fn release(&self, rng: &mut dyn rand::RngCore, query: &mut [f64]) -> Vec<f64> {
-        let h = self.grid;
-        query
-            .iter_mut()
-            .map(|q| {
-                let z = self.sampler.sample(rng);
-                *q = release_value(to_grid(*q, h), z, h);
-                z as f64 * h
-            })
-            .collect()
+        release_on_grid(self.grid, query, || self.sampler.sample(rng))
     }
 }
 

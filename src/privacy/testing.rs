@@ -15,70 +15,70 @@ pub const Z_THRESHOLD: f64 = 5.0;
 /// Smallest sample the checks accept: below it the normal approximations are too rough.
 pub const MIN_DRAWS: usize = 100;
 
-/// Rejects samples that are too small or contain a non-finite value.
-fn check_sample(values: &[f64]) -> Result<(), String> {
+/// Rejects samples that are too small or contain a non-finite value, and an expected scale
+/// (named `what` in the message) that is not finite and > 0; returns n and the sample mean.
+fn sample_mean(values: &[f64], expected: f64, what: &str) -> Result<(f64, f64), String> {
     if values.len() < MIN_DRAWS {
         return Err(format!("need at least {MIN_DRAWS} draws, got {}", values.len()));
     }
     if let Some(i) = values.iter().position(|v| !v.is_finite()) {
         return Err(format!("draw {i} is not finite ({})", values[i]));
     }
-    Ok(())
-}
-
-/// What both scale checks check first: [`check_sample`]; an expected scale (`name`, `scale`)
-/// that is finite and > 0; and a mean of 0: its z-score, with `sd_per_scale` the sd of one
-/// draw in units of the scale, within [`Z_THRESHOLD`]. The sample size.
-fn check_sample_and_mean(
-    values: &[f64],
-    (name, scale): (&str, f64),
-    sd_per_scale: f64,
-) -> Result<f64, String> {
-    check_sample(values)?;
-    let valid = scale > 0.0 && scale.is_finite();
+    let valid = expected > 0.0 && expected.is_finite();
     if !valid {
-        return Err(format!("expected {name} must be finite and > 0, got {scale}"));
+        return Err(format!("expected {what} must be finite and > 0, got {expected}"));
     }
     let n = values.len() as f64;
-    let mean = values.iter().sum::<f64>() / n;
-    let z_mean = mean * n.sqrt() / (scale * sd_per_scale);
+    Ok((n, values.iter().sum::<f64>() / n))
+}
+
+/// Accepts when the mean's z-score `z_mean` and the scale's `z_scale` are both within
+/// [`Z_THRESHOLD`]; a failure says which (`mismatch` describes a scale that is off).
+fn within_threshold(
+    mean: f64,
+    z_mean: f64,
+    z_scale: f64,
+    mismatch: impl FnOnce() -> String,
+) -> Result<(), String> {
     let mean_ok = z_mean.abs() <= Z_THRESHOLD;
     if !mean_ok {
         return Err(format!("mean {mean:.4e} is not 0 (z = {z_mean:.2})"));
     }
-    Ok(n)
+    let scale_ok = z_scale.abs() <= Z_THRESHOLD;
+    if !scale_ok {
+        return Err(mismatch());
+    }
+    Ok(())
 }
 
 /// Checks that `values` look like iid N(0, expected_sd²): the mean is 0 and Σx²/σ² is within
 /// [`Z_THRESHOLD`] standard errors of n (χ²_n, normal approximation).
 pub fn check_gaussian_scale(values: &[f64], expected_sd: f64) -> Result<(), String> {
-    let n = check_sample_and_mean(values, ("sd", expected_sd), 1.0)?;
+    let (n, mean) = sample_mean(values, expected_sd, "sd")?;
+    let z_mean = mean * n.sqrt() / expected_sd;
     let chi2 = values.iter().map(|v| (v / expected_sd).powi(2)).sum::<f64>();
     let z_var = (chi2 - n) / (2.0 * n).sqrt();
-    let empirical = (chi2 / n).sqrt() * expected_sd;
-    let scale_ok = z_var.abs() <= Z_THRESHOLD;
-    if !scale_ok {
-        return Err(format!(
+    within_threshold(mean, z_mean, z_var, || {
+        let empirical = (chi2 / n).sqrt() * expected_sd;
+        format!(
             "empirical sd {empirical:.6e} does not match expected {expected_sd:.6e} (z = {z_var:.2}, n = {n})"
-        ));
-    }
-    Ok(())
+        )
+    })
 }
 
 /// Checks that `values` look like iid Laplace(0, expected_b): the mean is 0 and Σ|x|/b is
 /// within [`Z_THRESHOLD`] standard errors of n (|x|/b ~ Exp(1): mean 1, variance 1).
 pub fn check_laplace_scale(values: &[f64], expected_b: f64) -> Result<(), String> {
-    let n = check_sample_and_mean(values, ("scale", expected_b), 2.0_f64.sqrt())?;
+    let (n, mean) = sample_mean(values, expected_b, "scale")?;
+    let z_mean = mean * n.sqrt() / (expected_b * 2.0_f64.sqrt());
     let abs_sum = values.iter().map(|v| v.abs() / expected_b).sum::<f64>();
     let z_scale = (abs_sum - n) / n.sqrt();
-    let scale_ok = z_scale.abs() <= Z_THRESHOLD;
-    if !scale_ok {
-        return Err(format!(
+    within_threshold(mean, z_mean, z_scale, || {
+        format!(
             "empirical scale {:.6e} does not match expected {expected_b:.6e} (z = {z_scale:.2}, n = {n})",
             abs_sum / n * expected_b
-        ));
-    }
-    Ok(())
+        )
+    })
 }
 
 /// Asserts that `got` bounds `reference` from above, tightly: reference ≤ got ≤

@@ -8,7 +8,7 @@ use uuid::Uuid;
 
 use super::codec::{id, now, ts};
 use super::jobs::cancel_queued;
-use super::lookup::dataset_for;
+use super::lookup::DATASETS;
 use super::models::{DatasetRecord, DatasetStatus, JobRecord, NewDataset};
 use super::rows::{self, DATASET_COLUMNS, JOB_COLUMNS};
 use super::{Store, StoreError};
@@ -133,7 +133,7 @@ impl Store {
         dataset: Uuid,
     ) -> Result<Option<DatasetRecord>, StoreError> {
         let mut conn = self.pool.acquire().await?;
-        dataset_for(&mut conn, tenant, dataset).await
+        DATASETS.get(&mut conn, tenant, dataset).await
     }
 
     /// The tenant's datasets (deleted ones included) in creation order.
@@ -171,7 +171,7 @@ impl Store {
         dataset: Uuid,
     ) -> Result<Option<DatasetRecord>, StoreError> {
         let mut tx = self.write_tx().await?;
-        let Some(found) = dataset_for(&mut tx, tenant, dataset).await? else {
+        let Some(found) = DATASETS.get(&mut tx, tenant, dataset).await? else {
             tx.rollback().await?;
             return Ok(None);
         };
@@ -202,7 +202,7 @@ impl Store {
                 .execute(&mut *tx)
                 .await?;
         }
-        let deleted = dataset_for(&mut tx, tenant, dataset).await?;
+        let deleted = DATASETS.get(&mut tx, tenant, dataset).await?;
         tx.commit().await?;
         remove_if_present(&self.data_path(dataset)).await?;
         remove_if_present(&self.stats_path(dataset)).await?;

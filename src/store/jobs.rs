@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use super::codec::{id, now, seed_to_db, ts};
 use super::ledger::{record, refund, reserve, shortfall};
-use super::lookup::dataset_for;
+use super::lookup::{DATASETS, JOBS};
 use super::models::{
     CancelOutcome, DatasetStatus, JobRecord, JobResult, JobStatus, LedgerEntryKind, NewJob, SubmitOutcome,
 };
@@ -42,16 +42,6 @@ pub(crate) async fn cancel_queued(
     let cancelled = rows::job(&row)?;
     refund(conn, &cancelled, at).await?;
     Ok(cancelled)
-}
-
-async fn job_for(conn: &mut AnyConnection, tenant: Uuid, job: Uuid) -> Result<Option<JobRecord>, StoreError> {
-    let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = $1 AND tenant_id = $2");
-    let row = sqlx::query(&sql)
-        .bind(id(job))
-        .bind(id(tenant))
-        .fetch_optional(conn)
-        .await?;
-    row.as_ref().map(rows::job).transpose()
 }
 
 /// Replay or refusal for a reused idempotency key; `None` if the key is new.
@@ -118,7 +108,7 @@ async fn admit(conn: &mut AnyConnection, tenant: Uuid, new: NewJob) -> Result<Su
     {
         return Ok(outcome);
     }
-    let Some(dataset) = dataset_for(conn, tenant, new.dataset_id).await? else {
+    let Some(dataset) = DATASETS.get(conn, tenant, new.dataset_id).await? else {
         return Ok(SubmitOutcome::DatasetNotFound);
     };
     if dataset.status != DatasetStatus::Ready {
@@ -209,7 +199,7 @@ impl Store {
     /// The tenant's job, or `None`.
     pub async fn get_job(&self, tenant: Uuid, job: Uuid) -> Result<Option<JobRecord>, StoreError> {
         let mut conn = self.pool.acquire().await?;
-        job_for(&mut conn, tenant, job).await
+        JOBS.get(&mut conn, tenant, job).await
     }
 
     /// Any tenant's job (for the runner).
@@ -237,7 +227,7 @@ impl Store {
     /// noise has been drawn, so the charge is kept (docs/design/privacy.md §2). Finished: unchanged.
     pub async fn cancel_job(&self, tenant: Uuid, job: Uuid) -> Result<CancelOutcome, StoreError> {
         let mut tx = self.write_tx().await?;
-        let Some(found) = job_for(&mut tx, tenant, job).await? else {
+        let Some(found) = JOBS.get(&mut tx, tenant, job).await? else {
             tx.rollback().await?;
             return Ok(CancelOutcome::NotFound);
         };

@@ -2,24 +2,50 @@
 //! modules that write datasets, jobs and uploads (so none of them imports another for it).
 
 use sqlx::AnyConnection;
+use sqlx::any::AnyRow;
 use uuid::Uuid;
 
 use super::StoreError;
-use super::codec::id;
-use super::models::DatasetRecord;
-use super::rows::{self, DATASET_COLUMNS};
+use super::codec;
+use super::models::{DatasetRecord, JobRecord};
+use super::rows::{self, DATASET_COLUMNS, JOB_COLUMNS};
 
-/// The dataset if it belongs to `tenant`.
-pub(crate) async fn dataset_for(
-    conn: &mut AnyConnection,
-    tenant: Uuid,
-    dataset: Uuid,
-) -> Result<Option<DatasetRecord>, StoreError> {
-    let sql = format!("SELECT {DATASET_COLUMNS} FROM datasets WHERE id = $1 AND tenant_id = $2");
-    let row = sqlx::query(&sql)
-        .bind(id(dataset))
-        .bind(id(tenant))
-        .fetch_optional(conn)
-        .await?;
-    row.as_ref().map(rows::dataset).transpose()
+/// A table whose rows belong to tenants, with the columns and mapper of its record.
+pub(crate) struct Owned<T> {
+    table: &'static str,
+    columns: &'static str,
+    record: fn(&AnyRow) -> Result<T, StoreError>,
+}
+
+pub(crate) const DATASETS: Owned<DatasetRecord> = Owned {
+    table: "datasets",
+    columns: DATASET_COLUMNS,
+    record: rows::dataset,
+};
+
+pub(crate) const JOBS: Owned<JobRecord> = Owned {
+    table: "jobs",
+    columns: JOB_COLUMNS,
+    record: rows::job,
+};
+
+impl<T> Owned<T> {
+    /// The record with id `id` if it belongs to `tenant`.
+    pub(crate) async fn get(
+        &self,
+        conn: &mut AnyConnection,
+        tenant: Uuid,
+        id: Uuid,
+    ) -> Result<Option<T>, StoreError> {
+        let sql = format!(
+            "SELECT {} FROM {} WHERE id = $1 AND tenant_id = $2",
+            self.columns, self.table
+        );
+        let row = sqlx::query(&sql)
+            .bind(codec::id(id))
+            .bind(codec::id(tenant))
+            .fetch_optional(conn)
+            .await?;
+        row.as_ref().map(self.record).transpose()
+    }
 }

@@ -75,6 +75,10 @@ pub use studies::{
 pub use tenants::API_KEY_PREFIX;
 pub use uploads::{HeldUpload, UploadClaim, UploadClaimOutcome};
 
+/// A statement on the `Any` driver, as built by `sqlx::query`, for helpers that bind a
+/// caller's arguments before their own.
+type AnyQuery<'q> = sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>;
+
 /// The SQLite schema, embedded at build time from `migrations/sqlite/`.
 static SQLITE_MIGRATOR: Migrator = sqlx::migrate!("migrations/sqlite");
 /// The PostgreSQL schema, embedded at build time from `migrations/postgres/`.
@@ -148,13 +152,7 @@ fn for_update(conn: &AnyConnection) -> &'static str {
 
 /// A SQLite URL that creates the file if missing (`mode=rwc`, unless a mode is given).
 fn sqlite_url(url: &str) -> String {
-    if url.contains("mode=") {
-        url.to_owned()
-    } else if url.contains('?') {
-        format!("{url}&mode=rwc")
-    } else {
-        format!("{url}?mode=rwc")
-    }
+    with_default_option(url, "mode=", "mode=rwc")
 }
 
 /// A PostgreSQL URL with sqlx's prepared-statement cache turned off
@@ -163,12 +161,17 @@ fn sqlite_url(url: &str) -> String {
 /// refused ("incorrect binary data format"). Without the cache each execution declares the
 /// types of its own arguments. A connection string that sets the capacity itself is kept.
 fn postgres_url(url: &str) -> String {
-    if url.contains("statement-cache-capacity") {
+    with_default_option(url, "statement-cache-capacity", "statement-cache-capacity=0")
+}
+
+/// `url` with the query option `option` appended, unless the URL already mentions `name`.
+fn with_default_option(url: &str, name: &str, option: &str) -> String {
+    if url.contains(name) {
         url.to_owned()
     } else if url.contains('?') {
-        format!("{url}&statement-cache-capacity=0")
+        format!("{url}&{option}")
     } else {
-        format!("{url}?statement-cache-capacity=0")
+        format!("{url}?{option}")
     }
 }
 

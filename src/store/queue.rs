@@ -16,7 +16,7 @@ use uuid::Uuid;
 use super::codec::{basis_to_bytes, id, now, ts};
 use super::models::{JobRecord, JobResult, JobStatus};
 use super::rows::{self, JOB_COLUMNS};
-use super::{Store, StoreError};
+use super::{AnyQuery, Store, StoreError};
 
 /// Why a job found `running` at start-up failed.
 pub const INTERRUPTED_REASON: &str = "interrupted: the service stopped while this job was running; its privacy charge is kept and it is never re-run";
@@ -116,18 +116,10 @@ impl Store {
 
     /// Records progress (iteration `done` of `total`) of a running job this replica holds.
     pub async fn update_progress(&self, lease: Lease, done: u32, total: u32) -> Result<(), StoreError> {
-        let updated = sqlx::query(
-            "UPDATE jobs SET progress_done = $1, progress_total = $2 \
-             WHERE id = $3 AND status = 'running' AND attempt = $4 AND claimed_by = $5",
-        )
-        .bind(i64::from(done))
-        .bind(i64::from(total))
-        .bind(id(lease.job))
-        .bind(lease.attempt)
-        .bind(self.replica())
-        .execute(&self.pool)
-        .await?;
-        held(updated.rows_affected(), lease)
+        self.update_held(lease, "progress_done = $1, progress_total = $2", |q| {
+            q.bind(i64::from(done)).bind(i64::from(total))
+        })
+        .await
     }
 
     /// running → succeeded, storing the basis (little-endian f64, column-major d×k) and values;
@@ -139,23 +131,22 @@ impl Store {
             .as_ref()
             .map(serde_json::to_string)
             .transpose()?;
-        let updated = sqlx::query(
-            "UPDATE jobs SET status = 'succeeded', finished_at = $1, result = $2, result_d = $3, result_k = $4, \
-                 eigenvalues = $5, released = $6, progress_done = progress_total, lease_until = NULL \
-             WHERE id = $7 AND status = 'running' AND attempt = $8 AND claimed_by = $9",
+        let released = result.released.as_ref().map(serde_json::to_string).transpose()?;
+        let (d, k, basis) = (as_db(result.d)?, as_db(result.k)?, basis_to_bytes(&result.basis));
+        self.update_held(
+            lease,
+            "status = 'succeeded', finished_at = $1, result = $2, result_d = $3, result_k = $4, \
+                 eigenvalues = $5, released = $6, progress_done = progress_total, lease_until = NULL",
+            |q| {
+                q.bind(ts(now()))
+                    .bind(basis)
+                    .bind(d)
+                    .bind(k)
+                    .bind(eigenvalues)
+                    .bind(released)
+            },
         )
-        .bind(ts(now()))
-        .bind(basis_to_bytes(&result.basis))
-        .bind(as_db(result.d)?)
-        .bind(as_db(result.k)?)
-        .bind(eigenvalues)
-        .bind(result.released.as_ref().map(serde_json::to_string).transpose()?)
-        .bind(id(lease.job))
-        .bind(lease.attempt)
-        .bind(self.replica())
-        .execute(&self.pool)
-        .await?;
-        held(updated.rows_affected(), lease)
+        .await
     }
 
     /// running → failed with `reason`; the charge is kept. Fenced by the lease.
@@ -169,18 +160,37 @@ impl Store {
     }
 
     async fn finish(&self, lease: Lease, status: JobStatus, reason: &str) -> Result<(), StoreError> {
-        let updated = sqlx::query(
-            "UPDATE jobs SET status = $1, error = $2, finished_at = $3, lease_until = NULL \
-             WHERE id = $4 AND status = 'running' AND attempt = $5 AND claimed_by = $6",
+        let reason = reason.to_owned();
+        self.update_held(
+            lease,
+            "status = $1, error = $2, finished_at = $3, lease_until = NULL",
+            |q| q.bind(status.as_str()).bind(reason).bind(ts(now())),
         )
-        .bind(status.as_str())
-        .bind(reason)
-        .bind(ts(now()))
-        .bind(id(lease.job))
-        .bind(lease.attempt)
-        .bind(self.replica())
-        .execute(&self.pool)
-        .await?;
+        .await
+    }
+
+    /// `UPDATE jobs SET {set}` on the running job `lease` names, if this replica still holds
+    /// it under that attempt. `set` uses the placeholders $1…$k, bound by `bind`; the lease's
+    /// own arguments follow them. [`StoreError::LeaseLost`] if the lease no longer holds.
+    async fn update_held(
+        &self,
+        lease: Lease,
+        set: &str,
+        bind: impl for<'q> FnOnce(AnyQuery<'q>) -> AnyQuery<'q>,
+    ) -> Result<(), StoreError> {
+        let k = set.matches('$').count();
+        let sql = format!(
+            "UPDATE jobs SET {set} WHERE id = ${} AND status = 'running' AND attempt = ${} AND claimed_by = ${}",
+            k + 1,
+            k + 2,
+            k + 3
+        );
+        let updated = bind(sqlx::query(&sql))
+            .bind(id(lease.job))
+            .bind(lease.attempt)
+            .bind(self.replica())
+            .execute(&self.pool)
+            .await?;
         held(updated.rows_affected(), lease)
     }
 

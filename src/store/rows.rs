@@ -26,6 +26,12 @@ pub(crate) const JOB_COLUMNS: &str = "id, tenant_id, dataset_id, algorithm, para
 pub(crate) const LEDGER_COLUMNS: &str =
     "id, dataset_id, job_id, entry, algorithm, rho_units, delta_units, other_rho_units, rule, created_at";
 
+/// The row's `status` column, read by `parse`; `what` names the record in a corruption error.
+fn status<T>(row: &AnyRow, what: &str, parse: fn(&str) -> Option<T>) -> Result<T, StoreError> {
+    let status: &str = row.try_get("status")?;
+    parse(status).ok_or_else(|| StoreError::Corrupt(format!("{what} status {status:?}")))
+}
+
 pub(crate) fn tenant(row: &AnyRow) -> Result<Tenant, StoreError> {
     Ok(Tenant {
         id: parse_id(row.try_get("id")?)?,
@@ -35,7 +41,6 @@ pub(crate) fn tenant(row: &AnyRow) -> Result<Tenant, StoreError> {
 }
 
 pub(crate) fn dataset(row: &AnyRow) -> Result<DatasetRecord, StoreError> {
-    let status: &str = row.try_get("status")?;
     Ok(DatasetRecord {
         id: parse_id(row.try_get("id")?)?,
         tenant_id: parse_id(row.try_get("tenant_id")?)?,
@@ -62,8 +67,7 @@ pub(crate) fn dataset(row: &AnyRow) -> Result<DatasetRecord, StoreError> {
             _ => return Err(StoreError::Corrupt("budget_epsilon without budget_delta".into())),
         },
         budget_stated: parse_json(row.try_get("budget_stated")?)?,
-        status: DatasetStatus::parse(status)
-            .ok_or_else(|| StoreError::Corrupt(format!("dataset status {status:?}")))?,
+        status: status(row, "dataset", DatasetStatus::parse)?,
         n: row.try_get("n")?,
         d: row.try_get("d")?,
         created_at: parse_ts(row.try_get("created_at")?)?,
@@ -72,7 +76,6 @@ pub(crate) fn dataset(row: &AnyRow) -> Result<DatasetRecord, StoreError> {
 }
 
 pub(crate) fn job(row: &AnyRow) -> Result<JobRecord, StoreError> {
-    let status: &str = row.try_get("status")?;
     Ok(JobRecord {
         id: parse_id(row.try_get("id")?)?,
         tenant_id: parse_id(row.try_get("tenant_id")?)?,
@@ -90,8 +93,7 @@ pub(crate) fn job(row: &AnyRow) -> Result<JobRecord, StoreError> {
             .try_get::<Option<&str>, _>("selection")?
             .map(parse_json)
             .transpose()?,
-        status: JobStatus::parse(status)
-            .ok_or_else(|| StoreError::Corrupt(format!("job status {status:?}")))?,
+        status: status(row, "job", JobStatus::parse)?,
         progress_done: row.try_get("progress_done")?,
         progress_total: row.try_get("progress_total")?,
         cancel_requested: flag(row, "cancel_requested")?,

@@ -56,21 +56,18 @@ impl Store {
 
     /// The tenant holding `key`, or `None` for an unknown key.
     pub async fn tenant_by_api_key(&self, key: &str) -> Result<Option<Tenant>, StoreError> {
-        let sql = format!("SELECT {TENANT_COLUMNS} FROM tenants WHERE key_hash = $1");
-        let row = sqlx::query(&sql)
-            .bind(key_hash(key))
-            .fetch_optional(&self.pool)
-            .await?;
-        row.as_ref().map(rows::tenant).transpose()
+        self.tenant_where("key_hash", key_hash(key)).await
     }
 
     /// The tenant with this id, if any.
     pub async fn get_tenant(&self, tenant: Uuid) -> Result<Option<Tenant>, StoreError> {
-        let sql = format!("SELECT {TENANT_COLUMNS} FROM tenants WHERE id = $1");
-        let row = sqlx::query(&sql)
-            .bind(id(tenant))
-            .fetch_optional(&self.pool)
-            .await?;
+        self.tenant_where("id", id(tenant)).await
+    }
+
+    /// The tenant whose `column` (a unique one) holds `value`, if any.
+    async fn tenant_where(&self, column: &str, value: String) -> Result<Option<Tenant>, StoreError> {
+        let sql = format!("SELECT {TENANT_COLUMNS} FROM tenants WHERE {column} = $1");
+        let row = sqlx::query(&sql).bind(value).fetch_optional(&self.pool).await?;
         row.as_ref().map(rows::tenant).transpose()
     }
 }

@@ -18,7 +18,7 @@ use uuid::Uuid;
 
 use super::codec::{id, now, ts};
 use super::datasets::{positive, remove_if_present};
-use super::lookup::dataset_for;
+use super::lookup::DATASETS;
 use super::models::{DatasetRecord, DatasetStatus};
 use super::rows::{self, DATASET_COLUMNS};
 use super::{Store, StoreError};
@@ -70,7 +70,7 @@ impl Store {
             return Ok(UploadClaimOutcome::Claimed(claim));
         }
         let mut conn = self.pool.acquire().await?;
-        Ok(match dataset_for(&mut conn, tenant, dataset).await? {
+        Ok(match DATASETS.get(&mut conn, tenant, dataset).await? {
             Some(found) => UploadClaimOutcome::Refused(found.status),
             None => UploadClaimOutcome::NotFound,
         })
@@ -80,34 +80,42 @@ impl Store {
     /// `false` when the claim is gone (the dataset was deleted, or the lease ran out and
     /// another upload took the dataset over): the upload can no longer attach.
     pub async fn renew_upload(&self, claim: &UploadClaim) -> Result<bool, StoreError> {
-        let renewed = sqlx::query(
-            "UPDATE datasets SET upload_lease_until = $1 \
-             WHERE id = $2 AND tenant_id = $3 AND status = 'uploading' AND upload_claim = $4",
-        )
-        .bind(ts(self.lease_end(self.lease_now())))
-        .bind(id(claim.dataset))
-        .bind(id(claim.tenant))
-        .bind(id(claim.token))
-        .execute(&self.pool)
-        .await?;
-        Ok(renewed.rows_affected() == 1)
+        let lease_until = ts(self.lease_end(self.lease_now()));
+        self.update_claimed(claim, "upload_lease_until = $1", lease_until)
+            .await
     }
 
     /// Gives a failed upload's dataset back: `uploading` → `empty`, if the claim still holds
     /// it. Returns whether it did.
     pub async fn release_upload(&self, claim: &UploadClaim) -> Result<bool, StoreError> {
-        let released = sqlx::query(
-            "UPDATE datasets SET status = 'empty', upload_claim = NULL, upload_lease_until = NULL, \
-                 updated_at = $1 \
-             WHERE id = $2 AND tenant_id = $3 AND status = 'uploading' AND upload_claim = $4",
+        self.update_claimed(
+            claim,
+            "status = 'empty', upload_claim = NULL, upload_lease_until = NULL, updated_at = $1",
+            ts(now()),
         )
-        .bind(ts(now()))
-        .bind(id(claim.dataset))
-        .bind(id(claim.tenant))
-        .bind(id(claim.token))
-        .execute(&self.pool)
-        .await?;
-        Ok(released.rows_affected() == 1)
+        .await
+    }
+
+    /// `UPDATE datasets SET {set}` (whose one placeholder $1 is `value`) on the dataset
+    /// `claim` names, if the claim still holds it. Returns whether it did.
+    async fn update_claimed(
+        &self,
+        claim: &UploadClaim,
+        set: &str,
+        value: String,
+    ) -> Result<bool, StoreError> {
+        let sql = format!(
+            "UPDATE datasets SET {set} \
+             WHERE id = $2 AND tenant_id = $3 AND status = 'uploading' AND upload_claim = $4"
+        );
+        let updated = sqlx::query(&sql)
+            .bind(value)
+            .bind(id(claim.dataset))
+            .bind(id(claim.tenant))
+            .bind(id(claim.token))
+            .execute(&self.pool)
+            .await?;
+        Ok(updated.rows_affected() == 1)
     }
 
     /// Atomically moves a finished upload (written at [`Store::upload_temp_path`]) to
