@@ -51,16 +51,9 @@ fn theoretical_ratio_matches_eq_19_and_20() {
     // k = 1: Δᵃ = √1·max abs(Q_i1) = Δᵇ, and eq. 19 equals eq. 20.
     assert!((theoretical_ratio(1, 8_000) - 1.0).abs() < 1e-12);
     // Values computed independently from eq. 19–20 (μ = n/(n−2), σ² = 2n²(n−1)/((n−2)²(n−4))).
-    for (k, n, expected) in [
-        (64, 8_000, 2.171_861_476_239_597_4),
-        (4_000, 8_000, 2.917_002_072_125_833),
-        (64, 12_000, 2.176_013_280_178_634_3),
-        (4_000, 12_000, 2.929_245_406_714_232_4),
-    ] {
-        let r = theoretical_ratio(k, n);
-        assert!(
-            (r - expected).abs() < 1e-12,
-            "r({k}, {n}) = {r}, expected {expected}"
-        );
-    }
+    let close = |k: usize, n: usize, expected: f64| (theoretical_ratio(k, n) - expected).abs() < 1e-12;
+    assert!(close(64, 8_000, 2.171_861_476_239_597_4));
+    assert!(close(4_000, 8_000, 2.917_002_072_125_833));
+    assert!(close(64, 12_000, 2.176_013_280_178_634_3));
+    assert!(close(4_000, 12_000, 2.929_245_406_714_232_4));
 }
