@@ -6,7 +6,7 @@ mod plot;
 #[path = "../benches/support/ratio.rs"]
 mod ratio;
 
-use plot::{axis_label, tick_label};
+use plot::{Chart, Series, axis_label, draw_svg, line_chart, tick_label};
 use ratio::theoretical_ratio;
 
 #[test]
@@ -56,4 +56,43 @@ fn theoretical_ratio_matches_eq_19_and_20() {
     assert!(close(4_000, 8_000, 2.917_002_072_125_833));
     assert!(close(64, 12_000, 2.176_013_280_178_634_3));
     assert!(close(4_000, 12_000, 2.929_245_406_714_232_4));
+}
+
+fn chart(log_x: bool, log_y: bool) -> Chart<'static> {
+    Chart {
+        title: "t",
+        x_label: "x",
+        y_label: "y",
+        log_x,
+        log_y,
+        y_range: None,
+    }
+}
+
+#[test]
+fn every_axis_combination_renders_with_clean_labels() {
+    // y from 1e-6 to 1e-3: plotters' own labels on this axis were 9.999999999e-6 and the like.
+    let series = [Series {
+        name: "s".into(),
+        points: vec![(1.0, 1e-6), (10.0, 1e-5), (100.0, 1e-4), (1_000.0, 1e-3)],
+    }];
+    let svg = draw_svg(&chart(true, true), &series).expect("drawn");
+    let texts: Vec<&str> = svg
+        .split("</text>")
+        .filter_map(|chunk| chunk.rsplit_once('>').map(|(_, text)| text.trim()))
+        .collect();
+    for label in ["1e-6", "1e-5", "0.001", "10", "1000"] {
+        assert!(texts.contains(&label), "no label {label} in {texts:?}");
+    }
+    assert!(
+        !texts.iter().any(|t| t.contains("9999")),
+        "unrounded label in {texts:?}"
+    );
+    let dir = tempfile::tempdir().expect("temporary directory");
+    for (log_x, log_y) in [(false, false), (true, false), (false, true), (true, true)] {
+        let path = dir.path().join(format!("{log_x}_{log_y}.png"));
+        line_chart(&path, &chart(log_x, log_y), &series).expect("rendered");
+        let bytes = std::fs::read(&path).expect("written");
+        assert!(bytes.starts_with(b"\x89PNG"), "{} is not a PNG", path.display());
+    }
 }

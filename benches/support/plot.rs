@@ -110,7 +110,8 @@ pub fn write_line_chart(path: &Path, chart: &Chart<'_>, series: &[Series]) {
     }
 }
 
-fn draw_svg(chart: &Chart<'_>, series: &[Series]) -> Result<String, Box<dyn std::error::Error>> {
+/// The chart as SVG text (what [`line_chart`] rasterises).
+pub fn draw_svg(chart: &Chart<'_>, series: &[Series]) -> Result<String, Box<dyn std::error::Error>> {
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
