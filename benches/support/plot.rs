@@ -47,6 +47,55 @@ fn bounds(values: impl Iterator<Item = f64>, log: bool) -> (f64, f64) {
     }
 }
 
+/// A tick value as a person writes it: six significant digits at most, no trailing zeros, plain
+/// decimals from 0.001 to 999 999 and scientific notation outside (`1e-5`, `2.5e7`). Floating
+/// point noise from the log scale's powers of ten disappears: 9.999999e-6 prints as `1e-5`.
+pub fn tick_label(v: f64) -> String {
+    if v == 0.0 {
+        return "0".into();
+    }
+    if !v.is_finite() {
+        return format!("{v}");
+    }
+    // Round to 6 significant digits through the scientific form, then read the exponent back.
+    let rounded: f64 = format!("{v:.5e}").parse().unwrap_or(v);
+    let exponent = rounded.abs().log10().floor() as i32;
+    if (-3..6).contains(&exponent) {
+        let decimals = (5 - exponent).max(0) as usize;
+        trim_zeros(format!("{rounded:.decimals$}"))
+    } else {
+        let text = format!("{rounded:.5e}");
+        let (mantissa, exp) = text.split_once('e').unwrap_or((&text, "0"));
+        format!("{}e{exp}", trim_zeros(mantissa.to_string()))
+    }
+}
+
+/// Drops a decimal fraction's trailing zeros and then a trailing point: "2.500" → "2.5", "10.0" → "10".
+fn trim_zeros(text: String) -> String {
+    if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        text
+    }
+}
+
+/// The label of a tick on an axis over `range`: [`tick_label`], except that on a log axis
+/// spanning more than one decade only the ticks at 1, 2 and 5 times a power of ten are labelled
+/// (the others keep their grid line), so that minor ticks do not overlap.
+pub fn axis_label(v: f64, log: bool, range: (f64, f64)) -> String {
+    let label = tick_label(v);
+    if !log || !(range.1 > 10.0 * range.0) {
+        return label;
+    }
+    let mantissa = v.abs() / 10f64.powi(v.abs().log10().floor() as i32);
+    let near = |m: f64| (mantissa - m).abs() < 1e-6 || (mantissa - 10.0 * m).abs() < 1e-5;
+    if [1.0, 2.0, 5.0].into_iter().any(near) {
+        label
+    } else {
+        String::new()
+    }
+}
+
 /// Draws `series` as lines with markers and writes a PNG to `path`.
 pub fn line_chart(path: &Path, chart: &Chart<'_>, series: &[Series]) -> Result<(), String> {
     let svg = draw_svg(chart, series).map_err(|e| format!("drawing {}: {e}", path.display()))?;
@@ -61,7 +110,8 @@ pub fn write_line_chart(path: &Path, chart: &Chart<'_>, series: &[Series]) {
     }
 }
 
-fn draw_svg(chart: &Chart<'_>, series: &[Series]) -> Result<String, Box<dyn std::error::Error>> {
+/// The chart as SVG text (what [`line_chart`] rasterises).
+pub fn draw_svg(chart: &Chart<'_>, series: &[Series]) -> Result<String, Box<dyn std::error::Error>> {
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
@@ -87,6 +137,8 @@ fn draw_svg(chart: &Chart<'_>, series: &[Series]) -> Result<String, Box<dyn std:
             ($ctx:expr) => {{
                 let mut ctx = $ctx;
                 ctx.configure_mesh()
+                    .x_label_formatter(&|v| axis_label(*v, chart.log_x, xs))
+                    .y_label_formatter(&|v| axis_label(*v, chart.log_y, ys))
                     .x_desc(chart.x_label)
                     .y_desc(chart.y_label)
                     .label_style(("sans-serif", 15))
