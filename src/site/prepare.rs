@@ -44,7 +44,7 @@ fn check_study(view: &SiteStudyView) -> Result<(), Failure> {
     }
     if view.site_status != SiteStatus::Invited {
         return Err(Failure::Refused(format!(
-            "this site's status is {} (not invited): it already joined, and a client that joined \
+            "this site's status is {} (not invited): it already joined, and a CAPE client that joined \
              cannot be restarted (its protocol keys lived in that process); nothing was sent",
             view.site_status.as_str()
         )));
