@@ -28,6 +28,10 @@ use crate::store::{DatasetStatus, JobRecord, JobResult, Lease};
 /// The replica's reaper runs beside it for the same span (src/job_control.rs).
 pub async fn run(state: AppState, shutdown: CancellationToken) {
     let reaper = tokio::spawn(job_control::reap(state.store.clone(), shutdown.clone()));
+    let adopter = tokio::spawn(state.studies.clone().adopt(
+        job_control::heartbeat_period(state.store.lease()),
+        shutdown.clone(),
+    ));
     let permits = Arc::new(Semaphore::new(state.config.workers.max(1)));
     let mut tasks = JoinSet::new();
     loop {
@@ -70,6 +74,7 @@ pub async fn run(state: AppState, shutdown: CancellationToken) {
         while tasks.join_next().await.is_some() {}
     }
     let _ = reaper.await;
+    let _ = adopter.await;
 }
 
 /// Whether a job's run time may be recorded: it grows with the row count n, so not where n is

@@ -28,6 +28,11 @@ impl From<HubError> for AppError {
             HubError::NotLive => AppError::conflict(
                 "the study is not running in this coordinator (it has finished, or the coordinator restarted)",
             ),
+            HubError::Store(crate::store::StoreError::StudyLeaseLost(_)) => AppError::new(
+                ErrorKind::Unavailable,
+                "the study is being taken over by another coordinator; retry shortly",
+            )
+            .retry_after(1),
             HubError::Store(e) => e.into(),
         }
     }

@@ -247,6 +247,29 @@ impl PowerState {
         })
     }
 
+    /// The state again from a kept iterate (public) and last release (the last unmasked,
+    /// noisy sum: a DP release), as [`PowerState::iterate`] and [`PowerState::last_release`]
+    /// gave them.
+    pub fn restore(
+        config: FederatedPowerConfig,
+        d: usize,
+        x: Matrix,
+        last: Option<Matrix>,
+    ) -> Result<PowerState, RunError> {
+        let fixed = FixedPoint::new(config.fraction_bits).map_err(|e| RunError::Failed(e.to_string()))?;
+        let shape_ok = |m: &Matrix| m.shape() == (d, config.p);
+        if !shape_ok(&x) || !last.as_ref().is_none_or(shape_ok) {
+            return Err(RunError::Failed("the kept iterate has the wrong shape".into()));
+        }
+        Ok(PowerState {
+            config,
+            fixed,
+            d,
+            x,
+            last,
+        })
+    }
+
     /// The iterate the open round works on.
     pub fn iterate(&self) -> &Matrix {
         &self.x

@@ -10,13 +10,13 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::messages::UnmaskRequest;
 use super::secagg::{Aggregator, SecAggError};
 
 /// Where the current round stands.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Phase {
     /// Waiting for masked vectors from the roster.
     Collect,
@@ -27,7 +27,7 @@ pub enum Phase {
 }
 
 /// What happened in one round (returned with the result).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RoundRecord {
     pub round: u32,
     /// Sites whose masked vector is in the sum.
@@ -61,6 +61,24 @@ pub enum RoundError {
     TooFewAnswers { round: u32, have: usize, need: u32 },
     #[error("unmasking failed: {0}")]
     Unmask(#[from] SecAggError),
+}
+
+/// Everything of [`Rounds`] but the aggregator (rebuilt from the public participants): what a
+/// coordinator keeps in the database to continue after a restart. The masked vectors and the
+/// unmasking answers are those of the open round only; together they reveal the round's sum
+/// and nothing more (docs/design/federation.md, "Durable studies").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RoundsState {
+    pub threshold: u32,
+    pub rounds: u32,
+    pub len: usize,
+    pub round: u32,
+    pub roster: Vec<u32>,
+    pub phase: Phase,
+    /// Masked vectors of the open round, base64 words by site.
+    pub masked: BTreeMap<u32, String>,
+    pub answers: BTreeMap<u32, UnmaskRequest>,
+    pub history: Vec<RoundRecord>,
 }
 
 /// The rounds of one study.
@@ -100,6 +118,45 @@ impl Rounds {
             answers: BTreeMap::new(),
             history: Vec::new(),
         }
+    }
+
+    /// The state to keep (all but the aggregator).
+    pub fn state(&self) -> RoundsState {
+        RoundsState {
+            threshold: self.threshold,
+            rounds: self.rounds,
+            len: self.len,
+            round: self.round,
+            roster: self.roster.clone(),
+            phase: self.phase.clone(),
+            masked: self
+                .masked
+                .iter()
+                .map(|(&site, words)| (site, super::wire::words_to_b64(words)))
+                .collect(),
+            answers: self.answers.clone(),
+            history: self.history.clone(),
+        }
+    }
+
+    /// The rounds again from a kept state and the aggregator of the same participants.
+    pub fn restore(aggregator: Aggregator, state: RoundsState) -> Result<Rounds, super::wire::WireError> {
+        let mut masked = BTreeMap::new();
+        for (site, text) in state.masked {
+            masked.insert(site, super::wire::b64_to_words(&text, state.len)?);
+        }
+        Ok(Rounds {
+            aggregator,
+            threshold: state.threshold,
+            rounds: state.rounds,
+            len: state.len,
+            round: state.round,
+            roster: state.roster,
+            phase: state.phase,
+            masked,
+            answers: state.answers,
+            history: state.history,
+        })
     }
 
     /// The open round (1-based; `rounds + 1` once done).

@@ -8,7 +8,7 @@ use super::prepare::{Prepared, relation};
 use super::{Failure, progress};
 use crate::federation::messages::SiteStudyView;
 use crate::privacy::units::{DeltaUnits, RhoUnits};
-use crate::store::{ChargeOutcome, LocalBudget, LocalDataset, Store};
+use crate::store::{ChargeOutcome, LocalBudget, LocalDataset, SiteStatus, Store, StudyStatus};
 
 /// ρ and δ in ledger units, for the operator.
 pub(super) fn amounts(rho_units: RhoUnits, delta_units: DeltaUnits) -> String {
@@ -73,8 +73,28 @@ pub(super) async fn check_ledger(
             return Err(Failure::Refused(format!("ledger {path}: {e}")));
         }
     };
+    let resuming = match resumable(args, view, &store).await {
+        Ok(resuming) => resuming,
+        Err(e) => {
+            store.close().await;
+            return Err(e);
+        }
+    };
     let refusal = match store.study_charged(budget.dataset, view.study_id).await {
         Err(e) => Some(format!("ledger {path}: {e}")),
+        Ok(_)
+            if !resuming
+                && (view.site_status != SiteStatus::Invited || view.status != StudyStatus::Enrolling) =>
+        {
+            Some(format!(
+                "this site's status is {} and the study is {}: it no longer takes this site in, and \
+                 ledger {path} keeps no session of study {} to continue; nothing was sent",
+                view.site_status.as_str(),
+                view.status.as_str(),
+                view.study_id
+            ))
+        }
+        Ok(true) if resuming => None,
         Ok(true) => Some(format!(
             "ledger {path} was already charged for study {}: the data it protects takes part in a \
              study once; nothing was sent",
@@ -91,6 +111,12 @@ pub(super) async fn check_ledger(
     if let Some(message) = refusal {
         store.close().await;
         return Err(Failure::Refused(message));
+    }
+    if resuming {
+        progress(&format!(
+            "ledger {path} keeps this site's session of study {}: continuing it",
+            view.study_id
+        ));
     }
     progress(&format!(
         "ledger {path}{}: {} left of {}; this study costs {}",
@@ -145,4 +171,49 @@ pub(super) async fn charge_ledger(
             amounts(remaining_rho_units, remaining_delta_units)
         ))),
     }
+}
+
+/// The fingerprint of what a site takes part in a study with: the data file's bytes, its
+/// format, the stated budget, the study and the site. A restarted site must give the same
+/// (docs/design/federation.md, "Durable studies").
+pub(super) fn fingerprint(args: &SiteArgs, view: &SiteStudyView) -> Result<String, Failure> {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    let mut file = std::fs::File::open(&args.data)
+        .map_err(|e| Failure::Refused(format!("cannot read {}: {e}", args.data.display())))?;
+    std::io::copy(&mut file, &mut hasher)
+        .map_err(|e| Failure::Refused(format!("cannot read {}: {e}", args.data.display())))?;
+    hasher.update(
+        format!(
+            "\0privpca site session v1\0format={:?}\0rho={:016x}\0delta={:016x}\0study={}\0site={}",
+            args.format,
+            args.budget_rho.to_bits(),
+            args.budget_delta.to_bits(),
+            view.study_id,
+            view.site_index
+        )
+        .as_bytes(),
+    );
+    Ok(hex::encode(hasher.finalize()))
+}
+
+/// Whether the ledger keeps this study's session, started with the same data and parameters:
+/// then this is the site restarted, and it continues. A session started with anything else is
+/// refused before anything is sent.
+async fn resumable(args: &SiteArgs, view: &SiteStudyView, store: &Store) -> Result<bool, Failure> {
+    let path = args.ledger.display();
+    let kept = store
+        .site_session(view.study_id)
+        .await
+        .map_err(|e| Failure::Refused(format!("ledger {path}: {e}")))?;
+    let Some(kept) = kept else { return Ok(false) };
+    if kept.fingerprint != fingerprint(args, view)? {
+        return Err(Failure::Refused(format!(
+            "ledger {path} keeps a session of study {} started with another data file, format or \
+             budget than this command line's; a site continues a study only with what it joined \
+             with; nothing was sent",
+            view.study_id
+        )));
+    }
+    Ok(true)
 }

@@ -5,24 +5,72 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use rand::SeedableRng;
+use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha20Rng;
+use serde::{Deserialize, Serialize};
 
 use super::args::SiteArgs;
 use super::http::{Posted, SiteClient};
-use super::ledger::charge_ledger;
+use super::ledger::{charge_ledger, fingerprint};
 use super::prepare::{Prepared, check_threshold, join};
 use super::roster::{Member, RosterGuard, describe};
 use super::run::finished;
 use super::{Failure, progress};
 use crate::federation::messages::{
-    ContributionRequest, SharesRequest, SiteStudyView, SiteTask, UnmaskRequest,
+    ContributionRequest, Participant, ShareBox, SharesRequest, SiteStudyView, SiteTask, UnmaskRequest,
 };
 use crate::federation::power::SiteComputation;
 use crate::federation::secagg::SiteSession;
 use crate::federation::wire::{b64_to_f64s, words_to_b64};
 use crate::linalg::Matrix;
-use crate::store::{LocalBudget, Store, StudyStatus};
+use crate::store::{LocalBudget, SiteMessageKind, SiteStatus, Store, StoreError, StudyStatus};
+
+/// The key shares as kept in the ledger: the roster they were dealt for and what was sent.
+#[derive(Serialize, Deserialize)]
+struct KeptShares {
+    participants: Vec<Participant>,
+    request: SharesRequest,
+}
+
+/// A round's contribution as kept: the roster it was masked with and what was sent.
+#[derive(Serialize, Deserialize)]
+struct KeptContribution {
+    roster: Vec<u32>,
+    request: ContributionRequest,
+}
+
+/// A round's unmask answer as kept: the sets it answered and what was sent.
+#[derive(Serialize, Deserialize)]
+struct KeptUnmask {
+    survivors: Vec<u32>,
+    dropped: Vec<u32>,
+    request: UnmaskRequest,
+}
+
+fn ledger_failure(e: impl std::fmt::Display) -> Failure {
+    Failure::Refused(format!("the ledger: {e}; nothing more is sent"))
+}
+
+/// Keeps `body` for (`kind`, `round`) before it is sent, and returns what must be sent: the
+/// message kept first, if one was (a phase is answered once, with the same bytes).
+async fn keep<T: Serialize + for<'de> Deserialize<'de>>(
+    store: &Store,
+    study: uuid::Uuid,
+    kind: SiteMessageKind,
+    round: u32,
+    body: &T,
+) -> Result<T, Failure> {
+    let text = serde_json::to_string(body).map_err(ledger_failure)?;
+    let kept = store
+        .keep_site_message(study, kind, round, &text)
+        .await
+        .map_err(ledger_failure)?;
+    serde_json::from_str(&kept).map_err(ledger_failure)
+}
+
+fn parse_kept<T: for<'de> Deserialize<'de>>(text: &str) -> Result<T, Failure> {
+    serde_json::from_str(text).map_err(|e| ledger_failure(StoreError::Corrupt(e.to_string())))
+}
 
 /// This site's entry in a `federated_power` roster, as it published it.
 fn me_as_participant(view: &SiteStudyView, session: &SiteSession) -> Member {
@@ -56,7 +104,11 @@ struct Protocol<'a> {
     prepared: &'a Prepared,
     computation: &'a SiteComputation,
     session: SiteSession,
+    /// Noise: fresh from the operating system (what it drew is kept with what it sent).
     rng: ChaCha20Rng,
+    /// The key shares' randomness, from the session's kept seed, so that the shares dealt
+    /// again after a restart are those sent before.
+    deal_rng: ChaCha20Rng,
     iterations: u32,
     roster: RosterGuard,
     sent: Sent,
@@ -202,9 +254,14 @@ impl Protocol<'_> {
         }
         let boxes = self
             .session
-            .share_boxes(participants, view.threshold, &mut self.rng)
+            .share_boxes(participants, view.threshold, &mut self.deal_rng)
             .map_err(|e| violation(format!("cannot share keys with the roster the server sent: {e}")))?;
-        let request = SharesRequest { boxes };
+        let kept = KeptShares {
+            participants: participants.to_vec(),
+            request: SharesRequest { boxes },
+        };
+        let kept = keep(self.store, view.study_id, SiteMessageKind::Shares, 0, &kept).await?;
+        let request = kept.request;
         self.post("/v1/site/shares", &request).await?;
         self.sent.shares = Some(request);
         progress(&format!(
@@ -274,6 +331,15 @@ impl Protocol<'_> {
             self.session
                 .receive_inbox(inbox)
                 .map_err(|e| violation(format!("the share boxes addressed to this site are invalid: {e}")))?;
+            // Kept: a restarted site holds its shares of its peers' secrets again.
+            keep(
+                self.store,
+                self.prepared.view.study_id,
+                SiteMessageKind::Inbox,
+                0,
+                &inbox.to_vec(),
+            )
+            .await?;
             self.sent.inbox_received = true;
         }
         let values = b64_to_f64s(iterate, rows * cols)
@@ -291,9 +357,27 @@ impl Protocol<'_> {
                 .mask(round, &roster, &encoded)
                 .map_err(|e| violation(format!("cannot mask round {round}: {e}")))?
         };
-        let request = ContributionRequest {
-            masked: words_to_b64(&masked),
+        let kept = KeptContribution {
+            roster: roster.clone(),
+            request: ContributionRequest {
+                masked: words_to_b64(&masked),
+            },
         };
+        // Kept before it is sent: asked again, even after a restart, the site sends these bytes.
+        let kept = keep(
+            self.store,
+            self.prepared.view.study_id,
+            SiteMessageKind::Contribution,
+            round,
+            &kept,
+        )
+        .await?;
+        if kept.roster != roster {
+            return Err(violation(format!(
+                "round {round} was contributed with another roster before"
+            )));
+        }
+        let request = kept.request;
         let roster_len = roster.len();
         self.post(&path, &request).await?;
         // Remembered: if asked for this round again, the same vector is sent again.
@@ -337,6 +421,25 @@ impl Protocol<'_> {
             .session
             .unmask_response(round, roster, &survivors, &dropped, self.prepared.view.threshold)
             .map_err(|e| violation(format!("refusing to unmask round {round}: {e}")))?;
+        let kept = KeptUnmask {
+            survivors: survivors.clone(),
+            dropped: dropped.clone(),
+            request,
+        };
+        let kept = keep(
+            self.store,
+            self.prepared.view.study_id,
+            SiteMessageKind::Unmask,
+            round,
+            &kept,
+        )
+        .await?;
+        if (&kept.survivors, &kept.dropped) != (&survivors, &dropped) {
+            return Err(violation(format!(
+                "round {round} was unmasked with other survivors before; refusing"
+            )));
+        }
+        let request = kept.request;
         self.post(&path, &request).await?;
         progress(&format!(
             "unmask {round} sent ({} survivors, {} dropped)",
@@ -348,7 +451,8 @@ impl Protocol<'_> {
     }
 }
 
-/// Joins a `federated_power` study and follows its tasks to the end.
+/// Joins a `federated_power` study (or, restarted, takes up the session its ledger keeps) and
+/// follows its tasks to the end.
 pub(super) async fn follow(
     args: &SiteArgs,
     client: &SiteClient,
@@ -361,15 +465,37 @@ pub(super) async fn follow(
     let iterations = computation.config().iterations;
     let mut rng = ChaCha20Rng::try_from_os_rng()
         .map_err(|e| Failure::Refused(format!("the operating system's random generator failed: {e}")))?;
-    let session = SiteSession::new(view.study_id, view.site_index, iterations, &mut rng);
-    join(
-        client,
-        view,
-        prepared.records.n,
-        Some(session.encryption_public_key()),
-        session.mask_public_keys(),
-    )
-    .await?;
+    // The session's secret seed is kept in the ledger before anything is sent: every key of
+    // the study derives from it, so a restarted site has the same keys.
+    let mut fresh = [0u8; 32];
+    rng.fill_bytes(&mut fresh);
+    let wanted = crate::store::SiteSession {
+        secret_seed: fresh,
+        fingerprint: fingerprint(args, view)?,
+    };
+    let kept = store
+        .start_site_session(view.study_id, &wanted)
+        .await
+        .map_err(ledger_failure)?;
+    if kept.fingerprint != wanted.fingerprint {
+        return Err(Failure::Refused(
+            "the ledger keeps this study's session with another data file or budget; nothing was sent".into(),
+        ));
+    }
+    let mut keys_rng = ChaCha20Rng::from_seed(kept.secret_seed);
+    let mut deal_rng = ChaCha20Rng::from_seed(kept.secret_seed);
+    deal_rng.set_stream(1);
+    let session = SiteSession::new(view.study_id, view.site_index, iterations, &mut keys_rng);
+    if view.site_status == SiteStatus::Invited {
+        join(
+            client,
+            view,
+            prepared.records.n,
+            Some(session.encryption_public_key()),
+            session.mask_public_keys(),
+        )
+        .await?;
+    }
     let mut protocol = Protocol {
         args,
         client,
@@ -379,10 +505,87 @@ pub(super) async fn follow(
         computation,
         session,
         rng,
+        deal_rng,
         iterations,
         roster: RosterGuard::new(prepared.expected_roster),
         sent: Sent::default(),
         resends: 0,
     };
+    protocol.restore().await?;
     protocol.run().await
+}
+
+impl Protocol<'_> {
+    /// Takes up what the ledger kept of this study: the shares dealt (dealt again from the
+    /// kept seed, and checked to be the same bytes), the boxes received, and every round's
+    /// contribution and unmask answer, so that each is sent again as it was, never redrawn.
+    async fn restore(&mut self) -> Result<(), Failure> {
+        let view = &self.prepared.view;
+        let study = view.study_id;
+        let store = self.store;
+        let kept = |kind| async move { store.site_messages(study, kind).await.map_err(ledger_failure) };
+        let shares = kept(SiteMessageKind::Shares).await?;
+        let inbox = kept(SiteMessageKind::Inbox).await?;
+        let contributions = kept(SiteMessageKind::Contribution).await?;
+        let unmasks = kept(SiteMessageKind::Unmask).await?;
+        self.sent.charged = self
+            .store
+            .study_charged(self.budget.dataset, study)
+            .await
+            .map_err(ledger_failure)?;
+        let Some((_, text)) = shares.first() else {
+            return Ok(());
+        };
+        let shares: KeptShares = parse_kept(text)?;
+        let members: Vec<Member> = shares.participants.iter().map(Member::from_participant).collect();
+        let me = me_as_participant(view, &self.session);
+        if let Some(hash) = self
+            .roster
+            .observe(view, &members, &me)
+            .map_err(|e| violation(format!("refusing the kept roster: {e}")))?
+        {
+            progress(&describe(&hash, &members));
+        }
+        let boxes = self
+            .session
+            .share_boxes(&shares.participants, view.threshold, &mut self.deal_rng)
+            .map_err(|e| violation(format!("cannot deal the kept shares again: {e}")))?;
+        if boxes != shares.request.boxes {
+            return Err(Failure::Refused(
+                "the ledger's kept key shares are not those this session deals; nothing more is sent".into(),
+            ));
+        }
+        self.sent.shares = Some(shares.request);
+        if let Some((_, text)) = inbox.first() {
+            let inbox: Vec<ShareBox> = parse_kept(text)?;
+            self.session
+                .receive_inbox(&inbox)
+                .map_err(|e| violation(format!("the kept share boxes: {e}")))?;
+            self.sent.inbox_received = true;
+        }
+        let (rows, cols) = self.computation.rows_cols();
+        let len = rows * cols;
+        for (round, text) in contributions {
+            let kept: KeptContribution = parse_kept(&text)?;
+            // Records the roster this round was masked with (the output is discarded).
+            self.session
+                .mask(round, &kept.roster, &vec![0; len])
+                .map_err(|e| violation(format!("the kept round {round}: {e}")))?;
+            self.sent.rosters.insert(round, kept.roster);
+            self.sent.contribution = Some((round, kept.request));
+        }
+        for (round, text) in unmasks {
+            let kept: KeptUnmask = parse_kept(&text)?;
+            self.sent
+                .unmasks
+                .insert(round, (kept.survivors, kept.dropped, kept.request));
+        }
+        if let Some((round, _)) = &self.sent.contribution {
+            progress(&format!(
+                "continuing the study from the ledger: {} rounds contributed, the last round {round}",
+                self.sent.rosters.len()
+            ));
+        }
+        Ok(())
+    }
 }

@@ -20,6 +20,13 @@ use crate::store::{SiteStatus, StudyStatus};
 
 /// Whether the study can be joined by this site now.
 fn check_study(view: &SiteStudyView) -> Result<(), Failure> {
+    // A `federated_power` site that already joined may be this site restarted: its ledger
+    // decides (`check_ledger` refuses unless it keeps this study's session).
+    if view.algorithm == "federated_power"
+        && matches!(view.status, StudyStatus::Enrolling | StudyStatus::Running)
+    {
+        return Ok(());
+    }
     match view.status {
         StudyStatus::Enrolling => {}
         StudyStatus::Failed | StudyStatus::Cancelled => {
@@ -37,7 +44,7 @@ fn check_study(view: &SiteStudyView) -> Result<(), Failure> {
     }
     if view.site_status != SiteStatus::Invited {
         return Err(Failure::Refused(format!(
-            "this site's status is {} (not invited): it already joined, and a client that joined \
+            "this site's status is {} (not invited): it already joined, and a CAPE client that joined \
              cannot be restarted (its protocol keys lived in that process); nothing was sent",
             view.site_status.as_str()
         )));

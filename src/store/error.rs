@@ -37,6 +37,8 @@ pub enum StoreError {
     UnsupportedUrl,
     #[error("job {0} is not running under this replica's lease")]
     LeaseLost(Uuid),
+    #[error("study {0} is no longer coordinated by this replica under the epoch it claimed")]
+    StudyLeaseLost(Uuid),
     #[error("not all migrations are applied ({applied} of {expected})")]
     NotMigrated { applied: i64, expected: i64 },
 }

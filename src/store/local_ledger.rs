@@ -231,11 +231,41 @@ async fn create_site_dataset(
     })
 }
 
+/// Creates the ledger file readable and writable by its owner only (0600), or narrows an
+/// existing one to that: it holds the secret seeds of the site's study sessions.
+fn owner_only(path: &Path) -> Result<(), StoreError> {
+    let io = |e: std::io::Error| StoreError::InvalidDataset(format!("the ledger {}: {e}", path.display()));
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(path)
+            .map_err(io)?;
+        let mode = std::fs::metadata(path).map_err(io)?.permissions().mode();
+        if mode & 0o077 != 0 {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(io)?;
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(io)?;
+    }
+    Ok(())
+}
+
 impl Store {
-    /// Opens (creating if missing) the site ledger at `path` and applies pending migrations.
+    /// Opens (creating if missing, mode 0600) the site ledger at `path` and applies pending migrations.
     /// It needs no data directory. Commits are synchronous (`synchronous = FULL`): a charge
     /// that returned has reached the disk before anything is sent.
     pub async fn open_ledger(path: &Path) -> Result<Store, StoreError> {
+        owner_only(path)?;
         let url = format!("sqlite://{}", path.display());
         let store = Store {
             pool: open_pool(&url, Backend::Sqlite, true).await?,

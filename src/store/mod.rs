@@ -39,6 +39,7 @@ mod models;
 mod queue;
 mod rows;
 mod studies;
+mod study_state;
 mod tenants;
 pub mod testing;
 mod uploads;
@@ -72,6 +73,7 @@ pub use studies::{
     NewStudy, NewStudySite, SITE_TOKEN_PREFIX, SiteStatus, StudyCancel, StudyRecord, StudyResult,
     StudySiteRecord, StudyStatus,
 };
+pub use study_state::{SiteMessageKind, SiteSession, StudyLease};
 pub use tenants::API_KEY_PREFIX;
 pub use uploads::{HeldUpload, UploadClaim, UploadClaimOutcome};
 

@@ -574,7 +574,8 @@ impl Store {
         Ok(done.rows_affected())
     }
 
-    /// At start: the unfinished studies this replica coordinated lost their protocol state
+    /// At start: the unfinished studies this replica coordinated whose protocol state is not
+    /// kept in the database (CAPE studies; see `study_state.rs` for the durable ones) lost it
     /// with the process, so they fail at once (charges stand; nothing is rerun); so do those
     /// without a coordinator lease (written by a version without leases). Returns how many.
     pub async fn fail_interrupted_studies(&self) -> Result<u64, StoreError> {
@@ -586,8 +587,9 @@ impl Store {
         .await
     }
 
-    /// The reaper's part for studies: an unfinished study whose coordinator (another replica)
-    /// stopped renewing its lease fails; charges stand. Returns how many.
+    /// The reaper's part for studies: an unfinished study without durable state whose
+    /// coordinator (another replica) stopped renewing its lease fails; charges stand (durable
+    /// ones are claimed and continued instead). Returns how many.
     pub async fn reap_expired_studies(&self) -> Result<u64, StoreError> {
         let at = ts(self.lease_now());
         self.fail_studies(
@@ -603,7 +605,8 @@ impl Store {
             "UPDATE studies SET status = 'failed', finished_at = $1, \
                  error = $3 || status || \
                          '; its protocol state is not kept across restarts. Charges made stand; create a new study.' \
-             WHERE status IN ('enrolling', 'running') AND {which}"
+             WHERE status IN ('enrolling', 'running') AND {which} \
+               AND NOT EXISTS (SELECT 1 FROM study_states t WHERE t.study_id = studies.id)"
         );
         let done = sqlx::query(&sql)
             .bind(ts(now()))

@@ -61,20 +61,22 @@ impl Protocol {
 }
 
 pub(super) struct Sharing {
-    config: FederatedPowerConfig,
-    participants: Vec<Participant>,
-    boxes: BTreeMap<u32, Vec<ShareBox>>,
+    pub(super) config: FederatedPowerConfig,
+    pub(super) participants: Vec<Participant>,
+    pub(super) boxes: BTreeMap<u32, Vec<ShareBox>>,
 }
 
 pub(super) struct Running {
-    config: FederatedPowerConfig,
+    pub(super) config: FederatedPowerConfig,
+    /// The roster of the key exchange with its public keys (the aggregator is rebuilt from it).
+    pub(super) participants: Vec<Participant>,
     /// Sites whose share boxes arrived (a retried upload from one of them is already received).
-    senders: BTreeSet<u32>,
-    rounds: Rounds,
-    power: PowerState,
-    inboxes: BTreeMap<u32, Vec<ShareBox>>,
+    pub(super) senders: BTreeSet<u32>,
+    pub(super) rounds: Rounds,
+    pub(super) power: PowerState,
+    pub(super) inboxes: BTreeMap<u32, Vec<ShareBox>>,
     /// The open round's iterate, base64 (the same for every site).
-    iterate: String,
+    pub(super) iterate: String,
 }
 
 impl Running {
@@ -121,8 +123,8 @@ pub struct Live {
     pub(super) protocol: Protocol,
     pub(super) threshold: u32,
     pub(super) d: usize,
-    n_sites: u32,
-    join_deadline: Instant,
+    pub(super) n_sites: u32,
+    pub(super) join_deadline: Instant,
     pub(super) round_timeout: Duration,
     pub(super) names: BTreeMap<u32, String>,
     pub(super) joined: BTreeMap<u32, JoinRequest>,
@@ -573,6 +575,7 @@ impl Live {
         });
         self.stage = Stage::Running(Box::new(Running {
             config,
+            participants,
             senders: senders_set,
             rounds,
             power,

@@ -2,9 +2,18 @@
 //! task per study that closes phases at their deadlines, and the store writes each transition
 //! needs (docs/design/federation.md). Site handlers call in here; long-polls wait on a
 //! per-study change signal.
+//!
+//! Durable studies (docs/design/federation.md, "Durable studies"): the memory is a cache of the
+//! database. Every accepted message and every transition of a `federated_power` study is
+//! written as a snapshot ([`durable`]) under the study's lease and fence before anyone learns
+//! of it (the reply to the message, or the next task), so a study is continued from the
+//! database by this replica after a restart or by any replica whose claim succeeds. A write
+//! that fails (the lease was lost, or the database refused) drops the study from memory at
+//! once; the next request claims it again from the database.
 
 pub mod algorithm;
 pub mod cape_live;
+pub mod durable;
 pub mod live;
 
 use std::collections::{BTreeMap, HashMap};
@@ -15,7 +24,7 @@ use tokio::sync::watch;
 use uuid::Uuid;
 
 use crate::federation::messages::{JoinRequest, ShareBox, SiteTask, UnmaskRequest};
-use crate::store::{SiteStatus, Store, StudyRecord, StudySiteRecord, StudyStatus};
+use crate::store::{SiteStatus, Store, StoreError, StudyLease, StudyRecord, StudySiteRecord, StudyStatus};
 use live::{Effect, Live, LiveError, Protocol};
 
 /// How often a driver looks at its study even without news (deadlines are also woken exactly).
@@ -24,6 +33,16 @@ const TICK: Duration = Duration::from_millis(250);
 struct Entry {
     live: tokio::sync::Mutex<Live>,
     changed: watch::Sender<u64>,
+    /// The claim every state write of this entry is fenced by.
+    lease: StudyLease,
+    /// Set when a state write failed: the entry is no longer the study's state; its driver stops.
+    dead: std::sync::atomic::AtomicBool,
+}
+
+impl Entry {
+    fn is_dead(&self) -> bool {
+        self.dead.load(std::sync::atomic::Ordering::SeqCst)
+    }
 }
 
 /// Every live study of this process.
@@ -31,6 +50,9 @@ struct Entry {
 pub struct StudyHub {
     store: Store,
     studies: Arc<Mutex<HashMap<Uuid, Arc<Entry>>>>,
+    /// Held while a study is claimed from the database, so that concurrent requests for the
+    /// same study claim it once.
+    resuming: Arc<tokio::sync::Mutex<()>>,
 }
 
 /// Why a site request was refused.
@@ -49,40 +71,157 @@ impl StudyHub {
         StudyHub {
             store,
             studies: Arc::new(Mutex::new(HashMap::new())),
+            resuming: Arc::new(tokio::sync::Mutex::new(())),
         }
     }
 
     fn entry(&self, study: Uuid) -> Option<Arc<Entry>> {
-        self.studies.lock().ok().and_then(|m| m.get(&study).cloned())
+        self.studies
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&study).cloned())
+            .filter(|e| !e.is_dead())
     }
 
-    /// Starts coordinating a newly created study.
+    /// The study's entry, claimed from the database when this process does not hold it
+    /// (it restarted, or the replica that held it stopped).
+    async fn live_entry(&self, study: Uuid) -> Result<Arc<Entry>, HubError> {
+        if let Some(entry) = self.entry(study) {
+            return Ok(entry);
+        }
+        self.resume(study).await?;
+        self.entry(study).ok_or(HubError::NotLive)
+    }
+
+    /// Claims an unfinished durable study and continues it here. Ok(false) when it is not
+    /// claimable (finished, no snapshot, or held by another replica whose lease is live).
+    pub async fn resume(&self, study: Uuid) -> Result<bool, HubError> {
+        let _one_at_a_time = self.resuming.lock().await;
+        if self.entry(study).is_some() {
+            return Ok(true);
+        }
+        let Some((record, _)) = self.store.get_study_any(study).await? else {
+            return Ok(false);
+        };
+        if record.status.is_terminal() || self.store.load_study_state(study).await?.is_none() {
+            return Ok(false);
+        }
+        let Some(lease) = self.store.claim_study(study).await? else {
+            return Ok(false);
+        };
+        // Read again under the claim: the previous holder can no longer change it.
+        let Some(text) = self.store.load_study_state(study).await? else {
+            return Ok(false);
+        };
+        let snapshot: durable::Snapshot = serde_json::from_str(&text)
+            .map_err(|e| StoreError::Corrupt(format!("the kept state of study {study}: {e}")))?;
+        let (join_deadline, round_timeout) = timing(&record);
+        let (live, effects) = Live::restore(study, snapshot, join_deadline, round_timeout)
+            .map_err(|e| StoreError::Corrupt(format!("the kept state of study {study}: {e}")))?;
+        let entry = self.insert(study, live, lease);
+        // The last step's store writes again (idempotent), in case its replica stopped in between.
+        self.apply(study, effects).await;
+        tracing::info!(%study, epoch = lease.epoch, "study resumed from its kept state");
+        let hub = self.clone();
+        tokio::spawn(async move { hub.drive(study, entry).await });
+        Ok(true)
+    }
+
+    /// Claims and continues every durable study this replica may take now (its own after a
+    /// restart, and those whose coordinator's lease ran out). Returns how many it took.
+    pub async fn resume_claimable(&self) -> Result<usize, HubError> {
+        let mut taken = 0;
+        for study in self.store.claimable_studies().await? {
+            if self.entry(study).is_none() && self.resume(study).await? {
+                taken += 1;
+            }
+        }
+        Ok(taken)
+    }
+
+    /// Until `shutdown`: claims and continues the durable studies this replica may take (at
+    /// once, so a restarted replica continues its studies without waiting for a site, then
+    /// every `period`, so that studies of a replica that stopped are taken over).
+    pub async fn adopt(self, period: Duration, shutdown: tokio_util::sync::CancellationToken) {
+        loop {
+            match self.resume_claimable().await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(studies = n, "continued durable studies from the database"),
+                Err(e) => tracing::warn!(error = %e, "could not look for studies to continue"),
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(period) => {}
+            }
+        }
+    }
+
+    fn insert(&self, study: Uuid, live: Live, lease: StudyLease) -> Arc<Entry> {
+        let (changed, _) = watch::channel(0);
+        let entry = Arc::new(Entry {
+            live: tokio::sync::Mutex::new(live),
+            changed,
+            lease,
+            dead: std::sync::atomic::AtomicBool::new(false),
+        });
+        if let Ok(mut map) = self.studies.lock() {
+            map.insert(study, entry.clone());
+        }
+        entry
+    }
+
+    /// Writes the study's snapshot after a step (fenced), then the step's store writes. A
+    /// failed snapshot write drops the entry: nothing of the step is shown to anyone.
+    async fn persist(&self, entry: &Entry, live: &Live, effects: Vec<Effect>) -> Result<(), HubError> {
+        let study = live.study;
+        if let Some(snapshot) = live.snapshot(&effects) {
+            let text = serde_json::to_string(&snapshot).map_err(StoreError::from)?;
+            if let Err(e) = self.store.save_study_state(entry.lease, &text).await {
+                entry.dead.store(true, std::sync::atomic::Ordering::SeqCst);
+                entry.changed.send_modify(|v| *v += 1);
+                if let Ok(mut map) = self.studies.lock()
+                    && map.get(&study).is_some_and(|e| std::ptr::eq(&**e, entry))
+                {
+                    map.remove(&study);
+                }
+                tracing::warn!(%study, error = %e, "the study's state could not be kept; it stops here");
+                return Err(e.into());
+            }
+        }
+        let finished = live.is_finished();
+        self.apply(study, effects).await;
+        if finished {
+            let _ = self.store.drop_study_state(study).await;
+        }
+        Ok(())
+    }
+
+    /// Starts coordinating a newly created study (this replica created it: epoch 0).
     pub fn open(&self, study: &StudyRecord, sites: &[StudySiteRecord], protocol: Protocol) {
         let names: BTreeMap<u32, String> = sites.iter().map(|s| (s.index, s.name.clone())).collect();
-        let until_deadline = (study.join_deadline - chrono::Utc::now())
-            .to_std()
-            .unwrap_or(Duration::ZERO);
-        let round_timeout = Duration::from_millis(u64::try_from(study.round_timeout_ms).unwrap_or(1));
+        let (join_deadline, round_timeout) = timing(study);
         let live = Live::new(
             study.id,
             protocol,
             u32::try_from(study.threshold).unwrap_or(2),
             usize::try_from(study.n_features).unwrap_or(0),
             names,
-            Instant::now() + until_deadline,
+            join_deadline,
             round_timeout,
         );
-        let (changed, _) = watch::channel(0);
-        let entry = Arc::new(Entry {
-            live: tokio::sync::Mutex::new(live),
-            changed,
-        });
-        if let Ok(mut map) = self.studies.lock() {
-            map.insert(study.id, entry.clone());
-        }
+        let entry = self.insert(study.id, live, StudyLease::created(study.id));
         let hub = self.clone();
         let id = study.id;
-        tokio::spawn(async move { hub.drive(id, entry).await });
+        tokio::spawn(async move {
+            // The first snapshot, so that the study can be resumed even before anyone joins.
+            let first = {
+                let live = entry.live.lock().await;
+                hub.persist(&entry, &live, Vec::new()).await
+            };
+            if first.is_ok() {
+                hub.drive(id, entry).await;
+            }
+        });
     }
 
     /// Closes the study's current phase now, as its deadline would; false when the study is
@@ -95,9 +234,10 @@ impl StudyHub {
         };
         let mut live = entry.live.lock().await;
         let now = live.deadline().max(Instant::now());
+        let before = live.marker();
         let effects = live.advance(now);
-        if !effects.is_empty() {
-            self.apply(study, effects).await;
+        if !effects.is_empty() || live.marker() != before {
+            let _ = self.persist(&entry, &live, effects).await;
             entry.changed.send_modify(|v| *v += 1);
         }
         true
@@ -107,12 +247,19 @@ impl StudyHub {
     async fn drive(self, study: Uuid, entry: Arc<Entry>) {
         let mut changes = entry.changed.subscribe();
         loop {
+            if entry.is_dead() {
+                return;
+            }
             let (finished, deadline) = {
                 let mut live = entry.live.lock().await;
+                let before = live.marker();
                 let effects = live.advance(Instant::now());
-                if !effects.is_empty() {
-                    self.apply(study, effects).await;
+                if !effects.is_empty() || live.marker() != before {
+                    let kept = self.persist(&entry, &live, effects).await;
                     entry.changed.send_modify(|v| *v += 1);
+                    if kept.is_err() {
+                        return;
+                    }
                 }
                 (live.is_finished(), live.deadline())
             };
@@ -127,7 +274,9 @@ impl StudyHub {
         }
         // Keep the finished state a while so sites polling late learn the outcome.
         tokio::time::sleep(Duration::from_secs(600)).await;
-        if let Ok(mut map) = self.studies.lock() {
+        if let Ok(mut map) = self.studies.lock()
+            && map.get(&study).is_some_and(|e| Arc::ptr_eq(e, &entry))
+        {
             map.remove(&study);
         }
     }
@@ -204,6 +353,7 @@ impl StudyHub {
             entry.live.lock().await.cancel();
             entry.changed.send_modify(|v| *v += 1);
         }
+        let _ = self.store.drop_study_state(study).await;
     }
 
     async fn with_live<T>(
@@ -211,10 +361,13 @@ impl StudyHub {
         study: Uuid,
         f: impl FnOnce(&mut Live) -> Result<T, LiveError>,
     ) -> Result<T, HubError> {
-        let entry = self.entry(study).ok_or(HubError::NotLive)?;
+        let entry = self.live_entry(study).await?;
         let out = {
             let mut live = entry.live.lock().await;
-            f(&mut live)?
+            let out = f(&mut live)?;
+            // Accepted only once kept: a message is acknowledged after its snapshot is written.
+            self.persist(&entry, &live, Vec::new()).await?;
+            out
         };
         entry.changed.send_modify(|v| *v += 1);
         Ok(out)
@@ -228,7 +381,7 @@ impl StudyHub {
         n_samples: Option<i64>,
         request: JoinRequest,
     ) -> Result<(), HubError> {
-        let entry = self.entry(study).ok_or(HubError::NotLive)?;
+        let entry = self.live_entry(study).await?;
         {
             let mut live = entry.live.lock().await;
             // Check the keys before the store records anything.
@@ -242,6 +395,7 @@ impl StudyHub {
                 .into());
             }
             live.join(site, request)?;
+            self.persist(&entry, &live, Vec::new()).await?;
         }
         entry.changed.send_modify(|v| *v += 1);
         Ok(())
@@ -286,10 +440,13 @@ impl StudyHub {
 
     /// The site's next task, waiting up to `wait` for one that is not `wait`.
     pub async fn task(&self, study: Uuid, site: u32, wait: Duration) -> Result<SiteTask, HubError> {
-        let entry = self.entry(study).ok_or(HubError::NotLive)?;
+        let entry = self.live_entry(study).await?;
         let mut changes = entry.changed.subscribe();
         let until = tokio::time::Instant::now() + wait;
         loop {
+            if entry.is_dead() {
+                return Err(HubError::NotLive);
+            }
             let task = entry.live.lock().await.task(site);
             if !matches!(task, SiteTask::Wait { .. }) {
                 return Ok(task);
@@ -300,4 +457,13 @@ impl StudyHub {
             }
         }
     }
+}
+
+/// A study's join deadline and round timeout as this process's clock sees them.
+fn timing(study: &StudyRecord) -> (Instant, Duration) {
+    let until_deadline = (study.join_deadline - chrono::Utc::now())
+        .to_std()
+        .unwrap_or(Duration::ZERO);
+    let round_timeout = Duration::from_millis(u64::try_from(study.round_timeout_ms).unwrap_or(1));
+    (Instant::now() + until_deadline, round_timeout)
 }

@@ -1,0 +1,285 @@
+//! Durable study state (docs/design/federation.md, "Durable studies"): the coordinator's
+//! snapshot of each unfinished study, written under a lease with a fence, and a site's own
+//! study state in its local ledger.
+//!
+//! The lease is the study's `coordinator` and `coordinator_lease_until` (renewed by
+//! [`Store::renew_study_leases`]); the fence is `coordinator_epoch`, bumped by every claim.
+//! [`Store::save_study_state`] writes only while the study is still this replica's under the
+//! epoch it claimed, in the same transaction that checks it, so a replica that lost its lease
+//! stops at its next write ([`StoreError::StudyLeaseLost`]).
+
+use sqlx::Row;
+use uuid::Uuid;
+
+use super::codec::{id, now, ts};
+use super::{Store, StoreError};
+
+/// An unfinished study as claimed by this replica: the fence of every state write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StudyLease {
+    pub study: Uuid,
+    pub epoch: i64,
+}
+
+impl StudyLease {
+    /// The lease of a study this replica has just created (created studies start at epoch 0,
+    /// coordinated by their creator).
+    pub fn created(study: Uuid) -> StudyLease {
+        StudyLease { study, epoch: 0 }
+    }
+}
+
+/// What a site sent (or received) for one phase of a study, kept in its ledger.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SiteMessageKind {
+    /// The share boxes it dealt (round 0).
+    Shares,
+    /// The share boxes addressed to it (round 0).
+    Inbox,
+    /// A round's masked contribution.
+    Contribution,
+    /// A round's unmasking answer, with the sets it answered.
+    Unmask,
+}
+
+impl SiteMessageKind {
+    fn as_str(self) -> &'static str {
+        match self {
+            SiteMessageKind::Shares => "shares",
+            SiteMessageKind::Inbox => "inbox",
+            SiteMessageKind::Contribution => "contribution",
+            SiteMessageKind::Unmask => "unmask",
+        }
+    }
+}
+
+/// A site's study session as kept in its ledger.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SiteSession {
+    /// The secret every key of the session derives from.
+    pub secret_seed: [u8; 32],
+    /// What the session was started with (data file and parameters).
+    pub fingerprint: String,
+}
+
+const UNFINISHED: &str = "status IN ('enrolling', 'running')";
+
+impl Store {
+    /// Claims an unfinished study for this replica: possible when this replica coordinated it
+    /// (it restarted), nobody does, or its coordinator's lease ran out. Bumps the fence, so the
+    /// earlier holder can no longer write. None if the study is finished or another replica
+    /// still holds it.
+    pub async fn claim_study(&self, study: Uuid) -> Result<Option<StudyLease>, StoreError> {
+        let sql = format!(
+            "UPDATE studies SET coordinator = $1, coordinator_lease_until = $2, \
+                 coordinator_epoch = coordinator_epoch + 1 \
+             WHERE id = $3 AND {UNFINISHED} \
+               AND (coordinator = $1 OR coordinator IS NULL OR coordinator_lease_until IS NULL \
+                    OR coordinator_lease_until < $4) \
+             RETURNING coordinator_epoch"
+        );
+        let row = sqlx::query(&sql)
+            .bind(self.replica())
+            .bind(ts(self.lease_end(self.lease_now())))
+            .bind(id(study))
+            .bind(ts(self.lease_now()))
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(match row {
+            Some(row) => Some(StudyLease {
+                study,
+                epoch: row.try_get("coordinator_epoch")?,
+            }),
+            None => None,
+        })
+    }
+
+    /// Writes the study's protocol snapshot, fenced: only while the study is unfinished and
+    /// still this replica's under `lease.epoch` (which also renews the lease), in one
+    /// transaction. [`StoreError::StudyLeaseLost`] otherwise: the caller must stop driving it.
+    pub async fn save_study_state(&self, lease: StudyLease, state: &str) -> Result<(), StoreError> {
+        let mut tx = self.write_tx().await?;
+        let sql = format!(
+            "UPDATE studies SET coordinator_lease_until = $1 \
+             WHERE id = $2 AND coordinator = $3 AND coordinator_epoch = $4 AND {UNFINISHED}"
+        );
+        let held = sqlx::query(&sql)
+            .bind(ts(self.lease_end(self.lease_now())))
+            .bind(id(lease.study))
+            .bind(self.replica())
+            .bind(lease.epoch)
+            .execute(&mut *tx)
+            .await?;
+        if held.rows_affected() != 1 {
+            return Err(StoreError::StudyLeaseLost(lease.study));
+        }
+        sqlx::query(
+            "INSERT INTO study_states (study_id, epoch, state, updated_at) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (study_id) DO UPDATE SET epoch = excluded.epoch, state = excluded.state, \
+                 updated_at = excluded.updated_at",
+        )
+        .bind(id(lease.study))
+        .bind(lease.epoch)
+        .bind(state)
+        .bind(ts(now()))
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// The study's last snapshot, if one was written.
+    pub async fn load_study_state(&self, study: Uuid) -> Result<Option<String>, StoreError> {
+        let row = sqlx::query("SELECT state FROM study_states WHERE study_id = $1")
+            .bind(id(study))
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(match row {
+            Some(row) => Some(row.try_get("state")?),
+            None => None,
+        })
+    }
+
+    /// Drops a finished study's snapshot (its masked vectors and relayed boxes are of no
+    /// further use). Does nothing while the study is unfinished.
+    pub async fn drop_study_state(&self, study: Uuid) -> Result<(), StoreError> {
+        let sql = format!(
+            "DELETE FROM study_states WHERE study_id = $1 \
+               AND NOT EXISTS (SELECT 1 FROM studies WHERE id = $1 AND {UNFINISHED})"
+        );
+        sqlx::query(&sql).bind(id(study)).execute(&self.pool).await?;
+        Ok(())
+    }
+
+    /// Unfinished studies with a snapshot that this replica may claim now: its own (it
+    /// restarted) and those whose coordinator's lease ran out.
+    pub async fn claimable_studies(&self) -> Result<Vec<Uuid>, StoreError> {
+        let sql = format!(
+            "SELECT s.id FROM studies s JOIN study_states t ON t.study_id = s.id \
+             WHERE s.{UNFINISHED} AND (s.coordinator = $1 OR s.coordinator IS NULL \
+                   OR s.coordinator_lease_until IS NULL OR s.coordinator_lease_until < $2) \
+             ORDER BY s.seq"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(self.replica())
+            .bind(ts(self.lease_now()))
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|row| {
+                let text: String = row.try_get("id")?;
+                Uuid::parse_str(&text).map_err(|e| StoreError::Corrupt(format!("study id {text}: {e}")))
+            })
+            .collect()
+    }
+
+    /// A site's session for `study` in its ledger, if it started one.
+    pub async fn site_session(&self, study: Uuid) -> Result<Option<SiteSession>, StoreError> {
+        let row = sqlx::query("SELECT secret_seed, fingerprint FROM site_sessions WHERE study_id = $1")
+            .bind(id(study))
+            .fetch_optional(&self.pool)
+            .await?;
+        let Some(row) = row else { return Ok(None) };
+        let seed: Vec<u8> = row.try_get("secret_seed")?;
+        let secret_seed = <[u8; 32]>::try_from(seed.as_slice())
+            .map_err(|_| StoreError::Corrupt(format!("the session seed of study {study} is not 32 bytes")))?;
+        Ok(Some(SiteSession {
+            secret_seed,
+            fingerprint: row.try_get("fingerprint")?,
+        }))
+    }
+
+    /// Starts a site's session for `study` (once; a second start keeps the first and returns
+    /// it, so a restarted site always gets the same keys).
+    pub async fn start_site_session(
+        &self,
+        study: Uuid,
+        session: &SiteSession,
+    ) -> Result<SiteSession, StoreError> {
+        sqlx::query(
+            "INSERT INTO site_sessions (study_id, secret_seed, fingerprint, created_at) \
+             VALUES ($1, $2, $3, $4) ON CONFLICT (study_id) DO NOTHING",
+        )
+        .bind(id(study))
+        .bind(session.secret_seed.to_vec())
+        .bind(&session.fingerprint)
+        .bind(ts(now()))
+        .execute(&self.pool)
+        .await?;
+        self.site_session(study)
+            .await?
+            .ok_or_else(|| StoreError::Corrupt(format!("the session of study {study} vanished")))
+    }
+
+    /// What the site sent for (`kind`, `round`) of `study`, if anything.
+    pub async fn site_message(
+        &self,
+        study: Uuid,
+        kind: SiteMessageKind,
+        round: u32,
+    ) -> Result<Option<String>, StoreError> {
+        let row =
+            sqlx::query("SELECT body FROM site_messages WHERE study_id = $1 AND kind = $2 AND round = $3")
+                .bind(id(study))
+                .bind(kind.as_str())
+                .bind(i64::from(round))
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(match row {
+            Some(row) => Some(row.try_get("body")?),
+            None => None,
+        })
+    }
+
+    /// Every (round, body) the site kept of `kind` for `study`, by round.
+    pub async fn site_messages(
+        &self,
+        study: Uuid,
+        kind: SiteMessageKind,
+    ) -> Result<Vec<(u32, String)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT round, body FROM site_messages WHERE study_id = $1 AND kind = $2 ORDER BY round",
+        )
+        .bind(id(study))
+        .bind(kind.as_str())
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                let round: i64 = row.try_get("round")?;
+                let round =
+                    u32::try_from(round).map_err(|_| StoreError::Corrupt(format!("round {round}")))?;
+                Ok((round, row.try_get("body")?))
+            })
+            .collect()
+    }
+
+    /// Keeps what the site is about to send (before it sends it), once: a message already kept
+    /// for (`kind`, `round`) is returned instead, and the caller must send that one.
+    pub async fn keep_site_message(
+        &self,
+        study: Uuid,
+        kind: SiteMessageKind,
+        round: u32,
+        body: &str,
+    ) -> Result<String, StoreError> {
+        sqlx::query(
+            "INSERT INTO site_messages (study_id, kind, round, body, created_at) VALUES ($1, $2, $3, $4, $5) \
+             ON CONFLICT (study_id, kind, round) DO NOTHING",
+        )
+        .bind(id(study))
+        .bind(kind.as_str())
+        .bind(i64::from(round))
+        .bind(body)
+        .bind(ts(now()))
+        .execute(&self.pool)
+        .await?;
+        self.site_message(study, kind, round)
+            .await?
+            .ok_or_else(|| StoreError::Corrupt(format!("a kept message of study {study} vanished")))
+    }
+}
+
+#[cfg(test)]
+#[path = "study_state_tests.rs"]
+mod tests;

@@ -1,0 +1,305 @@
+//! The snapshot of a `federated_power` study that the coordinator keeps in the database
+//! (docs/design/federation.md, "Durable studies"), and the study rebuilt from it.
+//!
+//! What a snapshot holds, and why each part may be kept: the study's configuration, the
+//! roster's names and public keys (public); the share boxes relayed between sites (sealed:
+//! the coordinator cannot open them); the survivor, dropped and silent sets and the round
+//! history (public in the report); the iterate (public) and the last unmasked sum (a DP
+//! release); the masked vectors and unmasking answers of the open round only, which together
+//! reveal that round's sum and nothing else — they are what the coordinator holds in memory
+//! anyway, and [`crate::federation::rounds::Rounds::finish_round`] clears them when the round
+//! ends. No unmasked individual site vector is ever computed, so none can be kept.
+//!
+//! Every snapshot also lists the store writes of the step that produced it. The hub writes the
+//! snapshot first (fenced) and then those writes; a replica that resumes the study applies them
+//! again. Each is idempotent (a charge is made once, a finished study is not finished again),
+//! so a stop between the two loses nothing and repeats nothing.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::live::{Effect, Live, Protocol, Running, Sharing, Stage};
+use crate::algorithms::Output;
+use crate::algorithms::federated_power::FederatedPowerConfig;
+use crate::federation::messages::{JoinRequest, Participant, ShareBox};
+use crate::federation::power::PowerState;
+use crate::federation::rounds::{Rounds, RoundsState};
+use crate::federation::secagg::Aggregator;
+use crate::federation::wire;
+use crate::linalg::Matrix;
+use crate::store::StudyStatus;
+
+/// A study's protocol state as kept in `study_states`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Snapshot {
+    config: FederatedPowerConfig,
+    threshold: u32,
+    d: usize,
+    names: BTreeMap<u32, String>,
+    joined: BTreeMap<u32, JoinRequest>,
+    out: BTreeMap<u32, String>,
+    stage: StageSnapshot,
+    /// The store writes of the step that wrote this snapshot (applied again on resume).
+    effects: Vec<KeptEffect>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "stage", rename_all = "snake_case")]
+enum StageSnapshot {
+    Enrolling,
+    Sharing {
+        participants: Vec<Participant>,
+        boxes: BTreeMap<u32, Vec<ShareBox>>,
+    },
+    Running {
+        participants: Vec<Participant>,
+        senders: BTreeSet<u32>,
+        rounds: RoundsState,
+        /// X_{l−1}, column-major (public).
+        iterate: Vec<f64>,
+        /// The last unmasked sum Y_l, column-major (a DP release).
+        last: Option<Vec<f64>>,
+        inboxes: BTreeMap<u32, Vec<ShareBox>>,
+    },
+    Finished {
+        status: StudyStatus,
+        reason: Option<String>,
+    },
+}
+
+/// An [`Effect`] as kept.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "effect", rename_all = "snake_case")]
+enum KeptEffect {
+    Start {
+        roster: Vec<u32>,
+    },
+    Charge {
+        roster: Vec<u32>,
+        dropped: Vec<u32>,
+    },
+    Dropped {
+        sites: Vec<u32>,
+        round: u32,
+    },
+    Progress {
+        done: u32,
+    },
+    Succeeded {
+        d: usize,
+        k: usize,
+        basis: Vec<f64>,
+        eigenvalues: Option<Vec<f64>>,
+        report: serde_json::Value,
+    },
+    Failed {
+        reason: String,
+        report: Option<serde_json::Value>,
+    },
+}
+
+impl From<&Effect> for KeptEffect {
+    fn from(effect: &Effect) -> KeptEffect {
+        match effect {
+            Effect::Start { roster } => KeptEffect::Start {
+                roster: roster.clone(),
+            },
+            Effect::Charge { roster, dropped } => KeptEffect::Charge {
+                roster: roster.clone(),
+                dropped: dropped.clone(),
+            },
+            Effect::Dropped { sites, round } => KeptEffect::Dropped {
+                sites: sites.clone(),
+                round: *round,
+            },
+            Effect::Progress { done } => KeptEffect::Progress { done: *done },
+            Effect::Succeeded { output, report } => KeptEffect::Succeeded {
+                d: output.basis.nrows(),
+                k: output.basis.ncols(),
+                basis: output.basis.as_slice().to_vec(),
+                eigenvalues: output.eigenvalues.clone(),
+                report: report.clone(),
+            },
+            Effect::Failed { reason, report } => KeptEffect::Failed {
+                reason: reason.clone(),
+                report: report.clone(),
+            },
+        }
+    }
+}
+
+impl From<KeptEffect> for Effect {
+    fn from(kept: KeptEffect) -> Effect {
+        match kept {
+            KeptEffect::Start { roster } => Effect::Start { roster },
+            KeptEffect::Charge { roster, dropped } => Effect::Charge { roster, dropped },
+            KeptEffect::Dropped { sites, round } => Effect::Dropped { sites, round },
+            KeptEffect::Progress { done } => Effect::Progress { done },
+            KeptEffect::Succeeded {
+                d,
+                k,
+                basis,
+                eigenvalues,
+                report,
+            } => Effect::Succeeded {
+                output: Output {
+                    basis: Matrix::from_vec(d, k, basis),
+                    eigenvalues,
+                },
+                report,
+            },
+            KeptEffect::Failed { reason, report } => Effect::Failed { reason, report },
+        }
+    }
+}
+
+fn matrix(d: usize, p: usize, values: Vec<f64>) -> Result<Matrix, String> {
+    if values.len() == d * p {
+        Ok(Matrix::from_vec(d, p, values))
+    } else {
+        Err(format!(
+            "a kept matrix holds {} values, not {d}×{p}",
+            values.len()
+        ))
+    }
+}
+
+impl Live {
+    /// Where the study stands, coarsely: a step that changes it (a phase closed, even without
+    /// any store write) must be kept before any site learns of it.
+    pub fn marker(&self) -> (u8, u32, u8) {
+        use crate::federation::rounds::Phase;
+        match &self.stage {
+            Stage::Enrolling => (0, 0, 0),
+            Stage::Sharing(_) => (1, 0, 0),
+            Stage::Running(running) => {
+                let phase = match running.rounds.phase() {
+                    Phase::Collect => 0,
+                    Phase::Unmask { .. } => 1,
+                    Phase::Done => 2,
+                };
+                (2, running.rounds.round(), phase)
+            }
+            Stage::Cape(_) => (3, 0, 0),
+            Stage::Finished { .. } => (4, 0, 0),
+        }
+    }
+
+    /// The snapshot to keep after a step with `effects`; None for protocols that are not
+    /// kept (CAPE: its studies still fail on a coordinator restart).
+    pub fn snapshot(&self, effects: &[Effect]) -> Option<Snapshot> {
+        let Protocol::Power(config) = &self.protocol else {
+            return None;
+        };
+        let stage = match &self.stage {
+            Stage::Enrolling => StageSnapshot::Enrolling,
+            Stage::Sharing(Sharing {
+                participants, boxes, ..
+            }) => StageSnapshot::Sharing {
+                participants: participants.clone(),
+                boxes: boxes.clone(),
+            },
+            Stage::Running(running) => StageSnapshot::Running {
+                participants: running.participants.clone(),
+                senders: running.senders.clone(),
+                rounds: running.rounds.state(),
+                iterate: running.power.iterate().as_slice().to_vec(),
+                last: running.power.last_release().map(|m| m.as_slice().to_vec()),
+                inboxes: running.inboxes.clone(),
+            },
+            Stage::Finished { status, reason } => StageSnapshot::Finished {
+                status: *status,
+                reason: reason.clone(),
+            },
+            Stage::Cape(_) => return None,
+        };
+        Some(Snapshot {
+            config: config.clone(),
+            threshold: self.threshold,
+            d: self.d,
+            names: self.names.clone(),
+            joined: self.joined.clone(),
+            out: self.out.clone(),
+            stage,
+            effects: effects.iter().map(KeptEffect::from).collect(),
+        })
+    }
+
+    /// The study again from its snapshot, with the store writes of its last step (to apply
+    /// again). Deadlines restart: the join deadline is the study's, and an open phase gets a
+    /// full `round_timeout` from now, so a resumed study loses at most one round timeout and no
+    /// site is dropped for the time the coordinator was away.
+    pub fn restore(
+        study: Uuid,
+        snapshot: Snapshot,
+        join_deadline: Instant,
+        round_timeout: Duration,
+    ) -> Result<(Live, Vec<Effect>), String> {
+        let Snapshot {
+            config,
+            threshold,
+            d,
+            names,
+            joined,
+            out,
+            stage,
+            effects,
+        } = snapshot;
+        let stage = match stage {
+            StageSnapshot::Enrolling => Stage::Enrolling,
+            StageSnapshot::Sharing { participants, boxes } => Stage::Sharing(Sharing {
+                config: config.clone(),
+                participants,
+                boxes,
+            }),
+            StageSnapshot::Running {
+                participants,
+                senders,
+                rounds,
+                iterate,
+                last,
+                inboxes,
+            } => {
+                let aggregator = Aggregator::new(study, config.threshold, &participants, config.iterations)
+                    .map_err(|e| e.to_string())?;
+                let rounds = Rounds::restore(aggregator, rounds).map_err(|e| e.to_string())?;
+                let x = matrix(d, config.p, iterate)?;
+                let last = last.map(|v| matrix(d, config.p, v)).transpose()?;
+                let power = PowerState::restore(config.clone(), d, x, last).map_err(|e| e.to_string())?;
+                Stage::Running(Box::new(Running {
+                    config: config.clone(),
+                    participants,
+                    senders,
+                    iterate: wire::f64s_to_b64(power.iterate().as_slice()),
+                    rounds,
+                    power,
+                    inboxes,
+                }))
+            }
+            StageSnapshot::Finished { status, reason } => Stage::Finished { status, reason },
+        };
+        let mut live = Live::new(
+            study,
+            Protocol::Power(config),
+            threshold,
+            d,
+            names,
+            join_deadline,
+            round_timeout,
+        );
+        live.joined = joined;
+        live.out = out;
+        if !matches!(stage, Stage::Enrolling) {
+            live.deadline = Instant::now() + round_timeout;
+        }
+        live.stage = stage;
+        Ok((live, effects.into_iter().map(Effect::from).collect()))
+    }
+}
+
+#[cfg(test)]
+#[path = "durable_tests.rs"]
+mod tests;
