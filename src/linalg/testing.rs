@@ -148,3 +148,41 @@ pub(crate) fn columns_beyond(m: &Matrix, c: f64) -> usize {
         })
         .count()
 }
+
+/// The lazy normalised adjacency (I + D^-½·W·D^-½)/2 of a planted-partition graph on `n` nodes
+/// in `communities` equal groups (edge probability `p_in` inside a group, `p_out` across), as
+/// CSR: symmetric, positive semi-definite, eigenvalues in [0, 1]. Isolated nodes keep only the
+/// diagonal ½.
+pub(crate) fn planted_partition(
+    n: usize,
+    communities: usize,
+    p_in: f64,
+    p_out: f64,
+    seed: u64,
+) -> super::sparse::Csr {
+    use rand::Rng;
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut edges = Vec::new();
+    let mut degree = vec![0.0_f64; n];
+    for i in 0..n {
+        for j in i + 1..n {
+            let p = if i % communities == j % communities {
+                p_in
+            } else {
+                p_out
+            };
+            if rng.random::<f64>() < p {
+                edges.push((i, j));
+                degree[i] += 1.0;
+                degree[j] += 1.0;
+            }
+        }
+    }
+    let mut triplets: Vec<(u32, u32, f64)> = (0..n).map(|i| (i as u32, i as u32, 0.5)).collect();
+    for (i, j) in edges {
+        let w = 0.5 / (degree[i] * degree[j]).sqrt();
+        triplets.push((i as u32, j as u32, w));
+        triplets.push((j as u32, i as u32, w));
+    }
+    super::sparse::Csr::from_triplets(n, triplets)
+}
