@@ -24,11 +24,8 @@ Usage: python3 scripts/bench_sparse.py [--bin target/release/privpca] [--n 10000
 """
 
 import argparse
-import http.client
-import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -40,31 +37,38 @@ import scipy.io
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-ADMIN = "bench-admin-key"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_vs_numpy import ADMIN, Client, free_port  # noqa: E402  (the same HTTP client)
 
 
-class Client:
-    def __init__(self, port, key):
-        self.port, self.key = port, key
+def start_service(binary, work):
+    """`privpca serve` on a free loopback port with a fresh data directory; (process, admin client)."""
+    port = free_port()
+    data = os.path.join(work, "data")
+    os.makedirs(data, exist_ok=True)
+    settings = {"BIND": f"127.0.0.1:{port}", "DATA_DIR": data, "DATABASE_URL": f"sqlite://{data}/privpca.db",
+                "ADMIN_KEY": ADMIN, "MAX_UPLOAD_BYTES": str(1 << 40), "LOG_FORMAT": "json"}
+    env = {**os.environ, **{f"PRIVPCA_{name}": value for name, value in settings.items()}}
+    log = open(os.path.join(work, "serve.log"), "w")
+    process = subprocess.Popen([binary, "serve"], env=env, stdout=log, stderr=log)
+    admin = Client(port, ADMIN)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            admin.call("GET", "/readyz")
+            return process, admin
+        except (OSError, RuntimeError):
+            time.sleep(0.1)
+    raise RuntimeError("the service did not become ready")
 
-    def call(self, method, path, body=None, content_type="application/json", ok=True):
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=3600, blocksize=1 << 20)
-        headers = {"Authorization": f"Bearer {self.key}", "Content-Type": content_type}
-        if isinstance(body, (dict, list)):
-            body = json.dumps(body).encode()
-        conn.request(method, path, body=body, headers=headers)
-        resp = conn.getresponse()
-        data = resp.read()
-        conn.close()
-        if ok and resp.status >= 400:
-            raise RuntimeError(f"{method} {path}: {resp.status} {data[:500]!r}")
-        return resp.status, (json.loads(data) if data else None)
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def refused(call):
+    """The error a call that must fail raised (`Client.call` raises with the status and body)."""
+    try:
+        call()
+    except RuntimeError as e:
+        return str(e)
+    raise RuntimeError("the call was not refused")
 
 
 def planted_partition(n, communities, degree_in, degree_out, seed):
@@ -118,15 +122,15 @@ def peak_rss_mib(pid):
 
 
 def run_job(client, body):
-    _, job = client.call("POST", "/v1/jobs", body)
+    job = client.call("POST", "/v1/jobs", body)
     while True:
-        _, view = client.call("GET", f"/v1/jobs/{job['id']}")
+        view = client.call("GET", f"/v1/jobs/{job['id']}")
         if view["status"] in ("succeeded", "failed", "cancelled"):
             break
         time.sleep(0.002)
     if view["status"] != "succeeded":
         raise RuntimeError(f"job failed: {view}")
-    _, result = client.call("GET", f"/v1/jobs/{job['id']}/result")
+    result = client.call("GET", f"/v1/jobs/{job['id']}/result")
     return view, np.array(result["basis"]).T, result.get("eigenvalues")
 
 
@@ -164,33 +168,13 @@ def main():
         best = energy(m, vectors)
         print(f"eigsh k={args.k}: {eigsh_s:.2f} s; eigenvalues {np.round(values, 4).tolist()}")
 
-        port = free_port()
-        env = dict(
-            os.environ,
-            PRIVPCA_BIND=f"127.0.0.1:{port}",
-            PRIVPCA_DATA_DIR=os.path.join(work, "data"),
-            PRIVPCA_DATABASE_URL=f"sqlite://{work}/data/privpca.db",
-            PRIVPCA_ADMIN_KEY=ADMIN,
-            PRIVPCA_MAX_UPLOAD_BYTES=str(1 << 40),
-            PRIVPCA_LOG_FORMAT="json",
-        )
-        os.makedirs(env["PRIVPCA_DATA_DIR"], exist_ok=True)
-        log = open(os.path.join(work, "serve.log"), "w")
-        server = subprocess.Popen([args.bin, "serve"], env=env, stdout=log, stderr=log)
-        admin = Client(port, ADMIN)
-        for _ in range(600):
-            try:
-                admin.call("GET", "/readyz")
-                break
-            except (ConnectionError, OSError, RuntimeError):
-                time.sleep(0.1)
-        _, tenant = admin.call("POST", "/v1/tenants", {"name": "bench"})
-        client = Client(port, tenant["api_key"])
+        server, admin = start_service(args.bin, work)
+        client = Client(admin.port, admin.call("POST", "/v1/tenants", {"name": "bench"})["api_key"])
         rss_before = peak_rss_mib(server.pid)
 
         t = time.perf_counter()
-        _, ds = client.call("POST", "/v1/datasets", {"name": "graph", "kind": "matrix", "public": True})
-        _, view = client.call("PUT", f"/v1/datasets/{ds['id']}/data", mtx, "application/x-matrix-market")
+        ds = client.call("POST", "/v1/datasets", {"name": "graph", "kind": "matrix", "public": True})
+        view = client.call("PUT", f"/v1/datasets/{ds['id']}/data", mtx, "application/x-matrix-market")
         uploaded_s = time.perf_counter() - t
         job_view, basis, _ = run_job(client, {"dataset_id": ds["id"], "algorithm": "exact", "params": {"k": args.k}})
         to_basis_s = time.perf_counter() - t
@@ -207,17 +191,16 @@ def main():
             print(f"noisy_power {params} (public, no privacy target): captured energy "
                   f"{energy(m, basis) / best:.6f} of eigsh's; {s:.2f} s; max |VᵀV − I| = {orth:.1e}")
 
-        status, doc = client.call("POST", "/v1/jobs", {"dataset_id": ds["id"], "algorithm": "analyze_gauss",
-                                                       "params": {"k": args.k}}, ok=False)
-        print(f"analyze_gauss on the sparse dataset: {status} {doc['detail']!r}")
-        _, bad = client.call("POST", "/v1/datasets", {"name": "bad", "kind": "matrix", "public": True})
+        gauss = {"dataset_id": ds["id"], "algorithm": "analyze_gauss", "params": {"k": args.k}}
+        print(f"analyze_gauss on the sparse dataset: {refused(lambda: client.call('POST', '/v1/jobs', gauss))}")
+        bad = client.call("POST", "/v1/datasets", {"name": "bad", "kind": "matrix", "public": True})
         lines = mtx.split(b"\n")
         first_entry = next(i for i, l in enumerate(lines) if i > 0 and l and not l.startswith(b"%")) + 1
         lines[first_entry] = f"{args.n + 1} 1 0.5".encode()
-        status, doc = client.call("PUT", f"/v1/datasets/{bad['id']}/data", b"\n".join(lines),
-                                  "application/x-matrix-market", ok=False)
-        _, after = client.call("GET", f"/v1/datasets/{bad['id']}")
-        print(f"index out of range on line {first_entry + 1}: {status} {doc['detail']!r}; dataset {after['status']}")
+        body = b"\n".join(lines)
+        error = refused(lambda: client.call("PUT", f"/v1/datasets/{bad['id']}/data", body, "application/x-matrix-market"))
+        after = client.call("GET", f"/v1/datasets/{bad['id']}")["status"]
+        print(f"index out of range on line {first_entry + 1}: {error}; dataset {after}")
 
         peak = peak_rss_mib(server.pid)
         print(f"service peak RSS: {peak:.0f} MiB (at start {rss_before:.0f} MiB); "

@@ -76,10 +76,7 @@ pub async fn run(state: AppState, shutdown: CancellationToken) {
 /// private (`add_remove`; docs/design/privacy.md §3). Unknown counts as private.
 async fn run_time_is_public(state: &AppState, job: &JobRecord) -> bool {
     match state.store.get_dataset(job.tenant_id, job.dataset_id).await {
-        // A sparse matrix's run time grows with its (private) number of entries.
-        Ok(Some(dataset)) => {
-            crate::context::n_is_public(&dataset) && (dataset.public || dataset.nnz.is_none())
-        }
+        Ok(Some(dataset)) => crate::context::run_time_is_public(&dataset),
         _ => false,
     }
 }
