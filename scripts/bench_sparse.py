@@ -194,13 +194,14 @@ def main():
         gauss = {"dataset_id": ds["id"], "algorithm": "analyze_gauss", "params": {"k": args.k}}
         print(f"analyze_gauss on the sparse dataset: {refused(lambda: client.call('POST', '/v1/jobs', gauss))}")
         bad = client.call("POST", "/v1/datasets", {"name": "bad", "kind": "matrix", "public": True})
-        lines = mtx.split(b"\n")
-        first_entry = next(i for i, l in enumerate(lines) if i > 0 and l and not l.startswith(b"%")) + 1
-        lines[first_entry] = f"{args.n + 1} 1 0.5".encode()
-        body = b"\n".join(lines)
+        # The last entry points past the side (the whole body is sent before the refusal).
+        lines = mtx.rstrip(b"\n").split(b"\n")
+        last = len(lines) - 1
+        lines[last] = f"{args.n + 1} 1 0.5".encode()
+        body = b"\n".join(lines) + b"\n"
         error = refused(lambda: client.call("PUT", f"/v1/datasets/{bad['id']}/data", body, "application/x-matrix-market"))
         after = client.call("GET", f"/v1/datasets/{bad['id']}")["status"]
-        print(f"index out of range on line {first_entry + 1}: {error}; dataset {after}")
+        print(f"index out of range on line {last + 1}: {error}; dataset {after}")
 
         peak = peak_rss_mib(server.pid)
         print(f"service peak RSS: {peak:.0f} MiB (at start {rss_before:.0f} MiB); "

@@ -362,24 +362,12 @@ fn symmetrise(csr: &mut Csr, entries: &[Entry]) -> Result<(), IngestError> {
             let a = csr.values[at];
             let b = mirror.map_or(0.0, |m| csr.values[m]);
             if !((a - b).abs() <= tol) {
-                let message = match mirror {
-                    Some(m) => format!(
-                        "the matrix is not symmetric: entry ({}, {}) differs from entry ({}, {}) on line {}",
-                        i + 1,
-                        j + 1,
-                        j + 1,
-                        i + 1,
-                        entries[m].line
-                    ),
-                    None => format!(
-                        "the matrix is not symmetric: entry ({}, {}) has no entry ({}, {})",
-                        i + 1,
-                        j + 1,
-                        j + 1,
-                        i + 1
-                    ),
-                };
-                return Err(malformed(entries[at].line, message));
+                return Err(asymmetric(
+                    i,
+                    j,
+                    entries[at].line,
+                    mirror.map(|m| entries[m].line),
+                ));
             }
             match mirror {
                 Some(m) => {
@@ -395,31 +383,35 @@ fn symmetrise(csr: &mut Csr, entries: &[Entry]) -> Result<(), IngestError> {
     // Entries below the diagonal whose mirror is absent were checked from their side above
     // only if they are above it; check the lower ones against an absent upper entry too.
     for i in 0..csr.n {
-        for at in csr.row_ptr[i] as usize..csr.row_ptr[i + 1] as usize {
+        let (first, last) = (csr.row_ptr[i] as usize, csr.row_ptr[i + 1] as usize);
+        for (at, entry) in entries.iter().enumerate().take(last).skip(first) {
             let j = csr.col_idx[at] as usize;
             if j >= i {
                 continue;
             }
             let (start, end) = (csr.row_ptr[j] as usize, csr.row_ptr[j + 1] as usize);
-            let present = csr.col_idx[start..end].binary_search(&(i as u32)).is_ok();
-            if !present {
+            if csr.col_idx[start..end].binary_search(&(i as u32)).is_err() {
                 if !(csr.values[at].abs() <= tol) {
-                    return Err(malformed(
-                        entries[at].line,
-                        format!(
-                            "the matrix is not symmetric: entry ({}, {}) has no entry ({}, {})",
-                            i + 1,
-                            j + 1,
-                            j + 1,
-                            i + 1
-                        ),
-                    ));
+                    return Err(asymmetric(i, j, entry.line, None));
                 }
                 csr.values[at] = 0.0;
             }
         }
     }
     Ok(())
+}
+
+/// The 0-based entry (i, j) on `line` breaks symmetry: its mirror (on `mirror_line`) differs,
+/// or is absent while the entry is not 0.
+fn asymmetric(i: usize, j: usize, line: u64, mirror_line: Option<u64>) -> IngestError {
+    let (i, j) = (i + 1, j + 1);
+    let message = match mirror_line {
+        Some(other) => format!(
+            "the matrix is not symmetric: entry ({i}, {j}) differs from entry ({j}, {i}) on line {other}"
+        ),
+        None => format!("the matrix is not symmetric: entry ({i}, {j}) has no entry ({j}, {i})"),
+    };
+    malformed(line, message)
 }
 
 #[cfg(test)]

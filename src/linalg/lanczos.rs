@@ -39,10 +39,10 @@ pub struct LanczosOptions {
 impl Default for LanczosOptions {
     fn default() -> Self {
         LanczosOptions {
-            tolerance: 1e-8,
+            tolerance: 1e-7,
             max_cycles: 300,
             extra: 10,
-            basis_columns: 120,
+            basis_columns: 160,
         }
     }
 }
