@@ -69,18 +69,7 @@ fn planted_partition(n: usize, groups: usize, inside: f64, across: f64, seed: u6
     edges.retain(|(a, b)| a != b);
     edges.sort_unstable();
     edges.dedup();
-    let mut degree = vec![0.0_f64; n];
-    for &(a, b) in &edges {
-        degree[a] += 1.0;
-        degree[b] += 1.0;
-    }
-    let mut triplets: Vec<(u32, u32, f64)> = (0..n).map(|i| (i as u32, i as u32, 0.5)).collect();
-    for (a, b) in edges {
-        let w = 0.5 / (degree[a] * degree[b]).sqrt();
-        triplets.push((a as u32, b as u32, w));
-        triplets.push((b as u32, a as u32, w));
-    }
-    Csr::from_triplets(n, triplets)
+    Csr::lazy_normalised_adjacency(n, &edges)
 }
 
 fn product() {

@@ -122,15 +122,14 @@ def peak_rss_mib(pid):
 
 
 def run_job(client, body):
-    job = client.call("POST", "/v1/jobs", body)
-    while True:
-        view = client.call("GET", f"/v1/jobs/{job['id']}")
-        if view["status"] in ("succeeded", "failed", "cancelled"):
-            break
+    """Submits, polls every 2 ms until the job ends; (view, basis as n × k, eigenvalues)."""
+    job = client.call("POST", "/v1/jobs", body)["id"]
+    view = client.call("GET", f"/v1/jobs/{job}")
+    while view["status"] in ("queued", "running"):
         time.sleep(0.002)
-    if view["status"] != "succeeded":
-        raise RuntimeError(f"job failed: {view}")
-    result = client.call("GET", f"/v1/jobs/{job['id']}/result")
+        view = client.call("GET", f"/v1/jobs/{job}")
+    assert view["status"] == "succeeded", view
+    result = client.call("GET", f"/v1/jobs/{job}/result")
     return view, np.array(result["basis"]).T, result.get("eigenvalues")
 
 

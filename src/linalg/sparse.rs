@@ -170,6 +170,25 @@ impl Csr {
         }
     }
 
+    /// The lazy normalised adjacency (I + D^-½·W·D^-½)/2 of the graph on `n` nodes with these
+    /// undirected `edges` (distinct pairs a < b; W is their 0/1 adjacency, D its degrees): the
+    /// judged test matrix of the sparse path, symmetric positive semi-definite with eigenvalues
+    /// in [0, 1]. An isolated node keeps only the diagonal ½.
+    pub fn lazy_normalised_adjacency(n: usize, edges: &[(usize, usize)]) -> Csr {
+        let mut degree = vec![0.0_f64; n];
+        for &(a, b) in edges {
+            degree[a] += 1.0;
+            degree[b] += 1.0;
+        }
+        let mut triplets: Vec<(u32, u32, f64)> = (0..n).map(|i| (i as u32, i as u32, 0.5)).collect();
+        for &(a, b) in edges {
+            let w = 0.5 / (degree[a] * degree[b]).sqrt();
+            triplets.push((a as u32, b as u32, w));
+            triplets.push((b as u32, a as u32, w));
+        }
+        Csr::from_triplets(n, triplets)
+    }
+
     /// The borrowed view (checked).
     pub fn view(&self) -> Result<CsrView<'_>, CsrError> {
         CsrView::new(self.n, &self.row_ptr, &self.col_idx, &self.values)

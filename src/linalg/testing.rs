@@ -163,7 +163,6 @@ pub(crate) fn planted_partition(
     use rand::Rng;
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut edges = Vec::new();
-    let mut degree = vec![0.0_f64; n];
     for i in 0..n {
         for j in i + 1..n {
             let p = if i % communities == j % communities {
@@ -173,16 +172,8 @@ pub(crate) fn planted_partition(
             };
             if rng.random::<f64>() < p {
                 edges.push((i, j));
-                degree[i] += 1.0;
-                degree[j] += 1.0;
             }
         }
     }
-    let mut triplets: Vec<(u32, u32, f64)> = (0..n).map(|i| (i as u32, i as u32, 0.5)).collect();
-    for (i, j) in edges {
-        let w = 0.5 / (degree[i] * degree[j]).sqrt();
-        triplets.push((i as u32, j as u32, w));
-        triplets.push((j as u32, i as u32, w));
-    }
-    super::sparse::Csr::from_triplets(n, triplets)
+    super::sparse::Csr::lazy_normalised_adjacency(n, &edges)
 }

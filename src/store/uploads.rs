@@ -232,26 +232,33 @@ impl HeldUpload {
 
     /// [`Store::attach_upload`] under this claim.
     pub async fn attach(
-        mut self,
+        self,
         upload: &Path,
         n: u64,
         d: u64,
     ) -> Result<Option<DatasetRecord>, StoreError> {
-        self.renewer.abort();
-        let attached = self.store.attach_upload(&self.claim, upload, n, d).await;
-        self.settled = matches!(attached, Ok(Some(_)));
-        attached
+        self.attach_stored(upload, n, d, None).await
     }
 
     /// [`HeldUpload::attach`] for a sparse matrix ([`Store::attach_sparse_upload`]).
     pub async fn attach_sparse(
-        mut self,
+        self,
         upload: &Path,
         n: u64,
         nnz: u64,
     ) -> Result<Option<DatasetRecord>, StoreError> {
+        self.attach_stored(upload, n, n, Some(nnz)).await
+    }
+
+    async fn attach_stored(
+        mut self,
+        upload: &Path,
+        n: u64,
+        d: u64,
+        nnz: Option<u64>,
+    ) -> Result<Option<DatasetRecord>, StoreError> {
         self.renewer.abort();
-        let attached = self.store.attach_sparse_upload(&self.claim, upload, n, nnz).await;
+        let attached = self.store.attach_stored(&self.claim, upload, n, d, nnz).await;
         self.settled = matches!(attached, Ok(Some(_)));
         attached
     }
