@@ -231,12 +231,7 @@ impl HeldUpload {
     }
 
     /// [`Store::attach_upload`] under this claim.
-    pub async fn attach(
-        self,
-        upload: &Path,
-        n: u64,
-        d: u64,
-    ) -> Result<Option<DatasetRecord>, StoreError> {
+    pub async fn attach(self, upload: &Path, n: u64, d: u64) -> Result<Option<DatasetRecord>, StoreError> {
         self.attach_stored(upload, n, d, None).await
     }
 
