@@ -145,20 +145,19 @@ impl Store {
         d: u64,
         nnz: Option<u64>,
     ) -> Result<Option<DatasetRecord>, StoreError> {
-        let attached = self.attach_claimed(claim, upload, n, d, nnz).await;
+        let attached = self.attach_claimed(claim, upload, (n, d, nnz)).await;
         if !matches!(attached, Ok(Some(_))) {
             remove_if_present(upload).await?;
         }
         attached
     }
 
+    /// [`Store::attach_stored`] before its clean-up; `shape` is (n, d, nnz of a sparse matrix).
     async fn attach_claimed(
         &self,
         claim: &UploadClaim,
         upload: &Path,
-        n: u64,
-        d: u64,
-        nnz: Option<u64>,
+        (n, d, nnz): (u64, u64, Option<u64>),
     ) -> Result<Option<DatasetRecord>, StoreError> {
         let (n, d) = (positive(n, "n")?, positive(d, "d")?);
         let nnz = nnz.map(|v| positive(v, "nnz")).transpose()?;
