@@ -68,6 +68,11 @@ pub struct Config {
     #[arg(long, env = "PRIVPCA_MAX_D", default_value_t = 10_000)]
     pub max_d: usize,
 
+    /// Largest number of stored entries (both triangles) of a sparse matrix upload (Matrix
+    /// Market); the sparse counterpart of the dense limit `max_d`, which does not apply to it.
+    #[arg(long, env = "PRIVPCA_MAX_NNZ", default_value_t = 50_000_000)]
+    pub max_nnz: u64,
+
     /// Largest accepted JSON request body, in bytes (uploads have their own limit).
     #[arg(long, env = "PRIVPCA_MAX_BODY_BYTES", default_value_t = 1024 * 1024)]
     pub max_body_bytes: usize,
@@ -156,6 +161,7 @@ impl Config {
             max_upload_bytes: 64 * 1024 * 1024,
             max_rows: 1_000_000,
             max_d: 2_000,
+            max_nnz: 1_000_000,
             max_body_bytes: 1024 * 1024,
             max_queue: 1000,
             request_timeout_secs: 30,

@@ -32,6 +32,13 @@ pub fn data_context(record: &DatasetRecord) -> Option<DataContext> {
     })
 }
 
+/// Whether a job's run time on `record` may be shown or recorded: it grows with n, and on a
+/// sparse matrix with its number of stored entries, which is a statistic of the data unless the
+/// dataset is public.
+pub fn run_time_is_public(record: &DatasetRecord) -> bool {
+    n_is_public(record) && (record.public || record.nnz.is_none())
+}
+
 /// The row count is public under `replace_one`, for matrices (it is the side) and on public
 /// datasets; under `add_remove` it is private and never shown.
 pub fn n_is_public(record: &DatasetRecord) -> bool {

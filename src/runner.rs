@@ -81,7 +81,7 @@ pub async fn run(state: AppState, shutdown: CancellationToken) {
 /// private (`add_remove`; docs/design/privacy.md §3). Unknown counts as private.
 async fn run_time_is_public(state: &AppState, job: &JobRecord) -> bool {
     match state.store.get_dataset(job.tenant_id, job.dataset_id).await {
-        Ok(Some(dataset)) => crate::context::n_is_public(&dataset),
+        Ok(Some(dataset)) => crate::context::run_time_is_public(&dataset),
         _ => false,
     }
 }
@@ -225,6 +225,7 @@ async fn execute(state: &AppState, job: &JobRecord, control: Arc<RunningJob>) ->
     let seed = if dataset.public { job.seed } else { None };
     let config = job.config.clone();
     let kind = dataset.kind;
+    let nnz = dataset.nnz.map(|v| v as u64);
     let deadline = Instant::now() + state.config.job_timeout();
     let runtime = tokio::runtime::Handle::current();
     let store = state.store.clone();
@@ -240,10 +241,11 @@ async fn execute(state: &AppState, job: &JobRecord, control: Arc<RunningJob>) ->
         // Memory-mapped in the layout the kernels read: no load, no copy of the records.
         let records;
         let square;
-        let input = match kind {
+        let sparse;
+        let input = match (kind, nnz) {
             // XᵀX, Xᵀ1 and n, kept beside the data once computed: the kernels then cost O(d³)
             // instead of a pass over n records (linalg/record_stats.rs).
-            Kind::Records => {
+            (Kind::Records, _) => {
                 let (opened, write_error) =
                     ingest::stats_file::open_records(&path, &stats_path, &stats_temp, n, d)
                         .map_err(load_error)?;
@@ -255,7 +257,14 @@ async fn execute(state: &AppState, job: &JobRecord, control: Arc<RunningJob>) ->
                     xt: records.records(),
                 }
             }
-            Kind::Matrix => {
+            // A sparse matrix is read in place through its CSR arrays, never densified.
+            (Kind::Matrix, Some(nnz)) => {
+                sparse = ingest::csr_file::open_csr(&path, d as u64, nnz).map_err(load_error)?;
+                DataInput::Sparse {
+                    a: sparse.view().map_err(load_error)?,
+                }
+            }
+            (Kind::Matrix, None) => {
                 square = ingest::open(&path, n, d)
                     .map_err(load_error)?
                     .records()

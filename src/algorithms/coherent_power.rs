@@ -101,7 +101,7 @@ use super::{
     Algorithm, AlgorithmInfo, Cancelled, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError,
 };
 use crate::dataset::{DataContext, Kind, Neighbours};
-use crate::linalg::{Matrix, Records, fix_signs, gram_t, gram_t_times, matmul, thin_qr_q};
+use crate::linalg::{CsrView, Matrix, Records, fix_signs, gram_t, gram_t_times, matmul, thin_qr_q};
 use crate::privacy::{Cost, PrivacyTarget};
 
 /// Default number of rounds T per vector. The paper's T = 4·ln σ₁(A) (Lemma 3.5) depends on the
@@ -250,6 +250,8 @@ enum Operator<'a> {
     Dense(std::borrow::Cow<'a, Matrix>),
     /// A = xt·xtᵀ applied in factored form (never formed).
     Records(Records<'a>),
+    /// A sparse matrix, applied by the CSR product (never densified).
+    Sparse(CsrView<'a>),
 }
 
 struct Deflated<'a> {
@@ -275,6 +277,7 @@ impl<'a> Deflated<'a> {
             (DataInput::Matrix { a }, Kind::Matrix) if a.nrows() == d && a.ncols() == d => {
                 Operator::Dense(std::borrow::Cow::Borrowed(a))
             }
+            (DataInput::Sparse { a }, Kind::Matrix) if a.n() == d => Operator::Sparse(a),
             _ => {
                 return Err(RunError::Failed(
                     "the data does not match the dataset's kind or dimension".into(),
@@ -292,6 +295,7 @@ impl<'a> Deflated<'a> {
         let mut y = match &self.base {
             Operator::Dense(a) => matmul(a, x),
             Operator::Records(xt) => gram_t_times(*xt, x),
+            Operator::Sparse(a) => a.times(x),
         };
         for (sigma, v) in &self.removed {
             y -= v * (sigma * v.dot(x));
@@ -421,6 +425,7 @@ impl Algorithm for CoherentPower {
             "Hardt & Roth 2013, Fig. 2 (PPI, Lemma 3.4), Fig. 3 (rank-k by deflation), Remark 4.5 (search over C)",
             "ρ-zCDP with ρ = k·(m·T/(2s²) + ε''²/2): per component, m·T Gaussian rounds (the Gaussian part) of sensitivity u·sqrt(C/d) for matrices and min(β², u_eff·sqrt(C/d)) for records (m coherence candidates, 1 without the search), and one Laplace estimate (pure DP) of sensitivity u for matrices, min(β², u_eff) for records.",
         )
+        .sparse()
     }
 
     fn configure(

@@ -126,6 +126,13 @@ pub fn rayleigh_quotients(input: DataInput<'_>, q: &Matrix) -> Result<Vec<f64>, 
                 .map(|(c, ac)| c.dot(&ac))
                 .collect())
         }
+        DataInput::Sparse { a } if a.n() == q.nrows() => {
+            let aq = a.times(q);
+            Ok(q.column_iter()
+                .zip(aq.column_iter())
+                .map(|(c, ac)| c.dot(&ac))
+                .collect())
+        }
         _ => Err(RunError::Failed(
             "the data does not match the dimension of the basis".into(),
         )),

@@ -58,6 +58,7 @@ impl Algorithm for Exact {
             "Not private: allowed only on datasets marked public; charges nothing.",
         )
         .public_only()
+        .sparse()
     }
 
     fn configure(
@@ -109,6 +110,9 @@ impl Algorithm for Exact {
                 "the stored configuration does not fit the dataset".into(),
             ));
         }
+        if let DataInput::Sparse { a } = input {
+            return sparse::top_k(a, config.k, ctx, env);
+        }
         let a = match (input, ctx.kind()) {
             (DataInput::Records { xt }, Kind::Records) if xt.nrows() == d => {
                 if !config.center {
@@ -140,6 +144,8 @@ impl Algorithm for Exact {
         })
     }
 }
+
+mod sparse;
 
 #[cfg(test)]
 #[path = "exact_tests.rs"]

@@ -33,6 +33,7 @@ pub mod noisy_power;
 pub mod parameters;
 pub mod registry;
 pub mod sensitivity;
+pub mod storage;
 pub mod tensor_power;
 #[cfg(test)]
 pub(crate) mod testing;
@@ -43,7 +44,7 @@ pub use env::{Cancelled, RunEnv};
 pub use registry::{DynAlgorithm, Prepared, find, registry, study_algorithms};
 
 use crate::dataset::{DataContext, Kind, Relation};
-use crate::linalg::{Matrix, Records};
+use crate::linalg::{CsrView, Matrix, Records};
 use crate::privacy::{Cost, PrivacyTarget};
 
 /// The data an algorithm runs on.
@@ -56,6 +57,10 @@ pub enum DataInput<'a> {
     Records { xt: Records<'a> },
     /// A symmetric m×m matrix.
     Matrix { a: &'a Matrix },
+    /// A sparse symmetric m×m matrix (CSR, both triangles, typically memory-mapped), read only
+    /// through the products A·X ([`CsrView::times`]); never densified. Only the algorithms
+    /// whose [`AlgorithmInfo::sparse`] is set receive it.
+    Sparse { a: CsrView<'a> },
 }
 
 /// What a successful run returns (docs/design/privacy.md §3: only DP outputs and their post-processing).
@@ -151,6 +156,10 @@ pub struct AlgorithmInfo {
     /// How it runs across sites as a study, when it does.
     #[serde(skip)]
     pub study: Option<StudyKind>,
+    /// It runs on sparse matrix datasets ([`DataInput::Sparse`]) through sparse products; the
+    /// service refuses the others on such datasets before pricing (422), because they need
+    /// the dense matrix.
+    pub sparse: bool,
 }
 
 impl AlgorithmInfo {
@@ -173,7 +182,14 @@ impl AlgorithmInfo {
             scope_reason: None,
             releases_eigenvalues: true,
             study: None,
+            sparse: false,
         }
+    }
+
+    /// It also runs on sparse matrix datasets.
+    pub fn sparse(mut self) -> Self {
+        self.sparse = true;
+        self
     }
 
     /// Narrow the supported datasets to `kinds` and `relations`, and say why.

@@ -23,7 +23,9 @@ use serde::{Deserialize, Serialize};
 use super::sensitivity::{SensitivityMode, check_bounds, power_sensitivity};
 use super::{Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError};
 use crate::dataset::{DataContext, Kind};
-use crate::linalg::{Matrix, Records, fix_signs, gram_t, gram_t_times, matmul, thin_qr_q, try_thin_svd};
+use crate::linalg::{
+    CsrView, Matrix, Records, fix_signs, gram_t, gram_t_times, matmul, thin_qr_q, try_thin_svd,
+};
 use crate::privacy::{Cost, PrivacyTarget};
 
 /// Default number of iterations. Nicolas et al. (§5) note that L is usually 1–5. At a fixed
@@ -167,6 +169,8 @@ enum Operator<'a> {
     Dense(std::borrow::Cow<'a, Matrix>),
     /// A = xt·xtᵀ applied in factored form.
     Records(Records<'a>),
+    /// A sparse matrix, applied by the row-parallel CSR product (never densified).
+    Sparse(CsrView<'a>),
 }
 
 impl<'a> Operator<'a> {
@@ -186,6 +190,7 @@ impl<'a> Operator<'a> {
             (DataInput::Matrix { a }, Kind::Matrix) if a.nrows() == d && a.ncols() == d => {
                 Ok(Operator::Dense(std::borrow::Cow::Borrowed(a)))
             }
+            (DataInput::Sparse { a }, Kind::Matrix) if a.n() == d => Ok(Operator::Sparse(a)),
             _ => Err(RunError::Failed(
                 "the data does not match the dataset's kind or dimension".into(),
             )),
@@ -196,6 +201,7 @@ impl<'a> Operator<'a> {
         match self {
             Operator::Dense(a) => matmul(a, v),
             Operator::Records(xt) => gram_t_times(*xt, v),
+            Operator::Sparse(a) => a.times(v),
         }
     }
 }
@@ -217,6 +223,7 @@ impl Algorithm for NoisyPower {
             "Nicolas et al. 2024, Alg. 1 with Thm 3.1 (sensitivity) and Thm 3.2 (privacy); Hardt & Price 2014; Balcan et al. 2016",
             "ρ-zCDP with ρ = L/(2s²): each iteration is a Gaussian mechanism with noise sd s·Δ(X_{l−1}).",
         )
+        .sparse()
     }
 
     fn configure(

@@ -380,7 +380,7 @@ impl<A: Algorithm> DynAlgorithm for A {
                     xt: (&centred).into(),
                 }
             }
-            (Some(_), DataInput::Matrix { .. }) => {
+            (Some(_), DataInput::Matrix { .. } | DataInput::Sparse { .. }) => {
                 return Err(RunError::Failed(
                     "centering applies to records datasets only".into(),
                 ));
@@ -405,7 +405,7 @@ impl<A: Algorithm> DynAlgorithm for A {
                     &reconfigured,
                 )
             }
-            (Some(_), DataInput::Matrix { .. }) => {
+            (Some(_), DataInput::Matrix { .. } | DataInput::Sparse { .. }) => {
                 return Err(RunError::Failed(
                     "clipping applies to records datasets only".into(),
                 ));

@@ -55,12 +55,13 @@ pub enum Cancellation {
 }
 
 /// Whether a job's timings may be shown: they grow with the number of records n, so they are
-/// withheld exactly where n is private (`add_remove` datasets; docs/design/privacy.md §3):
+/// withheld exactly where n is private (`add_remove` datasets; docs/design/privacy.md §3), and
+/// on private sparse matrices, whose run time grows with their number of stored entries:
 /// `started_at`, `finished_at`, `queued_ms` and `run_ms` are all withheld there, since any of
 /// them with `created_at` gives the run time. The moment the status changes stays observable
 /// to a client that polls; it is not padded (privacy.md §3 names this limitation).
 pub fn timings_public(dataset: &DatasetRecord) -> bool {
-    crate::context::n_is_public(dataset)
+    crate::context::run_time_is_public(dataset)
 }
 
 /// The dataset's data must be uploaded before a job can be priced on it.

@@ -36,6 +36,9 @@ pub struct AlgorithmView {
     pub public_only: bool,
     /// Why some dataset kinds or relations are not supported, when some are not.
     pub scope_reason: Option<String>,
+    /// Runs on sparse matrix datasets (Matrix Market uploads) through sparse products, never
+    /// densifying; the others refuse them (422).
+    pub sparse: bool,
 }
 
 impl From<&dyn DynAlgorithm> for AlgorithmView {
@@ -51,6 +54,7 @@ impl From<&dyn DynAlgorithm> for AlgorithmView {
             privacy: info.privacy.into(),
             public_only: info.public_only,
             scope_reason: info.scope_reason.map(str::to_string),
+            sparse: info.sparse,
         }
     }
 }

@@ -93,6 +93,12 @@ pub struct DatasetView {
     /// Number of records n, when it is public (`replace_one`, matrices, public datasets).
     /// Called `n` before 0.2.0.
     pub n_samples: Option<i64>,
+    /// The matrix is stored sparse (uploaded as Matrix Market): only the algorithms that run on
+    /// sparse data accept it (`GET /v1/algorithms`, `sparse`).
+    pub sparse: bool,
+    /// Stored entries of a sparse matrix, both triangles; shown on public datasets only (on a
+    /// private one it is a statistic of the data).
+    pub nnz: Option<i64>,
     /// Budget state; absent on public datasets, which carry no budget.
     pub budget: Option<BudgetView>,
     pub created_at: DateTime<Utc>,
@@ -154,6 +160,8 @@ impl From<&DatasetRecord> for DatasetView {
             status: r.status,
             n_features: r.d,
             n_samples: if n_public { r.n } else { None },
+            sparse: r.nnz.is_some(),
+            nnz: if r.public { r.nnz } else { None },
             budget,
             created_at: r.created_at,
             deleted_at: r.deleted_at,
@@ -327,6 +335,8 @@ pub enum UploadFormat {
     Csv,
     Json,
     Npy,
+    /// Matrix Market coordinate (matrix datasets; stored sparse).
+    Mtx,
 }
 
 impl From<UploadFormat> for Format {
@@ -335,6 +345,7 @@ impl From<UploadFormat> for Format {
             UploadFormat::Csv => Format::Csv,
             UploadFormat::Json => Format::Json,
             UploadFormat::Npy => Format::Npy,
+            UploadFormat::Mtx => Format::Mtx,
         }
     }
 }
@@ -344,7 +355,8 @@ impl From<UploadFormat> for Format {
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct UploadQuery {
-    /// The body's format when it is sent as `application/octet-stream`: `csv`, `json` or `npy`.
+    /// The body's format when it is sent as `application/octet-stream`: `csv`, `json`, `npy`
+    /// or `mtx`.
     /// Without it such a body must be a `.npy` file (recognised by its magic string). With a
     /// specific `Content-Type` it must agree with it.
     pub format: Option<UploadFormat>,
@@ -352,9 +364,13 @@ pub struct UploadQuery {
 
 /// Upload the data, once. The body is a file: `application/octet-stream` (what generated
 /// clients send; a `.npy` file is recognised by its magic string, other formats are named
-/// with `?format=csv|json`), or `text/csv` (header optional), `application/json` (an array of
-/// rows) or `application/x-npy` (f64/f32, C order). Streamed and validated; records are clipped
-/// to the declared bounds. A symmetric matrix is checked for shape and symmetry. While the
+/// with `?format=csv|json|mtx`), or `text/csv` (header optional), `application/json` (an array
+/// of rows), `application/x-npy` (f64/f32, C order) or `application/x-matrix-market` (a sparse
+/// symmetric matrix in Matrix Market coordinate format, `symmetric` or `general` with symmetric
+/// content, as `scipy.io.mmwrite` writes; matrix datasets only; stored sparse, limited by its
+/// number of stored entries instead of the dense side limit). Streamed and validated; records
+/// are clipped to the declared bounds. A symmetric matrix is checked for shape and symmetry;
+/// errors name the row, column or input line. While the
 /// body streams the dataset is `uploading`, and another upload to it is refused (409); a
 /// failed upload leaves it `empty`.
 #[utoipa::path(put, operation_id = "upload_dataset_data", path = "/v1/datasets/{id}/data", tag = "datasets", security(("api_key" = [])),

@@ -139,9 +139,12 @@ pub fn contract(doc: &mut Value) {
 fn document_binary_bodies(doc: &mut Value) {
     if let Some(op) = doc.pointer_mut("/paths/~1v1~1datasets~1{id}~1data/put") {
         op["requestBody"] = json!({
-            "description": "The data file. Generated clients send it as application/octet-stream: a `.npy` file is recognised by its magic string, CSV and JSON are named with `?format=`. `text/csv`, `application/json` (an array of rows) and `application/x-npy` are accepted too.",
+            "description": "The data file. Generated clients send it as application/octet-stream: a `.npy` file is recognised by its magic string, CSV, JSON and Matrix Market are named with `?format=`. `text/csv`, `application/json` (an array of rows), `application/x-npy` and `application/x-matrix-market` (a sparse symmetric matrix, coordinate format, for matrix datasets; stored sparse) are accepted too.",
             "required": true,
-            "content": { "application/octet-stream": { "schema": { "type": "string", "format": "binary" } } }
+            "content": {
+                "application/octet-stream": { "schema": { "type": "string", "format": "binary" } },
+                "application/x-matrix-market": { "schema": { "type": "string" } }
+            }
         });
     }
     for result in [

@@ -30,6 +30,9 @@ pub enum IngestError {
     /// More rows than the configured maximum.
     #[error("more than {max} rows")]
     TooManyRows { max: u64 },
+    /// A sparse matrix with more stored entries (both triangles) than the configured maximum.
+    #[error("the sparse matrix has more than {max} stored entries (both triangles count)")]
+    TooManyNonzeros { max: u64 },
     /// The body is longer than the configured maximum.
     #[error("the upload exceeds {max_bytes} bytes")]
     TooLarge { max_bytes: u64 },

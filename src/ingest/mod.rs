@@ -23,10 +23,12 @@
 //! `d × n` matrix Xᵀ, with no copy and no reshuffling (see `load.rs` and `crate::linalg`).
 
 pub mod clip;
+pub mod csr_file;
 mod csv;
 mod error;
 mod json;
 mod load;
+mod mtx;
 mod npy;
 mod reader;
 mod sink;
@@ -41,6 +43,7 @@ use std::io::{Read, Write};
 
 pub use error::IngestError;
 pub use load::{RESIDENT_BYTES, StoredData, open, open_lazily, open_with};
+pub use mtx::{SparseIngested, ingest_mtx};
 
 /// The wire format of an upload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -51,6 +54,9 @@ pub enum Format {
     Json,
     /// A NumPy `.npy` file, 2-D, `float64` or `float32`, either byte order (`application/x-npy`).
     Npy,
+    /// A Matrix Market coordinate file of a sparse symmetric matrix
+    /// (`application/x-matrix-market`), stored sparse ([`ingest_mtx`]); matrix datasets only.
+    Mtx,
 }
 
 impl Format {
@@ -62,6 +68,7 @@ impl Format {
             ("text/csv", Format::Csv),
             ("application/json", Format::Json),
             ("application/x-npy", Format::Npy),
+            ("application/x-matrix-market", Format::Mtx),
         ]
         .into_iter()
         .find(|(name, _)| media_type.eq_ignore_ascii_case(name))
@@ -74,6 +81,7 @@ impl Format {
             Format::Csv => "text/csv",
             Format::Json => "application/json",
             Format::Npy => "application/x-npy",
+            Format::Mtx => "application/x-matrix-market",
         }
     }
 }
@@ -127,6 +135,11 @@ pub fn ingest(
         Format::Csv => csv::parse(&mut body, &mut sink),
         Format::Json => json::parse(&mut body, &mut sink),
         Format::Npy => npy::parse(&mut body, &mut sink),
+        // Stored sparse, through `ingest_mtx`: only a matrix dataset takes it.
+        Format::Mtx => Err(IngestError::Malformed {
+            line: 1,
+            message: "a Matrix Market file is accepted only by a matrix dataset".into(),
+        }),
     };
     parsed.map_err(|e| body.explain(e))?;
     sink.finish()

@@ -64,7 +64,7 @@ impl SymmetricRows {
 }
 
 /// (a + b)/2, symmetric in a and b bit for bit (addition commutes), without overflow.
-fn mean(a: f64, b: f64) -> f64 {
+pub(super) fn mean(a: f64, b: f64) -> f64 {
     let s = a + b;
     if s.is_finite() { s * 0.5 } else { a * 0.5 + b * 0.5 }
 }

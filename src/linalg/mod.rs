@@ -13,9 +13,11 @@ pub mod clip;
 pub mod eigen;
 pub mod error;
 pub mod kernels;
+pub mod lanczos;
 pub mod qr;
 pub mod record_stats;
 pub mod records;
+pub mod sparse;
 pub mod stream;
 pub mod subspace;
 pub mod svd;
@@ -32,6 +34,7 @@ pub use kernels::{
 };
 pub use record_stats::RecordStats;
 pub use records::{Records, Residency};
+pub use sparse::CsrView;
 pub use threads::{init_threads, par, par_for};
 
 /// Dense column-major matrix of f64.

@@ -172,3 +172,32 @@ pub(crate) fn columns_beyond(m: &Matrix, c: f64) -> usize {
         })
         .count()
 }
+
+/// The lazy normalised adjacency (I + D^-½·W·D^-½)/2 of a planted-partition graph on `n` nodes
+/// in `communities` equal groups (edge probability `p_in` inside a group, `p_out` across), as
+/// CSR: symmetric, positive semi-definite, eigenvalues in [0, 1]. Isolated nodes keep only the
+/// diagonal ½.
+pub(crate) fn planted_partition(
+    n: usize,
+    communities: usize,
+    p_in: f64,
+    p_out: f64,
+    seed: u64,
+) -> super::sparse::Csr {
+    use rand::Rng;
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut edges = Vec::new();
+    for i in 0..n {
+        for j in i + 1..n {
+            let p = if i % communities == j % communities {
+                p_in
+            } else {
+                p_out
+            };
+            if rng.random::<f64>() < p {
+                edges.push((i, j));
+            }
+        }
+    }
+    super::sparse::Csr::lazy_normalised_adjacency(n, &edges)
+}

@@ -94,6 +94,7 @@ impl Store {
             status: DatasetStatus::Empty,
             n: None,
             d: None,
+            nnz: None,
             created_at: at,
             deleted_at: None,
         };

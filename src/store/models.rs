@@ -82,6 +82,8 @@ pub struct DatasetRecord {
     pub status: DatasetStatus,
     pub n: Option<i64>,
     pub d: Option<i64>,
+    /// Stored entries of a sparse matrix (both triangles); `None` for dense data.
+    pub nnz: Option<i64>,
     pub created_at: DateTime<Utc>,
     pub deleted_at: Option<DateTime<Utc>>,
 }

@@ -17,7 +17,7 @@ pub(crate) const TENANT_COLUMNS: &str = "id, name, created_at";
 
 pub(crate) const DATASET_COLUMNS: &str = "id, tenant_id, name, kind, relation, row_norm_bound, row_l1_bound, \
      entry_bound, public, budget_rho_units, budget_delta_units, spent_rho_units, spent_delta_units, \
-     spent_other_rho_units, budget_epsilon, budget_delta, budget_stated, status, n, d, created_at, deleted_at";
+     spent_other_rho_units, budget_epsilon, budget_delta, budget_stated, status, n, d, nnz, created_at, deleted_at";
 
 pub(crate) const JOB_COLUMNS: &str = "id, tenant_id, dataset_id, algorithm, params, config, privacy, \
      cost_rho_units, cost_delta_units, cost_other_rho_units, selection, status, progress_done, progress_total, cancel_requested, error, \
@@ -70,6 +70,7 @@ pub(crate) fn dataset(row: &AnyRow) -> Result<DatasetRecord, StoreError> {
         status: status(row, "dataset", DatasetStatus::parse)?,
         n: row.try_get("n")?,
         d: row.try_get("d")?,
+        nnz: row.try_get("nnz")?,
         created_at: parse_ts(row.try_get("created_at")?)?,
         deleted_at: parse_opt_ts(row.try_get("deleted_at")?)?,
     })

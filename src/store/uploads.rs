@@ -130,24 +130,48 @@ impl Store {
         n: u64,
         d: u64,
     ) -> Result<Option<DatasetRecord>, StoreError> {
-        let attached = self.attach_claimed(claim, upload, n, d).await;
+        self.attach_stored(claim, upload, n, d, None).await
+    }
+
+    /// [`Store::attach_upload`] of a sparse n×n matrix with `nnz` stored entries (a CSR file,
+    /// `crate::ingest::csr_file`): the dataset records nnz, so jobs read the CSR layout.
+    pub async fn attach_sparse_upload(
+        &self,
+        claim: &UploadClaim,
+        upload: &Path,
+        n: u64,
+        nnz: u64,
+    ) -> Result<Option<DatasetRecord>, StoreError> {
+        self.attach_stored(claim, upload, n, n, Some(nnz)).await
+    }
+
+    async fn attach_stored(
+        &self,
+        claim: &UploadClaim,
+        upload: &Path,
+        n: u64,
+        d: u64,
+        nnz: Option<u64>,
+    ) -> Result<Option<DatasetRecord>, StoreError> {
+        let attached = self.attach_claimed(claim, upload, (n, d, nnz)).await;
         if !matches!(attached, Ok(Some(_))) {
             remove_if_present(upload).await?;
         }
         attached
     }
 
+    /// [`Store::attach_stored`] before its clean-up; `shape` is (n, d, nnz of a sparse matrix).
     async fn attach_claimed(
         &self,
         claim: &UploadClaim,
         upload: &Path,
-        n: u64,
-        d: u64,
+        (n, d, nnz): (u64, u64, Option<u64>),
     ) -> Result<Option<DatasetRecord>, StoreError> {
         let (n, d) = (positive(n, "n")?, positive(d, "d")?);
+        let nnz = nnz.map(|v| positive(v, "nnz")).transpose()?;
         let mut tx = self.write_tx().await?;
         let sql = format!(
-            "UPDATE datasets SET status = 'ready', n = $1, d = $2, upload_claim = NULL, \
+            "UPDATE datasets SET status = 'ready', n = $1, d = $2, nnz = $7, upload_claim = NULL, \
                  upload_lease_until = NULL, updated_at = $3 \
              WHERE id = $4 AND tenant_id = $5 AND status = 'uploading' AND upload_claim = $6 \
              RETURNING {DATASET_COLUMNS}"
@@ -159,6 +183,7 @@ impl Store {
             .bind(id(claim.dataset))
             .bind(id(claim.tenant))
             .bind(id(claim.token))
+            .bind(nnz)
             .fetch_optional(&mut *tx)
             .await?;
         let Some(ready) = row.as_ref().map(rows::dataset).transpose()? else {
@@ -213,14 +238,29 @@ impl HeldUpload {
     }
 
     /// [`Store::attach_upload`] under this claim.
-    pub async fn attach(
+    pub async fn attach(self, upload: &Path, n: u64, d: u64) -> Result<Option<DatasetRecord>, StoreError> {
+        self.attach_stored(upload, n, d, None).await
+    }
+
+    /// [`HeldUpload::attach`] for a sparse matrix ([`Store::attach_sparse_upload`]).
+    pub async fn attach_sparse(
+        self,
+        upload: &Path,
+        n: u64,
+        nnz: u64,
+    ) -> Result<Option<DatasetRecord>, StoreError> {
+        self.attach_stored(upload, n, n, Some(nnz)).await
+    }
+
+    async fn attach_stored(
         mut self,
         upload: &Path,
         n: u64,
         d: u64,
+        nnz: Option<u64>,
     ) -> Result<Option<DatasetRecord>, StoreError> {
         self.renewer.abort();
-        let attached = self.store.attach_upload(&self.claim, upload, n, d).await;
+        let attached = self.store.attach_stored(&self.claim, upload, n, d, nnz).await;
         self.settled = matches!(attached, Ok(Some(_)));
         attached
     }

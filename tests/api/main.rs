@@ -19,5 +19,6 @@ mod jobs;
 mod ledger;
 mod meta;
 mod options;
+mod sparse;
 mod studies;
 mod ui;

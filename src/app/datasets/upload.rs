@@ -16,7 +16,7 @@ use uuid::Uuid;
 use crate::app::error::{AppError, ErrorKind};
 use crate::config::Config;
 use crate::dataset::Kind;
-use crate::ingest::{self, Format, IngestError, Ingested, Limits, Shape};
+use crate::ingest::{self, Format, IngestError, Ingested, Limits, Shape, SparseIngested};
 use crate::state::AppState;
 use crate::store::{DatasetRecord, DatasetStatus, HeldUpload, UploadClaimOutcome};
 
@@ -34,7 +34,7 @@ pub struct UploadRequest<'a, S> {
 }
 
 /// The media types an upload may have, as told to a client that sent another.
-const UPLOAD_TYPES: &str = "application/octet-stream (a .npy file, or any format named by ?format=csv|json|npy), text/csv, application/json or application/x-npy";
+const UPLOAD_TYPES: &str = "application/octet-stream (a .npy file, or any format named by ?format=csv|json|npy|mtx), text/csv, application/json, application/x-npy or application/x-matrix-market";
 
 /// Uploads a dataset's data, once: records are clipped to the declared bounds, a symmetric
 /// matrix is checked for shape and symmetry (`crate::ingest`). Returns the dataset, ready.
@@ -63,8 +63,9 @@ where
     let shape = shape(&record)?;
     let held = hold(state, tenant, id).await?;
     let temp = state.store.upload_temp_path(id);
-    let ingested = match parse(request.body, source, shape, limits, temp.clone()).await {
-        Ok(ingested) => ingested,
+    let max_nnz = state.config.max_nnz;
+    let stored = match parse(request.body, source, shape, (limits, max_nnz), temp.clone()).await {
+        Ok(stored) => stored,
         Err(e) => {
             held.release().await;
             return Err(e);
@@ -72,7 +73,11 @@ where
     };
     // The store moves the file into place and marks the dataset ready in one step, if this
     // upload's claim still holds the dataset (else it removes the file).
-    let record = held.attach(&temp, ingested.n, ingested.d).await?.ok_or_else(|| {
+    let attached = match stored {
+        Stored::Dense(ingested) => held.attach(&temp, ingested.n, ingested.d).await?,
+        Stored::Sparse(sparse) => held.attach_sparse(&temp, sparse.n, sparse.nnz).await?,
+    };
+    let record = attached.ok_or_else(|| {
         AppError::conflict(
             "the dataset was deleted during the upload, or this upload stalled past its lease and another upload took the dataset over",
         )
@@ -147,6 +152,12 @@ async fn hold(state: &AppState, tenant: Uuid, id: Uuid) -> Result<HeldUpload, Ap
     }
 }
 
+/// What an upload stored: dense rows, or a sparse matrix (Matrix Market, `ingest::csr_file`).
+enum Stored {
+    Dense(Ingested),
+    Sparse(SparseIngested),
+}
+
 /// Why an upload was refused inside the blocking parse.
 enum UploadFailure {
     /// An octet stream that is not `.npy` and names no format.
@@ -160,14 +171,14 @@ async fn parse<S>(
     body: S,
     source: FormatSource,
     shape: Shape,
-    limits: Limits,
+    (limits, max_nnz): (Limits, u64),
     temp: PathBuf,
-) -> Result<Ingested, AppError>
+) -> Result<Stored, AppError>
 where
     S: Stream<Item = io::Result<Bytes>> + Send + Unpin + 'static,
 {
     let reader = tokio_util::io::SyncIoBridge::new(tokio_util::io::StreamReader::new(body));
-    let outcome = tokio::task::spawn_blocking(move || -> Result<Ingested, UploadFailure> {
+    let outcome = tokio::task::spawn_blocking(move || -> Result<Stored, UploadFailure> {
         let (format, reader): (Format, Box<dyn io::Read>) = match source {
             FormatSource::Named(format) => (format, Box::new(reader)),
             FormatSource::Sniff => {
@@ -176,7 +187,7 @@ where
                 (format.ok_or(UploadFailure::Unrecognised)?, Box::new(reader))
             }
         };
-        let written = write_upload(reader, format, shape, &limits, &temp);
+        let written = write_upload(reader, format, shape, (&limits, max_nnz), &temp);
         if written.is_err() {
             // Here rather than in the caller, which is gone if the client hung up.
             let _ = std::fs::remove_file(&temp);
@@ -190,23 +201,33 @@ where
         UploadFailure::Unrecognised => AppError::new(
             ErrorKind::UnsupportedMediaType,
             format!(
-                "this application/octet-stream body is not a .npy file (no \\x93NUMPY magic); name its format with ?format=csv or ?format=json, or send it as {UPLOAD_TYPES}"
+                "this application/octet-stream body is not a .npy file (no \\x93NUMPY magic); name its format with ?format=csv, ?format=json or ?format=mtx, or send it as {UPLOAD_TYPES}"
             ),
         ),
     })
 }
 
-/// Parses an upload into its temporary file, synced to disk.
+/// Parses an upload into its temporary file, synced to disk: a Matrix Market file for a
+/// matrix dataset is stored sparse, with at most `max_nnz` entries and no dense side limit.
 fn write_upload(
     reader: Box<dyn io::Read>,
     format: Format,
     shape: Shape,
-    limits: &Limits,
+    (limits, max_nnz): (&Limits, u64),
     temp: &Path,
-) -> Result<Ingested, IngestError> {
+) -> Result<Stored, IngestError> {
     let file = std::fs::File::create(temp).map_err(IngestError::Io)?;
     let mut writer = io::BufWriter::with_capacity(1 << 20, file);
-    let ingested = ingest::ingest(reader, format, shape, limits, &mut writer)?;
+    let ingested = if format == Format::Mtx && shape == Shape::SymmetricMatrix {
+        Stored::Sparse(ingest::ingest_mtx(
+            reader,
+            limits.max_bytes,
+            max_nnz,
+            &mut writer,
+        )?)
+    } else {
+        Stored::Dense(ingest::ingest(reader, format, shape, limits, &mut writer)?)
+    };
     let file = writer.into_inner().map_err(|e| IngestError::Io(e.into_error()))?;
     file.sync_all().map_err(IngestError::Io)?;
     Ok(ingested)

@@ -1,0 +1,219 @@
+#!/usr/bin/env python3
+"""Sparse symmetric matrices at 100 000 dimensions, through the live service against scipy.
+
+Generates the judged matrix: the lazy normalised adjacency M = (I + D^-½WD^-½)/2 of a
+planted-partition graph (n nodes in `--communities` equal groups, expected degree `--degree-in`
+inside the node's group and `--degree-out` across; about n·(1 + degree) stored entries), which
+is symmetric positive semi-definite. Writes it with `scipy.io.mmwrite` (default arguments),
+starts `privpca serve` on a fresh data directory and, in one run:
+
+1. scipy: `scipy.sparse.linalg.eigsh(M, k)` (the reference top k), timed;
+2. privpca, timed from the first byte of the upload to the basis in hand: create a public
+   matrix dataset → PUT the .mtx (`application/x-matrix-market`) → POST an `exact` k job →
+   poll → GET the result;
+3. privpca `noisy_power` k on the same dataset, public, no privacy target (default parameters,
+   then `--iterations`);
+4. the refusals: `analyze_gauss` on the sparse dataset (422), and a file with an index out of
+   range (4xx naming the line; the dataset stays `empty`);
+5. the service's peak resident set (VmHWM from /proc), against the 8·n² bytes of a dense copy.
+
+Captured energy of a basis V is Σᵢ vᵢᵀMvᵢ; reported as the fraction of eigsh's.
+
+Usage: python3 scripts/bench_sparse.py [--bin target/release/privpca] [--n 100000] [--k 10]
+       (needs numpy and scipy, e.g. in a venv: python3 -m venv v && v/bin/pip install numpy scipy)
+"""
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import scipy
+import scipy.io
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_vs_numpy import ADMIN, Client, free_port  # noqa: E402  (the same HTTP client)
+
+
+def start_service(binary, work):
+    """`privpca serve` on a free loopback port with a fresh data directory; (process, admin client)."""
+    port = free_port()
+    data = os.path.join(work, "data")
+    os.makedirs(data, exist_ok=True)
+    settings = {"BIND": f"127.0.0.1:{port}", "DATA_DIR": data, "DATABASE_URL": f"sqlite://{data}/privpca.db",
+                "ADMIN_KEY": ADMIN, "MAX_UPLOAD_BYTES": str(1 << 40), "LOG_FORMAT": "json"}
+    env = {**os.environ, **{f"PRIVPCA_{name}": value for name, value in settings.items()}}
+    log = open(os.path.join(work, "serve.log"), "w")
+    process = subprocess.Popen([binary, "serve"], env=env, stdout=log, stderr=log)
+    admin = Client(port, ADMIN)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            admin.call("GET", "/readyz")
+            return process, admin
+        except (OSError, RuntimeError):
+            time.sleep(0.1)
+    raise RuntimeError("the service did not become ready")
+
+
+def refused(call):
+    """The error a call that must fail raised (`Client.call` raises with the status and body)."""
+    try:
+        call()
+    except RuntimeError as e:
+        return str(e)
+    raise RuntimeError("the call was not refused")
+
+
+def planted_partition(n, communities, degree_in, degree_out, seed):
+    """W: a planted-partition graph, node i in group i % communities; edges drawn as uniform
+    random pairs (duplicates and loops dropped), so the degrees are close to Poisson."""
+    rng = np.random.default_rng(seed)
+    size = n // communities
+    groups = np.arange(n) % communities
+    members = [np.flatnonzero(groups == c) for c in range(communities)]
+    rows, cols = [], []
+    inside = int(n * degree_in / 2)
+    c = rng.integers(0, communities, inside)
+    a = rng.integers(0, size, inside)
+    b = rng.integers(0, size, inside)
+    index = np.stack(members)
+    rows.append(index[c, a])
+    cols.append(index[c, b])
+    across = int(n * degree_out / 2)
+    i = rng.integers(0, n, across)
+    j = rng.integers(0, n, across)
+    keep = groups[i] != groups[j]
+    rows.append(i[keep])
+    cols.append(j[keep])
+    r, q = np.concatenate(rows), np.concatenate(cols)
+    keep = r != q
+    w = sp.coo_matrix((np.ones(keep.sum()), (r[keep], q[keep])), shape=(n, n)).tocsr()
+    w = ((w + w.T) > 0).astype(np.float64)
+    return w
+
+
+def lazy_normalised(w):
+    degree = np.asarray(w.sum(axis=1)).ravel()
+    inv_sqrt = np.zeros_like(degree)
+    inv_sqrt[degree > 0] = 1.0 / np.sqrt(degree[degree > 0])
+    d = sp.diags(inv_sqrt)
+    n = w.shape[0]
+    return ((sp.identity(n, format="csr") + d @ w @ d) * 0.5).tocsr()
+
+
+def energy(m, basis):
+    """Σᵢ vᵢᵀ M vᵢ for the columns of basis (n × k)."""
+    return float(np.sum(basis * (m @ basis)))
+
+
+def peak_rss_mib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def run_job(client, body):
+    """Submits, polls every 2 ms until the job ends; (view, basis as n × k, eigenvalues)."""
+    job = client.call("POST", "/v1/jobs", body)["id"]
+    view = client.call("GET", f"/v1/jobs/{job}")
+    while view["status"] in ("queued", "running"):
+        time.sleep(0.002)
+        view = client.call("GET", f"/v1/jobs/{job}")
+    assert view["status"] == "succeeded", view
+    result = client.call("GET", f"/v1/jobs/{job}/result")
+    return view, np.array(result["basis"]).T, result.get("eigenvalues")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", default="target/release/privpca")
+    ap.add_argument("--n", type=int, default=100_000)
+    ap.add_argument("--communities", type=int, default=10)
+    ap.add_argument("--degree-in", type=float, default=15.0)
+    ap.add_argument("--degree-out", type=float, default=4.0)
+    ap.add_argument("--k", type=int, default=10)
+    ap.add_argument("--iterations", type=int, default=20, help="noisy_power's L in the second run")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    args = ap.parse_args()
+    work = tempfile.mkdtemp(prefix="sparse-bench-")
+    server = None
+    try:
+        t = time.perf_counter()
+        m = lazy_normalised(planted_partition(args.n, args.communities, args.degree_in, args.degree_out, args.seed))
+        path = os.path.join(work, "graph.mtx")
+        scipy.io.mmwrite(path, m)
+        with open(path, "rb") as f:
+            mtx = f.read()
+        banner = mtx.split(b"\n", 1)[0].decode()
+        print(f"matrix: n = {args.n}, nnz = {m.nnz}, {len(mtx) / 2**20:.1f} MiB as Matrix Market "
+              f"({banner}); generated and written in {time.perf_counter() - t:.1f} s")
+        print(f"numpy {np.__version__}, scipy {scipy.__version__}")
+
+        t = time.perf_counter()
+        values, vectors = spla.eigsh(m, k=args.k)
+        eigsh_s = time.perf_counter() - t
+        order = np.argsort(values)[::-1]
+        values, vectors = values[order], vectors[:, order]
+        best = energy(m, vectors)
+        print(f"eigsh k={args.k}: {eigsh_s:.2f} s; eigenvalues {np.round(values, 4).tolist()}")
+
+        server, admin = start_service(args.bin, work)
+        client = Client(admin.port, admin.call("POST", "/v1/tenants", {"name": "bench"})["api_key"])
+        rss_before = peak_rss_mib(server.pid)
+
+        t = time.perf_counter()
+        ds = client.call("POST", "/v1/datasets", {"name": "graph", "kind": "matrix", "public": True})
+        view = client.call("PUT", f"/v1/datasets/{ds['id']}/data", mtx, "application/x-matrix-market")
+        uploaded_s = time.perf_counter() - t
+        job_view, basis, _ = run_job(client, {"dataset_id": ds["id"], "algorithm": "exact", "params": {"k": args.k}})
+        to_basis_s = time.perf_counter() - t
+        exact_energy = energy(m, basis) / best
+        print(f"privpca upload: {uploaded_s:.2f} s (stored nnz = {view['nnz']}); upload to exact basis: "
+              f"{to_basis_s:.2f} s = {to_basis_s / eigsh_s:.2f}× eigsh; job run {job_view.get('run_ms')} ms")
+        print(f"exact k={args.k}: captured energy {exact_energy:.6f} of eigsh's")
+
+        for params in ({"k": args.k}, {"k": args.k, "iterations": args.iterations}):
+            t = time.perf_counter()
+            job_view, basis, _ = run_job(client, {"dataset_id": ds["id"], "algorithm": "noisy_power", "params": params})
+            s = time.perf_counter() - t
+            orth = np.abs(basis.T @ basis - np.eye(args.k)).max()
+            print(f"noisy_power {params} (public, no privacy target): captured energy "
+                  f"{energy(m, basis) / best:.6f} of eigsh's; {s:.2f} s; max |VᵀV − I| = {orth:.1e}")
+
+        gauss = {"dataset_id": ds["id"], "algorithm": "analyze_gauss", "params": {"k": args.k}}
+        print(f"analyze_gauss on the sparse dataset: {refused(lambda: client.call('POST', '/v1/jobs', gauss))}")
+        bad = client.call("POST", "/v1/datasets", {"name": "bad", "kind": "matrix", "public": True})
+        # The last entry points past the side (the whole body is sent before the refusal).
+        lines = mtx.rstrip(b"\n").split(b"\n")
+        last = len(lines) - 1
+        lines[last] = f"{args.n + 1} 1 0.5".encode()
+        body = b"\n".join(lines) + b"\n"
+        error = refused(lambda: client.call("PUT", f"/v1/datasets/{bad['id']}/data", body, "application/x-matrix-market"))
+        after = client.call("GET", f"/v1/datasets/{bad['id']}")["status"]
+        print(f"index out of range on line {last + 1}: {error}; dataset {after}")
+
+        peak = peak_rss_mib(server.pid)
+        print(f"service peak RSS: {peak:.0f} MiB (at start {rss_before:.0f} MiB); "
+              f"a dense f64 copy would be {8 * args.n**2 / 2**30:.1f} GiB")
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(timeout=30)
+        if args.keep:
+            print(f"kept {work}", file=sys.stderr)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,201 @@
+//! Sparse symmetric matrices in compressed sparse row (CSR) form, borrowed (typically from a
+//! memory-mapped file, `crate::ingest::csr_file`), and the one kernel the algorithms need on
+//! them: the product A·X with a dense d×p block X, row-parallel over the CSR rows, O(nnz·p)
+//! work and O(d·p) memory. A is never densified.
+//!
+//! Measured against faer's sparse × dense product on the 2-core reference machine at
+//! 100 000 × 100 000 with 2·10⁶ entries (docs/performance-sparse.md, `cargo bench --bench
+//! sparse`): equal at p = 20 (83 ms against 81 ms), faer faster at p = 64 (285 ms against 424
+//! ms), although faer 0.22's product is sequential. Switching needs the row pointers and column
+//! indices in one integer type (faer's `Index`), i.e. a change of the stored layout; it is left
+//! open there.
+
+use rayon::prelude::*;
+
+use super::Matrix;
+use super::threads::PRODUCT_MIN_WORK;
+
+/// A borrowed n×n matrix in CSR form: row i holds the entries `row_ptr[i]..row_ptr[i + 1]` of
+/// `col_idx` (strictly increasing within a row) and `values`.
+#[derive(Debug, Clone, Copy)]
+pub struct CsrView<'a> {
+    n: usize,
+    row_ptr: &'a [u64],
+    col_idx: &'a [u32],
+    values: &'a [f64],
+}
+
+/// Why arrays do not form a CSR matrix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid CSR arrays: {0}")]
+pub struct CsrError(pub &'static str);
+
+impl<'a> CsrView<'a> {
+    /// Checks the arrays (lengths, row pointers nondecreasing from 0 to nnz, column indices in
+    /// range and strictly increasing within each row) in one O(n + nnz) pass.
+    pub fn new(
+        n: usize,
+        row_ptr: &'a [u64],
+        col_idx: &'a [u32],
+        values: &'a [f64],
+    ) -> Result<Self, CsrError> {
+        if row_ptr.len() != n + 1 {
+            return Err(CsrError("row_ptr must hold n + 1 offsets"));
+        }
+        if col_idx.len() != values.len() || row_ptr[0] != 0 || row_ptr[n] != values.len() as u64 {
+            return Err(CsrError(
+                "row_ptr must run from 0 to nnz, with as many columns as values",
+            ));
+        }
+        for w in row_ptr.windows(2) {
+            if w[0] > w[1] {
+                return Err(CsrError("row_ptr must be nondecreasing"));
+            }
+            let row = &col_idx[w[0] as usize..w[1] as usize];
+            if row.windows(2).any(|c| c[0] >= c[1]) || row.last().is_some_and(|&c| c as usize >= n) {
+                return Err(CsrError(
+                    "column indices must increase within a row and stay below n",
+                ));
+            }
+        }
+        Ok(CsrView {
+            n,
+            row_ptr,
+            col_idx,
+            values,
+        })
+    }
+
+    /// The side n.
+    pub fn n(&self) -> usize {
+        self.n
+    }
+
+    /// The number of stored entries (both triangles of a symmetric matrix).
+    pub fn nnz(&self) -> usize {
+        self.values.len()
+    }
+
+    /// Row i: its column indices and values.
+    pub fn row(&self, i: usize) -> (&'a [u32], &'a [f64]) {
+        let (start, end) = (self.row_ptr[i] as usize, self.row_ptr[i + 1] as usize);
+        (&self.col_idx[start..end], &self.values[start..end])
+    }
+
+    /// The arrays (row pointers, column indices, values).
+    pub fn parts(&self) -> (&'a [u64], &'a [u32], &'a [f64]) {
+        (self.row_ptr, self.col_idx, self.values)
+    }
+
+    /// A·X for a dense n×p `x`, row-parallel over the global pool when the work (nnz·p) is
+    /// large enough. Row i of the result is Σ_j a_ij·x_j:, read from Xᵀ so that each x_j: is
+    /// contiguous.
+    ///
+    /// # Panics
+    /// When `x` does not have n rows (a bug in the caller, as for the dense products).
+    pub fn times(&self, x: &Matrix) -> Matrix {
+        assert_eq!(x.nrows(), self.n, "A·X: X must have n rows");
+        let p = x.ncols();
+        if p == 0 || self.n == 0 {
+            return Matrix::zeros(self.n, p);
+        }
+        let xt = x.transpose();
+        let (xs, mut yt) = (xt.as_slice(), Matrix::zeros(p, self.n));
+        let row = |(i, out): (usize, &mut [f64])| {
+            let (cols, vals) = self.row(i);
+            for (&j, &a) in cols.iter().zip(vals) {
+                let xj = &xs[j as usize * p..(j as usize + 1) * p];
+                for (o, &v) in out.iter_mut().zip(xj) {
+                    *o += a * v;
+                }
+            }
+        };
+        let slots = yt.as_mut_slice().chunks_mut(p).enumerate();
+        if self.nnz().saturating_mul(p) < PRODUCT_MIN_WORK || rayon::current_num_threads() < 2 {
+            slots.for_each(row);
+        } else {
+            // Chunks of rows large enough that scheduling does not dominate.
+            let rows_per_task = (self.n / (8 * rayon::current_num_threads())).max(64);
+            yt.as_mut_slice()
+                .par_chunks_mut(p * rows_per_task)
+                .enumerate()
+                .for_each(|(t, block)| {
+                    block
+                        .chunks_mut(p)
+                        .enumerate()
+                        .for_each(|(r, out)| row((t * rows_per_task + r, out)));
+                });
+        }
+        yt.transpose()
+    }
+
+    /// The dense copy of A, for tests on small matrices only.
+    #[cfg(test)]
+    pub fn to_dense(&self) -> Matrix {
+        let mut a = Matrix::zeros(self.n, self.n);
+        for i in 0..self.n {
+            let (cols, vals) = self.row(i);
+            for (&j, &v) in cols.iter().zip(vals) {
+                a[(i, j as usize)] = v;
+            }
+        }
+        a
+    }
+}
+
+/// An owned CSR matrix (tests, benches and the parser's output before it is written).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Csr {
+    pub n: usize,
+    pub row_ptr: Vec<u64>,
+    pub col_idx: Vec<u32>,
+    pub values: Vec<f64>,
+}
+
+impl Csr {
+    /// Builds a CSR matrix from (row, col, value) triplets with distinct positions.
+    pub fn from_triplets(n: usize, mut triplets: Vec<(u32, u32, f64)>) -> Csr {
+        triplets.sort_unstable_by_key(|&(i, j, _)| (i, j));
+        let mut row_ptr = vec![0u64; n + 1];
+        for &(i, _, _) in &triplets {
+            row_ptr[i as usize + 1] += 1;
+        }
+        for i in 0..n {
+            row_ptr[i + 1] += row_ptr[i];
+        }
+        Csr {
+            n,
+            row_ptr,
+            col_idx: triplets.iter().map(|t| t.1).collect(),
+            values: triplets.iter().map(|t| t.2).collect(),
+        }
+    }
+
+    /// The lazy normalised adjacency (I + D^-½·W·D^-½)/2 of the graph on `n` nodes with these
+    /// undirected `edges` (distinct pairs a < b; W is their 0/1 adjacency, D its degrees): the
+    /// judged test matrix of the sparse path, symmetric positive semi-definite with eigenvalues
+    /// in [0, 1]. An isolated node keeps only the diagonal ½.
+    pub fn lazy_normalised_adjacency(n: usize, edges: &[(usize, usize)]) -> Csr {
+        let mut degree = vec![0.0_f64; n];
+        for &(a, b) in edges {
+            degree[a] += 1.0;
+            degree[b] += 1.0;
+        }
+        let mut triplets: Vec<(u32, u32, f64)> = (0..n).map(|i| (i as u32, i as u32, 0.5)).collect();
+        for &(a, b) in edges {
+            let w = 0.5 / (degree[a] * degree[b]).sqrt();
+            triplets.push((a as u32, b as u32, w));
+            triplets.push((b as u32, a as u32, w));
+        }
+        Csr::from_triplets(n, triplets)
+    }
+
+    /// The borrowed view (checked).
+    pub fn view(&self) -> Result<CsrView<'_>, CsrError> {
+        CsrView::new(self.n, &self.row_ptr, &self.col_idx, &self.values)
+    }
+}
+
+#[cfg(test)]
+#[path = "sparse_tests.rs"]
+mod tests;
