@@ -202,3 +202,68 @@ fn clipped_rows_never_exceed_c_even_by_rounding() {
         assert_eq!(columns_beyond(&clip_rows(rows, c), c), 0, "d = {d}, c = {c}");
     });
 }
+
+/// `with_eigenvalues` on a clipped job: the Rayleigh quotients are calibrated to the released
+/// clip bound c (Δ = √2·c² under replace_one), not to β (Δ = √2·β²), at the ρ_e charged, so
+/// their noise falls by (β/c)², about 100× here; the job costs what it cost before.
+#[test]
+fn clipped_eigenvalues_are_calibrated_to_the_released_bound() {
+    use crate::algorithms::dp_oja::DpOja;
+    use crate::algorithms::eigenvalues::{self, RELEASE as EIGENVALUE};
+    let d = 4;
+    let xt = DMatrix::from_fn(d, 400, |i, j| {
+        let scale = if j % 50 == 0 { 10.0 } else { 1.0 };
+        if i == j % d { scale } else { 0.0 }
+    });
+    let c = ctx(d, Some(400), ro(10.0, 20.0));
+    let rho = 1.0;
+    let prepared = DpOja
+        .prepare(
+            json!({"k": 2, "with_eigenvalues": true, "clip": {"quantile": 0.5, "share": 0.2}}),
+            &c,
+            &target(rho),
+        )
+        .expect("prepared");
+    assert!(prepared.cost.rho <= rho * (1.0 + 1e-12));
+    let charged: eigenvalues::EigenvalueConfig =
+        serde_json::from_value(prepared.config["eigenvalues"].clone()).expect("stored eigenvalue release");
+    assert!((charged.sensitivity - std::f64::consts::SQRT_2 * 100.0).abs() < 1e-9);
+    let ((out, released), audit) = with_audited_env(5, |env| {
+        let out = DpOja.run_prepared(
+            &prepared.config,
+            crate::algorithms::DataInput::Records { xt: (&xt).into() },
+            &c,
+            env,
+        );
+        (out, env.released().to_vec())
+    });
+    assert_eq!(out.expect("run").eigenvalues.map(|e| e.len()), Some(2));
+    let clip = released
+        .iter()
+        .find(|(name, _)| *name == "clip_norm")
+        .and_then(|(_, v)| v.as_f64())
+        .expect("the clip bound is released");
+    assert!(clip < 2.0, "the median norm is 1: c = {clip}");
+    let draw = audit
+        .draws
+        .iter()
+        .find(|d| d.label == EIGENVALUE)
+        .expect("eigenvalue noise");
+    let expected = charged.at_bounds(&clipped_context(&c, clip));
+    assert!((expected.sensitivity - std::f64::consts::SQRT_2 * clip * clip).abs() < 1e-12);
+    // The lattice widens the sd by its grid penalty, a relative 1e-5 at most.
+    let widened = draw.scale / expected.noise_sd;
+    assert!(
+        (1.0..1.0 + 1e-5).contains(&widened),
+        "{} vs {}",
+        draw.scale,
+        expected.noise_sd
+    );
+    assert!(expected.cost().rho <= charged.cost().rho);
+    assert!(
+        draw.scale < charged.noise_sd / 20.0,
+        "{} vs {}",
+        draw.scale,
+        charged.noise_sd
+    );
+}

@@ -18,7 +18,9 @@
 //!   al. eq. 12), so Δ = u.
 //!
 //! After private centring (see [`super::centering`]) the rows are re-clipped to β, so the same
-//! bounds hold. q_iᵀAq_i is computed for records as ‖X q_i‖² without forming A.
+//! bounds hold. After adaptive clipping at the released c (see [`super::clipping`]) they hold
+//! with c in place of β, and the release is recalibrated to c at the same ρ_e
+//! ([`EigenvalueConfig::at_bounds`]). q_iᵀAq_i is computed for records as ‖X q_i‖² without forming A.
 
 use serde::{Deserialize, Serialize};
 
@@ -72,8 +74,13 @@ pub fn check_share(value: &serde_json::Value, field: &str) -> Result<f64, Config
 
 /// Calibrates the release to ρ_e = `share`·`rho_job`.
 pub fn configure(share: f64, ctx: &DataContext, rho_job: f64) -> EigenvalueConfig {
+    calibrated(ctx, share * rho_job)
+}
+
+/// The release under `ctx`'s bounds at cost at most `rho_e`.
+fn calibrated(ctx: &DataContext, rho_e: f64) -> EigenvalueConfig {
     let sensitivity = sensitivity(ctx);
-    let noise_sd = super::centering::calibrate_sd(sensitivity, share * rho_job);
+    let noise_sd = super::centering::calibrate_sd(sensitivity, rho_e);
     EigenvalueConfig {
         rho: Cost::gaussian(sensitivity, noise_sd).rho,
         sensitivity,
@@ -82,6 +89,14 @@ pub fn configure(share: f64, ctx: &DataContext, rho_job: f64) -> EigenvalueConfi
 }
 
 impl EigenvalueConfig {
+    /// The same release under the bounds of `ctx` (the context after adaptive clipping at the
+    /// released c ≤ β), calibrated to the ρ_e this configuration was charged. Clipped rows have
+    /// ‖x‖ ≤ c, so Δ is c² (√2·c² for `replace_one`) instead of β², and the noise shrinks by
+    /// (c/β)² at a cost that stays at most ρ_e.
+    pub fn at_bounds(&self, ctx: &DataContext) -> EigenvalueConfig {
+        calibrated(ctx, self.rho)
+    }
+
     /// ρ_e = Δ²/(2s²): one Gaussian mechanism on the k-vector of quotients.
     pub fn cost(&self) -> Cost {
         Cost::gaussian(self.sensitivity, self.noise_sd)

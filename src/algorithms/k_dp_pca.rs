@@ -270,8 +270,9 @@ impl KDpPcaConfig {
         self.failure_probability / (2.0 * self.steps as f64)
     }
 
-    /// PrivRange at (ε_R, δ_R) with k' subsets; PrivMean with (ε_h, δ_h) histograms and ρ_g.
-    pub fn calibration(&self) -> StepCalibration {
+    /// PrivRange at (ε_R, δ_R) with k' subsets; PrivMean with (ε_h, δ_h) histograms, ρ_g and
+    /// gradients bounded by β² (‖P·x·(xᵀω)‖ ≤ ‖x‖² ≤ β²; [`priv_mean`] module docs).
+    pub fn calibration(&self, ctx: &DataContext) -> StepCalibration {
         let b = &self.budget;
         StepCalibration {
             range: RangeCalibration {
@@ -288,6 +289,7 @@ impl KDpPcaConfig {
                     delta: b.histogram_delta,
                 },
                 gaussian_rho: b.gaussian_rho,
+                gradient_bound: row_bound(ctx).powi(2),
                 tail_scale: self.tail_scale,
                 tail_exponent: self.tail_exponent,
                 failure_probability: self.call_failure_probability(),
@@ -410,13 +412,18 @@ fn target_delta(target: &PrivacyTarget) -> Result<f64, ConfigError> {
 /// only slows convergence (docs/k_dp_pca.md measures the factor); users who know the gap should
 /// pass App. G.1's schedule.
 fn default_learning_rate(ctx: &DataContext, n: usize, k: usize) -> LearningRate {
-    let beta = match ctx.neighbours {
-        Neighbours::ReplaceOne { beta, .. } | Neighbours::AddRemove { beta, .. } => beta,
-        Neighbours::Entry { u } => u,
-    };
+    let beta = row_bound(ctx);
     LearningRate {
         offset: 0.0,
         slope: beta * beta / ((k + 2) as f64 * (n.max(3) as f64).ln()),
+    }
+}
+
+/// β, the records' L2 row bound (u for a matrix context, which k-DP-PCA refuses).
+fn row_bound(ctx: &DataContext) -> f64 {
+    match ctx.neighbours {
+        Neighbours::ReplaceOne { beta, .. } | Neighbours::AddRemove { beta, .. } => beta,
+        Neighbours::Entry { u } => u,
     }
 }
 
@@ -544,7 +551,7 @@ impl Algorithm for KDpPca {
     }
 
     fn noise_scales(&self, config: &KDpPcaConfig, ctx: &DataContext) -> Vec<NoiseScale> {
-        let cal = config.calibration();
+        let cal = config.calibration(ctx);
         let steps = config.k * config.steps;
         vec![
             NoiseScale {
@@ -605,7 +612,7 @@ impl Algorithm for KDpPca {
         }
         let xt = records(input, ctx, n)?;
         let (k, batch, steps) = (config.k, config.batch_size, config.steps);
-        let cal = config.calibration();
+        let cal = config.calibration(ctx);
         let parts = Parts::shuffle(env.rng(), n, k);
         let total = u32::try_from(k * steps).unwrap_or(u32::MAX);
         let mut projector = Projector::identity(d);

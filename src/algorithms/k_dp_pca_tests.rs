@@ -549,7 +549,10 @@ fn end_to_end_gaussian(factor: f64) -> Result<(), String> {
     assert_eq!(values.len(), 8 * k * steps * d);
     let tau = 0.01 / (2.0 * steps as f64);
     let radius = 3.0 * ((batch * d) as f64 / tau).ln();
-    let sd = 2.0 * radius * (d as f64).sqrt() / batch as f64 / (2.0 * 0.875 * rho).sqrt();
+    // Δ = min(2R·sqrt(d), 2β²)/B: here the gradient bound, 2β²/B.
+    let sensitivity = (2.0 * radius * (d as f64).sqrt()).min(2.0 * BETA * BETA) / batch as f64;
+    assert!(sensitivity < 2.0 * radius * (d as f64).sqrt() / batch as f64 / 2.0);
+    let sd = sensitivity / (2.0 * 0.875 * rho).sqrt();
     check_gaussian_scale(&values, sd)
 }
 
@@ -561,7 +564,7 @@ fn end_to_end_gaussian_draws_have_the_scale_the_target_implies() {
 }
 
 /// PrivMean's Gaussian, as configured for the judged setting (ρ = 50, δ = 1e-5, d = 30), at a
-/// fixed Λ̂: its draws pass `check_gaussian_scale` against σ = 2R·sqrt(d)/B/sqrt(2·7ρ/8)
+/// fixed Λ̂: its draws pass `check_gaussian_scale` against σ = min(2R·sqrt(d), 2β²)/B/sqrt(2·7ρ/8)
 /// computed here, and a configuration with ρ_g 1.25² times too large (20 % too little noise)
 /// fails it.
 fn gaussian_scale_check(factor: f64) -> Result<(), String> {
@@ -571,14 +574,16 @@ fn gaussian_scale_check(factor: f64) -> Result<(), String> {
         .configure(params(k), &c, &target(rho, 1e-5))
         .expect("valid");
     config.budget.gaussian_rho *= factor * factor;
-    let cal = config.calibration().mean;
+    let cal = config.calibration(&c).mean;
     let batch = config.batch_size;
     let g = crate::algorithms::testing::gaussian(&mut crate::algorithms::testing::seeded(3), d, batch);
     let lambda: f64 = 4.0;
     let tau = 0.01 / (2.0 * config.steps as f64);
     let radius = 3.0 * lambda.sqrt() * ((batch * d) as f64 / tau).ln();
     let rho_g = 0.875 * rho;
-    let sd = 2.0 * radius * (d as f64).sqrt() / batch as f64 / (2.0 * rho_g).sqrt();
+    // G = β².
+    let sensitivity = (2.0 * radius * (d as f64).sqrt()).min(2.0 * BETA * BETA) / batch as f64;
+    let sd = sensitivity / (2.0 * rho_g).sqrt();
     let mut values = Vec::new();
     for seed in 0..40 {
         let (_, audit) = crate::algorithms::testing::with_audited_env(100 + seed, |env| {

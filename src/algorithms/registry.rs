@@ -416,6 +416,12 @@ impl<A: Algorithm> DynAlgorithm for A {
             Some(false) => output.eigenvalues = None,
             Some(true) => {
                 if let Some(e) = &options.eigenvalues {
+                    // After clipping, `ctx` holds the released bound c: the quotients are
+                    // calibrated to it, at the ρ_e charged.
+                    let e = match options.clip {
+                        Some(_) => e.at_bounds(ctx),
+                        None => e.clone(),
+                    };
                     output.eigenvalues = Some(e.release(input, &output.basis, env)?);
                 }
             }

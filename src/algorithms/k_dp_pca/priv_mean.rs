@@ -23,8 +23,15 @@
 //!   This replaces the paper's (ε/(4·sqrt(2d·ln(4/δ))), δ/(4d)) per coordinate (Alg. 7 line 3),
 //!   which is the same composition done with the advanced composition theorem in (ε, δ) terms;
 //!   zCDP composition is never worse and needs no slack δ'.
-//! - Gaussian: given the centres, every truncated coordinate lies in an interval of width 2R,
-//!   so replacing one gradient moves the mean by at most Δ = 2R·sqrt(d)/B in L2. With
+//! - Gaussian: given the centres, let T be the truncation to the box Π_j [ḡ_j − R, ḡ_j + R].
+//!   Replacing one gradient g_i by g_i' moves the mean by ‖T(g_i) − T(g_i')‖/B. Both images lie
+//!   in the box, so this is at most its diameter 2R·sqrt(d)/B (the paper's bound). T is the
+//!   Euclidean projection onto a closed convex set, hence 1-Lipschitz, so it is also at most
+//!   ‖g_i − g_i'‖/B ≤ 2G/B when every gradient has ‖g_i‖ ≤ G. For k-DP-PCA's gradients
+//!   g_i = P·x_i·(x_iᵀω), with ‖P‖ ≤ 1, ‖ω‖ = 1 and ‖x_i‖ ≤ β, G = β²; each gradient is
+//!   clipped to G before use (a no-op in exact arithmetic that makes the bound hold in floating
+//!   point too). So Δ = min(2R·sqrt(d), 2G)/B, which for real data is usually 2G/B: R grows
+//!   with K·ln^a(B·d/τ) and sqrt(d) where G does not. With
 //!   σ = Δ/sqrt(2ρ_g) the release is ρ_g-zCDP (Bun & Steinke 2016 Prop. 1.6), charged in ρ
 //!   directly ([`crate::privacy::Cost::gaussian`]). The paper's σ = 12·K·sqrt(Λ̂)·ln^a(Bd/τ)·
 //!   sqrt(2d·ln(2.5/δ))/(εB) (Alg. 7 line 9) is the classical (ε/2, δ/2) Gaussian mechanism
@@ -36,6 +43,7 @@
 
 use super::stability_histogram::{StabilityHistogram, count};
 use crate::algorithms::{RunEnv, RunError};
+use crate::linalg::clip::clip_columns_l2;
 use crate::linalg::{Matrix, Vector};
 
 /// Audit label of the per-coordinate histograms' Laplace draws.
@@ -50,6 +58,8 @@ pub struct MeanCalibration {
     pub histogram: StabilityHistogram,
     /// ρ_g of the Gaussian part (σ = Δ/sqrt(2ρ_g)).
     pub gaussian_rho: f64,
+    /// G, the L2 bound every gradient is clipped to (β² for k-DP-PCA; module docs). Finite, > 0.
+    pub gradient_bound: f64,
     /// K of Assumption A.4.
     pub tail_scale: f64,
     /// a of Assumption A.4.
@@ -71,9 +81,11 @@ impl MeanCalibration {
         3.0 * self.tail_scale * lambda.sqrt() * log.powf(self.tail_exponent)
     }
 
-    /// Δ = 2R·sqrt(d)/B, the L2 sensitivity of the truncated mean.
+    /// Δ = min(2R·sqrt(d), 2G)/B, the L2 sensitivity of the truncated mean of gradients
+    /// clipped to G (module docs).
     pub fn sensitivity(&self, lambda: f64, batch: usize, d: usize) -> f64 {
-        2.0 * self.radius(lambda, batch, d) * (d as f64).sqrt() / batch as f64
+        let box_diameter = 2.0 * self.radius(lambda, batch, d) * (d as f64).sqrt();
+        box_diameter.min(2.0 * self.gradient_bound) / batch as f64
     }
 
     /// 1/sqrt(2ρ_g): σ = multiplier × Δ.
@@ -103,12 +115,16 @@ pub fn priv_mean(
     let width = cal.bin_width(lambda);
     let radius = cal.radius(lambda, batch, d);
     let sd = cal.noise_sd(lambda, batch, d);
-    let usable = [width, radius, sd].iter().all(|v| *v > 0.0 && v.is_finite());
+    let usable = [width, radius, sd, cal.gradient_bound]
+        .iter()
+        .all(|v| *v > 0.0 && v.is_finite());
     if !(usable && batch >= 1) {
         return Err(RunError::Failed(
             "PrivMean: the range estimate gives no usable interval or noise scale".into(),
         ));
     }
+    let mut g = g.clone();
+    clip_columns_l2(&mut g, cal.gradient_bound);
     let mut centre = Vector::zeros(d);
     for j in 0..d {
         let counts = count(g.row(j).iter().map(|&x| coordinate_bin(x, width)));

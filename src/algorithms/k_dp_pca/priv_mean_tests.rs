@@ -3,7 +3,8 @@ use crate::algorithms::testing::{assert_audits_catch_under_noise, gaussian, seed
 use crate::privacy::noise::RecordingAudit;
 use crate::privacy::testing::{check_gaussian_scale, check_laplace_scale};
 
-/// A calibration with histograms at (ε_h, δ_h) and Gaussian ρ_g.
+/// A calibration with histograms at (ε_h, δ_h) and Gaussian ρ_g, and no gradient bound to speak
+/// of (G = f64::MAX: Δ is the box's, 2R·sqrt(d)/B).
 pub(crate) fn calibration(
     eps_h: f64,
     delta_h: f64,
@@ -18,6 +19,7 @@ pub(crate) fn calibration(
             delta: delta_h,
         },
         gaussian_rho: rho_g,
+        gradient_bound: f64::MAX,
         tail_scale,
         tail_exponent,
         failure_probability: tau,
@@ -94,16 +96,18 @@ fn bottom_centres_the_interval_at_zero() {
 }
 
 /// Audits both kinds of noise against values computed here: Laplace(2/ε_h) for the
-/// histograms, N(0, σ²) with σ = 2·3K·sqrt(Λ̂)·ln^a(Bd/τ)·sqrt(d)/B/sqrt(2ρ_g).
-fn audit(tamper: f64) -> [(&'static str, Result<(), String>); 2] {
+/// histograms, N(0, σ²) with σ = min(2·3K·sqrt(Λ̂)·ln^a(Bd/τ)·sqrt(d), 2G)/B/sqrt(2ρ_g).
+fn audit(tamper: f64, gradient_bound: f64) -> [(&'static str, Result<(), String>); 2] {
     let (d, batch, lambda, eps_h, rho_g, k_tail, a_tail, tau) =
         (8, 60, 2.0_f64.powf(1.25), 0.05, 0.3, 1.5, 1.0, 1e-3);
     let mut cal = calibration(eps_h, 1e-6, rho_g, k_tail, a_tail, tau);
+    cal.gradient_bound = gradient_bound;
     cal.histogram.epsilon /= tamper;
     cal.gaussian_rho /= tamper * tamper;
     let g = gaussian(&mut seeded(7), d, batch) * 3.0;
     let radius = 3.0 * k_tail * lambda.sqrt() * ((batch * d) as f64 / tau).ln().powf(a_tail);
-    let sd = 2.0 * radius * (d as f64).sqrt() / batch as f64 / (2.0 * rho_g).sqrt();
+    let sensitivity = (2.0 * radius * (d as f64).sqrt()).min(2.0 * gradient_bound) / batch as f64;
+    let sd = sensitivity / (2.0 * rho_g).sqrt();
     let (mut laplace, mut gauss) = (Vec::new(), Vec::new());
     for call in 0..400 {
         let (_, audit) = run(&g, lambda, &cal, 100 + call);
@@ -124,5 +128,37 @@ fn audit(tamper: f64) -> [(&'static str, Result<(), String>); 2] {
 /// The noise has the calibrated scales, and a mean with 0.9 of them fails both audits.
 #[test]
 fn noise_has_the_calibrated_scales() {
-    assert_audits_catch_under_noise(audit, 0.9);
+    // G = 1 is below the box (2R·sqrt(8) ≈ 200): Δ = 2G/B. G = f64::MAX: Δ is the box's.
+    for bound in [1.0, f64::MAX] {
+        assert_audits_catch_under_noise(|tamper| audit(tamper, bound), 0.9);
+    }
+}
+
+/// Δ = min(2R·sqrt(d), 2G)/B, and the bound holds for the mechanism, not only the formula:
+/// replacing one gradient by its far opposite (both of norm 10G) moves the output, with the
+/// same noise draws, by at most 2G/B, because the gradients are clipped to G before the box.
+#[test]
+fn one_gradient_moves_the_mean_by_at_most_two_g_over_b() {
+    let (d, batch, g_bound) = (4, 200, 0.5);
+    let mut cal = calibration(1e14, 1e-6, 1e28, 1.0, 1.0, 0.01);
+    cal.gradient_bound = g_bound;
+    let box_diameter = 2.0 * cal.radius(1.0, batch, d) * (d as f64).sqrt();
+    assert!(2.0 * g_bound < box_diameter);
+    assert!((cal.sensitivity(1.0, batch, d) - 2.0 * g_bound / batch as f64).abs() < 1e-15);
+    cal.gradient_bound = 1e9;
+    assert!((cal.sensitivity(1.0, batch, d) - box_diameter / batch as f64).abs() < 1e-12);
+    cal.gradient_bound = g_bound;
+
+    let mut g = gaussian(&mut seeded(4), d, batch) * 0.05;
+    g[(0, 0)] = 10.0 * g_bound;
+    let (a, _) = run(&g, 1.0, &cal, 9);
+    g[(0, 0)] = -10.0 * g_bound;
+    let (b, _) = run(&g, 1.0, &cal, 9);
+    let moved = (&a - &b).norm();
+    let bound = 2.0 * g_bound / batch as f64;
+    assert!(moved <= bound * (1.0 + 1e-9), "moved {moved} > 2G/B = {bound}");
+    assert!(
+        moved > 0.9 * bound,
+        "the replaced gradient should move the mean: {moved}"
+    );
 }
