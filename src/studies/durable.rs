@@ -46,8 +46,11 @@ pub struct Snapshot {
     effects: Vec<KeptEffect>,
 }
 
+// Externally tagged, not `tag = "stage"`: an internally tagged enum is buffered before it is
+// read, and a buffered map loses the ability to read its JSON string keys as the u32 site
+// indices (serde's `Content` keeps them as strings), so a kept study could not be read back.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(tag = "stage", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 enum StageSnapshot {
     Enrolling,
     Sharing {
