@@ -621,14 +621,16 @@ async fn a_study_survives_a_coordinator_kill_and_a_site_restart() {
     };
     let created = create_study(&server, &key, body("durable")).await;
     let id = created["id"].as_str().unwrap().to_string();
-    let ledgers: Vec<PathBuf> = (0..3).map(|i| dir.path().join(format!("ledger-{i}.db"))).collect();
+    let ledgers: Vec<PathBuf> = (0..3)
+        .map(|i| dir.path().join(format!("ledger-{i}.db")))
+        .collect();
     let mut logs_paths: Vec<PathBuf> = (0..3).map(|i| dir.path().join(format!("site-{i}.log"))).collect();
     logs_paths.push(server_log.clone());
     let stop = vec![("PRIVPCA_SITE_TEST_STOP_AFTER_ROUND", "2".to_string())];
-    let start_site = |i: usize, log: &Path| {
+    let start_site = |server: &Server, i: usize, log: &Path| {
         let token = created["sites"][i]["token"].as_str().unwrap();
         site(
-            &server,
+            server,
             token,
             &shards[i],
             &ledgers[i],
@@ -637,7 +639,7 @@ async fn a_study_survives_a_coordinator_kill_and_a_site_restart() {
             if i == 2 { &stop } else { &[] },
         )
     };
-    let mut children: Vec<Child> = (0..3).map(|i| start_site(i, &logs_paths[i])).collect();
+    let mut children: Vec<Child> = (0..3).map(|i| start_site(&server, i, &logs_paths[i])).collect();
     wait_for_line(
         &mut children[2],
         &logs_paths[2],
@@ -663,7 +665,7 @@ async fn a_study_survives_a_coordinator_kill_and_a_site_restart() {
     let _ = children[2].wait();
     let restarted_log = dir.path().join("site-2-restarted.log");
     logs_paths.push(restarted_log.clone());
-    children[2] = start_site(2, &restarted_log);
+    children[2] = start_site(&server, 2, &restarted_log);
     for child in &mut children {
         let status = wait_exit(child, Duration::from_secs(600));
         assert_eq!(
@@ -699,7 +701,15 @@ async fn a_study_survives_a_coordinator_kill_and_a_site_restart() {
     let mut children: Vec<Child> = (0..3)
         .map(|i| {
             let token = second["sites"][i]["token"].as_str().unwrap();
-            site(&server, token, &shards[i], &ledgers[i], budget, &second_logs[i], &[])
+            site(
+                &server,
+                token,
+                &shards[i],
+                &ledgers[i],
+                budget,
+                &second_logs[i],
+                &[],
+            )
         })
         .collect();
     for child in &mut children {
