@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# The gateway test: deploy/nginx.conf in front of two replicas on PostgreSQL, as processes.
+#
+#  - nginx from Debian's packages (installed if missing) runs a copy of deploy/nginx.conf in
+#    which only the two upstream `server privpca-a:8080 …;` / `server privpca-b:8080 …;` lines
+#    and the `listen` line are pointed at loopback ports: the routing is the file's own.
+#  - PostgreSQL from scripts/postgres.sh; two `privpca serve` replicas (the debug binary) share
+#    it and one data directory, as in deploy/compose.yaml.
+#  - Through the gateway: the README walk-through (scripts/walkthrough-check.sh: a tenant, an
+#    upload, a job, checked against the output README.md shows), then a 3-site
+#    `federated_power` study whose sites know only the gateway URL. Replica a is SIGKILLed
+#    mid-study; the study must succeed with every site `done`, charged once, and every site
+#    process must exit 0.
+#
+# Usage: scripts/gateway-test.sh   (as root on a fresh Debian machine, like scripts/postgres.sh)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$(pwd)
+echo "== gateway: nginx + PostgreSQL + two replicas"
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+if ! command -v nginx >/dev/null && [ ! -x /usr/sbin/nginx ]; then
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx > /dev/null
+fi
+nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
+
+cargo build --locked -q --bin privpca
+bin="$(realpath "${CARGO_TARGET_DIR:-target}/debug/privpca")"
+
+work=$(mktemp -d)
+chmod 755 "$work"
+pids=()
+pg_dir=""
+cleanup() {
+  for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
+  if [ -f "$work/nginx/nginx.pid" ]; then kill "$(cat "$work/nginx/nginx.pid")" 2>/dev/null || true; fi
+  if [ -n "$pg_dir" ]; then scripts/postgres.sh stop "$pg_dir"; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+logs() {
+  for f in "$work"/*.log "$work"/nginx/error.log; do
+    [ -f "$f" ] && { echo "---- $f"; tail -n 30 "$f"; }
+  done
+  return 0
+}
+fail() { echo "gateway test: $*"; logs; exit 1; }
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+eval "$(scripts/postgres.sh)"
+pg_dir="$PRIVPCA_PG_DIR"
+db_url="$PRIVPCA_TEST_POSTGRES_URL"
+unset PRIVPCA_TEST_POSTGRES_URL PRIVPCA_PG_DIR
+
+admin="gateway-admin-$RANDOM$RANDOM"
+port_a=$(free_port)
+port_b=$(free_port)
+port_gw=$(free_port)
+mkdir -p "$work/data"
+
+# One replica: its id and port; the same database, data directory and admin key.
+start_replica() {
+  PRIVPCA_REPLICA_ID="privpca-$1" PRIVPCA_LOG_FORMAT=json PRIVPCA_JOB_LEASE_SECS=5 \
+    "$bin" serve --bind "127.0.0.1:$2" --database-url "$db_url" --data-dir "$work/data" \
+    --admin-key "$admin" >> "$work/replica-$1.log" 2>&1 &
+  echo $!
+}
+wait_ready() {
+  for _ in $(seq 1 200); do
+    if curl -sf "$1/readyz" > /dev/null; then return 0; fi
+    sleep 0.1
+  done
+  fail "$1 did not become ready"
+}
+pid_a=$(start_replica a "$port_a"); pids+=("$pid_a")
+pid_b=$(start_replica b "$port_b"); pids+=("$pid_b")
+wait_ready "http://127.0.0.1:$port_a"
+wait_ready "http://127.0.0.1:$port_b"
+
+# deploy/nginx.conf with its two upstream servers and its listen address on loopback ports,
+# and nginx's own files in the work directory.
+mkdir -p "$work/nginx"
+sed -e "s|server privpca-a:8080|server 127.0.0.1:$port_a|" \
+    -e "s|server privpca-b:8080|server 127.0.0.1:$port_b|" \
+    -e "s|listen 8080;|listen 127.0.0.1:$port_gw;|" \
+    -e "s|^http {|http {\n    client_body_temp_path $work/nginx/body;\n    proxy_temp_path $work/nginx/proxy;\n    access_log $work/nginx/access.log;|" \
+    deploy/nginx.conf > "$work/nginx/nginx.conf"
+[ "$(grep -c "server 127.0.0.1:" "$work/nginx/nginx.conf")" -ge 2 ] || fail "deploy/nginx.conf lost its upstream server lines"
+"$nginx_bin" -t -p "$work/nginx" -c "$work/nginx/nginx.conf" -g "pid $work/nginx/nginx.pid; error_log $work/nginx/error.log;" 2> "$work/nginx/check.log" \
+  || { cat "$work/nginx/check.log"; fail "nginx refused the configuration"; }
+"$nginx_bin" -p "$work/nginx" -c "$work/nginx/nginx.conf" -g "pid $work/nginx/nginx.pid; error_log $work/nginx/error.log;"
+gw="http://127.0.0.1:$port_gw"
+wait_ready "$gw"
+
+echo "== gateway: the README walk-through through the gateway"
+BASE="$gw" ADMIN="$admin" scripts/walkthrough-check.sh > "$work/walkthrough.out" || { cat "$work/walkthrough.out"; fail "walk-through"; }
+grep -q '"status": "succeeded"' "$work/walkthrough.out" || fail "the walk-through's job did not succeed"
+
+echo "== gateway: a 3-site study through the gateway, replica a killed mid-study"
+key=$(curl -sf -X POST "$gw/v1/tenants" -H "Authorization: Bearer $admin" -H 'Content-Type: application/json' \
+  -d '{"name": "consortium"}' | jq -r .api_key)
+iterations=200   # the most federated_power allows; rounds take milliseconds, polling catches round 2
+study=$(curl -s -X POST "$gw/v1/studies" -H "Authorization: Bearer $key" -H 'Content-Type: application/json' -d "{
+  \"name\": \"gateway\", \"algorithm\": \"federated_power\", \"n_features\": 5, \"relation\": \"replace_one\",
+  \"row_norm_bound\": 1.0, \"params\": {\"k\": 2, \"iterations\": $iterations}, \"privacy\": {\"rho\": 0.5},
+  \"threshold\": 3, \"sites\": [{\"name\": \"s1\"}, {\"name\": \"s2\"}, {\"name\": \"s3\"}],
+  \"round_timeout_seconds\": 20}")
+id=$(jq -r '.id // empty' <<< "$study")
+[ -n "$id" ] || fail "creating the study: $study"
+site_pids=()
+for i in 0 1 2; do
+  awk -v seed=$((11 + i)) 'BEGIN { srand(seed); for (r = 0; r < 2000; r++) { t = 2 * rand() - 1; printf "%.4f,%.4f,%.4f,%.4f,%.4f\n", 0.6 * t, 0.5 * t, -0.3 * t, 0.1 * rand(), 0.1 * rand() } }' > "$work/site-$i.csv"
+  token=$(jq -r ".sites[$i].token" <<< "$study")
+  "$bin" site --server "$gw" --token "$token" --budget-rho 1 --data "$work/site-$i.csv" \
+    --ledger "$work/site-$i.ledger" > /dev/null 2> "$work/site-$i.log" &
+  site_pids+=($!); pids+=($!)
+done
+status_of() { curl -sf "$gw/v1/studies/$id" -H "Authorization: Bearer $key"; }
+
+# Kill replica a once the study is past its second round and not finished.
+killed=""
+for _ in $(seq 1 3000); do
+  view=$(status_of || true)
+  done_rounds=$(jq -r '.progress.done // 0' <<< "${view:-{\}}")
+  state=$(jq -r '.status // ""' <<< "${view:-{\}}")
+  case "$state" in succeeded|failed|cancelled) fail "the study ended ($state) before replica a was killed: raise iterations";; esac
+  if [ "$state" = running ] && [ "$done_rounds" -ge 2 ]; then
+    kill -9 "$pid_a"; killed="$done_rounds"; break
+  fi
+  sleep 0.02
+done
+[ -n "$killed" ] || fail "the study never reached round 2"
+echo "replica a SIGKILLed after round $killed of $iterations"
+
+for i in 0 1 2; do
+  wait "${site_pids[$i]}" || fail "site $i exited non-zero"
+done
+final=$(status_of) || fail "reading the study"
+jq -e '.status == "succeeded"' <<< "$final" > /dev/null || fail "study: $(jq -c '{status, error}' <<< "$final")"
+jq -e '[.sites[] | select(.status == "done")] | length == 3' <<< "$final" > /dev/null || fail "not every site is done: $(jq -c .sites <<< "$final")"
+jq -e '.cost.rho as $c | [.sites[] | select(.charged.rho == $c)] | length == 3' <<< "$final" > /dev/null \
+  || fail "every site must be charged the study's cost once: $(jq -c '{cost, sites}' <<< "$final")"
+curl -sf "$gw/v1/studies/$id/result" -H "Authorization: Bearer $key" \
+  | jq -e '.basis | length == 2 and (.[0] | length) == 5' > /dev/null || fail "the study's result"
+echo "gateway test: ok (replica a killed after round $killed; study $id succeeded through $gw)"
