@@ -621,7 +621,9 @@ async fn a_study_survives_a_coordinator_kill_and_a_site_restart() {
     };
     let created = create_study(&server, &key, body("durable")).await;
     let id = created["id"].as_str().unwrap().to_string();
-    let ledgers: Vec<PathBuf> = (0..3).map(|i| dir.path().join(format!("ledger-{i}.db"))).collect();
+    let ledgers: Vec<PathBuf> = (0..3)
+        .map(|i| dir.path().join(format!("ledger-{i}.db")))
+        .collect();
     let mut logs_paths: Vec<PathBuf> = (0..3).map(|i| dir.path().join(format!("site-{i}.log"))).collect();
     logs_paths.push(server_log.clone());
     let stop = vec![("PRIVPCA_SITE_TEST_STOP_AFTER_ROUND", "2".to_string())];
@@ -699,7 +701,15 @@ async fn a_study_survives_a_coordinator_kill_and_a_site_restart() {
     let mut children: Vec<Child> = (0..3)
         .map(|i| {
             let token = second["sites"][i]["token"].as_str().unwrap();
-            site(&server, token, &shards[i], &ledgers[i], budget, &second_logs[i], &[])
+            site(
+                &server,
+                token,
+                &shards[i],
+                &ledgers[i],
+                budget,
+                &second_logs[i],
+                &[],
+            )
         })
         .collect();
     for child in &mut children {

@@ -28,6 +28,11 @@ impl From<HubError> for AppError {
             HubError::NotLive => AppError::conflict(
                 "the study is not running in this coordinator (it has finished, or the coordinator restarted)",
             ),
+            HubError::HeldElsewhere => AppError::new(
+                ErrorKind::Unavailable,
+                "the study is driven by another replica; retry (behind a gateway the retry may reach it)",
+            )
+            .retry_after(1),
             HubError::Store(crate::store::StoreError::StudyLeaseLost(_)) => AppError::new(
                 ErrorKind::Unavailable,
                 "the study is being taken over by another coordinator; retry shortly",

@@ -62,6 +62,11 @@ pub enum HubError {
     Live(#[from] LiveError),
     #[error("the study is not live in this coordinator")]
     NotLive,
+    /// Another replica drives the study under a live lease: this one may serve it once that
+    /// lease runs out (or never, if the other keeps it), so the request is worth retrying,
+    /// possibly at another replica.
+    #[error("the study is driven by another replica")]
+    HeldElsewhere,
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
 }
@@ -107,7 +112,7 @@ impl StudyHub {
             return Ok(false);
         }
         let Some(lease) = self.store.claim_study(study).await? else {
-            return Ok(false);
+            return Err(HubError::HeldElsewhere);
         };
         // Read again under the claim: the previous holder can no longer change it.
         let Some(text) = self.store.load_study_state(study).await? else {
@@ -132,8 +137,14 @@ impl StudyHub {
     pub async fn resume_claimable(&self) -> Result<usize, HubError> {
         let mut taken = 0;
         for study in self.store.claimable_studies().await? {
-            if self.entry(study).is_none() && self.resume(study).await? {
-                taken += 1;
+            if self.entry(study).is_some() {
+                continue;
+            }
+            match self.resume(study).await {
+                Ok(true) => taken += 1,
+                // Another replica claimed it first.
+                Ok(false) | Err(HubError::HeldElsewhere) => {}
+                Err(e) => return Err(e),
             }
         }
         Ok(taken)
