@@ -60,7 +60,7 @@ enum StageSnapshot {
     Running {
         participants: Vec<Participant>,
         senders: BTreeSet<u32>,
-        rounds: RoundsState,
+        rounds: Box<RoundsState>,
         /// X_{l−1}, column-major (public).
         iterate: Vec<f64>,
         /// The last unmasked sum Y_l, column-major (a DP release).
@@ -208,7 +208,7 @@ impl Live {
             Stage::Running(running) => StageSnapshot::Running {
                 participants: running.participants.clone(),
                 senders: running.senders.clone(),
-                rounds: running.rounds.state(),
+                rounds: Box::new(running.rounds.state()),
                 iterate: running.power.iterate().as_slice().to_vec(),
                 last: running.power.last_release().map(|m| m.as_slice().to_vec()),
                 inboxes: running.inboxes.clone(),
@@ -268,7 +268,7 @@ impl Live {
             } => {
                 let aggregator = Aggregator::new(study, config.threshold, &participants, config.iterations)
                     .map_err(|e| e.to_string())?;
-                let rounds = Rounds::restore(aggregator, rounds).map_err(|e| e.to_string())?;
+                let rounds = Rounds::restore(aggregator, *rounds).map_err(|e| e.to_string())?;
                 let x = matrix(d, config.p, iterate)?;
                 let last = last.map(|v| matrix(d, config.p, v)).transpose()?;
                 let power = PowerState::restore(config.clone(), d, x, last).map_err(|e| e.to_string())?;
