@@ -271,7 +271,7 @@ impl KDpPcaConfig {
     }
 
     /// PrivRange at (ε_R, δ_R) with k' subsets; PrivMean with (ε_h, δ_h) histograms, ρ_g and
-    /// gradients bounded by β² (‖P·x·(xᵀω)‖ ≤ ‖x‖² ≤ β²; [`priv_mean`] module docs).
+    /// gradients bounded by β² (‖P·x·(xᵀω)‖ ≤ ‖x‖² ≤ β²; [`mod@priv_mean`] module docs).
     pub fn calibration(&self, ctx: &DataContext) -> StepCalibration {
         let b = &self.budget;
         StepCalibration {
