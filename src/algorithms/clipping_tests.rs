@@ -128,16 +128,21 @@ fn auto_clips_when_noise_matters_and_not_when_it_does_not() {
     );
 }
 
-#[test]
-fn a_clipped_job_is_calibrated_to_the_released_bound() {
-    // 400 records: most of norm 1, a few of norm 10 = β. Clipping at the median (≈ 1)
-    // cuts analyze_gauss's noise sd by about (β/c)² = 100.
+/// 400 records in d = 4: most of norm 1, every 50th of norm 10 = β (replace_one, α = 20).
+fn mostly_unit_records() -> (Matrix, DataContext) {
     let d = 4;
     let xt = DMatrix::from_fn(d, 400, |i, j| {
         let scale = if j % 50 == 0 { 10.0 } else { 1.0 };
         if i == j % d { scale } else { 0.0 }
     });
-    let c = ctx(d, Some(400), ro(10.0, 20.0));
+    (xt, ctx(d, Some(400), ro(10.0, 20.0)))
+}
+
+#[test]
+fn a_clipped_job_is_calibrated_to_the_released_bound() {
+    // 400 records: most of norm 1, a few of norm 10 = β. Clipping at the median (≈ 1)
+    // cuts analyze_gauss's noise sd by about (β/c)² = 100.
+    let (xt, c) = mostly_unit_records();
     let rho = 1.0;
     let prepared = AnalyzeGauss
         .prepare(
@@ -210,12 +215,7 @@ fn clipped_rows_never_exceed_c_even_by_rounding() {
 fn clipped_eigenvalues_are_calibrated_to_the_released_bound() {
     use crate::algorithms::dp_oja::DpOja;
     use crate::algorithms::eigenvalues::{self, RELEASE as EIGENVALUE};
-    let d = 4;
-    let xt = DMatrix::from_fn(d, 400, |i, j| {
-        let scale = if j % 50 == 0 { 10.0 } else { 1.0 };
-        if i == j % d { scale } else { 0.0 }
-    });
-    let c = ctx(d, Some(400), ro(10.0, 20.0));
+    let (xt, c) = mostly_unit_records();
     let rho = 1.0;
     let prepared = DpOja
         .prepare(
