@@ -51,18 +51,27 @@ fn an_empty_shape_maps_empty_records() {
 }
 
 /// This process's resident file-backed memory, in bytes (Linux).
-fn rss_file() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").expect("status");
-    let line = status
-        .lines()
-        .find(|l| l.starts_with("RssFile:"))
-        .expect("RssFile");
-    let kib: u64 = line
-        .split_whitespace()
-        .nth(1)
-        .expect("value")
-        .parse()
-        .expect("number");
+/// Bytes of `path` resident in this process's mappings (the `Rss:` of its entries in
+/// /proc/self/smaps). Only the file's own pages: the whole process's RssFile also counts the
+/// test binary's code, which other tests running at the same time page in.
+fn resident_of(path: &std::path::Path) -> u64 {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").expect("smaps");
+    let name = path.to_str().expect("a UTF-8 temp path");
+    let mut ours = false;
+    let mut kib = 0u64;
+    for line in smaps.lines() {
+        let first = line.split_whitespace().next().unwrap_or("");
+        if first.contains('-') && first.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
+            ours = line.trim_end().ends_with(name);
+        } else if ours && let Some(rest) = line.strip_prefix("Rss:") {
+            kib += rest
+                .split_whitespace()
+                .next()
+                .expect("value")
+                .parse::<u64>()
+                .expect("number");
+        }
+    }
     kib * 1024
 }
 
@@ -75,11 +84,11 @@ fn streamed_passes_leave_no_pages_mapped_behind_them() {
     let f = file_with(&values);
     drop(values);
     let data = open_with(f.path(), n, d, 0).expect("open");
-    let before = rss_file();
+    let before = resident_of(f.path());
     let _ = gram_t(data.records());
-    let after_gram = rss_file();
+    let after_gram = resident_of(f.path());
     let _ = crate::linalg::RecordStats::of(data.records());
-    let after_stats = rss_file();
+    let after_stats = resident_of(f.path());
     let slack = 2 * crate::linalg::stream::SEGMENT_BYTES as u64 + (16 << 20);
     assert!(after_gram <= before + slack, "gram: {before} → {after_gram}");
     assert!(after_stats <= before + slack, "stats: {before} → {after_stats}");
