@@ -142,8 +142,9 @@ fn document_binary_bodies(doc: &mut Value) {
             "description": "The data file. Generated clients send it as application/octet-stream: a `.npy` file is recognised by its magic string, CSV, JSON and Matrix Market are named with `?format=`. `text/csv`, `application/json` (an array of rows), `application/x-npy` and `application/x-matrix-market` (a sparse symmetric matrix, coordinate format, for matrix datasets; stored sparse) are accepted too.",
             "required": true,
             "content": {
-                "application/octet-stream": { "schema": { "type": "string", "format": "binary" } },
-                "application/x-matrix-market": { "schema": { "type": "string" } }
+                // Only octet-stream: the SDK generator refuses other content types here, and
+                // the description names the rest.
+                "application/octet-stream": { "schema": { "type": "string", "format": "binary" } }
             }
         });
     }
