@@ -57,8 +57,10 @@ pub struct BudgetView {
     /// The budget as the owner stated it.
     #[schema(value_type = Object)]
     pub stated: serde_json::Value,
-    /// The ρ ceiling: the budget (zCDP), or for an (ε, δ) budget the most that Gaussian-only
-    /// spending may reach by the exact curve.
+    /// The ρ ceiling under the admission rule now in force: the budget (zCDP), or for an (ε, δ)
+    /// budget the most the dataset's spending may total (docs/design/privacy.md §2.6: the exact
+    /// Gaussian curve at δ/2 while only Gaussian mechanisms were charged, CKS afterwards), so
+    /// that `remaining = total − spent`.
     pub total: PrivacyAmount,
     pub spent: PrivacyAmount,
     /// The part of `spent.rho` not spent by Gaussian mechanisms (Laplace, exponential
@@ -134,7 +136,8 @@ impl From<&DatasetRecord> for DatasetView {
                 };
                 Some(BudgetView {
                     stated,
-                    total: amount(total_rho, total_delta).gaussian_only(true),
+                    total: amount(r.rho_ceiling_units().unwrap_or(total_rho), total_delta)
+                        .gaussian_only(true),
                     spent: amount(r.spent_rho_units, r.spent_delta_units)
                         .gaussian_only(spent.is_gaussian_only()),
                     spent_other_rho: r.spent_other_rho_units.to_real(),
