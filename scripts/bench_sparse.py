@@ -10,7 +10,7 @@ starts `privpca serve` on a fresh data directory and, in one run:
 1. scipy: `scipy.sparse.linalg.eigsh(M, k)` (the reference top k), timed;
 2. privpca, timed from the first byte of the upload to the basis in hand: create a public
    matrix dataset → PUT the .mtx (`application/x-matrix-market`) → POST an `exact` k job →
-   poll → GET the result;
+   poll → GET the result (as `.npy`, `Accept: application/x-npy`);
 3. privpca `noisy_power` k on the same dataset, public, no privacy target (default parameters,
    then `--iterations`);
 4. the refusals: `analyze_gauss` on the sparse dataset (422), and a file with an index out of
@@ -24,6 +24,8 @@ Usage: python3 scripts/bench_sparse.py [--bin target/release/privpca] [--n 10000
 """
 
 import argparse
+import http.client
+import io
 import os
 import shutil
 import subprocess
@@ -121,16 +123,28 @@ def peak_rss_mib(pid):
     return float("nan")
 
 
+def npy_result(client, job):
+    """The basis of a succeeded job as n × k, fetched as `.npy` (`Accept: application/x-npy`)."""
+    conn = http.client.HTTPConnection("127.0.0.1", client.port, timeout=3600, blocksize=1 << 20)
+    conn.request("GET", f"/v1/jobs/{job}/result",
+                 headers={"Authorization": f"Bearer {client.key}", "Accept": "application/x-npy"})
+    resp = conn.getresponse()
+    data = resp.read()
+    conn.close()
+    if resp.status != 200:
+        raise RuntimeError(f"GET result: {resp.status} {data[:500]!r}")
+    return np.load(io.BytesIO(data))
+
+
 def run_job(client, body):
-    """Submits, polls every 2 ms until the job ends; (view, basis as n × k, eigenvalues)."""
+    """Submits, polls every 2 ms until the job ends; (view, basis as n × k)."""
     job = client.call("POST", "/v1/jobs", body)["id"]
     view = client.call("GET", f"/v1/jobs/{job}")
     while view["status"] in ("queued", "running"):
         time.sleep(0.002)
         view = client.call("GET", f"/v1/jobs/{job}")
     assert view["status"] == "succeeded", view
-    result = client.call("GET", f"/v1/jobs/{job}/result")
-    return view, np.array(result["basis"]).T, result.get("eigenvalues")
+    return view, npy_result(client, job)
 
 
 def main():
@@ -175,7 +189,7 @@ def main():
         ds = client.call("POST", "/v1/datasets", {"name": "graph", "kind": "matrix", "public": True})
         view = client.call("PUT", f"/v1/datasets/{ds['id']}/data", mtx, "application/x-matrix-market")
         uploaded_s = time.perf_counter() - t
-        job_view, basis, _ = run_job(client, {"dataset_id": ds["id"], "algorithm": "exact", "params": {"k": args.k}})
+        job_view, basis = run_job(client, {"dataset_id": ds["id"], "algorithm": "exact", "params": {"k": args.k}})
         to_basis_s = time.perf_counter() - t
         exact_energy = energy(m, basis) / best
         print(f"privpca upload: {uploaded_s:.2f} s (stored nnz = {view['nnz']}); upload to exact basis: "
@@ -184,11 +198,13 @@ def main():
 
         for params in ({"k": args.k}, {"k": args.k, "iterations": args.iterations}):
             t = time.perf_counter()
-            job_view, basis, _ = run_job(client, {"dataset_id": ds["id"], "algorithm": "noisy_power", "params": params})
+            job_view, basis = run_job(client, {"dataset_id": ds["id"], "algorithm": "noisy_power", "params": params})
             s = time.perf_counter() - t
+            ran = job_view["config"].get("iterations")
             orth = np.abs(basis.T @ basis - np.eye(args.k)).max()
             print(f"noisy_power {params} (public, no privacy target): captured energy "
-                  f"{energy(m, basis) / best:.6f} of eigsh's; {s:.2f} s; max |VᵀV − I| = {orth:.1e}")
+                  f"{energy(m, basis) / best:.6f} of eigsh's; {s:.2f} s (config: L ≤ {ran}, until_converged = "
+                  f"{job_view['config'].get('until_converged', False)}); max |VᵀV − I| = {orth:.1e}")
 
         gauss = {"dataset_id": ds["id"], "algorithm": "analyze_gauss", "params": {"k": args.k}}
         print(f"analyze_gauss on the sparse dataset: {refused(lambda: client.call('POST', '/v1/jobs', gauss))}")

@@ -21,6 +21,7 @@ fn public(d: usize, n: Option<usize>, neighbours: Neighbours) -> DataContext {
         n,
         neighbours,
         public: true,
+        sparse: false,
     }
 }
 

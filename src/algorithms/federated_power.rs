@@ -515,6 +515,7 @@ pub fn study_context(d: usize, neighbours: Neighbours) -> DataContext {
         n: None,
         neighbours,
         public: false,
+        sparse: false,
     }
 }
 

@@ -24,7 +24,8 @@ use super::sensitivity::{SensitivityMode, check_bounds, power_sensitivity};
 use super::{Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError};
 use crate::dataset::{DataContext, Kind};
 use crate::linalg::{
-    CsrView, Matrix, Records, fix_signs, gram_t, gram_t_times, matmul, thin_qr_q, try_thin_svd,
+    CsrView, Matrix, Records, fix_signs, gram_t, gram_t_times, matmul, matmul_tn, thin_qr_q,
+    try_sym_eigenvalues, try_thin_svd,
 };
 use crate::privacy::{Cost, PrivacyTarget};
 
@@ -33,6 +34,15 @@ use crate::privacy::{Cost, PrivacyTarget};
 /// noiseless error contracts like (σ_{p+1}/σ_k)^L; with the default p = 2k, four iterations
 /// shrink it by (σ_{2k+1}/σ_k)⁴ (1/16 at a ratio of 1/2) for twice the noise of one iteration.
 pub const DEFAULT_ITERATIONS: u32 = 4;
+/// On a public sparse matrix with no `iterations` given: at most this many iterations, stopping
+/// once the top-k Ritz values settle (see [`NoisyPowerConfig::until_converged`]). The
+/// eigenvalues of a sparse graph matrix are often clustered (σ_{p+1}/σ_k near 1), where L = 4
+/// is far from converged; public data has no privacy cost per iteration, so the public default
+/// runs to convergence instead.
+pub const PUBLIC_SPARSE_ITERATIONS: u32 = 50;
+/// The stopping rule of a run to convergence: the sum of the top-k Ritz values of the release
+/// changed by at most this fraction in the last iteration.
+pub const CONVERGENCE_TOLERANCE: f64 = 1e-4;
 /// Largest accepted L (bounds the job's run time).
 pub const MAX_ITERATIONS: u32 = 1000;
 /// Audit label of the per-iteration release.
@@ -54,7 +64,8 @@ pub struct NoisyPowerParams {
     #[schemars(range(min = 1))]
     pub p: Option<usize>,
     /// Number of noisy power iterations L (1–1000; 1–5 is typical). The noise grows like √L at
-    /// a fixed budget.
+    /// a fixed budget. On a public sparse matrix the default is instead to iterate until the
+    /// top-k Ritz values settle (at most 50 iterations).
     #[serde(default)]
     #[schemars(range(min = 1, max = MAX_ITERATIONS), extend("default" = DEFAULT_ITERATIONS))]
     pub iterations: Option<u32>,
@@ -74,6 +85,13 @@ pub struct NoisyPowerConfig {
     pub sensitivity: SensitivityMode,
     /// The noise multiplier s: iteration l adds noise of sd s·Δ(X_{l−1}).
     pub multiplier: f64,
+    /// Stop before `iterations` once the sum of the top-k Ritz values of the release changes
+    /// by at most [`CONVERGENCE_TOLERANCE`] (relative) between iterations. Chosen only on a
+    /// public sparse matrix when the client gives no `iterations` (the rule reads the data, so
+    /// it is never used on a private dataset); the cost and the noise are those of all
+    /// `iterations`. Absent (false) in every other configuration.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub until_converged: bool,
 }
 
 /// The job's ρ, checked finite and strictly positive.
@@ -212,6 +230,16 @@ pub(crate) fn initial_iterate(rng: &mut dyn RngCore, d: usize, p: usize) -> Matr
     thin_qr_q(&omega)
 }
 
+/// The sum of the k largest eigenvalues of sym(XᵀY), Y the release of A·X: the top-k Ritz
+/// values of A on span(X), up to the noise (O(d·p²)).
+fn top_ritz_sum(x: &Matrix, y: &Matrix, k: usize) -> Result<f64, RunError> {
+    let h = matmul_tn(x, y);
+    let h = (&h + h.transpose()) * 0.5;
+    let values =
+        try_sym_eigenvalues(&h).map_err(|_| RunError::Failed("the Ritz values did not converge".into()))?;
+    Ok(values.iter().take(k).sum())
+}
+
 impl Algorithm for NoisyPower {
     type Params = NoisyPowerParams;
     type Config = NoisyPowerConfig;
@@ -236,7 +264,14 @@ impl Algorithm for NoisyPower {
         let d = ctx.d;
         let k = params.k;
         let p = choose_p(params.p, k, d)?;
-        let iterations = choose_iterations(params.iterations, DEFAULT_ITERATIONS, MAX_ITERATIONS, "")?;
+        // Public facts only: whether the dataset is public and stored sparse, and whether the
+        // client chose L.
+        let until_converged = params.iterations.is_none() && ctx.public && ctx.sparse;
+        let iterations = if until_converged {
+            PUBLIC_SPARSE_ITERATIONS
+        } else {
+            choose_iterations(params.iterations, DEFAULT_ITERATIONS, MAX_ITERATIONS, "")?
+        };
         if !params.sensitivity.applies_to(&ctx.neighbours) {
             return Err(ConfigError::invalid(
                 "params.sensitivity",
@@ -256,6 +291,7 @@ impl Algorithm for NoisyPower {
             iterations,
             sensitivity: params.sensitivity,
             multiplier,
+            until_converged,
         })
     }
 
@@ -304,7 +340,10 @@ impl Algorithm for NoisyPower {
             iterations,
             sensitivity,
             multiplier,
+            until_converged,
         } = *config;
+        // The stopping rule reads the data: only ever on a public dataset.
+        let until_converged = until_converged && ctx.public;
         let d = ctx.d;
         let fits = k >= 1 && k <= p && p <= d && (1..=MAX_ITERATIONS).contains(&iterations);
         if !(fits && multiplier > 0.0 && multiplier.is_finite()) {
@@ -315,6 +354,7 @@ impl Algorithm for NoisyPower {
         let op = Operator::new(input, ctx, p, iterations)?;
         let mut x = initial_iterate(env.rng(), d, p);
         let mut y = Matrix::zeros(d, p);
+        let mut ritz_sum = f64::NAN;
         for l in 1..=iterations {
             let delta = power_sensitivity(sensitivity, &ctx.neighbours, &x)
                 .ok_or_else(|| RunError::Failed("sensitivity mode does not apply to this dataset".into()))?;
@@ -331,6 +371,14 @@ impl Algorithm for NoisyPower {
                 return Err(RunError::Failed(
                     "numerical overflow in the power iteration".into(),
                 ));
+            }
+            let settled = until_converged && {
+                let previous = std::mem::replace(&mut ritz_sum, top_ritz_sum(&x, &y, k)?);
+                (ritz_sum - previous).abs() <= CONVERGENCE_TOLERANCE * ritz_sum.abs()
+            };
+            if settled {
+                env.progress(iterations, iterations)?;
+                break;
             }
             if l < iterations {
                 x = thin_qr_q(&y);

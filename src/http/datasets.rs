@@ -360,13 +360,13 @@ impl From<UploadFormat> for Format {
 pub struct UploadQuery {
     /// The body's format when it is sent as `application/octet-stream`: `csv`, `json`, `npy`
     /// or `mtx`.
-    /// Without it such a body must be a `.npy` file (recognised by its magic string). With a
+    /// Without it such a body must be `.npy` or Matrix Market (recognised by their magic). With a
     /// specific `Content-Type` it must agree with it.
     pub format: Option<UploadFormat>,
 }
 
 /// Upload the data, once. The body is a file: `application/octet-stream` (what generated
-/// clients send; a `.npy` file is recognised by its magic string, other formats are named
+/// clients send; `.npy` and Matrix Market are recognised by their magic, other formats are named
 /// with `?format=csv|json|mtx`), or `text/csv` (header optional), `application/json` (an array
 /// of rows), `application/x-npy` (f64/f32, C order) or `application/x-matrix-market` (a sparse
 /// symmetric matrix in Matrix Market coordinate format, `symmetric` or `general` with symmetric

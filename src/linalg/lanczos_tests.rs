@@ -41,12 +41,15 @@ fn matches_the_dense_decomposition_of_a_sparse_graph_matrix() {
     let csr = planted_partition(800, 10, 0.08, 0.004, 11);
     let a = csr.view().expect("valid CSR");
     let dense = a.to_dense();
+    let options = LanczosOptions::default();
     for k in [1usize, 3, 10] {
-        let start = gaussian(800, k + 10, 5);
-        let apply = |x: &Matrix| a.times(x);
-        let got =
-            top_eigenpairs(&apply, &start, k, &LanczosOptions::default(), &mut no_stop).expect("converges");
-        check_against_dense(&dense, &got, k);
+        // The service's block size (below k at k = 10), and a block wider than k.
+        for b in [options.block_size(800), k + 10] {
+            let start = gaussian(800, b, 5);
+            let apply = |x: &Matrix| a.times(x);
+            let got = top_eigenpairs(&apply, &start, k, &options, &mut no_stop).expect("converges");
+            check_against_dense(&dense, &got, k);
+        }
     }
 }
 
@@ -114,7 +117,7 @@ fn a_start_block_that_does_not_fit_is_refused() {
     let apply = |x: &Matrix| x.clone();
     let start = gaussian(50, 3, 1);
     assert!(matches!(
-        top_eigenpairs(&apply, &start, 4, &LanczosOptions::default(), &mut no_stop),
+        top_eigenpairs(&apply, &start, 51, &LanczosOptions::default(), &mut no_stop),
         Err(LanczosStop::Failed(_))
     ));
     let _ = CsrView::new(0, &[0], &[], &[]).expect("the empty matrix is a valid CSR");

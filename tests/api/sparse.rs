@@ -127,6 +127,22 @@ async fn a_matrix_market_upload_is_stored_sparse_in_either_symmetry() {
         .await;
     reply.expect(StatusCode::OK);
     assert_eq!(reply.json()["nnz"], nnz);
+    // An octet stream that names no format is recognised by its `%%MatrixMarket` banner.
+    let sniffed = matrix_dataset(&app, &key, true).await;
+    let reply = app
+        .raw(
+            Method::PUT,
+            &format!("/v1/datasets/{sniffed}/data"),
+            &key,
+            [("content-type", "application/octet-stream")],
+            mtx(200, true),
+        )
+        .await;
+    reply.expect(StatusCode::OK);
+    assert_eq!(
+        (reply.json()["sparse"].clone(), reply.json()["nnz"].clone()),
+        (json!(true), json!(nnz))
+    );
     // A private dataset does not show nnz (a statistic of the data), only that it is sparse.
     let private = matrix_dataset(&app, &key, false).await;
     let view = sparse_upload(&app, &key, &private, mtx(200, true)).await;
@@ -317,6 +333,15 @@ async fn exact_and_noisy_power_on_sparse_data_match_the_dense_computation() {
             assert!((dot - want).abs() < 1e-9, "columns {i}, {j}: {dot}");
         }
     }
+    assert!(overlap(&power, &exact) > 0.99, "{}", overlap(&power, &exact));
+    // With no `iterations` on a public sparse matrix, it iterates until the Ritz values settle
+    // (at most 50), and converges as far.
+    let done = app
+        .succeeded(&key, job(&sparse, "noisy_power", json!({ "k": k }), Value::Null))
+        .await;
+    assert_eq!(done["config"]["until_converged"], true, "{done}");
+    assert_eq!(done["config"]["iterations"], 50, "{done}");
+    let power = basis(&app, &key, &done).await;
     assert!(overlap(&power, &exact) > 0.99, "{}", overlap(&power, &exact));
 }
 
