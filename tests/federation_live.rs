@@ -29,14 +29,41 @@ const ROUND_TIMEOUT_SECS: u64 = 30;
 
 /// The service's environment: SQLite and data under `dir`.
 fn server_env(dir: &Path) -> Vec<(&'static str, String)> {
+    server_env_on(dir, &format!("sqlite://{}", dir.join("privpca.db").display()))
+}
+
+/// The service's environment: the database at `database_url`, data under `dir`.
+fn server_env_on(dir: &Path, database_url: &str) -> Vec<(&'static str, String)> {
     vec![
         ("PRIVPCA_ADMIN_KEY", ADMIN.to_string()),
-        (
-            "PRIVPCA_DATABASE_URL",
-            format!("sqlite://{}", dir.join("privpca.db").display()),
-        ),
+        ("PRIVPCA_DATABASE_URL", database_url.to_string()),
         ("PRIVPCA_DATA_DIR", dir.join("data").display().to_string()),
     ]
+}
+
+/// `rows` split into shards of `per` rows, written as `<dir>/<prefix>-i.csv`.
+fn write_shards(dir: &Path, prefix: &str, rows: &[Vec<f64>], per: usize) -> Vec<PathBuf> {
+    rows.chunks(per)
+        .enumerate()
+        .map(|(i, chunk)| {
+            let path = dir.join(format!("{prefix}-{i}.csv"));
+            std::fs::write(&path, to_csv(chunk)).unwrap();
+            path
+        })
+        .collect()
+}
+
+/// Waits for every site to exit 0 within `limit` (each), or fails with every log.
+fn wait_all_ok(children: &mut [Child], limit: Duration, logs_paths: &[PathBuf], what: &str) {
+    for child in children {
+        let status = wait_exit(child, limit);
+        assert_eq!(
+            status.map(|s| s.code()),
+            Some(Some(0)),
+            "{what}: a site failed\n{}",
+            logs(logs_paths)
+        );
+    }
 }
 
 /// The service and a tenant's key.
@@ -193,6 +220,30 @@ fn power_study(sites: usize, threshold: u32, join_timeout: u64) -> Value {
     })
 }
 
+/// A `federated_power` study body over 3 sites, all needed (t 3): d `n_features`, (k,
+/// iterations), ρ `rho`, a 300 s join timeout and `round_timeout` seconds per round.
+fn three_site_study(
+    name: &str,
+    n_features: usize,
+    (k, iterations): (usize, u32),
+    rho: f64,
+    round_timeout: u64,
+) -> Value {
+    json!({
+        "name": name,
+        "algorithm": "federated_power",
+        "n_features": n_features,
+        "relation": "replace_one",
+        "row_norm_bound": 1.0,
+        "params": {"k": k, "iterations": iterations},
+        "privacy": {"rho": rho},
+        "threshold": 3,
+        "sites": site_names(3),
+        "join_timeout_seconds": 300,
+        "round_timeout_seconds": round_timeout,
+    })
+}
+
 /// `[{"name": "site-1"}, …]`.
 fn site_names(sites: usize) -> Vec<Value> {
     (0..sites)
@@ -206,15 +257,7 @@ async fn four_sites_one_killed_and_a_site_over_its_own_budget() {
     let (server, key) = start_server(dir.path()).await;
 
     let rows = planted_rows(4000, 20, 7);
-    let shards: Vec<PathBuf> = rows
-        .chunks(1000)
-        .enumerate()
-        .map(|(i, chunk)| {
-            let path = dir.path().join(format!("shard-{i}.csv"));
-            std::fs::write(&path, to_csv(chunk)).unwrap();
-            path
-        })
-        .collect();
+    let shards = write_shards(dir.path(), "shard", &rows, 1000);
 
     // Study 1: four sites, t = 3; site 4 falls silent after its round-2 unmask and is killed.
     let created = create_study(&server, &key, power_study(4, 3, 120)).await;
@@ -251,15 +294,12 @@ async fn four_sites_one_killed_and_a_site_over_its_own_budget() {
     .await;
     children[3].kill().unwrap();
     let _ = children[3].wait();
-    for child in children.iter_mut().take(3) {
-        let status = wait_exit(child, Duration::from_secs(300));
-        assert_eq!(
-            status.map(|s| s.code()),
-            Some(Some(0)),
-            "a surviving site failed\n{}",
-            logs(&logs_paths)
-        );
-    }
+    wait_all_ok(
+        &mut children[..3],
+        Duration::from_secs(300),
+        &logs_paths,
+        "surviving",
+    );
     let (_, view) = get(&url, &key).await;
     assert_eq!(view["status"], "succeeded", "{view}");
     assert_eq!(view["sites"][3]["status"], "dropped", "{view}");
@@ -366,15 +406,7 @@ async fn run_study(
             site(server, token, shard, &ledger, budget, &paths[i], &[])
         })
         .collect();
-    for child in &mut children {
-        let status = wait_exit(child, Duration::from_secs(300));
-        assert_eq!(
-            status.map(|s| s.code()),
-            Some(Some(0)),
-            "a site failed\n{}",
-            logs(&paths)
-        );
-    }
+    wait_all_ok(&mut children, Duration::from_secs(300), &paths, "study");
     (created["id"].as_str().unwrap().to_string(), paths)
 }
 
@@ -593,32 +625,10 @@ async fn a_study_survives_a_coordinator_kill_and_a_site_restart() {
     let base = server.base.clone();
 
     let rows = planted_rows(3000, 20, 11);
-    let shards: Vec<PathBuf> = rows
-        .chunks(1000)
-        .enumerate()
-        .map(|(i, chunk)| {
-            let path = dir.path().join(format!("shard-{i}.csv"));
-            std::fs::write(&path, to_csv(chunk)).unwrap();
-            path
-        })
-        .collect();
+    let shards = write_shards(dir.path(), "shard", &rows, 1000);
     let rho = 0.5;
     let budget = 2.5 * rho;
-    let body = |name: &str| {
-        json!({
-            "name": name,
-            "algorithm": "federated_power",
-            "n_features": 20,
-            "relation": "replace_one",
-            "row_norm_bound": 1.0,
-            "params": {"k": 3, "iterations": 100},
-            "privacy": {"rho": rho},
-            "threshold": 3,
-            "sites": site_names(3),
-            "join_timeout_seconds": 300,
-            "round_timeout_seconds": 60,
-        })
-    };
+    let body = |name: &str| three_site_study(name, 20, (3, 100), rho, 60);
     let created = create_study(&server, &key, body("durable")).await;
     let id = created["id"].as_str().unwrap().to_string();
     let ledgers: Vec<PathBuf> = (0..3)
@@ -666,15 +676,12 @@ async fn a_study_survives_a_coordinator_kill_and_a_site_restart() {
     let restarted_log = dir.path().join("site-2-restarted.log");
     logs_paths.push(restarted_log.clone());
     children[2] = start_site(&server, 2, &restarted_log);
-    for child in &mut children {
-        let status = wait_exit(child, Duration::from_secs(600));
-        assert_eq!(
-            status.map(|s| s.code()),
-            Some(Some(0)),
-            "a site failed\n{}",
-            logs(&logs_paths)
-        );
-    }
+    wait_all_ok(
+        &mut children,
+        Duration::from_secs(600),
+        &logs_paths,
+        "after the restart",
+    );
     let restarted = std::fs::read_to_string(&restarted_log).unwrap();
     assert!(
         restarted.contains("continuing the study from the ledger"),
@@ -712,15 +719,12 @@ async fn a_study_survives_a_coordinator_kill_and_a_site_restart() {
             )
         })
         .collect();
-    for child in &mut children {
-        let status = wait_exit(child, Duration::from_secs(600));
-        assert_eq!(
-            status.map(|s| s.code()),
-            Some(Some(0)),
-            "a site of the second study failed\n{}",
-            logs(&second_logs)
-        );
-    }
+    wait_all_ok(
+        &mut children,
+        Duration::from_secs(600),
+        &second_logs,
+        "second study",
+    );
     let second_id = second["id"].as_str().unwrap();
     let (_, view) = get(&format!("{base}/v1/studies/{second_id}"), &key).await;
     assert_eq!(view["status"], "succeeded", "{view}");
@@ -739,4 +743,117 @@ async fn a_study_survives_a_coordinator_kill_and_a_site_restart() {
         (federated - central).abs() <= 0.1,
         "federated energy {federated:.4} vs central {central:.4}"
     );
+}
+
+/// The protocol points of a two-round study at which the coordinator is stopped, as its test
+/// hook names them (`Live::phase_label` in src/studies/durable.rs): a site has joined, the key
+/// exchange (the roster is out), share boxes arriving, and each round's collect and unmask.
+const PHASES: [&str; 7] = [
+    "join", "keys", "shares", "round-1", "unmask-1", "round-2", "unmask-2",
+];
+
+/// For each phase, one small study (3 sites of 200 rows, d 10, k 2, 2 rounds): the coordinator
+/// aborts right after it has kept the study at that point (`PRIVPCA_TEST_COORDINATOR_ABORT_AT`;
+/// no shutdown path runs, as with SIGKILL, and no clock is raced), is started again on the same
+/// database and address, and the study succeeds with every site charged exactly once, in the
+/// coordinator's view and in each site's own ledger.
+async fn a_study_survives_a_coordinator_kill_at_every_phase(database_url: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let address = format!("127.0.0.1:{}", support::free_port());
+    let base = format!("http://{address}");
+    let server_log = dir.path().join("server.log");
+    let env = |abort: Option<&str>| {
+        let mut env = server_env_on(dir.path(), database_url);
+        env.push(("PRIVPCA_BIND", address.clone()));
+        if let Some(phase) = abort {
+            env.push(("PRIVPCA_TEST_COORDINATOR_ABORT_AT", phase.to_string()));
+        }
+        env
+    };
+    let start = |abort: Option<&str>| {
+        let (child, _) = support::spawn(&env(abort), &server_log);
+        support::ready(child, base.clone(), &server_log)
+    };
+    let rows = planted_rows(600, 10, 5);
+    let shards = write_shards(dir.path(), "phase-shard", &rows, 200);
+    let rho = 0.5;
+    let mut key = String::new();
+    for phase in PHASES {
+        let mut server = start(Some(phase)).await;
+        if key.is_empty() {
+            key = support::tenant(&base, ADMIN, "t").await;
+        }
+        let created = create_study(&server, &key, three_site_study(phase, 10, (2, 2), rho, 120)).await;
+        let id = created["id"].as_str().unwrap();
+        let ledgers: Vec<PathBuf> = (0..3)
+            .map(|i| dir.path().join(format!("{phase}-ledger-{i}.db")))
+            .collect();
+        let mut paths: Vec<PathBuf> = (0..3)
+            .map(|i| dir.path().join(format!("{phase}-site-{i}.log")))
+            .collect();
+        let mut children: Vec<Child> = (0..3)
+            .map(|i| {
+                let token = created["sites"][i]["token"].as_str().unwrap();
+                site(&server, token, &shards[i], &ledgers[i], 2.0 * rho, &paths[i], &[])
+            })
+            .collect();
+        paths.push(server_log.clone());
+
+        // The coordinator stops itself right after keeping the study at `phase`.
+        let stopped = wait_exit(&mut server.child, Duration::from_secs(300));
+        assert!(
+            matches!(stopped, Some(s) if !s.success()),
+            "the coordinator did not stop at {phase}\n{}",
+            logs(&paths)
+        );
+        assert!(
+            server
+                .log_text()
+                .contains(&format!("keeping the study at {phase}\n")),
+            "{}",
+            logs(&paths)
+        );
+        drop(server);
+        let restarted = Instant::now();
+        let server = start(None).await;
+        wait_all_ok(
+            &mut children,
+            Duration::from_secs(600),
+            &paths,
+            &format!("stopped at {phase}"),
+        );
+        // How long the resumed study took to its end (it may lose at most one round timeout).
+        eprintln!(
+            "stopped at {phase}: the study ended {:.2} s after the restart (round timeout 120 s)",
+            restarted.elapsed().as_secs_f64()
+        );
+        let (view, _) = succeeded_study(&server, &key, id).await;
+        for (i, ledger) in ledgers.iter().enumerate() {
+            assert_eq!(view["sites"][i]["status"], "done", "{phase}: {view}");
+            let charged = view["sites"][i]["charged"]["rho"].as_f64().unwrap();
+            assert!((charged - rho).abs() < 1e-9, "{phase}: charged once: {view}");
+            let ledger = privpca::store::Store::open_ledger(ledger).await.unwrap();
+            let budget = ledger.local_budget().await.unwrap().unwrap();
+            assert_eq!(
+                budget.spent_rho_units,
+                privpca::privacy::units::RhoUnits::charge(rho),
+                "{phase}: site {i}'s own ledger charged once"
+            );
+        }
+        server.kill();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_study_survives_a_coordinator_kill_at_every_phase_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("privpca.db").display());
+    a_study_survives_a_coordinator_kill_at_every_phase(&url).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: set PRIVPCA_TEST_POSTGRES_URL (CI runs it)"]
+async fn a_study_survives_a_coordinator_kill_at_every_phase_on_postgres() {
+    let url = support::fresh_database(&support::postgres_url(), "privpca_faults").await;
+    a_study_survives_a_coordinator_kill_at_every_phase(&url).await;
 }

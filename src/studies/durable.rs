@@ -11,9 +11,10 @@
 //! ends. No unmasked individual site vector is ever computed, so none can be kept.
 //!
 //! Every snapshot also lists the store writes of the step that produced it. The hub writes the
-//! snapshot first (fenced) and then those writes; a replica that resumes the study applies them
-//! again. Each is idempotent (a charge is made once, a finished study is not finished again),
-//! so a stop between the two loses nothing and repeats nothing.
+//! snapshot and those writes in one fenced transaction (`Store::save_study_step`), so a replica
+//! that lost its lease applies none of them; a replica that resumes the study applies them
+//! again under its own claim. Each is idempotent (a charge is made once, progress never goes
+//! back, a finished study is not finished again), so this repeats nothing.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -191,6 +192,31 @@ impl Live {
         }
     }
 
+    /// Whether the study is kept in the database (`federated_power`; CAPE is not).
+    pub fn is_kept(&self) -> bool {
+        matches!(self.protocol, Protocol::Power(_))
+    }
+
+    /// The protocol point a snapshot of this study keeps, by name: `join` (a site has joined),
+    /// `keys` (the roster is out, no share boxes yet), `shares` (share boxes are arriving),
+    /// `round-N` (round N collects), `unmask-N` (round N unmasks), `done`, `finished`; None
+    /// before anyone joined and for CAPE. The coordinator's test hook
+    /// (`PRIVPCA_TEST_COORDINATOR_ABORT_AT`) names one of these.
+    pub fn phase_label(&self) -> Option<String> {
+        let (_, round, phase) = self.marker();
+        Some(match &self.stage {
+            Stage::Enrolling if self.joined.is_empty() => return None,
+            Stage::Enrolling => "join".to_owned(),
+            Stage::Sharing(sharing) if sharing.boxes.is_empty() => "keys".to_owned(),
+            Stage::Sharing(_) => "shares".to_owned(),
+            Stage::Running(_) if phase == 0 => format!("round-{round}"),
+            Stage::Running(_) if phase == 1 => format!("unmask-{round}"),
+            Stage::Running(_) => "done".to_owned(),
+            Stage::Finished { .. } => "finished".to_owned(),
+            Stage::Cape(_) => return None,
+        })
+    }
+
     /// The snapshot to keep after a step with `effects`; None for protocols that are not
     /// kept (CAPE: its studies still fail on a coordinator restart).
     pub fn snapshot(&self, effects: &[Effect]) -> Option<Snapshot> {
@@ -305,4 +331,4 @@ impl Live {
 
 #[cfg(test)]
 #[path = "durable_tests.rs"]
-mod tests;
+pub(crate) mod tests;

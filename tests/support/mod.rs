@@ -243,6 +243,14 @@ pub async fn wait_for(base: &str, key: &str, id: &str, until: &[&str], limit: Du
     }
 }
 
+/// The server the PostgreSQL tests use; an ignored test run without it fails, never skips.
+pub fn postgres_url() -> String {
+    std::env::var("PRIVPCA_TEST_POSTGRES_URL")
+        .ok()
+        .filter(|u| !u.is_empty())
+        .expect("PRIVPCA_TEST_POSTGRES_URL names the PostgreSQL server (scripts/postgres.sh)")
+}
+
 /// A fresh, empty database on the PostgreSQL server at `base` (a URL naming a database its user
 /// may create databases from); returns its URL. Each process-level test on PostgreSQL uses its own.
 pub async fn fresh_database(base: &str, prefix: &str) -> String {
