@@ -366,16 +366,21 @@ async fn run_study(
             site(server, token, shard, &ledger, budget, &paths[i], &[])
         })
         .collect();
-    for child in &mut children {
-        let status = wait_exit(child, Duration::from_secs(300));
+    all_exit_ok(&mut children, &paths, 300);
+    (created["id"].as_str().unwrap().to_string(), paths)
+}
+
+/// Waits (up to `secs` each) for every site to exit 0; otherwise fails with the logs.
+fn all_exit_ok(children: &mut [Child], paths: &[PathBuf], secs: u64) {
+    for child in children {
+        let status = wait_exit(child, Duration::from_secs(secs));
         assert_eq!(
             status.map(|s| s.code()),
             Some(Some(0)),
             "a site failed\n{}",
-            logs(&paths)
+            logs(paths)
         );
     }
-    (created["id"].as_str().unwrap().to_string(), paths)
 }
 
 /// A succeeded study's view and result.
@@ -598,6 +603,15 @@ async fn a_generated_admin_key_stays_out_of_the_log() {
     assert!(logged.contains("generated-admin-key"), "{logged}");
 }
 
+/// Three sites' ledgers (`ledger-i.db`) and logs (`site-i.log`) under `dir`; the logs listed
+/// with the server's.
+fn three_sites_files(dir: &Path, server_log: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let ledgers = (0..3).map(|i| dir.join(format!("ledger-{i}.db"))).collect();
+    let mut logs: Vec<PathBuf> = (0..3).map(|i| dir.join(format!("site-{i}.log"))).collect();
+    logs.push(server_log.to_path_buf());
+    (ledgers, logs)
+}
+
 /// SIGKILLs the coordinator and starts it again on the same database and address.
 async fn kill_and_restart(server: Server, env: &[(&'static str, String)], log: &Path) -> Server {
     let base = server.base.clone();
@@ -611,24 +625,22 @@ async fn kill_and_restart(server: Server, env: &[(&'static str, String)], log: &
 /// Issue 19 item 4, CAPE: a `cape_agn` study (two stages, three sites, t = 3) whose coordinator
 /// is SIGKILLed in stage 2, holding two of its three stage-2 releases, and restarted on the
 /// same database and address; site 3 (silenced by the test hook right after its stage-1
-/// release) is SIGKILLed, started once with another budget (refused: nothing is sent), and
-/// then with its own command line, which continues from its ledger. The study succeeds, every
-/// site is `done` and charged once, and each site's own ledger was charged once.
+/// release) is SIGKILLed, started with another data file and with another budget (each
+/// refused before anything is sent), and then with its own command line, which continues from
+/// its ledger. The study succeeds with every site's stage-2 release, every site is `done` and
+/// charged once, and each site's own ledger was charged once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cape_study_survives_a_coordinator_kill_and_a_site_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let env = server_env(dir.path());
-    let server_log = dir.path().join("server.log");
-    let server = support::start(&env, &server_log).await;
-    let key = support::tenant(&server.base, ADMIN, "t").await;
+    let (server, key) = start_server(dir.path()).await;
+    let (env, server_log) = (server_env(dir.path()), dir.path().join("server.log"));
     let (_, shards) = mixture_shards(dir.path());
-    let created = create_study(&server, &key, mixture_study("durable cape")).await;
+    // A round timeout far beyond the restarts below: no site is dropped for them.
+    let mut body = mixture_study("durable cape");
+    body["round_timeout_seconds"] = json!(300);
+    let created = create_study(&server, &key, body).await;
     let id = created["id"].as_str().unwrap().to_string();
-    let ledgers: Vec<PathBuf> = (0..3)
-        .map(|i| dir.path().join(format!("ledger-{i}.db")))
-        .collect();
-    let mut logs_paths: Vec<PathBuf> = (0..3).map(|i| dir.path().join(format!("site-{i}.log"))).collect();
-    logs_paths.push(server_log.clone());
+    let (ledgers, mut logs_paths) = three_sites_files(dir.path(), &server_log);
     let token = |i: usize| created["sites"][i]["token"].as_str().unwrap().to_string();
     let budget = 1e6;
     let stop = [("PRIVPCA_SITE_TEST_STOP_AFTER_ROUND", "1".to_string())];
@@ -654,14 +666,8 @@ async fn a_cape_study_survives_a_coordinator_kill_and_a_site_restart() {
         &logs_paths,
     )
     .await;
-    for i in 0..2 {
-        wait_for_line(
-            &mut children[i],
-            &logs_paths[i],
-            "stage 2/2 release sent",
-            &logs_paths,
-        )
-        .await;
+    for (child, log) in children.iter_mut().zip(&logs_paths).take(2) {
+        wait_for_line(child, log, "stage 2/2 release sent", &logs_paths).await;
     }
     let server = kill_and_restart(server, &env, &server_log).await;
     let url = format!("{}/v1/studies/{id}", server.base);
@@ -706,15 +712,7 @@ async fn a_cape_study_survives_a_coordinator_kill_and_a_site_restart() {
         &restarted_log,
         &stop,
     );
-    for child in &mut children {
-        let status = wait_exit(child, Duration::from_secs(600));
-        assert_eq!(
-            status.map(|s| s.code()),
-            Some(Some(0)),
-            "a site failed\n{}",
-            logs(&logs_paths)
-        );
-    }
+    all_exit_ok(&mut children, &logs_paths, 600);
     let restarted = std::fs::read_to_string(&restarted_log).unwrap();
     assert!(
         restarted.contains("continuing the study from the ledger: stage 1 was sent"),
@@ -792,11 +790,7 @@ async fn a_study_survives_a_coordinator_kill_and_a_site_restart() {
     };
     let created = create_study(&server, &key, body("durable")).await;
     let id = created["id"].as_str().unwrap().to_string();
-    let ledgers: Vec<PathBuf> = (0..3)
-        .map(|i| dir.path().join(format!("ledger-{i}.db")))
-        .collect();
-    let mut logs_paths: Vec<PathBuf> = (0..3).map(|i| dir.path().join(format!("site-{i}.log"))).collect();
-    logs_paths.push(server_log.clone());
+    let (ledgers, mut logs_paths) = three_sites_files(dir.path(), &server_log);
     let stop = vec![("PRIVPCA_SITE_TEST_STOP_AFTER_ROUND", "2".to_string())];
     let start_site = |server: &Server, i: usize, log: &Path| {
         let token = created["sites"][i]["token"].as_str().unwrap();
@@ -832,15 +826,7 @@ async fn a_study_survives_a_coordinator_kill_and_a_site_restart() {
     let restarted_log = dir.path().join("site-2-restarted.log");
     logs_paths.push(restarted_log.clone());
     children[2] = start_site(&server, 2, &restarted_log);
-    for child in &mut children {
-        let status = wait_exit(child, Duration::from_secs(600));
-        assert_eq!(
-            status.map(|s| s.code()),
-            Some(Some(0)),
-            "a site failed\n{}",
-            logs(&logs_paths)
-        );
-    }
+    all_exit_ok(&mut children, &logs_paths, 600);
     let restarted = std::fs::read_to_string(&restarted_log).unwrap();
     assert!(
         restarted.contains("continuing the study from the ledger"),
@@ -878,15 +864,7 @@ async fn a_study_survives_a_coordinator_kill_and_a_site_restart() {
             )
         })
         .collect();
-    for child in &mut children {
-        let status = wait_exit(child, Duration::from_secs(600));
-        assert_eq!(
-            status.map(|s| s.code()),
-            Some(Some(0)),
-            "a site of the second study failed\n{}",
-            logs(&second_logs)
-        );
-    }
+    all_exit_ok(&mut children, &second_logs, 600);
     let second_id = second["id"].as_str().unwrap();
     let (_, view) = get(&format!("{base}/v1/studies/{second_id}"), &key).await;
     assert_eq!(view["status"], "succeeded", "{view}");

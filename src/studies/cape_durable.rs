@@ -92,38 +92,31 @@ impl CapeRunning {
     /// must be the plan's for this stage and roster, every seed 32 bytes and every release of
     /// the stage's length, so a damaged row is refused rather than summed.
     pub(super) fn restore(plan: CapePlan, kept: CapeKept) -> Result<CapeRunning, String> {
-        let CapeKept {
-            stage,
-            noise,
-            roster,
-            peers,
-            aggregator_seeds,
-            releases,
-            len,
-            whitening,
-            reports,
-        } = kept;
+        let (stage, noise, roster, len) = (kept.stage, kept.noise, kept.roster, kept.len);
         let sites = u32::try_from(roster.len()).map_err(|e| e.to_string())?;
         if plan.stage_noise(stage, sites) != Some(noise) {
             return Err(format!(
                 "the kept noise of stage {stage} is not the plan's for {sites} sites"
             ));
         }
-        if aggregator_seeds.keys().ne(roster.iter()) {
+        if kept.aggregator_seeds.keys().ne(roster.iter()) {
             return Err("the kept aggregator seeds do not match the roster".into());
         }
-        let aggregator_seeds = aggregator_seeds
+        let aggregator_seeds = kept
+            .aggregator_seeds
             .into_iter()
             .map(|(s, seed)| Ok((s, wire::decode_key(&seed).map_err(|e| e.to_string())?)))
             .collect::<Result<BTreeMap<_, _>, String>>()?;
-        if releases.keys().any(|s| !roster.contains(s)) {
+        if kept.releases.keys().any(|s| !roster.contains(s)) {
             return Err("a kept release is from a site outside the roster".into());
         }
-        let releases = releases
+        let releases = kept
+            .releases
             .into_iter()
             .map(|(s, text)| Ok((s, wire::b64_to_f64s(&text, len).map_err(|e| e.to_string())?)))
             .collect::<Result<BTreeMap<_, _>, String>>()?;
-        let whitening = whitening
+        let whitening = kept
+            .whitening
             .map(|k| {
                 Ok::<_, String>(Whitening {
                     w: b64_matrix(k.rows, k.cols, &k.w)?,
@@ -140,13 +133,13 @@ impl CapeRunning {
             stage,
             noise,
             roster,
-            peers,
+            peers: kept.peers,
             aggregator_seeds,
             releases,
             len,
             input,
             whitening,
-            reports,
+            reports: kept.reports,
         })
     }
 }
