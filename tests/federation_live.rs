@@ -502,15 +502,10 @@ async fn cape_pca_over_three_unequal_sites_matches_central_analyze_gauss() {
     );
 }
 
-/// Live `cape_agn` (Alg. 3, two stages) over three real `privpca site` processes on a mixture
-/// of three spherical Gaussians (d = 10, σ² = 0.05): the study succeeds, returns components
-/// close to the true means at a large budget, reports both stages' noise, and every site's own
-/// ledger is charged once for both stages.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cape_agn_over_three_sites_recovers_the_mixture() {
-    let dir = tempfile::tempdir().unwrap();
-    let (server, key) = start_server(dir.path()).await;
-    let (d, k, sigma2) = (10usize, 3usize, 0.05f64);
+/// `cape_agn`'s mixture: three spherical Gaussians (d = 10, σ² = 0.05, weights 0.5, 0.3, 0.2)
+/// of 9 000 rows, written as three 3 000-row shards under `dir`; the true means and the shards.
+fn mixture_shards(dir: &Path) -> (Vec<Vec<f64>>, Vec<PathBuf>) {
+    let (d, k, sigma2) = (10usize, 3usize, MIXTURE_SIGMA2);
     let mut rng = ChaCha20Rng::seed_from_u64(5);
     let q = DMatrix::from_fn(d, k, |_, _| -> f64 { StandardNormal.sample(&mut rng) })
         .qr()
@@ -518,7 +513,6 @@ async fn cape_agn_over_three_sites_recovers_the_mixture() {
     let means: Vec<Vec<f64>> = (0..k)
         .map(|j| q.column(j).iter().map(|v| v * (0.9 - 0.1 * j as f64)).collect())
         .collect();
-    let weights = [0.5, 0.3, 0.2];
     let rows: Vec<Vec<f64>> = (0..9000)
         .map(|i| {
             let h = if i % 10 < 5 {
@@ -539,24 +533,54 @@ async fn cape_agn_over_three_sites_recovers_the_mixture() {
         .collect();
     let mut paths = Vec::new();
     for (i, chunk) in rows.chunks(3000).enumerate() {
-        let path = dir.path().join(format!("agn-{i}.csv"));
+        let path = dir.join(format!("agn-{i}.csv"));
         std::fs::write(&path, to_csv(chunk)).unwrap();
         paths.push(path);
     }
-    let body = json!({
-        "name": "mixture",
+    (means, paths)
+}
+
+const MIXTURE_SIGMA2: f64 = 0.05;
+
+/// A `cape_agn` study body over the mixture's three sites (ρ 10⁵, t 3).
+fn mixture_study(name: &str) -> Value {
+    json!({
+        "name": name,
         "algorithm": "cape_agn",
-        "n_features": d,
+        "n_features": 10,
         "relation": "replace_one",
         "row_norm_bound": 3.0,
-        "params": {"k": k, "model": "mog", "sigma2": sigma2},
+        "params": {"k": 3, "model": "mog", "sigma2": MIXTURE_SIGMA2},
         "privacy": {"rho": 1e5},
         "threshold": 3,
         "sites": site_names(3),
         "join_timeout_seconds": 120,
         "round_timeout_seconds": ROUND_TIMEOUT_SECS,
-    });
-    let (id, logs_paths) = run_study(&server, &key, dir.path(), body, &paths, "agn", "agn", 1e6).await;
+    })
+}
+
+/// Live `cape_agn` (Alg. 3, two stages) over three real `privpca site` processes on a mixture
+/// of three spherical Gaussians (d = 10, σ² = 0.05): the study succeeds, returns components
+/// close to the true means at a large budget, reports both stages' noise, and every site's own
+/// ledger is charged once for both stages.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cape_agn_over_three_sites_recovers_the_mixture() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, key) = start_server(dir.path()).await;
+    let (means, paths) = mixture_shards(dir.path());
+    let k = means.len();
+    let weights = [0.5, 0.3, 0.2];
+    let (id, logs_paths) = run_study(
+        &server,
+        &key,
+        dir.path(),
+        mixture_study("mixture"),
+        &paths,
+        "agn",
+        "agn",
+        1e6,
+    )
+    .await;
     let (view, result) = succeeded_study(&server, &key, &id).await;
     assert_eq!(view["progress"]["done"], 2, "{view}");
     let noise = &result["noise"];
@@ -606,6 +630,146 @@ async fn a_generated_admin_key_stays_out_of_the_log() {
     assert!(logged.contains("generated-admin-key"), "{logged}");
 }
 
+/// Three sites' ledgers (`ledger-i.db`) and logs (`site-i.log`) under `dir`; the logs listed
+/// with the server's.
+fn three_sites_files(dir: &Path, server_log: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let ledgers = (0..3).map(|i| dir.join(format!("ledger-{i}.db"))).collect();
+    let mut logs: Vec<PathBuf> = (0..3).map(|i| dir.join(format!("site-{i}.log"))).collect();
+    logs.push(server_log.to_path_buf());
+    (ledgers, logs)
+}
+
+/// SIGKILLs the coordinator and starts it again on the same database and address.
+async fn kill_and_restart(server: Server, env: &[(&'static str, String)], log: &Path) -> Server {
+    let base = server.base.clone();
+    server.kill();
+    let mut restarted_env = env.to_vec();
+    restarted_env.push(("PRIVPCA_BIND", base.trim_start_matches("http://").to_string()));
+    let (child, _) = support::spawn(&restarted_env, log);
+    support::ready(child, base, log).await
+}
+
+/// Issue 19 item 4, CAPE: a `cape_agn` study (two stages, three sites, t = 3) whose coordinator
+/// is SIGKILLed in stage 2, holding two of its three stage-2 releases, and restarted on the
+/// same database and address; site 3 (silenced by the test hook right after its stage-1
+/// release) is SIGKILLed, started with another data file and with another budget (each
+/// refused before anything is sent), and then with its own command line, which continues from
+/// its ledger. The study succeeds with every site's stage-2 release, every site is `done` and
+/// charged once, and each site's own ledger was charged once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cape_study_survives_a_coordinator_kill_and_a_site_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, key) = start_server(dir.path()).await;
+    let (env, server_log) = (server_env(dir.path()), dir.path().join("server.log"));
+    let (_, shards) = mixture_shards(dir.path());
+    // A round timeout far beyond the restarts below: no site is dropped for them.
+    let mut body = mixture_study("durable cape");
+    body["round_timeout_seconds"] = json!(300);
+    let created = create_study(&server, &key, body).await;
+    let id = created["id"].as_str().unwrap().to_string();
+    let (ledgers, mut logs_paths) = three_sites_files(dir.path(), &server_log);
+    let token = |i: usize| created["sites"][i]["token"].as_str().unwrap().to_string();
+    let budget = 1e6;
+    let stop = [("PRIVPCA_SITE_TEST_STOP_AFTER_ROUND", "1".to_string())];
+    let mut children: Vec<Child> = (0..3)
+        .map(|i| {
+            let extra: &[(&str, String)] = if i == 2 { &stop } else { &[] };
+            site(
+                &server,
+                &token(i),
+                &shards[i],
+                &ledgers[i],
+                budget,
+                &logs_paths[i],
+                extra,
+            )
+        })
+        .collect();
+    // Site 3 sends its stage-1 release and falls silent; sites 1 and 2 send stage 2.
+    wait_for_line(
+        &mut children[2],
+        &logs_paths[2],
+        "stopping after stage 1",
+        &logs_paths,
+    )
+    .await;
+    for (child, log) in children.iter_mut().zip(&logs_paths).take(2) {
+        wait_for_line(child, log, "stage 2/2 release sent", &logs_paths).await;
+    }
+    let server = kill_and_restart(server, &env, &server_log).await;
+    let url = format!("{}/v1/studies/{id}", server.base);
+    let (_, view) = get(&url, &key).await;
+    assert_eq!(view["status"], "running", "{view}");
+    assert_eq!(view["progress"]["done"], 1, "{view}");
+
+    children[2].kill().unwrap();
+    let _ = children[2].wait();
+    // Another data file, or another budget, on the same ledger: refused (exit 2) before
+    // anything is sent.
+    for (i, (data, budget, why)) in [
+        (&shards[1], budget, "started with another data file"),
+        (&shards[2], budget / 2.0, "never changes"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let refused_log = dir.path().join(format!("site-2-refused-{i}.log"));
+        logs_paths.push(refused_log.clone());
+        let mut refused = site(&server, &token(2), data, &ledgers[2], budget, &refused_log, &[]);
+        let status = wait_exit(&mut refused, Duration::from_secs(120));
+        assert_eq!(
+            status.map(|s| s.code()),
+            Some(Some(2)),
+            "refused: {why}\n{}",
+            logs(&logs_paths)
+        );
+        let text = std::fs::read_to_string(&refused_log).unwrap();
+        assert!(text.contains(why), "{text}");
+        assert!(!text.contains("release sent"), "{text}");
+    }
+    // The same command line continues from the ledger.
+    let restarted_log = dir.path().join("site-2-restarted.log");
+    logs_paths.push(restarted_log.clone());
+    children[2] = site(
+        &server,
+        &token(2),
+        &shards[2],
+        &ledgers[2],
+        budget,
+        &restarted_log,
+        &stop,
+    );
+    wait_all_ok(&mut children, Duration::from_secs(600), &logs_paths, "sites");
+    let restarted = std::fs::read_to_string(&restarted_log).unwrap();
+    assert!(
+        restarted.contains("continuing the study from the ledger: stage 1 was sent"),
+        "{restarted}"
+    );
+    assert!(restarted.contains("stage 2/2 release sent"), "{restarted}");
+    let (view, result) = succeeded_study(&server, &key, &id).await;
+    assert_eq!(view["progress"]["done"], 2, "{view}");
+    let rho = view["cost"]["rho"].as_f64().unwrap();
+    for i in 0..3 {
+        assert_eq!(view["sites"][i]["status"], "done", "{view}");
+        assert!(
+            (view["sites"][i]["charged"]["rho"].as_f64().unwrap() - rho).abs() <= 1e-9 * rho,
+            "charged once: {view}"
+        );
+    }
+    for side in ["stage1", "stage2"] {
+        assert_eq!(result["noise"][side]["survivors"], json!([1, 2, 3]), "{result}");
+    }
+    // Each site's own ledger was charged once, in its first run.
+    let site_logs: Vec<String> = [&logs_paths[0], &logs_paths[1], &logs_paths[2], &restarted_log]
+        .iter()
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .collect();
+    for text in &site_logs[..3] {
+        assert_eq!(text.matches("charged rho").count(), 1, "{text}");
+    }
+    assert_eq!(site_logs[3].matches("charged rho").count(), 0, "{}", site_logs[3]);
+}
+
 /// Issue 19's "Durable" scenario: a 3-site `federated_power` study (t = 3, 100 iterations,
 /// round timeout 60 s) on the default SQLite service. Its coordinator is SIGKILLed after round
 /// 2 and restarted on the same database and address; then one site is SIGKILLed and restarted
@@ -631,11 +795,7 @@ async fn a_study_survives_a_coordinator_kill_and_a_site_restart() {
     let body = |name: &str| three_site_study(name, 20, (3, 100), rho, 60);
     let created = create_study(&server, &key, body("durable")).await;
     let id = created["id"].as_str().unwrap().to_string();
-    let ledgers: Vec<PathBuf> = (0..3)
-        .map(|i| dir.path().join(format!("ledger-{i}.db")))
-        .collect();
-    let mut logs_paths: Vec<PathBuf> = (0..3).map(|i| dir.path().join(format!("site-{i}.log"))).collect();
-    logs_paths.push(server_log.clone());
+    let (ledgers, mut logs_paths) = three_sites_files(dir.path(), &server_log);
     let stop = vec![("PRIVPCA_SITE_TEST_STOP_AFTER_ROUND", "2".to_string())];
     let start_site = |server: &Server, i: usize, log: &Path| {
         let token = created["sites"][i]["token"].as_str().unwrap();
@@ -660,12 +820,7 @@ async fn a_study_survives_a_coordinator_kill_and_a_site_restart() {
 
     // The coordinator dies (SIGKILL) while round 3 waits for site 3, and comes back on the
     // same database and address.
-    let address = base.trim_start_matches("http://").to_string();
-    server.kill();
-    let mut restarted_env = env.clone();
-    restarted_env.push(("PRIVPCA_BIND", address));
-    let (child, _) = support::spawn(&restarted_env, &server_log);
-    let server = support::ready(child, base.clone(), &server_log).await;
+    let server = kill_and_restart(server, &env, &server_log).await;
     let url = format!("{base}/v1/studies/{id}");
     let (_, view) = get(&url, &key).await;
     assert_eq!(view["status"], "running", "{view}");

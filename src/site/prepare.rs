@@ -20,11 +20,9 @@ use crate::store::{SiteStatus, StudyStatus};
 
 /// Whether the study can be joined by this site now.
 fn check_study(view: &SiteStudyView) -> Result<(), Failure> {
-    // A `federated_power` site that already joined may be this site restarted: its ledger
-    // decides (`check_ledger` refuses unless it keeps this study's session).
-    if view.algorithm == "federated_power"
-        && matches!(view.status, StudyStatus::Enrolling | StudyStatus::Running)
-    {
+    // A site that already joined may be this site restarted (every study protocol is
+    // durable): its ledger decides (`check_ledger` refuses unless it keeps this study's session).
+    if matches!(view.status, StudyStatus::Enrolling | StudyStatus::Running) {
         return Ok(());
     }
     match view.status {

@@ -1,5 +1,6 @@
-//! The snapshot of a `federated_power` study that the coordinator keeps in the database
-//! (docs/design/federation.md, "Durable studies"), and the study rebuilt from it.
+//! The snapshot of a study that the coordinator keeps in the database (docs/design/federation.md,
+//! "Durable studies"), and the study rebuilt from it. A CAPE study's running stage is kept by
+//! [`super::cape_durable`] (what it keeps, and why that may be kept, is written there).
 //!
 //! What a snapshot holds, and why each part may be kept: the study's configuration, the
 //! roster's names and public keys (public); the share boxes relayed between sites (sealed:
@@ -22,6 +23,8 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use super::cape_durable::CapeKept;
+use super::cape_live::{CapePlan, CapeRunning};
 use super::live::{Effect, Live, Protocol, Running, Sharing, Stage};
 use crate::algorithms::Output;
 use crate::algorithms::federated_power::FederatedPowerConfig;
@@ -36,7 +39,12 @@ use crate::store::StudyStatus;
 /// A study's protocol state as kept in `study_states`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Snapshot {
-    config: FederatedPowerConfig,
+    /// `federated_power`'s configuration (absent for CAPE).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    config: Option<FederatedPowerConfig>,
+    /// A CAPE study's plan (absent for `federated_power`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    cape: Option<CapePlan>,
     threshold: u32,
     d: usize,
     names: BTreeMap<u32, String>,
@@ -68,6 +76,7 @@ enum StageSnapshot {
         last: Option<Vec<f64>>,
         inboxes: BTreeMap<u32, Vec<ShareBox>>,
     },
+    Cape(Box<CapeKept>),
     Finished {
         status: StudyStatus,
         reason: Option<String>,
@@ -187,14 +196,14 @@ impl Live {
                 };
                 (2, running.rounds.round(), phase)
             }
-            Stage::Cape(_) => (3, 0, 0),
+            Stage::Cape(cape) => (3, cape.stage, 0),
             Stage::Finished { .. } => (4, 0, 0),
         }
     }
 
-    /// Whether the study is kept in the database (`federated_power`; CAPE is not).
+    /// Whether the study is kept in the database (`federated_power` and CAPE).
     pub fn is_kept(&self) -> bool {
-        matches!(self.protocol, Protocol::Power(_))
+        matches!(self.protocol, Protocol::Power(_) | Protocol::Cape(_))
     }
 
     /// The protocol point a snapshot of this study keeps, by name: `join` (a site has joined),
@@ -217,11 +226,12 @@ impl Live {
         })
     }
 
-    /// The snapshot to keep after a step with `effects`; None for protocols that are not
-    /// kept (CAPE: its studies still fail on a coordinator restart).
+    /// The snapshot to keep after a step with `effects` (every protocol is kept; None is
+    /// left for a protocol that is not).
     pub fn snapshot(&self, effects: &[Effect]) -> Option<Snapshot> {
-        let Protocol::Power(config) = &self.protocol else {
-            return None;
+        let (config, cape) = match &self.protocol {
+            Protocol::Power(config) => (Some(config.clone()), None),
+            Protocol::Cape(plan) => (None, Some(plan.clone())),
         };
         let stage = match &self.stage {
             Stage::Enrolling => StageSnapshot::Enrolling,
@@ -243,10 +253,11 @@ impl Live {
                 status: *status,
                 reason: reason.clone(),
             },
-            Stage::Cape(_) => return None,
+            Stage::Cape(running) => StageSnapshot::Cape(Box::new(running.kept())),
         };
         Some(Snapshot {
-            config: config.clone(),
+            config,
+            cape,
             threshold: self.threshold,
             d: self.d,
             names: self.names.clone(),
@@ -269,6 +280,7 @@ impl Live {
     ) -> Result<(Live, Vec<Effect>), String> {
         let Snapshot {
             config,
+            cape,
             threshold,
             d,
             names,
@@ -277,10 +289,19 @@ impl Live {
             stage,
             effects,
         } = snapshot;
+        let protocol = match (config, cape) {
+            (Some(config), None) => Protocol::Power(config),
+            (None, Some(plan)) => Protocol::Cape(plan),
+            _ => return Err("a kept study names neither one protocol nor the other".into()),
+        };
+        let power_config = || match &protocol {
+            Protocol::Power(config) => Ok(config.clone()),
+            Protocol::Cape(_) => Err("a CAPE study kept in a federated_power stage".to_string()),
+        };
         let stage = match stage {
             StageSnapshot::Enrolling => Stage::Enrolling,
             StageSnapshot::Sharing { participants, boxes } => Stage::Sharing(Sharing {
-                config: config.clone(),
+                config: power_config()?,
                 participants,
                 boxes,
             }),
@@ -292,6 +313,7 @@ impl Live {
                 last,
                 inboxes,
             } => {
+                let config = power_config()?;
                 let aggregator = Aggregator::new(study, config.threshold, &participants, config.iterations)
                     .map_err(|e| e.to_string())?;
                 let rounds = Rounds::restore(aggregator, *rounds).map_err(|e| e.to_string())?;
@@ -308,17 +330,13 @@ impl Live {
                     inboxes,
                 }))
             }
+            StageSnapshot::Cape(kept) => match &protocol {
+                Protocol::Cape(plan) => Stage::Cape(Box::new(CapeRunning::restore(plan.clone(), *kept)?)),
+                Protocol::Power(_) => return Err("a federated_power study kept in a CAPE stage".into()),
+            },
             StageSnapshot::Finished { status, reason } => Stage::Finished { status, reason },
         };
-        let mut live = Live::new(
-            study,
-            Protocol::Power(config),
-            threshold,
-            d,
-            names,
-            join_deadline,
-            round_timeout,
-        );
+        let mut live = Live::new(study, protocol, threshold, d, names, join_deadline, round_timeout);
         live.joined = joined;
         live.out = out;
         if !matches!(stage, Stage::Enrolling) {

@@ -12,6 +12,7 @@
 //! once; the next request claims it again from the database.
 
 pub mod algorithm;
+mod cape_durable;
 pub mod cape_live;
 pub mod durable;
 pub mod live;
