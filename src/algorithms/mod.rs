@@ -24,6 +24,7 @@ pub mod eigenvalues;
 pub mod env;
 pub mod exact;
 pub mod federated_power;
+pub mod gossip_agent;
 pub mod gossip_graph;
 pub mod gossip_power;
 pub mod k_dp_pca;
