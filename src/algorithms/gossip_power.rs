@@ -319,6 +319,7 @@ impl Algorithm for GossipPower {
             "each message has one entry per record, so adding or removing a record changes its length; only replace_one records are supported",
         )
         .without_eigenvalues()
+        .study(super::StudyKind::Gossip)
     }
 
     fn configure(

@@ -228,6 +228,9 @@ pub enum StudyKind {
     /// CAPE: one or two stages of secure aggregation with correlated noise (`cape_pca`,
     /// `cape_agn`).
     Cape,
+    /// Gossip between agents holding blocks of features, relayed by the coordinator
+    /// (`gossip_power`).
+    Gossip,
 }
 
 /// One private PCA algorithm.

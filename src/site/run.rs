@@ -82,6 +82,9 @@ async fn follow(
     budget: &LocalBudget,
     prepared: &Prepared,
 ) -> Result<(), Failure> {
+    if prepared.view.algorithm == "gossip_power" {
+        return super::gossip::follow(args, client, store, budget, prepared).await;
+    }
     match prepared.computation.as_ref() {
         Some(computation) => super::power::follow(args, client, store, budget, prepared, computation).await,
         None => super::cape::follow(args, client, store, budget, prepared).await,

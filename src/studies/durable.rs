@@ -187,6 +187,7 @@ impl Live {
                 (2, running.rounds.round(), phase)
             }
             Stage::Cape(_) => (3, 0, 0),
+            Stage::Gossip(gossip) => (5, gossip.marker(), 0),
             Stage::Finished { .. } => (4, 0, 0),
         }
     }
@@ -217,7 +218,7 @@ impl Live {
                 status: *status,
                 reason: reason.clone(),
             },
-            Stage::Cape(_) => return None,
+            Stage::Cape(_) | Stage::Gossip(_) => return None,
         };
         Some(Snapshot {
             config: config.clone(),

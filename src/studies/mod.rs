@@ -14,6 +14,7 @@
 pub mod algorithm;
 pub mod cape_live;
 pub mod durable;
+pub mod gossip_live;
 pub mod live;
 
 use std::collections::{BTreeMap, HashMap};
@@ -399,6 +400,7 @@ impl StudyHub {
             let mut probe = request.clone();
             probe.n_samples = None;
             live.check_join(site, &probe)?;
+            live.check_gossip_n(n_samples)?;
             if !self.store.join_study_site(study, site, n_samples).await? {
                 return Err(LiveError::Conflict(
                     "this site has already joined, or the study is no longer enrolling".into(),
@@ -446,6 +448,11 @@ impl StudyHub {
         values: String,
     ) -> Result<(), HubError> {
         self.with_live(study, |live| live.cape_release(site, stage, &values))
+            .await
+    }
+
+    pub async fn gossip_post(&self, study: Uuid, site: u32, step: u32, values: String) -> Result<(), HubError> {
+        self.with_live(study, |live| live.gossip_post(site, step, &values))
             .await
     }
 
