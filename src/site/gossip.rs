@@ -84,6 +84,16 @@ pub(super) fn checked_config(view: &SiteStudyView) -> Result<(GossipStudyConfig,
     Ok((own, own_block))
 }
 
+/// The bounds this agent clips its block's rows to: β_i = β·√(d_i/d) in L2 (and √d_i·β_i in
+/// L1, which never binds beyond it). Σ_i β_i² = β², so every record's whole row, the
+/// concatenation of its blocks, has norm ≤ β: the bound the privacy derivation assumes
+/// (docs/design/federation.md, "Live gossip"). Public: it depends on the study's terms only.
+pub(super) fn block_bounds(view: &SiteStudyView) -> Result<(f64, f64), String> {
+    let (_, block) = checked_config(view)?;
+    let beta = view.row_norm_bound * (block as f64 / view.n_features as f64).sqrt();
+    Ok((beta, (block as f64).sqrt() * beta))
+}
+
 /// Whether this site's data is its block: exactly d_i columns and at least one record.
 pub(super) fn check_data(view: &SiteStudyView, n: usize, d: usize) -> Result<(), String> {
     let (_, block) = checked_config(view)?;

@@ -183,11 +183,16 @@ pub(super) async fn prepare(args: &SiteArgs, client: &SiteClient) -> Result<Prep
         Some(_) => (view.max_site_samples, None),
         None => super::cape::record_rules(&view),
     };
+    let (beta, alpha) = if view.algorithm == "gossip_power" {
+        super::gossip::block_bounds(&view).map_err(Failure::Refused)?
+    } else {
+        (view.row_norm_bound, view.row_l1_bound)
+    };
     let records = load_records(
         &args.data,
         format.ingest_format(),
-        view.row_norm_bound,
-        view.row_l1_bound,
+        beta,
+        alpha,
         max_records,
         empty_d,
     )
@@ -214,8 +219,8 @@ pub(super) async fn prepare(args: &SiteArgs, client: &SiteClient) -> Result<Prep
         records.n,
         records.d,
         args.data.display(),
-        view.row_norm_bound,
-        view.row_l1_bound
+        beta,
+        alpha
     ));
     Ok(Prepared {
         view,
