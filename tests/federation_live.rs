@@ -804,7 +804,14 @@ async fn gossip_power_over_four_agents_on_a_ring_matches_the_simulated_job() {
 
     // The simulated job on the same data: the same ρ, graph and blocks (4 contiguous agents).
     let dataset_id = support::records(&server.base, &key, "gossip-pooled", 10.0).await;
-    support::upload(&server.base, &key, &dataset_id, "text/csv", to_csv(&rows).into_bytes()).await;
+    support::upload(
+        &server.base,
+        &key,
+        &dataset_id,
+        "text/csv",
+        to_csv(&rows).into_bytes(),
+    )
+    .await;
     let job = support::submit(
         &server.base,
         &key,
@@ -855,7 +862,11 @@ async fn gossip_power_over_four_agents_on_a_ring_matches_the_simulated_job() {
     assert_eq!(view["status"], "failed", "{view}");
     assert_eq!(view["sites"][1]["status"], "invited", "{view}");
     assert!(
-        view["sites"].as_array().unwrap().iter().all(|s| s["charged"].is_null()),
+        view["sites"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["charged"].is_null()),
         "{view}"
     );
     server.kill();

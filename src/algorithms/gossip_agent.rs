@@ -249,7 +249,10 @@ impl Agent {
             self.check_inputs(inputs)?;
             self.state = match previous {
                 Exchange::Max => {
-                    let top = inputs.iter().map(|(_, s)| s[(0, 0)]).fold(self.state[(0, 0)], f64::max);
+                    let top = inputs
+                        .iter()
+                        .map(|(_, s)| s[(0, 0)])
+                        .fold(self.state[(0, 0)], f64::max);
                     Matrix::from_element(1, 1, top)
                 }
                 _ => mix_row(&self.weights, self.index, &self.state, inputs),
@@ -390,7 +393,12 @@ fn orthonormalise_one(u: &Matrix, g: &Matrix, m: f64) -> Result<Matrix, RunError
 
 /// Alg. 1 step 8: the segments stacked by `partition` (d×p), then the top-k left singular
 /// vectors, sign-fixed (Rayleigh–Ritz on released values).
-pub fn assemble(partition: &[Vec<usize>], segments: &[Matrix], d: usize, k: usize) -> Result<Output, RunError> {
+pub fn assemble(
+    partition: &[Vec<usize>],
+    segments: &[Matrix],
+    d: usize,
+    k: usize,
+) -> Result<Output, RunError> {
     let p = segments.first().map_or(0, Matrix::ncols);
     if segments.len() != partition.len()
         || k > p

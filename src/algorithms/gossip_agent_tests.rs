@@ -61,8 +61,9 @@ fn relayed_agents_equal_the_simulation_bit_for_bit() {
         let config = configure_blocks(params(json!({"k": 2, "graph": graph})), &sizes, &c, &target(5.0))
             .expect("configures");
         let xt = spiked_records(5, d, 400, &[9.0, 6.0, 4.0], 0.3, 2.0);
-        let (simulated, _) =
-            with_audited_env(17, |env| simulate(DataInput::Records { xt: (&xt).into() }, &config, &c, env));
+        let (simulated, _) = with_audited_env(17, |env| {
+            simulate(DataInput::Records { xt: (&xt).into() }, &config, &c, env)
+        });
         let (live, _) = with_audited_env(17, |env| relayed(&xt, &config, env));
         assert_eq!(
             simulated.expect("simulates").output.basis,
@@ -97,7 +98,8 @@ fn an_agent_refuses_values_it_should_not_mix() {
         configure_blocks(params(json!({"k": 1})), &[3, 3, 3, 3], &c, &target(5.0)).expect("configures");
     let xt = spiked_records(3, 12, 50, &[4.0], 0.3, 2.0);
     let (_, _) = with_audited_env(1, |env| {
-        let mut agent = Agent::new(&config, 0, xt.select_rows([0usize, 1, 2].iter()), 2.0, 12).expect("agent");
+        let mut agent =
+            Agent::new(&config, 0, xt.select_rows([0usize, 1, 2].iter()), 2.0, 12).expect("agent");
         assert_eq!(agent.neighbours(), vec![1, 3], "ring neighbours");
         let first = agent.advance(env, &[]).expect("first");
         let p = config.p;
@@ -114,7 +116,9 @@ fn an_agent_refuses_values_it_should_not_mix() {
         for inputs in &bad {
             assert!(agent.clone().advance(env, inputs).is_err(), "accepted {inputs:?}");
         }
-        agent.advance(env, &[(1, &good), (3, &good)]).expect("neighbours' Grams");
+        agent
+            .advance(env, &[(1, &good), (3, &good)])
+            .expect("neighbours' Grams");
     });
     // No value before the agent has its block: a block of the wrong width is refused.
     assert!(Agent::new(&config, 1, xt.select_rows([0usize, 1].iter()), 2.0, 12).is_err());
@@ -126,19 +130,26 @@ fn the_sites_blocks_fix_the_partition() {
     let config = configure_blocks(params(json!({"k": 2})), &[5, 3, 4], &c, &target(5.0)).expect("configures");
     assert_eq!(config.partition, blocks_partition(&[5, 3, 4]));
     assert_eq!(config.partition[1], vec![5, 6, 7]);
-    let refused = |p: serde_json::Value, sizes: &[usize]| match configure_blocks(params(p), sizes, &c, &target(5.0)) {
-        Err(ConfigError::Invalid { field, .. }) => field,
-        other => panic!("expected a refusal, got {other:?}"),
-    };
+    let refused =
+        |p: serde_json::Value, sizes: &[usize]| match configure_blocks(params(p), sizes, &c, &target(5.0)) {
+            Err(ConfigError::Invalid { field, .. }) => field,
+            other => panic!("expected a refusal, got {other:?}"),
+        };
     assert_eq!(refused(json!({"k": 2}), &[5, 3, 3]), "sites");
     assert_eq!(refused(json!({"k": 2}), &[12, 0]), "sites[1].n_features");
     assert_eq!(refused(json!({"k": 2, "agents": 4}), &[6, 6]), "params.agents");
     assert_eq!(
-        refused(json!({"k": 2, "partition": [[0, 1, 2, 3, 4, 5], [6, 7, 8, 9, 10, 11]]}), &[6, 6]),
+        refused(
+            json!({"k": 2, "partition": [[0, 1, 2, 3, 4, 5], [6, 7, 8, 9, 10, 11]]}),
+            &[6, 6]
+        ),
         "params.partition"
     );
     assert_eq!(
-        refused(json!({"k": 2, "graph": {"matrix": [[1.0, 0.0], [0.0, 1.0]]}}), &[6, 6]),
+        refused(
+            json!({"k": 2, "graph": {"matrix": [[1.0, 0.0], [0.0, 1.0]]}}),
+            &[6, 6]
+        ),
         "params.graph"
     );
 }

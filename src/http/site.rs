@@ -12,8 +12,8 @@ use utoipa::IntoParams;
 use super::error::{ApiError, Json, Path, ProblemDocument, ProblemKind, Query};
 use crate::app::site;
 use crate::federation::messages::{
-    CapeReleaseRequest, ContributionRequest, GossipPostRequest, JoinRequest, SharesRequest, SiteStudyView, SiteTask,
-    UnmaskRequest,
+    CapeReleaseRequest, ContributionRequest, GossipPostRequest, JoinRequest, SharesRequest, SiteStudyView,
+    SiteTask, UnmaskRequest,
 };
 use crate::state::AppState;
 use crate::store::{StudyRecord, StudySiteRecord};

@@ -18,7 +18,7 @@ use rand_chacha::ChaCha20Rng;
 use super::http::SiteClient;
 use super::ledger::charge_ledger;
 use super::prepare::{Prepared, join};
-use super::run::finished;
+use super::run::{finished, note_wait, resend};
 use super::{Failure, progress};
 use crate::algorithms::RunEnv;
 use crate::algorithms::federated_power::study_context;
@@ -33,9 +33,6 @@ use crate::store::{LocalBudget, Store};
 use crate::studies::gossip_live::GossipStudyConfig;
 
 use super::args::SiteArgs;
-
-/// Most times in a row the same value is sent again on the server's request.
-const MAX_RESENDS: u32 = 5;
 
 fn violation(what: impl std::fmt::Display) -> Failure {
     Failure::Protocol(what.to_string())
@@ -143,12 +140,7 @@ pub(super) async fn follow(
     loop {
         let task: SiteTask = client.get(&path, wait).await?;
         match task {
-            SiteTask::Wait { status } => {
-                if last_wait != Some(status) {
-                    progress(&format!("waiting (study {})", status.as_str()));
-                    last_wait = Some(status);
-                }
-            }
+            SiteTask::Wait { status } => note_wait(&mut last_wait, status),
             SiteTask::GossipStep {
                 step,
                 steps: asked,
@@ -159,17 +151,7 @@ pub(super) async fn follow(
                 if let Some((done, request)) = &sent
                     && *done == step
                 {
-                    resends += 1;
-                    if resends > MAX_RESENDS {
-                        return Err(violation(format!(
-                            "the server keeps asking for exchange {step}, sent {MAX_RESENDS} times already"
-                        )));
-                    }
-                    progress(&format!(
-                        "the server asked for exchange {step} again; sending the same value"
-                    ));
-                    tokio::time::sleep(Duration::from_millis(500)).await;
-                    client.post(&step_path, request).await?;
+                    resend(client, &step_path, request, &mut resends, &format!("exchange {step}")).await?;
                     continue;
                 }
                 resends = 0;

@@ -195,12 +195,7 @@ impl GossipRunning {
 
 impl Live {
     /// Every agent joined: charge them all and open exchange 1.
-    pub(super) fn start_gossip(
-        &mut self,
-        plan: GossipPlan,
-        roster: Vec<u32>,
-        effects: &mut Vec<Effect>,
-    ) {
+    pub(super) fn start_gossip(&mut self, plan: GossipPlan, roster: Vec<u32>, effects: &mut Vec<Effect>) {
         let n = self
             .joined
             .values()
@@ -256,7 +251,9 @@ impl Live {
             ));
         };
         let Some(agent) = gossip.agent(site) else {
-            return Err(LiveError::Conflict("this site is not an agent of the study".into()));
+            return Err(LiveError::Conflict(
+                "this site is not an agent of the study".into(),
+            ));
         };
         let current = gossip.step as u32 + 1;
         if step < current || (step == current && gossip.posts.contains_key(&site)) {
@@ -270,7 +267,8 @@ impl Live {
             )));
         }
         let (rows, cols) = gossip.shape(gossip.step, agent);
-        let decoded = wire::b64_to_f64s(values, rows * cols).map_err(|e| LiveError::Invalid(e.to_string()))?;
+        let decoded =
+            wire::b64_to_f64s(values, rows * cols).map_err(|e| LiveError::Invalid(e.to_string()))?;
         if !decoded.iter().all(|v| v.is_finite()) {
             return Err(LiveError::Invalid("every value must be a finite number".into()));
         }
@@ -302,7 +300,12 @@ impl Live {
                 gossip.schedule.len()
             );
             let iteration = gossip.config.gossip.iterations;
-            self.mark_out(&missing, iteration, "this site sent nothing before the deadline", effects);
+            self.mark_out(
+                &missing,
+                iteration,
+                "this site sent nothing before the deadline",
+                effects,
+            );
             self.fail(reason, Some(report), effects);
             return true;
         }

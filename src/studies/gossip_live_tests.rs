@@ -69,16 +69,29 @@ fn relayed_agents_finish_with_the_simulated_basis() {
     assert!(live.check_gossip_n(Some(N as i64)).is_ok());
     live.join(1, join(N as u64)).expect("joins");
     assert!(
-        matches!(live.check_gossip_n(Some(N as i64 + 1)), Err(LiveError::Invalid(_))),
+        matches!(
+            live.check_gossip_n(Some(N as i64 + 1)),
+            Err(LiveError::Invalid(_))
+        ),
         "another n must be refused"
     );
     live.join(2, join(N as u64)).expect("joins");
     live.join(3, join(N as u64)).expect("joins");
     let effects = live.advance(Instant::now());
-    assert!(effects.iter().any(|e| matches!(e, Effect::Charge { roster, .. } if roster == &[1, 2, 3])));
+    assert!(
+        effects
+            .iter()
+            .any(|e| matches!(e, Effect::Charge { roster, .. } if roster == &[1, 2, 3]))
+    );
     // One shared generator in agent order, as the simulation draws.
-    let (simulated, _) =
-        with_audited_env(4, |env| simulate(DataInput::Records { xt: (&xt).into() }, &config, &plan.context, env));
+    let (simulated, _) = with_audited_env(4, |env| {
+        simulate(
+            DataInput::Records { xt: (&xt).into() },
+            &config,
+            &plan.context,
+            env,
+        )
+    });
     let (outcome, _) = with_audited_env(4, |env: &mut RunEnv<'_>| {
         let mut agents: Vec<Agent> = config
             .partition

@@ -417,9 +417,7 @@ impl Live {
     fn status(&self) -> StudyStatus {
         match &self.stage {
             Stage::Enrolling => StudyStatus::Enrolling,
-            Stage::Sharing(_) | Stage::Running(_) | Stage::Cape(_) | Stage::Gossip(_) => {
-                StudyStatus::Running
-            }
+            Stage::Sharing(_) | Stage::Running(_) | Stage::Cape(_) | Stage::Gossip(_) => StudyStatus::Running,
             Stage::Finished { status, .. } => *status,
         }
     }

@@ -451,7 +451,13 @@ impl StudyHub {
             .await
     }
 
-    pub async fn gossip_post(&self, study: Uuid, site: u32, step: u32, values: String) -> Result<(), HubError> {
+    pub async fn gossip_post(
+        &self,
+        study: Uuid,
+        site: u32,
+        step: u32,
+        values: String,
+    ) -> Result<(), HubError> {
         self.with_live(study, |live| live.gossip_post(site, step, &values))
             .await
     }

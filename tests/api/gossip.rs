@@ -76,7 +76,11 @@ async fn gossip_studies_are_created_with_blocks_and_bad_ones_are_refused() {
     let study = &created;
     assert_eq!(study["threshold"], 4, "{created}");
     assert_eq!(study["config"]["blocks"], json!([3, 3, 3, 3]), "{created}");
-    assert_eq!(study["config"]["gossip"]["partition"][1], json!([3, 4, 5]), "{created}");
+    assert_eq!(
+        study["config"]["gossip"]["partition"][1],
+        json!([3, 4, 5]),
+        "{created}"
+    );
     let cases: Vec<(serde_json::Value, &str)> = vec![
         (gossip_study(&[3, 3, 3, 2]), "sites"),
         (gossip_study(&[12, 0]), "sites[1].n_features"),
@@ -115,7 +119,8 @@ async fn gossip_studies_are_created_with_blocks_and_bad_ones_are_refused() {
         (
             {
                 let mut body = gossip_study(&[4, 4, 4]);
-                body["params"]["graph"] = json!({"matrix": [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]});
+                body["params"]["graph"] =
+                    json!({"matrix": [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]});
                 body
             },
             "params.graph",
