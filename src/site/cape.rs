@@ -256,7 +256,14 @@ pub(super) async fn follow(
                 let stage_path = format!("/v1/site/stages/{stage}/release");
                 if let Some((done, request)) = &sent {
                     if *done == stage {
-                        resend(client, &stage_path, request, &mut resends, &format!("stage {stage}")).await?;
+                        resend(
+                            client,
+                            &stage_path,
+                            request,
+                            &mut resends,
+                            &format!("stage {stage}"),
+                        )
+                        .await?;
                         continue;
                     }
                     if stage < *done {

@@ -151,7 +151,14 @@ pub(super) async fn follow(
                 if let Some((done, request)) = &sent
                     && *done == step
                 {
-                    resend(client, &step_path, request, &mut resends, &format!("exchange {step}")).await?;
+                    resend(
+                        client,
+                        &step_path,
+                        request,
+                        &mut resends,
+                        &format!("exchange {step}"),
+                    )
+                    .await?;
                     continue;
                 }
                 resends = 0;

@@ -85,7 +85,9 @@ pub(super) async fn resend<B: serde::Serialize>(
             "the server keeps asking for {what}, sent {MAX_RESENDS} times already"
         )));
     }
-    progress(&format!("the server asked for {what} again; sending the same value"));
+    progress(&format!(
+        "the server asked for {what} again; sending the same value"
+    ));
     tokio::time::sleep(Duration::from_millis(500)).await;
     client.post(path, request).await?;
     Ok(())

@@ -99,7 +99,7 @@ pub(super) fn plan_gossip(params: serde_json::Value, terms: &StudyTerms<'_>) -> 
         rounds: job.iterations,
         protocol: Protocol::Gossip(Box::new(GossipPlan {
             config,
-            context: terms.context.clone(),
+            context: *terms.context,
         })),
         rho,
     })
