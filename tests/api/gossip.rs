@@ -73,7 +73,7 @@ async fn gossip_studies_are_created_with_blocks_and_bad_ones_are_refused() {
     let reply = app.post("/v1/studies", &key, gossip_study(&[3, 3, 3, 3])).await;
     reply.expect(axum::http::StatusCode::CREATED);
     let created = reply.json();
-    let study = &created;
+    let study = &created["study"];
     assert_eq!(study["threshold"], 4, "{created}");
     assert_eq!(study["config"]["blocks"], json!([3, 3, 3, 3]), "{created}");
     assert_eq!(
