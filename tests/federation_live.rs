@@ -1012,3 +1012,134 @@ async fn a_study_survives_a_coordinator_kill_at_every_phase_on_postgres() {
     let url = support::fresh_database(&support::postgres_url(), "privpca_faults").await;
     a_study_survives_a_coordinator_kill_at_every_phase(&url).await;
 }
+
+/// Writes columns `block` of `rows` as a CSV file.
+fn columns_csv(path: &Path, rows: &[Vec<f64>], block: std::ops::Range<usize>) {
+    let cut: Vec<Vec<f64>> = rows.iter().map(|r| r[block.clone()].to_vec()).collect();
+    std::fs::write(path, to_csv(&cut)).unwrap();
+}
+
+/// A live `gossip_power` study body: 4 agents on a ring, d = 12 in blocks of 3, k = 2, ρ = 5.
+fn gossip_study(join_timeout: u64) -> Value {
+    json!({
+        "name": "gossip",
+        "algorithm": "gossip_power",
+        "n_features": 12,
+        "relation": "replace_one",
+        "row_norm_bound": 1.0,
+        "params": {"k": 2, "graph": "ring"},
+        "privacy": {"rho": 5.0},
+        "sites": (0..4).map(|i| json!({"name": format!("a{i}"), "n_features": 3})).collect::<Vec<_>>(),
+        "join_timeout_seconds": join_timeout,
+        "round_timeout_seconds": ROUND_TIMEOUT_SECS,
+    })
+}
+
+/// Live `gossip_power` (issue 19 item 5): 4 real `privpca site` agents on a ring, each holding
+/// 3 of d = 12 features of the same n = 5 000 records, ρ = 5. Every agent exits 0, every agent
+/// and its own ledger is charged, and the basis captures as much energy as the simulated
+/// `gossip_power` job on the pooled data (within 0.1). Then a study in which one agent's data
+/// has 4 columns where its block holds 3: that agent refuses before joining, nothing is charged
+/// anywhere, and the study does not succeed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gossip_power_over_four_agents_on_a_ring_matches_the_simulated_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, key) = start_server(dir.path()).await;
+    let rows = planted_rows(5000, 12, 19);
+    let blocks: Vec<PathBuf> = (0..4)
+        .map(|i| {
+            let path = dir.path().join(format!("gossip-block-{i}.csv"));
+            columns_csv(&path, &rows, 3 * i..3 * i + 3);
+            path
+        })
+        .collect();
+    let (id, _) = run_study(
+        &server,
+        &key,
+        dir.path(),
+        gossip_study(120),
+        &blocks,
+        "gossip",
+        "gossip",
+        5.0,
+    )
+    .await;
+    let (view, result) = succeeded_study(&server, &key, &id).await;
+    for i in 0..4 {
+        assert_eq!(view["sites"][i]["status"], "done", "{view}");
+        assert!(!view["sites"][i]["charged"].is_null(), "{view}");
+        let ledger = dir.path().join(format!("gossip-ledger-{i}.db"));
+        assert!(ledger.exists(), "agent {i} kept no ledger");
+    }
+    assert_eq!(result["basis"].as_array().unwrap().len(), 2, "{result}");
+    let live = energy(&rows, &result["basis"]);
+
+    // The simulated job on the same data: the same ρ, graph and blocks (4 contiguous agents).
+    let dataset_id = support::records(&server.base, &key, "gossip-pooled", 10.0).await;
+    support::upload(
+        &server.base,
+        &key,
+        &dataset_id,
+        "text/csv",
+        to_csv(&rows).into_bytes(),
+    )
+    .await;
+    let job = support::submit(
+        &server.base,
+        &key,
+        json!({"dataset_id": dataset_id, "algorithm": "gossip_power", "params": {"k": 2, "graph": "ring", "agents": 4}, "privacy": {"rho": 5.0}}),
+    )
+    .await;
+    let simulated_result = support::result(&server.base, &key, &job, Duration::from_secs(300)).await;
+    let simulated = energy(&rows, &simulated_result["basis"]);
+    eprintln!("gossip energy: live {live:.4}, simulated {simulated:.4}");
+    assert!(
+        live >= simulated - 0.1,
+        "live energy {live:.4} vs simulated {simulated:.4}"
+    );
+
+    // A mismatched block: agent 2's file has 4 columns; its block holds 3.
+    let wrong = dir.path().join("gossip-wrong.csv");
+    columns_csv(&wrong, &rows, 3..7);
+    let created = create_study(&server, &key, gossip_study(5)).await;
+    let id = created["id"].as_str().unwrap().to_string();
+    let paths: Vec<PathBuf> = (0..4)
+        .map(|i| dir.path().join(format!("mismatch-site-{i}.log")))
+        .collect();
+    let mut children: Vec<Child> = (0..4)
+        .map(|i| {
+            let token = created["sites"][i]["token"].as_str().unwrap();
+            let data = if i == 1 { &wrong } else { &blocks[i] };
+            let ledger = dir.path().join(format!("mismatch-ledger-{i}.db"));
+            site(&server, token, data, &ledger, 5.0, &paths[i], &[])
+        })
+        .collect();
+    let refused = wait_exit(&mut children[1], Duration::from_secs(120));
+    assert_eq!(
+        refused.map(|s| s.code()),
+        Some(Some(2)),
+        "the mismatched agent did not refuse\n{}",
+        logs(&paths)
+    );
+    let text = std::fs::read_to_string(&paths[1]).unwrap();
+    assert!(text.contains("the data has 4 columns"), "{text}");
+    assert!(!text.contains("charged"), "{text}");
+    for (i, child) in children.iter_mut().enumerate() {
+        if i != 1 {
+            let status = wait_exit(child, Duration::from_secs(120));
+            assert!(matches!(status, Some(s) if !s.success()), "{}", logs(&paths));
+        }
+    }
+    let (_, view) = get(&format!("{}/v1/studies/{id}", server.base), &key).await;
+    assert_eq!(view["status"], "failed", "{view}");
+    assert_eq!(view["sites"][1]["status"], "invited", "{view}");
+    assert!(
+        view["sites"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["charged"].is_null()),
+        "{view}"
+    );
+    server.kill();
+}

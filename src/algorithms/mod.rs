@@ -24,6 +24,7 @@ pub mod eigenvalues;
 pub mod env;
 pub mod exact;
 pub mod federated_power;
+pub mod gossip_agent;
 pub mod gossip_graph;
 pub mod gossip_power;
 pub mod k_dp_pca;
@@ -227,6 +228,9 @@ pub enum StudyKind {
     /// CAPE: one or two stages of secure aggregation with correlated noise (`cape_pca`,
     /// `cape_agn`).
     Cape,
+    /// Gossip between agents holding blocks of features, relayed by the coordinator
+    /// (`gossip_power`).
+    Gossip,
 }
 
 /// One private PCA algorithm.

@@ -38,6 +38,11 @@ pub struct CreateStudySite {
     /// The site's own ledger (`privpca site --budget-rho`) is what the site enforces.
     #[schema(exclusive_minimum = 0.0, maximum = 1e6)]
     pub budget_rho: Option<f64>,
+    /// `gossip_power` only (and required there): the number of features this site's agent
+    /// holds. Blocks are in site order and sum to the study's `n_features`; the site's data has
+    /// exactly these columns, for the same records in the same order at every site.
+    #[schema(minimum = 1, maximum = 10000)]
+    pub n_features: Option<usize>,
 }
 
 /// Create a study.
@@ -47,7 +52,7 @@ pub struct CreateStudy {
     /// A name for people: 1 to 200 characters, not only white space (stored trimmed).
     #[schema(min_length = 1, max_length = 200, pattern = r"\S")]
     pub name: String,
-    /// `federated_power`, `cape_pca` or `cape_agn`.
+    /// `federated_power`, `cape_pca`, `cape_agn` or `gossip_power`.
     #[schema(schema_with = super::params::study_algorithm_schema)]
     pub algorithm: String,
     /// Number of features d every site's data has: at most the server's `--max-d` (the
@@ -256,6 +261,7 @@ impl CreateStudy {
                 .map(|s| SiteRequest {
                     name: s.name,
                     budget_rho: s.budget_rho,
+                    n_features: s.n_features,
                 })
                 .collect(),
             join_timeout_seconds: self.join_timeout_seconds,

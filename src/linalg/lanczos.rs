@@ -122,7 +122,7 @@ pub fn top_eigenpairs<E>(
             t.view_mut((cur, 0), (b, cur))
                 .copy_from(&c.rows(0, cur).transpose());
             let diagonal = c.rows(cur, b);
-            let diagonal = (&diagonal + diagonal.transpose()) * 0.5;
+            let diagonal = (diagonal + diagonal.transpose()) * 0.5;
             t.view_mut((cur, cur), (b, b)).copy_from(&diagonal);
             if filled + b > m {
                 break w;

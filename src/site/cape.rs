@@ -25,7 +25,7 @@ use super::http::SiteClient;
 use super::ledger::{charge_ledger, keep, ledger_failure, parse_kept, start_session};
 use super::prepare::{Prepared, join};
 use super::roster::{Member, RosterGuard, describe};
-use super::run::finished;
+use super::run::{finished, note_wait, resend};
 use super::{Failure, progress};
 use crate::algorithms::RunEnv;
 use crate::algorithms::analyze_gauss::sensitivity;
@@ -42,9 +42,6 @@ use crate::linalg::Matrix;
 use crate::store::{LocalBudget, SiteMessageKind, SiteStatus, Store};
 
 use super::args::SiteArgs;
-
-/// Most times in a row the same release is sent again on the server's request.
-const MAX_RESENDS: u32 = 5;
 
 /// A stage's release as kept in the ledger: the roster it was drawn for and what was sent.
 #[derive(Serialize, Deserialize)]
@@ -297,12 +294,7 @@ pub(super) async fn follow(
     loop {
         let task: SiteTask = client.get(&path, wait).await?;
         match task {
-            SiteTask::Wait { status } => {
-                if last_wait != Some(status) {
-                    progress(&format!("waiting (study {})", status.as_str()));
-                    last_wait = Some(status);
-                }
-            }
+            SiteTask::Wait { status } => note_wait(&mut last_wait, status),
             SiteTask::CapeRelease {
                 stage,
                 stages: asked_stages,
@@ -318,17 +310,14 @@ pub(super) async fn follow(
                 let stage_path = format!("/v1/site/stages/{stage}/release");
                 if let Some((done, request)) = &sent {
                     if *done == stage {
-                        resends += 1;
-                        if resends > MAX_RESENDS {
-                            return Err(violation(format!(
-                                "the server keeps asking for stage {stage}, sent {MAX_RESENDS} times already"
-                            )));
-                        }
-                        progress(&format!(
-                            "the server asked for stage {stage} again; sending the same release"
-                        ));
-                        tokio::time::sleep(Duration::from_millis(500)).await;
-                        client.post(&stage_path, request).await?;
+                        resend(
+                            client,
+                            &stage_path,
+                            request,
+                            &mut resends,
+                            &format!("stage {stage}"),
+                        )
+                        .await?;
                         continue;
                     }
                     if stage < *done {

@@ -187,9 +187,9 @@ impl Protocol<'_> {
                         std::future::pending::<()>().await;
                     }
                 }
-                SiteTask::CapeRelease { .. } => {
+                SiteTask::CapeRelease { .. } | SiteTask::GossipStep { .. } => {
                     return Err(violation(
-                        "the server sent a CAPE task in a federated_power study",
+                        "the server sent a task of another protocol in a federated_power study",
                     ));
                 }
                 SiteTask::Finished { status, reason } => return finished(status, reason),

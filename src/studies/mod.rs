@@ -15,6 +15,7 @@ pub mod algorithm;
 mod cape_durable;
 pub mod cape_live;
 pub mod durable;
+pub mod gossip_live;
 pub mod live;
 
 use std::collections::{BTreeMap, HashMap};
@@ -479,6 +480,7 @@ impl StudyHub {
             let mut probe = request.clone();
             probe.n_samples = None;
             live.check_join(site, &probe)?;
+            live.check_gossip_n(n_samples)?;
             if live.is_kept() {
                 live.join(site, request)?;
                 let join = [StudyWrite::Join { site, n_samples }];
@@ -532,6 +534,17 @@ impl StudyHub {
         values: String,
     ) -> Result<(), HubError> {
         self.with_live(study, |live| live.cape_release(site, stage, &values))
+            .await
+    }
+
+    pub async fn gossip_post(
+        &self,
+        study: Uuid,
+        site: u32,
+        step: u32,
+        values: String,
+    ) -> Result<(), HubError> {
+        self.with_live(study, |live| live.gossip_post(site, step, &values))
             .await
     }
 
