@@ -1,7 +1,10 @@
+use std::time::Duration;
+
 use axum::http::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::helpers::TestApp;
+use crate::helpers::{Records, TestApp};
+use crate::poll;
 
 fn records(budget: Value) -> Value {
     json!({ "name": "d", "kind": "records", "row_norm_bound": 1.0, "budget": budget })
@@ -28,7 +31,10 @@ async fn create_reports_budget_as_rho_and_epsilon_delta() {
     // 40 digits); the ceiling is below that, and nothing is spent, so it is all remaining.
     let total = &view["budget"]["total"];
     let rho = total["rho"].as_f64().unwrap();
-    assert!((rho - 0.026_240).abs() < 1e-5 && rho < 0.028_014_481_912_630_34, "{rho}");
+    assert!(
+        (rho - 0.026_240).abs() < 1e-5 && rho < 0.028_014_481_912_630_34,
+        "{rho}"
+    );
     // Shown as ε by the exact curve at the display δ: below the stated ε (the other δ/2 is the
     // union bound's), while CKS says more.
     let exact = total["epsilon_exact_gaussian"].as_f64().unwrap();
@@ -275,9 +281,9 @@ async fn add_remove_hides_the_row_count() {
 
 #[tokio::test]
 async fn deleting_keeps_the_ledger_and_blocks_jobs() {
-    let (app, key) = TestApp::queued_with_tenant("t").await;
-    let id = app.records(&key, json!({ "rho": 1 }), "1,0\n0,1\n").await;
-    let job = json!({ "dataset_id": id, "algorithm": "analyze_gauss", "params": { "k": 1 }, "privacy": { "rho": 0.25 } });
+    let t = Records::queued(json!({ "rho": 1 }), "1,0\n0,1\n").await;
+    let job = t.job("analyze_gauss", json!({ "k": 1 }), json!({ "rho": 0.25 }));
+    let Records { app, key, ds: id } = t;
     assert_eq!(app.submit(&key, job.clone()).await.status, StatusCode::ACCEPTED);
     let path = app.state.store.data_path(id.parse().unwrap());
     assert!(path.exists());
@@ -372,17 +378,11 @@ async fn an_upload_keeps_the_records_statistics_for_the_first_job() {
         .await;
     let uuid = id.parse().unwrap();
     let stats = app.state.store.stats_path(uuid);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    let kept = loop {
-        if let Some(kept) = privpca::ingest::stats_file::read(&stats, 2, 3) {
-            break kept;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no statistics beside {stats:?}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    };
+    let kept = poll::until(Duration::from_secs(20), Duration::from_millis(20), || async {
+        privpca::ingest::stats_file::read(&stats, 2, 3)
+            .ok_or_else(|| format!("no statistics beside {stats:?}"))
+    })
+    .await;
     // XᵀX and Xᵀ1 of the three rows, as uploaded (all within the row bound 1).
     let close = |a: f64, b: f64| (a - b).abs() < 1e-12;
     assert_eq!(kept.n, 3);
