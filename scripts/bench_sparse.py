@@ -28,7 +28,6 @@ import http.client
 import io
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -40,28 +39,15 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_vs_numpy import ADMIN, Client, free_port  # noqa: E402  (the same HTTP client)
+import bench_vs_numpy  # noqa: E402  (the same HTTP client and service start)
+from bench_vs_numpy import Client, bench_parser, free_port, ready_admin  # noqa: E402
 
 
 def start_service(binary, work):
     """`privpca serve` on a free loopback port with a fresh data directory; (process, admin client)."""
     port = free_port()
-    data = os.path.join(work, "data")
-    os.makedirs(data, exist_ok=True)
-    settings = {"BIND": f"127.0.0.1:{port}", "DATA_DIR": data, "DATABASE_URL": f"sqlite://{data}/privpca.db",
-                "ADMIN_KEY": ADMIN, "MAX_UPLOAD_BYTES": str(1 << 40), "LOG_FORMAT": "json"}
-    env = {**os.environ, **{f"PRIVPCA_{name}": value for name, value in settings.items()}}
-    log = open(os.path.join(work, "serve.log"), "w")
-    process = subprocess.Popen([binary, "serve"], env=env, stdout=log, stderr=log)
-    admin = Client(port, ADMIN)
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            admin.call("GET", "/readyz")
-            return process, admin
-        except (OSError, RuntimeError):
-            time.sleep(0.1)
-    raise RuntimeError("the service did not become ready")
+    process = bench_vs_numpy.start_service(binary, work, port, {})
+    return process, ready_admin(port, seconds=60)
 
 
 def refused(call):
@@ -148,9 +134,7 @@ def run_job(client, body):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", default="target/release/privpca")
-    ap.add_argument("--n", type=int, default=100_000)
+    ap = bench_parser(100_000)
     ap.add_argument("--communities", type=int, default=10)
     ap.add_argument("--degree-in", type=float, default=15.0)
     ap.add_argument("--degree-out", type=float, default=4.0)

@@ -7,6 +7,15 @@ fn no_stop(_: u32, _: u32) -> Result<(), ()> {
     Ok(())
 }
 
+/// Lanczos with the default options and no stop.
+fn default_run(
+    apply: &dyn Fn(&Matrix) -> Matrix,
+    start: &Matrix,
+    k: usize,
+) -> Result<TopEigen, LanczosStop<()>> {
+    top_eigenpairs(apply, start, k, &LanczosOptions::default(), &mut no_stop)
+}
+
 /// Checks the Lanczos pairs against the dense eigendecomposition of `dense`: eigenvalues to
 /// 1e-7·‖A‖, and each eigenvector's subspace (the columns of equal eigenvalue) captured.
 fn check_against_dense(dense: &Matrix, got: &TopEigen, k: usize) {
@@ -60,14 +69,7 @@ fn handles_a_cluster_of_equal_eigenvalues_and_negative_ones() {
     spectrum[299] = -10.0;
     let dense = with_spectrum(&spectrum, 4);
     let apply = |x: &Matrix| matmul(&dense, x);
-    let got = top_eigenpairs(
-        &apply,
-        &gaussian(300, 14, 1),
-        4,
-        &LanczosOptions::default(),
-        &mut no_stop,
-    )
-    .expect("converges");
+    let got = default_run(&apply, &gaussian(300, 14, 1), 4).expect("converges");
     check_against_dense(&dense, &got, 4);
     assert!(
         (got.values[3] - 4.0).abs() < 1e-7,
@@ -80,14 +82,7 @@ fn a_tiny_matrix_is_decomposed_densely() {
     let csr = planted_partition(12, 2, 0.5, 0.1, 2);
     let a = csr.view().expect("valid CSR");
     let apply = |x: &Matrix| a.times(x);
-    let got = top_eigenpairs(
-        &apply,
-        &gaussian(12, 5, 3),
-        2,
-        &LanczosOptions::default(),
-        &mut no_stop,
-    )
-    .expect("dense path");
+    let got = default_run(&apply, &gaussian(12, 5, 3), 2).expect("dense path");
     check_against_dense(&a.to_dense(), &got, 2);
 }
 

@@ -530,14 +530,7 @@ impl Store {
 
     /// The result of the tenant's succeeded study.
     pub async fn study_result(&self, tenant: Uuid, study: Uuid) -> Result<Option<StudyResult>, StoreError> {
-        let row = sqlx::query(
-            "SELECT result, result_d, result_k, eigenvalues, report FROM studies \
-             WHERE id = $1 AND tenant_id = $2 AND status = 'succeeded' AND result IS NOT NULL",
-        )
-        .bind(id(study))
-        .bind(id(tenant))
-        .fetch_optional(&self.pool)
-        .await?;
+        let row = super::lookup::succeeded_result(&self.pool, "studies", "report", tenant, study).await?;
         let Some(row) = row else { return Ok(None) };
         let result = super::rows::basis_result(&row, &format!("study {study}"))?;
         let report: Option<&str> = row.try_get("report")?;

@@ -1,7 +1,10 @@
+use std::time::Duration;
+
 use axum::http::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::helpers::TestApp;
+use crate::helpers::{Records, TestApp};
+use crate::poll;
 
 fn records(budget: Value) -> Value {
     json!({ "name": "d", "kind": "records", "row_norm_bound": 1.0, "budget": budget })
@@ -278,9 +281,9 @@ async fn add_remove_hides_the_row_count() {
 
 #[tokio::test]
 async fn deleting_keeps_the_ledger_and_blocks_jobs() {
-    let (app, key) = TestApp::queued_with_tenant("t").await;
-    let id = app.records(&key, json!({ "rho": 1 }), "1,0\n0,1\n").await;
-    let job = json!({ "dataset_id": id, "algorithm": "analyze_gauss", "params": { "k": 1 }, "privacy": { "rho": 0.25 } });
+    let t = Records::queued(json!({ "rho": 1 }), "1,0\n0,1\n").await;
+    let job = t.job("analyze_gauss", json!({ "k": 1 }), json!({ "rho": 0.25 }));
+    let Records { app, key, ds: id } = t;
     assert_eq!(app.submit(&key, job.clone()).await.status, StatusCode::ACCEPTED);
     let path = app.state.store.data_path(id.parse().unwrap());
     assert!(path.exists());
@@ -375,17 +378,11 @@ async fn an_upload_keeps_the_records_statistics_for_the_first_job() {
         .await;
     let uuid = id.parse().unwrap();
     let stats = app.state.store.stats_path(uuid);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    let kept = loop {
-        if let Some(kept) = privpca::ingest::stats_file::read(&stats, 2, 3) {
-            break kept;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no statistics beside {stats:?}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    };
+    let kept = poll::until(Duration::from_secs(20), Duration::from_millis(20), || async {
+        privpca::ingest::stats_file::read(&stats, 2, 3)
+            .ok_or_else(|| format!("no statistics beside {stats:?}"))
+    })
+    .await;
     // XᵀX and Xᵀ1 of the three rows, as uploaded (all within the row bound 1).
     let close = |a: f64, b: f64| (a - b).abs() < 1e-12;
     assert_eq!(kept.n, 3);
