@@ -33,7 +33,7 @@ pub enum CapeKind {
 }
 
 /// What a CAPE study needs to calibrate once its roster is fixed (public: it is kept in the
-/// study's snapshot, [`super::cape_durable`]).
+/// study's snapshot, `src/studies/cape_durable.rs`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CapePlan {
     pub kind: CapeKind,

@@ -1,6 +1,6 @@
 //! The snapshot of a study that the coordinator keeps in the database (docs/design/federation.md,
 //! "Durable studies"), and the study rebuilt from it. A CAPE study's running stage is kept by
-//! [`super::cape_durable`] (what it keeps, and why that may be kept, is written there).
+//! `src/studies/cape_durable.rs` (what it keeps, and why that may be kept, is written there).
 //!
 //! What a snapshot holds, and why each part may be kept: the study's configuration, the
 //! roster's names and public keys (public); the share boxes relayed between sites (sealed:
