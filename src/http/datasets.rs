@@ -26,8 +26,8 @@ use crate::store::{DatasetRecord, DatasetStatus, LedgerEntry, LedgerEntryKind};
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateDataset {
-    /// A name for people: 1 to 200 characters, not only white space (stored trimmed).
-    #[schema(min_length = 1, max_length = 200, pattern = r"\S")]
+    /// A name for people: 1 to 200 characters, not only white space, no NUL character (stored trimmed).
+    #[schema(min_length = 1, max_length = 200, pattern = r"^[^\u0000]*\S[^\u0000]*$")]
     pub name: String,
     /// `records` (one row per individual) or `matrix` (symmetric m×m).
     pub kind: Kind,

@@ -31,8 +31,8 @@ fn study_relation_schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Sc
 #[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateStudySite {
-    /// A name for people, unique in the study: 1 to 100 characters, not only white space.
-    #[schema(min_length = 1, max_length = 100, pattern = r"\S")]
+    /// A name for people, unique in the study: 1 to 100 characters, not only white space, no NUL character.
+    #[schema(min_length = 1, max_length = 100, pattern = r"^[^\u0000]*\S[^\u0000]*$")]
     pub name: String,
     /// The coordinator-side budget of this site (ρ): the study is refused if it costs more.
     /// The site's own ledger (`privpca site --budget-rho`) is what the site enforces.
@@ -49,8 +49,8 @@ pub struct CreateStudySite {
 #[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateStudy {
-    /// A name for people: 1 to 200 characters, not only white space (stored trimmed).
-    #[schema(min_length = 1, max_length = 200, pattern = r"\S")]
+    /// A name for people: 1 to 200 characters, not only white space, no NUL character (stored trimmed).
+    #[schema(min_length = 1, max_length = 200, pattern = r"^[^\u0000]*\S[^\u0000]*$")]
     pub name: String,
     /// `federated_power`, `cape_pca`, `cape_agn` or `gossip_power`.
     #[schema(schema_with = super::params::study_algorithm_schema)]
