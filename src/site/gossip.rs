@@ -171,7 +171,13 @@ pub(super) async fn follow(
                 let decoded = inputs
                     .iter()
                     .map(|v| {
-                        let values = wire::b64_to_f64s(&v.values, v.rows * v.cols)
+                        let len = v.rows.checked_mul(v.cols).ok_or_else(|| {
+                            violation(format!(
+                                "site {}'s value: {}×{} does not fit",
+                                v.index, v.rows, v.cols
+                            ))
+                        })?;
+                        let values = wire::b64_to_f64s(&v.values, len)
                             .map_err(|e| violation(format!("site {}'s value: {e}", v.index)))?;
                         let agent_index = (v.index as usize)
                             .checked_sub(1)
