@@ -17,7 +17,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::noisy_power::check_opening;
-use super::{Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError};
+use super::{
+    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError, catalog,
+};
 use crate::dataset::{DataContext, Kind, Neighbours};
 use crate::linalg::{fix_signs, gram_t, try_sym_eig};
 use crate::privacy::{Cost, PrivacyTarget};
@@ -74,17 +76,9 @@ fn calibrate(delta: f64, rho: f64) -> f64 {
 }
 
 impl Algorithm for AnalyzeGauss {
+    const INFO: &'static AlgorithmInfo = &catalog::ANALYZE_GAUSS;
     type Params = AnalyzeGaussParams;
     type Config = AnalyzeGaussConfig;
-
-    fn info(&self) -> AlgorithmInfo {
-        AlgorithmInfo::new(
-            "analyze_gauss",
-            "Input perturbation: add a symmetric Gaussian matrix to A once, return the top-k eigenvectors of the noisy matrix.",
-            "Dwork, Talwar, Thakurta & Zhang 2014 (Analyze Gauss, DP-Gauss-1); seed 004 App. G",
-            "ρ-zCDP with ρ = Δ²/(2σ²): one Gaussian mechanism on the upper triangle of A, Δ = β² (add_remove), √2·β² (replace_one) or u (matrix).",
-        )
-    }
 
     fn configure(
         &self,

@@ -93,9 +93,9 @@ use super::noisy_power::{check_k, target_rho};
 use super::sensitivity::check_bounds;
 use super::tensor_power::packed_len;
 use super::{
-    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError, StudyKind,
+    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError, catalog,
 };
-use crate::dataset::{DataContext, Kind, Neighbours, Relation};
+use crate::dataset::{DataContext, Kind, Neighbours};
 use crate::federation::cape::{CapeNoise, DEFAULT_PAIR_RATIO};
 use crate::linalg::Matrix;
 use crate::privacy::{Cost, PrivacyTarget};
@@ -382,24 +382,9 @@ pub fn configure(
 pub struct CapeAgn;
 
 impl Algorithm for CapeAgn {
+    const INFO: &'static AlgorithmInfo = &catalog::CAPE_AGN;
     type Params = CapeAgnParams;
     type Config = CapeAgnConfig;
-
-    fn info(&self) -> AlgorithmInfo {
-        AlgorithmInfo::new(
-            "cape_agn",
-            "Distributed private orthogonal tensor decomposition (capeAGN): S simulated sites release their second and third moments with CAPE correlated noise; the aggregator whitens, runs the tensor power method and returns the mixture components (released.components) and an orthonormal basis of their span. Simulate mode over a records dataset.",
-            "Imtiaz & Sarwate, Distributed differentially private algorithms for matrix and tensor factorization, Alg. 1 and 3, App. B–C; Anandkumar et al. 2014 Alg. 1",
-            "ρ-zCDP charged to every site: two CAPE releases (second moments, third moments) at ρ/2 each, calibrated against the aggregator's joint view of all messages; Δ from the model (Imtiaz & Sarwate App. C in sum form).",
-        )
-        .scope(
-            &[Kind::Records],
-            &[Relation::ReplaceOne, Relation::AddRemove],
-            "cape_agn's models (STM, MOG) describe records",
-        )
-        .without_eigenvalues()
-        .study(StudyKind::Cape)
-    }
 
     fn configure(
         &self,

@@ -27,9 +27,9 @@ use serde::{Deserialize, Serialize};
 use super::analyze_gauss::sensitivity;
 use super::noisy_power::check_opening;
 use super::{
-    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError, StudyKind,
+    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError, catalog,
 };
-use crate::dataset::{DataContext, Kind, Relation};
+use crate::dataset::{DataContext, Kind};
 use crate::federation::cape::{self, CapeNoise, CapeReport, DEFAULT_PAIR_RATIO};
 use crate::federation::crypto::Seed;
 use crate::linalg::{Records, fix_signs, gram_t, try_sym_eig};
@@ -231,23 +231,9 @@ pub fn site_statistic<'a>(xt: impl Into<Records<'a>>) -> Vec<f64> {
 pub struct CapePca;
 
 impl Algorithm for CapePca {
+    const INFO: &'static AlgorithmInfo = &catalog::CAPE_PCA;
     type Params = CapePcaParams;
     type Config = CapePcaConfig;
-
-    fn info(&self) -> AlgorithmInfo {
-        AlgorithmInfo::new(
-            "cape_pca",
-            "Distributed private PCA with correlated noise (capePCA): each site sends its Gram matrix with zero-sum pairwise noise, aggregator noise and a small own noise, so the aggregate reaches close to the pooled-data noise level. As a job it simulates S sites over a records dataset; as a study (POST /v1/studies) real sites run `privpca site`.",
-            "Imtiaz & Sarwate, Distributed differentially private algorithms for matrix and tensor factorization: Alg. 1 (CAPE), Alg. 2 (capePCA), §III-A",
-            "ρ-zCDP against the aggregator's joint view of every site's message (correlated Gaussian noise, ρ = Δ²/2·(g+v)/(g(Sv+g))), charged to every site; Δ = β² (add_remove) or √2·β² (replace_one). A coalition of the aggregator with all other sites sees one site's Gram matrix with noise variance g only.",
-        )
-        .scope(
-            &[Kind::Records],
-            &[Relation::ReplaceOne, Relation::AddRemove],
-            "cape_pca runs on records (the sites' rows)",
-        )
-        .study(StudyKind::Cape)
-    }
 
     fn configure(
         &self,

@@ -99,6 +99,7 @@ use super::noisy_power::{check_opening, choose_iterations, gram_is_cheaper};
 use super::sensitivity::change_l1_bound;
 use super::{
     Algorithm, AlgorithmInfo, Cancelled, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError,
+    catalog,
 };
 use crate::dataset::{DataContext, Kind, Neighbours};
 use crate::linalg::{Matrix, Records, fix_signs, gram_t, gram_t_times, matmul, thin_qr_q};
@@ -411,17 +412,9 @@ fn fits(config: &CoherentPowerConfig, d: usize) -> bool {
 }
 
 impl Algorithm for CoherentPower {
+    const INFO: &'static AlgorithmInfo = &catalog::COHERENT_POWER;
     type Params = CoherentPowerParams;
     type Config = CoherentPowerConfig;
-
-    fn info(&self) -> AlgorithmInfo {
-        AlgorithmInfo::new(
-            "coherent_power",
-            "Private power iteration one vector at a time under a public coherence bound C, rank k by deflation with private singular-value estimates; the job fails cleanly if an iterate breaks the bound.",
-            "Hardt & Roth 2013, Fig. 2 (PPI, Lemma 3.4), Fig. 3 (rank-k by deflation), Remark 4.5 (search over C)",
-            "ρ-zCDP with ρ = k·(m·T/(2s²) + ε''²/2): per component, m·T Gaussian rounds (the Gaussian part) of sensitivity u·sqrt(C/d) for matrices and min(β², u_eff·sqrt(C/d)) for records (m coherence candidates, 1 without the search), and one Laplace estimate (pure DP) of sensitivity u for matrices, min(β², u_eff) for records.",
-        )
-    }
 
     fn configure(
         &self,

@@ -66,13 +66,13 @@ use serde::{Deserialize, Serialize};
 
 use super::k_dp_pca::deflation::{LearningRate, Parts, Projector, public_n, records};
 use super::noisy_power::{check_k, target_rho};
-use super::{Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError};
+use super::{
+    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError, catalog,
+};
 use crate::dataset::{DataContext, Kind, Neighbours, Relation};
 use crate::linalg::{Matrix, Records, Vector, gram_t, try_sym_eigenvalues};
 use crate::privacy::{Cost, PrivacyTarget};
 
-/// Algorithm name.
-pub const NAME: &str = "dp_oja";
 /// Audit label of the per-update Gaussian noise 2c·a·z_t/B.
 pub const RELEASE: &str = "oja_update";
 /// Audit label of the Gaussian noise on the eigenvalue estimate of the default schedule.
@@ -270,23 +270,9 @@ fn private_eigenvalues(
 }
 
 impl Algorithm for DpOja {
+    const INFO: &'static AlgorithmInfo = &catalog::DP_OJA;
     type Params = DpOjaParams;
     type Config = DpOjaConfig;
-
-    fn info(&self) -> AlgorithmInfo {
-        AlgorithmInfo::new(
-            NAME,
-            "k-DP-Ojas: deflation over disjoint parts of the records, each round one pass of Oja's rule on mini-batch means of clipped per-record gradients plus Gaussian noise, with a learning rate set from a private eigengap estimate. Records, replace_one only.",
-            "Düngler & Sanyal 2025, Alg. 1 (deflation) with Alg. 3 (DP-Ojas), averaged over mini-batches; learning rate of Theorem 7 with a private eigenvalue estimate",
-            "ρ-zCDP with ρ = ρ_e + 1/(2a²): a Gaussian estimate of the top eigenvalues of XᵀX/n (sensitivity √2·β²/n, ρ_e = estimate_share·ρ; none with a fixed learning_rate), then every update is a Gaussian mechanism (sensitivity 2c/B, sd 2c·a/B) on its own batch, and batches are disjoint across updates and rounds.",
-        )
-        .scope(
-            &[Kind::Records],
-            &[Relation::ReplaceOne],
-            "records under replace_one only: each record feeds exactly one update and the job is DP by parallel composition over disjoint updates; adding or removing a record shifts every later update, and matrix datasets have no per-record terms x xᵀ.",
-        )
-        .without_eigenvalues()
-    }
 
     fn configure(
         &self,
@@ -294,7 +280,7 @@ impl Algorithm for DpOja {
         ctx: &DataContext,
         target: &PrivacyTarget,
     ) -> Result<DpOjaConfig, ConfigError> {
-        let n = public_n(NAME, ctx)?;
+        let n = public_n(Self::INFO.name, ctx)?;
         let rho = target_rho(target)?;
         let d = ctx.d;
         check_k(params.k, d)?;

@@ -7,6 +7,7 @@ use serde_json::json;
 
 use super::*;
 use crate::algorithms::DynAlgorithm;
+use crate::dataset::Relation;
 use crate::algorithms::bingham::tests::{
     check_concentration, check_uniform, pair_cos, pair_pit, uniform_to_laplace,
 };
@@ -293,7 +294,7 @@ fn matrix_datasets_are_refused() {
 
 #[test]
 fn info_is_complete() {
-    let info = Algorithm::info(&EigenSampling);
+    let info = EigenSampling::INFO;
     assert_eq!(info.name, "eigen_sampling");
     assert!(!info.summary.is_empty() && info.source.contains("Amin") && info.source.contains("Kent"));
     assert_eq!(info.kinds, vec![Kind::Records]);

@@ -11,7 +11,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::noisy_power::check_k;
-use super::{Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError};
+use super::{
+    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError, catalog,
+};
 use crate::dataset::{DataContext, Kind};
 use crate::linalg::{centred_gram_t, column_sums, fix_signs, gram_t, try_sym_eig};
 use crate::privacy::{Cost, PrivacyTarget};
@@ -47,18 +49,9 @@ fn public_only_error() -> ConfigError {
 }
 
 impl Algorithm for Exact {
+    const INFO: &'static AlgorithmInfo = &catalog::EXACT;
     type Params = ExactParams;
     type Config = ExactConfig;
-
-    fn info(&self) -> AlgorithmInfo {
-        AlgorithmInfo::new(
-            "exact",
-            "Exact (non-private) PCA by symmetric eigendecomposition; ground truth for utility metrics.",
-            "Symmetric eigendecomposition of the (optionally centred) Gram matrix or of the data matrix",
-            "Not private: allowed only on datasets marked public; charges nothing.",
-        )
-        .public_only()
-    }
 
     fn configure(
         &self,

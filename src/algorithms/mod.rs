@@ -13,6 +13,7 @@ pub mod auto;
 pub mod bingham;
 pub mod cape_agn;
 pub mod cape_pca;
+pub mod catalog;
 pub mod centering;
 pub mod clipping;
 pub mod coherent_power;
@@ -127,15 +128,16 @@ pub struct NoiseScale {
     pub description: String,
 }
 
-/// What `GET /v1/algorithms` shows about an algorithm.
+/// What `GET /v1/algorithms` shows about an algorithm, and what it can do: its entry in the
+/// [`catalog`].
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AlgorithmInfo {
     pub name: &'static str,
     pub summary: &'static str,
     /// The paper (and algorithm/equation numbers) it implements.
     pub source: &'static str,
-    pub kinds: Vec<Kind>,
-    pub relations: Vec<Relation>,
+    pub kinds: &'static [Kind],
+    pub relations: &'static [Relation],
     /// One line: what is guaranteed and how it is charged.
     pub privacy: &'static str,
     /// Refused (403) on datasets that are not `public: true`.
@@ -151,56 +153,6 @@ pub struct AlgorithmInfo {
     /// How it runs across sites as a study, when it does.
     #[serde(skip)]
     pub study: Option<StudyKind>,
-}
-
-impl AlgorithmInfo {
-    /// The common case: every kind and relation, private, not a study, and its `Output` carries
-    /// eigenvalue estimates; the setters below change what differs.
-    pub fn new(
-        name: &'static str,
-        summary: &'static str,
-        source: &'static str,
-        privacy: &'static str,
-    ) -> Self {
-        AlgorithmInfo {
-            name,
-            summary,
-            source,
-            kinds: vec![Kind::Records, Kind::Matrix],
-            relations: vec![Relation::ReplaceOne, Relation::AddRemove, Relation::Entry],
-            privacy,
-            public_only: false,
-            scope_reason: None,
-            releases_eigenvalues: true,
-            study: None,
-        }
-    }
-
-    /// Narrow the supported datasets to `kinds` and `relations`, and say why.
-    pub fn scope(mut self, kinds: &[Kind], relations: &[Relation], reason: &'static str) -> Self {
-        self.kinds = kinds.to_vec();
-        self.relations = relations.to_vec();
-        self.scope_reason = Some(reason);
-        self
-    }
-
-    /// Refused on datasets that are not `public: true`.
-    pub fn public_only(mut self) -> Self {
-        self.public_only = true;
-        self
-    }
-
-    /// Its `Output` carries no eigenvalue estimates of its own.
-    pub fn without_eigenvalues(mut self) -> Self {
-        self.releases_eigenvalues = false;
-        self
-    }
-
-    /// It also runs across sites as a study.
-    pub fn study(mut self, kind: StudyKind) -> Self {
-        self.study = Some(kind);
-        self
-    }
 }
 
 /// The protocol an algorithm runs by in a multi-site study.
@@ -222,7 +174,8 @@ pub trait Algorithm: Send + Sync + 'static {
     /// Every parameter fixed, noise calibrated. Stored with the job and re-read by the runner.
     type Config: Serialize + DeserializeOwned + Send + Sync;
 
-    fn info(&self) -> AlgorithmInfo;
+    /// Its entry in the [`catalog`].
+    const INFO: &'static AlgorithmInfo;
 
     /// Validate `params` against the dataset's public context and calibrate the noise so that
     /// the cost does not exceed `target`.

@@ -21,7 +21,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::sensitivity::{SensitivityMode, check_bounds, power_sensitivity};
-use super::{Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError};
+use super::{
+    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError, catalog,
+};
 use crate::dataset::{DataContext, Kind};
 use crate::linalg::{Matrix, Records, fix_signs, gram_t, gram_t_times, matmul, thin_qr_q, try_thin_svd};
 use crate::privacy::{Cost, PrivacyTarget};
@@ -207,17 +209,9 @@ pub(crate) fn initial_iterate(rng: &mut dyn RngCore, d: usize, p: usize) -> Matr
 }
 
 impl Algorithm for NoisyPower {
+    const INFO: &'static AlgorithmInfo = &catalog::NOISY_POWER;
     type Params = NoisyPowerParams;
     type Config = NoisyPowerConfig;
-
-    fn info(&self) -> AlgorithmInfo {
-        AlgorithmInfo::new(
-            "noisy_power",
-            "Private randomized power method: L noisy subspace iterations, then a Rayleigh–Ritz step on the last noisy release.",
-            "Nicolas et al. 2024, Alg. 1 with Thm 3.1 (sensitivity) and Thm 3.2 (privacy); Hardt & Price 2014; Balcan et al. 2016",
-            "ρ-zCDP with ρ = L/(2s²): each iteration is a Gaussian mechanism with noise sd s·Δ(X_{l−1}).",
-        )
-    }
 
     fn configure(
         &self,
