@@ -94,6 +94,7 @@ use super::sensitivity::check_bounds;
 use super::tensor_power::packed_len;
 use super::{
     Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError, catalog,
+    ensure_fits,
 };
 use crate::dataset::{DataContext, Kind, Neighbours};
 use crate::federation::cape::{CapeNoise, DEFAULT_PAIR_RATIO};
@@ -402,21 +403,22 @@ impl Algorithm for CapeAgn {
 
     fn noise_scales(&self, config: &CapeAgnConfig, ctx: &DataContext) -> Vec<NoiseScale> {
         let d = ctx.d;
-        let scale = |release: &str, noise: &CapeNoise, len: usize, what: &str| NoiseScale {
-            release: release.into(),
-            distribution: "gaussian".into(),
-            multiplier: noise.own_sd / noise.sensitivity,
-            sensitivity: Some(noise.sensitivity),
-            count: config.sites as usize,
-            description: format!(
-                "{what}: each of {} sites adds its own N(0, {:.4e}²) to {len} packed entries, plus pairwise zero-sum terms (sd {:.4e}) and the aggregator's term (sd {:.4e}); the aggregate carries sd {:.4e} per entry when all send (pooled {:.4e}).",
-                config.sites,
+        let scale = |release: &str, noise: &CapeNoise, len: usize, what: &str| {
+            NoiseScale::gaussian(
+                release,
                 noise.own_sd,
-                noise.pair_sd,
-                noise.aggregator_sd,
-                noise.achieved_sd(config.sites as usize, 0),
-                noise.pooled_sd
-            ),
+                noise.sensitivity,
+                config.sites as usize,
+                format!(
+                    "{what}: each of {} sites adds its own N(0, {:.4e}²) to {len} packed entries, plus pairwise zero-sum terms (sd {:.4e}) and the aggregator's term (sd {:.4e}); the aggregate carries sd {:.4e} per entry when all send (pooled {:.4e}).",
+                    config.sites,
+                    noise.own_sd,
+                    noise.pair_sd,
+                    noise.aggregator_sd,
+                    noise.achieved_sd(config.sites as usize, 0),
+                    noise.pooled_sd
+                ),
+            )
         };
         vec![
             scale(STAGE1, &config.stage1, d * (d + 1) / 2, "Stage 1, second moments"),
@@ -440,12 +442,9 @@ impl Algorithm for CapeAgn {
             return Err(failed("cape_agn runs on records"));
         };
         let d = ctx.d;
-        if xt.nrows() != d
-            || !(config.k >= 1 && config.k <= d)
-            || config.shares.len() != config.sites as usize
-        {
-            return Err(failed("the stored configuration does not fit the dataset"));
-        }
+        ensure_fits(
+            xt.nrows() == d && config.k >= 1 && config.k <= d && config.shares.len() == config.sites as usize,
+        )?;
         let records = to_domain(xt, config.model);
         let shards: Vec<Matrix> = shard_ranges(records.ncols(), &config.shares)
             .into_iter()

@@ -32,7 +32,7 @@ use super::{
 use crate::dataset::{DataContext, Kind};
 use crate::federation::cape::{self, CapeNoise, CapeReport, DEFAULT_PAIR_RATIO};
 use crate::federation::crypto::Seed;
-use crate::linalg::{Records, fix_signs, gram_t, try_sym_eig};
+use crate::linalg::{Records, gram_t};
 use crate::privacy::{Cost, PrivacyTarget};
 
 /// Default number of simulated sites.
@@ -207,14 +207,7 @@ pub fn shard_ranges(n: usize, sites: usize, shares: Option<&[f64]>) -> Vec<std::
 /// The aggregator's last step: the top-k eigenpairs of the aggregate Â (Alg. 2 steps 9–10).
 pub fn finish(aggregate: &[f64], d: usize, k: usize) -> Result<Output, RunError> {
     let a = cape::unpack_symmetric(aggregate, d).map_err(RunError::Failed)?;
-    let eig =
-        try_sym_eig(&a).map_err(|_| RunError::Failed("the eigendecomposition did not converge".into()))?;
-    let mut basis = eig.vectors.columns(0, k).into_owned();
-    fix_signs(&mut basis);
-    Ok(Output {
-        basis,
-        eigenvalues: Some(eig.values.iter().take(k).copied().collect()),
-    })
+    Output::top_eigenpairs(&a, k)
 }
 
 /// A site's statistic: the packed upper triangle of X_sᵀX_s (`xt` = X_sᵀ, d×n_s, clipped).
@@ -272,13 +265,8 @@ impl Algorithm for CapePca {
         let n = &config.noise;
         let entries = ctx.d * (ctx.d + 1) / 2;
         let s = config.sites as usize;
-        let scale = |release: &str, sd: f64, count: usize, description: String| NoiseScale {
-            release: release.into(),
-            distribution: "gaussian".into(),
-            multiplier: sd / delta,
-            sensitivity: Some(delta),
-            count,
-            description,
+        let scale = |release: &str, sd: f64, count: usize, description: String| {
+            NoiseScale::gaussian(release, sd, delta, count, description)
         };
         vec![
             scale(

@@ -227,15 +227,13 @@ impl CenterConfig {
         else {
             return Vec::new();
         };
-        let mut scales = vec![NoiseScale {
-            release: SUM_RELEASE.into(),
-            distribution: "gaussian".into(),
-            multiplier: noise_sd / sum_sensitivity,
-            sensitivity: Some(*sum_sensitivity),
-            count: d,
-            description:
-                "private centering: Gaussian noise on each coordinate of the clipped sum of the rows".into(),
-        }];
+        let mut scales = vec![NoiseScale::gaussian(
+            SUM_RELEASE,
+            *noise_sd,
+            *sum_sensitivity,
+            d,
+            "private centering: Gaussian noise on each coordinate of the clipped sum of the rows",
+        )];
         if let Some(sd) = count_noise_sd {
             scales.push(NoiseScale {
                 release: COUNT_RELEASE.into(),

@@ -224,17 +224,16 @@ impl ClipConfig {
     }
 
     pub fn noise_scale(&self) -> NoiseScale {
-        NoiseScale {
-            release: RELEASE.into(),
-            distribution: "gaussian".into(),
-            multiplier: self.noise_sd / self.sensitivity,
-            sensitivity: Some(self.sensitivity),
-            count: self.steps as usize,
-            description: format!(
+        NoiseScale::gaussian(
+            RELEASE,
+            self.noise_sd,
+            self.sensitivity,
+            self.steps as usize,
+            format!(
                 "adaptive clipping: noisy binary search for the {} quantile of the row norms (one noisy count per step)",
                 self.quantile
             ),
-        }
+        )
     }
 
     /// Runs the search on the records (d×n, one record per column) and returns c.

@@ -64,10 +64,12 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::centering::calibrate_sd;
 use super::k_dp_pca::deflation::{LearningRate, Parts, Projector, public_n, records};
 use super::noisy_power::{check_k, target_rho};
 use super::{
     Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError, catalog,
+    ensure_fits,
 };
 use crate::dataset::{DataContext, Kind, Neighbours, Relation};
 use crate::linalg::{Matrix, Records, Vector, gram_t, try_sym_eigenvalues};
@@ -206,16 +208,6 @@ fn estimate_sensitivity(beta: f64, n: usize) -> f64 {
     std::f64::consts::SQRT_2 * beta * beta / n as f64
 }
 
-/// The estimate's noise sd for ρ_e: Δ/sqrt(2ρ_e), nudged up so that its Gaussian cost is at
-/// most ρ_e in floating point too.
-fn estimate_sd(sensitivity: f64, rho: f64) -> f64 {
-    let mut sd = sensitivity / (2.0 * rho).sqrt();
-    while Cost::gaussian(sensitivity, sd).rho > rho {
-        sd = sd.next_up();
-    }
-    sd
-}
-
 /// clip_c(v) = v·min(1, c/‖v‖₂), in place, by the shared [`crate::linalg::clip`] with its
 /// rounding margin: the sensitivity 2c/B needs the exact ‖clip_c(v)‖₂ ≤ c.
 fn clip(v: &mut Vector, c: f64) {
@@ -326,7 +318,8 @@ impl Algorithm for DpOja {
                     ));
                 }
                 let estimate_rho = share * rho;
-                let noise_sd = estimate_sd(estimate_sensitivity(beta, n), estimate_rho);
+                // Δ/sqrt(2ρ_e), nudged up so that its Gaussian cost is at most ρ_e.
+                let noise_sd = calibrate_sd(estimate_sensitivity(beta, n), estimate_rho);
                 let estimate = EigenvalueEstimate {
                     schedule: DEFAULT_SCHEDULE,
                     rho: estimate_rho,
@@ -397,17 +390,16 @@ impl Algorithm for DpOja {
             (&config.estimate, ctx.neighbours, ctx.n)
         {
             let sensitivity = estimate_sensitivity(beta, n.max(1));
-            scales.push(NoiseScale {
-                release: ESTIMATE_RELEASE.into(),
-                distribution: "gaussian".into(),
-                multiplier: e.noise_sd / sensitivity,
-                sensitivity: Some(sensitivity),
-                count: (config.k + 1).min(ctx.d),
-                description: format!(
+            scales.push(NoiseScale::gaussian(
+                ESTIMATE_RELEASE,
+                e.noise_sd,
+                sensitivity,
+                (config.k + 1).min(ctx.d),
+                format!(
                     "Gaussian noise on the top min(k + 1, d) eigenvalues of XᵀX/n (L2 sensitivity √2·β²/n), for the default learning-rate schedule: sd {:.6e}.",
                     e.noise_sd
                 ),
-            });
+            ));
         }
         scales
     }
@@ -456,11 +448,7 @@ impl Algorithm for DpOja {
             _ => false,
         };
         let usable = sd > 0.0 && sd.is_finite() && schedule_ok && beta > 0.0 && beta.is_finite();
-        if !(ctx.kind() == Kind::Records && ctx.relation() == Relation::ReplaceOne && fits && usable) {
-            return Err(RunError::Failed(
-                "the stored configuration does not fit the dataset".into(),
-            ));
-        }
+        ensure_fits(ctx.kind() == Kind::Records && ctx.relation() == Relation::ReplaceOne && fits && usable)?;
         let xt = records(input, ctx, n)?;
         let rates = match (config.learning_rate, config.estimate) {
             (Some(rate), _) => Rates::Fixed(rate),

@@ -61,6 +61,7 @@ use serde::{Deserialize, Serialize};
 use super::noisy_power::check_opening;
 use super::{
     Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError, catalog,
+    ensure_fits,
 };
 use crate::dataset::{DataContext, Kind, Neighbours};
 use crate::linalg::{Matrix, Vector, fix_signs, gram_t, try_sym_eig};
@@ -282,7 +283,6 @@ impl Algorithm for EigenSampling {
         let d = ctx.d;
         let k = config.k;
         let m = sampled_vectors(k, d);
-        let unfit = || RunError::Failed("the stored configuration does not fit the dataset".into());
         let e0 = config.eigenvalue_epsilon;
         let ev = config.vector_epsilon;
         let (Some(delta), Some(delta_values), Some(concentration)) = (
@@ -290,7 +290,7 @@ impl Algorithm for EigenSampling {
             eigenvalue_sensitivity(&ctx.neighbours),
             concentration(&ctx.neighbours, ev),
         ) else {
-            return Err(unfit());
+            return Err(RunError::unfit());
         };
         let valid = k >= 1
             && k <= d
@@ -299,16 +299,10 @@ impl Algorithm for EigenSampling {
             && (m == 0 || (ev > 0.0 && ev.is_finite()))
             && delta > 0.0
             && delta.is_finite();
-        if !valid {
-            return Err(unfit());
-        }
+        ensure_fits(valid)?;
         let xt = match (input, ctx.kind()) {
             (DataInput::Records { xt }, Kind::Records) if xt.nrows() == d => xt,
-            _ => {
-                return Err(RunError::Failed(
-                    "the data does not match the dataset's kind or dimension".into(),
-                ));
-            }
+            _ => return Err(RunError::mismatched_data()),
         };
         let gram = gram_t(xt);
         if !gram.iter().all(|v| v.is_finite()) {

@@ -7,7 +7,6 @@ use serde_json::json;
 
 use super::*;
 use crate::algorithms::DynAlgorithm;
-use crate::dataset::Relation;
 use crate::algorithms::bingham::tests::{
     check_concentration, check_uniform, pair_cos, pair_pit, uniform_to_laplace,
 };
@@ -16,6 +15,7 @@ use crate::algorithms::testing::{
     assert_object_errors, assert_run_fails, ctx, exact_top, gaussian, gaussian_vector, invalid_field,
     k_out_of_range, rejected, ro, run_on_records, run_with_progress, seeded, spiked_records, target,
 };
+use crate::dataset::Relation;
 use crate::linalg::subspace::sin_theta;
 use crate::linalg::{matmul, sym_eig, thin_qr_q};
 use crate::privacy::testing::check_laplace_scale;

@@ -13,9 +13,10 @@ use serde::{Deserialize, Serialize};
 use super::noisy_power::check_k;
 use super::{
     Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError, catalog,
+    ensure_fits,
 };
 use crate::dataset::{DataContext, Kind};
-use crate::linalg::{centred_gram_t, column_sums, fix_signs, gram_t, try_sym_eig};
+use crate::linalg::{centred_gram_t, column_sums, try_sym_eig};
 use crate::privacy::{Cost, PrivacyTarget};
 
 /// Exact PCA (public data only).
@@ -97,40 +98,22 @@ impl Algorithm for Exact {
             ));
         }
         let d = ctx.d;
-        if !(config.k >= 1 && config.k <= d) {
-            return Err(RunError::Failed(
-                "the stored configuration does not fit the dataset".into(),
-            ));
-        }
-        let a = match (input, ctx.kind()) {
-            (DataInput::Records { xt }, Kind::Records) if xt.nrows() == d => {
-                if !config.center {
-                    gram_t(xt)
-                } else if xt.ncols() == 0 {
+        ensure_fits(config.k >= 1 && config.k <= d)?;
+        let a = match input {
+            _ if !config.center => input.symmetric_matrix(ctx)?,
+            DataInput::Records { xt } if ctx.kind() == Kind::Records && xt.nrows() == d => {
+                if xt.ncols() == 0 {
                     return Err(RunError::Failed("centering needs at least one record".into()));
-                } else {
-                    // (X − 1x̄ᵀ)ᵀ(X − 1x̄ᵀ), streamed: no centred copy of the data.
-                    centred_gram_t(xt, &(column_sums(xt) / xt.ncols() as f64))
                 }
+                // (X − 1x̄ᵀ)ᵀ(X − 1x̄ᵀ), streamed: no centred copy of the data.
+                centred_gram_t(xt, &(column_sums(xt) / xt.ncols() as f64))
             }
-            (DataInput::Matrix { a }, Kind::Matrix) if a.nrows() == d && a.ncols() == d && !config.center => {
-                a.clone()
-            }
-            _ => {
-                return Err(RunError::Failed(
-                    "the data does not match the dataset's kind or dimension".into(),
-                ));
-            }
+            _ => return Err(RunError::mismatched_data()),
         };
         // sym_eig sorts by decreasing eigenvalue.
         let eig = try_sym_eig(&a).map_err(|e| RunError::Failed(format!("eigendecomposition failed: {e}")))?;
-        let mut basis = eig.vectors.columns(0, config.k).into_owned();
-        fix_signs(&mut basis);
         env.progress(1, 1)?;
-        Ok(Output {
-            basis,
-            eigenvalues: Some(eig.values.iter().take(config.k).copied().collect()),
-        })
+        Ok(Output::leading(&eig.vectors, eig.values.as_slice(), config.k))
     }
 }
 

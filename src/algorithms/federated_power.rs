@@ -32,7 +32,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::noisy_power::{calibrate, check_opening, choose_iterations, choose_p, cost_of};
+use super::noisy_power::{calibrate, check_calibrated, check_opening, choose_iterations, choose_p, cost_of};
 use super::sensitivity::{SensitivityMode, change_l1_bound, hardt_price, rank_one, row_norm};
 use super::{
     Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError, catalog,
@@ -429,12 +429,7 @@ pub fn configure_for(
         ));
     }
     let multiplier = calibrate(iterations, rho);
-    if !multiplier.is_finite() {
-        return Err(ConfigError::invalid(
-            "rho",
-            "is too small to calibrate noise in floating point",
-        ));
-    }
+    check_calibrated(multiplier.is_finite())?;
     let mut config = FederatedPowerConfig {
         k,
         p,

@@ -75,7 +75,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::gossip_graph::{GraphSpec, Mixing};
-use super::noisy_power::{check_opening, choose_p};
+use super::noisy_power::{check_calibrated, check_opening, choose_iterations, choose_p};
 use super::{
     Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError, catalog,
 };
@@ -361,13 +361,7 @@ impl Algorithm for GossipPower {
                 format!("must satisfy 1 ≤ gossip_rounds ≤ {MAX_GOSSIP_ROUNDS} (got {gossip_rounds})"),
             ));
         }
-        let iterations = params.iterations.unwrap_or(DEFAULT_ITERATIONS);
-        if !(1..=MAX_ITERATIONS).contains(&iterations) {
-            return Err(ConfigError::invalid(
-                "params.iterations",
-                format!("must satisfy 1 ≤ iterations ≤ {MAX_ITERATIONS} (got {iterations})"),
-            ));
-        }
+        let iterations = choose_iterations(params.iterations, DEFAULT_ITERATIONS, MAX_ITERATIONS, "")?;
         let clip_norm = params.clip_norm.unwrap_or(DEFAULT_CLIP_NORM);
         if !(clip_norm > 0.0 && clip_norm.is_finite()) {
             return Err(ConfigError::invalid(
@@ -383,12 +377,7 @@ impl Algorithm for GossipPower {
             ));
         }
         let (message_multiplier, update_multiplier) = calibrate(iterations, rho, share);
-        if !(message_multiplier.is_finite() && update_multiplier.is_finite()) {
-            return Err(ConfigError::invalid(
-                "rho",
-                "is too small to calibrate noise in floating point",
-            ));
-        }
+        check_calibrated(message_multiplier.is_finite() && update_multiplier.is_finite())?;
         let consensus_clip = match params.consensus_clip {
             Some(tau) => tau,
             None => default_consensus_clip(ctx, m, p, clip_norm, message_multiplier),
@@ -519,9 +508,7 @@ pub fn simulate(
         .all(|s| *s > 0.0 && s.is_finite());
     let beta = row_norm_bound(&ctx.neighbours);
     let (DataInput::Records { xt }, Some(beta), true) = (input, beta, fits) else {
-        return Err(RunError::Failed(
-            "the stored configuration does not fit the dataset".into(),
-        ));
+        return Err(RunError::unfit());
     };
     if xt.nrows() != d || xt.ncols() == 0 {
         return Err(RunError::Failed(

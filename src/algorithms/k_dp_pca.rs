@@ -77,6 +77,7 @@ use self::stability_histogram::StabilityHistogram;
 use super::noisy_power::{check_k, target_rho};
 use super::{
     Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError, catalog,
+    ensure_fits,
 };
 use crate::dataset::{DataContext, Kind, Neighbours, Relation};
 use crate::privacy::{Cost, PrivacyTarget};
@@ -584,11 +585,9 @@ impl Algorithm for KDpPca {
     ) -> Result<Output, RunError> {
         let d = ctx.d;
         let n = ctx.n.unwrap_or(0);
-        if !(ctx.kind() == Kind::Records && ctx.relation() == Relation::ReplaceOne && config.fits(d, n)) {
-            return Err(RunError::Failed(
-                "the stored configuration does not fit the dataset".into(),
-            ));
-        }
+        ensure_fits(
+            ctx.kind() == Kind::Records && ctx.relation() == Relation::ReplaceOne && config.fits(d, n),
+        )?;
         let xt = records(input, ctx, n)?;
         let (k, batch, steps) = (config.k, config.batch_size, config.steps);
         let cal = config.calibration();

@@ -59,6 +59,20 @@ pub enum DataInput<'a> {
     Matrix { a: &'a Matrix },
 }
 
+impl DataInput<'_> {
+    /// The d×d matrix A the decompositions work on: the Gram matrix XᵀX of records, or the
+    /// matrix of a matrix dataset; [`RunError::mismatched_data`] unless the input has the
+    /// dataset's kind and dimension d.
+    pub fn symmetric_matrix(self, ctx: &DataContext) -> Result<Matrix, RunError> {
+        let d = ctx.d;
+        match (self, ctx.kind()) {
+            (DataInput::Records { xt }, Kind::Records) if xt.nrows() == d => Ok(crate::linalg::gram_t(xt)),
+            (DataInput::Matrix { a }, Kind::Matrix) if a.nrows() == d && a.ncols() == d => Ok(a.clone()),
+            _ => Err(RunError::mismatched_data()),
+        }
+    }
+}
+
 /// What a successful run returns (docs/design/privacy.md §3: only DP outputs and their post-processing).
 #[derive(Debug, Clone)]
 pub struct Output {
@@ -67,6 +81,28 @@ pub struct Output {
     pub basis: Matrix,
     /// Private eigenvalue estimates, when the algorithm released them (post-processing only).
     pub eigenvalues: Option<Vec<f64>>,
+}
+
+impl Output {
+    /// The first `k` columns of `vectors` (signs fixed by [`crate::linalg::fix_signs`]) with the
+    /// first `k` of `values` as eigenvalue estimates: the top-k of an eigendecomposition or SVD
+    /// sorted by decreasing value.
+    pub fn leading(vectors: &Matrix, values: &[f64], k: usize) -> Output {
+        let mut basis = vectors.columns(0, k).into_owned();
+        crate::linalg::fix_signs(&mut basis);
+        Output {
+            basis,
+            eigenvalues: Some(values.iter().take(k).copied().collect()),
+        }
+    }
+
+    /// The top-k eigenpairs of the symmetric matrix `a` (sorted by decreasing eigenvalue;
+    /// nalgebra's own order is unsorted).
+    pub fn top_eigenpairs(a: &Matrix, k: usize) -> Result<Output, RunError> {
+        let eig = crate::linalg::try_sym_eig(a)
+            .map_err(|_| RunError::Failed("the eigendecomposition did not converge".into()))?;
+        Ok(Output::leading(&eig.vectors, eig.values.as_slice(), k))
+    }
 }
 
 /// A configuration could not be built from the client's parameters.
@@ -103,6 +139,23 @@ pub enum RunError {
     Failed(String),
 }
 
+impl RunError {
+    /// The stored configuration does not fit the dataset it is run on.
+    pub fn unfit() -> Self {
+        RunError::Failed("the stored configuration does not fit the dataset".into())
+    }
+
+    /// The data handed to the run is not of the dataset's kind or dimension.
+    pub fn mismatched_data() -> Self {
+        RunError::Failed("the data does not match the dataset's kind or dimension".into())
+    }
+}
+
+/// Checks a stored configuration before a run: [`RunError::unfit`] unless `fits`.
+pub(crate) fn ensure_fits(fits: bool) -> Result<(), RunError> {
+    if fits { Ok(()) } else { Err(RunError::unfit()) }
+}
+
 impl From<Cancelled> for RunError {
     fn from(_: Cancelled) -> Self {
         RunError::Cancelled
@@ -126,6 +179,27 @@ pub struct NoiseScale {
     pub count: usize,
     /// Plain-words description.
     pub description: String,
+}
+
+impl NoiseScale {
+    /// A Gaussian release of standard deviation `sd` on a query of fixed L2 `sensitivity`: the
+    /// multiplier is sd/sensitivity.
+    pub fn gaussian(
+        release: &str,
+        sd: f64,
+        sensitivity: f64,
+        count: usize,
+        description: impl Into<String>,
+    ) -> Self {
+        NoiseScale {
+            release: release.into(),
+            distribution: "gaussian".into(),
+            multiplier: sd / sensitivity,
+            sensitivity: Some(sensitivity),
+            count,
+            description: description.into(),
+        }
+    }
 }
 
 /// What `GET /v1/algorithms` shows about an algorithm, and what it can do: its entry in the
