@@ -22,6 +22,7 @@ use super::{
     ensure_fits,
 };
 use crate::dataset::{DataContext, Neighbours};
+use crate::privacy::cost::round_up_while;
 use crate::privacy::{Cost, PrivacyTarget};
 
 /// Audit label of the perturbation.
@@ -68,11 +69,7 @@ fn cost_of(delta: f64, sd: f64) -> f64 {
 
 /// σ = Δ/sqrt(2ρ), rounded up (never down) so that `cost_of(Δ, σ) ≤ ρ` in floating point too.
 fn calibrate(delta: f64, rho: f64) -> f64 {
-    let mut sd = delta / (2.0 * rho).sqrt();
-    while cost_of(delta, sd) > rho {
-        sd = sd.next_up();
-    }
-    sd
+    round_up_while(delta / (2.0 * rho).sqrt(), |sd| cost_of(delta, sd) > rho)
 }
 
 impl Algorithm for AnalyzeGauss {

@@ -26,6 +26,7 @@ use crate::dataset::{DataContext, Kind, Neighbours};
 use crate::linalg::clip::clip_columns;
 use crate::linalg::{Matrix, Records, Vector};
 use crate::privacy::Cost;
+use crate::privacy::cost::round_up_while;
 
 /// Default share of the job's ρ spent on a private mean.
 pub const DEFAULT_CENTER_SHARE: f64 = 0.1;
@@ -138,11 +139,9 @@ pub fn request(
 
 /// s = Δ/sqrt(2ρ) (docs/design/privacy.md §2), nudged up until Cost::gaussian(Δ, s) ≤ ρ in floating point.
 pub(crate) fn calibrate_sd(sensitivity: f64, rho: f64) -> f64 {
-    let mut sd = sensitivity / (2.0 * rho).sqrt();
-    while Cost::gaussian(sensitivity, sd).rho > rho {
-        sd = sd.next_up();
-    }
-    sd
+    round_up_while(sensitivity / (2.0 * rho).sqrt(), |sd| {
+        Cost::gaussian(sensitivity, sd).rho > rho
+    })
 }
 
 /// The L2 row bound β and L1 row bound α of a records dataset.

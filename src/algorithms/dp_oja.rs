@@ -73,6 +73,7 @@ use super::{
 };
 use crate::dataset::{DataContext, Kind, Neighbours, Relation};
 use crate::linalg::{Matrix, Records, Vector, gram_t, try_sym_eigenvalues};
+use crate::privacy::cost::round_up_while;
 use crate::privacy::{Cost, PrivacyTarget};
 
 /// Audit label of the per-update Gaussian noise 2c·a·z_t/B.
@@ -195,11 +196,7 @@ fn cost_of(a: f64) -> f64 {
 
 /// a = 1/sqrt(2ρ), nudged up so that `cost_of(a) ≤ ρ` in floating point too.
 fn calibrate(rho: f64) -> f64 {
-    let mut a = 1.0 / (2.0 * rho).sqrt();
-    while cost_of(a) > rho {
-        a = a.next_up();
-    }
-    a
+    round_up_while(1.0 / (2.0 * rho).sqrt(), |a| cost_of(a) > rho)
 }
 
 /// √2·β²/n: the L2 sensitivity of the sorted eigenvalues of Σ̂ = XᵀX/n under replace_one

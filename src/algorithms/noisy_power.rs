@@ -27,6 +27,7 @@ use super::{
 };
 use crate::dataset::{DataContext, Kind};
 use crate::linalg::{Matrix, Records, gram_t, gram_t_times, matmul, thin_qr_q, try_thin_svd};
+use crate::privacy::cost::round_up_while;
 use crate::privacy::{Cost, PrivacyTarget};
 
 /// Default number of iterations. Nicolas et al. (§5) note that L is usually 1–5. At a fixed
@@ -96,11 +97,9 @@ pub(crate) fn cost_of(iterations: u32, multiplier: f64) -> f64 {
 /// s = sqrt(L/(2ρ)), the inverse of [`cost_of`], rounded up (never down) so that
 /// `cost_of(L, s) ≤ ρ` holds in floating point too.
 pub(crate) fn calibrate(iterations: u32, rho: f64) -> f64 {
-    let mut s = (f64::from(iterations) / (2.0 * rho)).sqrt();
-    while cost_of(iterations, s) > rho {
-        s = s.next_up();
-    }
-    s
+    round_up_while((f64::from(iterations) / (2.0 * rho)).sqrt(), |s| {
+        cost_of(iterations, s) > rho
+    })
 }
 
 /// Checks 1 ≤ k ≤ d, reporting the failure on `params.k`.

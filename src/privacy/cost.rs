@@ -22,6 +22,16 @@ pub enum PrivacyError {
     Other(String),
 }
 
+/// Rounds a calibrated noise scale up, one ulp at a time, while the cost it gives still
+/// `exceeds` the budget: a scale from its closed form can cost an ulp or two more than planned
+/// in floating point, and calibration rounds against the user (docs/design/privacy.md §2).
+pub fn round_up_while(mut scale: f64, exceeds: impl Fn(f64) -> bool) -> f64 {
+    while exceeds(scale) {
+        scale = scale.next_up();
+    }
+    scale
+}
+
 /// zCDP parameter ρ: finite and strictly positive.
 #[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize)]
 pub struct Rho(f64);
