@@ -28,7 +28,10 @@ async fn create_reports_budget_as_rho_and_epsilon_delta() {
     // 40 digits); the ceiling is below that, and nothing is spent, so it is all remaining.
     let total = &view["budget"]["total"];
     let rho = total["rho"].as_f64().unwrap();
-    assert!((rho - 0.026_240).abs() < 1e-5 && rho < 0.028_014_481_912_630_34, "{rho}");
+    assert!(
+        (rho - 0.026_240).abs() < 1e-5 && rho < 0.028_014_481_912_630_34,
+        "{rho}"
+    );
     // Shown as ε by the exact curve at the display δ: below the stated ε (the other δ/2 is the
     // union bound's), while CKS says more.
     let exact = total["epsilon_exact_gaussian"].as_f64().unwrap();
