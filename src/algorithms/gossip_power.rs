@@ -75,14 +75,14 @@ use serde::{Deserialize, Serialize};
 
 use super::gossip_agent::{Agent, Exchange, assemble, schedule};
 use super::gossip_graph::{GraphSpec, Mixing};
-use super::noisy_power::{check_opening, choose_p};
-use super::{Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError};
-use crate::dataset::{DataContext, Kind, Neighbours, Relation};
+use super::noisy_power::{check_calibrated, check_opening, choose_iterations, choose_p};
+use super::{
+    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError, catalog,
+};
+use crate::dataset::{DataContext, Neighbours};
 use crate::linalg::Matrix;
 use crate::privacy::{Cost, PrivacyTarget};
 
-/// Algorithm name.
-pub const NAME: &str = "gossip_power";
 /// Default number of agents.
 pub const DEFAULT_AGENTS: usize = 4;
 /// Most agents (bounds the simulation's m²·K·n·p work per iteration).
@@ -303,24 +303,9 @@ impl GossipPowerConfig {
 }
 
 impl Algorithm for GossipPower {
+    const INFO: &'static AlgorithmInfo = &catalog::GOSSIP_POWER;
     type Params = GossipPowerParams;
     type Config = GossipPowerConfig;
-
-    fn info(&self) -> AlgorithmInfo {
-        AlgorithmInfo::new(
-            NAME,
-            "Decentralized DP power method (simulate mode): features split over m agents who gossip noisy messages over a graph; block power iteration, then a Rayleigh–Ritz step on the shared segments.",
-            "D-DP-PM (Decentralized Differentially Private Power Method, seed 001), Alg. 1, eq. 11 and Assumption 2; accounting by the Gaussian mechanism (docs/design/algorithms.md), not the paper's Thm 2",
-            "ρ-zCDP with ρ = L·(1/(2s_y²) + 1/(2s_v²)): every message (sensitivity 2βν) and every update (sensitivity 2β·max row norm of the consensus/c) that leaves an agent is a Gaussian mechanism.",
-        )
-        .scope(
-            &[Kind::Records],
-            &[Relation::ReplaceOne],
-            "each message has one entry per record, so adding or removing a record changes its length; only replace_one records are supported",
-        )
-        .without_eigenvalues()
-        .study(super::StudyKind::Gossip)
-    }
 
     fn configure(
         &self,
@@ -330,7 +315,8 @@ impl Algorithm for GossipPower {
     ) -> Result<GossipPowerConfig, ConfigError> {
         if row_norm_bound(&ctx.neighbours).is_none() {
             return Err(ConfigError::Unsupported(format!(
-                "{NAME} runs on replace_one records only"
+                "{} runs on replace_one records only",
+                Self::INFO.name
             )));
         }
         let rho = check_opening(ctx, target, params.k)?;
@@ -374,13 +360,7 @@ impl Algorithm for GossipPower {
                 format!("must satisfy 1 ≤ gossip_rounds ≤ {MAX_GOSSIP_ROUNDS} (got {gossip_rounds})"),
             ));
         }
-        let iterations = params.iterations.unwrap_or(DEFAULT_ITERATIONS);
-        if !(1..=MAX_ITERATIONS).contains(&iterations) {
-            return Err(ConfigError::invalid(
-                "params.iterations",
-                format!("must satisfy 1 ≤ iterations ≤ {MAX_ITERATIONS} (got {iterations})"),
-            ));
-        }
+        let iterations = choose_iterations(params.iterations, DEFAULT_ITERATIONS, MAX_ITERATIONS, "")?;
         let clip_norm = params.clip_norm.unwrap_or(DEFAULT_CLIP_NORM);
         if !(clip_norm > 0.0 && clip_norm.is_finite()) {
             return Err(ConfigError::invalid(
@@ -396,12 +376,7 @@ impl Algorithm for GossipPower {
             ));
         }
         let (message_multiplier, update_multiplier) = calibrate(iterations, rho, share);
-        if !(message_multiplier.is_finite() && update_multiplier.is_finite()) {
-            return Err(ConfigError::invalid(
-                "rho",
-                "is too small to calibrate noise in floating point",
-            ));
-        }
+        check_calibrated(message_multiplier.is_finite() && update_multiplier.is_finite())?;
         let consensus_clip = match params.consensus_clip {
             Some(tau) => tau,
             None => default_consensus_clip(ctx, m, p, clip_norm, message_multiplier),
@@ -532,9 +507,7 @@ pub fn simulate(
         .all(|s| *s > 0.0 && s.is_finite());
     let beta = row_norm_bound(&ctx.neighbours);
     let (DataInput::Records { xt }, Some(beta), true) = (input, beta, fits) else {
-        return Err(RunError::Failed(
-            "the stored configuration does not fit the dataset".into(),
-        ));
+        return Err(RunError::unfit());
     };
     if xt.nrows() != d || xt.ncols() == 0 {
         return Err(RunError::Failed(

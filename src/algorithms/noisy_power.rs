@@ -21,12 +21,16 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::sensitivity::{SensitivityMode, check_bounds, power_sensitivity};
-use super::{Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError};
+use super::{
+    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError, catalog,
+    ensure_fits,
+};
 use crate::dataset::{DataContext, Kind};
 use crate::linalg::{
-    CsrView, Matrix, Records, fix_signs, gram_t, gram_t_times, matmul, matmul_tn, thin_qr_q,
-    try_sym_eigenvalues, try_thin_svd,
+    CsrView, Matrix, Records, gram_t, gram_t_times, matmul, matmul_tn, thin_qr_q, try_sym_eigenvalues,
+    try_thin_svd,
 };
+use crate::privacy::cost::round_up_while;
 use crate::privacy::{Cost, PrivacyTarget};
 
 /// Default number of iterations. Nicolas et al. (§5) note that L is usually 1–5. At a fixed
@@ -113,11 +117,9 @@ pub(crate) fn cost_of(iterations: u32, multiplier: f64) -> f64 {
 /// s = sqrt(L/(2ρ)), the inverse of [`cost_of`], rounded up (never down) so that
 /// `cost_of(L, s) ≤ ρ` holds in floating point too.
 pub(crate) fn calibrate(iterations: u32, rho: f64) -> f64 {
-    let mut s = (f64::from(iterations) / (2.0 * rho)).sqrt();
-    while cost_of(iterations, s) > rho {
-        s = s.next_up();
-    }
-    s
+    round_up_while((f64::from(iterations) / (2.0 * rho)).sqrt(), |s| {
+        cost_of(iterations, s) > rho
+    })
 }
 
 /// Checks 1 ≤ k ≤ d, reporting the failure on `params.k`.
@@ -173,6 +175,19 @@ pub(crate) fn choose_iterations(
     }
 }
 
+/// Refuses a target whose calibrated noise is not `finite` (a ρ so small that the noise
+/// overflows f64), reporting the failure on `rho`.
+pub(crate) fn check_calibrated(finite: bool) -> Result<(), ConfigError> {
+    if finite {
+        Ok(())
+    } else {
+        Err(ConfigError::invalid(
+            "rho",
+            "is too small to calibrate noise in floating point",
+        ))
+    }
+}
+
 /// Whether forming A = XᵀX once is cheaper than applying Xᵀ(X·V) every iteration. Flop counts
 /// (multiply–adds): forming A costs n·d² once plus d²·p per iteration; the factored product
 /// costs 2·n·d·p per iteration. Form A iff n·d² + L·d²·p ≤ 2·L·n·d·p.
@@ -183,7 +198,7 @@ pub(crate) fn gram_is_cheaper(n: usize, d: usize, p: usize, iterations: u32) -> 
 }
 
 /// The data matrix A as an operator V ↦ A·V.
-enum Operator<'a> {
+pub(crate) enum Operator<'a> {
     Dense(std::borrow::Cow<'a, Matrix>),
     /// A = xt·xtᵀ applied in factored form.
     Records(Records<'a>),
@@ -195,7 +210,12 @@ impl<'a> Operator<'a> {
     /// Picks the cheaper way to apply A (see [`gram_is_cheaper`]; with the records' statistics
     /// attached A is already formed); checks the input against the dataset's public shape and
     /// kind.
-    fn new(input: DataInput<'a>, ctx: &DataContext, p: usize, iterations: u32) -> Result<Self, RunError> {
+    pub(crate) fn new(
+        input: DataInput<'a>,
+        ctx: &DataContext,
+        p: usize,
+        iterations: u32,
+    ) -> Result<Self, RunError> {
         let d = ctx.d;
         match (input, ctx.kind()) {
             (DataInput::Records { xt }, Kind::Records) if xt.nrows() == d => {
@@ -209,13 +229,11 @@ impl<'a> Operator<'a> {
                 Ok(Operator::Dense(std::borrow::Cow::Borrowed(a)))
             }
             (DataInput::Sparse { a }, Kind::Matrix) if a.n() == d => Ok(Operator::Sparse(a)),
-            _ => Err(RunError::Failed(
-                "the data does not match the dataset's kind or dimension".into(),
-            )),
+            _ => Err(RunError::mismatched_data()),
         }
     }
 
-    fn apply(&self, v: &Matrix) -> Matrix {
+    pub(crate) fn apply(&self, v: &Matrix) -> Matrix {
         match self {
             Operator::Dense(a) => matmul(a, v),
             Operator::Records(xt) => gram_t_times(*xt, v),
@@ -241,18 +259,9 @@ fn top_ritz_sum(x: &Matrix, y: &Matrix, k: usize) -> Result<f64, RunError> {
 }
 
 impl Algorithm for NoisyPower {
+    const INFO: &'static AlgorithmInfo = &catalog::NOISY_POWER;
     type Params = NoisyPowerParams;
     type Config = NoisyPowerConfig;
-
-    fn info(&self) -> AlgorithmInfo {
-        AlgorithmInfo::new(
-            "noisy_power",
-            "Private randomized power method: L noisy subspace iterations, then a Rayleigh–Ritz step on the last noisy release.",
-            "Nicolas et al. 2024, Alg. 1 with Thm 3.1 (sensitivity) and Thm 3.2 (privacy); Hardt & Price 2014; Balcan et al. 2016",
-            "ρ-zCDP with ρ = L/(2s²): each iteration is a Gaussian mechanism with noise sd s·Δ(X_{l−1}).",
-        )
-        .sparse()
-    }
 
     fn configure(
         &self,
@@ -279,12 +288,7 @@ impl Algorithm for NoisyPower {
             ));
         }
         let multiplier = calibrate(iterations, rho);
-        if !multiplier.is_finite() {
-            return Err(ConfigError::invalid(
-                "rho",
-                "is too small to calibrate noise in floating point",
-            ));
-        }
+        check_calibrated(multiplier.is_finite())?;
         Ok(NoisyPowerConfig {
             k,
             p,
@@ -346,11 +350,7 @@ impl Algorithm for NoisyPower {
         let until_converged = until_converged && ctx.public;
         let d = ctx.d;
         let fits = k >= 1 && k <= p && p <= d && (1..=MAX_ITERATIONS).contains(&iterations);
-        if !(fits && multiplier > 0.0 && multiplier.is_finite()) {
-            return Err(RunError::Failed(
-                "the stored configuration does not fit the dataset".into(),
-            ));
-        }
+        ensure_fits(fits && multiplier > 0.0 && multiplier.is_finite())?;
         let op = Operator::new(input, ctx, p, iterations)?;
         let mut x = initial_iterate(env.rng(), d, p);
         let mut y = Matrix::zeros(d, p);
@@ -387,12 +387,7 @@ impl Algorithm for NoisyPower {
         }
         // Rayleigh–Ritz on the release Y_L: its top-k left singular vectors.
         let svd = try_thin_svd(&y).map_err(|_| RunError::Failed("the final SVD did not converge".into()))?;
-        let mut basis = svd.u.columns(0, k).into_owned();
-        fix_signs(&mut basis);
-        Ok(Output {
-            basis,
-            eigenvalues: Some(svd.s.iter().take(k).copied().collect()),
-        })
+        Ok(Output::leading(&svd.u, svd.s.as_slice(), k))
     }
 }
 

@@ -160,7 +160,7 @@ fn invalid_parameters_name_their_field() {
 /// noisy_power supports every kind and relation, so `prepare` never answers `Unsupported`.
 #[test]
 fn every_kind_and_relation_is_supported() {
-    let info = Algorithm::info(&NoisyPower);
+    let info = NoisyPower::INFO;
     assert!(!info.public_only);
     for neighbours in [AR, RO, EN] {
         assert!(info.kinds.contains(&neighbours.kind()) && info.relations.contains(&neighbours.relation()));

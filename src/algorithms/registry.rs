@@ -30,7 +30,8 @@ pub struct Prepared {
 
 /// Object-safe face of an [`Algorithm`].
 pub trait DynAlgorithm: Send + Sync {
-    fn info(&self) -> AlgorithmInfo;
+    /// Its entry in the [`super::catalog`].
+    fn info(&self) -> &'static AlgorithmInfo;
 
     /// The JSON Schema of the `params` a job may send: the algorithm's own parameters and the
     /// generic options that apply to it (see [`super::parameters`]).
@@ -293,12 +294,12 @@ fn config_k(config: &Value) -> Option<usize> {
 }
 
 impl<A: Algorithm> DynAlgorithm for A {
-    fn info(&self) -> AlgorithmInfo {
-        Algorithm::info(self)
+    fn info(&self) -> &'static AlgorithmInfo {
+        A::INFO
     }
 
     fn parameters(&self) -> Value {
-        parameters::published(&Algorithm::info(self), parameters::schema_of::<A::Params>())
+        parameters::published(A::INFO, parameters::schema_of::<A::Params>())
     }
 
     fn prepare(
@@ -307,7 +308,7 @@ impl<A: Algorithm> DynAlgorithm for A {
         ctx: &DataContext,
         target: &PrivacyTarget,
     ) -> Result<Prepared, ConfigError> {
-        let info = Algorithm::info(self);
+        let info = A::INFO;
         if info.public_only && !ctx.public {
             return Err(ConfigError::PublicOnly(format!(
                 "algorithm `{}` computes non-private results and runs only on datasets marked public",
@@ -335,14 +336,14 @@ impl<A: Algorithm> DynAlgorithm for A {
             params
         };
         let Some((epsilon, delta)) = stated_epsilon_delta(target)? else {
-            return prepare_at(self, &info, params, ctx, target);
+            return prepare_at(self, info, params, ctx, target);
         };
         // An (ε, δ) target is a promise about the whole job (docs/design/privacy.md §2.4): try
         // the ρ targets of `privacy::target::calibrations` in order and keep the first
         // configuration whose cost is (ε, δ)-DP by the rule that fits it.
         let mut last = None;
         for attempt in calibrations(epsilon, delta) {
-            match prepare_at(self, &info, params.clone(), ctx, &attempt) {
+            match prepare_at(self, info, params.clone(), ctx, &attempt) {
                 Ok(prepared) if within(&prepared.cost, epsilon.get(), delta.get()) => return Ok(prepared),
                 Ok(_) => {}
                 Err(e) => last = Some(e),
