@@ -32,7 +32,7 @@ mod plot;
 use std::path::Path;
 
 use privpca::algorithms::cape_pca::{CapePca, CapePcaConfig, CapePcaParams};
-use privpca::algorithms::{Algorithm, Cancelled, DataInput, RunEnv};
+use privpca::algorithms::{Algorithm, Cancelled, DataInput, Run, RunEnv};
 use privpca::dataset::{DataContext, Neighbours};
 use privpca::linalg::subspace::captured_energy;
 use privpca::linalg::{Matrix, gram_t, sym_eig};
@@ -132,7 +132,14 @@ fn one_run(data: &Data, sites: u32, n_s: usize, rho: f64, seed: u64) -> [f64; 5]
         let mut progress = |_: u32, _: u32| -> Result<(), Cancelled> { Ok(()) };
         let mut env = RunEnv::new(rng, &mut progress);
         let out = CapePca
-            .run(DataInput::Records { xt: (&xt).into() }, config, &ctx, &mut env)
+            .run(
+                config,
+                Run {
+                    input: DataInput::Records { xt: (&xt).into() },
+                    ctx: &ctx,
+                    env: &mut env,
+                },
+            )
             .expect("runs");
         captured_energy(&out.basis, &sigma)
     };

@@ -13,7 +13,7 @@ use std::time::Instant;
 use privpca::algorithms::analyze_gauss::{AnalyzeGauss, AnalyzeGaussParams};
 use privpca::algorithms::bingham::Bingham;
 use privpca::algorithms::eigen_sampling::{EigenSampling, EigenSamplingParams, score_sensitivity};
-use privpca::algorithms::{Algorithm, Cancelled, DataInput, Output, RunEnv};
+use privpca::algorithms::{Algorithm, Cancelled, DataInput, Output, Run, RunEnv};
 use privpca::dataset::{DataContext, Neighbours};
 use privpca::linalg::{self, Matrix, subspace::captured_energy};
 use privpca::privacy::PrivacyTarget;
@@ -52,8 +52,16 @@ fn run<A: Algorithm>(alg: &A, config: &A::Config, xt: &Matrix, ctx: &DataContext
     let mut rng = ChaCha20Rng::seed_from_u64(seed);
     let mut progress = |_: u32, _: u32| Ok::<(), Cancelled>(());
     let mut env = RunEnv::new(&mut rng, &mut progress);
-    alg.run(DataInput::Records { xt: xt.into() }, config, ctx, &mut env)
-        .expect("run")
+    let input = DataInput::Records { xt: xt.into() };
+    alg.run(
+        config,
+        Run {
+            input,
+            ctx,
+            env: &mut env,
+        },
+    )
+    .expect("run")
 }
 
 /// Seconds for one run, and its output.

@@ -17,10 +17,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::noisy_power::{check_calibrated, check_opening};
-use super::{
-    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError, catalog,
-    ensure_fits,
-};
+use super::{Algorithm, AlgorithmInfo, ConfigError, NoiseScale, Output, Run, RunError, catalog, ensure_fits};
 use crate::dataset::{DataContext, Neighbours};
 use crate::privacy::cost::round_up_while;
 use crate::privacy::{Cost, PrivacyTarget};
@@ -114,13 +111,8 @@ impl Algorithm for AnalyzeGauss {
     }
 
     /// Draws E through `env.gaussian_symmetric_release` under the label [`RELEASE`].
-    fn run(
-        &self,
-        input: DataInput<'_>,
-        config: &AnalyzeGaussConfig,
-        ctx: &DataContext,
-        env: &mut RunEnv<'_>,
-    ) -> Result<Output, RunError> {
+    fn run(&self, config: &AnalyzeGaussConfig, run: Run<'_, '_>) -> Result<Output, RunError> {
+        let Run { input, ctx, env } = run;
         let k = config.k;
         ensure_fits(k >= 1 && k <= ctx.d && config.noise_sd > 0.0 && config.noise_sd.is_finite())?;
         let a = input.symmetric_matrix(ctx)?;

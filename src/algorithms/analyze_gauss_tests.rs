@@ -4,7 +4,7 @@
 use serde_json::json;
 
 use super::*;
-use crate::algorithms::DynAlgorithm;
+use crate::algorithms::{DataInput, DynAlgorithm};
 use crate::algorithms::testing::{
     AR, RO, assert_basis_contract, assert_errors_fall, assert_fails_cleanly, assert_invalid_fields,
     assert_object_errors, assert_run_fails, ctx, exact_top, input_and_dense, invalid_field, k_out_of_range,

@@ -93,8 +93,7 @@ use super::noisy_power::{check_k, target_rho};
 use super::sensitivity::check_bounds;
 use super::tensor_power::packed_len;
 use super::{
-    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError, catalog,
-    ensure_fits,
+    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, Run, RunError, catalog, ensure_fits,
 };
 use crate::dataset::{DataContext, Kind, Neighbours};
 use crate::federation::cape::{CapeNoise, DEFAULT_PAIR_RATIO};
@@ -431,13 +430,8 @@ impl Algorithm for CapeAgn {
         ]
     }
 
-    fn run(
-        &self,
-        input: DataInput<'_>,
-        config: &CapeAgnConfig,
-        ctx: &DataContext,
-        env: &mut RunEnv<'_>,
-    ) -> Result<Output, RunError> {
+    fn run(&self, config: &CapeAgnConfig, run: Run<'_, '_>) -> Result<Output, RunError> {
+        let Run { input, ctx, env } = run;
         let DataInput::Records { xt } = input else {
             return Err(failed("cape_agn runs on records"));
         };

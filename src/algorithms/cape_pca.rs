@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use super::analyze_gauss::sensitivity;
 use super::noisy_power::check_opening;
 use super::{
-    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError, catalog,
+    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, Run, RunEnv, RunError, catalog,
 };
 use crate::dataset::{DataContext, Kind};
 use crate::federation::cape::{self, CapeNoise, CapeReport, DEFAULT_PAIR_RATIO};
@@ -301,13 +301,8 @@ impl Algorithm for CapePca {
         ]
     }
 
-    fn run(
-        &self,
-        input: DataInput<'_>,
-        config: &CapePcaConfig,
-        ctx: &DataContext,
-        env: &mut RunEnv<'_>,
-    ) -> Result<Output, RunError> {
+    fn run(&self, config: &CapePcaConfig, run: Run<'_, '_>) -> Result<Output, RunError> {
+        let Run { input, ctx, env } = run;
         let DataInput::Records { xt } = input else {
             return Err(RunError::Failed("cape_pca runs on records".into()));
         };

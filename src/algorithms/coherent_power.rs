@@ -98,7 +98,7 @@ use serde::{Deserialize, Serialize};
 use super::noisy_power::{Operator, check_opening, choose_iterations};
 use super::sensitivity::change_l1_bound;
 use super::{
-    Algorithm, AlgorithmInfo, Cancelled, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError,
+    Algorithm, AlgorithmInfo, Cancelled, ConfigError, DataInput, NoiseScale, Output, Run, RunEnv, RunError,
     catalog, ensure_fits,
 };
 use crate::dataset::{DataContext, Neighbours};
@@ -483,13 +483,8 @@ impl Algorithm for CoherentPower {
     }
 
     /// Runs Fig. 3 with Fig. 2 (and Remark 4.5's search when configured).
-    fn run(
-        &self,
-        input: DataInput<'_>,
-        config: &CoherentPowerConfig,
-        ctx: &DataContext,
-        env: &mut RunEnv<'_>,
-    ) -> Result<Output, RunError> {
+    fn run(&self, config: &CoherentPowerConfig, run: Run<'_, '_>) -> Result<Output, RunError> {
+        let Run { input, ctx, env } = run;
         let d = ctx.d;
         let delta_sigma = estimate_sensitivity(&ctx.neighbours);
         ensure_fits(fits(config, d) && delta_sigma > 0.0 && delta_sigma.is_finite())?;

@@ -68,8 +68,7 @@ use super::centering::calibrate_sd;
 use super::k_dp_pca::deflation::{LearningRate, Parts, Projector, public_n, records};
 use super::noisy_power::{check_k, target_rho};
 use super::{
-    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError, catalog,
-    ensure_fits,
+    Algorithm, AlgorithmInfo, ConfigError, NoiseScale, Output, Run, RunEnv, RunError, catalog, ensure_fits,
 };
 use crate::dataset::{DataContext, Kind, Neighbours, Relation};
 use crate::linalg::{Matrix, Records, Vector, gram_t, try_sym_eigenvalues};
@@ -404,13 +403,8 @@ impl Algorithm for DpOja {
     /// Alg. 1 with Alg. 3. The permutation and each round's ω₀ come from `env.rng()`; the noise
     /// goes through `env.gaussian_release`: the estimate under [`ESTIMATE_RELEASE`] first (default
     /// schedule), then one d-vector per update under [`RELEASE`].
-    fn run(
-        &self,
-        input: DataInput<'_>,
-        config: &DpOjaConfig,
-        ctx: &DataContext,
-        env: &mut RunEnv<'_>,
-    ) -> Result<Output, RunError> {
+    fn run(&self, config: &DpOjaConfig, run: Run<'_, '_>) -> Result<Output, RunError> {
+        let Run { input, ctx, env } = run;
         let d = ctx.d;
         let n = ctx.n.unwrap_or(0);
         let DpOjaConfig {

@@ -60,8 +60,7 @@ use serde::{Deserialize, Serialize};
 
 use super::noisy_power::check_opening;
 use super::{
-    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError, catalog,
-    ensure_fits,
+    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, Run, RunError, catalog, ensure_fits,
 };
 use crate::dataset::{DataContext, Kind, Neighbours};
 use crate::linalg::{Matrix, Vector, fix_signs, gram_t, try_sym_eig};
@@ -273,13 +272,8 @@ impl Algorithm for EigenSampling {
     /// Runs Alg. 1. The eigenvalue noise goes through `env.laplace_vector_release` under
     /// [`EIGENVALUE_RELEASE`], then each vector through `env.bingham_noise` under
     /// [`EIGENVECTOR_RELEASE`]; nothing else is random.
-    fn run(
-        &self,
-        input: DataInput<'_>,
-        config: &EigenSamplingConfig,
-        ctx: &DataContext,
-        env: &mut RunEnv<'_>,
-    ) -> Result<Output, RunError> {
+    fn run(&self, config: &EigenSamplingConfig, run: Run<'_, '_>) -> Result<Output, RunError> {
+        let Run { input, ctx, env } = run;
         let d = ctx.d;
         let k = config.k;
         let m = sampled_vectors(k, d);

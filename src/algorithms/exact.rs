@@ -12,8 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::noisy_power::check_k;
 use super::{
-    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError, catalog,
-    ensure_fits,
+    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, Run, RunError, catalog, ensure_fits,
 };
 use crate::dataset::{DataContext, Kind};
 use crate::linalg::{centred_gram_t, column_sums, try_sym_eig};
@@ -85,13 +84,8 @@ impl Algorithm for Exact {
         Vec::new()
     }
 
-    fn run(
-        &self,
-        input: DataInput<'_>,
-        config: &ExactConfig,
-        ctx: &DataContext,
-        env: &mut RunEnv<'_>,
-    ) -> Result<Output, RunError> {
+    fn run(&self, config: &ExactConfig, run: Run<'_, '_>) -> Result<Output, RunError> {
+        let Run { input, ctx, env } = run;
         if !ctx.public {
             return Err(RunError::Failed(
                 "algorithm `exact` runs only on datasets marked public".into(),

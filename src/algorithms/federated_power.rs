@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 use super::noisy_power::{calibrate, check_calibrated, check_opening, choose_iterations, choose_p, cost_of};
 use super::sensitivity::{SensitivityMode, change_l1_bound, hardt_price, rank_one, row_norm};
 use super::{
-    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError, catalog,
+    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, Run, RunEnv, RunError, catalog,
 };
 use crate::dataset::{DataContext, Kind, Neighbours};
 use crate::federation::fixed_point::{self, FixedPoint};
@@ -582,13 +582,8 @@ impl Algorithm for FederatedPower {
         }]
     }
 
-    fn run(
-        &self,
-        input: DataInput<'_>,
-        config: &FederatedPowerConfig,
-        ctx: &DataContext,
-        env: &mut RunEnv<'_>,
-    ) -> Result<Output, RunError> {
+    fn run(&self, config: &FederatedPowerConfig, run: Run<'_, '_>) -> Result<Output, RunError> {
+        let Run { input, ctx, env } = run;
         let DataInput::Records { xt } = input else {
             return Err(RunError::Failed("federated_power runs on records".into()));
         };

@@ -77,7 +77,7 @@ use super::gossip_agent::{Agent, Exchange, assemble, schedule};
 use super::gossip_graph::{GraphSpec, Mixing};
 use super::noisy_power::{check_calibrated, check_opening, choose_iterations, choose_p};
 use super::{
-    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError, catalog,
+    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, Run, RunEnv, RunError, catalog,
 };
 use crate::dataset::{DataContext, Neighbours};
 use crate::linalg::Matrix;
@@ -445,13 +445,8 @@ impl Algorithm for GossipPower {
     /// Runs the simulated network; all noise goes through `env` under [`MESSAGE_RELEASE`] and
     /// [`UPDATE_RELEASE`]. Records the releases `consensus_error`, `spectral_gap` and
     /// `gossip_rounds`.
-    fn run(
-        &self,
-        input: DataInput<'_>,
-        config: &GossipPowerConfig,
-        ctx: &DataContext,
-        env: &mut RunEnv<'_>,
-    ) -> Result<Output, RunError> {
+    fn run(&self, config: &GossipPowerConfig, run: Run<'_, '_>) -> Result<Output, RunError> {
+        let Run { input, ctx, env } = run;
         let run = simulate(input, config, ctx, env)?;
         env.record_release("consensus_error", run.consensus_error());
         env.record_release("spectral_gap", run.spectral_gap);

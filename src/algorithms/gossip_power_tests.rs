@@ -325,7 +325,14 @@ fn the_run_reports_consensus_error_and_spectral_gap() {
         let cfg = configured(params, &c, 1.0);
         let (run, _) = with_audited_env(1, |env| {
             GossipPower
-                .run(DataInput::Records { xt: (&xt).into() }, &cfg, &c, env)
+                .run(
+                    &cfg,
+                    Run {
+                        input: DataInput::Records { xt: (&xt).into() },
+                        ctx: &c,
+                        env,
+                    },
+                )
                 .expect("runs");
             env.released().to_vec()
         });

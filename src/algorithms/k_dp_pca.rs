@@ -75,10 +75,7 @@ use self::priv_range::{
 };
 use self::stability_histogram::StabilityHistogram;
 use super::noisy_power::{check_k, target_rho};
-use super::{
-    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError, catalog,
-    ensure_fits,
-};
+use super::{Algorithm, AlgorithmInfo, ConfigError, NoiseScale, Output, Run, RunError, catalog, ensure_fits};
 use crate::dataset::{DataContext, Kind, Neighbours, Relation};
 use crate::privacy::{Cost, PrivacyTarget};
 
@@ -583,13 +580,8 @@ impl Algorithm for KDpPca {
 
     /// Alg. 1 with Alg. 2. The permutation and each round's ω₀ come from `env.rng()`; all
     /// noise goes through `env` under [`RANGE_HISTOGRAM`], [`MEAN_HISTOGRAM`] and [`MEAN_NOISE`].
-    fn run(
-        &self,
-        input: DataInput<'_>,
-        config: &KDpPcaConfig,
-        ctx: &DataContext,
-        env: &mut RunEnv<'_>,
-    ) -> Result<Output, RunError> {
+    fn run(&self, config: &KDpPcaConfig, run: Run<'_, '_>) -> Result<Output, RunError> {
+        let Run { input, ctx, env } = run;
         let d = ctx.d;
         let n = ctx.n.unwrap_or(0);
         ensure_fits(

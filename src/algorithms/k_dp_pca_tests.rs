@@ -3,7 +3,7 @@
 use serde_json::json;
 
 use super::*;
-use crate::algorithms::DynAlgorithm;
+use crate::algorithms::{DataInput, DynAlgorithm};
 use crate::algorithms::testing::{
     ar, assert_audit_catches_under_noise, assert_bad_inputs_fail, assert_basis_contract,
     assert_converges_on_records, assert_invalid_k_and_fields, assert_registry_matches_direct,

@@ -279,12 +279,14 @@ pub trait Algorithm: Send + Sync + 'static {
     /// The noise scales this configuration uses (for planning and display).
     fn noise_scales(&self, config: &Self::Config, ctx: &DataContext) -> Vec<NoiseScale>;
 
-    /// Run on the data. Every noise draw goes through `env`.
-    fn run(
-        &self,
-        input: DataInput<'_>,
-        config: &Self::Config,
-        ctx: &DataContext,
-        env: &mut RunEnv<'_>,
-    ) -> Result<Output, RunError>;
+    /// Run a configuration on the data. Every noise draw goes through `run.env`.
+    fn run(&self, config: &Self::Config, run: Run<'_, '_>) -> Result<Output, RunError>;
+}
+
+/// What one run works on: the data, its public context, and the environment every noise draw,
+/// progress report and cancellation check goes through.
+pub struct Run<'a, 'e> {
+    pub input: DataInput<'a>,
+    pub ctx: &'a DataContext,
+    pub env: &'a mut RunEnv<'e>,
 }

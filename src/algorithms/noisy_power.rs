@@ -22,8 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use super::sensitivity::{SensitivityMode, check_bounds, power_sensitivity};
 use super::{
-    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError, catalog,
-    ensure_fits,
+    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, Run, RunError, catalog, ensure_fits,
 };
 use crate::dataset::{DataContext, Kind};
 use crate::linalg::{
@@ -331,13 +330,8 @@ impl Algorithm for NoisyPower {
 
     /// Runs Alg. 1. X₀ is the first thing drawn from `env.rng()`; all noise goes through
     /// `env.gaussian_noise` under the label [`RELEASE`].
-    fn run(
-        &self,
-        input: DataInput<'_>,
-        config: &NoisyPowerConfig,
-        ctx: &DataContext,
-        env: &mut RunEnv<'_>,
-    ) -> Result<Output, RunError> {
+    fn run(&self, config: &NoisyPowerConfig, run: Run<'_, '_>) -> Result<Output, RunError> {
+        let Run { input, ctx, env } = run;
         let NoisyPowerConfig {
             k,
             p,

@@ -10,7 +10,7 @@ use super::eigenvalues::{self, EigenvalueConfig};
 use super::exact::Exact;
 use super::noisy_power::NoisyPower;
 use super::{
-    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError, parameters,
+    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, Run, RunEnv, RunError, parameters,
 };
 use crate::dataset::DataContext;
 use crate::privacy::target::{calibrations, within};
@@ -412,7 +412,7 @@ impl<A: Algorithm> DynAlgorithm for A {
                 ));
             }
         };
-        let mut output = self.run(input, config, ctx, env)?;
+        let mut output = self.run(config, Run { input, ctx, env })?;
         match options.with_eigenvalues {
             Some(false) => output.eigenvalues = None,
             Some(true) => {

@@ -9,7 +9,7 @@ use rand_chacha::ChaCha20Rng;
 use rand_distr::{Distribution, StandardNormal};
 use serde_json::{Value, json};
 
-use super::{Algorithm, Cancelled, ConfigError, DataInput, DynAlgorithm, Output, RunEnv, RunError};
+use super::{Algorithm, Cancelled, ConfigError, DataInput, DynAlgorithm, Output, Run, RunEnv, RunError};
 use crate::dataset::{DataContext, Neighbours};
 use crate::linalg::subspace::{orthonormality_error, sin_theta};
 use crate::linalg::{Matrix, Vector, gram_t, sym_eig, thin_qr_q};
@@ -260,7 +260,7 @@ pub(crate) fn run_audited<A: Algorithm>(
     ctx: &DataContext,
     seed: u64,
 ) -> Audited {
-    with_audited_env(seed, |env| alg.run(input, config, ctx, env))
+    with_audited_env(seed, |env| alg.run(config, Run { input, ctx, env }))
 }
 
 /// [`run_audited`] on records xt.
@@ -353,7 +353,9 @@ pub(crate) fn run_with_progress<A: Algorithm>(
             Ok(())
         }
     };
-    let (out, audit) = with_env(seed, &mut progress, |env| alg.run(input, config, ctx, env));
+    let (out, audit) = with_env(seed, &mut progress, |env| {
+        alg.run(config, Run { input, ctx, env })
+    });
     (out, reports, audit)
 }
 
