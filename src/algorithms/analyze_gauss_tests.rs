@@ -4,12 +4,12 @@
 use serde_json::json;
 
 use super::*;
-use crate::algorithms::{DataInput, DynAlgorithm};
 use crate::algorithms::testing::{
     AR, RO, assert_basis_contract, assert_errors_fall, assert_fails_cleanly, assert_invalid_fields,
     assert_object_errors, assert_run_fails, ctx, exact_top, input_and_dense, invalid_field, k_out_of_range,
     on_every_relation, rejected, ro, run_audited, spiked_matrix, spiked_records, target,
 };
+use crate::algorithms::{DataInput, DynAlgorithm};
 use crate::linalg::subspace::sin_theta;
 use crate::linalg::{Matrix, sym_eig};
 use crate::privacy::testing::check_gaussian_scale;

@@ -4,13 +4,13 @@
 use serde_json::json;
 
 use super::*;
-use crate::algorithms::{DataInput, DynAlgorithm};
 use crate::algorithms::testing::{
     assert_audit_catches_under_noise, assert_bad_inputs_fail, assert_basis_contract,
     assert_converges_on_records, assert_errors_fall, assert_invalid_k_and_fields,
     assert_registry_matches_direct, assert_replace_one_records_only, ctx, exact_top, rejected_field, ro,
     run_on_records, run_with_progress, schema_listing, sign_spiked_records, target,
 };
+use crate::algorithms::{DataInput, DynAlgorithm};
 use crate::linalg::subspace::{captured_energy, sin_theta};
 use crate::linalg::{Vector, gram_t, sym_eig};
 use crate::privacy::testing::check_gaussian_scale;

@@ -3,13 +3,13 @@
 use serde_json::json;
 
 use super::*;
-use crate::algorithms::{DataInput, DynAlgorithm};
 use crate::algorithms::testing::{
     ar, assert_audit_catches_under_noise, assert_bad_inputs_fail, assert_basis_contract,
     assert_converges_on_records, assert_invalid_k_and_fields, assert_registry_matches_direct,
     assert_replace_one_records_only, ctx, exact_top, invalid_field, rejected_field, ro, run_on_records,
     run_with_progress, schema_listing, sign_spiked_records,
 };
+use crate::algorithms::{DataInput, DynAlgorithm};
 use crate::linalg::subspace::{captured_energy, sin_theta};
 use crate::linalg::{Matrix, gram_t};
 use crate::privacy::testing::{check_gaussian_scale, check_laplace_scale};

@@ -186,6 +186,11 @@ impl Store {
             return Err(StoreError::StudyLeaseLost(lease.study));
         }
         if let Some(state) = state {
+            // The snapshot now holds what the journal held.
+            sqlx::query("DELETE FROM study_journal WHERE study_id = $1")
+                .bind(id(lease.study))
+                .execute(&mut *tx)
+                .await?;
             sqlx::query(
                 "INSERT INTO study_states (study_id, epoch, state, updated_at) VALUES ($1, $2, $3, $4) \
                  ON CONFLICT (study_id) DO UPDATE SET epoch = excluded.epoch, state = excluded.state, \
@@ -202,14 +207,42 @@ impl Store {
             write.apply(&mut tx, lease.study).await?;
         }
         if !writes.is_empty() {
-            let sql = format!(
-                "DELETE FROM study_states WHERE study_id = $1 \
-                   AND NOT EXISTS (SELECT 1 FROM studies WHERE id = $1 AND {UNFINISHED})"
-            );
-            sqlx::query(&sql).bind(id(lease.study)).execute(&mut *tx).await?;
+            drop_finished_state(&mut tx, lease.study).await?;
         }
         tx.commit().await?;
         Ok(())
+    }
+
+    /// Appends a message the study accepted to its journal (`study_journal`), fenced as
+    /// [`Store::save_study_step`]: one row of the message's size instead of the whole snapshot,
+    /// so a round's messages cost what they hold. A resumed study replays the rows after its
+    /// snapshot ([`Store::load_study_journal`]).
+    pub async fn append_study_journal(&self, lease: StudyLease, entry: &str) -> Result<(), StoreError> {
+        let mut tx = self.write_tx().await?;
+        if !self.hold(&mut tx, lease).await? {
+            return Err(StoreError::StudyLeaseLost(lease.study));
+        }
+        sqlx::query(
+            "INSERT INTO study_journal (study_id, seq, entry) \
+             SELECT $1, COALESCE(MAX(seq), 0) + 1, $2 FROM study_journal WHERE study_id = $1",
+        )
+        .bind(id(lease.study))
+        .bind(entry)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// The study's journal since its snapshot, oldest first.
+    pub async fn load_study_journal(&self, study: Uuid) -> Result<Vec<String>, StoreError> {
+        let rows = sqlx::query("SELECT entry FROM study_journal WHERE study_id = $1 ORDER BY seq")
+            .bind(id(study))
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|row| row.try_get("entry").map_err(StoreError::from))
+            .collect()
     }
 
     /// The coordinator's heartbeat for one study: pushes its lease forward, only while it is
@@ -253,11 +286,9 @@ impl Store {
     /// Drops a finished study's snapshot (its masked vectors and relayed boxes are of no
     /// further use). Does nothing while the study is unfinished.
     pub async fn drop_study_state(&self, study: Uuid) -> Result<(), StoreError> {
-        let sql = format!(
-            "DELETE FROM study_states WHERE study_id = $1 \
-               AND NOT EXISTS (SELECT 1 FROM studies WHERE id = $1 AND {UNFINISHED})"
-        );
-        sqlx::query(&sql).bind(id(study)).execute(&self.pool).await?;
+        let mut tx = self.write_tx().await?;
+        drop_finished_state(&mut tx, study).await?;
+        tx.commit().await?;
         Ok(())
     }
 
@@ -388,6 +419,19 @@ impl Store {
             .await?
             .ok_or_else(|| StoreError::Corrupt(format!("a kept message of study {study} vanished")))
     }
+}
+
+/// Deletes a study's snapshot and journal once it has ended (nothing while it is unfinished):
+/// its masked vectors and relayed boxes are of no further use.
+async fn drop_finished_state(conn: &mut sqlx::AnyConnection, study: Uuid) -> Result<(), StoreError> {
+    for table in ["study_journal", "study_states"] {
+        let sql = format!(
+            "DELETE FROM {table} WHERE study_id = $1 \
+               AND NOT EXISTS (SELECT 1 FROM studies WHERE id = $1 AND {UNFINISHED})"
+        );
+        sqlx::query(&sql).bind(id(study)).execute(&mut *conn).await?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

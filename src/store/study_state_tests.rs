@@ -193,6 +193,41 @@ async fn a_lease_taken_over_is_never_renewed_back_and_its_old_holder_changes_not
     );
 }
 
+/// The journal: rows appended in order under the lease, refused (and not written) for a holder
+/// that lost it, emptied by the next snapshot, and gone with the snapshot when the study ends.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_journal_is_fenced_emptied_by_a_snapshot_and_dropped_at_the_end() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (a, b, id, created) = two_replicas(dir.path()).await;
+    for entry in ["one", "two"] {
+        a.append_study_journal(created, entry).await.expect("append");
+    }
+    assert_eq!(a.load_study_journal(id).await.expect("load"), ["one", "two"]);
+    b.advance_lease_clock(Duration::from_secs(120));
+    let taken = b.claim_study(id).await.expect("claim").expect("claimable");
+    let refused = a.append_study_journal(created, "three").await;
+    assert!(
+        matches!(refused, Err(StoreError::StudyLeaseLost(s)) if s == id),
+        "{refused:?}"
+    );
+    b.append_study_journal(taken, "three").await.expect("append");
+    assert_eq!(
+        b.load_study_journal(id).await.expect("load"),
+        ["one", "two", "three"],
+        "the stale holder wrote nothing"
+    );
+    b.save_study_state(taken, "{\"v\":2}").await.expect("snapshot");
+    assert!(b.load_study_journal(id).await.expect("load").is_empty());
+    b.append_study_journal(taken, "four").await.expect("append");
+    let failed = [StudyWrite::Failed {
+        reason: "test",
+        report: None,
+    }];
+    b.save_study_step(taken, None, &failed).await.expect("end");
+    assert!(b.load_study_journal(id).await.expect("load").is_empty());
+    assert_eq!(b.load_study_state(id).await.expect("load"), None);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_site_keeps_one_message_per_phase_and_one_session_per_study() {
     let dir = tempfile::tempdir().expect("tempdir");

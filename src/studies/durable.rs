@@ -25,16 +25,59 @@ use uuid::Uuid;
 
 use super::cape_durable::CapeKept;
 use super::cape_live::{CapePlan, CapeRunning};
-use super::live::{Effect, Live, Protocol, Running, Sharing, Stage};
+use super::live::{Effect, Live, LiveError, Protocol, Running, Sharing, Stage};
 use crate::algorithms::Output;
 use crate::algorithms::federated_power::FederatedPowerConfig;
-use crate::federation::messages::{JoinRequest, Participant, ShareBox};
+use crate::federation::messages::{JoinRequest, Participant, ShareBox, UnmaskRequest};
 use crate::federation::power::PowerState;
 use crate::federation::rounds::{Rounds, RoundsState};
 use crate::federation::secagg::Aggregator;
 use crate::federation::wire;
 use crate::linalg::Matrix;
 use crate::store::StudyStatus;
+
+/// A message a running `federated_power` study accepted after its last snapshot, as kept in
+/// `study_journal` (`Store::append_study_journal`). Accepting a masked vector or an unmasking
+/// answer never changes the phase (the driver does, and writes a snapshot when it does, which
+/// empties the journal), so replaying the journal onto the snapshot, in order, through the same
+/// [`Live`] methods rebuilds exactly the state that acknowledged them. What an entry holds is
+/// what the snapshot would hold: a masked vector, or a survivor's unmasking shares.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Journaled {
+    Contribution {
+        site: u32,
+        round: u32,
+        masked: String,
+    },
+    Unmask {
+        site: u32,
+        round: u32,
+        answer: UnmaskRequest,
+    },
+}
+
+impl Journaled {
+    /// Accepts the message on `live` (the live request, or its replay on a resume).
+    pub fn apply(&self, live: &mut Live) -> Result<(), LiveError> {
+        match self {
+            Journaled::Contribution { site, round, masked } => live.contribute(*site, *round, masked),
+            Journaled::Unmask { site, round, answer } => live.unmask(*site, *round, answer.clone()),
+        }
+    }
+}
+
+/// Replays `journal` (the entries' JSON, oldest first) onto a restored study.
+pub fn replay(live: &mut Live, journal: &[String]) -> Result<(), String> {
+    for (i, text) in journal.iter().enumerate() {
+        let entry: Journaled =
+            serde_json::from_str(text).map_err(|e| format!("journal entry {}: {e}", i + 1))?;
+        entry
+            .apply(live)
+            .map_err(|e| format!("journal entry {} does not replay: {e}", i + 1))?;
+    }
+    Ok(())
+}
 
 /// A study's protocol state as kept in `study_states`.
 #[derive(Debug, Clone, Serialize, Deserialize)]

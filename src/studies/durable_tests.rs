@@ -8,7 +8,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use uuid::Uuid;
 
-use super::Snapshot;
+use super::{Journaled, Snapshot, replay};
 use crate::algorithms::federated_power::FederatedPowerConfig;
 use crate::algorithms::sensitivity::SensitivityMode;
 use crate::federation::messages::{JoinRequest, SiteTask, UnmaskRequest};
@@ -43,8 +43,9 @@ fn reload(live: &Live, effects: &[Effect]) -> (Live, Vec<Effect>) {
     Live::restore(live.study, snapshot, Instant::now(), Duration::from_secs(30)).expect("restore")
 }
 
-#[test]
-fn a_restored_study_continues_and_refuses_repeats_and_wrong_phases() {
+/// A 3-site study restored from its snapshot at the key exchange and again at the opening of
+/// round 1 (checking what comes back each time); its sites' sessions and RNG.
+fn restored_at_round_one() -> (Live, BTreeMap<u32, SiteSession>, ChaCha20Rng) {
     let study = Uuid::new_v4();
     let mut rng = ChaCha20Rng::seed_from_u64(7);
     let names: BTreeMap<u32, String> = (1..=3).map(|i| (i, format!("s{i}"))).collect();
@@ -87,7 +88,12 @@ fn a_restored_study_continues_and_refuses_repeats_and_wrong_phases() {
     }
     let effects = live.advance(Instant::now());
     assert!(matches!(effects.as_slice(), [Effect::Charge { .. }]));
-    let (mut live, _) = reload(&live, &effects);
+    let (live, _) = reload(&live, &effects);
+    (live, sessions, rng)
+}
+
+/// Site 1's masked round-1 vector (zero data), as the wire carries it.
+fn masked_by_site_one(live: &Live, sessions: &mut BTreeMap<u32, SiteSession>) -> String {
     let SiteTask::Contribute {
         round: 1,
         roster,
@@ -107,7 +113,13 @@ fn a_restored_study_continues_and_refuses_repeats_and_wrong_phases() {
         .unwrap()
         .mask(1, &roster, &[0; D * P])
         .expect("mask");
-    let masked = wire::words_to_b64(&masked);
+    wire::words_to_b64(&masked)
+}
+
+#[test]
+fn a_restored_study_continues_and_refuses_repeats_and_wrong_phases() {
+    let (mut live, mut sessions, _) = restored_at_round_one();
+    let masked = masked_by_site_one(&live, &mut sessions);
     live.contribute(1, 1, &masked).expect("contribute");
     let (mut live, _) = reload(&live, &[]);
     assert!(matches!(
@@ -131,4 +143,38 @@ fn a_restored_study_continues_and_refuses_repeats_and_wrong_phases() {
         "site 1 has answered round 1"
     );
     assert!(matches!(live.task(2), SiteTask::Contribute { round: 1, .. }));
+}
+
+/// A message accepted after the snapshot is kept as a journal entry; the snapshot plus the
+/// replayed journal is the state that acknowledged it (the same snapshot as the live study's),
+/// and the repeat is still refused.
+#[test]
+fn a_journaled_contribution_replays_onto_the_snapshot() {
+    let (mut live, mut sessions, _) = restored_at_round_one();
+    let before = live.snapshot(&[]).expect("kept");
+    let masked = masked_by_site_one(&live, &mut sessions);
+    let message = Journaled::Contribution {
+        site: 1,
+        round: 1,
+        masked: masked.clone(),
+    };
+    let marker = live.marker();
+    message.apply(&mut live).expect("contribute");
+    assert_eq!(live.marker(), marker, "accepting a message keeps the phase");
+    let journal = [serde_json::to_string(&message).expect("serialise")];
+    let (mut resumed, _) =
+        Live::restore(live.study, before, Instant::now(), Duration::from_secs(30)).expect("restore");
+    replay(&mut resumed, &journal).expect("replay");
+    let text = |l: &Live| serde_json::to_string(&l.snapshot(&[]).expect("kept")).expect("serialise");
+    assert_eq!(text(&resumed), text(&live));
+    assert!(matches!(
+        resumed.contribute(1, 1, &masked),
+        Err(LiveError::AlreadyReceived(_))
+    ));
+    let wrong = [journal[0].replace("\"round\":1", "\"round\":2")];
+    let (mut other, _) = reload(&resumed, &[]);
+    assert!(
+        replay(&mut other, &wrong).is_err(),
+        "an entry that does not fit is refused"
+    );
 }

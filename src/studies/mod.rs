@@ -29,6 +29,7 @@ use crate::federation::messages::{JoinRequest, ShareBox, SiteTask, UnmaskRequest
 use crate::store::{
     SiteStatus, Store, StoreError, StudyLease, StudyRecord, StudySiteRecord, StudyStatus, StudyWrite,
 };
+use durable::Journaled;
 use live::{Effect, Live, LiveError, Protocol};
 
 /// How often a driver looks at its study even without news (deadlines are also woken exactly).
@@ -134,8 +135,11 @@ impl StudyHub {
         let snapshot: durable::Snapshot = serde_json::from_str(&text)
             .map_err(|e| StoreError::Corrupt(format!("the kept state of study {study}: {e}")))?;
         let (join_deadline, round_timeout) = timing(&record);
-        let (live, effects) = Live::restore(study, snapshot, join_deadline, round_timeout)
-            .map_err(|e| StoreError::Corrupt(format!("the kept state of study {study}: {e}")))?;
+        let corrupt = |e: String| StoreError::Corrupt(format!("the kept state of study {study}: {e}"));
+        let (mut live, effects) =
+            Live::restore(study, snapshot, join_deadline, round_timeout).map_err(corrupt)?;
+        // The messages accepted since the snapshot, in the order they were acknowledged.
+        durable::replay(&mut live, &self.store.load_study_journal(study).await?).map_err(corrupt)?;
         // The last step's store writes again, fenced and idempotent: they were written with
         // the snapshot, in its transaction, unless a version that wrote them after it stopped
         // in between.
@@ -511,7 +515,7 @@ impl StudyHub {
         round: u32,
         masked: String,
     ) -> Result<(), HubError> {
-        self.with_live(study, |live| live.contribute(site, round, &masked))
+        self.journaled(study, Journaled::Contribution { site, round, masked })
             .await
     }
 
@@ -522,8 +526,34 @@ impl StudyHub {
         round: u32,
         answer: UnmaskRequest,
     ) -> Result<(), HubError> {
-        self.with_live(study, |live| live.unmask(site, round, answer))
+        self.journaled(study, Journaled::Unmask { site, round, answer })
             .await
+    }
+
+    /// Accepts a round's message and keeps it before acknowledging it, as [`StudyHub::with_live`]
+    /// does, but as one journal row of the message's own size ([`Store::append_study_journal`])
+    /// instead of the whole snapshot: accepting it never changes the phase, so the snapshot
+    /// plus the journal is the state (docs/performance-federation.md). A failed write drops the
+    /// entry, as a failed snapshot does.
+    async fn journaled(&self, study: Uuid, message: Journaled) -> Result<(), HubError> {
+        let entry = self.live_entry(study).await?;
+        {
+            let mut live = entry.live.lock().await;
+            let before = live.marker();
+            message.apply(&mut live)?;
+            if live.is_kept() && live.marker() == before {
+                let text = serde_json::to_string(&message).map_err(StoreError::from)?;
+                if let Err(e) = self.store.append_study_journal(entry.lease, &text).await {
+                    self.stop(study, &entry);
+                    tracing::warn!(%study, error = %e, "the study's message could not be kept; it stops here");
+                    return Err(e.into());
+                }
+            } else {
+                self.persist(&entry, &live, Vec::new()).await?;
+            }
+        }
+        entry.changed.send_modify(|v| *v += 1);
+        Ok(())
     }
 
     pub async fn cape_release(
