@@ -113,9 +113,9 @@ pub fn top_eigenpairs<E>(
     // Columns `cur..cur + b` are the block to apply next; `filled` columns are in use.
     let (mut cur, mut filled) = (0, b);
     for cycle in 1..=options.max_cycles {
-        let (w, scale) = loop {
+        let (w, product_norm) = loop {
             let mut w = apply(&basis.columns(cur, b).into_owned());
-            let scale = largest_column_norm(&w);
+            let product_norm = largest_column_norm(&w);
             let c = reorthogonalise(&basis, cur.saturating_sub(b), filled, &mut w);
             // T₍:filled, cur..cur+b₎ = c and its mirror; the diagonal block symmetrised.
             t.view_mut((0, cur), (filled, b)).copy_from(&c);
@@ -125,9 +125,9 @@ pub fn top_eigenpairs<E>(
             let diagonal = (diagonal + diagonal.transpose()) * 0.5;
             t.view_mut((cur, cur), (b, b)).copy_from(&diagonal);
             if filled + b > m {
-                break (w, scale);
+                break (w, product_norm);
             }
-            let next = next_block(&basis, filled, &w, scale);
+            let next = next_block(&basis, filled, &w, product_norm);
             basis.columns_mut(filled, b).copy_from(&next);
             cur = filled;
             filled += b;
@@ -150,7 +150,7 @@ pub fn top_eigenpairs<E>(
         for i in 0..l {
             t[(i, i)] = eig.values[i];
         }
-        let next = next_block(&basis, l, &w, scale);
+        let next = next_block(&basis, l, &w, product_norm);
         basis.columns_mut(l, b).copy_from(&next);
         cur = l;
         filled = l + b;
