@@ -1,6 +1,6 @@
 //! Studies (docs/design/federation.md): create one (validate, plan, price, store, start
 //! coordinating), read, list, cancel, and read a succeeded study's result. The protocol each
-//! algorithm runs plans itself (`studies/algorithm.rs`); this module checks the request's public
+//! algorithm runs plans itself (`protocols/mod.rs`); this module checks the request's public
 //! terms and prices the plan in ledger units.
 
 use chrono::Utc;
@@ -12,11 +12,11 @@ use crate::dataset::{Neighbours, Relation};
 use crate::privacy::PrivacyTarget;
 use crate::privacy::admission::Spending;
 use crate::privacy::units::{DeltaUnits, MAX_RHO, RhoUnits};
+use crate::protocols::{PlanError, StudyAlgorithm, StudyTerms};
 use crate::state::AppState;
 use crate::store::{
     NewStudy, NewStudySite, StudyCancel, StudyRecord, StudyResult, StudySiteRecord, StudyStatus,
 };
-use crate::studies::algorithm::{PlanError, StudyAlgorithm, StudyTerms};
 use crate::studies::live::Protocol;
 
 /// Default time sites have to join, in seconds.

@@ -3,13 +3,10 @@
 //! `federated_power` computation on both sides. Pure code: no HTTP, no database; the HTTP hub
 //! (`crate::studies`) and the site client (`crate::site`) drive it.
 
-pub mod cape;
 pub mod crypto;
 pub mod fixed_point;
 pub mod messages;
-pub mod power;
 pub mod rounds;
 pub mod secagg;
 pub mod shamir;
-pub mod simulate;
 pub mod wire;

@@ -26,16 +26,13 @@
 //! 3 protocol violation (the server refused a request or asked for something the protocol
 //! does not allow); 4 the network kept failing past `--give-up-seconds`.
 
-mod args;
-mod cape;
+pub(crate) mod args;
 mod data;
-mod gossip;
-mod http;
-mod ledger;
-mod power;
-mod prepare;
-mod roster;
-mod run;
+pub(crate) mod http;
+pub(crate) mod ledger;
+pub(crate) mod prepare;
+pub(crate) mod roster;
+pub(crate) mod run;
 
 use std::fmt;
 use std::process::ExitCode;
@@ -47,13 +44,13 @@ pub use http::{ALREADY_RECEIVED, Class, classify};
 const PREFIX: &str = "privpca site";
 
 /// One progress line on stderr.
-fn progress(message: &str) {
+pub(crate) fn progress(message: &str) {
     eprintln!("{PREFIX}: {message}");
 }
 
 /// Why the client stopped without success; each kind has its exit code.
 #[derive(Debug, Clone, PartialEq)]
-enum Failure {
+pub(crate) enum Failure {
     /// The study failed or was cancelled, or this site was dropped (exit 1).
     Study(String),
     /// Refused before or instead of taking part: usage, data, ledger, token (exit 2).

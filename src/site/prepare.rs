@@ -14,8 +14,8 @@ use super::roster::parse_expected;
 use super::{Failure, progress};
 use crate::dataset::Relation;
 use crate::federation::messages::{JoinRequest, SiteStudyView};
-use crate::federation::power::SiteComputation;
 use crate::privacy::units::{DeltaUnits, RhoUnits};
+use crate::protocols::power::state::SiteComputation;
 use crate::store::{SiteStatus, StudyStatus};
 
 /// Whether the study can be joined by this site now.
@@ -50,7 +50,7 @@ fn check_study(view: &SiteStudyView) -> Result<(), Failure> {
     Ok(())
 }
 
-pub(super) fn relation(view: &SiteStudyView) -> Result<Relation, Failure> {
+pub(crate) fn relation(view: &SiteStudyView) -> Result<Relation, Failure> {
     match view.relation {
         Relation::ReplaceOne | Relation::AddRemove => Ok(view.relation),
         other => Err(Failure::Refused(format!(
@@ -87,21 +87,21 @@ fn same_terms(joined: &SiteStudyView, checked: &SiteStudyView) -> bool {
 }
 
 /// Everything before joining. Returns the study, the loaded data and the checked ledger.
-pub(super) struct Prepared {
-    pub(super) view: SiteStudyView,
+pub(crate) struct Prepared {
+    pub(crate) view: SiteStudyView,
     /// `federated_power` only; CAPE studies compute their one statistic directly.
-    pub(super) computation: Option<SiteComputation>,
-    pub(super) records: Records,
-    pub(super) cost: Cost,
+    pub(crate) computation: Option<SiteComputation>,
+    pub(crate) records: Records,
+    pub(crate) cost: Cost,
     /// `--expect-roster-hash`, parsed.
-    pub(super) expected_roster: Option<[u8; 32]>,
+    pub(crate) expected_roster: Option<[u8; 32]>,
 }
 
 /// Refuses a `federated_power` threshold t ≤ S/2 unless the operator allowed it: a lying
 /// coordinator could then tell two disjoint groups of t sites different survivor sets and
 /// collect both secrets of one site, and against a coalition of the coordinator with the other
 /// sites this site's release carries noise variance (mΔ)²/t only.
-pub(super) fn check_threshold(threshold: u32, sites: u32, allow_minority: bool) -> Result<(), Failure> {
+pub(crate) fn check_threshold(threshold: u32, sites: u32, allow_minority: bool) -> Result<(), Failure> {
     let majority = u64::from(threshold) * 2 > u64::from(sites);
     if majority {
         return Ok(());
@@ -121,7 +121,7 @@ pub(super) fn check_threshold(threshold: u32, sites: u32, allow_minority: bool) 
     )))
 }
 
-pub(super) async fn prepare(args: &SiteArgs, client: &SiteClient) -> Result<Prepared, Failure> {
+pub(crate) async fn prepare(args: &SiteArgs, client: &SiteClient) -> Result<Prepared, Failure> {
     let format = DataFormat::resolve(args.format, &args.data).map_err(Failure::Refused)?;
     stated_budget(args)?;
     if !args.data.is_file() {
@@ -159,7 +159,7 @@ pub(super) async fn prepare(args: &SiteArgs, client: &SiteClient) -> Result<Prep
         }
         "cape_pca" | "cape_agn" => None,
         "gossip_power" => {
-            super::gossip::checked_config(&view)
+            crate::protocols::gossip::site::checked_config(&view)
                 .map_err(|e| Failure::Refused(format!("refusing the study: {e}; nothing was sent")))?;
             None
         }
@@ -179,10 +179,10 @@ pub(super) async fn prepare(args: &SiteArgs, client: &SiteClient) -> Result<Prep
     let (max_records, empty_d) = match &computation {
         Some(_) if private_n => (u64::MAX, Some(view.n_features)),
         Some(_) => (view.max_site_samples, None),
-        None => super::cape::record_rules(&view),
+        None => crate::protocols::cape::site::record_rules(&view),
     };
     let (beta, alpha) = if view.algorithm == "gossip_power" {
-        super::gossip::block_bounds(&view).map_err(Failure::Refused)?
+        crate::protocols::gossip::site::block_bounds(&view).map_err(Failure::Refused)?
     } else {
         (view.row_norm_bound, view.row_l1_bound)
     };
@@ -204,12 +204,14 @@ pub(super) async fn prepare(args: &SiteArgs, client: &SiteClient) -> Result<Prep
     }
     let checked = match &computation {
         Some(computation) => computation.check_data(records.n, records.d),
-        None if view.algorithm == "gossip_power" => super::gossip::check_data(&view, records.n, records.d),
+        None if view.algorithm == "gossip_power" => {
+            crate::protocols::gossip::site::check_data(&view, records.n, records.d)
+        }
         None if records.d != view.n_features => Err(format!(
             "the data has {} features; the study has {}",
             records.d, view.n_features
         )),
-        None => super::cape::check_count(&view, records.n),
+        None => crate::protocols::cape::site::check_count(&view, records.n),
     };
     checked.map_err(|e| Failure::Refused(format!("{}: {e}", args.data.display())))?;
     progress(&format!(
@@ -230,7 +232,7 @@ pub(super) async fn prepare(args: &SiteArgs, client: &SiteClient) -> Result<Prep
 }
 
 /// Joins the study with this site's public keys.
-pub(super) async fn join(
+pub(crate) async fn join(
     client: &SiteClient,
     view: &SiteStudyView,
     n: usize,

@@ -12,10 +12,10 @@ use uuid::Uuid;
 use crate::algorithms::Output;
 use crate::algorithms::federated_power::FederatedPowerConfig;
 use crate::federation::messages::{JoinRequest, Participant, ShareBox, SiteTask};
-use crate::federation::power::{FederationReport, PowerState};
 use crate::federation::rounds::{Phase, Rounds};
 use crate::federation::secagg::Aggregator;
 use crate::federation::wire;
+use crate::protocols::power::state::{FederationReport, PowerState};
 use crate::store::StudyStatus;
 
 /// What the hub must write to the store after a transition.
@@ -47,10 +47,10 @@ pub enum Protocol {
     /// `federated_power`: key exchange, then L masked rounds (docs/design/federation.md).
     Power(FederatedPowerConfig),
     /// `cape_pca`: one CAPE release per site (docs/design/cape.md).
-    Cape(super::cape_live::CapePlan),
+    Cape(crate::protocols::cape::coordinator::CapePlan),
     /// `gossip_power`: every site an agent; the coordinator relays (docs/design/federation.md,
     /// "Live gossip").
-    Gossip(Box<super::gossip_live::GossipPlan>),
+    Gossip(Box<crate::protocols::gossip::coordinator::GossipPlan>),
 }
 
 impl Protocol {
@@ -64,23 +64,23 @@ impl Protocol {
     }
 }
 
-pub(super) struct Sharing {
-    pub(super) config: FederatedPowerConfig,
-    pub(super) participants: Vec<Participant>,
-    pub(super) boxes: BTreeMap<u32, Vec<ShareBox>>,
+pub(crate) struct Sharing {
+    pub(crate) config: FederatedPowerConfig,
+    pub(crate) participants: Vec<Participant>,
+    pub(crate) boxes: BTreeMap<u32, Vec<ShareBox>>,
 }
 
-pub(super) struct Running {
-    pub(super) config: FederatedPowerConfig,
+pub(crate) struct Running {
+    pub(crate) config: FederatedPowerConfig,
     /// The roster of the key exchange with its public keys (the aggregator is rebuilt from it).
-    pub(super) participants: Vec<Participant>,
+    pub(crate) participants: Vec<Participant>,
     /// Sites whose share boxes arrived (a retried upload from one of them is already received).
-    pub(super) senders: BTreeSet<u32>,
-    pub(super) rounds: Rounds,
-    pub(super) power: PowerState,
-    pub(super) inboxes: BTreeMap<u32, Vec<ShareBox>>,
+    pub(crate) senders: BTreeSet<u32>,
+    pub(crate) rounds: Rounds,
+    pub(crate) power: PowerState,
+    pub(crate) inboxes: BTreeMap<u32, Vec<ShareBox>>,
     /// The open round's iterate, base64 (the same for every site).
-    pub(super) iterate: String,
+    pub(crate) iterate: String,
 }
 
 impl Running {
@@ -110,12 +110,12 @@ impl Running {
     }
 }
 
-pub(super) enum Stage {
+pub(crate) enum Stage {
     Enrolling,
     Sharing(Sharing),
     Running(Box<Running>),
-    Cape(Box<super::cape_live::CapeRunning>),
-    Gossip(Box<super::gossip_live::GossipRunning>),
+    Cape(Box<crate::protocols::cape::coordinator::CapeRunning>),
+    Gossip(Box<crate::protocols::gossip::coordinator::GossipRunning>),
     Finished {
         status: StudyStatus,
         reason: Option<String>,
@@ -125,19 +125,19 @@ pub(super) enum Stage {
 /// A study's live state.
 pub struct Live {
     pub study: Uuid,
-    pub(super) protocol: Protocol,
-    pub(super) threshold: u32,
-    pub(super) d: usize,
-    pub(super) n_sites: u32,
-    pub(super) join_deadline: Instant,
-    pub(super) round_timeout: Duration,
-    pub(super) names: BTreeMap<u32, String>,
-    pub(super) joined: BTreeMap<u32, JoinRequest>,
-    pub(super) stage: Stage,
+    pub(crate) protocol: Protocol,
+    pub(crate) threshold: u32,
+    pub(crate) d: usize,
+    pub(crate) n_sites: u32,
+    pub(crate) join_deadline: Instant,
+    pub(crate) round_timeout: Duration,
+    pub(crate) names: BTreeMap<u32, String>,
+    pub(crate) joined: BTreeMap<u32, JoinRequest>,
+    pub(crate) stage: Stage,
     /// End of the current phase (key exchange, collection or unmasking).
-    pub(super) deadline: Instant,
+    pub(crate) deadline: Instant,
     /// Sites out of the study, with the reason shown to them.
-    pub(super) out: BTreeMap<u32, String>,
+    pub(crate) out: BTreeMap<u32, String>,
 }
 
 /// A site message that does not fit: the HTTP layer turns it into a 4xx.
@@ -408,7 +408,7 @@ impl Live {
         }
     }
 
-    pub(super) fn wait(&self) -> SiteTask {
+    pub(crate) fn wait(&self) -> SiteTask {
         SiteTask::Wait {
             status: self.status(),
         }
@@ -422,7 +422,7 @@ impl Live {
         }
     }
 
-    pub(super) fn fail(
+    pub(crate) fn fail(
         &mut self,
         reason: String,
         report: Option<serde_json::Value>,
@@ -435,7 +435,7 @@ impl Live {
         effects.push(Effect::Failed { reason, report });
     }
 
-    pub(super) fn mark_out(&mut self, sites: &[u32], round: u32, why: &str, effects: &mut Vec<Effect>) {
+    pub(crate) fn mark_out(&mut self, sites: &[u32], round: u32, why: &str, effects: &mut Vec<Effect>) {
         if sites.is_empty() {
             return;
         }
@@ -720,7 +720,7 @@ impl Live {
 }
 
 /// A protocol report as stored with the study.
-pub(super) fn report_value<T: serde::Serialize>(report: T) -> serde_json::Value {
+pub(crate) fn report_value<T: serde::Serialize>(report: T) -> serde_json::Value {
     serde_json::to_value(report).unwrap_or(serde_json::Value::Null)
 }
 

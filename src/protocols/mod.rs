@@ -1,16 +1,27 @@
-//! The algorithms a study can run, and how each one's request becomes a plan: its resolved
-//! configuration (as stored and shown), the live protocol the coordinator runs, its number of
-//! rounds and the ρ every site is charged. Each protocol plans itself: `federated_power` here,
-//! the CAPE algorithms in `cape_live.rs` beside their live protocol.
+//! Distributed protocols: one folder per protocol, each holding what is specific to it on
+//! every side (its plan, the coordinator's state machine and durable snapshot, the site's
+//! steps), over the shared layers below: `federation` (secure aggregation, wire messages,
+//! rounds), `studies` (the coordinator driver: hub, lease, store, timeouts) and `site` (the
+//! site process: arguments, ledger, HTTP client, data). See docs/design/architecture.md,
+//! "Protocols".
+//!
+//! - [`power`]: `federated_power`, secure-aggregation noisy power iterations
+//!   (docs/design/federation.md);
+//! - [`cape`]: `cape_pca` and `cape_agn`, correlated-noise releases (docs/design/cape.md);
+//! - [`gossip`]: `gossip_power`, every site an agent, the coordinator a relay.
+//!
+//! The algorithms a study can run, and how each one's request becomes a plan (its resolved
+//! configuration as stored and shown, the live protocol the coordinator runs, its number of
+//! rounds and the ρ every site is charged), are dispatched here and nowhere else.
+
+pub mod cape;
+pub mod gossip;
+pub mod power;
 
 use crate::algorithms::ConfigError;
-use crate::algorithms::federated_power::{self, FederatedPowerParams};
 use crate::dataset::DataContext;
 use crate::privacy::PrivacyTarget;
-
-use super::cape_live;
-use super::gossip_live;
-use super::live::Protocol;
+use crate::studies::live::Protocol;
 
 /// An algorithm that runs across sites.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,10 +53,10 @@ impl StudyAlgorithm {
     /// Validates the parameters and calibrates the study for its terms.
     pub fn plan(self, params: serde_json::Value, terms: &StudyTerms<'_>) -> Result<StudyPlan, PlanError> {
         match self {
-            StudyAlgorithm::FederatedPower => plan_power(params, terms),
-            StudyAlgorithm::CapePca => cape_live::plan_pca(params, terms),
-            StudyAlgorithm::CapeAgn => cape_live::plan_agn(params, terms),
-            StudyAlgorithm::GossipPower => gossip_live::plan_gossip(params, terms),
+            StudyAlgorithm::FederatedPower => power::plan(params, terms),
+            StudyAlgorithm::CapePca => cape::coordinator::plan_pca(params, terms),
+            StudyAlgorithm::CapeAgn => cape::coordinator::plan_agn(params, terms),
+            StudyAlgorithm::GossipPower => gossip::coordinator::plan_gossip(params, terms),
         }
     }
 }
@@ -106,7 +117,7 @@ pub enum PlanError {
 }
 
 /// The parameters as `T`, or the path of the first bad one (`params.<path>`).
-pub(super) fn parse_params<T: serde::de::DeserializeOwned>(
+pub(crate) fn parse_params<T: serde::de::DeserializeOwned>(
     params: serde_json::Value,
 ) -> Result<T, ConfigError> {
     serde_path_to_error::deserialize(params).map_err(|e| {
@@ -123,19 +134,6 @@ pub(super) fn parse_params<T: serde::de::DeserializeOwned>(
     })
 }
 
-fn plan_power(params: serde_json::Value, terms: &StudyTerms<'_>) -> Result<StudyPlan, PlanError> {
-    let parsed: FederatedPowerParams = parse_params(params)?;
-    let config =
-        federated_power::configure_for(&parsed, terms.context, terms.target, terms.sites, terms.threshold)?;
-    let rho = crate::algorithms::noisy_power::cost_of(config.iterations, config.multiplier);
-    Ok(StudyPlan {
-        config: serde_json::to_value(&config)?,
-        rounds: config.iterations,
-        protocol: Protocol::Power(config),
-        rho,
-    })
-}
-
 #[cfg(test)]
-#[path = "algorithm_tests.rs"]
+#[path = "tests.rs"]
 mod tests;
