@@ -181,12 +181,13 @@ fn neighbours(request: &StudyRequest) -> Result<Neighbours, AppError> {
 /// (t = S), and only its sites state a block of features.
 fn threshold(request: &StudyRequest, algorithm: StudyAlgorithm) -> Result<u32, AppError> {
     let n_sites = request.sites.len() as u32;
-    if algorithm == StudyAlgorithm::GossipPower {
+    if algorithm.splits_features() {
         return match request.threshold {
             Some(t) if t != n_sites => Err(AppError::validation(
                 "threshold",
                 format!(
-                    "a gossip_power study needs every agent in every exchange: t must be the number of sites ({n_sites}) or absent (got {t})"
+                    "a {} study needs every agent in every exchange: t must be the number of sites ({n_sites}) or absent (got {t})",
+                    algorithm.info().name
                 ),
             )),
             _ => Ok(n_sites),
@@ -290,7 +291,7 @@ fn resolve(
         .check()
         .map_err(|e| AppError::validation("privacy", e.to_string()))?;
     let units = Spending::of_cost(&cost);
-    let plan = plan.at_ledger_rho(units.rho_units.to_real());
+    let plan = algorithm.at_ledger_rho(plan, units.rho_units.to_real());
     let (join_timeout, round_timeout) = timeouts(request)?;
     Ok(Resolved {
         config: plan.config,

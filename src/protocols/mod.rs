@@ -18,46 +18,170 @@ pub mod cape;
 pub mod gossip;
 pub mod power;
 
-use crate::algorithms::ConfigError;
-use crate::dataset::DataContext;
-use crate::privacy::PrivacyTarget;
-use crate::studies::live::Protocol;
+use std::future::Future;
+use std::pin::Pin;
 
-/// An algorithm that runs across sites.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StudyAlgorithm {
-    /// Secure-aggregation noisy power iterations (docs/design/federation.md).
-    FederatedPower,
-    /// CAPE: one noisy second-moment release per site (docs/design/cape.md).
-    CapePca,
-    /// CAPE for a Gaussian mixture: second, then whitened third moments.
-    CapeAgn,
-    /// Decentralized DP power method: each site an agent holding a block of features.
-    GossipPower,
+use crate::algorithms::{AlgorithmInfo, ConfigError, StudyKind};
+use crate::dataset::{DataContext, Relation};
+use crate::federation::messages::SiteStudyView;
+use crate::privacy::PrivacyTarget;
+use crate::site::Failure;
+use crate::site::args::SiteArgs;
+use crate::site::http::SiteClient;
+use crate::site::prepare::Prepared;
+use crate::store::{LocalBudget, Store};
+use crate::studies::live::Protocol;
+use power::state::SiteComputation;
+
+/// One distributed protocol, as the layers that drive it see it. Implemented once per folder
+/// ([`power::Power`], [`cape::Cape`], [`gossip::Gossip`]) and chosen in one place,
+/// [`protocol_of`], from the catalog's [`StudyKind`] of the algorithm a study names.
+///
+/// - **configure** ([`StudyProtocol::configure`]): an algorithm's parameters and the study's
+///   public terms become a [`StudyPlan`].
+/// - **cost**: the ρ each site is charged is the plan's [`StudyPlan::rho`], computed by
+///   `configure` with the algorithm's own cost formula; [`StudyProtocol::at_ledger_rho`]
+///   recalibrates the plan at the amount the ledger charges after rounding up.
+/// - **site step** ([`StudyProtocol::site_check`], [`StudyProtocol::site_records`],
+///   [`StudyProtocol::check_data`], [`StudyProtocol::follow`]): what `privpca site` checks before
+///   it joins and how it follows the coordinator's tasks; every answer it sends is kept in its
+///   ledger before it is sent and resent as kept, so a retry is the same bytes.
+/// - **coordinator step**: not a method here. A study's coordinator state is one
+///   `studies::live::Stage` value, which the durable snapshot (`studies::durable`) writes and
+///   reads back; the generic driver dispatches on it, and each protocol's transitions are its
+///   `impl Live` block in `<protocol>/coordinator.rs`. A trait object could not be restored
+///   from a snapshot without the same match.
+/// - **simulate**: not a method here either. The job-mode run is each algorithm's
+///   `Algorithm::run`, listed in `algorithms::registry` with the other jobs (`federated_power`
+///   runs [`power::simulate::run`]; CAPE and gossip simulate with the numerical core's own code).
+pub(crate) trait StudyProtocol: Sync {
+    /// Validates `algorithm`'s parameters and calibrates the study for its terms.
+    fn configure(
+        &self,
+        algorithm: &'static AlgorithmInfo,
+        params: serde_json::Value,
+        terms: &StudyTerms<'_>,
+    ) -> Result<StudyPlan, PlanError>;
+
+    /// The plan calibrated at the ledger's amount `rho` (the ρ a site's view states), so that
+    /// the coordinator and every site derive the same noise. Unchanged by default.
+    fn at_ledger_rho(&self, _plan: &mut StudyPlan, _rho: f64) {}
+
+    /// Every site holds its own block of features and takes part in every exchange (t = S).
+    fn splits_features(&self) -> bool {
+        false
+    }
+
+    /// The site's checks of the study's terms before it loads anything; the per-round
+    /// computation of `federated_power`, `None` for the others.
+    fn site_check(&self, view: &SiteStudyView, args: &SiteArgs) -> Result<Option<SiteComputation>, Failure>;
+
+    /// How the site loads its records: the limits on n and the clipping bounds.
+    fn site_records(
+        &self,
+        view: &SiteStudyView,
+        relation: Relation,
+        computation: Option<&SiteComputation>,
+    ) -> Result<RecordRules, Failure>;
+
+    /// Whether the loaded records (n of them, d features) fit the study.
+    fn check_data(
+        &self,
+        view: &SiteStudyView,
+        computation: Option<&SiteComputation>,
+        n: usize,
+        d: usize,
+    ) -> Result<(), String>;
+
+    /// Follows the coordinator's tasks until the study ends for this site.
+    fn follow<'a>(&'a self, site: SiteRun<'a>) -> SiteFuture<'a>;
+}
+
+/// How a site loads its records for a study.
+pub(crate) struct RecordRules {
+    /// At most this many records (`u64::MAX`: no limit, because n is private).
+    pub(crate) max_records: u64,
+    /// The d of an empty file, where no records is a valid shard.
+    pub(crate) empty_d: Option<usize>,
+    /// Clipping bounds: L2 norm β and L1 norm α of a row.
+    pub(crate) beta: f64,
+    pub(crate) alpha: f64,
+    /// n is private and the site clamps its products: more records than `max_site_samples`
+    /// only earns a local warning.
+    pub(crate) clamps: bool,
+}
+
+/// What a site's [`StudyProtocol::follow`] works with.
+pub(crate) struct SiteRun<'a> {
+    pub(crate) args: &'a SiteArgs,
+    pub(crate) client: &'a SiteClient,
+    pub(crate) store: &'a Store,
+    pub(crate) budget: &'a LocalBudget,
+    pub(crate) prepared: &'a Prepared,
+}
+
+/// A site's run of a study, to completion.
+pub(crate) type SiteFuture<'a> = Pin<Box<dyn Future<Output = Result<(), Failure>> + 'a>>;
+
+/// The protocol a study algorithm runs by: the one dispatch on [`StudyKind`].
+pub(crate) fn protocol_of(kind: StudyKind) -> &'static dyn StudyProtocol {
+    match kind {
+        StudyKind::Power => &power::Power,
+        StudyKind::Cape => &cape::Cape,
+        StudyKind::Gossip => &gossip::Gossip,
+    }
+}
+
+/// An algorithm a study can run: its catalog entry and its protocol.
+#[derive(Clone, Copy)]
+pub struct StudyAlgorithm {
+    info: &'static AlgorithmInfo,
+    protocol: &'static dyn StudyProtocol,
+}
+
+impl std::fmt::Debug for StudyAlgorithm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("StudyAlgorithm").field(&self.info.name).finish()
+    }
 }
 
 impl StudyAlgorithm {
-    /// The algorithm named `name`, if a study can run it. The catalog
-    /// (`algorithms::study_algorithms`) is the list of names; this maps each to its planner
-    /// (a test checks the two agree).
+    /// The algorithm named `name`, if the catalog says a study can run it.
     pub fn from_name(name: &str) -> Option<StudyAlgorithm> {
-        match name {
-            "federated_power" => Some(StudyAlgorithm::FederatedPower),
-            "cape_pca" => Some(StudyAlgorithm::CapePca),
-            "cape_agn" => Some(StudyAlgorithm::CapeAgn),
-            "gossip_power" => Some(StudyAlgorithm::GossipPower),
-            _ => None,
-        }
+        let info = crate::algorithms::find(name)?.info();
+        let kind = info.study?;
+        Some(StudyAlgorithm {
+            info,
+            protocol: protocol_of(kind),
+        })
+    }
+
+    /// Its catalog entry.
+    pub fn info(self) -> &'static AlgorithmInfo {
+        self.info
+    }
+
+    pub(crate) fn protocol(self) -> &'static dyn StudyProtocol {
+        self.protocol
+    }
+
+    /// Every site holds its own block of features and takes part in every exchange (t = S).
+    pub fn splits_features(self) -> bool {
+        self.protocol.splits_features()
     }
 
     /// Validates the parameters and calibrates the study for its terms.
     pub fn plan(self, params: serde_json::Value, terms: &StudyTerms<'_>) -> Result<StudyPlan, PlanError> {
-        match self {
-            StudyAlgorithm::FederatedPower => power::plan(params, terms),
-            StudyAlgorithm::CapePca => cape::coordinator::plan_pca(params, terms),
-            StudyAlgorithm::CapeAgn => cape::coordinator::plan_agn(params, terms),
-            StudyAlgorithm::GossipPower => gossip::coordinator::plan_gossip(params, terms),
-        }
+        self.protocol.configure(self.info, params, terms)
+    }
+
+    /// The plan calibrated at the ledger's amount `rho`, the ρ a site's view states: CAPE
+    /// stages are calibrated at it, so that the coordinator and every site derive the same
+    /// noise (docs/design/cape.md). `federated_power` is calibrated by its multiplier and
+    /// unchanged.
+    pub fn at_ledger_rho(self, mut plan: StudyPlan, rho: f64) -> StudyPlan {
+        self.protocol.at_ledger_rho(&mut plan, rho);
+        plan
     }
 }
 
@@ -85,24 +209,6 @@ pub struct StudyPlan {
     pub rounds: u32,
     /// The ρ (zCDP) each participating site is charged, before rounding to ledger units.
     pub rho: f64,
-}
-
-impl StudyPlan {
-    /// The plan calibrated at the ledger's amount `rho`, the ρ a site's view states: CAPE
-    /// stages are calibrated at it, so that the coordinator and every site derive the same noise
-    /// (docs/design/cape.md). `federated_power` is calibrated by its multiplier and unchanged.
-    pub fn at_ledger_rho(mut self, rho: f64) -> StudyPlan {
-        match &mut self.protocol {
-            Protocol::Cape(plan) => plan.rho = rho,
-            Protocol::Gossip(plan) => {
-                if let Some(config) = plan.at_rho(rho) {
-                    self.config = config;
-                }
-            }
-            Protocol::Power(_) => {}
-        }
-        self
-    }
 }
 
 /// Why a study could not be planned.

@@ -25,6 +25,7 @@ use super::http::SiteClient;
 use super::ledger::check_ledger;
 use super::prepare::{Prepared, prepare};
 use super::{Failure, progress};
+use crate::protocols::SiteRun;
 use crate::store::{LocalBudget, Store, StudyStatus};
 
 /// Prints a warning when the token would travel in clear over the network.
@@ -116,13 +117,14 @@ async fn follow(
     budget: &LocalBudget,
     prepared: &Prepared,
 ) -> Result<(), Failure> {
-    if prepared.view.algorithm == "gossip_power" {
-        return crate::protocols::gossip::site::follow(args, client, store, budget, prepared).await;
-    }
-    match prepared.computation.as_ref() {
-        Some(computation) => {
-            crate::protocols::power::site::follow(args, client, store, budget, prepared, computation).await
-        }
-        None => crate::protocols::cape::site::follow(args, client, store, budget, prepared).await,
-    }
+    prepared
+        .protocol
+        .follow(SiteRun {
+            args,
+            client,
+            store,
+            budget,
+            prepared,
+        })
+        .await
 }

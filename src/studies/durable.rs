@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::live::{Effect, Live, Protocol, Running, Sharing, Stage};
+use super::live::{Effect, Live, Protocol, Stage};
 use crate::algorithms::Output;
 use crate::algorithms::federated_power::FederatedPowerConfig;
 use crate::federation::messages::{JoinRequest, Participant, ShareBox};
@@ -33,6 +33,7 @@ use crate::federation::wire;
 use crate::linalg::Matrix;
 use crate::protocols::cape::coordinator::{CapePlan, CapeRunning};
 use crate::protocols::cape::durable::CapeKept;
+use crate::protocols::power::coordinator::{Running, Sharing};
 use crate::protocols::power::state::PowerState;
 use crate::store::StudyStatus;
 

@@ -29,7 +29,8 @@ fn plan() -> GossipPlan {
         threshold: 3,
         site_features: &features,
     };
-    match StudyAlgorithm::GossipPower
+    match StudyAlgorithm::from_name("gossip_power")
+        .unwrap()
         .plan(json!({"k": 1, "graph": "path", "iterations": 2}), &terms)
         .expect("plans")
         .protocol

@@ -5,3 +5,84 @@
 
 pub mod coordinator;
 pub(crate) mod site;
+
+use super::power::state::SiteComputation;
+use super::{PlanError, RecordRules, SiteFuture, SiteRun, StudyPlan, StudyProtocol, StudyTerms};
+use crate::algorithms::AlgorithmInfo;
+use crate::dataset::Relation;
+use crate::federation::messages::SiteStudyView;
+use crate::site::Failure;
+use crate::site::args::SiteArgs;
+use crate::studies::live::Protocol;
+
+/// The gossip power method as a [`StudyProtocol`].
+pub(crate) struct Gossip;
+
+impl StudyProtocol for Gossip {
+    fn configure(
+        &self,
+        _algorithm: &'static AlgorithmInfo,
+        params: serde_json::Value,
+        terms: &StudyTerms<'_>,
+    ) -> Result<StudyPlan, PlanError> {
+        coordinator::plan_gossip(params, terms)
+    }
+
+    /// The configuration is derived again at the ledger's ρ, as every agent derives it.
+    fn at_ledger_rho(&self, plan: &mut StudyPlan, rho: f64) {
+        if let Protocol::Gossip(gossip) = &mut plan.protocol
+            && let Some(config) = gossip.at_rho(rho)
+        {
+            plan.config = config;
+        }
+    }
+
+    fn splits_features(&self) -> bool {
+        true
+    }
+
+    /// The study's blocks and this site's place among them ([`site::checked_config`]).
+    fn site_check(&self, view: &SiteStudyView, _args: &SiteArgs) -> Result<Option<SiteComputation>, Failure> {
+        site::checked_config(view)
+            .map_err(|e| Failure::Refused(format!("refusing the study: {e}; nothing was sent")))?;
+        Ok(None)
+    }
+
+    /// CAPE's rule on n, and the bounds of this site's block ([`site::block_bounds`]).
+    fn site_records(
+        &self,
+        view: &SiteStudyView,
+        _relation: Relation,
+        _computation: Option<&SiteComputation>,
+    ) -> Result<RecordRules, Failure> {
+        let (max_records, empty_d) = crate::protocols::cape::site::record_rules(view);
+        let (beta, alpha) = site::block_bounds(view).map_err(Failure::Refused)?;
+        Ok(RecordRules {
+            max_records,
+            empty_d,
+            beta,
+            alpha,
+            clamps: false,
+        })
+    }
+
+    fn check_data(
+        &self,
+        view: &SiteStudyView,
+        _computation: Option<&SiteComputation>,
+        n: usize,
+        d: usize,
+    ) -> Result<(), String> {
+        site::check_data(view, n, d)
+    }
+
+    fn follow<'a>(&'a self, run: SiteRun<'a>) -> SiteFuture<'a> {
+        Box::pin(site::follow(
+            run.args,
+            run.client,
+            run.store,
+            run.budget,
+            run.prepared,
+        ))
+    }
+}
