@@ -72,6 +72,11 @@ pub(crate) trait StudyProtocol: Sync {
         false
     }
 
+    /// The study's report is a noise report (shown as the result's `noise`).
+    fn reports_noise(&self) -> bool {
+        false
+    }
+
     /// The site's checks of the study's terms before it loads anything; the per-round
     /// computation of `federated_power`, `None` for the others.
     fn site_check(&self, view: &SiteStudyView, args: &SiteArgs) -> Result<Option<SiteComputation>, Failure>;
@@ -168,6 +173,11 @@ impl StudyAlgorithm {
     /// Every site holds its own block of features and takes part in every exchange (t = S).
     pub fn splits_features(self) -> bool {
         self.protocol.splits_features()
+    }
+
+    /// The study's report is a noise report (shown as the result's `noise`).
+    pub fn reports_noise(self) -> bool {
+        self.protocol.reports_noise()
     }
 
     /// Validates the parameters and calibrates the study for its terms.

@@ -35,6 +35,11 @@ impl StudyProtocol for Cape {
         }
     }
 
+    /// The report says the noise each stage reached (docs/design/cape.md).
+    fn reports_noise(&self) -> bool {
+        true
+    }
+
     /// The stages are calibrated at the ledger's ρ.
     fn at_ledger_rho(&self, plan: &mut StudyPlan, rho: f64) {
         if let Protocol::Cape(cape) = &mut plan.protocol {
