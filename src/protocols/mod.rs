@@ -32,6 +32,7 @@ use crate::site::prepare::Prepared;
 use crate::store::{LocalBudget, Store};
 use crate::studies::live::Protocol;
 use power::state::SiteComputation;
+use serde_json::Value;
 
 /// One distributed protocol, as the layers that drive it see it. Implemented once per folder
 /// ([`power::Power`], [`cape::Cape`], [`gossip::Gossip`]) and chosen in one place,
@@ -56,12 +57,7 @@ use power::state::SiteComputation;
 ///   runs [`power::simulate::run`]; CAPE and gossip simulate with the numerical core's own code).
 pub(crate) trait StudyProtocol: Sync {
     /// Validates `algorithm`'s parameters and calibrates the study for its terms.
-    fn configure(
-        &self,
-        algorithm: &'static AlgorithmInfo,
-        params: serde_json::Value,
-        terms: &StudyTerms<'_>,
-    ) -> Result<StudyPlan, PlanError>;
+    fn configure(&self, algorithm: &AlgorithmInfo, params: Value, terms: &StudyTerms<'_>) -> Planned;
 
     /// The plan calibrated at the ledger's amount `rho` (the ρ a site's view states), so that
     /// the coordinator and every site derive the same noise. Unchanged by default.
@@ -82,25 +78,24 @@ pub(crate) trait StudyProtocol: Sync {
     fn site_check(&self, view: &SiteStudyView, args: &SiteArgs) -> Result<Option<SiteComputation>, Failure>;
 
     /// How the site loads its records: the limits on n and the clipping bounds.
-    fn site_records(
-        &self,
-        view: &SiteStudyView,
-        relation: Relation,
-        computation: Option<&SiteComputation>,
-    ) -> Result<RecordRules, Failure>;
+    fn site_records(&self, view: &SiteStudyView, relation: Relation) -> Result<RecordRules, Failure>;
 
-    /// Whether the loaded records (n of them, d features) fit the study.
-    fn check_data(
-        &self,
-        view: &SiteStudyView,
-        computation: Option<&SiteComputation>,
-        n: usize,
-        d: usize,
-    ) -> Result<(), String>;
+    /// Whether the loaded records (`shape` = (n, d)) fit the study; `kept` is what
+    /// [`StudyProtocol::site_check`] returned.
+    fn check_data(&self, view: &SiteStudyView, kept: Kept<'_>, shape: (usize, usize)) -> Checked;
 
     /// Follows the coordinator's tasks until the study ends for this site.
     fn follow<'a>(&'a self, site: SiteRun<'a>) -> SiteFuture<'a>;
 }
+
+/// What [`StudyProtocol::configure`] returns.
+pub(crate) type Planned = Result<StudyPlan, PlanError>;
+
+/// `federated_power`'s per-round computation, as the site's check kept it.
+pub(crate) type Kept<'a> = Option<&'a SiteComputation>;
+
+/// A site's check of its data: the reason it does not fit.
+pub(crate) type Checked = Result<(), String>;
 
 /// How a site loads its records for a study.
 pub(crate) struct RecordRules {
@@ -123,6 +118,21 @@ pub(crate) struct SiteRun<'a> {
     pub(crate) store: &'a Store,
     pub(crate) budget: &'a LocalBudget,
     pub(crate) prepared: &'a Prepared,
+}
+
+impl<'a> SiteRun<'a> {
+    /// Its parts: the arguments, the client, the ledger, its budget and the prepared study.
+    pub(crate) fn parts(
+        &self,
+    ) -> (
+        &'a SiteArgs,
+        &'a SiteClient,
+        &'a Store,
+        &'a LocalBudget,
+        &'a Prepared,
+    ) {
+        (self.args, self.client, self.store, self.budget, self.prepared)
+    }
 }
 
 /// A site's run of a study, to completion.

@@ -165,7 +165,7 @@ pub(crate) async fn prepare(args: &SiteArgs, client: &SiteClient) -> Result<Prep
     let computation = protocol.site_check(&view, args)?;
     let cost = study_cost(&view)?;
     let relation = relation(&view)?;
-    let rules = protocol.site_records(&view, relation, computation.as_ref())?;
+    let rules = protocol.site_records(&view, relation)?;
     let (beta, alpha) = (rules.beta, rules.alpha);
     let records = load_records(
         &args.data,
@@ -184,7 +184,7 @@ pub(crate) async fn prepare(args: &SiteArgs, client: &SiteClient) -> Result<Prep
         ));
     }
     protocol
-        .check_data(&view, computation.as_ref(), records.n, records.d)
+        .check_data(&view, computation.as_ref(), (records.n, records.d))
         .map_err(|e| Failure::Refused(format!("{}: {e}", args.data.display())))?;
     progress(&format!(
         "loaded {} records of {} features from {}, clipped to L2 norm {} and L1 norm {}",

@@ -23,10 +23,10 @@ use std::time::Duration;
 use super::args::SiteArgs;
 use super::http::SiteClient;
 use super::ledger::check_ledger;
-use super::prepare::{Prepared, prepare};
+use super::prepare::prepare;
 use super::{Failure, progress};
 use crate::protocols::SiteRun;
-use crate::store::{LocalBudget, Store, StudyStatus};
+use crate::store::StudyStatus;
 
 /// Prints a warning when the token would travel in clear over the network.
 fn warn_plain_http(server: &reqwest::Url) {
@@ -105,26 +105,14 @@ pub(crate) async fn run(args: &SiteArgs) -> Result<(), Failure> {
     .map_err(Failure::Refused)?;
     let prepared = prepare(args, &client).await?;
     let (store, budget) = check_ledger(args, &prepared.view, &prepared.records, prepared.cost).await?;
-    let outcome = follow(args, &client, &store, &budget, &prepared).await;
+    let run = SiteRun {
+        args,
+        client: &client,
+        store: &store,
+        budget: &budget,
+        prepared: &prepared,
+    };
+    let outcome = prepared.protocol.follow(run).await;
     store.close().await;
     outcome
-}
-
-async fn follow(
-    args: &SiteArgs,
-    client: &SiteClient,
-    store: &Store,
-    budget: &LocalBudget,
-    prepared: &Prepared,
-) -> Result<(), Failure> {
-    prepared
-        .protocol
-        .follow(SiteRun {
-            args,
-            client,
-            store,
-            budget,
-            prepared,
-        })
-        .await
 }

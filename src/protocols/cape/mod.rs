@@ -8,7 +8,7 @@ pub(crate) mod durable;
 pub(crate) mod site;
 
 use super::power::state::SiteComputation;
-use super::{PlanError, RecordRules, SiteFuture, SiteRun, StudyPlan, StudyProtocol, StudyTerms};
+use super::{Checked, Kept, Planned, RecordRules, SiteFuture, SiteRun, StudyPlan, StudyProtocol, StudyTerms};
 use crate::algorithms::AlgorithmInfo;
 use crate::algorithms::catalog::CAPE_AGN;
 use crate::dataset::Relation;
@@ -16,18 +16,14 @@ use crate::federation::messages::SiteStudyView;
 use crate::site::Failure;
 use crate::site::args::SiteArgs;
 use crate::studies::live::Protocol;
+use serde_json::Value;
 
 /// CAPE as a [`StudyProtocol`]: `cape_pca` (one stage) and `cape_agn` (two).
 pub(crate) struct Cape;
 
 impl StudyProtocol for Cape {
     /// `cape_agn` by its catalog entry; `cape_pca` otherwise.
-    fn configure(
-        &self,
-        algorithm: &'static AlgorithmInfo,
-        params: serde_json::Value,
-        terms: &StudyTerms<'_>,
-    ) -> Result<StudyPlan, PlanError> {
+    fn configure(&self, algorithm: &AlgorithmInfo, params: Value, terms: &StudyTerms<'_>) -> Planned {
         if algorithm.name == CAPE_AGN.name {
             coordinator::plan_agn(params, terms)
         } else {
@@ -58,12 +54,7 @@ impl StudyProtocol for Cape {
 
     /// No cap on n ([`site::record_rules`]): nothing is fixed-point, and refusing over one
     /// would tell the coordinator a bit of a private n (docs/design/cape.md).
-    fn site_records(
-        &self,
-        view: &SiteStudyView,
-        _relation: Relation,
-        _computation: Option<&SiteComputation>,
-    ) -> Result<RecordRules, Failure> {
+    fn site_records(&self, view: &SiteStudyView, _relation: Relation) -> Result<RecordRules, Failure> {
         let (max_records, empty_d) = site::record_rules(view);
         Ok(RecordRules {
             max_records,
@@ -74,13 +65,7 @@ impl StudyProtocol for Cape {
         })
     }
 
-    fn check_data(
-        &self,
-        view: &SiteStudyView,
-        _computation: Option<&SiteComputation>,
-        n: usize,
-        d: usize,
-    ) -> Result<(), String> {
+    fn check_data(&self, view: &SiteStudyView, _kept: Kept<'_>, (n, d): (usize, usize)) -> Checked {
         if d != view.n_features {
             return Err(format!(
                 "the data has {d} features; the study has {}",
@@ -91,12 +76,6 @@ impl StudyProtocol for Cape {
     }
 
     fn follow<'a>(&'a self, run: SiteRun<'a>) -> SiteFuture<'a> {
-        Box::pin(site::follow(
-            run.args,
-            run.client,
-            run.store,
-            run.budget,
-            run.prepared,
-        ))
+        Box::pin(site::follow(run))
     }
 }

@@ -32,16 +32,14 @@ use crate::federation::crypto::{self, KeyPair, Seed};
 use crate::federation::messages::{CapePeer, CapeReleaseRequest, SiteStudyView, SiteTask};
 use crate::federation::wire;
 use crate::linalg::Matrix;
+use crate::protocols::SiteRun;
 use crate::protocols::power::state::study_neighbours;
-use crate::site::http::SiteClient;
 use crate::site::ledger::{charge_ledger, keep, ledger_failure, parse_kept, start_session};
-use crate::site::prepare::{Prepared, join};
+use crate::site::prepare::join;
 use crate::site::roster::{Member, RosterGuard, describe};
 use crate::site::run::{finished, note_wait, resend};
 use crate::site::{Failure, progress};
-use crate::store::{LocalBudget, SiteMessageKind, SiteStatus, Store};
-
-use crate::site::args::SiteArgs;
+use crate::store::{SiteMessageKind, SiteStatus};
 
 /// A stage's release as kept in the ledger: the roster it was drawn for and what was sent.
 #[derive(Serialize, Deserialize)]
@@ -235,13 +233,8 @@ fn pair_seeds(
 }
 
 /// Joins, then follows the tasks until the study is over.
-pub(crate) async fn follow(
-    args: &SiteArgs,
-    client: &SiteClient,
-    store: &Store,
-    budget: &LocalBudget,
-    prepared: &Prepared,
-) -> Result<(), Failure> {
+pub(crate) async fn follow(run: SiteRun<'_>) -> Result<(), Failure> {
+    let (args, client, store, budget, prepared) = run.parts();
     let view = &prepared.view;
     let plan = Plan::of(view).map_err(Failure::Refused)?;
     let neighbours =

@@ -7,24 +7,20 @@ pub mod coordinator;
 pub(crate) mod site;
 
 use super::power::state::SiteComputation;
-use super::{PlanError, RecordRules, SiteFuture, SiteRun, StudyPlan, StudyProtocol, StudyTerms};
+use super::{Checked, Kept, Planned, RecordRules, SiteFuture, SiteRun, StudyPlan, StudyProtocol, StudyTerms};
 use crate::algorithms::AlgorithmInfo;
 use crate::dataset::Relation;
 use crate::federation::messages::SiteStudyView;
 use crate::site::Failure;
 use crate::site::args::SiteArgs;
 use crate::studies::live::Protocol;
+use serde_json::Value;
 
 /// The gossip power method as a [`StudyProtocol`].
 pub(crate) struct Gossip;
 
 impl StudyProtocol for Gossip {
-    fn configure(
-        &self,
-        _algorithm: &'static AlgorithmInfo,
-        params: serde_json::Value,
-        terms: &StudyTerms<'_>,
-    ) -> Result<StudyPlan, PlanError> {
+    fn configure(&self, _algorithm: &AlgorithmInfo, params: Value, terms: &StudyTerms<'_>) -> Planned {
         coordinator::plan_gossip(params, terms)
     }
 
@@ -49,12 +45,7 @@ impl StudyProtocol for Gossip {
     }
 
     /// CAPE's rule on n, and the bounds of this site's block ([`site::block_bounds`]).
-    fn site_records(
-        &self,
-        view: &SiteStudyView,
-        _relation: Relation,
-        _computation: Option<&SiteComputation>,
-    ) -> Result<RecordRules, Failure> {
+    fn site_records(&self, view: &SiteStudyView, _relation: Relation) -> Result<RecordRules, Failure> {
         let (max_records, empty_d) = crate::protocols::cape::site::record_rules(view);
         let (beta, alpha) = site::block_bounds(view).map_err(Failure::Refused)?;
         Ok(RecordRules {
@@ -66,23 +57,11 @@ impl StudyProtocol for Gossip {
         })
     }
 
-    fn check_data(
-        &self,
-        view: &SiteStudyView,
-        _computation: Option<&SiteComputation>,
-        n: usize,
-        d: usize,
-    ) -> Result<(), String> {
+    fn check_data(&self, view: &SiteStudyView, _kept: Kept<'_>, (n, d): (usize, usize)) -> Checked {
         site::check_data(view, n, d)
     }
 
     fn follow<'a>(&'a self, run: SiteRun<'a>) -> SiteFuture<'a> {
-        Box::pin(site::follow(
-            run.args,
-            run.client,
-            run.store,
-            run.budget,
-            run.prepared,
-        ))
+        Box::pin(site::follow(run))
     }
 }

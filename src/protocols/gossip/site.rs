@@ -23,16 +23,13 @@ use crate::federation::messages::{GossipPostRequest, SiteStudyView, SiteTask};
 use crate::federation::wire;
 use crate::linalg::Matrix;
 use crate::privacy::PrivacyTarget;
+use crate::protocols::SiteRun;
 use crate::protocols::gossip::coordinator::GossipStudyConfig;
 use crate::protocols::power::state::study_neighbours;
-use crate::site::http::SiteClient;
 use crate::site::ledger::charge_ledger;
-use crate::site::prepare::{Prepared, join};
+use crate::site::prepare::join;
 use crate::site::run::{finished, note_wait, resend};
 use crate::site::{Failure, progress};
-use crate::store::{LocalBudget, Store};
-
-use crate::site::args::SiteArgs;
 
 fn violation(what: impl std::fmt::Display) -> Failure {
     Failure::Protocol(what.to_string())
@@ -108,13 +105,8 @@ pub(crate) fn check_data(view: &SiteStudyView, n: usize, d: usize) -> Result<(),
 }
 
 /// Joins, then runs this site's agent exchange by exchange until the study is over.
-pub(crate) async fn follow(
-    args: &SiteArgs,
-    client: &SiteClient,
-    store: &Store,
-    budget: &LocalBudget,
-    prepared: &Prepared,
-) -> Result<(), Failure> {
+pub(crate) async fn follow(run: SiteRun<'_>) -> Result<(), Failure> {
+    let (args, client, store, budget, prepared) = run.parts();
     let view = &prepared.view;
     let (config, _) = checked_config(view).map_err(Failure::Refused)?;
     let job = &config.gossip;

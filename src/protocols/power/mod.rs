@@ -10,7 +10,8 @@ pub mod state;
 
 use self::state::SiteComputation;
 use super::{
-    PlanError, RecordRules, SiteFuture, SiteRun, StudyPlan, StudyProtocol, StudyTerms, parse_params,
+    Checked, Kept, PlanError, Planned, RecordRules, SiteFuture, SiteRun, StudyPlan, StudyProtocol,
+    StudyTerms, parse_params,
 };
 use crate::algorithms::AlgorithmInfo;
 use crate::algorithms::federated_power::{self, FederatedPowerParams};
@@ -20,17 +21,13 @@ use crate::site::Failure;
 use crate::site::args::SiteArgs;
 use crate::site::prepare::check_threshold;
 use crate::studies::live::Protocol;
+use serde_json::Value;
 
 /// The secure-aggregation power method as a [`StudyProtocol`].
 pub(crate) struct Power;
 
 impl StudyProtocol for Power {
-    fn configure(
-        &self,
-        _algorithm: &'static AlgorithmInfo,
-        params: serde_json::Value,
-        terms: &StudyTerms<'_>,
-    ) -> Result<StudyPlan, PlanError> {
+    fn configure(&self, _algorithm: &AlgorithmInfo, params: Value, terms: &StudyTerms<'_>) -> Planned {
         plan(params, terms)
     }
 
@@ -43,12 +40,7 @@ impl StudyProtocol for Power {
 
     /// Under add_remove a site's n is private: no limit on it may change what the site does
     /// (its products are clamped instead), and no records is a valid shard.
-    fn site_records(
-        &self,
-        view: &SiteStudyView,
-        relation: Relation,
-        _computation: Option<&SiteComputation>,
-    ) -> Result<RecordRules, Failure> {
+    fn site_records(&self, view: &SiteStudyView, relation: Relation) -> Result<RecordRules, Failure> {
         let private_n = relation == Relation::AddRemove;
         let (max_records, empty_d) = if private_n {
             (u64::MAX, Some(view.n_features))
@@ -64,36 +56,15 @@ impl StudyProtocol for Power {
         })
     }
 
-    fn check_data(
-        &self,
-        _view: &SiteStudyView,
-        computation: Option<&SiteComputation>,
-        n: usize,
-        d: usize,
-    ) -> Result<(), String> {
-        match computation {
+    fn check_data(&self, _view: &SiteStudyView, kept: Kept<'_>, (n, d): (usize, usize)) -> Checked {
+        match kept {
             Some(computation) => computation.check_data(n, d),
             None => Err("the study's per-round computation is missing".into()),
         }
     }
 
     fn follow<'a>(&'a self, run: SiteRun<'a>) -> SiteFuture<'a> {
-        Box::pin(async move {
-            let Some(computation) = run.prepared.computation.as_ref() else {
-                return Err(Failure::Protocol(
-                    "the study's per-round computation is missing".into(),
-                ));
-            };
-            site::follow(
-                run.args,
-                run.client,
-                run.store,
-                run.budget,
-                run.prepared,
-                computation,
-            )
-            .await
-        })
+        Box::pin(site::follow(run))
     }
 }
 
