@@ -1,7 +1,7 @@
-//! Per-site contributions (docs/design/federation.md): the wire messages, the
-//! secure-aggregation primitives and protocol halves, the coordinator's round machine, and the
-//! `federated_power` computation on both sides. Pure code: no HTTP, no database; the HTTP hub
-//! (`crate::studies`) and the site client (`crate::site`) drive it.
+//! The machinery every distributed protocol shares (docs/design/federation.md): the wire
+//! messages, the secure-aggregation primitives and protocol halves, Shamir shares, key
+//! agreement, the fixed-point encoding and the coordinator's round machine. Pure code: no HTTP,
+//! no database. The protocols themselves are in `crate::protocols`.
 
 pub mod crypto;
 pub mod fixed_point;

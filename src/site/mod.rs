@@ -12,8 +12,10 @@
 //! over. Raw data and unmasked values never leave the process and are never printed.
 //!
 //! The steps live in `run.rs` (the whole client and its safety rules), `prepare.rs` (read and
-//! check the study, load the data, join), `ledger.rs` (the local budget and the one charge),
-//! `power.rs` (the `federated_power` rounds) and `cape.rs` (the CAPE releases).
+//! check the study, load the data, join), `ledger.rs` (the local budget and the one charge);
+//! each protocol's own steps are in its folder (`crate::protocols::power::site`, the rounds;
+//! `crate::protocols::cape::site`, the CAPE releases; `crate::protocols::gossip::site`, the
+//! agent), reached through `crate::protocols::StudyProtocol`.
 //!
 //! Progress goes to stderr, one line per step, each starting `privpca site: `:
 //! `joined as site i of S ...`, `waiting for enrolment ...`, `roster hash ...`, `keys shared ...`,
