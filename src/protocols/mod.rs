@@ -3,7 +3,7 @@
 //! steps), over the shared layers below: `federation` (secure aggregation, wire messages,
 //! rounds), `studies` (the coordinator driver: hub, lease, store, timeouts) and `site` (the
 //! site process: arguments, ledger, HTTP client, data). See docs/design/architecture.md,
-//! "Protocols".
+//! "The protocol seam".
 //!
 //! - [`power`]: `federated_power`, secure-aggregation noisy power iterations
 //!   (docs/design/federation.md);
@@ -45,8 +45,10 @@ use serde_json::Value;
 ///   recalibrates the plan at the amount the ledger charges after rounding up.
 /// - **site step** ([`StudyProtocol::site_check`], [`StudyProtocol::site_records`],
 ///   [`StudyProtocol::check_data`], [`StudyProtocol::follow`]): what `privpca site` checks before
-///   it joins and how it follows the coordinator's tasks; every answer it sends is kept in its
-///   ledger before it is sent and resent as kept, so a retry is the same bytes.
+///   it joins and how it follows the coordinator's tasks. Asked again for an answer it already
+///   sent, a site sends the same bytes: `federated_power` and CAPE keep every answer in the
+///   site's ledger before sending it (so a restarted site resends it too); a `gossip_power`
+///   agent keeps its values in memory only and cannot be restarted once it has joined.
 /// - **coordinator step**: not a method here. A study's coordinator state is one
 ///   `studies::live::Stage` value, which the durable snapshot (`studies::durable`) writes and
 ///   reads back; the generic driver dispatches on it, and each protocol's transitions are its
