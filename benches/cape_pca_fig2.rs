@@ -9,7 +9,7 @@
 //!   scaled the same way. The paper's MNIST and COVTYPE do not ship in a registry package here.
 //!
 //! Schemes, all at the same (ε, δ) → ρ (crate's CKS conversion), replace_one, Δ = √2·β²:
-//! - `capePCA`: our calibration (`federation::cape`, κ = 1): ρ against the aggregator's joint
+//! - `capePCA`: our calibration (`algorithms::cape_noise`, κ = 1): ρ against the aggregator's joint
 //!   view; sum noise sd 1.05–1.11× pooled;
 //! - `capePCA (paper's levels)`: v = g = τ_c²/S (eq. 2), the sum at exactly the pooled level,
 //!   but the joint view costs 2S/(S+1)·ρ: shown for comparison, not offered;

@@ -17,6 +17,7 @@ pub mod job_control;
 pub mod linalg;
 pub mod metrics;
 pub mod privacy;
+pub mod protocols;
 pub mod rate_limits;
 pub mod runner;
 pub mod serve;

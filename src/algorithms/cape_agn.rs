@@ -1,6 +1,6 @@
 //! `cape_agn`: distributed differentially private orthogonal tensor decomposition (Imtiaz &
 //! Sarwate, Alg. 3, "capeAGN"), simulate mode: a records dataset split into S sites. The CAPE
-//! noise itself is the shared core [`crate::federation::cape`] (sum form, joint-view
+//! noise itself is the shared core [`crate::algorithms::cape_noise`] (sum form, joint-view
 //! calibration; its module docs explain the accounting).
 //!
 //! **Models** (App. B; Anandkumar et al. 2014 §3). Both give, in sum form over N records,
@@ -95,8 +95,8 @@ use super::tensor_power::packed_len;
 use super::{
     Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, Run, RunError, catalog, ensure_fits,
 };
+use crate::algorithms::cape_noise::{CapeNoise, DEFAULT_PAIR_RATIO};
 use crate::dataset::{DataContext, Kind, Neighbours};
-use crate::federation::cape::{CapeNoise, DEFAULT_PAIR_RATIO};
 use crate::linalg::Matrix;
 use crate::privacy::{Cost, PrivacyTarget};
 

@@ -9,6 +9,8 @@ use rand_distr::{Distribution, StandardNormal};
 use serde_json::json;
 
 use super::*;
+use crate::algorithms::cape_noise::tests::{Derived, TWIN};
+use crate::algorithms::cape_noise::{self as cape, CapeLattice, pack_upper};
 use crate::algorithms::tensor_power::{
     self, PowerSettings, pack, packed_index, project_packed, q_comp, unpack,
 };
@@ -17,8 +19,6 @@ use crate::algorithms::testing::{
     with_audited_env,
 };
 use crate::algorithms::{DynAlgorithm, registry};
-use crate::federation::cape::tests::{Derived, TWIN};
-use crate::federation::cape::{self, CapeLattice, pack_upper};
 use crate::linalg::thin_qr_q;
 use crate::privacy::testing::check_gaussian_scale;
 

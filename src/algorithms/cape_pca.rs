@@ -4,7 +4,7 @@
 //! Sites s = 1..S hold disjoint clipped records X_s. One shot: site s sends
 //! Â_s = A_s + E_s + F_s + G_s (Alg. 2 step 6) with A_s = X_sᵀX_s in sum form (the packed upper
 //! triangle, diagonal included), E_s zero-sum pair noise, F_s from the aggregator, G_s its own
-//! ([`crate::federation::cape`]). The aggregator forms Â = Σ_s (Â_s − F_s) (step 8; dividing by
+//! ([`crate::algorithms::cape_noise`]). The aggregator forms Â = Σ_s (Â_s − F_s) (step 8; dividing by
 //! the public N would give the paper's weighted average with μ_s = N_s/N, §III-A, and does not
 //! change the eigenvectors) and releases the top-k eigenvectors of Â (steps 9–10) and their
 //! eigenvalues (post-processing).
@@ -13,7 +13,7 @@
 //! xxᵀ − yyᵀ (replace_one, ‖C‖_F ≤ √2·β²), as `analyze_gauss` — in sum form the same Δ for
 //! every site whatever N_s, which is why unequal sizes need no special weights here.
 //! Privacy: ρ-zCDP against the aggregator's joint view of all messages, charged to every site
-//! (the calibration in [`crate::federation::cape`]); the release is post-processing of that view.
+//! (the calibration in [`crate::algorithms::cape_noise`]); the release is post-processing of that view.
 //!
 //! As a job (simulate mode) the service holds every shard: contiguous shards of the dataset's
 //! rows, of near-equal sizes or proportional to `site_shares`; sites listed in `dropouts` send
@@ -29,9 +29,9 @@ use super::noisy_power::check_opening;
 use super::{
     Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, Run, RunEnv, RunError, catalog,
 };
+use crate::algorithms::cape_noise::Seed;
+use crate::algorithms::cape_noise::{self as cape, CapeNoise, CapeReport, DEFAULT_PAIR_RATIO};
 use crate::dataset::{DataContext, Kind};
-use crate::federation::cape::{self, CapeNoise, CapeReport, DEFAULT_PAIR_RATIO};
-use crate::federation::crypto::Seed;
 use crate::linalg::{Records, gram_t};
 use crate::privacy::{Cost, PrivacyTarget};
 
@@ -182,7 +182,9 @@ pub(crate) fn simulated_split(
 /// add_remove, so no outcome may depend on it).
 pub fn shard_ranges(n: usize, sites: usize, shares: Option<&[f64]>) -> Vec<std::ops::Range<usize>> {
     let Some(shares) = shares else {
-        return crate::federation::simulate::shard_ranges(n, sites);
+        return (0..sites)
+            .map(|s| (s * n / sites)..((s + 1) * n / sites))
+            .collect();
     };
     let total: f64 = shares.iter().sum();
     let mut start = 0;

@@ -6,11 +6,11 @@ use serde_json::json;
 
 use super::*;
 use crate::algorithms::analyze_gauss::{AnalyzeGauss, AnalyzeGaussParams};
+use crate::algorithms::cape_noise::tests::{Derived, TWIN};
 use crate::algorithms::testing::{
     AR, EN, RO, assert_basis_contract, ctx, exact_top, invalid_field, run_on_records, spiked_records, target,
     with_audited_env,
 };
-use crate::federation::cape::tests::{Derived, TWIN};
 use crate::linalg::subspace::{captured_energy, sin_theta};
 use crate::privacy::testing::check_gaussian_scale;
 

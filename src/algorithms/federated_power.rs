@@ -26,8 +26,8 @@
 //!
 //! This module holds the parameters, the calibration, the cost and the per-site computation.
 //! The job form (`simulate` mode: the service holds every shard) runs the real protocol
-//! in-process ([`crate::federation::simulate`]); the live form is a study
-//! ([`crate::federation::power`]).
+//! in-process ([`crate::protocols::power::simulate`]); the live form is a study
+//! ([`crate::protocols::power`]).
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -592,7 +592,7 @@ impl Algorithm for FederatedPower {
                 "the data does not match the dataset's dimension".into(),
             ));
         }
-        crate::federation::simulate::run(xt, config, &ctx.neighbours, env).map(|run| run.output)
+        crate::protocols::power::simulate::run(xt, config, &ctx.neighbours, env).map(|run| run.output)
     }
 }
 

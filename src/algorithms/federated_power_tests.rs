@@ -10,12 +10,12 @@ use crate::algorithms::testing::{
     run_on_records, seeded, spiked_records, spiked_with_ctx, target, with_audited_env,
 };
 use crate::federation::fixed_point::FixedPoint;
-use crate::federation::simulate;
 use crate::linalg::subspace::sin_theta;
 use crate::linalg::thin_qr_q;
 use crate::linalg::{gram_t, gram_t_times};
 use crate::privacy::lattice::grid_for;
 use crate::privacy::testing::check_gaussian_scale;
+use crate::protocols::power::simulate;
 
 fn configured(value: serde_json::Value, c: &DataContext, rho: f64) -> FederatedPowerConfig {
     let p: FederatedPowerParams = serde_json::from_value(value).expect("valid params");

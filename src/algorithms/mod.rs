@@ -12,6 +12,7 @@ pub mod analyze_gauss;
 pub mod auto;
 pub mod bingham;
 pub mod cape_agn;
+pub mod cape_noise;
 pub mod cape_pca;
 pub mod catalog;
 pub mod centering;

@@ -4,7 +4,7 @@
 //!
 //! **Packed layout.** Entry (i, j, k) with i ≤ j ≤ k sits at index C(k+2, 3) + C(j+1, 2) + i,
 //! i.e. k outermost, then j, then i (the third-order analogue of
-//! [`crate::federation::cape::pack_upper`]). A symmetric tensor is the same number at every
+//! [`crate::algorithms::cape_noise::pack_upper`]). A symmetric tensor is the same number at every
 //! permutation of its index, so the packed vector holds each value once; its L2 norm is at
 //! most the Frobenius norm of the full tensor (off-diagonal values appear 3 or 6 times there).
 //! That is why a Frobenius-norm sensitivity bound is a valid L2 bound for the packed release.

@@ -1,6 +1,6 @@
 //! Studies (docs/design/federation.md): create one (validate, plan, price, store, start
 //! coordinating), read, list, cancel, and read a succeeded study's result. The protocol each
-//! algorithm runs plans itself (`studies/algorithm.rs`); this module checks the request's public
+//! algorithm runs plans itself (`protocols/mod.rs`); this module checks the request's public
 //! terms and prices the plan in ledger units.
 
 use chrono::Utc;
@@ -12,11 +12,11 @@ use crate::dataset::{Neighbours, Relation};
 use crate::privacy::PrivacyTarget;
 use crate::privacy::admission::Spending;
 use crate::privacy::units::{DeltaUnits, MAX_RHO, RhoUnits};
+use crate::protocols::{PlanError, StudyAlgorithm, StudyTerms};
 use crate::state::AppState;
 use crate::store::{
     NewStudy, NewStudySite, StudyCancel, StudyRecord, StudyResult, StudySiteRecord, StudyStatus,
 };
-use crate::studies::algorithm::{PlanError, StudyAlgorithm, StudyTerms};
 use crate::studies::live::Protocol;
 
 /// Default time sites have to join, in seconds.
@@ -181,12 +181,13 @@ fn neighbours(request: &StudyRequest) -> Result<Neighbours, AppError> {
 /// (t = S), and only its sites state a block of features.
 fn threshold(request: &StudyRequest, algorithm: StudyAlgorithm) -> Result<u32, AppError> {
     let n_sites = request.sites.len() as u32;
-    if algorithm == StudyAlgorithm::GossipPower {
+    if algorithm.splits_features() {
         return match request.threshold {
             Some(t) if t != n_sites => Err(AppError::validation(
                 "threshold",
                 format!(
-                    "a gossip_power study needs every agent in every exchange: t must be the number of sites ({n_sites}) or absent (got {t})"
+                    "a {} study needs every agent in every exchange: t must be the number of sites ({n_sites}) or absent (got {t})",
+                    algorithm.info().name
                 ),
             )),
             _ => Ok(n_sites),
@@ -290,7 +291,7 @@ fn resolve(
         .check()
         .map_err(|e| AppError::validation("privacy", e.to_string()))?;
     let units = Spending::of_cost(&cost);
-    let plan = plan.at_ledger_rho(units.rho_units.to_real());
+    let plan = algorithm.at_ledger_rho(plan, units.rho_units.to_real());
     let (join_timeout, round_timeout) = timeouts(request)?;
     Ok(Resolved {
         config: plan.config,

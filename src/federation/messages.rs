@@ -199,7 +199,7 @@ pub enum SiteTask {
         /// The coordinator's calibration for this roster. The site derives its own from the
         /// study's public terms, refuses when they differ, and draws only with its own.
         #[schema(value_type = Value)]
-        noise: crate::federation::cape::CapeNoise,
+        noise: crate::algorithms::cape_noise::CapeNoise,
         /// Number of values to send.
         len: usize,
         /// `cape_agn` stage 2: the whitening W (`input_rows`×`input_cols` f64, column-major,

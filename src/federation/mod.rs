@@ -1,15 +1,12 @@
-//! Per-site contributions (docs/design/federation.md): the wire messages, the
-//! secure-aggregation primitives and protocol halves, the coordinator's round machine, and the
-//! `federated_power` computation on both sides. Pure code: no HTTP, no database; the HTTP hub
-//! (`crate::studies`) and the site client (`crate::site`) drive it.
+//! The machinery every distributed protocol shares (docs/design/federation.md): the wire
+//! messages, the secure-aggregation primitives and protocol halves, Shamir shares, key
+//! agreement, the fixed-point encoding and the coordinator's round machine. Pure code: no HTTP,
+//! no database. The protocols themselves are in `crate::protocols`.
 
-pub mod cape;
 pub mod crypto;
 pub mod fixed_point;
 pub mod messages;
-pub mod power;
 pub mod rounds;
 pub mod secagg;
 pub mod shamir;
-pub mod simulate;
 pub mod wire;

@@ -16,6 +16,7 @@ use super::privacy_input::{DEFAULT_DISPLAY_DELTA, PrivacyAmount, PrivacyInput};
 use super::rate_limit::{Limited, Submissions};
 use crate::app::studies::{self as app, SiteRequest, StudyOutcome, StudyPrivacy, StudyRequest};
 use crate::dataset::Relation;
+use crate::protocols::StudyAlgorithm;
 use crate::state::AppState;
 use crate::store::{SiteStatus, StudyRecord, StudySiteRecord, StudyStatus};
 
@@ -450,6 +451,8 @@ fn result_view(outcome: StudyOutcome) -> StudyResultView {
         target_multiplier: report.get("target_multiplier").and_then(|v| v.as_f64()),
         achieved_multiplier: report.get("achieved_multiplier").and_then(|v| v.as_f64()),
         rounds,
-        noise: study.algorithm.starts_with("cape_").then(|| report.clone()),
+        noise: StudyAlgorithm::from_name(&study.algorithm)
+            .is_some_and(StudyAlgorithm::reports_noise)
+            .then(|| report.clone()),
     }
 }

@@ -18,19 +18,19 @@ use crate::store::{
 };
 
 /// ρ and δ in ledger units, for the operator.
-pub(super) fn amounts(rho_units: RhoUnits, delta_units: DeltaUnits) -> String {
+pub(crate) fn amounts(rho_units: RhoUnits, delta_units: DeltaUnits) -> String {
     format!("rho = {}, delta = {}", rho_units.to_real(), delta_units.to_real())
 }
 
 /// The study's cost in ledger units (charges round up).
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Cost {
-    pub(super) rho_units: RhoUnits,
-    pub(super) delta_units: DeltaUnits,
+pub(crate) struct Cost {
+    pub(crate) rho_units: RhoUnits,
+    pub(crate) delta_units: DeltaUnits,
 }
 
 /// The budget stated on the command line, in ledger units (budgets round down).
-pub(super) fn stated_budget(args: &SiteArgs) -> Result<(RhoUnits, DeltaUnits), Failure> {
+pub(crate) fn stated_budget(args: &SiteArgs) -> Result<(RhoUnits, DeltaUnits), Failure> {
     let rho = RhoUnits::checked_budget(args.budget_rho)
         .ok()
         .filter(|units| units.0 > 0)
@@ -50,7 +50,7 @@ pub(super) fn stated_budget(args: &SiteArgs) -> Result<(RhoUnits, DeltaUnits), F
 }
 
 /// Opens the ledger, creates or checks its budget, and checks that the study fits it.
-pub(super) async fn check_ledger(
+pub(crate) async fn check_ledger(
     args: &SiteArgs,
     view: &SiteStudyView,
     records: &Records,
@@ -136,7 +136,7 @@ pub(super) async fn check_ledger(
 }
 
 /// Charges the study to the local ledger (once per study), before any noisy value is sent.
-pub(super) async fn charge_ledger(
+pub(crate) async fn charge_ledger(
     args: &SiteArgs,
     store: &Store,
     budget: &LocalBudget,
@@ -183,7 +183,7 @@ pub(super) async fn charge_ledger(
 /// The fingerprint of what a site takes part in a study with: the data file's bytes, its
 /// format, the stated budget, the study and the site. A restarted site must give the same
 /// (docs/design/federation.md, "Durable studies").
-pub(super) fn fingerprint(args: &SiteArgs, view: &SiteStudyView) -> Result<String, Failure> {
+pub(crate) fn fingerprint(args: &SiteArgs, view: &SiteStudyView) -> Result<String, Failure> {
     use sha2::{Digest, Sha256};
     let mut hasher = Sha256::new();
     let mut file = std::fs::File::open(&args.data)
@@ -225,13 +225,13 @@ async fn resumable(args: &SiteArgs, view: &SiteStudyView, store: &Store) -> Resu
     Ok(true)
 }
 
-pub(super) fn ledger_failure(e: impl std::fmt::Display) -> Failure {
+pub(crate) fn ledger_failure(e: impl std::fmt::Display) -> Failure {
     Failure::Refused(format!("the ledger: {e}; nothing more is sent"))
 }
 
 /// Keeps `body` for (`kind`, `round`) before it is sent, and returns what must be sent: the
 /// message kept first, if one was (a phase is answered once, with the same bytes).
-pub(super) async fn keep<T: Serialize + for<'de> Deserialize<'de>>(
+pub(crate) async fn keep<T: Serialize + for<'de> Deserialize<'de>>(
     store: &Store,
     study: uuid::Uuid,
     kind: SiteMessageKind,
@@ -246,7 +246,7 @@ pub(super) async fn keep<T: Serialize + for<'de> Deserialize<'de>>(
     serde_json::from_str(&kept).map_err(ledger_failure)
 }
 
-pub(super) fn parse_kept<T: for<'de> Deserialize<'de>>(text: &str) -> Result<T, Failure> {
+pub(crate) fn parse_kept<T: for<'de> Deserialize<'de>>(text: &str) -> Result<T, Failure> {
     serde_json::from_str(text).map_err(|e| ledger_failure(StoreError::Corrupt(e.to_string())))
 }
 
@@ -255,7 +255,7 @@ pub(super) fn parse_kept<T: for<'de> Deserialize<'de>>(text: &str) -> Result<T, 
 /// takes part with, before anything is sent, and every key of the study derives from the kept
 /// seed, so a restarted site has the same keys. A session kept with another fingerprint is
 /// refused. Returns an OS-seeded generator for the noise, and the kept seed.
-pub(super) async fn start_session(
+pub(crate) async fn start_session(
     args: &SiteArgs,
     view: &SiteStudyView,
     store: &Store,

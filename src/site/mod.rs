@@ -12,8 +12,10 @@
 //! over. Raw data and unmasked values never leave the process and are never printed.
 //!
 //! The steps live in `run.rs` (the whole client and its safety rules), `prepare.rs` (read and
-//! check the study, load the data, join), `ledger.rs` (the local budget and the one charge),
-//! `power.rs` (the `federated_power` rounds) and `cape.rs` (the CAPE releases).
+//! check the study, load the data, join), `ledger.rs` (the local budget and the one charge);
+//! each protocol's own steps are in its folder (`crate::protocols::power::site`, the rounds;
+//! `crate::protocols::cape::site`, the CAPE releases; `crate::protocols::gossip::site`, the
+//! agent), reached through `crate::protocols::StudyProtocol`.
 //!
 //! Progress goes to stderr, one line per step, each starting `privpca site: `:
 //! `joined as site i of S ...`, `waiting for enrolment ...`, `roster hash ...`, `keys shared ...`,
@@ -26,16 +28,13 @@
 //! 3 protocol violation (the server refused a request or asked for something the protocol
 //! does not allow); 4 the network kept failing past `--give-up-seconds`.
 
-mod args;
-mod cape;
+pub(crate) mod args;
 mod data;
-mod gossip;
-mod http;
-mod ledger;
-mod power;
-mod prepare;
-mod roster;
-mod run;
+pub(crate) mod http;
+pub(crate) mod ledger;
+pub(crate) mod prepare;
+pub(crate) mod roster;
+pub(crate) mod run;
 
 use std::fmt;
 use std::process::ExitCode;
@@ -47,13 +46,13 @@ pub use http::{ALREADY_RECEIVED, Class, classify};
 const PREFIX: &str = "privpca site";
 
 /// One progress line on stderr.
-fn progress(message: &str) {
+pub(crate) fn progress(message: &str) {
     eprintln!("{PREFIX}: {message}");
 }
 
 /// Why the client stopped without success; each kind has its exit code.
 #[derive(Debug, Clone, PartialEq)]
-enum Failure {
+pub(crate) enum Failure {
     /// The study failed or was cancelled, or this site was dropped (exit 1).
     Study(String),
     /// Refused before or instead of taking part: usage, data, ledger, token (exit 2).

@@ -14,8 +14,9 @@ use super::roster::parse_expected;
 use super::{Failure, progress};
 use crate::dataset::Relation;
 use crate::federation::messages::{JoinRequest, SiteStudyView};
-use crate::federation::power::SiteComputation;
 use crate::privacy::units::{DeltaUnits, RhoUnits};
+use crate::protocols::power::state::SiteComputation;
+use crate::protocols::{StudyAlgorithm, StudyProtocol};
 use crate::store::{SiteStatus, StudyStatus};
 
 /// Whether the study can be joined by this site now.
@@ -50,7 +51,7 @@ fn check_study(view: &SiteStudyView) -> Result<(), Failure> {
     Ok(())
 }
 
-pub(super) fn relation(view: &SiteStudyView) -> Result<Relation, Failure> {
+pub(crate) fn relation(view: &SiteStudyView) -> Result<Relation, Failure> {
     match view.relation {
         Relation::ReplaceOne | Relation::AddRemove => Ok(view.relation),
         other => Err(Failure::Refused(format!(
@@ -87,21 +88,23 @@ fn same_terms(joined: &SiteStudyView, checked: &SiteStudyView) -> bool {
 }
 
 /// Everything before joining. Returns the study, the loaded data and the checked ledger.
-pub(super) struct Prepared {
-    pub(super) view: SiteStudyView,
+pub(crate) struct Prepared {
+    pub(crate) view: SiteStudyView,
+    /// The protocol the study runs by.
+    pub(crate) protocol: &'static dyn StudyProtocol,
     /// `federated_power` only; CAPE studies compute their one statistic directly.
-    pub(super) computation: Option<SiteComputation>,
-    pub(super) records: Records,
-    pub(super) cost: Cost,
+    pub(crate) computation: Option<SiteComputation>,
+    pub(crate) records: Records,
+    pub(crate) cost: Cost,
     /// `--expect-roster-hash`, parsed.
-    pub(super) expected_roster: Option<[u8; 32]>,
+    pub(crate) expected_roster: Option<[u8; 32]>,
 }
 
 /// Refuses a `federated_power` threshold t ≤ S/2 unless the operator allowed it: a lying
 /// coordinator could then tell two disjoint groups of t sites different survivor sets and
 /// collect both secrets of one site, and against a coalition of the coordinator with the other
 /// sites this site's release carries noise variance (mΔ)²/t only.
-pub(super) fn check_threshold(threshold: u32, sites: u32, allow_minority: bool) -> Result<(), Failure> {
+pub(crate) fn check_threshold(threshold: u32, sites: u32, allow_minority: bool) -> Result<(), Failure> {
     let majority = u64::from(threshold) * 2 > u64::from(sites);
     if majority {
         return Ok(());
@@ -121,7 +124,7 @@ pub(super) fn check_threshold(threshold: u32, sites: u32, allow_minority: bool) 
     )))
 }
 
-pub(super) async fn prepare(args: &SiteArgs, client: &SiteClient) -> Result<Prepared, Failure> {
+pub(crate) async fn prepare(args: &SiteArgs, client: &SiteClient) -> Result<Prepared, Failure> {
     let format = DataFormat::resolve(args.format, &args.data).map_err(Failure::Refused)?;
     stated_budget(args)?;
     if !args.data.is_file() {
@@ -152,66 +155,37 @@ pub(super) async fn prepare(args: &SiteArgs, client: &SiteClient) -> Result<Prep
         .map(parse_expected)
         .transpose()
         .map_err(Failure::Refused)?;
-    let computation = match view.algorithm.as_str() {
-        "federated_power" => {
-            check_threshold(view.threshold, view.n_sites, args.allow_minority_threshold)?;
-            Some(SiteComputation::from_view(&view).map_err(Failure::Refused)?)
-        }
-        "cape_pca" | "cape_agn" => None,
-        "gossip_power" => {
-            super::gossip::checked_config(&view)
-                .map_err(|e| Failure::Refused(format!("refusing the study: {e}; nothing was sent")))?;
-            None
-        }
-        other => {
-            return Err(Failure::Refused(format!(
-                "this client does not know the study algorithm `{other}`; nothing was sent"
-            )));
-        }
+    let Some(study) = StudyAlgorithm::from_name(&view.algorithm) else {
+        return Err(Failure::Refused(format!(
+            "this client does not know the study algorithm `{}`; nothing was sent",
+            view.algorithm
+        )));
     };
+    let protocol = study.protocol();
+    let computation = protocol.site_check(&view, args)?;
     let cost = study_cost(&view)?;
     let relation = relation(&view)?;
-    // Under add_remove a federated_power site's n is private: no limit on it may change what
-    // the site does (its products are clamped instead), and no records is a valid shard. CAPE
-    // needs no cap on n (nothing is fixed-point), and refusing over one would tell the
-    // coordinator a bit of a private n (docs/design/cape.md).
-    let private_n = computation.is_some() && relation == Relation::AddRemove;
-    let (max_records, empty_d) = match &computation {
-        Some(_) if private_n => (u64::MAX, Some(view.n_features)),
-        Some(_) => (view.max_site_samples, None),
-        None => super::cape::record_rules(&view),
-    };
-    let (beta, alpha) = if view.algorithm == "gossip_power" {
-        super::gossip::block_bounds(&view).map_err(Failure::Refused)?
-    } else {
-        (view.row_norm_bound, view.row_l1_bound)
-    };
+    let rules = protocol.site_records(&view, relation)?;
+    let (beta, alpha) = (rules.beta, rules.alpha);
     let records = load_records(
         &args.data,
         format.ingest_format(),
         beta,
         alpha,
-        max_records,
-        empty_d,
+        rules.max_records,
+        rules.empty_d,
     )
     .map_err(Failure::Refused)?;
-    if private_n && records.n as u64 > view.max_site_samples {
+    if rules.clamps && records.n as u64 > view.max_site_samples {
         progress(&format!(
             "warning: the data holds more records than the study's max_site_samples = {}; this site's \
              products are clamped to the study's bound, which may bias its contribution (shown here only)",
             view.max_site_samples
         ));
     }
-    let checked = match &computation {
-        Some(computation) => computation.check_data(records.n, records.d),
-        None if view.algorithm == "gossip_power" => super::gossip::check_data(&view, records.n, records.d),
-        None if records.d != view.n_features => Err(format!(
-            "the data has {} features; the study has {}",
-            records.d, view.n_features
-        )),
-        None => super::cape::check_count(&view, records.n),
-    };
-    checked.map_err(|e| Failure::Refused(format!("{}: {e}", args.data.display())))?;
+    protocol
+        .check_data(&view, computation.as_ref(), (records.n, records.d))
+        .map_err(|e| Failure::Refused(format!("{}: {e}", args.data.display())))?;
     progress(&format!(
         "loaded {} records of {} features from {}, clipped to L2 norm {} and L1 norm {}",
         records.n,
@@ -222,6 +196,7 @@ pub(super) async fn prepare(args: &SiteArgs, client: &SiteClient) -> Result<Prep
     ));
     Ok(Prepared {
         view,
+        protocol,
         computation,
         records,
         cost,
@@ -230,7 +205,7 @@ pub(super) async fn prepare(args: &SiteArgs, client: &SiteClient) -> Result<Prep
 }
 
 /// Joins the study with this site's public keys.
-pub(super) async fn join(
+pub(crate) async fn join(
     client: &SiteClient,
     view: &SiteStudyView,
     n: usize,

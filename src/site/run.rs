@@ -23,9 +23,10 @@ use std::time::Duration;
 use super::args::SiteArgs;
 use super::http::SiteClient;
 use super::ledger::check_ledger;
-use super::prepare::{Prepared, prepare};
+use super::prepare::prepare;
 use super::{Failure, progress};
-use crate::store::{LocalBudget, Store, StudyStatus};
+use crate::protocols::SiteRun;
+use crate::store::StudyStatus;
 
 /// Prints a warning when the token would travel in clear over the network.
 fn warn_plain_http(server: &reqwest::Url) {
@@ -43,7 +44,7 @@ fn warn_plain_http(server: &reqwest::Url) {
     }
 }
 
-pub(super) fn finished(status: StudyStatus, reason: Option<String>) -> Result<(), Failure> {
+pub(crate) fn finished(status: StudyStatus, reason: Option<String>) -> Result<(), Failure> {
     if status == StudyStatus::Succeeded {
         match &reason {
             Some(why) => progress(&format!(
@@ -63,7 +64,7 @@ pub(super) fn finished(status: StudyStatus, reason: Option<String>) -> Result<()
 const MAX_RESENDS: u32 = 5;
 
 /// Prints the study's status once each time the site starts waiting in it.
-pub(super) fn note_wait(last: &mut Option<StudyStatus>, status: StudyStatus) {
+pub(crate) fn note_wait(last: &mut Option<StudyStatus>, status: StudyStatus) {
     if *last != Some(status) {
         progress(&format!("waiting (study {})", status.as_str()));
         *last = Some(status);
@@ -72,7 +73,7 @@ pub(super) fn note_wait(last: &mut Option<StudyStatus>, status: StudyStatus) {
 
 /// Sends a kept message again because the server asked for `what` again (an answer was lost):
 /// the same bytes, never a fresh draw, at most [`MAX_RESENDS`] times in a row.
-pub(super) async fn resend<B: serde::Serialize>(
+pub(crate) async fn resend<B: serde::Serialize>(
     client: &SiteClient,
     path: &str,
     request: &B,
@@ -94,7 +95,7 @@ pub(super) async fn resend<B: serde::Serialize>(
 }
 
 /// The whole client: prepare, check the ledger, join, follow the tasks.
-pub(super) async fn run(args: &SiteArgs) -> Result<(), Failure> {
+pub(crate) async fn run(args: &SiteArgs) -> Result<(), Failure> {
     warn_plain_http(&args.server);
     let client = SiteClient::new(
         args.server.clone(),
@@ -104,23 +105,14 @@ pub(super) async fn run(args: &SiteArgs) -> Result<(), Failure> {
     .map_err(Failure::Refused)?;
     let prepared = prepare(args, &client).await?;
     let (store, budget) = check_ledger(args, &prepared.view, &prepared.records, prepared.cost).await?;
-    let outcome = follow(args, &client, &store, &budget, &prepared).await;
+    let run = SiteRun {
+        args,
+        client: &client,
+        store: &store,
+        budget: &budget,
+        prepared: &prepared,
+    };
+    let outcome = prepared.protocol.follow(run).await;
     store.close().await;
     outcome
-}
-
-async fn follow(
-    args: &SiteArgs,
-    client: &SiteClient,
-    store: &Store,
-    budget: &LocalBudget,
-    prepared: &Prepared,
-) -> Result<(), Failure> {
-    if prepared.view.algorithm == "gossip_power" {
-        return super::gossip::follow(args, client, store, budget, prepared).await;
-    }
-    match prepared.computation.as_ref() {
-        Some(computation) => super::power::follow(args, client, store, budget, prepared, computation).await,
-        None => super::cape::follow(args, client, store, budget, prepared).await,
-    }
 }

@@ -1,6 +1,6 @@
 //! The snapshot of a study that the coordinator keeps in the database (docs/design/federation.md,
 //! "Durable studies"), and the study rebuilt from it. A CAPE study's running stage is kept by
-//! `src/studies/cape_durable.rs` (what it keeps, and why that may be kept, is written there).
+//! `src/protocols/cape/durable.rs` (what it keeps, and why that may be kept, is written there).
 //!
 //! What a snapshot holds, and why each part may be kept: the study's configuration, the
 //! roster's names and public keys (public); the share boxes relayed between sites (sealed:
@@ -23,17 +23,18 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::cape_durable::CapeKept;
-use super::cape_live::{CapePlan, CapeRunning};
-use super::live::{Effect, Live, LiveError, Protocol, Running, Sharing, Stage};
+use super::live::{Effect, Live, LiveError, Protocol, Stage};
 use crate::algorithms::Output;
 use crate::algorithms::federated_power::FederatedPowerConfig;
 use crate::federation::messages::{JoinRequest, Participant, ShareBox, UnmaskRequest};
-use crate::federation::power::PowerState;
 use crate::federation::rounds::{Rounds, RoundsState};
 use crate::federation::secagg::Aggregator;
 use crate::federation::wire;
 use crate::linalg::Matrix;
+use crate::protocols::cape::coordinator::{CapePlan, CapeRunning};
+use crate::protocols::cape::durable::CapeKept;
+use crate::protocols::power::coordinator::{Running, Sharing};
+use crate::protocols::power::state::PowerState;
 use crate::store::StudyStatus;
 
 /// A message a running `federated_power` study accepted after its last snapshot, as kept in

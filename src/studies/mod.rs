@@ -11,11 +11,7 @@
 //! that fails (the lease was lost, or the database refused) drops the study from memory at
 //! once; the next request claims it again from the database.
 
-pub mod algorithm;
-mod cape_durable;
-pub mod cape_live;
 pub mod durable;
-pub mod gossip_live;
 pub mod live;
 
 use std::collections::{BTreeMap, HashMap};

@@ -4,7 +4,7 @@
 
 use axum::http::StatusCode;
 use privpca::algorithms::RunEnv;
-use privpca::federation::cape;
+use privpca::algorithms::cape_noise as cape;
 use privpca::federation::crypto::{self, KeyPair, Seed};
 use privpca::federation::messages::SiteTask;
 use privpca::federation::wire;

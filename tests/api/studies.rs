@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 
 use axum::http::{Method, StatusCode};
 use privpca::federation::messages::{SiteStudyView, SiteTask};
-use privpca::federation::power::SiteComputation;
 use privpca::federation::secagg::SiteSession;
 use privpca::federation::wire;
 use privpca::linalg::Matrix;
+use privpca::protocols::power::state::SiteComputation;
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use serde_json::{Value, json};

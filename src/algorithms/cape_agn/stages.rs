@@ -7,12 +7,12 @@ use std::ops::Range;
 use super::moments::{second_moment, third_moment};
 use super::whitening::{noise_floor, unwhiten, whiten};
 use super::{CapeAgnConfig, Decomposition, Model};
+use crate::algorithms::cape_noise::Seed;
+use crate::algorithms::cape_noise::{
+    self as cape, CapeLattice, CapeNoise, CapeReport, fresh_seed, pack_upper, site_release, unpack_symmetric,
+};
 use crate::algorithms::tensor_power::{self, PowerSettings, packed_len};
 use crate::algorithms::{RunEnv, RunError};
-use crate::federation::cape::{
-    self, CapeLattice, CapeNoise, CapeReport, fresh_seed, pack_upper, site_release, unpack_symmetric,
-};
-use crate::federation::crypto::Seed;
 use crate::linalg::Matrix;
 
 /// Column ranges of `n` records split into contiguous shards proportional to `shares`.
@@ -137,7 +137,7 @@ pub fn stage1_aggregate(
 }
 
 /// Site s's stage-2 message (Alg. 3 steps 10–11), shared by the simulation and the live site
-/// (`src/site/cape.rs`): the CAPE lattice release of its packed D-dimensional M₃^s,
+/// (`src/protocols/cape/site.rs`): the CAPE lattice release of its packed D-dimensional M₃^s,
 /// h·(round(M₃^s/h) + E₃ + F₃ + G₃) ([`site_release`], the same mechanism and cost as any CAPE
 /// release of C(D+2, 3) values with Δ = `noise.sensitivity`), then projected by the public W
 /// (packed K×K×K). The projection is a deterministic function of that lattice vector and W,

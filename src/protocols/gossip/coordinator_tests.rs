@@ -14,7 +14,7 @@ use crate::algorithms::gossip_power::simulate;
 use crate::algorithms::testing::{RO, ctx, spiked_records, target, with_audited_env};
 use crate::algorithms::{DataInput, RunEnv};
 use crate::federation::messages::JoinRequest;
-use crate::studies::algorithm::{StudyAlgorithm, StudyTerms};
+use crate::protocols::{StudyAlgorithm, StudyTerms};
 
 const SIZES: [usize; 3] = [2, 3, 3];
 const N: usize = 60;
@@ -29,7 +29,8 @@ fn plan() -> GossipPlan {
         threshold: 3,
         site_features: &features,
     };
-    match StudyAlgorithm::GossipPower
+    match StudyAlgorithm::from_name("gossip_power")
+        .unwrap()
         .plan(json!({"k": 1, "graph": "path", "iterations": 2}), &terms)
         .expect("plans")
         .protocol

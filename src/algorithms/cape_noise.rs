@@ -47,10 +47,14 @@ use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 use serde::{Deserialize, Serialize};
 
-use super::crypto::Seed;
 use crate::algorithms::{RunEnv, RunError};
 use crate::linalg::Matrix;
 use crate::privacy::lattice::{self, GaussianLattice, LatticeError};
+
+/// A 32-byte pair or aggregator seed (the same array as a key-exchange seed in
+/// `federation::crypto`; the numerical core names it here so it imports nothing from
+/// `federation`).
+pub type Seed = [u8; 32];
 
 /// Default κ: the variance of each pair term z_sj as a multiple of the pooled variance τ_c².
 pub const DEFAULT_PAIR_RATIO: f64 = 1.0;
@@ -238,7 +242,7 @@ impl StageTerms {
 /// would not cancel.
 pub const OFFER_TOLERANCE: f64 = 1e-9;
 
-/// A site's check before it sends (`src/site/cape.rs`): `own` is its derivation from
+/// A site's check before it sends (`src/protocols/cape/site.rs`): `own` is its derivation from
 /// [`StageTerms`], `offered` the coordinator's, `share` the stage's share of the charge and
 /// `len` the length of the lattice release (the D-dimensional tensor in `cape_agn` stage 2).
 ///
@@ -500,5 +504,5 @@ pub fn unpack_symmetric(packed: &[f64], d: usize) -> Result<Matrix, String> {
 }
 
 #[cfg(test)]
-#[path = "cape_tests.rs"]
+#[path = "cape_noise_tests.rs"]
 pub(crate) mod tests;

@@ -19,13 +19,13 @@ use rand::RngCore;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
-use super::messages::{Participant, ShareBox};
-use super::power::{FederationReport, PowerState};
-use super::rounds::{Phase, Rounds};
-use super::secagg::{Aggregator, SiteSession};
+use super::state::{FederationReport, PowerState};
 use crate::algorithms::federated_power::{FederatedPowerConfig, site_contribution};
 use crate::algorithms::{Output, RunEnv, RunError};
 use crate::dataset::Neighbours;
+use crate::federation::messages::{Participant, ShareBox};
+use crate::federation::rounds::{Phase, Rounds};
+use crate::federation::secagg::{Aggregator, SiteSession};
 use crate::linalg::{Matrix, Records, gram_t_times};
 
 /// A finished simulation: the basis, the per-round report, every released sum and the shard of
@@ -36,14 +36,6 @@ pub struct SimulatedRun {
     pub releases: Vec<Matrix>,
     /// The shard (0-based site) of each record, in record order.
     pub assignment: Vec<u8>,
-}
-
-/// Column ranges of `n` records split into `sites` contiguous shards of near-equal size (the
-/// CAPE simulations' split; `federated_power` assigns by [`assign_shards`]).
-pub fn shard_ranges(n: usize, sites: usize) -> Vec<std::ops::Range<usize>> {
-    (0..sites)
-        .map(|s| (s * n / sites)..((s + 1) * n / sites))
-        .collect()
 }
 
 /// Bytes of feature data gathered per block when the shards' products are computed.

@@ -9,20 +9,21 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use serde::{Deserialize, Serialize};
 
-use super::args::SiteArgs;
-use super::http::{Posted, SiteClient};
-use super::ledger::{charge_ledger, keep, ledger_failure, parse_kept, start_session};
-use super::prepare::{Prepared, check_threshold, join};
-use super::roster::{Member, RosterGuard, describe};
-use super::run::finished;
-use super::{Failure, progress};
+use super::state::SiteComputation;
 use crate::federation::messages::{
     ContributionRequest, Participant, ShareBox, SharesRequest, SiteStudyView, SiteTask, UnmaskRequest,
 };
-use crate::federation::power::SiteComputation;
 use crate::federation::secagg::SiteSession;
 use crate::federation::wire::{b64_to_f64s, words_to_b64};
 use crate::linalg::Matrix;
+use crate::protocols::SiteRun;
+use crate::site::args::SiteArgs;
+use crate::site::http::{Posted, SiteClient};
+use crate::site::ledger::{charge_ledger, keep, ledger_failure, parse_kept, start_session};
+use crate::site::prepare::{Prepared, check_threshold, join};
+use crate::site::roster::{Member, RosterGuard, describe};
+use crate::site::run::finished;
+use crate::site::{Failure, progress};
 use crate::store::{LocalBudget, SiteMessageKind, SiteStatus, Store, StudyStatus};
 
 /// The key shares as kept in the ledger: the roster they were dealt for and what was sent.
@@ -428,14 +429,13 @@ impl Protocol<'_> {
 
 /// Joins a `federated_power` study (or, restarted, takes up the session its ledger keeps) and
 /// follows its tasks to the end.
-pub(super) async fn follow(
-    args: &SiteArgs,
-    client: &SiteClient,
-    store: &Store,
-    budget: &LocalBudget,
-    prepared: &Prepared,
-    computation: &SiteComputation,
-) -> Result<(), Failure> {
+pub(crate) async fn follow(run: SiteRun<'_>) -> Result<(), Failure> {
+    let (args, client, store, budget, prepared) = run.parts();
+    let Some(computation) = prepared.computation.as_ref() else {
+        return Err(Failure::Protocol(
+            "the study's per-round computation is missing".into(),
+        ));
+    };
     let view = &prepared.view;
     let iterations = computation.config().iterations;
     let (rng, secret_seed) = start_session(args, view, store).await?;

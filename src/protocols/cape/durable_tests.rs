@@ -10,13 +10,13 @@ use rand_chacha::ChaCha20Rng;
 use uuid::Uuid;
 
 use crate::algorithms::cape_agn::{CapeAgnConfig, Model};
-use crate::federation::cape;
+use crate::algorithms::cape_noise as cape;
 use crate::federation::crypto::KeyPair;
 use crate::federation::messages::{JoinRequest, SiteTask};
 use crate::federation::wire;
 use crate::linalg::Matrix;
+use crate::protocols::cape::coordinator::{CapeKind, CapePlan};
 use crate::store::StudyStatus;
-use crate::studies::cape_live::{CapeKind, CapePlan};
 use crate::studies::durable::Snapshot;
 use crate::studies::live::{Effect, Live, LiveError, Protocol};
 

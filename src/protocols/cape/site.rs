@@ -10,7 +10,7 @@
 //! the site takes part never depends on its n when n is private (add_remove).
 //!
 //! Restarts (docs/design/federation.md, "Durable studies"): the pair-noise keys derive from the
-//! session seed the ledger keeps ([`super::ledger::start_session`]), and every release is kept
+//! session seed the ledger keeps ([`crate::site::ledger::start_session`]), and every release is kept
 //! in the ledger (kind `contribution`, round = stage, with the roster it was drawn for) before
 //! it is sent. A site restarted with the same command line has the same keys, skips the join,
 //! and sends a kept release again when asked for that stage: the same bytes, never a fresh draw.
@@ -21,27 +21,25 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use serde::{Deserialize, Serialize};
 
-use super::http::SiteClient;
-use super::ledger::{charge_ledger, keep, ledger_failure, parse_kept, start_session};
-use super::prepare::{Prepared, join};
-use super::roster::{Member, RosterGuard, describe};
-use super::run::{finished, note_wait, resend};
-use super::{Failure, progress};
 use crate::algorithms::RunEnv;
 use crate::algorithms::analyze_gauss::sensitivity;
 use crate::algorithms::cape_agn::{self, CapeAgnConfig, Model};
+use crate::algorithms::cape_noise::{self as cape, CapeNoise, StageTerms};
 use crate::algorithms::cape_pca::{CapePcaConfig, site_statistic};
 use crate::algorithms::tensor_power;
 use crate::dataset::{Neighbours, Relation};
-use crate::federation::cape::{self, CapeNoise, StageTerms};
 use crate::federation::crypto::{self, KeyPair, Seed};
 use crate::federation::messages::{CapePeer, CapeReleaseRequest, SiteStudyView, SiteTask};
-use crate::federation::power::study_neighbours;
 use crate::federation::wire;
 use crate::linalg::Matrix;
-use crate::store::{LocalBudget, SiteMessageKind, SiteStatus, Store};
-
-use super::args::SiteArgs;
+use crate::protocols::SiteRun;
+use crate::protocols::power::state::study_neighbours;
+use crate::site::ledger::{charge_ledger, keep, ledger_failure, parse_kept, start_session};
+use crate::site::prepare::join;
+use crate::site::roster::{Member, RosterGuard, describe};
+use crate::site::run::{finished, note_wait, resend};
+use crate::site::{Failure, progress};
+use crate::store::{SiteMessageKind, SiteStatus};
 
 /// A stage's release as kept in the ledger: the roster it was drawn for and what was sent.
 #[derive(Serialize, Deserialize)]
@@ -185,7 +183,7 @@ pub fn derived_noise(
 /// site that refused over a cap would tell the coordinator one bit of its n, private under
 /// add_remove), and, under add_remove, a file without rows read as zero records of the study's
 /// d (so that an empty site takes part like any other).
-pub(super) fn record_rules(view: &SiteStudyView) -> (u64, Option<usize>) {
+pub(crate) fn record_rules(view: &SiteStudyView) -> (u64, Option<usize>) {
     let empty = (view.relation != Relation::ReplaceOne).then_some(view.n_features);
     (u64::MAX, empty)
 }
@@ -194,7 +192,7 @@ pub(super) fn record_rules(view: &SiteStudyView) -> (u64, Option<usize>) {
 /// sends it at join) and must be ≥ 1. Under add_remove n is private: every n takes part, 0
 /// included (the statistic is then zero and the release is noise only), so that whether the
 /// site joins never depends on it.
-pub(super) fn check_count(view: &SiteStudyView, n: usize) -> Result<(), String> {
+pub(crate) fn check_count(view: &SiteStudyView, n: usize) -> Result<(), String> {
     if n == 0 && view.relation == Relation::ReplaceOne {
         return Err("the data has no records".into());
     }
@@ -235,13 +233,8 @@ fn pair_seeds(
 }
 
 /// Joins, then follows the tasks until the study is over.
-pub(super) async fn follow(
-    args: &SiteArgs,
-    client: &SiteClient,
-    store: &Store,
-    budget: &LocalBudget,
-    prepared: &Prepared,
-) -> Result<(), Failure> {
+pub(crate) async fn follow(run: SiteRun<'_>) -> Result<(), Failure> {
+    let (args, client, store, budget, prepared) = run.parts();
     let view = &prepared.view;
     let plan = Plan::of(view).map_err(Failure::Refused)?;
     let neighbours =
@@ -454,5 +447,5 @@ pub(super) async fn follow(
 }
 
 #[cfg(test)]
-#[path = "cape_tests.rs"]
+#[path = "site_tests.rs"]
 mod tests;

@@ -10,8 +10,6 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::algorithm::{PlanError, StudyPlan, StudyTerms, parse_params};
-use super::live::{Effect, Live, LiveError, Protocol, Stage};
 use crate::algorithms::ConfigError;
 use crate::algorithms::gossip_agent::{Exchange, assemble, configure_blocks, schedule};
 use crate::algorithms::gossip_power::{GossipPowerConfig, GossipPowerParams, cost_of};
@@ -20,7 +18,9 @@ use crate::federation::messages::{GossipValue, SiteTask};
 use crate::federation::wire;
 use crate::linalg::Matrix;
 use crate::privacy::PrivacyTarget;
+use crate::protocols::{PlanError, StudyPlan, StudyTerms, parse_params};
 use crate::store::StudyStatus;
+use crate::studies::live::{Effect, Live, LiveError, Protocol, Stage};
 
 /// A `gossip_power` study's configuration as stored and shown to every site: the parameters
 /// as given, each site's block size, and the job's configuration for those blocks (calibrated
@@ -62,7 +62,7 @@ pub struct GossipPlan {
 
 impl GossipPlan {
     /// The plan calibrated at the ledger's ρ (what the sites derive it at).
-    pub(super) fn at_rho(&mut self, rho: f64) -> Option<serde_json::Value> {
+    pub(crate) fn at_rho(&mut self, rho: f64) -> Option<serde_json::Value> {
         let target = PrivacyTarget {
             rho,
             delta: None,
@@ -81,7 +81,7 @@ impl GossipPlan {
 }
 
 /// Plans a `gossip_power` study: every site states its block (`sites[i].n_features`).
-pub(super) fn plan_gossip(params: serde_json::Value, terms: &StudyTerms<'_>) -> Result<StudyPlan, PlanError> {
+pub(crate) fn plan_gossip(params: serde_json::Value, terms: &StudyTerms<'_>) -> Result<StudyPlan, PlanError> {
     let mut blocks = Vec::with_capacity(terms.site_features.len());
     for (i, features) in terms.site_features.iter().enumerate() {
         blocks.push(features.ok_or_else(|| {
@@ -121,7 +121,7 @@ pub struct GossipRunning {
 
 impl GossipRunning {
     /// The exchange being collected, for the driver's change marker.
-    pub(super) fn marker(&self) -> u32 {
+    pub(crate) fn marker(&self) -> u32 {
         self.step as u32
     }
 
@@ -134,7 +134,7 @@ impl GossipRunning {
     }
 
     /// `site`'s task, or `None` when it has posted this exchange (or is no agent).
-    pub(super) fn task(&self, site: u32) -> Option<SiteTask> {
+    pub(crate) fn task(&self, site: u32) -> Option<SiteTask> {
         let agent = self.agent(site)?;
         if self.posts.contains_key(&site) {
             return None;
@@ -195,7 +195,7 @@ impl GossipRunning {
 
 impl Live {
     /// Every agent joined: charge them all and open exchange 1.
-    pub(super) fn start_gossip(&mut self, plan: GossipPlan, roster: Vec<u32>, effects: &mut Vec<Effect>) {
+    pub(crate) fn start_gossip(&mut self, plan: GossipPlan, roster: Vec<u32>, effects: &mut Vec<Effect>) {
         let n = self
             .joined
             .values()
@@ -278,7 +278,7 @@ impl Live {
 
     /// Closes the open exchange when every agent has posted; after the last, the result. An
     /// agent silent at the deadline fails the study (gossip needs every agent; charges stand).
-    pub(super) fn advance_gossip(&mut self, now: Instant, effects: &mut Vec<Effect>) -> bool {
+    pub(crate) fn advance_gossip(&mut self, now: Instant, effects: &mut Vec<Effect>) -> bool {
         let Stage::Gossip(gossip) = &mut self.stage else {
             return false;
         };
@@ -344,5 +344,5 @@ impl Live {
 }
 
 #[cfg(test)]
-#[path = "gossip_live_tests.rs"]
+#[path = "coordinator_tests.rs"]
 mod tests;

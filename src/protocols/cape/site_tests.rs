@@ -3,7 +3,7 @@ use crate::algorithms::cape_pca::configure_for;
 use crate::dataset::DataContext;
 use crate::privacy::PrivacyTarget;
 use crate::privacy::units::RhoUnits;
-use crate::studies::cape_live::{CapeKind, CapePlan};
+use crate::protocols::cape::coordinator::{CapeKind, CapePlan};
 
 /// A cape_pca study's view as the coordinator makes it: d = 20, replace_one, β = 1, ρ =
 /// 0.002, 3 sites of which 2 must join.

@@ -20,9 +20,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::cape_live::{CapePlan, CapeRunning};
+use super::coordinator::{CapePlan, CapeRunning};
 use crate::algorithms::cape_agn::Whitening;
-use crate::federation::cape::{CapeNoise, CapeReport};
+use crate::algorithms::cape_noise::{CapeNoise, CapeReport};
 use crate::federation::messages::CapePeer;
 use crate::federation::wire;
 use crate::linalg::Matrix;
@@ -60,7 +60,7 @@ fn b64_matrix(rows: usize, cols: usize, text: &str) -> Result<Matrix, String> {
 
 impl CapeRunning {
     /// The kept form (module docs).
-    pub(super) fn kept(&self) -> CapeKept {
+    pub(crate) fn kept(&self) -> CapeKept {
         CapeKept {
             stage: self.stage,
             noise: self.noise,
@@ -91,7 +91,7 @@ impl CapeRunning {
     /// The running stage again from its kept form, checked against the plan: the offered noise
     /// must be the plan's for this stage and roster, every seed 32 bytes and every release of
     /// the stage's length, so a damaged row is refused rather than summed.
-    pub(super) fn restore(plan: CapePlan, kept: CapeKept) -> Result<CapeRunning, String> {
+    pub(crate) fn restore(plan: CapePlan, kept: CapeKept) -> Result<CapeRunning, String> {
         let (stage, noise, roster, len) = (kept.stage, kept.noise, kept.roster, kept.len);
         let sites = u32::try_from(roster.len()).map_err(|e| e.to_string())?;
         if plan.stage_noise(stage, sites) != Some(noise) {
@@ -145,5 +145,5 @@ impl CapeRunning {
 }
 
 #[cfg(test)]
-#[path = "cape_durable_tests.rs"]
+#[path = "durable_tests.rs"]
 mod tests;

@@ -6,13 +6,13 @@
 use rand::RngCore;
 use serde::Serialize;
 
-use super::fixed_point::FixedPoint;
-use super::messages::SiteStudyView;
-use super::rounds::RoundRecord;
 use crate::algorithms::federated_power::{FederatedPowerConfig, site_contribution};
 use crate::algorithms::noisy_power::{cost_of, initial_iterate};
 use crate::algorithms::{Cancelled, Output, RunEnv, RunError};
 use crate::dataset::{Neighbours, Relation};
+use crate::federation::fixed_point::FixedPoint;
+use crate::federation::messages::SiteStudyView;
+use crate::federation::rounds::RoundRecord;
 use crate::linalg::{Matrix, fix_signs, gram_t_times, thin_qr_q, try_thin_svd};
 use crate::privacy::units::RhoUnits;
 
@@ -89,7 +89,7 @@ impl SiteComputation {
         }
         check_noise_covers_cost(&config, view.cost_rho)?;
         FixedPoint::new(config.fraction_bits).map_err(|e| e.to_string())?;
-        if !super::fixed_point::fits(config.total_bound(&neighbours), config.fraction_bits) {
+        if !crate::federation::fixed_point::fits(config.total_bound(&neighbours), config.fraction_bits) {
             return Err("the study's fixed-point encoding could wrap; refusing to take part".into());
         }
         // Every round is checked again before it is encoded; this refuses a study that could
@@ -323,5 +323,5 @@ impl PowerState {
 }
 
 #[cfg(test)]
-#[path = "power_tests.rs"]
+#[path = "state_tests.rs"]
 mod tests;

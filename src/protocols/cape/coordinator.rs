@@ -10,17 +10,17 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use serde::{Deserialize, Serialize};
 
-use super::algorithm::{PlanError, StudyPlan, StudyTerms, parse_params};
-use super::live::{Effect, Live, LiveError, Protocol, Stage, report_value};
 use crate::algorithms::cape_agn::{self, CapeAgnConfig, CapeAgnParams, Whitening};
+use crate::algorithms::cape_noise::{self as cape, CapeNoise, CapeReport, StageTerms};
 use crate::algorithms::cape_pca::{self, CapePcaParams};
 use crate::algorithms::tensor_power::{self, PowerSettings};
 use crate::algorithms::{ConfigError, Output};
-use crate::federation::cape::{self, CapeNoise, CapeReport, StageTerms};
 use crate::federation::crypto::Seed;
 use crate::federation::messages::{CapePeer, SiteTask};
 use crate::federation::wire;
+use crate::protocols::{PlanError, StudyPlan, StudyTerms, parse_params};
 use crate::store::StudyStatus;
+use crate::studies::live::{Effect, Live, LiveError, Protocol, Stage, report_value};
 
 /// Which CAPE algorithm a study runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -33,7 +33,7 @@ pub enum CapeKind {
 }
 
 /// What a CAPE study needs to calibrate once its roster is fixed (public: it is kept in the
-/// study's snapshot, `src/studies/cape_durable.rs`).
+/// study's snapshot, `src/protocols/cape/durable.rs`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CapePlan {
     pub kind: CapeKind,
@@ -62,7 +62,7 @@ impl CapePlan {
 }
 
 /// Plans a `cape_pca` study: one stage, Δ of the packed Gram matrix.
-pub(super) fn plan_pca(params: serde_json::Value, terms: &StudyTerms<'_>) -> Result<StudyPlan, PlanError> {
+pub(crate) fn plan_pca(params: serde_json::Value, terms: &StudyTerms<'_>) -> Result<StudyPlan, PlanError> {
     let parsed: CapePcaParams = parse_params(params)?;
     let config = cape_pca::configure_for(
         parsed.k,
@@ -89,7 +89,7 @@ pub(super) fn plan_pca(params: serde_json::Value, terms: &StudyTerms<'_>) -> Res
 
 /// Plans a `cape_agn` study: two stages (second, then whitened third moments). The number of
 /// sites is the study's, so a complaint about it names the study's `sites`.
-pub(super) fn plan_agn(params: serde_json::Value, terms: &StudyTerms<'_>) -> Result<StudyPlan, PlanError> {
+pub(crate) fn plan_agn(params: serde_json::Value, terms: &StudyTerms<'_>) -> Result<StudyPlan, PlanError> {
     let mut parsed: CapeAgnParams = parse_params(params)?;
     parsed.sites = Some(terms.sites);
     let pair_ratio = parsed.pair_ratio.unwrap_or(cape::DEFAULT_PAIR_RATIO);
@@ -117,25 +117,25 @@ pub(super) fn plan_agn(params: serde_json::Value, terms: &StudyTerms<'_>) -> Res
 
 /// A CAPE study after its roster is fixed.
 pub struct CapeRunning {
-    pub(super) plan: CapePlan,
-    pub(super) stage: u32,
-    pub(super) noise: CapeNoise,
-    pub(super) roster: Vec<u32>,
-    pub(super) peers: Vec<CapePeer>,
+    pub(crate) plan: CapePlan,
+    pub(crate) stage: u32,
+    pub(crate) noise: CapeNoise,
+    pub(crate) roster: Vec<u32>,
+    pub(crate) peers: Vec<CapePeer>,
     /// The open stage's aggregator seeds (replaced when a stage opens).
-    pub(super) aggregator_seeds: BTreeMap<u32, Seed>,
+    pub(crate) aggregator_seeds: BTreeMap<u32, Seed>,
     /// The open stage's releases (cleared when a stage opens).
-    pub(super) releases: BTreeMap<u32, Vec<f64>>,
-    pub(super) len: usize,
+    pub(crate) releases: BTreeMap<u32, Vec<f64>>,
+    pub(crate) len: usize,
     /// Stage 2 of `cape_agn`: the whitening W (D×K), base64 for the tasks.
-    pub(super) input: Option<(String, usize, usize)>,
-    pub(super) whitening: Option<Whitening>,
-    pub(super) reports: Vec<CapeReport>,
+    pub(crate) input: Option<(String, usize, usize)>,
+    pub(crate) whitening: Option<Whitening>,
+    pub(crate) reports: Vec<CapeReport>,
 }
 
 impl CapeRunning {
     /// `site`'s task, or `None` when it has nothing to do in this stage.
-    pub(super) fn task(&self, site: u32) -> Option<SiteTask> {
+    pub(crate) fn task(&self, site: u32) -> Option<SiteTask> {
         if !self.roster.contains(&site) || self.releases.contains_key(&site) {
             return None;
         }
@@ -181,7 +181,7 @@ impl CapeRunning {
 impl Live {
     /// The roster is fixed: calibrate stage 1 for its size, draw the aggregator seeds, charge,
     /// and ask every site for its release.
-    pub(super) fn start_cape(&mut self, plan: CapePlan, roster: Vec<u32>, effects: &mut Vec<Effect>) {
+    pub(crate) fn start_cape(&mut self, plan: CapePlan, roster: Vec<u32>, effects: &mut Vec<Effect>) {
         let Some(noise) = plan.stage_noise(1, roster.len() as u32) else {
             self.fail(
                 "the noise could not be calibrated for this roster; nothing was charged".into(),
@@ -256,7 +256,7 @@ impl Live {
     /// Closes the open stage when every site still in has sent, or at the deadline; silent
     /// sites are dropouts (their pair terms stay in the sum, reported). After the last stage,
     /// the result; with no release at all, the study fails (charges stand).
-    pub(super) fn advance_cape(&mut self, now: Instant, effects: &mut Vec<Effect>) -> bool {
+    pub(crate) fn advance_cape(&mut self, now: Instant, effects: &mut Vec<Effect>) -> bool {
         let d = self.d;
         let Stage::Cape(cape) = &mut self.stage else {
             return false;

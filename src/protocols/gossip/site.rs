@@ -15,24 +15,21 @@ use std::time::Duration;
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 
-use super::http::SiteClient;
-use super::ledger::charge_ledger;
-use super::prepare::{Prepared, join};
-use super::run::{finished, note_wait, resend};
-use super::{Failure, progress};
 use crate::algorithms::RunEnv;
 use crate::algorithms::federated_power::study_context;
 use crate::algorithms::gossip_agent::{Agent, schedule};
 use crate::algorithms::gossip_power::cost_of;
 use crate::federation::messages::{GossipPostRequest, SiteStudyView, SiteTask};
-use crate::federation::power::study_neighbours;
 use crate::federation::wire;
 use crate::linalg::Matrix;
 use crate::privacy::PrivacyTarget;
-use crate::store::{LocalBudget, Store};
-use crate::studies::gossip_live::GossipStudyConfig;
-
-use super::args::SiteArgs;
+use crate::protocols::SiteRun;
+use crate::protocols::gossip::coordinator::GossipStudyConfig;
+use crate::protocols::power::state::study_neighbours;
+use crate::site::ledger::charge_ledger;
+use crate::site::prepare::join;
+use crate::site::run::{finished, note_wait, resend};
+use crate::site::{Failure, progress};
 
 fn violation(what: impl std::fmt::Display) -> Failure {
     Failure::Protocol(what.to_string())
@@ -40,7 +37,7 @@ fn violation(what: impl std::fmt::Display) -> Failure {
 
 /// The study's configuration, checked against the one this site derives from the public
 /// terms, and this site's block size d_i.
-pub(super) fn checked_config(view: &SiteStudyView) -> Result<(GossipStudyConfig, usize), String> {
+pub(crate) fn checked_config(view: &SiteStudyView) -> Result<(GossipStudyConfig, usize), String> {
     let offered: GossipStudyConfig = serde_json::from_value(view.config.clone())
         .map_err(|e| format!("the study's gossip_power configuration is not readable: {e}"))?;
     if offered.blocks.len() != view.n_sites as usize {
@@ -85,14 +82,14 @@ pub(super) fn checked_config(view: &SiteStudyView) -> Result<(GossipStudyConfig,
 /// L1, which never binds beyond it). Σ_i β_i² = β², so every record's whole row, the
 /// concatenation of its blocks, has norm ≤ β: the bound the privacy derivation assumes
 /// (docs/design/federation.md, "Live gossip"). Public: it depends on the study's terms only.
-pub(super) fn block_bounds(view: &SiteStudyView) -> Result<(f64, f64), String> {
+pub(crate) fn block_bounds(view: &SiteStudyView) -> Result<(f64, f64), String> {
     let (_, block) = checked_config(view)?;
     let beta = view.row_norm_bound * (block as f64 / view.n_features as f64).sqrt();
     Ok((beta, (block as f64).sqrt() * beta))
 }
 
 /// Whether this site's data is its block: exactly d_i columns and at least one record.
-pub(super) fn check_data(view: &SiteStudyView, n: usize, d: usize) -> Result<(), String> {
+pub(crate) fn check_data(view: &SiteStudyView, n: usize, d: usize) -> Result<(), String> {
     let (_, block) = checked_config(view)?;
     if d != block {
         return Err(format!(
@@ -108,13 +105,8 @@ pub(super) fn check_data(view: &SiteStudyView, n: usize, d: usize) -> Result<(),
 }
 
 /// Joins, then runs this site's agent exchange by exchange until the study is over.
-pub(super) async fn follow(
-    args: &SiteArgs,
-    client: &SiteClient,
-    store: &Store,
-    budget: &LocalBudget,
-    prepared: &Prepared,
-) -> Result<(), Failure> {
+pub(crate) async fn follow(run: SiteRun<'_>) -> Result<(), Failure> {
+    let (args, client, store, budget, prepared) = run.parts();
     let view = &prepared.view;
     let (config, _) = checked_config(view).map_err(Failure::Refused)?;
     let job = &config.gossip;

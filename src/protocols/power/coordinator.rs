@@ -1,0 +1,412 @@
+//! The `federated_power` coordinator (docs/design/federation.md): the key exchange (share
+//! boxes relayed between the sites), then L rounds of collect (masked contributions) and unmask
+//! (the survivors' shares), the sum absorbed into the public iterate after each round. The
+//! generic driver (`crate::studies::live`) holds enrolment, timeouts and the study's end; this
+//! file is the power method's part of the same state machine, as `cape::coordinator` and
+//! `gossip::coordinator` are theirs.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Instant;
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha20Rng;
+
+use super::state::{FederationReport, PowerState};
+use crate::algorithms::federated_power::FederatedPowerConfig;
+use crate::federation::messages::{Participant, ShareBox, SiteTask, UnmaskRequest};
+use crate::federation::rounds::{Phase, RoundError, Rounds};
+use crate::federation::secagg::Aggregator;
+use crate::federation::wire;
+use crate::store::StudyStatus;
+use crate::studies::live::{Effect, Live, LiveError, Stage, report_value};
+
+pub(crate) struct Sharing {
+    pub(crate) config: FederatedPowerConfig,
+    pub(crate) participants: Vec<Participant>,
+    pub(crate) boxes: BTreeMap<u32, Vec<ShareBox>>,
+}
+
+pub(crate) struct Running {
+    pub(crate) config: FederatedPowerConfig,
+    /// The roster of the key exchange with its public keys (the aggregator is rebuilt from it).
+    pub(crate) participants: Vec<Participant>,
+    /// Sites whose share boxes arrived (a retried upload from one of them is already received).
+    pub(crate) senders: BTreeSet<u32>,
+    pub(crate) rounds: Rounds,
+    pub(crate) power: PowerState,
+    pub(crate) inboxes: BTreeMap<u32, Vec<ShareBox>>,
+    /// The open round's iterate, base64 (the same for every site).
+    pub(crate) iterate: String,
+}
+
+impl Running {
+    /// A retried contribution: the round moved on with this site among its survivors, or the
+    /// round is unmasking with it among them.
+    pub(crate) fn already_contributed(&self, site: u32, round: u32) -> bool {
+        let current = self.rounds.round();
+        let past = round < current
+            && self
+                .rounds
+                .history()
+                .iter()
+                .any(|h| h.round == round && h.survivors.contains(&site));
+        let unmasking = round == current
+            && matches!(self.rounds.phase(), Phase::Unmask { survivors, .. } if survivors.contains(&site));
+        past || unmasking
+    }
+
+    /// A retried unmask answer: the round is done and this site answered it.
+    pub(crate) fn already_unmasked(&self, site: u32, round: u32) -> bool {
+        round < self.rounds.round()
+            && self
+                .rounds
+                .history()
+                .iter()
+                .any(|h| h.round == round && h.survivors.contains(&site) && !h.silent.contains(&site))
+    }
+}
+
+impl Sharing {
+    /// The key exchange's task for `site` (`None`: wait).
+    pub(crate) fn task(&self, site: u32) -> Option<SiteTask> {
+        (self.participants.iter().any(|p| p.index == site) && !self.boxes.contains_key(&site)).then(|| {
+            SiteTask::ShareKeys {
+                participants: self.participants.clone(),
+            }
+        })
+    }
+}
+
+impl Running {
+    /// The open round's task for `site` (`None`: wait); `d` is the study's dimension.
+    pub(crate) fn task(&self, site: u32, d: usize) -> Option<SiteTask> {
+        let rounds = &self.rounds;
+        if rounds.has_answered(site) {
+            return None;
+        }
+        match rounds.phase() {
+            Phase::Collect if rounds.roster().contains(&site) => Some(SiteTask::Contribute {
+                round: rounds.round(),
+                rounds: self.config.iterations,
+                roster: rounds.roster().to_vec(),
+                iterate: self.iterate.clone(),
+                rows: d,
+                cols: self.config.p,
+                inbox: if rounds.round() == 1 {
+                    self.inboxes.get(&site).cloned().unwrap_or_default()
+                } else {
+                    Vec::new()
+                },
+            }),
+            Phase::Unmask { survivors, dropped } if survivors.contains(&site) => Some(SiteTask::Unmask {
+                round: rounds.round(),
+                survivors: survivors.clone(),
+                dropped: dropped.clone(),
+            }),
+            _ => None,
+        }
+    }
+}
+
+impl Live {
+    /// Enrolment is over: the key exchange opens for `roster`.
+    pub(crate) fn start_power(&mut self, config: FederatedPowerConfig, roster: &[u32]) {
+        let participants = roster
+            .iter()
+            .map(|&i| {
+                let j = &self.joined[&i];
+                Participant {
+                    index: i,
+                    name: self.names.get(&i).cloned().unwrap_or_default(),
+                    encryption_public_key: j.encryption_public_key.clone().unwrap_or_default(),
+                    mask_public_keys: j.mask_public_keys.clone(),
+                }
+            })
+            .collect();
+        self.stage = Stage::Sharing(Sharing {
+            config,
+            participants,
+            boxes: BTreeMap::new(),
+        });
+    }
+
+    /// A site's share boxes.
+    pub fn shares(&mut self, site: u32, boxes: Vec<ShareBox>) -> Result<(), LiveError> {
+        if let Stage::Running(running) = &self.stage
+            && running.senders.contains(&site)
+        {
+            return Err(LiveError::AlreadyReceived(
+                "this site's share boxes already arrived".into(),
+            ));
+        }
+        let Stage::Sharing(sharing) = &mut self.stage else {
+            return Err(LiveError::Conflict("the study is not exchanging keys now".into()));
+        };
+        if !sharing.participants.iter().any(|p| p.index == site) {
+            return Err(LiveError::Conflict("this site is not a participant".into()));
+        }
+        if sharing.boxes.contains_key(&site) {
+            return Err(LiveError::AlreadyReceived(
+                "this site's share boxes already arrived".into(),
+            ));
+        }
+        let expected: BTreeSet<u32> = sharing.participants.iter().map(|p| p.index).collect();
+        let to: BTreeSet<u32> = boxes.iter().map(|b| b.to).collect();
+        if boxes.len() != expected.len() || to != expected {
+            return Err(LiveError::Invalid(format!(
+                "send exactly one box to each participant {expected:?}"
+            )));
+        }
+        if let Some(b) = boxes.iter().find(|b| b.from != site) {
+            return Err(LiveError::Invalid(format!(
+                "a box says it is from site {}, not this site",
+                b.from
+            )));
+        }
+        // A box carries 2·L shares of 33 bytes plus nonce and tag; refuse anything far larger.
+        let limit = 4 * (2 * 33 * sharing.config.iterations as usize + 64);
+        if boxes
+            .iter()
+            .any(|b| b.ciphertext.len() > limit || wire::decode(&b.ciphertext).is_err())
+        {
+            return Err(LiveError::Invalid("a share box is malformed or too large".into()));
+        }
+        sharing.boxes.insert(site, boxes);
+        Ok(())
+    }
+
+    /// A masked contribution for `round`.
+    pub fn contribute(&mut self, site: u32, round: u32, masked: &str) -> Result<(), LiveError> {
+        let Stage::Running(running) = &mut self.stage else {
+            return Err(LiveError::Conflict("the study is not running rounds now".into()));
+        };
+        if running.already_contributed(site, round) {
+            return Err(LiveError::AlreadyReceived(format!(
+                "this site's contribution to round {round} already arrived"
+            )));
+        }
+        let len = running.power.len();
+        let words = wire::b64_to_words(masked, len).map_err(|e| LiveError::Invalid(e.to_string()))?;
+        running.rounds.submit(site, round, words).map_err(round_error)
+    }
+
+    /// A survivor's unmasking shares for `round`.
+    pub fn unmask(&mut self, site: u32, round: u32, answer: UnmaskRequest) -> Result<(), LiveError> {
+        let Stage::Running(running) = &mut self.stage else {
+            return Err(LiveError::Conflict("the study is not running rounds now".into()));
+        };
+        if running.already_unmasked(site, round) {
+            return Err(LiveError::AlreadyReceived(format!(
+                "this site's unmasking shares for round {round} already arrived"
+            )));
+        }
+        if let Phase::Unmask { survivors, dropped } = running.rounds.phase() {
+            let own: BTreeSet<u32> = answer.self_mask_shares.iter().map(|s| s.site).collect();
+            let keys: BTreeSet<u32> = answer.mask_key_shares.iter().map(|s| s.site).collect();
+            let want_own: BTreeSet<u32> = survivors.iter().copied().collect();
+            let want_keys: BTreeSet<u32> = dropped.iter().copied().collect();
+            let counts_ok =
+                own.len() == answer.self_mask_shares.len() && keys.len() == answer.mask_key_shares.len();
+            if round == running.rounds.round() && !(counts_ok && own == want_own && keys == want_keys) {
+                return Err(LiveError::Invalid(format!(
+                    "send one self-mask share per survivor {want_own:?} and one mask-key share per dropped site {want_keys:?}"
+                )));
+            }
+        }
+        running
+            .rounds
+            .submit_unmask(site, round, answer)
+            .map_err(round_error)
+    }
+
+    pub(crate) fn advance_sharing(&mut self, now: Instant, effects: &mut Vec<Effect>) -> bool {
+        let Stage::Sharing(sharing) = &self.stage else {
+            return false;
+        };
+        let all = sharing.boxes.len() == sharing.participants.len();
+        if !(all || now >= self.deadline) {
+            return false;
+        }
+        let config = sharing.config.clone();
+        let t = config.threshold;
+        let senders: Vec<u32> = sharing.boxes.keys().copied().collect();
+        let silent: Vec<u32> = sharing
+            .participants
+            .iter()
+            .map(|p| p.index)
+            .filter(|i| !sharing.boxes.contains_key(i))
+            .collect();
+        if (senders.len() as u32) < t {
+            let reason = format!(
+                "only {} sites completed the key exchange; t = {t} are needed. Nothing was charged.",
+                senders.len()
+            );
+            self.fail(reason, None, effects);
+            return true;
+        }
+        let participants = sharing.participants.clone();
+        let mut inboxes: BTreeMap<u32, Vec<ShareBox>> = BTreeMap::new();
+        for boxes in sharing.boxes.values() {
+            for b in boxes {
+                inboxes.entry(b.to).or_default().push(b.clone());
+            }
+        }
+        let setup = Aggregator::new(self.study, t, &participants, config.iterations)
+            .map_err(|e| e.to_string())
+            .and_then(|aggregator| {
+                let mut rng = ChaCha20Rng::from_os_rng();
+                let power = PowerState::new(config.clone(), self.d, &mut rng).map_err(|e| e.to_string())?;
+                Ok((aggregator, power))
+            });
+        let (aggregator, power) = match setup {
+            Ok(parts) => parts,
+            Err(e) => {
+                self.fail(
+                    format!("the key exchange could not be completed: {e}"),
+                    None,
+                    effects,
+                );
+                return true;
+            }
+        };
+        let senders_set: BTreeSet<u32> = senders.iter().copied().collect();
+        let rounds = Rounds::new(aggregator, t, config.iterations, power.len(), senders.clone());
+        let iterate = wire::f64s_to_b64(power.iterate().as_slice());
+        for &s in &silent {
+            self.out
+                .insert(s, "this site did not complete the key exchange in time".into());
+        }
+        effects.push(Effect::Charge {
+            roster: senders,
+            dropped: silent,
+        });
+        self.stage = Stage::Running(Box::new(Running {
+            config,
+            participants,
+            senders: senders_set,
+            rounds,
+            power,
+            inboxes,
+            iterate,
+        }));
+        self.deadline = now + self.round_timeout;
+        true
+    }
+
+    pub(crate) fn advance_rounds(&mut self, now: Instant, effects: &mut Vec<Effect>) -> bool {
+        let Stage::Running(running) = &mut self.stage else {
+            return false;
+        };
+        let round = running.rounds.round();
+        let config = running.config.clone();
+        let expired = now >= self.deadline;
+        match running.rounds.phase().clone() {
+            Phase::Collect => {
+                if !(running.rounds.collect_complete() || expired) {
+                    return false;
+                }
+                if let Err(e) = running.rounds.close_collect() {
+                    let report =
+                        report_value(FederationReport::from_history(&config, running.rounds.history()));
+                    let missing = running.rounds.awaiting();
+                    self.mark_out(
+                        &missing,
+                        round,
+                        "this site sent nothing before the round deadline",
+                        effects,
+                    );
+                    self.fail(
+                        format!("{e}; the study stops (charges stand)"),
+                        Some(report),
+                        effects,
+                    );
+                    return true;
+                }
+                if let Phase::Unmask { dropped, .. } = running.rounds.phase().clone() {
+                    self.mark_out(
+                        &dropped,
+                        round,
+                        "this site sent nothing before the round deadline",
+                        effects,
+                    );
+                }
+                self.deadline = now + self.round_timeout;
+                true
+            }
+            Phase::Unmask { survivors, .. } => {
+                let ready =
+                    running.rounds.unmask_complete() || (expired && running.rounds.unmask_sufficient());
+                if !ready {
+                    if expired {
+                        let report =
+                            report_value(FederationReport::from_history(&config, running.rounds.history()));
+                        let reason = format!(
+                            "round {round}: fewer than t = {} survivors answered the unmask request in time; the study stops (charges stand)",
+                            config.threshold
+                        );
+                        self.fail(reason, Some(report), effects);
+                        return true;
+                    }
+                    return false;
+                }
+                let summed = running.rounds.finish_round().map_err(|e| e.to_string());
+                let absorbed = summed.and_then(|sum| running.power.absorb(&sum).map_err(|e| e.to_string()));
+                if let Err(e) = absorbed {
+                    let report =
+                        report_value(FederationReport::from_history(&config, running.rounds.history()));
+                    self.fail(format!("round {round}: {e}"), Some(report), effects);
+                    return true;
+                }
+                let silent: Vec<u32> = survivors
+                    .iter()
+                    .copied()
+                    .filter(|s| !running.rounds.roster().contains(s))
+                    .collect();
+                effects.push(Effect::Progress { done: round });
+                let report = report_value(FederationReport::from_history(&config, running.rounds.history()));
+                let remaining = running.rounds.roster().len() as u32;
+                let finished = matches!(running.rounds.phase(), Phase::Done);
+                let output = if finished {
+                    Some(running.power.finish())
+                } else {
+                    None
+                };
+                running.iterate = wire::f64s_to_b64(running.power.iterate().as_slice());
+                self.mark_out(
+                    &silent,
+                    round,
+                    "this site did not answer the unmask request in time",
+                    effects,
+                );
+                match output {
+                    Some(Ok(output)) => {
+                        self.stage = Stage::Finished {
+                            status: StudyStatus::Succeeded,
+                            reason: None,
+                        };
+                        effects.push(Effect::Succeeded { output, report });
+                    }
+                    Some(Err(e)) => self.fail(e.to_string(), Some(report), effects),
+                    None if remaining < config.threshold => {
+                        let reason = format!(
+                            "after round {round} only {remaining} sites remain; t = {} are needed; the study stops (charges stand)",
+                            config.threshold
+                        );
+                        self.fail(reason, Some(report), effects);
+                    }
+                    None => self.deadline = now + self.round_timeout,
+                }
+                true
+            }
+            Phase::Done => false,
+        }
+    }
+}
+
+fn round_error(e: crate::federation::rounds::RoundError) -> LiveError {
+    match e {
+        RoundError::AlreadyReceived { .. } => LiveError::AlreadyReceived(e.to_string()),
+        RoundError::WrongLength { .. } | RoundError::Unmask(_) => LiveError::Invalid(e.to_string()),
+        _ => LiveError::Conflict(e.to_string()),
+    }
+}

@@ -1,0 +1,83 @@
+//! `federated_power` across sites: secure-aggregation noisy power iterations
+//! (docs/design/federation.md). Its plan (below), the per-round state both sides compute
+//! ([`state`]), the whole protocol run in process for a job ([`simulate`]) and the site's steps
+//! ([`site`]), and the coordinator's key exchange and rounds ([`coordinator`]).
+
+pub mod coordinator;
+pub mod simulate;
+pub(crate) mod site;
+pub mod state;
+
+use self::state::SiteComputation;
+use super::{
+    Checked, Kept, PlanError, Planned, RecordRules, SiteFuture, SiteRun, StudyPlan, StudyProtocol,
+    StudyTerms, parse_params,
+};
+use crate::algorithms::AlgorithmInfo;
+use crate::algorithms::federated_power::{self, FederatedPowerParams};
+use crate::dataset::Relation;
+use crate::federation::messages::SiteStudyView;
+use crate::site::Failure;
+use crate::site::args::SiteArgs;
+use crate::site::prepare::check_threshold;
+use crate::studies::live::Protocol;
+use serde_json::Value;
+
+/// The secure-aggregation power method as a [`StudyProtocol`].
+pub(crate) struct Power;
+
+impl StudyProtocol for Power {
+    fn configure(&self, _algorithm: &AlgorithmInfo, params: Value, terms: &StudyTerms<'_>) -> Planned {
+        plan(params, terms)
+    }
+
+    /// A majority threshold unless the operator allowed less, and the study's fixed-point and
+    /// noise terms ([`SiteComputation::from_view`]).
+    fn site_check(&self, view: &SiteStudyView, args: &SiteArgs) -> Result<Option<SiteComputation>, Failure> {
+        check_threshold(view.threshold, view.n_sites, args.allow_minority_threshold)?;
+        Ok(Some(SiteComputation::from_view(view).map_err(Failure::Refused)?))
+    }
+
+    /// Under add_remove a site's n is private: no limit on it may change what the site does
+    /// (its products are clamped instead), and no records is a valid shard.
+    fn site_records(&self, view: &SiteStudyView, relation: Relation) -> Result<RecordRules, Failure> {
+        let private_n = relation == Relation::AddRemove;
+        let (max_records, empty_d) = if private_n {
+            (u64::MAX, Some(view.n_features))
+        } else {
+            (view.max_site_samples, None)
+        };
+        Ok(RecordRules {
+            max_records,
+            empty_d,
+            beta: view.row_norm_bound,
+            alpha: view.row_l1_bound,
+            clamps: private_n,
+        })
+    }
+
+    fn check_data(&self, _view: &SiteStudyView, kept: Kept<'_>, (n, d): (usize, usize)) -> Checked {
+        match kept {
+            Some(computation) => computation.check_data(n, d),
+            None => Err("the study's per-round computation is missing".into()),
+        }
+    }
+
+    fn follow<'a>(&'a self, run: SiteRun<'a>) -> SiteFuture<'a> {
+        Box::pin(site::follow(run))
+    }
+}
+
+/// Validates the parameters and calibrates a `federated_power` study for its terms.
+pub(crate) fn plan(params: serde_json::Value, terms: &StudyTerms<'_>) -> Result<StudyPlan, PlanError> {
+    let parsed: FederatedPowerParams = parse_params(params)?;
+    let config =
+        federated_power::configure_for(&parsed, terms.context, terms.target, terms.sites, terms.threshold)?;
+    let rho = crate::algorithms::noisy_power::cost_of(config.iterations, config.multiplier);
+    Ok(StudyPlan {
+        config: serde_json::to_value(&config)?,
+        rounds: config.iterations,
+        protocol: Protocol::Power(config),
+        rho,
+    })
+}
