@@ -50,18 +50,12 @@ async fn an_add_remove_job_never_fails_because_of_n() {
 /// neighbourhood are 422s naming the field.
 #[tokio::test]
 async fn secagg_plus_runs_and_bad_rates_are_refused_by_name() {
-    let t = Records::queued(json!({ "rho": 10.0 }), &csv_rows(300, 6, 1)).await;
+    let t = Records::start(json!({ "rho": 10.0 }), &csv_rows(300, 6, 1)).await;
     let params = json!({ "k": 2, "sites": 40, "threshold": 21, "iterations": 3,
         "secure_aggregation": "sparse", "corruption_rate": 0.05, "dropout_rate": 0.05,
         "dropouts": [{ "site": 3, "round": 2 }] });
-    let done = t
-        .app
-        .run(
-            &t.key,
-            job(&t.ds, "federated_power", params, json!({ "rho": 1.0 })),
-        )
-        .await;
-    assert_eq!(done["status"], "succeeded", "{done}");
+    let done = t.succeeded("federated_power", params, json!({ "rho": 1.0 })).await;
+    assert_eq!(done["config"]["secagg_plus"]["degree"], 8, "{done}");
     let cases = [
         (
             json!({ "k": 2, "sites": 40, "secure_aggregation": "sparse", "corruption_rate": -0.1 }),
