@@ -233,7 +233,7 @@ fn choose_secagg(
     }
     let corruption_rate = params.corruption_rate.unwrap_or(DEFAULT_CORRUPTION_RATE);
     let dropout_rate = params.dropout_rate.unwrap_or(DEFAULT_DROPOUT_RATE);
-    if !(corruption_rate >= 0.0 && corruption_rate <= 0.9) {
+    if !(0.0..=0.9).contains(&corruption_rate) {
         return Err(ConfigError::invalid(
             "params.corruption_rate",
             "must lie in [0, 0.9]",

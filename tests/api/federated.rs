@@ -54,7 +54,9 @@ async fn secagg_plus_runs_and_bad_rates_are_refused_by_name() {
     let params = json!({ "k": 2, "sites": 40, "threshold": 21, "iterations": 3,
         "secure_aggregation": "sparse", "corruption_rate": 0.05, "dropout_rate": 0.05,
         "dropouts": [{ "site": 3, "round": 2 }] });
-    let done = t.succeeded("federated_power", params, json!({ "rho": 1.0 })).await;
+    let done = t
+        .succeeded("federated_power", params, json!({ "rho": 1.0 }))
+        .await;
     assert_eq!(done["config"]["secagg_plus"]["degree"], 8, "{done}");
     let cases = [
         (

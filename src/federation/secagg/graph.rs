@@ -148,9 +148,7 @@ impl Neighbourhoods {
             return None;
         }
         let half = self.degree as usize / 2;
-        let x = if self.complete() {
-            forward
-        } else if forward <= half {
+        let x = if self.complete() || forward <= half {
             forward
         } else if s - forward <= half {
             half + (s - forward)

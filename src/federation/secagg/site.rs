@@ -347,6 +347,8 @@ impl SiteSession {
     /// for every dropped d. Refused unless the survivors and the dropped are disjoint, make up
     /// the roster this site masked with, include this site, number at least t, and the round was
     /// not already answered with other sets — so one round never reveals both secrets of a site.
+    /// Under SecAgg+ the shares are of its graph neighbours only, and it answers only if at
+    /// least the graph's t of them survived.
     pub fn unmask_response(
         &mut self,
         round: u32,
