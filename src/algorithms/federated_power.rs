@@ -39,6 +39,7 @@ use super::{
 };
 use crate::dataset::{DataContext, Kind, Neighbours};
 use crate::federation::fixed_point::{self, FixedPoint};
+use crate::federation::secagg::graph::choose_parameters;
 use crate::linalg::Matrix;
 use crate::privacy::lattice::grid_for;
 use crate::privacy::{Cost, PrivacyTarget};
@@ -123,6 +124,25 @@ pub struct FederatedPowerParams {
     /// Jobs only: [{"site": i, "round": r}]: simulated site i sends nothing from round r on.
     #[serde(default)]
     pub dropouts: Vec<Dropout>,
+    /// Jobs only: the secure aggregation the simulated sites run. `complete` (Bonawitz et al.
+    /// 2017): every site masks with, and shares its secrets to, every other site, quadratic in S.
+    /// `sparse` (SecAgg+, Bell et al. 2020): each site masks with and shares to its k neighbours
+    /// on a public random graph, k and the per-neighbourhood threshold chosen from S,
+    /// `corruption_rate` and `dropout_rate`; privacy then holds with probability ≥ 1 − 2^-40
+    /// against a random γ·S corrupt sites (docs/design/federation.md, "SecAgg+"). Live studies
+    /// run `complete` and refuse this field.
+    #[serde(default)]
+    pub secure_aggregation: SecureAggregation,
+    /// Jobs only, `sparse`: the fraction γ of sites assumed corrupt (colluding with the
+    /// coordinator), γ ≥ 0 and γ + 2δ ≤ 0.9.
+    #[serde(default)]
+    #[schemars(range(min = 0.0, max = 0.9), extend("default" = DEFAULT_CORRUPTION_RATE))]
+    pub corruption_rate: Option<f64>,
+    /// Jobs only, `sparse`: the fraction δ of sites that may drop out, δ ≥ 0 and γ + 2δ ≤ 0.9;
+    /// `dropouts` may name at most ⌈δS⌉ sites.
+    #[serde(default)]
+    #[schemars(range(min = 0.0, max = 0.45), extend("default" = DEFAULT_DROPOUT_RATE))]
+    pub dropout_rate: Option<f64>,
     /// Fixed-point fraction bits f (values scaled by 2^f), 0–52. The encoding must never remove
     /// noise: the step 2^-f must be no coarser than the grid each site's noise is released on,
     /// 2^(⌊log₂ σ_min⌋−30) for the smallest per-site noise sd σ_min = m·Δ_min/√t the study can
@@ -158,6 +178,94 @@ pub struct FederatedPowerConfig {
     pub max_site_samples: u64,
     #[serde(default)]
     pub dropouts: Vec<Dropout>,
+    /// SecAgg+ (`None`: the complete graph).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secagg_plus: Option<SecAggPlus>,
+}
+
+/// Which secure aggregation a simulated federation runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SecureAggregation {
+    /// Every pair of sites (Bonawitz et al. 2017).
+    #[default]
+    Complete,
+    /// Graph neighbours only (SecAgg+, Bell et al. 2020).
+    Sparse,
+}
+
+/// Default stated corruption rate γ for `sparse`.
+pub const DEFAULT_CORRUPTION_RATE: f64 = 0.1;
+/// Default stated dropout rate δ for `sparse`.
+pub const DEFAULT_DROPOUT_RATE: f64 = 0.1;
+
+/// A SecAgg+ configuration: the stated rates and the k and t they give for the job's S.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SecAggPlus {
+    pub corruption_rate: f64,
+    pub dropout_rate: f64,
+    /// Neighbours per site.
+    pub degree: u32,
+    /// Neighbours' shares needed to recover a secret.
+    pub threshold: u32,
+}
+
+/// Resolves `secure_aggregation` and its rates for `sites` sites and `dropouts` scripted
+/// dropouts (422 naming the field at fault).
+fn choose_secagg(
+    params: &FederatedPowerParams,
+    sites: u32,
+    dropouts: usize,
+) -> Result<Option<SecAggPlus>, ConfigError> {
+    if params.secure_aggregation == SecureAggregation::Complete {
+        return match (params.corruption_rate, params.dropout_rate) {
+            (None, None) => Ok(None),
+            (Some(_), _) => Err(ConfigError::invalid(
+                "params.corruption_rate",
+                "applies to secure_aggregation = sparse only",
+            )),
+            (_, Some(_)) => Err(ConfigError::invalid(
+                "params.dropout_rate",
+                "applies to secure_aggregation = sparse only",
+            )),
+        };
+    }
+    let corruption_rate = params.corruption_rate.unwrap_or(DEFAULT_CORRUPTION_RATE);
+    let dropout_rate = params.dropout_rate.unwrap_or(DEFAULT_DROPOUT_RATE);
+    if !(0.0..=0.9).contains(&corruption_rate) {
+        return Err(ConfigError::invalid(
+            "params.corruption_rate",
+            "must lie in [0, 0.9]",
+        ));
+    }
+    if !(dropout_rate >= 0.0 && corruption_rate + 2.0 * dropout_rate <= 0.9) {
+        return Err(ConfigError::invalid(
+            "params.dropout_rate",
+            format!("must be ≥ 0 with corruption_rate + 2·dropout_rate ≤ 0.9 (got {dropout_rate})"),
+        ));
+    }
+    let (degree, threshold) = choose_parameters(sites, corruption_rate, dropout_rate).map_err(|_| {
+        ConfigError::invalid(
+            "params.secure_aggregation",
+            format!(
+                "no neighbourhood meets SecAgg+'s bounds for {sites} sites at corruption_rate {corruption_rate} and dropout_rate {dropout_rate}: use complete, more sites or lower rates"
+            ),
+        )
+    })?;
+    let allowed = (dropout_rate * f64::from(sites) - 1e-12).ceil().max(0.0) as usize;
+    if dropouts > allowed {
+        return Err(ConfigError::invalid(
+            "params.dropouts",
+            format!("names {dropouts} sites; dropout_rate {dropout_rate} of {sites} allows {allowed}"),
+        ));
+    }
+    Ok(Some(SecAggPlus {
+        corruption_rate,
+        dropout_rate,
+        degree,
+        threshold,
+    }))
 }
 
 /// The largest Δ(X) the mode can produce for any iterate with orthonormal columns: the
@@ -441,6 +549,7 @@ pub fn configure_for(
         fraction_bits: 0,
         max_site_samples,
         dropouts: Vec::new(),
+        secagg_plus: None,
     };
     config.fraction_bits = choose_fraction_bits(&config, params.fraction_bits, ctx)?;
     Ok(config)
@@ -558,6 +667,7 @@ impl Algorithm for FederatedPower {
         let mut dropouts = params.dropouts.clone();
         dropouts.sort_by_key(|d| (d.site, d.round));
         dropouts.dedup_by_key(|d| d.site);
+        config.secagg_plus = choose_secagg(&params, sites, dropouts.len())?;
         config.dropouts = dropouts;
         Ok(config)
     }

@@ -230,6 +230,15 @@ fn study_params(request: &StudyRequest) -> Result<serde_json::Value, AppError> {
                 ));
             }
         }
+        // SecAgg+ runs in simulate mode only (docs/design/federation.md, "SecAgg+").
+        for key in ["secure_aggregation", "corruption_rate", "dropout_rate"] {
+            if map.contains_key(key) {
+                return Err(AppError::validation(
+                    format!("params.{key}"),
+                    "SecAgg+ runs in simulate mode (jobs) only; live studies use the complete graph",
+                ));
+            }
+        }
     }
     Ok(params)
 }

@@ -15,11 +15,13 @@
 //! round r exposes no pair mask of another round.
 
 mod aggregator;
+pub mod graph;
 mod site;
 
 use std::collections::{BTreeMap, BTreeSet};
 
 pub use aggregator::Aggregator;
+pub use graph::{GraphSpec, Neighbourhoods};
 pub use site::SiteSession;
 
 use super::crypto::CryptoError;
@@ -41,7 +43,7 @@ pub enum SecAggError {
         "threshold {threshold} must be at least 2 and at most the number of participants ({participants})"
     )]
     Threshold { threshold: u32, participants: usize },
-    #[error("site index {0} is out of range 1..={MAX_SITE_INDEX}")]
+    #[error("site index {0} is out of range 1..={MAX_SITE_INDEX} (1..=2^20 under SecAgg+)")]
     IndexOutOfRange(u32),
     #[error("site {site} appears more than once in the {list}")]
     Duplicate { site: u32, list: &'static str },
@@ -131,6 +133,31 @@ pub enum SecAggError {
         "round {round}: the masking key reconstructed for site {site} does not match its public key (corrupt shares)"
     )]
     ReconstructionMismatch { round: u32, site: u32 },
+    #[error("SecAgg+: {0}")]
+    Rates(String),
+    #[error("SecAgg+: no neighbourhood size up to {max} meets the security and correctness bounds for {sites} sites at these rates", max = graph::MAX_DEGREE)]
+    NoGraph { sites: u32 },
+    #[error("SecAgg+: the graph has (k, t) = {got:?}; the roster and rates give {expected:?}")]
+    GraphMismatch { expected: (u32, u32), got: (u32, u32) },
+    #[error("SecAgg+: site {from} is not a neighbour of site {this}")]
+    NotNeighbour { from: u32, this: u32 },
+    #[error(
+        "round {round}: {survivors} of this site's neighbours survived, fewer than the neighbourhood threshold {threshold}"
+    )]
+    TooFewNeighbours {
+        round: u32,
+        survivors: usize,
+        threshold: u8,
+    },
+    #[error(
+        "round {round}: {got} shares of site {site}'s secret arrived, fewer than the neighbourhood threshold {threshold}"
+    )]
+    TooFewShares {
+        round: u32,
+        site: u32,
+        got: usize,
+        threshold: u8,
+    },
     #[error(transparent)]
     Crypto(#[from] CryptoError),
     #[error(transparent)]
@@ -145,17 +172,24 @@ struct PeerKeys {
     masks: Vec<[u8; 32]>,
 }
 
-/// Validates a roster of participants (indices distinct and in 1..=255, `rounds` masking keys
-/// each, every key 32 bytes, 2 ≤ `threshold` ≤ its size) and decodes its keys. Returns the keys
-/// by index and the threshold as a Shamir threshold.
+/// Validates a roster of participants (indices distinct and in 1..=255, or 1..=2^20 under
+/// SecAgg+ where x-coordinates are neighbourhood positions; `rounds` masking keys each, every
+/// key 32 bytes, 2 ≤ `threshold` ≤ its size) and decodes its keys. Returns the keys by index
+/// and the threshold as a Shamir threshold (the complete graph's; SecAgg+ uses its graph's).
 fn parse_participants(
     participants: &[Participant],
     rounds: u32,
     threshold: u32,
+    sparse: bool,
 ) -> Result<(BTreeMap<u32, PeerKeys>, u8), SecAggError> {
+    let max_index = if sparse {
+        graph::MAX_SPARSE_SITE_INDEX
+    } else {
+        MAX_SITE_INDEX
+    };
     let mut peers = BTreeMap::new();
     for p in participants {
-        if !(p.index >= 1 && p.index <= MAX_SITE_INDEX) {
+        if !(p.index >= 1 && p.index <= max_index) {
             return Err(SecAggError::IndexOutOfRange(p.index));
         }
         if p.mask_public_keys.len() != rounds as usize {
@@ -187,10 +221,13 @@ fn parse_participants(
             });
         }
     }
-    let shamir_threshold = u8::try_from(threshold)
-        .ok()
-        .filter(|&t| t >= 2 && usize::from(t) <= peers.len());
-    match shamir_threshold {
+    let valid = threshold >= 2 && threshold as usize <= peers.len();
+    let shamir_threshold = if sparse {
+        Some(2)
+    } else {
+        u8::try_from(threshold).ok()
+    };
+    match shamir_threshold.filter(|_| valid) {
         Some(t) => Ok((peers, t)),
         None => Err(SecAggError::Threshold {
             threshold,

@@ -32,6 +32,7 @@ pub(crate) fn config() -> FederatedPowerConfig {
         fraction_bits: 20,
         max_site_samples: 1_000,
         dropouts: Vec::new(),
+        secagg_plus: None,
     }
 }
 

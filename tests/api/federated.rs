@@ -44,3 +44,45 @@ async fn an_add_remove_job_never_fails_because_of_n() {
         assert_eq!(result["basis"].as_array().map(Vec::len), Some(2), "{result}");
     }
 }
+
+/// SecAgg+ in simulate mode: a sparse job succeeds; bad rates, rates without `sparse`, more
+/// scripted dropouts than the dropout rate allows, and a federation too small for any
+/// neighbourhood are 422s naming the field.
+#[tokio::test]
+async fn secagg_plus_runs_and_bad_rates_are_refused_by_name() {
+    let t = Records::start(json!({ "rho": 10.0 }), &csv_rows(300, 6, 1)).await;
+    let params = json!({ "k": 2, "sites": 40, "threshold": 21, "iterations": 3,
+        "secure_aggregation": "sparse", "corruption_rate": 0.05, "dropout_rate": 0.05,
+        "dropouts": [{ "site": 3, "round": 2 }] });
+    let done = t
+        .succeeded("federated_power", params, json!({ "rho": 1.0 }))
+        .await;
+    assert_eq!(done["config"]["secagg_plus"]["degree"], 8, "{done}");
+    let cases = [
+        (
+            json!({ "k": 2, "sites": 40, "secure_aggregation": "sparse", "corruption_rate": -0.1 }),
+            "params.corruption_rate",
+        ),
+        (
+            json!({ "k": 2, "sites": 40, "secure_aggregation": "sparse", "dropout_rate": 0.5 }),
+            "params.dropout_rate",
+        ),
+        (
+            json!({ "k": 2, "sites": 40, "dropout_rate": 0.1 }),
+            "params.dropout_rate",
+        ),
+        (
+            json!({ "k": 2, "sites": 3, "secure_aggregation": "sparse" }),
+            "params.secure_aggregation",
+        ),
+        (
+            json!({ "k": 2, "sites": 10, "secure_aggregation": "sparse", "dropout_rate": 0.1,
+                "dropouts": [{ "site": 1, "round": 1 }, { "site": 2, "round": 1 }] }),
+            "params.dropouts",
+        ),
+    ];
+    for (params, field) in cases {
+        t.refused("federated_power", params, json!({ "rho": 0.5 }), field)
+            .await;
+    }
+}

@@ -392,6 +392,10 @@ async fn bad_studies_are_refused_with_clear_problems() {
             "params.fraction_bits",
         ),
         (json!({"params": {"k": 2, "sites": 3}}), "params.sites"),
+        (
+            json!({"params": {"k": 2, "secure_aggregation": "sparse"}}),
+            "params.secure_aggregation",
+        ),
         (json!({"params": {"k": 9}}), "params.k"),
         (json!({"privacy": {"rho": -1.0}}), "privacy.rho"),
         (json!({"round_timeout_seconds": 0}), "round_timeout_seconds"),

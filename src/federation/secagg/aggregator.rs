@@ -1,12 +1,15 @@
 //! The coordinator's half of secure aggregation (docs/design/federation.md, "Unmasking round r";
 //! Bonawitz et al. 2017, §4 round 4): reconstruct the survivors' self-mask seeds and the dropped
-//! sites' masking secrets from ≥ t responses, and remove those masks from the sum.
+//! sites' masking secrets from ≥ t responses, and remove those masks from the sum. Under SecAgg+
+//! (Bell et al. 2020) each secret is recovered from the shares of its owner's graph neighbours,
+//! and a dropped site's pair masks are removed only where they were added: with its neighbours.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use uuid::Uuid;
 use zeroize::Zeroizing;
 
+use super::graph::{GraphSpec, Neighbourhoods};
 use super::{PeerKeys, SecAggError, known_sites, parse_participants, round_slot};
 use crate::federation::crypto::{self, KeyPair};
 use crate::federation::messages::{Participant, RevealedShare, UnmaskRequest};
@@ -21,6 +24,8 @@ pub struct Aggregator {
     shamir_threshold: u8,
     rounds: u32,
     peers: BTreeMap<u32, PeerKeys>,
+    /// SecAgg+: the neighbourhoods (`None`: the complete graph).
+    graph: Option<Neighbourhoods>,
 }
 
 /// The shares revealed for one round, by the site whose secret they share.
@@ -36,14 +41,70 @@ impl Aggregator {
         participants: &[Participant],
         rounds: u32,
     ) -> Result<Aggregator, SecAggError> {
-        let (peers, shamir_threshold) = parse_participants(participants, rounds, threshold)?;
+        let (peers, shamir_threshold) = parse_participants(participants, rounds, threshold, false)?;
         Ok(Aggregator {
             study,
             threshold,
             shamir_threshold,
             rounds,
             peers,
+            graph: None,
         })
+    }
+
+    /// SecAgg+: as [`Aggregator::new`], with the graph `spec` describes (checked and derived
+    /// from the roster as the sites do); secrets are recovered from t neighbours' shares.
+    pub fn new_sparse(
+        study: Uuid,
+        threshold: u32,
+        participants: &[Participant],
+        rounds: u32,
+        spec: &GraphSpec,
+    ) -> Result<Aggregator, SecAggError> {
+        let (peers, _) = parse_participants(participants, rounds, threshold, true)?;
+        let roster: Vec<u32> = peers.keys().copied().collect();
+        let graph = Neighbourhoods::derive(&roster, spec)?;
+        Ok(Aggregator {
+            study,
+            threshold,
+            shamir_threshold: graph.threshold(),
+            rounds,
+            peers,
+            graph: Some(graph),
+        })
+    }
+
+    /// Whether `a`'s and `b`'s masks and shares meet (always on the complete graph).
+    fn linked(&self, a: u32, b: u32) -> bool {
+        self.graph.as_ref().is_none_or(|g| g.are_neighbours(a, b))
+    }
+
+    /// The sites of `set` whose secrets `responder` holds shares of, with the x of its share:
+    /// all of them at x = `responder` on the complete graph, its neighbours at their
+    /// neighbourhood position under SecAgg+.
+    fn held_by(&self, responder: u32, set: &BTreeSet<u32>) -> BTreeMap<u32, u32> {
+        set.iter()
+            .filter_map(|&owner| match &self.graph {
+                None => Some((owner, responder)),
+                Some(g) => g.share_x(owner, responder).map(|x| (owner, u32::from(x))),
+            })
+            .collect()
+    }
+
+    /// Recovers `site`'s secret from its shares, refusing fewer than the Shamir threshold.
+    fn recover(&self, round: u32, site: u32, shares: Option<&Vec<Share>>) -> Result<[u8; 32], SecAggError> {
+        let got = shares.map_or(0, Vec::len);
+        match shares {
+            Some(shares) if got >= usize::from(self.shamir_threshold) => {
+                Ok(shamir::combine(shares, self.shamir_threshold)?)
+            }
+            _ => Err(SecAggError::TooFewShares {
+                round,
+                site,
+                got,
+                threshold: self.shamir_threshold,
+            }),
+        }
     }
 
     /// The exact sum (mod 2^64) of the survivors' encodings in `round`. The survivors are the
@@ -92,20 +153,25 @@ impl Aggregator {
                 *acc = acc.wrapping_add(*w);
             }
         }
-        // Survivors' self masks: z_u carries +PRG(b_{u,r}).
-        for (&u, shares) in &self_shares {
-            let b = Zeroizing::new(shamir::combine(shares, self.shamir_threshold)?);
+        // Survivors' self masks: z_u carries +PRG(b_{u,r}). Every survivor's seed must be
+        // recovered (a missing one would leave its mask in the sum).
+        for &u in &survivors {
+            let b = Zeroizing::new(self.recover(round, u, self_shares.get(&u))?);
             let seed = Zeroizing::new(crypto::self_seed(&b, self.study, round, u)?);
             crypto::add_prg(&mut sum, &seed, true);
         }
         // Dropped sites' pair masks with each survivor u: z_u carries +PRG(k) if d > u, −PRG(k)
         // if d < u; the survivors' pair masks among themselves cancel in the sum.
-        for (&d, shares) in &mask_shares {
-            let secret = Zeroizing::new(shamir::combine(shares, self.shamir_threshold)?);
+        for &d in &dropped {
+            let partners: Vec<u32> = survivors.iter().copied().filter(|&u| self.linked(d, u)).collect();
+            if partners.is_empty() {
+                continue;
+            }
+            let secret = Zeroizing::new(self.recover(round, d, mask_shares.get(&d))?);
             if KeyPair::from_secret(*secret).public() != self.peers[&d].masks[slot] {
                 return Err(SecAggError::ReconstructionMismatch { round, site: d });
             }
-            for &u in &survivors {
+            for u in partners {
                 let shared = Zeroizing::new(crypto::agree(&secret, &self.peers[&u].masks[slot])?);
                 let seed = Zeroizing::new(crypto::pair_seed(&shared, self.study, round, d, u)?);
                 crypto::add_prg(&mut sum, &seed, d > u);
@@ -140,7 +206,7 @@ impl Aggregator {
         let mut self_shares = SharesBySite::new();
         let mut mask_shares = SharesBySite::new();
         for (&responder, response) in responses {
-            let (own, keys) = parse_response(round, responder, survivors, dropped, response)?;
+            let (own, keys) = self.parse_response(round, responder, survivors, dropped, response)?;
             for (out, shares) in [(&mut self_shares, own), (&mut mask_shares, keys)] {
                 for (site, share) in shares {
                     out.entry(site).or_default().push(share);
@@ -171,22 +237,38 @@ impl Aggregator {
                 reason: "the responder is not a survivor of the round".to_string(),
             });
         }
-        parse_response(round, responder, &survivors, &dropped, response).map(|_| ())
+        self.parse_response(round, responder, &survivors, &dropped, response)
+            .map(|_| ())
+    }
+
+    /// A response's shares of the survivors' self-mask seeds and of the dropped sites' masking
+    /// keys, each list for exactly those of them whose shares the responder holds, every share
+    /// at the x the responder holds ([`Aggregator::held_by`]).
+    fn parse_response(
+        &self,
+        round: u32,
+        responder: u32,
+        survivors: &BTreeSet<u32>,
+        dropped: &BTreeSet<u32>,
+        response: &UnmaskRequest,
+    ) -> Result<(ShareBySite, ShareBySite), SecAggError> {
+        let own = self.held_by(responder, survivors);
+        let keys = self.held_by(responder, dropped);
+        parse_response(round, responder, (&own, &keys), response)
     }
 }
 
 /// A response's shares of the survivors' self-mask seeds and of the dropped sites' masking
-/// keys, each list for exactly those sites, every share at x = `responder`.
+/// keys, each list for exactly the owners `expected` names, every share at the x it names.
 fn parse_response(
     round: u32,
     responder: u32,
-    survivors: &BTreeSet<u32>,
-    dropped: &BTreeSet<u32>,
+    expected: (&BTreeMap<u32, u32>, &BTreeMap<u32, u32>),
     response: &UnmaskRequest,
 ) -> Result<(ShareBySite, ShareBySite), SecAggError> {
-    let exactly = |list: &[RevealedShare], expected: &BTreeSet<u32>, what: &str, whose: &str| {
-        let shares = parse_revealed(round, responder, list, what)?;
-        if shares.keys().eq(expected.iter()) {
+    let exactly = |list: &[RevealedShare], expected: &BTreeMap<u32, u32>, what: &str, whose: &str| {
+        let shares = parse_revealed(round, responder, list, what, expected)?;
+        if shares.keys().eq(expected.keys()) {
             Ok(shares)
         } else {
             Err(SecAggError::BadResponse {
@@ -199,25 +281,27 @@ fn parse_response(
     Ok((
         exactly(
             &response.self_mask_shares,
-            survivors,
+            expected.0,
             "self-mask shares",
             "survivors",
         )?,
         exactly(
             &response.mask_key_shares,
-            dropped,
+            expected.1,
             "masking-key shares",
             "dropped sites",
         )?,
     ))
 }
 
-/// The shares of one response list by owner: distinct owners, valid shares at x = `responder`.
+/// The shares of one response list by owner: distinct owners, valid shares at the x `held`
+/// names for each (an owner it does not name is reported by the caller).
 fn parse_revealed(
     round: u32,
     responder: u32,
     list: &[RevealedShare],
     what: &str,
+    held: &BTreeMap<u32, u32>,
 ) -> Result<ShareBySite, SecAggError> {
     let bad = |reason: String| SecAggError::BadResponse {
         round,
@@ -232,10 +316,10 @@ fn parse_revealed(
         );
         let share =
             Share::from_bytes(&bytes).map_err(|e| bad(format!("{what} for site {}: {e}", revealed.site)))?;
-        if u32::from(share.x) != responder {
+        if held.get(&revealed.site).is_some_and(|&x| u32::from(share.x) != x) {
             return Err(bad(format!(
-                "a share for site {} has x = {}, not the responder's index",
-                revealed.site, share.x
+                "a share for site {} has x = {}, not the responder's x = {}",
+                revealed.site, share.x, held[&revealed.site]
             )));
         }
         if shares.insert(revealed.site, share).is_some() {

@@ -7,6 +7,7 @@ use rand::RngCore;
 use uuid::Uuid;
 use zeroize::Zeroizing;
 
+use super::graph::{GraphSpec, Neighbourhoods};
 use super::{PeerKeys, ROUND_SHARES_LEN, SecAggError, known_sites, parse_participants, round_slot};
 use crate::federation::crypto::{self, KeyPair, Seed};
 use crate::federation::messages::{Participant, RevealedShare, ShareBox, UnmaskRequest};
@@ -24,8 +25,27 @@ struct RoundShares {
 struct Dealt {
     participants: Vec<Participant>,
     threshold: u32,
+    /// SecAgg+: the graph's public description and the neighbourhoods derived from it.
+    spec: Option<GraphSpec>,
+    graph: Option<Neighbourhoods>,
     peers: BTreeMap<u32, PeerKeys>,
     boxes: Vec<ShareBox>,
+}
+
+impl Dealt {
+    /// Whether `peer` is one this site masks with and exchanges shares with (every participant
+    /// on the complete graph, the graph neighbours under SecAgg+).
+    fn linked(&self, this: u32, peer: u32) -> bool {
+        self.graph.as_ref().is_none_or(|g| g.are_neighbours(this, peer))
+    }
+
+    /// The x-coordinate of this site's share of `dealer`'s secrets.
+    fn share_x(&self, dealer: u32, this: u32) -> Option<u32> {
+        match &self.graph {
+            None => Some(this),
+            Some(g) => g.share_x(dealer, this).map(u32::from),
+        }
+    }
 }
 
 /// One site's secure-aggregation state for one study. Secrets are zeroized on drop.
@@ -100,22 +120,65 @@ impl SiteSession {
         threshold: u32,
         rng: &mut dyn RngCore,
     ) -> Result<Vec<ShareBox>, SecAggError> {
+        self.deal(participants, threshold, None, rng)
+    }
+
+    /// SecAgg+ (docs/design/federation.md, "SecAgg+"): as [`SiteSession::share_boxes`], but the
+    /// secrets are split t-of-k among this site's k neighbours in the graph `spec` describes
+    /// (x = the neighbour's position in this site's neighbourhood), one box per neighbour. The
+    /// spec's k and t must be the ones derived from the roster's size and the spec's rates, and
+    /// the graph is recomputed here from the roster and the public seed.
+    pub fn share_boxes_sparse(
+        &mut self,
+        participants: &[Participant],
+        threshold: u32,
+        spec: &GraphSpec,
+        rng: &mut dyn RngCore,
+    ) -> Result<Vec<ShareBox>, SecAggError> {
+        self.deal(participants, threshold, Some(spec), rng)
+    }
+
+    fn deal(
+        &mut self,
+        participants: &[Participant],
+        threshold: u32,
+        spec: Option<&GraphSpec>,
+        rng: &mut dyn RngCore,
+    ) -> Result<Vec<ShareBox>, SecAggError> {
         if let Some(dealt) = &self.dealt {
-            return if dealt.participants == participants && dealt.threshold == threshold {
+            return if dealt.participants == participants
+                && dealt.threshold == threshold
+                && dealt.spec.as_ref() == spec
+            {
                 Ok(dealt.boxes.clone())
             } else {
                 Err(SecAggError::AlreadyDealt)
             };
         }
-        let (peers, shamir_threshold) = parse_participants(participants, self.rounds, threshold)?;
+        let (peers, complete_threshold) =
+            parse_participants(participants, self.rounds, threshold, spec.is_some())?;
         let own = peers.get(&self.index).ok_or(SecAggError::NotListed(self.index))?;
         let published: Vec<[u8; 32]> = self.masking.iter().map(KeyPair::public).collect();
         if !(own.encryption == self.encryption.public() && own.masks == published) {
             return Err(SecAggError::KeysMismatch(self.index));
         }
-        // Shares for x = 1..=max index, so that participant j gets x = j even with gaps.
-        let max_index = peers.keys().copied().max().unwrap_or(0);
-        let count = u8::try_from(max_index).map_err(|_| SecAggError::IndexOutOfRange(max_index))?;
+        let roster: Vec<u32> = peers.keys().copied().collect();
+        let graph = spec.map(|s| Neighbourhoods::derive(&roster, s)).transpose()?;
+        // Recipients with their x: on the complete graph every participant j (this site
+        // included) at x = j, shares for x = 1..=max index so gaps are fine; under SecAgg+ the
+        // k neighbours at x = 1..=k.
+        let (recipients, count, shamir_threshold): (Vec<(u32, u8)>, u8, u8) = match &graph {
+            None => {
+                let max_index = roster.last().copied().unwrap_or(0);
+                let count = u8::try_from(max_index).map_err(|_| SecAggError::IndexOutOfRange(max_index))?;
+                let recipients = roster.iter().map(|&j| (j, j as u8)).collect();
+                (recipients, count, complete_threshold)
+            }
+            Some(g) => {
+                let recipients: Vec<(u32, u8)> = g.neighbours(self.index).into_iter().zip(1..).collect();
+                (recipients, g.degree() as u8, g.threshold())
+            }
+        };
         let mut mask_shares = Vec::with_capacity(self.masking.len());
         let mut seed_shares = Vec::with_capacity(self.masking.len());
         for (key, seed) in self.masking.iter().zip(&self.self_seeds) {
@@ -124,9 +187,10 @@ impl SiteSession {
             seed_shares.push(shamir::split(seed, shamir_threshold, count, rng)?);
         }
         let own_secret = Zeroizing::new(self.encryption.secret_bytes());
-        let mut boxes = Vec::with_capacity(peers.len());
-        for (&to, keys) in &peers {
-            let slot = to as usize - 1;
+        let mut boxes = Vec::with_capacity(recipients.len());
+        for &(to, x) in &recipients {
+            let keys = &peers[&to];
+            let slot = usize::from(x) - 1;
             let mut plaintext = Zeroizing::new(Vec::with_capacity(ROUND_SHARES_LEN * mask_shares.len()));
             for (mask, seed) in mask_shares.iter().zip(&seed_shares) {
                 plaintext.extend_from_slice(&mask[slot].to_bytes());
@@ -143,6 +207,8 @@ impl SiteSession {
         self.dealt = Some(Dealt {
             participants: participants.to_vec(),
             threshold,
+            spec: spec.copied(),
+            graph,
             peers,
             boxes: boxes.clone(),
         });
@@ -169,6 +235,12 @@ impl SiteSession {
                 site: b.from,
                 list: "share boxes",
             })?;
+            let x = dealt
+                .share_x(b.from, self.index)
+                .ok_or(SecAggError::NotNeighbour {
+                    from: b.from,
+                    this: self.index,
+                })?;
             let sealed = wire::decode(&b.ciphertext)
                 .map_err(|source| SecAggError::BoxEncoding { from: b.from, source })?;
             let shared = Zeroizing::new(crypto::agree(&own_secret, &keys.encryption)?);
@@ -176,7 +248,7 @@ impl SiteSession {
                 crypto::open(&shared, self.study, b.from, self.index, &sealed)
                     .map_err(|source| SecAggError::BoxRejected { from: b.from, source })?,
             );
-            let shares = self.parse_box(b.from, &plaintext)?;
+            let shares = self.parse_box(b.from, x, &plaintext)?;
             let previous = opened.get(&b.from).or_else(|| self.received.get(&b.from));
             if previous.is_some_and(|p| !same_shares(p, &shares)) {
                 return Err(SecAggError::ConflictingBoxes { from: b.from });
@@ -187,8 +259,9 @@ impl SiteSession {
         Ok(())
     }
 
-    /// The per-round shares in a box's plaintext, checked to be at x = this site's index.
-    fn parse_box(&self, from: u32, plaintext: &[u8]) -> Result<Vec<RoundShares>, SecAggError> {
+    /// The per-round shares in a box's plaintext, checked to be at x = `x` (this site's index
+    /// on the complete graph, its position in `from`'s neighbourhood under SecAgg+).
+    fn parse_box(&self, from: u32, x: u32, plaintext: &[u8]) -> Result<Vec<RoundShares>, SecAggError> {
         let expected = ROUND_SHARES_LEN * self.rounds as usize;
         if plaintext.len() != expected {
             return Err(SecAggError::BoxLength {
@@ -199,12 +272,12 @@ impl SiteSession {
         }
         let share = |bytes: &[u8]| -> Result<Share, SecAggError> {
             let share = Share::from_bytes(bytes)?;
-            if u32::from(share.x) == self.index {
+            if u32::from(share.x) == x {
                 Ok(share)
             } else {
                 Err(SecAggError::WrongShareX {
                     from,
-                    expected: self.index,
+                    expected: x,
                     got: share.x,
                 })
             }
@@ -260,7 +333,7 @@ impl SiteSession {
         for (&j, keys) in dealt
             .peers
             .iter()
-            .filter(|(j, _)| roster.contains(j) && **j != self.index)
+            .filter(|(j, _)| roster.contains(j) && **j != self.index && dealt.linked(self.index, **j))
         {
             let shared = Zeroizing::new(crypto::agree(&secret, &keys.masks[slot])?);
             let seed = Zeroizing::new(crypto::pair_seed(&shared, self.study, round, self.index, j)?);
@@ -274,6 +347,8 @@ impl SiteSession {
     /// for every dropped d. Refused unless the survivors and the dropped are disjoint, make up
     /// the roster this site masked with, include this site, number at least t, and the round was
     /// not already answered with other sets — so one round never reveals both secrets of a site.
+    /// Under SecAgg+ the shares are of its graph neighbours only, and it answers only if at
+    /// least the graph's t of them survived.
     pub fn unmask_response(
         &mut self,
         round: u32,
@@ -309,6 +384,25 @@ impl SiteSession {
             }
             Some(_) => {}
         }
+        // Under SecAgg+ this site holds shares of its neighbours only, and answers only if at
+        // least t of them survived (Bell et al. Alg. 2, unmasking round).
+        let mine = |set: &BTreeSet<u32>| -> Vec<u32> {
+            set.iter()
+                .copied()
+                .filter(|&j| j != self.index || dealt.graph.is_none())
+                .filter(|&j| j == self.index || dealt.linked(self.index, j))
+                .collect()
+        };
+        let (own_survivors, own_dropped) = (mine(&survivors), mine(&dropped));
+        if let Some(g) = &dealt.graph
+            && own_survivors.len() < usize::from(g.threshold())
+        {
+            return Err(SecAggError::TooFewNeighbours {
+                round,
+                survivors: own_survivors.len(),
+                threshold: g.threshold(),
+            });
+        }
         let sets = (
             survivors.iter().copied().collect(),
             dropped.iter().copied().collect(),
@@ -332,11 +426,11 @@ impl SiteSession {
             })
         };
         let response = UnmaskRequest {
-            self_mask_shares: survivors
+            self_mask_shares: own_survivors
                 .iter()
                 .map(|&u| reveal(u, |s| &s.self_seed))
                 .collect::<Result<_, _>>()?,
-            mask_key_shares: dropped
+            mask_key_shares: own_dropped
                 .iter()
                 .map(|&d| reveal(d, |s| &s.mask_key))
                 .collect::<Result<_, _>>()?,

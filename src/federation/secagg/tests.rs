@@ -343,3 +343,5 @@ fn mask_checks_round_and_roster() {
 mod boxes;
 #[path = "tests_privacy.rs"]
 mod privacy;
+#[path = "tests_sparse.rs"]
+mod sparse;

@@ -25,7 +25,7 @@ use crate::algorithms::{Output, RunEnv, RunError};
 use crate::dataset::Neighbours;
 use crate::federation::messages::{Participant, ShareBox};
 use crate::federation::rounds::{Phase, Rounds};
-use crate::federation::secagg::{Aggregator, SiteSession};
+use crate::federation::secagg::{Aggregator, GraphSpec, SiteSession};
 use crate::linalg::{Matrix, Records, gram_t_times};
 
 /// A finished simulation: the basis, the per-round report, every released sum and the shard of
@@ -102,10 +102,31 @@ fn failed(e: impl std::fmt::Display) -> RunError {
     RunError::Failed(e.to_string())
 }
 
-/// Key setup: every site makes its keys; all of them join; boxes are routed to their recipients.
+/// The SecAgg+ graph of a `sparse` run: a fresh public seed from the job's generator, and the
+/// k and t the configuration was priced with (checked to be the ones the rates give).
+fn graph_spec(config: &FederatedPowerConfig, rng: &mut dyn RngCore) -> Result<Option<GraphSpec>, RunError> {
+    let Some(plus) = config.secagg_plus else {
+        return Ok(None);
+    };
+    let mut seed = [0u8; 32];
+    rng.fill_bytes(&mut seed);
+    let spec = GraphSpec {
+        seed,
+        corruption_rate: plus.corruption_rate,
+        dropout_rate: plus.dropout_rate,
+        degree: plus.degree,
+        threshold: plus.threshold,
+    };
+    spec.check(config.sites).map_err(failed)?;
+    Ok(Some(spec))
+}
+
+/// Key setup: every site makes its keys; all of them join; boxes are routed to their recipients
+/// (every participant on the complete graph, graph neighbours under SecAgg+).
 fn setup(
     study: Uuid,
     config: &FederatedPowerConfig,
+    spec: Option<&GraphSpec>,
     rng: &mut dyn RngCore,
 ) -> Result<(Vec<SiteSession>, Vec<Participant>), RunError> {
     let mut sessions: Vec<SiteSession> = (1..=config.sites)
@@ -123,10 +144,11 @@ fn setup(
         .collect();
     let mut inboxes: Vec<Vec<ShareBox>> = vec![Vec::new(); sessions.len()];
     for session in &mut sessions {
-        for b in session
-            .share_boxes(&participants, config.threshold, rng)
-            .map_err(failed)?
-        {
+        let boxes = match spec {
+            None => session.share_boxes(&participants, config.threshold, rng),
+            Some(spec) => session.share_boxes_sparse(&participants, config.threshold, spec, rng),
+        };
+        for b in boxes.map_err(failed)? {
             let to = b.to as usize;
             if !(to >= 1 && to <= inboxes.len()) {
                 return Err(failed("a share box is addressed to an unknown site"));
@@ -156,9 +178,13 @@ pub fn run<'a>(
     let mut study_bytes = [0u8; 16];
     env.rng().fill_bytes(&mut study_bytes);
     let study = Uuid::from_bytes(study_bytes);
-    let (mut sessions, participants) = setup(study, config, env.rng())?;
-    let aggregator =
-        Aggregator::new(study, config.threshold, &participants, config.iterations).map_err(failed)?;
+    let spec = graph_spec(config, env.rng())?;
+    let (mut sessions, participants) = setup(study, config, spec.as_ref(), env.rng())?;
+    let aggregator = match &spec {
+        None => Aggregator::new(study, config.threshold, &participants, config.iterations),
+        Some(spec) => Aggregator::new_sparse(study, config.threshold, &participants, config.iterations, spec),
+    }
+    .map_err(failed)?;
     let mut power = PowerState::new(config.clone(), d, env.rng())?;
     let roster = (1..=config.sites).collect();
     let mut rounds = Rounds::new(

@@ -13,6 +13,7 @@ fn config(multiplier: f64, iterations: u32) -> FederatedPowerConfig {
         fraction_bits: 32,
         max_site_samples: 1000,
         dropouts: Vec::new(),
+        secagg_plus: None,
     }
 }
 
