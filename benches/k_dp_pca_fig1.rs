@@ -34,7 +34,7 @@ mod plot;
 use std::path::Path;
 use std::time::Instant;
 
-use privpca::algorithms::{Cancelled, DataInput, RunEnv, find};
+use privpca::algorithms::{Cancelled, DataInput, Run, RunEnv, find};
 use privpca::dataset::{DataContext, Neighbours};
 use privpca::ingest::clip::RowClip;
 use privpca::linalg::subspace::captured_energy;
@@ -259,9 +259,11 @@ fn experiment(setup: &Setup, ns: &[usize], reps: usize) {
                 let mut env = RunEnv::new(&mut rng, &mut progress);
                 match algorithm.run_prepared(
                     &prepared.config,
-                    DataInput::Records { xt: (&xt).into() },
-                    &ctx,
-                    &mut env,
+                    Run {
+                        input: DataInput::Records { xt: (&xt).into() },
+                        ctx: &ctx,
+                        env: &mut env,
+                    },
                 ) {
                     Ok(out) => cell.losses.push(1.0 - captured_energy(&out.basis, &population)),
                     Err(_) => cell.failures += 1,

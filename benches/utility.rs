@@ -34,7 +34,7 @@ mod plot;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use privpca::algorithms::{Cancelled, DataInput, DynAlgorithm, Prepared, RunEnv, find, registry};
+use privpca::algorithms::{Cancelled, DataInput, DynAlgorithm, Prepared, Run, RunEnv, find, registry};
 use privpca::dataset::{DataContext, Kind, Neighbours, Relation};
 use privpca::ingest::clip::RowClip;
 use privpca::linalg::subspace::{captured_energy, orthonormality_error};
@@ -465,11 +465,13 @@ fn run_one(
     let start = Instant::now();
     let result = variant.algorithm.run_prepared(
         &prepared.config,
-        DataInput::Records {
-            xt: (&data.xt).into(),
+        Run {
+            input: DataInput::Records {
+                xt: (&data.xt).into(),
+            },
+            ctx,
+            env: &mut env,
         },
-        ctx,
-        &mut env,
     );
     let seconds = start.elapsed().as_secs_f64();
     match result {

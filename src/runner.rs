@@ -13,7 +13,7 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::algorithms::{self, Cancelled, DataInput, RunEnv, RunError};
+use crate::algorithms::{self, Cancelled, DataInput, Run, RunEnv, RunError};
 use crate::context::data_context;
 use crate::dataset::Kind;
 use crate::ingest;
@@ -303,7 +303,14 @@ async fn execute(state: &AppState, job: &JobRecord, control: Arc<RunningJob>) ->
         };
         let mut env = RunEnv::new(&mut rng, &mut progress);
         let output = algorithm
-            .run_prepared(&config, input, &ctx, &mut env)
+            .run_prepared(
+                &config,
+                Run {
+                    input,
+                    ctx: &ctx,
+                    env: &mut env,
+                },
+            )
             .map_err(|e| match e {
                 RunError::Cancelled => Failure::Stopped,
                 RunError::Failed(reason) => Failure::Failed(reason),

@@ -1021,18 +1021,10 @@ fn columns_csv(path: &Path, rows: &[Vec<f64>], block: std::ops::Range<usize>) {
 
 /// A live `gossip_power` study body: 4 agents on a ring, d = 12 in blocks of 3, k = 2, ρ = 5.
 fn gossip_study(join_timeout: u64) -> Value {
-    json!({
-        "name": "gossip",
-        "algorithm": "gossip_power",
-        "n_features": 12,
-        "relation": "replace_one",
-        "row_norm_bound": 1.0,
-        "params": {"k": 2, "graph": "ring"},
-        "privacy": {"rho": 5.0},
-        "sites": (0..4).map(|i| json!({"name": format!("a{i}"), "n_features": 3})).collect::<Vec<_>>(),
-        "join_timeout_seconds": join_timeout,
-        "round_timeout_seconds": ROUND_TIMEOUT_SECS,
-    })
+    let mut body = support::bodies::gossip_study(&[3; 4]);
+    body["join_timeout_seconds"] = json!(join_timeout);
+    body["round_timeout_seconds"] = json!(ROUND_TIMEOUT_SECS);
+    body
 }
 
 /// Live `gossip_power` (issue 19 item 5): 4 real `privpca site` agents on a ring, each holding

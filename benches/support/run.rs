@@ -4,7 +4,7 @@
 
 #![allow(dead_code)]
 
-use privpca::algorithms::{Cancelled, DataInput, DynAlgorithm, Output, RunEnv, RunError};
+use privpca::algorithms::{Cancelled, DataInput, DynAlgorithm, Output, Run, RunEnv, RunError};
 use privpca::dataset::{DataContext, Neighbours};
 use privpca::linalg::Matrix;
 use rand::SeedableRng;
@@ -38,5 +38,12 @@ pub fn run_prepared(
     let mut rng = ChaCha20Rng::seed_from_u64(seed);
     let mut progress = |_: u32, _: u32| -> Result<(), Cancelled> { Ok(()) };
     let mut env = RunEnv::new(&mut rng, &mut progress);
-    alg.run_prepared(config, DataInput::Records { xt: xt.into() }, ctx, &mut env)
+    alg.run_prepared(
+        config,
+        Run {
+            input: DataInput::Records { xt: xt.into() },
+            ctx,
+            env: &mut env,
+        },
+    )
 }

@@ -482,7 +482,14 @@ fn run_registry(
         .expect("registered");
     let prepared = alg.prepare(params, c, &target(rho)).unwrap();
     let (out, _) = with_audited_env(seed, |env| {
-        let out = alg.run_prepared(&prepared.config, DataInput::Records { xt: xt.into() }, c, env);
+        let out = alg.run_prepared(
+            &prepared.config,
+            Run {
+                input: DataInput::Records { xt: xt.into() },
+                ctx: c,
+                env,
+            },
+        );
         (out, env.released().to_vec())
     });
     (out.0.expect("runs"), out.1)

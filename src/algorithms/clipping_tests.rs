@@ -4,6 +4,7 @@ use nalgebra::DMatrix;
 use serde_json::json;
 
 use super::*;
+use crate::algorithms::Run;
 use crate::algorithms::analyze_gauss::{AnalyzeGauss, RELEASE as PERTURBATION};
 use crate::algorithms::registry::DynAlgorithm;
 use crate::algorithms::testing::{AR, EN, RO, ctx, ro, run_prepared_audited, target, with_audited_env};
@@ -231,9 +232,11 @@ fn clipped_eigenvalues_are_calibrated_to_the_released_bound() {
     let ((out, released), audit) = with_audited_env(5, |env| {
         let out = DpOja.run_prepared(
             &prepared.config,
-            crate::algorithms::DataInput::Records { xt: (&xt).into() },
-            &c,
-            env,
+            Run {
+                input: crate::algorithms::DataInput::Records { xt: (&xt).into() },
+                ctx: &c,
+                env,
+            },
         );
         (out, env.released().to_vec())
     });

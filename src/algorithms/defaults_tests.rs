@@ -18,7 +18,7 @@ use crate::linalg::subspace::captured_energy;
 #[test]
 fn every_algorithm_captures_95_percent_at_defaults_with_a_huge_budget() {
     let (d, n, k, beta) = (30, 20_000, 3, 6.0);
-    let xt = sign_spiked_records(11, d, n, &[10.0, 6.0, 3.0], 0.3, beta);
+    let xt = sign_spiked_records(11, (d, n), &[10.0, 6.0, 3.0], 0.3, beta);
     let sigma = gram_t(&xt) / n as f64;
     let ctx = public_records_ctx(d, n, beta);
     for algorithm in registry() {

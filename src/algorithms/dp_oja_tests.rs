@@ -216,7 +216,7 @@ fn clip_caps_the_norm_only_above_the_threshold() {
 #[test]
 fn converges_to_the_exact_subspace_at_huge_budget() {
     let (d, n, k) = (20, 20_000, 2);
-    let xt = sign_spiked_records(21, d, n, &[10.0, 5.0], 0.3, BETA);
+    let xt = sign_spiked_records(21, (d, n), &[10.0, 5.0], 0.3, BETA);
     let c = ctx(d, Some(n), RO);
     let config = DpOja.configure(params(k), &c, &target(1e12)).expect("valid");
     assert_converges_on_records(&DpOja, &xt, &config, &c, k, 22, 0.05);
@@ -225,7 +225,7 @@ fn converges_to_the_exact_subspace_at_huge_budget() {
 #[test]
 fn error_decreases_as_the_budget_grows() {
     let (d, n, k) = (20, 20_000, 2);
-    let xt = sign_spiked_records(23, d, n, &[10.0, 5.0], 0.3, BETA);
+    let xt = sign_spiked_records(23, (d, n), &[10.0, 5.0], 0.3, BETA);
     let exact = exact_top(&gram_t(&xt), k);
     let c = ctx(d, Some(n), RO);
     // Mini-batches make ρ = 1 accurate already (sin θ ≈ 0.1); start lower.
@@ -244,7 +244,7 @@ fn error_decreases_as_the_budget_grows() {
 #[test]
 fn progress_is_reported_and_cancellation_stops_the_run() {
     let (d, n) = (4, 3000);
-    let xt = sign_spiked_records(25, d, n, &[3.0], 0.3, BETA);
+    let xt = sign_spiked_records(25, (d, n), &[3.0], 0.3, BETA);
     let c = ctx(d, Some(n), RO);
     let one = DpOjaParams {
         batch_size: Some(1),
@@ -272,7 +272,7 @@ fn progress_is_reported_and_cancellation_stops_the_run() {
 #[test]
 fn mismatched_input_fails_cleanly() {
     let (d, n) = (6, 200);
-    let xt = sign_spiked_records(27, d, n, &[4.0], 0.3, BETA);
+    let xt = sign_spiked_records(27, (d, n), &[4.0], 0.3, BETA);
     let c = ctx(d, Some(n), RO);
     let config = DpOja.configure(params(2), &c, &target(1.0)).expect("valid");
     let mismatched = [
@@ -290,7 +290,7 @@ fn mismatched_input_fails_cleanly() {
 #[test]
 fn registry_round_trip_matches_a_direct_run() {
     let (d, n) = (8, 600);
-    let xt = sign_spiked_records(28, d, n, &[4.0, 2.0], 0.3, BETA);
+    let xt = sign_spiked_records(28, (d, n), &[4.0, 2.0], 0.3, BETA);
     let c = ctx(d, Some(n), RO);
     let config = DpOja
         .configure(
@@ -312,7 +312,7 @@ fn registry_round_trip_matches_a_direct_run() {
 /// computed here from the spec (sensitivity 2c/B, ρ_updates = 1/(2a²) = 95 % of ρ).
 fn audit_noise(clip: f64, batch: usize, factor: f64) -> Result<(), String> {
     let (d, n, k, rho) = (10, 3000, 2, 0.7_f64);
-    let xt = sign_spiked_records(30, d, n, &[6.0, 3.0], 0.3, BETA);
+    let xt = sign_spiked_records(30, (d, n), &[6.0, 3.0], 0.3, BETA);
     let c = ctx(d, Some(n), RO);
     let p = DpOjaParams {
         clip: Some(clip),
@@ -358,7 +358,7 @@ fn under_noised_run_fails_the_audit() {
 /// many small runs (k + 1 = 6 draws each); `factor` scales the configured sd.
 fn audit_estimate(factor: f64) -> Result<(), String> {
     let (d, n, k, rho) = (10, 120, 5, 0.4_f64);
-    let xt = sign_spiked_records(32, d, n, &[6.0, 3.0], 0.3, BETA);
+    let xt = sign_spiked_records(32, (d, n), &[6.0, 3.0], 0.3, BETA);
     let c = ctx(d, Some(n), RO);
     let mut config = DpOja.configure(params(k), &c, &target(rho)).expect("valid");
     let mut estimate = config.estimate.expect("default schedule");
@@ -392,7 +392,7 @@ fn eigenvalue_sensitivity_holds_on_random_neighbours() {
     let (d, n) = (6, 15);
     let mut worst = 0.0_f64;
     for seed in 0..200 {
-        let xt = sign_spiked_records(600 + seed, d, n + 1, &[4.0, 2.0], 1.0, BETA);
+        let xt = sign_spiked_records(600 + seed, (d, n + 1), &[4.0, 2.0], 1.0, BETA);
         let mut other = xt.columns(0, n).into_owned();
         let before = sym_eig(&(gram_t(&other) / n as f64)).values;
         other.set_column(0, &xt.column(n));
@@ -426,7 +426,7 @@ fn default_schedule_captures_the_top_energy_at_rho_10() {
         ([10.0, 5.0, 2.5], 0.3, 6.0, 41),
         ([0.01, 0.005, 0.0025], 0.01, 0.2, 42),
     ] {
-        let xt = sign_spiked_records(seed, d, n, &spikes, sigma, beta);
+        let xt = sign_spiked_records(seed, (d, n), &spikes, sigma, beta);
         let cov = gram_t(&xt) / n as f64;
         let c = ctx(
             d,
@@ -452,7 +452,7 @@ fn default_schedule_captures_the_top_energy_at_rho_10() {
 #[test]
 fn default_schedule_converges_on_public_data_at_huge_budget() {
     let (d, n, k) = (30, 20_000, 3);
-    let xt = sign_spiked_records(44, d, n, &[0.01, 0.005, 0.0025], 0.01, 0.2);
+    let xt = sign_spiked_records(44, (d, n), &[0.01, 0.005, 0.0025], 0.01, 0.2);
     let cov = gram_t(&xt) / n as f64;
     let mut c = ctx(d, Some(n), ro(0.2, 20.0));
     c.public = true;

@@ -476,7 +476,7 @@ fn explore_defaults() {
             "signs 10,6,3 d30 n5000",
             30,
             5000,
-            crate::algorithms::testing::sign_spiked_records(4, 30, 5000, &[10.0, 6.0, 3.0], 0.3, 6.0),
+            crate::algorithms::testing::sign_spiked_records(4, (30, 5000), &[10.0, 6.0, 3.0], 0.3, 6.0),
         ),
     ];
     // The judged setting through the registry, 20 seeds.

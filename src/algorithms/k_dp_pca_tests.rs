@@ -337,7 +337,7 @@ fn refuses_matrices_and_add_remove() {
 #[test]
 fn converges_to_the_exact_subspace_at_huge_budget() {
     let (d, n, k) = (20, 20_000, 2);
-    let xt = sign_spiked_records(1, d, n, &[10.0, 5.0], 0.3, BETA);
+    let xt = sign_spiked_records(1, (d, n), &[10.0, 5.0], 0.3, BETA);
     let c = ctx(d, Some(n), RO);
     let config = KDpPca
         .configure(params(k), &c, &target(1e12, 1e-6))
@@ -354,7 +354,7 @@ fn error_decreases_as_the_budget_grows() {
     let c = ctx(d, Some(n), RO);
     let data: Vec<(u64, Matrix)> = [1_u64, 3, 5]
         .iter()
-        .map(|&seed| (seed, sign_spiked_records(seed, d, n, &[10.0, 5.0], 0.3, BETA)))
+        .map(|&seed| (seed, sign_spiked_records(seed, (d, n), &[10.0, 5.0], 0.3, BETA)))
         .collect();
     let errors: Vec<f64> = [2.0, 1e12]
         .iter()
@@ -397,7 +397,7 @@ fn priv_range_bottom_fails_the_job_cleanly() {
 #[test]
 fn progress_is_reported_and_cancellation_stops_the_run() {
     let (d, n) = (6, 2000);
-    let xt = sign_spiked_records(6, d, n, &[4.0], 0.3, BETA);
+    let xt = sign_spiked_records(6, (d, n), &[4.0], 0.3, BETA);
     let c = ctx(d, Some(n), RO);
     let config = prepare(json!({"k": 2, "batch_size": 100}), &c, &target(1e6, 1e-6)).expect("valid");
     let input = DataInput::Records { xt: (&xt).into() };
@@ -409,7 +409,7 @@ fn progress_is_reported_and_cancellation_stops_the_run() {
 #[test]
 fn mismatched_input_fails_cleanly() {
     let (d, n) = (6, 2000);
-    let xt = sign_spiked_records(8, d, n, &[4.0], 0.3, BETA);
+    let xt = sign_spiked_records(8, (d, n), &[4.0], 0.3, BETA);
     let c = ctx(d, Some(n), RO);
     let config = prepare(json!({"k": 2, "batch_size": 100}), &c, &target(1e6, 1e-6)).expect("valid");
     let mismatched = [
@@ -427,7 +427,7 @@ fn mismatched_input_fails_cleanly() {
 #[test]
 fn registry_round_trip_matches_a_direct_run() {
     let (d, n) = (8, 3000);
-    let xt = sign_spiked_records(9, d, n, &[4.0, 2.0], 0.3, BETA);
+    let xt = sign_spiked_records(9, (d, n), &[4.0, 2.0], 0.3, BETA);
     let c = ctx(d, Some(n), RO);
     let t = target(1e4, 1e-6);
     let prepared = KDpPca
@@ -461,7 +461,7 @@ struct AuditReport {
 /// checks the noise against values computed here from the target.
 fn audit_noise(factor: f64) -> AuditReport {
     let (d, n, k, batch, rho, delta) = (16, 40_000, 2, 200, 5e5_f64, 1e-3);
-    let xt = sign_spiked_records(11, d, n, &[8.0], 0.1, BETA);
+    let xt = sign_spiked_records(11, (d, n), &[8.0], 0.1, BETA);
     let c = ctx(d, Some(n), RO);
     let mut config = prepare(json!({"k": k, "batch_size": batch}), &c, &target(rho, delta)).expect("valid");
     config.budget.range_epsilon *= factor;
@@ -664,7 +664,7 @@ fn judged_data() -> [(Matrix, f64, &'static str); 2] {
     let (d, n) = (30, 20_000);
     [
         (
-            sign_spiked_records(21, d, n, &[10.0, 6.0, 3.0], 0.3, BETA),
+            sign_spiked_records(21, (d, n), &[10.0, 6.0, 3.0], 0.3, BETA),
             BETA,
             "sign",
         ),

@@ -19,7 +19,7 @@ const SHAPE: (usize, usize, usize, f64) = (12, 3_000, 2, 4.0);
 /// The spiked records both tests run on.
 fn records() -> Matrix {
     let (d, n, _, beta) = SHAPE;
-    sign_spiked_records(3, d, n, &[8.0, 4.0], 0.3, beta)
+    sign_spiked_records(3, (d, n), &[8.0, 4.0], 0.3, beta)
 }
 
 /// Runs every algorithm of the registry (ρ 10, the job options that copy the records

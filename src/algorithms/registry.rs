@@ -10,7 +10,7 @@ use super::eigenvalues::{self, EigenvalueConfig};
 use super::exact::Exact;
 use super::noisy_power::NoisyPower;
 use super::{
-    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, Run, RunEnv, RunError, parameters,
+    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, Run, RunError, parameters,
 };
 use crate::dataset::DataContext;
 use crate::privacy::target::{calibrations, within};
@@ -46,13 +46,7 @@ pub trait DynAlgorithm: Send + Sync {
     ) -> Result<Prepared, ConfigError>;
 
     /// Run a configuration produced by [`DynAlgorithm::prepare`].
-    fn run_prepared(
-        &self,
-        config: &Value,
-        input: DataInput<'_>,
-        ctx: &DataContext,
-        env: &mut RunEnv<'_>,
-    ) -> Result<Output, RunError>;
+    fn run_prepared(&self, config: &Value, run: Run<'_, '_>) -> Result<Output, RunError>;
 }
 
 // Generic job options (`center`, `center_share`, `clip`, `with_eigenvalues`,
@@ -362,13 +356,8 @@ impl<A: Algorithm> DynAlgorithm for A {
         }))
     }
 
-    fn run_prepared(
-        &self,
-        config: &Value,
-        input: DataInput<'_>,
-        ctx: &DataContext,
-        env: &mut RunEnv<'_>,
-    ) -> Result<Output, RunError> {
+    fn run_prepared(&self, config: &Value, run: Run<'_, '_>) -> Result<Output, RunError> {
+        let Run { input, ctx, env } = run;
         let (own, options) = Options::load(&parameters::schema_of::<A::Params>(), config)?;
         let config: A::Config = serde_json::from_value(own)
             .map_err(|e| RunError::Failed(format!("stored configuration is unreadable: {e}")))?;

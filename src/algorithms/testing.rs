@@ -141,7 +141,7 @@ pub(crate) fn spiked_records(
     background: f64,
     beta: f64,
 ) -> Matrix {
-    planted_records(seed, d, n, spikes, background, beta, |z| z)
+    planted_records(seed, (d, n), spikes, background, beta, |z| z)
 }
 
 /// [`spiked_records`] with β = 2, and their context under `neighbours` (n public).
@@ -162,21 +162,19 @@ pub(crate) fn spiked_with_ctx(
 /// and w ~ N(0, I_d), so E[xxᵀ] = Σ_j λ_j v_j v_jᵀ + σ²·I; clipped to ‖x‖₂ ≤ β.
 pub(crate) fn sign_spiked_records(
     seed: u64,
-    d: usize,
-    n: usize,
+    (d, n): (usize, usize),
     spikes: &[f64],
     sigma: f64,
     beta: f64,
 ) -> Matrix {
-    planted_records(seed, d, n, spikes, sigma, beta, f64::signum)
+    planted_records(seed, (d, n), spikes, sigma, beta, f64::signum)
 }
 
 /// x = Σ_j sqrt(spikes_j)·amplitude(z_j)·u_j + background·w for a random orthonormal U and
 /// standard normal z, w (drawn in that order from `seeded(seed)`), clipped to ‖x‖₂ ≤ β.
 fn planted_records(
     seed: u64,
-    d: usize,
-    n: usize,
+    (d, n): (usize, usize),
     spikes: &[f64],
     background: f64,
     beta: f64,
@@ -283,7 +281,7 @@ pub(crate) fn run_prepared_audited(
     ctx: &DataContext,
     seed: u64,
 ) -> Audited {
-    with_audited_env(seed, |env| alg.run_prepared(config, input, ctx, env))
+    with_audited_env(seed, |env| alg.run_prepared(config, Run { input, ctx, env }))
 }
 
 /// Runs records xt twice with the same seed: the configuration `prepare` stores for `params`

@@ -3,6 +3,7 @@
 
 use serde_json::json;
 
+use crate::bodies::gossip_study;
 use crate::helpers::{Records, csv_rows};
 
 #[tokio::test]
@@ -49,20 +50,6 @@ async fn a_mixing_matrix_that_is_not_doubly_stochastic_is_a_422() {
     let too_many = json!({ "k": 1, "agents": 7 });
     t.refused("gossip_power", too_many, json!({ "rho": 1.0 }), "params.agents")
         .await;
-}
-
-/// A live `gossip_power` study body: `sizes` are the sites' blocks, d = 12.
-fn gossip_study(sizes: &[usize]) -> serde_json::Value {
-    json!({
-        "name": "gossip",
-        "algorithm": "gossip_power",
-        "n_features": 12,
-        "relation": "replace_one",
-        "row_norm_bound": 1.0,
-        "params": {"k": 2, "graph": "ring"},
-        "privacy": {"rho": 5.0},
-        "sites": sizes.iter().enumerate().map(|(i, d)| json!({"name": format!("a{i}"), "n_features": d})).collect::<Vec<_>>(),
-    })
 }
 
 /// Live gossip studies: created with the sites' blocks (the stored configuration partitions

@@ -3,6 +3,8 @@
 
 #![allow(clippy::unwrap_used)]
 
+#[path = "../support/bodies.rs"]
+mod bodies;
 mod helpers;
 #[path = "../support/poll.rs"]
 mod poll;

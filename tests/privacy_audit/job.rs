@@ -9,7 +9,7 @@ use rand_chacha::ChaCha20Rng;
 use rayon::prelude::*;
 use serde_json::Value;
 
-use privpca::algorithms::{DataInput, DynAlgorithm, RunEnv};
+use privpca::algorithms::{DataInput, DynAlgorithm, Run, RunEnv};
 use privpca::dataset::{DataContext, Neighbours};
 use privpca::privacy::{Cost, Delta, PrivacyTarget, gaussian_curve, rho_to_epsilon};
 
@@ -100,7 +100,14 @@ fn run_once(
         _ => DataInput::Records { xt: data.into() },
     };
     algorithm
-        .run_prepared(config, input, ctx, &mut env)
+        .run_prepared(
+            config,
+            Run {
+                input,
+                ctx,
+                env: &mut env,
+            },
+        )
         .map_err(|e| e.to_string())
 }
 

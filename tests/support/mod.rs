@@ -5,6 +5,7 @@
 
 #![allow(dead_code, clippy::unwrap_used)]
 
+pub mod bodies;
 pub mod poll;
 
 use std::fs::OpenOptions;
