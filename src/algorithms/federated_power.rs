@@ -133,15 +133,18 @@ pub struct FederatedPowerParams {
     /// run `complete` and refuse this field.
     #[serde(default)]
     pub secure_aggregation: SecureAggregation,
-    /// Jobs only, `sparse`: the fraction γ of sites assumed corrupt (colluding with the
-    /// coordinator), γ ≥ 0 and γ + 2δ ≤ 0.9.
+    /// Jobs only, `sparse` only (refused with `complete`, where it would mean nothing): the
+    /// fraction γ of sites assumed corrupt (colluding with the coordinator), γ ≥ 0 and
+    /// γ + 2δ ≤ 0.9. Default with `sparse`: 0.1. No default is published, because the field may
+    /// not be sent with the default `complete`.
     #[serde(default)]
-    #[schemars(range(min = 0.0, max = 0.9), extend("default" = DEFAULT_CORRUPTION_RATE))]
+    #[schemars(range(min = 0.0, max = 0.9))]
     pub corruption_rate: Option<f64>,
-    /// Jobs only, `sparse`: the fraction δ of sites that may drop out, δ ≥ 0 and γ + 2δ ≤ 0.9;
-    /// `dropouts` may name at most ⌈δS⌉ sites.
+    /// Jobs only, `sparse` only (refused with `complete`): the fraction δ of sites that may drop
+    /// out, δ ≥ 0 and γ + 2δ ≤ 0.9; `dropouts` may name at most ⌈δS⌉ sites. Default with
+    /// `sparse`: 0.1.
     #[serde(default)]
-    #[schemars(range(min = 0.0, max = 0.45), extend("default" = DEFAULT_DROPOUT_RATE))]
+    #[schemars(range(min = 0.0, max = 0.45))]
     pub dropout_rate: Option<f64>,
     /// Fixed-point fraction bits f (values scaled by 2^f), 0–52. The encoding must never remove
     /// noise: the step 2^-f must be no coarser than the grid each site's noise is released on,
