@@ -1,6 +1,6 @@
 //! `cape_pca` and `cape_agn` across sites: one correlated-noise release per site per stage
 //! (docs/design/cape.md). The plan and the coordinator's state machine ([`coordinator`]), what
-//! of it a snapshot keeps ([`durable`]) and the site's steps ([`site`]). The noise itself is the
+//! of it a snapshot keeps (`durable.rs`) and the site's steps (`site.rs`). The noise itself is the
 //! numerical core's (`crate::algorithms::cape_noise`), shared with the simulate-mode jobs.
 
 pub mod coordinator;

@@ -1,7 +1,7 @@
 //! `federated_power` across sites: secure-aggregation noisy power iterations
 //! (docs/design/federation.md). Its plan (below), the per-round state both sides compute
 //! ([`state`]), the whole protocol run in process for a job ([`simulate`]) and the site's steps
-//! ([`site`]), and the coordinator's key exchange and rounds ([`coordinator`]).
+//! (`site.rs`), and the coordinator's key exchange and rounds ([`coordinator`]).
 
 pub mod coordinator;
 pub mod simulate;
