@@ -73,6 +73,10 @@ use crate::privacy::{Cost, PrivacyTarget};
 
 /// Algorithm name.
 pub const NAME: &str = "dp_oja";
+/// `clip: "auto"` treats it as this many times noisier than `analyze_gauss` at the same ρ
+/// (its per-step noise is calibrated to each step's small batch, not to all n records), so it
+/// clips on budgets where the Gram-matrix release would not (docs/utility.md "The clip rule").
+pub const CLIP_NOISE_FACTOR: f64 = 20.0;
 /// Audit label of the per-update Gaussian noise 2c·a·z_t/B.
 pub const RELEASE: &str = "oja_update";
 /// Audit label of the Gaussian noise on the eigenvalue estimate of the default schedule.
@@ -286,6 +290,7 @@ impl Algorithm for DpOja {
             "records under replace_one only: each record feeds exactly one update and the job is DP by parallel composition over disjoint updates; adding or removing a record shifts every later update, and matrix datasets have no per-record terms x xᵀ.",
         )
         .without_eigenvalues()
+        .clip_noise(CLIP_NOISE_FACTOR)
     }
 
     fn configure(

@@ -81,6 +81,10 @@ use crate::privacy::{Cost, PrivacyTarget};
 
 /// Algorithm name.
 pub const NAME: &str = "k_dp_pca";
+/// `clip: "auto"` treats it as this many times noisier than `analyze_gauss` at the same ρ
+/// (its per-step noise is calibrated to each step's small batch, not to all n records), so it
+/// clips on budgets where the Gram-matrix release would not (docs/utility.md "The clip rule").
+pub const CLIP_NOISE_FACTOR: f64 = 100.0;
 /// K of Assumption A.4, App. G.1's value for the spiked covariance model.
 pub const DEFAULT_TAIL_SCALE: f64 = 1.0;
 /// a of Assumption A.4, App. G.1's value.
@@ -453,6 +457,7 @@ impl Algorithm for KDpPca {
             "records under replace_one only: one shuffle splits the records into disjoint positional batches, each step is DP on its own batch, and the job is DP by parallel composition; adding or removing a record shifts every later batch, and matrix datasets have no per-record terms x xᵀ.",
         )
         .without_eigenvalues()
+        .clip_noise(CLIP_NOISE_FACTOR)
     }
 
     fn configure(

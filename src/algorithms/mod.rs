@@ -160,6 +160,11 @@ pub struct AlgorithmInfo {
     /// service refuses the others on such datasets before pricing (422), because they need
     /// the dense matrix.
     pub sparse: bool,
+    /// How much noisier than `analyze_gauss` it is at the same ρ and bound, as a factor on the
+    /// noise-to-signal scale √d/(n·√ρ) that `clip: "auto"` reads
+    /// ([`clipping::auto_choice`]); 1 for the Gram-matrix and power methods.
+    #[serde(skip)]
+    pub clip_noise_factor: f64,
 }
 
 impl AlgorithmInfo {
@@ -183,7 +188,14 @@ impl AlgorithmInfo {
             releases_eigenvalues: true,
             study: None,
             sparse: false,
+            clip_noise_factor: 1.0,
         }
+    }
+
+    /// It is `factor` times noisier than `analyze_gauss` for `clip: "auto"`'s rule.
+    pub fn clip_noise(mut self, factor: f64) -> Self {
+        self.clip_noise_factor = factor;
+        self
     }
 
     /// It also runs on sparse matrix datasets.
