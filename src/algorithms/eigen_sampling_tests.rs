@@ -174,7 +174,7 @@ fn configure_then_cost_returns_the_target() {
 fn defaults_and_noise_scales() {
     let c = ctx(8, Some(100), RO);
     let prepared = EigenSampling
-        .prepare(json!({"k": 2}), &c, &target(0.5))
+        .prepare(json!({"k": 2, "clip": "none"}), &c, &target(0.5))
         .expect("valid");
     // ρ = 1/2, share 1/2: ε₀ = sqrt(2·0.25) = sqrt(1/2); ε_v = sqrt(8·0.25/2) = 1.
     let e0 = 0.5_f64.sqrt();
