@@ -106,6 +106,7 @@ fn one_run(data: &Data, sites: u32, n_s: usize, rho: f64, seed: u64) -> [f64; 5]
             alpha: (d as f64).sqrt(),
         },
         public: false,
+        sparse: false,
     };
     let target = PrivacyTarget::from_rho(Rho::new(rho).expect("ρ"), None);
     let config: CapePcaConfig = CapePca

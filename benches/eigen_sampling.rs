@@ -141,6 +141,7 @@ fn main() {
                 alpha: (d as f64).sqrt() * BETA,
             },
             public: false,
+            sparse: false,
         };
         let ag_config = AnalyzeGauss
             .configure(AnalyzeGaussParams { k }, &ctx, &target)

@@ -186,7 +186,9 @@ async fn secure_site(mut site: Site) -> Result<Site> {
                 );
                 return Ok(site);
             }
-            SiteTask::CapeRelease { .. } => bail!("a CAPE task in a federated_power study"),
+            SiteTask::CapeRelease { .. } | SiteTask::GossipStep { .. } => {
+                bail!("a task of another protocol in a federated_power study")
+            }
         }
     }
 }

@@ -109,14 +109,7 @@ fn json_text(values: &[f64], d: usize) -> Vec<u8> {
 }
 
 fn npy_bytes(values: &[f64], n: usize, d: usize) -> Vec<u8> {
-    let mut text = format!("{{'descr': '<f8', 'fortran_order': False, 'shape': ({n}, {d}), }}");
-    while !(10 + text.len() + 1).is_multiple_of(64) {
-        text.push(' ');
-    }
-    text.push('\n');
-    let mut file = b"\x93NUMPY\x01\x00".to_vec();
-    file.extend((text.len() as u16).to_le_bytes());
-    file.extend(text.as_bytes());
+    let mut file = privpca::http::jobs::npy_header(n, d);
     file.extend(values.iter().flat_map(|v| v.to_le_bytes()));
     file
 }

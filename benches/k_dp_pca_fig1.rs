@@ -74,6 +74,7 @@ impl Setup {
             n: Some(n),
             neighbours: Neighbours::ReplaceOne { beta, alpha },
             public: false,
+            sparse: false,
         }
     }
 }

@@ -204,7 +204,7 @@ fn table1() {
     for p in [16usize, 64] {
         let started = Instant::now();
         let options = LanczosOptions::default();
-        let start = gaussian(items, p + options.extra, 3);
+        let start = gaussian(items, options.block_size(items), 3);
         let found = top_eigenpairs::<()>(&apply, &start, p, &options, &mut |_, _| Ok(())).expect("converges");
         let seconds = started.elapsed().as_secs_f64();
         let u = found.vectors;

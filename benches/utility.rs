@@ -127,6 +127,7 @@ impl Setup {
                 alpha: self.alpha(n),
             },
             public,
+            sparse: false,
         }
     }
 

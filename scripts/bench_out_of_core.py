@@ -14,7 +14,6 @@ Usage (as root, or with a delegated cgroup):
       [--cap 4G] [--dir target/ooc-bench] [--algorithms noisy_power,analyze_gauss,exact]
 """
 
-import argparse
 import os
 import shutil
 import subprocess
@@ -25,7 +24,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_vs_numpy import finished_job, free_port, public_dataset, start_service  # noqa: E402
+from bench_vs_numpy import bench_parser, finished_job, free_port, public_dataset, start_service  # noqa: E402
 
 
 def parse_size(text):
@@ -129,9 +128,7 @@ def gib(x):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", default="target/release/privpca")
-    ap.add_argument("--n", type=int, default=1_000_000)
+    ap = bench_parser(1_000_000)
     ap.add_argument("--d", type=int, default=1000)
     ap.add_argument("--cap", default="4G")
     ap.add_argument("--dir", default="target/ooc-bench")

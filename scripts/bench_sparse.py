@@ -10,7 +10,7 @@ starts `privpca serve` on a fresh data directory and, in one run:
 1. scipy: `scipy.sparse.linalg.eigsh(M, k)` (the reference top k), timed;
 2. privpca, timed from the first byte of the upload to the basis in hand: create a public
    matrix dataset → PUT the .mtx (`application/x-matrix-market`) → POST an `exact` k job →
-   poll → GET the result;
+   poll → GET the result (as `.npy`, `Accept: application/x-npy`);
 3. privpca `noisy_power` k on the same dataset, public, no privacy target (default parameters,
    then `--iterations`);
 4. the refusals: `analyze_gauss` on the sparse dataset (422), and a file with an index out of
@@ -24,9 +24,10 @@ Usage: python3 scripts/bench_sparse.py [--bin target/release/privpca] [--n 10000
 """
 
 import argparse
+import http.client
+import io
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -38,28 +39,15 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_vs_numpy import ADMIN, Client, free_port  # noqa: E402  (the same HTTP client)
+import bench_vs_numpy  # noqa: E402  (the same HTTP client and service start)
+from bench_vs_numpy import Client, bench_parser, free_port, ready_admin  # noqa: E402
 
 
 def start_service(binary, work):
     """`privpca serve` on a free loopback port with a fresh data directory; (process, admin client)."""
     port = free_port()
-    data = os.path.join(work, "data")
-    os.makedirs(data, exist_ok=True)
-    settings = {"BIND": f"127.0.0.1:{port}", "DATA_DIR": data, "DATABASE_URL": f"sqlite://{data}/privpca.db",
-                "ADMIN_KEY": ADMIN, "MAX_UPLOAD_BYTES": str(1 << 40), "LOG_FORMAT": "json"}
-    env = {**os.environ, **{f"PRIVPCA_{name}": value for name, value in settings.items()}}
-    log = open(os.path.join(work, "serve.log"), "w")
-    process = subprocess.Popen([binary, "serve"], env=env, stdout=log, stderr=log)
-    admin = Client(port, ADMIN)
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            admin.call("GET", "/readyz")
-            return process, admin
-        except (OSError, RuntimeError):
-            time.sleep(0.1)
-    raise RuntimeError("the service did not become ready")
+    process = bench_vs_numpy.start_service(binary, work, port, {})
+    return process, ready_admin(port, seconds=60)
 
 
 def refused(call):
@@ -121,22 +109,32 @@ def peak_rss_mib(pid):
     return float("nan")
 
 
+def npy_result(client, job):
+    """The basis of a succeeded job as n × k, fetched as `.npy` (`Accept: application/x-npy`)."""
+    conn = http.client.HTTPConnection("127.0.0.1", client.port, timeout=3600, blocksize=1 << 20)
+    conn.request("GET", f"/v1/jobs/{job}/result",
+                 headers={"Authorization": f"Bearer {client.key}", "Accept": "application/x-npy"})
+    resp = conn.getresponse()
+    data = resp.read()
+    conn.close()
+    if resp.status != 200:
+        raise RuntimeError(f"GET result: {resp.status} {data[:500]!r}")
+    return np.load(io.BytesIO(data))
+
+
 def run_job(client, body):
-    """Submits, polls every 2 ms until the job ends; (view, basis as n × k, eigenvalues)."""
+    """Submits, polls every 2 ms until the job ends; (view, basis as n × k)."""
     job = client.call("POST", "/v1/jobs", body)["id"]
     view = client.call("GET", f"/v1/jobs/{job}")
     while view["status"] in ("queued", "running"):
         time.sleep(0.002)
         view = client.call("GET", f"/v1/jobs/{job}")
     assert view["status"] == "succeeded", view
-    result = client.call("GET", f"/v1/jobs/{job}/result")
-    return view, np.array(result["basis"]).T, result.get("eigenvalues")
+    return view, npy_result(client, job)
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", default="target/release/privpca")
-    ap.add_argument("--n", type=int, default=100_000)
+    ap = bench_parser(100_000)
     ap.add_argument("--communities", type=int, default=10)
     ap.add_argument("--degree-in", type=float, default=15.0)
     ap.add_argument("--degree-out", type=float, default=4.0)
@@ -175,7 +173,7 @@ def main():
         ds = client.call("POST", "/v1/datasets", {"name": "graph", "kind": "matrix", "public": True})
         view = client.call("PUT", f"/v1/datasets/{ds['id']}/data", mtx, "application/x-matrix-market")
         uploaded_s = time.perf_counter() - t
-        job_view, basis, _ = run_job(client, {"dataset_id": ds["id"], "algorithm": "exact", "params": {"k": args.k}})
+        job_view, basis = run_job(client, {"dataset_id": ds["id"], "algorithm": "exact", "params": {"k": args.k}})
         to_basis_s = time.perf_counter() - t
         exact_energy = energy(m, basis) / best
         print(f"privpca upload: {uploaded_s:.2f} s (stored nnz = {view['nnz']}); upload to exact basis: "
@@ -184,11 +182,13 @@ def main():
 
         for params in ({"k": args.k}, {"k": args.k, "iterations": args.iterations}):
             t = time.perf_counter()
-            job_view, basis, _ = run_job(client, {"dataset_id": ds["id"], "algorithm": "noisy_power", "params": params})
+            job_view, basis = run_job(client, {"dataset_id": ds["id"], "algorithm": "noisy_power", "params": params})
             s = time.perf_counter() - t
+            ran = job_view["config"].get("iterations")
             orth = np.abs(basis.T @ basis - np.eye(args.k)).max()
             print(f"noisy_power {params} (public, no privacy target): captured energy "
-                  f"{energy(m, basis) / best:.6f} of eigsh's; {s:.2f} s; max |VᵀV − I| = {orth:.1e}")
+                  f"{energy(m, basis) / best:.6f} of eigsh's; {s:.2f} s (config: L ≤ {ran}, until_converged = "
+                  f"{job_view['config'].get('until_converged', False)}); max |VᵀV − I| = {orth:.1e}")
 
         gauss = {"dataset_id": ds["id"], "algorithm": "analyze_gauss", "params": {"k": args.k}}
         print(f"analyze_gauss on the sparse dataset: {refused(lambda: client.call('POST', '/v1/jobs', gauss))}")

@@ -81,17 +81,33 @@ def start_service(binary, work, port, extra_env, **popen):
     return subprocess.Popen([binary, "serve"], env=env, stdout=log, stderr=log, **popen)
 
 
+def ready_admin(port, seconds=30):
+    """Waits up to `seconds` for the service on `port` to be ready; returns its admin client."""
+    admin = Client(port, ADMIN)
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        try:
+            admin.call("GET", "/readyz")
+            return admin
+        except (OSError, RuntimeError):
+            time.sleep(0.1)
+    raise RuntimeError("the service did not become ready")
+
+
+def bench_parser(n):
+    """The options every service benchmark takes: the binary to run and the row count `--n`
+    (default `n`)."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", default="target/release/privpca")
+    ap.add_argument("--n", type=int, default=n)
+    return ap
+
+
 def public_dataset(port, name):
     """Waits for the service on `port` to be ready, then creates a tenant and an empty public
     records dataset (row norm bound 1), both called `name`; returns the tenant's client and the
     dataset's id."""
-    admin = Client(port, ADMIN)
-    for _ in range(300):
-        try:
-            admin.call("GET", "/readyz")
-            break
-        except (OSError, RuntimeError):
-            time.sleep(0.1)
+    admin = ready_admin(port)
     key = admin.call("POST", "/v1/tenants", {"name": name})["api_key"]
     client = Client(port, key)
     dataset = client.call(
@@ -174,9 +190,7 @@ def summary(name, seconds, reference=None, run_ms=None):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", default="target/release/privpca")
-    ap.add_argument("--n", type=int, default=100_000)
+    ap = bench_parser(100_000)
     ap.add_argument("--d", type=int, default=500)
     ap.add_argument("--reps", type=int, default=8)
     ap.add_argument("--threads", type=int, default=0, help="PRIVPCA_THREADS (0: one per core)")

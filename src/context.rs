@@ -29,6 +29,7 @@ pub fn data_context(record: &DatasetRecord) -> Option<DataContext> {
         n: n_is_public(record).then_some(n),
         neighbours,
         public: record.public,
+        sparse: record.nnz.is_some(),
     })
 }
 

@@ -94,6 +94,9 @@ pub struct DataContext {
     pub neighbours: Neighbours,
     /// `public: true` datasets carry no budget; exact PCA and seeds are allowed on them.
     pub public: bool,
+    /// The matrix is stored sparse (uploaded as Matrix Market): a fact of the upload's format,
+    /// public like the shape.
+    pub sparse: bool,
 }
 
 impl DataContext {

@@ -193,39 +193,32 @@ pub async fn hold(store: Store, lease: Lease, control: Arc<RunningJob>, done: Ca
 }
 
 /// The reaper, one per replica, until `shutdown`: fails jobs whose lease ran out and studies
-/// whose coordinator stopped renewing, and renews this replica's own study leases. Runs once
-/// at once (so a restarted single process fails what its predecessor left as soon as the
-/// lease allows), then every half lease.
+/// whose coordinator stopped renewing. Runs once at once (so a restarted single process fails
+/// what its predecessor left as soon as the lease allows), then every half lease. (A replica's
+/// own study leases are renewed by its study hub, each under the epoch it claimed:
+/// `StudyHub::adopt`.)
 pub async fn reap(store: Store, shutdown: CancellationToken) {
     let period = (store.lease() / 2).max(Duration::from_millis(200));
-    let study_period = heartbeat_period(store.lease());
-    let mut next_reap = tokio::time::Instant::now();
     loop {
-        if tokio::time::Instant::now() >= next_reap {
-            match store.reap_expired_jobs().await {
-                Ok(0) => {}
-                Ok(n) => tracing::warn!(
-                    jobs = n,
-                    "failed jobs whose replica stopped answering (charges kept, never re-run)"
-                ),
-                Err(e) => tracing::warn!(error = %e, "could not reap expired jobs"),
-            }
-            match store.reap_expired_studies().await {
-                Ok(0) => {}
-                Ok(n) => tracing::warn!(
-                    studies = n,
-                    "failed studies whose coordinator stopped (charges made stand)"
-                ),
-                Err(e) => tracing::warn!(error = %e, "could not reap interrupted studies"),
-            }
-            next_reap = tokio::time::Instant::now() + period;
+        match store.reap_expired_jobs().await {
+            Ok(0) => {}
+            Ok(n) => tracing::warn!(
+                jobs = n,
+                "failed jobs whose replica stopped answering (charges kept, never re-run)"
+            ),
+            Err(e) => tracing::warn!(error = %e, "could not reap expired jobs"),
         }
-        if let Err(e) = store.renew_study_leases().await {
-            tracing::warn!(error = %e, "could not renew this replica's study leases");
+        match store.reap_expired_studies().await {
+            Ok(0) => {}
+            Ok(n) => tracing::warn!(
+                studies = n,
+                "failed studies whose coordinator stopped (charges made stand)"
+            ),
+            Err(e) => tracing::warn!(error = %e, "could not reap interrupted studies"),
         }
         tokio::select! {
             _ = shutdown.cancelled() => return,
-            _ = tokio::time::sleep(study_period.min(period)) => {}
+            _ = tokio::time::sleep(period) => {}
         }
     }
 }

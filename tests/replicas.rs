@@ -25,14 +25,6 @@ const ADMIN: &str = "replica-test-admin";
 /// A short lease, so that the kill test takes seconds.
 const LEASE_SECS: u64 = 2;
 
-/// The server the PostgreSQL test uses; an ignored test run without it fails, never skips.
-fn postgres_url() -> String {
-    std::env::var("PRIVPCA_TEST_POSTGRES_URL")
-        .ok()
-        .filter(|u| !u.is_empty())
-        .expect("PRIVPCA_TEST_POSTGRES_URL names the PostgreSQL server (scripts/postgres.sh)")
-}
-
 /// A replica's environment: one worker, a short lease, the shared database and data directory.
 fn replica_env(name: &str, database_url: &str, data_dir: &Path) -> Vec<(&'static str, String)> {
     vec![
@@ -53,7 +45,7 @@ async fn start(name: &str, database_url: &str, data_dir: &Path, log: &Path) -> S
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs PostgreSQL: set PRIVPCA_TEST_POSTGRES_URL (CI runs it)"]
 async fn a_killed_replicas_job_is_failed_by_the_other_and_admission_never_overspends() {
-    let base_url = postgres_url();
+    let base_url = support::postgres_url();
     let database = support::fresh_database(&base_url, "privpca_replicas").await;
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");

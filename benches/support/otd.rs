@@ -136,6 +136,7 @@ fn config_for(spec: Spec, data: &Data, d: usize, k: usize, epsilon: f64, delta: 
         n: Some(data.shards.iter().map(Matrix::ncols).sum()),
         neighbours: data.neighbours,
         public: false,
+        sparse: false,
     };
     let target = PrivacyTarget::from_epsilon_delta(
         Epsilon::new(epsilon).expect("a valid ε"),

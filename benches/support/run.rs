@@ -22,6 +22,7 @@ pub fn records_ctx(d: usize, n: usize, beta: f64) -> DataContext {
             alpha: (d as f64).sqrt() * beta,
         },
         public: false,
+        sparse: false,
     }
 }
 

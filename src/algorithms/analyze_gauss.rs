@@ -16,10 +16,13 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::noisy_power::check_opening;
-use super::{Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError};
-use crate::dataset::{DataContext, Kind, Neighbours};
-use crate::linalg::{fix_signs, gram_t, try_sym_eig};
+use super::noisy_power::{check_calibrated, check_opening};
+use super::{
+    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError, catalog,
+    ensure_fits,
+};
+use crate::dataset::{DataContext, Neighbours};
+use crate::privacy::cost::round_up_while;
 use crate::privacy::{Cost, PrivacyTarget};
 
 /// Audit label of the perturbation.
@@ -66,25 +69,13 @@ fn cost_of(delta: f64, sd: f64) -> f64 {
 
 /// σ = Δ/sqrt(2ρ), rounded up (never down) so that `cost_of(Δ, σ) ≤ ρ` in floating point too.
 fn calibrate(delta: f64, rho: f64) -> f64 {
-    let mut sd = delta / (2.0 * rho).sqrt();
-    while cost_of(delta, sd) > rho {
-        sd = sd.next_up();
-    }
-    sd
+    round_up_while(delta / (2.0 * rho).sqrt(), |sd| cost_of(delta, sd) > rho)
 }
 
 impl Algorithm for AnalyzeGauss {
+    const INFO: &'static AlgorithmInfo = &catalog::ANALYZE_GAUSS;
     type Params = AnalyzeGaussParams;
     type Config = AnalyzeGaussConfig;
-
-    fn info(&self) -> AlgorithmInfo {
-        AlgorithmInfo::new(
-            "analyze_gauss",
-            "Input perturbation: add a symmetric Gaussian matrix to A once, return the top-k eigenvectors of the noisy matrix.",
-            "Dwork, Talwar, Thakurta & Zhang 2014 (Analyze Gauss, DP-Gauss-1); seed 004 App. G",
-            "ρ-zCDP with ρ = Δ²/(2σ²): one Gaussian mechanism on the upper triangle of A, Δ = β² (add_remove), √2·β² (replace_one) or u (matrix).",
-        )
-    }
 
     fn configure(
         &self,
@@ -94,12 +85,7 @@ impl Algorithm for AnalyzeGauss {
     ) -> Result<AnalyzeGaussConfig, ConfigError> {
         let rho = check_opening(ctx, target, params.k)?;
         let noise_sd = calibrate(sensitivity(&ctx.neighbours), rho);
-        if !noise_sd.is_finite() {
-            return Err(ConfigError::invalid(
-                "rho",
-                "is too small to calibrate noise in floating point",
-            ));
-        }
+        check_calibrated(noise_sd.is_finite())?;
         Ok(AnalyzeGaussConfig {
             k: params.k,
             noise_sd,
@@ -114,18 +100,17 @@ impl Algorithm for AnalyzeGauss {
     fn noise_scales(&self, config: &AnalyzeGaussConfig, ctx: &DataContext) -> Vec<NoiseScale> {
         let delta = sensitivity(&ctx.neighbours);
         let d = ctx.d;
-        vec![NoiseScale {
-            release: RELEASE.into(),
-            distribution: "gaussian".into(),
-            multiplier: config.noise_sd / delta,
-            sensitivity: Some(delta),
-            count: 1,
-            description: format!(
+        vec![NoiseScale::gaussian(
+            RELEASE,
+            config.noise_sd,
+            delta,
+            1,
+            format!(
                 "One symmetric Gaussian matrix added to A: {} independent entries (upper triangle) of sd {:.6e}.",
                 d * (d + 1) / 2,
                 config.noise_sd
             ),
-        }]
+        )]
     }
 
     /// Draws E through `env.gaussian_symmetric_release` under the label [`RELEASE`].
@@ -136,22 +121,9 @@ impl Algorithm for AnalyzeGauss {
         ctx: &DataContext,
         env: &mut RunEnv<'_>,
     ) -> Result<Output, RunError> {
-        let d = ctx.d;
         let k = config.k;
-        if !(k >= 1 && k <= d && config.noise_sd > 0.0 && config.noise_sd.is_finite()) {
-            return Err(RunError::Failed(
-                "the stored configuration does not fit the dataset".into(),
-            ));
-        }
-        let a = match (input, ctx.kind()) {
-            (DataInput::Records { xt }, Kind::Records) if xt.nrows() == d => gram_t(xt),
-            (DataInput::Matrix { a }, Kind::Matrix) if a.nrows() == d && a.ncols() == d => a.clone(),
-            _ => {
-                return Err(RunError::Failed(
-                    "the data does not match the dataset's kind or dimension".into(),
-                ));
-            }
-        };
+        ensure_fits(k >= 1 && k <= ctx.d && config.noise_sd > 0.0 && config.noise_sd.is_finite())?;
+        let a = input.symmetric_matrix(ctx)?;
         // Â = A + E (DP-Gauss-1); only the upper triangle of A enters, released on the grid and
         // mirrored.
         let noisy =
@@ -161,15 +133,7 @@ impl Algorithm for AnalyzeGauss {
                 "numerical overflow in the perturbed matrix".into(),
             ));
         }
-        // sym_eig sorts by decreasing eigenvalue (nalgebra's own order is unsorted).
-        let eig = try_sym_eig(&noisy)
-            .map_err(|_| RunError::Failed("the eigendecomposition did not converge".into()))?;
-        let mut basis = eig.vectors.columns(0, k).into_owned();
-        fix_signs(&mut basis);
-        Ok(Output {
-            basis,
-            eigenvalues: Some(eig.values.iter().take(k).copied().collect()),
-        })
+        Output::top_eigenpairs(&noisy, k)
     }
 }
 

@@ -215,7 +215,7 @@ fn mismatched_input_fails_cleanly() {
 
 #[test]
 fn info_describes_the_algorithm() {
-    let info = Algorithm::info(&AnalyzeGauss);
+    let info = AnalyzeGauss::INFO;
     assert_eq!(info.name, "analyze_gauss");
     assert!(!info.public_only && info.source.contains("Dwork"));
     let schema = crate::algorithms::parameters::schema_of::<AnalyzeGaussParams>();

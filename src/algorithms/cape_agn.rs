@@ -93,9 +93,10 @@ use super::noisy_power::{check_k, target_rho};
 use super::sensitivity::check_bounds;
 use super::tensor_power::packed_len;
 use super::{
-    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError, StudyKind,
+    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError, catalog,
+    ensure_fits,
 };
-use crate::dataset::{DataContext, Kind, Neighbours, Relation};
+use crate::dataset::{DataContext, Kind, Neighbours};
 use crate::federation::cape::{CapeNoise, DEFAULT_PAIR_RATIO};
 use crate::linalg::Matrix;
 use crate::privacy::{Cost, PrivacyTarget};
@@ -382,24 +383,9 @@ pub fn configure(
 pub struct CapeAgn;
 
 impl Algorithm for CapeAgn {
+    const INFO: &'static AlgorithmInfo = &catalog::CAPE_AGN;
     type Params = CapeAgnParams;
     type Config = CapeAgnConfig;
-
-    fn info(&self) -> AlgorithmInfo {
-        AlgorithmInfo::new(
-            "cape_agn",
-            "Distributed private orthogonal tensor decomposition (capeAGN): S simulated sites release their second and third moments with CAPE correlated noise; the aggregator whitens, runs the tensor power method and returns the mixture components (released.components) and an orthonormal basis of their span. Simulate mode over a records dataset.",
-            "Imtiaz & Sarwate, Distributed differentially private algorithms for matrix and tensor factorization, Alg. 1 and 3, App. B–C; Anandkumar et al. 2014 Alg. 1",
-            "ρ-zCDP charged to every site: two CAPE releases (second moments, third moments) at ρ/2 each, calibrated against the aggregator's joint view of all messages; Δ from the model (Imtiaz & Sarwate App. C in sum form).",
-        )
-        .scope(
-            &[Kind::Records],
-            &[Relation::ReplaceOne, Relation::AddRemove],
-            "cape_agn's models (STM, MOG) describe records",
-        )
-        .without_eigenvalues()
-        .study(StudyKind::Cape)
-    }
 
     fn configure(
         &self,
@@ -417,21 +403,22 @@ impl Algorithm for CapeAgn {
 
     fn noise_scales(&self, config: &CapeAgnConfig, ctx: &DataContext) -> Vec<NoiseScale> {
         let d = ctx.d;
-        let scale = |release: &str, noise: &CapeNoise, len: usize, what: &str| NoiseScale {
-            release: release.into(),
-            distribution: "gaussian".into(),
-            multiplier: noise.own_sd / noise.sensitivity,
-            sensitivity: Some(noise.sensitivity),
-            count: config.sites as usize,
-            description: format!(
-                "{what}: each of {} sites adds its own N(0, {:.4e}²) to {len} packed entries, plus pairwise zero-sum terms (sd {:.4e}) and the aggregator's term (sd {:.4e}); the aggregate carries sd {:.4e} per entry when all send (pooled {:.4e}).",
-                config.sites,
+        let scale = |release: &str, noise: &CapeNoise, len: usize, what: &str| {
+            NoiseScale::gaussian(
+                release,
                 noise.own_sd,
-                noise.pair_sd,
-                noise.aggregator_sd,
-                noise.achieved_sd(config.sites as usize, 0),
-                noise.pooled_sd
-            ),
+                noise.sensitivity,
+                config.sites as usize,
+                format!(
+                    "{what}: each of {} sites adds its own N(0, {:.4e}²) to {len} packed entries, plus pairwise zero-sum terms (sd {:.4e}) and the aggregator's term (sd {:.4e}); the aggregate carries sd {:.4e} per entry when all send (pooled {:.4e}).",
+                    config.sites,
+                    noise.own_sd,
+                    noise.pair_sd,
+                    noise.aggregator_sd,
+                    noise.achieved_sd(config.sites as usize, 0),
+                    noise.pooled_sd
+                ),
+            )
         };
         vec![
             scale(STAGE1, &config.stage1, d * (d + 1) / 2, "Stage 1, second moments"),
@@ -455,12 +442,9 @@ impl Algorithm for CapeAgn {
             return Err(failed("cape_agn runs on records"));
         };
         let d = ctx.d;
-        if xt.nrows() != d
-            || !(config.k >= 1 && config.k <= d)
-            || config.shares.len() != config.sites as usize
-        {
-            return Err(failed("the stored configuration does not fit the dataset"));
-        }
+        ensure_fits(
+            xt.nrows() == d && config.k >= 1 && config.k <= d && config.shares.len() == config.sites as usize,
+        )?;
         let records = to_domain(xt, config.model);
         let shards: Vec<Matrix> = shard_ranges(records.ncols(), &config.shares)
             .into_iter()

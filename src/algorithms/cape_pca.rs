@@ -27,12 +27,12 @@ use serde::{Deserialize, Serialize};
 use super::analyze_gauss::sensitivity;
 use super::noisy_power::check_opening;
 use super::{
-    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError, StudyKind,
+    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError, catalog,
 };
-use crate::dataset::{DataContext, Kind, Relation};
+use crate::dataset::{DataContext, Kind};
 use crate::federation::cape::{self, CapeNoise, CapeReport, DEFAULT_PAIR_RATIO};
 use crate::federation::crypto::Seed;
-use crate::linalg::{Records, fix_signs, gram_t, try_sym_eig};
+use crate::linalg::{Records, gram_t};
 use crate::privacy::{Cost, PrivacyTarget};
 
 /// Default number of simulated sites.
@@ -207,14 +207,7 @@ pub fn shard_ranges(n: usize, sites: usize, shares: Option<&[f64]>) -> Vec<std::
 /// The aggregator's last step: the top-k eigenpairs of the aggregate Â (Alg. 2 steps 9–10).
 pub fn finish(aggregate: &[f64], d: usize, k: usize) -> Result<Output, RunError> {
     let a = cape::unpack_symmetric(aggregate, d).map_err(RunError::Failed)?;
-    let eig =
-        try_sym_eig(&a).map_err(|_| RunError::Failed("the eigendecomposition did not converge".into()))?;
-    let mut basis = eig.vectors.columns(0, k).into_owned();
-    fix_signs(&mut basis);
-    Ok(Output {
-        basis,
-        eigenvalues: Some(eig.values.iter().take(k).copied().collect()),
-    })
+    Output::top_eigenpairs(&a, k)
 }
 
 /// A site's statistic: the packed upper triangle of X_sᵀX_s (`xt` = X_sᵀ, d×n_s, clipped).
@@ -231,23 +224,9 @@ pub fn site_statistic<'a>(xt: impl Into<Records<'a>>) -> Vec<f64> {
 pub struct CapePca;
 
 impl Algorithm for CapePca {
+    const INFO: &'static AlgorithmInfo = &catalog::CAPE_PCA;
     type Params = CapePcaParams;
     type Config = CapePcaConfig;
-
-    fn info(&self) -> AlgorithmInfo {
-        AlgorithmInfo::new(
-            "cape_pca",
-            "Distributed private PCA with correlated noise (capePCA): each site sends its Gram matrix with zero-sum pairwise noise, aggregator noise and a small own noise, so the aggregate reaches close to the pooled-data noise level. As a job it simulates S sites over a records dataset; as a study (POST /v1/studies) real sites run `privpca site`.",
-            "Imtiaz & Sarwate, Distributed differentially private algorithms for matrix and tensor factorization: Alg. 1 (CAPE), Alg. 2 (capePCA), §III-A",
-            "ρ-zCDP against the aggregator's joint view of every site's message (correlated Gaussian noise, ρ = Δ²/2·(g+v)/(g(Sv+g))), charged to every site; Δ = β² (add_remove) or √2·β² (replace_one). A coalition of the aggregator with all other sites sees one site's Gram matrix with noise variance g only.",
-        )
-        .scope(
-            &[Kind::Records],
-            &[Relation::ReplaceOne, Relation::AddRemove],
-            "cape_pca runs on records (the sites' rows)",
-        )
-        .study(StudyKind::Cape)
-    }
 
     fn configure(
         &self,
@@ -286,13 +265,8 @@ impl Algorithm for CapePca {
         let n = &config.noise;
         let entries = ctx.d * (ctx.d + 1) / 2;
         let s = config.sites as usize;
-        let scale = |release: &str, sd: f64, count: usize, description: String| NoiseScale {
-            release: release.into(),
-            distribution: "gaussian".into(),
-            multiplier: sd / delta,
-            sensitivity: Some(delta),
-            count,
-            description,
+        let scale = |release: &str, sd: f64, count: usize, description: String| {
+            NoiseScale::gaussian(release, sd, delta, count, description)
         };
         vec![
             scale(

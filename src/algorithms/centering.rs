@@ -26,6 +26,7 @@ use crate::dataset::{DataContext, Kind, Neighbours};
 use crate::linalg::clip::clip_columns;
 use crate::linalg::{Matrix, Records, Vector};
 use crate::privacy::Cost;
+use crate::privacy::cost::round_up_while;
 
 /// Default share of the job's ρ spent on a private mean.
 pub const DEFAULT_CENTER_SHARE: f64 = 0.1;
@@ -138,11 +139,9 @@ pub fn request(
 
 /// s = Δ/sqrt(2ρ) (docs/design/privacy.md §2), nudged up until Cost::gaussian(Δ, s) ≤ ρ in floating point.
 pub(crate) fn calibrate_sd(sensitivity: f64, rho: f64) -> f64 {
-    let mut sd = sensitivity / (2.0 * rho).sqrt();
-    while Cost::gaussian(sensitivity, sd).rho > rho {
-        sd = sd.next_up();
-    }
-    sd
+    round_up_while(sensitivity / (2.0 * rho).sqrt(), |sd| {
+        Cost::gaussian(sensitivity, sd).rho > rho
+    })
 }
 
 /// The L2 row bound β and L1 row bound α of a records dataset.
@@ -227,15 +226,13 @@ impl CenterConfig {
         else {
             return Vec::new();
         };
-        let mut scales = vec![NoiseScale {
-            release: SUM_RELEASE.into(),
-            distribution: "gaussian".into(),
-            multiplier: noise_sd / sum_sensitivity,
-            sensitivity: Some(*sum_sensitivity),
-            count: d,
-            description:
-                "private centering: Gaussian noise on each coordinate of the clipped sum of the rows".into(),
-        }];
+        let mut scales = vec![NoiseScale::gaussian(
+            SUM_RELEASE,
+            *noise_sd,
+            *sum_sensitivity,
+            d,
+            "private centering: Gaussian noise on each coordinate of the clipped sum of the rows",
+        )];
         if let Some(sd) = count_noise_sd {
             scales.push(NoiseScale {
                 release: COUNT_RELEASE.into(),

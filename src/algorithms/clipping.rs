@@ -35,6 +35,7 @@ use super::{ConfigError, NoiseScale, RunEnv, RunError};
 use crate::dataset::{DataContext, Kind, Neighbours};
 use crate::linalg::clip::clip_columns_l2;
 use crate::linalg::{Matrix, Records};
+use crate::privacy::cost::round_up_while;
 use crate::privacy::{Cost, PrivacyTarget};
 
 /// Audit label of the search's noisy counts.
@@ -218,10 +219,10 @@ pub fn configure(
         ));
     }
     // σ = Δ·sqrt(T/(2ρ_q)), nudged up so that T·Δ²/(2σ²) ≤ ρ_q in floating point too.
-    let mut noise_sd = super::centering::calibrate_sd(sensitivity, rho_q / f64::from(STEPS));
-    while cost_of(STEPS, sensitivity, noise_sd).rho > rho_q {
-        noise_sd = noise_sd.next_up();
-    }
+    let noise_sd = round_up_while(
+        super::centering::calibrate_sd(sensitivity, rho_q / f64::from(STEPS)),
+        |sd| cost_of(STEPS, sensitivity, sd).rho > rho_q,
+    );
     Ok(ClipConfig {
         quantile,
         share,
@@ -248,17 +249,16 @@ impl ClipConfig {
     }
 
     pub fn noise_scale(&self) -> NoiseScale {
-        NoiseScale {
-            release: RELEASE.into(),
-            distribution: "gaussian".into(),
-            multiplier: self.noise_sd / self.sensitivity,
-            sensitivity: Some(self.sensitivity),
-            count: self.steps as usize,
-            description: format!(
+        NoiseScale::gaussian(
+            RELEASE,
+            self.noise_sd,
+            self.sensitivity,
+            self.steps as usize,
+            format!(
                 "adaptive clipping: noisy binary search for the {} quantile of the row norms (one noisy count per step)",
                 self.quantile
             ),
-        }
+        )
     }
 
     /// Runs the search on the records (d×n, one record per column) and returns c.

@@ -95,13 +95,14 @@ use rand_distr::{Distribution, StandardNormal};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::noisy_power::{check_opening, choose_iterations, gram_is_cheaper};
+use super::noisy_power::{Operator, check_opening, choose_iterations};
 use super::sensitivity::change_l1_bound;
 use super::{
     Algorithm, AlgorithmInfo, Cancelled, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError,
+    catalog, ensure_fits,
 };
-use crate::dataset::{DataContext, Kind, Neighbours};
-use crate::linalg::{CsrView, Matrix, Records, fix_signs, gram_t, gram_t_times, matmul, thin_qr_q};
+use crate::dataset::{DataContext, Neighbours};
+use crate::linalg::{Matrix, fix_signs, thin_qr_q};
 use crate::privacy::{Cost, PrivacyTarget};
 
 /// Default number of rounds T per vector. The paper's T = 4·ln σ₁(A) (Lemma 3.5) depends on the
@@ -246,14 +247,6 @@ fn check_coherence(bound: Option<f64>, search: bool, d: usize) -> Result<Vec<f64
 }
 
 /// A ← A − Σ_j σ̂_j·v_j·v_jᵀ applied as an operator x ↦ A_i·x (d×1 columns).
-enum Operator<'a> {
-    Dense(std::borrow::Cow<'a, Matrix>),
-    /// A = xt·xtᵀ applied in factored form (never formed).
-    Records(Records<'a>),
-    /// A sparse matrix, applied by the CSR product (never densified).
-    Sparse(CsrView<'a>),
-}
-
 struct Deflated<'a> {
     base: Operator<'a>,
     /// (σ̂_j, v_j) of the vectors found so far: released values only.
@@ -262,41 +255,18 @@ struct Deflated<'a> {
 
 impl<'a> Deflated<'a> {
     /// Forms A = XᵀX once when that is cheaper than `applications` factored products
-    /// ([`gram_is_cheaper`] with p = 1); checks the input against the public shape and kind.
+    /// ([`Operator::new`] with p = 1); checks the input against the public shape and kind.
     fn new(input: DataInput<'a>, ctx: &DataContext, applications: u64) -> Result<Self, RunError> {
-        let d = ctx.d;
-        let base = match (input, ctx.kind()) {
-            (DataInput::Records { xt }, Kind::Records) if xt.nrows() == d => {
-                let l = u32::try_from(applications).unwrap_or(u32::MAX);
-                if xt.stats().is_some() || gram_is_cheaper(xt.ncols(), d, 1, l) {
-                    Operator::Dense(std::borrow::Cow::Owned(gram_t(xt)))
-                } else {
-                    Operator::Records(xt)
-                }
-            }
-            (DataInput::Matrix { a }, Kind::Matrix) if a.nrows() == d && a.ncols() == d => {
-                Operator::Dense(std::borrow::Cow::Borrowed(a))
-            }
-            (DataInput::Sparse { a }, Kind::Matrix) if a.n() == d => Operator::Sparse(a),
-            _ => {
-                return Err(RunError::Failed(
-                    "the data does not match the dataset's kind or dimension".into(),
-                ));
-            }
-        };
+        let applications = u32::try_from(applications).unwrap_or(u32::MAX);
         Ok(Self {
-            base,
+            base: Operator::new(input, ctx, 1, applications)?,
             removed: Vec::new(),
         })
     }
 
     /// A_i·x = A·x − Σ_j σ̂_j·v_j·(v_jᵀx) (Fig. 3 line 3c, without forming A_i).
     fn apply(&self, x: &Matrix) -> Matrix {
-        let mut y = match &self.base {
-            Operator::Dense(a) => matmul(a, x),
-            Operator::Records(xt) => gram_t_times(*xt, x),
-            Operator::Sparse(a) => a.times(x),
-        };
+        let mut y = self.base.apply(x);
         for (sigma, v) in &self.removed {
             y -= v * (sigma * v.dot(x));
         }
@@ -415,18 +385,9 @@ fn fits(config: &CoherentPowerConfig, d: usize) -> bool {
 }
 
 impl Algorithm for CoherentPower {
+    const INFO: &'static AlgorithmInfo = &catalog::COHERENT_POWER;
     type Params = CoherentPowerParams;
     type Config = CoherentPowerConfig;
-
-    fn info(&self) -> AlgorithmInfo {
-        AlgorithmInfo::new(
-            "coherent_power",
-            "Private power iteration one vector at a time under a public coherence bound C, rank k by deflation with private singular-value estimates; the job fails cleanly if an iterate breaks the bound.",
-            "Hardt & Roth 2013, Fig. 2 (PPI, Lemma 3.4), Fig. 3 (rank-k by deflation), Remark 4.5 (search over C)",
-            "ρ-zCDP with ρ = k·(m·T/(2s²) + ε''²/2): per component, m·T Gaussian rounds (the Gaussian part) of sensitivity u·sqrt(C/d) for matrices and min(β², u_eff·sqrt(C/d)) for records (m coherence candidates, 1 without the search), and one Laplace estimate (pure DP) of sensitivity u for matrices, min(β², u_eff) for records.",
-        )
-        .sparse()
-    }
 
     fn configure(
         &self,
@@ -531,11 +492,7 @@ impl Algorithm for CoherentPower {
     ) -> Result<Output, RunError> {
         let d = ctx.d;
         let delta_sigma = estimate_sensitivity(&ctx.neighbours);
-        if !(fits(config, d) && delta_sigma > 0.0 && delta_sigma.is_finite()) {
-            return Err(RunError::Failed(
-                "the stored configuration does not fit the dataset".into(),
-            ));
-        }
+        ensure_fits(fits(config, d) && delta_sigma > 0.0 && delta_sigma.is_finite())?;
         let (k, iterations) = (config.k, config.iterations);
         let candidates = &config.coherence_candidates;
         let rounds_per_vector = candidates.len() as u64 * u64::from(iterations);

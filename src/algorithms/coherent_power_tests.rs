@@ -17,6 +17,7 @@ use crate::algorithms::testing::{
 };
 use crate::algorithms::{DynAlgorithm, find};
 use crate::dataset::Neighbours;
+use crate::linalg::gram_t;
 use crate::linalg::subspace::sin_theta;
 use crate::privacy::testing::{check_gaussian_scale, check_laplace_scale};
 

@@ -64,19 +64,18 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::centering::calibrate_sd;
 use super::k_dp_pca::deflation::{LearningRate, Parts, Projector, public_n, records};
 use super::noisy_power::{check_k, target_rho};
-use super::{Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError};
+use super::{
+    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError, catalog,
+    ensure_fits,
+};
 use crate::dataset::{DataContext, Kind, Neighbours, Relation};
 use crate::linalg::{Matrix, Records, Vector, gram_t, try_sym_eigenvalues};
+use crate::privacy::cost::round_up_while;
 use crate::privacy::{Cost, PrivacyTarget};
 
-/// Algorithm name.
-pub const NAME: &str = "dp_oja";
-/// `clip: "auto"` treats it as this many times noisier than `analyze_gauss` at the same ρ
-/// (its per-step noise is calibrated to each step's small batch, not to all n records), so it
-/// clips on budgets where the Gram-matrix release would not (docs/utility.md "The clip rule").
-pub const CLIP_NOISE_FACTOR: f64 = 20.0;
 /// Audit label of the per-update Gaussian noise 2c·a·z_t/B.
 pub const RELEASE: &str = "oja_update";
 /// Audit label of the Gaussian noise on the eigenvalue estimate of the default schedule.
@@ -197,27 +196,13 @@ fn cost_of(a: f64) -> f64 {
 
 /// a = 1/sqrt(2ρ), nudged up so that `cost_of(a) ≤ ρ` in floating point too.
 fn calibrate(rho: f64) -> f64 {
-    let mut a = 1.0 / (2.0 * rho).sqrt();
-    while cost_of(a) > rho {
-        a = a.next_up();
-    }
-    a
+    round_up_while(1.0 / (2.0 * rho).sqrt(), |a| cost_of(a) > rho)
 }
 
 /// √2·β²/n: the L2 sensitivity of the sorted eigenvalues of Σ̂ = XᵀX/n under replace_one
 /// (module docs, "Default learning rate").
 fn estimate_sensitivity(beta: f64, n: usize) -> f64 {
     std::f64::consts::SQRT_2 * beta * beta / n as f64
-}
-
-/// The estimate's noise sd for ρ_e: Δ/sqrt(2ρ_e), nudged up so that its Gaussian cost is at
-/// most ρ_e in floating point too.
-fn estimate_sd(sensitivity: f64, rho: f64) -> f64 {
-    let mut sd = sensitivity / (2.0 * rho).sqrt();
-    while Cost::gaussian(sensitivity, sd).rho > rho {
-        sd = sd.next_up();
-    }
-    sd
 }
 
 /// clip_c(v) = v·min(1, c/‖v‖₂), in place, by the shared [`crate::linalg::clip`] with its
@@ -274,24 +259,9 @@ fn private_eigenvalues(
 }
 
 impl Algorithm for DpOja {
+    const INFO: &'static AlgorithmInfo = &catalog::DP_OJA;
     type Params = DpOjaParams;
     type Config = DpOjaConfig;
-
-    fn info(&self) -> AlgorithmInfo {
-        AlgorithmInfo::new(
-            NAME,
-            "k-DP-Ojas: deflation over disjoint parts of the records, each round one pass of Oja's rule on mini-batch means of clipped per-record gradients plus Gaussian noise, with a learning rate set from a private eigengap estimate. Records, replace_one only.",
-            "Düngler & Sanyal 2025, Alg. 1 (deflation) with Alg. 3 (DP-Ojas), averaged over mini-batches; learning rate of Theorem 7 with a private eigenvalue estimate",
-            "ρ-zCDP with ρ = ρ_e + 1/(2a²): a Gaussian estimate of the top eigenvalues of XᵀX/n (sensitivity √2·β²/n, ρ_e = estimate_share·ρ; none with a fixed learning_rate), then every update is a Gaussian mechanism (sensitivity 2c/B, sd 2c·a/B) on its own batch, and batches are disjoint across updates and rounds.",
-        )
-        .scope(
-            &[Kind::Records],
-            &[Relation::ReplaceOne],
-            "records under replace_one only: each record feeds exactly one update and the job is DP by parallel composition over disjoint updates; adding or removing a record shifts every later update, and matrix datasets have no per-record terms x xᵀ.",
-        )
-        .without_eigenvalues()
-        .clip_noise(CLIP_NOISE_FACTOR)
-    }
 
     fn configure(
         &self,
@@ -299,7 +269,7 @@ impl Algorithm for DpOja {
         ctx: &DataContext,
         target: &PrivacyTarget,
     ) -> Result<DpOjaConfig, ConfigError> {
-        let n = public_n(NAME, ctx)?;
+        let n = public_n(Self::INFO.name, ctx)?;
         let rho = target_rho(target)?;
         let d = ctx.d;
         check_k(params.k, d)?;
@@ -345,7 +315,8 @@ impl Algorithm for DpOja {
                     ));
                 }
                 let estimate_rho = share * rho;
-                let noise_sd = estimate_sd(estimate_sensitivity(beta, n), estimate_rho);
+                // Δ/sqrt(2ρ_e), nudged up so that its Gaussian cost is at most ρ_e.
+                let noise_sd = calibrate_sd(estimate_sensitivity(beta, n), estimate_rho);
                 let estimate = EigenvalueEstimate {
                     schedule: DEFAULT_SCHEDULE,
                     rho: estimate_rho,
@@ -416,17 +387,16 @@ impl Algorithm for DpOja {
             (&config.estimate, ctx.neighbours, ctx.n)
         {
             let sensitivity = estimate_sensitivity(beta, n.max(1));
-            scales.push(NoiseScale {
-                release: ESTIMATE_RELEASE.into(),
-                distribution: "gaussian".into(),
-                multiplier: e.noise_sd / sensitivity,
-                sensitivity: Some(sensitivity),
-                count: (config.k + 1).min(ctx.d),
-                description: format!(
+            scales.push(NoiseScale::gaussian(
+                ESTIMATE_RELEASE,
+                e.noise_sd,
+                sensitivity,
+                (config.k + 1).min(ctx.d),
+                format!(
                     "Gaussian noise on the top min(k + 1, d) eigenvalues of XᵀX/n (L2 sensitivity √2·β²/n), for the default learning-rate schedule: sd {:.6e}.",
                     e.noise_sd
                 ),
-            });
+            ));
         }
         scales
     }
@@ -475,11 +445,7 @@ impl Algorithm for DpOja {
             _ => false,
         };
         let usable = sd > 0.0 && sd.is_finite() && schedule_ok && beta > 0.0 && beta.is_finite();
-        if !(ctx.kind() == Kind::Records && ctx.relation() == Relation::ReplaceOne && fits && usable) {
-            return Err(RunError::Failed(
-                "the stored configuration does not fit the dataset".into(),
-            ));
-        }
+        ensure_fits(ctx.kind() == Kind::Records && ctx.relation() == Relation::ReplaceOne && fits && usable)?;
         let xt = records(input, ctx, n)?;
         let rates = match (config.learning_rate, config.estimate) {
             (Some(rate), _) => Rates::Fixed(rate),

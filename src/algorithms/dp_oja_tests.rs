@@ -475,7 +475,7 @@ fn default_schedule_converges_on_public_data_at_huge_budget() {
 
 #[test]
 fn info_describes_the_algorithm() {
-    let info = Algorithm::info(&DpOja);
+    let info = DpOja::INFO;
     assert_eq!(info.name, "dp_oja");
     assert_eq!(info.kinds, [Kind::Records]);
     assert_eq!(info.relations, [Relation::ReplaceOne]);

@@ -59,8 +59,11 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::noisy_power::check_opening;
-use super::{Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError};
-use crate::dataset::{DataContext, Kind, Neighbours, Relation};
+use super::{
+    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError, catalog,
+    ensure_fits,
+};
+use crate::dataset::{DataContext, Kind, Neighbours};
 use crate::linalg::{Matrix, Vector, fix_signs, gram_t, try_sym_eig};
 use crate::privacy::{Cost, PrivacyTarget};
 
@@ -186,22 +189,9 @@ fn eig_failed() -> RunError {
 }
 
 impl Algorithm for EigenSampling {
+    const INFO: &'static AlgorithmInfo = &catalog::EIGEN_SAMPLING;
     type Params = EigenSamplingParams;
     type Config = EigenSamplingConfig;
-
-    fn info(&self) -> AlgorithmInfo {
-        AlgorithmInfo::new(
-            "eigen_sampling",
-            "Iterative eigenvector sampling, the PCA of OpenDP and diffprivlib: Laplace eigenvalues, then each eigenvector by the exponential mechanism (a Bingham distribution, sampled exactly) on the complement of the earlier ones.",
-            "Amin, Dick, Kulesza, Muñoz Medina & Vassilvitskii 2019, Alg. 1 and 2; Bingham sampler with the angular central Gaussian envelope of Kent, Ganeiber & Mardia 2018",
-            "ρ-zCDP with ρ = ε₀²/2 + m·ε_v²/8: Laplace on the top-k eigenvalues (ε₀-DP; L1 sensitivity β² add_remove, 2β² replace_one) with share·ρ, then m = min(k, d − 1) exponential-mechanism draws (score sensitivity β², concentration ε_v/β² add_remove, ε_v/(2β²) replace_one; each ε_v-bounded range, hence ε_v²/8, Cesar & Rogers 2021) sharing the rest evenly.",
-        )
-        .scope(
-            &[Kind::Records],
-            &[Relation::ReplaceOne, Relation::AddRemove],
-            "records only: the Laplace eigenvalues and the exponential mechanism's score uᵀCu are calibrated to one clipped row's xxᵀ (Amin et al. 2019); the paper and the spec give no matrix calibration.",
-        )
-    }
 
     fn configure(
         &self,
@@ -293,7 +283,6 @@ impl Algorithm for EigenSampling {
         let d = ctx.d;
         let k = config.k;
         let m = sampled_vectors(k, d);
-        let unfit = || RunError::Failed("the stored configuration does not fit the dataset".into());
         let e0 = config.eigenvalue_epsilon;
         let ev = config.vector_epsilon;
         let (Some(delta), Some(delta_values), Some(concentration)) = (
@@ -301,7 +290,7 @@ impl Algorithm for EigenSampling {
             eigenvalue_sensitivity(&ctx.neighbours),
             concentration(&ctx.neighbours, ev),
         ) else {
-            return Err(unfit());
+            return Err(RunError::unfit());
         };
         let valid = k >= 1
             && k <= d
@@ -310,16 +299,10 @@ impl Algorithm for EigenSampling {
             && (m == 0 || (ev > 0.0 && ev.is_finite()))
             && delta > 0.0
             && delta.is_finite();
-        if !valid {
-            return Err(unfit());
-        }
+        ensure_fits(valid)?;
         let xt = match (input, ctx.kind()) {
             (DataInput::Records { xt }, Kind::Records) if xt.nrows() == d => xt,
-            _ => {
-                return Err(RunError::Failed(
-                    "the data does not match the dataset's kind or dimension".into(),
-                ));
-            }
+            _ => return Err(RunError::mismatched_data()),
         };
         let gram = gram_t(xt);
         if !gram.iter().all(|v| v.is_finite()) {

@@ -16,6 +16,7 @@ use crate::algorithms::testing::{
     exact_top, gaussian, gaussian_vector, invalid_field, rejected, ro, run_on_records, run_with_progress,
     seeded, spiked_records, spiked_with_ctx, target,
 };
+use crate::dataset::Relation;
 use crate::linalg::subspace::sin_theta;
 use crate::linalg::{matmul, sym_eig, thin_qr_q};
 use crate::privacy::testing::check_laplace_scale;
@@ -294,7 +295,7 @@ fn matrix_datasets_are_refused() {
 
 #[test]
 fn info_is_complete() {
-    let info = Algorithm::info(&EigenSampling);
+    let info = EigenSampling::INFO;
     assert_eq!(info.name, "eigen_sampling");
     assert!(!info.summary.is_empty() && info.source.contains("Amin") && info.source.contains("Kent"));
     assert_eq!(info.kinds, vec![Kind::Records]);

@@ -103,16 +103,13 @@ impl EigenvalueConfig {
     }
 
     pub fn noise_scale(&self, k: usize) -> NoiseScale {
-        NoiseScale {
-            release: RELEASE.into(),
-            distribution: "gaussian".into(),
-            multiplier: self.noise_sd / self.sensitivity,
-            sensitivity: Some(self.sensitivity),
-            count: k,
-            description:
-                "eigenvalue estimates: Gaussian noise on the Rayleigh quotient of each output direction"
-                    .into(),
-        }
+        NoiseScale::gaussian(
+            RELEASE,
+            self.noise_sd,
+            self.sensitivity,
+            k,
+            "eigenvalue estimates: Gaussian noise on the Rayleigh quotient of each output direction",
+        )
     }
 
     /// λ̂_i = q_iᵀ A q_i + N(0, s²) for the columns of `basis`.

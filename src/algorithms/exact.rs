@@ -11,9 +11,12 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::noisy_power::check_k;
-use super::{Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError};
+use super::{
+    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError, catalog,
+    ensure_fits,
+};
 use crate::dataset::{DataContext, Kind};
-use crate::linalg::{centred_gram_t, column_sums, fix_signs, gram_t, try_sym_eig};
+use crate::linalg::{centred_gram_t, column_sums, try_sym_eig};
 use crate::privacy::{Cost, PrivacyTarget};
 
 /// Exact PCA (public data only).
@@ -47,19 +50,9 @@ fn public_only_error() -> ConfigError {
 }
 
 impl Algorithm for Exact {
+    const INFO: &'static AlgorithmInfo = &catalog::EXACT;
     type Params = ExactParams;
     type Config = ExactConfig;
-
-    fn info(&self) -> AlgorithmInfo {
-        AlgorithmInfo::new(
-            "exact",
-            "Exact (non-private) PCA by symmetric eigendecomposition; ground truth for utility metrics.",
-            "Symmetric eigendecomposition of the (optionally centred) Gram matrix or of the data matrix",
-            "Not private: allowed only on datasets marked public; charges nothing.",
-        )
-        .public_only()
-        .sparse()
-    }
 
     fn configure(
         &self,
@@ -105,43 +98,25 @@ impl Algorithm for Exact {
             ));
         }
         let d = ctx.d;
-        if !(config.k >= 1 && config.k <= d) {
-            return Err(RunError::Failed(
-                "the stored configuration does not fit the dataset".into(),
-            ));
-        }
+        ensure_fits(config.k >= 1 && config.k <= d)?;
         if let DataInput::Sparse { a } = input {
             return sparse::top_k(a, config.k, ctx, env);
         }
-        let a = match (input, ctx.kind()) {
-            (DataInput::Records { xt }, Kind::Records) if xt.nrows() == d => {
-                if !config.center {
-                    gram_t(xt)
-                } else if xt.ncols() == 0 {
+        let a = match input {
+            _ if !config.center => input.symmetric_matrix(ctx)?,
+            DataInput::Records { xt } if ctx.kind() == Kind::Records && xt.nrows() == d => {
+                if xt.ncols() == 0 {
                     return Err(RunError::Failed("centering needs at least one record".into()));
-                } else {
-                    // (X − 1x̄ᵀ)ᵀ(X − 1x̄ᵀ), streamed: no centred copy of the data.
-                    centred_gram_t(xt, &(column_sums(xt) / xt.ncols() as f64))
                 }
+                // (X − 1x̄ᵀ)ᵀ(X − 1x̄ᵀ), streamed: no centred copy of the data.
+                centred_gram_t(xt, &(column_sums(xt) / xt.ncols() as f64))
             }
-            (DataInput::Matrix { a }, Kind::Matrix) if a.nrows() == d && a.ncols() == d && !config.center => {
-                a.clone()
-            }
-            _ => {
-                return Err(RunError::Failed(
-                    "the data does not match the dataset's kind or dimension".into(),
-                ));
-            }
+            _ => return Err(RunError::mismatched_data()),
         };
         // sym_eig sorts by decreasing eigenvalue.
         let eig = try_sym_eig(&a).map_err(|e| RunError::Failed(format!("eigendecomposition failed: {e}")))?;
-        let mut basis = eig.vectors.columns(0, config.k).into_owned();
-        fix_signs(&mut basis);
         env.progress(1, 1)?;
-        Ok(Output {
-            basis,
-            eigenvalues: Some(eig.values.iter().take(config.k).copied().collect()),
-        })
+        Ok(Output::leading(&eig.vectors, eig.values.as_slice(), config.k))
     }
 }
 

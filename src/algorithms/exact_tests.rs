@@ -21,6 +21,7 @@ fn public(d: usize, n: Option<usize>, neighbours: Neighbours) -> DataContext {
         n,
         neighbours,
         public: true,
+        sparse: false,
     }
 }
 
@@ -47,7 +48,7 @@ fn refuses_private_datasets() {
         let input = input_for(&neighbours, &xt);
         assert!(matches!(run(input, &config, &private), Err(RunError::Failed(_))));
     }
-    assert!(Algorithm::info(&Exact).public_only);
+    assert!(Exact::INFO.public_only);
 }
 
 #[test]

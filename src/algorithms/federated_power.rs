@@ -32,12 +32,12 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::noisy_power::{calibrate, check_opening, choose_iterations, choose_p, cost_of};
+use super::noisy_power::{calibrate, check_calibrated, check_opening, choose_iterations, choose_p, cost_of};
 use super::sensitivity::{SensitivityMode, change_l1_bound, hardt_price, rank_one, row_norm};
 use super::{
-    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError, StudyKind,
+    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError, catalog,
 };
-use crate::dataset::{DataContext, Kind, Neighbours, Relation};
+use crate::dataset::{DataContext, Kind, Neighbours};
 use crate::federation::fixed_point::{self, FixedPoint};
 use crate::linalg::Matrix;
 use crate::privacy::lattice::grid_for;
@@ -429,12 +429,7 @@ pub fn configure_for(
         ));
     }
     let multiplier = calibrate(iterations, rho);
-    if !multiplier.is_finite() {
-        return Err(ConfigError::invalid(
-            "rho",
-            "is too small to calibrate noise in floating point",
-        ));
-    }
+    check_calibrated(multiplier.is_finite())?;
     let mut config = FederatedPowerConfig {
         k,
         p,
@@ -515,6 +510,7 @@ pub fn study_context(d: usize, neighbours: Neighbours) -> DataContext {
         n: None,
         neighbours,
         public: false,
+        sparse: false,
     }
 }
 
@@ -523,23 +519,9 @@ pub fn study_context(d: usize, neighbours: Neighbours) -> DataContext {
 pub struct FederatedPower;
 
 impl Algorithm for FederatedPower {
+    const INFO: &'static AlgorithmInfo = &catalog::FEDERATED_POWER;
     type Params = FederatedPowerParams;
     type Config = FederatedPowerConfig;
-
-    fn info(&self) -> AlgorithmInfo {
-        AlgorithmInfo::new(
-            "federated_power",
-            "Federated private power method with secure aggregation. As a job it simulates S sites in process over a records dataset (records assigned to sites by a keyed hash of their contents); as a study (POST /v1/studies) real sites run `privpca site` and their data never leaves them.",
-            "Nicolas et al. 2024, Alg. 2 (federated), Thm 3.1/3.2; secure aggregation after Bonawitz et al. 2017",
-            "ρ-zCDP with ρ = L/(2m²) charged to every site: each site adds N(0, (mΔ)²/t), so any t survivors reach the central noise. The server sees only noisy sums; a coalition of the server with all other sites sees one site's release with noise variance (mΔ)²/t.",
-        )
-        .scope(
-            &[Kind::Records],
-            &[Relation::ReplaceOne, Relation::AddRemove],
-            "federated_power runs on records (the sites' rows)",
-        )
-        .study(StudyKind::Power)
-    }
 
     fn configure(
         &self,

@@ -186,19 +186,35 @@ impl Mixing {
         for _ in 0..rounds {
             current = (0..m)
                 .map(|i| {
-                    let mut next = Matrix::zeros(current[i].nrows(), current[i].ncols());
-                    for (j, state) in current.iter().enumerate() {
-                        let weight = self.w[(i, j)];
-                        if weight > 0.0 {
-                            next += state * weight;
-                        }
-                    }
-                    next
+                    let weights: Vec<f64> = self.w.row(i).iter().copied().collect();
+                    let others: Vec<(usize, &Matrix)> =
+                        current.iter().enumerate().filter(|(j, _)| *j != i).collect();
+                    mix_row(&weights, i, &current[i], &others)
                 })
                 .collect();
         }
         current
     }
+}
+
+/// One gossip step of agent `own`: Σ_j W_ij·Z_j over j ascending with W_ij > 0, from its own
+/// state and its neighbours' (`inputs`, by agent index; a missing neighbour counts as zero).
+/// Simulated gossip ([`Mixing::gossip`]) and a live agent (`gossip_agent`) both step with it.
+pub fn mix_row(weights: &[f64], own: usize, own_state: &Matrix, inputs: &[(usize, &Matrix)]) -> Matrix {
+    let mut next = Matrix::zeros(own_state.nrows(), own_state.ncols());
+    for (j, &weight) in weights.iter().enumerate() {
+        if weight > 0.0 {
+            let state = if j == own {
+                Some(own_state)
+            } else {
+                inputs.iter().find(|(i, _)| *i == j).map(|(_, s)| *s)
+            };
+            if let Some(state) = state {
+                next += state * weight;
+            }
+        }
+    }
+    next
 }
 
 /// Edges of the ring on m agents (for m = 2, the single edge).

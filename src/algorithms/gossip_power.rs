@@ -70,20 +70,19 @@
 //! * **Noise on the first message.** The paper relies on the hidden random initial state for the
 //!   first iteration's privacy; we noise every message.
 
-use rand_distr::{Distribution, StandardNormal};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::gossip_agent::{Agent, Exchange, assemble, schedule};
 use super::gossip_graph::{GraphSpec, Mixing};
-use super::noisy_power::{check_opening, choose_p};
-use super::{Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError};
-use crate::dataset::{DataContext, Kind, Neighbours, Relation};
-use crate::linalg::clip::clip_rows_l2;
-use crate::linalg::{Matrix, fix_signs, matmul, matmul_tn, try_sym_eig, try_thin_svd};
+use super::noisy_power::{check_calibrated, check_opening, choose_iterations, choose_p};
+use super::{
+    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError, catalog,
+};
+use crate::dataset::{DataContext, Neighbours};
+use crate::linalg::Matrix;
 use crate::privacy::{Cost, PrivacyTarget};
 
-/// Algorithm name.
-pub const NAME: &str = "gossip_power";
 /// Default number of agents.
 pub const DEFAULT_AGENTS: usize = 4;
 /// Most agents (bounds the simulation's m²·K·n·p work per iteration).
@@ -292,11 +291,11 @@ fn row_norm_bound(neighbours: &Neighbours) -> Option<f64> {
 }
 
 impl GossipPowerConfig {
-    fn agents(&self) -> usize {
+    pub(crate) fn agents(&self) -> usize {
         self.partition.len()
     }
 
-    fn mixing(&self) -> Result<Mixing, RunError> {
+    pub(crate) fn mixing(&self) -> Result<Mixing, RunError> {
         let m = self.agents();
         let w = Matrix::from_fn(m, m, |i, j| self.mixing[i][j]);
         Mixing::new(w).map_err(|e| RunError::Failed(format!("stored mixing matrix: {e}")))
@@ -304,23 +303,9 @@ impl GossipPowerConfig {
 }
 
 impl Algorithm for GossipPower {
+    const INFO: &'static AlgorithmInfo = &catalog::GOSSIP_POWER;
     type Params = GossipPowerParams;
     type Config = GossipPowerConfig;
-
-    fn info(&self) -> AlgorithmInfo {
-        AlgorithmInfo::new(
-            NAME,
-            "Decentralized DP power method (simulate mode): features split over m agents who gossip noisy messages over a graph; block power iteration, then a Rayleigh–Ritz step on the shared segments.",
-            "D-DP-PM (Decentralized Differentially Private Power Method, seed 001), Alg. 1, eq. 11 and Assumption 2; accounting by the Gaussian mechanism (docs/design/algorithms.md), not the paper's Thm 2",
-            "ρ-zCDP with ρ = L·(1/(2s_y²) + 1/(2s_v²)): every message (sensitivity 2βν) and every update (sensitivity 2β·max row norm of the consensus/c) that leaves an agent is a Gaussian mechanism.",
-        )
-        .scope(
-            &[Kind::Records],
-            &[Relation::ReplaceOne],
-            "each message has one entry per record, so adding or removing a record changes its length; only replace_one records are supported",
-        )
-        .without_eigenvalues()
-    }
 
     fn configure(
         &self,
@@ -330,7 +315,8 @@ impl Algorithm for GossipPower {
     ) -> Result<GossipPowerConfig, ConfigError> {
         if row_norm_bound(&ctx.neighbours).is_none() {
             return Err(ConfigError::Unsupported(format!(
-                "{NAME} runs on replace_one records only"
+                "{} runs on replace_one records only",
+                Self::INFO.name
             )));
         }
         let rho = check_opening(ctx, target, params.k)?;
@@ -374,13 +360,7 @@ impl Algorithm for GossipPower {
                 format!("must satisfy 1 ≤ gossip_rounds ≤ {MAX_GOSSIP_ROUNDS} (got {gossip_rounds})"),
             ));
         }
-        let iterations = params.iterations.unwrap_or(DEFAULT_ITERATIONS);
-        if !(1..=MAX_ITERATIONS).contains(&iterations) {
-            return Err(ConfigError::invalid(
-                "params.iterations",
-                format!("must satisfy 1 ≤ iterations ≤ {MAX_ITERATIONS} (got {iterations})"),
-            ));
-        }
+        let iterations = choose_iterations(params.iterations, DEFAULT_ITERATIONS, MAX_ITERATIONS, "")?;
         let clip_norm = params.clip_norm.unwrap_or(DEFAULT_CLIP_NORM);
         if !(clip_norm > 0.0 && clip_norm.is_finite()) {
             return Err(ConfigError::invalid(
@@ -396,12 +376,7 @@ impl Algorithm for GossipPower {
             ));
         }
         let (message_multiplier, update_multiplier) = calibrate(iterations, rho, share);
-        if !(message_multiplier.is_finite() && update_multiplier.is_finite()) {
-            return Err(ConfigError::invalid(
-                "rho",
-                "is too small to calibrate noise in floating point",
-            ));
-        }
+        check_calibrated(message_multiplier.is_finite() && update_multiplier.is_finite())?;
         let consensus_clip = match params.consensus_clip {
             Some(tau) => tau,
             None => default_consensus_clip(ctx, m, p, clip_norm, message_multiplier),
@@ -532,9 +507,7 @@ pub fn simulate(
         .all(|s| *s > 0.0 && s.is_finite());
     let beta = row_norm_bound(&ctx.neighbours);
     let (DataInput::Records { xt }, Some(beta), true) = (input, beta, fits) else {
-        return Err(RunError::Failed(
-            "the stored configuration does not fit the dataset".into(),
-        ));
+        return Err(RunError::unfit());
     };
     if xt.nrows() != d || xt.ncols() == 0 {
         return Err(RunError::Failed(
@@ -543,136 +516,53 @@ pub fn simulate(
     }
     let mixing = config.mixing()?;
     let m = config.agents();
-    let rounds = config.gossip_rounds;
-    // Agent i's records restricted to its features, transposed: d_i×n.
-    let blocks: Vec<Matrix> = config
+    // Agent i's records restricted to its features, transposed: d_i×n. Each agent runs the
+    // per-agent steps a live site runs (`gossip_agent`); the simulation relays their values.
+    let mut agents = config
         .partition
         .iter()
-        .map(|features| xt.select_rows(features.iter()))
-        .collect();
-    let n = xt.ncols();
-    let c = n as f64;
-    let message_delta = message_sensitivity(beta, config.clip_norm);
-    let message_sd = config.message_multiplier * message_delta;
-    // Independent random initial segments (Alg. 1 step 1), data-independent.
-    let initial: Vec<Matrix> = blocks
-        .iter()
-        .map(|b| {
-            let rng = env.rng();
-            Matrix::from_fn(b.nrows(), p, |_, _| StandardNormal.sample(&mut *rng))
-        })
-        .collect();
-    let mut segments = orthonormalise(&mixing, &initial, rounds)?;
-    let mut updates = Vec::new();
+        .enumerate()
+        .map(|(i, features)| Agent::new(config, i, xt.select_rows(features.iter()), beta, d))
+        .collect::<Result<Vec<Agent>, RunError>>()?;
+    let neighbours: Vec<Vec<usize>> = agents.iter().map(Agent::neighbours).collect();
+    let plan = schedule(config);
+    let mut posts: Vec<Matrix> = Vec::new();
     let mut consensus_errors = Vec::with_capacity(l_total as usize);
     let mut max_row_norms = Vec::with_capacity(l_total as usize);
-    for l in 1..=l_total {
-        // 1–2. Clip, then Ỹ_i = X_i·V_i + N(0, (s_y·2βν)²).
-        let mut messages = Vec::with_capacity(m);
-        for (block, segment) in blocks.iter().zip(&mut segments) {
-            clip_spectral(segment, config.clip_norm)?;
-            // Δ_y is stated for all m messages stacked (m·n·p coordinates).
-            let y = env.gaussian_block_release(
-                MESSAGE_RELEASE,
-                matmul_tn(block, segment),
-                message_delta,
-                message_sd,
-                m * n * p,
-            )?;
-            messages.push(y);
+    let mut done = 0;
+    for (t, &kind) in plan.iter().enumerate() {
+        let mut next = Vec::with_capacity(m);
+        for (agent, around) in agents.iter_mut().zip(&neighbours) {
+            let inputs: Vec<(usize, &Matrix)> = if t == 0 {
+                Vec::new()
+            } else {
+                around.iter().map(|&j| (j, &posts[j])).collect()
+            };
+            next.push(agent.advance(env, &inputs)?);
         }
-        // 3. K rounds of gossip (eq. 11); C_i = m·Ȳ_i.
-        let averaged = mixing.gossip(&messages, rounds);
-        consensus_errors.push(consensus_error(&messages, &averaged));
-        let estimates: Vec<Matrix> = averaged
-            .into_iter()
-            .map(|z| clip_rows(z * m as f64, config.consensus_clip))
-            .collect();
-        let max_row = estimates.iter().map(max_row_norm).fold(0.0, f64::max);
-        max_row_norms.push(max_row);
-        // 4. Ũ_i = X_iᵀC_i/c + N(0, (s_v·Δ_v)²), Δ_v = 2β·max row norm/c.
-        let update_delta = update_sensitivity(beta, max_row, c);
-        let update_sd = config.update_multiplier * update_delta;
-        if !(update_sd > 0.0 && update_sd.is_finite()) {
-            return Err(RunError::Failed(
-                "numerical overflow in the gossip power iteration".into(),
-            ));
+        posts = next;
+        // The message consensus ends as the max-consensus begins: the public facts of it.
+        if kind == Exchange::Max && plan[t - 1] == Exchange::Message {
+            let pairs: Vec<(&Matrix, &Matrix)> = agents.iter().filter_map(Agent::last_consensus).collect();
+            let messages: Vec<Matrix> = pairs.iter().map(|(y, _)| (*y).clone()).collect();
+            let averaged: Vec<Matrix> = pairs.iter().map(|(_, z)| (*z).clone()).collect();
+            consensus_errors.push(consensus_error(&messages, &averaged));
+            max_row_norms.push(agents.iter().map(Agent::local_max).fold(0.0, f64::max));
         }
-        updates = Vec::with_capacity(m);
-        for (block, estimate) in blocks.iter().zip(&estimates) {
-            // Δ_v is stated for all m updates stacked (d·p coordinates).
-            let u = env.gaussian_block_release(
-                UPDATE_RELEASE,
-                matmul(block, estimate) / c,
-                update_delta,
-                update_sd,
-                d * p,
-            )?;
-            updates.push(u);
+        if agents[0].iterations_done() > done {
+            done = agents[0].iterations_done();
+            env.progress(done, l_total)?;
         }
-        // 5. Re-orthonormalise by gossiped Grams (post-processing).
-        if l < l_total {
-            segments = orthonormalise(&mixing, &updates, rounds)?;
-        }
-        env.progress(l, l_total)?;
     }
     // Alg. 1 step 8: the agents share their segments; Rayleigh–Ritz on the stacked release.
-    let mut stacked = Matrix::zeros(d, p);
-    for (features, update) in config.partition.iter().zip(&updates) {
-        for (row, &j) in features.iter().enumerate() {
-            stacked.row_mut(j).copy_from(&update.row(row));
-        }
-    }
-    let svd =
-        try_thin_svd(&stacked).map_err(|_| RunError::Failed("the final SVD did not converge".into()))?;
-    let mut basis = svd.u.columns(0, k).into_owned();
-    fix_signs(&mut basis);
+    let output = assemble(&config.partition, &posts, d, k)?;
     Ok(Simulation {
-        output: Output {
-            basis,
-            eigenvalues: None,
-        },
+        output,
         consensus_errors,
         max_row_norms,
-        scale: c,
+        scale: xt.ncols() as f64,
         spectral_gap: mixing.spectral_gap(),
     })
-}
-
-/// V_i ← V_i·min(1, ν/‖V_i‖₂).
-fn clip_spectral(segment: &mut Matrix, clip_norm: f64) -> Result<(), RunError> {
-    let gram = matmul_tn(segment, segment);
-    let top = try_sym_eig(&gram)
-        .map_err(|_| RunError::Failed("an iterate is not finite".into()))?
-        .values[0];
-    let norm = top.max(0.0).sqrt();
-    if norm > clip_norm {
-        *segment *= clip_norm / norm;
-    }
-    Ok(())
-}
-
-/// Each agent i gossips Ũ_iᵀŨ_i, forms G_i = m·(its consensus value) ≈ ŨᵀŨ and sets
-/// V_i = Ũ_i·G_i^{−1/2} (eigenvalues of G_i floored at 1e-12 of the largest).
-fn orthonormalise(mixing: &Mixing, updates: &[Matrix], rounds: u32) -> Result<Vec<Matrix>, RunError> {
-    let m = updates.len() as f64;
-    let grams: Vec<Matrix> = updates.iter().map(|u| matmul_tn(u, u)).collect();
-    let shared = mixing.gossip(&grams, rounds);
-    updates
-        .iter()
-        .zip(shared)
-        .map(|(u, g)| {
-            let eig = try_sym_eig(&(g * m))
-                .map_err(|_| RunError::Failed("numerical overflow in the gossip power iteration".into()))?;
-            let floor = eig.values[0].max(0.0) * 1e-12;
-            if !(floor > 0.0 && floor.is_finite()) {
-                return Err(RunError::Failed("the iterate collapsed to zero".into()));
-            }
-            let inv_sqrt = eig.values.map(|v| 1.0 / v.max(floor).sqrt());
-            let root = &eig.vectors * Matrix::from_diagonal(&inv_sqrt) * eig.vectors.transpose();
-            Ok(u * root)
-        })
-        .collect()
 }
 
 /// max_i ‖Ȳ_i − ȳ‖_F / ‖ȳ‖_F with ȳ the exact mean of `messages`.
@@ -687,18 +577,6 @@ fn consensus_error(messages: &[Matrix], averaged: &[Matrix]) -> f64 {
         .iter()
         .map(|z| (z - &mean).norm() / scale)
         .fold(0.0, f64::max)
-}
-
-/// Rows scaled to ‖C\[r,:\]‖₂ ≤ τ (the shared [`crate::linalg::clip`], with its rounding
-/// margin, so the computed max row norm Δ_v is built from never exceeds τ).
-fn clip_rows(mut c: Matrix, tau: f64) -> Matrix {
-    clip_rows_l2(&mut c, tau);
-    c
-}
-
-/// max_r ‖C\[r,:\]‖₂.
-fn max_row_norm(c: &Matrix) -> f64 {
-    c.row_iter().map(|r| r.norm()).fold(0.0, f64::max)
 }
 
 #[cfg(test)]

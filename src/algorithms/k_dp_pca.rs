@@ -75,16 +75,13 @@ use self::priv_range::{
 };
 use self::stability_histogram::StabilityHistogram;
 use super::noisy_power::{check_k, target_rho};
-use super::{Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError};
+use super::{
+    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError, catalog,
+    ensure_fits,
+};
 use crate::dataset::{DataContext, Kind, Neighbours, Relation};
 use crate::privacy::{Cost, PrivacyTarget};
 
-/// Algorithm name.
-pub const NAME: &str = "k_dp_pca";
-/// `clip: "auto"` treats it as this many times noisier than `analyze_gauss` at the same ρ
-/// (its per-step noise is calibrated to each step's small batch, not to all n records), so it
-/// clips on budgets where the Gram-matrix release would not (docs/utility.md "The clip rule").
-pub const CLIP_NOISE_FACTOR: f64 = 100.0;
 /// K of Assumption A.4, App. G.1's value for the spiked covariance model.
 pub const DEFAULT_TAIL_SCALE: f64 = 1.0;
 /// a of Assumption A.4, App. G.1's value.
@@ -441,24 +438,9 @@ fn positive_param(value: Option<f64>, default: f64, field: &str) -> Result<f64, 
 }
 
 impl Algorithm for KDpPca {
+    const INFO: &'static AlgorithmInfo = &catalog::K_DP_PCA;
     type Params = KDpPcaParams;
     type Config = KDpPcaConfig;
-
-    fn info(&self) -> AlgorithmInfo {
-        AlgorithmInfo::new(
-            NAME,
-            "k-DP-PCA: deflation over disjoint parts of the records, each round a private Oja iteration whose noise adapts to the batch's spread (PrivRange, then a truncated PrivMean). Records, replace_one only; needs a δ.",
-            "Düngler & Sanyal 2025, Alg. 1 (deflation), Alg. 2 (ModifiedDP-PCA), Alg. 6 (PrivRange), Alg. 7 (PrivMean); histograms: Karwa & Vadhan 2018",
-            "δ-approximate ρ-zCDP with the target's ρ and δ (a target stated as (ε, δ) gives δ/2 to the histograms and ρ = the CKS conversion of ε at δ/2, so the job is (ε, δ)-DP): every step is so on its own disjoint batch, its ρ split 1/16 to PrivRange's stability histogram, 1/16 to PrivMean's per-coordinate histograms and 7/8 to PrivMean's Gaussian (charged in ρ directly), δ half to each histogram family.",
-        )
-        .scope(
-            &[Kind::Records],
-            &[Relation::ReplaceOne],
-            "records under replace_one only: one shuffle splits the records into disjoint positional batches, each step is DP on its own batch, and the job is DP by parallel composition; adding or removing a record shifts every later batch, and matrix datasets have no per-record terms x xᵀ.",
-        )
-        .without_eigenvalues()
-        .clip_noise(CLIP_NOISE_FACTOR)
-    }
 
     fn configure(
         &self,
@@ -466,7 +448,7 @@ impl Algorithm for KDpPca {
         ctx: &DataContext,
         target: &PrivacyTarget,
     ) -> Result<KDpPcaConfig, ConfigError> {
-        let n = public_n(NAME, ctx)?;
+        let n = public_n(Self::INFO.name, ctx)?;
         let rho = target_rho(target)?;
         let delta = target_delta(target)?;
         let d = ctx.d;
@@ -610,11 +592,9 @@ impl Algorithm for KDpPca {
     ) -> Result<Output, RunError> {
         let d = ctx.d;
         let n = ctx.n.unwrap_or(0);
-        if !(ctx.kind() == Kind::Records && ctx.relation() == Relation::ReplaceOne && config.fits(d, n)) {
-            return Err(RunError::Failed(
-                "the stored configuration does not fit the dataset".into(),
-            ));
-        }
+        ensure_fits(
+            ctx.kind() == Kind::Records && ctx.relation() == Relation::ReplaceOne && config.fits(d, n),
+        )?;
         let xt = records(input, ctx, n)?;
         let (k, batch, steps) = (config.k, config.batch_size, config.steps);
         let cal = config.calibration(ctx);

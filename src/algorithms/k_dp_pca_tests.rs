@@ -610,10 +610,10 @@ fn priv_mean_gaussian_has_the_calibrated_scale() {
 
 #[test]
 fn info_describes_the_algorithm() {
-    let info = Algorithm::info(&KDpPca);
+    let info = KDpPca::INFO;
     assert_eq!(info.name, "k_dp_pca");
     assert_eq!(
-        (info.kinds.as_slice(), info.relations.as_slice()),
+        (info.kinds, info.relations),
         ([Kind::Records].as_slice(), [Relation::ReplaceOne].as_slice())
     );
     assert!(!info.public_only && info.source.contains("Düngler") && info.source.contains("Alg. 7"));

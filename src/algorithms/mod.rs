@@ -13,6 +13,7 @@ pub mod auto;
 pub mod bingham;
 pub mod cape_agn;
 pub mod cape_pca;
+pub mod catalog;
 pub mod centering;
 pub mod clipping;
 pub mod coherent_power;
@@ -24,6 +25,7 @@ pub mod eigenvalues;
 pub mod env;
 pub mod exact;
 pub mod federated_power;
+pub mod gossip_agent;
 pub mod gossip_graph;
 pub mod gossip_power;
 pub mod k_dp_pca;
@@ -63,6 +65,20 @@ pub enum DataInput<'a> {
     Sparse { a: CsrView<'a> },
 }
 
+impl DataInput<'_> {
+    /// The d×d matrix A the decompositions work on: the Gram matrix XᵀX of records, or the
+    /// matrix of a matrix dataset; [`RunError::mismatched_data`] unless the input has the
+    /// dataset's kind and dimension d.
+    pub fn symmetric_matrix(self, ctx: &DataContext) -> Result<Matrix, RunError> {
+        let d = ctx.d;
+        match (self, ctx.kind()) {
+            (DataInput::Records { xt }, Kind::Records) if xt.nrows() == d => Ok(crate::linalg::gram_t(xt)),
+            (DataInput::Matrix { a }, Kind::Matrix) if a.nrows() == d && a.ncols() == d => Ok(a.clone()),
+            _ => Err(RunError::mismatched_data()),
+        }
+    }
+}
+
 /// What a successful run returns (docs/design/privacy.md §3: only DP outputs and their post-processing).
 #[derive(Debug, Clone)]
 pub struct Output {
@@ -71,6 +87,28 @@ pub struct Output {
     pub basis: Matrix,
     /// Private eigenvalue estimates, when the algorithm released them (post-processing only).
     pub eigenvalues: Option<Vec<f64>>,
+}
+
+impl Output {
+    /// The first `k` columns of `vectors` (signs fixed by [`crate::linalg::fix_signs`]) with the
+    /// first `k` of `values` as eigenvalue estimates: the top-k of an eigendecomposition or SVD
+    /// sorted by decreasing value.
+    pub fn leading(vectors: &Matrix, values: &[f64], k: usize) -> Output {
+        let mut basis = vectors.columns(0, k).into_owned();
+        crate::linalg::fix_signs(&mut basis);
+        Output {
+            basis,
+            eigenvalues: Some(values.iter().take(k).copied().collect()),
+        }
+    }
+
+    /// The top-k eigenpairs of the symmetric matrix `a` (sorted by decreasing eigenvalue;
+    /// nalgebra's own order is unsorted).
+    pub fn top_eigenpairs(a: &Matrix, k: usize) -> Result<Output, RunError> {
+        let eig = crate::linalg::try_sym_eig(a)
+            .map_err(|_| RunError::Failed("the eigendecomposition did not converge".into()))?;
+        Ok(Output::leading(&eig.vectors, eig.values.as_slice(), k))
+    }
 }
 
 /// A configuration could not be built from the client's parameters.
@@ -107,6 +145,23 @@ pub enum RunError {
     Failed(String),
 }
 
+impl RunError {
+    /// The stored configuration does not fit the dataset it is run on.
+    pub fn unfit() -> Self {
+        RunError::Failed("the stored configuration does not fit the dataset".into())
+    }
+
+    /// The data handed to the run is not of the dataset's kind or dimension.
+    pub fn mismatched_data() -> Self {
+        RunError::Failed("the data does not match the dataset's kind or dimension".into())
+    }
+}
+
+/// Checks a stored configuration before a run: [`RunError::unfit`] unless `fits`.
+pub(crate) fn ensure_fits(fits: bool) -> Result<(), RunError> {
+    if fits { Ok(()) } else { Err(RunError::unfit()) }
+}
+
 impl From<Cancelled> for RunError {
     fn from(_: Cancelled) -> Self {
         RunError::Cancelled
@@ -132,15 +187,37 @@ pub struct NoiseScale {
     pub description: String,
 }
 
-/// What `GET /v1/algorithms` shows about an algorithm.
+impl NoiseScale {
+    /// A Gaussian release of standard deviation `sd` on a query of fixed L2 `sensitivity`: the
+    /// multiplier is sd/sensitivity.
+    pub fn gaussian(
+        release: &str,
+        sd: f64,
+        sensitivity: f64,
+        count: usize,
+        description: impl Into<String>,
+    ) -> Self {
+        NoiseScale {
+            release: release.into(),
+            distribution: "gaussian".into(),
+            multiplier: sd / sensitivity,
+            sensitivity: Some(sensitivity),
+            count,
+            description: description.into(),
+        }
+    }
+}
+
+/// What `GET /v1/algorithms` shows about an algorithm, and what it can do: its entry in the
+/// [`catalog`].
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AlgorithmInfo {
     pub name: &'static str,
     pub summary: &'static str,
     /// The paper (and algorithm/equation numbers) it implements.
     pub source: &'static str,
-    pub kinds: Vec<Kind>,
-    pub relations: Vec<Relation>,
+    pub kinds: &'static [Kind],
+    pub relations: &'static [Relation],
     /// One line: what is guaranteed and how it is charged.
     pub privacy: &'static str,
     /// Refused (403) on datasets that are not `public: true`.
@@ -167,70 +244,6 @@ pub struct AlgorithmInfo {
     pub clip_noise_factor: f64,
 }
 
-impl AlgorithmInfo {
-    /// The common case: every kind and relation, private, not a study, and its `Output` carries
-    /// eigenvalue estimates; the setters below change what differs.
-    pub fn new(
-        name: &'static str,
-        summary: &'static str,
-        source: &'static str,
-        privacy: &'static str,
-    ) -> Self {
-        AlgorithmInfo {
-            name,
-            summary,
-            source,
-            kinds: vec![Kind::Records, Kind::Matrix],
-            relations: vec![Relation::ReplaceOne, Relation::AddRemove, Relation::Entry],
-            privacy,
-            public_only: false,
-            scope_reason: None,
-            releases_eigenvalues: true,
-            study: None,
-            sparse: false,
-            clip_noise_factor: 1.0,
-        }
-    }
-
-    /// It is `factor` times noisier than `analyze_gauss` for `clip: "auto"`'s rule.
-    pub fn clip_noise(mut self, factor: f64) -> Self {
-        self.clip_noise_factor = factor;
-        self
-    }
-
-    /// It also runs on sparse matrix datasets.
-    pub fn sparse(mut self) -> Self {
-        self.sparse = true;
-        self
-    }
-
-    /// Narrow the supported datasets to `kinds` and `relations`, and say why.
-    pub fn scope(mut self, kinds: &[Kind], relations: &[Relation], reason: &'static str) -> Self {
-        self.kinds = kinds.to_vec();
-        self.relations = relations.to_vec();
-        self.scope_reason = Some(reason);
-        self
-    }
-
-    /// Refused on datasets that are not `public: true`.
-    pub fn public_only(mut self) -> Self {
-        self.public_only = true;
-        self
-    }
-
-    /// Its `Output` carries no eigenvalue estimates of its own.
-    pub fn without_eigenvalues(mut self) -> Self {
-        self.releases_eigenvalues = false;
-        self
-    }
-
-    /// It also runs across sites as a study.
-    pub fn study(mut self, kind: StudyKind) -> Self {
-        self.study = Some(kind);
-        self
-    }
-}
-
 /// The protocol an algorithm runs by in a multi-site study.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StudyKind {
@@ -239,6 +252,9 @@ pub enum StudyKind {
     /// CAPE: one or two stages of secure aggregation with correlated noise (`cape_pca`,
     /// `cape_agn`).
     Cape,
+    /// Gossip between agents holding blocks of features, relayed by the coordinator
+    /// (`gossip_power`).
+    Gossip,
 }
 
 /// One private PCA algorithm.
@@ -250,7 +266,8 @@ pub trait Algorithm: Send + Sync + 'static {
     /// Every parameter fixed, noise calibrated. Stored with the job and re-read by the runner.
     type Config: Serialize + DeserializeOwned + Send + Sync;
 
-    fn info(&self) -> AlgorithmInfo;
+    /// Its entry in the [`catalog`].
+    const INFO: &'static AlgorithmInfo;
 
     /// Validate `params` against the dataset's public context and calibrate the noise so that
     /// the cost does not exceed `target`.

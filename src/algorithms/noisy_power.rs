@@ -21,11 +21,16 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::sensitivity::{SensitivityMode, check_bounds, power_sensitivity};
-use super::{Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError};
+use super::{
+    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, RunEnv, RunError, catalog,
+    ensure_fits,
+};
 use crate::dataset::{DataContext, Kind};
 use crate::linalg::{
-    CsrView, Matrix, Records, fix_signs, gram_t, gram_t_times, matmul, thin_qr_q, try_thin_svd,
+    CsrView, Matrix, Records, gram_t, gram_t_times, matmul, matmul_tn, thin_qr_q, try_sym_eigenvalues,
+    try_thin_svd,
 };
+use crate::privacy::cost::round_up_while;
 use crate::privacy::{Cost, PrivacyTarget};
 
 /// Default number of iterations. Nicolas et al. (§5) note that L is usually 1–5. At a fixed
@@ -33,6 +38,15 @@ use crate::privacy::{Cost, PrivacyTarget};
 /// noiseless error contracts like (σ_{p+1}/σ_k)^L; with the default p = 2k, four iterations
 /// shrink it by (σ_{2k+1}/σ_k)⁴ (1/16 at a ratio of 1/2) for twice the noise of one iteration.
 pub const DEFAULT_ITERATIONS: u32 = 4;
+/// On a public sparse matrix with no `iterations` given: at most this many iterations, stopping
+/// once the top-k Ritz values settle (see [`NoisyPowerConfig::until_converged`]). The
+/// eigenvalues of a sparse graph matrix are often clustered (σ_{p+1}/σ_k near 1), where L = 4
+/// is far from converged; public data has no privacy cost per iteration, so the public default
+/// runs to convergence instead.
+pub const PUBLIC_SPARSE_ITERATIONS: u32 = 50;
+/// The stopping rule of a run to convergence: the sum of the top-k Ritz values of the release
+/// changed by at most this fraction in the last iteration.
+pub const CONVERGENCE_TOLERANCE: f64 = 1e-4;
 /// Largest accepted L (bounds the job's run time).
 pub const MAX_ITERATIONS: u32 = 1000;
 /// Audit label of the per-iteration release.
@@ -54,7 +68,8 @@ pub struct NoisyPowerParams {
     #[schemars(range(min = 1))]
     pub p: Option<usize>,
     /// Number of noisy power iterations L (1–1000; 1–5 is typical). The noise grows like √L at
-    /// a fixed budget.
+    /// a fixed budget. On a public sparse matrix the default is instead to iterate until the
+    /// top-k Ritz values settle (at most 50 iterations).
     #[serde(default)]
     #[schemars(range(min = 1, max = MAX_ITERATIONS), extend("default" = DEFAULT_ITERATIONS))]
     pub iterations: Option<u32>,
@@ -74,6 +89,13 @@ pub struct NoisyPowerConfig {
     pub sensitivity: SensitivityMode,
     /// The noise multiplier s: iteration l adds noise of sd s·Δ(X_{l−1}).
     pub multiplier: f64,
+    /// Stop before `iterations` once the sum of the top-k Ritz values of the release changes
+    /// by at most [`CONVERGENCE_TOLERANCE`] (relative) between iterations. Chosen only on a
+    /// public sparse matrix when the client gives no `iterations` (the rule reads the data, so
+    /// it is never used on a private dataset); the cost and the noise are those of all
+    /// `iterations`. Absent (false) in every other configuration.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub until_converged: bool,
 }
 
 /// The job's ρ, checked finite and strictly positive.
@@ -95,11 +117,9 @@ pub(crate) fn cost_of(iterations: u32, multiplier: f64) -> f64 {
 /// s = sqrt(L/(2ρ)), the inverse of [`cost_of`], rounded up (never down) so that
 /// `cost_of(L, s) ≤ ρ` holds in floating point too.
 pub(crate) fn calibrate(iterations: u32, rho: f64) -> f64 {
-    let mut s = (f64::from(iterations) / (2.0 * rho)).sqrt();
-    while cost_of(iterations, s) > rho {
-        s = s.next_up();
-    }
-    s
+    round_up_while((f64::from(iterations) / (2.0 * rho)).sqrt(), |s| {
+        cost_of(iterations, s) > rho
+    })
 }
 
 /// Checks 1 ≤ k ≤ d, reporting the failure on `params.k`.
@@ -155,6 +175,19 @@ pub(crate) fn choose_iterations(
     }
 }
 
+/// Refuses a target whose calibrated noise is not `finite` (a ρ so small that the noise
+/// overflows f64), reporting the failure on `rho`.
+pub(crate) fn check_calibrated(finite: bool) -> Result<(), ConfigError> {
+    if finite {
+        Ok(())
+    } else {
+        Err(ConfigError::invalid(
+            "rho",
+            "is too small to calibrate noise in floating point",
+        ))
+    }
+}
+
 /// Whether forming A = XᵀX once is cheaper than applying Xᵀ(X·V) every iteration. Flop counts
 /// (multiply–adds): forming A costs n·d² once plus d²·p per iteration; the factored product
 /// costs 2·n·d·p per iteration. Form A iff n·d² + L·d²·p ≤ 2·L·n·d·p.
@@ -165,7 +198,7 @@ pub(crate) fn gram_is_cheaper(n: usize, d: usize, p: usize, iterations: u32) -> 
 }
 
 /// The data matrix A as an operator V ↦ A·V.
-enum Operator<'a> {
+pub(crate) enum Operator<'a> {
     Dense(std::borrow::Cow<'a, Matrix>),
     /// A = xt·xtᵀ applied in factored form.
     Records(Records<'a>),
@@ -177,7 +210,12 @@ impl<'a> Operator<'a> {
     /// Picks the cheaper way to apply A (see [`gram_is_cheaper`]; with the records' statistics
     /// attached A is already formed); checks the input against the dataset's public shape and
     /// kind.
-    fn new(input: DataInput<'a>, ctx: &DataContext, p: usize, iterations: u32) -> Result<Self, RunError> {
+    pub(crate) fn new(
+        input: DataInput<'a>,
+        ctx: &DataContext,
+        p: usize,
+        iterations: u32,
+    ) -> Result<Self, RunError> {
         let d = ctx.d;
         match (input, ctx.kind()) {
             (DataInput::Records { xt }, Kind::Records) if xt.nrows() == d => {
@@ -191,13 +229,11 @@ impl<'a> Operator<'a> {
                 Ok(Operator::Dense(std::borrow::Cow::Borrowed(a)))
             }
             (DataInput::Sparse { a }, Kind::Matrix) if a.n() == d => Ok(Operator::Sparse(a)),
-            _ => Err(RunError::Failed(
-                "the data does not match the dataset's kind or dimension".into(),
-            )),
+            _ => Err(RunError::mismatched_data()),
         }
     }
 
-    fn apply(&self, v: &Matrix) -> Matrix {
+    pub(crate) fn apply(&self, v: &Matrix) -> Matrix {
         match self {
             Operator::Dense(a) => matmul(a, v),
             Operator::Records(xt) => gram_t_times(*xt, v),
@@ -212,19 +248,20 @@ pub(crate) fn initial_iterate(rng: &mut dyn RngCore, d: usize, p: usize) -> Matr
     thin_qr_q(&omega)
 }
 
+/// The sum of the k largest eigenvalues of sym(XᵀY), Y the release of A·X: the top-k Ritz
+/// values of A on span(X), up to the noise (O(d·p²)).
+fn top_ritz_sum(x: &Matrix, y: &Matrix, k: usize) -> Result<f64, RunError> {
+    let h = matmul_tn(x, y);
+    let h = (&h + h.transpose()) * 0.5;
+    let values =
+        try_sym_eigenvalues(&h).map_err(|_| RunError::Failed("the Ritz values did not converge".into()))?;
+    Ok(values.iter().take(k).sum())
+}
+
 impl Algorithm for NoisyPower {
+    const INFO: &'static AlgorithmInfo = &catalog::NOISY_POWER;
     type Params = NoisyPowerParams;
     type Config = NoisyPowerConfig;
-
-    fn info(&self) -> AlgorithmInfo {
-        AlgorithmInfo::new(
-            "noisy_power",
-            "Private randomized power method: L noisy subspace iterations, then a Rayleigh–Ritz step on the last noisy release.",
-            "Nicolas et al. 2024, Alg. 1 with Thm 3.1 (sensitivity) and Thm 3.2 (privacy); Hardt & Price 2014; Balcan et al. 2016",
-            "ρ-zCDP with ρ = L/(2s²): each iteration is a Gaussian mechanism with noise sd s·Δ(X_{l−1}).",
-        )
-        .sparse()
-    }
 
     fn configure(
         &self,
@@ -236,7 +273,14 @@ impl Algorithm for NoisyPower {
         let d = ctx.d;
         let k = params.k;
         let p = choose_p(params.p, k, d)?;
-        let iterations = choose_iterations(params.iterations, DEFAULT_ITERATIONS, MAX_ITERATIONS, "")?;
+        // Public facts only: whether the dataset is public and stored sparse, and whether the
+        // client chose L.
+        let until_converged = params.iterations.is_none() && ctx.public && ctx.sparse;
+        let iterations = if until_converged {
+            PUBLIC_SPARSE_ITERATIONS
+        } else {
+            choose_iterations(params.iterations, DEFAULT_ITERATIONS, MAX_ITERATIONS, "")?
+        };
         if !params.sensitivity.applies_to(&ctx.neighbours) {
             return Err(ConfigError::invalid(
                 "params.sensitivity",
@@ -244,18 +288,14 @@ impl Algorithm for NoisyPower {
             ));
         }
         let multiplier = calibrate(iterations, rho);
-        if !multiplier.is_finite() {
-            return Err(ConfigError::invalid(
-                "rho",
-                "is too small to calibrate noise in floating point",
-            ));
-        }
+        check_calibrated(multiplier.is_finite())?;
         Ok(NoisyPowerConfig {
             k,
             p,
             iterations,
             sensitivity: params.sensitivity,
             multiplier,
+            until_converged,
         })
     }
 
@@ -304,17 +344,17 @@ impl Algorithm for NoisyPower {
             iterations,
             sensitivity,
             multiplier,
+            until_converged,
         } = *config;
+        // The stopping rule reads the data: only ever on a public dataset.
+        let until_converged = until_converged && ctx.public;
         let d = ctx.d;
         let fits = k >= 1 && k <= p && p <= d && (1..=MAX_ITERATIONS).contains(&iterations);
-        if !(fits && multiplier > 0.0 && multiplier.is_finite()) {
-            return Err(RunError::Failed(
-                "the stored configuration does not fit the dataset".into(),
-            ));
-        }
+        ensure_fits(fits && multiplier > 0.0 && multiplier.is_finite())?;
         let op = Operator::new(input, ctx, p, iterations)?;
         let mut x = initial_iterate(env.rng(), d, p);
         let mut y = Matrix::zeros(d, p);
+        let mut ritz_sum = f64::NAN;
         for l in 1..=iterations {
             let delta = power_sensitivity(sensitivity, &ctx.neighbours, &x)
                 .ok_or_else(|| RunError::Failed("sensitivity mode does not apply to this dataset".into()))?;
@@ -332,6 +372,14 @@ impl Algorithm for NoisyPower {
                     "numerical overflow in the power iteration".into(),
                 ));
             }
+            let settled = until_converged && {
+                let previous = std::mem::replace(&mut ritz_sum, top_ritz_sum(&x, &y, k)?);
+                (ritz_sum - previous).abs() <= CONVERGENCE_TOLERANCE * ritz_sum.abs()
+            };
+            if settled {
+                env.progress(iterations, iterations)?;
+                break;
+            }
             if l < iterations {
                 x = thin_qr_q(&y);
             }
@@ -339,12 +387,7 @@ impl Algorithm for NoisyPower {
         }
         // Rayleigh–Ritz on the release Y_L: its top-k left singular vectors.
         let svd = try_thin_svd(&y).map_err(|_| RunError::Failed("the final SVD did not converge".into()))?;
-        let mut basis = svd.u.columns(0, k).into_owned();
-        fix_signs(&mut basis);
-        Ok(Output {
-            basis,
-            eigenvalues: Some(svd.s.iter().take(k).copied().collect()),
-        })
+        Ok(Output::leading(&svd.u, svd.s.as_slice(), k))
     }
 }
 

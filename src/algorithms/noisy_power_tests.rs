@@ -36,6 +36,7 @@ fn cost_is_l_over_two_s_squared() {
         iterations,
         sensitivity: SensitivityMode::Auto,
         multiplier,
+        until_converged: false,
     };
     // 4 / (2·2²) = 0.5; 1 / (2·0.5²) = 2; 10 / (2·10²) = 0.05.
     assert_eq!(NoisyPower.cost(&cfg(4, 2.0), &c), Cost::gaussian_zcdp(0.5));
@@ -159,7 +160,7 @@ fn invalid_parameters_name_their_field() {
 /// noisy_power supports every kind and relation, so `prepare` never answers `Unsupported`.
 #[test]
 fn every_kind_and_relation_is_supported() {
-    let info = Algorithm::info(&NoisyPower);
+    let info = NoisyPower::INFO;
     assert!(!info.public_only);
     for neighbours in [AR, RO, EN] {
         assert!(info.kinds.contains(&neighbours.kind()) && info.relations.contains(&neighbours.relation()));
@@ -288,6 +289,7 @@ fn mismatched_input_fails_cleanly() {
         iterations: 2,
         sensitivity: SensitivityMode::Auto,
         multiplier: 1.0,
+        until_converged: false,
     };
     let cases = [
         (DataInput::Matrix { a: &a }, ctx(6, None, AR)),
@@ -445,4 +447,89 @@ fn under_noised_run_fails_the_audit() {
             "{neighbours:?} {mode:?}: under-noising went unnoticed"
         );
     }
+}
+
+// ---- The public sparse default: iterate until the Ritz values settle. ----
+
+#[test]
+fn a_public_sparse_matrix_iterates_to_convergence_by_default() {
+    let (d, k) = (600, 5);
+    let csr = crate::linalg::testing::planted_partition(d, k, 0.08, 0.005, 3);
+    let a = csr.view().expect("valid CSR");
+    let public = DataContext {
+        public: true,
+        sparse: true,
+        ..ctx(d, None, EN)
+    };
+    let private = DataContext {
+        public: false,
+        ..public
+    };
+    let dense_public = DataContext {
+        sparse: false,
+        ..public
+    };
+    let k_only = |iterations| NoisyPowerParams {
+        k,
+        p: None,
+        iterations,
+        sensitivity: SensitivityMode::Auto,
+    };
+    let configure = |iterations, c: &DataContext| {
+        NoisyPower
+            .configure(k_only(iterations), c, &target(1e6))
+            .expect("valid")
+    };
+    // Private data, dense public data and an explicit L keep the fixed L (4 by default).
+    for (iterations, c) in [(None, &private), (None, &dense_public), (Some(4), &public)] {
+        let config = configure(iterations, c);
+        assert_eq!(
+            (config.iterations, config.until_converged),
+            (DEFAULT_ITERATIONS, false)
+        );
+        let stored = serde_json::to_value(&config).expect("serialises");
+        assert!(
+            stored.get("until_converged").is_none(),
+            "absent when false: {stored}"
+        );
+    }
+    let config = configure(None, &public);
+    assert_eq!(
+        (config.iterations, config.until_converged),
+        (PUBLIC_SPARSE_ITERATIONS, true)
+    );
+    assert_eq!(
+        config.multiplier,
+        calibrate(PUBLIC_SPARSE_ITERATIONS, 1e6),
+        "noise of all L iterations"
+    );
+
+    let dense = a.to_dense();
+    let best: f64 = crate::linalg::sym_eig(&dense).values.iter().take(k).sum();
+    let energy = |basis: &Matrix| (basis.transpose() * &dense * basis).trace();
+    let (out, audit) = run_audited(&NoisyPower, DataInput::Sparse { a }, &config, &public, 7);
+    let basis = out.expect("runs").basis;
+    let releases = audit.draws.iter().filter(|d| d.label == RELEASE).count();
+    assert!(
+        releases > 1 && releases < PUBLIC_SPARSE_ITERATIONS as usize,
+        "stopped after {releases}"
+    );
+    assert!(
+        energy(&basis) >= 0.99 * best,
+        "captured {} of {best}",
+        energy(&basis)
+    );
+    // At L = 4 the same matrix is far from converged: the default matters.
+    let fixed = configure(Some(DEFAULT_ITERATIONS), &public);
+    let (out, _) = run_audited(&NoisyPower, DataInput::Sparse { a }, &fixed, &public, 7);
+    assert!(
+        energy(&out.expect("runs").basis) < energy(&basis),
+        "L = 4 captures less"
+    );
+    // The stopping rule reads the data: a configuration carrying it runs every iteration on a
+    // private dataset.
+    let (out, audit) = run_audited(&NoisyPower, DataInput::Sparse { a }, &config, &private, 7);
+    out.expect("runs");
+    let releases = audit.draws.iter().filter(|d| d.label == RELEASE).count();
+    assert_eq!(releases, PUBLIC_SPARSE_ITERATIONS as usize);
 }

@@ -30,7 +30,8 @@ pub struct Prepared {
 
 /// Object-safe face of an [`Algorithm`].
 pub trait DynAlgorithm: Send + Sync {
-    fn info(&self) -> AlgorithmInfo;
+    /// Its entry in the [`super::catalog`].
+    fn info(&self) -> &'static AlgorithmInfo;
 
     /// The JSON Schema of the `params` a job may send: the algorithm's own parameters and the
     /// generic options that apply to it (see [`super::parameters`]).
@@ -328,12 +329,12 @@ fn config_k(config: &Value) -> Option<usize> {
 }
 
 impl<A: Algorithm> DynAlgorithm for A {
-    fn info(&self) -> AlgorithmInfo {
-        Algorithm::info(self)
+    fn info(&self) -> &'static AlgorithmInfo {
+        A::INFO
     }
 
     fn parameters(&self) -> Value {
-        parameters::published(&Algorithm::info(self), parameters::schema_of::<A::Params>())
+        parameters::published(A::INFO, parameters::schema_of::<A::Params>())
     }
 
     fn prepare(
@@ -342,7 +343,7 @@ impl<A: Algorithm> DynAlgorithm for A {
         ctx: &DataContext,
         target: &PrivacyTarget,
     ) -> Result<Prepared, ConfigError> {
-        let info = Algorithm::info(self);
+        let info = A::INFO;
         if info.public_only && !ctx.public {
             return Err(ConfigError::PublicOnly(format!(
                 "algorithm `{}` computes non-private results and runs only on datasets marked public",
@@ -369,15 +370,15 @@ impl<A: Algorithm> DynAlgorithm for A {
         } else {
             params
         };
-        let first = prepare_target(self, &info, params.clone(), ctx, target);
+        let first = prepare_target(self, info, params.clone(), ctx, target);
         // The default clip takes a share of ρ from the algorithm; where that share makes it
         // refuse (e.g. k_dp_pca needs a minimum budget for its n), the job runs unclipped, as
         // it did before the default.
         if first.is_err()
             && let Some(unclipped) =
-                without_default_clip(&info, &parameters::schema_of::<A::Params>(), &params, ctx)
+                without_default_clip(info, &parameters::schema_of::<A::Params>(), &params, ctx)
         {
-            return prepare_target(self, &info, unclipped, ctx, target);
+            return prepare_target(self, info, unclipped, ctx, target);
         }
         first
     }

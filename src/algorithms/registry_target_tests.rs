@@ -17,6 +17,7 @@ fn records(d: usize, n: usize) -> DataContext {
         n: Some(n),
         neighbours: ro(1.0, (d as f64).sqrt()),
         public: false,
+        sparse: false,
     }
 }
 
@@ -26,6 +27,7 @@ fn matrix(m: usize) -> DataContext {
         n: Some(m),
         neighbours: Neighbours::Entry { u: 1.0 },
         public: false,
+        sparse: false,
     }
 }
 

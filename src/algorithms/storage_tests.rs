@@ -15,8 +15,8 @@ fn the_sparse_algorithms_are_the_power_methods_and_exact() {
 #[test]
 fn a_dense_only_algorithm_is_refused_on_sparse_data_only() {
     let gauss = super::super::find("analyze_gauss").expect("listed").info();
-    assert_eq!(check_storage(&gauss, false), Ok(()));
-    let Err(ConfigError::Unsupported(message)) = check_storage(&gauss, true) else {
+    assert_eq!(check_storage(gauss, false), Ok(()));
+    let Err(ConfigError::Unsupported(message)) = check_storage(gauss, true) else {
         panic!("analyze_gauss must be refused on sparse data");
     };
     assert!(
@@ -25,5 +25,5 @@ fn a_dense_only_algorithm_is_refused_on_sparse_data_only() {
     );
     assert!(message.contains("noisy_power"), "{message}");
     let power = super::super::find("noisy_power").expect("listed").info();
-    assert_eq!(check_storage(&power, true), Ok(()));
+    assert_eq!(check_storage(power, true), Ok(()));
 }

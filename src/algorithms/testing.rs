@@ -42,6 +42,7 @@ pub(crate) fn ctx(d: usize, n: Option<usize>, neighbours: Neighbours) -> DataCon
         n,
         neighbours,
         public: false,
+        sparse: false,
     }
 }
 
@@ -65,6 +66,7 @@ pub(crate) fn public_records_ctx(d: usize, n: usize, beta: f64) -> DataContext {
             alpha: (d as f64).sqrt() * beta,
         },
         public: true,
+        sparse: false,
     }
 }
 

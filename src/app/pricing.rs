@@ -136,7 +136,7 @@ pub fn price(
     let target = privacy.parse("privacy")?;
     let ctx = data_context(dataset).ok_or_else(|| AppError::conflict("the dataset has no data yet"))?;
     let name = algorithm.info().name;
-    algorithms::storage::check_storage(&algorithm.info(), dataset.nnz.is_some())?;
+    algorithms::storage::check_storage(algorithm.info(), dataset.nnz.is_some())?;
     let prepared = algorithm.prepare(params, &ctx, &target)?;
     let cost = prepared
         .cost

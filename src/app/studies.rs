@@ -36,6 +36,8 @@ pub struct SiteRequest {
     pub name: String,
     /// The coordinator-side budget of this site (ρ).
     pub budget_rho: Option<f64>,
+    /// `gossip_power`: the number of features this site's agent holds (blocks in site order).
+    pub n_features: Option<usize>,
 }
 
 /// A request to create a study, as the API received it.
@@ -144,7 +146,7 @@ fn check_identity(request: &StudyRequest, max_d: usize) -> Result<StudyAlgorithm
         AppError::validation(
             "algorithm",
             format!(
-                "unknown study algorithm `{}`; studies run: federated_power, cape_pca, cape_agn",
+                "unknown study algorithm `{}`; studies run: federated_power, cape_pca, cape_agn, gossip_power",
                 request.algorithm
             ),
         )
@@ -175,9 +177,27 @@ fn neighbours(request: &StudyRequest) -> Result<Neighbours, AppError> {
     }
 }
 
-/// The threshold t (default ⌈2S/3⌉), 2 ≤ t ≤ S.
-fn threshold(request: &StudyRequest) -> Result<u32, AppError> {
+/// The threshold t (default ⌈2S/3⌉), 2 ≤ t ≤ S. A `gossip_power` study needs every agent
+/// (t = S), and only its sites state a block of features.
+fn threshold(request: &StudyRequest, algorithm: StudyAlgorithm) -> Result<u32, AppError> {
     let n_sites = request.sites.len() as u32;
+    if algorithm == StudyAlgorithm::GossipPower {
+        return match request.threshold {
+            Some(t) if t != n_sites => Err(AppError::validation(
+                "threshold",
+                format!(
+                    "a gossip_power study needs every agent in every exchange: t must be the number of sites ({n_sites}) or absent (got {t})"
+                ),
+            )),
+            _ => Ok(n_sites),
+        };
+    }
+    if let Some(i) = request.sites.iter().position(|s| s.n_features.is_some()) {
+        return Err(AppError::validation(
+            format!("sites[{i}].n_features"),
+            "only gossip_power studies split the features over the sites; every site of this study holds all n_features",
+        ));
+    }
     let threshold = request.threshold.unwrap_or_else(|| default_threshold(n_sites));
     if !(threshold >= 2 && threshold <= n_sites) {
         return Err(AppError::validation(
@@ -253,15 +273,17 @@ fn resolve(
     let algorithm = check_identity(request, max_d)?;
     let neighbours = neighbours(request)?;
     check_sites(&request.sites)?;
-    let threshold = threshold(request)?;
+    let threshold = threshold(request, algorithm)?;
     let params = study_params(request)?;
     let target = target?;
     let context = study_context(request.n_features, neighbours);
+    let site_features: Vec<Option<usize>> = request.sites.iter().map(|s| s.n_features).collect();
     let terms = StudyTerms {
         context: &context,
         target: &target,
         sites: request.sites.len() as u32,
         threshold,
+        site_features: &site_features,
     };
     let plan = algorithm.plan(params, &terms)?;
     let cost = crate::privacy::Cost::gaussian_zcdp(plan.rho)

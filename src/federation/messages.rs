@@ -83,6 +83,26 @@ pub struct CapeReleaseRequest {
     pub values: String,
 }
 
+/// A neighbour's value of one `gossip_power` exchange, relayed by the coordinator.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct GossipValue {
+    /// The neighbour's site index.
+    pub index: u32,
+    /// `rows`×`cols` f64, column-major, little-endian, base64.
+    pub values: String,
+    pub rows: usize,
+    pub cols: usize,
+}
+
+/// `POST /v1/site/gossip/{step}`: this agent's value of exchange `step` (a release or a
+/// post-processing of releases; docs/design/federation.md, "Live gossip").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GossipPostRequest {
+    /// f64 little-endian, column-major, base64: Gram p×p, message n×p, max 1×1, segment d_i×p.
+    pub values: String,
+}
+
 /// One participant of the fixed roster, with its public keys.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Participant {
@@ -190,6 +210,13 @@ pub enum SiteTask {
         input_rows: usize,
         #[serde(default)]
         input_cols: usize,
+    },
+    /// `gossip_power`: post this agent's value for exchange `step` of `steps`, after mixing
+    /// in `inputs`, its graph neighbours' values of exchange `step − 1` (none for step 1).
+    GossipStep {
+        step: u32,
+        steps: u32,
+        inputs: Vec<GossipValue>,
     },
     /// The study is over (for this site). `status` is the study status.
     Finished {

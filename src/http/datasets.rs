@@ -26,8 +26,8 @@ use crate::store::{DatasetRecord, DatasetStatus, LedgerEntry, LedgerEntryKind};
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateDataset {
-    /// A name for people: 1 to 200 characters, not only white space (stored trimmed).
-    #[schema(min_length = 1, max_length = 200, pattern = r"\S")]
+    /// A name for people: 1 to 200 characters, not only white space, no NUL character (stored trimmed).
+    #[schema(min_length = 1, max_length = 200, pattern = r"^[^\u0000]*\S[^\u0000]*$")]
     pub name: String,
     /// `records` (one row per individual) or `matrix` (symmetric m×m).
     pub kind: Kind,
@@ -57,8 +57,10 @@ pub struct BudgetView {
     /// The budget as the owner stated it.
     #[schema(value_type = Object)]
     pub stated: serde_json::Value,
-    /// The ρ ceiling: the budget (zCDP), or for an (ε, δ) budget the most that Gaussian-only
-    /// spending may reach by the exact curve.
+    /// The ρ ceiling under the admission rule now in force: the budget (zCDP), or for an (ε, δ)
+    /// budget the most the dataset's spending may total (docs/design/privacy.md §2.6: the exact
+    /// Gaussian curve at δ/2 while only Gaussian mechanisms were charged, CKS afterwards), so
+    /// that `remaining = total − spent`.
     pub total: PrivacyAmount,
     pub spent: PrivacyAmount,
     /// The part of `spent.rho` not spent by Gaussian mechanisms (Laplace, exponential
@@ -134,7 +136,8 @@ impl From<&DatasetRecord> for DatasetView {
                 };
                 Some(BudgetView {
                     stated,
-                    total: amount(total_rho, total_delta).gaussian_only(true),
+                    total: amount(r.rho_ceiling_units().unwrap_or(total_rho), total_delta)
+                        .gaussian_only(true),
                     spent: amount(r.spent_rho_units, r.spent_delta_units)
                         .gaussian_only(spent.is_gaussian_only()),
                     spent_other_rho: r.spent_other_rho_units.to_real(),
@@ -357,13 +360,13 @@ impl From<UploadFormat> for Format {
 pub struct UploadQuery {
     /// The body's format when it is sent as `application/octet-stream`: `csv`, `json`, `npy`
     /// or `mtx`.
-    /// Without it such a body must be a `.npy` file (recognised by its magic string). With a
+    /// Without it such a body must be `.npy` or Matrix Market (recognised by their magic). With a
     /// specific `Content-Type` it must agree with it.
     pub format: Option<UploadFormat>,
 }
 
 /// Upload the data, once. The body is a file: `application/octet-stream` (what generated
-/// clients send; a `.npy` file is recognised by its magic string, other formats are named
+/// clients send; `.npy` and Matrix Market are recognised by their magic, other formats are named
 /// with `?format=csv|json|mtx`), or `text/csv` (header optional), `application/json` (an array
 /// of rows), `application/x-npy` (f64/f32, C order) or `application/x-matrix-market` (a sparse
 /// symmetric matrix in Matrix Market coordinate format, `symmetric` or `general` with symmetric

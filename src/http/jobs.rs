@@ -15,6 +15,7 @@ use super::privacy_input::{DEFAULT_DISPLAY_DELTA, PrivacyAmount, PrivacyInput};
 use super::rate_limit::{Limited, Submissions};
 pub(crate) use crate::app::jobs::strip_nulls;
 use crate::app::jobs::{self as use_case, Cancellation, Job, SubmitRequest};
+use crate::ingest::npy_preamble;
 use crate::privacy::admission::Spending;
 use crate::state::AppState;
 use crate::store::{Idempotency, JobRecord, JobStatus};
@@ -288,16 +289,9 @@ pub struct JobResultView {
 
 /// The header of a `.npy` file holding a rows×cols f64 little-endian array in C order.
 pub fn npy_header(rows: usize, cols: usize) -> Vec<u8> {
-    let mut header = format!("{{'descr': '<f8', 'fortran_order': False, 'shape': ({rows}, {cols}), }}");
-    // Magic (6) + version (2) + header length (2) + header + '\n' is a multiple of 64.
-    let unpadded = 10 + header.len() + 1;
-    header.push_str(&" ".repeat((64 - unpadded % 64) % 64));
-    header.push('\n');
-    let mut out = Vec::with_capacity(10 + header.len());
-    out.extend_from_slice(b"\x93NUMPY\x01\x00");
-    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    out.extend_from_slice(header.as_bytes());
-    out
+    npy_preamble(&format!(
+        "{{'descr': '<f8', 'fortran_order': False, 'shape': ({rows}, {cols}), }}"
+    ))
 }
 
 /// The d×k basis as `.npy` bytes (f64 little-endian, C order) from its column-major values.

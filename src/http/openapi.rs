@@ -139,7 +139,7 @@ pub fn contract(doc: &mut Value) {
 fn document_binary_bodies(doc: &mut Value) {
     if let Some(op) = doc.pointer_mut("/paths/~1v1~1datasets~1{id}~1data/put") {
         op["requestBody"] = json!({
-            "description": "The data file. Generated clients send it as application/octet-stream: a `.npy` file is recognised by its magic string, CSV, JSON and Matrix Market are named with `?format=`. `text/csv`, `application/json` (an array of rows), `application/x-npy` and `application/x-matrix-market` (a sparse symmetric matrix, coordinate format, for matrix datasets; stored sparse) are accepted too.",
+            "description": "The data file. Generated clients send it as application/octet-stream: a `.npy` file is recognised by its magic string and Matrix Market by its `%%MatrixMarket` banner; CSV and JSON are named with `?format=`. `text/csv`, `application/json` (an array of rows), `application/x-npy` and `application/x-matrix-market` (a sparse symmetric matrix, coordinate format, for matrix datasets; stored sparse) are accepted too.",
             "required": true,
             "content": {
                 // Only octet-stream: the SDK generator refuses other content types here, and

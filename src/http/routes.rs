@@ -75,6 +75,7 @@ fn site() -> OpenApiRouter<AppState> {
         .routes(routes!(site::contribution))
         .routes(routes!(site::unmask))
         .routes(routes!(site::cape_release))
+        .routes(routes!(site::gossip_value))
 }
 
 /// `PUT /v1/datasets/{id}/data`.

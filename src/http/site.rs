@@ -12,8 +12,8 @@ use utoipa::IntoParams;
 use super::error::{ApiError, Json, Path, ProblemDocument, ProblemKind, Query};
 use crate::app::site;
 use crate::federation::messages::{
-    CapeReleaseRequest, ContributionRequest, JoinRequest, SharesRequest, SiteStudyView, SiteTask,
-    UnmaskRequest,
+    CapeReleaseRequest, ContributionRequest, GossipPostRequest, JoinRequest, SharesRequest, SiteStudyView,
+    SiteTask, UnmaskRequest,
 };
 use crate::state::AppState;
 use crate::store::{StudyRecord, StudySiteRecord};
@@ -155,6 +155,25 @@ pub async fn cape_release(
     state
         .studies
         .cape_release(auth.study.id, auth.site.index, stage, body.values)
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// A `gossip_power` agent's value of exchange `step`: its noisy message or update, or a gossip
+/// state mixed from released values (docs/design/federation.md, "Live gossip").
+#[utoipa::path(post, operation_id = "submit_gossip_value", path = "/v1/site/gossip/{step}", tag = "sites", security(("site_token" = [])),
+    params(("step" = u32, Path, description = "exchange number, 1-based")), request_body = GossipPostRequest,
+    responses((status = 204), (status = 401, body = ProblemDocument), (status = 409, body = ProblemDocument),
+        (status = 422, body = ProblemDocument)))]
+pub async fn gossip_value(
+    State(state): State<AppState>,
+    auth: SiteAuth,
+    Path(step): Path<u32>,
+    Json(body): Json<GossipPostRequest>,
+) -> Result<StatusCode, ApiError> {
+    state
+        .studies
+        .gossip_post(auth.study.id, auth.site.index, step, body.values)
         .await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -31,23 +31,28 @@ fn study_relation_schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Sc
 #[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateStudySite {
-    /// A name for people, unique in the study: 1 to 100 characters, not only white space.
-    #[schema(min_length = 1, max_length = 100, pattern = r"\S")]
+    /// A name for people, unique in the study: 1 to 100 characters, not only white space, no NUL character.
+    #[schema(min_length = 1, max_length = 100, pattern = r"^[^\u0000]*\S[^\u0000]*$")]
     pub name: String,
     /// The coordinator-side budget of this site (ρ): the study is refused if it costs more.
     /// The site's own ledger (`privpca site --budget-rho`) is what the site enforces.
     #[schema(exclusive_minimum = 0.0, maximum = 1e6)]
     pub budget_rho: Option<f64>,
+    /// `gossip_power` only (and required there): the number of features this site's agent
+    /// holds. Blocks are in site order and sum to the study's `n_features`; the site's data has
+    /// exactly these columns, for the same records in the same order at every site.
+    #[schema(minimum = 1, maximum = 10000)]
+    pub n_features: Option<usize>,
 }
 
 /// Create a study.
 #[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateStudy {
-    /// A name for people: 1 to 200 characters, not only white space (stored trimmed).
-    #[schema(min_length = 1, max_length = 200, pattern = r"\S")]
+    /// A name for people: 1 to 200 characters, not only white space, no NUL character (stored trimmed).
+    #[schema(min_length = 1, max_length = 200, pattern = r"^[^\u0000]*\S[^\u0000]*$")]
     pub name: String,
-    /// `federated_power`, `cape_pca` or `cape_agn`.
+    /// `federated_power`, `cape_pca`, `cape_agn` or `gossip_power`.
     #[schema(schema_with = super::params::study_algorithm_schema)]
     pub algorithm: String,
     /// Number of features d every site's data has: at most the server's `--max-d` (the
@@ -256,6 +261,7 @@ impl CreateStudy {
                 .map(|s| SiteRequest {
                     name: s.name,
                     budget_rho: s.budget_rho,
+                    n_features: s.n_features,
                 })
                 .collect(),
             join_timeout_seconds: self.join_timeout_seconds,

@@ -15,8 +15,8 @@ use crate::state::AppState;
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateTenant {
-    /// A name for people: 1 to 200 characters, not only white space (stored trimmed).
-    #[schema(min_length = 1, max_length = 200, pattern = r"\S")]
+    /// A name for people: 1 to 200 characters, not only white space, no NUL character (stored trimmed).
+    #[schema(min_length = 1, max_length = 200, pattern = r"^[^\u0000]*\S[^\u0000]*$")]
     pub name: String,
 }
 

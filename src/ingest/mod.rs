@@ -44,6 +44,7 @@ use std::io::{Read, Write};
 pub use error::IngestError;
 pub use load::{RESIDENT_BYTES, StoredData, open, open_lazily, open_with};
 pub use mtx::{SparseIngested, ingest_mtx};
+pub use npy::npy_preamble;
 
 /// The wire format of an upload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

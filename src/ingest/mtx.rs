@@ -20,6 +20,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 
+use rayon::iter::{IntoParallelIterator, ParallelIterator};
 use rayon::slice::ParallelSliceMut;
 
 use super::IngestError;
@@ -171,30 +172,44 @@ pub(super) fn parse_mtx(input: impl Read, max_nnz: u64) -> Result<Csr, IngestErr
     let (n, declared) = size_line(&mut lines, max_nnz)?;
     let mut entries = Vec::with_capacity(usize::try_from(declared.min(1 << 24)).unwrap_or(0));
     let mut seen = 0u64;
-    while let Some(line) = lines.next_data()? {
-        seen += 1;
-        if seen > declared {
-            return Err(malformed(
-                line,
-                format!("more entries than the {declared} declared on the size line"),
-            ));
-        }
-        let entry = entry(line, lines.text(), n, field)?;
-        entries.push(entry);
-        if symmetry == Symmetry::Symmetric && entry.row != entry.col {
-            entries.push(Entry {
-                row: entry.col,
-                col: entry.row,
-                ..entry
-            });
-        }
-        if entries.len() as u64 > max_nnz {
-            return Err(IngestError::TooManyNonzeros { max: max_nnz });
+    let mut line_base = lines.number;
+    let mut chunk = Vec::with_capacity(CHUNK_BYTES + 4096);
+    // The entries in chunks of whole lines, each chunk split into pieces parsed in parallel and
+    // then taken in line order, so every check fails at the same line as a sequential parse.
+    while read_chunk(&mut lines.input, &mut chunk)? {
+        let pieces = split_at_lines(&chunk, 4 * rayon::current_num_threads());
+        let parsed: Vec<Piece> = pieces.into_par_iter().map(|p| parse_piece(p, n, field)).collect();
+        for piece in parsed {
+            for mut entry in piece.entries {
+                entry.line += line_base;
+                seen += 1;
+                if seen > declared {
+                    return Err(malformed(
+                        entry.line,
+                        format!("more entries than the {declared} declared on the size line"),
+                    ));
+                }
+                entries.push(entry);
+                if symmetry == Symmetry::Symmetric && entry.row != entry.col {
+                    entries.push(Entry {
+                        row: entry.col,
+                        col: entry.row,
+                        ..entry
+                    });
+                }
+                if entries.len() as u64 > max_nnz {
+                    return Err(IngestError::TooManyNonzeros { max: max_nnz });
+                }
+            }
+            if let Some((line, message)) = piece.error {
+                return Err(malformed(line_base + line, message));
+            }
+            line_base += piece.lines;
         }
     }
     if seen < declared {
         return Err(malformed(
-            lines.number + 1,
+            line_base + 1,
             format!("the file ends after {seen} of the {declared} entries declared on the size line"),
         ));
     }
@@ -226,6 +241,89 @@ pub(super) fn parse_mtx(input: impl Read, max_nnz: u64) -> Result<Csr, IngestErr
         symmetrise(&mut csr, &entries)?;
     }
     Ok(csr)
+}
+
+/// Bytes of input parsed at a time (then up to the end of the line).
+const CHUNK_BYTES: usize = 8 << 20;
+
+/// Reads about [`CHUNK_BYTES`] of whole lines into `chunk` (replacing its contents); false at
+/// the end of the input.
+fn read_chunk(input: &mut impl BufRead, chunk: &mut Vec<u8>) -> Result<bool, IngestError> {
+    chunk.clear();
+    (&mut *input)
+        .take(CHUNK_BYTES as u64)
+        .read_to_end(chunk)
+        .map_err(IngestError::Read)?;
+    if chunk.last().is_some_and(|&b| b != b'\n') {
+        input.read_until(b'\n', chunk).map_err(IngestError::Read)?;
+    }
+    Ok(!chunk.is_empty())
+}
+
+/// `bytes` (whole lines) in about `parts` pieces of whole lines.
+fn split_at_lines(bytes: &[u8], parts: usize) -> Vec<&[u8]> {
+    let step = (bytes.len() / parts.max(1)).max(1);
+    let mut pieces = Vec::with_capacity(parts + 1);
+    let mut start = 0;
+    while start < bytes.len() {
+        let end = match bytes[(start + step).min(bytes.len())..]
+            .iter()
+            .position(|&b| b == b'\n')
+        {
+            Some(at) => (start + step).min(bytes.len()) + at + 1,
+            None => bytes.len(),
+        };
+        pieces.push(&bytes[start..end]);
+        start = end;
+    }
+    pieces
+}
+
+/// The entries of a piece of whole lines, their `line` counted from 1 within the piece; its
+/// line count; and the first error (its line within the piece, the message), after which the
+/// piece was not read further.
+struct Piece {
+    entries: Vec<Entry>,
+    lines: u64,
+    error: Option<(u64, String)>,
+}
+
+/// Parses the entry lines of a piece; `%` comments and blank lines are skipped.
+fn parse_piece(bytes: &[u8], n: u32, field: Field) -> Piece {
+    let mut entries = Vec::with_capacity(bytes.len() / 16);
+    let mut number = 0u64;
+    for raw in bytes.split_inclusive(|&b| b == b'\n') {
+        number += 1;
+        let parsed = match std::str::from_utf8(raw) {
+            Err(_) => Err(malformed(number, "not UTF-8 text")),
+            Ok(text) => {
+                let text = text.trim();
+                if text.is_empty() || text.starts_with('%') {
+                    continue;
+                }
+                entry(number, text, n, field)
+            }
+        };
+        match parsed {
+            Ok(entry) => entries.push(entry),
+            Err(e) => {
+                let error = match e {
+                    IngestError::Malformed { line, message } => (line, message),
+                    other => (number, other.to_string()),
+                };
+                return Piece {
+                    entries,
+                    lines: number,
+                    error: Some(error),
+                };
+            }
+        }
+    }
+    Piece {
+        entries,
+        lines: number,
+        error: None,
+    }
 }
 
 /// The size line `n n entries`, checked against the limits.

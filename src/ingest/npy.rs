@@ -142,6 +142,22 @@ fn element(dtype: &DType) -> Result<Element, IngestError> {
     })
 }
 
+/// The start of an `.npy` file in format 1.0: magic, version, header length and the header
+/// dictionary `dict`, padded with spaces and ended by a newline so that the data starts at a
+/// multiple of 64 bytes, as the format requires. The data follows it.
+pub fn npy_preamble(dict: &str) -> Vec<u8> {
+    // Magic (6) + version (2) + header length (2) + header + '\n' is a multiple of 64.
+    let unpadded = 10 + dict.len() + 1;
+    let text_len = dict.len() + (64 - unpadded % 64) % 64 + 1;
+    let mut out = Vec::with_capacity(10 + text_len);
+    out.extend_from_slice(b"\x93NUMPY\x01\x00");
+    out.extend_from_slice(&(text_len as u16).to_le_bytes());
+    out.extend_from_slice(dict.as_bytes());
+    out.resize(10 + text_len - 1, b' ');
+    out.push(b'\n');
+    out
+}
+
 /// Reads the magic, version, header length and header text, checks them, and lets npyz
 /// interpret the header. Returns the header and its total length in bytes.
 fn read_header(input: &mut impl Read) -> Result<(NpyHeader, usize), IngestError> {

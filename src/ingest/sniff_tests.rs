@@ -30,8 +30,24 @@ fn npy_magic_is_recognised_and_the_body_is_replayed_whole() {
 }
 
 #[test]
+fn a_matrix_market_banner_is_recognised_and_the_body_is_replayed_whole() {
+    let body = b"%%MatrixMarket matrix coordinate real symmetric\n2 2 1\n1 1 0.5\n";
+    assert_eq!(sniffed(body), (Some(Format::Mtx), body.to_vec()));
+}
+
+#[test]
 fn other_bodies_have_no_format_and_lose_no_byte() {
-    for body in [&b"1,2\n3,4\n"[..], b"[[1, 2]]", b"\x93NUMP", b"", b"\x93NUMPX..."] {
+    let bodies = [
+        &b"1,2\n3,4\n"[..],
+        b"[[1, 2]]",
+        b"\x93NUMP",
+        b"",
+        b"\x93NUMPX...",
+        b"%%MatrixMarke",
+        b"%%matrixmarket matrix coordinate real symmetric\n",
+        b"% a comment\n%%MatrixMarket matrix coordinate real symmetric\n",
+    ];
+    for body in bodies {
         assert_eq!(sniffed(body), (None, body.to_vec()), "{body:?}");
     }
 }

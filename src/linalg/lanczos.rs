@@ -1,19 +1,24 @@
-//! The top k eigenpairs of a large symmetric operator known only through products A·X: block
-//! Lanczos with full reorthogonalisation and explicit restarts (Golub & Van Loan, *Matrix
-//! Computations*, 4th ed., §10.3.6 block Lanczos, §10.1 Rayleigh–Ritz). `exact` uses it on
-//! sparse datasets, where forming A densely is out of the question.
+//! The top k eigenpairs of a large symmetric operator known only through products A·X:
+//! thick-restart block Lanczos with full reorthogonalisation (Wu & Simon, "Thick-restart
+//! Lanczos method for large symmetric eigenvalue problems", SIMAX 22, 2000; in block form as
+//! the Krylov–Schur restart of Stewart 2001; Golub & Van Loan, *Matrix Computations*, 4th ed.,
+//! §10.3.6 block Lanczos, §10.1 Rayleigh–Ritz). `exact` uses it on sparse datasets, where
+//! forming A densely is out of the question.
 //!
-//! One cycle, from an orthonormal n×b block V:
-//! 1. the Krylov basis Q = [Q₀ = V, Q₁, …, Q_{s−1}], Q_{j+1} = orth(A·Q_j) against every earlier
-//!    block, twice, with a QR between (the "twice is enough" rule; a rank-deficient block is
-//!    completed by its QR and the completion is orthogonalised too);
-//! 2. Rayleigh–Ritz: H = Qᵀ(AQ) (the products A·Q_j are kept, so no extra product), its
-//!    eigenpairs (θ, Y) in decreasing order, Ritz vectors X = Q·Y and A·X = (AQ)·Y;
-//! 3. stop when ‖A·x_i − θ_i·x_i‖ ≤ tol·max(|θ|) for each of the first k; else restart with the
-//!    first b Ritz vectors.
+//! The basis V (n × m, orthonormal) grows by blocks of b columns: Q_next = orth(A·Q_j) against
+//! every column so far, twice, with a QR between ("twice is enough"; a rank-deficient block is
+//! completed by its QR and the completion is orthogonalised too). The projected matrix
+//! T = VᵀAV is filled from the Gram–Schmidt coefficients (no extra product). When V is full:
+//! 1. Rayleigh–Ritz: T's eigenpairs (θ, Y) in decreasing order;
+//! 2. the residual of the Ritz pair (θ_i, V·y_i) is W·y_i restricted to the last block, where
+//!    W is the last block's orthogonalised image (A·V = V·T + W·E_lastᵀ), so its norm costs no
+//!    product; stop when ‖A·x_i − θ_i·x_i‖ ≤ tol·max|θ| for each of the first k;
+//! 3. else **thick restart**: keep the first l ≥ k Ritz vectors V·Y₍:l₎ (T becomes diag(θ₍:l₎)),
+//!    append orth(W) and continue. Unlike an explicit restart from b vectors, the kept Ritz
+//!    vectors carry what was learnt, which matters on clustered eigenvalues.
 //!
-//! Cost per cycle: s products A·Q_j (O(nnz·b) each on a sparse A) and O(n·(sb)²) for the
-//! reorthogonalisation and the Ritz vectors. Memory: Q and AQ, 2·n·s·b values.
+//! Cost per cycle: (m − l)/b products A·Q_j (O(nnz·b) each on a sparse A), O(n·m·b) per block
+//! for the reorthogonalisation and O(n·m·l) for the restart. Memory: V, n·m values.
 
 use faer::Accum;
 use faer::linalg::matmul::matmul;
@@ -30,9 +35,10 @@ pub struct LanczosOptions {
     pub tolerance: f64,
     /// Most restarts before giving up ([`LinalgError::NoConvergence`]).
     pub max_cycles: u32,
-    /// Extra columns beyond k in each block (they speed convergence past clustered eigenvalues).
-    pub extra: usize,
-    /// The Krylov basis is kept to about this many columns (at least 3 blocks).
+    /// The block size b callers draw their start block with ([`LanczosOptions::block_size`]):
+    /// an eigenvalue of multiplicity above b may be missed, a larger b costs more products.
+    pub block: usize,
+    /// The basis holds at most this many columns (raised to k + 2b when that is more).
     pub basis_columns: usize,
 }
 
@@ -41,9 +47,16 @@ impl Default for LanczosOptions {
         LanczosOptions {
             tolerance: 1e-7,
             max_cycles: 300,
-            extra: 10,
-            basis_columns: 160,
+            block: 4,
+            basis_columns: 48,
         }
+    }
+}
+
+impl LanczosOptions {
+    /// The columns of the start block for the top k of an n×n operator: `block`, at most n.
+    pub fn block_size(&self, n: usize) -> usize {
+        self.block.max(1).min(n)
     }
 }
 
@@ -65,11 +78,12 @@ pub enum LanczosStop<E> {
 }
 
 /// The top k eigenpairs (largest eigenvalues) of the symmetric n×n operator `apply` (X ↦ A·X),
-/// starting from the n×b block `start` (b = k + `options.extra`, capped at n; any full-rank
-/// block, e.g. Gaussian). `progress(cycle, max_cycles)` runs after each cycle and may stop the
-/// iteration.
+/// starting from the n×b block `start` (b = [`LanczosOptions::block_size`]; any full-rank
+/// block, e.g. Gaussian; b may be below k). `progress(cycle, max_cycles)` runs after each
+/// restart cycle and may stop the iteration.
 ///
-/// For n < 3b the operator is applied to the identity and decomposed densely (n is then tiny).
+/// When n is below the basis size plus b, the operator is applied to the identity and
+/// decomposed densely (n is then tiny).
 pub fn top_eigenpairs<E>(
     apply: &dyn Fn(&Matrix) -> Matrix,
     start: &Matrix,
@@ -79,10 +93,10 @@ pub fn top_eigenpairs<E>(
 ) -> Result<TopEigen, LanczosStop<E>> {
     let n = start.nrows();
     let b = start.ncols();
-    if !(k >= 1 && k <= b && b <= n) {
+    if !(k >= 1 && b >= 1 && k <= n && b <= n) {
         return Err(LanczosStop::Failed(LinalgError::NotSquare { nrows: n, ncols: b }));
     }
-    if n < 3 * b {
+    if n < options.basis_columns.max(k + 2 * b) + b {
         let a = apply(&Matrix::identity(n, n));
         let a = (&a + a.transpose()) * 0.5;
         let eig = try_sym_eig(&a).map_err(LanczosStop::Failed)?;
@@ -92,51 +106,72 @@ pub fn top_eigenpairs<E>(
             vectors: eig.vectors.columns(0, k).into_owned(),
         });
     }
-    let steps = (options.basis_columns / b).clamp(3, n / b);
-    let mut v = thin_qr_q(start);
+    let m = options.basis_columns.max(k + 2 * b);
+    let mut basis = Matrix::zeros(n, m);
+    let mut t = Matrix::zeros(m, m);
+    basis.columns_mut(0, b).copy_from(&thin_qr_q(start));
+    // Columns `cur..cur + b` are the block to apply next; `filled` columns are in use.
+    let (mut cur, mut filled) = (0, b);
     for cycle in 1..=options.max_cycles {
-        let (q, aq) = krylov_basis(apply, &v, steps);
-        let (values, x, ax) = rayleigh_ritz(&q, &aq, b)?;
+        let w = loop {
+            let mut w = apply(&basis.columns(cur, b).into_owned());
+            let mut c = orthogonalise(&basis, filled, &mut w);
+            c += orthogonalise(&basis, filled, &mut w);
+            // T₍:filled, cur..cur+b₎ = c and its mirror; the diagonal block symmetrised.
+            t.view_mut((0, cur), (filled, b)).copy_from(&c);
+            t.view_mut((cur, 0), (b, cur))
+                .copy_from(&c.rows(0, cur).transpose());
+            let diagonal = c.rows(cur, b);
+            let diagonal = (diagonal + diagonal.transpose()) * 0.5;
+            t.view_mut((cur, cur), (b, b)).copy_from(&diagonal);
+            if filled + b > m {
+                break w;
+            }
+            let next = orthonormal_completion(&basis, filled, &w);
+            basis.columns_mut(filled, b).copy_from(&next);
+            cur = filled;
+            filled += b;
+        };
+        let eig = try_sym_eig(&t.view((0, 0), (filled, filled)).into_owned()).map_err(LanczosStop::Failed)?;
         progress(cycle, options.max_cycles).map_err(LanczosStop::Stopped)?;
-        if converged(&values, &x, &ax, k, options.tolerance) {
+        let residuals = residual_norms(&w, &eig.vectors.rows(cur, b).columns(0, k).into_owned());
+        let scale = eig.values.iter().fold(f64::MIN_POSITIVE, |s, v| s.max(v.abs()));
+        if residuals.iter().all(|&r| r <= options.tolerance * scale) {
             return Ok(TopEigen {
-                values: values[..k].to_vec(),
-                vectors: x.columns(0, k).into_owned(),
+                values: eig.values.iter().take(k).copied().collect(),
+                vectors: times(&basis, filled, &eig.vectors.columns(0, k).into_owned()),
             });
         }
-        v = x;
+        // Thick restart: the first l Ritz vectors, then orth(W).
+        let l = ((filled + k) / 2).clamp(k, filled - b);
+        let kept = times(&basis, filled, &eig.vectors.columns(0, l).into_owned());
+        basis.columns_mut(0, l).copy_from(&kept);
+        t.fill(0.0);
+        for i in 0..l {
+            t[(i, i)] = eig.values[i];
+        }
+        let next = orthonormal_completion(&basis, l, &w);
+        basis.columns_mut(l, b).copy_from(&next);
+        cur = l;
+        filled = l + b;
     }
     Err(LanczosStop::Failed(LinalgError::NoConvergence(
         "block Lanczos iteration",
     )))
 }
 
-/// Q (n × s·b, orthonormal, Q₀ = `v`) and A·Q.
-fn krylov_basis(apply: &dyn Fn(&Matrix) -> Matrix, v: &Matrix, steps: usize) -> (Matrix, Matrix) {
-    let (n, b) = v.shape();
-    let mut q = Matrix::zeros(n, steps * b);
-    let mut aq = Matrix::zeros(n, steps * b);
-    q.columns_mut(0, b).copy_from(v);
-    for j in 0..steps {
-        let block = q.columns(j * b, b).into_owned();
-        let w = apply(&block);
-        aq.columns_mut(j * b, b).copy_from(&w);
-        if j + 1 == steps {
-            break;
-        }
-        let filled = (j + 1) * b;
-        let mut w = w;
-        orthogonalise(&q, filled, &mut w);
-        let mut next = thin_qr_q(&w);
-        orthogonalise(&q, filled, &mut next);
-        let next = thin_qr_q(&next);
-        q.columns_mut(filled, b).copy_from(&next);
-    }
-    (q, aq)
+/// An orthonormal block spanning w's part off the first `filled` columns of q (completed by
+/// the QR where w is rank-deficient), orthogonal to them.
+fn orthonormal_completion(q: &Matrix, filled: usize, w: &Matrix) -> Matrix {
+    let mut next = thin_qr_q(w);
+    orthogonalise(q, filled, &mut next);
+    orthogonalise(q, filled, &mut next);
+    thin_qr_q(&next)
 }
 
-/// w ← w − Q₍:filled₎·(Q₍:filled₎ᵀ·w), the projection off the first `filled` columns of q.
-fn orthogonalise(q: &Matrix, filled: usize, w: &mut Matrix) {
+/// w ← w − Q₍:filled₎·(Q₍:filled₎ᵀ·w), the projection off the first `filled` columns of q;
+/// returns the coefficients Q₍:filled₎ᵀ·w.
+fn orthogonalise(q: &Matrix, filled: usize, w: &mut Matrix) -> Matrix {
     let (n, b) = w.shape();
     let basis = view(q).subcols(0, filled);
     let mut coefficients = Matrix::zeros(filled, b);
@@ -156,47 +191,33 @@ fn orthogonalise(q: &Matrix, filled: usize, w: &mut Matrix) {
         -1.0,
         par_for(work(n, filled, b)),
     );
+    coefficients
 }
 
-/// The Ritz values (decreasing) of A on span(Q), and the first b Ritz vectors X and A·X.
-fn rayleigh_ritz<E>(q: &Matrix, aq: &Matrix, b: usize) -> Result<(Vec<f64>, Matrix, Matrix), LanczosStop<E>> {
-    let m = q.ncols();
-    let mut h = Matrix::zeros(m, m);
-    let par = par_for(work(m, q.nrows(), m));
+/// Q₍:filled₎·Y.
+fn times(q: &Matrix, filled: usize, y: &Matrix) -> Matrix {
+    let mut out = Matrix::zeros(q.nrows(), y.ncols());
     matmul(
-        view_mut(&mut h),
+        view_mut(&mut out),
         Accum::Replace,
-        view(q).transpose(),
-        view(aq),
+        view(q).subcols(0, filled),
+        view(y),
         1.0,
-        par,
+        par_for(work(q.nrows(), filled, y.ncols())),
     );
-    let h = (&h + h.transpose()) * 0.5;
-    let eig = try_sym_eig(&h).map_err(LanczosStop::Failed)?;
-    let y = eig.vectors.columns(0, b).into_owned();
-    let times = |basis: &Matrix| {
-        let mut out = Matrix::zeros(basis.nrows(), b);
-        let par = par_for(work(basis.nrows(), m, b));
-        matmul(
-            view_mut(&mut out),
-            Accum::Replace,
-            view(basis),
-            view(&y),
-            1.0,
-            par,
-        );
-        out
-    };
-    Ok((eig.values.iter().copied().collect(), times(q), times(aq)))
+    out
 }
 
-/// Whether ‖A·x_i − θ_i·x_i‖ ≤ tol·max|θ| for i < k.
-fn converged(values: &[f64], x: &Matrix, ax: &Matrix, k: usize, tolerance: f64) -> bool {
-    let scale = values.iter().fold(f64::MIN_POSITIVE, |m, v| m.max(v.abs()));
-    (0..k).all(|i| {
-        let residual = (ax.column(i) - x.column(i) * values[i]).norm();
-        residual <= tolerance * scale
-    })
+/// ‖W·y_i‖ for each column y_i of `y_last` (the Ritz vectors' last-block rows), through the
+/// b×b Gram matrix WᵀW.
+fn residual_norms(w: &Matrix, y_last: &Matrix) -> Vec<f64> {
+    let gram = w.transpose() * w;
+    (0..y_last.ncols())
+        .map(|i| {
+            let y = y_last.column(i);
+            y.dot(&(&gram * y)).max(0.0).sqrt()
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -7,6 +7,15 @@ fn no_stop(_: u32, _: u32) -> Result<(), ()> {
     Ok(())
 }
 
+/// Lanczos with the default options and no stop.
+fn default_run(
+    apply: &dyn Fn(&Matrix) -> Matrix,
+    start: &Matrix,
+    k: usize,
+) -> Result<TopEigen, LanczosStop<()>> {
+    top_eigenpairs(apply, start, k, &LanczosOptions::default(), &mut no_stop)
+}
+
 /// Checks the Lanczos pairs against the dense eigendecomposition of `dense`: eigenvalues to
 /// 1e-7·‖A‖, and each eigenvector's subspace (the columns of equal eigenvalue) captured.
 fn check_against_dense(dense: &Matrix, got: &TopEigen, k: usize) {
@@ -41,12 +50,15 @@ fn matches_the_dense_decomposition_of_a_sparse_graph_matrix() {
     let csr = planted_partition(800, 10, 0.08, 0.004, 11);
     let a = csr.view().expect("valid CSR");
     let dense = a.to_dense();
+    let options = LanczosOptions::default();
     for k in [1usize, 3, 10] {
-        let start = gaussian(800, k + 10, 5);
-        let apply = |x: &Matrix| a.times(x);
-        let got =
-            top_eigenpairs(&apply, &start, k, &LanczosOptions::default(), &mut no_stop).expect("converges");
-        check_against_dense(&dense, &got, k);
+        // The service's block size (below k at k = 10), and a block wider than k.
+        for b in [options.block_size(800), k + 10] {
+            let start = gaussian(800, b, 5);
+            let apply = |x: &Matrix| a.times(x);
+            let got = top_eigenpairs(&apply, &start, k, &options, &mut no_stop).expect("converges");
+            check_against_dense(&dense, &got, k);
+        }
     }
 }
 
@@ -57,14 +69,7 @@ fn handles_a_cluster_of_equal_eigenvalues_and_negative_ones() {
     spectrum[299] = -10.0;
     let dense = with_spectrum(&spectrum, 4);
     let apply = |x: &Matrix| matmul(&dense, x);
-    let got = top_eigenpairs(
-        &apply,
-        &gaussian(300, 14, 1),
-        4,
-        &LanczosOptions::default(),
-        &mut no_stop,
-    )
-    .expect("converges");
+    let got = default_run(&apply, &gaussian(300, 14, 1), 4).expect("converges");
     check_against_dense(&dense, &got, 4);
     assert!(
         (got.values[3] - 4.0).abs() < 1e-7,
@@ -77,14 +82,7 @@ fn a_tiny_matrix_is_decomposed_densely() {
     let csr = planted_partition(12, 2, 0.5, 0.1, 2);
     let a = csr.view().expect("valid CSR");
     let apply = |x: &Matrix| a.times(x);
-    let got = top_eigenpairs(
-        &apply,
-        &gaussian(12, 5, 3),
-        2,
-        &LanczosOptions::default(),
-        &mut no_stop,
-    )
-    .expect("dense path");
+    let got = default_run(&apply, &gaussian(12, 5, 3), 2).expect("dense path");
     check_against_dense(&a.to_dense(), &got, 2);
 }
 
@@ -114,7 +112,7 @@ fn a_start_block_that_does_not_fit_is_refused() {
     let apply = |x: &Matrix| x.clone();
     let start = gaussian(50, 3, 1);
     assert!(matches!(
-        top_eigenpairs(&apply, &start, 4, &LanczosOptions::default(), &mut no_stop),
+        top_eigenpairs(&apply, &start, 51, &LanczosOptions::default(), &mut no_stop),
         Err(LanczosStop::Failed(_))
     ));
     let _ = CsrView::new(0, &[0], &[], &[]).expect("the empty matrix is a valid CSR");

@@ -42,23 +42,20 @@ fn a_product_large_enough_to_run_in_parallel_agrees_with_the_sequential_rows() {
 fn malformed_arrays_are_refused() {
     let ok = CsrView::new(2, &[0, 1, 2], &[1, 0], &[1.0, 1.0]);
     assert!(ok.is_ok());
-    assert!(CsrView::new(2, &[0, 1], &[1], &[1.0]).is_err(), "short row_ptr");
-    assert!(
-        CsrView::new(2, &[0, 1, 2], &[2, 0], &[1.0, 1.0]).is_err(),
-        "column out of range"
-    );
-    assert!(
-        CsrView::new(2, &[0, 2, 2], &[1, 1], &[1.0, 1.0]).is_err(),
-        "repeated column"
-    );
-    assert!(
-        CsrView::new(2, &[0, 2, 1], &[0, 1], &[1.0, 1.0]).is_err(),
-        "decreasing row_ptr"
-    );
-    assert!(
-        CsrView::new(2, &[0, 1, 3], &[0, 1], &[1.0, 1.0]).is_err(),
-        "row_ptr past nnz"
-    );
+    for (row_ptr, col_idx, values, why) in [
+        (&[0, 1][..], &[1][..], &[1.0][..], "short row_ptr"),
+        (
+            &[0, 1, 2][..],
+            &[2, 0][..],
+            &[1.0, 1.0][..],
+            "column out of range",
+        ),
+        (&[0, 2, 2][..], &[1, 1][..], &[1.0, 1.0][..], "repeated column"),
+        (&[0, 2, 1][..], &[0, 1][..], &[1.0, 1.0][..], "decreasing row_ptr"),
+        (&[0, 1, 3][..], &[0, 1][..], &[1.0, 1.0][..], "row_ptr past nnz"),
+    ] {
+        assert!(CsrView::new(2, row_ptr, col_idx, values).is_err(), "{why}");
+    }
 }
 
 #[test]

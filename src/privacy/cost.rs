@@ -22,6 +22,16 @@ pub enum PrivacyError {
     Other(String),
 }
 
+/// Rounds a calibrated noise scale up, one ulp at a time, while the cost it gives still
+/// `exceeds` the budget: a scale from its closed form can cost an ulp or two more than planned
+/// in floating point, and calibration rounds against the user (docs/design/privacy.md §2).
+pub fn round_up_while(mut scale: f64, exceeds: impl Fn(f64) -> bool) -> f64 {
+    while exceeds(scale) {
+        scale = scale.next_up();
+    }
+    scale
+}
+
 /// A privacy parameter: a newtype over `f64` whose constructor accepts the values for which
 /// `$valid` holds (stated in positive form, so that NaN is rejected) and refuses the others
 /// with the `PrivacyError` variant of the same name.

@@ -55,9 +55,9 @@ pub struct SiteArgs {
     /// site's release with noise variance (mΔ)²/t only.
     #[arg(long, env = "PRIVPCA_SITE_ALLOW_MINORITY_THRESHOLD")]
     pub allow_minority_threshold: bool,
-    /// A test hook, not for operators: after sending round N's unmask answer the site stops
-    /// answering (it stays up, silent, as if it had crashed), so a test can kill it at a known
-    /// protocol point.
+    /// A test hook, not for operators: after sending round N's unmask answer
+    /// (`federated_power`) or stage N's release (CAPE) the site stops answering (it stays up,
+    /// silent, as if it had crashed), so a test can kill it at a known protocol point.
     #[arg(long, hide = true, env = "PRIVPCA_SITE_TEST_STOP_AFTER_ROUND")]
     pub test_stop_after_round: Option<u32>,
 }

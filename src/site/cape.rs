@@ -8,17 +8,24 @@
 //! moment projected by the coordinator's whitening W (Alg. 3 steps 10–11). Asked again for the
 //! same stage (an answer was lost), the same vector is sent again, never a fresh draw. Whether
 //! the site takes part never depends on its n when n is private (add_remove).
+//!
+//! Restarts (docs/design/federation.md, "Durable studies"): the pair-noise keys derive from the
+//! session seed the ledger keeps ([`super::ledger::start_session`]), and every release is kept
+//! in the ledger (kind `contribution`, round = stage, with the roster it was drawn for) before
+//! it is sent. A site restarted with the same command line has the same keys, skips the join,
+//! and sends a kept release again when asked for that stage: the same bytes, never a fresh draw.
 
 use std::time::Duration;
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
+use serde::{Deserialize, Serialize};
 
 use super::http::SiteClient;
-use super::ledger::charge_ledger;
+use super::ledger::{charge_ledger, keep, ledger_failure, parse_kept, start_session};
 use super::prepare::{Prepared, join};
 use super::roster::{Member, RosterGuard, describe};
-use super::run::finished;
+use super::run::{finished, note_wait, resend};
 use super::{Failure, progress};
 use crate::algorithms::RunEnv;
 use crate::algorithms::analyze_gauss::sensitivity;
@@ -32,12 +39,35 @@ use crate::federation::messages::{CapePeer, CapeReleaseRequest, SiteStudyView, S
 use crate::federation::power::study_neighbours;
 use crate::federation::wire;
 use crate::linalg::Matrix;
-use crate::store::{LocalBudget, Store};
+use crate::store::{LocalBudget, SiteMessageKind, SiteStatus, Store};
 
 use super::args::SiteArgs;
 
-/// Most times in a row the same release is sent again on the server's request.
-const MAX_RESENDS: u32 = 5;
+/// A stage's release as kept in the ledger: the roster it was drawn for and what was sent.
+#[derive(Serialize, Deserialize)]
+struct KeptRelease {
+    peers: Vec<CapePeer>,
+    request: CapeReleaseRequest,
+}
+
+/// Checks a stage's roster (the peers and this site) against the first one this site saw.
+fn observe_roster(
+    roster: &mut RosterGuard,
+    view: &SiteStudyView,
+    peers: &[CapePeer],
+    me: &Member,
+    stage: u32,
+) -> Result<(), Failure> {
+    let mut members: Vec<Member> = peers.iter().map(Member::from_cape_peer).collect();
+    members.push(me.clone());
+    if let Some(hash) = roster
+        .observe(view, &members, me)
+        .map_err(|e| violation(format!("refusing stage {stage}'s roster: {e}")))?
+    {
+        progress(&describe(&hash, &members));
+    }
+    Ok(())
+}
 
 fn violation(what: impl std::fmt::Display) -> Failure {
     Failure::Protocol(what.to_string())
@@ -218,11 +248,15 @@ pub(super) async fn follow(
         study_neighbours(view.relation, view.row_norm_bound, view.row_l1_bound).map_err(Failure::Refused)?;
     let d = view.n_features;
     let stages = plan.stages();
-    let mut rng = ChaCha20Rng::try_from_os_rng()
-        .map_err(|e| Failure::Refused(format!("the operating system's random generator failed: {e}")))?;
-    let keys: Vec<KeyPair> = (0..stages).map(|_| KeyPair::generate(&mut rng)).collect();
+    // The pair-noise keys derive from the session seed kept in the ledger (the same keys after
+    // a restart); the noise is drawn from the operating system.
+    let (mut rng, secret_seed) = start_session(args, view, store).await?;
+    let mut keys_rng = ChaCha20Rng::from_seed(secret_seed);
+    let keys: Vec<KeyPair> = (0..stages).map(|_| KeyPair::generate(&mut keys_rng)).collect();
     let public: Vec<String> = keys.iter().map(|k| wire::encode(&k.public())).collect();
-    join(client, view, prepared.records.n, None, public.clone()).await?;
+    if view.site_status == SiteStatus::Invited {
+        join(client, view, prepared.records.n, None, public.clone()).await?;
+    }
     // The records in the model's domain (cape_agn), computed once.
     let domain = match &plan {
         Plan::Pca { .. } => None,
@@ -230,25 +264,37 @@ pub(super) async fn follow(
     };
     let wait = Duration::from_secs(args.wait_seconds);
     let path = format!("/v1/site/task?wait_ms={}", wait.as_millis());
-    let mut sent: Option<(u32, CapeReleaseRequest)> = None;
-    let mut charged = false;
-    let mut resends = 0;
-    let mut last_wait: Option<crate::store::StudyStatus> = None;
     let me = Member {
         index: view.site_index,
         name: view.site_name.clone(),
         keys: public.clone(),
     };
     let mut roster = RosterGuard::new(prepared.expected_roster);
+    // What the ledger kept of this study (the site restarted): the charge, and every release
+    // sent, each checked against the first roster.
+    let mut charged = store
+        .study_charged(budget.dataset, view.study_id)
+        .await
+        .map_err(ledger_failure)?;
+    let mut sent: Option<(u32, CapeReleaseRequest)> = None;
+    for (stage, text) in store
+        .site_messages(view.study_id, SiteMessageKind::Contribution)
+        .await
+        .map_err(ledger_failure)?
+    {
+        let kept: KeptRelease = parse_kept(&text)?;
+        observe_roster(&mut roster, view, &kept.peers, &me, stage)?;
+        progress(&format!(
+            "continuing the study from the ledger: stage {stage} was sent"
+        ));
+        sent = Some((stage, kept.request));
+    }
+    let mut resends = 0;
+    let mut last_wait: Option<crate::store::StudyStatus> = None;
     loop {
         let task: SiteTask = client.get(&path, wait).await?;
         match task {
-            SiteTask::Wait { status } => {
-                if last_wait != Some(status) {
-                    progress(&format!("waiting (study {})", status.as_str()));
-                    last_wait = Some(status);
-                }
-            }
+            SiteTask::Wait { status } => note_wait(&mut last_wait, status),
             SiteTask::CapeRelease {
                 stage,
                 stages: asked_stages,
@@ -264,17 +310,14 @@ pub(super) async fn follow(
                 let stage_path = format!("/v1/site/stages/{stage}/release");
                 if let Some((done, request)) = &sent {
                     if *done == stage {
-                        resends += 1;
-                        if resends > MAX_RESENDS {
-                            return Err(violation(format!(
-                                "the server keeps asking for stage {stage}, sent {MAX_RESENDS} times already"
-                            )));
-                        }
-                        progress(&format!(
-                            "the server asked for stage {stage} again; sending the same release"
-                        ));
-                        tokio::time::sleep(Duration::from_millis(500)).await;
-                        client.post(&stage_path, request).await?;
+                        resend(
+                            client,
+                            &stage_path,
+                            request,
+                            &mut resends,
+                            &format!("stage {stage}"),
+                        )
+                        .await?;
                         continue;
                     }
                     if stage < *done {
@@ -290,14 +333,7 @@ pub(super) async fn follow(
                         view.algorithm
                     )));
                 }
-                let mut members: Vec<Member> = peers.iter().map(Member::from_cape_peer).collect();
-                members.push(me.clone());
-                if let Some(hash) = roster
-                    .observe(view, &members, &me)
-                    .map_err(|e| violation(format!("refusing stage {stage}'s roster: {e}")))?
-                {
-                    progress(&describe(&hash, &members));
-                }
+                observe_roster(&mut roster, view, &peers, &me, stage)?;
                 // What this stage releases, from the study's public shape: the packed
                 // statistic's length, and in cape_agn stage 2 the public W it is projected by
                 // after the D-dimensional lattice release.
@@ -385,9 +421,16 @@ pub(super) async fn follow(
                     _ => return Err(violation("no data for this stage")),
                 }
                 .map_err(violation)?;
-                let request = CapeReleaseRequest {
-                    values: wire::f64s_to_b64(&release),
+                // Kept before it is sent; a release kept first (by a run that stopped before
+                // sending it) is sent instead, so a stage is answered with one vector only.
+                let kept = KeptRelease {
+                    peers,
+                    request: CapeReleaseRequest {
+                        values: wire::f64s_to_b64(&release),
+                    },
                 };
+                let KeptRelease { peers, request } =
+                    keep(store, view.study_id, SiteMessageKind::Contribution, stage, &kept).await?;
                 client.post(&stage_path, &request).await?;
                 progress(&format!(
                     "stage {stage}/{stages} release sent ({len} values; correlated with {} peers; own noise sd {:.4e})",
@@ -395,6 +438,10 @@ pub(super) async fn follow(
                     own.own_sd
                 ));
                 sent = Some((stage, request));
+                if args.test_stop_after_round == Some(stage) {
+                    progress(&format!("stopping after stage {stage} (test hook)"));
+                    std::future::pending::<()>().await;
+                }
             }
             SiteTask::Finished { status, reason } => return finished(status, reason),
             other => {

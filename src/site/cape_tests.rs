@@ -17,6 +17,7 @@ fn study() -> (SiteStudyView, CapePlan) {
         n: None,
         neighbours,
         public: false,
+        sparse: false,
     };
     let target = PrivacyTarget {
         rho: 0.002,

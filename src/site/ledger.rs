@@ -2,13 +2,20 @@
 //! command line, the check that a study fits it before anything is sent, and the one charge
 //! per study, made before the first noisy value is drawn.
 
+use rand::{RngCore, SeedableRng};
+use rand_chacha::ChaCha20Rng;
+use serde::{Deserialize, Serialize};
+
 use super::args::SiteArgs;
 use super::data::Records;
 use super::prepare::{Prepared, relation};
 use super::{Failure, progress};
 use crate::federation::messages::SiteStudyView;
 use crate::privacy::units::{DeltaUnits, RhoUnits};
-use crate::store::{ChargeOutcome, LocalBudget, LocalDataset, SiteStatus, Store, StudyStatus};
+use crate::store::{
+    ChargeOutcome, LocalBudget, LocalDataset, SiteMessageKind, SiteSession, SiteStatus, Store, StoreError,
+    StudyStatus,
+};
 
 /// ρ and δ in ledger units, for the operator.
 pub(super) fn amounts(rho_units: RhoUnits, delta_units: DeltaUnits) -> String {
@@ -216,4 +223,59 @@ async fn resumable(args: &SiteArgs, view: &SiteStudyView, store: &Store) -> Resu
         )));
     }
     Ok(true)
+}
+
+pub(super) fn ledger_failure(e: impl std::fmt::Display) -> Failure {
+    Failure::Refused(format!("the ledger: {e}; nothing more is sent"))
+}
+
+/// Keeps `body` for (`kind`, `round`) before it is sent, and returns what must be sent: the
+/// message kept first, if one was (a phase is answered once, with the same bytes).
+pub(super) async fn keep<T: Serialize + for<'de> Deserialize<'de>>(
+    store: &Store,
+    study: uuid::Uuid,
+    kind: SiteMessageKind,
+    round: u32,
+    body: &T,
+) -> Result<T, Failure> {
+    let text = serde_json::to_string(body).map_err(ledger_failure)?;
+    let kept = store
+        .keep_site_message(study, kind, round, &text)
+        .await
+        .map_err(ledger_failure)?;
+    serde_json::from_str(&kept).map_err(ledger_failure)
+}
+
+pub(super) fn parse_kept<T: for<'de> Deserialize<'de>>(text: &str) -> Result<T, Failure> {
+    serde_json::from_str(text).map_err(|e| ledger_failure(StoreError::Corrupt(e.to_string())))
+}
+
+/// Starts this site's session of the study in its ledger, or takes up the one it keeps (the
+/// site restarted): a fresh 32-byte secret seed is kept, with the fingerprint of what the site
+/// takes part with, before anything is sent, and every key of the study derives from the kept
+/// seed, so a restarted site has the same keys. A session kept with another fingerprint is
+/// refused. Returns an OS-seeded generator for the noise, and the kept seed.
+pub(super) async fn start_session(
+    args: &SiteArgs,
+    view: &SiteStudyView,
+    store: &Store,
+) -> Result<(ChaCha20Rng, [u8; 32]), Failure> {
+    let mut rng = ChaCha20Rng::try_from_os_rng()
+        .map_err(|e| Failure::Refused(format!("the operating system's random generator failed: {e}")))?;
+    let mut fresh = [0u8; 32];
+    rng.fill_bytes(&mut fresh);
+    let wanted = SiteSession {
+        secret_seed: fresh,
+        fingerprint: fingerprint(args, view)?,
+    };
+    let kept = store
+        .start_site_session(view.study_id, &wanted)
+        .await
+        .map_err(ledger_failure)?;
+    if kept.fingerprint != wanted.fingerprint {
+        return Err(Failure::Refused(
+            "the ledger keeps this study's session with another data file or budget; nothing was sent".into(),
+        ));
+    }
+    Ok((rng, kept.secret_seed))
 }

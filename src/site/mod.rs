@@ -29,6 +29,7 @@
 mod args;
 mod cape;
 mod data;
+mod gossip;
 mod http;
 mod ledger;
 mod power;

@@ -5,13 +5,13 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use rand::{RngCore, SeedableRng};
+use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use serde::{Deserialize, Serialize};
 
 use super::args::SiteArgs;
 use super::http::{Posted, SiteClient};
-use super::ledger::{charge_ledger, fingerprint};
+use super::ledger::{charge_ledger, keep, ledger_failure, parse_kept, start_session};
 use super::prepare::{Prepared, check_threshold, join};
 use super::roster::{Member, RosterGuard, describe};
 use super::run::finished;
@@ -23,7 +23,7 @@ use crate::federation::power::SiteComputation;
 use crate::federation::secagg::SiteSession;
 use crate::federation::wire::{b64_to_f64s, words_to_b64};
 use crate::linalg::Matrix;
-use crate::store::{LocalBudget, SiteMessageKind, SiteStatus, Store, StoreError, StudyStatus};
+use crate::store::{LocalBudget, SiteMessageKind, SiteStatus, Store, StudyStatus};
 
 /// The key shares as kept in the ledger: the roster they were dealt for and what was sent.
 #[derive(Serialize, Deserialize)]
@@ -45,31 +45,6 @@ struct KeptUnmask {
     survivors: Vec<u32>,
     dropped: Vec<u32>,
     request: UnmaskRequest,
-}
-
-fn ledger_failure(e: impl std::fmt::Display) -> Failure {
-    Failure::Refused(format!("the ledger: {e}; nothing more is sent"))
-}
-
-/// Keeps `body` for (`kind`, `round`) before it is sent, and returns what must be sent: the
-/// message kept first, if one was (a phase is answered once, with the same bytes).
-async fn keep<T: Serialize + for<'de> Deserialize<'de>>(
-    store: &Store,
-    study: uuid::Uuid,
-    kind: SiteMessageKind,
-    round: u32,
-    body: &T,
-) -> Result<T, Failure> {
-    let text = serde_json::to_string(body).map_err(ledger_failure)?;
-    let kept = store
-        .keep_site_message(study, kind, round, &text)
-        .await
-        .map_err(ledger_failure)?;
-    serde_json::from_str(&kept).map_err(ledger_failure)
-}
-
-fn parse_kept<T: for<'de> Deserialize<'de>>(text: &str) -> Result<T, Failure> {
-    serde_json::from_str(text).map_err(|e| ledger_failure(StoreError::Corrupt(e.to_string())))
 }
 
 /// This site's entry in a `federated_power` roster, as it published it.
@@ -212,9 +187,9 @@ impl Protocol<'_> {
                         std::future::pending::<()>().await;
                     }
                 }
-                SiteTask::CapeRelease { .. } => {
+                SiteTask::CapeRelease { .. } | SiteTask::GossipStep { .. } => {
                     return Err(violation(
-                        "the server sent a CAPE task in a federated_power study",
+                        "the server sent a task of another protocol in a federated_power study",
                     ));
                 }
                 SiteTask::Finished { status, reason } => return finished(status, reason),
@@ -463,27 +438,9 @@ pub(super) async fn follow(
 ) -> Result<(), Failure> {
     let view = &prepared.view;
     let iterations = computation.config().iterations;
-    let mut rng = ChaCha20Rng::try_from_os_rng()
-        .map_err(|e| Failure::Refused(format!("the operating system's random generator failed: {e}")))?;
-    // The session's secret seed is kept in the ledger before anything is sent: every key of
-    // the study derives from it, so a restarted site has the same keys.
-    let mut fresh = [0u8; 32];
-    rng.fill_bytes(&mut fresh);
-    let wanted = crate::store::SiteSession {
-        secret_seed: fresh,
-        fingerprint: fingerprint(args, view)?,
-    };
-    let kept = store
-        .start_site_session(view.study_id, &wanted)
-        .await
-        .map_err(ledger_failure)?;
-    if kept.fingerprint != wanted.fingerprint {
-        return Err(Failure::Refused(
-            "the ledger keeps this study's session with another data file or budget; nothing was sent".into(),
-        ));
-    }
-    let mut keys_rng = ChaCha20Rng::from_seed(kept.secret_seed);
-    let mut deal_rng = ChaCha20Rng::from_seed(kept.secret_seed);
+    let (rng, secret_seed) = start_session(args, view, store).await?;
+    let mut keys_rng = ChaCha20Rng::from_seed(secret_seed);
+    let mut deal_rng = ChaCha20Rng::from_seed(secret_seed);
     deal_rng.set_stream(1);
     let session = SiteSession::new(view.study_id, view.site_index, iterations, &mut keys_rng);
     if view.site_status == SiteStatus::Invited {

@@ -20,11 +20,9 @@ use crate::store::{SiteStatus, StudyStatus};
 
 /// Whether the study can be joined by this site now.
 fn check_study(view: &SiteStudyView) -> Result<(), Failure> {
-    // A `federated_power` site that already joined may be this site restarted: its ledger
-    // decides (`check_ledger` refuses unless it keeps this study's session).
-    if view.algorithm == "federated_power"
-        && matches!(view.status, StudyStatus::Enrolling | StudyStatus::Running)
-    {
+    // A site that already joined may be this site restarted (every study protocol is
+    // durable): its ledger decides (`check_ledger` refuses unless it keeps this study's session).
+    if matches!(view.status, StudyStatus::Enrolling | StudyStatus::Running) {
         return Ok(());
     }
     match view.status {
@@ -44,8 +42,8 @@ fn check_study(view: &SiteStudyView) -> Result<(), Failure> {
     }
     if view.site_status != SiteStatus::Invited {
         return Err(Failure::Refused(format!(
-            "this site's status is {} (not invited): it already joined, and a CAPE client that joined \
-             cannot be restarted (its protocol keys lived in that process); nothing was sent",
+            "this site's status is {} (not invited): it already joined, and a CAPE or gossip_power \
+             client that joined cannot be restarted (its protocol keys lived in that process); nothing was sent",
             view.site_status.as_str()
         )));
     }
@@ -160,6 +158,11 @@ pub(super) async fn prepare(args: &SiteArgs, client: &SiteClient) -> Result<Prep
             Some(SiteComputation::from_view(&view).map_err(Failure::Refused)?)
         }
         "cape_pca" | "cape_agn" => None,
+        "gossip_power" => {
+            super::gossip::checked_config(&view)
+                .map_err(|e| Failure::Refused(format!("refusing the study: {e}; nothing was sent")))?;
+            None
+        }
         other => {
             return Err(Failure::Refused(format!(
                 "this client does not know the study algorithm `{other}`; nothing was sent"
@@ -178,11 +181,16 @@ pub(super) async fn prepare(args: &SiteArgs, client: &SiteClient) -> Result<Prep
         Some(_) => (view.max_site_samples, None),
         None => super::cape::record_rules(&view),
     };
+    let (beta, alpha) = if view.algorithm == "gossip_power" {
+        super::gossip::block_bounds(&view).map_err(Failure::Refused)?
+    } else {
+        (view.row_norm_bound, view.row_l1_bound)
+    };
     let records = load_records(
         &args.data,
         format.ingest_format(),
-        view.row_norm_bound,
-        view.row_l1_bound,
+        beta,
+        alpha,
         max_records,
         empty_d,
     )
@@ -196,6 +204,7 @@ pub(super) async fn prepare(args: &SiteArgs, client: &SiteClient) -> Result<Prep
     }
     let checked = match &computation {
         Some(computation) => computation.check_data(records.n, records.d),
+        None if view.algorithm == "gossip_power" => super::gossip::check_data(&view, records.n, records.d),
         None if records.d != view.n_features => Err(format!(
             "the data has {} features; the study has {}",
             records.d, view.n_features
@@ -208,8 +217,8 @@ pub(super) async fn prepare(args: &SiteArgs, client: &SiteClient) -> Result<Prep
         records.n,
         records.d,
         args.data.display(),
-        view.row_norm_bound,
-        view.row_l1_bound
+        beta,
+        alpha
     ));
     Ok(Prepared {
         view,

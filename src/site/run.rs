@@ -59,6 +59,40 @@ pub(super) fn finished(status: StudyStatus, reason: Option<String>) -> Result<()
     Err(Failure::Study(format!("the study ended {status}: {why}")))
 }
 
+/// Most times in a row the same message is sent again on the server's request.
+const MAX_RESENDS: u32 = 5;
+
+/// Prints the study's status once each time the site starts waiting in it.
+pub(super) fn note_wait(last: &mut Option<StudyStatus>, status: StudyStatus) {
+    if *last != Some(status) {
+        progress(&format!("waiting (study {})", status.as_str()));
+        *last = Some(status);
+    }
+}
+
+/// Sends a kept message again because the server asked for `what` again (an answer was lost):
+/// the same bytes, never a fresh draw, at most [`MAX_RESENDS`] times in a row.
+pub(super) async fn resend<B: serde::Serialize>(
+    client: &SiteClient,
+    path: &str,
+    request: &B,
+    resends: &mut u32,
+    what: &str,
+) -> Result<(), Failure> {
+    *resends += 1;
+    if *resends > MAX_RESENDS {
+        return Err(Failure::Protocol(format!(
+            "the server keeps asking for {what}, sent {MAX_RESENDS} times already"
+        )));
+    }
+    progress(&format!(
+        "the server asked for {what} again; sending the same value"
+    ));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    client.post(path, request).await?;
+    Ok(())
+}
+
 /// The whole client: prepare, check the ledger, join, follow the tasks.
 pub(super) async fn run(args: &SiteArgs) -> Result<(), Failure> {
     warn_plain_http(&args.server);
@@ -82,6 +116,9 @@ async fn follow(
     budget: &LocalBudget,
     prepared: &Prepared,
 ) -> Result<(), Failure> {
+    if prepared.view.algorithm == "gossip_power" {
+        return super::gossip::follow(args, client, store, budget, prepared).await;
+    }
     match prepared.computation.as_ref() {
         Some(computation) => super::power::follow(args, client, store, budget, prepared, computation).await,
         None => super::cape::follow(args, client, store, budget, prepared).await,

@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use super::codec::{id, now, seed_to_db, ts};
 use super::ledger::{record, refund, reserve, shortfall};
-use super::lookup::{DATASETS, JOBS};
+use super::lookup::{DATASETS, JOBS, succeeded_result};
 use super::models::{
     CancelOutcome, DatasetStatus, JobRecord, JobResult, JobStatus, LedgerEntryKind, NewJob, SubmitOutcome,
 };
@@ -253,14 +253,7 @@ impl Store {
 
     /// The result of the tenant's succeeded job; `None` if the job is unknown or has no result.
     pub async fn job_result(&self, tenant: Uuid, job: Uuid) -> Result<Option<JobResult>, StoreError> {
-        let row = sqlx::query(
-            "SELECT result, result_d, result_k, eigenvalues, released FROM jobs \
-             WHERE id = $1 AND tenant_id = $2 AND status = 'succeeded' AND result IS NOT NULL",
-        )
-        .bind(id(job))
-        .bind(id(tenant))
-        .fetch_optional(&self.pool)
-        .await?;
+        let row = succeeded_result(&self.pool, "jobs", "released", tenant, job).await?;
         row.as_ref()
             .map(|r| rows::basis_result(r, &format!("job {job}")))
             .transpose()

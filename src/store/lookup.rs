@@ -1,8 +1,9 @@
 //! Reads of one record by id inside the caller's connection or transaction, shared by the
-//! modules that write datasets, jobs and uploads (so none of them imports another for it).
+//! modules that write datasets, jobs and uploads (so none of them imports another for it), and
+//! the read of a succeeded job's or study's result row.
 
-use sqlx::AnyConnection;
 use sqlx::any::AnyRow;
+use sqlx::{AnyConnection, AnyPool};
 use uuid::Uuid;
 
 use super::StoreError;
@@ -48,4 +49,25 @@ impl<T> Owned<T> {
             .await?;
         row.as_ref().map(self.record).transpose()
     }
+}
+
+/// The result columns (`result`, `result_d`, `result_k`, `eigenvalues`) and `extra` of the
+/// tenant's succeeded job or study `id` in `table`; `None` if it is unknown, belongs to another
+/// tenant, has not succeeded or has no result.
+pub(crate) async fn succeeded_result(
+    pool: &AnyPool,
+    table: &str,
+    extra: &str,
+    tenant: Uuid,
+    id: Uuid,
+) -> Result<Option<AnyRow>, StoreError> {
+    let sql = format!(
+        "SELECT result, result_d, result_k, eigenvalues, {extra} FROM {table} \
+         WHERE id = $1 AND tenant_id = $2 AND status = 'succeeded' AND result IS NOT NULL"
+    );
+    Ok(sqlx::query(&sql)
+        .bind(codec::id(id))
+        .bind(codec::id(tenant))
+        .fetch_optional(pool)
+        .await?)
 }

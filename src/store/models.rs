@@ -114,9 +114,16 @@ impl DatasetRecord {
     /// budget this depends on what was spent: the exact Gaussian curve while only Gaussian
     /// mechanisms were charged, CKS afterwards). `None` for public datasets (no budget).
     pub fn remaining_rho_units(&self) -> Option<RhoUnits> {
+        Some((self.rho_ceiling_units()? - self.spent_rho_units).max(RhoUnits::ZERO))
+    }
+
+    /// The most ρ units the dataset's spending may total under the rule now in force: the
+    /// budget itself for a zCDP budget; for an (ε, δ) budget the admission capacity
+    /// (docs/design/privacy.md §2.6), which depends on whether anything but Gaussian mechanisms
+    /// was charged. `None` for public datasets. `remaining = ceiling − spent`.
+    pub fn rho_ceiling_units(&self) -> Option<RhoUnits> {
         let budget = self.budget()?;
-        let capacity = rho_capacity_units(&budget, self.spent());
-        Some((capacity.min(self.budget_rho_units?) - self.spent_rho_units).max(RhoUnits::ZERO))
+        Some(rho_capacity_units(&budget, self.spent()).min(self.budget_rho_units?))
     }
 
     /// Remaining δ units that approximate parts may still spend, `None` for public datasets (no

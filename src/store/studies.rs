@@ -395,41 +395,16 @@ impl Store {
         index: u32,
         n_samples: Option<i64>,
     ) -> Result<bool, StoreError> {
-        let done = sqlx::query(
-            "UPDATE study_sites SET status = 'joined', joined_at = $1, n_samples = $2 \
-             WHERE study_id = $3 AND idx = $4 AND status = 'invited' \
-               AND EXISTS (SELECT 1 FROM studies WHERE id = $5 AND status = 'enrolling')",
-        )
-        .bind(ts(now()))
-        .bind(n_samples)
-        .bind(id(study))
-        .bind(i64::from(index))
-        .bind(id(study))
-        .execute(&self.pool)
-        .await?;
-        Ok(done.rows_affected() == 1)
+        let mut conn = self.pool.acquire().await?;
+        join_in(&mut conn, study, index, n_samples).await
     }
 
     /// Enrolment is over: the study runs with `roster`; every other site is dropped (round 0).
     pub async fn start_study(&self, study: Uuid, roster: &[u32]) -> Result<bool, StoreError> {
         let mut tx = self.write_tx().await?;
-        let done = sqlx::query(
-            "UPDATE studies SET status = 'running', started_at = $1 WHERE id = $2 AND status = 'enrolling'",
-        )
-        .bind(ts(now()))
-        .bind(id(study))
-        .execute(&mut *tx)
-        .await?;
-        if done.rows_affected() != 1 {
-            return Ok(false);
-        }
-        for site in sites_of(&mut tx, study).await? {
-            if !roster.contains(&site.index) {
-                set_site(&mut tx, study, site.index, SiteStatus::Dropped, Some(0)).await?;
-            }
-        }
+        let started = start_in(&mut tx, study, roster).await?;
         tx.commit().await?;
-        Ok(true)
+        Ok(started)
     }
 
     /// Round 1 opens: every site of `roster` is charged the study's cost (the coordinator's
@@ -437,20 +412,7 @@ impl Store {
     /// enforced by the schema. Charges stand from here on.
     pub async fn charge_study_sites(&self, study: Uuid, roster: &[u32]) -> Result<(), StoreError> {
         let mut tx = self.write_tx().await?;
-        let at = ts(now());
-        for &site in roster {
-            sqlx::query(
-                "UPDATE study_sites SET status = 'contributing', charged_at = $1, \
-                     charged_rho_units = (SELECT cost_rho_units FROM studies WHERE id = $2), \
-                     charged_delta_units = (SELECT cost_delta_units FROM studies WHERE id = $2) \
-                 WHERE study_id = $2 AND idx = $3 AND charged_at IS NULL",
-            )
-            .bind(&at)
-            .bind(id(study))
-            .bind(i64::from(site))
-            .execute(&mut *tx)
-            .await?;
-        }
+        charge_in(&mut tx, study, roster).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -469,12 +431,8 @@ impl Store {
 
     /// Rounds done so far.
     pub async fn set_study_progress(&self, study: Uuid, done: u32) -> Result<(), StoreError> {
-        sqlx::query("UPDATE studies SET progress_done = $1 WHERE id = $2 AND status = 'running'")
-            .bind(i64::from(done))
-            .bind(id(study))
-            .execute(&self.pool)
-            .await?;
-        Ok(())
+        let mut conn = self.pool.acquire().await?;
+        progress_in(&mut conn, study, done).await
     }
 
     /// Stores the result; the study succeeds and its contributing sites are done.
@@ -487,31 +445,8 @@ impl Store {
         eigenvalues: Option<&[f64]>,
         report: &serde_json::Value,
     ) -> Result<(), StoreError> {
-        if d.checked_mul(k) != Some(basis.len()) {
-            return Err(StoreError::InvalidResult(format!(
-                "basis of {} values is not {d}×{k}",
-                basis.len()
-            )));
-        }
         let mut tx = self.write_tx().await?;
-        sqlx::query(
-            "UPDATE studies SET status = 'succeeded', finished_at = $1, progress_done = progress_total, \
-                 result = $2, result_d = $3, result_k = $4, eigenvalues = $5, report = $6 \
-             WHERE id = $7 AND status = 'running'",
-        )
-        .bind(ts(now()))
-        .bind(basis_to_bytes(basis))
-        .bind(d as i64)
-        .bind(k as i64)
-        .bind(eigenvalues.map(serde_json::to_string).transpose()?)
-        .bind(serde_json::to_string(report)?)
-        .bind(id(study))
-        .execute(&mut *tx)
-        .await?;
-        sqlx::query("UPDATE study_sites SET status = 'done' WHERE study_id = $1 AND status = 'contributing'")
-            .bind(id(study))
-            .execute(&mut *tx)
-            .await?;
+        finish_in(&mut tx, study, (d, k, basis), eigenvalues, report).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -524,18 +459,8 @@ impl Store {
         error: &str,
         report: Option<&serde_json::Value>,
     ) -> Result<bool, StoreError> {
-        let done = sqlx::query(
-            "UPDATE studies SET status = $1, error = $2, finished_at = $3, report = COALESCE($4, report) \
-             WHERE id = $5 AND status IN ('enrolling', 'running')",
-        )
-        .bind(status.as_str())
-        .bind(error)
-        .bind(ts(now()))
-        .bind(report.map(serde_json::to_string).transpose()?)
-        .bind(id(study))
-        .execute(&self.pool)
-        .await?;
-        Ok(done.rows_affected() == 1)
+        let mut conn = self.pool.acquire().await?;
+        end_in(&mut conn, study, status, error, report).await
     }
 
     /// Cancels the tenant's study if it is not finished.
@@ -558,20 +483,6 @@ impl Store {
         } else {
             Ok(StudyCancel::AlreadyFinished(record))
         }
-    }
-
-    /// The coordinator's heartbeat: pushes forward the lease of every unfinished study this
-    /// replica coordinates. Returns how many it holds.
-    pub async fn renew_study_leases(&self) -> Result<u64, StoreError> {
-        let done = sqlx::query(
-            "UPDATE studies SET coordinator_lease_until = $1 \
-             WHERE coordinator = $2 AND status IN ('enrolling', 'running')",
-        )
-        .bind(ts(self.lease_end(self.lease_now())))
-        .bind(self.replica())
-        .execute(&self.pool)
-        .await?;
-        Ok(done.rows_affected())
     }
 
     /// At start: the unfinished studies this replica coordinated whose protocol state is not
@@ -619,14 +530,7 @@ impl Store {
 
     /// The result of the tenant's succeeded study.
     pub async fn study_result(&self, tenant: Uuid, study: Uuid) -> Result<Option<StudyResult>, StoreError> {
-        let row = sqlx::query(
-            "SELECT result, result_d, result_k, eigenvalues, report FROM studies \
-             WHERE id = $1 AND tenant_id = $2 AND status = 'succeeded' AND result IS NOT NULL",
-        )
-        .bind(id(study))
-        .bind(id(tenant))
-        .fetch_optional(&self.pool)
-        .await?;
+        let row = super::lookup::succeeded_result(&self.pool, "studies", "report", tenant, study).await?;
         let Some(row) = row else { return Ok(None) };
         let result = super::rows::basis_result(&row, &format!("study {study}"))?;
         let report: Option<&str> = row.try_get("report")?;
@@ -640,7 +544,148 @@ impl Store {
     }
 }
 
-async fn set_site(
+/// [`Store::join_study_site`] on `conn`: changes nothing unless the site is still invited and
+/// the study enrolling.
+pub(super) async fn join_in(
+    conn: &mut AnyConnection,
+    study: Uuid,
+    index: u32,
+    n_samples: Option<i64>,
+) -> Result<bool, StoreError> {
+    let done = sqlx::query(
+        "UPDATE study_sites SET status = 'joined', joined_at = $1, n_samples = $2 \
+         WHERE study_id = $3 AND idx = $4 AND status = 'invited' \
+           AND EXISTS (SELECT 1 FROM studies WHERE id = $5 AND status = 'enrolling')",
+    )
+    .bind(ts(now()))
+    .bind(n_samples)
+    .bind(id(study))
+    .bind(i64::from(index))
+    .bind(id(study))
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// [`Store::start_study`] on `conn` (inside the caller's transaction).
+pub(super) async fn start_in(
+    conn: &mut AnyConnection,
+    study: Uuid,
+    roster: &[u32],
+) -> Result<bool, StoreError> {
+    let done = sqlx::query(
+        "UPDATE studies SET status = 'running', started_at = $1 WHERE id = $2 AND status = 'enrolling'",
+    )
+    .bind(ts(now()))
+    .bind(id(study))
+    .execute(&mut *conn)
+    .await?;
+    if done.rows_affected() != 1 {
+        return Ok(false);
+    }
+    for site in sites_of(conn, study).await? {
+        if !roster.contains(&site.index) {
+            set_site(conn, study, site.index, SiteStatus::Dropped, Some(0)).await?;
+        }
+    }
+    Ok(true)
+}
+
+/// [`Store::charge_study_sites`] on `conn` (inside the caller's transaction): a site is charged
+/// only while `charged_at` is NULL, so a repeated charge changes nothing.
+pub(super) async fn charge_in(
+    conn: &mut AnyConnection,
+    study: Uuid,
+    roster: &[u32],
+) -> Result<(), StoreError> {
+    let at = ts(now());
+    for &site in roster {
+        sqlx::query(
+            "UPDATE study_sites SET status = 'contributing', charged_at = $1, \
+                 charged_rho_units = (SELECT cost_rho_units FROM studies WHERE id = $2), \
+                 charged_delta_units = (SELECT cost_delta_units FROM studies WHERE id = $2) \
+             WHERE study_id = $2 AND idx = $3 AND charged_at IS NULL",
+        )
+        .bind(&at)
+        .bind(id(study))
+        .bind(i64::from(site))
+        .execute(&mut *conn)
+        .await?;
+    }
+    Ok(())
+}
+
+/// [`Store::set_study_progress`] on `conn`. Progress never goes back: a repeated (older)
+/// progress write changes nothing.
+pub(super) async fn progress_in(conn: &mut AnyConnection, study: Uuid, done: u32) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE studies SET progress_done = $1 WHERE id = $2 AND status = 'running' AND progress_done < $1",
+    )
+    .bind(i64::from(done))
+    .bind(id(study))
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// [`Store::finish_study`] on `conn` (inside the caller's transaction): the basis is d×k.
+pub(super) async fn finish_in(
+    conn: &mut AnyConnection,
+    study: Uuid,
+    (d, k, basis): (usize, usize, &[f64]),
+    eigenvalues: Option<&[f64]>,
+    report: &serde_json::Value,
+) -> Result<(), StoreError> {
+    if d.checked_mul(k) != Some(basis.len()) {
+        return Err(StoreError::InvalidResult(format!(
+            "basis of {} values is not {d}×{k}",
+            basis.len()
+        )));
+    }
+    sqlx::query(
+        "UPDATE studies SET status = 'succeeded', finished_at = $1, progress_done = progress_total, \
+             result = $2, result_d = $3, result_k = $4, eigenvalues = $5, report = $6 \
+         WHERE id = $7 AND status = 'running'",
+    )
+    .bind(ts(now()))
+    .bind(basis_to_bytes(basis))
+    .bind(d as i64)
+    .bind(k as i64)
+    .bind(eigenvalues.map(serde_json::to_string).transpose()?)
+    .bind(serde_json::to_string(report)?)
+    .bind(id(study))
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query("UPDATE study_sites SET status = 'done' WHERE study_id = $1 AND status = 'contributing'")
+        .bind(id(study))
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// [`Store::end_study`] on `conn`.
+pub(super) async fn end_in(
+    conn: &mut AnyConnection,
+    study: Uuid,
+    status: StudyStatus,
+    error: &str,
+    report: Option<&serde_json::Value>,
+) -> Result<bool, StoreError> {
+    let done = sqlx::query(
+        "UPDATE studies SET status = $1, error = $2, finished_at = $3, report = COALESCE($4, report) \
+         WHERE id = $5 AND status IN ('enrolling', 'running')",
+    )
+    .bind(status.as_str())
+    .bind(error)
+    .bind(ts(now()))
+    .bind(report.map(serde_json::to_string).transpose()?)
+    .bind(id(study))
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+pub(super) async fn set_site(
     conn: &mut AnyConnection,
     study: Uuid,
     index: u32,

@@ -3,16 +3,19 @@
 //! study state in its local ledger.
 //!
 //! The lease is the study's `coordinator` and `coordinator_lease_until` (renewed by
-//! [`Store::renew_study_leases`]); the fence is `coordinator_epoch`, bumped by every claim.
-//! [`Store::save_study_state`] writes only while the study is still this replica's under the
-//! epoch it claimed, in the same transaction that checks it, so a replica that lost its lease
-//! stops at its next write ([`StoreError::StudyLeaseLost`]).
+//! [`Store::renew_study_lease`], under the epoch the replica claimed); the fence is
+//! `coordinator_epoch`, bumped by every claim. [`Store::save_study_step`] writes the snapshot
+//! and the step's store writes (charges, site status, progress, the end of the study) only
+//! while the study is still this replica's under the epoch it claimed, all in the one
+//! transaction that checks it, so a replica that lost its lease changes nothing from then on
+//! ([`StoreError::StudyLeaseLost`]).
 
 use sqlx::Row;
 use uuid::Uuid;
 
 use super::codec::{id, now, ts};
-use super::{Store, StoreError};
+use super::studies::{charge_in, end_in, finish_in, join_in, progress_in, set_site, start_in};
+use super::{SiteStatus, Store, StoreError, StudyStatus};
 
 /// An unfinished study as claimed by this replica: the fence of every state write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,6 +29,72 @@ impl StudyLease {
     /// coordinated by their creator).
     pub fn created(study: Uuid) -> StudyLease {
         StudyLease { study, epoch: 0 }
+    }
+}
+
+/// A store write of one step of a study, made in the transaction of the step's fenced snapshot
+/// ([`Store::save_study_step`]). Each is idempotent: made again (by a replica that resumes the
+/// study from the snapshot) it changes nothing.
+#[derive(Clone, Copy, Debug)]
+pub enum StudyWrite<'a> {
+    /// The site joined (if it is still invited and the study enrolling).
+    Join { site: u32, n_samples: Option<i64> },
+    /// Enrolment is over: the study runs with `roster`; every other site is dropped (round 0).
+    Start { roster: &'a [u32] },
+    /// Round 1 opens: `roster` is charged (once), `dropped` is dropped in round 0.
+    Charge { roster: &'a [u32], dropped: &'a [u32] },
+    /// These sites dropped out in `round`.
+    Dropped { sites: &'a [u32], round: u32 },
+    /// `done` rounds are complete (progress never goes back).
+    Progress { done: u32 },
+    /// The study succeeded with this d×k basis.
+    Succeeded {
+        d: usize,
+        k: usize,
+        basis: &'a [f64],
+        eigenvalues: Option<&'a [f64]>,
+        report: &'a serde_json::Value,
+    },
+    /// The study failed; charges made stand.
+    Failed {
+        reason: &'a str,
+        report: Option<&'a serde_json::Value>,
+    },
+}
+
+impl StudyWrite<'_> {
+    async fn apply(self, conn: &mut sqlx::AnyConnection, study: Uuid) -> Result<(), StoreError> {
+        match self {
+            StudyWrite::Join { site, n_samples } => {
+                join_in(conn, study, site, n_samples).await?;
+            }
+            StudyWrite::Start { roster } => {
+                start_in(conn, study, roster).await?;
+            }
+            StudyWrite::Charge { roster, dropped } => {
+                for &site in dropped {
+                    set_site(conn, study, site, SiteStatus::Dropped, Some(0)).await?;
+                }
+                charge_in(conn, study, roster).await?;
+            }
+            StudyWrite::Dropped { sites, round } => {
+                for &site in sites {
+                    set_site(conn, study, site, SiteStatus::Dropped, Some(i64::from(round))).await?;
+                }
+            }
+            StudyWrite::Progress { done } => progress_in(conn, study, done).await?,
+            StudyWrite::Succeeded {
+                d,
+                k,
+                basis,
+                eigenvalues,
+                report,
+            } => finish_in(conn, study, (d, k, basis), eigenvalues, report).await?,
+            StudyWrite::Failed { reason, report } => {
+                end_in(conn, study, StudyStatus::Failed, reason, report).await?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -94,38 +163,79 @@ impl Store {
         })
     }
 
-    /// Writes the study's protocol snapshot, fenced: only while the study is unfinished and
-    /// still this replica's under `lease.epoch` (which also renews the lease), in one
-    /// transaction. [`StoreError::StudyLeaseLost`] otherwise: the caller must stop driving it.
+    /// Writes the study's protocol snapshot, fenced (see [`Store::save_study_step`]).
     pub async fn save_study_state(&self, lease: StudyLease, state: &str) -> Result<(), StoreError> {
+        self.save_study_step(lease, Some(state), &[]).await
+    }
+
+    /// One step of a study, fenced: only while the study is unfinished and still this
+    /// replica's under `lease.epoch` (which also renews the lease), and in that one
+    /// transaction, writes the snapshot `state` (if any), then the step's `writes`; a study
+    /// that those writes finish loses its snapshot in the same transaction.
+    /// [`StoreError::StudyLeaseLost`] otherwise, and nothing is written: the caller must stop
+    /// driving the study. So a replica that lost its lease can neither charge, drop, advance,
+    /// fail nor finish the study its successor now drives.
+    pub async fn save_study_step(
+        &self,
+        lease: StudyLease,
+        state: Option<&str>,
+        writes: &[StudyWrite<'_>],
+    ) -> Result<(), StoreError> {
         let mut tx = self.write_tx().await?;
+        if !self.hold(&mut tx, lease).await? {
+            return Err(StoreError::StudyLeaseLost(lease.study));
+        }
+        if let Some(state) = state {
+            sqlx::query(
+                "INSERT INTO study_states (study_id, epoch, state, updated_at) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (study_id) DO UPDATE SET epoch = excluded.epoch, state = excluded.state, \
+                     updated_at = excluded.updated_at",
+            )
+            .bind(id(lease.study))
+            .bind(lease.epoch)
+            .bind(state)
+            .bind(ts(now()))
+            .execute(&mut *tx)
+            .await?;
+        }
+        for write in writes {
+            write.apply(&mut tx, lease.study).await?;
+        }
+        if !writes.is_empty() {
+            let sql = format!(
+                "DELETE FROM study_states WHERE study_id = $1 \
+                   AND NOT EXISTS (SELECT 1 FROM studies WHERE id = $1 AND {UNFINISHED})"
+            );
+            sqlx::query(&sql).bind(id(lease.study)).execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// The coordinator's heartbeat for one study: pushes its lease forward, only while it is
+    /// unfinished and still this replica's under `lease.epoch`. False otherwise: a replica
+    /// whose claim was taken over (even by a process under its own name) can never renew it
+    /// back, and must stop driving it.
+    pub async fn renew_study_lease(&self, lease: StudyLease) -> Result<bool, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        self.hold(&mut conn, lease).await
+    }
+
+    /// Renews the study's lease if it is unfinished and still this replica's under
+    /// `lease.epoch`; whether it was.
+    async fn hold(&self, conn: &mut sqlx::AnyConnection, lease: StudyLease) -> Result<bool, StoreError> {
         let sql = format!(
             "UPDATE studies SET coordinator_lease_until = $1 \
              WHERE id = $2 AND coordinator = $3 AND coordinator_epoch = $4 AND {UNFINISHED}"
         );
-        let held = sqlx::query(&sql)
+        let done = sqlx::query(&sql)
             .bind(ts(self.lease_end(self.lease_now())))
             .bind(id(lease.study))
             .bind(self.replica())
             .bind(lease.epoch)
-            .execute(&mut *tx)
+            .execute(conn)
             .await?;
-        if held.rows_affected() != 1 {
-            return Err(StoreError::StudyLeaseLost(lease.study));
-        }
-        sqlx::query(
-            "INSERT INTO study_states (study_id, epoch, state, updated_at) VALUES ($1, $2, $3, $4) \
-             ON CONFLICT (study_id) DO UPDATE SET epoch = excluded.epoch, state = excluded.state, \
-                 updated_at = excluded.updated_at",
-        )
-        .bind(id(lease.study))
-        .bind(lease.epoch)
-        .bind(state)
-        .bind(ts(now()))
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Ok(())
+        Ok(done.rows_affected() == 1)
     }
 
     /// The study's last snapshot, if one was written.

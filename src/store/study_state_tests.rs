@@ -4,62 +4,38 @@
 
 use std::time::Duration;
 
-use serde_json::json;
 use uuid::Uuid;
 
-use crate::dataset::Relation;
-use crate::privacy::units::{DeltaUnits, RhoUnits};
-use crate::store::{NewStudy, NewStudySite, SiteMessageKind, SiteSession, Store, StoreError, StudyLease};
+use crate::store::{
+    SiteMessageKind, SiteSession, SiteStatus, Store, StoreError, StudyLease, StudyStatus, StudyWrite,
+};
 
 async fn store_on(url: &str, dir: &std::path::Path, replica: &str) -> Store {
-    Store::connect(url, dir)
-        .await
-        .expect("connect")
-        .with_replica(replica)
-        .with_lease(Duration::from_secs(30))
+    crate::store::testing::replica_store(url, dir, replica).await
 }
 
 async fn study(store: &Store) -> Uuid {
-    let (tenant, _) = store.create_tenant("alice").await.expect("tenant");
-    let new = NewStudy {
-        name: "durable".into(),
-        algorithm: "federated_power".into(),
-        n_features: 3,
-        relation: Relation::ReplaceOne,
-        row_norm_bound: 1.0,
-        row_l1_bound: None,
-        params: json!({}),
-        config: json!({}),
-        privacy: json!({}),
-        cost_rho_units: RhoUnits(10),
-        cost_delta_units: DeltaUnits(0),
-        threshold: 2,
-        join_deadline: chrono::Utc::now() + chrono::Duration::seconds(60),
-        round_timeout_ms: 1_000,
-        rounds: 3,
-        sites: ["a", "b"]
-            .iter()
-            .map(|n| NewStudySite {
-                name: (*n).to_owned(),
-                budget_rho_units: None,
-            })
-            .collect(),
-    };
-    let (record, _, _) = store.create_study(tenant.id, new).await.expect("create");
-    record.id
+    crate::store::testing::small_study(store, 2).await
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_stale_lease_holders_write_is_refused() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let url = crate::store::testing::fresh_database_url(dir.path()).await;
-    let a = store_on(&url, dir.path(), "replica-a").await;
-    let b = store_on(&url, dir.path(), "replica-b").await;
+/// Replicas a and b on one fresh database, and a study a created and kept (`{"v":1}`) under
+/// its creation lease.
+async fn two_replicas(dir: &std::path::Path) -> (Store, Store, Uuid, StudyLease) {
+    let url = crate::store::testing::fresh_database_url(dir).await;
+    let a = store_on(&url, dir, "replica-a").await;
+    let b = store_on(&url, dir, "replica-b").await;
     let id = study(&a).await;
     let created = StudyLease::created(id);
     a.save_study_state(created, "{\"v\":1}")
         .await
         .expect("the creator writes");
+    (a, b, id, created)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stale_lease_holders_write_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (a, b, id, created) = two_replicas(dir.path()).await;
     // b cannot take a study whose lease is live.
     assert_eq!(b.claim_study(id).await.expect("claim"), None);
     assert!(b.claimable_studies().await.expect("list").is_empty());
@@ -126,6 +102,95 @@ async fn a_restarted_replica_claims_its_own_studies_and_fences_its_past() {
         .save_study_state(lease, "{\"round\":3}")
         .await
         .expect("write");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lease_taken_over_is_never_renewed_back_and_its_old_holder_changes_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (a, b, id, created) = two_replicas(dir.path()).await;
+    assert!(
+        a.renew_study_lease(created).await.expect("renew"),
+        "the holder renews"
+    );
+    // b's clock runs past a's lease: b claims the study.
+    b.advance_lease_clock(Duration::from_secs(120));
+    let taken = b.claim_study(id).await.expect("claim").expect("claimable");
+    // a can never renew it back, not even once its own clock is past b's lease ...
+    assert!(!a.renew_study_lease(created).await.expect("renew"));
+    a.advance_lease_clock(Duration::from_secs(60));
+    assert!(!a.renew_study_lease(created).await.expect("renew"));
+    // ... nor can a process under b's own name that holds an older claim.
+    let older = StudyLease {
+        study: id,
+        epoch: created.epoch,
+    };
+    assert!(!b.renew_study_lease(older).await.expect("renew"));
+    assert!(
+        b.renew_study_lease(taken).await.expect("renew"),
+        "the new holder renews"
+    );
+
+    // a's step (its snapshot and every store write of the step) changes nothing at all.
+    let roster = [1, 2];
+    let writes = [
+        StudyWrite::Join {
+            site: 2,
+            n_samples: None,
+        },
+        StudyWrite::Start { roster: &roster },
+        StudyWrite::Charge {
+            roster: &roster,
+            dropped: &[],
+        },
+        StudyWrite::Progress { done: 1 },
+        StudyWrite::Failed {
+            reason: "test",
+            report: None,
+        },
+    ];
+    let stale = a.save_study_step(created, Some("{\"v\":2}"), &writes).await;
+    assert!(
+        matches!(stale, Err(StoreError::StudyLeaseLost(s)) if s == id),
+        "{stale:?}"
+    );
+    let (record, sites) = b.get_study_any(id).await.expect("read").expect("study");
+    assert_eq!(record.status, StudyStatus::Enrolling);
+    assert!(
+        sites
+            .iter()
+            .all(|s| s.status == SiteStatus::Invited && s.charged_at.is_none())
+    );
+    assert_eq!(
+        b.load_study_state(id).await.expect("load").as_deref(),
+        Some("{\"v\":1}")
+    );
+
+    // The holder's steps are written whole, and a step that ends the study drops its snapshot.
+    let join = [StudyWrite::Join {
+        site: 1,
+        n_samples: None,
+    }];
+    for (i, step) in [&join[..], &writes[..1], &writes[1..3], &writes[3..]]
+        .into_iter()
+        .enumerate()
+    {
+        b.save_study_step(taken, Some(&format!("{{\"step\":{i}}}")), step)
+            .await
+            .expect("the holder's step");
+    }
+    let (record, sites) = b.get_study_any(id).await.expect("read").expect("study");
+    assert_eq!(record.status, StudyStatus::Failed);
+    assert_eq!(record.progress_done, 1);
+    assert!(
+        sites
+            .iter()
+            .all(|s| s.status == SiteStatus::Contributing && s.charged_at.is_some())
+    );
+    assert_eq!(b.load_study_state(id).await.expect("load"), None);
+    assert!(
+        !b.renew_study_lease(taken).await.expect("renew"),
+        "a finished study has no lease"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -9,6 +9,7 @@ use crate::dataset::DataContext;
 use crate::privacy::PrivacyTarget;
 
 use super::cape_live;
+use super::gossip_live;
 use super::live::Protocol;
 
 /// An algorithm that runs across sites.
@@ -20,6 +21,8 @@ pub enum StudyAlgorithm {
     CapePca,
     /// CAPE for a Gaussian mixture: second, then whitened third moments.
     CapeAgn,
+    /// Decentralized DP power method: each site an agent holding a block of features.
+    GossipPower,
 }
 
 impl StudyAlgorithm {
@@ -31,6 +34,7 @@ impl StudyAlgorithm {
             "federated_power" => Some(StudyAlgorithm::FederatedPower),
             "cape_pca" => Some(StudyAlgorithm::CapePca),
             "cape_agn" => Some(StudyAlgorithm::CapeAgn),
+            "gossip_power" => Some(StudyAlgorithm::GossipPower),
             _ => None,
         }
     }
@@ -41,6 +45,7 @@ impl StudyAlgorithm {
             StudyAlgorithm::FederatedPower => plan_power(params, terms),
             StudyAlgorithm::CapePca => cape_live::plan_pca(params, terms),
             StudyAlgorithm::CapeAgn => cape_live::plan_agn(params, terms),
+            StudyAlgorithm::GossipPower => gossip_live::plan_gossip(params, terms),
         }
     }
 }
@@ -55,6 +60,8 @@ pub struct StudyTerms<'a> {
     pub sites: u32,
     /// Survivors needed per round.
     pub threshold: u32,
+    /// Each site's block of features (`gossip_power`; `None` where a site states none).
+    pub site_features: &'a [Option<usize>],
 }
 
 /// What a study resolves to before it is priced.
@@ -74,8 +81,14 @@ impl StudyPlan {
     /// stages are calibrated at it, so that the coordinator and every site derive the same noise
     /// (docs/design/cape.md). `federated_power` is calibrated by its multiplier and unchanged.
     pub fn at_ledger_rho(mut self, rho: f64) -> StudyPlan {
-        if let Protocol::Cape(plan) = &mut self.protocol {
-            plan.rho = rho;
+        match &mut self.protocol {
+            Protocol::Cape(plan) => plan.rho = rho,
+            Protocol::Gossip(plan) => {
+                if let Some(config) = plan.at_rho(rho) {
+                    self.config = config;
+                }
+            }
+            Protocol::Power(_) => {}
         }
         self
     }

@@ -12,5 +12,8 @@ fn planners_match_the_catalog() {
             info.name
         );
     }
-    assert_eq!(catalog, ["federated_power", "cape_pca", "cape_agn"]);
+    assert_eq!(
+        catalog,
+        ["federated_power", "cape_pca", "gossip_power", "cape_agn"]
+    );
 }

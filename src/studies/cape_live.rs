@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
+use serde::{Deserialize, Serialize};
 
 use super::algorithm::{PlanError, StudyPlan, StudyTerms, parse_params};
 use super::live::{Effect, Live, LiveError, Protocol, Stage, report_value};
@@ -22,7 +23,8 @@ use crate::federation::wire;
 use crate::store::StudyStatus;
 
 /// Which CAPE algorithm a study runs.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum CapeKind {
     /// `cape_pca`: one stage, the packed Gram matrix; the top-k eigenvectors.
     Pca { k: usize },
@@ -30,8 +32,9 @@ pub enum CapeKind {
     Agn(Box<CapeAgnConfig>),
 }
 
-/// What a CAPE study needs to calibrate once its roster is fixed.
-#[derive(Debug, Clone, PartialEq)]
+/// What a CAPE study needs to calibrate once its roster is fixed (public: it is kept in the
+/// study's snapshot, `src/studies/cape_durable.rs`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CapePlan {
     pub kind: CapeKind,
     pub pair_ratio: f64,
@@ -114,18 +117,20 @@ pub(super) fn plan_agn(params: serde_json::Value, terms: &StudyTerms<'_>) -> Res
 
 /// A CAPE study after its roster is fixed.
 pub struct CapeRunning {
-    plan: CapePlan,
-    stage: u32,
-    noise: CapeNoise,
-    roster: Vec<u32>,
-    peers: Vec<CapePeer>,
-    aggregator_seeds: BTreeMap<u32, Seed>,
-    releases: BTreeMap<u32, Vec<f64>>,
-    len: usize,
+    pub(super) plan: CapePlan,
+    pub(super) stage: u32,
+    pub(super) noise: CapeNoise,
+    pub(super) roster: Vec<u32>,
+    pub(super) peers: Vec<CapePeer>,
+    /// The open stage's aggregator seeds (replaced when a stage opens).
+    pub(super) aggregator_seeds: BTreeMap<u32, Seed>,
+    /// The open stage's releases (cleared when a stage opens).
+    pub(super) releases: BTreeMap<u32, Vec<f64>>,
+    pub(super) len: usize,
     /// Stage 2 of `cape_agn`: the whitening W (D×K), base64 for the tasks.
-    input: Option<(String, usize, usize)>,
-    whitening: Option<Whitening>,
-    reports: Vec<CapeReport>,
+    pub(super) input: Option<(String, usize, usize)>,
+    pub(super) whitening: Option<Whitening>,
+    pub(super) reports: Vec<CapeReport>,
 }
 
 impl CapeRunning {

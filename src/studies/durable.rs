@@ -1,5 +1,6 @@
-//! The snapshot of a `federated_power` study that the coordinator keeps in the database
-//! (docs/design/federation.md, "Durable studies"), and the study rebuilt from it.
+//! The snapshot of a study that the coordinator keeps in the database (docs/design/federation.md,
+//! "Durable studies"), and the study rebuilt from it. A CAPE study's running stage is kept by
+//! `src/studies/cape_durable.rs` (what it keeps, and why that may be kept, is written there).
 //!
 //! What a snapshot holds, and why each part may be kept: the study's configuration, the
 //! roster's names and public keys (public); the share boxes relayed between sites (sealed:
@@ -11,9 +12,10 @@
 //! ends. No unmasked individual site vector is ever computed, so none can be kept.
 //!
 //! Every snapshot also lists the store writes of the step that produced it. The hub writes the
-//! snapshot first (fenced) and then those writes; a replica that resumes the study applies them
-//! again. Each is idempotent (a charge is made once, a finished study is not finished again),
-//! so a stop between the two loses nothing and repeats nothing.
+//! snapshot and those writes in one fenced transaction (`Store::save_study_step`), so a replica
+//! that lost its lease applies none of them; a replica that resumes the study applies them
+//! again under its own claim. Each is idempotent (a charge is made once, progress never goes
+//! back, a finished study is not finished again), so this repeats nothing.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -21,6 +23,8 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use super::cape_durable::CapeKept;
+use super::cape_live::{CapePlan, CapeRunning};
 use super::live::{Effect, Live, Protocol, Running, Sharing, Stage};
 use crate::algorithms::Output;
 use crate::algorithms::federated_power::FederatedPowerConfig;
@@ -35,7 +39,12 @@ use crate::store::StudyStatus;
 /// A study's protocol state as kept in `study_states`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Snapshot {
-    config: FederatedPowerConfig,
+    /// `federated_power`'s configuration (absent for CAPE).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    config: Option<FederatedPowerConfig>,
+    /// A CAPE study's plan (absent for `federated_power`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    cape: Option<CapePlan>,
     threshold: u32,
     d: usize,
     names: BTreeMap<u32, String>,
@@ -67,6 +76,7 @@ enum StageSnapshot {
         last: Option<Vec<f64>>,
         inboxes: BTreeMap<u32, Vec<ShareBox>>,
     },
+    Cape(Box<CapeKept>),
     Finished {
         status: StudyStatus,
         reason: Option<String>,
@@ -186,16 +196,45 @@ impl Live {
                 };
                 (2, running.rounds.round(), phase)
             }
-            Stage::Cape(_) => (3, 0, 0),
+            Stage::Cape(cape) => (3, cape.stage, 0),
+            Stage::Gossip(gossip) => (5, gossip.marker(), 0),
             Stage::Finished { .. } => (4, 0, 0),
         }
     }
 
-    /// The snapshot to keep after a step with `effects`; None for protocols that are not
-    /// kept (CAPE: its studies still fail on a coordinator restart).
+    /// Whether the study is kept in the database (`federated_power` and CAPE).
+    pub fn is_kept(&self) -> bool {
+        matches!(self.protocol, Protocol::Power(_) | Protocol::Cape(_))
+    }
+
+    /// The protocol point a snapshot of this study keeps, by name: `join` (a site has joined),
+    /// `keys` (the roster is out, no share boxes yet), `shares` (share boxes are arriving),
+    /// `round-N` (round N collects), `unmask-N` (round N unmasks), `done`, `finished`; None
+    /// before anyone joined and for CAPE. The coordinator's test hook
+    /// (`PRIVPCA_TEST_COORDINATOR_ABORT_AT`) names one of these.
+    pub fn phase_label(&self) -> Option<String> {
+        let (_, round, phase) = self.marker();
+        Some(match &self.stage {
+            Stage::Enrolling if self.joined.is_empty() => return None,
+            Stage::Enrolling => "join".to_owned(),
+            Stage::Sharing(sharing) if sharing.boxes.is_empty() => "keys".to_owned(),
+            Stage::Sharing(_) => "shares".to_owned(),
+            Stage::Running(_) if phase == 0 => format!("round-{round}"),
+            Stage::Running(_) if phase == 1 => format!("unmask-{round}"),
+            Stage::Running(_) => "done".to_owned(),
+            Stage::Finished { .. } => "finished".to_owned(),
+            Stage::Cape(_) | Stage::Gossip(_) => return None,
+        })
+    }
+
+    /// The snapshot to keep after a step with `effects` (every protocol is kept; None is
+    /// left for a protocol that is not).
     pub fn snapshot(&self, effects: &[Effect]) -> Option<Snapshot> {
-        let Protocol::Power(config) = &self.protocol else {
-            return None;
+        let (config, cape) = match &self.protocol {
+            Protocol::Power(config) => (Some(config.clone()), None),
+            Protocol::Cape(plan) => (None, Some(plan.clone())),
+            // Live gossip studies are not kept yet: a coordinator restart fails them.
+            Protocol::Gossip(_) => return None,
         };
         let stage = match &self.stage {
             Stage::Enrolling => StageSnapshot::Enrolling,
@@ -217,10 +256,12 @@ impl Live {
                 status: *status,
                 reason: reason.clone(),
             },
-            Stage::Cape(_) => return None,
+            Stage::Cape(running) => StageSnapshot::Cape(Box::new(running.kept())),
+            Stage::Gossip(_) => return None,
         };
         Some(Snapshot {
-            config: config.clone(),
+            config,
+            cape,
             threshold: self.threshold,
             d: self.d,
             names: self.names.clone(),
@@ -243,6 +284,7 @@ impl Live {
     ) -> Result<(Live, Vec<Effect>), String> {
         let Snapshot {
             config,
+            cape,
             threshold,
             d,
             names,
@@ -251,10 +293,21 @@ impl Live {
             stage,
             effects,
         } = snapshot;
+        let protocol = match (config, cape) {
+            (Some(config), None) => Protocol::Power(config),
+            (None, Some(plan)) => Protocol::Cape(plan),
+            _ => return Err("a kept study names neither one protocol nor the other".into()),
+        };
+        let power_config = || match &protocol {
+            Protocol::Power(config) => Ok(config.clone()),
+            Protocol::Cape(_) | Protocol::Gossip(_) => {
+                Err("a CAPE or gossip study kept in a federated_power stage".to_string())
+            }
+        };
         let stage = match stage {
             StageSnapshot::Enrolling => Stage::Enrolling,
             StageSnapshot::Sharing { participants, boxes } => Stage::Sharing(Sharing {
-                config: config.clone(),
+                config: power_config()?,
                 participants,
                 boxes,
             }),
@@ -266,6 +319,7 @@ impl Live {
                 last,
                 inboxes,
             } => {
+                let config = power_config()?;
                 let aggregator = Aggregator::new(study, config.threshold, &participants, config.iterations)
                     .map_err(|e| e.to_string())?;
                 let rounds = Rounds::restore(aggregator, *rounds).map_err(|e| e.to_string())?;
@@ -282,17 +336,15 @@ impl Live {
                     inboxes,
                 }))
             }
+            StageSnapshot::Cape(kept) => match &protocol {
+                Protocol::Cape(plan) => Stage::Cape(Box::new(CapeRunning::restore(plan.clone(), *kept)?)),
+                Protocol::Power(_) | Protocol::Gossip(_) => {
+                    return Err("a federated_power or gossip study kept in a CAPE stage".into());
+                }
+            },
             StageSnapshot::Finished { status, reason } => Stage::Finished { status, reason },
         };
-        let mut live = Live::new(
-            study,
-            Protocol::Power(config),
-            threshold,
-            d,
-            names,
-            join_deadline,
-            round_timeout,
-        );
+        let mut live = Live::new(study, protocol, threshold, d, names, join_deadline, round_timeout);
         live.joined = joined;
         live.out = out;
         if !matches!(stage, Stage::Enrolling) {
@@ -305,4 +357,4 @@ impl Live {
 
 #[cfg(test)]
 #[path = "durable_tests.rs"]
-mod tests;
+pub(crate) mod tests;

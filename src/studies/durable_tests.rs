@@ -19,7 +19,8 @@ use crate::studies::live::{Effect, Live, LiveError, Protocol};
 const D: usize = 3;
 const P: usize = 2;
 
-fn config() -> FederatedPowerConfig {
+/// A small `federated_power` configuration (3 sites, t 2, 2 rounds, d 3).
+pub(crate) fn config() -> FederatedPowerConfig {
     FederatedPowerConfig {
         k: 1,
         p: P,

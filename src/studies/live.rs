@@ -48,6 +48,9 @@ pub enum Protocol {
     Power(FederatedPowerConfig),
     /// `cape_pca`: one CAPE release per site (docs/design/cape.md).
     Cape(super::cape_live::CapePlan),
+    /// `gossip_power`: every site an agent; the coordinator relays (docs/design/federation.md,
+    /// "Live gossip").
+    Gossip(Box<super::gossip_live::GossipPlan>),
 }
 
 impl Protocol {
@@ -56,6 +59,7 @@ impl Protocol {
         match self {
             Protocol::Power(config) => config.iterations as usize,
             Protocol::Cape(plan) => plan.stages.len(),
+            Protocol::Gossip(_) => 0,
         }
     }
 }
@@ -111,6 +115,7 @@ pub(super) enum Stage {
     Sharing(Sharing),
     Running(Box<Running>),
     Cape(Box<super::cape_live::CapeRunning>),
+    Gossip(Box<super::gossip_live::GossipRunning>),
     Finished {
         status: StudyStatus,
         reason: Option<String>,
@@ -204,6 +209,13 @@ impl Live {
             return Err(LiveError::Conflict("this site has already joined".into()));
         }
         let want = self.protocol.keys_per_site();
+        if matches!(self.protocol, Protocol::Gossip(_))
+            && (!request.mask_public_keys.is_empty() || request.encryption_public_key.is_some())
+        {
+            return Err(LiveError::Invalid(
+                "a gossip_power agent joins without keys: mask_public_keys must be empty and encryption_public_key absent".into(),
+            ));
+        }
         if request.mask_public_keys.len() != want {
             return Err(LiveError::Invalid(format!(
                 "mask_public_keys must hold one key per {} ({want}); got {}",
@@ -392,6 +404,7 @@ impl Live {
                 }
             }
             Stage::Cape(cape) => cape.task(site).unwrap_or_else(|| self.wait()),
+            Stage::Gossip(gossip) => gossip.task(site).unwrap_or_else(|| self.wait()),
         }
     }
 
@@ -404,7 +417,7 @@ impl Live {
     fn status(&self) -> StudyStatus {
         match &self.stage {
             Stage::Enrolling => StudyStatus::Enrolling,
-            Stage::Sharing(_) | Stage::Running(_) | Stage::Cape(_) => StudyStatus::Running,
+            Stage::Sharing(_) | Stage::Running(_) | Stage::Cape(_) | Stage::Gossip(_) => StudyStatus::Running,
             Stage::Finished { status, .. } => *status,
         }
     }
@@ -445,6 +458,7 @@ impl Live {
                 Stage::Sharing(_) => self.advance_sharing(now, &mut effects),
                 Stage::Running(_) => self.advance_rounds(now, &mut effects),
                 Stage::Cape(_) => self.advance_cape(now, &mut effects),
+                Stage::Gossip(_) => self.advance_gossip(now, &mut effects),
             };
             if !moved {
                 return effects;
@@ -486,6 +500,15 @@ impl Live {
                     roster: roster.clone(),
                 });
                 self.start_cape(plan, roster, effects);
+                self.deadline = now + self.round_timeout;
+                return true;
+            }
+            Protocol::Gossip(plan) => {
+                let plan = (**plan).clone();
+                effects.push(Effect::Start {
+                    roster: roster.clone(),
+                });
+                self.start_gossip(plan, roster, effects);
                 self.deadline = now + self.round_timeout;
                 return true;
             }

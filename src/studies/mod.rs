@@ -12,8 +12,10 @@
 //! once; the next request claims it again from the database.
 
 pub mod algorithm;
+mod cape_durable;
 pub mod cape_live;
 pub mod durable;
+pub mod gossip_live;
 pub mod live;
 
 use std::collections::{BTreeMap, HashMap};
@@ -24,7 +26,9 @@ use tokio::sync::watch;
 use uuid::Uuid;
 
 use crate::federation::messages::{JoinRequest, ShareBox, SiteTask, UnmaskRequest};
-use crate::store::{SiteStatus, Store, StoreError, StudyLease, StudyRecord, StudySiteRecord, StudyStatus};
+use crate::store::{
+    SiteStatus, Store, StoreError, StudyLease, StudyRecord, StudySiteRecord, StudyStatus, StudyWrite,
+};
 use live::{Effect, Live, LiveError, Protocol};
 
 /// How often a driver looks at its study even without news (deadlines are also woken exactly).
@@ -53,6 +57,11 @@ pub struct StudyHub {
     /// Held while a study is claimed from the database, so that concurrent requests for the
     /// same study claim it once.
     resuming: Arc<tokio::sync::Mutex<()>>,
+    /// A test hook (`PRIVPCA_TEST_COORDINATOR_ABORT_AT`, hidden): the process aborts right
+    /// after it has kept the first snapshot at this protocol point ([`Live::phase_label`]),
+    /// as a SIGKILL there would, so a test stops the coordinator at an exact point without
+    /// racing the clock.
+    abort_at: Option<Arc<str>>,
 }
 
 /// Why a site request was refused.
@@ -77,6 +86,10 @@ impl StudyHub {
             store,
             studies: Arc::new(Mutex::new(HashMap::new())),
             resuming: Arc::new(tokio::sync::Mutex::new(())),
+            abort_at: std::env::var("PRIVPCA_TEST_COORDINATOR_ABORT_AT")
+                .ok()
+                .filter(|v| !v.trim().is_empty())
+                .map(|v| Arc::from(v.trim())),
         }
     }
 
@@ -123,9 +136,14 @@ impl StudyHub {
         let (join_deadline, round_timeout) = timing(&record);
         let (live, effects) = Live::restore(study, snapshot, join_deadline, round_timeout)
             .map_err(|e| StoreError::Corrupt(format!("the kept state of study {study}: {e}")))?;
+        // The last step's store writes again, fenced and idempotent: they were written with
+        // the snapshot, in its transaction, unless a version that wrote them after it stopped
+        // in between.
+        if !effects.is_empty() {
+            let writes: Vec<StudyWrite<'_>> = effects.iter().map(write_of).collect();
+            self.store.save_study_step(lease, None, &writes).await?;
+        }
         let entry = self.insert(study, live, lease);
-        // The last step's store writes again (idempotent), in case its replica stopped in between.
-        self.apply(study, effects).await;
         tracing::info!(%study, epoch = lease.epoch, "study resumed from its kept state");
         let hub = self.clone();
         tokio::spawn(async move { hub.drive(study, entry).await });
@@ -150,11 +168,44 @@ impl StudyHub {
         Ok(taken)
     }
 
-    /// Until `shutdown`: claims and continues the durable studies this replica may take (at
-    /// once, so a restarted replica continues its studies without waiting for a site, then
-    /// every `period`, so that studies of a replica that stopped are taken over).
+    /// The heartbeat of this replica's studies: renews each study's lease under the epoch
+    /// this replica claimed it with. A study whose claim was taken over (its lease ran out and
+    /// another replica, or another process under this replica's name, claimed it) is not
+    /// renewed back: it is dropped from memory at once and its driver stops. Returns how many
+    /// were dropped.
+    pub async fn renew_leases(&self) -> usize {
+        let entries: Vec<(Uuid, Arc<Entry>)> = match self.studies.lock() {
+            Ok(map) => map
+                .iter()
+                .filter(|(_, e)| !e.is_dead())
+                .map(|(id, e)| (*id, e.clone()))
+                .collect(),
+            Err(_) => return 0,
+        };
+        let mut lost = 0;
+        for (study, entry) in entries {
+            match self.store.renew_study_lease(entry.lease).await {
+                Ok(true) => {}
+                // A finished study's lease is over; it stays in memory a while for late polls.
+                Ok(false) if entry.live.lock().await.is_finished() => {}
+                Ok(false) => {
+                    self.stop(study, &entry);
+                    tracing::warn!(%study, "lost the study's lease to another claim; it stops here");
+                    lost += 1;
+                }
+                Err(e) => tracing::warn!(%study, error = %e, "could not renew the study's lease"),
+            }
+        }
+        lost
+    }
+
+    /// Until `shutdown`: renews this replica's study leases ([`StudyHub::renew_leases`]) and
+    /// claims and continues the durable studies this replica may take (at once, so a restarted
+    /// replica continues its studies without waiting for a site, then every `period`, so that
+    /// studies of a replica that stopped are taken over).
     pub async fn adopt(self, period: Duration, shutdown: tokio_util::sync::CancellationToken) {
         loop {
+            self.renew_leases().await;
             match self.resume_claimable().await {
                 Ok(0) => {}
                 Ok(n) => tracing::info!(studies = n, "continued durable studies from the database"),
@@ -181,29 +232,58 @@ impl StudyHub {
         entry
     }
 
-    /// Writes the study's snapshot after a step (fenced), then the step's store writes. A
-    /// failed snapshot write drops the entry: nothing of the step is shown to anyone.
+    /// The entry is no longer the study's state (a fenced write or a renewal failed): its
+    /// driver and long-polls stop, and the next request claims the study from the database.
+    fn stop(&self, study: Uuid, entry: &Entry) {
+        entry.dead.store(true, std::sync::atomic::Ordering::SeqCst);
+        entry.changed.send_modify(|v| *v += 1);
+        if let Ok(mut map) = self.studies.lock()
+            && map.get(&study).is_some_and(|e| std::ptr::eq(&**e, entry))
+        {
+            map.remove(&study);
+        }
+    }
+
+    /// Keeps a step: the study's snapshot and the step's store writes in one fenced
+    /// transaction ([`Store::save_study_step`]), so a replica that lost its lease changes
+    /// nothing. A failed write drops the entry: nothing of the step is shown to anyone. Studies
+    /// that are not kept (CAPE) only get the step's store writes.
     async fn persist(&self, entry: &Entry, live: &Live, effects: Vec<Effect>) -> Result<(), HubError> {
+        self.persist_with(entry, live, effects, &[]).await
+    }
+
+    /// [`StudyHub::persist`] with `extra` store writes of the step (a kept study only).
+    async fn persist_with(
+        &self,
+        entry: &Entry,
+        live: &Live,
+        effects: Vec<Effect>,
+        extra: &[StudyWrite<'_>],
+    ) -> Result<(), HubError> {
         let study = live.study;
-        if let Some(snapshot) = live.snapshot(&effects) {
-            let text = serde_json::to_string(&snapshot).map_err(StoreError::from)?;
-            if let Err(e) = self.store.save_study_state(entry.lease, &text).await {
-                entry.dead.store(true, std::sync::atomic::Ordering::SeqCst);
-                entry.changed.send_modify(|v| *v += 1);
-                if let Ok(mut map) = self.studies.lock()
-                    && map.get(&study).is_some_and(|e| std::ptr::eq(&**e, entry))
-                {
-                    map.remove(&study);
-                }
-                tracing::warn!(%study, error = %e, "the study's state could not be kept; it stops here");
-                return Err(e.into());
-            }
+        let Some(snapshot) = live.snapshot(&effects) else {
+            self.apply(study, effects).await;
+            return Ok(());
+        };
+        let text = serde_json::to_string(&snapshot).map_err(StoreError::from)?;
+        let mut writes: Vec<StudyWrite<'_>> = extra.to_vec();
+        writes.extend(effects.iter().map(write_of));
+        if let Err(e) = self
+            .store
+            .save_study_step(entry.lease, Some(&text), &writes)
+            .await
+        {
+            self.stop(study, entry);
+            tracing::warn!(%study, error = %e, "the study's state could not be kept; it stops here");
+            return Err(e.into());
         }
-        let finished = live.is_finished();
-        self.apply(study, effects).await;
-        if finished {
-            let _ = self.store.drop_study_state(study).await;
+        if let Some(at) = &self.abort_at
+            && live.phase_label().as_deref() == Some(&**at)
+        {
+            eprintln!("test hook: aborting after keeping the study at {at}");
+            std::process::abort();
         }
+        effects.iter().for_each(|effect| log_effect(study, effect));
         Ok(())
     }
 
@@ -313,10 +393,10 @@ impl StudyHub {
     }
 
     async fn apply_one(&self, study: Uuid, effect: Effect) -> Result<(), crate::store::StoreError> {
+        log_effect(study, &effect);
         match effect {
             Effect::Start { roster } => {
                 self.store.start_study(study, &roster).await?;
-                tracing::info!(%study, sites = roster.len(), "study started");
             }
             Effect::Charge { roster, dropped } => {
                 for site in dropped {
@@ -346,13 +426,11 @@ impl StudyHub {
                         &report,
                     )
                     .await?;
-                tracing::info!(%study, "study succeeded");
             }
             Effect::Failed { reason, report } => {
                 self.store
                     .end_study(study, StudyStatus::Failed, &reason, report.as_ref())
                     .await?;
-                tracing::warn!(%study, %reason, "study failed");
             }
         }
         Ok(())
@@ -384,7 +462,10 @@ impl StudyHub {
         Ok(out)
     }
 
-    /// A site joins: recorded in the store (once) and in the live state.
+    /// A site joins: recorded in the store (once) and in the live state. For a kept study the
+    /// store's record is written with the snapshot, in its fenced transaction, so the two never
+    /// disagree (a stop between them would leave the site joined in one and not the other, and
+    /// its retried join refused as a repeat).
     pub async fn join(
         &self,
         study: Uuid,
@@ -399,14 +480,21 @@ impl StudyHub {
             let mut probe = request.clone();
             probe.n_samples = None;
             live.check_join(site, &probe)?;
-            if !self.store.join_study_site(study, site, n_samples).await? {
-                return Err(LiveError::Conflict(
-                    "this site has already joined, or the study is no longer enrolling".into(),
-                )
-                .into());
+            live.check_gossip_n(n_samples)?;
+            if live.is_kept() {
+                live.join(site, request)?;
+                let join = [StudyWrite::Join { site, n_samples }];
+                self.persist_with(&entry, &live, Vec::new(), &join).await?;
+            } else {
+                if !self.store.join_study_site(study, site, n_samples).await? {
+                    return Err(LiveError::Conflict(
+                        "this site has already joined, or the study is no longer enrolling".into(),
+                    )
+                    .into());
+                }
+                live.join(site, request)?;
+                self.persist(&entry, &live, Vec::new()).await?;
             }
-            live.join(site, request)?;
-            self.persist(&entry, &live, Vec::new()).await?;
         }
         entry.changed.send_modify(|v| *v += 1);
         Ok(())
@@ -449,6 +537,17 @@ impl StudyHub {
             .await
     }
 
+    pub async fn gossip_post(
+        &self,
+        study: Uuid,
+        site: u32,
+        step: u32,
+        values: String,
+    ) -> Result<(), HubError> {
+        self.with_live(study, |live| live.gossip_post(site, step, &values))
+            .await
+    }
+
     /// The site's next task, waiting up to `wait` for one that is not `wait`.
     pub async fn task(&self, study: Uuid, site: u32, wait: Duration) -> Result<SiteTask, HubError> {
         let entry = self.live_entry(study).await?;
@@ -478,3 +577,38 @@ fn timing(study: &StudyRecord) -> (Instant, Duration) {
     let round_timeout = Duration::from_millis(u64::try_from(study.round_timeout_ms).unwrap_or(1));
     (Instant::now() + until_deadline, round_timeout)
 }
+
+/// An effect as the store write of a kept step.
+fn write_of(effect: &Effect) -> StudyWrite<'_> {
+    match effect {
+        Effect::Start { roster } => StudyWrite::Start { roster },
+        Effect::Charge { roster, dropped } => StudyWrite::Charge { roster, dropped },
+        Effect::Dropped { sites, round } => StudyWrite::Dropped { sites, round: *round },
+        Effect::Progress { done } => StudyWrite::Progress { done: *done },
+        Effect::Succeeded { output, report } => StudyWrite::Succeeded {
+            d: output.basis.nrows(),
+            k: output.basis.ncols(),
+            basis: output.basis.as_slice(),
+            eigenvalues: output.eigenvalues.as_deref(),
+            report,
+        },
+        Effect::Failed { reason, report } => StudyWrite::Failed {
+            reason,
+            report: report.as_ref(),
+        },
+    }
+}
+
+/// The log line of a study's lifecycle step.
+fn log_effect(study: Uuid, effect: &Effect) {
+    match effect {
+        Effect::Start { roster } => tracing::info!(%study, sites = roster.len(), "study started"),
+        Effect::Succeeded { .. } => tracing::info!(%study, "study succeeded"),
+        Effect::Failed { reason, .. } => tracing::warn!(%study, %reason, "study failed"),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+#[path = "hub_tests.rs"]
+mod tests;

@@ -88,12 +88,8 @@ async fn an_octet_stream_upload_is_npy_by_its_magic_or_names_its_format() {
     const OCTETS: &str = "application/octet-stream";
     let (app, key) = (&app, &key);
     let upload = move |id: String, query: &'static str, content_type: &'static str, body: &[u8]| {
-        let uri = format!("/v1/datasets/{id}/data{query}");
         let body = body.to_vec();
-        async move {
-            app.raw(Method::PUT, &uri, key, [("content-type", content_type)], body)
-                .await
-        }
+        async move { app.upload_with_query(key, &id, query, content_type, body).await }
     };
     let npy = privpca::http::jobs::npy_bytes(3, 2, &[1.0, 0.0, 0.5, 0.0, 1.0, 0.5]);
 

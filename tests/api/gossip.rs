@@ -50,3 +50,98 @@ async fn a_mixing_matrix_that_is_not_doubly_stochastic_is_a_422() {
     t.refused("gossip_power", too_many, json!({ "rho": 1.0 }), "params.agents")
         .await;
 }
+
+/// A live `gossip_power` study body: `sizes` are the sites' blocks, d = 12.
+fn gossip_study(sizes: &[usize]) -> serde_json::Value {
+    json!({
+        "name": "gossip",
+        "algorithm": "gossip_power",
+        "n_features": 12,
+        "relation": "replace_one",
+        "row_norm_bound": 1.0,
+        "params": {"k": 2, "graph": "ring"},
+        "privacy": {"rho": 5.0},
+        "sites": sizes.iter().enumerate().map(|(i, d)| json!({"name": format!("a{i}"), "n_features": d})).collect::<Vec<_>>(),
+    })
+}
+
+/// Live gossip studies: created with the sites' blocks (the stored configuration partitions
+/// the features by them and every agent is needed), and refused with the field at fault.
+#[tokio::test]
+async fn gossip_studies_are_created_with_blocks_and_bad_ones_are_refused() {
+    let (app, key) = crate::helpers::TestApp::start_with_tenant("owner").await;
+    let reply = app.post("/v1/studies", &key, gossip_study(&[3, 3, 3, 3])).await;
+    reply.expect(axum::http::StatusCode::CREATED);
+    let created = reply.json();
+    let study = &created["study"];
+    assert_eq!(study["threshold"], 4, "{created}");
+    assert_eq!(study["config"]["blocks"], json!([3, 3, 3, 3]), "{created}");
+    assert_eq!(
+        study["config"]["gossip"]["partition"][1],
+        json!([3, 4, 5]),
+        "{created}"
+    );
+    let cases: Vec<(serde_json::Value, &str)> = vec![
+        (gossip_study(&[3, 3, 3, 2]), "sites"),
+        (gossip_study(&[12, 0]), "sites[1].n_features"),
+        (
+            {
+                let mut body = gossip_study(&[6, 6]);
+                body["sites"][0].as_object_mut().unwrap().remove("n_features");
+                body
+            },
+            "sites[0].n_features",
+        ),
+        (
+            {
+                let mut body = gossip_study(&[6, 6]);
+                body["threshold"] = json!(1);
+                body
+            },
+            "threshold",
+        ),
+        (
+            {
+                let mut body = gossip_study(&[6, 6]);
+                body["params"]["partition"] = json!([[0], [1]]);
+                body
+            },
+            "params.partition",
+        ),
+        (
+            {
+                let mut body = gossip_study(&[4, 4, 4]);
+                body["params"]["agents"] = json!(4);
+                body
+            },
+            "params.agents",
+        ),
+        (
+            {
+                let mut body = gossip_study(&[4, 4, 4]);
+                body["params"]["graph"] =
+                    json!({"matrix": [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]});
+                body
+            },
+            "params.graph",
+        ),
+        (
+            {
+                let mut body = gossip_study(&[4, 4, 4]);
+                body["algorithm"] = json!("federated_power");
+                body["params"] = json!({"k": 2});
+                body
+            },
+            "sites[0].n_features",
+        ),
+    ];
+    for (body, field) in cases {
+        let doc = app.post("/v1/studies", &key, body.clone()).await.problem(422);
+        assert_eq!(doc["field"], field, "{body}: {doc}");
+    }
+    // add_remove cannot hide a record: each message has one row per record.
+    let mut body = gossip_study(&[6, 6]);
+    body["relation"] = json!("add_remove");
+    let reply = app.post("/v1/studies", &key, body).await;
+    assert!(reply.status.is_client_error(), "{:?}", reply.status);
+}

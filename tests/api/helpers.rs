@@ -13,6 +13,8 @@ use tempfile::TempDir;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
+use crate::poll;
+
 pub const ADMIN: &str = "test-admin-key";
 
 pub struct TestApp {
@@ -189,7 +191,20 @@ impl TestApp {
     }
 
     pub async fn upload(&self, key: &str, dataset: &str, content_type: &str, bytes: Vec<u8>) -> Reply {
-        let uri = format!("/v1/datasets/{dataset}/data");
+        self.upload_with_query(key, dataset, "", content_type, bytes)
+            .await
+    }
+
+    /// `PUT /v1/datasets/{dataset}/data{query}` (`query` empty or starting with `?`).
+    pub async fn upload_with_query(
+        &self,
+        key: &str,
+        dataset: &str,
+        query: &str,
+        content_type: &str,
+        bytes: Vec<u8>,
+    ) -> Reply {
+        let uri = format!("/v1/datasets/{dataset}/data{query}");
         self.raw(Method::PUT, &uri, key, [("content-type", content_type)], bytes)
             .await
     }
@@ -421,18 +436,15 @@ impl TestApp {
 
     /// Polls a job until its status is one of `until` (panics after 60 s).
     async fn poll_job(&self, key: &str, job: &str, until: &[&str]) -> Value {
-        let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        loop {
+        poll::until(Duration::from_secs(60), Duration::from_millis(5), || async {
             let view = self.get(&format!("/v1/jobs/{job}"), key).await.json();
             if until.iter().any(|s| view["status"] == *s) {
-                return view;
+                Ok(view)
+            } else {
+                Err(format!("job {job} never reached {until:?}: {view}"))
             }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "job {job} never reached {until:?}: {view}"
-            );
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        })
+        .await
     }
 }
 
@@ -540,4 +552,16 @@ async fn reply(router: Router, request: Request<Body>) -> Reply {
         headers,
         bytes,
     }
+}
+
+/// The largest |uᵢ·uⱼ − δᵢⱼ| over the columns of `basis`: 0 for an orthonormal basis.
+pub fn orthonormality_error(basis: &[Vec<f64>]) -> f64 {
+    let mut worst: f64 = 0.0;
+    for (i, a) in basis.iter().enumerate() {
+        for (j, b) in basis.iter().enumerate() {
+            let dot: f64 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+            worst = worst.max((dot - if i == j { 1.0 } else { 0.0 }).abs());
+        }
+    }
+    worst
 }

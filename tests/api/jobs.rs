@@ -3,18 +3,7 @@ use axum::http::{Method, StatusCode, header};
 use futures_util::FutureExt;
 use serde_json::json;
 
-use crate::helpers::{Records, TestApp, csv_rows, job};
-
-fn orthonormality_error(basis: &[Vec<f64>]) -> f64 {
-    let mut worst: f64 = 0.0;
-    for (i, a) in basis.iter().enumerate() {
-        for (j, b) in basis.iter().enumerate() {
-            let dot: f64 = a.iter().zip(b).map(|(x, y)| x * y).sum();
-            worst = worst.max((dot - if i == j { 1.0 } else { 0.0 }).abs());
-        }
-    }
-    worst
-}
+use crate::helpers::{Records, TestApp, csv_rows, job, orthonormality_error};
 
 #[tokio::test]
 async fn a_job_runs_and_returns_an_orthonormal_basis_as_json_and_npy() {

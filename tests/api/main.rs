@@ -4,6 +4,8 @@
 #![allow(clippy::unwrap_used)]
 
 mod helpers;
+#[path = "../support/poll.rs"]
+mod poll;
 
 mod auth;
 mod cape;

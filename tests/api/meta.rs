@@ -1,7 +1,7 @@
 use axum::http::{Method, StatusCode};
 use serde_json::json;
 
-use crate::helpers::{ADMIN, TestApp, csv_rows, job};
+use crate::helpers::{ADMIN, Records, TestApp, csv_rows, job};
 
 #[tokio::test]
 async fn health_readiness_docs_and_openapi_are_open() {
@@ -121,9 +121,9 @@ async fn job_durations_on_private_n_datasets_stay_out_of_the_metrics() {
 
 #[tokio::test]
 async fn metrics_count_jobs_by_state_and_budget_refusals() {
-    let (app, key) = TestApp::queued_with_tenant("m").await;
-    let ds = app.records(&key, json!({ "rho": 0.1 }), "1,0\n0,1\n1,1\n").await;
-    let job = json!({ "dataset_id": ds, "algorithm": "analyze_gauss", "params": { "k": 1 }, "privacy": { "rho": 0.1 } });
+    let t = Records::queued(json!({ "rho": 0.1 }), "1,0\n0,1\n1,1\n").await;
+    let job = t.job("analyze_gauss", json!({ "k": 1 }), json!({ "rho": 0.1 }));
+    let Records { app, key, .. } = t;
     assert_eq!(app.submit(&key, job.clone()).await.status, StatusCode::ACCEPTED);
     app.submit(&key, job).await.problem(409);
     let text = app.metrics_text().await;

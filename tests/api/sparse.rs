@@ -2,10 +2,10 @@
 //! the capability check of dense-only algorithms, and the sparse algorithms against dense ones
 //! on the same matrix.
 
-use axum::http::{Method, StatusCode};
+use axum::http::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, job};
+use crate::helpers::{TestApp, job, orthonormality_error};
 
 /// Lazy normalised adjacency (I + D^-½WD^-½)/2 of a planted-partition graph on `n` nodes in 4
 /// groups, from a fixed LCG: `(i, j, value)` for i ≥ j (the lower triangle with the diagonal).
@@ -85,6 +85,31 @@ async fn sparse_upload(app: &TestApp, key: &str, id: &str, text: String) -> Valu
         .json()
 }
 
+/// A new matrix dataset holding `mtx(n, true)`, stored sparse: its id and the upload's view.
+async fn sparse_dataset(app: &TestApp, key: &str, public: bool, n: usize) -> (String, Value) {
+    let id = matrix_dataset(app, key, public).await;
+    let view = sparse_upload(app, key, &id, mtx(n, true)).await;
+    (id, view)
+}
+
+/// A new matrix dataset holding the same matrix as [`sparse_dataset`], uploaded dense as CSV.
+async fn dense_dataset(app: &TestApp, key: &str, public: bool, n: usize) -> String {
+    let id = matrix_dataset(app, key, public).await;
+    app.upload(key, &id, "text/csv", dense_csv(n).into_bytes())
+        .await
+        .expect(StatusCode::OK);
+    id
+}
+
+/// Uploads `text` as Matrix Market, expects a 422 and returns its `detail`.
+async fn refused_upload(app: &TestApp, key: &str, id: &str, text: &str) -> String {
+    let doc = app
+        .upload(key, id, "application/x-matrix-market", text.as_bytes().to_vec())
+        .await
+        .problem(422);
+    doc["detail"].as_str().unwrap().to_owned()
+}
+
 /// The basis of a finished job as columns.
 async fn basis(app: &TestApp, key: &str, done: &Value) -> Vec<Vec<f64>> {
     let result = app.result(key, done).await;
@@ -103,10 +128,8 @@ fn overlap(u: &[Vec<f64>], v: &[Vec<f64>]) -> f64 {
 
 #[tokio::test]
 async fn a_matrix_market_upload_is_stored_sparse_in_either_symmetry() {
-    let app = TestApp::start().await;
-    let key = app.tenant("t").await;
-    let symmetric = matrix_dataset(&app, &key, true).await;
-    let view = sparse_upload(&app, &key, &symmetric, mtx(200, true)).await;
+    let (app, key) = TestApp::start_with_tenant("t").await;
+    let (_, view) = sparse_dataset(&app, &key, true, 200).await;
     assert_eq!(view["status"], "ready");
     assert_eq!(view["n_features"], 200);
     assert_eq!(view["sparse"], true);
@@ -115,21 +138,35 @@ async fn a_matrix_market_upload_is_stored_sparse_in_either_symmetry() {
     assert_eq!(nnz, 200 + 2 * off_diagonal);
     // `general` with symmetric content, as an octet stream naming the format.
     let general = matrix_dataset(&app, &key, true).await;
-    let uri = format!("/v1/datasets/{general}/data?format=mtx");
     let reply = app
-        .raw(
-            Method::PUT,
-            &uri,
+        .upload_with_query(
             &key,
-            [("content-type", "application/octet-stream")],
-            mtx(200, false),
+            &general,
+            "?format=mtx",
+            "application/octet-stream",
+            mtx(200, false).into_bytes(),
         )
         .await;
     reply.expect(StatusCode::OK);
     assert_eq!(reply.json()["nnz"], nnz);
+    // An octet stream that names no format is recognised by its `%%MatrixMarket` banner.
+    let sniffed = matrix_dataset(&app, &key, true).await;
+    let reply = app
+        .upload_with_query(
+            &key,
+            &sniffed,
+            "",
+            "application/octet-stream",
+            mtx(200, true).into_bytes(),
+        )
+        .await;
+    reply.expect(StatusCode::OK);
+    assert_eq!(
+        (reply.json()["sparse"].clone(), reply.json()["nnz"].clone()),
+        (json!(true), json!(nnz))
+    );
     // A private dataset does not show nnz (a statistic of the data), only that it is sparse.
-    let private = matrix_dataset(&app, &key, false).await;
-    let view = sparse_upload(&app, &key, &private, mtx(200, true)).await;
+    let (_, view) = sparse_dataset(&app, &key, false, 200).await;
     assert_eq!(view["sparse"], true);
     assert!(view["nnz"].is_null(), "{view}");
     // A dense upload is not sparse.
@@ -140,16 +177,11 @@ async fn a_matrix_market_upload_is_stored_sparse_in_either_symmetry() {
 
 #[tokio::test]
 async fn a_bad_line_is_named_and_nothing_is_stored() {
-    let app = TestApp::start().await;
-    let key = app.tenant("t").await;
+    let (app, key) = TestApp::start_with_tenant("t").await;
     let id = matrix_dataset(&app, &key, true).await;
     // Line 5 (banner, comment, size line, two entries) points past the side 3.
     let bad = "%%MatrixMarket matrix coordinate real symmetric\n% c\n3 3 3\n1 1 1\n4 1 0.5\n3 3 1\n";
-    let doc = app
-        .upload(&key, &id, "application/x-matrix-market", bad.as_bytes().to_vec())
-        .await
-        .problem(422);
-    let detail = doc["detail"].as_str().unwrap();
+    let detail = refused_upload(&app, &key, &id, bad).await;
     assert!(
         detail.contains("line 5") && detail.contains("out of range"),
         "{detail}"
@@ -172,11 +204,8 @@ async fn a_bad_line_is_named_and_nothing_is_stored() {
             "line 3",
         ),
     ] {
-        let doc = app
-            .upload(&key, &id, "application/x-matrix-market", text.as_bytes().to_vec())
-            .await
-            .problem(422);
-        assert!(doc["detail"].as_str().unwrap().contains(line), "{text:?}: {doc}");
+        let detail = refused_upload(&app, &key, &id, text).await;
+        assert!(detail.contains(line), "{text:?}: {detail}");
     }
     // Nothing was kept: the dataset still takes its data.
     sparse_upload(&app, &key, &id, mtx(50, true)).await;
@@ -187,19 +216,8 @@ async fn a_bad_line_is_named_and_nothing_is_stored() {
             json!({ "name": "r", "kind": "records", "row_norm_bound": 1.0, "public": true }),
         )
         .await;
-    let doc = app
-        .upload(
-            &key,
-            &records,
-            "application/x-matrix-market",
-            mtx(5, true).into_bytes(),
-        )
-        .await
-        .problem(422);
-    assert!(
-        doc["detail"].as_str().unwrap().contains("matrix dataset"),
-        "{doc}"
-    );
+    let detail = refused_upload(&app, &key, &records, &mtx(5, true)).await;
+    assert!(detail.contains("matrix dataset"), "{detail}");
 }
 
 #[tokio::test]
@@ -214,30 +232,14 @@ async fn the_nonzero_cap_is_configurable_and_the_dense_side_limit_does_not_apply
     // 60 > max_d, but few entries: accepted.
     sparse_upload(&app, &key, &id, mtx(60, true)).await;
     let big = matrix_dataset(&app, &key, true).await;
-    let doc = app
-        .upload(
-            &key,
-            &big,
-            "application/x-matrix-market",
-            mtx(200, true).into_bytes(),
-        )
-        .await
-        .problem(422);
-    assert!(
-        doc["detail"]
-            .as_str()
-            .unwrap()
-            .contains("more than 400 stored entries"),
-        "{doc}"
-    );
+    let detail = refused_upload(&app, &key, &big, &mtx(200, true)).await;
+    assert!(detail.contains("more than 400 stored entries"), "{detail}");
 }
 
 #[tokio::test]
 async fn dense_only_algorithms_refuse_sparse_data_with_the_reason() {
-    let app = TestApp::start().await;
-    let key = app.tenant("t").await;
-    let id = matrix_dataset(&app, &key, false).await;
-    sparse_upload(&app, &key, &id, mtx(100, true)).await;
+    let (app, key) = TestApp::start_with_tenant("t").await;
+    let (id, _) = sparse_dataset(&app, &key, false, 100).await;
     let doc = app
         .refused(
             &key,
@@ -265,15 +267,10 @@ async fn dense_only_algorithms_refuse_sparse_data_with_the_reason() {
 
 #[tokio::test]
 async fn exact_and_noisy_power_on_sparse_data_match_the_dense_computation() {
-    let app = TestApp::start().await;
-    let key = app.tenant("t").await;
+    let (app, key) = TestApp::start_with_tenant("t").await;
     let n = 300;
-    let sparse = matrix_dataset(&app, &key, true).await;
-    sparse_upload(&app, &key, &sparse, mtx(n, true)).await;
-    let dense = matrix_dataset(&app, &key, true).await;
-    app.upload(&key, &dense, "text/csv", dense_csv(n).into_bytes())
-        .await
-        .expect(StatusCode::OK);
+    let (sparse, _) = sparse_dataset(&app, &key, true, n).await;
+    let dense = dense_dataset(&app, &key, true, n).await;
     let k = 4;
     let on_sparse = app
         .succeeded(&key, job(&sparse, "exact", json!({ "k": k }), Value::Null))
@@ -310,26 +307,25 @@ async fn exact_and_noisy_power_on_sparse_data_match_the_dense_computation() {
         .await;
     let power = basis(&app, &key, &done).await;
     assert_eq!((power.len(), power[0].len()), (k, n));
-    for (i, u) in power.iter().enumerate() {
-        for (j, v) in power.iter().enumerate() {
-            let dot: f64 = u.iter().zip(v).map(|(x, y)| x * y).sum();
-            let want = if i == j { 1.0 } else { 0.0 };
-            assert!((dot - want).abs() < 1e-9, "columns {i}, {j}: {dot}");
-        }
-    }
+    let error = orthonormality_error(&power);
+    assert!(error < 1e-9, "orthonormality error {error}");
+    assert!(overlap(&power, &exact) > 0.99, "{}", overlap(&power, &exact));
+    // With no `iterations` on a public sparse matrix, it iterates until the Ritz values settle
+    // (at most 50), and converges as far.
+    let done = app
+        .succeeded(&key, job(&sparse, "noisy_power", json!({ "k": k }), Value::Null))
+        .await;
+    assert_eq!(done["config"]["until_converged"], true, "{done}");
+    assert_eq!(done["config"]["iterations"], 50, "{done}");
+    let power = basis(&app, &key, &done).await;
     assert!(overlap(&power, &exact) > 0.99, "{}", overlap(&power, &exact));
 }
 
 #[tokio::test]
 async fn a_private_sparse_job_is_charged_exactly_as_on_the_dense_matrix() {
-    let app = TestApp::start().await;
-    let key = app.tenant("t").await;
-    let sparse = matrix_dataset(&app, &key, false).await;
-    sparse_upload(&app, &key, &sparse, mtx(80, true)).await;
-    let dense = matrix_dataset(&app, &key, false).await;
-    app.upload(&key, &dense, "text/csv", dense_csv(80).into_bytes())
-        .await
-        .expect(StatusCode::OK);
+    let (app, key) = TestApp::start_with_tenant("t").await;
+    let (sparse, _) = sparse_dataset(&app, &key, false, 80).await;
+    let dense = dense_dataset(&app, &key, false, 80).await;
     for (algorithm, params) in [
         ("noisy_power", json!({ "k": 2, "iterations": 3 })),
         ("coherent_power", json!({ "k": 1 })),

@@ -166,7 +166,9 @@ impl TestSite {
                 None
             }
             finished @ SiteTask::Finished { .. } => Some(finished),
-            SiteTask::CapeRelease { .. } => panic!("a CAPE task in a federated_power study"),
+            SiteTask::CapeRelease { .. } | SiteTask::GossipStep { .. } => {
+                panic!("a task of another protocol in a federated_power study")
+            }
         }
     }
 }

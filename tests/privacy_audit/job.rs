@@ -70,6 +70,7 @@ pub fn context(neighbours: Neighbours, d: usize, n: usize) -> DataContext {
         n: matches!(neighbours, Neighbours::ReplaceOne { .. }).then_some(n),
         neighbours,
         public: false,
+        sparse: false,
     }
 }
 

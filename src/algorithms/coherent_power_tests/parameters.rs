@@ -129,7 +129,7 @@ fn invalid_parameters_name_their_field() {
 /// three), so `prepare` never answers `Unsupported`; the listing describes every parameter.
 #[test]
 fn info_is_complete_and_every_kind_is_supported() {
-    let info = Algorithm::info(&CoherentPower);
+    let info = CoherentPower::INFO;
     assert_eq!(info.name, "coherent_power");
     assert!(!info.public_only);
     assert!(find("coherent_power").is_some(), "registered");

@@ -10,7 +10,7 @@ use crate::linalg::{CsrView, Matrix, fix_signs};
 
 /// The top k eigenvectors (largest eigenvalues first) and eigenvalues of the sparse matrix `a`.
 /// The start block is Gaussian from `env.rng()` (seeded on a public dataset when the job asks),
-/// k + 10 columns capped at the side; each restart reports progress.
+/// [`LanczosOptions::block_size`] columns; each restart reports progress.
 pub(super) fn top_k(
     a: CsrView<'_>,
     k: usize,
@@ -24,7 +24,7 @@ pub(super) fn top_k(
         ));
     }
     let options = LanczosOptions::default();
-    let b = (k + options.extra).min(n);
+    let b = options.block_size(n);
     let rng = env.rng();
     let start = Matrix::from_fn(n, b, |_, _| StandardNormal.sample(&mut *rng));
     let apply = |x: &Matrix| a.times(x);

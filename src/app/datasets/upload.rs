@@ -201,7 +201,7 @@ where
         UploadFailure::Unrecognised => AppError::new(
             ErrorKind::UnsupportedMediaType,
             format!(
-                "this application/octet-stream body is not a .npy file (no \\x93NUMPY magic); name its format with ?format=csv, ?format=json or ?format=mtx, or send it as {UPLOAD_TYPES}"
+                "this application/octet-stream body is neither a .npy file (no \\x93NUMPY magic) nor Matrix Market (no %%MatrixMarket banner); name its format with ?format=csv, ?format=json or ?format=mtx, or send it as {UPLOAD_TYPES}"
             ),
         ),
     })

@@ -76,16 +76,9 @@ fn npy_file(descr: &str, fortran: bool, dims: &[u64], data: &[u8]) -> Vec<u8> {
     npy_with_header(header, data)
 }
 
-/// An `.npy` file (format 1.0) with the given header dictionary text, padded as the format
-/// requires, and raw data.
-fn npy_with_header(mut text: String, data: &[u8]) -> Vec<u8> {
-    while !(10 + text.len() + 1).is_multiple_of(64) {
-        text.push(' ');
-    }
-    text.push('\n');
-    let mut file = b"\x93NUMPY\x01\x00".to_vec();
-    file.extend((text.len() as u16).to_le_bytes());
-    file.extend(text.as_bytes());
+/// An `.npy` file (format 1.0) with the given header dictionary text and raw data.
+fn npy_with_header(text: String, data: &[u8]) -> Vec<u8> {
+    let mut file = npy_preamble(&text);
     file.extend(data);
     file
 }

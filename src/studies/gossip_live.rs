@@ -1,0 +1,348 @@
+//! The coordinator's side of a live `gossip_power` study (docs/design/federation.md, "Live
+//! gossip"): every site is one agent holding a block of features of the same records; the
+//! coordinator only relays each agent's value of an exchange to its graph neighbours
+//! ([`crate::algorithms::gossip_agent`] fixes the public schedule of exchanges), and stacks the
+//! final segments in block order. It computes nothing from data and draws no noise. Every agent
+//! is needed in every exchange: a silent agent at the deadline fails the study (charges stand).
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use super::algorithm::{PlanError, StudyPlan, StudyTerms, parse_params};
+use super::live::{Effect, Live, LiveError, Protocol, Stage};
+use crate::algorithms::ConfigError;
+use crate::algorithms::gossip_agent::{Exchange, assemble, configure_blocks, schedule};
+use crate::algorithms::gossip_power::{GossipPowerConfig, GossipPowerParams, cost_of};
+use crate::dataset::DataContext;
+use crate::federation::messages::{GossipValue, SiteTask};
+use crate::federation::wire;
+use crate::linalg::Matrix;
+use crate::privacy::PrivacyTarget;
+use crate::store::StudyStatus;
+
+/// A `gossip_power` study's configuration as stored and shown to every site: the parameters
+/// as given, each site's block size, and the job's configuration for those blocks (calibrated
+/// at the ρ the ledger charges). A site derives the last from the first two and the study's
+/// public terms, and refuses on any difference.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GossipStudyConfig {
+    pub params: serde_json::Value,
+    /// n_features of each site, in site order (blocks of contiguous features).
+    pub blocks: Vec<usize>,
+    pub gossip: GossipPowerConfig,
+}
+
+impl GossipStudyConfig {
+    /// The configuration for these parameters and blocks on the study's public terms.
+    pub fn derive(
+        params: serde_json::Value,
+        blocks: Vec<usize>,
+        context: &DataContext,
+        target: &PrivacyTarget,
+    ) -> Result<GossipStudyConfig, ConfigError> {
+        let parsed: GossipPowerParams = parse_params(params.clone())?;
+        let gossip = configure_blocks(parsed, &blocks, context, target)?;
+        Ok(GossipStudyConfig {
+            params,
+            blocks,
+            gossip,
+        })
+    }
+}
+
+/// What a gossip study needs once its agents have joined.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GossipPlan {
+    pub config: GossipStudyConfig,
+    context: DataContext,
+}
+
+impl GossipPlan {
+    /// The plan calibrated at the ledger's ρ (what the sites derive it at).
+    pub(super) fn at_rho(&mut self, rho: f64) -> Option<serde_json::Value> {
+        let target = PrivacyTarget {
+            rho,
+            delta: None,
+            epsilon: None,
+        };
+        let config = GossipStudyConfig::derive(
+            self.config.params.clone(),
+            self.config.blocks.clone(),
+            &self.context,
+            &target,
+        )
+        .ok()?;
+        self.config = config;
+        serde_json::to_value(&self.config).ok()
+    }
+}
+
+/// Plans a `gossip_power` study: every site states its block (`sites[i].n_features`).
+pub(super) fn plan_gossip(params: serde_json::Value, terms: &StudyTerms<'_>) -> Result<StudyPlan, PlanError> {
+    let mut blocks = Vec::with_capacity(terms.site_features.len());
+    for (i, features) in terms.site_features.iter().enumerate() {
+        blocks.push(features.ok_or_else(|| {
+            ConfigError::invalid(
+                format!("sites[{i}].n_features"),
+                "is required for gossip_power: the number of features (columns) this agent holds; blocks are in site order",
+            )
+        })?);
+    }
+    let config = GossipStudyConfig::derive(params, blocks, terms.context, terms.target)?;
+    let job = &config.gossip;
+    let rho = cost_of(job.iterations, job.message_multiplier, job.update_multiplier);
+    Ok(StudyPlan {
+        config: serde_json::to_value(&config)?,
+        rounds: job.iterations,
+        protocol: Protocol::Gossip(Box::new(GossipPlan {
+            config,
+            context: *terms.context,
+        })),
+        rho,
+    })
+}
+
+/// A gossip study after every agent joined.
+pub struct GossipRunning {
+    config: GossipStudyConfig,
+    /// Records per agent (the same at every site: n is public under replace_one).
+    n: usize,
+    schedule: Vec<Exchange>,
+    /// Site index of agent i (sites in index order).
+    roster: Vec<u32>,
+    /// The exchange being collected (0-based).
+    step: usize,
+    posts: BTreeMap<u32, String>,
+    previous: BTreeMap<u32, String>,
+}
+
+impl GossipRunning {
+    /// The exchange being collected, for the driver's change marker.
+    pub(super) fn marker(&self) -> u32 {
+        self.step as u32
+    }
+
+    fn agent(&self, site: u32) -> Option<usize> {
+        self.roster.iter().position(|&s| s == site)
+    }
+
+    fn shape(&self, step: usize, agent: usize) -> (usize, usize) {
+        self.schedule[step].shape(self.n, self.config.gossip.p, self.config.blocks[agent])
+    }
+
+    /// `site`'s task, or `None` when it has posted this exchange (or is no agent).
+    pub(super) fn task(&self, site: u32) -> Option<SiteTask> {
+        let agent = self.agent(site)?;
+        if self.posts.contains_key(&site) {
+            return None;
+        }
+        let inputs = if self.step == 0 {
+            Vec::new()
+        } else {
+            let weights = &self.config.gossip.mixing[agent];
+            (0..self.roster.len())
+                .filter(|&j| j != agent && weights[j] > 0.0)
+                .map(|j| {
+                    let (rows, cols) = self.shape(self.step - 1, j);
+                    GossipValue {
+                        index: self.roster[j],
+                        values: self.previous[&self.roster[j]].clone(),
+                        rows,
+                        cols,
+                    }
+                })
+                .collect()
+        };
+        Some(SiteTask::GossipStep {
+            step: self.step as u32 + 1,
+            steps: self.schedule.len() as u32,
+            inputs,
+        })
+    }
+
+    /// The public report of a finished (or failed) study.
+    fn report(&self) -> serde_json::Value {
+        let gap = self.config.gossip.mixing().map(|w| w.spectral_gap()).ok();
+        serde_json::json!({
+            "survivors": self.roster,
+            "agents": self.roster.len(),
+            "exchanges": self.schedule.len(),
+            "exchanges_done": self.step,
+            "gossip_rounds": self.config.gossip.gossip_rounds,
+            "spectral_gap": gap,
+        })
+    }
+
+    fn finish(&self) -> Result<crate::algorithms::Output, String> {
+        let segments = self
+            .roster
+            .iter()
+            .enumerate()
+            .map(|(i, site)| {
+                let (rows, cols) = self.shape(self.step, i);
+                wire::b64_to_f64s(&self.posts[site], rows * cols)
+                    .map(|v| Matrix::from_vec(rows, cols, v))
+                    .map_err(|e| e.to_string())
+            })
+            .collect::<Result<Vec<Matrix>, String>>()?;
+        let d = self.config.blocks.iter().sum();
+        assemble(&self.config.gossip.partition, &segments, d, self.config.gossip.k).map_err(|e| e.to_string())
+    }
+}
+
+impl Live {
+    /// Every agent joined: charge them all and open exchange 1.
+    pub(super) fn start_gossip(&mut self, plan: GossipPlan, roster: Vec<u32>, effects: &mut Vec<Effect>) {
+        let n = self
+            .joined
+            .values()
+            .next()
+            .and_then(|j| j.n_samples)
+            .and_then(|n| usize::try_from(n).ok());
+        let Some(n) = n.filter(|_| roster.len() == plan.config.blocks.len()) else {
+            self.fail(
+                "gossip_power needs every agent and its n; nothing was charged".into(),
+                None,
+                effects,
+            );
+            return;
+        };
+        effects.push(Effect::Charge {
+            roster: roster.clone(),
+            dropped: Vec::new(),
+        });
+        self.stage = Stage::Gossip(Box::new(GossipRunning {
+            schedule: schedule(&plan.config.gossip),
+            config: plan.config,
+            n,
+            roster,
+            step: 0,
+            posts: BTreeMap::new(),
+            previous: BTreeMap::new(),
+        }));
+    }
+
+    /// A joining agent's n must equal that of the agents already joined (n is public and the
+    /// same rows are held by every agent).
+    pub fn check_gossip_n(&self, n_samples: Option<i64>) -> Result<(), LiveError> {
+        if !matches!(self.protocol, Protocol::Gossip(_)) {
+            return Ok(());
+        }
+        let Some(first) = self.joined.values().find_map(|j| j.n_samples) else {
+            return Ok(());
+        };
+        match n_samples {
+            Some(n) if u64::try_from(n).ok() == Some(first) => Ok(()),
+            _ => Err(LiveError::Invalid(format!(
+                "n_samples must be {first}: every agent of a gossip_power study holds the same records \
+                 (the agents that joined hold {first})"
+            ))),
+        }
+    }
+
+    /// An agent's value of exchange `step` (1-based).
+    pub fn gossip_post(&mut self, site: u32, step: u32, values: &str) -> Result<(), LiveError> {
+        let Stage::Gossip(gossip) = &mut self.stage else {
+            return Err(LiveError::Conflict(
+                "the study is not running gossip exchanges now".into(),
+            ));
+        };
+        let Some(agent) = gossip.agent(site) else {
+            return Err(LiveError::Conflict(
+                "this site is not an agent of the study".into(),
+            ));
+        };
+        let current = gossip.step as u32 + 1;
+        if step < current || (step == current && gossip.posts.contains_key(&site)) {
+            return Err(LiveError::AlreadyReceived(format!(
+                "this agent's value of exchange {step} already arrived"
+            )));
+        }
+        if step != current {
+            return Err(LiveError::Conflict(format!(
+                "exchange {step} is not open (exchange {current} is)"
+            )));
+        }
+        let (rows, cols) = gossip.shape(gossip.step, agent);
+        let decoded =
+            wire::b64_to_f64s(values, rows * cols).map_err(|e| LiveError::Invalid(e.to_string()))?;
+        if !decoded.iter().all(|v| v.is_finite()) {
+            return Err(LiveError::Invalid("every value must be a finite number".into()));
+        }
+        gossip.posts.insert(site, values.to_string());
+        Ok(())
+    }
+
+    /// Closes the open exchange when every agent has posted; after the last, the result. An
+    /// agent silent at the deadline fails the study (gossip needs every agent; charges stand).
+    pub(super) fn advance_gossip(&mut self, now: Instant, effects: &mut Vec<Effect>) -> bool {
+        let Stage::Gossip(gossip) = &mut self.stage else {
+            return false;
+        };
+        let missing: Vec<u32> = gossip
+            .roster
+            .iter()
+            .copied()
+            .filter(|s| !gossip.posts.contains_key(s))
+            .collect();
+        if !missing.is_empty() {
+            if now < self.deadline {
+                return false;
+            }
+            let step = gossip.step + 1;
+            let report = gossip.report();
+            let reason = format!(
+                "agent(s) {missing:?} sent nothing for exchange {step} of {} before the deadline; \
+                 gossip needs every agent; the study stops (charges stand)",
+                gossip.schedule.len()
+            );
+            let iteration = gossip.config.gossip.iterations;
+            self.mark_out(
+                &missing,
+                iteration,
+                "this site sent nothing before the deadline",
+                effects,
+            );
+            self.fail(reason, Some(report), effects);
+            return true;
+        }
+        let kind = gossip.schedule[gossip.step];
+        if gossip.step + 1 == gossip.schedule.len() {
+            let report = gossip.report();
+            match gossip.finish() {
+                Ok(output) => {
+                    effects.push(Effect::Progress {
+                        done: gossip.config.gossip.iterations,
+                    });
+                    self.stage = Stage::Finished {
+                        status: StudyStatus::Succeeded,
+                        reason: None,
+                    };
+                    effects.push(Effect::Succeeded { output, report });
+                }
+                Err(e) => self.fail(format!("the final segments: {e}"), Some(report), effects),
+            }
+            return true;
+        }
+        // An iteration's update is released as its max-consensus ends.
+        if kind == Exchange::Max && gossip.schedule[gossip.step + 1] != Exchange::Max {
+            let done = gossip.schedule[..=gossip.step]
+                .windows(2)
+                .filter(|w| w[0] == Exchange::Max && w[1] != Exchange::Max)
+                .count() as u32
+                + 1;
+            effects.push(Effect::Progress { done });
+        }
+        gossip.previous = std::mem::take(&mut gossip.posts);
+        gossip.step += 1;
+        self.deadline = now + self.round_timeout;
+        true
+    }
+}
+
+#[cfg(test)]
+#[path = "gossip_live_tests.rs"]
+mod tests;

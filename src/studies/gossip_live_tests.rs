@@ -1,0 +1,168 @@
+//! The coordinator of a gossip study relays exactly what the agents post: agents driven through
+//! its tasks finish with the simulation's basis; a joining agent with another n is refused;
+//! repeats and wrong exchanges are refused; a silent agent fails the study at the deadline.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use uuid::Uuid;
+
+use super::*;
+use crate::algorithms::gossip_agent::Agent;
+use crate::algorithms::gossip_power::simulate;
+use crate::algorithms::testing::{RO, ctx, spiked_records, target, with_audited_env};
+use crate::algorithms::{DataInput, RunEnv};
+use crate::federation::messages::JoinRequest;
+use crate::studies::algorithm::{StudyAlgorithm, StudyTerms};
+
+const SIZES: [usize; 3] = [2, 3, 3];
+const N: usize = 60;
+
+fn plan() -> GossipPlan {
+    let c = ctx(8, None, RO);
+    let features: Vec<Option<usize>> = SIZES.iter().map(|&s| Some(s)).collect();
+    let terms = StudyTerms {
+        context: &c,
+        target: &target(5.0),
+        sites: 3,
+        threshold: 3,
+        site_features: &features,
+    };
+    match StudyAlgorithm::GossipPower
+        .plan(json!({"k": 1, "graph": "path", "iterations": 2}), &terms)
+        .expect("plans")
+        .protocol
+    {
+        Protocol::Gossip(plan) => *plan,
+        other => panic!("not a gossip plan: {other:?}"),
+    }
+}
+
+fn study(plan: &GossipPlan) -> Live {
+    let names: BTreeMap<u32, String> = (1..=3).map(|i| (i, format!("a{i}"))).collect();
+    Live::new(
+        Uuid::new_v4(),
+        Protocol::Gossip(Box::new(plan.clone())),
+        3,
+        8,
+        names,
+        Instant::now() + Duration::from_secs(60),
+        Duration::from_secs(30),
+    )
+}
+
+fn join(n: u64) -> JoinRequest {
+    JoinRequest {
+        n_samples: Some(n),
+        encryption_public_key: None,
+        mask_public_keys: Vec::new(),
+    }
+}
+
+#[test]
+fn relayed_agents_finish_with_the_simulated_basis() {
+    let plan = plan();
+    let config = plan.config.gossip.clone();
+    let xt = spiked_records(9, 8, N, &[5.0, 2.0], 0.3, 2.0);
+    let mut live = study(&plan);
+    assert!(live.check_gossip_n(Some(N as i64)).is_ok());
+    live.join(1, join(N as u64)).expect("joins");
+    assert!(
+        matches!(
+            live.check_gossip_n(Some(N as i64 + 1)),
+            Err(LiveError::Invalid(_))
+        ),
+        "another n must be refused"
+    );
+    live.join(2, join(N as u64)).expect("joins");
+    live.join(3, join(N as u64)).expect("joins");
+    let effects = live.advance(Instant::now());
+    assert!(
+        effects
+            .iter()
+            .any(|e| matches!(e, Effect::Charge { roster, .. } if roster == &[1, 2, 3]))
+    );
+    // One shared generator in agent order, as the simulation draws.
+    let (simulated, _) = with_audited_env(4, |env| {
+        simulate(
+            DataInput::Records { xt: (&xt).into() },
+            &config,
+            &plan.context,
+            env,
+        )
+    });
+    let (outcome, _) = with_audited_env(4, |env: &mut RunEnv<'_>| {
+        let mut agents: Vec<Agent> = config
+            .partition
+            .iter()
+            .enumerate()
+            .map(|(i, f)| Agent::new(&config, i, xt.select_rows(f.iter()), 2.0, 8).expect("agent"))
+            .collect();
+        let mut effects = Vec::new();
+        while !live.is_finished() {
+            for (i, agent) in agents.iter_mut().enumerate() {
+                let site = i as u32 + 1;
+                let SiteTask::GossipStep { step, inputs, .. } = live.task(site) else {
+                    panic!("no exchange for agent {site}: {:?}", live.task(site));
+                };
+                let decoded: Vec<(usize, Matrix)> = inputs
+                    .iter()
+                    .map(|v| {
+                        let values = wire::b64_to_f64s(&v.values, v.rows * v.cols).expect("decodes");
+                        (v.index as usize - 1, Matrix::from_vec(v.rows, v.cols, values))
+                    })
+                    .collect();
+                let refs: Vec<(usize, &Matrix)> = decoded.iter().map(|(j, m)| (*j, m)).collect();
+                let value = agent.advance(env, &refs).expect("advances");
+                let b64 = wire::f64s_to_b64(value.as_slice());
+                live.gossip_post(site, step, &b64).expect("accepted");
+                assert!(matches!(
+                    live.gossip_post(site, step, &b64),
+                    Err(LiveError::AlreadyReceived(_))
+                ));
+                assert!(matches!(
+                    live.gossip_post(site, step + 1, &b64),
+                    Err(LiveError::Conflict(_))
+                ));
+            }
+            effects.extend(live.advance(Instant::now()));
+        }
+        effects
+    });
+    let output = outcome
+        .iter()
+        .find_map(|e| match e {
+            Effect::Succeeded { output, .. } => Some(output.basis.clone()),
+            _ => None,
+        })
+        .expect("succeeded");
+    assert_eq!(output, simulated.expect("simulates").output.basis);
+}
+
+#[test]
+fn a_silent_agent_fails_the_study_at_the_deadline_and_a_wrong_length_is_refused() {
+    let plan = plan();
+    let mut live = study(&plan);
+    for site in 1..=3 {
+        live.join(site, join(N as u64)).expect("joins");
+    }
+    live.advance(Instant::now());
+    let p = plan.config.gossip.p;
+    let gram = wire::f64s_to_b64(&vec![0.5; p * p]);
+    assert!(matches!(
+        live.gossip_post(1, 1, &wire::f64s_to_b64(&[1.0; 3])),
+        Err(LiveError::Invalid(_))
+    ));
+    live.gossip_post(1, 1, &gram).expect("accepted");
+    live.gossip_post(2, 1, &gram).expect("accepted");
+    assert!(live.advance(Instant::now()).is_empty(), "closed without agent 3");
+    let effects = live.advance(live.deadline());
+    assert!(
+        effects
+            .iter()
+            .any(|e| matches!(e, Effect::Failed { reason, .. } if reason.contains("[3]"))),
+        "{effects:?}"
+    );
+    assert!(live.is_finished());
+}

@@ -1,0 +1,84 @@
+//! The hub under a lost lease: a replica whose claim was taken over stops driving the study at
+//! once, at its next heartbeat or at its next write, and changes nothing in the store. Runs on
+//! PostgreSQL too when `PRIVPCA_TEST_POSTGRES_URL` is set.
+
+use std::time::Duration;
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha20Rng;
+use uuid::Uuid;
+
+use super::live::Protocol;
+use super::{HubError, StudyHub};
+use crate::federation::messages::JoinRequest;
+use crate::federation::secagg::SiteSession;
+use crate::store::{SiteStatus, StoreError, testing};
+
+/// Site `site`'s join with fresh keys.
+fn join_request(study: Uuid, site: u32, rng: &mut ChaCha20Rng) -> JoinRequest {
+    let session = SiteSession::new(study, site, 2, rng);
+    JoinRequest {
+        n_samples: Some(5),
+        encryption_public_key: Some(session.encryption_public_key()),
+        mask_public_keys: session.mask_public_keys(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_replica_that_loses_its_lease_stops_driving_at_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let url = testing::fresh_database_url(dir.path()).await;
+    let a = testing::replica_store(&url, dir.path(), "replica-a").await;
+    let b = testing::replica_store(&url, dir.path(), "replica-b").await;
+    let c = testing::replica_store(&url, dir.path(), "replica-c").await;
+    let id = testing::small_study(&a, 3).await;
+    let (record, sites) = a.get_study_any(id).await.expect("read").expect("study");
+    let hub_a = StudyHub::new(a.clone());
+    hub_a.open(&record, &sites, Protocol::Power(super::durable::tests::config()));
+    let mut rng = ChaCha20Rng::seed_from_u64(3);
+    hub_a
+        .join(id, 1, Some(5), join_request(id, 1, &mut rng))
+        .await
+        .expect("a drives the study");
+
+    // b may not take the study while a's lease is live; once it has run out (as b's clock
+    // sees it), b claims it.
+    let hub_b = StudyHub::new(b.clone());
+    assert!(matches!(hub_b.resume(id).await, Err(HubError::HeldElsewhere)));
+    b.advance_lease_clock(Duration::from_secs(120));
+    assert!(hub_b.resume(id).await.expect("claim"));
+
+    // a's next heartbeat is refused: a drops the study at once, without writing anything, and
+    // serves nothing from its old state (b holds the study).
+    assert_eq!(hub_a.renew_leases().await, 1);
+    assert!(hub_a.entry(id).is_none(), "a stopped driving the study");
+    assert!(matches!(
+        hub_a.task(id, 2, Duration::ZERO).await,
+        Err(HubError::HeldElsewhere)
+    ));
+
+    // c takes the study from b. b has not heard yet (no heartbeat since): its next write is
+    // fenced, it stops at once, and the store holds nothing of the refused step.
+    c.advance_lease_clock(Duration::from_secs(300));
+    let hub_c = StudyHub::new(c.clone());
+    assert!(hub_c.resume(id).await.expect("claim"));
+    let refused = hub_b.join(id, 2, Some(5), join_request(id, 2, &mut rng)).await;
+    assert!(
+        matches!(refused, Err(HubError::Store(StoreError::StudyLeaseLost(s))) if s == id),
+        "{refused:?}"
+    );
+    assert!(hub_b.entry(id).is_none(), "b stopped driving the study");
+    let (_, sites) = c.get_study_any(id).await.expect("read").expect("study");
+    assert_eq!(sites[0].status, SiteStatus::Joined);
+    assert_eq!(
+        sites[1].status,
+        SiteStatus::Invited,
+        "b's refused join wrote nothing"
+    );
+    // The holder goes on.
+    hub_c
+        .join(id, 2, Some(5), join_request(id, 2, &mut rng))
+        .await
+        .expect("c drives the study");
+    assert_eq!(hub_c.renew_leases().await, 0);
+}
