@@ -35,6 +35,7 @@ pub const NOISY_POWER: AlgorithmInfo = AlgorithmInfo {
     study: None,
     sparse: true,
     clip_noise_factor: 1.0,
+    clip_by_default: true,
 };
 
 /// `analyze_gauss` (`src/algorithms/analyze_gauss.rs`).
@@ -51,6 +52,7 @@ pub const ANALYZE_GAUSS: AlgorithmInfo = AlgorithmInfo {
     study: None,
     sparse: false,
     clip_noise_factor: 1.0,
+    clip_by_default: true,
 };
 
 /// `coherent_power` (`src/algorithms/coherent_power.rs`).
@@ -67,6 +69,7 @@ pub const COHERENT_POWER: AlgorithmInfo = AlgorithmInfo {
     study: None,
     sparse: true,
     clip_noise_factor: 1.0,
+    clip_by_default: true,
 };
 
 /// `eigen_sampling` (`src/algorithms/eigen_sampling.rs`).
@@ -85,6 +88,7 @@ pub const EIGEN_SAMPLING: AlgorithmInfo = AlgorithmInfo {
     study: None,
     sparse: false,
     clip_noise_factor: 1.0,
+    clip_by_default: true,
 };
 
 /// `clip: "auto"` treats `k_dp_pca` as this many times noisier than `analyze_gauss` at the same ρ
@@ -110,6 +114,7 @@ pub const K_DP_PCA: AlgorithmInfo = AlgorithmInfo {
     study: None,
     sparse: false,
     clip_noise_factor: K_DP_PCA_CLIP_NOISE,
+    clip_by_default: true,
 };
 
 /// `dp_oja` (`src/algorithms/dp_oja.rs`).
@@ -128,6 +133,7 @@ pub const DP_OJA: AlgorithmInfo = AlgorithmInfo {
     study: None,
     sparse: false,
     clip_noise_factor: DP_OJA_CLIP_NOISE,
+    clip_by_default: true,
 };
 
 /// `federated_power` (`src/algorithms/federated_power.rs`).
@@ -144,6 +150,7 @@ pub const FEDERATED_POWER: AlgorithmInfo = AlgorithmInfo {
     study: Some(StudyKind::Power),
     sparse: false,
     clip_noise_factor: 1.0,
+    clip_by_default: true,
 };
 
 /// `cape_pca` (`src/algorithms/cape_pca.rs`).
@@ -160,6 +167,7 @@ pub const CAPE_PCA: AlgorithmInfo = AlgorithmInfo {
     study: Some(StudyKind::Cape),
     sparse: false,
     clip_noise_factor: 1.0,
+    clip_by_default: true,
 };
 
 /// `gossip_power` (`src/algorithms/gossip_power.rs`).
@@ -178,6 +186,7 @@ pub const GOSSIP_POWER: AlgorithmInfo = AlgorithmInfo {
     study: Some(StudyKind::Gossip),
     sparse: false,
     clip_noise_factor: 1.0,
+    clip_by_default: true,
 };
 
 /// `cape_agn` (`src/algorithms/cape_agn.rs`).
@@ -194,6 +203,7 @@ pub const CAPE_AGN: AlgorithmInfo = AlgorithmInfo {
     study: Some(StudyKind::Cape),
     sparse: false,
     clip_noise_factor: 1.0,
+    clip_by_default: false,
 };
 
 /// `exact` (`src/algorithms/exact.rs`).
@@ -210,4 +220,5 @@ pub const EXACT: AlgorithmInfo = AlgorithmInfo {
     study: None,
     sparse: true,
     clip_noise_factor: 1.0,
+    clip_by_default: false,
 };

@@ -122,7 +122,7 @@ fn defaults_are_filled_in() {
     // A fixed learning rate spends nothing on an estimate.
     let prepared = DpOja
         .prepare(
-            json!({"k": 3, "learning_rate": {"offset": 1.0, "slope": 1.0}, "batch_size": 1}),
+            json!({"k": 3, "learning_rate": {"offset": 1.0, "slope": 1.0}, "batch_size": 1, "clip": "none"}),
             &c,
             &target(0.5),
         )

@@ -242,6 +242,11 @@ pub struct AlgorithmInfo {
     /// ([`clipping::auto_choice`]); 1 for the Gram-matrix and power methods.
     #[serde(skip)]
     pub clip_noise_factor: f64,
+    /// A job on records that does not mention `clip` gets `"auto"` (issue 21 §1). False for
+    /// `exact` (no noise) and `cape_agn`, whose output (mixture components and weights) is a
+    /// model of the raw rows' distribution that clipping would change, not only denoise.
+    #[serde(skip)]
+    pub clip_by_default: bool,
 }
 
 /// The protocol an algorithm runs by in a multi-site study.

@@ -298,10 +298,11 @@ impl Options {
     }
 }
 
-/// Whether a job that does not mention `clip` gets `"auto"`: records datasets, algorithms that
-/// add noise (not `exact`) and do not declare a `clip` of their own.
+/// Whether a job that does not mention `clip` gets `"auto"`: records datasets, algorithms whose
+/// catalog entry says so ([`AlgorithmInfo::clip_by_default`]) and that do not declare a `clip`
+/// of their own.
 fn clip_by_default(info: &AlgorithmInfo, own: &Map<String, Value>, ctx: &DataContext) -> bool {
-    ctx.kind() == Kind::Records && !info.public_only && !parameters::declares(own, "clip")
+    ctx.kind() == Kind::Records && info.clip_by_default && !parameters::declares(own, "clip")
 }
 
 /// `params` with the default clip turned off (`"clip": "none"`), when the job did not mention
