@@ -34,6 +34,8 @@ pub const NOISY_POWER: AlgorithmInfo = AlgorithmInfo {
     releases_eigenvalues: true,
     study: None,
     sparse: true,
+    clip_noise_factor: 1.0,
+    clip_by_default: true,
 };
 
 /// `analyze_gauss` (`src/algorithms/analyze_gauss.rs`).
@@ -49,6 +51,8 @@ pub const ANALYZE_GAUSS: AlgorithmInfo = AlgorithmInfo {
     releases_eigenvalues: true,
     study: None,
     sparse: false,
+    clip_noise_factor: 1.0,
+    clip_by_default: true,
 };
 
 /// `coherent_power` (`src/algorithms/coherent_power.rs`).
@@ -64,6 +68,8 @@ pub const COHERENT_POWER: AlgorithmInfo = AlgorithmInfo {
     releases_eigenvalues: true,
     study: None,
     sparse: true,
+    clip_noise_factor: 1.0,
+    clip_by_default: true,
 };
 
 /// `eigen_sampling` (`src/algorithms/eigen_sampling.rs`).
@@ -81,7 +87,16 @@ pub const EIGEN_SAMPLING: AlgorithmInfo = AlgorithmInfo {
     releases_eigenvalues: true,
     study: None,
     sparse: false,
+    clip_noise_factor: 1.0,
+    clip_by_default: true,
 };
+
+/// `clip: "auto"` treats `k_dp_pca` as this many times noisier than `analyze_gauss` at the same ρ
+/// (its per-step noise is calibrated to each step's small batch, not to all n records), so it
+/// clips on budgets where the Gram-matrix release would not (docs/utility.md "The clip rule").
+pub const K_DP_PCA_CLIP_NOISE: f64 = 100.0;
+/// The same factor for `dp_oja`.
+pub const DP_OJA_CLIP_NOISE: f64 = 20.0;
 
 /// `k_dp_pca` (`src/algorithms/k_dp_pca.rs`).
 pub const K_DP_PCA: AlgorithmInfo = AlgorithmInfo {
@@ -98,6 +113,8 @@ pub const K_DP_PCA: AlgorithmInfo = AlgorithmInfo {
     releases_eigenvalues: false,
     study: None,
     sparse: false,
+    clip_noise_factor: K_DP_PCA_CLIP_NOISE,
+    clip_by_default: true,
 };
 
 /// `dp_oja` (`src/algorithms/dp_oja.rs`).
@@ -115,6 +132,8 @@ pub const DP_OJA: AlgorithmInfo = AlgorithmInfo {
     releases_eigenvalues: false,
     study: None,
     sparse: false,
+    clip_noise_factor: DP_OJA_CLIP_NOISE,
+    clip_by_default: true,
 };
 
 /// `federated_power` (`src/algorithms/federated_power.rs`).
@@ -130,6 +149,8 @@ pub const FEDERATED_POWER: AlgorithmInfo = AlgorithmInfo {
     releases_eigenvalues: true,
     study: Some(StudyKind::Power),
     sparse: false,
+    clip_noise_factor: 1.0,
+    clip_by_default: true,
 };
 
 /// `cape_pca` (`src/algorithms/cape_pca.rs`).
@@ -145,6 +166,8 @@ pub const CAPE_PCA: AlgorithmInfo = AlgorithmInfo {
     releases_eigenvalues: true,
     study: Some(StudyKind::Cape),
     sparse: false,
+    clip_noise_factor: 1.0,
+    clip_by_default: true,
 };
 
 /// `gossip_power` (`src/algorithms/gossip_power.rs`).
@@ -162,6 +185,8 @@ pub const GOSSIP_POWER: AlgorithmInfo = AlgorithmInfo {
     releases_eigenvalues: false,
     study: Some(StudyKind::Gossip),
     sparse: false,
+    clip_noise_factor: 1.0,
+    clip_by_default: true,
 };
 
 /// `cape_agn` (`src/algorithms/cape_agn.rs`).
@@ -177,6 +202,8 @@ pub const CAPE_AGN: AlgorithmInfo = AlgorithmInfo {
     releases_eigenvalues: false,
     study: Some(StudyKind::Cape),
     sparse: false,
+    clip_noise_factor: 1.0,
+    clip_by_default: false,
 };
 
 /// `exact` (`src/algorithms/exact.rs`).
@@ -192,4 +219,6 @@ pub const EXACT: AlgorithmInfo = AlgorithmInfo {
     releases_eigenvalues: true,
     study: None,
     sparse: true,
+    clip_noise_factor: 1.0,
+    clip_by_default: false,
 };

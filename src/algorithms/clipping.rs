@@ -45,9 +45,17 @@ pub const STEPS: u32 = 8;
 /// The grid spans [β·2^−8, β]: with 8 steps the bracket ends 2^(8/256) ≈ 2.2 % wide.
 pub const LOG2_RANGE: f64 = 8.0;
 
-/// What `"auto"` picks: the median, with a tenth of the job's ρ. See [`auto_choice`].
-pub const AUTO_QUANTILE: f64 = 0.5;
+/// `"auto"`'s share of the job's ρ for the search. See [`auto_choice`].
 pub const AUTO_SHARE: f64 = 0.1;
+/// `"auto"` without a public n (`add_remove`): the median.
+pub const AUTO_QUANTILE: f64 = 0.5;
+/// K in the tail 1 − q = K·F·√k·√d/(n·√ρ) of [`auto_tail`] (docs/utility.md "The clip rule").
+pub const AUTO_TAIL_CONSTANT: f64 = 35.0;
+/// Below this tail `"auto"` does not clip: the rows it would shorten are too few to matter
+/// against the share of ρ the search costs.
+pub const AUTO_MIN_TAIL: f64 = 0.02;
+/// The lowest quantile `"auto"` clips at.
+pub const AUTO_MAX_TAIL: f64 = 0.5;
 
 /// The clip step of a job, fixed at submission and stored in its configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -95,7 +103,8 @@ pub enum ClipParam {
     Quantile(QuantileClip),
 }
 
-/// "none": no clipping; "auto": the median at a tenth of the job's ρ, where it helps.
+/// "none": no clipping; "auto" (the default on records): a quantile chosen from the public n,
+/// d, ρ and k at a tenth of the job's ρ, or no clipping where the noise is already small.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ClipMode {
@@ -141,28 +150,43 @@ pub fn request(clip: Option<ClipParam>, ctx: &DataContext) -> Result<Option<Clip
     Ok(Some(request))
 }
 
-/// `"auto"`: the median at a tenth of ρ, unless the public facts say the declared bound already
-/// leaves little noise, in which case clipping would only add bias (`None`).
+/// `"auto"`: the quantile q and share f to clip at, or `None` (do not clip), from public facts
+/// only: n when it is public, d, the job's ρ, k, and the algorithm's noise factor F
+/// ([`super::AlgorithmInfo::clip_noise_factor`]).
 ///
-/// The rule compares the noise that calibrating to β adds to the Gram matrix with the Gram
-/// matrix's own scale, using only public numbers. With s = β²/sqrt(ρ) (the analyze_gauss
-/// scale at Δ = √2β²), a symmetric d×d Gaussian matrix has spectral norm ≈ 2√d·s, while the
-/// Gram matrix of n rows of norm up to β has trace ≤ nβ². Their ratio is r = 2√d/(n·sqrt(ρ)).
-/// When r ≤ [`AUTO_NO_CLIP_RATIO`] the noise is already under a tenth of a percent of the
-/// scale and the measured utility at β is within noise of exact PCA (docs/utility.md), so
-/// `"auto"` does not clip. Under `add_remove` n is private; it then always clips.
-pub fn auto_choice(ctx: &DataContext, rho: f64) -> Option<(f64, f64)> {
-    if let Some(n) = ctx.n {
-        let ratio = 2.0 * (ctx.d as f64).sqrt() / (n as f64 * rho.sqrt());
-        if ratio <= AUTO_NO_CLIP_RATIO {
-            return None;
-        }
-    }
-    Some((AUTO_QUANTILE, AUTO_SHARE))
+/// Bias against noise. Calibrated to a bound c, a Gram-matrix release adds noise of spectral
+/// norm ≈ 2√d·c²/√ρ, while the clipped Gram matrix keeps a trace of at least (1 − q)·n·c²
+/// (every row above the q-quantile has norm c). So the noise relative to the clipped signal
+/// is at most 2√d/((1 − q)·n·√ρ) whatever the data, and a tail 1 − q proportional to
+/// √d/(n·√ρ) keeps it at a fixed level, while clipping only the rows in that tail keeps the
+/// bias small. The rule ([`auto_tail`]): 1 − q = K·F·√k·√d/(n·√ρ), at most 1/2 (the
+/// median), at least the search's own resolution (3 sd of its noisy counts over n); no clip
+/// when it falls below [`AUTO_MIN_TAIL`]. √k: the k-th eigenvalue, whose gap the noise must
+/// not close, is a smaller part of the trace for larger k. K was fitted on the scikit-learn
+/// datasets and synthetic Gaussian-amplitude data (docs/utility.md "The clip rule").
+///
+/// Under `add_remove` n is private; `"auto"` then clips at the median, as it always did.
+pub fn auto_choice(ctx: &DataContext, rho: f64, k: usize, noise_factor: f64) -> Option<(f64, f64)> {
+    let Some(n) = ctx.n else {
+        return Some((AUTO_QUANTILE, AUTO_SHARE));
+    };
+    auto_tail(n, ctx.d, rho, k, noise_factor).map(|tail| (1.0 - tail, AUTO_SHARE))
 }
 
-/// See [`auto_choice`].
-pub const AUTO_NO_CLIP_RATIO: f64 = 1e-3;
+/// The tail 1 − q of [`auto_choice`] for public n, or `None` for no clipping.
+pub fn auto_tail(n: usize, d: usize, rho: f64, k: usize, noise_factor: f64) -> Option<f64> {
+    let n = n as f64;
+    let scale = (d as f64).sqrt() / (n * rho.sqrt());
+    let tail = AUTO_TAIL_CONSTANT * noise_factor * (k.max(1) as f64).sqrt() * scale;
+    if !(tail >= AUTO_MIN_TAIL) {
+        // Also NaN (ρ = ∞ or n = 0 are refused elsewhere): no clip is the neutral choice.
+        return None;
+    }
+    // The search's counts have sd sqrt(T/(2·f·ρ)) (Δ = 1); a quantile closer to 1 than three
+    // of them over n is not resolved.
+    let count_sd = (f64::from(STEPS) / (2.0 * AUTO_SHARE * rho)).sqrt();
+    Some(tail.max(3.0 * count_sd / n).min(AUTO_MAX_TAIL))
+}
 
 /// The declared row-norm bound β of a records context.
 fn beta(ctx: &DataContext) -> Option<f64> {

@@ -8,12 +8,17 @@
 //! which lie in the top-k eigenspace of the noisy second moment, so it must capture the energy
 //! too, even though sign-symmetric spiked data has no third-moment structure to decompose.
 
+use serde_json::{Value, json};
+
 use super::testing::{
     least_params, public_records_ctx, registry_target, run_prepared_audited, sign_spiked_records,
+    spiked_records,
 };
-use super::{DataInput, registry};
-use crate::linalg::gram_t;
+use super::{DataInput, find, registry};
+use crate::dataset::DataContext;
 use crate::linalg::subspace::captured_energy;
+use crate::linalg::{Matrix, gram_t};
+use crate::privacy::{Delta, Epsilon, PrivacyTarget};
 
 #[test]
 fn every_algorithm_captures_95_percent_at_defaults_with_a_huge_budget() {
@@ -39,4 +44,99 @@ fn every_algorithm_captures_95_percent_at_defaults_with_a_huge_budget() {
         let captured = captured_energy(&out.basis, &sigma);
         assert!(captured >= 0.95, "{name}: captured {captured}");
     }
+}
+
+/// Issue 21's Gaussian-amplitude setting: n 20 000, d 30, k 3, variances 16, 9, 4 against 0.09,
+/// Gaussian amplitudes, β = the largest row norm (the typical row is about 0.3 of it).
+fn gaussian_amplitude_data() -> (Matrix, Matrix, f64) {
+    let (d, n) = (30, 20_000);
+    let xt = spiked_records(21, d, n, &[16.0, 9.0, 4.0], 0.3, f64::INFINITY);
+    let beta = xt.column_iter().map(|c| c.norm()).fold(0.0, f64::max) * (1.0 + 1e-12);
+    let sigma = gram_t(&xt) / n as f64;
+    (xt, sigma, beta)
+}
+
+/// Mean captured energy of `name` with only `k` (and `extra`) over `seeds`, at `target`.
+fn mean_captured(
+    name: &str,
+    extra: &Value,
+    public: bool,
+    target: &PrivacyTarget,
+    seeds: std::ops::Range<u64>,
+) -> f64 {
+    let (xt, sigma, beta) = gaussian_amplitude_data();
+    let (d, n) = (xt.nrows(), xt.ncols());
+    let ctx = if public {
+        public_records_ctx(d, n, beta)
+    } else {
+        DataContext {
+            public: false,
+            ..public_records_ctx(d, n, beta)
+        }
+    };
+    let algorithm = find(name).expect("registered");
+    let mut params = json!({ "k": 3 });
+    if let (Value::Object(p), Value::Object(e)) = (&mut params, extra) {
+        p.extend(e.clone());
+    }
+    let prepared = algorithm
+        .prepare(params, &ctx, target)
+        .unwrap_or_else(|e| panic!("{name} refuses: {e}"));
+    let runs = seeds.clone().count() as f64;
+    seeds
+        .map(|seed| {
+            let (out, _) = run_prepared_audited(
+                algorithm,
+                &prepared.config,
+                DataInput::Records { xt: (&xt).into() },
+                &ctx,
+                seed,
+            );
+            captured_energy(&out.expect("runs").basis, &sigma)
+        })
+        .sum::<f64>()
+        / runs
+}
+
+fn epsilon_target(epsilon: f64) -> PrivacyTarget {
+    PrivacyTarget::from_epsilon_delta(
+        Epsilon::new(epsilon).expect("valid"),
+        Delta::new(1e-5).expect("valid"),
+    )
+}
+
+// Issue 21's goals on Gaussian-amplitude rows, at the defaults (only k; `clip` defaults to
+// "auto"). Measured when written (3 seeds): k_dp_pca 0.99 at (ε 20, δ 1e-5) public (0.56 with
+// clip "none"), 0.76–0.78 at (ε 10, δ 1e-5) private (0.43 with "none"; the issue's goal 0.9 is
+// not reached), dp_oja 0.996 at ρ 10 (0.886 with "none").
+
+#[test]
+fn k_dp_pca_defaults_on_gaussian_amplitude_rows_public() {
+    let captured = mean_captured("k_dp_pca", &json!({}), true, &epsilon_target(20.0), 0..3);
+    assert!(captured >= 0.95, "{captured}");
+}
+
+#[test]
+fn k_dp_pca_defaults_on_gaussian_amplitude_rows_private() {
+    let captured = mean_captured("k_dp_pca", &json!({}), false, &epsilon_target(10.0), 0..3);
+    let unclipped = mean_captured(
+        "k_dp_pca",
+        &json!({"clip": "none"}),
+        false,
+        &epsilon_target(10.0),
+        0..3,
+    );
+    assert!(captured >= 0.7, "{captured}");
+    assert!(captured >= unclipped + 0.2, "{captured} vs {unclipped} unclipped");
+}
+
+#[test]
+fn dp_oja_defaults_on_gaussian_amplitude_rows() {
+    let rho10 = PrivacyTarget {
+        rho: 10.0,
+        delta: None,
+        epsilon: None,
+    };
+    let captured = mean_captured("dp_oja", &json!({}), false, &rho10, 0..3);
+    assert!(captured >= 0.97, "{captured}");
 }

@@ -95,7 +95,9 @@ fn configure_then_cost_returns_the_target() {
 #[test]
 fn defaults_are_filled_in() {
     let c = ctx(10, Some(1001), RO);
-    let prepared = DpOja.prepare(json!({"k": 3}), &c, &target(0.5)).expect("valid");
+    let prepared = DpOja
+        .prepare(json!({"k": 3, "clip": "none"}), &c, &target(0.5))
+        .expect("valid");
     let config: DpOjaConfig = serde_json::from_value(prepared.config).expect("config");
     assert_eq!(config.clip, BETA * BETA);
     assert_eq!(config.learning_rate, None);
@@ -120,7 +122,7 @@ fn defaults_are_filled_in() {
     // A fixed learning rate spends nothing on an estimate.
     let prepared = DpOja
         .prepare(
-            json!({"k": 3, "learning_rate": {"offset": 1.0, "slope": 1.0}, "batch_size": 1}),
+            json!({"k": 3, "learning_rate": {"offset": 1.0, "slope": 1.0}, "batch_size": 1, "clip": "none"}),
             &c,
             &target(0.5),
         )

@@ -175,7 +175,7 @@ fn configure_then_cost_returns_the_target() {
 fn defaults_and_noise_scales() {
     let c = ctx(8, Some(100), RO);
     let prepared = EigenSampling
-        .prepare(json!({"k": 2}), &c, &target(0.5))
+        .prepare(json!({"k": 2, "clip": "none"}), &c, &target(0.5))
         .expect("valid");
     // ρ = 1/2, share 1/2: ε₀ = sqrt(2·0.25) = sqrt(1/2); ε_v = sqrt(8·0.25/2) = 1.
     let e0 = 0.5_f64.sqrt();
@@ -207,12 +207,16 @@ fn defaults_and_noise_scales() {
     assert!((vectors.multiplier - 2.0).abs() < 1e-12 && vectors.sensitivity == Some(4.0));
     // add_remove (monotone score): temperature Δ/ε_v, multiplier 1/ε_v = 1.
     let monotone = EigenSampling
-        .prepare(json!({"k": 2}), &ctx(8, None, AR), &target(0.5))
+        .prepare(json!({"k": 2, "clip": "none"}), &ctx(8, None, AR), &target(0.5))
         .expect("valid");
     assert!((monotone.noise[1].multiplier - 1.0).abs() < 1e-12);
     // No eigenvalues at share 0; k = d draws d − 1 vectors.
     let prepared = EigenSampling
-        .prepare(json!({"k": 8, "eigenvalue_share": 0.0}), &c, &target(0.5))
+        .prepare(
+            json!({"k": 8, "eigenvalue_share": 0.0, "clip": "none"}),
+            &c,
+            &target(0.5),
+        )
         .expect("valid");
     assert_eq!(prepared.noise.len(), 1);
     assert_eq!(

@@ -238,6 +238,16 @@ pub struct AlgorithmInfo {
     /// service refuses the others on such datasets before pricing (422), because they need
     /// the dense matrix.
     pub sparse: bool,
+    /// How much noisier than `analyze_gauss` it is at the same ρ and bound, as a factor on the
+    /// noise-to-signal scale √d/(n·√ρ) that `clip: "auto"` reads
+    /// ([`clipping::auto_choice`]); 1 for the Gram-matrix and power methods.
+    #[serde(skip)]
+    pub clip_noise_factor: f64,
+    /// A job on records that does not mention `clip` gets `"auto"` (issue 21 §1). False for
+    /// `exact` (no noise) and `cape_agn`, whose output (mixture components and weights) is a
+    /// model of the raw rows' distribution that clipping would change, not only denoise.
+    #[serde(skip)]
+    pub clip_by_default: bool,
 }
 
 /// The protocol an algorithm runs by in a multi-site study.

@@ -40,13 +40,16 @@ pub struct GenericParams {
     #[serde(default)]
     #[schemars(extend("default" = super::centering::DEFAULT_CENTER_SHARE, "exclusiveMinimum" = 0, "exclusiveMaximum" = 1))]
     pub center_share: Option<f64>,
-    /// Records only, adaptive clipping. "none" (default); "auto": the median at 0.1 of the
-    /// job's ρ, unless the public n, d and ρ say the declared bound already leaves little
-    /// noise; {"quantile": q, "share": f}: spend f of the job's ρ on a DP q-quantile c of the
-    /// row norms (noisy binary search, Gaussian), clip rows at c ≤ β and calibrate the
-    /// algorithm to c. c is returned with the result as released.clip_norm.
+    /// Records only, adaptive clipping. "auto" (the default, except where an algorithm's
+    /// schema says "none"): a quantile q chosen from public facts (1 − q grows with
+    /// √(k·d)/(n·√ρ), at most the median; the median when n is private) at 0.1 of the job's ρ,
+    /// or no clipping where the declared bound already leaves little noise (docs/utility.md,
+    /// "The clip rule"); "none": no clipping; {"quantile": q, "share": f}: spend f of the job's
+    /// ρ on a DP q-quantile c of the row norms (noisy binary search, Gaussian), clip rows at
+    /// c ≤ β and calibrate the algorithm to c. c is returned with the result as
+    /// released.clip_norm.
     #[serde(default)]
-    #[schemars(extend("default" = "none"))]
+    #[schemars(extend("default" = "auto"))]
     pub clip: Option<ClipParam>,
     /// true: return private eigenvalue estimates (free when the algorithm releases them,
     /// otherwise noisy Rayleigh quotients charged eigenvalue_share of the job's ρ); false:
@@ -209,7 +212,14 @@ pub fn published(info: &AlgorithmInfo, mut own: Map<String, Value>) -> Value {
     if let Some(Value::Object(generic_properties)) = generic.get("properties") {
         for (name, schema) in generic_properties {
             if generic_applies(info, &own, name) {
-                added.insert(name.clone(), schema.clone());
+                let mut schema = schema.clone();
+                if name == "clip"
+                    && !info.clip_by_default
+                    && let Value::Object(fields) = &mut schema
+                {
+                    fields.insert("default".into(), "none".into());
+                }
+                added.insert(name.clone(), schema);
             }
         }
     }

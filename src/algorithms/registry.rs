@@ -12,7 +12,7 @@ use super::noisy_power::NoisyPower;
 use super::{
     Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, Run, RunError, parameters,
 };
-use crate::dataset::DataContext;
+use crate::dataset::{DataContext, Kind};
 use crate::privacy::target::{calibrations, within};
 use crate::privacy::{Cost, Delta, Epsilon, PrivacyTarget};
 
@@ -105,15 +105,25 @@ impl Options {
         }
         let eigen_share = generic.eigenvalue_share;
         options.with_eigenvalues = with;
-        let clip = clipping::request(generic.clip, ctx)?;
+        // `clip` defaults to "auto" on records datasets, for every algorithm that adds noise
+        // (docs/utility.md "The clip rule"); a default that declines is not recorded.
+        let defaulted = generic.clip.is_none() && clip_by_default(info, own, ctx);
+        let clip = if defaulted {
+            Some(ClipRequest::Auto)
+        } else {
+            clipping::request(generic.clip, ctx)?
+        };
+        let k = map.get("k").and_then(Value::as_u64).map_or(1, |k| k as usize);
         let clip = match clip {
-            Some(ClipRequest::Auto) => match clipping::auto_choice(ctx, target.rho) {
-                Some(choice) => Some((choice, true)),
-                None => {
-                    options.clip_auto_declined = true;
-                    None
+            Some(ClipRequest::Auto) => {
+                match clipping::auto_choice(ctx, target.rho, k, info.clip_noise_factor) {
+                    Some(choice) => Some((choice, true)),
+                    None => {
+                        options.clip_auto_declined = !defaulted;
+                        None
+                    }
                 }
-            },
+            }
             Some(ClipRequest::Quantile { quantile, share }) => Some(((quantile, share), false)),
             None => None,
         };
@@ -282,6 +292,32 @@ impl Options {
     }
 }
 
+/// Whether a job that does not mention `clip` gets `"auto"`: records datasets, algorithms whose
+/// catalog entry says so ([`AlgorithmInfo::clip_by_default`]) and that do not declare a `clip`
+/// of their own.
+fn clip_by_default(info: &AlgorithmInfo, own: &Map<String, Value>, ctx: &DataContext) -> bool {
+    ctx.kind() == Kind::Records && info.clip_by_default && !parameters::declares(own, "clip")
+}
+
+/// `params` with the default clip turned off (`"clip": "none"`), when the job did not mention
+/// `clip` and the default applies; `None` otherwise.
+fn without_default_clip(
+    info: &AlgorithmInfo,
+    own: &Map<String, Value>,
+    params: &Value,
+    ctx: &DataContext,
+) -> Option<Value> {
+    let Value::Object(map) = params else {
+        return None;
+    };
+    if map.contains_key("clip") || !clip_by_default(info, own, ctx) {
+        return None;
+    }
+    let mut map = map.clone();
+    map.insert("clip".into(), json!("none"));
+    Some(Value::Object(map))
+}
+
 /// The `k` of an algorithm configuration, for display of the eigenvalue release.
 fn config_k(config: &Value) -> Option<usize> {
     config.get("k").and_then(Value::as_u64).map(|k| k as usize)
@@ -329,31 +365,17 @@ impl<A: Algorithm> DynAlgorithm for A {
         } else {
             params
         };
-        let Some((epsilon, delta)) = stated_epsilon_delta(target)? else {
-            return prepare_at(self, info, params, ctx, target);
-        };
-        // An (ε, δ) target is a promise about the whole job (docs/design/privacy.md §2.4): try
-        // the ρ targets of `privacy::target::calibrations` in order and keep the first
-        // configuration whose cost is (ε, δ)-DP by the rule that fits it.
-        let mut last = None;
-        for attempt in calibrations(epsilon, delta) {
-            match prepare_at(self, info, params.clone(), ctx, &attempt) {
-                Ok(prepared) if within(&prepared.cost, epsilon.get(), delta.get()) => return Ok(prepared),
-                Ok(_) => {}
-                Err(e) => last = Some(e),
-            }
+        let first = prepare_target(self, info, params.clone(), ctx, target);
+        // The default clip takes a share of ρ from the algorithm; where that share makes it
+        // refuse (e.g. k_dp_pca needs a minimum budget for its n), the job runs unclipped, as
+        // it did before the default.
+        if first.is_err()
+            && let Some(unclipped) =
+                without_default_clip(info, &parameters::schema_of::<A::Params>(), &params, ctx)
+        {
+            return prepare_target(self, info, unclipped, ctx, target);
         }
-        Err(last.unwrap_or_else(|| {
-            ConfigError::invalid(
-                "privacy",
-                format!(
-                    "algorithm `{}` cannot be calibrated to (ε, δ) = ({}, {:e})",
-                    info.name,
-                    epsilon.get(),
-                    delta.get()
-                ),
-            )
-        }))
+        first
     }
 
     fn run_prepared(&self, config: &Value, run: Run<'_, '_>) -> Result<Output, RunError> {
@@ -436,6 +458,43 @@ fn stated_epsilon_delta(target: &PrivacyTarget) -> Result<Option<(Epsilon, Delta
 }
 
 /// Options, configuration, cost and noise of `algorithm` at a ρ target.
+/// [`DynAlgorithm::prepare`] at one target: a ρ target as it is, an (ε, δ) target by
+/// `privacy::target::calibrations`.
+fn prepare_target<A: Algorithm>(
+    algorithm: &A,
+    info: &AlgorithmInfo,
+    params: Value,
+    ctx: &DataContext,
+    target: &PrivacyTarget,
+) -> Result<Prepared, ConfigError> {
+    let Some((epsilon, delta)) = stated_epsilon_delta(target)? else {
+        return prepare_at(algorithm, info, params, ctx, target);
+    };
+
+    // An (ε, δ) target is a promise about the whole job (docs/design/privacy.md §2.4): try
+    // the ρ targets of `privacy::target::calibrations` in order and keep the first
+    // configuration whose cost is (ε, δ)-DP by the rule that fits it.
+    let mut last = None;
+    for attempt in calibrations(epsilon, delta) {
+        match prepare_at(algorithm, info, params.clone(), ctx, &attempt) {
+            Ok(prepared) if within(&prepared.cost, epsilon.get(), delta.get()) => return Ok(prepared),
+            Ok(_) => {}
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        ConfigError::invalid(
+            "privacy",
+            format!(
+                "algorithm `{}` cannot be calibrated to (ε, δ) = ({}, {:e})",
+                info.name,
+                epsilon.get(),
+                delta.get()
+            ),
+        )
+    }))
+}
+
 fn prepare_at<A: Algorithm>(
     algorithm: &A,
     info: &AlgorithmInfo,

@@ -296,6 +296,12 @@ pub(crate) fn assert_registry_matches_direct<A: Algorithm>(
     ctx: &DataContext,
     seed: u64,
 ) -> (Output, Output) {
+    // The direct run does not clip: turn off the default `clip: "auto"` (issue 21) unless the
+    // test asks for a clip itself.
+    let mut params = params;
+    if let Value::Object(map) = &mut params {
+        map.entry("clip").or_insert_with(|| Value::from("none"));
+    }
     let prepared = alg.prepare(params, ctx, target).expect("valid");
     let (via_registry, _) = run_prepared_audited(
         alg,

@@ -258,8 +258,10 @@ async fn privacy_plan_converts_and_prices_without_spending() {
     let plan = app
         .plan(
             &key,
+            // `clip: "none"`: the plan prices noisy_power's own calibration (the default clip
+            // would take a tenth of ρ; checked in src/algorithms/clipping_tests.rs).
             json!({ "privacy": { "rho": 0.25 }, "dataset_id": ds, "algorithm": "noisy_power",
-                    "params": { "k": 1, "iterations": 4 } }),
+                    "params": { "k": 1, "iterations": 4, "clip": "none" } }),
         )
         .await;
     plan.expect(StatusCode::OK);
