@@ -23,6 +23,7 @@ pub mod runner;
 pub mod serve;
 pub mod site;
 pub mod state;
+pub mod stats_builds;
 pub mod store;
 pub mod studies;
 pub mod telemetry;

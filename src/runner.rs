@@ -227,6 +227,12 @@ async fn execute(state: &AppState, job: &JobRecord, control: Arc<RunningJob>) ->
     let kind = dataset.kind;
     let nnz = dataset.nnz.map(|v| v as u64);
     let deadline = Instant::now() + state.config.job_timeout();
+    // A records dataset's statistics being built or kept by an upload or another job of this
+    // process: wait for them, then read them, rather than build them a second time.
+    let stats_turn = match kind {
+        Kind::Records => Some(state.stats_builds.turn(dataset.id).await),
+        Kind::Matrix => None,
+    };
     let runtime = tokio::runtime::Handle::current();
     let store = state.store.clone();
     let job_id = job.id;
@@ -249,6 +255,7 @@ async fn execute(state: &AppState, job: &JobRecord, control: Arc<RunningJob>) ->
                 let (opened, write_error) =
                     ingest::stats_file::open_records(&path, &stats_path, &stats_temp, n, d)
                         .map_err(load_error)?;
+                drop(stats_turn);
                 if let Some(e) = write_error {
                     tracing::warn!(job = %job_id, error = %e, "could not keep the dataset's statistics; the next job recomputes them");
                 }

@@ -6,6 +6,7 @@ use crate::config::Config;
 use crate::job_control::JobControl;
 use crate::metrics::Metrics;
 use crate::rate_limits::RateLimits;
+use crate::stats_builds::StatsBuilds;
 use crate::store::Store;
 use crate::studies::StudyHub;
 
@@ -21,6 +22,8 @@ pub struct AppState {
     pub rate_limits: Arc<RateLimits>,
     /// Live studies coordinated by this process.
     pub studies: StudyHub,
+    /// Records datasets whose statistics a task of this process is building or keeping.
+    pub stats_builds: Arc<StatsBuilds>,
 }
 
 impl AppState {
@@ -33,6 +36,7 @@ impl AppState {
             jobs: Arc::new(JobControl::default()),
             metrics: Arc::new(Metrics::new()),
             studies: StudyHub::new(store.clone()),
+            stats_builds: Arc::new(StatsBuilds::default()),
         }
     }
 }

@@ -34,12 +34,15 @@ mod reader;
 mod sink;
 pub mod sniff;
 pub mod stats_file;
+mod stats_stream;
 mod symmetric;
 
 #[cfg(test)]
 mod tests;
 
 use std::io::{Read, Write};
+
+use crate::linalg::RecordStats;
 
 pub use error::IngestError;
 pub use load::{RESIDENT_BYTES, StoredData, open, open_lazily, open_with};
@@ -130,8 +133,34 @@ pub fn ingest(
     limits: &Limits,
     output: impl Write,
 ) -> Result<Ingested, IngestError> {
+    ingest_into(input, format, shape, limits, output, false).map(|(ingested, _)| ingested)
+}
+
+/// [`ingest`], and for records their statistics ([`RecordStats`] of the clipped rows written)
+/// too, built while the input streams, in the same pass and on a worker thread that overlaps the
+/// parse (`stats_stream.rs`); bit-identical to [`RecordStats::of`] on the stored output. `None`
+/// for a symmetric matrix (or if the worker failed: the upload is good either way). On error
+/// nothing is returned and the partial statistics are dropped.
+pub fn ingest_with_stats(
+    input: impl Read,
+    format: Format,
+    shape: Shape,
+    limits: &Limits,
+    output: impl Write,
+) -> Result<(Ingested, Option<RecordStats>), IngestError> {
+    ingest_into(input, format, shape, limits, output, true)
+}
+
+fn ingest_into(
+    input: impl Read,
+    format: Format,
+    shape: Shape,
+    limits: &Limits,
+    output: impl Write,
+    keep_stats: bool,
+) -> Result<(Ingested, Option<RecordStats>), IngestError> {
     let mut body = reader::BodyReader::new(input, limits.max_bytes);
-    let mut sink = sink::RowSink::new(shape, *limits, output)?;
+    let mut sink = sink::RowSink::new(shape, *limits, output, keep_stats)?;
     let parsed = match format {
         Format::Csv => csv::parse(&mut body, &mut sink),
         Format::Json => json::parse(&mut body, &mut sink),

@@ -5,8 +5,10 @@
 use std::io::{BufWriter, Write};
 
 use super::clip::RowClip;
+use super::stats_stream::StatsStream;
 use super::symmetric::SymmetricRows;
 use super::{IngestError, Ingested, Limits, Shape};
+use crate::linalg::RecordStats;
 
 /// Output buffer size for records.
 const WRITE_BUFFER: usize = 1 << 20;
@@ -16,6 +18,8 @@ enum Target<W: Write> {
         clip: RowClip,
         out: BufWriter<W>,
         bytes: Vec<u8>,
+        /// The statistics of the rows written, built as they go (when asked for).
+        stats: Option<StatsStream>,
     },
     Matrix {
         rows: SymmetricRows,
@@ -34,12 +38,19 @@ pub(super) struct RowSink<W: Write> {
 }
 
 impl<W: Write> RowSink<W> {
-    pub(super) fn new(shape: Shape, limits: Limits, output: W) -> Result<Self, IngestError> {
+    /// A sink writing to `output`; records also build their statistics when `keep_stats`.
+    pub(super) fn new(
+        shape: Shape,
+        limits: Limits,
+        output: W,
+        keep_stats: bool,
+    ) -> Result<Self, IngestError> {
         let target = match shape {
             Shape::Records { beta, alpha } => Target::Records {
                 clip: RowClip::new(beta, alpha)?,
                 out: BufWriter::with_capacity(WRITE_BUFFER, output),
                 bytes: Vec::new(),
+                stats: keep_stats.then(StatsStream::default),
             },
             Shape::SymmetricMatrix => Target::Matrix {
                 rows: SymmetricRows::default(),
@@ -132,8 +143,16 @@ impl<W: Write> RowSink<W> {
         self.rows = index;
         self.width = Some(row.len());
         match &mut self.target {
-            Target::Records { clip, out, bytes } => {
+            Target::Records {
+                clip,
+                out,
+                bytes,
+                stats,
+            } => {
                 clip.apply(row);
+                if let Some(stats) = stats {
+                    stats.push(row);
+                }
                 bytes.clear();
                 bytes.extend(row.iter().flat_map(|v| v.to_le_bytes()));
                 out.write_all(bytes).map_err(IngestError::Io)
@@ -145,15 +164,17 @@ impl<W: Write> RowSink<W> {
         }
     }
 
-    /// Completes the upload: the matrix checks, the last writes and the flush.
-    pub(super) fn finish(self) -> Result<Ingested, IngestError> {
+    /// Completes the upload: the matrix checks, the last writes and the flush; with the
+    /// records' statistics when they were asked for (and could be built).
+    pub(super) fn finish(self) -> Result<(Ingested, Option<RecordStats>), IngestError> {
         let (n, d) = match self.width {
             Some(d) if self.rows > 0 => (self.rows, d as u64),
             _ => return Err(IngestError::Empty),
         };
-        match self.target {
-            Target::Records { out, .. } => {
+        let stats = match self.target {
+            Target::Records { out, stats, .. } => {
                 flush(out)?;
+                stats.and_then(StatsStream::finish)
             }
             Target::Matrix { mut rows, out } => {
                 if n != d {
@@ -166,9 +187,10 @@ impl<W: Write> RowSink<W> {
                 let mut out = BufWriter::with_capacity(WRITE_BUFFER, out);
                 rows.write_to(&mut out).map_err(IngestError::Io)?;
                 flush(out)?;
+                None
             }
-        }
-        Ok(Ingested { n, d })
+        };
+        Ok((Ingested { n, d }, stats))
     }
 }
 

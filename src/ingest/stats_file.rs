@@ -12,9 +12,10 @@
 //! rename wins. Datasets are immutable once uploaded, so a statistics file never goes stale; it
 //! is removed with its dataset.
 //!
-//! **One path.** The job runner and the upload both reach the statistics through
-//! [`open_records`]: the kept file when it is intact, else one pass over the data, kept for the
-//! next reader.
+//! **One path.** The job runner reaches the statistics through [`open_records`]: the kept file
+//! when it is intact, else one pass over the data, kept for the next reader. An upload builds
+//! them while it streams (`super::ingest_with_stats`) and keeps them with [`keep`] once its data
+//! is attached; only if that failed does it fall back to [`open_records`].
 
 use std::fs;
 use std::io::{self, Write};
@@ -114,12 +115,14 @@ pub fn read(path: &Path, d: usize, n: usize) -> Option<RecordStats> {
 /// failure to write is returned beside the statistics, which are good either way.
 fn build_and_keep(path: &Path, temp: &Path, xt: Records<'_>) -> (RecordStats, Option<io::Error>) {
     let stats = RecordStats::of(xt);
-    let written = write(path, temp, &stats).err();
+    let written = keep(path, temp, &stats).err();
     (stats, written)
 }
 
-/// Writes `stats` to `temp`, syncs it and renames it to `path`.
-fn write(path: &Path, temp: &Path, stats: &RecordStats) -> io::Result<()> {
+/// Keeps `stats` at `path`: writes them to `temp` (a fresh name on the same file system), syncs
+/// it and renames it into place, so a reader sees a whole file or none. The upload keeps the
+/// statistics it built while streaming this way (`stats_stream.rs`).
+pub fn keep(path: &Path, temp: &Path, stats: &RecordStats) -> io::Result<()> {
     let result = (|| {
         let mut file = fs::File::create(temp)?;
         file.write_all(&encode(stats))?;

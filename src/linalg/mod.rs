@@ -35,6 +35,7 @@ pub use kernels::{
 pub use record_stats::RecordStats;
 pub use records::{Records, Residency};
 pub use sparse::CsrView;
+pub use stream::{StatsAccumulator, stats_block_len};
 pub use threads::{init_threads, par, par_for};
 
 /// Dense column-major matrix of f64.

@@ -83,21 +83,79 @@ impl RecordStats {
     }
 }
 
+/// Records per block that [`StatsAccumulator::add`] must be given (all blocks but the last)
+/// for its result to be bit-identical to [`RecordStats::of`]: one segment of the pass.
+pub fn stats_block_len(d: usize) -> usize {
+    segment_len(d)
+}
+
+/// [`RecordStats`] built from records that arrive block by block (an upload as it streams),
+/// by the same kernel, block for block, as [`RecordStats::of`]: given blocks of
+/// [`stats_block_len`] records (the last may be shorter), the result is bit-identical to one
+/// pass over the whole records. The Gram matrix is a symmetric rank-k update per block that
+/// forms its lower triangle only (d²k/2 multiply-adds), mirrored at the end.
+#[derive(Debug, Clone)]
+pub struct StatsAccumulator {
+    gram: Matrix,
+    sums: Vector,
+    n: usize,
+    sums_wanted: bool,
+}
+
+impl StatsAccumulator {
+    /// Nothing accumulated yet, for records of `d` features.
+    pub fn new(d: usize) -> Self {
+        Self::with_sums(d, true)
+    }
+
+    fn with_sums(d: usize, sums_wanted: bool) -> Self {
+        Self {
+            gram: Matrix::zeros(d, d),
+            sums: Vector::zeros(d),
+            n: 0,
+            sums_wanted,
+        }
+    }
+
+    /// Adds the records of `block` (which must have d features).
+    ///
+    /// # Panics
+    /// When `block` does not have d features (a bug in the caller).
+    pub fn add(&mut self, block: Records<'_>) {
+        assert_d(
+            &block,
+            self.gram.nrows(),
+            "StatsAccumulator::add",
+            "the accumulator",
+        );
+        // Threads by the block's own work, so that the same blocks give the same bits whether
+        // they come from a stored file or from an upload whose length is not known yet.
+        let par = par_for(work(block.d(), block.d(), block.n()) / 2);
+        add_lower_gram(&mut self.gram, block.faer(), par);
+        if self.sums_wanted {
+            self.sums += block.column_sum();
+        }
+        self.n += block.n();
+    }
+
+    /// The statistics of every record added.
+    pub fn finish(mut self) -> RecordStats {
+        self.gram.fill_upper_triangle_with_lower_triangle();
+        RecordStats {
+            n: self.n,
+            gram: self.gram,
+            sums: self.sums,
+        }
+    }
+}
+
 /// The Gram pass, adding each segment's column sums too when `sums` (segment by segment, so
 /// they are read while the segment is in cache).
 fn gram_and_sums_in_segments(xt: Records<'_>, segment: usize, sums: bool) -> (Matrix, Vector) {
-    let d = xt.d();
-    let mut g = Matrix::zeros(d, d);
-    let mut total = Vector::zeros(d);
-    let par = par_for(work(d, d, xt.n()) / 2);
-    for_each_block(xt, segment, |block| {
-        add_lower_gram(&mut g, block.faer(), par);
-        if sums {
-            total += block.column_sum();
-        }
-    });
-    g.fill_upper_triangle_with_lower_triangle();
-    (g, total)
+    let mut acc = StatsAccumulator::with_sums(xt.d(), sums);
+    for_each_block(xt, segment, |block| acc.add(block));
+    let stats = acc.finish();
+    (stats.gram, stats.sums)
 }
 
 /// Σ_i x_i, the column sums of Xᵀ (d): from the attached statistics when present, else one

@@ -226,3 +226,20 @@ fn attached_statistics_give_what_a_pass_over_the_records_gives() {
     // A block is other records: it carries no statistics.
     assert!(cached.block(0, 10).stats().is_none());
 }
+
+#[test]
+fn the_accumulator_over_segments_is_the_pass_and_counts_every_record() {
+    let (d, n) = (7, 500);
+    let xt = gaussian(d, n, 91);
+    let block = 64;
+    let mut acc = StatsAccumulator::new(d);
+    for start in (0..n).step_by(block) {
+        acc.add(Records::from(&xt).block(start, block.min(n - start)));
+    }
+    let stats = acc.finish();
+    let (gram, sums) = gram_and_sums_in_segments(Records::from(&xt), block, true);
+    assert_eq!((stats.n, &stats.gram, &stats.sums), (n, &gram, &sums));
+    assert_eq!(stats.gram, stats.gram.transpose());
+    assert_eq!(stats_block_len(d), segment_len(d));
+    assert_eq!(RecordStats::of((&xt).into()).gram, gram_t(&xt));
+}

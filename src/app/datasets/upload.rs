@@ -2,9 +2,11 @@
 //! a lease that ran out); the body's format is named or sniffed; the dataset is held in the
 //! database before any byte is read; the body streams through the parser (`crate::ingest`) on a
 //! blocking thread into a temporary file; the store moves the file into place and marks the
-//! dataset ready under the hold; and a records dataset's statistics are then built in the
-//! background (`crate::ingest::stats_file`), so that its first job need not pass over the
-//! records. A failed upload gives the dataset back `empty`.
+//! dataset ready under the hold. A records upload builds its statistics (XᵀX, Xᵀ1, n) from the
+//! rows as they stream, on a worker thread beside the parse (`crate::ingest::ingest_with_stats`),
+//! and keeps them beside the data once it is attached, so that no job passes over the records;
+//! a job that arrives before they are kept waits for them (`crate::stats_builds`). A failed
+//! upload gives the dataset back `empty` and leaves no statistics.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -17,7 +19,9 @@ use crate::app::error::{AppError, ErrorKind};
 use crate::config::Config;
 use crate::dataset::Kind;
 use crate::ingest::{self, Format, IngestError, Ingested, Limits, Shape, SparseIngested};
+use crate::linalg::RecordStats;
 use crate::state::AppState;
+use crate::stats_builds::StatsTurn;
 use crate::store::{DatasetRecord, DatasetStatus, HeldUpload, UploadClaimOutcome};
 
 /// An upload as it arrives: how the body names its format, its declared length and the body.
@@ -71,19 +75,25 @@ where
             return Err(e);
         }
     };
+    // Taken before the dataset can be seen ready, so that a job arriving before the statistics
+    // are kept waits for them (a fresh upload's dataset has no other holder).
+    let turn = match &stored {
+        Stored::Dense(..) if shape != Shape::SymmetricMatrix => Some(state.stats_builds.turn(id).await),
+        _ => None,
+    };
     // The store moves the file into place and marks the dataset ready in one step, if this
     // upload's claim still holds the dataset (else it removes the file).
-    let attached = match stored {
-        Stored::Dense(ingested) => held.attach(&temp, ingested.n, ingested.d).await?,
-        Stored::Sparse(sparse) => held.attach_sparse(&temp, sparse.n, sparse.nnz).await?,
+    let (attached, stats) = match stored {
+        Stored::Dense(ingested, stats) => (held.attach(&temp, ingested.n, ingested.d).await?, stats),
+        Stored::Sparse(sparse) => (held.attach_sparse(&temp, sparse.n, sparse.nnz).await?, None),
     };
     let record = attached.ok_or_else(|| {
         AppError::conflict(
             "the dataset was deleted during the upload, or this upload stalled past its lease and another upload took the dataset over",
         )
     })?;
-    if record.kind == Kind::Records {
-        keep_statistics(state, &record);
+    if let (Kind::Records, Some(turn)) = (record.kind, turn) {
+        keep_statistics(state, &record, stats, turn);
     }
     Ok(record)
 }
@@ -152,9 +162,10 @@ async fn hold(state: &AppState, tenant: Uuid, id: Uuid) -> Result<HeldUpload, Ap
     }
 }
 
-/// What an upload stored: dense rows, or a sparse matrix (Matrix Market, `ingest::csr_file`).
+/// What an upload stored: dense rows (with the records' statistics, built as they streamed),
+/// or a sparse matrix (Matrix Market, `ingest::csr_file`).
 enum Stored {
-    Dense(Ingested),
+    Dense(Ingested, Option<RecordStats>),
     Sparse(SparseIngested),
 }
 
@@ -226,7 +237,8 @@ fn write_upload(
             &mut writer,
         )?)
     } else {
-        Stored::Dense(ingest::ingest(reader, format, shape, limits, &mut writer)?)
+        let (ingested, stats) = ingest::ingest_with_stats(reader, format, shape, limits, &mut writer)?;
+        Stored::Dense(ingested, stats)
     };
     let file = writer.into_inner().map_err(|e| IngestError::Io(e.into_error()))?;
     file.sync_all().map_err(IngestError::Io)?;
@@ -259,36 +271,36 @@ fn not_uploadable(status: DatasetStatus) -> AppError {
     }
 }
 
-/// Builds a records dataset's statistics (XᵀX, Xᵀ1, n) in the background right after its
-/// upload, through the path jobs take too (`ingest::stats_file::open_records`), so that its
-/// first job reads them instead of passing over the records. Nothing is returned to anyone: the
-/// file sits beside the data and goes with it. If this has not finished (or failed) when a job
-/// starts, the job builds them itself; two builders write through distinct temporary names and
-/// the last rename wins, both whole.
-fn keep_statistics(state: &AppState, record: &DatasetRecord) {
+/// Keeps a records dataset's statistics (XᵀX, Xᵀ1, n), built while its upload streamed, beside
+/// its data, in the background, holding the dataset's `turn` until they are kept so that a job
+/// arriving meanwhile waits and reads them. If the upload could not build them (its worker
+/// failed), they are built here in one pass through the path jobs take too
+/// (`ingest::stats_file::open_records`). Nothing is returned to anyone: the file sits beside the
+/// data and goes with it.
+fn keep_statistics(state: &AppState, record: &DatasetRecord, stats: Option<RecordStats>, turn: StatsTurn) {
     let (Some(n), Some(d)) = (record.n, record.d) else {
         return;
     };
     let (n, d) = (n as usize, d as usize);
     let id = record.id;
     let data = state.store.data_path(id);
-    let stats = state.store.stats_path(id);
+    let kept = state.store.stats_path(id);
     let temp = state.store.upload_temp_path(id);
     tokio::task::spawn_blocking(move || {
-        match ingest::stats_file::open_records(&data, &stats, &temp, n, d) {
-            Ok((_, None)) => {}
-            Ok((_, Some(e))) => {
-                tracing::warn!(dataset = %id, error = %e, "could not keep the dataset's statistics; its first job computes them");
-            }
-            // Deleted already, most likely; a job would report a real read error.
-            Err(e) => {
-                tracing::debug!(dataset = %id, error = %e, "statistics not kept after the upload");
-            }
+        let written = match stats {
+            Some(stats) if stats.fits(d, n) => ingest::stats_file::keep(&kept, &temp, &stats),
+            _ => ingest::stats_file::open_records(&data, &kept, &temp, n, d)
+                .and_then(|(_, e)| e.map_or(Ok(()), Err)),
+        };
+        if let Err(e) = written {
+            // Deleted already, perhaps; else a job computes them (and reports a real read error).
+            tracing::warn!(dataset = %id, error = %e, "could not keep the dataset's statistics; its first job computes them");
         }
         // A delete that removed the data while this ran: the statistics go with the data (a
         // delete after this check removes them itself).
         if !data.exists() {
-            let _ = std::fs::remove_file(&stats);
+            let _ = std::fs::remove_file(&kept);
         }
+        drop(turn);
     });
 }
