@@ -1019,6 +1019,17 @@ fn columns_csv(path: &Path, rows: &[Vec<f64>], block: std::ops::Range<usize>) {
     std::fs::write(path, to_csv(&cut)).unwrap();
 }
 
+/// The 4 agents' blocks of `rows` (3 columns each), as `<dir>/gossip-block-i.csv`.
+fn gossip_blocks(dir: &Path, rows: &[Vec<f64>]) -> Vec<PathBuf> {
+    (0..4)
+        .map(|i| {
+            let path = dir.join(format!("gossip-block-{i}.csv"));
+            columns_csv(&path, rows, 3 * i..3 * i + 3);
+            path
+        })
+        .collect()
+}
+
 /// A live `gossip_power` study body: 4 agents on a ring, d = 12 in blocks of 3, k = 2, ρ = 5.
 fn gossip_study(join_timeout: u64) -> Value {
     let mut body = support::bodies::gossip_study(&[3; 4]);
@@ -1038,13 +1049,7 @@ async fn gossip_power_over_four_agents_on_a_ring_matches_the_simulated_job() {
     let dir = tempfile::tempdir().unwrap();
     let (server, key) = start_server(dir.path()).await;
     let rows = planted_rows(5000, 12, 19);
-    let blocks: Vec<PathBuf> = (0..4)
-        .map(|i| {
-            let path = dir.path().join(format!("gossip-block-{i}.csv"));
-            columns_csv(&path, &rows, 3 * i..3 * i + 3);
-            path
-        })
-        .collect();
+    let blocks = gossip_blocks(dir.path(), &rows);
     let (id, _) = run_study(
         &server,
         &key,
@@ -1133,5 +1138,171 @@ async fn gossip_power_over_four_agents_on_a_ring_matches_the_simulated_job() {
             .all(|s| s["charged"].is_null()),
         "{view}"
     );
+    server.kill();
+}
+
+/// A finished gossip study over 4 agents succeeded with every agent `done` and charged the
+/// study's cost once, in the coordinator's view and in each agent's own ledger (`ledgers`).
+async fn gossip_succeeded_charged_once(server: &Server, key: &str, id: &str, ledgers: &[PathBuf]) {
+    let (view, result) = succeeded_study(server, key, id).await;
+    assert_eq!(result["basis"].as_array().unwrap().len(), 2, "{result}");
+    let cost = view["cost"]["rho"].as_f64().unwrap();
+    for (i, ledger) in ledgers.iter().enumerate() {
+        assert_eq!(view["sites"][i]["status"], "done", "{view}");
+        let charged = view["sites"][i]["charged"]["rho"].as_f64().unwrap();
+        assert!((charged - cost).abs() <= 1e-9 * cost, "charged once: {view}");
+        let ledger = privpca::store::Store::open_ledger(ledger).await.unwrap();
+        let budget = ledger.local_budget().await.unwrap().unwrap();
+        assert_eq!(
+            budget.spent_rho_units,
+            privpca::privacy::units::RhoUnits::charge(cost),
+            "agent {i}'s own ledger charged once"
+        );
+    }
+}
+
+/// Issue 19 item 1 for `gossip_power`: a live gossip study (4 agents on a ring, 1 000 records)
+/// whose coordinator aborts right after it has kept the study with exchange 12 open (a message
+/// exchange: every agent's n×p value of exchange 11 is kept to be relayed;
+/// `PRIVPCA_TEST_COORDINATOR_ABORT_AT=exchange-12`, as a SIGKILL there would) and is started
+/// again on the same database and address. The study succeeds with every agent charged once,
+/// in the coordinator's view and in each agent's own ledger.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gossip_study_survives_a_coordinator_kill_mid_exchange() {
+    let dir = tempfile::tempdir().unwrap();
+    let address = format!("127.0.0.1:{}", support::free_port());
+    let base = format!("http://{address}");
+    let server_log = dir.path().join("server.log");
+    let mut env = server_env(dir.path());
+    env.push(("PRIVPCA_BIND", address));
+    let mut aborting = env.clone();
+    aborting.push(("PRIVPCA_TEST_COORDINATOR_ABORT_AT", "exchange-12".to_string()));
+    let (child, _) = support::spawn(&aborting, &server_log);
+    let mut server = support::ready(child, base.clone(), &server_log).await;
+    let key = support::tenant(&base, ADMIN, "t").await;
+    let blocks = gossip_blocks(dir.path(), &planted_rows(1000, 12, 23));
+    let mut body = gossip_study(120);
+    body["round_timeout_seconds"] = json!(120);
+    let created = create_study(&server, &key, body).await;
+    let id = created["id"].as_str().unwrap().to_string();
+    let ledgers: Vec<PathBuf> = (0..4)
+        .map(|i| dir.path().join(format!("ledger-{i}.db")))
+        .collect();
+    let mut paths: Vec<PathBuf> = (0..4).map(|i| dir.path().join(format!("site-{i}.log"))).collect();
+    let mut children: Vec<Child> = (0..4)
+        .map(|i| {
+            let token = created["sites"][i]["token"].as_str().unwrap();
+            site(&server, token, &blocks[i], &ledgers[i], 5.0, &paths[i], &[])
+        })
+        .collect();
+    paths.push(server_log.clone());
+    let stopped = wait_exit(&mut server.child, Duration::from_secs(300));
+    assert!(
+        matches!(stopped, Some(s) if !s.success()),
+        "the coordinator did not stop at exchange 12\n{}",
+        logs(&paths)
+    );
+    assert!(
+        server.log_text().contains("keeping the study at exchange-12\n"),
+        "{}",
+        logs(&paths)
+    );
+    drop(server);
+    let (child, _) = support::spawn(&env, &server_log);
+    let server = support::ready(child, base, &server_log).await;
+    wait_all_ok(
+        &mut children,
+        Duration::from_secs(600),
+        &paths,
+        "after the restart",
+    );
+    gossip_succeeded_charged_once(&server, &key, &id, &ledgers).await;
+    server.kill();
+}
+
+/// Issue 19 item 2 for `gossip_power`: agent 3 of a live gossip study falls silent right after
+/// it has sent exchange 14 (a message exchange; the site's test hook) and is SIGKILLed; started
+/// with another data file, and with another budget, on its ledger it is refused before it sends
+/// anything (exit 2); started with its own command line it computes its kept exchanges again
+/// from its ledger and continues. The study succeeds with every agent charged once, and the
+/// restarted agent never charged its ledger again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gossip_agent_killed_mid_study_continues_with_the_same_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, key) = start_server(dir.path()).await;
+    let server_log = dir.path().join("server.log");
+    let blocks = gossip_blocks(dir.path(), &planted_rows(1000, 12, 29));
+    // A round timeout far beyond the restarts below: no agent is late for them.
+    let mut body = gossip_study(120);
+    body["round_timeout_seconds"] = json!(300);
+    let created = create_study(&server, &key, body).await;
+    let id = created["id"].as_str().unwrap().to_string();
+    let ledgers: Vec<PathBuf> = (0..4)
+        .map(|i| dir.path().join(format!("ledger-{i}.db")))
+        .collect();
+    let mut paths: Vec<PathBuf> = (0..4).map(|i| dir.path().join(format!("site-{i}.log"))).collect();
+    paths.push(server_log);
+    let token = |i: usize| created["sites"][i]["token"].as_str().unwrap().to_string();
+    let budget = 5.0;
+    let stop = [("PRIVPCA_SITE_TEST_STOP_AFTER_ROUND", "14".to_string())];
+    let mut children: Vec<Child> = (0..4)
+        .map(|i| {
+            let extra: &[(&str, String)] = if i == 2 { &stop } else { &[] };
+            site(
+                &server,
+                &token(i),
+                &blocks[i],
+                &ledgers[i],
+                budget,
+                &paths[i],
+                extra,
+            )
+        })
+        .collect();
+    wait_for_line(&mut children[2], &paths[2], "stopping after exchange 14", &paths).await;
+    children[2].kill().unwrap();
+    let _ = children[2].wait();
+    for (i, (data, budget, why)) in [
+        (&blocks[1], budget, "started with another data file"),
+        (&blocks[2], budget * 2.0, "never changes"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let refused_log = dir.path().join(format!("site-2-refused-{i}.log"));
+        paths.push(refused_log.clone());
+        let mut refused = site(&server, &token(2), data, &ledgers[2], budget, &refused_log, &[]);
+        let status = wait_exit(&mut refused, Duration::from_secs(120));
+        assert_eq!(
+            status.map(|s| s.code()),
+            Some(Some(2)),
+            "refused: {why}\n{}",
+            logs(&paths)
+        );
+        let text = std::fs::read_to_string(&refused_log).unwrap();
+        assert!(text.contains(why), "{text}");
+        assert!(!text.contains("sent;") && !text.contains("joined as"), "{text}");
+    }
+    let restarted_log = dir.path().join("site-2-restarted.log");
+    paths.push(restarted_log.clone());
+    children[2] = site(
+        &server,
+        &token(2),
+        &blocks[2],
+        &ledgers[2],
+        budget,
+        &restarted_log,
+        &[],
+    );
+    wait_all_ok(&mut children, Duration::from_secs(600), &paths, "agents");
+    let restarted = std::fs::read_to_string(&restarted_log).unwrap();
+    assert!(
+        restarted.contains("continuing the study from the ledger: exchange 14/"),
+        "{restarted}"
+    );
+    assert!(!restarted.contains("charged rho"), "{restarted}");
+    let first = std::fs::read_to_string(&paths[2]).unwrap();
+    assert_eq!(first.matches("charged rho").count(), 1, "{first}");
+    gossip_succeeded_charged_once(&server, &key, &id, &ledgers).await;
     server.kill();
 }
