@@ -61,11 +61,14 @@ fn restores_after(damage: impl FnOnce(&mut Value)) -> Result<(), String> {
     Live::restore(live.study, snapshot, Instant::now(), Duration::from_secs(30)).map(|_| ())
 }
 
+/// A change made to a kept exchange's JSON.
+type Damage = Box<dyn FnOnce(&mut Value)>;
+
 #[test]
 fn a_damaged_kept_exchange_is_refused() {
     assert_eq!(restores_after(|_| {}), Ok(()));
     let short = crate::federation::wire::f64s_to_b64(&[0.5]);
-    let damages: [(&str, Box<dyn FnOnce(&mut Value)>); 7] = [
+    let damages: [(&str, Damage); 7] = [
         ("past the schedule", Box::new(|k| k["step"] = json!(100_000))),
         ("a short post", Box::new(move |k| k["posts"]["1"] = json!(short))),
         (
