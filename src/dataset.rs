@@ -84,7 +84,8 @@ impl Neighbours {
 
 /// Everything public an algorithm may know about its input: shape, unit of privacy, bounds.
 /// Built by the caller from the dataset's metadata; never contains statistics of the data.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// Serialisable because a live study's plan is kept with it (public facts only).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct DataContext {
     /// Number of features d (records) or the side m (matrix).
     pub d: usize,

@@ -639,6 +639,46 @@ fn three_sites_files(dir: &Path, server_log: &Path) -> (Vec<PathBuf>, Vec<PathBu
     (ledgers, logs)
 }
 
+/// Site 3 of a study started again on its ledger (`site-2-refused-i.log` under `dir`).
+struct Restarts<'a> {
+    server: &'a Server,
+    token: &'a str,
+    ledger: &'a Path,
+    dir: &'a Path,
+}
+
+impl Restarts<'_> {
+    /// Started with another data file, then with another budget (`attempts`, in that order):
+    /// each is refused (exit 2), saying why, before it sends anything (no line of its log holds
+    /// any of `sent`). The logs are added to `logs_paths`.
+    fn refused(&self, attempts: [(&PathBuf, f64); 2], sent: &[&str], logs_paths: &mut Vec<PathBuf>) {
+        let why = ["started with another data file", "never changes"];
+        for (i, ((data, budget), why)) in attempts.into_iter().zip(why).enumerate() {
+            let refused_log = self.dir.join(format!("site-2-refused-{i}.log"));
+            logs_paths.push(refused_log.clone());
+            let mut refused = site(
+                self.server,
+                self.token,
+                data,
+                self.ledger,
+                budget,
+                &refused_log,
+                &[],
+            );
+            let status = wait_exit(&mut refused, Duration::from_secs(120));
+            assert_eq!(
+                status.map(|s| s.code()),
+                Some(Some(2)),
+                "refused: {why}\n{}",
+                logs(logs_paths)
+            );
+            let text = std::fs::read_to_string(&refused_log).unwrap();
+            assert!(text.contains(why), "{text}");
+            assert!(sent.iter().all(|line| !text.contains(line)), "{text}");
+        }
+    }
+}
+
 /// SIGKILLs the coordinator and starts it again on the same database and address.
 async fn kill_and_restart(server: Server, env: &[(&'static str, String)], log: &Path) -> Server {
     let base = server.base.clone();
@@ -706,27 +746,17 @@ async fn a_cape_study_survives_a_coordinator_kill_and_a_site_restart() {
     let _ = children[2].wait();
     // Another data file, or another budget, on the same ledger: refused (exit 2) before
     // anything is sent.
-    for (i, (data, budget, why)) in [
-        (&shards[1], budget, "started with another data file"),
-        (&shards[2], budget / 2.0, "never changes"),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let refused_log = dir.path().join(format!("site-2-refused-{i}.log"));
-        logs_paths.push(refused_log.clone());
-        let mut refused = site(&server, &token(2), data, &ledgers[2], budget, &refused_log, &[]);
-        let status = wait_exit(&mut refused, Duration::from_secs(120));
-        assert_eq!(
-            status.map(|s| s.code()),
-            Some(Some(2)),
-            "refused: {why}\n{}",
-            logs(&logs_paths)
-        );
-        let text = std::fs::read_to_string(&refused_log).unwrap();
-        assert!(text.contains(why), "{text}");
-        assert!(!text.contains("release sent"), "{text}");
-    }
+    let restarts = Restarts {
+        server: &server,
+        token: &token(2),
+        ledger: &ledgers[2],
+        dir: dir.path(),
+    };
+    restarts.refused(
+        [(&shards[1], budget), (&shards[2], budget / 2.0)],
+        &["release sent"],
+        &mut logs_paths,
+    );
     // The same command line continues from the ledger.
     let restarted_log = dir.path().join("site-2-restarted.log");
     logs_paths.push(restarted_log.clone());
@@ -900,6 +930,24 @@ async fn a_study_survives_a_coordinator_kill_and_a_site_restart() {
     );
 }
 
+/// Waits until the coordinator, started with `PRIVPCA_TEST_COORDINATOR_ABORT_AT=phase`, has
+/// stopped itself right after keeping its study at `phase`.
+fn stops_at(server: &mut Server, phase: &str, paths: &[PathBuf]) {
+    let stopped = wait_exit(&mut server.child, Duration::from_secs(300));
+    assert!(
+        matches!(stopped, Some(s) if !s.success()),
+        "the coordinator did not stop at {phase}\n{}",
+        logs(paths)
+    );
+    assert!(
+        server
+            .log_text()
+            .contains(&format!("keeping the study at {phase}\n")),
+        "{}",
+        logs(paths)
+    );
+}
+
 /// The protocol points of a two-round study at which the coordinator is stopped, as its test
 /// hook names them (`Live::phase_label` in src/studies/durable.rs): a site has joined, the key
 /// exchange (the roster is out), share boxes arriving, and each round's collect and unmask.
@@ -955,19 +1003,7 @@ async fn a_study_survives_a_coordinator_kill_at_every_phase(database_url: &str) 
         paths.push(server_log.clone());
 
         // The coordinator stops itself right after keeping the study at `phase`.
-        let stopped = wait_exit(&mut server.child, Duration::from_secs(300));
-        assert!(
-            matches!(stopped, Some(s) if !s.success()),
-            "the coordinator did not stop at {phase}\n{}",
-            logs(&paths)
-        );
-        assert!(
-            server
-                .log_text()
-                .contains(&format!("keeping the study at {phase}\n")),
-            "{}",
-            logs(&paths)
-        );
+        stops_at(&mut server, phase, &paths);
         drop(server);
         let restarted = Instant::now();
         let server = start(None).await;
@@ -983,18 +1019,7 @@ async fn a_study_survives_a_coordinator_kill_at_every_phase(database_url: &str) 
             restarted.elapsed().as_secs_f64()
         );
         let (view, _) = succeeded_study(&server, &key, id).await;
-        for (i, ledger) in ledgers.iter().enumerate() {
-            assert_eq!(view["sites"][i]["status"], "done", "{phase}: {view}");
-            let charged = view["sites"][i]["charged"]["rho"].as_f64().unwrap();
-            assert!((charged - rho).abs() < 1e-9, "{phase}: charged once: {view}");
-            let ledger = privpca::store::Store::open_ledger(ledger).await.unwrap();
-            let budget = ledger.local_budget().await.unwrap().unwrap();
-            assert_eq!(
-                budget.spent_rho_units,
-                privpca::privacy::units::RhoUnits::charge(rho),
-                "{phase}: site {i}'s own ledger charged once"
-            );
-        }
+        charged_once(&view, &ledgers, rho, phase).await;
         server.kill();
     }
 }
@@ -1019,6 +1044,17 @@ fn columns_csv(path: &Path, rows: &[Vec<f64>], block: std::ops::Range<usize>) {
     std::fs::write(path, to_csv(&cut)).unwrap();
 }
 
+/// The 4 agents' blocks of `rows` (3 columns each), as `<dir>/gossip-block-i.csv`.
+fn gossip_blocks(dir: &Path, rows: &[Vec<f64>]) -> Vec<PathBuf> {
+    (0..4)
+        .map(|i| {
+            let path = dir.join(format!("gossip-block-{i}.csv"));
+            columns_csv(&path, rows, 3 * i..3 * i + 3);
+            path
+        })
+        .collect()
+}
+
 /// A live `gossip_power` study body: 4 agents on a ring, d = 12 in blocks of 3, k = 2, ρ = 5.
 fn gossip_study(join_timeout: u64) -> Value {
     let mut body = support::bodies::gossip_study(&[3; 4]);
@@ -1038,13 +1074,7 @@ async fn gossip_power_over_four_agents_on_a_ring_matches_the_simulated_job() {
     let dir = tempfile::tempdir().unwrap();
     let (server, key) = start_server(dir.path()).await;
     let rows = planted_rows(5000, 12, 19);
-    let blocks: Vec<PathBuf> = (0..4)
-        .map(|i| {
-            let path = dir.path().join(format!("gossip-block-{i}.csv"));
-            columns_csv(&path, &rows, 3 * i..3 * i + 3);
-            path
-        })
-        .collect();
+    let blocks = gossip_blocks(dir.path(), &rows);
     let (id, _) = run_study(
         &server,
         &key,
@@ -1133,5 +1163,181 @@ async fn gossip_power_over_four_agents_on_a_ring_matches_the_simulated_job() {
             .all(|s| s["charged"].is_null()),
         "{view}"
     );
+    server.kill();
+}
+
+/// A live gossip study on 1 000 planted records (`gossip_study`, `round_timeout` seconds per
+/// exchange) and its 4 agents, started with budget 5 (ledgers `ledger-i.db`, logs
+/// `site-i.log` under `dir`; agent 3 with the environment `extra`).
+struct GossipRun {
+    id: String,
+    tokens: Vec<String>,
+    blocks: Vec<PathBuf>,
+    ledgers: Vec<PathBuf>,
+    paths: Vec<PathBuf>,
+    children: Vec<Child>,
+}
+
+impl GossipRun {
+    async fn start(
+        server: &Server,
+        key: &str,
+        dir: &Path,
+        round_timeout: u64,
+        extra: &[(&str, String)],
+    ) -> GossipRun {
+        let blocks = gossip_blocks(dir, &planted_rows(1000, 12, 23));
+        let mut body = gossip_study(120);
+        body["round_timeout_seconds"] = json!(round_timeout);
+        let created = create_study(server, key, body).await;
+        let tokens: Vec<String> = (0..4)
+            .map(|i| created["sites"][i]["token"].as_str().unwrap().to_string())
+            .collect();
+        let ledgers: Vec<PathBuf> = (0..4).map(|i| dir.join(format!("ledger-{i}.db"))).collect();
+        let paths: Vec<PathBuf> = (0..4).map(|i| dir.join(format!("site-{i}.log"))).collect();
+        let children = (0..4)
+            .map(|i| {
+                let extra = if i == 2 { extra } else { &[] };
+                site(server, &tokens[i], &blocks[i], &ledgers[i], 5.0, &paths[i], extra)
+            })
+            .collect();
+        GossipRun {
+            id: created["id"].as_str().unwrap().to_string(),
+            tokens,
+            blocks,
+            ledgers,
+            paths,
+            children,
+        }
+    }
+}
+
+/// A finished gossip study over 4 agents succeeded with every agent `done` and charged the
+/// study's cost once, in the coordinator's view and in each agent's own ledger (`ledgers`).
+async fn gossip_succeeded_charged_once(server: &Server, key: &str, id: &str, ledgers: &[PathBuf]) {
+    let (view, result) = succeeded_study(server, key, id).await;
+    assert_eq!(result["basis"].as_array().unwrap().len(), 2, "{result}");
+    let cost = view["cost"]["rho"].as_f64().unwrap();
+    charged_once(&view, ledgers, cost, "gossip").await;
+}
+
+/// Every site of a succeeded study (`view`) is `done` and charged `rho` once, in the
+/// coordinator's view and in its own ledger (`ledgers`, in site order); `what` names the case.
+async fn charged_once(view: &Value, ledgers: &[PathBuf], rho: f64, what: &str) {
+    for (i, ledger) in ledgers.iter().enumerate() {
+        assert_eq!(view["sites"][i]["status"], "done", "{what}: {view}");
+        let charged = view["sites"][i]["charged"]["rho"].as_f64().unwrap();
+        assert!(
+            (charged - rho).abs() <= 1e-9 * rho.max(1.0),
+            "{what}: charged once: {view}"
+        );
+        let ledger = privpca::store::Store::open_ledger(ledger).await.unwrap();
+        let budget = ledger.local_budget().await.unwrap().unwrap();
+        assert_eq!(
+            budget.spent_rho_units,
+            privpca::privacy::units::RhoUnits::charge(rho),
+            "{what}: site {i}'s own ledger charged once"
+        );
+    }
+}
+
+/// Issue 19 item 1 for `gossip_power`: a live gossip study (4 agents on a ring, 1 000 records)
+/// whose coordinator aborts right after it has kept the study with exchange 12 open (a message
+/// exchange: every agent's n×p value of exchange 11 is kept to be relayed;
+/// `PRIVPCA_TEST_COORDINATOR_ABORT_AT=exchange-12`, as a SIGKILL there would) and is started
+/// again on the same database and address. The study succeeds with every agent charged once,
+/// in the coordinator's view and in each agent's own ledger.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gossip_study_survives_a_coordinator_kill_mid_exchange() {
+    let dir = tempfile::tempdir().unwrap();
+    let address = format!("127.0.0.1:{}", support::free_port());
+    let base = format!("http://{address}");
+    let server_log = dir.path().join("server.log");
+    let mut env = server_env(dir.path());
+    env.push(("PRIVPCA_BIND", address));
+    let mut aborting = env.clone();
+    aborting.push(("PRIVPCA_TEST_COORDINATOR_ABORT_AT", "exchange-12".to_string()));
+    let (child, _) = support::spawn(&aborting, &server_log);
+    let mut server = support::ready(child, base.clone(), &server_log).await;
+    let key = support::tenant(&base, ADMIN, "t").await;
+    let GossipRun {
+        id,
+        ledgers,
+        mut paths,
+        mut children,
+        ..
+    } = GossipRun::start(&server, &key, dir.path(), 120, &[]).await;
+    paths.push(server_log.clone());
+    stops_at(&mut server, "exchange-12", &paths);
+    drop(server);
+    let (child, _) = support::spawn(&env, &server_log);
+    let server = support::ready(child, base, &server_log).await;
+    wait_all_ok(
+        &mut children,
+        Duration::from_secs(600),
+        &paths,
+        "after the restart",
+    );
+    gossip_succeeded_charged_once(&server, &key, &id, &ledgers).await;
+    server.kill();
+}
+
+/// Issue 19 item 2 for `gossip_power`: agent 3 of a live gossip study falls silent right after
+/// it has sent exchange 14 (a message exchange; the site's test hook) and is SIGKILLed; started
+/// with another data file, and with another budget, on its ledger it is refused before it sends
+/// anything (exit 2); started with its own command line it computes its kept exchanges again
+/// from its ledger and continues. The study succeeds with every agent charged once, and the
+/// restarted agent never charged its ledger again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gossip_agent_killed_mid_study_continues_with_the_same_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, key) = start_server(dir.path()).await;
+    let stop = [("PRIVPCA_SITE_TEST_STOP_AFTER_ROUND", "14".to_string())];
+    // A round timeout far beyond the restarts below: no agent is late for them.
+    let GossipRun {
+        id,
+        tokens,
+        blocks,
+        ledgers,
+        mut paths,
+        mut children,
+    } = GossipRun::start(&server, &key, dir.path(), 300, &stop).await;
+    paths.push(dir.path().join("server.log"));
+    let budget = 5.0;
+    wait_for_line(&mut children[2], &paths[2], "stopping after exchange 14", &paths).await;
+    children[2].kill().unwrap();
+    let _ = children[2].wait();
+    let restarts = Restarts {
+        server: &server,
+        token: &tokens[2],
+        ledger: &ledgers[2],
+        dir: dir.path(),
+    };
+    restarts.refused(
+        [(&blocks[1], budget), (&blocks[2], budget * 2.0)],
+        &["sent;", "joined as"],
+        &mut paths,
+    );
+    let restarted_log = dir.path().join("site-2-restarted.log");
+    paths.push(restarted_log.clone());
+    children[2] = site(
+        &server,
+        &tokens[2],
+        &blocks[2],
+        &ledgers[2],
+        budget,
+        &restarted_log,
+        &[],
+    );
+    wait_all_ok(&mut children, Duration::from_secs(600), &paths, "agents");
+    let restarted = std::fs::read_to_string(&restarted_log).unwrap();
+    assert!(
+        restarted.contains("continuing the study from the ledger: exchange 14/"),
+        "{restarted}"
+    );
+    assert!(!restarted.contains("charged rho"), "{restarted}");
+    let first = std::fs::read_to_string(&paths[2]).unwrap();
+    assert_eq!(first.matches("charged rho").count(), 1, "{first}");
+    gossip_succeeded_charged_once(&server, &key, &id, &ledgers).await;
     server.kill();
 }

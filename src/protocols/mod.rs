@@ -46,9 +46,8 @@ use serde_json::Value;
 /// - **site step** ([`StudyProtocol::site_check`], [`StudyProtocol::site_records`],
 ///   [`StudyProtocol::check_data`], [`StudyProtocol::follow`]): what `privpca site` checks before
 ///   it joins and how it follows the coordinator's tasks. Asked again for an answer it already
-///   sent, a site sends the same bytes: `federated_power` and CAPE keep every answer in the
-///   site's ledger before sending it (so a restarted site resends it too); a `gossip_power`
-///   agent keeps its values in memory only and cannot be restarted once it has joined.
+///   sent, a site sends the same bytes: every protocol keeps every answer in the site's ledger
+///   before sending it, so a restarted site resends it too.
 /// - **coordinator step**: not a method here. A study's coordinator state is one
 ///   `studies::live::Stage` value, which the durable snapshot (`studies::durable`) writes and
 ///   reads back; the generic driver dispatches on it, and each protocol's transitions are its

@@ -56,8 +56,9 @@ pub struct SiteArgs {
     #[arg(long, env = "PRIVPCA_SITE_ALLOW_MINORITY_THRESHOLD")]
     pub allow_minority_threshold: bool,
     /// A test hook, not for operators: after sending round N's unmask answer
-    /// (`federated_power`) or stage N's release (CAPE) the site stops answering (it stays up,
-    /// silent, as if it had crashed), so a test can kill it at a known protocol point.
+    /// (`federated_power`), stage N's release (CAPE) or exchange N's value (`gossip_power`)
+    /// the site stops answering (it stays up, silent, as if it had crashed), so a test can kill
+    /// it at a known protocol point.
     #[arg(long, hide = true, env = "PRIVPCA_SITE_TEST_STOP_AFTER_ROUND")]
     pub test_stop_after_round: Option<u32>,
 }

@@ -19,36 +19,22 @@ use crate::protocols::power::state::SiteComputation;
 use crate::protocols::{StudyAlgorithm, StudyProtocol};
 use crate::store::{SiteStatus, StudyStatus};
 
-/// Whether the study can be joined by this site now.
+/// Whether the study can be joined (or, by this site restarted, continued) now.
 fn check_study(view: &SiteStudyView) -> Result<(), Failure> {
-    // A site that already joined may be this site restarted (every study protocol is
-    // durable): its ledger decides (`check_ledger` refuses unless it keeps this study's session).
-    if matches!(view.status, StudyStatus::Enrolling | StudyStatus::Running) {
-        return Ok(());
-    }
     match view.status {
-        StudyStatus::Enrolling => {}
-        StudyStatus::Failed | StudyStatus::Cancelled => {
-            return Err(Failure::Study(format!(
-                "the study is {}; nothing was sent",
-                view.status.as_str()
-            )));
-        }
-        other => {
-            return Err(Failure::Refused(format!(
-                "the study is {}: it no longer takes sites in; nothing was sent",
-                other.as_str()
-            )));
-        }
+        // A site that already joined may be this site restarted (every study protocol is
+        // durable): its ledger decides (`check_ledger` refuses unless it keeps this study's
+        // session).
+        StudyStatus::Enrolling | StudyStatus::Running => Ok(()),
+        StudyStatus::Failed | StudyStatus::Cancelled => Err(Failure::Study(format!(
+            "the study is {}; nothing was sent",
+            view.status.as_str()
+        ))),
+        other => Err(Failure::Refused(format!(
+            "the study is {}: it no longer takes sites in; nothing was sent",
+            other.as_str()
+        ))),
     }
-    if view.site_status != SiteStatus::Invited {
-        return Err(Failure::Refused(format!(
-            "this site's status is {} (not invited): it already joined, and a CAPE or gossip_power \
-             client that joined cannot be restarted (its protocol keys lived in that process); nothing was sent",
-            view.site_status.as_str()
-        )));
-    }
-    Ok(())
 }
 
 pub(crate) fn relation(view: &SiteStudyView) -> Result<Relation, Failure> {

@@ -1,6 +1,8 @@
 //! The snapshot of a study that the coordinator keeps in the database (docs/design/federation.md,
 //! "Durable studies"), and the study rebuilt from it. A CAPE study's running stage is kept by
-//! `src/protocols/cape/durable.rs` (what it keeps, and why that may be kept, is written there).
+//! `src/protocols/cape/durable.rs`, a gossip study's exchanges by
+//! `src/protocols/gossip/durable.rs` (what each keeps, and why that may be kept, is written
+//! there).
 //!
 //! What a snapshot holds, and why each part may be kept: the study's configuration, the
 //! roster's names and public keys (public); the share boxes relayed between sites (sealed:
@@ -33,6 +35,8 @@ use crate::federation::wire;
 use crate::linalg::Matrix;
 use crate::protocols::cape::coordinator::{CapePlan, CapeRunning};
 use crate::protocols::cape::durable::CapeKept;
+use crate::protocols::gossip::coordinator::{GossipPlan, GossipRunning};
+use crate::protocols::gossip::durable::GossipKept;
 use crate::protocols::power::coordinator::{Running, Sharing};
 use crate::protocols::power::state::PowerState;
 use crate::store::StudyStatus;
@@ -89,6 +93,9 @@ pub struct Snapshot {
     /// A CAPE study's plan (absent for `federated_power`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     cape: Option<CapePlan>,
+    /// A `gossip_power` study's plan (absent for the others).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    gossip: Option<Box<GossipPlan>>,
     threshold: u32,
     d: usize,
     names: BTreeMap<u32, String>,
@@ -121,6 +128,7 @@ enum StageSnapshot {
         inboxes: BTreeMap<u32, Vec<ShareBox>>,
     },
     Cape(Box<CapeKept>),
+    Gossip(Box<GossipKept>),
     Finished {
         status: StudyStatus,
         reason: Option<String>,
@@ -246,15 +254,20 @@ impl Live {
         }
     }
 
-    /// Whether the study is kept in the database (`federated_power` and CAPE).
+    /// Whether the study is kept in the database (every protocol: `federated_power`, CAPE and
+    /// `gossip_power`).
     pub fn is_kept(&self) -> bool {
-        matches!(self.protocol, Protocol::Power(_) | Protocol::Cape(_))
+        matches!(
+            self.protocol,
+            Protocol::Power(_) | Protocol::Cape(_) | Protocol::Gossip(_)
+        )
     }
 
     /// The protocol point a snapshot of this study keeps, by name: `join` (a site has joined),
     /// `keys` (the roster is out, no share boxes yet), `shares` (share boxes are arriving),
-    /// `round-N` (round N collects), `unmask-N` (round N unmasks), `done`, `finished`; None
-    /// before anyone joined and for CAPE. The coordinator's test hook
+    /// `round-N` (round N collects), `unmask-N` (round N unmasks), `exchange-N` (a gossip
+    /// study's exchange N collects), `done`, `finished`; None before anyone joined and for
+    /// CAPE. The coordinator's test hook
     /// (`PRIVPCA_TEST_COORDINATOR_ABORT_AT`) names one of these.
     pub fn phase_label(&self) -> Option<String> {
         let (_, round, phase) = self.marker();
@@ -266,19 +279,19 @@ impl Live {
             Stage::Running(_) if phase == 0 => format!("round-{round}"),
             Stage::Running(_) if phase == 1 => format!("unmask-{round}"),
             Stage::Running(_) => "done".to_owned(),
+            Stage::Gossip(_) => format!("exchange-{}", round + 1),
             Stage::Finished { .. } => "finished".to_owned(),
-            Stage::Cape(_) | Stage::Gossip(_) => return None,
+            Stage::Cape(_) => return None,
         })
     }
 
     /// The snapshot to keep after a step with `effects` (every protocol is kept; None is
     /// left for a protocol that is not).
     pub fn snapshot(&self, effects: &[Effect]) -> Option<Snapshot> {
-        let (config, cape) = match &self.protocol {
-            Protocol::Power(config) => (Some(config.clone()), None),
-            Protocol::Cape(plan) => (None, Some(plan.clone())),
-            // Live gossip studies are not kept yet: a coordinator restart fails them.
-            Protocol::Gossip(_) => return None,
+        let (config, cape, gossip) = match &self.protocol {
+            Protocol::Power(config) => (Some(config.clone()), None, None),
+            Protocol::Cape(plan) => (None, Some(plan.clone()), None),
+            Protocol::Gossip(plan) => (None, None, Some(plan.clone())),
         };
         let stage = match &self.stage {
             Stage::Enrolling => StageSnapshot::Enrolling,
@@ -301,11 +314,12 @@ impl Live {
                 reason: reason.clone(),
             },
             Stage::Cape(running) => StageSnapshot::Cape(Box::new(running.kept())),
-            Stage::Gossip(_) => return None,
+            Stage::Gossip(running) => StageSnapshot::Gossip(Box::new(running.kept())),
         };
         Some(Snapshot {
             config,
             cape,
+            gossip,
             threshold: self.threshold,
             d: self.d,
             names: self.names.clone(),
@@ -329,6 +343,7 @@ impl Live {
         let Snapshot {
             config,
             cape,
+            gossip,
             threshold,
             d,
             names,
@@ -337,10 +352,11 @@ impl Live {
             stage,
             effects,
         } = snapshot;
-        let protocol = match (config, cape) {
-            (Some(config), None) => Protocol::Power(config),
-            (None, Some(plan)) => Protocol::Cape(plan),
-            _ => return Err("a kept study names neither one protocol nor the other".into()),
+        let protocol = match (config, cape, gossip) {
+            (Some(config), None, None) => Protocol::Power(config),
+            (None, Some(plan), None) => Protocol::Cape(plan),
+            (None, None, Some(plan)) => Protocol::Gossip(plan),
+            _ => return Err("a kept study does not name exactly one protocol".into()),
         };
         let power_config = || match &protocol {
             Protocol::Power(config) => Ok(config.clone()),
@@ -384,6 +400,12 @@ impl Live {
                 Protocol::Cape(plan) => Stage::Cape(Box::new(CapeRunning::restore(plan.clone(), *kept)?)),
                 Protocol::Power(_) | Protocol::Gossip(_) => {
                     return Err("a federated_power or gossip study kept in a CAPE stage".into());
+                }
+            },
+            StageSnapshot::Gossip(kept) => match &protocol {
+                Protocol::Gossip(plan) => Stage::Gossip(Box::new(GossipRunning::restore(plan, *kept)?)),
+                Protocol::Power(_) | Protocol::Cape(_) => {
+                    return Err("a federated_power or CAPE study kept in a gossip stage".into());
                 }
             },
             StageSnapshot::Finished { status, reason } => Stage::Finished { status, reason },

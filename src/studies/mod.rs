@@ -247,7 +247,7 @@ impl StudyHub {
     /// Keeps a step: the study's snapshot and the step's store writes in one fenced
     /// transaction ([`Store::save_study_step`]), so a replica that lost its lease changes
     /// nothing. A failed write drops the entry: nothing of the step is shown to anyone. Studies
-    /// that are not kept (CAPE) only get the step's store writes.
+    /// that are not kept (none now: every protocol is) only get the step's store writes.
     async fn persist(&self, entry: &Entry, live: &Live, effects: Vec<Effect>) -> Result<(), HubError> {
         self.persist_with(entry, live, effects, &[]).await
     }

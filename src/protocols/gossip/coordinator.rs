@@ -53,8 +53,10 @@ impl GossipStudyConfig {
     }
 }
 
-/// What a gossip study needs once its agents have joined.
-#[derive(Debug, Clone, PartialEq)]
+/// What a gossip study needs once its agents have joined (kept with the study's snapshot:
+/// public, the study's terms).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct GossipPlan {
     pub config: GossipStudyConfig,
     context: DataContext,
@@ -107,16 +109,18 @@ pub(crate) fn plan_gossip(params: serde_json::Value, terms: &StudyTerms<'_>) -> 
 
 /// A gossip study after every agent joined.
 pub struct GossipRunning {
-    config: GossipStudyConfig,
+    pub(super) config: GossipStudyConfig,
     /// Records per agent (the same at every site: n is public under replace_one).
-    n: usize,
-    schedule: Vec<Exchange>,
+    pub(super) n: usize,
+    pub(super) schedule: Vec<Exchange>,
     /// Site index of agent i (sites in index order).
-    roster: Vec<u32>,
+    pub(super) roster: Vec<u32>,
     /// The exchange being collected (0-based).
-    step: usize,
-    posts: BTreeMap<u32, String>,
-    previous: BTreeMap<u32, String>,
+    pub(super) step: usize,
+    /// The values of the open exchange received so far, base64 f64 as posted.
+    pub(super) posts: BTreeMap<u32, String>,
+    /// Every agent's value of the previous exchange (relayed to its neighbours).
+    pub(super) previous: BTreeMap<u32, String>,
 }
 
 impl GossipRunning {
@@ -129,8 +133,19 @@ impl GossipRunning {
         self.roster.iter().position(|&s| s == site)
     }
 
-    fn shape(&self, step: usize, agent: usize) -> (usize, usize) {
+    pub(super) fn shape(&self, step: usize, agent: usize) -> (usize, usize) {
         self.schedule[step].shape(self.n, self.config.gossip.p, self.config.blocks[agent])
+    }
+
+    /// Whether `values` is `agent`'s value of exchange `step` (0-based): base64 of as many
+    /// f64 as the exchange's shape for its block, every one finite.
+    pub(super) fn check_value(&self, step: usize, agent: usize, values: &str) -> Result<(), String> {
+        let (rows, cols) = self.shape(step, agent);
+        let decoded = wire::b64_to_f64s(values, rows * cols).map_err(|e| e.to_string())?;
+        if !decoded.iter().all(|v| v.is_finite()) {
+            return Err("every value must be a finite number".into());
+        }
+        Ok(())
     }
 
     /// `site`'s task, or `None` when it has posted this exchange (or is no agent).
@@ -266,12 +281,9 @@ impl Live {
                 "exchange {step} is not open (exchange {current} is)"
             )));
         }
-        let (rows, cols) = gossip.shape(gossip.step, agent);
-        let decoded =
-            wire::b64_to_f64s(values, rows * cols).map_err(|e| LiveError::Invalid(e.to_string()))?;
-        if !decoded.iter().all(|v| v.is_finite()) {
-            return Err(LiveError::Invalid("every value must be a finite number".into()));
-        }
+        gossip
+            .check_value(gossip.step, agent, values)
+            .map_err(LiveError::Invalid)?;
         gossip.posts.insert(site, values.to_string());
         Ok(())
     }
@@ -345,4 +357,4 @@ impl Live {
 
 #[cfg(test)]
 #[path = "coordinator_tests.rs"]
-mod tests;
+pub(crate) mod tests;

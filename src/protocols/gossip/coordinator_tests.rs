@@ -17,9 +17,9 @@ use crate::federation::messages::JoinRequest;
 use crate::protocols::{StudyAlgorithm, StudyTerms};
 
 const SIZES: [usize; 3] = [2, 3, 3];
-const N: usize = 60;
+pub(crate) const N: usize = 60;
 
-fn plan() -> GossipPlan {
+pub(crate) fn plan() -> GossipPlan {
     let c = ctx(8, None, RO);
     let features: Vec<Option<usize>> = SIZES.iter().map(|&s| Some(s)).collect();
     let terms = StudyTerms {
@@ -40,7 +40,7 @@ fn plan() -> GossipPlan {
     }
 }
 
-fn study(plan: &GossipPlan) -> Live {
+pub(crate) fn study(plan: &GossipPlan) -> Live {
     let names: BTreeMap<u32, String> = (1..=3).map(|i| (i, format!("a{i}"))).collect();
     Live::new(
         Uuid::new_v4(),
@@ -53,7 +53,7 @@ fn study(plan: &GossipPlan) -> Live {
     )
 }
 
-fn join(n: u64) -> JoinRequest {
+pub(crate) fn join(n: u64) -> JoinRequest {
     JoinRequest {
         n_samples: Some(n),
         encryption_public_key: None,
@@ -61,38 +61,33 @@ fn join(n: u64) -> JoinRequest {
     }
 }
 
-#[test]
-fn relayed_agents_finish_with_the_simulated_basis() {
-    let plan = plan();
-    let config = plan.config.gossip.clone();
-    let xt = spiked_records(9, 8, N, &[5.0, 2.0], 0.3, 2.0);
-    let mut live = study(&plan);
-    assert!(live.check_gossip_n(Some(N as i64)).is_ok());
-    live.join(1, join(N as u64)).expect("joins");
-    assert!(
-        matches!(
-            live.check_gossip_n(Some(N as i64 + 1)),
-            Err(LiveError::Invalid(_))
-        ),
-        "another n must be refused"
-    );
-    live.join(2, join(N as u64)).expect("joins");
-    live.join(3, join(N as u64)).expect("joins");
-    let effects = live.advance(Instant::now());
-    assert!(
-        effects
-            .iter()
-            .any(|e| matches!(e, Effect::Charge { roster, .. } if roster == &[1, 2, 3]))
-    );
-    // One shared generator in agent order, as the simulation draws.
+/// The records of the tests: 8 features of N records, a spiked spectrum.
+pub(crate) fn records() -> Matrix {
+    spiked_records(9, 8, N, &[5.0, 2.0], 0.3, 2.0)
+}
+
+/// The simulated job's basis on `xt` (one shared generator in agent order, seed 4).
+pub(crate) fn simulated_basis(plan: &GossipPlan, xt: &Matrix) -> Matrix {
     let (simulated, _) = with_audited_env(4, |env| {
         simulate(
-            DataInput::Records { xt: (&xt).into() },
-            &config,
+            DataInput::Records { xt: xt.into() },
+            &plan.config.gossip,
             &plan.context,
             env,
         )
     });
+    simulated.expect("simulates").output.basis
+}
+
+/// Drives one agent per site through `live`'s tasks until the study ends, from one shared
+/// generator in agent order (seed 4, as [`simulated_basis`] draws), checking that a repeat and
+/// a post for the next exchange are refused; `between` is called after every post and every
+/// step of the study (a test reloads it there). The basis it succeeded with.
+pub(crate) fn relay(live: &mut Live, xt: &Matrix, mut between: impl FnMut(&mut Live)) -> Matrix {
+    let config = match &live.protocol {
+        Protocol::Gossip(plan) => plan.config.gossip.clone(),
+        other => panic!("not a gossip study: {other:?}"),
+    };
     let (outcome, _) = with_audited_env(4, |env: &mut RunEnv<'_>| {
         let mut agents: Vec<Agent> = config
             .partition
@@ -118,6 +113,7 @@ fn relayed_agents_finish_with_the_simulated_basis() {
                 let value = agent.advance(env, &refs).expect("advances");
                 let b64 = wire::f64s_to_b64(value.as_slice());
                 live.gossip_post(site, step, &b64).expect("accepted");
+                between(live);
                 assert!(matches!(
                     live.gossip_post(site, step, &b64),
                     Err(LiveError::AlreadyReceived(_))
@@ -128,17 +124,49 @@ fn relayed_agents_finish_with_the_simulated_basis() {
                 ));
             }
             effects.extend(live.advance(Instant::now()));
+            between(live);
         }
         effects
     });
-    let output = outcome
+    outcome
         .iter()
         .find_map(|e| match e {
             Effect::Succeeded { output, .. } => Some(output.basis.clone()),
             _ => None,
         })
-        .expect("succeeded");
-    assert_eq!(output, simulated.expect("simulates").output.basis);
+        .expect("succeeded")
+}
+
+/// Every agent joined (one with another n refused first) and the first exchange open.
+pub(crate) fn started(plan: &GossipPlan) -> Live {
+    let mut live = study(plan);
+    assert!(live.check_gossip_n(Some(N as i64)).is_ok());
+    live.join(1, join(N as u64)).expect("joins");
+    assert!(
+        matches!(
+            live.check_gossip_n(Some(N as i64 + 1)),
+            Err(LiveError::Invalid(_))
+        ),
+        "another n must be refused"
+    );
+    live.join(2, join(N as u64)).expect("joins");
+    live.join(3, join(N as u64)).expect("joins");
+    let effects = live.advance(Instant::now());
+    assert!(
+        effects
+            .iter()
+            .any(|e| matches!(e, Effect::Charge { roster, .. } if roster == &[1, 2, 3]))
+    );
+    live
+}
+
+#[test]
+fn relayed_agents_finish_with_the_simulated_basis() {
+    let plan = plan();
+    let xt = records();
+    let mut live = started(&plan);
+    let basis = relay(&mut live, &xt, |_| {});
+    assert_eq!(basis, simulated_basis(&plan, &xt));
 }
 
 #[test]

@@ -1,9 +1,11 @@
 //! `gossip_power` across sites: every site an agent holding a block of features, the
 //! coordinator a relay (docs/design/federation.md, "Live gossip"). The plan and the
-//! coordinator's state machine ([`coordinator`]) and the site's steps (`site.rs`); the agent's
+//! coordinator's state machine ([`coordinator`]), what the coordinator's snapshot keeps of a
+//! running study (`durable.rs`) and the site's steps (`site.rs`); the agent's
 //! arithmetic is the numerical core's (`crate::algorithms::gossip_agent`).
 
 pub mod coordinator;
+pub(crate) mod durable;
 pub(crate) mod site;
 
 use super::power::state::SiteComputation;

@@ -5,31 +5,42 @@
 //! the job's own `configure`, and refuses when the coordinator's differs; it refuses data whose
 //! column count is not its block's. It charges its ledger before its first value, then runs
 //! [`Agent::advance`] once per exchange on the neighbours' values the coordinator relays: the
-//! same per-agent steps as simulate mode. Asked again for an exchange it already posted (an
-//! answer was lost), it sends the same bytes, never a fresh draw. Its noise is drawn from the
-//! operating system and lives only in this process: a gossip site that joined cannot be
-//! restarted (`prepare::check_study` refuses it), so nothing is ever drawn twice.
+//! same per-agent steps as simulate mode.
+//!
+//! Restarts (docs/design/federation.md, "Live gossip", "Resends and restarts"): before it
+//! joins, the agent keeps a session seed in its ledger ([`start_session`], as every site does),
+//! and every exchange's draws come from a ChaCha20 stream of that seed keyed by the exchange
+//! ([`exchange_rng`]). Each value is kept in the ledger with the neighbours' values it was
+//! computed from (kind `contribution`, round = exchange) before it is sent. Asked again for an
+//! exchange it already posted (an answer was lost, or it restarted), the agent sends the kept
+//! bytes, never a fresh draw. Restarted with the same command line, it computes the kept
+//! exchanges again from their kept inputs ([`replay`]), which must give the kept values bit
+//! for bit, and continues from there; with another data file, format or budget it is refused
+//! before anything is sent (the session's fingerprint). An exchange is computed again only if
+//! its value was never kept, and so never sent: one value per exchange ever leaves the agent.
 
 use std::time::Duration;
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
+use serde::{Deserialize, Serialize};
 
 use crate::algorithms::RunEnv;
 use crate::algorithms::federated_power::study_context;
 use crate::algorithms::gossip_agent::{Agent, schedule};
 use crate::algorithms::gossip_power::cost_of;
-use crate::federation::messages::{GossipPostRequest, SiteStudyView, SiteTask};
+use crate::federation::messages::{GossipPostRequest, GossipValue, SiteStudyView, SiteTask};
 use crate::federation::wire;
 use crate::linalg::Matrix;
 use crate::privacy::PrivacyTarget;
 use crate::protocols::SiteRun;
 use crate::protocols::gossip::coordinator::GossipStudyConfig;
 use crate::protocols::power::state::study_neighbours;
-use crate::site::ledger::charge_ledger;
+use crate::site::ledger::{charge_ledger, keep, ledger_failure, parse_kept, start_session};
 use crate::site::prepare::join;
 use crate::site::run::{finished, note_wait, resend};
 use crate::site::{Failure, progress};
+use crate::store::{SiteMessageKind, SiteStatus};
 
 fn violation(what: impl std::fmt::Display) -> Failure {
     Failure::Protocol(what.to_string())
@@ -104,7 +115,88 @@ pub(crate) fn check_data(view: &SiteStudyView, n: usize, d: usize) -> Result<(),
     Ok(())
 }
 
-/// Joins, then runs this site's agent exchange by exchange until the study is over.
+/// An exchange as kept in the ledger (kind `contribution`, round = exchange) before its value
+/// is sent: the neighbours' values it was computed from, and what is sent.
+#[derive(Serialize, Deserialize)]
+struct KeptExchange {
+    inputs: Vec<GossipValue>,
+    request: GossipPostRequest,
+}
+
+/// The first ChaCha20 stream of the exchanges' draws (streams 0 and 1 of a session seed are
+/// `federated_power`'s keys and shares; an exchange's stream is this plus its number).
+const EXCHANGE_STREAMS: u64 = 1 << 32;
+
+/// The generator of exchange `step`'s draws: ChaCha20 keyed by the session seed the ledger
+/// keeps, one stream per exchange, so that an exchange computed again after a restart draws
+/// what it drew before (module docs).
+pub(crate) fn exchange_rng(seed: [u8; 32], step: u32) -> ChaCha20Rng {
+    let mut rng = ChaCha20Rng::from_seed(seed);
+    rng.set_stream(EXCHANGE_STREAMS + u64::from(step));
+    rng
+}
+
+/// One exchange of this agent: the relayed values decoded and mixed ([`Agent::advance`] checks
+/// who sent them, their shape and that they are finite), and its value drawn from the
+/// exchange's own stream.
+fn exchange(agent: &mut Agent, seed: [u8; 32], step: u32, inputs: &[GossipValue]) -> Result<Matrix, Failure> {
+    let decoded = inputs
+        .iter()
+        .map(|v| {
+            let len = v.rows.checked_mul(v.cols).ok_or_else(|| {
+                violation(format!(
+                    "site {}'s value: {}×{} does not fit",
+                    v.index, v.rows, v.cols
+                ))
+            })?;
+            let values = wire::b64_to_f64s(&v.values, len)
+                .map_err(|e| violation(format!("site {}'s value: {e}", v.index)))?;
+            let agent_index = (v.index as usize)
+                .checked_sub(1)
+                .ok_or_else(|| violation("a value from site 0"))?;
+            Ok((agent_index, Matrix::from_vec(v.rows, v.cols, values)))
+        })
+        .collect::<Result<Vec<(usize, Matrix)>, Failure>>()?;
+    let refs: Vec<(usize, &Matrix)> = decoded.iter().map(|(j, m)| (*j, m)).collect();
+    let mut rng = exchange_rng(seed, step);
+    let mut never = |_: u32, _: u32| Ok(());
+    let mut env = RunEnv::new(&mut rng, &mut never);
+    agent
+        .advance(&mut env, &refs)
+        .map_err(|e| violation(format!("exchange {step}: {e}")))
+}
+
+/// The exchanges the ledger keeps (this agent restarted), computed again in order from their
+/// kept inputs so that the agent stands where it stood; each must give the kept value bit for
+/// bit, or the site refuses to go on. Returns the last exchange sent and what was sent.
+pub(crate) fn replay(
+    agent: &mut Agent,
+    seed: [u8; 32],
+    kept: &[(u32, String)],
+) -> Result<Option<(u32, GossipPostRequest)>, Failure> {
+    let mut sent = None;
+    for (step, text) in kept {
+        let KeptExchange { inputs, request } = parse_kept(text)?;
+        if *step as usize != agent.step() + 1 {
+            return Err(ledger_failure(format!(
+                "it keeps exchange {step} after exchange {}",
+                agent.step()
+            )));
+        }
+        let value = exchange(agent, seed, *step, &inputs)?;
+        if wire::f64s_to_b64(value.as_slice()) != request.values {
+            return Err(Failure::Refused(format!(
+                "the value of exchange {step} kept in the ledger is not what this data and session \
+                 compute again; nothing more is sent"
+            )));
+        }
+        sent = Some((*step, request));
+    }
+    Ok(sent)
+}
+
+/// Joins (unless it already has: a restarted agent), then runs this site's agent exchange by
+/// exchange until the study is over.
 pub(crate) async fn follow(run: SiteRun<'_>) -> Result<(), Failure> {
     let (args, client, store, budget, prepared) = run.parts();
     let view = &prepared.view;
@@ -120,13 +212,29 @@ pub(crate) async fn follow(run: SiteRun<'_>) -> Result<(), Failure> {
     )
     .map_err(|e| Failure::Refused(e.to_string()))?;
     let steps = schedule(job).len() as u32;
-    let mut rng = ChaCha20Rng::try_from_os_rng()
-        .map_err(|e| Failure::Refused(format!("the operating system's random generator failed: {e}")))?;
-    join(client, view, prepared.records.n, None, Vec::new()).await?;
+    // Every exchange's draws derive from the session seed kept in the ledger before joining.
+    let (_, seed) = start_session(args, view, store).await?;
+    if view.site_status == SiteStatus::Invited {
+        join(client, view, prepared.records.n, None, Vec::new()).await?;
+    }
+    // What the ledger kept of this study (the agent restarted): the charge, and every exchange
+    // sent, computed again from its kept inputs.
+    let mut charged = store
+        .study_charged(budget.dataset, view.study_id)
+        .await
+        .map_err(ledger_failure)?;
+    let kept = store
+        .site_messages(view.study_id, SiteMessageKind::Contribution)
+        .await
+        .map_err(ledger_failure)?;
+    let mut sent = replay(&mut agent, seed, &kept)?;
+    if let Some((step, _)) = &sent {
+        progress(&format!(
+            "continuing the study from the ledger: exchange {step}/{steps} was sent"
+        ));
+    }
     let wait = Duration::from_secs(args.wait_seconds);
     let path = format!("/v1/site/task?wait_ms={}", wait.as_millis());
-    let mut sent: Option<(u32, GossipPostRequest)> = None;
-    let mut charged = false;
     let mut resends = 0;
     let mut last_wait = None;
     loop {
@@ -160,40 +268,33 @@ pub(crate) async fn follow(run: SiteRun<'_>) -> Result<(), Failure> {
                         agent.step()
                     )));
                 }
-                let decoded = inputs
-                    .iter()
-                    .map(|v| {
-                        let len = v.rows.checked_mul(v.cols).ok_or_else(|| {
-                            violation(format!(
-                                "site {}'s value: {}×{} does not fit",
-                                v.index, v.rows, v.cols
-                            ))
-                        })?;
-                        let values = wire::b64_to_f64s(&v.values, len)
-                            .map_err(|e| violation(format!("site {}'s value: {e}", v.index)))?;
-                        let agent_index = (v.index as usize)
-                            .checked_sub(1)
-                            .ok_or_else(|| violation("a value from site 0"))?;
-                        Ok((agent_index, Matrix::from_vec(v.rows, v.cols, values)))
-                    })
-                    .collect::<Result<Vec<(usize, Matrix)>, Failure>>()?;
-                let refs: Vec<(usize, &Matrix)> = decoded.iter().map(|(j, m)| (*j, m)).collect();
                 if !charged {
                     charge_ledger(args, store, budget, prepared).await?;
                     charged = true;
                 }
                 let before = agent.iterations_done();
-                let value = {
-                    let mut never = |_: u32, _: u32| Ok(());
-                    let mut env = RunEnv::new(&mut rng, &mut never);
-                    agent
-                        .advance(&mut env, &refs)
-                        .map_err(|e| violation(format!("exchange {step}: {e}")))?
+                let value = exchange(&mut agent, seed, step, &inputs)?;
+                // Kept before it is sent: a restarted agent sends these bytes, never another draw.
+                let computed = KeptExchange {
+                    inputs,
+                    request: GossipPostRequest {
+                        values: wire::f64s_to_b64(value.as_slice()),
+                    },
                 };
-                let request = GossipPostRequest {
-                    values: wire::f64s_to_b64(value.as_slice()),
-                };
-                client.post(&step_path, &request).await?;
+                let kept = keep(
+                    store,
+                    view.study_id,
+                    SiteMessageKind::Contribution,
+                    step,
+                    &computed,
+                )
+                .await?;
+                if kept.request != computed.request {
+                    return Err(ledger_failure(format!(
+                        "it keeps another value of exchange {step} than this agent computed"
+                    )));
+                }
+                client.post(&step_path, &kept.request).await?;
                 if step == 1 || agent.iterations_done() > before || step == steps {
                     progress(&format!(
                         "exchange {step}/{steps} sent; {}/{} power iterations released",
@@ -201,7 +302,11 @@ pub(crate) async fn follow(run: SiteRun<'_>) -> Result<(), Failure> {
                         job.iterations
                     ));
                 }
-                sent = Some((step, request));
+                sent = Some((step, kept.request));
+                if args.test_stop_after_round == Some(step) {
+                    progress(&format!("stopping after exchange {step} (test hook)"));
+                    std::future::pending::<()>().await;
+                }
             }
             SiteTask::Finished { status, reason } => return finished(status, reason),
             other => {
@@ -212,3 +317,7 @@ pub(crate) async fn follow(run: SiteRun<'_>) -> Result<(), Failure> {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "site_tests.rs"]
+mod tests;
