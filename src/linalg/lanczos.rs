@@ -6,8 +6,9 @@
 //! forming A densely is out of the question.
 //!
 //! The basis V (n × m, orthonormal) grows by blocks of b columns: Q_next = orth(A·Q_j) against
-//! every column so far, twice, with a QR between ("twice is enough"; a rank-deficient block is
-//! completed by its QR and the completion is orthogonalised too). The projected matrix
+//! every column so far, a second time only under the DGKS test (`reorthogonalise`), then a QR
+//! (a rank-deficient block is completed by its QR and the completion is orthogonalised too).
+//! The products with the tall basis run in row-chunk sweeps that read it once per pass. The projected matrix
 //! T = VᵀAV is filled from the Gram–Schmidt coefficients (no extra product). When V is full:
 //! 1. Rayleigh–Ritz: T's eigenpairs (θ, Y) in decreasing order;
 //! 2. the residual of the Ritz pair (θ_i, V·y_i) is W·y_i restricted to the last block, where
