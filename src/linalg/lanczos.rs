@@ -6,8 +6,9 @@
 //! forming A densely is out of the question.
 //!
 //! The basis V (n × m, orthonormal) grows by blocks of b columns: Q_next = orth(A·Q_j) against
-//! every column so far, twice, with a QR between ("twice is enough"; a rank-deficient block is
-//! completed by its QR and the completion is orthogonalised too). The projected matrix
+//! every column so far, a second time only under the DGKS test (`reorthogonalise`), then a QR
+//! (a rank-deficient block is completed by its QR and the completion is orthogonalised too).
+//! The products with the tall basis run in row-chunk sweeps that read it once per pass. The projected matrix
 //! T = VᵀAV is filled from the Gram–Schmidt coefficients (no extra product). When V is full:
 //! 1. Rayleigh–Ritz: T's eigenpairs (θ, Y) in decreasing order;
 //! 2. the residual of the Ritz pair (θ_i, V·y_i) is W·y_i restricted to the last block, where
@@ -20,13 +21,16 @@
 //! Cost per cycle: (m − l)/b products A·Q_j (O(nnz·b) each on a sparse A), O(n·m·b) per block
 //! for the reorthogonalisation and O(n·m·l) for the restart. Memory: V, n·m values.
 
-use faer::Accum;
+use std::ops::Range;
+
 use faer::linalg::matmul::matmul;
+use faer::{Accum, Par};
+use rayon::prelude::*;
 
 use super::error::LinalgError;
-use super::threads::{par_for, work};
+use super::threads::{PRODUCT_MIN_WORK, par_for, work};
 use super::view::{view, view_mut};
-use super::{Matrix, thin_qr_q, try_sym_eig};
+use super::{Matrix, matmul_tn, thin_qr_q, try_sym_eig};
 
 /// Stopping rule and sizes.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -144,8 +148,7 @@ pub fn top_eigenpairs<E>(
         }
         // Thick restart: the first l Ritz vectors, then orth(W).
         let l = ((filled + k) / 2).clamp(k, filled - b);
-        let kept = times(&basis, filled, &eig.vectors.columns(0, l).into_owned());
-        basis.columns_mut(0, l).copy_from(&kept);
+        replace_by_product(&mut basis, filled, &eig.vectors.columns(0, l).into_owned());
         t.fill(0.0);
         for i in 0..l {
             t[(i, i)] = eig.values[i];
@@ -170,20 +173,18 @@ pub fn top_eigenpairs<E>(
 /// enough", Giraud et al. 2005). After a thick restart the first new block couples to every
 /// kept Ritz vector, so there the second pass runs.
 fn reorthogonalise(q: &Matrix, local: usize, filled: usize, w: &mut Matrix) -> Matrix {
-    let mut coefficients = Matrix::zeros(filled, w.ncols());
-    let local_part = orthogonalise_columns(q, local, filled, w);
-    coefficients
-        .rows_mut(local, filled - local)
-        .copy_from(&local_part);
-    let before = column_norms(w);
-    coefficients += orthogonalise(q, filled, w);
-    let after = column_norms(w);
-    if before
-        .iter()
-        .zip(&after)
-        .any(|(b, a)| *a < std::f64::consts::FRAC_1_SQRT_2 * b)
-    {
-        coefficients += orthogonalise(q, filled, w);
+    // Each sweep subtracts the previous coefficients and projects on what is left, so the
+    // basis is read once per pass; the second pass's coefficients come with the first pass's
+    // subtraction and are used only when the DGKS test asks for that pass.
+    let (local_part, _) = sweep(q, w, None, local..filled);
+    let (mut coefficients, before) = sweep(q, w, Some((local, &local_part)), 0..filled);
+    let (second, after) = sweep(q, w, Some((0, &coefficients)), 0..filled);
+    let mut rows = coefficients.rows_mut(local, filled - local);
+    rows += &local_part;
+    // Squared norms: ‖after‖ < ‖before‖/√2.
+    if before.iter().zip(&after).any(|(b, a)| *a < 0.5 * b) {
+        sweep(q, w, Some((0, &second)), 0..0);
+        coefficients += second;
     }
     coefficients
 }
@@ -194,7 +195,7 @@ fn reorthogonalise(q: &Matrix, local: usize, filled: usize, w: &mut Matrix) -> M
 /// magnify what is left of the basis in it; then [`orthonormal_completion`].
 fn next_block(q: &Matrix, filled: usize, w: &Matrix, scale: f64) -> Matrix {
     let next = thin_qr_q(w);
-    let r = next.transpose() * w;
+    let r = matmul_tn(&next, w);
     if (0..r.ncols()).all(|i| r[(i, i)].abs() > 1e-4 * scale) {
         return next;
     }
@@ -218,35 +219,90 @@ fn orthonormal_completion(q: &Matrix, filled: usize, w: &Matrix) -> Matrix {
     thin_qr_q(&next)
 }
 
-/// w ← w − Q₍:filled₎·(Q₍:filled₎ᵀ·w), the projection off the first `filled` columns of q;
-/// returns the coefficients Q₍:filled₎ᵀ·w.
-fn orthogonalise(q: &Matrix, filled: usize, w: &mut Matrix) -> Matrix {
-    orthogonalise_columns(q, 0, filled, w)
+/// w ← w − Q₍:filled₎·(Q₍:filled₎ᵀ·w), the projection off the first `filled` columns of q.
+fn orthogonalise(q: &Matrix, filled: usize, w: &mut Matrix) {
+    let (coefficients, _) = sweep(q, w, None, 0..filled);
+    sweep(q, w, Some((0, &coefficients)), 0..0);
 }
 
-/// [`orthogonalise`] against columns `from..to` of q only.
-fn orthogonalise_columns(q: &Matrix, from: usize, to: usize, w: &mut Matrix) -> Matrix {
+/// Rows per task of [`sweep`] and [`replace_by_product`]: a chunk of a 48-column basis
+/// (768 KiB) stays in cache between its two uses in a sweep.
+const CHUNK_ROWS: usize = 2048;
+
+/// One pass over the rows of w (n×b) and q, in chunks of [`CHUNK_ROWS`] rows, in parallel
+/// when the work is large enough: first w ← w − Q₍:,s₎·c for `subtract` = (start, c), where s
+/// is the c.nrows() columns from `start`; then returns Q₍:,project₎ᵀ·w and the squared column
+/// norms of w. The tall-skinny products are bound by reading q, so doing both in one pass
+/// halves that traffic. Partial sums are added in chunk order: the result does not depend on
+/// the number of threads.
+fn sweep(
+    q: &Matrix,
+    w: &mut Matrix,
+    subtract: Option<(usize, &Matrix)>,
+    project: Range<usize>,
+) -> (Matrix, Vec<f64>) {
     let (n, b) = w.shape();
-    let filled = to - from;
-    let basis = view(q).subcols(from, filled);
-    let mut coefficients = Matrix::zeros(filled, b);
-    matmul(
-        view_mut(&mut coefficients),
-        Accum::Replace,
-        basis.transpose(),
-        view(w),
-        1.0,
-        par_for(work(filled, n, b)),
-    );
-    matmul(
-        view_mut(w),
-        Accum::Add,
-        basis,
-        view(&coefficients),
-        -1.0,
-        par_for(work(n, filled, b)),
-    );
-    coefficients
+    let columns = project.len() + subtract.map_or(0, |(_, c)| c.nrows());
+    let q = view(q);
+    let parts: Vec<(Matrix, Vec<f64>)> = view_mut(w)
+        .par_row_chunks_mut(CHUNK_ROWS)
+        .zip(q.par_row_chunks(CHUNK_ROWS))
+        .with_min_len(sequential_below(work(n, columns, b)))
+        .map(|(mut w, q)| {
+            if let Some((start, c)) = subtract {
+                let basis = q.subcols(start, c.nrows());
+                matmul(w.as_mut(), Accum::Add, basis, view(c), -1.0, Par::Seq);
+            }
+            let mut projection = Matrix::zeros(project.len(), b);
+            let basis = q.subcols(project.start, project.len());
+            matmul(
+                view_mut(&mut projection),
+                Accum::Replace,
+                basis.transpose(),
+                w.as_ref(),
+                1.0,
+                Par::Seq,
+            );
+            (
+                projection,
+                (0..b).map(|j| w.as_ref().col(j).squared_norm_l2()).collect(),
+            )
+        })
+        .collect();
+    let mut projection = Matrix::zeros(project.len(), b);
+    let mut norms = vec![0.0; b];
+    for (p, squares) in parts {
+        projection += p;
+        norms.iter_mut().zip(squares).for_each(|(s, v)| *s += v);
+    }
+    (projection, norms)
+}
+
+/// The minimum chunks per task for `work` multiply-adds: all of them (sequential) below
+/// [`PRODUCT_MIN_WORK`], else one.
+fn sequential_below(work: usize) -> usize {
+    if work < PRODUCT_MIN_WORK { usize::MAX } else { 1 }
+}
+
+/// The first y.ncols() columns of q ← Q₍:filled₎·Y (y has `filled` rows), in place, chunk by
+/// chunk of rows, without a second n×l matrix.
+fn replace_by_product(q: &mut Matrix, filled: usize, y: &Matrix) {
+    let (n, l) = (q.nrows(), y.ncols());
+    view_mut(q)
+        .par_row_chunks_mut(CHUNK_ROWS)
+        .with_min_len(sequential_below(work(n, filled, l)))
+        .for_each(|rows| {
+            let mut kept = faer::Mat::<f64>::zeros(rows.nrows(), l);
+            matmul(
+                kept.as_mut(),
+                Accum::Replace,
+                rows.as_ref().subcols(0, filled),
+                view(y),
+                1.0,
+                Par::Seq,
+            );
+            rows.subcols_mut(0, l).copy_from(&kept);
+        });
 }
 
 /// Q₍:filled₎·Y.
@@ -266,7 +322,7 @@ fn times(q: &Matrix, filled: usize, y: &Matrix) -> Matrix {
 /// ‖W·y_i‖ for each column y_i of `y_last` (the Ritz vectors' last-block rows), through the
 /// b×b Gram matrix WᵀW.
 fn residual_norms(w: &Matrix, y_last: &Matrix) -> Vec<f64> {
-    let gram = w.transpose() * w;
+    let gram = matmul_tn(w, w);
     (0..y_last.ncols())
         .map(|i| {
             let y = y_last.column(i);

@@ -117,3 +117,32 @@ fn a_start_block_that_does_not_fit_is_refused() {
     ));
     let _ = CsrView::new(0, &[0], &[], &[]).expect("the empty matrix is a valid CSR");
 }
+
+#[test]
+fn a_sweep_subtracts_then_projects_in_parallel_chunks_as_the_plain_products_do() {
+    init_threads(0);
+    // 10 000 × 60 against 4 columns: above PRODUCT_MIN_WORK, so the chunks run in parallel,
+    // and the last chunk is shorter than CHUNK_ROWS.
+    let (n, m, b) = (10_000, 60, 4);
+    assert!(work(n, m, b) >= PRODUCT_MIN_WORK && n % CHUNK_ROWS != 0);
+    let q = gaussian(n, m, 1);
+    let w0 = gaussian(n, b, 2);
+    let c = gaussian(20, b, 3);
+    let mut w = w0.clone();
+    let (projection, squares) = sweep(&q, &mut w, Some((30, &c)), 5..45);
+    let want_w = &w0 - q.columns(30, 20) * &c;
+    let want_projection = q.columns(5, 40).transpose() * &want_w;
+    assert!((&w - &want_w).abs().max() <= 1e-12 * want_w.abs().max());
+    assert!((&projection - &want_projection).abs().max() <= 1e-10 * want_projection.abs().max());
+    for (j, s) in squares.iter().enumerate() {
+        let want = want_w.column(j).norm_squared();
+        assert!((s - want).abs() <= 1e-12 * want, "column {j}");
+    }
+    // The first 20 columns of q replaced by Q₍:30₎·Y, in place.
+    let y = gaussian(30, 20, 4);
+    let want = q.columns(0, 30) * &y;
+    let mut replaced = q.clone();
+    replace_by_product(&mut replaced, 30, &y);
+    assert!((replaced.columns(0, 20) - &want).abs().max() <= 1e-12 * want.abs().max());
+    assert_eq!(replaced.columns(20, m - 20), q.columns(20, m - 20));
+}

@@ -103,11 +103,14 @@ impl<'a> CsrView<'a> {
         let (xs, mut yt) = (xt.as_slice(), Matrix::zeros(p, self.n));
         let row = |(i, out): (usize, &mut [f64])| {
             let (cols, vals) = self.row(i);
-            for (&j, &a) in cols.iter().zip(vals) {
-                let xj = &xs[j as usize * p..(j as usize + 1) * p];
-                for (o, &v) in out.iter_mut().zip(xj) {
-                    *o += a * v;
-                }
+            // Columns in groups of 4, 2 and 1, each summed in registers over the row.
+            let mut from = 0;
+            while from < p {
+                from += match p - from {
+                    1 => row_part::<1>(cols, vals, xs, p, from, out),
+                    2 | 3 => row_part::<2>(cols, vals, xs, p, from, out),
+                    _ => row_part::<4>(cols, vals, xs, p, from, out),
+                };
             }
         };
         let slots = yt.as_mut_slice().chunks_mut(p).enumerate();
@@ -141,6 +144,31 @@ impl<'a> CsrView<'a> {
         }
         a
     }
+}
+
+/// Columns `from..from + W` of row i of A·X into `out` (row i of the result): Σ_j a_ij·x_j:
+/// over the row's entries (`cols`, `vals`), with `xs` = Xᵀ (rows of X, `p` values each). The W
+/// sums stay in registers over the whole row, so each entry costs W multiply-adds and no store.
+/// Returns W.
+#[inline(always)]
+fn row_part<const W: usize>(
+    cols: &[u32],
+    vals: &[f64],
+    xs: &[f64],
+    p: usize,
+    from: usize,
+    out: &mut [f64],
+) -> usize {
+    let mut sums = [0.0; W];
+    for (&j, &a) in cols.iter().zip(vals) {
+        let start = j as usize * p + from;
+        let xj: &[f64; W] = xs[start..start + W].try_into().expect("W values");
+        for (s, &v) in sums.iter_mut().zip(xj) {
+            *s += a * v;
+        }
+    }
+    out[from..from + W].copy_from_slice(&sums);
+    W
 }
 
 /// An owned CSR matrix (tests, benches and the parser's output before it is written).
