@@ -23,7 +23,8 @@ use uuid::Uuid;
 
 use crate::federation::messages::{JoinRequest, ShareBox, SiteTask, UnmaskRequest};
 use crate::store::{
-    SiteStatus, Store, StoreError, StudyLease, StudyRecord, StudySiteRecord, StudyStatus, StudyWrite,
+    SiteStatus, Store, StoreError, StudyLease, StudyRecord, StudySiteRecord, StudySnapshot, StudyStatus,
+    StudyWrite,
 };
 use durable::Journaled;
 use live::{Effect, Live, LiveError, Protocol};
@@ -268,11 +269,12 @@ impl StudyHub {
         let text = serde_json::to_string(&snapshot).map_err(StoreError::from)?;
         let mut writes: Vec<StudyWrite<'_>> = extra.to_vec();
         writes.extend(effects.iter().map(write_of));
-        if let Err(e) = self
-            .store
-            .save_study_step(entry.lease, Some(&text), &writes)
-            .await
-        {
+        let kept = StudySnapshot {
+            state: &text,
+            journal: &[],
+            supersedes_journal: live.snapshot_supersedes_journal(),
+        };
+        if let Err(e) = self.store.save_study_step(entry.lease, Some(kept), &writes).await {
             self.stop(study, entry);
             tracing::warn!(%study, error = %e, "the study's state could not be kept; it stops here");
             return Err(e.into());
@@ -539,7 +541,7 @@ impl StudyHub {
             message.apply(&mut live)?;
             if live.is_kept() && live.marker() == before {
                 let text = serde_json::to_string(&message).map_err(StoreError::from)?;
-                if let Err(e) = self.store.append_study_journal(entry.lease, &text).await {
+                if let Err(e) = self.store.append_study_journal(entry.lease, &[text]).await {
                     self.stop(study, &entry);
                     tracing::warn!(%study, error = %e, "the study's message could not be kept; it stops here");
                     return Err(e.into());
