@@ -261,3 +261,64 @@ async fn the_journal_is_fenced_emptied_by_a_snapshot_and_dropped_at_the_end() {
     assert!(b.load_study_journal(id).await.expect("load").is_empty());
     assert_eq!(b.load_study_state(id).await.expect("load"), None);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_site_keeps_one_message_per_phase_and_one_session_per_study() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("site.ledger");
+    let ledger = Store::open_ledger(&path).await.expect("ledger");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&path).expect("stat").permissions().mode();
+        assert_eq!(
+            mode & 0o777,
+            0o600,
+            "the ledger holds session secrets: owner only"
+        );
+    }
+    let study = Uuid::new_v4();
+    assert_eq!(ledger.site_session(study).await.expect("read"), None);
+    let first = SiteSession {
+        secret_seed: [7; 32],
+        fingerprint: "f1".into(),
+    };
+    let kept = ledger.start_site_session(study, &first).await.expect("start");
+    assert_eq!(kept, first);
+    let other = SiteSession {
+        secret_seed: [9; 32],
+        fingerprint: "f2".into(),
+    };
+    assert_eq!(
+        ledger.start_site_session(study, &other).await.expect("again"),
+        first
+    );
+    let sent = ledger
+        .keep_site_message(study, SiteMessageKind::Contribution, 2, "bytes-1")
+        .await
+        .expect("keep");
+    assert_eq!(sent, "bytes-1");
+    let resent = ledger
+        .keep_site_message(study, SiteMessageKind::Contribution, 2, "bytes-2")
+        .await
+        .expect("keep again");
+    assert_eq!(
+        resent, "bytes-1",
+        "a round is answered once: the first bytes stand"
+    );
+    assert_eq!(
+        ledger
+            .site_messages(study, SiteMessageKind::Contribution)
+            .await
+            .expect("list"),
+        vec![(2, "bytes-1".to_owned())]
+    );
+    assert_eq!(
+        ledger
+            .site_message(study, SiteMessageKind::Unmask, 2)
+            .await
+            .expect("read"),
+        None
+    );
+    ledger.close().await;
+}

@@ -6,10 +6,13 @@
 //! roster's names and public keys (public); the share boxes relayed between sites (sealed:
 //! the coordinator cannot open them); the survivor, dropped and silent sets and the round
 //! history (public in the report); the iterate (public) and the last unmasked sum (a DP
-//! release); the masked vectors and unmasking answers of the open round only, which together
-//! reveal that round's sum and nothing else — they are what the coordinator holds in memory
-//! anyway, and [`crate::federation::rounds::Rounds::finish_round`] clears them when the round
-//! ends. No unmasked individual site vector is ever computed, so none can be kept.
+//! release); and, in the journal beside it ([`Journaled`], never in the snapshot itself but for
+//! one written before the journal kept them), the masked vectors and unmasking answers of the
+//! open round only, which together reveal that round's sum and nothing else — they are what
+//! the coordinator holds in memory anyway, and when the round ends
+//! [`crate::federation::rounds::Rounds::finish_round`] clears them and the snapshot written then
+//! empties the journal. No unmasked individual site vector is ever computed, so none can be
+//! kept.
 //!
 //! Every snapshot also lists the store writes of the step that produced it. The hub writes the
 //! snapshot and those writes in one fenced transaction (`Store::save_study_step`), so a replica
