@@ -178,23 +178,26 @@ impl Rounds {
         if self.phase == Phase::Collect {
             return self.submit(site, round, masked);
         }
-        self.check_round(round)?;
-        let Phase::Unmask { survivors, .. } = &self.phase else {
-            return Err(RoundError::WrongPhase {
-                round,
-                what: "contributions",
-            });
-        };
-        if !survivors.contains(&site) {
-            return Err(RoundError::NotExpected(site));
-        }
-        if self.masked.contains_key(&site) {
-            return Err(RoundError::AlreadyReceived {
-                site,
-                round,
-                what: "contribution",
-            });
-        }
+        let expected = self.unmasking(round, "contributions")?.contains(&site);
+        self.insert_masked(site, round, expected, masked)
+    }
+
+    /// Keeps `site`'s masked vector for the open round: refused unless the phase `expected`
+    /// it, it is not here yet and has the round's length.
+    fn insert_masked(
+        &mut self,
+        site: u32,
+        round: u32,
+        expected: bool,
+        masked: Vec<u64>,
+    ) -> Result<(), RoundError> {
+        check_fresh(
+            site,
+            round,
+            expected,
+            self.masked.contains_key(&site),
+            "contribution",
+        )?;
         if masked.len() != self.len {
             return Err(RoundError::WrongLength {
                 expected: self.len,
@@ -287,24 +290,8 @@ impl Rounds {
                 what: "contributions",
             });
         }
-        if !self.roster.contains(&site) {
-            return Err(RoundError::NotExpected(site));
-        }
-        if self.masked.contains_key(&site) {
-            return Err(RoundError::AlreadyReceived {
-                site,
-                round,
-                what: "contribution",
-            });
-        }
-        if masked.len() != self.len {
-            return Err(RoundError::WrongLength {
-                expected: self.len,
-                got: masked.len(),
-            });
-        }
-        self.masked.insert(site, masked);
-        Ok(())
+        let expected = self.roster.contains(&site);
+        self.insert_masked(site, round, expected, masked)
     }
 
     /// Every site of the roster has contributed.
@@ -338,25 +325,25 @@ impl Rounds {
         Ok(())
     }
 
+    /// The survivors, when `round` is the open round and unmasking (else `what` is refused).
+    fn unmasking(&self, round: u32, what: &'static str) -> Result<&[u32], RoundError> {
+        self.check_round(round)?;
+        match &self.phase {
+            Phase::Unmask { survivors, .. } => Ok(survivors),
+            Phase::Collect | Phase::Done => Err(RoundError::WrongPhase { round, what }),
+        }
+    }
+
     /// A survivor's unmasking shares for `round`.
     pub fn submit_unmask(&mut self, site: u32, round: u32, answer: UnmaskRequest) -> Result<(), RoundError> {
-        self.check_round(round)?;
-        let Phase::Unmask { survivors, .. } = &self.phase else {
-            return Err(RoundError::WrongPhase {
-                round,
-                what: "unmasking shares",
-            });
-        };
-        if !survivors.contains(&site) {
-            return Err(RoundError::NotExpected(site));
-        }
-        if self.answers.contains_key(&site) {
-            return Err(RoundError::AlreadyReceived {
-                site,
-                round,
-                what: "unmasking shares",
-            });
-        }
+        let expected = self.unmasking(round, "unmasking shares")?.contains(&site);
+        check_fresh(
+            site,
+            round,
+            expected,
+            self.answers.contains_key(&site),
+            "unmasking shares",
+        )?;
         // Refuse a malformed answer now, so that it cannot spoil the round's reconstruction.
         if let Phase::Unmask { survivors, dropped } = &self.phase {
             self.aggregator
@@ -417,4 +404,22 @@ impl Rounds {
         };
         Ok(sum)
     }
+}
+
+/// Refuses a message from a site the phase does not expect (`expected`), or a repeat
+/// (`present`: its `what` for `round` is already here).
+fn check_fresh(
+    site: u32,
+    round: u32,
+    expected: bool,
+    present: bool,
+    what: &'static str,
+) -> Result<(), RoundError> {
+    if !expected {
+        return Err(RoundError::NotExpected(site));
+    }
+    if present {
+        return Err(RoundError::AlreadyReceived { site, round, what });
+    }
+    Ok(())
 }

@@ -166,13 +166,13 @@ fn unmasking() -> (Live, BTreeMap<u32, SiteSession>, Vec<String>, Vec<u32>) {
 
 /// `site`'s unmasking answer for round 1.
 fn answer_of(live: &Live, sessions: &mut BTreeMap<u32, SiteSession>, site: u32, roster: &[u32]) -> Journaled {
-    let SiteTask::Unmask {
-        round: 1,
-        survivors,
-        dropped,
-    } = live.task(site)
-    else {
-        panic!("round 1 unmasks");
+    let (survivors, dropped) = match live.task(site) {
+        SiteTask::Unmask {
+            round: 1,
+            survivors,
+            dropped,
+        } => (survivors, dropped),
+        _ => panic!("round 1 unmasks"),
     };
     let answer = sessions
         .get_mut(&site)
