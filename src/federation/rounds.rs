@@ -122,6 +122,24 @@ impl Rounds {
 
     /// The state to keep (all but the aggregator).
     pub fn state(&self) -> RoundsState {
+        self.kept_state(true)
+    }
+
+    /// The state to keep, with the open round's masked vectors and unmasking answers or
+    /// without them (when they are kept elsewhere: the coordinator's journal, given back on a
+    /// restore by [`Rounds::resubmit`] and [`Rounds::submit_unmask`]).
+    pub fn kept_state(&self, with_messages: bool) -> RoundsState {
+        let (masked, answers) = if with_messages {
+            (
+                self.masked
+                    .iter()
+                    .map(|(&site, words)| (site, super::wire::words_to_b64(words)))
+                    .collect(),
+                self.answers.clone(),
+            )
+        } else {
+            (BTreeMap::new(), BTreeMap::new())
+        };
         RoundsState {
             threshold: self.threshold,
             rounds: self.rounds,
@@ -129,14 +147,65 @@ impl Rounds {
             round: self.round,
             roster: self.roster.clone(),
             phase: self.phase.clone(),
-            masked: self
-                .masked
-                .iter()
-                .map(|(&site, words)| (site, super::wire::words_to_b64(words)))
-                .collect(),
-            answers: self.answers.clone(),
+            masked,
+            answers,
             history: self.history.clone(),
         }
+    }
+
+    /// Whether the open round has received any masked vector or unmasking answer.
+    pub fn holds_messages(&self) -> bool {
+        !self.masked.is_empty() || !self.answers.is_empty()
+    }
+
+    /// Survivors of the unmasking round whose masked vector is not here (none while
+    /// collecting): a restored state lacks them until they are given back.
+    pub fn missing_masked(&self) -> Vec<u32> {
+        match &self.phase {
+            Phase::Unmask { survivors, .. } => survivors
+                .iter()
+                .copied()
+                .filter(|s| !self.masked.contains_key(s))
+                .collect(),
+            Phase::Collect | Phase::Done => Vec::new(),
+        }
+    }
+
+    /// A masked vector of the open round given back from where it was kept: as
+    /// [`Rounds::submit`] while collecting, and once collection has closed, only a survivor's
+    /// vector that is not here yet (the kept state of an unmasking round omits them).
+    pub fn resubmit(&mut self, site: u32, round: u32, masked: Vec<u64>) -> Result<(), RoundError> {
+        if self.phase == Phase::Collect {
+            return self.submit(site, round, masked);
+        }
+        let expected = self.unmasking(round, "contributions")?.contains(&site);
+        self.insert_masked(site, round, expected, masked)
+    }
+
+    /// Keeps `site`'s masked vector for the open round: refused unless the phase `expected`
+    /// it, it is not here yet and has the round's length.
+    fn insert_masked(
+        &mut self,
+        site: u32,
+        round: u32,
+        expected: bool,
+        masked: Vec<u64>,
+    ) -> Result<(), RoundError> {
+        check_fresh(
+            site,
+            round,
+            expected,
+            self.masked.contains_key(&site),
+            "contribution",
+        )?;
+        if masked.len() != self.len {
+            return Err(RoundError::WrongLength {
+                expected: self.len,
+                got: masked.len(),
+            });
+        }
+        self.masked.insert(site, masked);
+        Ok(())
     }
 
     /// The rounds again from a kept state and the aggregator of the same participants.
@@ -221,24 +290,8 @@ impl Rounds {
                 what: "contributions",
             });
         }
-        if !self.roster.contains(&site) {
-            return Err(RoundError::NotExpected(site));
-        }
-        if self.masked.contains_key(&site) {
-            return Err(RoundError::AlreadyReceived {
-                site,
-                round,
-                what: "contribution",
-            });
-        }
-        if masked.len() != self.len {
-            return Err(RoundError::WrongLength {
-                expected: self.len,
-                got: masked.len(),
-            });
-        }
-        self.masked.insert(site, masked);
-        Ok(())
+        let expected = self.roster.contains(&site);
+        self.insert_masked(site, round, expected, masked)
     }
 
     /// Every site of the roster has contributed.
@@ -272,25 +325,25 @@ impl Rounds {
         Ok(())
     }
 
+    /// The survivors, when `round` is the open round and unmasking (else `what` is refused).
+    fn unmasking(&self, round: u32, what: &'static str) -> Result<&[u32], RoundError> {
+        self.check_round(round)?;
+        match &self.phase {
+            Phase::Unmask { survivors, .. } => Ok(survivors),
+            Phase::Collect | Phase::Done => Err(RoundError::WrongPhase { round, what }),
+        }
+    }
+
     /// A survivor's unmasking shares for `round`.
     pub fn submit_unmask(&mut self, site: u32, round: u32, answer: UnmaskRequest) -> Result<(), RoundError> {
-        self.check_round(round)?;
-        let Phase::Unmask { survivors, .. } = &self.phase else {
-            return Err(RoundError::WrongPhase {
-                round,
-                what: "unmasking shares",
-            });
-        };
-        if !survivors.contains(&site) {
-            return Err(RoundError::NotExpected(site));
-        }
-        if self.answers.contains_key(&site) {
-            return Err(RoundError::AlreadyReceived {
-                site,
-                round,
-                what: "unmasking shares",
-            });
-        }
+        let expected = self.unmasking(round, "unmasking shares")?.contains(&site);
+        check_fresh(
+            site,
+            round,
+            expected,
+            self.answers.contains_key(&site),
+            "unmasking shares",
+        )?;
         // Refuse a malformed answer now, so that it cannot spoil the round's reconstruction.
         if let Phase::Unmask { survivors, dropped } = &self.phase {
             self.aggregator
@@ -351,4 +404,22 @@ impl Rounds {
         };
         Ok(sum)
     }
+}
+
+/// Refuses a message from a site the phase does not expect (`expected`), or a repeat
+/// (`present`: its `what` for `round` is already here).
+fn check_fresh(
+    site: u32,
+    round: u32,
+    expected: bool,
+    present: bool,
+    what: &'static str,
+) -> Result<(), RoundError> {
+    if !expected {
+        return Err(RoundError::NotExpected(site));
+    }
+    if present {
+        return Err(RoundError::AlreadyReceived { site, round, what });
+    }
+    Ok(())
 }

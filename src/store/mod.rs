@@ -73,7 +73,7 @@ pub use studies::{
     NewStudy, NewStudySite, SITE_TOKEN_PREFIX, SiteStatus, StudyCancel, StudyRecord, StudyResult,
     StudySiteRecord, StudyStatus,
 };
-pub use study_state::{SiteMessageKind, SiteSession, StudyLease, StudyWrite};
+pub use study_state::{SiteMessageKind, SiteSession, StudyLease, StudySnapshot, StudyWrite};
 pub use tenants::API_KEY_PREFIX;
 pub use uploads::{HeldUpload, UploadClaim, UploadClaimOutcome};
 

@@ -98,6 +98,29 @@ impl StudyWrite<'_> {
     }
 }
 
+/// A study's snapshot as [`Store::save_study_step`] writes it.
+#[derive(Clone, Copy, Debug)]
+pub struct StudySnapshot<'a> {
+    pub state: &'a str,
+    /// Journal entries the study accepted before this snapshot and that are not written yet:
+    /// appended first, in this order.
+    pub journal: &'a [String],
+    /// Whether the snapshot holds all that the journal does: the journal is then emptied
+    /// (and `journal` not written).
+    pub supersedes_journal: bool,
+}
+
+impl<'a> StudySnapshot<'a> {
+    /// A snapshot that holds the whole state (the journal is emptied).
+    pub fn whole(state: &'a str) -> StudySnapshot<'a> {
+        StudySnapshot {
+            state,
+            journal: &[],
+            supersedes_journal: true,
+        }
+    }
+}
+
 /// What a site sent (or received) for one phase of a study, kept in its ledger.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SiteMessageKind {
@@ -165,32 +188,38 @@ impl Store {
 
     /// Writes the study's protocol snapshot, fenced (see [`Store::save_study_step`]).
     pub async fn save_study_state(&self, lease: StudyLease, state: &str) -> Result<(), StoreError> {
-        self.save_study_step(lease, Some(state), &[]).await
+        self.save_study_step(lease, Some(StudySnapshot::whole(state)), &[])
+            .await
     }
 
     /// One step of a study, fenced: only while the study is unfinished and still this
     /// replica's under `lease.epoch` (which also renews the lease), and in that one
-    /// transaction, writes the snapshot `state` (if any), then the step's `writes`; a study
-    /// that those writes finish loses its snapshot in the same transaction.
+    /// transaction, writes the snapshot `state` (if any: its journal entries first, or the
+    /// journal emptied when it supersedes it), then the step's `writes`; a study that those
+    /// writes finish loses its snapshot in the same transaction.
     /// [`StoreError::StudyLeaseLost`] otherwise, and nothing is written: the caller must stop
     /// driving the study. So a replica that lost its lease can neither charge, drop, advance,
     /// fail nor finish the study its successor now drives.
     pub async fn save_study_step(
         &self,
         lease: StudyLease,
-        state: Option<&str>,
+        state: Option<StudySnapshot<'_>>,
         writes: &[StudyWrite<'_>],
     ) -> Result<(), StoreError> {
         let mut tx = self.write_tx().await?;
         if !self.hold(&mut tx, lease).await? {
             return Err(StoreError::StudyLeaseLost(lease.study));
         }
-        if let Some(state) = state {
-            // The snapshot now holds what the journal held.
-            sqlx::query("DELETE FROM study_journal WHERE study_id = $1")
-                .bind(id(lease.study))
-                .execute(&mut *tx)
-                .await?;
+        if let Some(snapshot) = state {
+            if snapshot.supersedes_journal {
+                // The snapshot now holds what the journal held.
+                sqlx::query("DELETE FROM study_journal WHERE study_id = $1")
+                    .bind(id(lease.study))
+                    .execute(&mut *tx)
+                    .await?;
+            } else {
+                append_in(&mut tx, lease.study, snapshot.journal).await?;
+            }
             sqlx::query(
                 "INSERT INTO study_states (study_id, epoch, state, updated_at) VALUES ($1, $2, $3, $4) \
                  ON CONFLICT (study_id) DO UPDATE SET epoch = excluded.epoch, state = excluded.state, \
@@ -198,7 +227,7 @@ impl Store {
             )
             .bind(id(lease.study))
             .bind(lease.epoch)
-            .bind(state)
+            .bind(snapshot.state)
             .bind(ts(now()))
             .execute(&mut *tx)
             .await?;
@@ -213,23 +242,21 @@ impl Store {
         Ok(())
     }
 
-    /// Appends a message the study accepted to its journal (`study_journal`), fenced as
-    /// [`Store::save_study_step`]: one row of the message's size instead of the whole snapshot,
-    /// so a round's messages cost what they hold. A resumed study replays the rows after its
-    /// snapshot ([`Store::load_study_journal`]).
-    pub async fn append_study_journal(&self, lease: StudyLease, entry: &str) -> Result<(), StoreError> {
+    /// Appends messages the study accepted to its journal (`study_journal`), in order, in one
+    /// transaction fenced as [`Store::save_study_step`]: one row per message, of its own size,
+    /// instead of the whole snapshot, so a round's messages cost what they hold, and the
+    /// messages that arrived together cost one transaction. A resumed study replays the rows
+    /// after its snapshot ([`Store::load_study_journal`]).
+    pub async fn append_study_journal(
+        &self,
+        lease: StudyLease,
+        entries: &[String],
+    ) -> Result<(), StoreError> {
         let mut tx = self.write_tx().await?;
         if !self.hold(&mut tx, lease).await? {
             return Err(StoreError::StudyLeaseLost(lease.study));
         }
-        sqlx::query(
-            "INSERT INTO study_journal (study_id, seq, entry) \
-             SELECT $1, COALESCE(MAX(seq), 0) + 1, $2 FROM study_journal WHERE study_id = $1",
-        )
-        .bind(id(lease.study))
-        .bind(entry)
-        .execute(&mut *tx)
-        .await?;
+        append_in(&mut tx, lease.study, entries).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -419,6 +446,25 @@ impl Store {
             .await?
             .ok_or_else(|| StoreError::Corrupt(format!("a kept message of study {study} vanished")))
     }
+}
+
+/// Appends `entries` to the study's journal, in order.
+async fn append_in(
+    conn: &mut sqlx::AnyConnection,
+    study: Uuid,
+    entries: &[String],
+) -> Result<(), StoreError> {
+    for entry in entries {
+        sqlx::query(
+            "INSERT INTO study_journal (study_id, seq, entry) \
+             SELECT $1, COALESCE(MAX(seq), 0) + 1, $2 FROM study_journal WHERE study_id = $1",
+        )
+        .bind(id(study))
+        .bind(entry)
+        .execute(&mut *conn)
+        .await?;
+    }
+    Ok(())
 }
 
 /// Deletes a study's snapshot and journal once it has ended (nothing while it is unfinished):

@@ -7,7 +7,8 @@ use std::time::Duration;
 use uuid::Uuid;
 
 use crate::store::{
-    SiteMessageKind, SiteSession, SiteStatus, Store, StoreError, StudyLease, StudyStatus, StudyWrite,
+    SiteMessageKind, SiteSession, SiteStatus, Store, StoreError, StudyLease, StudySnapshot, StudyStatus,
+    StudyWrite,
 };
 
 async fn store_on(url: &str, dir: &std::path::Path, replica: &str) -> Store {
@@ -148,7 +149,9 @@ async fn a_lease_taken_over_is_never_renewed_back_and_its_old_holder_changes_not
             report: None,
         },
     ];
-    let stale = a.save_study_step(created, Some("{\"v\":2}"), &writes).await;
+    let stale = a
+        .save_study_step(created, Some(StudySnapshot::whole("{\"v\":2}")), &writes)
+        .await;
     assert!(
         matches!(stale, Err(StoreError::StudyLeaseLost(s)) if s == id),
         "{stale:?}"
@@ -174,7 +177,8 @@ async fn a_lease_taken_over_is_never_renewed_back_and_its_old_holder_changes_not
         .into_iter()
         .enumerate()
     {
-        b.save_study_step(taken, Some(&format!("{{\"step\":{i}}}")), step)
+        let state = format!("{{\"step\":{i}}}");
+        b.save_study_step(taken, Some(StudySnapshot::whole(&state)), step)
             .await
             .expect("the holder's step");
     }
@@ -193,32 +197,62 @@ async fn a_lease_taken_over_is_never_renewed_back_and_its_old_holder_changes_not
     );
 }
 
-/// The journal: rows appended in order under the lease, refused (and not written) for a holder
-/// that lost it, emptied by the next snapshot, and gone with the snapshot when the study ends.
+/// The journal: rows appended in order under the lease (several in one transaction), refused
+/// (and not written) for a holder that lost it, kept beside a snapshot that does not supersede
+/// it (with the entries written with that snapshot after it), emptied by one that does, and
+/// gone with the snapshot when the study ends.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_journal_is_fenced_emptied_by_a_snapshot_and_dropped_at_the_end() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (a, b, id, created) = two_replicas(dir.path()).await;
-    for entry in ["one", "two"] {
-        a.append_study_journal(created, entry).await.expect("append");
-    }
-    assert_eq!(a.load_study_journal(id).await.expect("load"), ["one", "two"]);
+    let entries = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+    a.append_study_journal(created, &entries(&["one"]))
+        .await
+        .expect("append");
+    a.append_study_journal(created, &entries(&["two", "three"]))
+        .await
+        .expect("append a group");
+    assert_eq!(
+        a.load_study_journal(id).await.expect("load"),
+        ["one", "two", "three"]
+    );
     b.advance_lease_clock(Duration::from_secs(120));
     let taken = b.claim_study(id).await.expect("claim").expect("claimable");
-    let refused = a.append_study_journal(created, "three").await;
+    let refused = a.append_study_journal(created, &entries(&["four"])).await;
     assert!(
         matches!(refused, Err(StoreError::StudyLeaseLost(s)) if s == id),
         "{refused:?}"
     );
-    b.append_study_journal(taken, "three").await.expect("append");
+    b.append_study_journal(taken, &entries(&["four"]))
+        .await
+        .expect("append");
     assert_eq!(
         b.load_study_journal(id).await.expect("load"),
-        ["one", "two", "three"],
+        ["one", "two", "three", "four"],
         "the stale holder wrote nothing"
     );
-    b.save_study_state(taken, "{\"v\":2}").await.expect("snapshot");
+    let pending = entries(&["five", "six"]);
+    let beside = StudySnapshot {
+        state: "{\"v\":2}",
+        journal: &pending,
+        supersedes_journal: false,
+    };
+    b.save_study_step(taken, Some(beside), &[])
+        .await
+        .expect("snapshot beside the journal");
+    assert_eq!(
+        b.load_study_journal(id).await.expect("load"),
+        ["one", "two", "three", "four", "five", "six"]
+    );
+    assert_eq!(
+        b.load_study_state(id).await.expect("load").as_deref(),
+        Some("{\"v\":2}")
+    );
+    b.save_study_state(taken, "{\"v\":3}").await.expect("snapshot");
     assert!(b.load_study_journal(id).await.expect("load").is_empty());
-    b.append_study_journal(taken, "four").await.expect("append");
+    b.append_study_journal(taken, &entries(&["seven"]))
+        .await
+        .expect("append");
     let failed = [StudyWrite::Failed {
         reason: "test",
         report: None,

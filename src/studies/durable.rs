@@ -8,10 +8,13 @@
 //! roster's names and public keys (public); the share boxes relayed between sites (sealed:
 //! the coordinator cannot open them); the survivor, dropped and silent sets and the round
 //! history (public in the report); the iterate (public) and the last unmasked sum (a DP
-//! release); the masked vectors and unmasking answers of the open round only, which together
-//! reveal that round's sum and nothing else — they are what the coordinator holds in memory
-//! anyway, and [`crate::federation::rounds::Rounds::finish_round`] clears them when the round
-//! ends. No unmasked individual site vector is ever computed, so none can be kept.
+//! release); and, in the journal beside it ([`Journaled`], never in the snapshot itself but for
+//! one written before the journal kept them), the masked vectors and unmasking answers of the
+//! open round only, which together reveal that round's sum and nothing else — they are what
+//! the coordinator holds in memory anyway, and when the round ends
+//! [`crate::federation::rounds::Rounds::finish_round`] clears them and the snapshot written then
+//! empties the journal. No unmasked individual site vector is ever computed, so none can be
+//! kept.
 //!
 //! Every snapshot also lists the store writes of the step that produced it. The hub writes the
 //! snapshot and those writes in one fenced transaction (`Store::save_study_step`), so a replica
@@ -41,12 +44,15 @@ use crate::protocols::power::coordinator::{Running, Sharing};
 use crate::protocols::power::state::PowerState;
 use crate::store::StudyStatus;
 
-/// A message a running `federated_power` study accepted after its last snapshot, as kept in
-/// `study_journal` (`Store::append_study_journal`). Accepting a masked vector or an unmasking
-/// answer never changes the phase (the driver does, and writes a snapshot when it does, which
-/// empties the journal), so replaying the journal onto the snapshot, in order, through the same
-/// [`Live`] methods rebuilds exactly the state that acknowledged them. What an entry holds is
-/// what the snapshot would hold: a masked vector, or a survivor's unmasking shares.
+/// A message a running `federated_power` study accepted in its open round, as kept in
+/// `study_journal` (`Store::append_study_journal`). The journal holds the open round's masked
+/// vectors and unmasking answers; the snapshots omit them ([`Live::snapshot`]), and the
+/// snapshot written when the round ends (which holds none) empties the journal. Accepting a
+/// message never changes the phase (the driver does, and writes a snapshot when it does), so
+/// replaying the journal onto the last snapshot, in order, rebuilds exactly the state that
+/// acknowledged them: a masked vector is given back also when the snapshot is of the round's
+/// unmasking phase ([`Journaled::replay`]). An entry holds what no snapshot does: a masked
+/// vector, or a survivor's unmasking shares.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Journaled {
@@ -70,16 +76,37 @@ impl Journaled {
             Journaled::Unmask { site, round, answer } => live.unmask(*site, *round, answer.clone()),
         }
     }
+
+    /// Gives the message back to a restored study (whose snapshot may be of a later phase of
+    /// the same round than the one that accepted it).
+    pub fn replay(&self, live: &mut Live) -> Result<(), LiveError> {
+        match self {
+            Journaled::Contribution { site, round, masked } => {
+                live.replay_contribution(*site, *round, masked)
+            }
+            Journaled::Unmask { .. } => self.apply(live),
+        }
+    }
 }
 
-/// Replays `journal` (the entries' JSON, oldest first) onto a restored study.
+/// Replays `journal` (the entries' JSON, oldest first) onto a restored study. Refused when the
+/// restored round still lacks a survivor's masked vector afterwards.
 pub fn replay(live: &mut Live, journal: &[String]) -> Result<(), String> {
     for (i, text) in journal.iter().enumerate() {
         let entry: Journaled =
             serde_json::from_str(text).map_err(|e| format!("journal entry {}: {e}", i + 1))?;
         entry
-            .apply(live)
+            .replay(live)
             .map_err(|e| format!("journal entry {} does not replay: {e}", i + 1))?;
+    }
+    if let Stage::Running(running) = &live.stage {
+        let missing = running.rounds.missing_masked();
+        if !missing.is_empty() {
+            return Err(format!(
+                "the kept round {} lacks the masked vectors of survivors {missing:?}",
+                running.rounds.round()
+            ));
+        }
     }
     Ok(())
 }
@@ -285,8 +312,27 @@ impl Live {
         })
     }
 
+    /// Whether the open round's masked vectors and answers are kept in the journal rather
+    /// than in the snapshot (always, but for the round of a restored snapshot that held them).
+    fn journal_keeps_round(&self) -> bool {
+        match &self.stage {
+            Stage::Running(running) => running.snapshot_holds_round != Some(running.rounds.round()),
+            _ => false,
+        }
+    }
+
+    /// Whether [`Live::snapshot`] holds all the journal does, so that writing it empties the
+    /// journal: false while the open round's messages are kept only in the journal.
+    pub fn snapshot_supersedes_journal(&self) -> bool {
+        match &self.stage {
+            Stage::Running(running) => !(self.journal_keeps_round() && running.rounds.holds_messages()),
+            _ => true,
+        }
+    }
+
     /// The snapshot to keep after a step with `effects` (every protocol is kept; None is
-    /// left for a protocol that is not).
+    /// left for a protocol that is not). The open round's masked vectors and unmasking answers
+    /// are not in it: the journal keeps them ([`Journaled`]).
     pub fn snapshot(&self, effects: &[Effect]) -> Option<Snapshot> {
         let (config, cape, gossip) = match &self.protocol {
             Protocol::Power(config) => (Some(config.clone()), None, None),
@@ -304,7 +350,7 @@ impl Live {
             Stage::Running(running) => StageSnapshot::Running {
                 participants: running.participants.clone(),
                 senders: running.senders.clone(),
-                rounds: Box::new(running.rounds.state()),
+                rounds: Box::new(running.rounds.kept_state(!self.journal_keeps_round())),
                 iterate: running.power.iterate().as_slice().to_vec(),
                 last: running.power.last_release().map(|m| m.as_slice().to_vec()),
                 inboxes: running.inboxes.clone(),
@@ -380,6 +426,9 @@ impl Live {
                 inboxes,
             } => {
                 let config = power_config()?;
+                // A snapshot written before the journal kept the open round's messages.
+                let snapshot_holds_round =
+                    (!rounds.masked.is_empty() || !rounds.answers.is_empty()).then_some(rounds.round);
                 let aggregator = Aggregator::new(study, config.threshold, &participants, config.iterations)
                     .map_err(|e| e.to_string())?;
                 let rounds = Rounds::restore(aggregator, *rounds).map_err(|e| e.to_string())?;
@@ -394,6 +443,7 @@ impl Live {
                     rounds,
                     power,
                     inboxes,
+                    snapshot_holds_round,
                 }))
             }
             StageSnapshot::Cape(kept) => match &protocol {

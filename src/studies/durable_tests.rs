@@ -8,13 +8,13 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use uuid::Uuid;
 
-use super::{Journaled, Snapshot, replay};
+use super::{Journaled, Snapshot, StageSnapshot, replay};
 use crate::algorithms::federated_power::FederatedPowerConfig;
 use crate::algorithms::sensitivity::SensitivityMode;
 use crate::federation::messages::{JoinRequest, SiteTask, UnmaskRequest};
 use crate::federation::secagg::SiteSession;
 use crate::federation::wire;
-use crate::studies::live::{Effect, Live, LiveError, Protocol};
+use crate::studies::live::{Effect, Live, LiveError, Protocol, Stage};
 
 const D: usize = 3;
 const P: usize = 2;
@@ -93,36 +93,111 @@ fn restored_at_round_one() -> (Live, BTreeMap<u32, SiteSession>, ChaCha20Rng) {
     (live, sessions, rng)
 }
 
-/// Site 1's masked round-1 vector (zero data), as the wire carries it.
-fn masked_by_site_one(live: &Live, sessions: &mut BTreeMap<u32, SiteSession>) -> String {
+/// `site`'s masked round-1 vector (zero data), as the wire carries it, and the roster it masked
+/// with.
+fn masked_by(live: &Live, sessions: &mut BTreeMap<u32, SiteSession>, site: u32) -> (String, Vec<u32>) {
     let SiteTask::Contribute {
         round: 1,
         roster,
         inbox,
         ..
-    } = live.task(1)
+    } = live.task(site)
     else {
         panic!("round 1 opens");
     };
-    sessions
-        .get_mut(&1)
+    let session = sessions.get_mut(&site).unwrap();
+    session.receive_inbox(&inbox).expect("inbox");
+    let masked = session.mask(1, &roster, &[0; D * P]).expect("mask");
+    (wire::words_to_b64(&masked), roster)
+}
+
+/// Site 1's masked round-1 vector.
+fn masked_by_site_one(live: &Live, sessions: &mut BTreeMap<u32, SiteSession>) -> String {
+    masked_by(live, sessions, 1).0
+}
+
+/// The whole protocol state of a running study, the open round's messages included (which its
+/// snapshot leaves to the journal).
+fn whole(live: &Live) -> String {
+    let Stage::Running(running) = &live.stage else {
+        panic!("running rounds");
+    };
+    let snapshot = serde_json::to_string(&live.snapshot(&[]).expect("kept")).expect("serialise");
+    let rounds = serde_json::to_string(&running.rounds.state()).expect("serialise");
+    format!("{snapshot}\n{rounds}")
+}
+
+/// Restored from `snapshot` (through its JSON).
+fn restore(study: Uuid, snapshot: &Snapshot) -> Live {
+    let text = serde_json::to_string(snapshot).expect("serialise");
+    let snapshot: Snapshot = serde_json::from_str(&text).expect("parse");
+    Live::restore(study, snapshot, Instant::now(), Duration::from_secs(30))
+        .expect("restore")
+        .0
+}
+
+/// Round 1 with every site's masked vector accepted (each kept as a journal entry) and
+/// collection closed; the journal, and the rosters the sites masked with.
+fn unmasking() -> (Live, BTreeMap<u32, SiteSession>, Vec<String>, Vec<u32>) {
+    let (mut live, mut sessions, _) = restored_at_round_one();
+    assert!(live.snapshot_supersedes_journal(), "nothing is journaled yet");
+    let mut journal = Vec::new();
+    let mut roster = Vec::new();
+    for site in 1..=3 {
+        let (masked, masked_with) = masked_by(&live, &mut sessions, site);
+        let message = Journaled::Contribution {
+            site,
+            round: 1,
+            masked,
+        };
+        message.apply(&mut live).expect("contribute");
+        journal.push(serde_json::to_string(&message).expect("serialise"));
+        roster = masked_with;
+    }
+    assert!(
+        !live.snapshot_supersedes_journal(),
+        "the journal holds the vectors"
+    );
+    let effects = live.advance(Instant::now());
+    assert!(effects.is_empty(), "{effects:?}");
+    assert_eq!(live.phase_label().as_deref(), Some("unmask-1"));
+    (live, sessions, journal, roster)
+}
+
+/// `site`'s unmasking answer for round 1.
+fn answer_of(live: &Live, sessions: &mut BTreeMap<u32, SiteSession>, site: u32, roster: &[u32]) -> Journaled {
+    let (survivors, dropped) = match live.task(site) {
+        SiteTask::Unmask {
+            round: 1,
+            survivors,
+            dropped,
+        } => (survivors, dropped),
+        _ => panic!("round 1 unmasks"),
+    };
+    let answer = sessions
+        .get_mut(&site)
         .unwrap()
-        .receive_inbox(&inbox)
-        .expect("inbox");
-    let masked = sessions
-        .get_mut(&1)
-        .unwrap()
-        .mask(1, &roster, &[0; D * P])
-        .expect("mask");
-    wire::words_to_b64(&masked)
+        .unmask_response(1, roster, &survivors, &dropped, 2)
+        .expect("answer");
+    Journaled::Unmask {
+        site,
+        round: 1,
+        answer,
+    }
 }
 
 #[test]
 fn a_restored_study_continues_and_refuses_repeats_and_wrong_phases() {
     let (mut live, mut sessions, _) = restored_at_round_one();
     let masked = masked_by_site_one(&live, &mut sessions);
-    live.contribute(1, 1, &masked).expect("contribute");
+    let message = Journaled::Contribution {
+        site: 1,
+        round: 1,
+        masked: masked.clone(),
+    };
+    message.apply(&mut live).expect("contribute");
     let (mut live, _) = reload(&live, &[]);
+    replay(&mut live, &[serde_json::to_string(&message).expect("serialise")]).expect("replay");
     assert!(matches!(
         live.contribute(1, 1, &masked),
         Err(LiveError::AlreadyReceived(_))
@@ -166,8 +241,7 @@ fn a_journaled_contribution_replays_onto_the_snapshot() {
     let (mut resumed, _) =
         Live::restore(live.study, before, Instant::now(), Duration::from_secs(30)).expect("restore");
     replay(&mut resumed, &journal).expect("replay");
-    let text = |l: &Live| serde_json::to_string(&l.snapshot(&[]).expect("kept")).expect("serialise");
-    assert_eq!(text(&resumed), text(&live));
+    assert_eq!(whole(&resumed), whole(&live));
     assert!(matches!(
         resumed.contribute(1, 1, &masked),
         Err(LiveError::AlreadyReceived(_))
@@ -178,4 +252,79 @@ fn a_journaled_contribution_replays_onto_the_snapshot() {
         replay(&mut other, &wrong).is_err(),
         "an entry that does not fit is refused"
     );
+}
+
+/// The snapshot written when collection closes omits the masked vectors (the journal keeps
+/// them): restored with the journal, the study is exactly the one that acknowledged them, also
+/// after an unmasking answer, and it finishes the round as the live study does; a journal that
+/// lacks a survivor's vector is refused. The snapshot of the next round holds the journal's
+/// all (none of the round's messages) and empties it.
+#[test]
+fn an_unmasking_snapshot_leaves_the_round_to_the_journal() {
+    let (mut live, mut sessions, mut journal, roster) = unmasking();
+    let kept = live.snapshot(&[]).expect("kept");
+    let StageSnapshot::Running { rounds, .. } = &kept.stage else {
+        panic!("running");
+    };
+    assert!(rounds.masked.is_empty() && rounds.answers.is_empty());
+    assert!(!live.snapshot_supersedes_journal());
+
+    let first = answer_of(&live, &mut sessions, 1, &roster);
+    first.apply(&mut live).expect("unmask");
+    journal.push(serde_json::to_string(&first).expect("serialise"));
+    let mut resumed = restore(live.study, &kept);
+    replay(&mut resumed, &journal).expect("replay");
+    assert_eq!(whole(&resumed), whole(&live));
+    let mut short = restore(live.study, &kept);
+    let without = [journal[0].clone(), journal[2].clone(), journal[3].clone()];
+    let refused = replay(&mut short, &without).expect_err("a survivor's vector is missing");
+    assert!(refused.contains("[2]"), "{refused}");
+
+    for site in 2..=3 {
+        let answer = answer_of(&live, &mut sessions, site, &roster);
+        answer.apply(&mut live).expect("unmask");
+        answer.replay(&mut resumed).expect("unmask after the restore");
+    }
+    let done = live.advance(Instant::now());
+    assert!(
+        matches!(done.as_slice(), [Effect::Progress { done: 1 }]),
+        "{done:?}"
+    );
+    let again = resumed.advance(Instant::now());
+    assert!(
+        matches!(again.as_slice(), [Effect::Progress { done: 1 }]),
+        "{again:?}"
+    );
+    assert_eq!(
+        whole(&resumed),
+        whole(&live),
+        "the same sum, the same next iterate"
+    );
+    assert!(live.snapshot_supersedes_journal(), "round 2 has received nothing");
+}
+
+/// A snapshot written before the journal kept the open round (its masked vectors inside) still
+/// restores, and the study's snapshots keep holding that round (superseding the journal) until
+/// it ends, so none of its vectors is lost.
+#[test]
+fn an_old_snapshot_holding_the_round_still_restores() {
+    let (live, _, _, _) = unmasking();
+    let Stage::Running(running) = &live.stage else {
+        panic!("running");
+    };
+    let mut old = live.snapshot(&[]).expect("kept");
+    let StageSnapshot::Running { rounds, .. } = &mut old.stage else {
+        panic!("running");
+    };
+    **rounds = running.rounds.state();
+    assert_eq!(rounds.masked.len(), 3);
+    let mut resumed = restore(live.study, &old);
+    replay(&mut resumed, &[]).expect("nothing to replay");
+    let rounds_of = |l: &Live| whole(l).rsplit('\n').next().map(str::to_owned);
+    assert_eq!(rounds_of(&resumed), rounds_of(&live));
+    assert!(resumed.snapshot_supersedes_journal());
+    let StageSnapshot::Running { rounds, .. } = resumed.snapshot(&[]).expect("kept").stage else {
+        panic!("running");
+    };
+    assert_eq!(rounds.masked.len(), 3, "the round stays in the snapshot");
 }

@@ -23,7 +23,8 @@ use uuid::Uuid;
 
 use crate::federation::messages::{JoinRequest, ShareBox, SiteTask, UnmaskRequest};
 use crate::store::{
-    SiteStatus, Store, StoreError, StudyLease, StudyRecord, StudySiteRecord, StudyStatus, StudyWrite,
+    SiteStatus, Store, StoreError, StudyLease, StudyRecord, StudySiteRecord, StudySnapshot, StudyStatus,
+    StudyWrite,
 };
 use durable::Journaled;
 use live::{Effect, Live, LiveError, Protocol};
@@ -38,11 +39,55 @@ struct Entry {
     lease: StudyLease,
     /// Set when a state write failed: the entry is no longer the study's state; its driver stops.
     dead: std::sync::atomic::AtomicBool,
+    /// Journal entries accepted and not yet written (group commit, [`StudyHub::journaled`]).
+    journal: Mutex<Pending>,
+    /// Held while journal entries are written: one transaction at a time, in order.
+    writer: tokio::sync::Mutex<()>,
+}
+
+/// The journal entries an entry accepted and has not written yet, numbered in acceptance order.
+#[derive(Default)]
+struct Pending {
+    entries: Vec<String>,
+    /// How many entries were accepted, and how many of them are written.
+    accepted: u64,
+    written: u64,
 }
 
 impl Entry {
     fn is_dead(&self) -> bool {
         self.dead.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn pending(&self) -> std::sync::MutexGuard<'_, Pending> {
+        self.journal
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Queues an accepted message's journal entry (under the study's lock, so in acceptance
+    /// order); its number.
+    fn accept(&self, text: String) -> u64 {
+        let mut pending = self.pending();
+        pending.entries.push(text);
+        pending.accepted += 1;
+        pending.accepted
+    }
+
+    /// The entries waiting, and the number of the last of them (to pass to [`Entry::written`]
+    /// once they are committed).
+    fn take_pending(&self) -> (Vec<String>, u64) {
+        let mut pending = self.pending();
+        (std::mem::take(&mut pending.entries), pending.accepted)
+    }
+
+    fn written(&self, upto: u64) {
+        let mut pending = self.pending();
+        pending.written = pending.written.max(upto);
+    }
+
+    fn is_written(&self, ticket: u64) -> bool {
+        self.pending().written >= ticket
     }
 }
 
@@ -225,6 +270,8 @@ impl StudyHub {
             changed,
             lease,
             dead: std::sync::atomic::AtomicBool::new(false),
+            journal: Mutex::new(Pending::default()),
+            writer: tokio::sync::Mutex::new(()),
         });
         if let Ok(mut map) = self.studies.lock() {
             map.insert(study, entry.clone());
@@ -268,11 +315,20 @@ impl StudyHub {
         let text = serde_json::to_string(&snapshot).map_err(StoreError::from)?;
         let mut writes: Vec<StudyWrite<'_>> = extra.to_vec();
         writes.extend(effects.iter().map(write_of));
-        if let Err(e) = self
-            .store
-            .save_study_step(entry.lease, Some(&text), &writes)
-            .await
-        {
+        // The journal entries accepted and not yet written go first, in this transaction
+        // (behind any group being written): the snapshot never gets ahead of them.
+        let _writing = entry.writer.lock().await;
+        let (pending, accepted) = entry.take_pending();
+        let kept = StudySnapshot {
+            state: &text,
+            journal: &pending,
+            supersedes_journal: live.snapshot_supersedes_journal(),
+        };
+        let saved = self.store.save_study_step(entry.lease, Some(kept), &writes).await;
+        if saved.is_ok() {
+            entry.written(accepted);
+        }
+        if let Err(e) = saved {
             self.stop(study, entry);
             tracing::warn!(%study, error = %e, "the study's state could not be kept; it stops here");
             return Err(e.into());
@@ -529,27 +585,56 @@ impl StudyHub {
     /// Accepts a round's message and keeps it before acknowledging it, as [`StudyHub::with_live`]
     /// does, but as one journal row of the message's own size ([`Store::append_study_journal`])
     /// instead of the whole snapshot: accepting it never changes the phase, so the snapshot
-    /// plus the journal is the state (docs/performance-federation.md). A failed write drops the
-    /// entry, as a failed snapshot does.
+    /// plus the journal is the state (docs/performance-federation.md). Group commit: the row is
+    /// written after the study's lock is released, and messages accepted while another
+    /// group is being written wait and are written together in the next transaction; each is
+    /// acknowledged (this returns) only once its row is committed. A snapshot written meanwhile
+    /// takes the waiting rows into its own transaction ([`StudyHub::persist_with`]). A failed
+    /// write drops the entry, as a failed snapshot does, and refuses every message of it.
     async fn journaled(&self, study: Uuid, message: Journaled) -> Result<(), HubError> {
         let entry = self.live_entry(study).await?;
-        {
+        let ticket = {
             let mut live = entry.live.lock().await;
             let before = live.marker();
             message.apply(&mut live)?;
             if live.is_kept() && live.marker() == before {
                 let text = serde_json::to_string(&message).map_err(StoreError::from)?;
-                if let Err(e) = self.store.append_study_journal(entry.lease, &text).await {
-                    self.stop(study, &entry);
-                    tracing::warn!(%study, error = %e, "the study's message could not be kept; it stops here");
-                    return Err(e.into());
-                }
+                Some(entry.accept(text))
             } else {
                 self.persist(&entry, &live, Vec::new()).await?;
+                None
             }
+        };
+        if let Some(ticket) = ticket {
+            self.write_journal(study, &entry, ticket).await?;
         }
         entry.changed.send_modify(|v| *v += 1);
         Ok(())
+    }
+
+    /// Returns once the journal entry numbered `ticket` is committed: writes every entry
+    /// waiting, in one transaction, unless a write before this one already took it.
+    async fn write_journal(&self, study: Uuid, entry: &Entry, ticket: u64) -> Result<(), HubError> {
+        let _writing = entry.writer.lock().await;
+        if entry.is_written(ticket) {
+            return Ok(());
+        }
+        if entry.is_dead() {
+            // The write that held this entry failed: it was never kept.
+            return Err(HubError::NotLive);
+        }
+        let (pending, accepted) = entry.take_pending();
+        match self.store.append_study_journal(entry.lease, &pending).await {
+            Ok(()) => {
+                entry.written(accepted);
+                Ok(())
+            }
+            Err(e) => {
+                self.stop(study, entry);
+                tracing::warn!(%study, error = %e, "the study's messages could not be kept; it stops here");
+                Err(e.into())
+            }
+        }
     }
 
     pub async fn cape_release(

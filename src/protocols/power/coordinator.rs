@@ -37,6 +37,10 @@ pub(crate) struct Running {
     pub(crate) inboxes: BTreeMap<u32, Vec<ShareBox>>,
     /// The open round's iterate, base64 (the same for every site).
     pub(crate) iterate: String,
+    /// The round whose masked vectors and answers the study's kept snapshot holds, when it was
+    /// written before the journal kept them (`crate::studies::durable`): until that round ends,
+    /// snapshots hold them too (and supersede the journal), so none is lost.
+    pub(crate) snapshot_holds_round: Option<u32>,
 }
 
 impl Running {
@@ -190,6 +194,18 @@ impl Live {
         running.rounds.submit(site, round, words).map_err(round_error)
     }
 
+    /// A masked contribution for `round` given back from the study's journal on a restore: as
+    /// [`Live::contribute`], and also once collection has closed (the snapshot of an
+    /// unmasking round omits the survivors' vectors).
+    pub fn replay_contribution(&mut self, site: u32, round: u32, masked: &str) -> Result<(), LiveError> {
+        let Stage::Running(running) = &mut self.stage else {
+            return Err(LiveError::Conflict("the study is not running rounds now".into()));
+        };
+        let len = running.power.len();
+        let words = wire::b64_to_words(masked, len).map_err(|e| LiveError::Invalid(e.to_string()))?;
+        running.rounds.resubmit(site, round, words).map_err(round_error)
+    }
+
     /// A survivor's unmasking shares for `round`.
     pub fn unmask(&mut self, site: u32, round: u32, answer: UnmaskRequest) -> Result<(), LiveError> {
         let Stage::Running(running) = &mut self.stage else {
@@ -288,6 +304,7 @@ impl Live {
             power,
             inboxes,
             iterate,
+            snapshot_holds_round: None,
         }));
         self.deadline = now + self.round_timeout;
         true
