@@ -34,7 +34,7 @@ use serde_json::Value;
 use super::{ConfigError, NoiseScale, RunEnv, RunError};
 use crate::dataset::{DataContext, Kind, Neighbours};
 use crate::linalg::clip::clip_columns_l2;
-use crate::linalg::{Matrix, RecordStats, Records, gram_t};
+use crate::linalg::{Matrix, Records};
 use crate::privacy::cost::round_up_while;
 use crate::privacy::{Cost, PrivacyTarget};
 
@@ -307,46 +307,6 @@ pub fn clip_rows<'a>(xt: impl Into<Records<'a>>, c: f64) -> Matrix {
     let mut out = xt.into().to_matrix();
     clip_columns_l2(&mut out, c);
     out
-}
-
-/// The records clipped at c (as [`clip_rows`]) and, when `xt` carries its kept statistics and
-/// at most a quarter of the records are shortened, the statistics of the clipped records,
-/// derived without a pass over all of them: with A the shortened records as they were and B as
-/// clipped, the clipped records' XᵀX is the kept XᵀX − AAᵀ + BBᵀ and their Xᵀ1 the kept Xᵀ1 −
-/// A1 + B1 (an identity: the other records are unchanged), so the cost is O(m·d²) for the m
-/// shortened records instead of O(n·d²). A job on a large dataset clipped at a high quantile then
-/// reads its Gram matrix as an unclipped one does (docs/performance-service.md, "First job on
-/// fresh data"). The statistics are those of the clipped records exactly, up to floating-point
-/// rounding, so the algorithm's calibration to c is unchanged.
-pub fn clip_rows_with_stats<'a>(xt: impl Into<Records<'a>>, c: f64) -> (Matrix, Option<RecordStats>) {
-    let xt = xt.into();
-    let clipped = clip_rows(xt, c);
-    let Some(kept) = xt.stats() else {
-        return (clipped, None);
-    };
-    let d = xt.d();
-    let changed: Vec<usize> = (0..xt.n())
-        .filter(|&i| xt.column(i) != clipped.column(i))
-        .collect();
-    if changed.len() > xt.n() / 4 {
-        return (clipped, None);
-    }
-    let before = Matrix::from_fn(d, changed.len(), |r, j| xt[(r, changed[j])]);
-    let after = Matrix::from_fn(d, changed.len(), |r, j| clipped[(r, changed[j])]);
-    let mut gram = &kept.gram - gram_t(&before) + gram_t(&after);
-    for j in 0..d {
-        for i in j + 1..d {
-            gram[(j, i)] = gram[(i, j)];
-        }
-    }
-    let sums = &kept.sums - before.column_sum() + after.column_sum();
-    let stats = RecordStats {
-        n: kept.n,
-        gram,
-        sums,
-    };
-    let fits = stats.fits(d, xt.n());
-    (clipped, fits.then_some(stats))
 }
 
 #[cfg(test)]

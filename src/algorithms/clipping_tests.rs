@@ -352,35 +352,3 @@ fn clipped_eigenvalues_are_calibrated_to_the_released_bound() {
         charged.noise_sd
     );
 }
-
-#[test]
-fn clipped_statistics_from_the_kept_ones_equal_a_pass_over_the_clipped_records() {
-    // Norms grow with the column index: clipping at the norm of record 90 of 100 shortens ten.
-    let xt = ramp(100, 6);
-    let kept = RecordStats::of((&xt).into());
-    let c = xt.column(90).norm();
-    let (clipped, stats) = clip_rows_with_stats(Records::from(&xt).with_stats(&kept), c);
-    let direct = RecordStats::of((&clipped).into());
-    let stats = stats.expect("a tenth of the records shortened: statistics derived");
-    assert_eq!(stats.n, direct.n);
-    let scale = direct.gram.amax();
-    assert!(
-        (&stats.gram - &direct.gram).amax() <= 1e-12 * scale,
-        "gram differs"
-    );
-    assert!(
-        (&stats.sums - &direct.sums).amax() <= 1e-12 * direct.sums.amax(),
-        "sums differ"
-    );
-    assert_eq!(stats.gram, stats.gram.transpose(), "exactly symmetric");
-    assert_eq!(clipped, clip_rows(&xt, c), "the clipped records are clip_rows'");
-
-    // Without kept statistics, or with more than a quarter shortened, nothing is derived.
-    assert!(clip_rows_with_stats(&xt, c).1.is_none());
-    let median = xt.column(50).norm();
-    assert!(
-        clip_rows_with_stats(Records::from(&xt).with_stats(&kept), median)
-            .1
-            .is_none()
-    );
-}
