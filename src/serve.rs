@@ -31,6 +31,8 @@ pub async fn prepare(config: Config) -> anyhow::Result<AppState> {
         None => store,
     };
     tracing::info!(replica = store.replica(), backend = ?backend, "database opened");
+    // Detached: it ends when the pool closes (or with the runtime).
+    drop(store.spawn_checkpointer());
     let interrupted = store
         .fail_interrupted_jobs()
         .await

@@ -149,9 +149,9 @@ enum StageSnapshot {
         senders: BTreeSet<u32>,
         rounds: Box<RoundsState>,
         /// X_{l−1}, column-major (public).
-        iterate: Vec<f64>,
+        iterate: KeptValues,
         /// The last unmasked sum Y_l, column-major (a DP release).
-        last: Option<Vec<f64>>,
+        last: Option<KeptValues>,
         inboxes: BTreeMap<u32, Vec<ShareBox>>,
     },
     Cape(Box<CapeKept>),
@@ -160,6 +160,28 @@ enum StageSnapshot {
         status: StudyStatus,
         reason: Option<String>,
     },
+}
+
+/// A kept matrix's values, column-major. Written as base64 of their little-endian bytes
+/// ([`wire::f64s_to_b64`]): exact, and about half the bytes of JSON numbers, which matters
+/// because a `federated_power` snapshot is written twice per round on the round's critical
+/// path (docs/performance-federation.md). Snapshots written before that hold JSON numbers and
+/// are still read.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(untagged)]
+enum KeptValues {
+    Base64(String),
+    Numbers(Vec<f64>),
+}
+
+impl KeptValues {
+    /// Exactly `len` finite values.
+    fn into_values(self, len: usize) -> Result<Vec<f64>, String> {
+        match self {
+            KeptValues::Base64(text) => wire::b64_to_f64s(&text, len).map_err(|e| e.to_string()),
+            KeptValues::Numbers(values) => Ok(values),
+        }
+    }
 }
 
 /// An [`Effect`] as kept.
@@ -351,8 +373,11 @@ impl Live {
                 participants: running.participants.clone(),
                 senders: running.senders.clone(),
                 rounds: Box::new(running.rounds.kept_state(!self.journal_keeps_round())),
-                iterate: running.power.iterate().as_slice().to_vec(),
-                last: running.power.last_release().map(|m| m.as_slice().to_vec()),
+                iterate: KeptValues::Base64(running.iterate.clone()),
+                last: running
+                    .power
+                    .last_release()
+                    .map(|m| KeptValues::Base64(wire::f64s_to_b64(m.as_slice()))),
                 inboxes: running.inboxes.clone(),
             },
             Stage::Finished { status, reason } => StageSnapshot::Finished {
@@ -432,8 +457,10 @@ impl Live {
                 let aggregator = Aggregator::new(study, config.threshold, &participants, config.iterations)
                     .map_err(|e| e.to_string())?;
                 let rounds = Rounds::restore(aggregator, *rounds).map_err(|e| e.to_string())?;
-                let x = matrix(d, config.p, iterate)?;
-                let last = last.map(|v| matrix(d, config.p, v)).transpose()?;
+                let x = matrix(d, config.p, iterate.into_values(d * config.p)?)?;
+                let last = last
+                    .map(|v| matrix(d, config.p, v.into_values(d * config.p)?))
+                    .transpose()?;
                 let power = PowerState::restore(config.clone(), d, x, last).map_err(|e| e.to_string())?;
                 Stage::Running(Box::new(Running {
                     config: config.clone(),

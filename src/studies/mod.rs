@@ -318,6 +318,11 @@ impl StudyHub {
         // The journal entries accepted and not yet written go first, in this transaction
         // (behind any group being written): the snapshot never gets ahead of them.
         let _writing = entry.writer.lock().await;
+        if entry.is_dead() {
+            // A journal write before this one failed: the live state holds messages that were
+            // never kept, so it must not be kept either.
+            return Err(HubError::NotLive);
+        }
         let (pending, accepted) = entry.take_pending();
         let kept = StudySnapshot {
             state: &text,
@@ -605,10 +610,14 @@ impl StudyHub {
                 None
             }
         };
+        // Wake the driver (and the waiting sites) before the journal write: a phase change this
+        // message completes is kept by a snapshot that takes the waiting journal rows into its
+        // own transaction (`persist_with`), so nothing is shown before this row is kept, and
+        // the round does not wait for one more transaction first.
+        entry.changed.send_modify(|v| *v += 1);
         if let Some(ticket) = ticket {
             self.write_journal(study, &entry, ticket).await?;
         }
-        entry.changed.send_modify(|v| *v += 1);
         Ok(())
     }
 
