@@ -139,15 +139,26 @@ pub fn self_seed(b: &Seed, study: Uuid, round: u32, site: u32) -> Result<Seed, C
 
 /// Adds (or, with `negate`, subtracts) PRG(`seed`) to `acc`, word by word, modulo 2^64. The PRG
 /// is ChaCha20 (`rand_chacha::ChaCha20Rng::from_seed`), one `next_u64` per word, in order.
+///
+/// The stream is drawn a block of bytes at a time (`fill_bytes`) and read as little-endian
+/// words: the same words as `next_u64` gives one by one (rand_chacha's `next_u64` is two
+/// consecutive `u32` outputs, low first, and `fill_bytes` writes those outputs as
+/// little-endian bytes in order), at about half the cost per word.
 pub fn add_prg(acc: &mut [u64], seed: &Seed, negate: bool) {
+    const WORDS: usize = 512;
     let mut prg = ChaCha20Rng::from_seed(*seed);
-    for word in acc.iter_mut() {
-        let mask = prg.next_u64();
-        *word = if negate {
-            word.wrapping_sub(mask)
-        } else {
-            word.wrapping_add(mask)
-        };
+    let mut block = [0u8; WORDS * 8];
+    for chunk in acc.chunks_mut(WORDS) {
+        let bytes = &mut block[..chunk.len() * 8];
+        prg.fill_bytes(bytes);
+        for (word, mask) in chunk.iter_mut().zip(bytes.chunks_exact(8)) {
+            let mask = u64::from_le_bytes(mask.try_into().expect("8 bytes"));
+            *word = if negate {
+                word.wrapping_sub(mask)
+            } else {
+                word.wrapping_add(mask)
+            };
+        }
     }
 }
 

@@ -158,3 +158,24 @@ fn tampered_or_truncated_boxes_are_refused() {
     let again = seal(&shared, study(1), 1, 2, &[0u8; 66], &mut r).expect("seal");
     assert_ne!(sealed, again, "fresh nonce each time");
 }
+
+/// `add_prg` reads the stream in blocks of bytes; it gives exactly the words `next_u64`
+/// gives one by one (sites and coordinators of different builds must agree on every mask),
+/// across block boundaries and for both signs.
+#[test]
+fn block_prg_words_equal_next_u64_words() {
+    use rand::{RngCore, SeedableRng};
+    let seed = [7u8; 32];
+    for len in [0, 1, 2, 63, 64, 65, 511, 512, 513, 1025, 20_000] {
+        let mut reference = rand_chacha::ChaCha20Rng::from_seed(seed);
+        let want: Vec<u64> = (0..len).map(|_| reference.next_u64()).collect();
+        assert_eq!(prg_words(&seed, len), want, "len {len}");
+        let start: Vec<u64> = (0..len as u64)
+            .map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+            .collect();
+        let mut down = start.clone();
+        add_prg(&mut down, &seed, true);
+        let expect: Vec<u64> = start.iter().zip(&want).map(|(a, m)| a.wrapping_sub(*m)).collect();
+        assert_eq!(down, expect, "negated, len {len}");
+    }
+}
