@@ -12,6 +12,7 @@ use crate::state::AppState;
 use crate::store::{SiteStatus, StudyRecord, StudySiteRecord, StudyStatus};
 use crate::studies::HubError;
 use crate::studies::live::LiveError;
+use uuid::Uuid;
 
 /// Longest long-poll of a site's task, in milliseconds.
 const MAX_WAIT_MS: u64 = 25_000;
@@ -150,20 +151,21 @@ pub async fn join(
 /// answers at once: with the live outcome while the coordinator keeps it, else from the store.
 pub async fn task(
     state: &AppState,
-    study: &StudyRecord,
-    site: &StudySiteRecord,
+    study: Uuid,
+    site: u32,
     wait_ms: Option<u64>,
 ) -> Result<SiteTask, AppError> {
-    if study.status.is_terminal() {
-        let live = state.studies.task(study.id, site.index, Duration::ZERO).await;
-        if let Ok(task) = live {
-            return Ok(task);
-        }
-        return Ok(SiteTask::Finished {
-            status: study.status,
-            reason: study.error.clone(),
-        });
-    }
     let wait = Duration::from_millis(wait_ms.unwrap_or(DEFAULT_WAIT_MS).min(MAX_WAIT_MS));
-    Ok(state.studies.task(study.id, site.index, wait).await?)
+    match state.studies.task(study, site, wait).await {
+        // Not live here: a finished study (the hub keeps a finished one a while, then lets
+        // go) is told from its record; an unfinished one is a conflict, as before.
+        Err(HubError::NotLive) => match state.store.get_study_any(study).await? {
+            Some((record, _)) if record.status.is_terminal() => Ok(SiteTask::Finished {
+                status: record.status,
+                reason: record.error,
+            }),
+            _ => Err(HubError::NotLive.into()),
+        },
+        task => Ok(task?),
+    }
 }

@@ -8,6 +8,7 @@ use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use serde::Deserialize;
 use utoipa::IntoParams;
+use uuid::Uuid;
 
 use super::error::{ApiError, Json, Path, ProblemDocument, ProblemKind, Query};
 use crate::app::site;
@@ -17,6 +18,27 @@ use crate::federation::messages::{
 };
 use crate::state::AppState;
 use crate::store::{StudyRecord, StudySiteRecord};
+
+fn unauthorized(why: &str) -> ApiError {
+    ApiError::new(ProblemKind::Unauthorized, why.to_string())
+}
+
+/// The site token of `Authorization: Bearer <site token>`.
+fn bearer_token(parts: &Parts) -> Result<&str, ApiError> {
+    let value = parts
+        .headers
+        .get(AUTHORIZATION)
+        .ok_or_else(|| unauthorized("missing `Authorization: Bearer <site token>` header"))?;
+    let text = value
+        .to_str()
+        .map_err(|_| unauthorized("Authorization header is not valid text"))?;
+    match text.split_once(' ') {
+        Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty() => {
+            Ok(token.trim())
+        }
+        _ => Err(unauthorized("expected `Authorization: Bearer <site token>`")),
+    }
+}
 
 /// The study and site a site token belongs to.
 pub struct SiteAuth {
@@ -28,22 +50,31 @@ impl FromRequestParts<AppState> for SiteAuth {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        let unauthorized = |why: &str| ApiError::new(ProblemKind::Unauthorized, why.to_string());
-        let value = parts
-            .headers
-            .get(AUTHORIZATION)
-            .ok_or_else(|| unauthorized("missing `Authorization: Bearer <site token>` header"))?;
-        let text = value
-            .to_str()
-            .map_err(|_| unauthorized("Authorization header is not valid text"))?;
-        let token = match text.split_once(' ') {
-            Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty() => {
-                token.trim()
-            }
-            _ => return Err(unauthorized("expected `Authorization: Bearer <site token>`")),
-        };
+        let token = bearer_token(parts)?;
         match state.store.site_by_token(token).await? {
             Some((study, site)) => Ok(SiteAuth { study, site }),
+            None => Err(unauthorized("unknown site token")),
+        }
+    }
+}
+
+/// Only which study and site a site token names ([`Store::site_identity_by_token`]: from
+/// memory after the first request), for the requests of a running study, whose state the
+/// study hub holds.
+///
+/// [`Store::site_identity_by_token`]: crate::store::Store::site_identity_by_token
+pub struct SiteId {
+    pub study: Uuid,
+    pub index: u32,
+}
+
+impl FromRequestParts<AppState> for SiteId {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        let token = bearer_token(parts)?;
+        match state.store.site_identity_by_token(token).await? {
+            Some((study, index)) => Ok(SiteId { study, index }),
             None => Err(unauthorized("unknown site token")),
         }
     }
@@ -82,10 +113,10 @@ pub struct TaskQuery {
     responses((status = 200, body = SiteTask), (status = 401, body = ProblemDocument), (status = 409, body = ProblemDocument)))]
 pub async fn task(
     State(state): State<AppState>,
-    auth: SiteAuth,
+    auth: SiteId,
     Query(query): Query<TaskQuery>,
 ) -> Result<Json<SiteTask>, ApiError> {
-    let task = site::task(&state, &auth.study, &auth.site, query.wait_ms).await?;
+    let task = site::task(&state, auth.study, auth.index, query.wait_ms).await?;
     Ok(Json(task))
 }
 
@@ -112,13 +143,13 @@ pub async fn shares(
         (status = 422, body = ProblemDocument)))]
 pub async fn contribution(
     State(state): State<AppState>,
-    auth: SiteAuth,
+    auth: SiteId,
     Path(round): Path<u32>,
     Json(body): Json<ContributionRequest>,
 ) -> Result<StatusCode, ApiError> {
     state
         .studies
-        .contribute(auth.study.id, auth.site.index, round, body.masked)
+        .contribute(auth.study, auth.index, round, body.masked)
         .await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -130,14 +161,11 @@ pub async fn contribution(
         (status = 422, body = ProblemDocument)))]
 pub async fn unmask(
     State(state): State<AppState>,
-    auth: SiteAuth,
+    auth: SiteId,
     Path(round): Path<u32>,
     Json(body): Json<UnmaskRequest>,
 ) -> Result<StatusCode, ApiError> {
-    state
-        .studies
-        .unmask(auth.study.id, auth.site.index, round, body)
-        .await?;
+    state.studies.unmask(auth.study, auth.index, round, body).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -274,6 +274,7 @@ impl Store {
             replica: super::default_replica_name(),
             lease: super::DEFAULT_LEASE,
             lease_clock_ahead: std::sync::Arc::default(),
+            site_tokens: std::sync::Arc::default(),
         };
         store.migrate().await?;
         Ok(store)

@@ -239,6 +239,9 @@ pub struct Store {
     /// zero, except in tests that let a lease run out without waiting (`advance_lease_clock`).
     /// Shared by the store's clones.
     lease_clock_ahead: Arc<std::sync::atomic::AtomicI64>,
+    /// Site tokens this process has seen, by hash: the study and site each names
+    /// ([`Store::site_identity_by_token`]). Shared by the store's clones.
+    site_tokens: Arc<std::sync::Mutex<std::collections::HashMap<String, (Uuid, u32)>>>,
 }
 
 /// The lease when none is configured.
@@ -270,6 +273,7 @@ impl Store {
             replica: default_replica_name(),
             lease: DEFAULT_LEASE,
             lease_clock_ahead: Arc::default(),
+            site_tokens: Arc::default(),
         };
         tokio::fs::create_dir_all(store.uploads_dir()).await?;
         store.migrate().await?;

@@ -387,6 +387,45 @@ impl Store {
         Ok(Some((study, site)))
     }
 
+    /// The study and site index a site token names, or `None` for an unknown token: one
+    /// indexed read the first time, then from memory. That is sound because the pair is fixed
+    /// for good: a token is made with its site, names that one site of that one study, and no
+    /// site row is ever deleted or given another token. Everything that does change (the
+    /// study's phase, the site's status) is the study hub's to check. Site requests of a
+    /// running study (tasks, contributions, unmask answers: four per site per round) take this
+    /// path instead of [`Store::site_by_token`]'s two reads and full records
+    /// (docs/performance-federation.md).
+    pub async fn site_identity_by_token(&self, token: &str) -> Result<Option<(Uuid, u32)>, StoreError> {
+        /// Tokens kept in memory at most; past that the map starts again (it only saves reads).
+        const MAX_CACHED: usize = 1 << 16;
+        let hash = key_hash(token);
+        if let Some(found) = self.site_tokens_cache().get(&hash) {
+            return Ok(Some(*found));
+        }
+        let Some(row) = sqlx::query("SELECT study_id, idx FROM study_sites WHERE token_hash = $1")
+            .bind(&hash)
+            .fetch_optional(&self.pool)
+            .await?
+        else {
+            return Ok(None);
+        };
+        let study = parse_id(row.try_get("study_id")?)?;
+        let idx: i64 = row.try_get("idx")?;
+        let index = u32::try_from(idx).map_err(|_| StoreError::Corrupt(format!("site index {idx}")))?;
+        let mut cache = self.site_tokens_cache();
+        if cache.len() >= MAX_CACHED {
+            cache.clear();
+        }
+        cache.insert(hash, (study, index));
+        Ok(Some((study, index)))
+    }
+
+    fn site_tokens_cache(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, (Uuid, u32)>> {
+        self.site_tokens
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// Marks an invited site of an enrolling study as joined. Returns false if the site was not
     /// invited or the study is no longer enrolling (nothing changes then).
     pub async fn join_study_site(
