@@ -100,10 +100,12 @@ pub const MIN_PAIRS_PER_SUBSET: usize = 16;
 /// The fewest steps per round the default batch aims at: when batches of
 /// [`MIN_PAIRS_PER_SUBSET`] pairs per subset leave fewer, the default batch shrinks to
 /// ⌊m/4⌋ (but not below [`FEWEST_PAIRS_PER_SUBSET`] pairs per subset). One step of Alg. 2 from
-/// a random start is ω₁ ∝ ω₀ + η₁·ĝ: with App. G.1's η₁ = ln n/gap it lifts a direction of the
-/// gap by a factor of about 1 + ln n over the bulk, less than the √d by which a random start
-/// favours the bulk, and Oja's 1/t schedule needs steps to compound (docs/k_dp_pca.md,
-/// "Default batch size": 1 step captures 0.79 on issue 21's data at (ε 10, δ 10⁻⁵), 3–4 steps 0.99).
+/// a random start is ω₁ ∝ ω₀ + η₁·ĝ, which lifts a direction of gap g over the bulk by a factor
+/// of about 1 + η₁·g; with the default η₁ (a guessed gap, `default_learning_rate`) that is of
+/// the order of the √d by which a random start favours the bulk, so one step leaves the later
+/// directions half random; Oja's 1/t schedule compounds over steps, ∏ₜ(1 + η₁·g/t)
+/// (docs/k_dp_pca.md, "Default batch size": 1 step captures 0.76–0.79 on issue 21's data at
+/// (ε 10, δ 10⁻⁵), 3 steps 0.98, 4 steps 0.99).
 pub const MIN_STEPS: usize = 4;
 /// The fewest pair differences per PrivRange subset the default batch may use to reach
 /// [`MIN_STEPS`] (log-sd of a subset's estimate ≈ 1.28/√6 ≈ 0.52, inside a ratio-4 bin of width
