@@ -107,8 +107,10 @@ fn epsilon_target(epsilon: f64) -> PrivacyTarget {
 
 // Issue 21's goals on Gaussian-amplitude rows, at the defaults (only k; `clip` defaults to
 // "auto"). Measured when written (3 seeds): k_dp_pca 0.99 at (ε 20, δ 1e-5) public (0.56 with
-// clip "none"), 0.76–0.78 at (ε 10, δ 1e-5) private (0.43 with "none"; the issue's goal 0.9 is
-// not reached), dp_oja 0.996 at ρ 10 (0.886 with "none").
+// clip "none"), dp_oja 0.996 at ρ 10 (0.886 with "none"). k_dp_pca at (ε 10, δ 1e-5) private
+// captured 0.76–0.79 while its default batch left T = 1 step per round; with at least 3–4 steps
+// (k_dp_pca::MIN_STEPS; docs/k_dp_pca.md "Default batch size") it captures 0.96 on seeds 0–3
+// (0.98 over seeds 0–19) and 0.69 with clip "none".
 
 #[test]
 fn k_dp_pca_defaults_on_gaussian_amplitude_rows_public() {
@@ -118,15 +120,15 @@ fn k_dp_pca_defaults_on_gaussian_amplitude_rows_public() {
 
 #[test]
 fn k_dp_pca_defaults_on_gaussian_amplitude_rows_private() {
-    let captured = mean_captured("k_dp_pca", &json!({}), false, &epsilon_target(10.0), 0..3);
+    let captured = mean_captured("k_dp_pca", &json!({}), false, &epsilon_target(10.0), 0..4);
     let unclipped = mean_captured(
         "k_dp_pca",
         &json!({"clip": "none"}),
         false,
         &epsilon_target(10.0),
-        0..3,
+        0..4,
     );
-    assert!(captured >= 0.7, "{captured}");
+    assert!(captured >= 0.9, "{captured}");
     assert!(captured >= unclipped + 0.2, "{captured} vs {unclipped} unclipped");
 }
 

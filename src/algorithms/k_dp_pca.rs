@@ -45,9 +45,11 @@
 //!
 //! Default batch size ([`default_batch_size`]): the smallest B for which PrivRange can clear
 //! its threshold: ⌊B/2⌋ ≥ b_min·k' with k' = max(2·⌈k'_min⌉, 16) subsets of at least
-//! b_min = 16 pair differences each, k'_min = 1 + 2·ln(1/(δ_R·τ'))/ε_R, τ' = τ/(2T), T = ⌊⌊n/k⌋/B⌋. It depends
-//! only on public n, k, d, ε, δ, τ. If even B = ⌊n/k⌋ does not satisfy it, the job is refused
-//! with the n or budget it would need.
+//! b_min = 16 pair differences each, k'_min = 1 + 2·ln(1/(δ_R·τ'))/ε_R, τ' = τ/(2T), T = ⌊⌊n/k⌋/B⌋.
+//! When that B leaves fewer than 4 steps per round (small budgets), the batch shrinks to
+//! ⌊m/4⌋, but not below the smallest B with 6 pairs per subset ([`MIN_STEPS`],
+//! [`FEWEST_PAIRS_PER_SUBSET`]). It depends only on public n, k, d, ε, δ, τ. If even B = ⌊n/k⌋
+//! does not satisfy the b_min = 16 rule, the job is refused with the n or budget it would need.
 //!
 //! Clipping. The privacy argument does not use a norm bound on the records: PrivMean's
 //! truncation bounds each step's sensitivity. The service still clips every row to ‖x‖₂ ≤ β
@@ -95,6 +97,21 @@ pub const MEAN_HISTOGRAM_SHARE: f64 = 0.0625;
 /// for which the estimates agree at all; 16 is what docs/k_dp_pca.md measured to work: the
 /// larger batch also lowers each step's noise (∝ 1/B) more than the fewer steps cost.
 pub const MIN_PAIRS_PER_SUBSET: usize = 16;
+/// The fewest steps per round the default batch aims at: when batches of
+/// [`MIN_PAIRS_PER_SUBSET`] pairs per subset leave fewer, the default batch shrinks to
+/// ⌊m/4⌋ (but not below [`FEWEST_PAIRS_PER_SUBSET`] pairs per subset). One step of Alg. 2 from
+/// a random start is ω₁ ∝ ω₀ + η₁·ĝ, which lifts a direction of gap g over the bulk by a factor
+/// of about 1 + η₁·g; with the default η₁ (a guessed gap, `default_learning_rate`) that is of
+/// the order of the √d by which a random start favours the bulk, so one step leaves the later
+/// directions half random; Oja's 1/t schedule compounds over steps, ∏ₜ(1 + η₁·g/t)
+/// (docs/k_dp_pca.md, "Default batch size": 1 step captures 0.76–0.79 on issue 21's data at
+/// (ε 10, δ 10⁻⁵), 3 steps 0.98, 4 steps 0.99).
+pub const MIN_STEPS: usize = 4;
+/// The fewest pair differences per PrivRange subset the default batch may use to reach
+/// [`MIN_STEPS`] (log-sd of a subset's estimate ≈ 1.28/√6 ≈ 0.52, inside a ratio-4 bin of width
+/// ln 4 ≈ 1.39). 4 is the least at which the estimates agree at all, and 3.5 returned ⊥ in 1 of
+/// 20 runs on issue 21's data; 6 leaves a margin (docs/k_dp_pca.md, "Default batch size").
+pub const FEWEST_PAIRS_PER_SUBSET: usize = 6;
 /// The default number of PrivRange subsets is at least this many, so that the modal bin is
 /// decided by more than a handful of estimates when the budget is large (k'_min → 1).
 pub const MIN_SUBSETS: usize = 16;
@@ -113,7 +130,8 @@ pub struct KDpPcaParams {
     /// B, records per step (2 ≤ B ≤ ⌊n/k⌋); each round takes T = ⌊⌊n/k⌋/B⌋ steps. A larger B
     /// lowers each step's noise (∝ 1/B) but leaves fewer steps. Default: the smallest B whose
     /// ⌊B/2⌋ pair differences fill PrivRange's k' = max(2·⌈k'_min⌉, 16) subsets with at least
-    /// 16 pairs each (k'_min = 1 + 2·ln(1/(δ_R·τ'))/ε_R).
+    /// 16 pairs each (k'_min = 1 + 2·ln(1/(δ_R·τ'))/ε_R); if that leaves fewer than 4 steps,
+    /// ⌊⌊n/k⌋/4⌋, but at least the smallest B with 6 pairs per subset.
     #[serde(default)]
     #[schemars(range(min = 2))]
     pub batch_size: Option<usize>,
@@ -322,9 +340,9 @@ fn subsets_needed(budget: &Budget, tau: f64, m: usize, batch: usize) -> f64 {
 }
 
 /// Whether batches of B records let PrivRange clear its threshold: ⌊B/2⌋ pairs hold
-/// k' = 2·k'_min subsets of at least [`MIN_PAIRS_PER_SUBSET`] pairs each.
-fn range_clears(budget: &Budget, tau: f64, m: usize, batch: usize) -> bool {
-    let needed = default_subsets(subsets_needed(budget, tau, m, batch)) * MIN_PAIRS_PER_SUBSET as f64;
+/// k' = 2·k'_min subsets of at least `pairs_per_subset` pairs each.
+fn range_clears(budget: &Budget, tau: f64, m: usize, batch: usize, pairs_per_subset: usize) -> bool {
+    let needed = default_subsets(subsets_needed(budget, tau, m, batch)) * pairs_per_subset as f64;
     batch >= 2 && batch <= m && (batch / 2) as f64 >= needed
 }
 
@@ -333,23 +351,37 @@ fn default_subsets(minimum: f64) -> f64 {
     (2.0 * minimum).max(MIN_SUBSETS as f64)
 }
 
-/// The default batch size: the smallest B ∈ [2, m] with `range_clears`, or `None` when even
+/// The smallest B ∈ [2, m] with `range_clears` at `pairs_per_subset`, or `None` when even
 /// B = m = ⌊n/k⌋ does not. The condition is monotone in B (a larger B has more pairs and fewer
 /// steps, so a larger τ' and a smaller k'_min), so a bisection finds it.
-pub fn default_batch_size(budget: &Budget, tau: f64, m: usize) -> Option<usize> {
-    if !range_clears(budget, tau, m, m) {
+fn smallest_clearing(budget: &Budget, tau: f64, m: usize, pairs_per_subset: usize) -> Option<usize> {
+    if !range_clears(budget, tau, m, m, pairs_per_subset) {
         return None;
     }
     let (mut lo, mut hi) = (1, m);
     while hi - lo > 1 {
         let mid = lo + (hi - lo) / 2;
-        if range_clears(budget, tau, m, mid) {
+        if range_clears(budget, tau, m, mid, pairs_per_subset) {
             hi = mid;
         } else {
             lo = mid;
         }
     }
     Some(hi)
+}
+
+/// The default batch size, a function of the public m = ⌊n/k⌋, ρ, δ and τ only:
+/// B₁₆ = the smallest B whose subsets get [`MIN_PAIRS_PER_SUBSET`] pairs each; if that leaves
+/// T = ⌊m/B₁₆⌋ ≥ [`MIN_STEPS`] steps, B₁₆; otherwise max(B₆, ⌊m/[`MIN_STEPS`]⌋), B₆ the
+/// smallest B whose subsets get [`FEWEST_PAIRS_PER_SUBSET`] pairs. `None` (a refusal) when
+/// even B₁₆ = m does not clear: the admitted budgets and n are those of the B₁₆ rule.
+pub fn default_batch_size(budget: &Budget, tau: f64, m: usize) -> Option<usize> {
+    let roomy = smallest_clearing(budget, tau, m, MIN_PAIRS_PER_SUBSET)?;
+    if m / roomy >= MIN_STEPS {
+        return Some(roomy);
+    }
+    let tight = smallest_clearing(budget, tau, m, FEWEST_PAIRS_PER_SUBSET).unwrap_or(roomy);
+    Some(tight.max(m / MIN_STEPS).min(roomy))
 }
 
 /// The refusal when no batch size works: what n, or what budget, would.

@@ -135,33 +135,46 @@ fn configure_then_cost_stays_within_the_target() {
     }
 }
 
-/// The default batch is the smallest one PrivRange can clear: ⌊B/2⌋ ≥ 16·max(2·⌈k'_min⌉, 16), and
-/// B − 1 does not satisfy it. Computed here from the formula.
+/// The default batch is the smallest one PrivRange can clear with 16 pairs per subset:
+/// ⌊B/2⌋ ≥ 16·max(2·⌈k'_min⌉, 16), and B − 1 does not satisfy it; where that leaves fewer than
+/// 4 steps (ε 10 and 20 here), it is max(⌊m/4⌋, the smallest B with 6 pairs per subset).
+/// Computed here from the formula.
 #[test]
 fn default_batch_size_is_the_smallest_that_clears() {
     let (d, n, k) = (30, 20_000, 3);
     let c = ctx(d, Some(n), RO);
     let m = n / k;
-    for epsilon in [50.0, 100.0, 200.0, 300.0] {
+    let mut short = 0;
+    for epsilon in [10.0, 20.0, 50.0, 100.0, 200.0, 300.0] {
         let delta = 1e-5;
         let t = eps_target(epsilon, delta);
         let config = KDpPca.configure(params(k), &c, &t).expect("valid");
         // ε_R = sqrt(2·ρ/16), δ_R = half of the histograms' δ/2.
         let eps_r = (2.0 * t.rho / 16.0).sqrt();
-        let needed = |batch: usize| {
+        let needed = |batch: usize, pairs: f64| {
             let tau = 0.01 / (2.0 * (m / batch) as f64);
             let kmin = (1.0 + 2.0 * (1.0 / (delta / 4.0 * tau)).ln() / eps_r).ceil();
-            ((batch / 2) as f64) >= 16.0 * (2.0 * kmin).max(16.0)
+            ((batch / 2) as f64) >= pairs * (2.0 * kmin).max(16.0)
         };
+        let smallest = |pairs: f64| (2..=m).find(|&b| needed(b, pairs)).expect("clears");
         let b = config.batch_size;
         eprintln!(
             "ε = {epsilon}: B = {b}, T = {}, k' = {}, ε_R = {:.4}",
             config.steps, config.range_subsets, config.budget.range_epsilon
         );
-        assert!(needed(b) && !needed(b - 1), "ε = {epsilon}: B = {b}");
+        let roomy = smallest(16.0);
+        if m / roomy >= 4 {
+            assert_eq!(b, roomy, "ε = {epsilon}");
+            assert!(config.range_subsets * MIN_PAIRS_PER_SUBSET <= b / 2);
+        } else {
+            short += 1;
+            assert_eq!(b, smallest(6.0).max(m / 4), "ε = {epsilon}");
+            assert!(config.steps >= 4 || needed(b, 6.0) && !needed(b - 1, 6.0));
+            assert!(config.range_subsets * FEWEST_PAIRS_PER_SUBSET <= b / 2);
+        }
         assert_eq!(config.steps, m / b);
-        assert!(config.range_subsets * MIN_PAIRS_PER_SUBSET <= b / 2);
     }
+    assert!(short >= 1, "no budget here exercises the short-schedule branch");
     // Too small a budget for n: refused, naming the n and the budget that would do.
     let Err(e) = KDpPca.configure(params(k), &c, &eps_target(5.0, 1e-5)) else {
         panic!("accepted");
