@@ -98,7 +98,7 @@ pub enum LanczosStop<E> {
 
 /// The top k eigenpairs (largest eigenvalues) of the symmetric n×n operator `apply` (X ↦ A·X).
 /// `draw(c)` returns a fresh random n×c block (e.g. Gaussian from the job's generator): the
-/// start block (c = [`LanczosOptions::block_size`]), and new columns when the block grows.
+/// start block (c = [`LanczosOptions::block_size`]), and the larger start block of a rerun.
 /// `progress(cycle, max_cycles)` runs after each restart cycle and may stop the iteration.
 ///
 /// **Multiplicity safeguard.** In exact arithmetic every vector of a (thick-restarted) block
