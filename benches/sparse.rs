@@ -46,6 +46,12 @@ fn gaussian(m: usize, n: usize, seed: u64) -> Matrix {
     Matrix::from_fn(m, n, |_, _| StandardNormal.sample(&mut rng))
 }
 
+/// Gaussian n×c blocks from one seeded stream, for `top_eigenpairs`.
+fn draws(n: usize, seed: u64) -> impl FnMut(usize) -> Matrix {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    move |c| Matrix::from_fn(n, c, |_, _| StandardNormal.sample(&mut rng))
+}
+
 /// (I + D^-½WD^-½)/2 of a planted-partition graph: n nodes in `groups` groups, about
 /// n·(inside + across)/2 edges drawn as uniform pairs.
 fn planted_partition(n: usize, groups: usize, inside: f64, across: f64, seed: u64) -> Csr {
@@ -204,8 +210,9 @@ fn table1() {
     for p in [16usize, 64] {
         let started = Instant::now();
         let options = LanczosOptions::default();
-        let start = gaussian(items, options.block_size(items), 3);
-        let found = top_eigenpairs::<()>(&apply, &start, p, &options, &mut |_, _| Ok(())).expect("converges");
+        let mut draw = draws(items, 3);
+        let found = top_eigenpairs::<()>(&apply, items, &mut draw, p, &options, &mut |_, _| Ok(()))
+            .expect("converges");
         let seconds = started.elapsed().as_secs_f64();
         let u = found.vectors;
         let mu0 = u.iter().fold(0.0_f64, |m, v| m.max(v.abs()));
@@ -254,7 +261,9 @@ fn main() {
 
 /// `exact`'s sparse path on the judged matrix (issue 24): the top 10 of the planted-partition
 /// matrix by `top_eigenpairs`, for several block sizes and basis sizes; time, products A·X
-/// (columns), restart cycles, and the largest residual ‖A·v − θ·v‖ of the result.
+/// (columns), restart cycles, and the largest residual ‖A·v − θ·v‖ of the result. (4, 48) is
+/// the default before the multiplicity safeguard, (2, 24) the default with it; both run twice,
+/// interleaved with the others, so their ratio comes from one run.
 fn lanczos() {
     let csr = planted_partition(100_000, 10, 15.0, 4.0, 1);
     let a = csr.view().expect("valid CSR");
@@ -266,13 +275,12 @@ fn lanczos() {
     println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (block, basis_columns, tolerance) in [
         (4, 48, 1e-7),
-        (4, 32, 1e-7),
-        (4, 24, 1e-7),
-        (2, 32, 1e-7),
         (2, 24, 1e-7),
+        (2, 32, 1e-7),
+        (4, 32, 1e-7),
         (1, 24, 1e-7),
-        (1, 16, 1e-7),
-        (8, 64, 1e-7),
+        (4, 48, 1e-7),
+        (2, 24, 1e-7),
     ] {
         let options = LanczosOptions {
             tolerance,
@@ -280,7 +288,7 @@ fn lanczos() {
             basis_columns,
             ..LanczosOptions::default()
         };
-        let start = gaussian(csr.n, options.block_size(csr.n), 3);
+        let mut draw = draws(csr.n, 3);
         let (products, columns) = (std::cell::Cell::new(0usize), std::cell::Cell::new(0usize));
         let in_products = std::cell::Cell::new(0.0f64);
         let apply = |x: &Matrix| {
@@ -297,7 +305,7 @@ fn lanczos() {
             Ok(())
         };
         let began = Instant::now();
-        let found = top_eigenpairs(&apply, &start, k, &options, &mut progress).expect("converges");
+        let found = top_eigenpairs(&apply, csr.n, &mut draw, k, &options, &mut progress).expect("converges");
         let elapsed = began.elapsed().as_secs_f64();
         let av = a.times(&found.vectors);
         let residual = (0..k)

@@ -7,13 +7,34 @@ fn no_stop(_: u32, _: u32) -> Result<(), ()> {
     Ok(())
 }
 
+/// Gaussian n×c blocks from one seeded stream.
+fn draws(n: usize, seed: u64) -> impl FnMut(usize) -> Matrix {
+    let mut calls = 0;
+    move |c| {
+        calls += 1;
+        gaussian(n, c, seed * 1000 + calls)
+    }
+}
+
+/// Lanczos with these options, Gaussian blocks from `seed` and no stop.
+fn run(
+    apply: &dyn Fn(&Matrix) -> Matrix,
+    n: usize,
+    seed: u64,
+    k: usize,
+    options: &LanczosOptions,
+) -> Result<TopEigen, LanczosStop<()>> {
+    top_eigenpairs(apply, n, &mut draws(n, seed), k, options, &mut no_stop)
+}
+
 /// Lanczos with the default options and no stop.
 fn default_run(
     apply: &dyn Fn(&Matrix) -> Matrix,
-    start: &Matrix,
+    n: usize,
+    seed: u64,
     k: usize,
 ) -> Result<TopEigen, LanczosStop<()>> {
-    top_eigenpairs(apply, start, k, &LanczosOptions::default(), &mut no_stop)
+    run(apply, n, seed, k, &LanczosOptions::default())
 }
 
 /// Checks the Lanczos pairs against the dense eigendecomposition of `dense`: eigenvalues to
@@ -50,13 +71,15 @@ fn matches_the_dense_decomposition_of_a_sparse_graph_matrix() {
     let csr = planted_partition(800, 10, 0.08, 0.004, 11);
     let a = csr.view().expect("valid CSR");
     let dense = a.to_dense();
-    let options = LanczosOptions::default();
     for k in [1usize, 3, 10] {
         // The service's block size (below k at k = 10), and a block wider than k.
-        for b in [options.block_size(800), k + 10] {
-            let start = gaussian(800, b, 5);
+        for block in [LanczosOptions::default().block, k + 10] {
+            let options = LanczosOptions {
+                block,
+                ..LanczosOptions::default()
+            };
             let apply = |x: &Matrix| a.times(x);
-            let got = top_eigenpairs(&apply, &start, k, &options, &mut no_stop).expect("converges");
+            let got = run(&apply, 800, 5, k, &options).expect("converges");
             check_against_dense(&dense, &got, k);
         }
     }
@@ -69,7 +92,11 @@ fn handles_a_cluster_of_equal_eigenvalues_and_negative_ones() {
     spectrum[299] = -10.0;
     let dense = with_spectrum(&spectrum, 4);
     let apply = |x: &Matrix| matmul(&dense, x);
-    let got = default_run(&apply, &gaussian(300, 14, 1), 4).expect("converges");
+    let options = LanczosOptions {
+        block: 14,
+        ..LanczosOptions::default()
+    };
+    let got = run(&apply, 300, 1, 4, &options).expect("converges");
     check_against_dense(&dense, &got, 4);
     assert!(
         (got.values[3] - 4.0).abs() < 1e-7,
@@ -77,12 +104,92 @@ fn handles_a_cluster_of_equal_eigenvalues_and_negative_ones() {
     );
 }
 
+/// The lazy normalised adjacency of `copies` identical connected graphs on `size` nodes each
+/// (a ring with chords): every eigenvalue has multiplicity `copies`, the largest is 1.
+fn identical_blocks(copies: usize, size: usize) -> crate::linalg::sparse::Csr {
+    let mut edges = Vec::new();
+    for c in 0..copies {
+        let node = |i: usize| c * size + i % size;
+        for i in 0..size {
+            edges.push((node(i), node(i + 1)));
+            if i % 3 == 0 {
+                edges.push((node(i), node(i + 7)));
+            }
+        }
+    }
+    let mut edges: Vec<(usize, usize)> = edges.into_iter().map(|(a, b)| (a.min(b), a.max(b))).collect();
+    edges.sort_unstable();
+    edges.dedup();
+    crate::linalg::sparse::Csr::lazy_normalised_adjacency(copies * size, &edges)
+}
+
+#[test]
+fn a_block_of_2_finds_an_eigenvalue_of_multiplicity_10() {
+    init_threads(0);
+    // Ten identical components: the eigenvalue 1 ten times, and every other one ten times, so a
+    // block of 2 alone finds two copies of each (the Krylov space of a block of 2 holds two
+    // directions of each eigenspace); the block must grow to 10.
+    let csr = identical_blocks(10, 60);
+    let a = csr.view().expect("valid CSR");
+    let dense = a.to_dense();
+    let apply = |x: &Matrix| a.times(x);
+    assert_eq!(LanczosOptions::default().block, 2);
+    for (k, seed) in [(10, 1), (12, 2), (4, 3)] {
+        let got = default_run(&apply, 600, seed, k).expect("converges");
+        check_against_dense(&dense, &got, k);
+        for i in 0..k.min(10) {
+            assert!(
+                (got.values[i] - 1.0).abs() < 1e-9,
+                "copy {i} of 1: {}",
+                got.values[i]
+            );
+        }
+    }
+}
+
+#[test]
+fn a_block_of_2_finds_multiplicities_3_and_5() {
+    // Eigenvalue 3 three times, 2 five times, the rest in (−1, 1); k cuts inside each cluster,
+    // between them and after them.
+    let mut spectrum: Vec<f64> = (0..300).map(|i| -1.0 + 1.5 * (i as f64) / 300.0).rev().collect();
+    spectrum[..8].copy_from_slice(&[3.0, 3.0, 3.0, 2.0, 2.0, 2.0, 2.0, 2.0]);
+    let dense = with_spectrum(&spectrum, 6);
+    let apply = |x: &Matrix| matmul(&dense, x);
+    for (k, seed) in [(2, 1), (3, 2), (5, 3), (8, 4), (9, 5)] {
+        let got = default_run(&apply, 300, seed, k).expect("converges");
+        check_against_dense(&dense, &got, k);
+    }
+}
+
+#[test]
+fn matches_the_dense_decomposition_of_the_judged_shape_at_small_size() {
+    init_threads(0);
+    // The judged matrix's shape (issue 24) at n = 1500: 10 communities, expected degree 15
+    // inside and 4 across; and the same communities disconnected, where 1 has multiplicity 10.
+    for (p_out, seed) in [(4.0 / 1350.0, 21), (0.0, 22)] {
+        let csr = planted_partition(1500, 10, 0.1, p_out, seed);
+        let a = csr.view().expect("valid CSR");
+        let apply = |x: &Matrix| a.times(x);
+        let got = default_run(&apply, 1500, seed, 10).expect("converges");
+        check_against_dense(&a.to_dense(), &got, 10);
+    }
+}
+
+#[test]
+fn copies_are_counted_within_the_width() {
+    assert_eq!(most_copies(&[], 0.1), 0);
+    assert_eq!(most_copies(&[5.0], 0.1), 1);
+    assert_eq!(most_copies(&[5.0, 4.95, 4.7, 4.69, 4.68, 1.0], 0.1), 3);
+    assert_eq!(most_copies(&[5.0, 4.0, 3.0], 0.1), 1);
+    assert_eq!(most_copies(&[1.0, f64::NAN, f64::NAN], 0.1), 1);
+}
+
 #[test]
 fn a_tiny_matrix_is_decomposed_densely() {
     let csr = planted_partition(12, 2, 0.5, 0.1, 2);
     let a = csr.view().expect("valid CSR");
     let apply = |x: &Matrix| a.times(x);
-    let got = default_run(&apply, &gaussian(12, 5, 3), 2).expect("dense path");
+    let got = default_run(&apply, 12, 3, 2).expect("dense path");
     check_against_dense(&a.to_dense(), &got, 2);
 }
 
@@ -91,16 +198,16 @@ fn progress_can_stop_it_and_no_convergence_is_an_error() {
     let csr = planted_partition(400, 4, 0.1, 0.01, 8);
     let a = csr.view().expect("valid CSR");
     let apply = |x: &Matrix| a.times(x);
-    let start = gaussian(400, 12, 3);
     let mut stop = |cycle: u32, _| if cycle >= 1 { Err("stop") } else { Ok(()) };
-    let stopped = top_eigenpairs(&apply, &start, 2, &LanczosOptions::default(), &mut stop);
+    let options = LanczosOptions::default();
+    let stopped = top_eigenpairs(&apply, 400, &mut draws(400, 3), 2, &options, &mut stop);
     assert!(matches!(stopped, Err(LanczosStop::Stopped("stop"))));
     let hopeless = LanczosOptions {
         tolerance: 0.0,
         max_cycles: 2,
         ..LanczosOptions::default()
     };
-    let failed = top_eigenpairs(&apply, &start, 2, &hopeless, &mut no_stop);
+    let failed = run(&apply, 400, 3, 2, &hopeless);
     assert!(matches!(
         failed,
         Err(LanczosStop::Failed(LinalgError::NoConvergence(_)))
@@ -110,9 +217,15 @@ fn progress_can_stop_it_and_no_convergence_is_an_error() {
 #[test]
 fn a_start_block_that_does_not_fit_is_refused() {
     let apply = |x: &Matrix| x.clone();
-    let start = gaussian(50, 3, 1);
     assert!(matches!(
-        top_eigenpairs(&apply, &start, 51, &LanczosOptions::default(), &mut no_stop),
+        default_run(&apply, 50, 1, 51),
+        Err(LanczosStop::Failed(_))
+    ));
+    // A draw of the wrong shape is an error, not a panic.
+    let mut wrong = |c: usize| gaussian(49, c, 1);
+    let options = LanczosOptions::default();
+    assert!(matches!(
+        top_eigenpairs(&apply, 50, &mut wrong, 2, &options, &mut no_stop),
         Err(LanczosStop::Failed(_))
     ));
     let _ = CsrView::new(0, &[0], &[], &[]).expect("the empty matrix is a valid CSR");

@@ -1,6 +1,8 @@
 //! `exact` on a sparse matrix dataset: the top k eigenpairs by block Lanczos
 //! (`crate::linalg::lanczos`), through the CSR product only, never densifying.
 
+use std::cell::RefCell;
+
 use rand_distr::{Distribution, StandardNormal};
 
 use super::super::{Output, RunEnv, RunError};
@@ -9,8 +11,8 @@ use crate::linalg::lanczos::{LanczosOptions, LanczosStop, top_eigenpairs};
 use crate::linalg::{CsrView, Matrix, fix_signs};
 
 /// The top k eigenvectors (largest eigenvalues first) and eigenvalues of the sparse matrix `a`.
-/// The start block is Gaussian from `env.rng()` (seeded on a public dataset when the job asks),
-/// [`LanczosOptions::block_size`] columns; each restart reports progress.
+/// The start block, and the columns added when the block grows, are Gaussian from `env.rng()`
+/// (seeded on a public dataset when the job asks); each restart reports progress.
 pub(super) fn top_k(
     a: CsrView<'_>,
     k: usize,
@@ -24,15 +26,20 @@ pub(super) fn top_k(
         ));
     }
     let options = LanczosOptions::default();
-    let b = options.block_size(n);
-    let rng = env.rng();
-    let start = Matrix::from_fn(n, b, |_, _| StandardNormal.sample(&mut *rng));
+    // `draw` and `progress` both need the environment; the solver calls them one at a time.
+    let shared = RefCell::new(&mut *env);
+    let mut draw = |c: usize| {
+        let mut env = shared.borrow_mut();
+        let rng = env.rng();
+        Matrix::from_fn(n, c, |_, _| StandardNormal.sample(&mut *rng))
+    };
     let apply = |x: &Matrix| a.times(x);
-    let mut progress = |done: u32, total: u32| env.progress(done, total);
-    let found = top_eigenpairs(&apply, &start, k, &options, &mut progress).map_err(|stop| match stop {
-        LanczosStop::Stopped(_) => RunError::Cancelled,
-        LanczosStop::Failed(e) => RunError::Failed(format!("the sparse eigensolver failed: {e}")),
-    })?;
+    let mut progress = |done: u32, total: u32| shared.borrow_mut().progress(done, total);
+    let found =
+        top_eigenpairs(&apply, n, &mut draw, k, &options, &mut progress).map_err(|stop| match stop {
+            LanczosStop::Stopped(_) => RunError::Cancelled,
+            LanczosStop::Failed(e) => RunError::Failed(format!("the sparse eigensolver failed: {e}")),
+        })?;
     let mut basis = found.vectors;
     fix_signs(&mut basis);
     env.progress(options.max_cycles, options.max_cycles)?;
