@@ -53,3 +53,56 @@ fn a_damaged_or_foreign_file_is_rebuilt_not_used() {
     assert_eq!(rebuilt.records().stats(), Some(&stats));
     assert_eq!(std::fs::read(&path).unwrap(), bytes, "rewritten");
 }
+
+#[test]
+fn blocks_for_clipped_jobs_are_added_to_a_kept_file_and_read_back() {
+    let (d, n) = (5, 40);
+    let xt = records(d, n);
+    let dir = tempfile::tempdir().unwrap();
+    let (data, path, temp) = files(dir.path(), &xt);
+    // A version-1 file (kept before the blocks existed) loads, with no blocks.
+    let (opened, _) = open_records(&data, &path, &temp, n, d).unwrap();
+    let stats = opened.records().stats().unwrap().clone();
+    assert!(opened.records().clip_blocks().is_none());
+    assert_eq!(&std::fs::read(&path).unwrap()[..8], MAGIC);
+    assert!(
+        add_clip_blocks(&data, &path, &temp, n, d).unwrap(),
+        "blocks added"
+    );
+    assert!(!temp.exists());
+    let bytes = std::fs::read(&path).unwrap();
+    assert_eq!(&bytes[..8], MAGIC_WITH_BLOCKS);
+    let want = ClipBlocks::build((&xt).into(), block_count(d, n));
+    assert_eq!(
+        decode_with_blocks(&bytes, d, n),
+        Some((stats.clone(), Some(want.clone())))
+    );
+    let (reopened, _) = open_records(&data, &path, &temp, n, d).unwrap();
+    assert_eq!(reopened.records().stats(), Some(&stats));
+    assert_eq!(reopened.records().clip_blocks(), Some(&want));
+    assert!(!add_clip_blocks(&data, &path, &temp, n, d).unwrap(), "once only");
+    assert_eq!(encode_with_blocks(&stats, Some(&want)), bytes);
+
+    // A damaged or foreign version-2 file is refused whole, never used.
+    assert_eq!(decode_with_blocks(&bytes, d, n + 1), None, "another n");
+    assert_eq!(decode_with_blocks(&bytes[..bytes.len() - 5], d, n), None, "short");
+    let mut flipped = bytes.clone();
+    flipped[bytes.len() - 40] ^= 1;
+    assert_eq!(decode_with_blocks(&flipped, d, n), None, "hash");
+    let mut shuffled = want.clone();
+    shuffled.order.swap(0, 1);
+    shuffled.order[0] = shuffled.order[1];
+    let bad = encode_with_blocks(&stats, Some(&shuffled));
+    assert_eq!(decode_with_blocks(&bad, d, n), None, "not a permutation");
+}
+
+#[test]
+fn no_blocks_are_kept_when_one_block_would_hold_every_record() {
+    let (d, n) = (3, 1);
+    let xt = records(d, n);
+    let dir = tempfile::tempdir().unwrap();
+    let (data, path, temp) = files(dir.path(), &xt);
+    open_records(&data, &path, &temp, n, d).unwrap();
+    assert!(!add_clip_blocks(&data, &path, &temp, n, d).unwrap());
+    assert_eq!(&std::fs::read(&path).unwrap()[..8], MAGIC);
+}
