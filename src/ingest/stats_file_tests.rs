@@ -2,6 +2,7 @@ use std::path::PathBuf;
 
 use super::*;
 use crate::linalg::gram_t;
+use crate::linalg::{ClipBlocks, Records};
 
 fn records(d: usize, n: usize) -> Matrix {
     Matrix::from_fn(d, n, |i, j| ((i * 7 + j * 13) % 11) as f64 / 11.0 - 0.4)
@@ -105,4 +106,70 @@ fn no_blocks_are_kept_when_one_block_would_hold_every_record() {
     open_records(&data, &path, &temp, n, d).unwrap();
     assert!(!add_clip_blocks(&data, &path, &temp, n, d).unwrap());
     assert_eq!(&std::fs::read(&path).unwrap()[..8], MAGIC);
+}
+
+/// Timings of the clipped Gram formation and of the statistics build, before (a pass over the
+/// clipped records; one streamed Gram) and after (the kept blocks), printed for
+/// docs/performance-service.md. `PRIVPCA_CLIP_BENCH_N` sets n (default 100 000), d = 500.
+#[test]
+#[ignore = "timing: run by hand with --ignored --nocapture (docs/performance-service.md)"]
+fn clipped_gram_timings() {
+    use std::time::Instant;
+    let d = 500;
+    let n: usize = std::env::var("PRIVPCA_CLIP_BENCH_N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100_000);
+    let xt = crate::linalg::testing::gaussian(d, n, 1)
+        .map_with_location(|_, j, v| v * (1.0 + (j % 97) as f64 / 10.0));
+    let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
+    let t = Instant::now();
+    let stats = RecordStats::of((&xt).into());
+    let build_before = ms(t);
+    let t = Instant::now();
+    let blocks = ClipBlocks::build((&xt).into(), block_count(d, n));
+    let build_blocks = ms(t);
+    let mut norms: Vec<f64> = xt.column_iter().map(|c| c.norm()).collect();
+    norms.sort_by(f64::total_cmp);
+    println!("n {n} d {d} B {} L {}", blocks.blocks.len(), blocks.block_len);
+    println!("build: streamed-equivalent stats {build_before:.0} ms, blocks {build_blocks:.0} ms");
+    let t = Instant::now();
+    let bytes = encode_with_blocks(&stats, Some(&blocks));
+    let encode_ms = ms(t);
+    let t = Instant::now();
+    let back = decode_with_blocks(&bytes, d, n).expect("decodes");
+    let decode_ms = ms(t);
+    let v1 = encode(&stats);
+    let t = Instant::now();
+    decode(&v1, d, n).expect("decodes");
+    let decode_v1_ms = ms(t);
+    assert_eq!(back.1.as_ref(), Some(&blocks));
+    println!(
+        "file: v2 {:.1} MB (encode {encode_ms:.0} ms, decode {decode_ms:.0} ms), v1 {:.1} MB (decode {decode_v1_ms:.0} ms)",
+        bytes.len() as f64 / 1e6,
+        v1.len() as f64 / 1e6
+    );
+    let records = Records::from(&xt).with_stats(&stats).with_clip_blocks(&blocks);
+    let mut works = Vec::new();
+    for q in [0.10, 0.50, 0.99] {
+        let c = norms[(q * n as f64) as usize];
+        let t = Instant::now();
+        let mut clipped = xt.clone();
+        crate::linalg::clip::clip_columns_l2(&mut clipped, c);
+        let clip_ms = ms(t);
+        let t = Instant::now();
+        let direct = RecordStats::of((&clipped).into());
+        let before = ms(t);
+        let t = Instant::now();
+        let (shortcut, work) = blocks.clipped_stats(records, c);
+        let after = ms(t);
+        let error = (&shortcut.gram - &direct.gram).amax() / direct.gram.amax();
+        assert!(error <= 1e-10, "q {q}: {error:e}");
+        works.push(work);
+        println!(
+            "q {q}: clip copy {clip_ms:.0} ms; Gram+sums: full pass {before:.0} ms, blocks {after:.0} ms, ratio {:.3} ({work:?})",
+            after / before
+        );
+    }
+    assert!(works.windows(2).all(|w| w[0] == w[1]));
 }
