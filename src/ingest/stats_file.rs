@@ -31,7 +31,7 @@ use std::path::Path;
 use sha2::{Digest, Sha256};
 
 use super::load::{StoredData, open, open_lazily};
-use crate::linalg::clip_blocks::{ClipBlock, block_count, packed_len};
+use crate::linalg::clip_blocks::{ClipBlock, Moments, block_count, packed_len};
 use crate::linalg::{ClipBlocks, Matrix, RecordStats, Records, Vector};
 
 const MAGIC: &[u8; 8] = b"PPCASTA1";
@@ -66,8 +66,9 @@ pub fn encode_with_blocks(stats: &RecordStats, blocks: Option<&ClipBlocks>) -> V
         out.extend_from_slice(&(blocks.block_len as u64).to_le_bytes());
         for b in &blocks.blocks {
             put(&mut out, &mut std::iter::once(&b.max_norm));
-            put(&mut out, &mut b.raw_gram.iter().chain(b.raw_sums.iter()));
-            put(&mut out, &mut b.unit_gram.iter().chain(b.unit_sums.iter()));
+            for m in [&b.raw, &b.unit] {
+                put(&mut out, &mut m.gram.iter().chain(m.sums.iter()));
+            }
         }
         blocks
             .order
@@ -140,17 +141,13 @@ pub fn decode_with_blocks(bytes: &[u8], d: usize, n: usize) -> Option<(RecordSta
     let blocks = (0..block_count)
         .map(|_| {
             let max_norm = floats.next().unwrap_or(f64::NAN);
-            let raw_gram = floats.by_ref().take(packed_len(d)).collect();
-            let raw_sums = Vector::from_iterator(d, floats.by_ref().take(d));
-            let unit_gram = floats.by_ref().take(packed_len(d)).collect();
-            let unit_sums = Vector::from_iterator(d, floats.by_ref().take(d));
-            ClipBlock {
-                max_norm,
-                raw_gram,
-                raw_sums,
-                unit_gram,
-                unit_sums,
-            }
+            let mut moments = || Moments {
+                gram: floats.by_ref().take(packed_len(d)).collect(),
+                sums: Vector::from_iterator(d, floats.by_ref().take(d)),
+            };
+            let raw = moments();
+            let unit = moments();
+            ClipBlock { max_norm, raw, unit }
         })
         .collect();
     let order = body[stats_end + 16 + blocks_len..]

@@ -55,12 +55,20 @@ fn a_damaged_or_foreign_file_is_rebuilt_not_used() {
     assert_eq!(std::fs::read(&path).unwrap(), bytes, "rewritten");
 }
 
+/// Records of `d` features and `n` records stored in a fresh directory (returned, to keep it),
+/// with their statistics kept in a version-1 file.
+fn kept_without_blocks(d: usize, n: usize) -> (Matrix, tempfile::TempDir, (PathBuf, PathBuf, PathBuf)) {
+    let xt = records(d, n);
+    let dir = tempfile::tempdir().unwrap();
+    let paths = files(dir.path(), &xt);
+    open_records(&paths.0, &paths.1, &paths.2, n, d).unwrap();
+    (xt, dir, paths)
+}
+
 #[test]
 fn blocks_for_clipped_jobs_are_added_to_a_kept_file_and_read_back() {
     let (d, n) = (5, 40);
-    let xt = records(d, n);
-    let dir = tempfile::tempdir().unwrap();
-    let (data, path, temp) = files(dir.path(), &xt);
+    let (xt, _dir, (data, path, temp)) = kept_without_blocks(d, n);
     // A version-1 file (kept before the blocks existed) loads, with no blocks.
     let (opened, _) = open_records(&data, &path, &temp, n, d).unwrap();
     let stats = opened.records().stats().unwrap().clone();
@@ -100,10 +108,7 @@ fn blocks_for_clipped_jobs_are_added_to_a_kept_file_and_read_back() {
 #[test]
 fn no_blocks_are_kept_when_one_block_would_hold_every_record() {
     let (d, n) = (3, 1);
-    let xt = records(d, n);
-    let dir = tempfile::tempdir().unwrap();
-    let (data, path, temp) = files(dir.path(), &xt);
-    open_records(&data, &path, &temp, n, d).unwrap();
+    let (_, _dir, (data, path, temp)) = kept_without_blocks(d, n);
     assert!(!add_clip_blocks(&data, &path, &temp, n, d).unwrap());
     assert_eq!(&std::fs::read(&path).unwrap()[..8], MAGIC);
 }

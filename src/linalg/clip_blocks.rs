@@ -46,19 +46,33 @@ pub fn block_count(d: usize, n: usize) -> usize {
         .min(n.max(1))
 }
 
-/// One block's kept statistics.
+/// Σ y yᵀ (packed lower triangle, column by column) and Σ y over a block's records y.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Moments {
+    pub gram: Vec<f64>,
+    pub sums: Vector,
+}
+
+/// One block's kept statistics: its largest norm, the moments of its records x (`raw`) and of
+/// x/‖x‖ (`unit`, 0 for a zero record).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClipBlock {
-    /// The largest norm in the block.
     pub max_norm: f64,
-    /// Σ x xᵀ, packed lower triangle (column by column).
-    pub raw_gram: Vec<f64>,
-    /// Σ x.
-    pub raw_sums: Vector,
-    /// Σ x xᵀ/‖x‖², packed lower triangle.
-    pub unit_gram: Vec<f64>,
-    /// Σ x/‖x‖.
-    pub unit_sums: Vector,
+    pub raw: Moments,
+    pub unit: Moments,
+}
+
+impl Moments {
+    fn of(stats: RecordStats) -> Self {
+        Moments {
+            gram: pack_lower(&stats.gram),
+            sums: stats.sums,
+        }
+    }
+
+    fn is_finite(&self) -> bool {
+        self.gram.iter().chain(self.sums.iter()).all(|v| v.is_finite())
+    }
 }
 
 /// The kept blocks of a records dataset (see the module doc).
@@ -155,10 +169,8 @@ impl ClipBlocks {
                 let unit = accumulate(Records::from(&buffer), d);
                 ClipBlock {
                     max_norm: part.last().map_or(0.0, |&i| norms[i as usize]),
-                    raw_gram: pack_lower(&raw.gram),
-                    raw_sums: raw.sums,
-                    unit_gram: pack_lower(&unit.gram),
-                    unit_sums: unit.sums,
+                    raw: Moments::of(raw),
+                    unit: Moments::of(unit),
                 }
             })
             .collect();
@@ -178,10 +190,9 @@ impl ClipBlocks {
             && self.order.len() == n
             && self.blocks.len() == n.div_ceil(len)
             && self.blocks.iter().all(|b| {
-                b.raw_gram.len() == packed_len(d)
-                    && b.unit_gram.len() == packed_len(d)
-                    && b.raw_sums.len() == d
-                    && b.unit_sums.len() == d
+                [&b.raw, &b.unit]
+                    .iter()
+                    .all(|m| m.gram.len() == packed_len(d) && m.sums.len() == d)
             });
         if !shapes {
             return false;
@@ -192,15 +203,10 @@ impl ClipBlocks {
             .iter()
             .all(|&i| (i as usize) < n && !std::mem::replace(&mut seen[i as usize], true));
         let ascending = self.blocks.windows(2).all(|w| w[0].max_norm <= w[1].max_norm);
-        let finite = self.blocks.iter().all(|b| {
-            b.max_norm.is_finite()
-                && b.raw_gram
-                    .iter()
-                    .chain(&b.unit_gram)
-                    .chain(b.raw_sums.iter())
-                    .chain(b.unit_sums.iter())
-                    .all(|v| v.is_finite())
-        });
+        let finite = self
+            .blocks
+            .iter()
+            .all(|b| b.max_norm.is_finite() && b.raw.is_finite() && b.unit.is_finite());
         permutation && ascending && finite
     }
 
@@ -223,13 +229,13 @@ impl ClipBlocks {
         let (mut raw_sums, mut unit_sums) = (Vector::zeros(d), Vector::zeros(d));
         let mut blocks_summed = 0;
         for (j, block) in self.blocks.iter().enumerate().filter(|&(j, _)| j != b) {
-            let (gram, sums, part_gram, part_sums) = if j < b {
-                (&mut raw, &mut raw_sums, &block.raw_gram, &block.raw_sums)
+            let (gram, sums, part) = if j < b {
+                (&mut raw, &mut raw_sums, &block.raw)
             } else {
-                (&mut unit, &mut unit_sums, &block.unit_gram, &block.unit_sums)
+                (&mut unit, &mut unit_sums, &block.unit)
             };
-            add_scaled(gram, part_gram, 1.0);
-            *sums += part_sums;
+            add_scaled(gram, &part.gram, 1.0);
+            *sums += &part.sums;
             blocks_summed += 1;
         }
         // Block b, padded to the block length, clipped record by record.

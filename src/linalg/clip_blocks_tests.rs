@@ -116,8 +116,8 @@ fn blocks_hold_sorted_records_and_sum_to_the_raw_statistics() {
     let mut gram = vec![0.0; packed_len(d)];
     let mut sums = Vector::zeros(d);
     for block in &kept.blocks {
-        add_scaled(&mut gram, &block.raw_gram, 1.0);
-        sums += &block.raw_sums;
+        add_scaled(&mut gram, &block.raw.gram, 1.0);
+        sums += &block.raw.sums;
     }
     assert!((unpack_symmetric(&gram, d) - &whole.gram).amax() <= 1e-12 * whole.gram.amax());
     assert!((sums - &whole.sums).amax() <= 1e-12 * whole.sums.amax());
@@ -146,7 +146,7 @@ fn a_damaged_set_of_blocks_does_not_fit() {
     descending.blocks[0].max_norm = f64::MAX;
     assert!(!descending.fits(d, n));
     let mut infinite = kept;
-    infinite.blocks[1].unit_gram[0] = f64::INFINITY;
+    infinite.blocks[1].unit.gram[0] = f64::INFINITY;
     assert!(!infinite.fits(d, n));
 }
 

@@ -86,15 +86,11 @@ impl<'a> Records<'a> {
     /// # Panics
     /// When the blocks do not fit the records' shape (a bug in the caller, which must check
     /// [`ClipBlocks::fits`] on blocks read from storage).
-    pub fn with_clip_blocks(self, blocks: &'a ClipBlocks) -> Self {
-        assert!(
-            blocks.fits(self.d(), self.n()),
-            "Records::with_clip_blocks: blocks of another shape"
-        );
-        Records {
-            clip_blocks: Some(blocks),
-            ..self
-        }
+    pub fn with_clip_blocks(mut self, blocks: &'a ClipBlocks) -> Self {
+        let fits = blocks.fits(self.d(), self.n());
+        assert!(fits, "Records::with_clip_blocks: blocks of another shape");
+        self.clip_blocks = Some(blocks);
+        self
     }
 
     /// The kept blocks for clipping of these records, if attached.
