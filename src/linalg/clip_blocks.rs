@@ -223,7 +223,7 @@ impl ClipBlocks {
             .iter()
             .filter(|block| block.max_norm <= target)
             .count();
-        let b = within.min(self.blocks.len() - 1);
+        let b = within.min(self.blocks.len().saturating_sub(1));
         let mut raw = vec![0.0; packed_len(d)];
         let mut unit = vec![0.0; packed_len(d)];
         let (mut raw_sums, mut unit_sums) = (Vector::zeros(d), Vector::zeros(d));
