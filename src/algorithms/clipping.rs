@@ -34,7 +34,7 @@ use serde_json::Value;
 use super::{ConfigError, NoiseScale, RunEnv, RunError};
 use crate::dataset::{DataContext, Kind, Neighbours};
 use crate::linalg::clip::clip_columns_l2;
-use crate::linalg::{Matrix, Records};
+use crate::linalg::{Matrix, RecordStats, Records};
 use crate::privacy::cost::round_up_while;
 use crate::privacy::{Cost, PrivacyTarget};
 
@@ -307,6 +307,22 @@ pub fn clip_rows<'a>(xt: impl Into<Records<'a>>, c: f64) -> Matrix {
     let mut out = xt.into().to_matrix();
     clip_columns_l2(&mut out, c);
     out
+}
+
+/// The records clipped at c (as [`clip_rows`]) and, when `xt` carries its kept blocks
+/// (`linalg::clip_blocks`), the clipped records' statistics (XᵀX, Xᵀ1, n) derived from them
+/// instead of a pass over all n records: B − 1 kept blocks added and one block of L = ⌈n/B⌉
+/// records clipped directly, whatever c and the data are, so the time a job takes does not
+/// depend on how many records the clip shortens (a private count). Up to rounding they are the
+/// clipped records' own statistics, so the algorithm's calibration to c is unchanged.
+pub fn clip_rows_with_stats<'a>(xt: impl Into<Records<'a>>, c: f64) -> (Matrix, Option<RecordStats>) {
+    let xt = xt.into();
+    let clipped = clip_rows(xt, c);
+    let stats = xt
+        .clip_blocks()
+        .map(|blocks| blocks.clipped_stats(xt, c).0)
+        .filter(|stats| stats.fits(xt.d(), xt.n()));
+    (clipped, stats)
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ use crate::algorithms::analyze_gauss::{AnalyzeGauss, RELEASE as PERTURBATION};
 use crate::algorithms::registry::DynAlgorithm;
 use crate::algorithms::testing::{AR, EN, RO, ctx, ro, run_prepared_audited, target, with_audited_env};
 use crate::linalg::subspace::orthonormality_error;
+use crate::linalg::{ClipBlocks, RecordStats};
 use crate::privacy::testing::check_gaussian_scale;
 
 /// d×n records whose norms are 1, 2, …, n (one per column, along the first axis).
@@ -351,4 +352,52 @@ fn clipped_eigenvalues_are_calibrated_to_the_released_bound() {
         draw.scale,
         charged.noise_sd
     );
+}
+
+#[test]
+fn clipped_statistics_from_the_kept_blocks_equal_a_pass_over_the_clipped_records() {
+    // Norms 1..=100: clipping at 90.5 shortens ten records, at 30.5 seventy.
+    let xt = ramp(100, 6);
+    let blocks = ClipBlocks::build((&xt).into(), 7);
+    let records = Records::from(&xt).with_clip_blocks(&blocks);
+    for c in [30.5, 90.5, 200.0] {
+        let (clipped, stats) = clip_rows_with_stats(records, c);
+        assert_eq!(clipped, clip_rows(&xt, c), "the clipped records are clip_rows'");
+        let stats = stats.expect("blocks attached: statistics derived");
+        let direct = RecordStats::of((&clipped).into());
+        assert_eq!(stats.n, direct.n);
+        assert!(
+            (&stats.gram - &direct.gram).amax() <= 1e-12 * direct.gram.amax(),
+            "c {c}: gram"
+        );
+        assert!(
+            (&stats.sums - &direct.sums).amax() <= 1e-12 * direct.sums.amax(),
+            "c {c}: sums"
+        );
+    }
+    // Without kept blocks nothing is derived: the kernels read the clipped records.
+    assert!(clip_rows_with_stats(&xt, 90.5).1.is_none());
+}
+
+#[test]
+fn a_clipped_job_on_kept_blocks_releases_what_it_releases_reading_the_records() {
+    let (xt, c) = mostly_unit_records();
+    let blocks = ClipBlocks::build((&xt).into(), 5);
+    let stats = RecordStats::of((&xt).into());
+    let prepared = AnalyzeGauss
+        .prepare(
+            json!({"k": 2, "clip": {"quantile": 0.5, "share": 0.2}}),
+            &c,
+            &target(1.0),
+        )
+        .expect("prepared");
+    let run = |xt: Records<'_>| {
+        let input = crate::algorithms::DataInput::Records { xt };
+        let (out, _) = run_prepared_audited(&AnalyzeGauss, &prepared.config, input, &c, 5);
+        out.expect("run")
+    };
+    let plain = run((&xt).into());
+    let kept = run(Records::from(&xt).with_stats(&stats).with_clip_blocks(&blocks));
+    let diff = (&kept.basis - &plain.basis).amax();
+    assert!(diff <= 1e-8, "bases differ by {diff:e}");
 }

@@ -7,6 +7,13 @@
 //! of everything before it. A file that is short, of another shape, non-finite or fails its hash
 //! is ignored and rebuilt, never used.
 //!
+//! **Version 2** (`PPCASTA2`) adds, between the sums and the hash, the blocks for clipped jobs
+//! ([`ClipBlocks`]): B and the block length L as u64; per block its largest norm, the raw Gram's
+//! packed lower triangle and sums, the normalised Gram's packed lower triangle and sums (f64);
+//! then the records' order by norm (n × u32). A version-1 file (kept before the blocks existed,
+//! or where B = 1) still loads, with no blocks: its clipped jobs make the full pass. The blocks
+//! are added after the statistics are kept ([`add_clip_blocks`]), never by a job.
+//!
 //! **Writing.** Under a temporary name, then renamed into place, so a reader sees a whole file
 //! or none; two jobs (or two replicas) building at once both write the same bytes and the last
 //! rename wins. Datasets are immutable once uploaded, so a statistics file never goes stale; it
@@ -24,49 +31,135 @@ use std::path::Path;
 use sha2::{Digest, Sha256};
 
 use super::load::{StoredData, open, open_lazily};
-use crate::linalg::{Matrix, RecordStats, Records, Vector};
+use crate::linalg::clip_blocks::{ClipBlock, Moments, block_count, packed_len};
+use crate::linalg::{ClipBlocks, Matrix, RecordStats, Records, Vector};
 
 const MAGIC: &[u8; 8] = b"PPCASTA1";
+const MAGIC_WITH_BLOCKS: &[u8; 8] = b"PPCASTA2";
 const HASH_BYTES: usize = 32;
 
-/// The bytes of `stats` in the file format.
+/// The bytes of `stats` in the file format (version 1).
 pub fn encode(stats: &RecordStats) -> Vec<u8> {
+    encode_with_blocks(stats, None)
+}
+
+/// The bytes of `stats` and, when given, `blocks` in the file format (version 2 with blocks,
+/// version 1 without).
+pub fn encode_with_blocks(stats: &RecordStats, blocks: Option<&ClipBlocks>) -> Vec<u8> {
     let d = stats.d();
-    let mut out = Vec::with_capacity(8 + 16 + 8 * (d * d + d) + HASH_BYTES);
-    out.extend_from_slice(MAGIC);
+    let block_values = blocks.map_or(0, |b| b.blocks.len() * (2 * packed_len(d) + 2 * d + 1));
+    let order_bytes = blocks.map_or(0, |b| 4 * b.order.len());
+    let mut out = Vec::with_capacity(8 + 32 + 8 * (d * d + d + block_values) + order_bytes + HASH_BYTES);
+    out.extend_from_slice(if blocks.is_some() {
+        MAGIC_WITH_BLOCKS
+    } else {
+        MAGIC
+    });
+    let put = |out: &mut Vec<u8>, values: &mut dyn Iterator<Item = &f64>| {
+        values.for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
+    };
     out.extend_from_slice(&(stats.n as u64).to_le_bytes());
     out.extend_from_slice(&(d as u64).to_le_bytes());
-    for v in stats.gram.iter().chain(stats.sums.iter()) {
-        out.extend_from_slice(&v.to_le_bytes());
+    put(&mut out, &mut stats.gram.iter().chain(stats.sums.iter()));
+    if let Some(blocks) = blocks {
+        out.extend_from_slice(&(blocks.blocks.len() as u64).to_le_bytes());
+        out.extend_from_slice(&(blocks.block_len as u64).to_le_bytes());
+        for b in &blocks.blocks {
+            put(&mut out, &mut std::iter::once(&b.max_norm));
+            for m in [&b.raw, &b.unit] {
+                put(&mut out, &mut m.gram.iter().chain(m.sums.iter()));
+            }
+        }
+        blocks
+            .order
+            .iter()
+            .for_each(|i| out.extend_from_slice(&i.to_le_bytes()));
     }
     let hash = Sha256::digest(&out);
     out.extend_from_slice(&hash);
     out
 }
 
-/// The statistics in `bytes` if they are a whole, intact file for records of `d` features and
-/// `n` records; `None` otherwise.
+/// The statistics in `bytes` if they are a whole, intact file (either version) for records of
+/// `d` features and `n` records; `None` otherwise.
 pub fn decode(bytes: &[u8], d: usize, n: usize) -> Option<RecordStats> {
-    let values = d.checked_mul(d)?.checked_add(d)?;
-    let body_len = values.checked_mul(8)?.checked_add(24)?;
-    if bytes.len() != body_len.checked_add(HASH_BYTES)? {
-        return None;
-    }
+    decode_with_blocks(bytes, d, n).map(|(stats, _)| stats)
+}
+
+/// The statistics in `bytes` and, in a version-2 file, the blocks, if the file is whole and
+/// intact for records of `d` features and `n` records; `None` otherwise.
+pub fn decode_with_blocks(bytes: &[u8], d: usize, n: usize) -> Option<(RecordStats, Option<ClipBlocks>)> {
+    let body_len = bytes.len().checked_sub(HASH_BYTES)?;
     let (body, hash) = bytes.split_at(body_len);
-    if &bytes[..8] != MAGIC || Sha256::digest(body).as_slice() != hash {
+    let with_blocks = match body.get(..8)? {
+        magic if magic == MAGIC => false,
+        magic if magic == MAGIC_WITH_BLOCKS => true,
+        _ => return None,
+    };
+    let word =
+        |i: usize| -> Option<u64> { Some(u64::from_le_bytes(body.get(8 * i..8 * i + 8)?.try_into().ok()?)) };
+    if word(1)? != n as u64 || word(2)? != d as u64 {
         return None;
     }
-    let word = |i: usize| u64::from_le_bytes(body[8 + 8 * i..16 + 8 * i].try_into().unwrap_or_default());
-    if word(0) != n as u64 || word(1) != d as u64 {
+    let values = d.checked_mul(d)?.checked_add(d)?;
+    let stats_end = values.checked_mul(8)?.checked_add(24)?;
+    let (block_count, block_len) = if with_blocks {
+        let at = stats_end / 8;
+        (
+            usize::try_from(word(at)?).ok()?,
+            usize::try_from(word(at + 1)?).ok()?,
+        )
+    } else {
+        (0, 0)
+    };
+    let per_block = packed_len(d).checked_mul(2)?.checked_add(2 * d + 1)?;
+    let blocks_len = block_count.checked_mul(per_block)?.checked_mul(8)?;
+    let expected = if with_blocks {
+        stats_end
+            .checked_add(16)?
+            .checked_add(blocks_len)?
+            .checked_add(n.checked_mul(4)?)?
+    } else {
+        stats_end
+    };
+    if body_len != expected || Sha256::digest(body).as_slice() != hash {
         return None;
     }
     let mut floats = body[24..]
         .chunks_exact(8)
         .map(|c| f64::from_le_bytes(c.try_into().unwrap_or_default()));
     let gram = Matrix::from_iterator(d, d, floats.by_ref().take(d * d));
-    let sums = Vector::from_iterator(d, floats);
+    let sums = Vector::from_iterator(d, floats.by_ref().take(d));
     let stats = RecordStats { n, gram, sums };
-    stats.fits(d, n).then_some(stats)
+    if !stats.fits(d, n) {
+        return None;
+    }
+    if !with_blocks {
+        return Some((stats, None));
+    }
+    let mut floats = floats.skip(2);
+    let blocks = (0..block_count)
+        .map(|_| {
+            let max_norm = floats.next().unwrap_or(f64::NAN);
+            let mut moments = || Moments {
+                gram: floats.by_ref().take(packed_len(d)).collect(),
+                sums: Vector::from_iterator(d, floats.by_ref().take(d)),
+            };
+            let raw = moments();
+            let unit = moments();
+            ClipBlock { max_norm, raw, unit }
+        })
+        .collect();
+    let order = body[stats_end + 16 + blocks_len..]
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes(c.try_into().unwrap_or_default()))
+        .collect();
+    let blocks = ClipBlocks {
+        block_len,
+        order,
+        blocks,
+    };
+    blocks.fits(d, n).then_some((stats, Some(blocks)))
 }
 
 /// A records dataset's data, memory-mapped, with its statistics.
@@ -74,12 +167,18 @@ pub fn decode(bytes: &[u8], d: usize, n: usize) -> Option<RecordStats> {
 pub struct OpenedRecords {
     data: StoredData,
     stats: RecordStats,
+    blocks: Option<ClipBlocks>,
 }
 
 impl OpenedRecords {
-    /// Xᵀ (d × n) with the statistics attached, so the kernels use them instead of a pass.
+    /// Xᵀ (d × n) with the statistics attached, so the kernels use them instead of a pass, and
+    /// the blocks for clipped jobs when the file has them.
     pub fn records(&self) -> Records<'_> {
-        self.data.records().with_stats(&self.stats)
+        let records = self.data.records().with_stats(&self.stats);
+        match &self.blocks {
+            Some(blocks) => records.with_clip_blocks(blocks),
+            None => records,
+        }
     }
 }
 
@@ -96,19 +195,48 @@ pub fn open_records(
     n: usize,
     d: usize,
 ) -> io::Result<(OpenedRecords, Option<io::Error>)> {
-    if let Some(kept) = read(stats, d, n) {
+    if let Some((kept, blocks)) = read_with_blocks(stats, d, n) {
         let data = open_lazily(data, n, d)?;
-        return Ok((OpenedRecords { data, stats: kept }, None));
+        let stats = kept;
+        return Ok((OpenedRecords { data, stats, blocks }, None));
     }
     let data = open(data, n, d)?;
     let (built, written) = build_and_keep(stats, temp, data.records());
-    Ok((OpenedRecords { data, stats: built }, written))
+    let opened = OpenedRecords {
+        data,
+        stats: built,
+        blocks: None,
+    };
+    Ok((opened, written))
 }
 
 /// The statistics kept at `path` for records of `d` features and `n` records, if an intact
 /// file is there.
 pub fn read(path: &Path, d: usize, n: usize) -> Option<RecordStats> {
-    decode(&fs::read(path).ok()?, d, n)
+    read_with_blocks(path, d, n).map(|(stats, _)| stats)
+}
+
+/// The statistics and blocks kept at `path` (see [`decode_with_blocks`]).
+fn read_with_blocks(path: &Path, d: usize, n: usize) -> Option<(RecordStats, Option<ClipBlocks>)> {
+    decode_with_blocks(&fs::read(path).ok()?, d, n)
+}
+
+/// Adds the blocks for clipped jobs ([`ClipBlocks`], B = [`block_count`]) to the statistics
+/// kept at `path` for the records at `data`: one sort by norm and two Gram updates per record,
+/// then the file is rewritten (version 2) through `temp`. Nothing is done, and `Ok(false)`
+/// returned, when no intact statistics are kept, they have blocks already, or B = 1.
+pub fn add_clip_blocks(data: &Path, path: &Path, temp: &Path, n: usize, d: usize) -> io::Result<bool> {
+    let blocks = block_count(d, n);
+    let Some((stats, None)) = read_with_blocks(path, d, n) else {
+        return Ok(false);
+    };
+    if blocks <= 1 {
+        return Ok(false);
+    }
+    let data = open(data, n, d)?;
+    let built = ClipBlocks::build(data.records(), blocks);
+    write_atomically(path, temp, &encode_with_blocks(&stats, Some(&built)))?;
+    Ok(true)
 }
 
 /// Computes the statistics of `xt` (one pass) and writes them to `path` through `temp`. A
@@ -123,9 +251,14 @@ fn build_and_keep(path: &Path, temp: &Path, xt: Records<'_>) -> (RecordStats, Op
 /// it and renames it into place, so a reader sees a whole file or none. The upload keeps the
 /// statistics it built while streaming this way (`stats_stream.rs`).
 pub fn keep(path: &Path, temp: &Path, stats: &RecordStats) -> io::Result<()> {
+    write_atomically(path, temp, &encode(stats))
+}
+
+/// Writes `bytes` to `temp`, syncs it and renames it to `path`; removes `temp` on failure.
+fn write_atomically(path: &Path, temp: &Path, bytes: &[u8]) -> io::Result<()> {
     let result = (|| {
         let mut file = fs::File::create(temp)?;
-        file.write_all(&encode(stats))?;
+        file.write_all(bytes)?;
         file.sync_all()?;
         fs::rename(temp, path)
     })();

@@ -80,10 +80,11 @@ fn clip_to(row: &mut [f64], bound: f64, norm: fn(&[f64]) -> f64) {
         row.iter_mut().for_each(|v| *v *= TINY_POW2);
         n = norm(row);
     }
-    if n > target {
-        let s = target / n;
-        row.iter_mut().for_each(|v| *v *= s);
-    }
+    // Every row is multiplied (by 1 when within the target, which is exact), so clipping takes
+    // the same time whether it shortens few rows or many: how many it shortens is private
+    // (docs/design/privacy.md §1.2).
+    let s = if n > target { target / n } else { 1.0 };
+    row.iter_mut().for_each(|v| *v *= s);
 }
 
 /// ‖x‖₂, without spurious overflow or underflow (the plain sum of squares when it is safe,

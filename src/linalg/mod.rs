@@ -10,6 +10,7 @@
 //! This module never imports web, database or async crates.
 
 pub mod clip;
+pub mod clip_blocks;
 pub mod eigen;
 pub mod error;
 pub mod kernels;
@@ -27,6 +28,7 @@ mod view;
 #[cfg(test)]
 pub(crate) mod testing;
 
+pub use clip_blocks::{ClipBlocks, ClipWork};
 pub use error::LinalgError;
 pub use kernels::{
     SymEig, ThinSvd, centred_gram_t, column_sums, fix_signs, gram_t, gram_t_times, matmul, matmul_tn,

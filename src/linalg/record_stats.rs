@@ -12,7 +12,8 @@
 //! streamed pass ([`RecordStats::of`], in `stream.rs` beside the other passes) and
 //! [`Records::with_stats`](super::Records::with_stats) attaches them to a view; the kernels use
 //! them when present. Records changed in any way (clipped,
-//! centred, a block of them) are new data and carry none. The statistics are as sensitive as the
+//! centred, a block of them) are new data and carry none; the statistics of records clipped at
+//! any bound follow from blocks kept beside these ([`super::clip_blocks`]). The statistics are as sensitive as the
 //! data: they stay inside the service like the data file and never leave it.
 //!
 //! This module holds the values only and imports neither the records view nor the kernels,

@@ -14,6 +14,7 @@ use faer::MatRef;
 use nalgebra::DMatrixView;
 
 use super::Matrix;
+use super::clip_blocks::ClipBlocks;
 use super::record_stats::RecordStats;
 
 /// Told by the streaming kernels when a stretch of records will not be read again in this pass.
@@ -33,6 +34,9 @@ pub struct Records<'a> {
     /// Precomputed XᵀX, Xᵀ1 and n of exactly these records, used by the kernels instead of a
     /// pass over the data (see [`super::record_stats`]).
     stats: Option<&'a RecordStats>,
+    /// Statistics kept in blocks of the records sorted by norm, from which those of the records
+    /// clipped at any bound follow (see [`super::clip_blocks`]).
+    clip_blocks: Option<&'a ClipBlocks>,
 }
 
 impl<'a> Records<'a> {
@@ -52,6 +56,7 @@ impl<'a> Records<'a> {
             view: DMatrixView::from_slice(data, d, n),
             residency: None,
             stats: None,
+            clip_blocks: None,
         }
     }
 
@@ -74,6 +79,23 @@ impl<'a> Records<'a> {
     /// The precomputed statistics of these records, if attached.
     pub fn stats(&self) -> Option<&'a RecordStats> {
         self.stats
+    }
+
+    /// The same records, with their kept blocks for clipping.
+    ///
+    /// # Panics
+    /// When the blocks do not fit the records' shape (a bug in the caller, which must check
+    /// [`ClipBlocks::fits`] on blocks read from storage).
+    pub fn with_clip_blocks(mut self, blocks: &'a ClipBlocks) -> Self {
+        let fits = blocks.fits(self.d(), self.n());
+        assert!(fits, "Records::with_clip_blocks: blocks of another shape");
+        self.clip_blocks = Some(blocks);
+        self
+    }
+
+    /// The kept blocks for clipping of these records, if attached.
+    pub fn clip_blocks(&self) -> Option<&'a ClipBlocks> {
+        self.clip_blocks
     }
 
     /// The same records without precomputed statistics (the kernels then read the data).
@@ -116,6 +138,7 @@ impl<'a> Records<'a> {
             residency: self.residency,
             // A block is other records: the whole set's statistics do not describe it.
             stats: None,
+            clip_blocks: None,
         }
     }
 

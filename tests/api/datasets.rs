@@ -389,6 +389,18 @@ async fn an_upload_keeps_the_records_statistics_for_the_first_job() {
     assert!(close(kept.gram[(0, 0)], 0.36 + 0.09) && close(kept.gram[(1, 1)], 0.64 + 0.16));
     assert!(close(kept.gram[(0, 1)], 0.12) && close(kept.gram[(1, 0)], 0.12));
     assert!(close(kept.sums[0], 0.9) && close(kept.sums[1], 1.2));
+    // Then the blocks for clipped jobs join them: three blocks of one record, sorted by norm
+    // (0.5, 0.6, 0.8).
+    let blocks = poll::until(Duration::from_secs(20), Duration::from_millis(20), || async {
+        let bytes = std::fs::read(&stats).map_err(|e| e.to_string())?;
+        privpca::ingest::stats_file::decode_with_blocks(&bytes, 2, 3)
+            .and_then(|(_, blocks)| blocks)
+            .ok_or_else(|| "no blocks yet".to_string())
+    })
+    .await;
+    assert_eq!(blocks.order, vec![2, 0, 1]);
+    let maxima: Vec<f64> = blocks.blocks.iter().map(|b| b.max_norm).collect();
+    assert!(close(maxima[0], 0.5) && close(maxima[1], 0.6) && close(maxima[2], 0.8));
     // They go with the data.
     app.call(Method::DELETE, &format!("/v1/datasets/{id}"), Some(&key), None)
         .await;

@@ -275,8 +275,9 @@ fn not_uploadable(status: DatasetStatus) -> AppError {
 /// its data, in the background, holding the dataset's `turn` until they are kept so that a job
 /// arriving meanwhile waits and reads them. If the upload could not build them (its worker
 /// failed), they are built here in one pass through the path jobs take too
-/// (`ingest::stats_file::open_records`). Nothing is returned to anyone: the file sits beside the
-/// data and goes with it.
+/// (`ingest::stats_file::open_records`). Then, with the turn released, the blocks for clipped
+/// jobs are added to the file (`ingest::stats_file::add_clip_blocks`). Nothing is returned to
+/// anyone: the file sits beside the data and goes with it.
 fn keep_statistics(state: &AppState, record: &DatasetRecord, stats: Option<RecordStats>, turn: StatsTurn) {
     let (Some(n), Some(d)) = (record.n, record.d) else {
         return;
@@ -302,5 +303,15 @@ fn keep_statistics(state: &AppState, record: &DatasetRecord, stats: Option<Recor
             let _ = std::fs::remove_file(&kept);
         }
         drop(turn);
+        // Then the blocks for clipped jobs (`linalg::clip_blocks`), without the turn: a job
+        // arriving meanwhile reads the statistics kept above and, if it clips, makes the full
+        // pass it made before the blocks existed; the file is replaced whole when they are
+        // ready.
+        if let Err(e) = ingest::stats_file::add_clip_blocks(&data, &kept, &temp, n, d) {
+            tracing::warn!(dataset = %id, error = %e, "could not keep the blocks for clipped jobs; its clipped jobs make a full pass");
+        }
+        if !data.exists() {
+            let _ = std::fs::remove_file(&kept);
+        }
     });
 }
