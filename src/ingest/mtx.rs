@@ -216,7 +216,11 @@ pub(super) fn parse_mtx(input: impl Read, max_nnz: u64) -> Result<Csr, IngestErr
     if entries.is_empty() {
         return Err(IngestError::Empty);
     }
-    entries.par_sort_unstable_by_key(|e| (e.row, e.col));
+    // Files written row by row (as scipy.io.mmwrite writes a CSR matrix) are already in order:
+    // one pass checks it and the sort is skipped; the result is the same either way.
+    if !entries.is_sorted_by_key(|e| (e.row, e.col)) {
+        entries.par_sort_unstable_by_key(|e| (e.row, e.col));
+    }
     if let Some(pair) = entries
         .windows(2)
         .find(|w| (w[0].row, w[0].col) == (w[1].row, w[1].col))
