@@ -107,7 +107,7 @@ pub enum LanczosStop<E> {
 /// copies of λ can be found, and from a random Q₀ exactly min(r, b) of an r-fold λ. Hence if
 /// every eigenvalue appears fewer than b times among the converged top k, each one either had
 /// all its copies found, or is the k-th value with its missing copies after the k-th place:
-/// either way the top k are right. When some value appears b times (within [`COPIES_WITHIN`]
+/// either way the top k are right. When some value appears b times (within `COPIES_WITHIN`
 /// tolerances) and b < k, the result is not trusted: the run starts again from a fresh random
 /// block of min(2b, k) columns (from scratch, so that no converged Ritz vector can pass the
 /// stopping test before the new copies have emerged). A block of k cannot miss a copy that

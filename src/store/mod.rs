@@ -456,7 +456,7 @@ impl Store {
         self.pool.close().await;
     }
 
-    /// On SQLite, checkpoints the write-ahead log every [`CHECKPOINT_EVERY`] in a task of its
+    /// On SQLite, checkpoints the write-ahead log every `CHECKPOINT_EVERY` (250 ms) in a task of its
     /// own (`PRAGMA wal_checkpoint(PASSIVE)`: it waits for no reader or writer), until the pool
     /// closes; None on PostgreSQL. Durability is unchanged: a commit is in the log either way;
     /// the checkpoint only moves it into the database file.
