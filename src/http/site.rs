@@ -23,6 +23,11 @@ fn unauthorized(why: &str) -> ApiError {
     ApiError::new(ProblemKind::Unauthorized, why.to_string())
 }
 
+/// What a site token was found to name; 401 for a token no site has.
+fn known<T>(found: Option<T>) -> Result<T, ApiError> {
+    found.ok_or_else(|| unauthorized("unknown site token"))
+}
+
 /// The site token of `Authorization: Bearer <site token>`.
 fn bearer_token(parts: &Parts) -> Result<&str, ApiError> {
     let value = parts
@@ -50,11 +55,8 @@ impl FromRequestParts<AppState> for SiteAuth {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        let token = bearer_token(parts)?;
-        match state.store.site_by_token(token).await? {
-            Some((study, site)) => Ok(SiteAuth { study, site }),
-            None => Err(unauthorized("unknown site token")),
-        }
+        let (study, site) = known(state.store.site_by_token(bearer_token(parts)?).await?)?;
+        Ok(SiteAuth { study, site })
     }
 }
 
@@ -73,10 +75,8 @@ impl FromRequestParts<AppState> for SiteId {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
         let token = bearer_token(parts)?;
-        match state.store.site_identity_by_token(token).await? {
-            Some((study, index)) => Ok(SiteId { study, index }),
-            None => Err(unauthorized("unknown site token")),
-        }
+        let (study, index) = known(state.store.site_identity_by_token(token).await?)?;
+        Ok(SiteId { study, index })
     }
 }
 
