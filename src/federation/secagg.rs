@@ -26,14 +26,22 @@ pub use site::SiteSession;
 
 use super::crypto::CryptoError;
 use super::messages::Participant;
-use super::shamir::{SHARE_LEN, ShamirError};
+use super::shamir::{Field, ShamirError};
 use super::wire::{self, WireError};
 
-/// Largest site index: indices are Shamir x-coordinates, the non-zero elements of GF(2⁸).
-pub const MAX_SITE_INDEX: u32 = 255;
+/// Largest site index on the complete graph: indices are Shamir x-coordinates, the non-zero
+/// elements of GF(2¹⁶) (GF(2⁸) while the largest index is at most 255: `shamir::Field`).
+pub const MAX_SITE_INDEX: u32 = u16::MAX as u32;
 
-/// Box plaintext bytes per round: the share of s_{i,r}, then the share of b_{i,r}.
-const ROUND_SHARES_LEN: usize = 2 * SHARE_LEN;
+/// Box plaintext bytes per round in `field`: the share of s_{i,r}, then the share of b_{i,r}.
+const fn round_shares_len(field: Field) -> usize {
+    2 * field.share_len()
+}
+
+/// The field of a sharing with x = 1..=`count` (`count` ≤ 65 535 by the roster checks).
+fn shamir_field(count: u16) -> Result<Field, SecAggError> {
+    Field::for_count(u32::from(count)).ok_or(SecAggError::IndexOutOfRange(u32::from(count)))
+}
 
 /// A protocol message or request that does not fit. Messages name sites, rounds and sizes,
 /// never key or share material.
@@ -85,7 +93,7 @@ pub enum SecAggError {
     #[error("the share box from site {from} holds {got} bytes of shares; {expected} were expected")]
     BoxLength { from: u32, expected: usize, got: usize },
     #[error("site {from} sent a share with x = {got}; this site's index is {expected}")]
-    WrongShareX { from: u32, expected: u32, got: u8 },
+    WrongShareX { from: u32, expected: u32, got: u16 },
     #[error("site {from} sent share boxes with different contents")]
     ConflictingBoxes { from: u32 },
     #[error("round {round}: the roster has {size} sites, fewer than the threshold {threshold}")]
@@ -156,7 +164,7 @@ pub enum SecAggError {
         round: u32,
         site: u32,
         got: usize,
-        threshold: u8,
+        threshold: u16,
     },
     #[error(transparent)]
     Crypto(#[from] CryptoError),
@@ -172,7 +180,7 @@ struct PeerKeys {
     masks: Vec<[u8; 32]>,
 }
 
-/// Validates a roster of participants (indices distinct and in 1..=255, or 1..=2^20 under
+/// Validates a roster of participants (indices distinct and in 1..=65535, or 1..=2^20 under
 /// SecAgg+ where x-coordinates are neighbourhood positions; `rounds` masking keys each, every
 /// key 32 bytes, 2 ≤ `threshold` ≤ its size) and decodes its keys. Returns the keys by index
 /// and the threshold as a Shamir threshold (the complete graph's; SecAgg+ uses its graph's).
@@ -181,7 +189,7 @@ fn parse_participants(
     rounds: u32,
     threshold: u32,
     sparse: bool,
-) -> Result<(BTreeMap<u32, PeerKeys>, u8), SecAggError> {
+) -> Result<(BTreeMap<u32, PeerKeys>, u16), SecAggError> {
     let max_index = if sparse {
         graph::MAX_SPARSE_SITE_INDEX
     } else {
@@ -225,7 +233,7 @@ fn parse_participants(
     let shamir_threshold = if sparse {
         Some(2)
     } else {
-        u8::try_from(threshold).ok()
+        u16::try_from(threshold).ok()
     };
     match shamir_threshold.filter(|_| valid) {
         Some(t) => Ok((peers, t)),

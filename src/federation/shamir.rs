@@ -1,9 +1,17 @@
-//! t-of-n Shamir sharing of 32-byte secrets over GF(2⁸) (crate `blahaj`), as secure aggregation
-//! uses it (docs/design/federation.md, "Shares"; Bonawitz et al. 2017 §4): a site shares its
-//! round masking secrets and self-mask seeds, share x = the recipient's site index.
+//! t-of-n Shamir sharing of 32-byte secrets, as secure aggregation uses it
+//! (docs/design/federation.md, "Shares"; Bonawitz et al. 2017 §4): a site shares its round
+//! masking secrets and self-mask seeds, share x = the recipient's site index (complete graph)
+//! or its position in the dealer's neighbourhood (SecAgg+).
+//!
+//! The field is the smallest that holds every x of the sharing ([`Field::for_count`]):
+//! - GF(2⁸) (crate `blahaj`) for up to 255 shares, 33-byte shares: the format live studies
+//!   (at most 64 sites) relay and store, unchanged;
+//! - GF(2¹⁶) (below, [`gf65536`]) for 256 to 65 535 shares, 34-byte shares: the complete graph
+//!   beyond 255 sites.
 //!
 //! `blahaj` draws its polynomial coefficients from a `rand` 0.10 `CryptoRng`; we seed a
-//! ChaCha20 generator of that version with 32 bytes from the caller's RNG.
+//! ChaCha20 generator of that version with 32 bytes from the caller's RNG. GF(2¹⁶) coefficients
+//! come from a `rand_chacha` ChaCha20 seeded the same way.
 
 use blahaj::Sharks;
 use chacha20_rng::ChaCha20Rng as DealerRng;
@@ -13,19 +21,57 @@ use zeroize::{Zeroize, ZeroizeOnDrop, Zeroizing};
 
 use super::crypto::Seed;
 
-/// Bytes of an encoded share: x then the 32 bytes of y.
-pub const SHARE_LEN: usize = 33;
+/// The field a sharing lives in; every share of one sharing is in the same field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Field {
+    /// GF(2⁸), x ∈ 1..=255, 33-byte shares (x, then y).
+    Gf256,
+    /// GF(2¹⁶), x ∈ 1..=65 535, 34-byte shares (x big-endian, then y).
+    Gf65536,
+}
 
-/// A share of a 32-byte secret: the polynomials evaluated at x (x ≠ 0). Zeroized on drop.
+impl Field {
+    /// The smallest field with `count` distinct non-zero x-coordinates (none for 0 or more
+    /// than 65 535).
+    pub fn for_count(count: u32) -> Option<Field> {
+        match count {
+            1..=255 => Some(Field::Gf256),
+            256..=65_535 => Some(Field::Gf65536),
+            _ => None,
+        }
+    }
+
+    /// Bytes of an encoded share: x (1 or 2 bytes) then the 32 bytes of y.
+    pub const fn share_len(self) -> usize {
+        match self {
+            Field::Gf256 => 33,
+            Field::Gf65536 => 34,
+        }
+    }
+
+    /// The largest x of the field.
+    const fn max_x(self) -> u16 {
+        match self {
+            Field::Gf256 => 255,
+            Field::Gf65536 => u16::MAX,
+        }
+    }
+}
+
+/// A share of a 32-byte secret: the polynomials evaluated at x (x ≠ 0, x in the field).
+/// Zeroized on drop.
 #[derive(Clone, PartialEq, Eq, Zeroize, ZeroizeOnDrop)]
 pub struct Share {
-    pub x: u8,
-    pub y: [u8; 32],
+    #[zeroize(skip)]
+    field: Field,
+    x: u16,
+    y: [u8; 32],
 }
 
 impl std::fmt::Debug for Share {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Share")
+            .field("field", &self.field)
             .field("x", &self.x)
             .finish_non_exhaustive()
     }
@@ -34,65 +80,112 @@ impl std::fmt::Debug for Share {
 /// A sharing request or a set of shares that cannot work. Never carries share bytes.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ShamirError {
-    #[error("a share is {SHARE_LEN} bytes, got {got}")]
+    #[error("a share is 33 bytes (GF(2^8)) or 34 bytes (GF(2^16)), got {got}")]
     Length { got: usize },
     #[error("a share cannot have x = 0 (that point is the secret)")]
     ZeroX,
-    #[error("threshold {threshold} must be at least 2 and at most the share count {count}")]
-    Threshold { threshold: u8, count: u8 },
+    #[error("threshold {threshold} must be at least 2 and at most the share count {count} (at most 65535)")]
+    Threshold { threshold: u32, count: u32 },
     #[error("{distinct} distinct shares cannot recover a {threshold}-of-n secret")]
-    TooFewShares { distinct: usize, threshold: u8 },
+    TooFewShares { distinct: usize, threshold: u16 },
     #[error("two different shares have the same x = {x}")]
-    Conflicting { x: u8 },
+    Conflicting { x: u16 },
+    #[error("the shares are not all in one field (GF(2^8) and GF(2^16) shares mixed)")]
+    MixedFields,
     #[error("the dealer produced share x = {got} where x = {expected} was expected")]
-    DealerOrder { expected: u8, got: u8 },
+    DealerOrder { expected: u16, got: u16 },
     #[error("share recovery failed: {0}")]
     Recover(String),
 }
 
 impl Share {
-    /// x ‖ y (33 bytes).
-    pub fn to_bytes(&self) -> [u8; SHARE_LEN] {
-        let mut out = [0u8; SHARE_LEN];
-        out[0] = self.x;
-        out[1..].copy_from_slice(&self.y);
+    /// The field of the sharing this share belongs to.
+    pub fn field(&self) -> Field {
+        self.field
+    }
+
+    /// The x-coordinate (≥ 1).
+    pub fn x(&self) -> u16 {
+        self.x
+    }
+
+    /// x ‖ y: 33 bytes in GF(2⁸), 34 (x big-endian) in GF(2¹⁶).
+    pub fn to_bytes(&self) -> Zeroizing<Vec<u8>> {
+        let mut out = Zeroizing::new(Vec::with_capacity(self.field.share_len()));
+        match self.field {
+            // x ≤ 255 in GF(2⁸): every constructor checks it.
+            Field::Gf256 => out.push(self.x.to_be_bytes()[1]),
+            Field::Gf65536 => out.extend_from_slice(&self.x.to_be_bytes()),
+        }
+        out.extend_from_slice(&self.y);
         out
     }
 
-    /// A share from its 33 bytes; x = 0 is refused.
+    /// A share from its bytes, the field from the length (33: GF(2⁸), 34: GF(2¹⁶)); x = 0 is
+    /// refused.
     pub fn from_bytes(bytes: &[u8]) -> Result<Share, ShamirError> {
-        if bytes.len() != SHARE_LEN {
-            return Err(ShamirError::Length { got: bytes.len() });
-        }
-        if bytes[0] == 0 {
+        let (field, x) = match bytes.len() {
+            33 => (Field::Gf256, u16::from(bytes[0])),
+            34 => (Field::Gf65536, u16::from_be_bytes([bytes[0], bytes[1]])),
+            got => return Err(ShamirError::Length { got }),
+        };
+        if x == 0 {
             return Err(ShamirError::ZeroX);
         }
         let mut y = [0u8; 32];
-        y.copy_from_slice(&bytes[1..]);
-        Ok(Share { x: bytes[0], y })
+        y.copy_from_slice(&bytes[bytes.len() - 32..]);
+        Ok(Share { field, x, y })
     }
 }
 
 /// Splits `secret` into `count` shares, x = 1..=count in order, any `threshold` of which recover
-/// it (2 ≤ threshold ≤ count).
+/// it (2 ≤ threshold ≤ count ≤ 65 535), in the field [`Field::for_count`] gives.
 pub fn split(
     secret: &Seed,
-    threshold: u8,
-    count: u8,
+    threshold: u16,
+    count: u16,
     rng: &mut dyn RngCore,
 ) -> Result<Vec<Share>, ShamirError> {
-    if !(threshold >= 2 && threshold <= count) {
-        return Err(ShamirError::Threshold { threshold, count });
-    }
+    let field = Field::for_count(u32::from(count));
+    let field = field.filter(|_| threshold >= 2 && threshold <= count);
+    let Some(field) = field else {
+        return Err(ShamirError::Threshold {
+            threshold: u32::from(threshold),
+            count: u32::from(count),
+        });
+    };
     let mut seed = Zeroizing::new([0u8; 32]);
     rng.fill_bytes(seed.as_mut());
+    let shares = match field {
+        Field::Gf256 => split_gf256(secret, threshold, count, &seed)?,
+        Field::Gf65536 => (1..=count)
+            .zip(gf65536::split(secret, threshold, count, &seed))
+            .map(|(x, y)| Share {
+                field: Field::Gf65536,
+                x,
+                y: *y,
+            })
+            .collect(),
+    };
+    Ok(shares)
+}
+
+/// GF(2⁸) dealing by `blahaj` at x = 1..=`count` (≤ 255), coefficients from a ChaCha20 dealer
+/// seeded with `seed`.
+fn split_gf256(
+    secret: &Seed,
+    threshold: u16,
+    count: u16,
+    seed: &[u8; 32],
+) -> Result<Vec<Share>, ShamirError> {
+    let small = |v: u16| u8::try_from(v).unwrap_or(u8::MAX);
     let mut dealer_rng = DealerRng::from_seed(*seed);
     let mut shares = Vec::with_capacity(usize::from(count));
-    for (expected, share) in (1..=count).zip(Sharks(threshold).dealer_rng(secret, &mut dealer_rng)) {
+    for (expected, share) in (1..=count).zip(Sharks(small(threshold)).dealer_rng(secret, &mut dealer_rng)) {
         let bytes = Zeroizing::new(Vec::<u8>::from(&share));
         let share = Share::from_bytes(&bytes)?;
         // blahaj evaluates at x = 1, 2, 3, …; check rather than assume.
-        if share.x != expected {
+        if share.x != expected || share.field != Field::Gf256 {
             return Err(ShamirError::DealerOrder {
                 expected,
                 got: share.x,
@@ -103,20 +196,24 @@ pub fn split(
     Ok(shares)
 }
 
-/// Recovers a secret from at least `threshold` shares with distinct x (the first `threshold`
-/// distinct ones are used; a repeated identical share is ignored, two different shares with the
-/// same x are an error).
-pub fn combine(shares: &[Share], threshold: u8) -> Result<Seed, ShamirError> {
+/// Recovers a secret from at least `threshold` shares with distinct x, all of one field (the
+/// first `threshold` distinct ones are used; a repeated identical share is ignored, two
+/// different shares with the same x are an error).
+pub fn combine(shares: &[Share], threshold: u16) -> Result<Seed, ShamirError> {
     if threshold < 2 {
         return Err(ShamirError::Threshold {
-            threshold,
-            count: u8::try_from(shares.len()).unwrap_or(u8::MAX),
+            threshold: u32::from(threshold),
+            count: u32::try_from(shares.len()).unwrap_or(u32::MAX),
         });
     }
+    let field = shares.first().map_or(Field::Gf256, |s| s.field);
     let mut chosen: Vec<&Share> = Vec::with_capacity(usize::from(threshold));
     for share in shares {
         if share.x == 0 {
             return Err(ShamirError::ZeroX);
+        }
+        if share.field != field || share.x > field.max_x() {
+            return Err(ShamirError::MixedFields);
         }
         match chosen.iter().find(|c| c.x == share.x) {
             Some(same) if *same == share => {}
@@ -131,9 +228,21 @@ pub fn combine(shares: &[Share], threshold: u8) -> Result<Seed, ShamirError> {
             threshold,
         });
     }
+    match field {
+        Field::Gf256 => combine_gf256(&chosen),
+        Field::Gf65536 => {
+            let points: Vec<(u16, &[u8; 32])> = chosen.iter().map(|s| (s.x, &s.y)).collect();
+            Ok(*gf65536::interpolate_at_zero(&points))
+        }
+    }
+}
+
+/// GF(2⁸) recovery by `blahaj` from exactly the threshold's distinct shares (≤ 255 of them).
+fn combine_gf256(chosen: &[&Share]) -> Result<Seed, ShamirError> {
+    let threshold = u8::try_from(chosen.len()).map_err(|_| ShamirError::MixedFields)?;
     let mut points = Vec::with_capacity(chosen.len());
     for share in chosen {
-        let bytes = Zeroizing::new(share.to_bytes());
+        let bytes = share.to_bytes();
         let point = blahaj::Share::try_from(&bytes[..]).map_err(|e| ShamirError::Recover(e.to_string()))?;
         points.push(point);
     }
@@ -151,6 +260,164 @@ pub fn combine(shares: &[Share], threshold: u8) -> Result<Seed, ShamirError> {
             "recovered {} bytes, not 32",
             secret.len()
         )))
+    }
+}
+
+/// Shamir sharing over GF(2¹⁶) = GF(2)[X]/(X¹⁶ + X¹² + X³ + X + 1) (a primitive polynomial; the
+/// tests check that X generates all 65 535 non-zero elements). A 32-byte secret is 16 field
+/// elements (little-endian byte pairs), shared independently with independent uniform
+/// coefficients, packed four to a `u64` so one operation works on four.
+///
+/// Secret-dependent values (coefficients, y) are only multiplied by public values (x, Lagrange
+/// coefficients) with shifts, masks and XOR whose control flow depends on the public factor
+/// alone: no table is indexed by a secret. The log/exp tables serve only public arithmetic
+/// (the Lagrange coefficients from the x-coordinates).
+mod gf65536 {
+    use std::sync::LazyLock;
+
+    use rand::{RngCore, SeedableRng};
+    use rand_chacha::ChaCha20Rng;
+    use zeroize::{Zeroize, Zeroizing};
+
+    /// X¹⁶ ≡ X¹² + X³ + X + 1.
+    pub(super) const REDUCTION: u64 = 0x100B;
+    /// The order of the multiplicative group.
+    const ORDER: u64 = 65_535;
+    const LANE_LOW_BITS: u64 = 0x0001_0001_0001_0001;
+    const LANE_SHIFTED: u64 = 0xFFFE_FFFE_FFFE_FFFE;
+
+    /// 16 field elements, four per word (element j of a word in bits 16j..16j+16).
+    pub(super) type Block = [u64; 4];
+
+    /// Every element of the four lanes of `w` times X.
+    pub(super) fn times_x(w: u64) -> u64 {
+        let carry = (w >> 15) & LANE_LOW_BITS;
+        ((w << 1) & LANE_SHIFTED) ^ (carry * REDUCTION)
+    }
+
+    /// `b` · `c` element-wise, for a public `c`: the branches follow the bits of `c` only.
+    pub(super) fn mul_public(b: &Block, c: u16) -> Block {
+        let mut r: Block = [0; 4];
+        for bit in (0..16 - c.leading_zeros()).rev() {
+            for w in &mut r {
+                *w = times_x(*w);
+            }
+            if (c >> bit) & 1 == 1 {
+                for (w, v) in r.iter_mut().zip(b) {
+                    *w ^= v;
+                }
+            }
+        }
+        r
+    }
+
+    pub(super) fn to_block(bytes: &[u8; 32]) -> Block {
+        std::array::from_fn(|w| {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(&bytes[8 * w..8 * w + 8]);
+            u64::from_le_bytes(word)
+        })
+    }
+
+    fn to_bytes(block: &Block) -> Zeroizing<[u8; 32]> {
+        let mut out = Zeroizing::new([0u8; 32]);
+        for (chunk, w) in out.chunks_exact_mut(8).zip(block) {
+            chunk.copy_from_slice(&w.to_le_bytes());
+        }
+        out
+    }
+
+    /// exp[i] = Xⁱ (i ∈ 0..2·65 535, so a sum of two logs needs no reduction) and log[Xⁱ] = i.
+    pub(super) struct Tables {
+        pub(super) exp: Vec<u16>,
+        pub(super) log: Vec<u16>,
+    }
+
+    pub(super) static TABLES: LazyLock<Tables> = LazyLock::new(|| {
+        let mut exp = vec![0u16; 2 * ORDER as usize];
+        let mut log = vec![0u16; 1 << 16];
+        let mut value: u64 = 1;
+        for (i, slot) in exp.iter_mut().enumerate() {
+            *slot = value as u16;
+            if (i as u64) < ORDER {
+                log[value as usize] = i as u16;
+            }
+            value = times_x(value) & 0xFFFF;
+        }
+        Tables { exp, log }
+    });
+
+    /// The 32-byte share values at x = 1..=`count` of a random polynomial of degree
+    /// `threshold` − 1 per element with constant term `secret`, the other coefficients drawn
+    /// from ChaCha20 seeded with `seed`.
+    pub(super) fn split(
+        secret: &[u8; 32],
+        threshold: u16,
+        count: u16,
+        seed: &[u8; 32],
+    ) -> Vec<Zeroizing<[u8; 32]>> {
+        let mut rng = ChaCha20Rng::from_seed(*seed);
+        let mut coefficients: Zeroizing<Vec<Block>> =
+            Zeroizing::new(Vec::with_capacity(usize::from(threshold)));
+        coefficients.push(to_block(secret));
+        for _ in 1..threshold {
+            coefficients.push(std::array::from_fn(|_| rng.next_u64()));
+        }
+        let (last, lower) = coefficients.split_last().unwrap_or((&[0; 4], &[]));
+        (1..=count)
+            .map(|x| {
+                // Horner: ((c_{t−1}·x + c_{t−2})·x + …)·x + c_0.
+                let mut acc = *last;
+                for c in lower.iter().rev() {
+                    let mut product = mul_public(&acc, x);
+                    for ((a, p), c) in acc.iter_mut().zip(&product).zip(c) {
+                        *a = p ^ c;
+                    }
+                    product.zeroize();
+                }
+                let out = to_bytes(&acc);
+                acc.zeroize();
+                out
+            })
+            .collect()
+    }
+
+    /// The Lagrange coefficients at 0 of distinct non-zero `xs`:
+    /// λ_i = Π_{j≠i} x_j / (x_i + x_j) (characteristic 2: − is +). Public arithmetic.
+    pub(super) fn lagrange_at_zero(xs: &[u16]) -> Vec<u16> {
+        let t = &*TABLES;
+        let log = |v: u16| u64::from(t.log[usize::from(v)]);
+        let all: u64 = xs.iter().map(|&x| log(x)).sum();
+        xs.iter()
+            .map(|&xi| {
+                let numerator = (all - log(xi)) % ORDER;
+                let denominator = xs
+                    .iter()
+                    .filter(|&&xj| xj != xi)
+                    .map(|&xj| log(xi ^ xj))
+                    .sum::<u64>()
+                    % ORDER;
+                t.exp[((numerator + ORDER - denominator) % ORDER) as usize]
+            })
+            .collect()
+    }
+
+    /// The secret f(0) from points (x, f(x)) with distinct non-zero x, as many as the threshold.
+    pub(super) fn interpolate_at_zero(points: &[(u16, &[u8; 32])]) -> Zeroizing<[u8; 32]> {
+        let xs: Vec<u16> = points.iter().map(|(x, _)| *x).collect();
+        let mut sum: Block = [0; 4];
+        for ((_, y), lambda) in points.iter().zip(lagrange_at_zero(&xs)) {
+            let mut y = to_block(y);
+            let mut term = mul_public(&y, lambda);
+            for (s, v) in sum.iter_mut().zip(&term) {
+                *s ^= v;
+            }
+            y.zeroize();
+            term.zeroize();
+        }
+        let out = to_bytes(&sum);
+        sum.zeroize();
+        out
     }
 }
 

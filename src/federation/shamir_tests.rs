@@ -1,18 +1,137 @@
-use rand::SeedableRng;
+use proptest::prelude::*;
+use rand::seq::SliceRandom;
+use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 
+use super::gf65536::{self, Block, TABLES};
 use super::*;
 
 fn secret(byte: u8) -> Seed {
     std::array::from_fn(|i| byte.wrapping_mul(31).wrapping_add(i as u8))
 }
 
+fn random_secret(rng: &mut ChaCha20Rng) -> Seed {
+    let mut s = [0u8; 32];
+    rng.fill_bytes(&mut s);
+    s
+}
+
+/// a·b in GF(2¹⁶) by schoolbook carry-less multiplication and reduction (independent of the
+/// module's shift-and-add and its tables).
+fn reference_mul(a: u16, b: u16) -> u16 {
+    let mut product: u32 = 0;
+    for bit in 0..16 {
+        if (b >> bit) & 1 == 1 {
+            product ^= u32::from(a) << bit;
+        }
+    }
+    for bit in (16..32).rev() {
+        if (product >> bit) & 1 == 1 {
+            product ^= (0x1_0000 | gf65536::REDUCTION as u32) << (bit - 16);
+        }
+    }
+    product as u16
+}
+
+fn reference_inverse(a: u16) -> u16 {
+    // a^(2¹⁶ − 2) by square and multiply.
+    let (mut result, mut base, mut e) = (1u16, a, 65_534u32);
+    while e > 0 {
+        if e & 1 == 1 {
+            result = reference_mul(result, base);
+        }
+        base = reference_mul(base, base);
+        e >>= 1;
+    }
+    result
+}
+
+/// The 16 lanes of a block as field elements.
+fn lanes(block: &Block) -> Vec<u16> {
+    block
+        .iter()
+        .flat_map(|w| (0..4).map(move |j| (w >> (16 * j)) as u16))
+        .collect()
+}
+
+#[test]
+fn x_generates_every_nonzero_element_so_the_polynomial_is_primitive() {
+    // If X¹⁶ + X¹² + X³ + X + 1 were reducible the unit group would have fewer than 65 535
+    // elements and no element could have order 65 535.
+    let mut seen = vec![false; 1 << 16];
+    for &v in &TABLES.exp[..65_535] {
+        assert!(
+            v != 0 && !seen[usize::from(v)],
+            "X has order below 65535 (repeat at {v})"
+        );
+        seen[usize::from(v)] = true;
+    }
+    assert_eq!(TABLES.exp[65_535], 1);
+    for v in 1..=u16::MAX {
+        assert_eq!(TABLES.exp[usize::from(TABLES.log[usize::from(v)])], v);
+    }
+}
+
+#[test]
+fn packed_multiplication_matches_the_reference() {
+    let mut rng = ChaCha20Rng::seed_from_u64(10);
+    for c in [0u16, 1, 2, 3, 0x8000, 0xFFFF, 255, 256, 1000] {
+        let b: Block = std::array::from_fn(|_| rng.next_u64());
+        let got = lanes(&gf65536::mul_public(&b, c));
+        let want: Vec<u16> = lanes(&b).iter().map(|&a| reference_mul(a, c)).collect();
+        assert_eq!(got, want, "c = {c}");
+    }
+    for _ in 0..2000 {
+        let c = rng.next_u32() as u16;
+        let b: Block = std::array::from_fn(|_| rng.next_u64());
+        let want: Vec<u16> = lanes(&b).iter().map(|&a| reference_mul(a, c)).collect();
+        assert_eq!(lanes(&gf65536::mul_public(&b, c)), want, "c = {c}");
+    }
+}
+
+#[test]
+fn lagrange_coefficients_match_the_reference() {
+    let xs = [1u16, 2, 300, 65_535, 4097];
+    let lambdas = gf65536::lagrange_at_zero(&xs);
+    for (i, &xi) in xs.iter().enumerate() {
+        let mut want = 1u16;
+        for &xj in xs.iter().filter(|&&xj| xj != xi) {
+            want = reference_mul(want, reference_mul(xj, reference_inverse(xi ^ xj)));
+        }
+        assert_eq!(lambdas[i], want, "x = {xi}");
+    }
+}
+
+#[test]
+fn the_field_is_the_smallest_that_holds_count() {
+    assert_eq!(Field::for_count(0), None);
+    assert_eq!(Field::for_count(1), Some(Field::Gf256));
+    assert_eq!(Field::for_count(255), Some(Field::Gf256));
+    assert_eq!(Field::for_count(256), Some(Field::Gf65536));
+    assert_eq!(Field::for_count(65_535), Some(Field::Gf65536));
+    assert_eq!(Field::for_count(65_536), None);
+    let mut rng = ChaCha20Rng::seed_from_u64(11);
+    let narrow = split(&secret(1), 2, 255, &mut rng).expect("split");
+    assert!(
+        narrow
+            .iter()
+            .all(|s| s.field() == Field::Gf256 && s.to_bytes().len() == 33)
+    );
+    let wide = split(&secret(1), 2, 256, &mut rng).expect("split");
+    assert!(
+        wide.iter()
+            .all(|s| s.field() == Field::Gf65536 && s.to_bytes().len() == 34)
+    );
+}
+
 #[test]
 fn shares_have_x_one_to_count_in_order() {
     let mut rng = ChaCha20Rng::seed_from_u64(1);
-    let shares = split(&secret(1), 3, 255, &mut rng).expect("split");
-    let xs: Vec<u8> = shares.iter().map(|s| s.x).collect();
-    assert_eq!(xs, (1..=255).collect::<Vec<u8>>());
+    for count in [255u16, 1000] {
+        let shares = split(&secret(1), 3, count, &mut rng).expect("split");
+        let xs: Vec<u16> = shares.iter().map(Share::x).collect();
+        assert_eq!(xs, (1..=count).collect::<Vec<u16>>());
+    }
 }
 
 #[test]
@@ -28,60 +147,163 @@ fn any_threshold_subset_recovers_the_secret() {
 }
 
 #[test]
-fn too_few_or_duplicate_shares_fail() {
-    let mut rng = ChaCha20Rng::seed_from_u64(3);
-    let shares = split(&secret(3), 3, 5, &mut rng).expect("split");
-    let two = [shares[0].clone(), shares[1].clone()];
+fn a_thousand_shares_recover_at_the_threshold_in_any_order_and_not_below() {
+    // The complete graph at S = 1000: t = ⌈2S/3⌉ = 667 of x = 1..=1000.
+    let mut rng = ChaCha20Rng::seed_from_u64(12);
+    let s = random_secret(&mut rng);
+    let mut shares = split(&s, 667, 1000, &mut rng).expect("split");
+    for _ in 0..3 {
+        shares.shuffle(&mut rng);
+        assert_eq!(combine(&shares[..667], 667).expect("667 shares"), s);
+    }
     assert_eq!(
-        combine(&two, 3),
+        combine(&shares[..666], 667),
         Err(ShamirError::TooFewShares {
-            distinct: 2,
-            threshold: 3
+            distinct: 666,
+            threshold: 667
         })
     );
-    let repeated = [shares[0].clone(), shares[1].clone(), shares[1].clone()];
-    assert!(matches!(
-        combine(&repeated, 3),
-        Err(ShamirError::TooFewShares { distinct: 2, .. })
-    ));
-    let mut forged = shares[1].clone();
-    forged.y[0] ^= 1;
-    let conflicting = [shares[0].clone(), shares[1].clone(), forged, shares[2].clone()];
-    assert_eq!(combine(&conflicting, 3), Err(ShamirError::Conflicting { x: 2 }));
+    // 666 shares and any wrong 667th point give a different secret.
+    let mut wrong = shares[666].clone();
+    wrong.y[5] ^= 0x40;
+    let mut forged = shares[..666].to_vec();
+    forged.push(wrong);
+    assert_ne!(combine(&forged, 667).expect("667 shares"), s);
+}
+
+#[test]
+fn all_zero_and_all_ff_secrets_round_trip_in_both_fields() {
+    let mut rng = ChaCha20Rng::seed_from_u64(13);
+    for s in [[0u8; 32], [0xFF; 32]] {
+        for (t, count) in [(3u16, 5u16), (200, 300)] {
+            let mut shares = split(&s, t, count, &mut rng).expect("split");
+            // Shares of a constant secret still look random: not all equal to the secret.
+            assert!(shares.iter().any(|sh| sh.y != s), "t = {t}");
+            shares.shuffle(&mut rng);
+            assert_eq!(combine(&shares[..usize::from(t)], t).expect("t shares"), s);
+        }
+    }
+}
+
+/// The degree-(t−1) polynomial that is `d` at 0 and 0 at every x of `xs`, evaluated at `at`, in
+/// one GF(2¹⁶) lane: d · Π (at + x_j) / Π x_j.
+fn vanishing(d: u16, xs: &[u16], at: u16) -> u16 {
+    xs.iter().fold(d, |acc, &xj| {
+        reference_mul(acc, reference_mul(at ^ xj, reference_inverse(xj)))
+    })
+}
+
+#[test]
+fn fewer_than_threshold_shares_are_consistent_with_every_secret() {
+    // t − 1 shares reveal nothing: for every value v of a secret's first element, there is a
+    // t-th share that, with the t − 1 real ones, recovers the secret with that element = v
+    // (f + g, g vanishing on the t − 1 x's). All 65 536 values, t = 3 and t = 5.
+    let mut rng = ChaCha20Rng::seed_from_u64(14);
+    for t in [3u16, 5] {
+        let s = random_secret(&mut rng);
+        let mut shares = split(&s, t, 400, &mut rng).expect("split");
+        shares.shuffle(&mut rng);
+        let known = &shares[..usize::from(t) - 1];
+        let xs: Vec<u16> = known.iter().map(Share::x).collect();
+        let extra = shares[usize::from(t) - 1].clone();
+        let first = u16::from_le_bytes([s[0], s[1]]);
+        for v in 0..=u16::MAX {
+            let shift = vanishing(first ^ v, &xs, extra.x);
+            let mut completed = extra.clone();
+            let y0 = u16::from_le_bytes([completed.y[0], completed.y[1]]) ^ shift;
+            completed.y[..2].copy_from_slice(&y0.to_le_bytes());
+            let mut points = known.to_vec();
+            points.push(completed);
+            let got = combine(&points, t).expect("t shares");
+            assert_eq!(u16::from_le_bytes([got[0], got[1]]), v, "t = {t}");
+            assert_eq!(got[2..], s[2..]);
+        }
+    }
 }
 
 #[test]
 fn fewer_than_threshold_shares_reveal_nothing_fixed() {
     // Two shares of a 3-of-n sharing are uniform: the same x gives different y for the
     // same secret under different randomness, and a wrong third share recovers garbage.
-    let s = secret(4);
-    let a = split(&s, 3, 3, &mut ChaCha20Rng::seed_from_u64(4)).expect("split");
-    let b = split(&s, 3, 3, &mut ChaCha20Rng::seed_from_u64(5)).expect("split");
-    assert_ne!(a[0].y, b[0].y);
-    let mixed = [a[0].clone(), a[1].clone(), b[2].clone()];
-    assert_ne!(combine(&mixed, 3).expect("3 shares"), s);
+    for count in [3u16, 300] {
+        let s = secret(4);
+        let a = split(&s, 3, count, &mut ChaCha20Rng::seed_from_u64(4)).expect("split");
+        let b = split(&s, 3, count, &mut ChaCha20Rng::seed_from_u64(5)).expect("split");
+        assert_ne!(a[0].y, b[0].y);
+        let mixed = [a[0].clone(), a[1].clone(), b[2].clone()];
+        assert_ne!(combine(&mixed, 3).expect("3 shares"), s);
+    }
+}
+
+#[test]
+fn too_few_or_duplicate_shares_fail() {
+    for count in [5u16, 260] {
+        let mut rng = ChaCha20Rng::seed_from_u64(3);
+        let shares = split(&secret(3), 3, count, &mut rng).expect("split");
+        let two = [shares[0].clone(), shares[1].clone()];
+        assert_eq!(
+            combine(&two, 3),
+            Err(ShamirError::TooFewShares {
+                distinct: 2,
+                threshold: 3
+            })
+        );
+        let repeated = [shares[0].clone(), shares[1].clone(), shares[1].clone()];
+        assert!(matches!(
+            combine(&repeated, 3),
+            Err(ShamirError::TooFewShares { distinct: 2, .. })
+        ));
+        let mut forged = shares[1].clone();
+        forged.y[0] ^= 1;
+        let conflicting = [shares[0].clone(), shares[1].clone(), forged, shares[2].clone()];
+        assert_eq!(combine(&conflicting, 3), Err(ShamirError::Conflicting { x: 2 }));
+    }
+}
+
+#[test]
+fn shares_of_two_fields_do_not_combine() {
+    let mut rng = ChaCha20Rng::seed_from_u64(15);
+    let narrow = split(&secret(6), 2, 5, &mut rng).expect("split");
+    let wide = split(&secret(6), 2, 300, &mut rng).expect("split");
+    assert_eq!(
+        combine(&[narrow[0].clone(), wide[1].clone()], 2),
+        Err(ShamirError::MixedFields)
+    );
+    assert_eq!(
+        combine(&[wide[0].clone(), narrow[1].clone()], 2),
+        Err(ShamirError::MixedFields)
+    );
 }
 
 #[test]
 fn bad_parameters_are_refused() {
     let mut rng = ChaCha20Rng::seed_from_u64(6);
-    assert!(matches!(
-        split(&secret(5), 1, 5, &mut rng),
-        Err(ShamirError::Threshold { .. })
-    ));
-    assert!(matches!(
-        split(&secret(5), 6, 5, &mut rng),
-        Err(ShamirError::Threshold { .. })
-    ));
+    for (t, count) in [(1u16, 5u16), (6, 5), (0, 0), (2, 0), (1, 300)] {
+        assert!(
+            matches!(
+                split(&secret(5), t, count, &mut rng),
+                Err(ShamirError::Threshold { .. })
+            ),
+            "({t}, {count})"
+        );
+    }
     let shares = split(&secret(5), 2, 2, &mut rng).expect("2 of 2");
     assert!(matches!(combine(&shares, 1), Err(ShamirError::Threshold { .. })));
-    let zero = Share { x: 0, y: [0; 32] };
+    let zero = Share {
+        field: Field::Gf256,
+        x: 0,
+        y: [0; 32],
+    };
     assert_eq!(combine(&[zero, shares[0].clone()], 2), Err(ShamirError::ZeroX));
 }
 
 #[test]
 fn bytes_round_trip_and_validation() {
-    let share = Share { x: 7, y: [9; 32] };
+    let share = Share {
+        field: Field::Gf256,
+        x: 7,
+        y: [9; 32],
+    };
     let bytes = share.to_bytes();
     assert_eq!(bytes[0], 7);
     assert_eq!(Share::from_bytes(&bytes).expect("33 bytes"), share);
@@ -89,8 +311,51 @@ fn bytes_round_trip_and_validation() {
         Share::from_bytes(&bytes[..32]),
         Err(ShamirError::Length { got: 32 })
     );
-    let mut zero = bytes;
+    let mut zero = bytes.to_vec();
     zero[0] = 0;
     assert_eq!(Share::from_bytes(&zero), Err(ShamirError::ZeroX));
     assert!(!format!("{share:?}").contains('9'), "Debug hides y");
+
+    let wide = Share {
+        field: Field::Gf65536,
+        x: 0x0102,
+        y: [7; 32],
+    };
+    let bytes = wide.to_bytes();
+    assert_eq!(bytes[..2], [1, 2]);
+    assert_eq!(Share::from_bytes(&bytes).expect("34 bytes"), wide);
+    assert_eq!(Share::from_bytes(&[0u8; 34]), Err(ShamirError::ZeroX));
+    assert_eq!(
+        Share::from_bytes(&[1u8; 35]),
+        Err(ShamirError::Length { got: 35 })
+    );
+    // A 34-byte share with a small x is a GF(2¹⁶) share, not a GF(2⁸) one.
+    let mut small = [3u8; 34];
+    small[0] = 0;
+    let parsed = Share::from_bytes(&small).expect("34 bytes");
+    assert_eq!((parsed.field(), parsed.x()), (Field::Gf65536, 3));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    #[test]
+    fn any_threshold_subset_recovers_and_one_fewer_does_not(
+        seed in any::<u64>(),
+        count in prop_oneof![2u16..=255, 256u16..=700],
+        t_fraction in 0.0f64..1.0,
+    ) {
+        let mut rng = ChaCha20Rng::seed_from_u64(seed);
+        let t = (2 + (t_fraction * f64::from(count - 2)) as u16).min(count);
+        let s = random_secret(&mut rng);
+        let mut shares = split(&s, t, count, &mut rng).expect("split");
+        let distinct: std::collections::BTreeSet<u16> = shares.iter().map(Share::x).collect();
+        prop_assert_eq!(distinct.len(), usize::from(count));
+        prop_assert!(!distinct.contains(&0));
+        shares.shuffle(&mut rng);
+        prop_assert_eq!(combine(&shares[..usize::from(t)], t).expect("t shares"), s);
+        let below = combine(&shares[..usize::from(t) - 1], t);
+        let too_few = matches!(below, Err(ShamirError::TooFewShares { .. }));
+        prop_assert!(too_few);
+    }
 }

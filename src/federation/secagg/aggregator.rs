@@ -10,10 +10,10 @@ use uuid::Uuid;
 use zeroize::Zeroizing;
 
 use super::graph::{GraphSpec, Neighbourhoods};
-use super::{PeerKeys, SecAggError, known_sites, parse_participants, round_slot};
+use super::{PeerKeys, SecAggError, known_sites, parse_participants, round_slot, shamir_field};
 use crate::federation::crypto::{self, KeyPair};
 use crate::federation::messages::{Participant, RevealedShare, UnmaskRequest};
-use crate::federation::shamir::{self, Share};
+use crate::federation::shamir::{self, Field, Share};
 use crate::federation::wire;
 
 /// The coordinator's view of a study's secure aggregation: the participants' public keys.
@@ -21,7 +21,9 @@ use crate::federation::wire;
 pub struct Aggregator {
     study: Uuid,
     threshold: u32,
-    shamir_threshold: u8,
+    shamir_threshold: u16,
+    /// The field of every sharing (GF(2⁸) unless an x-coordinate exceeds 255).
+    field: Field,
     rounds: u32,
     peers: BTreeMap<u32, PeerKeys>,
     /// SecAgg+: the neighbourhoods (`None`: the complete graph).
@@ -42,10 +44,13 @@ impl Aggregator {
         rounds: u32,
     ) -> Result<Aggregator, SecAggError> {
         let (peers, shamir_threshold) = parse_participants(participants, rounds, threshold, false)?;
+        let max_index = peers.keys().next_back().copied().unwrap_or(0);
+        let field = shamir_field(u16::try_from(max_index).unwrap_or(0))?;
         Ok(Aggregator {
             study,
             threshold,
             shamir_threshold,
+            field,
             rounds,
             peers,
             graph: None,
@@ -64,10 +69,12 @@ impl Aggregator {
         let (peers, _) = parse_participants(participants, rounds, threshold, true)?;
         let roster: Vec<u32> = peers.keys().copied().collect();
         let graph = Neighbourhoods::derive(&roster, spec)?;
+        let field = shamir_field(u16::try_from(graph.degree()).unwrap_or(0))?;
         Ok(Aggregator {
             study,
             threshold,
-            shamir_threshold: graph.threshold(),
+            shamir_threshold: u16::from(graph.threshold()),
+            field,
             rounds,
             peers,
             graph: Some(graph),
@@ -254,7 +261,7 @@ impl Aggregator {
     ) -> Result<(ShareBySite, ShareBySite), SecAggError> {
         let own = self.held_by(responder, survivors);
         let keys = self.held_by(responder, dropped);
-        parse_response(round, responder, (&own, &keys), response)
+        parse_response(round, responder, self.field, (&own, &keys), response)
     }
 }
 
@@ -263,11 +270,12 @@ impl Aggregator {
 fn parse_response(
     round: u32,
     responder: u32,
+    field: Field,
     expected: (&BTreeMap<u32, u32>, &BTreeMap<u32, u32>),
     response: &UnmaskRequest,
 ) -> Result<(ShareBySite, ShareBySite), SecAggError> {
     let exactly = |list: &[RevealedShare], expected: &BTreeMap<u32, u32>, what: &str, whose: &str| {
-        let shares = parse_revealed(round, responder, list, what, expected)?;
+        let shares = parse_revealed(round, responder, list, what, (field, expected))?;
         if shares.keys().eq(expected.keys()) {
             Ok(shares)
         } else {
@@ -294,14 +302,14 @@ fn parse_response(
     ))
 }
 
-/// The shares of one response list by owner: distinct owners, valid shares at the x `held`
-/// names for each (an owner it does not name is reported by the caller).
+/// The shares of one response list by owner: distinct owners, valid shares in `field` at the x
+/// `held` names for each (an owner it does not name is reported by the caller).
 fn parse_revealed(
     round: u32,
     responder: u32,
     list: &[RevealedShare],
     what: &str,
-    held: &BTreeMap<u32, u32>,
+    (field, held): (Field, &BTreeMap<u32, u32>),
 ) -> Result<ShareBySite, SecAggError> {
     let bad = |reason: String| SecAggError::BadResponse {
         round,
@@ -316,10 +324,23 @@ fn parse_revealed(
         );
         let share =
             Share::from_bytes(&bytes).map_err(|e| bad(format!("{what} for site {}: {e}", revealed.site)))?;
-        if held.get(&revealed.site).is_some_and(|&x| u32::from(share.x) != x) {
+        if share.field() != field {
+            return Err(bad(format!(
+                "a share for site {} is {} bytes, not the study's {}",
+                revealed.site,
+                share.field().share_len(),
+                field.share_len()
+            )));
+        }
+        if held
+            .get(&revealed.site)
+            .is_some_and(|&x| u32::from(share.x()) != x)
+        {
             return Err(bad(format!(
                 "a share for site {} has x = {}, not the responder's x = {}",
-                revealed.site, share.x, held[&revealed.site]
+                revealed.site,
+                share.x(),
+                held[&revealed.site]
             )));
         }
         if shares.insert(revealed.site, share).is_some() {

@@ -8,10 +8,12 @@ use uuid::Uuid;
 use zeroize::Zeroizing;
 
 use super::graph::{GraphSpec, Neighbourhoods};
-use super::{PeerKeys, ROUND_SHARES_LEN, SecAggError, known_sites, parse_participants, round_slot};
+use super::{
+    PeerKeys, SecAggError, known_sites, parse_participants, round_shares_len, round_slot, shamir_field,
+};
 use crate::federation::crypto::{self, KeyPair, Seed};
 use crate::federation::messages::{Participant, RevealedShare, ShareBox, UnmaskRequest};
-use crate::federation::shamir::{self, SHARE_LEN, Share};
+use crate::federation::shamir::{self, Field, Share};
 use crate::federation::wire;
 
 /// What this site received from one peer for one round: its shares of s_{peer,r} and b_{peer,r}.
@@ -28,6 +30,8 @@ struct Dealt {
     /// SecAgg+: the graph's public description and the neighbourhoods derived from it.
     spec: Option<GraphSpec>,
     graph: Option<Neighbourhoods>,
+    /// The field of every sharing of this roster (GF(2⁸) unless an x-coordinate exceeds 255).
+    field: Field,
     peers: BTreeMap<u32, PeerKeys>,
     boxes: Vec<ShareBox>,
 }
@@ -166,19 +170,10 @@ impl SiteSession {
         let graph = spec.map(|s| Neighbourhoods::derive(&roster, s)).transpose()?;
         // Recipients with their x: on the complete graph every participant j (this site
         // included) at x = j, shares for x = 1..=max index so gaps are fine; under SecAgg+ the
-        // k neighbours at x = 1..=k.
-        let (recipients, count, shamir_threshold): (Vec<(u32, u8)>, u8, u8) = match &graph {
-            None => {
-                let max_index = roster.last().copied().unwrap_or(0);
-                let count = u8::try_from(max_index).map_err(|_| SecAggError::IndexOutOfRange(max_index))?;
-                let recipients = roster.iter().map(|&j| (j, j as u8)).collect();
-                (recipients, count, complete_threshold)
-            }
-            Some(g) => {
-                let recipients: Vec<(u32, u8)> = g.neighbours(self.index).into_iter().zip(1..).collect();
-                (recipients, g.degree() as u8, g.threshold())
-            }
-        };
+        // k neighbours at x = 1..=k. The field is the smallest holding x = count.
+        let (recipients, count, shamir_threshold) =
+            share_plan(&roster, graph.as_ref(), self.index, complete_threshold)?;
+        let field = shamir_field(count)?;
         let mut mask_shares = Vec::with_capacity(self.masking.len());
         let mut seed_shares = Vec::with_capacity(self.masking.len());
         for (key, seed) in self.masking.iter().zip(&self.self_seeds) {
@@ -191,7 +186,8 @@ impl SiteSession {
         for &(to, x) in &recipients {
             let keys = &peers[&to];
             let slot = usize::from(x) - 1;
-            let mut plaintext = Zeroizing::new(Vec::with_capacity(ROUND_SHARES_LEN * mask_shares.len()));
+            let mut plaintext =
+                Zeroizing::new(Vec::with_capacity(round_shares_len(field) * mask_shares.len()));
             for (mask, seed) in mask_shares.iter().zip(&seed_shares) {
                 plaintext.extend_from_slice(&mask[slot].to_bytes());
                 plaintext.extend_from_slice(&seed[slot].to_bytes());
@@ -209,6 +205,7 @@ impl SiteSession {
             threshold,
             spec: spec.copied(),
             graph,
+            field,
             peers,
             boxes: boxes.clone(),
         });
@@ -248,7 +245,7 @@ impl SiteSession {
                 crypto::open(&shared, self.study, b.from, self.index, &sealed)
                     .map_err(|source| SecAggError::BoxRejected { from: b.from, source })?,
             );
-            let shares = self.parse_box(b.from, x, &plaintext)?;
+            let shares = self.parse_box(b.from, x, dealt.field, &plaintext)?;
             let previous = opened.get(&b.from).or_else(|| self.received.get(&b.from));
             if previous.is_some_and(|p| !same_shares(p, &shares)) {
                 return Err(SecAggError::ConflictingBoxes { from: b.from });
@@ -259,10 +256,16 @@ impl SiteSession {
         Ok(())
     }
 
-    /// The per-round shares in a box's plaintext, checked to be at x = `x` (this site's index
-    /// on the complete graph, its position in `from`'s neighbourhood under SecAgg+).
-    fn parse_box(&self, from: u32, x: u32, plaintext: &[u8]) -> Result<Vec<RoundShares>, SecAggError> {
-        let expected = ROUND_SHARES_LEN * self.rounds as usize;
+    /// The per-round shares in a box's plaintext, checked to be in `field` at x = `x` (this
+    /// site's index on the complete graph, its position in `from`'s neighbourhood under SecAgg+).
+    fn parse_box(
+        &self,
+        from: u32,
+        x: u32,
+        field: Field,
+        plaintext: &[u8],
+    ) -> Result<Vec<RoundShares>, SecAggError> {
+        let expected = round_shares_len(field) * self.rounds as usize;
         if plaintext.len() != expected {
             return Err(SecAggError::BoxLength {
                 from,
@@ -271,23 +274,25 @@ impl SiteSession {
             });
         }
         let share = |bytes: &[u8]| -> Result<Share, SecAggError> {
+            // The chunk length fixes the field (Share::from_bytes), so it is `field`'s.
             let share = Share::from_bytes(bytes)?;
-            if u32::from(share.x) == x {
+            if u32::from(share.x()) == x {
                 Ok(share)
             } else {
                 Err(SecAggError::WrongShareX {
                     from,
                     expected: x,
-                    got: share.x,
+                    got: share.x(),
                 })
             }
         };
         plaintext
-            .chunks_exact(ROUND_SHARES_LEN)
+            .chunks_exact(round_shares_len(field))
             .map(|round| {
+                let (mask_key, self_seed) = round.split_at(field.share_len());
                 Ok(RoundShares {
-                    mask_key: share(&round[..SHARE_LEN])?,
-                    self_seed: share(&round[SHARE_LEN..])?,
+                    mask_key: share(mask_key)?,
+                    self_seed: share(self_seed)?,
                 })
             })
             .collect()
@@ -419,7 +424,7 @@ impl SiteSession {
                 .received
                 .get(&site)
                 .ok_or(SecAggError::MissingShares { site })?;
-            let bytes = Zeroizing::new(pick(&shares[slot]).to_bytes());
+            let bytes = pick(&shares[slot]).to_bytes();
             Ok(RevealedShare {
                 site,
                 share: wire::encode(bytes.as_ref()),
@@ -449,6 +454,37 @@ impl SiteSession {
     #[cfg(test)]
     pub(super) fn encryption_secret(&self) -> [u8; 32] {
         self.encryption.secret_bytes()
+    }
+}
+
+/// Who receives `site`'s shares, at which x, out of how many x-coordinates, with which Shamir
+/// threshold: on the complete graph every roster site j at x = j out of the largest index, at
+/// the study's threshold; under SecAgg+ the neighbours at x = 1..=k, at the graph's threshold.
+type SharePlan = (Vec<(u32, u16)>, u16, u16);
+
+fn share_plan(
+    roster: &[u32],
+    graph: Option<&Neighbourhoods>,
+    site: u32,
+    complete_threshold: u16,
+) -> Result<SharePlan, SecAggError> {
+    match graph {
+        None => {
+            let max_index = roster.last().copied().unwrap_or(0);
+            let narrow = |j: u32| u16::try_from(j).map_err(|_| SecAggError::IndexOutOfRange(j));
+            let recipients = roster
+                .iter()
+                .map(|&j| Ok((j, narrow(j)?)))
+                .collect::<Result<_, SecAggError>>()?;
+            Ok((recipients, narrow(max_index)?, complete_threshold))
+        }
+        Some(g) => {
+            let recipients: Vec<(u32, u16)> = g.neighbours(site).into_iter().zip(1..).collect();
+            let degree = u16::try_from(g.degree()).map_err(|_| SecAggError::NoGraph {
+                sites: u32::try_from(roster.len()).unwrap_or(u32::MAX),
+            })?;
+            Ok((recipients, degree, u16::from(g.threshold())))
+        }
     }
 }
 

@@ -339,6 +339,60 @@ fn mask_checks_round_and_roster() {
     assert_eq!(fresh.mask(1, &[4], &[0]), Err(SecAggError::RosterNotFixed));
 }
 
+#[test]
+fn indices_above_255_share_in_gf65536_and_sum_exactly() {
+    // The complete graph's x-coordinates are site indices: with an index above 255 every
+    // sharing of the study is in GF(2¹⁶) (34-byte shares), dropped sites included.
+    let indices = [1, 2, 256, 700, 65_535];
+    let mut s = study(&indices, 3, 2, 30);
+    let inputs = s.random_inputs(&[2, 256, 65_535], 50);
+    let masked = s.mask(1, &indices, &inputs);
+    let responses = s.respond(1, &indices, &masked, &[2, 256, 65_535]);
+    for response in responses.values() {
+        for revealed in response.self_mask_shares.iter().chain(&response.mask_key_shares) {
+            let share = Share::from_bytes(&wire::decode(&revealed.share).expect("base64")).expect("share");
+            assert_eq!(share.field(), shamir::Field::Gf65536);
+        }
+    }
+    let sum = s
+        .aggregator
+        .unmask_sum(1, &indices, &masked, &responses)
+        .expect("3 survivors, 3 responses");
+    assert_eq!(sum, wrapping_sum(&inputs));
+    // Round 2 with everyone.
+    let inputs = s.random_inputs(&[1, 2, 256, 700, 65_535], 50);
+    let sum = s.round(2, &indices, &inputs, &[1, 700, 65_535]).expect("unmask");
+    assert_eq!(sum, wrapping_sum(&inputs));
+}
+
+#[test]
+fn a_share_of_the_wrong_field_is_refused() {
+    // In a GF(2¹⁶) study a 33-byte GF(2⁸) share (same x, same y) is a bad response; in a
+    // GF(2⁸) study a 34-byte one is.
+    for (indices, seed) in [([1, 2, 300], 31), ([1, 2, 3], 32)] {
+        let mut s = study(&indices, 2, 1, seed);
+        let inputs = s.random_inputs(&indices, 5);
+        let masked = s.mask(1, &indices, &inputs);
+        let mut responses = s.respond(1, &indices, &masked, &indices);
+        let revealed = &mut responses.get_mut(&1).expect("site 1").self_mask_shares[0];
+        let bytes = wire::decode(&revealed.share).expect("base64");
+        let other: Vec<u8> = if bytes.len() == 34 {
+            bytes[1..].to_vec()
+        } else {
+            [&[0], &bytes[..]].concat()
+        };
+        revealed.share = wire::encode(&other);
+        let err = s
+            .aggregator
+            .unmask_sum(1, &indices, &masked, &responses)
+            .expect_err("wrong field");
+        assert!(
+            matches!(&err, SecAggError::BadResponse { responder: 1, reason, .. } if reason.contains("bytes, not the study's")),
+            "{err:?}"
+        );
+    }
+}
+
 #[path = "tests_boxes.rs"]
 mod boxes;
 #[path = "tests_privacy.rs"]

@@ -137,10 +137,10 @@ fn the_roster_is_validated_before_dealing() {
     };
 
     let mut bad_index = own.clone();
-    bad_index[2].index = 256;
+    bad_index[2].index = 65_536;
     assert_eq!(
         check(&mut fresh, &bad_index, 2, &mut d.rng),
-        Err(SecAggError::IndexOutOfRange(256))
+        Err(SecAggError::IndexOutOfRange(65_536))
     );
     bad_index[2].index = 0;
     assert_eq!(
