@@ -233,6 +233,14 @@ async fn execute(state: &AppState, job: &JobRecord, control: Arc<RunningJob>) ->
         Kind::Records => Some(state.stats_builds.turn(dataset.id).await),
         Kind::Matrix => None,
     };
+    let reading = stats_turn
+        .as_ref()
+        .map(|_| state.stats_builds.reading(dataset.id));
+    let cached = stats_turn
+        .as_ref()
+        .and_then(|_| state.stats_builds.kept(dataset.id));
+    let stats_builds = state.stats_builds.clone();
+    let dataset_id = dataset.id;
     let runtime = tokio::runtime::Handle::current();
     let store = state.store.clone();
     let job_id = job.id;
@@ -253,8 +261,9 @@ async fn execute(state: &AppState, job: &JobRecord, control: Arc<RunningJob>) ->
             // instead of a pass over n records (linalg/record_stats.rs).
             (Kind::Records, _) => {
                 let (opened, write_error) =
-                    ingest::stats_file::open_records(&path, &stats_path, &stats_temp, n, d)
+                    ingest::stats_file::open_records(&path, &stats_path, &stats_temp, (n, d), cached)
                         .map_err(load_error)?;
+                stats_builds.keep(dataset_id, opened.kept());
                 drop(stats_turn);
                 if let Some(e) = write_error {
                     tracing::warn!(job = %job_id, error = %e, "could not keep the dataset's statistics; the next job recomputes them");
@@ -327,6 +336,7 @@ async fn execute(state: &AppState, job: &JobRecord, control: Arc<RunningJob>) ->
             .iter()
             .map(|(name, value)| ((*name).to_string(), value.clone()))
             .collect();
+        drop(reading);
         Ok((output, released))
     });
     let (output, released) = match task.await {

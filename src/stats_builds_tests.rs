@@ -63,3 +63,91 @@ async fn many_waiters_take_the_turn_one_at_a_time() {
     }
     assert!(!builds.is_busy(dataset));
 }
+
+/// Statistics of d-feature records (d ≥ 2 829 has no blocks: `block_count` = 1, so complete).
+fn stats_of(d: usize, n: usize, blocks: Option<crate::linalg::ClipBlocks>) -> Arc<KeptStats> {
+    let stats = crate::linalg::RecordStats {
+        n,
+        gram: crate::linalg::Matrix::zeros(d, d),
+        sums: crate::linalg::Vector::zeros(d),
+    };
+    Arc::new(KeptStats::new(stats, blocks))
+}
+
+#[test]
+fn kept_statistics_are_shared_until_forgotten_and_incomplete_ones_are_not_kept() {
+    let builds = StatsBuilds::default();
+    let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
+    assert!(builds.kept(a).is_none());
+    let complete = stats_of(3000, 10, None);
+    builds.keep(a, &complete);
+    assert!(Arc::ptr_eq(&builds.kept(a).expect("kept"), &complete));
+    // 50 records of 6 features get blocks: without them the statistics are not final.
+    builds.keep(b, &stats_of(6, 50, None));
+    assert!(
+        builds.kept(b).is_none(),
+        "blocks will be added: not kept without them"
+    );
+    let xt = crate::linalg::Matrix::from_fn(6, 50, |i, j| (i + j) as f64);
+    let blocks = crate::linalg::ClipBlocks::build((&xt).into(), 4);
+    builds.keep(b, &stats_of(6, 50, Some(blocks)));
+    assert!(builds.kept(b).is_some());
+    builds.forget(a);
+    assert!(builds.kept(a).is_none());
+    assert!(builds.kept(b).is_some());
+}
+
+#[test]
+fn kept_statistics_stay_within_the_budget_least_recently_used_out_first() {
+    let builds = StatsBuilds::default();
+    let each = stats_of(3000, 10, None).bytes();
+    let fit = KEPT_BUDGET_BYTES / each;
+    assert!(fit >= 2, "the test needs room for two");
+    let ids: Vec<Uuid> = (0..=fit).map(|_| Uuid::new_v4()).collect();
+    for id in &ids[..fit] {
+        builds.keep(*id, &stats_of(3000, 10, None));
+    }
+    // The first is used again, so the second is the least recently used when one more comes.
+    assert!(builds.kept(ids[0]).is_some());
+    builds.keep(ids[fit], &stats_of(3000, 10, None));
+    assert!(builds.kept(ids[1]).is_none(), "least recently used: forgotten");
+    assert!(builds.kept(ids[0]).is_some() && builds.kept(ids[fit]).is_some());
+    let kept = builds.lock_kept();
+    assert!(kept.bytes <= KEPT_BUDGET_BYTES);
+    assert_eq!(kept.bytes, kept.entries.len() * each);
+}
+
+#[test]
+fn the_blocks_wait_until_no_job_has_read_the_records_for_a_moment() {
+    let builds = Arc::new(StatsBuilds::default());
+    let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
+    let quiet = Duration::from_millis(40);
+    // Nobody reads: the wait is the quiet time.
+    let start = Instant::now();
+    builds.wait_unread(a, quiet, Duration::from_secs(5));
+    assert!(start.elapsed() >= quiet && start.elapsed() < Duration::from_secs(2));
+    // A job reads `a` for 300 ms: the wait ends after it, and a job on `b` does not count.
+    let job = builds.reading(a);
+    let other = builds.reading(b);
+    let ends = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        let ended = Instant::now();
+        drop(job);
+        ended
+    });
+    builds.wait_unread(a, quiet, Duration::from_secs(5));
+    let ended = ends.join().unwrap();
+    // Quiet since the last look that saw the reader, which is at most a quarter of `quiet`
+    // before it ended.
+    assert!(
+        ended.elapsed() >= quiet / 2,
+        "waited {:?} after the job",
+        ended.elapsed()
+    );
+    // A reader that never ends: the limit bounds the wait.
+    let start = Instant::now();
+    builds.wait_unread(b, quiet, Duration::from_millis(200));
+    assert!(start.elapsed() >= Duration::from_millis(200) && start.elapsed() < Duration::from_secs(2));
+    drop(other);
+    assert!(lock_map(&builds.reading).is_empty());
+}

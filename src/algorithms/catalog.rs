@@ -36,6 +36,7 @@ pub const NOISY_POWER: AlgorithmInfo = AlgorithmInfo {
     sparse: true,
     clip_noise_factor: 1.0,
     clip_by_default: true,
+    stats_suffice: true,
 };
 
 /// `analyze_gauss` (`src/algorithms/analyze_gauss.rs`).
@@ -53,6 +54,7 @@ pub const ANALYZE_GAUSS: AlgorithmInfo = AlgorithmInfo {
     sparse: false,
     clip_noise_factor: 1.0,
     clip_by_default: true,
+    stats_suffice: true,
 };
 
 /// `coherent_power` (`src/algorithms/coherent_power.rs`).
@@ -70,6 +72,7 @@ pub const COHERENT_POWER: AlgorithmInfo = AlgorithmInfo {
     sparse: true,
     clip_noise_factor: 1.0,
     clip_by_default: true,
+    stats_suffice: true,
 };
 
 /// `eigen_sampling` (`src/algorithms/eigen_sampling.rs`).
@@ -89,6 +92,7 @@ pub const EIGEN_SAMPLING: AlgorithmInfo = AlgorithmInfo {
     sparse: false,
     clip_noise_factor: 1.0,
     clip_by_default: true,
+    stats_suffice: true,
 };
 
 /// `clip: "auto"` treats `k_dp_pca` as this many times noisier than `analyze_gauss` at the same ρ
@@ -115,6 +119,7 @@ pub const K_DP_PCA: AlgorithmInfo = AlgorithmInfo {
     sparse: false,
     clip_noise_factor: K_DP_PCA_CLIP_NOISE,
     clip_by_default: true,
+    stats_suffice: false,
 };
 
 /// `dp_oja` (`src/algorithms/dp_oja.rs`).
@@ -134,6 +139,7 @@ pub const DP_OJA: AlgorithmInfo = AlgorithmInfo {
     sparse: false,
     clip_noise_factor: DP_OJA_CLIP_NOISE,
     clip_by_default: true,
+    stats_suffice: false,
 };
 
 /// `federated_power` (`src/algorithms/federated_power.rs`).
@@ -151,6 +157,7 @@ pub const FEDERATED_POWER: AlgorithmInfo = AlgorithmInfo {
     sparse: false,
     clip_noise_factor: 1.0,
     clip_by_default: true,
+    stats_suffice: false,
 };
 
 /// `cape_pca` (`src/algorithms/cape_pca.rs`).
@@ -168,6 +175,7 @@ pub const CAPE_PCA: AlgorithmInfo = AlgorithmInfo {
     sparse: false,
     clip_noise_factor: 1.0,
     clip_by_default: true,
+    stats_suffice: false,
 };
 
 /// `gossip_power` (`src/algorithms/gossip_power.rs`).
@@ -187,6 +195,7 @@ pub const GOSSIP_POWER: AlgorithmInfo = AlgorithmInfo {
     sparse: false,
     clip_noise_factor: 1.0,
     clip_by_default: true,
+    stats_suffice: false,
 };
 
 /// `cape_agn` (`src/algorithms/cape_agn.rs`).
@@ -204,6 +213,7 @@ pub const CAPE_AGN: AlgorithmInfo = AlgorithmInfo {
     sparse: false,
     clip_noise_factor: 1.0,
     clip_by_default: false,
+    stats_suffice: false,
 };
 
 /// `exact` (`src/algorithms/exact.rs`).
@@ -221,4 +231,5 @@ pub const EXACT: AlgorithmInfo = AlgorithmInfo {
     sparse: true,
     clip_noise_factor: 1.0,
     clip_by_default: false,
+    stats_suffice: true,
 };

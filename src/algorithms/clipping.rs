@@ -34,7 +34,7 @@ use serde_json::Value;
 use super::{ConfigError, NoiseScale, RunEnv, RunError};
 use crate::dataset::{DataContext, Kind, Neighbours};
 use crate::linalg::clip::clip_columns_l2;
-use crate::linalg::{Matrix, RecordStats, Records};
+use crate::linalg::{Matrix, RecordStats, Records, StatsAccumulator, stats_block_len};
 use crate::privacy::cost::round_up_while;
 use crate::privacy::{Cost, PrivacyTarget};
 
@@ -264,7 +264,8 @@ impl ClipConfig {
     /// Runs the search on the records (d×n, one record per column) and returns c.
     pub fn search<'a>(&self, xt: impl Into<Records<'a>>, env: &mut RunEnv<'_>) -> Result<f64, RunError> {
         let xt = xt.into();
-        let norms: Vec<f64> = xt.column_iter().map(|c| c.norm()).collect();
+        // Kept by the process for a stored dataset, so a repeated job makes no pass for them.
+        let norms = xt.norms();
         // Bisection on t ∈ [−LOG2_RANGE, 0], c = β·2^t.
         let (mut lo, mut hi) = (-LOG2_RANGE, 0.0_f64);
         for _ in 0..self.steps {
@@ -309,20 +310,103 @@ pub fn clip_rows<'a>(xt: impl Into<Records<'a>>, c: f64) -> Matrix {
     out
 }
 
-/// The records clipped at c (as [`clip_rows`]) and, when `xt` carries its kept blocks
-/// (`linalg::clip_blocks`), the clipped records' statistics (XᵀX, Xᵀ1, n) derived from them
-/// instead of a pass over all n records: B − 1 kept blocks added and one block of L = ⌈n/B⌉
-/// records clipped directly, whatever c and the data are, so the time a job takes does not
-/// depend on how many records the clip shortens (a private count). Up to rounding they are the
-/// clipped records' own statistics, so the algorithm's calibration to c is unchanged.
-pub fn clip_rows_with_stats<'a>(xt: impl Into<Records<'a>>, c: f64) -> (Matrix, Option<RecordStats>) {
-    let xt = xt.into();
-    let clipped = clip_rows(xt, c);
-    let stats = xt
-        .clip_blocks()
-        .map(|blocks| blocks.clipped_stats(xt, c).0)
-        .filter(|stats| stats.fits(xt.d(), xt.n()));
-    (clipped, stats)
+/// The statistics of `xt` clipped at c by one pass that copies and clips one segment of records
+/// at a time ([`stats_block_len`] of them, in cache) and adds it to the accumulator: the same
+/// work whatever c and the data, and no O(nd) copy.
+fn clipped_stats_by_segments(xt: Records<'_>, c: f64) -> RecordStats {
+    let (d, n) = (xt.d(), xt.n());
+    let segment = stats_block_len(d);
+    let mut acc = StatsAccumulator::new(d);
+    let mut start = 0;
+    while start < n {
+        let take = segment.min(n - start);
+        let block = xt.block(start, take);
+        let mut clipped = block.to_matrix();
+        block.release();
+        clip_columns_l2(&mut clipped, c);
+        acc.add((&clipped).into());
+        start += take;
+    }
+    acc.finish()
+}
+
+/// Records clipped at c, as a job's algorithm reads them.
+///
+/// When `xt` carries its kept blocks (`linalg::clip_blocks`), the clipped records' statistics
+/// (XᵀX, Xᵀ1, n) are derived from them instead of a pass over all n records: B − 1 kept blocks
+/// added and one block of L = ⌈n/B⌉ records clipped directly, whatever c and the data are, so
+/// the time a job takes does not depend on how many records the clip shortens (a private
+/// count). Up to rounding they are the clipped records' own statistics, so the algorithm's
+/// calibration to c is unchanged.
+///
+/// An algorithm whose catalog entry says the statistics suffice
+/// ([`super::AlgorithmInfo::stats_suffice`]) gets those statistics (or, without blocks, those
+/// of one pass that clips a segment at a time) and records whose values are all zero, never
+/// written, so the allocator's fresh zero pages are never touched: no O(nd) copy. Any other
+/// algorithm gets a clipped copy of the records ([`clip_rows`]), with the derived statistics
+/// when blocks are kept. Either way nothing in the view is an unclipped value: a kernel that
+/// read the zero records by mistake would read records of norm 0 ≤ c (a wrong answer, which the
+/// catalog's test catches, not a leak). Which is made depends on the algorithm and on whether
+/// blocks are kept, never on the data.
+#[derive(Debug)]
+pub struct ClippedRecords {
+    values: Vec<f64>,
+    d: usize,
+    n: usize,
+    stats: Option<RecordStats>,
+    copied: bool,
+}
+
+impl ClippedRecords {
+    /// `xt` clipped at c; `stats_suffice`: the algorithm reads only the statistics when they
+    /// are attached.
+    pub fn new<'a>(xt: impl Into<Records<'a>>, c: f64, stats_suffice: bool) -> Self {
+        let xt = xt.into();
+        let (d, n) = (xt.d(), xt.n());
+        let stats = xt
+            .clip_blocks()
+            .map(|blocks| blocks.clipped_stats(xt, c).0)
+            .filter(|stats| stats.fits(d, n));
+        // Without kept blocks, an algorithm that reads only the statistics gets them from one
+        // pass that clips a segment at a time, not from a clipped copy of all n records.
+        let stats = match (stats, stats_suffice) {
+            (None, true) => Some(clipped_stats_by_segments(xt, c)),
+            (stats, _) => stats,
+        };
+        let copied = !stats_suffice;
+        let values = if copied {
+            clip_rows(xt, c).data.into()
+        } else {
+            // Zero pages: the allocator maps them on first touch, and nothing touches them.
+            vec![0.0; d * n]
+        };
+        ClippedRecords {
+            values,
+            d,
+            n,
+            stats,
+            copied,
+        }
+    }
+
+    /// The clipped records, with their statistics when they were derived.
+    pub fn records(&self) -> Records<'_> {
+        let records = Records::new(&self.values, self.d, self.n);
+        match &self.stats {
+            Some(stats) => records.with_stats(stats),
+            None => records,
+        }
+    }
+
+    /// Whether the clipped records were copied (false: only their statistics are real).
+    pub fn copied(&self) -> bool {
+        self.copied
+    }
+
+    /// The derived statistics, if blocks were kept.
+    pub fn stats(&self) -> Option<&RecordStats> {
+        self.stats.as_ref()
+    }
 }
 
 #[cfg(test)]

@@ -361,10 +361,15 @@ fn clipped_statistics_from_the_kept_blocks_equal_a_pass_over_the_clipped_records
     let blocks = ClipBlocks::build((&xt).into(), 7);
     let records = Records::from(&xt).with_clip_blocks(&blocks);
     for c in [30.5, 90.5, 200.0] {
-        let (clipped, stats) = clip_rows_with_stats(records, c);
-        assert_eq!(clipped, clip_rows(&xt, c), "the clipped records are clip_rows'");
-        let stats = stats.expect("blocks attached: statistics derived");
-        let direct = RecordStats::of((&clipped).into());
+        let copy = ClippedRecords::new(records, c, false);
+        assert!(copy.copied());
+        assert_eq!(
+            copy.records().as_slice(),
+            clip_rows(&xt, c).as_slice(),
+            "the clipped records are clip_rows'"
+        );
+        let stats = copy.stats().expect("blocks attached: statistics derived");
+        let direct = RecordStats::of(copy.records().without_stats());
         assert_eq!(stats.n, direct.n);
         assert!(
             (&stats.gram - &direct.gram).amax() <= 1e-12 * direct.gram.amax(),
@@ -374,9 +379,78 @@ fn clipped_statistics_from_the_kept_blocks_equal_a_pass_over_the_clipped_records
             (&stats.sums - &direct.sums).amax() <= 1e-12 * direct.sums.amax(),
             "c {c}: sums"
         );
+        // An algorithm that reads only the statistics gets the same ones and no copy: records
+        // of the same shape whose values are all zero, so none of them is an unclipped value.
+        let bare = ClippedRecords::new(records, c, true);
+        assert!(!bare.copied());
+        assert_eq!(bare.stats(), Some(stats));
+        assert_eq!(bare.records().stats(), Some(stats));
+        assert_eq!((bare.records().d(), bare.records().n()), (6, 100));
+        assert!(bare.records().as_slice().iter().all(|&v| v == 0.0));
     }
-    // Without kept blocks nothing is derived: the kernels read the clipped records.
-    assert!(clip_rows_with_stats(&xt, 90.5).1.is_none());
+    // Without kept blocks: the clipped copy for an algorithm that reads it (no statistics
+    // derived: the kernels read the copy); one segmented pass and no copy for one that reads
+    // only the statistics.
+    let plain = ClippedRecords::new(&xt, 90.5, false);
+    assert!(plain.stats().is_none() && plain.copied());
+    assert_eq!(plain.records().as_slice(), clip_rows(&xt, 90.5).as_slice());
+    let bare = ClippedRecords::new(&xt, 90.5, true);
+    assert!(!bare.copied());
+    assert_eq!(
+        bare.stats(),
+        Some(&RecordStats::of((&clip_rows(&xt, 90.5)).into()))
+    );
+    assert!(bare.records().as_slice().iter().all(|&v| v == 0.0));
+}
+
+/// Each algorithm whose catalog entry says the statistics suffice
+/// ([`crate::algorithms::AlgorithmInfo::stats_suffice`]) releases the same on records whose
+/// values are all zero but which carry the real records' statistics as on the real records:
+/// it reads nothing but the statistics, so a clipped job may hand it no clipped copy. With
+/// the eigenvalue release too, which reads the same input.
+#[test]
+fn the_algorithms_said_to_need_only_the_statistics_read_nothing_else() {
+    let (d, n) = (4, 3000);
+    let xt = crate::algorithms::testing::spiked_records(12, d, n, &[4.0, 2.0], 0.3, 1.0);
+    let stats = RecordStats::of((&xt).into());
+    let zeros = Matrix::zeros(d, n);
+    let mut c = ctx(d, Some(n), ro(1.0, 2.0));
+    c.public = true;
+    let mut claimed = Vec::new();
+    for alg in crate::algorithms::registry() {
+        let info = alg.info();
+        if !info.stats_suffice {
+            continue;
+        }
+        claimed.push(info.name);
+        let params = match info.name {
+            "coherent_power" => json!({"k": 2, "coherence_bound": d, "clip": "none"}),
+            "exact" => json!({"k": 2}),
+            _ => json!({"k": 2, "clip": "none", "with_eigenvalues": true}),
+        };
+        let target = PrivacyTarget {
+            rho: 10.0,
+            delta: Some(1e-6),
+            epsilon: None,
+        };
+        let prepared = alg
+            .prepare(params, &c, &target)
+            .unwrap_or_else(|e| panic!("{}: {e}", info.name));
+        let run = |xt: Records<'_>| {
+            let input = crate::algorithms::DataInput::Records { xt };
+            let (out, _) = run_prepared_audited(*alg, &prepared.config, input, &c, 9);
+            out.unwrap_or_else(|e| panic!("{}: {e:?}", info.name))
+        };
+        let real = run(Records::from(&xt).with_stats(&stats));
+        let bare = run(Records::from(&zeros).with_stats(&stats));
+        assert_eq!(real.basis, bare.basis, "{}: reads the records", info.name);
+        assert_eq!(
+            real.eigenvalues, bare.eigenvalues,
+            "{}: reads the records",
+            info.name
+        );
+    }
+    assert!(claimed.contains(&"noisy_power") && claimed.contains(&"analyze_gauss"));
 }
 
 #[test]

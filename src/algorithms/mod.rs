@@ -248,6 +248,13 @@ pub struct AlgorithmInfo {
     /// model of the raw rows' distribution that clipping would change, not only denoise.
     #[serde(skip)]
     pub clip_by_default: bool,
+    /// Given the records' statistics (XᵀX, Xᵀ1, n) it reads nothing else of them: a clipped job
+    /// whose clipped statistics follow from kept blocks then hands it records that are never
+    /// filled (zero pages) instead of a clipped copy of all n records
+    /// ([`clipping::ClippedRecords`]). Checked by a test that runs each such algorithm on zero
+    /// records carrying real statistics and on the real records, and compares.
+    #[serde(skip)]
+    pub stats_suffice: bool,
 }
 
 /// The protocol an algorithm runs by in a multi-site study.

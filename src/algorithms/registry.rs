@@ -13,7 +13,6 @@ use super::{
     Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, Run, RunError, parameters,
 };
 use crate::dataset::{DataContext, Kind};
-use crate::linalg::Records;
 use crate::privacy::target::{calibrations, within};
 use crate::privacy::{Cost, Delta, Epsilon, PrivacyTarget};
 
@@ -400,7 +399,6 @@ impl<A: Algorithm> DynAlgorithm for A {
             }
         };
         let clipped;
-        let clipped_stats;
         let clipped_ctx;
         let reconfigured;
         let (input, ctx, config) = match (&options.clip, input) {
@@ -408,16 +406,12 @@ impl<A: Algorithm> DynAlgorithm for A {
             (Some(clip), DataInput::Records { xt }) => {
                 let c = clip.search(xt, env)?;
                 env.record_release("clip_norm", c);
-                (clipped, clipped_stats) = clipping::clip_rows_with_stats(xt, c);
+                clipped = clipping::ClippedRecords::new(xt, c, A::INFO.stats_suffice);
                 clipped_ctx = clipping::clipped_context(ctx, c);
                 reconfigured = reconfigure_at_clip(self, clip, &config, ctx, &clipped_ctx)?;
-                let records = Records::from(&clipped);
                 (
                     DataInput::Records {
-                        xt: match &clipped_stats {
-                            Some(stats) => records.with_stats(stats),
-                            None => records,
-                        },
+                        xt: clipped.records(),
                     },
                     &clipped_ctx,
                     &reconfigured,

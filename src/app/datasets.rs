@@ -72,6 +72,7 @@ pub async fn get(state: &AppState, tenant: Uuid, id: Uuid) -> Result<DatasetReco
 /// (by the store), running ones are told to stop, and the id is never reused.
 pub async fn delete(state: &AppState, tenant: Uuid, id: Uuid) -> Result<DatasetRecord, AppError> {
     let record = AppError::found(state.store.delete_dataset(tenant, id).await?, "dataset", id)?;
+    state.stats_builds.forget(id);
     // The store marked this dataset's running jobs for cancellation; stop those running here now.
     for job in state.store.list_jobs(tenant, Some(id)).await? {
         if job.status == JobStatus::Running {

@@ -27,6 +27,7 @@
 use std::fs;
 use std::io::{self, Write};
 use std::path::Path;
+use std::sync::{Arc, OnceLock};
 
 use sha2::{Digest, Sha256};
 
@@ -162,50 +163,103 @@ pub fn decode_with_blocks(bytes: &[u8], d: usize, n: usize) -> Option<(RecordSta
     blocks.fits(d, n).then_some((stats, Some(blocks)))
 }
 
+/// A records dataset's kept statistics and, when built, its blocks for clipped jobs: what a
+/// stats file holds, decoded. Shared (`Arc`) so that a process may keep the latest in memory
+/// between jobs (`crate::stats_builds`): a dataset is immutable, so they never go stale.
+#[derive(Debug)]
+pub struct KeptStats {
+    pub stats: RecordStats,
+    pub blocks: Option<ClipBlocks>,
+    /// The records' norms, computed by the first job that needs them
+    /// ([`Records::with_norms`]).
+    pub norms: OnceLock<Vec<f64>>,
+}
+
+impl KeptStats {
+    /// Statistics and blocks, with no norms computed yet.
+    pub fn new(stats: RecordStats, blocks: Option<ClipBlocks>) -> Self {
+        KeptStats {
+            stats,
+            blocks,
+            norms: OnceLock::new(),
+        }
+    }
+
+    /// Bytes they take in memory, roughly (the matrices and the order).
+    pub fn bytes(&self) -> usize {
+        let d = self.stats.d();
+        let blocks = self.blocks.as_ref().map_or(0, |b| {
+            8 * b.blocks.len() * (2 * packed_len(d) + 2 * d + 1) + 4 * b.order.len()
+        });
+        8 * (d * d + d + self.stats.n) + blocks
+    }
+
+    /// Whether nothing will be added to them: they have their blocks, or none are built for
+    /// records of this shape ([`block_count`] = 1).
+    pub fn is_complete(&self) -> bool {
+        self.blocks.is_some() || block_count(self.stats.d(), self.stats.n) <= 1
+    }
+
+    /// Whether they can be those of `d`-feature records with `n` records.
+    fn fits(&self, d: usize, n: usize) -> bool {
+        self.stats.fits(d, n) && self.blocks.as_ref().is_none_or(|b| b.fits(d, n))
+    }
+}
+
 /// A records dataset's data, memory-mapped, with its statistics.
 #[derive(Debug)]
 pub struct OpenedRecords {
     data: StoredData,
-    stats: RecordStats,
-    blocks: Option<ClipBlocks>,
+    kept: Arc<KeptStats>,
 }
 
 impl OpenedRecords {
     /// Xᵀ (d × n) with the statistics attached, so the kernels use them instead of a pass, and
     /// the blocks for clipped jobs when the file has them.
     pub fn records(&self) -> Records<'_> {
-        let records = self.data.records().with_stats(&self.stats);
-        match &self.blocks {
+        let records = self
+            .data
+            .records()
+            .with_stats(&self.kept.stats)
+            .with_norms(&self.kept.norms);
+        match &self.kept.blocks {
             Some(blocks) => records.with_clip_blocks(blocks),
             None => records,
         }
     }
+
+    /// The statistics and blocks these records were opened with.
+    pub fn kept(&self) -> &Arc<KeptStats> {
+        &self.kept
+    }
 }
 
 /// Opens the records dataset at `data` (`n` records of `d` features) with its statistics, the
-/// one way the runner and the upload reach them: read from `stats` when an intact file is there
-/// (the data is then mapped lazily: the kernels will hardly read it), else computed in one pass
-/// over the data and written to `stats` through `temp` (a fresh name on the same file system).
-/// A failure to write is returned beside the opened records, which are good either way; a
+/// one way the runner and the upload reach them: `cached` when given (what this process decoded
+/// before) and of this shape, else read from `stats` when an intact file is there (the data is
+/// then mapped lazily: the kernels will hardly read it), else computed in one pass over the
+/// data and written to `stats` through `temp` (a fresh name on the same file system). A
+/// failure to write is returned beside the opened records, which are good either way; a
 /// failure to open the data is the error.
 pub fn open_records(
     data: &Path,
     stats: &Path,
     temp: &Path,
-    n: usize,
-    d: usize,
+    (n, d): (usize, usize),
+    cached: Option<Arc<KeptStats>>,
 ) -> io::Result<(OpenedRecords, Option<io::Error>)> {
-    if let Some((kept, blocks)) = read_with_blocks(stats, d, n) {
+    let kept = cached.filter(|kept| kept.fits(d, n)).or_else(|| {
+        read_with_blocks(stats, d, n).map(|(stats, blocks)| Arc::new(KeptStats::new(stats, blocks)))
+    });
+    if let Some(kept) = kept {
         let data = open_lazily(data, n, d)?;
-        let stats = kept;
-        return Ok((OpenedRecords { data, stats, blocks }, None));
+        return Ok((OpenedRecords { data, kept }, None));
     }
     let data = open(data, n, d)?;
     let (built, written) = build_and_keep(stats, temp, data.records());
     let opened = OpenedRecords {
         data,
-        stats: built,
-        blocks: None,
+        kept: Arc::new(KeptStats::new(built, None)),
     };
     Ok((opened, written))
 }

@@ -22,13 +22,13 @@ fn a_file_round_trips_and_matches_a_fresh_pass() {
     let xt = records(6, 50);
     let dir = tempfile::tempdir().unwrap();
     let (data, path, temp) = files(dir.path(), &xt);
-    let (built, error) = open_records(&data, &path, &temp, 50, 6).unwrap();
+    let (built, error) = open_records(&data, &path, &temp, (50, 6), None).unwrap();
     assert!(error.is_none());
     assert!(!temp.exists());
     let built = built.records().stats().unwrap().clone();
     assert_eq!(built.gram, gram_t(&xt), "the same kernel, bit for bit");
     assert!((&built.sums - xt.column_sum()).amax() <= 1e-12);
-    let (read, _) = open_records(&data, &path, &temp, 50, 6).unwrap();
+    let (read, _) = open_records(&data, &path, &temp, (50, 6), None).unwrap();
     assert_eq!(read.records().stats(), Some(&built));
     assert_eq!(read.records().as_slice(), xt.as_slice());
 }
@@ -49,7 +49,7 @@ fn a_damaged_or_foreign_file_is_rebuilt_not_used() {
     let dir = tempfile::tempdir().unwrap();
     let (data, path, temp) = files(dir.path(), &xt);
     std::fs::write(&path, &flipped).unwrap();
-    let (rebuilt, error) = open_records(&data, &path, &temp, 30, 4).unwrap();
+    let (rebuilt, error) = open_records(&data, &path, &temp, (30, 4), None).unwrap();
     assert!(error.is_none());
     assert_eq!(rebuilt.records().stats(), Some(&stats));
     assert_eq!(std::fs::read(&path).unwrap(), bytes, "rewritten");
@@ -61,7 +61,7 @@ fn kept_without_blocks(d: usize, n: usize) -> (Matrix, tempfile::TempDir, (PathB
     let xt = records(d, n);
     let dir = tempfile::tempdir().unwrap();
     let paths = files(dir.path(), &xt);
-    open_records(&paths.0, &paths.1, &paths.2, n, d).unwrap();
+    open_records(&paths.0, &paths.1, &paths.2, (n, d), None).unwrap();
     (xt, dir, paths)
 }
 
@@ -70,7 +70,7 @@ fn blocks_for_clipped_jobs_are_added_to_a_kept_file_and_read_back() {
     let (d, n) = (5, 40);
     let (xt, _dir, (data, path, temp)) = kept_without_blocks(d, n);
     // A version-1 file (kept before the blocks existed) loads, with no blocks.
-    let (opened, _) = open_records(&data, &path, &temp, n, d).unwrap();
+    let (opened, _) = open_records(&data, &path, &temp, (n, d), None).unwrap();
     let stats = opened.records().stats().unwrap().clone();
     assert!(opened.records().clip_blocks().is_none());
     assert_eq!(&std::fs::read(&path).unwrap()[..8], MAGIC);
@@ -86,7 +86,7 @@ fn blocks_for_clipped_jobs_are_added_to_a_kept_file_and_read_back() {
         decode_with_blocks(&bytes, d, n),
         Some((stats.clone(), Some(want.clone())))
     );
-    let (reopened, _) = open_records(&data, &path, &temp, n, d).unwrap();
+    let (reopened, _) = open_records(&data, &path, &temp, (n, d), None).unwrap();
     assert_eq!(reopened.records().stats(), Some(&stats));
     assert_eq!(reopened.records().clip_blocks(), Some(&want));
     assert!(!add_clip_blocks(&data, &path, &temp, n, d).unwrap(), "once only");

@@ -7,11 +7,14 @@
 //! [`Residency`] hook: the kernels tell it when a stretch of records has been read for the last
 //! time in a pass, so data larger than memory streams through with a bounded resident set.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::ops::Deref;
+use std::sync::OnceLock;
 
 use faer::MatRef;
 use nalgebra::DMatrixView;
+use rayon::prelude::*;
 
 use super::Matrix;
 use super::clip_blocks::ClipBlocks;
@@ -37,6 +40,8 @@ pub struct Records<'a> {
     /// Statistics kept in blocks of the records sorted by norm, from which those of the records
     /// clipped at any bound follow (see [`super::clip_blocks`]).
     clip_blocks: Option<&'a ClipBlocks>,
+    /// Where the records' norms are kept once computed (see [`Records::norms`]).
+    norms: Option<&'a OnceLock<Vec<f64>>>,
 }
 
 impl<'a> Records<'a> {
@@ -57,6 +62,33 @@ impl<'a> Records<'a> {
             residency: None,
             stats: None,
             clip_blocks: None,
+            norms: None,
+        }
+    }
+
+    /// The same records, with `cell` to keep their norms in once computed: whoever holds the
+    /// cell for these records (the process's kept statistics of a dataset) computes them once.
+    pub fn with_norms(self, cell: &'a OnceLock<Vec<f64>>) -> Self {
+        Records {
+            norms: Some(cell),
+            ..self
+        }
+    }
+
+    /// ‖x_i‖₂ of every record, in record order ([`super::clip::l2_norm`], the norm clipping
+    /// compares): from the attached cell, computed into it on first use, else computed (one
+    /// pass, on every core).
+    pub fn norms(&self) -> Cow<'a, [f64]> {
+        let compute = || -> Vec<f64> {
+            let d = self.d();
+            if d == 0 {
+                return vec![0.0; self.n()];
+            }
+            self.data.par_chunks_exact(d).map(super::clip::l2_norm).collect()
+        };
+        match self.norms {
+            Some(cell) => Cow::Borrowed(cell.get_or_init(compute).as_slice()),
+            None => Cow::Owned(compute()),
         }
     }
 
@@ -139,6 +171,7 @@ impl<'a> Records<'a> {
             // A block is other records: the whole set's statistics do not describe it.
             stats: None,
             clip_blocks: None,
+            norms: None,
         }
     }
 

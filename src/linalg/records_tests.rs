@@ -54,3 +54,21 @@ fn blocks_carry_the_residency_hook() {
 fn a_wrong_shape_is_a_bug() {
     let _ = Records::new(&[1.0, 2.0, 3.0], 2, 2);
 }
+
+#[test]
+fn norms_are_computed_once_into_an_attached_cell_and_blocks_do_not_share_it() {
+    let m = Matrix::from_fn(3, 5, |i, j| (i as f64 + 1.0) * (j as f64 - 2.0));
+    let want: Vec<f64> = m
+        .column_iter()
+        .map(|c| super::super::clip::l2_norm(c.as_slice()))
+        .collect();
+    let plain = Records::from(&m);
+    assert_eq!(plain.norms().as_ref(), want.as_slice());
+    let cell = std::sync::OnceLock::new();
+    let kept = Records::from(&m).with_norms(&cell);
+    assert!(cell.get().is_none(), "computed on first use only");
+    assert_eq!(kept.norms().as_ref(), want.as_slice());
+    assert_eq!(cell.get().map(Vec::as_slice), Some(want.as_slice()));
+    // A block is other records: it computes its own.
+    assert_eq!(kept.block(1, 2).norms().as_ref(), &want[1..3]);
+}

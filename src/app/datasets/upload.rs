@@ -10,6 +10,7 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::Stream;
@@ -271,6 +272,12 @@ fn not_uploadable(status: DatasetStatus) -> AppError {
     }
 }
 
+/// How long no job must have read a fresh dataset's records before its blocks for clipped jobs
+/// are built.
+const BLOCKS_AFTER_QUIET: Duration = Duration::from_millis(300);
+/// The longest the blocks wait for that.
+const BLOCKS_WAIT_LIMIT: Duration = Duration::from_secs(60);
+
 /// Keeps a records dataset's statistics (XᵀX, Xᵀ1, n), built while its upload streamed, beside
 /// its data, in the background, holding the dataset's `turn` until they are kept so that a job
 /// arriving meanwhile waits and reads them. If the upload could not build them (its worker
@@ -287,10 +294,11 @@ fn keep_statistics(state: &AppState, record: &DatasetRecord, stats: Option<Recor
     let data = state.store.data_path(id);
     let kept = state.store.stats_path(id);
     let temp = state.store.upload_temp_path(id);
+    let builds = state.stats_builds.clone();
     tokio::task::spawn_blocking(move || {
         let written = match stats {
             Some(stats) if stats.fits(d, n) => ingest::stats_file::keep(&kept, &temp, &stats),
-            _ => ingest::stats_file::open_records(&data, &kept, &temp, n, d)
+            _ => ingest::stats_file::open_records(&data, &kept, &temp, (n, d), None)
                 .and_then(|(_, e)| e.map_or(Ok(()), Err)),
         };
         if let Err(e) = written {
@@ -303,10 +311,12 @@ fn keep_statistics(state: &AppState, record: &DatasetRecord, stats: Option<Recor
             let _ = std::fs::remove_file(&kept);
         }
         drop(turn);
-        // Then the blocks for clipped jobs (`linalg::clip_blocks`), without the turn: a job
-        // arriving meanwhile reads the statistics kept above and, if it clips, makes the full
-        // pass it made before the blocks existed; the file is replaced whole when they are
-        // ready.
+        // Then the blocks for clipped jobs (`linalg::clip_blocks`), without the turn, once no
+        // job of this process has read the records for a moment: the first job, which
+        // typically follows the upload at once, reads the statistics kept above and, if it
+        // clips, makes one clipping pass with both cores rather than sharing them with the
+        // build's two passes. The file is replaced whole when the blocks are ready.
+        builds.wait_unread(id, BLOCKS_AFTER_QUIET, BLOCKS_WAIT_LIMIT);
         if let Err(e) = ingest::stats_file::add_clip_blocks(&data, &kept, &temp, n, d) {
             tracing::warn!(dataset = %id, error = %e, "could not keep the blocks for clipped jobs; its clipped jobs make a full pass");
         }
