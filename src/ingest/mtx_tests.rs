@@ -40,7 +40,7 @@ fn the_banner_is_case_insensitive_and_integer_and_pattern_fields_are_read() {
 }
 
 #[test]
-fn each_bad_line_is_named() {
+fn each_bad_line_is_named_whatever_the_chunks() {
     let head = "%%MatrixMarket matrix coordinate real symmetric\n3 3 2\n";
     for (body, line, words) in [
         ("1 1 1\n4 1 1\n", 4, "row index is out of range"),
@@ -56,10 +56,35 @@ fn each_bad_line_is_named() {
         ("2 1 1\n1 2 1\n", 4, "given twice"),
         ("1 1 1\n2 2 1\n3 3 1\n", 5, "more entries than the 2 declared"),
         ("1 1 1\n", 4, "ends after 1 of the 2"),
+        // Comments, blank lines and CRLF among the entries still count as lines.
+        (
+            "1 1 1\r\n% between\r\n\r\n4 1 1\r\n",
+            6,
+            "row index is out of range",
+        ),
+        ("% between\n2 1 1\n\n1 2 1\n", 6, "given twice"),
+        ("1 1 1\n%\n2 2 1 % not a comment\n", 5, "unexpected text"),
+        (
+            "1 1 1\n% a comment\n2 2 1\n3 3 1\n",
+            6,
+            "more entries than the 2 declared",
+        ),
     ] {
-        let (got_line, message) = malformed_at(&format!("{head}{body}"));
+        let text = format!("{head}{body}");
+        let (got_line, message) = malformed_at(&text);
         assert_eq!(got_line, line, "{body:?}: {message}");
         assert!(message.contains(words), "{body:?}: {message}");
+        // Chunks of 1 to 30 bytes, the body arriving 1 or 7 bytes at a time: the same line.
+        for chunk_bytes in 1..=30 {
+            for per_read in [1, 7] {
+                match parse_chunked(&text, chunk_bytes, per_read) {
+                    Err(IngestError::Malformed { line: got, .. }) => {
+                        assert_eq!(got, line, "{body:?}, chunks of {chunk_bytes}");
+                    }
+                    other => panic!("{body:?}, chunks of {chunk_bytes}: {other:?}"),
+                }
+            }
+        }
     }
 }
 
@@ -195,32 +220,6 @@ fn chunk_boundaries_anywhere_give_the_same_matrix() {
                 let got = parse_chunked(text, chunk_bytes, per_read)
                     .unwrap_or_else(|e| panic!("chunks of {chunk_bytes}, reads of {per_read}: {e}"));
                 assert_eq!(got, want, "chunks of {chunk_bytes}, reads of {per_read}");
-            }
-        }
-    }
-}
-
-#[test]
-fn errors_name_the_same_line_whatever_the_chunks() {
-    let head = "%%MatrixMarket matrix coordinate real symmetric\n%\n3 3 3\n1 1 1\n% between\n";
-    for (body, line, words) in [
-        ("3 2 1\n4 1 1\n", 7, "row index is out of range"),
-        ("3 2 1\n2 2 nan\n", 7, "not a finite number"),
-        ("3 2 1\r\n2 3 1\r\n", 7, "given twice"),
-        ("3 2 1\n2 2 1\n3 3 1\n", 8, "more entries than the 3 declared"),
-        ("3 2 1\n", 7, "ends after 2 of the 3"),
-        ("3 2 1\n\n2 2 1 % not a comment\n", 8, "unexpected text"),
-    ] {
-        let text = format!("{head}{body}");
-        for chunk_bytes in 1..=30 {
-            for per_read in [1, 7] {
-                match parse_chunked(&text, chunk_bytes, per_read) {
-                    Err(IngestError::Malformed { line: got, message }) => {
-                        assert_eq!(got, line, "{body:?}, chunks of {chunk_bytes}: {message}");
-                        assert!(message.contains(words), "{body:?}: {message}");
-                    }
-                    other => panic!("{body:?}, chunks of {chunk_bytes}: {other:?}"),
-                }
             }
         }
     }
