@@ -15,17 +15,26 @@
 //!   within it. The exact symmetrisation (a_ij + a_ji)/2 is stored, as for dense matrices;
 //! - at most `max_nnz` stored entries (both triangles), counted while reading.
 //!
+//! The entry lines are read in chunks while a second thread parses the chunk before
+//! (`src/ingest/mtx/chunks.rs`), each chunk split into pieces parsed in parallel; the checks
+//! still run in line order, so the errors are those of a sequential parse. A `general` file's
+//! symmetry is checked in parallel blocks of rows (`src/ingest/mtx/symmetrise.rs`).
+//!
 //! Memory: 24 bytes per stored entry while sorting (positions, value, line), then the CSR
 //! arrays, 12 bytes per entry plus 8 per row.
 
 use std::io::{BufRead, BufReader, Read, Write};
 
-use rayon::iter::{IntoParallelIterator, ParallelIterator};
+use rayon::iter::{IntoParallelRefIterator, ParallelIterator};
 use rayon::slice::ParallelSliceMut;
 
 use super::IngestError;
-use super::symmetric::SYMMETRY_TOLERANCE;
 use crate::linalg::sparse::Csr;
+use chunks::{CHUNK_BYTES, Header, collect_entries};
+use symmetrise::symmetrise;
+
+mod chunks;
+mod symmetrise;
 
 /// What was stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,12 +82,28 @@ pub fn ingest_mtx(
     max_nnz: u64,
     output: &mut impl Write,
 ) -> Result<SparseIngested, IngestError> {
-    let mut body = super::reader::BodyReader::new(input, max_bytes);
-    let csr = parse_mtx(&mut body, max_nnz).map_err(|e| body.explain(e))?;
+    let csr = parse_body(input, max_bytes, max_nnz, CHUNK_BYTES)?;
     super::csr_file::write_csr(&csr, output).map_err(IngestError::Io)?;
     Ok(SparseIngested {
         n: csr.n as u64,
         nnz: csr.values.len() as u64,
+    })
+}
+
+/// Parses a body of at most `max_bytes` bytes, its entry lines in chunks of about
+/// `chunk_bytes`; a failure of the body is reported as such (too large, broken off).
+fn parse_body(
+    input: impl Read,
+    max_bytes: u64,
+    max_nnz: u64,
+    chunk_bytes: usize,
+) -> Result<Csr, IngestError> {
+    let mut body = super::reader::BodyReader::new(input, max_bytes);
+    // Only a read error can come from the body's failure: a parse error is in lines read
+    // before it, and is reported as a sequential parse would report it.
+    parse_mtx_in_chunks(&mut body, max_nnz, chunk_bytes).map_err(|e| match e {
+        IngestError::Read(_) => body.explain(e),
+        other => other,
     })
 }
 
@@ -159,7 +184,14 @@ fn banner(line: &str) -> Result<(Field, Symmetry), IngestError> {
 }
 
 /// Parses a whole body into CSR, both triangles.
-pub(super) fn parse_mtx(input: impl Read, max_nnz: u64) -> Result<Csr, IngestError> {
+#[cfg(test)]
+fn parse_mtx(input: impl Read, max_nnz: u64) -> Result<Csr, IngestError> {
+    parse_mtx_in_chunks(input, max_nnz, CHUNK_BYTES)
+}
+
+/// [`parse_mtx`], with the entry lines read in chunks of about `chunk_bytes` (tests make them
+/// small, to put chunk boundaries everywhere).
+fn parse_mtx_in_chunks(input: impl Read, max_nnz: u64, chunk_bytes: usize) -> Result<Csr, IngestError> {
     let mut lines = Lines {
         input: BufReader::with_capacity(1 << 20, input),
         buffer: Vec::new(),
@@ -170,52 +202,14 @@ pub(super) fn parse_mtx(input: impl Read, max_nnz: u64) -> Result<Csr, IngestErr
     }
     let (field, symmetry) = banner(lines.text())?;
     let (n, declared) = size_line(&mut lines, max_nnz)?;
-    let mut entries = Vec::with_capacity(usize::try_from(declared.min(1 << 24)).unwrap_or(0));
-    let mut seen = 0u64;
-    let mut line_base = lines.number;
-    let mut chunk = Vec::with_capacity(CHUNK_BYTES + 4096);
-    // The entries in chunks of whole lines, each chunk split into pieces parsed in parallel and
-    // then taken in line order, so every check fails at the same line as a sequential parse.
-    while read_chunk(&mut lines.input, &mut chunk)? {
-        let pieces = split_at_lines(&chunk, 4 * rayon::current_num_threads());
-        let parsed: Vec<Piece> = pieces.into_par_iter().map(|p| parse_piece(p, n, field)).collect();
-        for piece in parsed {
-            for mut entry in piece.entries {
-                entry.line += line_base;
-                seen += 1;
-                if seen > declared {
-                    return Err(malformed(
-                        entry.line,
-                        format!("more entries than the {declared} declared on the size line"),
-                    ));
-                }
-                entries.push(entry);
-                if symmetry == Symmetry::Symmetric && entry.row != entry.col {
-                    entries.push(Entry {
-                        row: entry.col,
-                        col: entry.row,
-                        ..entry
-                    });
-                }
-                if entries.len() as u64 > max_nnz {
-                    return Err(IngestError::TooManyNonzeros { max: max_nnz });
-                }
-            }
-            if let Some((line, message)) = piece.error {
-                return Err(malformed(line_base + line, message));
-            }
-            line_base += piece.lines;
-        }
-    }
-    if seen < declared {
-        return Err(malformed(
-            line_base + 1,
-            format!("the file ends after {seen} of the {declared} entries declared on the size line"),
-        ));
-    }
-    if entries.is_empty() {
-        return Err(IngestError::Empty);
-    }
+    let header = Header {
+        n,
+        field,
+        symmetry,
+        declared,
+        max_nnz,
+    };
+    let mut entries = collect_entries(&mut lines.input, header, lines.number, chunk_bytes)?;
     // Files written row by row (as scipy.io.mmwrite writes a CSR matrix) are already in order:
     // one pass checks it and the sort is skipped; the result is the same either way.
     if !entries.is_sorted_by_key(|e| (e.row, e.col)) {
@@ -245,89 +239,6 @@ pub(super) fn parse_mtx(input: impl Read, max_nnz: u64) -> Result<Csr, IngestErr
         symmetrise(&mut csr, &entries)?;
     }
     Ok(csr)
-}
-
-/// Bytes of input parsed at a time (then up to the end of the line).
-const CHUNK_BYTES: usize = 8 << 20;
-
-/// Reads about [`CHUNK_BYTES`] of whole lines into `chunk` (replacing its contents); false at
-/// the end of the input.
-fn read_chunk(input: &mut impl BufRead, chunk: &mut Vec<u8>) -> Result<bool, IngestError> {
-    chunk.clear();
-    (&mut *input)
-        .take(CHUNK_BYTES as u64)
-        .read_to_end(chunk)
-        .map_err(IngestError::Read)?;
-    if chunk.last().is_some_and(|&b| b != b'\n') {
-        input.read_until(b'\n', chunk).map_err(IngestError::Read)?;
-    }
-    Ok(!chunk.is_empty())
-}
-
-/// `bytes` (whole lines) in about `parts` pieces of whole lines.
-fn split_at_lines(bytes: &[u8], parts: usize) -> Vec<&[u8]> {
-    let step = (bytes.len() / parts.max(1)).max(1);
-    let mut pieces = Vec::with_capacity(parts + 1);
-    let mut start = 0;
-    while start < bytes.len() {
-        let end = match bytes[(start + step).min(bytes.len())..]
-            .iter()
-            .position(|&b| b == b'\n')
-        {
-            Some(at) => (start + step).min(bytes.len()) + at + 1,
-            None => bytes.len(),
-        };
-        pieces.push(&bytes[start..end]);
-        start = end;
-    }
-    pieces
-}
-
-/// The entries of a piece of whole lines, their `line` counted from 1 within the piece; its
-/// line count; and the first error (its line within the piece, the message), after which the
-/// piece was not read further.
-struct Piece {
-    entries: Vec<Entry>,
-    lines: u64,
-    error: Option<(u64, String)>,
-}
-
-/// Parses the entry lines of a piece; `%` comments and blank lines are skipped.
-fn parse_piece(bytes: &[u8], n: u32, field: Field) -> Piece {
-    let mut entries = Vec::with_capacity(bytes.len() / 16);
-    let mut number = 0u64;
-    for raw in bytes.split_inclusive(|&b| b == b'\n') {
-        number += 1;
-        let parsed = match std::str::from_utf8(raw) {
-            Err(_) => Err(malformed(number, "not UTF-8 text")),
-            Ok(text) => {
-                let text = text.trim();
-                if text.is_empty() || text.starts_with('%') {
-                    continue;
-                }
-                entry(number, text, n, field)
-            }
-        };
-        match parsed {
-            Ok(entry) => entries.push(entry),
-            Err(e) => {
-                let error = match e {
-                    IngestError::Malformed { line, message } => (line, message),
-                    other => (number, other.to_string()),
-                };
-                return Piece {
-                    entries,
-                    lines: number,
-                    error: Some(error),
-                };
-            }
-        }
-    }
-    Piece {
-        entries,
-        lines: number,
-        error: None,
-    }
 }
 
 /// The size line `n n entries`, checked against the limits.
@@ -379,54 +290,6 @@ fn size_line<R: Read>(lines: &mut Lines<R>, max_nnz: u64) -> Result<(u32, u64), 
     Ok((n, *declared))
 }
 
-/// One entry line: `i j value` (`i j` for a pattern).
-fn entry(line: u64, text: &str, n: u32, field: Field) -> Result<Entry, IngestError> {
-    let mut words = text.split_ascii_whitespace();
-    let mut index = |which: &str| -> Result<u32, IngestError> {
-        let word = words
-            .next()
-            .ok_or_else(|| malformed(line, format!("missing {which} index")))?;
-        let i: u64 = word
-            .parse()
-            .map_err(|_| malformed(line, format!("the {which} index is not a whole number")))?;
-        if i >= 1 && i <= u64::from(n) {
-            Ok((i - 1) as u32)
-        } else {
-            Err(malformed(
-                line,
-                format!("the {which} index is out of range 1..={n}"),
-            ))
-        }
-    };
-    let row = index("row")?;
-    let col = index("column")?;
-    let value = match field {
-        Field::Pattern => 1.0,
-        Field::Real => {
-            let word = words.next().ok_or_else(|| malformed(line, "missing value"))?;
-            let value: f64 = word
-                .parse()
-                .map_err(|_| malformed(line, "the value is not a number"))?;
-            if !value.is_finite() {
-                return Err(malformed(
-                    line,
-                    "the value is not a finite number (NaN and infinities are not allowed)",
-                ));
-            }
-            value
-        }
-    };
-    if words.next().is_some() {
-        return Err(malformed(line, "unexpected text after the entry"));
-    }
-    Ok(Entry {
-        row,
-        col,
-        line,
-        value,
-    })
-}
-
 /// CSR from entries sorted by (row, col), positions distinct.
 fn to_csr(n: u32, entries: &[Entry]) -> Csr {
     let n = n as usize;
@@ -440,80 +303,9 @@ fn to_csr(n: u32, entries: &[Entry]) -> Csr {
     Csr {
         n,
         row_ptr,
-        col_idx: entries.iter().map(|e| e.col).collect(),
-        values: entries.iter().map(|e| e.value).collect(),
+        col_idx: entries.par_iter().map(|e| e.col).collect(),
+        values: entries.par_iter().map(|e| e.value).collect(),
     }
-}
-
-/// Checks a `general` file's symmetry and stores (a_ij + a_ji)/2 in both places; `entries` is
-/// in CSR order (for the line numbers).
-fn symmetrise(csr: &mut Csr, entries: &[Entry]) -> Result<(), IngestError> {
-    let max_abs = csr.values.iter().fold(0.0_f64, |m, v| m.max(v.abs()));
-    let tol = SYMMETRY_TOLERANCE * max_abs.max(1.0);
-    for i in 0..csr.n {
-        for at in csr.row_ptr[i] as usize..csr.row_ptr[i + 1] as usize {
-            let j = csr.col_idx[at] as usize;
-            if j <= i {
-                continue;
-            }
-            let (start, end) = (csr.row_ptr[j] as usize, csr.row_ptr[j + 1] as usize);
-            let mirror = csr.col_idx[start..end]
-                .binary_search(&(i as u32))
-                .ok()
-                .map(|k| start + k);
-            let a = csr.values[at];
-            let b = mirror.map_or(0.0, |m| csr.values[m]);
-            if !((a - b).abs() <= tol) {
-                return Err(asymmetric(
-                    i,
-                    j,
-                    entries[at].line,
-                    mirror.map(|m| entries[m].line),
-                ));
-            }
-            match mirror {
-                Some(m) => {
-                    let mean = super::symmetric::mean(a, b);
-                    csr.values[at] = mean;
-                    csr.values[m] = mean;
-                }
-                // A zero (within the tolerance) whose mirror is an implicit zero.
-                None => csr.values[at] = 0.0,
-            }
-        }
-    }
-    // Entries below the diagonal whose mirror is absent were checked from their side above
-    // only if they are above it; check the lower ones against an absent upper entry too.
-    for i in 0..csr.n {
-        let (first, last) = (csr.row_ptr[i] as usize, csr.row_ptr[i + 1] as usize);
-        for (at, entry) in entries.iter().enumerate().take(last).skip(first) {
-            let j = csr.col_idx[at] as usize;
-            if j >= i {
-                continue;
-            }
-            let (start, end) = (csr.row_ptr[j] as usize, csr.row_ptr[j + 1] as usize);
-            if csr.col_idx[start..end].binary_search(&(i as u32)).is_err() {
-                if !(csr.values[at].abs() <= tol) {
-                    return Err(asymmetric(i, j, entry.line, None));
-                }
-                csr.values[at] = 0.0;
-            }
-        }
-    }
-    Ok(())
-}
-
-/// The 0-based entry (i, j) on `line` breaks symmetry: its mirror (on `mirror_line`) differs,
-/// or is absent while the entry is not 0.
-fn asymmetric(i: usize, j: usize, line: u64, mirror_line: Option<u64>) -> IngestError {
-    let (i, j) = (i + 1, j + 1);
-    let message = match mirror_line {
-        Some(other) => format!(
-            "the matrix is not symmetric: entry ({i}, {j}) differs from entry ({j}, {i}) on line {other}"
-        ),
-        None => format!("the matrix is not symmetric: entry ({i}, {j}) has no entry ({j}, {i})"),
-    };
-    malformed(line, message)
 }
 
 #[cfg(test)]

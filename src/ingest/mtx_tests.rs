@@ -1,3 +1,4 @@
+use super::symmetrise::SYMMETRISE_ROWS;
 use super::*;
 
 fn parse(text: &str) -> Result<Csr, IngestError> {
@@ -39,7 +40,7 @@ fn the_banner_is_case_insensitive_and_integer_and_pattern_fields_are_read() {
 }
 
 #[test]
-fn each_bad_line_is_named() {
+fn each_bad_line_is_named_whatever_the_chunks() {
     let head = "%%MatrixMarket matrix coordinate real symmetric\n3 3 2\n";
     for (body, line, words) in [
         ("1 1 1\n4 1 1\n", 4, "row index is out of range"),
@@ -55,10 +56,35 @@ fn each_bad_line_is_named() {
         ("2 1 1\n1 2 1\n", 4, "given twice"),
         ("1 1 1\n2 2 1\n3 3 1\n", 5, "more entries than the 2 declared"),
         ("1 1 1\n", 4, "ends after 1 of the 2"),
+        // Comments, blank lines and CRLF among the entries still count as lines.
+        (
+            "1 1 1\r\n% between\r\n\r\n4 1 1\r\n",
+            6,
+            "row index is out of range",
+        ),
+        ("% between\n2 1 1\n\n1 2 1\n", 6, "given twice"),
+        ("1 1 1\n%\n2 2 1 % not a comment\n", 5, "unexpected text"),
+        (
+            "1 1 1\n% a comment\n2 2 1\n3 3 1\n",
+            6,
+            "more entries than the 2 declared",
+        ),
     ] {
-        let (got_line, message) = malformed_at(&format!("{head}{body}"));
+        let text = format!("{head}{body}");
+        let (got_line, message) = malformed_at(&text);
         assert_eq!(got_line, line, "{body:?}: {message}");
         assert!(message.contains(words), "{body:?}: {message}");
+        // Chunks of 1 to 30 bytes, the body arriving 1 or 7 bytes at a time: the same line.
+        for chunk_bytes in 1..=30 {
+            for per_read in [1, 7] {
+                match parse_chunked(&text, chunk_bytes, per_read) {
+                    Err(IngestError::Malformed { line: got, .. }) => {
+                        assert_eq!(got, line, "{body:?}, chunks of {chunk_bytes}");
+                    }
+                    other => panic!("{body:?}, chunks of {chunk_bytes}: {other:?}"),
+                }
+            }
+        }
     }
 }
 
@@ -150,4 +176,130 @@ fn the_byte_limit_applies_and_the_output_is_the_stored_layout() {
     assert_eq!(out.len(), 24 + 32 + 24 + 48);
     let too_long = ingest_mtx(SYMMETRIC.as_bytes(), 20, 100, &mut Vec::new());
     assert!(matches!(too_long, Err(IngestError::TooLarge { max_bytes: 20 })));
+}
+
+/// A body that arrives a few bytes per read, as a slow upload does.
+struct Trickle<'a> {
+    bytes: &'a [u8],
+    per_read: usize,
+}
+
+impl Read for Trickle<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.per_read.min(buf.len()).min(self.bytes.len());
+        buf[..n].copy_from_slice(&self.bytes[..n]);
+        self.bytes = &self.bytes[n..];
+        Ok(n)
+    }
+}
+
+/// `text` parsed with its entry lines in chunks of `chunk_bytes`, arriving `per_read` bytes at
+/// a time.
+fn parse_chunked(text: &str, chunk_bytes: usize, per_read: usize) -> Result<Csr, IngestError> {
+    let body = Trickle {
+        bytes: text.as_bytes(),
+        per_read,
+    };
+    parse_body(body, u64::MAX, 1000, chunk_bytes)
+}
+
+/// A `general` file with comments and blank lines among the entries, out of row order.
+const GENERAL: &str = "%%MatrixMarket matrix coordinate real general\n% written by hand\n4 4 8\n1 1 2.5\n2 1 -1.25e-1\n% a comment between entries\n\n1 2 -0.125\n4 4 3\n3 2 1e2\n2 3 100.0\n4 1 0.0625\n1 4 6.25e-2\n";
+
+#[test]
+fn chunk_boundaries_anywhere_give_the_same_matrix() {
+    let whole = parse(GENERAL).expect("valid");
+    let crlf = GENERAL.replace('\n', "\r\n");
+    assert_eq!(parse(&crlf).expect("CRLF is valid"), whole);
+    // Chunks of 1 to 40 bytes cut the header, the lines and the numbers in every place; the
+    // body arrives 1, 3 or 1000 bytes at a time.
+    for text in [GENERAL, crlf.as_str(), SYMMETRIC] {
+        let want = parse(text).expect("valid");
+        for chunk_bytes in 1..=40 {
+            for per_read in [1, 3, 1000] {
+                let got = parse_chunked(text, chunk_bytes, per_read)
+                    .unwrap_or_else(|e| panic!("chunks of {chunk_bytes}, reads of {per_read}: {e}"));
+                assert_eq!(got, want, "chunks of {chunk_bytes}, reads of {per_read}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_bad_line_is_reported_before_a_later_failure_of_the_body() {
+    let head = "%%MatrixMarket matrix coordinate real symmetric\n3 3 40\n1 1 1\n4 1 1\n";
+    let text = format!("{head}{}", "2 2 1\n".repeat(38));
+    // The body is one byte over its limit. The bad line is in a chunk read whole before the
+    // failure; the reader may run ahead of the parser into the failure, and the bad line is
+    // still what is reported.
+    for chunk_bytes in [4, 16, 64] {
+        let body = Trickle {
+            bytes: text.as_bytes(),
+            per_read: 5,
+        };
+        match parse_body(body, text.len() as u64 - 1, 1000, chunk_bytes) {
+            Err(IngestError::Malformed { line, message }) => {
+                assert_eq!(line, 4, "chunks of {chunk_bytes}: {message}");
+            }
+            other => panic!("chunks of {chunk_bytes}: {other:?}"),
+        }
+    }
+    // Without the bad line, the same body is too large.
+    let fine = text.replace("4 1 1\n", "3 1 1\n");
+    let body = Trickle {
+        bytes: fine.as_bytes(),
+        per_read: 5,
+    };
+    assert!(matches!(
+        parse_body(body, fine.len() as u64 - 1, 1000, 16),
+        Err(IngestError::TooLarge { .. })
+    ));
+}
+
+/// A `general` tridiagonal file of side n (several blocks of [`SYMMETRISE_ROWS`] rows), with
+/// `extra` lines added before the entries; the declared count includes them.
+fn tridiagonal(n: usize, extra: &[String]) -> String {
+    let mut lines: Vec<String> = extra.to_vec();
+    for i in 1..=n {
+        lines.push(format!("{i} {i} 2"));
+        if i < n {
+            lines.push(format!("{i} {} -1", i + 1));
+            lines.push(format!("{} {i} -1", i + 1));
+        }
+    }
+    format!(
+        "%%MatrixMarket matrix coordinate real general\n{n} {n} {}\n{}\n",
+        lines.len(),
+        lines.join("\n")
+    )
+}
+
+#[test]
+fn symmetry_errors_across_blocks_of_rows_come_in_the_order_of_a_sequential_check() {
+    let n = 3 * SYMMETRISE_ROWS + 5;
+    let csr = parse_mtx(tridiagonal(n, &[]).as_bytes(), 1 << 20).expect("symmetric");
+    assert_eq!(csr.values.len(), 3 * n - 2);
+    // A lower entry without its mirror in the first block, and a pair that differs in the last:
+    // the pair is reported (a sequential check looks at every upper entry first).
+    let orphan = "3 1 0.5".to_string();
+    let differs = format!("{} {} 7", n - 2, n);
+    let other = format!("{} {} 8", n, n - 2);
+    let text = tridiagonal(n, &[orphan.clone(), differs, other]);
+    let (line, message) = match parse_mtx(text.as_bytes(), 1 << 20) {
+        Err(IngestError::Malformed { line, message }) => (line, message),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(line, 4, "{message}");
+    assert!(
+        message.contains(&format!("entry ({}, {n}) differs", n - 2)),
+        "{message}"
+    );
+    assert!(message.contains("on line 5"), "{message}");
+    // Without the pair, the orphan.
+    let (line, message) = match parse_mtx(tridiagonal(n, &[orphan]).as_bytes(), 1 << 20) {
+        Err(IngestError::Malformed { line, message }) => (line, message),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(line, 3, "{message}");
+    assert!(message.contains("entry (3, 1) has no entry (1, 3)"), "{message}");
 }
