@@ -44,7 +44,9 @@ fn parse_args() -> Result<Args, String> {
             "--addr" => args.addrs.push(value()?),
             "--path" => args.path = value()?,
             "--key" => args.key = Some(value()?),
-            "--connections" => args.connections = value()?.parse().map_err(|e| format!("--connections: {e}"))?,
+            "--connections" => {
+                args.connections = value()?.parse().map_err(|e| format!("--connections: {e}"))?
+            }
             "--seconds" => args.seconds = value()?.parse().map_err(|e| format!("--seconds: {e}"))?,
             other => return Err(format!("unknown argument {other}")),
         }
@@ -91,7 +93,10 @@ async fn read_response(stream: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Re
     while buf.len() < head_end + length {
         let n = stream.read(&mut chunk).await?;
         if n == 0 {
-            return Err(Error::new(ErrorKind::UnexpectedEof, "connection closed in a body"));
+            return Err(Error::new(
+                ErrorKind::UnexpectedEof,
+                "connection closed in a body",
+            ));
         }
         buf.extend_from_slice(&chunk[..n]);
     }
@@ -99,7 +104,11 @@ async fn read_response(stream: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Re
 }
 
 /// One connection's latencies (µs) and status counts until `deadline`.
-async fn connection(addr: String, request: Vec<u8>, deadline: Instant) -> std::io::Result<(Vec<u32>, BTreeMap<u16, u64>)> {
+async fn connection(
+    addr: String,
+    request: Vec<u8>,
+    deadline: Instant,
+) -> std::io::Result<(Vec<u32>, BTreeMap<u16, u64>)> {
     let mut stream = TcpStream::connect(&addr).await?;
     stream.set_nodelay(true)?;
     let (mut buf, mut latencies, mut codes) = (Vec::with_capacity(32 * 1024), Vec::new(), BTreeMap::new());
@@ -123,7 +132,9 @@ fn percentile_ms(sorted: &[u32], q: f64) -> f64 {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = parse_args().map_err(|e| format!("http_load: {e}"))?;
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     let (latencies, codes, elapsed) = runtime.block_on(async {
         let start = Instant::now();
         let deadline = start + Duration::from_secs_f64(args.seconds);
@@ -135,7 +146,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     .as_ref()
                     .map(|k| format!("Authorization: Bearer {k}\r\n"))
                     .unwrap_or_default();
-                let request = format!("GET {} HTTP/1.1\r\nHost: {addr}\r\n{auth}\r\n", args.path).into_bytes();
+                let request =
+                    format!("GET {} HTTP/1.1\r\nHost: {addr}\r\n{auth}\r\n", args.path).into_bytes();
                 tokio::spawn(connection(addr, request, deadline))
             })
             .collect();

@@ -2,8 +2,9 @@
 //! key at a time; both take effect at once on the replica that answers and within
 //! `PRIVPCA_API_KEY_CACHE_MS` on the others (docs/deployment.md, "API keys").
 
-use axum::extract::State;
+use axum::extract::{FromRequestParts, State};
 use axum::http::StatusCode;
+use axum::http::request::Parts;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -22,6 +23,19 @@ pub struct ApiKeyIssued {
     pub issued_at: DateTime<Utc>,
 }
 
+/// The tenant named by the path (`{id}`) of a request made with the admin key.
+pub struct KeyHolder(Uuid);
+
+impl FromRequestParts<AppState> for KeyHolder {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        AdminAuth::from_request_parts(parts, state).await?;
+        let Path(tenant) = Path::<Uuid>::from_request_parts(parts, state).await?;
+        Ok(KeyHolder(tenant))
+    }
+}
+
 /// Issue a tenant a new API key and revoke its current one (admin key required). Also gives a
 /// tenant whose key was revoked a key again.
 #[utoipa::path(post, operation_id = "rotate_tenant_key", path = "/v1/tenants/{id}/api-key", tag = "tenants",
@@ -31,8 +45,7 @@ pub struct ApiKeyIssued {
         (status = 403, body = ProblemDocument), (status = 404, body = ProblemDocument)))]
 pub async fn rotate(
     State(state): State<AppState>,
-    _admin: AdminAuth,
-    Path(tenant_id): Path<Uuid>,
+    KeyHolder(tenant_id): KeyHolder,
 ) -> Result<Json<ApiKeyIssued>, ApiError> {
     let (api_key, issued_at) =
         ApiError::found(state.store.rotate_api_key(tenant_id).await?, "tenant", tenant_id)?;
@@ -52,8 +65,7 @@ pub async fn rotate(
         (status = 403, body = ProblemDocument), (status = 404, body = ProblemDocument)))]
 pub async fn revoke(
     State(state): State<AppState>,
-    _admin: AdminAuth,
-    Path(tenant_id): Path<Uuid>,
+    KeyHolder(tenant_id): KeyHolder,
 ) -> Result<StatusCode, ApiError> {
     if state.store.revoke_api_key(tenant_id).await? {
         Ok(StatusCode::NO_CONTENT)

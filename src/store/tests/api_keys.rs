@@ -3,7 +3,29 @@
 
 use std::time::{Duration, Instant};
 
+use uuid::Uuid;
+
+use super::super::Store;
 use super::{fixture, replica};
+
+/// The stored revocation time of the tenant whose key is `key`.
+async fn revocation_time(store: &Store, key: &str) -> Option<String> {
+    sqlx::query_scalar("SELECT key_revoked_at FROM tenants WHERE key_hash = $1")
+        .bind(super::super::tenants::key_hash(key))
+        .fetch_one(&store.pool)
+        .await
+        .expect("row")
+}
+
+/// `tenant`'s new key, after a rotation through `store`.
+async fn rotated(store: &Store, tenant: Uuid) -> String {
+    let (key, _) = store
+        .rotate_api_key(tenant)
+        .await
+        .expect("rotate")
+        .expect("the tenant exists");
+    key
+}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn rotation_replaces_the_key_and_revocation_leaves_none() {
@@ -30,29 +52,15 @@ async fn rotation_replaces_the_key_and_revocation_leaves_none() {
 
     // Revoked (twice: the first time stands), the key is unknown, though cached a moment ago.
     assert!(f.store.revoke_api_key(bob.id).await.expect("revoke"));
-    let revoked_at: Option<String> =
-        sqlx::query_scalar("SELECT key_revoked_at FROM tenants WHERE key_hash = $1")
-            .bind(super::super::tenants::key_hash(&new))
-            .fetch_one(&f.store.pool)
-            .await
-            .expect("row");
+    let revoked_at = revocation_time(&f.store, &new).await;
     assert!(f.store.revoke_api_key(bob.id).await.expect("revoke again"));
-    let again: Option<String> = sqlx::query_scalar("SELECT key_revoked_at FROM tenants WHERE key_hash = $1")
-        .bind(super::super::tenants::key_hash(&new))
-        .fetch_one(&f.store.pool)
-        .await
-        .expect("row");
+    let again = revocation_time(&f.store, &new).await;
     assert!(revoked_at.is_some() && again == revoked_at);
     assert_eq!(f.store.tenant_id_by_api_key(&new).await.expect("lookup"), None);
     assert_eq!(f.store.tenant_by_api_key(&new).await.expect("lookup"), None);
 
     // A rotation after a revocation issues a working key again; other tenants are untouched.
-    let (third, _) = f
-        .store
-        .rotate_api_key(bob.id)
-        .await
-        .expect("rotate")
-        .expect("bob");
+    let third = rotated(&f.store, bob.id).await;
     assert_eq!(
         f.store.tenant_id_by_api_key(&third).await.expect("lookup"),
         Some(bob.id)
@@ -63,7 +71,7 @@ async fn rotation_replaces_the_key_and_revocation_leaves_none() {
     );
 
     // Unknown tenants.
-    let nobody = uuid::Uuid::new_v4();
+    let nobody = Uuid::new_v4();
     assert_eq!(f.store.rotate_api_key(nobody).await.expect("rotate"), None);
     assert!(!f.store.revoke_api_key(nobody).await.expect("revoke"));
 }
@@ -132,7 +140,7 @@ async fn the_revoking_replica_refuses_at_once_and_unknown_keys_take_no_memory() 
         assert_eq!(store.tenant_id_by_api_key(&unknown).await.expect("lookup"), None);
     }
     assert_eq!(store.api_keys.len(), 1, "unknown keys are not kept");
-    let (new, _) = store.rotate_api_key(bob.id).await.expect("rotate").expect("bob");
+    let new = rotated(&store, bob.id).await;
     assert_eq!(store.tenant_id_by_api_key(&key).await.expect("lookup"), None);
     assert_eq!(
         store.tenant_id_by_api_key(&new).await.expect("lookup"),
