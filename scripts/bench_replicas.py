@@ -1,25 +1,34 @@
 #!/usr/bin/env python3
-"""Load test of two replicas on one PostgreSQL: status reads and job submissions per second.
+"""Load test of replicas on one PostgreSQL: status reads and job submissions per second.
 
-Starts two `privpca serve` processes on a fresh database of the PostgreSQL server named by
-`--database-url` (default: $PRIVPCA_TEST_POSTGRES_URL, as `scripts/postgres.sh` prints it),
-with one admin key and one data directory, per-tenant rate limits off. Creates a tenant and a
-small public dataset (n × d `.npy`), runs one job, then, for `--seconds` each:
+Starts `--replicas` (default two) `privpca serve` processes on a fresh database of the
+PostgreSQL server named by `--database-url` (default: $PRIVPCA_TEST_POSTGRES_URL, as
+`scripts/postgres.sh` prints it), with one admin key and one data directory, per-tenant rate
+limits off. Creates a tenant and a small public dataset (n × d `.npy`), runs one job, then,
+for `--seconds` each:
 
-0. the client's ceiling: the same threads read GET /healthz (no database, no key check);
-1. status reads: `--clients` threads, each on its own keep-alive connection to replica A or B
-   (alternating), read GET /v1/jobs/{id} as fast as they can;
-2. submissions: the same threads POST /v1/jobs (noisy_power k=2 on the public dataset, so no
-   budget runs out) and count what was admitted (202) and what was refused (by status code).
+0. the client's ceiling: the same client reads GET /healthz (no database, no key check);
+1. status reads: the client, on keep-alive connections spread over the replicas, reads
+   GET /v1/jobs/{id} as fast as it can;
+2. submissions: `--clients` Python threads POST /v1/jobs (noisy_power k=2 on the public
+   dataset, so no budget runs out) and count what was admitted (202) and what was refused (by
+   status code). `--no-submissions` skips this phase.
+
+The client of phases 0 and 1 is `--clients` Python threads, or with `--loadgen PATH` the Rust
+load generator (`cargo build --release --example http_load`; one thread, `--connections`
+connections), which costs the shared cores far less per request. Phases 0 and 1 run
+`--rounds` times in turn, so each status-read figure has a /healthz figure of the same moment.
 
 Prints throughput and latency percentiles per phase, and at the end how many of the admitted
 jobs succeeded (the replicas' workers drain the queue while the test runs).
 
-The client is Python threads on the same machine as both replicas and PostgreSQL, so the
-figures are a lower bound of what the replicas serve on their own cores.
+The client runs on the same machine as the replicas and PostgreSQL, so the figures are a
+lower bound of what the replicas serve on their own cores.
 
 Usage: eval "$(scripts/postgres.sh)"; python3 scripts/bench_replicas.py [--bin target/release/privpca]
-       [--seconds 10] [--clients 8] [--n 2000] [--d 20]
+       [--replicas 2] [--seconds 10] [--clients 8] [--n 2000] [--d 20]
+       [--loadgen target/release/examples/http_load] [--connections 16] [--rounds 1]
+       [--key-cache-ms MS] [--no-submissions]
        scripts/postgres.sh stop "$PRIVPCA_PG_DIR"
 """
 
@@ -94,7 +103,7 @@ def fresh_database(url):
     return url.rsplit("/", 1)[0] + "/" + name
 
 
-def start_replica(binary, name, database_url, data_dir, log):
+def start_replica(binary, name, database_url, data_dir, log, key_cache_ms=None):
     port = free_port()
     env = dict(os.environ)
     env.update(
@@ -108,6 +117,8 @@ def start_replica(binary, name, database_url, data_dir, log):
         PRIVPCA_LOG_FORMAT="json",
         RUST_LOG="warn",
     )
+    if key_cache_ms is not None:
+        env["PRIVPCA_API_KEY_CACHE_MS"] = str(key_cache_ms)
     proc = subprocess.Popen([binary, "serve"], env=env, stdout=log, stderr=subprocess.STDOUT)
     for _ in range(600):
         try:
@@ -154,6 +165,28 @@ def hammer(ports, key, clients, seconds, request):
     return latencies, codes
 
 
+def loadgen(binary, ports, key, path, connections, seconds):
+    """Runs the Rust load generator (examples/http_load.rs) on `path`; returns its JSON report."""
+    cmd = [binary, "--path", path, "--key", key, "--connections", str(connections), "--seconds", str(seconds)]
+    for port in ports:
+        cmd += ["--addr", f"127.0.0.1:{port}"]
+    return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+
+
+def read_phase(args, ports, key, name, path):
+    """One read phase on `path` with the chosen client; prints it and returns answers 200 per second."""
+    if args.loadgen:
+        r = loadgen(args.loadgen, ports, key, path, args.connections, args.seconds)
+        ok = r["codes"].get("200", 0) / r["seconds"]
+        print(
+            f"{name:<12} {ok:8.0f}/s  p50 {r['p50_ms']:6.1f} ms  p99 {r['p99_ms']:6.1f} ms  "
+            f"answers {r['codes']}"
+        )
+        return ok
+    lat, codes = hammer(ports, key, args.clients, args.seconds, lambda c, j: c.call("GET", path)[0])
+    return report(name, lat, codes, args.seconds, {200})
+
+
 def report(name, latencies, codes, seconds, counted):
     ok = sum(v for k, v in codes.items() if k in counted)
     q = statistics.quantiles(latencies, n=100) if len(latencies) > 1 else [0] * 99
@@ -172,6 +205,12 @@ def main():
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--n", type=int, default=2000)
     ap.add_argument("--d", type=int, default=20)
+    ap.add_argument("--replicas", type=int, default=2)
+    ap.add_argument("--loadgen", help="the Rust load generator's binary (examples/http_load.rs) for phases 0 and 1")
+    ap.add_argument("--connections", type=int, default=16, help="the load generator's connections")
+    ap.add_argument("--rounds", type=int, default=1, help="times phases 0 and 1 run, in turn")
+    ap.add_argument("--key-cache-ms", type=int, help="PRIVPCA_API_KEY_CACHE_MS for the replicas")
+    ap.add_argument("--no-submissions", action="store_true", help="skip phase 2")
     args = ap.parse_args()
     if not args.database_url:
         sys.exit("bench_replicas: give --database-url or run eval \"$(scripts/postgres.sh)\" first")
@@ -182,9 +221,9 @@ def main():
     procs = []
     try:
         ports = []
-        for name in ("a", "b"):
+        for name in "abcdefgh"[: args.replicas]:
             log = open(os.path.join(work, f"{name}.log"), "wb")
-            proc, port = start_replica(args.bin, name, database_url, data_dir, log)
+            proc, port = start_replica(args.bin, name, database_url, data_dir, log, args.key_cache_ms)
             procs.append(proc)
             ports.append(port)
         admin = Connection(ports[0], ADMIN)
@@ -203,15 +242,24 @@ def main():
         job = checked(a.call("POST", "/v1/jobs", submission), 202)["id"]
         while checked(a.call("GET", f"/v1/jobs/{job}"), 200)["status"] not in ("succeeded", "failed"):
             time.sleep(0.05)
-        print(
-            f"two replicas on PostgreSQL, {args.clients} client threads, {args.seconds:.0f} s per phase, "
-            f"{os.cpu_count()} cores shared by client, replicas and database; binary {args.bin}"
+        client = (
+            f"load generator {args.loadgen}, {args.connections} connections"
+            if args.loadgen
+            else f"{args.clients} client threads"
         )
-        # The client's own ceiling: an answer that touches neither the database nor the key.
-        lat, codes = hammer(ports, key, args.clients, args.seconds, lambda c, j: c.call("GET", "/healthz")[0])
-        report("/healthz", lat, codes, args.seconds, {200})
-        lat, codes = hammer(ports, key, args.clients, args.seconds, lambda c, j: c.call("GET", f"/v1/jobs/{job}")[0])
-        report("status reads", lat, codes, args.seconds, {200})
+        print(
+            f"{args.replicas} replica(s) on PostgreSQL, {client}, {args.seconds:.0f} s per phase, "
+            f"{os.cpu_count()} cores shared by client, replicas and database; binary {args.bin}; "
+            f"key cache {'default' if args.key_cache_ms is None else f'{args.key_cache_ms} ms'}; "
+            f"load average {open('/proc/loadavg').read().split()[0]}"
+        )
+        for _ in range(args.rounds):
+            # The client's own ceiling: an answer that touches neither the database nor the key.
+            healthz = read_phase(args, ports, key, "/healthz", "/healthz")
+            reads = read_phase(args, ports, key, "status reads", f"/v1/jobs/{job}")
+            print(f"{'':<12} status reads / healthz = {reads / healthz:.2f}")
+        if args.no_submissions:
+            return
         admitted = []
         lock = threading.Lock()
 

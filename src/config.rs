@@ -107,6 +107,15 @@ pub struct Config {
     /// replica stopped answering for this long is failed by another replica (charge kept).
     #[arg(long, env = "PRIVPCA_JOB_LEASE_SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub job_lease_secs: u64,
+
+    /// How long a replica may keep an API key's tenant after reading it, in milliseconds
+    /// (0 = read the database on every request). A key revoked or rotated away on another
+    /// replica is accepted here at most this long after the change commits; on the replica
+    /// that made the change, not at all.
+    #[arg(long, env = "PRIVPCA_API_KEY_CACHE_MS", default_value_t = 1000,
+        value_parser = clap::value_parser!(u64).range(0..=60_000))]
+    pub api_key_cache_ms: u64,
+
     /// Job submissions and study creations one tenant may make per minute, sustained
     /// (a token bucket per tenant); 0 = unlimited. Over it: 429 with Retry-After.
     #[arg(long, env = "PRIVPCA_JOB_RATE_PER_MINUTE", default_value_t = DEFAULT_JOB_RATE_PER_MINUTE)]
@@ -147,6 +156,9 @@ impl Config {
     pub fn job_lease(&self) -> Duration {
         Duration::from_secs(self.job_lease_secs)
     }
+    pub fn api_key_cache(&self) -> Duration {
+        Duration::from_millis(self.api_key_cache_ms)
+    }
 
     /// A configuration for tests: database and data under `dir`, small limits, a known admin key.
     pub fn for_tests(dir: &std::path::Path) -> Self {
@@ -170,6 +182,7 @@ impl Config {
             shutdown_grace_secs: 5,
             replica_id: None,
             job_lease_secs: 30,
+            api_key_cache_ms: 1000,
             // Unlimited: tests submit in bursts; the limiter has its own tests.
             job_rate_per_minute: 0,
             job_burst: DEFAULT_JOB_BURST,

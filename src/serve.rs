@@ -25,7 +25,8 @@ pub async fn prepare(config: Config) -> anyhow::Result<AppState> {
     let store = Store::connect(&config.database_url, &config.data_dir)
         .await
         .with_context(|| format!("opening the database {}", redact(&config.database_url)))?
-        .with_lease(config.job_lease());
+        .with_lease(config.job_lease())
+        .with_key_cache_ttl(config.api_key_cache());
     let store = match &config.replica_id {
         Some(name) => store.with_replica(name),
         None => store,

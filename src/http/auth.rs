@@ -1,5 +1,7 @@
-//! Bearer-key authentication. Tenants' keys are stored hashed (see `store`); the admin key
-//! comes from configuration and is compared in constant time.
+//! Bearer-key authentication. Tenants' keys are stored hashed (see `store`) and their tenants
+//! kept in memory for `PRIVPCA_API_KEY_CACHE_MS` (a revoked key is refused on every replica
+//! within that time; docs/deployment.md, "API keys"); the admin key comes from configuration
+//! and is compared in constant time.
 
 use axum::extract::FromRequestParts;
 use axum::http::header::AUTHORIZATION;
@@ -53,8 +55,8 @@ impl FromRequestParts<AppState> for TenantAuth {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
         let key = bearer(parts)?;
-        match state.store.tenant_by_api_key(key).await? {
-            Some(tenant) => Ok(TenantAuth { tenant_id: tenant.id }),
+        match state.store.tenant_id_by_api_key(key).await? {
+            Some(tenant_id) => Ok(TenantAuth { tenant_id }),
             None => Err(ApiError::new(ProblemKind::Unauthorized, "unknown API key")),
         }
     }

@@ -15,6 +15,7 @@ pub mod rate_limit;
 pub mod routes;
 pub mod site;
 pub mod studies;
+pub mod tenant_keys;
 pub mod tenants;
 pub mod ui;
 

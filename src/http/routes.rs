@@ -9,7 +9,7 @@ use axum::routing::get;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::{catalog, datasets, jobs, meta, site, studies, tenants, ui};
+use super::{catalog, datasets, jobs, meta, site, studies, tenant_keys, tenants, ui};
 use crate::state::AppState;
 
 /// The documented routes, by the limits they share. Destructure it to give each group its
@@ -50,6 +50,7 @@ impl Default for Groups {
 fn api() -> OpenApiRouter<AppState> {
     OpenApiRouter::default()
         .routes(routes!(tenants::create))
+        .routes(routes!(tenant_keys::rotate, tenant_keys::revoke))
         .routes(routes!(datasets::create, datasets::list))
         .routes(routes!(datasets::get, datasets::delete))
         .routes(routes!(datasets::ledger))

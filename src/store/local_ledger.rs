@@ -275,6 +275,7 @@ impl Store {
             lease: super::DEFAULT_LEASE,
             lease_clock_ahead: std::sync::Arc::default(),
             site_tokens: std::sync::Arc::default(),
+            api_keys: std::sync::Arc::default(),
         };
         store.migrate().await?;
         Ok(store)

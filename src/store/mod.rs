@@ -32,6 +32,7 @@ mod codec;
 mod datasets;
 mod error;
 mod jobs;
+mod key_cache;
 mod ledger;
 mod local_ledger;
 mod lookup;
@@ -63,6 +64,7 @@ use sqlx::{AnyConnection, AnyPool};
 use uuid::Uuid;
 
 pub use error::StoreError;
+pub use key_cache::DEFAULT_KEY_CACHE_TTL;
 pub use local_ledger::{ChargeOutcome, LocalBudget, LocalDataset};
 pub use models::{
     CancelOutcome, DatasetRecord, DatasetStatus, Idempotency, JobRecord, JobResult, JobStatus, LedgerEntry,
@@ -242,6 +244,9 @@ pub struct Store {
     /// Site tokens this process has seen, by hash: the study and site each names
     /// ([`Store::site_identity_by_token`]). Shared by the store's clones.
     site_tokens: Arc<std::sync::Mutex<std::collections::HashMap<String, (Uuid, u32)>>>,
+    /// API keys' tenants, kept for a short time ([`Store::tenant_id_by_api_key`]). Shared by
+    /// the store's clones.
+    api_keys: Arc<key_cache::KeyCache>,
 }
 
 /// The lease when none is configured.
@@ -274,6 +279,7 @@ impl Store {
             lease: DEFAULT_LEASE,
             lease_clock_ahead: Arc::default(),
             site_tokens: Arc::default(),
+            api_keys: Arc::default(),
         };
         tokio::fs::create_dir_all(store.uploads_dir()).await?;
         store.migrate().await?;
@@ -319,6 +325,14 @@ impl Store {
     /// The same store with another lease length (at least one second).
     pub fn with_lease(mut self, lease: Duration) -> Store {
         self.lease = lease.max(Duration::from_secs(1));
+        self
+    }
+
+    /// The same store keeping an API key's tenant for `ttl` after reading it (zero: every
+    /// request reads the database). A key revoked on another replica is accepted here at most
+    /// `ttl` after the revocation commits (`key_cache.rs`).
+    pub fn with_key_cache_ttl(mut self, ttl: Duration) -> Store {
+        self.api_keys = Arc::new(key_cache::KeyCache::new(ttl, key_cache::KEY_CACHE_CAPACITY));
         self
     }
 

@@ -62,3 +62,60 @@ async fn tenants_see_only_their_own_datasets_and_jobs() {
     assert_eq!(app.list("/v1/datasets", &bob).await.len(), 0);
     assert_eq!(app.list("/v1/jobs", &bob).await.len(), 0);
 }
+
+#[tokio::test]
+async fn the_admin_rotates_and_revokes_a_tenants_key_with_effect_at_once() {
+    let app = TestApp::without_runner().await;
+    let created = app.post("/v1/tenants", ADMIN, json!({ "name": "bob" })).await;
+    let created = created.expect(StatusCode::CREATED).json();
+    let (tenant, old) = (
+        created["id"].as_str().unwrap(),
+        created["api_key"].as_str().unwrap(),
+    );
+    let other = app.tenant("carol").await;
+    let key_path = format!("/v1/tenants/{tenant}/api-key");
+    // The key is cached by its first use; rotation and revocation still take effect at once.
+    app.get("/v1/datasets", old).await.expect(StatusCode::OK);
+
+    // Only the admin key; unknown tenants and malformed ids are problem documents.
+    for key in [old, other.as_str()] {
+        app.post(&key_path, key, json!({})).await.problem(403);
+        app.call(Method::DELETE, &key_path, Some(key), None)
+            .await
+            .problem(403);
+    }
+    app.call(Method::POST, &key_path, None, None).await.problem(401);
+    let nobody = format!("/v1/tenants/{}/api-key", uuid::Uuid::new_v4());
+    app.call(Method::POST, &nobody, Some(ADMIN), None)
+        .await
+        .problem(404);
+    app.call(Method::DELETE, &nobody, Some(ADMIN), None)
+        .await
+        .problem(404);
+    app.call(Method::POST, "/v1/tenants/not-a-uuid/api-key", Some(ADMIN), None)
+        .await
+        .problem(404);
+
+    let rotated = app.call(Method::POST, &key_path, Some(ADMIN), None).await;
+    let rotated = rotated.expect(StatusCode::OK).json();
+    let new = rotated["api_key"].as_str().unwrap();
+    assert_eq!(rotated["tenant_id"], tenant);
+    assert!(new.starts_with("ppk_") && new != old);
+    assert!(rotated["issued_at"].is_string());
+    let refused = app.get("/v1/datasets", old).await.problem(401);
+    assert_eq!(refused["detail"], "unknown API key");
+    app.get("/v1/datasets", new).await.expect(StatusCode::OK);
+
+    let revoked = app.call(Method::DELETE, &key_path, Some(ADMIN), None).await;
+    assert_eq!(revoked.status, StatusCode::NO_CONTENT);
+    assert!(revoked.bytes.is_empty());
+    app.get("/v1/datasets", new).await.problem(401);
+    let again = app.call(Method::DELETE, &key_path, Some(ADMIN), None).await;
+    assert_eq!(again.status, StatusCode::NO_CONTENT);
+    // Other tenants are untouched; a rotation gives the revoked tenant a key again.
+    app.get("/v1/datasets", &other).await.expect(StatusCode::OK);
+    let back = app.call(Method::POST, &key_path, Some(ADMIN), None).await.json();
+    app.get("/v1/datasets", back["api_key"].as_str().unwrap())
+        .await
+        .expect(StatusCode::OK);
+}

@@ -3,6 +3,7 @@ the problem documents as typed exceptions."""
 
 from __future__ import annotations
 
+import os
 import uuid
 
 import httpx
@@ -75,6 +76,21 @@ def test_not_found_and_validation_error_carry_the_problem(client):
     assert invalid.value.field == "row_norm_bound"
     with pytest.raises(privpca.Unauthorized):
         privpca.Client(client.base_url, "not-a-key").list_datasets()
+
+
+def test_admin_rotates_and_revokes_a_tenant_key(base_url):
+    with privpca.Client(base_url, os.environ["PRIVPCA_ADMIN_KEY"]) as admin:
+        tenant = admin.create_tenant(f"pytest-{uuid.uuid4().hex[:8]}")
+        rotated = admin.rotate_tenant_key(tenant["id"])
+        assert rotated["tenant_id"] == tenant["id"] and rotated["api_key"] != tenant["api_key"]
+        with pytest.raises(privpca.Unauthorized):
+            privpca.Client(base_url, tenant["api_key"]).list_datasets()
+        assert privpca.Client(base_url, rotated["api_key"]).list_datasets() == []
+        admin.revoke_tenant_key(tenant["id"])
+        with pytest.raises(privpca.Unauthorized):
+            privpca.Client(base_url, rotated["api_key"]).list_datasets()
+        with pytest.raises(privpca.NotFound):
+            admin.revoke_tenant_key(str(uuid.uuid4()))
 
 
 def test_cancel_and_delete(client, make_rows):

@@ -2,6 +2,7 @@
 //! fresh PostgreSQL database when `PRIVPCA_TEST_POSTGRES_URL` is set (super::testing).
 
 mod admission;
+mod api_keys;
 mod datasets;
 mod ledger_props;
 mod queue;

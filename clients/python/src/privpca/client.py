@@ -117,6 +117,18 @@ class Client:
         result: dict[str, Any] = self._json("POST", "/v1/tenants", json={"name": name})
         return result
 
+    def rotate_tenant_key(self, tenant_id: str) -> dict[str, Any]:
+        """``POST /v1/tenants/{id}/api-key`` (admin key): a new ``api_key`` for the tenant, shown
+        once; its previous key stops working (on other replicas within the service's key cache
+        time, 1 s by default)."""
+        result: dict[str, Any] = self._json("POST", f"/v1/tenants/{tenant_id}/api-key")
+        return result
+
+    def revoke_tenant_key(self, tenant_id: str) -> None:
+        """``DELETE /v1/tenants/{id}/api-key`` (admin key): the tenant's key stops working and
+        it has none until :meth:`rotate_tenant_key`."""
+        self.request("DELETE", f"/v1/tenants/{tenant_id}/api-key")
+
     # -- datasets ------------------------------------------------------------------------
 
     def create_dataset(
