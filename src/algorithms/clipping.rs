@@ -33,10 +33,11 @@ use serde_json::Value;
 
 use super::{ConfigError, NoiseScale, RunEnv, RunError};
 use crate::dataset::{DataContext, Kind, Neighbours};
-use crate::linalg::clip::clip_columns_l2;
+use crate::linalg::clip::{clip_columns_l2, clip_l2};
 use crate::linalg::{Matrix, RecordStats, Records, StatsAccumulator, stats_block_len};
 use crate::privacy::cost::round_up_while;
 use crate::privacy::{Cost, PrivacyTarget};
+use rayon::prelude::*;
 
 /// Audit label of the search's noisy counts.
 pub const RELEASE: &str = "clip_quantile";
@@ -311,20 +312,28 @@ pub fn clip_rows<'a>(xt: impl Into<Records<'a>>, c: f64) -> Matrix {
 }
 
 /// The statistics of `xt` clipped at c by one pass that copies and clips one segment of records
-/// at a time ([`stats_block_len`] of them, in cache) and adds it to the accumulator: the same
-/// work whatever c and the data, and no O(nd) copy.
+/// at a time ([`stats_block_len`] of them, into one buffer, on every core) and adds it to the
+/// accumulator: the same work whatever c and the data, and no O(nd) copy.
 fn clipped_stats_by_segments(xt: Records<'_>, c: f64) -> RecordStats {
     let (d, n) = (xt.d(), xt.n());
-    let segment = stats_block_len(d);
+    let segment = stats_block_len(d).min(n);
     let mut acc = StatsAccumulator::new(d);
+    let mut buffer = vec![0.0; d * segment];
     let mut start = 0;
     while start < n {
         let take = segment.min(n - start);
         let block = xt.block(start, take);
-        let mut clipped = block.to_matrix();
+        let part = &mut buffer[..d * take];
+        if d > 0 {
+            part.par_chunks_exact_mut(d)
+                .zip(block.as_slice().par_chunks_exact(d))
+                .for_each(|(to, from)| {
+                    to.copy_from_slice(from);
+                    clip_l2(to, c);
+                });
+        }
         block.release();
-        clip_columns_l2(&mut clipped, c);
-        acc.add((&clipped).into());
+        acc.add(Records::new(part, d, take));
         start += take;
     }
     acc.finish()

@@ -198,7 +198,8 @@ impl Store {
 
     /// The tenant's job, or `None`.
     pub async fn get_job(&self, tenant: Uuid, job: Uuid) -> Result<Option<JobRecord>, StoreError> {
-        let mut conn = self.pool.acquire().await?;
+        // Text binds only: the reads pool keeps the statement prepared on PostgreSQL.
+        let mut conn = self.reads.acquire().await?;
         JOBS.get(&mut conn, tenant, job).await
     }
 

@@ -267,8 +267,10 @@ impl Store {
     pub async fn open_ledger(path: &Path) -> Result<Store, StoreError> {
         owner_only(path)?;
         let url = format!("sqlite://{}", path.display());
+        let pool = open_pool(&url, Backend::Sqlite, true).await?;
         let store = Store {
-            pool: open_pool(&url, Backend::Sqlite, true).await?,
+            reads: pool.clone(),
+            pool,
             backend: Backend::Sqlite,
             data_dir: path.parent().unwrap_or(Path::new("")).to_path_buf(),
             replica: super::default_replica_name(),

@@ -179,6 +179,25 @@ fn postgres_url(url: &str) -> String {
     with_default_option(url, "statement-cache-capacity", "statement-cache-capacity=0")
 }
 
+/// The PostgreSQL URL of the reads pool: sqlx's prepared-statement cache on (unless the URL
+/// sets its capacity). Safe there because the statements it runs bind text only, never a
+/// NULL `f64` (see [`postgres_url`]).
+fn reads_url(url: &str) -> String {
+    with_default_option(url, "statement-cache-capacity", "statement-cache-capacity=32")
+}
+
+/// Connections of the reads pool (per replica, beside [`MAX_CONNECTIONS`]).
+const READS_CONNECTIONS: u32 = 4;
+
+/// Opens the reads pool on PostgreSQL ([`Store`]'s `reads`).
+async fn open_reads_pool(url: &str) -> Result<AnyPool, StoreError> {
+    Ok(AnyPoolOptions::new()
+        .max_connections(READS_CONNECTIONS)
+        .acquire_timeout(ACQUIRE_TIMEOUT)
+        .connect(&reads_url(url))
+        .await?)
+}
+
 /// `url` with the query option `option` appended, unless the URL already mentions `name`.
 fn with_default_option(url: &str, name: &str, option: &str) -> String {
     if url.contains(name) {
@@ -231,6 +250,10 @@ async fn open_pool(url: &str, backend: Backend, synchronous_full: bool) -> Resul
 #[derive(Clone, Debug)]
 pub struct Store {
     pool: AnyPool,
+    /// The pool of the hot reads that bind only text (a job by id, a key's tenant): on
+    /// PostgreSQL a second, small pool that keeps prepared statements ([`reads_url`]), so such a
+    /// read is one round trip instead of a prepare and an execute; on SQLite `pool` itself.
+    reads: AnyPool,
     backend: Backend,
     data_dir: PathBuf,
     /// This process's name in `jobs.claimed_by` and `studies.coordinator`.
@@ -271,8 +294,13 @@ impl Store {
     pub async fn connect(database_url: &str, data_dir: &Path) -> Result<Store, StoreError> {
         let backend = Backend::from_url(database_url)?;
         let pool = open_pool(database_url, backend, false).await?;
+        let reads = match backend {
+            Backend::Sqlite => pool.clone(),
+            Backend::Postgres => open_reads_pool(database_url).await?,
+        };
         let store = Store {
             pool,
+            reads,
             backend,
             data_dir: data_dir.to_path_buf(),
             replica: default_replica_name(),

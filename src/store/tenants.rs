@@ -82,7 +82,7 @@ impl Store {
         let start = self.api_keys.read_start(Instant::now());
         let found: Option<String> = sqlx::query_scalar(&format!("SELECT id FROM tenants WHERE {LIVE_KEY}"))
             .bind(&hash)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&self.reads)
             .await?;
         let Some(found) = found else { return Ok(None) };
         let tenant = parse_id(&found)?;
