@@ -6,7 +6,7 @@
 //! The field is the smallest that holds every x of the sharing ([`Field::for_count`]):
 //! - GF(2⁸) (crate `blahaj`) for up to 255 shares, 33-byte shares: the format live studies
 //!   (at most 64 sites) relay and store, unchanged;
-//! - GF(2¹⁶) (below, [`gf65536`]) for 256 to 65 535 shares, 34-byte shares: the complete graph
+//! - GF(2¹⁶) (below, module `gf65536`) for 256 to 65 535 shares, 34-byte shares: the complete graph
 //!   beyond 255 sites.
 //!
 //! `blahaj` draws its polynomial coefficients from a `rand` 0.10 `CryptoRng`; we seed a
