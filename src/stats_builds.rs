@@ -159,13 +159,11 @@ impl StatsBuilds {
     }
 
     fn lock_kept(&self) -> MutexGuard<'_, Kept> {
-        // Entries are whole values: a panic elsewhere cannot leave one half-written.
-        self.kept.lock().unwrap_or_else(|e| e.into_inner())
+        lock_map(&self.kept)
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<Uuid, watch::Receiver<()>>> {
-        // The map stays consistent even if a holder panicked: entries are only added and removed.
-        self.building.lock().unwrap_or_else(|e| e.into_inner())
+        lock_map(&self.building)
     }
 }
 
@@ -181,7 +179,8 @@ impl Drop for Reading {
     }
 }
 
-/// Locks a map whose entries stay consistent even if a holder panicked (whole values only).
+/// Locks one of the registry's maps. They stay consistent even if a holder panicked: entries
+/// are whole values, only added and removed.
 fn lock_map<T>(map: &Mutex<T>) -> MutexGuard<'_, T> {
     map.lock().unwrap_or_else(|e| e.into_inner())
 }

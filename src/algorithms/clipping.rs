@@ -412,7 +412,8 @@ impl ClippedRecords {
         self.copied
     }
 
-    /// The derived statistics, if blocks were kept.
+    /// The clipped records' statistics, when derived: from kept blocks, or by the segmented
+    /// pass for an algorithm that reads only the statistics.
     pub fn stats(&self) -> Option<&RecordStats> {
         self.stats.as_ref()
     }
