@@ -1,7 +1,7 @@
 //! The public context of a stored dataset, as the algorithms see it.
 
 use crate::dataset::{DataContext, Neighbours, Relation};
-use crate::store::DatasetRecord;
+use crate::store::{DatasetRecord, JobDatasetFacts};
 
 /// What an algorithm may know about `record`: shape, unit of privacy and bounds, with the
 /// defaults of docs/design/privacy.md §1 filled in. `None` while no data is attached.
@@ -37,11 +37,24 @@ pub fn data_context(record: &DatasetRecord) -> Option<DataContext> {
 /// sparse matrix with its number of stored entries, which is a statistic of the data unless the
 /// dataset is public.
 pub fn run_time_is_public(record: &DatasetRecord) -> bool {
-    n_is_public(record) && (record.public || record.nnz.is_none())
+    run_time_is_public_by(&JobDatasetFacts {
+        public: record.public,
+        relation: record.relation,
+        sparse: record.nnz.is_some(),
+    })
+}
+
+/// [`run_time_is_public`] from the dataset facts a status read fetches with the job.
+pub fn run_time_is_public_by(facts: &JobDatasetFacts) -> bool {
+    n_public(facts.public, facts.relation) && (facts.public || !facts.sparse)
 }
 
 /// The row count is public under `replace_one`, for matrices (it is the side) and on public
 /// datasets; under `add_remove` it is private and never shown.
 pub fn n_is_public(record: &DatasetRecord) -> bool {
-    record.public || record.relation != Relation::AddRemove
+    n_public(record.public, record.relation)
+}
+
+fn n_public(public: bool, relation: Relation) -> bool {
+    public || relation != Relation::AddRemove
 }

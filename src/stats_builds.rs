@@ -127,14 +127,23 @@ impl StatsBuilds {
         Some(stats.clone())
     }
 
-    /// Keeps `stats` of `dataset` in memory if they are complete and fit the budget, making
-    /// room by forgetting the least recently used.
+    /// Keeps `stats` of `dataset` in memory if they fit the budget, making room by forgetting
+    /// the least recently used; never in place of kept statistics that have their blocks when
+    /// these have none (a job that read the file before the blocks were added must not undo the
+    /// upload's keeping of them).
     pub fn keep(&self, dataset: Uuid, stats: &Arc<KeptStats>) {
         let size = stats.bytes();
-        if !stats.is_complete() || size > KEPT_BUDGET_BYTES {
+        if size > KEPT_BUDGET_BYTES {
             return;
         }
         let mut kept = self.lock_kept();
+        let downgrade = kept
+            .entries
+            .get(&dataset)
+            .is_some_and(|(old, _)| old.blocks.is_some() && stats.blocks.is_none());
+        if downgrade {
+            return;
+        }
         kept.remove(dataset);
         while kept.bytes + size > KEPT_BUDGET_BYTES {
             let Some(oldest) = kept

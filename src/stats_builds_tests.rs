@@ -75,23 +75,23 @@ fn stats_of(d: usize, n: usize, blocks: Option<crate::linalg::ClipBlocks>) -> Ar
 }
 
 #[test]
-fn kept_statistics_are_shared_until_forgotten_and_incomplete_ones_are_not_kept() {
+fn kept_statistics_are_shared_until_forgotten_and_those_with_blocks_are_not_replaced_by_those_without() {
     let builds = StatsBuilds::default();
     let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
     assert!(builds.kept(a).is_none());
     let complete = stats_of(3000, 10, None);
     builds.keep(a, &complete);
     assert!(Arc::ptr_eq(&builds.kept(a).expect("kept"), &complete));
-    // 50 records of 6 features get blocks: without them the statistics are not final.
+    // 50 records of 6 features get blocks later: kept without them meanwhile, replaced by the
+    // statistics with blocks, and those never by statistics without.
     builds.keep(b, &stats_of(6, 50, None));
-    assert!(
-        builds.kept(b).is_none(),
-        "blocks will be added: not kept without them"
-    );
+    assert!(builds.kept(b).expect("kept").blocks.is_none());
     let xt = crate::linalg::Matrix::from_fn(6, 50, |i, j| (i + j) as f64);
     let blocks = crate::linalg::ClipBlocks::build((&xt).into(), 4);
-    builds.keep(b, &stats_of(6, 50, Some(blocks)));
-    assert!(builds.kept(b).is_some());
+    let with_blocks = stats_of(6, 50, Some(blocks));
+    builds.keep(b, &with_blocks);
+    builds.keep(b, &stats_of(6, 50, None));
+    assert!(Arc::ptr_eq(&builds.kept(b).expect("kept"), &with_blocks));
     builds.forget(a);
     assert!(builds.kept(a).is_none());
     assert!(builds.kept(b).is_some());

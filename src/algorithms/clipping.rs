@@ -9,9 +9,11 @@
 //! **The quantile: a noisy binary search with the Gaussian mechanism.** The search runs on a
 //! log-spaced grid of [β·2^−`LOG2_RANGE`, β]. Each of the T steps releases
 //!
-//!   S(c) = Σ_i (1[‖x_i‖₂ ≤ c] − q) + N(0, σ²)
+//!   S(c) = Σ_i (1[‖x_i‖₂ ≤ t(c)] − q) + N(0, σ²),   t(c) = c·(1 − margin(d)),
 //!
-//! and moves down (c is above the q-quantile) if the noisy S(c) > 0, up otherwise. Sensitivity
+//! (t(c) is the target of the clip at c, [`crate::linalg::clip::clip_l2`]: the indicator says
+//! that the clip at c leaves x_i as it is) and moves down (c is above the q-quantile) if the
+//! noisy S(c) > 0, up otherwise. Sensitivity
 //! of S(c): under `replace_one` one indicator changes, |ΔS| ≤ 1; under `add_remove` one term
 //! 1[·] − q ∈ {−q, 1 − q} appears or disappears, |ΔS| ≤ max(q, 1 − q). So each step is a
 //! Gaussian mechanism with ρ_step = Δ²/(2σ²) (Bun & Steinke 2016, Prop. 1.6), and the T
@@ -20,6 +22,16 @@
 //! (ε, δ) budget keeps its tight exact-Gaussian accounting.
 //!
 //! The released c is the upper end of the final bracket: a post-processing of the T releases.
+//!
+//! **How many records the clip shortens, bounded by the search.** If c < β, the bracket's upper
+//! end moved down to c at some step, whose noisy S(c) was > 0: #{‖x_i‖ ≤ t(c)} − q·n + N > 0,
+//! so the clip at c shortens fewer than (1 − q)·n + N records, with N that step's noise. N
+//! exceeds [`TAIL_NOISE_SDS`]·σ with probability Q(40) < 10⁻³⁴⁹ per step, so with n public,
+//! m = ⌈(1 − q)·n + 40σ⌉ ([`ClipConfig::tail_bound`]) bounds the shortened records except with
+//! probability < T·10⁻³⁴⁹ < 10⁻³⁰⁰. A job then derives the clipped statistics from the kept
+//! XᵀX, Xᵀ1 with a correction over m records (`linalg::clip_tail`): its work is a function of
+//! public n, q, σ; beyond m (never in practice) it makes a full pass, which is the only way the
+//! data can reach its duration (docs/design/privacy.md §3.1).
 //!
 //! **The algorithm after clipping.** Given the released c, x ↦ x·min(1, c/‖x‖₂) is a fixed
 //! row-by-row map, so neighbouring datasets map to neighbouring datasets under the same
@@ -33,7 +45,8 @@ use serde_json::Value;
 
 use super::{ConfigError, NoiseScale, RunEnv, RunError};
 use crate::dataset::{DataContext, Kind, Neighbours};
-use crate::linalg::clip::{clip_columns_l2, clip_l2};
+use crate::linalg::clip::{clip_columns_l2, clip_l2, margin};
+use crate::linalg::clip_tail::clipped_stats_by_tail;
 use crate::linalg::{Matrix, RecordStats, Records, StatsAccumulator, stats_block_len};
 use crate::privacy::cost::round_up_while;
 use crate::privacy::{Cost, PrivacyTarget};
@@ -45,6 +58,9 @@ pub const RELEASE: &str = "clip_quantile";
 pub const STEPS: u32 = 8;
 /// The grid spans [β·2^−8, β]: with 8 steps the bracket ends 2^(8/256) ≈ 2.2 % wide.
 pub const LOG2_RANGE: f64 = 8.0;
+
+/// Z of [`ClipConfig::tail_bound`]: noise sds above which the search's noise is never taken to be.
+pub const TAIL_NOISE_SDS: f64 = 40.0;
 
 /// `"auto"`'s share of the job's ρ for the search. See [`auto_choice`].
 pub const AUTO_SHARE: f64 = 0.1;
@@ -262,17 +278,33 @@ impl ClipConfig {
         )
     }
 
+    /// m: how many records the clip at the released `c` shortens at most, for a public `n`,
+    /// except with probability < 10⁻³⁰⁰ (module doc); `None` when n is private, or when c = β
+    /// (no step released a count at c; the clip at β changes nothing the upload has not
+    /// already clipped, but the caller does not rely on that).
+    pub fn tail_bound(&self, n: Option<usize>, c: f64) -> Option<usize> {
+        let n = n?;
+        if !(c < self.upper) {
+            return None;
+        }
+        let m = (1.0 - self.quantile) * n as f64 + TAIL_NOISE_SDS * self.noise_sd;
+        // Finite: q ∈ (0, 1) and σ is finite; a NaN would give 0 here and then a full pass.
+        Some((m.ceil() as usize).min(n))
+    }
+
     /// Runs the search on the records (d×n, one record per column) and returns c.
     pub fn search<'a>(&self, xt: impl Into<Records<'a>>, env: &mut RunEnv<'_>) -> Result<f64, RunError> {
         let xt = xt.into();
         // Kept by the process for a stored dataset, so a repeated job makes no pass for them.
         let norms = xt.norms();
-        // Bisection on t ∈ [−LOG2_RANGE, 0], c = β·2^t.
+        let keep = 1.0 - margin(xt.d());
+        // Bisection on e ∈ [−LOG2_RANGE, 0], c = β·2^e.
         let (mut lo, mut hi) = (-LOG2_RANGE, 0.0_f64);
         for _ in 0..self.steps {
             let mid = (lo + hi) / 2.0;
             let c = self.upper * mid.exp2();
-            let below = norms.iter().filter(|&&r| r <= c).count() as f64;
+            let target = c * keep;
+            let below = norms.iter().filter(|&&r| r <= target).count() as f64;
             let score = below - self.quantile * norms.len() as f64;
             let noisy = env.gaussian_scalar_release(RELEASE, score, self.sensitivity, self.noise_sd)?;
             if noisy > 0.0 {
@@ -341,7 +373,9 @@ fn clipped_stats_by_segments(xt: Records<'_>, c: f64) -> RecordStats {
 
 /// Records clipped at c, as a job's algorithm reads them.
 ///
-/// When `xt` carries its kept blocks (`linalg::clip_blocks`), the clipped records' statistics
+/// When `xt` carries its kept statistics and the clip's bound m on the records it shortens is
+/// known (n public), the clipped statistics are the kept ones corrected on m records
+/// (`linalg::clip_tail`). Else, when `xt` carries its kept blocks (`linalg::clip_blocks`), the clipped records' statistics
 /// (XᵀX, Xᵀ1, n) are derived from them instead of a pass over all n records: B − 1 kept blocks
 /// added and one block of L = ⌈n/B⌉ records clipped directly, whatever c and the data are, so
 /// the time a job takes does not depend on how many records the clip shortens (a private
@@ -355,8 +389,9 @@ fn clipped_stats_by_segments(xt: Records<'_>, c: f64) -> RecordStats {
 /// algorithm gets a clipped copy of the records ([`clip_rows`]), with the derived statistics
 /// when blocks are kept. Either way nothing in the view is an unclipped value: a kernel that
 /// read the zero records by mistake would read records of norm 0 ≤ c (a wrong answer, which the
-/// catalog's test catches, not a leak). Which is made depends on the algorithm and on whether
-/// blocks are kept, never on the data.
+/// catalog's test catches, not a leak). Which is made depends on the algorithm, on m and on
+/// whether statistics and blocks are kept, never on the data, except that more than m shortened
+/// records (probability < 10⁻³⁰⁰, module doc) turn the correction into the full pass.
 #[derive(Debug)]
 pub struct ClippedRecords {
     values: Vec<f64>,
@@ -368,13 +403,20 @@ pub struct ClippedRecords {
 
 impl ClippedRecords {
     /// `xt` clipped at c; `stats_suffice`: the algorithm reads only the statistics when they
-    /// are attached.
-    pub fn new<'a>(xt: impl Into<Records<'a>>, c: f64, stats_suffice: bool) -> Self {
+    /// are attached; `tail`: m of [`ClipConfig::tail_bound`], a public bound on the records the
+    /// clip shortens.
+    pub fn new<'a>(xt: impl Into<Records<'a>>, c: f64, stats_suffice: bool, tail: Option<usize>) -> Self {
         let xt = xt.into();
         let (d, n) = (xt.d(), xt.n());
-        let stats = xt
-            .clip_blocks()
-            .map(|blocks| blocks.clipped_stats(xt, c).0)
+        // The correction on the tail when the records' statistics are kept and it is less work
+        // than the kept blocks' one direct block: a choice made on public m, n and d only.
+        let tail = match (tail, xt.stats(), xt.clip_blocks()) {
+            (Some(m), Some(raw), blocks) if blocks.is_none_or(|b| m <= b.block_len) => Some((m, raw)),
+            _ => None,
+        };
+        let stats = tail
+            .and_then(|(m, raw)| clipped_stats_by_tail(xt, raw, &xt.norms(), c, m))
+            .or_else(|| xt.clip_blocks().map(|blocks| blocks.clipped_stats(xt, c).0))
             .filter(|stats| stats.fits(d, n));
         // Without kept blocks, an algorithm that reads only the statistics gets them from one
         // pass that clips a segment at a time, not from a clipped copy of all n records.

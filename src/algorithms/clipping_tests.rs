@@ -8,6 +8,7 @@ use crate::algorithms::Run;
 use crate::algorithms::analyze_gauss::{AnalyzeGauss, RELEASE as PERTURBATION};
 use crate::algorithms::registry::DynAlgorithm;
 use crate::algorithms::testing::{AR, EN, RO, ctx, ro, run_prepared_audited, target, with_audited_env};
+use crate::linalg::clip::margin;
 use crate::linalg::subspace::orthonormality_error;
 use crate::linalg::{ClipBlocks, RecordStats};
 use crate::privacy::testing::check_gaussian_scale;
@@ -361,7 +362,7 @@ fn clipped_statistics_from_the_kept_blocks_equal_a_pass_over_the_clipped_records
     let blocks = ClipBlocks::build((&xt).into(), 7);
     let records = Records::from(&xt).with_clip_blocks(&blocks);
     for c in [30.5, 90.5, 200.0] {
-        let copy = ClippedRecords::new(records, c, false);
+        let copy = ClippedRecords::new(records, c, false, None);
         assert!(copy.copied());
         assert_eq!(
             copy.records().as_slice(),
@@ -381,7 +382,7 @@ fn clipped_statistics_from_the_kept_blocks_equal_a_pass_over_the_clipped_records
         );
         // An algorithm that reads only the statistics gets the same ones and no copy: records
         // of the same shape whose values are all zero, so none of them is an unclipped value.
-        let bare = ClippedRecords::new(records, c, true);
+        let bare = ClippedRecords::new(records, c, true, None);
         assert!(!bare.copied());
         assert_eq!(bare.stats(), Some(stats));
         assert_eq!(bare.records().stats(), Some(stats));
@@ -391,16 +392,82 @@ fn clipped_statistics_from_the_kept_blocks_equal_a_pass_over_the_clipped_records
     // Without kept blocks: the clipped copy for an algorithm that reads it (no statistics
     // derived: the kernels read the copy); one segmented pass and no copy for one that reads
     // only the statistics.
-    let plain = ClippedRecords::new(&xt, 90.5, false);
+    let plain = ClippedRecords::new(&xt, 90.5, false, None);
     assert!(plain.stats().is_none() && plain.copied());
     assert_eq!(plain.records().as_slice(), clip_rows(&xt, 90.5).as_slice());
-    let bare = ClippedRecords::new(&xt, 90.5, true);
+    let bare = ClippedRecords::new(&xt, 90.5, true, None);
     assert!(!bare.copied());
     assert_eq!(
         bare.stats(),
         Some(&RecordStats::of((&clip_rows(&xt, 90.5)).into()))
     );
     assert!(bare.records().as_slice().iter().all(|&v| v == 0.0));
+}
+
+#[test]
+fn clipped_statistics_from_the_kept_statistics_and_the_tail_equal_a_pass_over_the_clipped_records() {
+    // Norms 1..=100: clipping at 90.5 shortens ten records, at 30.5 seventy.
+    let xt = ramp(100, 6);
+    let raw = RecordStats::of((&xt).into());
+    let blocks = ClipBlocks::build((&xt).into(), 4);
+    for (c, m) in [(90.5, 10), (90.5, 25), (30.5, 70), (30.5, 100)] {
+        let direct = RecordStats::of((&clip_rows(&xt, c)).into());
+        // Kept statistics with or without blocks: m ≤ L = 25 takes the tail, beyond it the
+        // blocks; without blocks always the tail.
+        for with_blocks in [false, true] {
+            let mut records = Records::from(&xt).with_stats(&raw);
+            if with_blocks {
+                records = records.with_clip_blocks(&blocks);
+            }
+            let bare = ClippedRecords::new(records, c, true, Some(m));
+            assert!(!bare.copied());
+            let stats = bare.stats().expect("statistics derived");
+            assert_eq!(stats.n, 100);
+            assert!(
+                (&stats.gram - &direct.gram).amax() <= 1e-12 * direct.gram.amax(),
+                "c {c}, m {m}"
+            );
+            assert!(
+                (&stats.sums - &direct.sums).amax() <= 1e-12 * direct.sums.amax(),
+                "c {c}, m {m}"
+            );
+            assert!(bare.records().as_slice().iter().all(|&v| v == 0.0));
+        }
+    }
+    // A bound m below the records shortened (never in practice): the full pass instead, with
+    // the same result.
+    let records = Records::from(&xt).with_stats(&raw);
+    let bare = ClippedRecords::new(records, 30.5, true, Some(69));
+    let direct = RecordStats::of((&clip_rows(&xt, 30.5)).into());
+    assert_eq!(bare.stats(), Some(&direct));
+}
+
+/// The released c shortens at most m = ⌈(1 − q)·n + 40σ⌉ records: the search's last downward
+/// step counted the records the clip at c keeps. Over many runs at every q, with few records
+/// exactly at the grid points the search visits.
+#[test]
+fn the_released_bound_shortens_no_more_records_than_the_tail_bound() {
+    let (d, n) = (5, 2000);
+    let xt = crate::algorithms::testing::spiked_records(4, d, n, &[3.0, 1.0], 0.3, 1.0);
+    let norms: Vec<f64> = Records::from(&xt).norms().into_owned();
+    let beta = norms.iter().copied().fold(0.0, f64::max);
+    let context = ctx(d, Some(n), ro(beta, 2.0 * beta));
+    for (q, rho) in [(0.5, 0.01), (0.9, 0.1), (0.98, 1.0), (0.999, 100.0)] {
+        let config = config(q, 0.5, &context, rho);
+        for seed in 0..20 {
+            let (c, _) = with_audited_env(seed, |env| config.search(&xt, env));
+            let c = c.expect("search");
+            let Some(m) = config.tail_bound(Some(n), c) else {
+                assert_eq!(c, beta, "only c = β has no bound");
+                continue;
+            };
+            let shortened = norms.iter().filter(|&&r| r > c * (1.0 - margin(d))).count();
+            assert!(shortened <= m, "q {q}, seed {seed}: {shortened} > {m}");
+            assert!(m < n || q < 0.51, "q {q}: m = {m} is no saving");
+        }
+        assert_eq!(config.tail_bound(None, beta / 2.0), None, "n private: no bound");
+        assert_eq!(config.tail_bound(Some(n), beta), None, "c = β: no bound");
+    }
 }
 
 /// Each algorithm whose catalog entry says the statistics suffice

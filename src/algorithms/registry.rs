@@ -406,7 +406,8 @@ impl<A: Algorithm> DynAlgorithm for A {
             (Some(clip), DataInput::Records { xt }) => {
                 let c = clip.search(xt, env)?;
                 env.record_release("clip_norm", c);
-                clipped = clipping::ClippedRecords::new(xt, c, A::INFO.stats_suffice);
+                let tail = clip.tail_bound(ctx.n, c);
+                clipped = clipping::ClippedRecords::new(xt, c, A::INFO.stats_suffice, tail);
                 clipped_ctx = clipping::clipped_context(ctx, c);
                 reconfigured = reconfigure_at_clip(self, clip, &config, ctx, &clipped_ctx)?;
                 (

@@ -3,6 +3,7 @@
 //! upload its data once (`datasets/upload.rs`). Each takes typed values and returns store
 //! records or an [`AppError`]; the HTTP layer (`http/datasets.rs`) parses and renders.
 
+mod synced_file;
 mod upload;
 
 use uuid::Uuid;

@@ -238,10 +238,18 @@ async fn load_job(state: &AppState, tenant: Uuid, id: Uuid) -> Result<JobRecord,
     AppError::found(state.store.get_job(tenant, id).await?, "job", id)
 }
 
-/// One of the tenant's jobs.
+/// One of the tenant's jobs, read with its dataset's facts in one query (status reads are the
+/// service's most frequent request).
 pub async fn get(state: &AppState, tenant: Uuid, id: Uuid) -> Result<Job, AppError> {
-    let record = load_job(state, tenant, id).await?;
-    seen(state, tenant, record).await
+    let (record, facts) = AppError::found(
+        state.store.get_job_with_dataset_facts(tenant, id).await?,
+        "job",
+        id,
+    )?;
+    Ok(Job {
+        record,
+        timings_public: facts.is_some_and(|f| crate::context::run_time_is_public_by(&f)),
+    })
 }
 
 /// The tenant's jobs (on one dataset, if given), newest first.

@@ -42,12 +42,11 @@ mod tests;
 
 use std::io::{Read, Write};
 
-use crate::linalg::RecordStats;
-
 pub use error::IngestError;
 pub use load::{RESIDENT_BYTES, StoredData, open, open_lazily, open_with};
 pub use mtx::{SparseIngested, ingest_mtx};
 pub use npy::npy_preamble;
+pub use stats_stream::StreamedStats;
 
 /// The wire format of an upload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -136,9 +135,9 @@ pub fn ingest(
     ingest_into(input, format, shape, limits, output, false).map(|(ingested, _)| ingested)
 }
 
-/// [`ingest`], and for records their statistics ([`RecordStats`] of the clipped rows written)
-/// too, built while the input streams, in the same pass and on a worker thread that overlaps the
-/// parse (`stats_stream.rs`); bit-identical to [`RecordStats::of`] on the stored output. `None`
+/// [`ingest`], and for records their statistics ([`RecordStats`](crate::linalg::RecordStats) of the clipped rows written)
+/// and norms too ([`StreamedStats`]), built while the input streams, in the same pass and on a worker thread that overlaps the
+/// parse (`stats_stream.rs`); bit-identical to [`RecordStats::of`](crate::linalg::RecordStats::of) and `Records::norms` on the stored output. `None`
 /// for a symmetric matrix (or if the worker failed: the upload is good either way). On error
 /// nothing is returned and the partial statistics are dropped.
 pub fn ingest_with_stats(
@@ -147,7 +146,7 @@ pub fn ingest_with_stats(
     shape: Shape,
     limits: &Limits,
     output: impl Write,
-) -> Result<(Ingested, Option<RecordStats>), IngestError> {
+) -> Result<(Ingested, Option<StreamedStats>), IngestError> {
     ingest_into(input, format, shape, limits, output, true)
 }
 
@@ -158,7 +157,7 @@ fn ingest_into(
     limits: &Limits,
     output: impl Write,
     keep_stats: bool,
-) -> Result<(Ingested, Option<RecordStats>), IngestError> {
+) -> Result<(Ingested, Option<StreamedStats>), IngestError> {
     let mut body = reader::BodyReader::new(input, limits.max_bytes);
     let mut sink = sink::RowSink::new(shape, *limits, output, keep_stats)?;
     let parsed = match format {

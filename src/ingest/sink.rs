@@ -5,10 +5,9 @@
 use std::io::{BufWriter, Write};
 
 use super::clip::RowClip;
-use super::stats_stream::StatsStream;
+use super::stats_stream::{StatsStream, StreamedStats};
 use super::symmetric::SymmetricRows;
 use super::{IngestError, Ingested, Limits, Shape};
-use crate::linalg::RecordStats;
 
 /// Output buffer size for records.
 const WRITE_BUFFER: usize = 1 << 20;
@@ -166,7 +165,7 @@ impl<W: Write> RowSink<W> {
 
     /// Completes the upload: the matrix checks, the last writes and the flush; with the
     /// records' statistics when they were asked for (and could be built).
-    pub(super) fn finish(self) -> Result<(Ingested, Option<RecordStats>), IngestError> {
+    pub(super) fn finish(self) -> Result<(Ingested, Option<StreamedStats>), IngestError> {
         let (n, d) = match self.width {
             Some(d) if self.rows > 0 => (self.rows, d as u64),
             _ => return Err(IngestError::Empty),

@@ -185,19 +185,37 @@ impl KeptStats {
         }
     }
 
-    /// Bytes they take in memory, roughly (the matrices and the order).
+    /// Statistics without blocks, with the records' norms already known (an upload computed
+    /// them as it streamed).
+    pub fn with_norms(stats: RecordStats, norms: Vec<f64>) -> Self {
+        KeptStats {
+            stats,
+            blocks: None,
+            norms: OnceLock::from(norms),
+        }
+    }
+
+    /// The same statistics and norms (if computed), with `blocks` added.
+    pub fn and_blocks(&self, blocks: ClipBlocks) -> Self {
+        KeptStats {
+            stats: self.stats.clone(),
+            blocks: Some(blocks),
+            norms: self
+                .norms
+                .get()
+                .cloned()
+                .map_or_else(OnceLock::new, OnceLock::from),
+        }
+    }
+
+    /// Bytes they take in memory, roughly (the matrices, the order and the norms).
     pub fn bytes(&self) -> usize {
         let d = self.stats.d();
         let blocks = self.blocks.as_ref().map_or(0, |b| {
             8 * b.blocks.len() * (2 * packed_len(d) + 2 * d + 1) + 4 * b.order.len()
         });
-        8 * (d * d + d + self.stats.n) + blocks
-    }
-
-    /// Whether nothing will be added to them: they have their blocks, or none are built for
-    /// records of this shape ([`block_count`] = 1).
-    pub fn is_complete(&self) -> bool {
-        self.blocks.is_some() || block_count(self.stats.d(), self.stats.n) <= 1
+        let norms = self.norms.get().map_or(0, |v| 8 * v.len());
+        8 * (d * d + d) + norms + blocks
     }
 
     /// Whether they can be those of `d`-feature records with `n` records.
@@ -277,20 +295,27 @@ fn read_with_blocks(path: &Path, d: usize, n: usize) -> Option<(RecordStats, Opt
 
 /// Adds the blocks for clipped jobs ([`ClipBlocks`], B = [`block_count`]) to the statistics
 /// kept at `path` for the records at `data`: one sort by norm and two Gram updates per record,
-/// then the file is rewritten (version 2) through `temp`. Nothing is done, and `Ok(false)`
-/// returned, when no intact statistics are kept, they have blocks already, or B = 1.
-pub fn add_clip_blocks(data: &Path, path: &Path, temp: &Path, n: usize, d: usize) -> io::Result<bool> {
+/// then the file is rewritten (version 2) through `temp`, and the blocks are returned. Nothing
+/// is done, and `Ok(None)` returned, when no intact statistics are kept, they have blocks
+/// already, or B = 1.
+pub fn add_clip_blocks(
+    data: &Path,
+    path: &Path,
+    temp: &Path,
+    n: usize,
+    d: usize,
+) -> io::Result<Option<ClipBlocks>> {
     let blocks = block_count(d, n);
     let Some((stats, None)) = read_with_blocks(path, d, n) else {
-        return Ok(false);
+        return Ok(None);
     };
     if blocks <= 1 {
-        return Ok(false);
+        return Ok(None);
     }
     let data = open(data, n, d)?;
     let built = ClipBlocks::build(data.records(), blocks);
     write_atomically(path, temp, &encode_with_blocks(&stats, Some(&built)))?;
-    Ok(true)
+    Ok(Some(built))
 }
 
 /// Computes the statistics of `xt` (one pass) and writes them to `path` through `temp`. A

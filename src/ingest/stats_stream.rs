@@ -1,5 +1,7 @@
-//! A records upload's statistics ([`RecordStats`]: XᵀX, Xᵀ1, n) built while it streams, so that
-//! its first job finds them kept and never passes over the stored file (issue 21 §2).
+//! A records upload's statistics ([`RecordStats`]: XᵀX, Xᵀ1, n) and the norms of its records,
+//! built while it streams, so that its first job finds them kept and never passes over the
+//! stored file (issue 21 §2): a clipped job's quantile search reads the norms, and the clipped
+//! statistics follow from the kept ones (`linalg::clip_tail`).
 //!
 //! The clipped rows, exactly as they are written to the file, are copied into blocks of
 //! [`stats_block_len`] records; each full block goes over a rendezvous channel to one worker
@@ -7,7 +9,9 @@
 //! while the parser fills the next block. So the Gram work overlaps the parse and the writes,
 //! the data is read once, and at most two blocks (2 × `linalg::stream::SEGMENT_BYTES`) are
 //! held beside the O(d) of the parse. The blocks are those of one pass over the stored file, so
-//! the result is bit-identical to [`RecordStats::of`] on it.
+//! the result is bit-identical to [`RecordStats::of`] on it. The norms are computed by the
+//! parser's thread as each row is pushed, by the function [`Records::norms`] uses on the stored
+//! values, so they are bit-identical to those too.
 //!
 //! The statistics are as sensitive as the data. They are only returned to the upload, which
 //! keeps them beside the data once it is attached; an upload that fails drops them (the worker
@@ -17,6 +21,7 @@ use std::mem;
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
 use std::thread::{self, JoinHandle};
 
+use crate::linalg::clip::l2_norm;
 use crate::linalg::{RecordStats, Records, StatsAccumulator, stats_block_len};
 
 /// The running worker: where full blocks go, where emptied ones come back, and its handle.
@@ -27,10 +32,20 @@ struct Worker {
     handle: Option<JoinHandle<RecordStats>>,
 }
 
+/// What an upload built while it streamed: the statistics and the norm of every record, in
+/// record order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamedStats {
+    pub stats: RecordStats,
+    pub norms: Vec<f64>,
+}
+
 /// Rows in, statistics out; the worker starts with the first row (which fixes d).
 #[derive(Default)]
 pub(super) struct StatsStream {
     worker: Option<Worker>,
+    /// ‖x‖₂ of every row pushed.
+    norms: Vec<f64>,
     /// The block being filled.
     current: Vec<f64>,
     /// The worker is gone (it panicked): no statistics, the upload goes on without them.
@@ -52,6 +67,7 @@ impl StatsStream {
         if self.current.capacity() == 0 {
             self.current.reserve_exact(worker.block_values);
         }
+        self.norms.push(l2_norm(row));
         self.current.extend_from_slice(row);
         if self.current.len() >= worker.block_values {
             let next = match worker.spare.try_recv() {
@@ -66,15 +82,19 @@ impl StatsStream {
         }
     }
 
-    /// The statistics of every row pushed (`None` when there were none, or the worker failed).
-    pub(super) fn finish(mut self) -> Option<RecordStats> {
+    /// The statistics and norms of every row pushed (`None` when there were none, or the worker
+    /// failed).
+    pub(super) fn finish(mut self) -> Option<StreamedStats> {
         let worker = self.worker.take()?;
         if !self.broken && !self.current.is_empty() {
             self.broken = worker.blocks.send(mem::take(&mut self.current)).is_err();
         }
         drop(worker.blocks);
         let stats = worker.handle?.join().ok()?;
-        (!self.broken).then_some(stats)
+        (!self.broken).then_some(StreamedStats {
+            stats,
+            norms: self.norms,
+        })
     }
 }
 

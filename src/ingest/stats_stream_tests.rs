@@ -18,7 +18,7 @@ fn streamed(xt: &Matrix, block_len: Option<usize>) -> Option<RecordStats> {
     for record in xt.column_iter() {
         stream.push(record.as_slice());
     }
-    stream.finish()
+    stream.finish().map(|s| s.stats)
 }
 
 #[test]
@@ -88,7 +88,13 @@ fn an_upload_returns_the_statistics_of_the_clipped_rows_it_stored() {
         .collect();
     let stored = Matrix::from_column_slice(d, n, &values);
     assert!(stored.column_iter().all(|r| r.norm() <= 1.0 + 1e-12), "clipped");
-    assert_eq!(stats, Some(RecordStats::of((&stored).into())));
+    let streamed = stats.expect("built");
+    assert_eq!(streamed.stats, RecordStats::of((&stored).into()));
+    assert_eq!(
+        streamed.norms,
+        Records::from(&stored).norms().into_owned(),
+        "bit for bit"
+    );
 
     // A matrix upload has none; a failed upload returns nothing.
     let square = b"1,2\n2,1\n";

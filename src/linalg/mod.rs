@@ -11,6 +11,7 @@
 
 pub mod clip;
 pub mod clip_blocks;
+pub mod clip_tail;
 pub mod eigen;
 pub mod error;
 pub mod kernels;

@@ -9,7 +9,8 @@ use super::codec::{id, now, seed_to_db, ts};
 use super::ledger::{record, refund, reserve, shortfall};
 use super::lookup::{DATASETS, JOBS, succeeded_result};
 use super::models::{
-    CancelOutcome, DatasetStatus, JobRecord, JobResult, JobStatus, LedgerEntryKind, NewJob, SubmitOutcome,
+    CancelOutcome, DatasetStatus, JobDatasetFacts, JobRecord, JobResult, JobStatus, LedgerEntryKind, NewJob,
+    SubmitOutcome,
 };
 use super::rows::{self, JOB_COLUMNS};
 use super::{Store, StoreError};
@@ -201,6 +202,29 @@ impl Store {
         // Text binds only: the reads pool keeps the statement prepared on PostgreSQL.
         let mut conn = self.reads.acquire().await?;
         JOBS.get(&mut conn, tenant, job).await
+    }
+
+    /// The tenant's job with the facts of its dataset that say whether its timings may be shown,
+    /// in one query on the reads pool: a status read is one round trip to the database.
+    pub async fn get_job_with_dataset_facts(
+        &self,
+        tenant: Uuid,
+        job: Uuid,
+    ) -> Result<Option<(JobRecord, Option<JobDatasetFacts>)>, StoreError> {
+        let sql = format!(
+            "SELECT {} FROM jobs j LEFT JOIN datasets d ON d.id = j.dataset_id AND d.tenant_id = j.tenant_id \
+             WHERE j.id = $1 AND j.tenant_id = $2",
+            *rows::JOB_WITH_DATASET_FACTS
+        );
+        let mut conn = self.reads.acquire().await?;
+        let row = sqlx::query(&sql)
+            .bind(id(job))
+            .bind(id(tenant))
+            .fetch_optional(&mut *conn)
+            .await?;
+        row.as_ref()
+            .map(|row| Ok((rows::job(row)?, rows::job_dataset_facts(row)?)))
+            .transpose()
     }
 
     /// Any tenant's job (for the runner).

@@ -240,6 +240,16 @@ impl JobStatus {
     }
 }
 
+/// The facts of a job's dataset that decide whether the job's timings may be shown
+/// (`crate::context::run_time_is_public`), read in the same query as the job on a status read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobDatasetFacts {
+    pub public: bool,
+    pub relation: Relation,
+    /// The dataset is a sparse matrix (it has a count of stored entries).
+    pub sparse: bool,
+}
+
 /// A job as stored (without its result; see [`JobResult`]).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct JobRecord {

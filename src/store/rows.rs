@@ -8,7 +8,7 @@ use sqlx::any::AnyRow;
 use super::StoreError;
 use super::codec::{parse_id, parse_json, parse_kind, parse_opt_ts, parse_relation, parse_ts, seed_from_db};
 use super::models::{
-    DatasetRecord, DatasetStatus, JobRecord, JobStatus, LedgerEntry, LedgerEntryKind, Tenant,
+    DatasetRecord, DatasetStatus, JobDatasetFacts, JobRecord, JobStatus, LedgerEntry, LedgerEntryKind, Tenant,
 };
 use crate::privacy::admission::Spending;
 use crate::privacy::units::{DeltaUnits, RhoUnits};
@@ -25,6 +25,32 @@ pub(crate) const JOB_COLUMNS: &str = "id, tenant_id, dataset_id, algorithm, para
 
 pub(crate) const LEDGER_COLUMNS: &str =
     "id, dataset_id, job_id, entry, algorithm, rho_units, delta_units, other_rho_units, rule, created_at";
+
+/// The columns of a job joined with its dataset's [`JobDatasetFacts`]: `j` is the job, `d` its
+/// dataset (absent when the dataset row is). Read by [`job`] and [`job_dataset_facts`].
+pub(crate) static JOB_WITH_DATASET_FACTS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    let job: Vec<String> = JOB_COLUMNS
+        .split(',')
+        .map(|c| format!("j.{0} AS {0}", c.trim()))
+        .collect();
+    format!(
+        "{}, d.public AS dataset_public, d.relation AS dataset_relation, d.nnz AS dataset_nnz",
+        job.join(", ")
+    )
+});
+
+/// The dataset facts of a row read with [`JOB_WITH_DATASET_FACTS`]; `None` if the job's dataset
+/// row is gone.
+pub(crate) fn job_dataset_facts(row: &AnyRow) -> Result<Option<JobDatasetFacts>, StoreError> {
+    let Some(relation) = row.try_get::<Option<&str>, _>("dataset_relation")? else {
+        return Ok(None);
+    };
+    Ok(Some(JobDatasetFacts {
+        public: flag(row, "dataset_public")?,
+        relation: parse_relation(relation)?,
+        sparse: row.try_get::<Option<i64>, _>("dataset_nnz")?.is_some(),
+    }))
+}
 
 /// The row's `status` column, read by `parse`; `what` names the record in a corruption error.
 fn status<T>(row: &AnyRow, what: &str, parse: fn(&str) -> Option<T>) -> Result<T, StoreError> {

@@ -16,11 +16,12 @@ use bytes::Bytes;
 use futures_util::Stream;
 use uuid::Uuid;
 
+use super::synced_file::SyncedFile;
 use crate::app::error::{AppError, ErrorKind};
 use crate::config::Config;
 use crate::dataset::Kind;
-use crate::ingest::{self, Format, IngestError, Ingested, Limits, Shape, SparseIngested};
-use crate::linalg::RecordStats;
+use crate::ingest::stats_file::KeptStats;
+use crate::ingest::{self, Format, IngestError, Ingested, Limits, Shape, SparseIngested, StreamedStats};
 use crate::state::AppState;
 use crate::stats_builds::StatsTurn;
 use crate::store::{DatasetRecord, DatasetStatus, HeldUpload, UploadClaimOutcome};
@@ -166,7 +167,7 @@ async fn hold(state: &AppState, tenant: Uuid, id: Uuid) -> Result<HeldUpload, Ap
 /// What an upload stored: dense rows (with the records' statistics, built as they streamed),
 /// or a sparse matrix (Matrix Market, `ingest::csr_file`).
 enum Stored {
-    Dense(Ingested, Option<RecordStats>),
+    Dense(Ingested, Option<StreamedStats>),
     Sparse(SparseIngested),
 }
 
@@ -219,7 +220,7 @@ where
     })
 }
 
-/// Parses an upload into its temporary file, synced to disk: a Matrix Market file for a
+/// Parses an upload into its temporary file, synced to disk as it is written ([`SyncedFile`]): a Matrix Market file for a
 /// matrix dataset is stored sparse, with at most `max_nnz` entries and no dense side limit.
 fn write_upload(
     reader: Box<dyn io::Read>,
@@ -228,7 +229,7 @@ fn write_upload(
     (limits, max_nnz): (&Limits, u64),
     temp: &Path,
 ) -> Result<Stored, IngestError> {
-    let file = std::fs::File::create(temp).map_err(IngestError::Io)?;
+    let file = SyncedFile::create(temp).map_err(IngestError::Io)?;
     let mut writer = io::BufWriter::with_capacity(1 << 20, file);
     let ingested = if format == Format::Mtx && shape == Shape::SymmetricMatrix {
         Stored::Sparse(ingest::ingest_mtx(
@@ -242,7 +243,7 @@ fn write_upload(
         Stored::Dense(ingested, stats)
     };
     let file = writer.into_inner().map_err(|e| IngestError::Io(e.into_error()))?;
-    file.sync_all().map_err(IngestError::Io)?;
+    file.finish().map_err(IngestError::Io)?;
     Ok(ingested)
 }
 
@@ -285,7 +286,12 @@ const BLOCKS_WAIT_LIMIT: Duration = Duration::from_secs(60);
 /// (`ingest::stats_file::open_records`). Then, with the turn released, the blocks for clipped
 /// jobs are added to the file (`ingest::stats_file::add_clip_blocks`). Nothing is returned to
 /// anyone: the file sits beside the data and goes with it.
-fn keep_statistics(state: &AppState, record: &DatasetRecord, stats: Option<RecordStats>, turn: StatsTurn) {
+fn keep_statistics(
+    state: &AppState,
+    record: &DatasetRecord,
+    streamed: Option<StreamedStats>,
+    turn: StatsTurn,
+) {
     let (Some(n), Some(d)) = (record.n, record.d) else {
         return;
     };
@@ -296,8 +302,17 @@ fn keep_statistics(state: &AppState, record: &DatasetRecord, stats: Option<Recor
     let temp = state.store.upload_temp_path(id);
     let builds = state.stats_builds.clone();
     tokio::task::spawn_blocking(move || {
-        let written = match stats {
-            Some(stats) if stats.fits(d, n) => ingest::stats_file::keep(&kept, &temp, &stats),
+        let written = match streamed {
+            Some(streamed) if streamed.stats.fits(d, n) && streamed.norms.len() == n => {
+                let written = ingest::stats_file::keep(&kept, &temp, &streamed.stats);
+                // In this process's memory too, with the norms the upload computed: the first
+                // job reads neither the file nor a single record for them.
+                if written.is_ok() {
+                    let in_memory = KeptStats::with_norms(streamed.stats, streamed.norms);
+                    builds.keep(id, &std::sync::Arc::new(in_memory));
+                }
+                written
+            }
             _ => ingest::stats_file::open_records(&data, &kept, &temp, (n, d), None)
                 .and_then(|(_, e)| e.map_or(Ok(()), Err)),
         };
@@ -309,6 +324,7 @@ fn keep_statistics(state: &AppState, record: &DatasetRecord, stats: Option<Recor
         // delete after this check removes them itself).
         if !data.exists() {
             let _ = std::fs::remove_file(&kept);
+            builds.forget(id);
         }
         drop(turn);
         // Then the blocks for clipped jobs (`linalg::clip_blocks`), without the turn, once no
@@ -317,11 +333,21 @@ fn keep_statistics(state: &AppState, record: &DatasetRecord, stats: Option<Recor
         // clips, makes one clipping pass with both cores rather than sharing them with the
         // build's two passes. The file is replaced whole when the blocks are ready.
         builds.wait_unread(id, BLOCKS_AFTER_QUIET, BLOCKS_WAIT_LIMIT);
-        if let Err(e) = ingest::stats_file::add_clip_blocks(&data, &kept, &temp, n, d) {
-            tracing::warn!(dataset = %id, error = %e, "could not keep the blocks for clipped jobs; its clipped jobs make a full pass");
+        match ingest::stats_file::add_clip_blocks(&data, &kept, &temp, n, d) {
+            // The statistics kept in memory get the blocks too (with the norms they have).
+            Ok(Some(blocks)) => {
+                if let Some(in_memory) = builds.kept(id) {
+                    builds.keep(id, &std::sync::Arc::new(in_memory.and_blocks(blocks)));
+                }
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(dataset = %id, error = %e, "could not keep the blocks for clipped jobs; its clipped jobs make a full pass");
+            }
         }
         if !data.exists() {
             let _ = std::fs::remove_file(&kept);
+            builds.forget(id);
         }
     });
 }
