@@ -1,29 +1,5 @@
 use super::*;
-use crate::linalg::testing::gaussian;
-
-/// n records of d features with norms spread over two decades, a few zero records and ties
-/// (records 3 and 4 equal records 1 and 2).
-fn spread(d: usize, n: usize, seed: u64) -> Matrix {
-    let mut xt = gaussian(d, n, seed);
-    for (i, mut column) in xt.column_iter_mut().enumerate() {
-        column *= 10f64.powf(2.0 * ((i * 37) % n) as f64 / n as f64);
-    }
-    for i in [0, n / 2] {
-        xt.column_mut(i).fill(0.0);
-    }
-    for (to, from) in [(3, 1), (4, 2)] {
-        let copy = xt.column(from).clone_owned();
-        xt.column_mut(to).copy_from(&copy);
-    }
-    xt
-}
-
-/// The statistics of `xt` clipped at c by the one clipping function, in one direct pass.
-fn direct(xt: &Matrix, c: f64) -> RecordStats {
-    let mut clipped = xt.clone();
-    clip_columns_l2(&mut clipped, c);
-    RecordStats::of(Records::from(&clipped))
-}
+use crate::linalg::testing::{clipped_directly as direct, spread};
 
 /// Asserts the shortcut's statistics at c equal the direct pass's (relative 1e-10) and
 /// returns its work.

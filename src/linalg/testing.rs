@@ -4,7 +4,8 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, StandardNormal};
 
-use super::{Matrix, Vector};
+use super::clip::clip_columns_l2;
+use super::{Matrix, RecordStats, Records, Vector};
 
 /// m×n matrix of independent standard normals drawn from `ChaCha8Rng::seed_from_u64(seed)`.
 pub(crate) fn gaussian(m: usize, n: usize, seed: u64) -> Matrix {
@@ -200,4 +201,28 @@ pub(crate) fn planted_partition(
         }
     }
     super::sparse::Csr::lazy_normalised_adjacency(n, &edges)
+}
+
+/// n records of d features (d×n) with norms spread over two decades, a few zero records and
+/// ties (records 3 and 4 equal records 1 and 2; n ≥ 5).
+pub(crate) fn spread(d: usize, n: usize, seed: u64) -> Matrix {
+    let mut xt = gaussian(d, n, seed);
+    for (i, mut column) in xt.column_iter_mut().enumerate() {
+        column *= 10f64.powf(2.0 * ((i * 37) % n) as f64 / n as f64);
+    }
+    for i in [0, n / 2] {
+        xt.column_mut(i).fill(0.0);
+    }
+    for (to, from) in [(3, 1), (4, 2)] {
+        let copy = xt.column(from).clone_owned();
+        xt.column_mut(to).copy_from(&copy);
+    }
+    xt
+}
+
+/// The statistics of `xt` clipped at c by the one clipping function, in one direct pass.
+pub(crate) fn clipped_directly(xt: &Matrix, c: f64) -> RecordStats {
+    let mut clipped = xt.clone();
+    clip_columns_l2(&mut clipped, c);
+    RecordStats::of(Records::from(&clipped))
 }
