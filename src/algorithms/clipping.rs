@@ -25,8 +25,12 @@
 //!
 //! **How many records the clip shortens, bounded by the search.** If c < β, the bracket's upper
 //! end moved down to c at some step, whose noisy S(c) was > 0: #{‖x_i‖ ≤ t(c)} − q·n + N > 0,
-//! so the clip at c shortens fewer than (1 − q)·n + N records, with N that step's noise. N
-//! exceeds [`TAIL_NOISE_SDS`]·σ with probability Q(40) < 10⁻³⁴⁹ per step, so with n public,
+//! so the clip at c shortens fewer than (1 − q)·n + N records, with N that step's noise (and
+//! lattice rounding: the count is released on `crate::privacy::lattice`, grid h ≤ σ·2⁻³⁰, sd σ
+//! widened by the relative h/Δ ≤ σ/(2³⁰·Δ), Δ ≥ 1/2; the bound below only matters when 40σ < n,
+//! where that widening is below n/2³⁰/20, 0.5 % even at n = 10⁸). N exceeds
+//! [`TAIL_NOISE_SDS`]·σ with probability about Q(40) < 10⁻³⁴⁹ per step (Q(39) < 10⁻³³² covers
+//! the widening and rounding with room to spare), so with n public,
 //! m = ⌈(1 − q)·n + 40σ⌉ ([`ClipConfig::tail_bound`]) bounds the shortened records except with
 //! probability < T·10⁻³⁴⁹ < 10⁻³⁰⁰. A job then derives the clipped statistics from the kept
 //! XᵀX, Xᵀ1 with a correction over m records (`linalg::clip_tail`): its work is a function of

@@ -16,7 +16,6 @@ enum Target<W: Write> {
     Records {
         clip: RowClip,
         out: BufWriter<W>,
-        bytes: Vec<u8>,
         /// The statistics of the rows written, built as they go (when asked for).
         stats: Option<StatsStream>,
     },
@@ -48,7 +47,6 @@ impl<W: Write> RowSink<W> {
             Shape::Records { beta, alpha } => Target::Records {
                 clip: RowClip::new(beta, alpha)?,
                 out: BufWriter::with_capacity(WRITE_BUFFER, output),
-                bytes: Vec::new(),
                 stats: keep_stats.then(StatsStream::default),
             },
             Shape::SymmetricMatrix => Target::Matrix {
@@ -142,19 +140,14 @@ impl<W: Write> RowSink<W> {
         self.rows = index;
         self.width = Some(row.len());
         match &mut self.target {
-            Target::Records {
-                clip,
-                out,
-                bytes,
-                stats,
-            } => {
+            Target::Records { clip, out, stats } => {
                 clip.apply(row);
                 if let Some(stats) = stats {
                     stats.push(row);
                 }
-                bytes.clear();
-                bytes.extend(row.iter().flat_map(|v| v.to_le_bytes()));
-                out.write_all(bytes).map_err(IngestError::Io)
+                // Stored as little-endian f64, the machine's own layout (`super::load` refuses
+                // to build for big-endian targets): the row's bytes as they are.
+                out.write_all(bytemuck::cast_slice(row)).map_err(IngestError::Io)
             }
             Target::Matrix { rows, .. } => {
                 rows.push(row);

@@ -208,14 +208,16 @@ impl KeptStats {
         }
     }
 
-    /// Bytes they take in memory, roughly (the matrices, the order and the norms).
+    /// Bytes they take in memory, roughly (the matrices, the order and the norms), the same
+    /// before and after the norms are computed.
     pub fn bytes(&self) -> usize {
         let d = self.stats.d();
         let blocks = self.blocks.as_ref().map_or(0, |b| {
             8 * b.blocks.len() * (2 * packed_len(d) + 2 * d + 1) + 4 * b.order.len()
         });
-        let norms = self.norms.get().map_or(0, |v| 8 * v.len());
-        8 * (d * d + d) + norms + blocks
+        // The norms are counted whether computed yet or not: the size must not change while
+        // the entry is kept.
+        8 * (d * d + d + self.stats.n) + blocks
     }
 
     /// Whether they can be those of `d`-feature records with `n` records.

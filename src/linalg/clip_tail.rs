@@ -9,9 +9,9 @@
 //!
 //!   Σ y yᵀ = XᵀX − Σ_{‖x‖>t} (1 − s²)·x xᵀ,   Σ y = Xᵀ1 − Σ_{‖x‖>t} (1 − s)·x.
 //!
-//! The correction is the Gram matrix of the shortened records scaled by √(1 − s²), gathered
-//! into a buffer of m records whose unused slots stay zero records (which add nothing), so the
-//! work is one Gram update of m records whether the clip shortens none of them or m. More than
+//! The correction is the Gram matrix of the shortened records scaled by √(1 − s²), over m slots
+//! whose unused ones hold records the clip keeps, weighted 0, so the work (records read, values
+//! written, the Gram update) is that of m records whether the clip shortens none of them or m. More than
 //! m shortened records: `None`, and the caller makes its full pass. Choosing m so that this
 //! does not depend on the data (beyond an event of negligible probability) is the caller's
 //! (`algorithms::clipping::ClipConfig::tail_bound`). Up to rounding ((1 − s²)·xxᵀ against
@@ -26,11 +26,16 @@ use super::Vector;
 use super::clip::margin;
 use super::record_stats::RecordStats;
 use super::records::Records;
-use super::stream::gram_t;
+use super::stream::{StatsAccumulator, stats_block_len};
 
 /// The statistics of `xt` clipped at c, from its statistics `raw` and its norms (as
-/// [`Records::norms`] gives them), with a correction over a buffer of `m` records; `None` when
-/// the clip shortens more than `m` records.
+/// [`Records::norms`] gives them), with a correction over `m` records; `None` when the clip
+/// shortens more than `m` records.
+///
+/// The work is that of m records whatever the data: m slots, the shortened records weighted and
+/// then the first records the clip keeps, weighted 0, each gathered, scaled and written, and
+/// added to the Gram matrix and the sums, a segment of [`stats_block_len`] slots at a time in one
+/// reused buffer. Only the weights and which records fill the slots depend on the data.
 ///
 /// # Panics
 /// When `raw` or `norms` do not fit `xt` (a bug in the caller).
@@ -46,38 +51,56 @@ pub fn clipped_stats_by_tail(
         raw.fits(d, n) && norms.len() == n,
         "clipped_stats_by_tail: statistics or norms of other records"
     );
+    let m = m.min(n);
     let t = c * (1.0 - margin(d));
-    let shortened: Vec<usize> = (0..n).filter(|&i| norms[i] > t).collect();
+    // (record, s) per slot: s = t/‖x‖ for a shortened record; a kept record fills a slot with
+    // s = 1, which weighs it 0 in both corrections.
+    let mut shortened = Vec::with_capacity(m);
+    let mut fillers = Vec::with_capacity(m);
+    for (i, &norm) in norms.iter().enumerate() {
+        if norm > t {
+            shortened.push((i, t / norm));
+        } else if fillers.len() < m {
+            fillers.push((i, 1.0));
+        }
+    }
     if shortened.len() > m {
         return None;
     }
-    let m = m.min(n);
-    let mut buffer = vec![0.0; d * m];
+    let fill = m - shortened.len();
+    let slots: Vec<(usize, f64)> = shortened
+        .into_iter()
+        .chain(fillers.into_iter().take(fill))
+        .collect();
     let data = xt.as_slice();
     let record = |i: usize| &data[i * d..(i + 1) * d];
-    if d > 0 {
-        buffer
-            .par_chunks_exact_mut(d)
-            .zip(shortened.par_iter())
-            .for_each(|(slot, &i)| {
-                let s = t / norms[i];
-                let w = ((1.0 - s) * (1.0 + s)).sqrt();
-                slot.iter_mut().zip(record(i)).for_each(|(to, v)| *to = w * v);
-            });
-    }
     let mut removed_sums = Vector::zeros(d);
-    for &i in &shortened {
-        let s = t / norms[i];
-        removed_sums
-            .iter_mut()
-            .zip(record(i))
-            .for_each(|(to, v)| *to += (1.0 - s) * v);
+    let mut removed_gram = StatsAccumulator::new(d);
+    let segment = stats_block_len(d).min(m).max(1);
+    let mut buffer = vec![0.0; d * segment];
+    for part in slots.chunks(segment) {
+        let values = &mut buffer[..d * part.len()];
+        if d > 0 {
+            values
+                .par_chunks_exact_mut(d)
+                .zip(part.par_iter())
+                .for_each(|(slot, &(i, s))| {
+                    let w = ((1.0 - s) * (1.0 + s)).sqrt();
+                    slot.iter_mut().zip(record(i)).for_each(|(to, v)| *to = w * v);
+                });
+        }
+        for &(i, s) in part {
+            removed_sums
+                .iter_mut()
+                .zip(record(i))
+                .for_each(|(to, v)| *to += (1.0 - s) * v);
+        }
+        removed_gram.add(Records::new(values, d, part.len()));
     }
-    let removed_gram = gram_t(Records::new(&buffer, d, m));
     xt.release();
     Some(RecordStats {
         n,
-        gram: &raw.gram - removed_gram,
+        gram: &raw.gram - removed_gram.finish().gram,
         sums: &raw.sums - removed_sums,
     })
 }
