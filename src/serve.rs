@@ -162,6 +162,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         None => None,
     };
     let runner = tokio::spawn(crate::runner::run(state.clone(), shutdown.clone()));
+    let sweep = tokio::spawn(forget_deleted_statistics(state.clone(), shutdown.clone()));
     let app = crate::app(state.clone());
     let signal = shutdown.clone();
     axum::serve(listener, app)
@@ -177,8 +178,31 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         let _ = operator.await;
     }
     runner.await.context("job runner")?;
+    let _ = sweep.await;
     state.store.close().await;
     Ok(())
+}
+
+/// How often a replica drops the kept statistics of datasets deleted elsewhere.
+const STATS_SWEEP: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Every [`STATS_SWEEP`], drops from this replica's memory the statistics and norms it keeps
+/// (`crate::stats_builds`) of datasets whose data file is gone: deleted, perhaps through
+/// another replica, which forgets its own at once but cannot reach this one's memory. So
+/// nothing of a deleted dataset stays in any replica's memory longer than that.
+async fn forget_deleted_statistics(state: AppState, shutdown: CancellationToken) {
+    let mut tick = tokio::time::interval(STATS_SWEEP);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let (builds, store) = (state.stats_builds.clone(), state.store.clone());
+        let _ = tokio::task::spawn_blocking(move || {
+            builds.forget_where(|id| !store.data_path(id).exists());
+        })
+        .await;
+    }
 }
 
 /// Binds the operator listener (`--metrics-bind`) and serves the metrics on it until

@@ -162,6 +162,15 @@ impl StatsBuilds {
         kept.bytes += size;
     }
 
+    /// Forgets what is kept of every dataset for which `gone` says so (the sweep of
+    /// `serve::forget_deleted_statistics`: datasets deleted through another replica).
+    pub fn forget_where(&self, gone: impl Fn(Uuid) -> bool) {
+        let ids: Vec<Uuid> = self.lock_kept().entries.keys().copied().collect();
+        for id in ids.into_iter().filter(|&id| gone(id)) {
+            self.forget(id);
+        }
+    }
+
     /// Forgets what is kept of `dataset` (deleted).
     pub fn forget(&self, dataset: Uuid) {
         self.lock_kept().remove(dataset);

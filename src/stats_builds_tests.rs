@@ -151,3 +151,14 @@ fn the_blocks_wait_until_no_job_has_read_the_records_for_a_moment() {
     drop(other);
     assert!(lock_map(&builds.reading).is_empty());
 }
+
+#[test]
+fn the_sweep_forgets_exactly_the_datasets_said_to_be_gone() {
+    let builds = StatsBuilds::default();
+    let (kept, gone) = (Uuid::new_v4(), Uuid::new_v4());
+    builds.keep(kept, &stats_of(3000, 10, None));
+    builds.keep(gone, &stats_of(3000, 10, None));
+    builds.forget_where(|id| id == gone);
+    assert!(builds.kept(gone).is_none());
+    assert!(builds.kept(kept).is_some());
+}
