@@ -211,13 +211,8 @@ impl Store {
         tenant: Uuid,
         job: Uuid,
     ) -> Result<Option<(JobRecord, Option<JobDatasetFacts>)>, StoreError> {
-        let sql = format!(
-            "SELECT {} FROM jobs j LEFT JOIN datasets d ON d.id = j.dataset_id AND d.tenant_id = j.tenant_id \
-             WHERE j.id = $1 AND j.tenant_id = $2",
-            *rows::JOB_WITH_DATASET_FACTS
-        );
         let mut conn = self.reads.acquire().await?;
-        let row = sqlx::query(&sql)
+        let row = sqlx::query(rows::JOB_WITH_DATASET_FACTS.as_str())
             .bind(id(job))
             .bind(id(tenant))
             .fetch_optional(&mut *conn)
