@@ -178,7 +178,8 @@ impl Store {
             ));
         }
         let idempotency = new.idempotency.clone();
-        let mut tx = self.write_tx().await?;
+        // Synced: the charge is on the disk before the job can run and release anything.
+        let mut tx = self.synced_write_tx().await?;
         let outcome = admit(&mut tx, tenant, new).await?;
         if matches!(outcome, SubmitOutcome::Created(_)) {
             tx.commit().await?;

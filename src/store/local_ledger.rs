@@ -20,7 +20,7 @@ use uuid::Uuid;
 use super::codec::{id, now, ts};
 use super::ledger::reserve;
 use super::rows::{self, DATASET_COLUMNS};
-use super::{Backend, Store, StoreError, open_pool};
+use super::{Backend, Commits, Store, StoreError, open_pool};
 use crate::dataset::{Kind, Relation};
 use crate::privacy::admission::{Rule, Spending};
 use crate::privacy::units::{DeltaUnits, RhoUnits};
@@ -267,9 +267,10 @@ impl Store {
     pub async fn open_ledger(path: &Path) -> Result<Store, StoreError> {
         owner_only(path)?;
         let url = format!("sqlite://{}", path.display());
-        let pool = open_pool(&url, Backend::Sqlite, true).await?;
+        let pool = open_pool(&url, Backend::Sqlite, Commits::SyncedSelfCheckpointed).await?;
         let store = Store {
             reads: pool.clone(),
+            synced: pool.clone(),
             pool,
             backend: Backend::Sqlite,
             data_dir: path.parent().unwrap_or(Path::new("")).to_path_buf(),

@@ -209,26 +209,48 @@ fn with_default_option(url: &str, name: &str, option: &str) -> String {
     }
 }
 
-/// Opens a pool on `url`. SQLite connections get WAL, the busy timeout and foreign keys, and
-/// `synchronous` as asked (`NORMAL` for the service, `FULL` for a site ledger).
-async fn open_pool(url: &str, backend: Backend, synchronous_full: bool) -> Result<AnyPool, StoreError> {
+/// How a pool's SQLite connections commit (docs/design/privacy.md §2, "Durable before
+/// released").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Commits {
+    /// `synchronous = NORMAL`, log checkpointed in the background ([`Store::spawn_checkpointer`]):
+    /// the service's ordinary writes, durable against a crash of the process, not of the machine.
+    Fast,
+    /// `synchronous = FULL`, log checkpointed in the background: the service's charges and
+    /// releases, each synced to the disk before its commit returns or becomes visible.
+    Synced,
+    /// `synchronous = FULL` with SQLite's own checkpoints: a site ledger.
+    SyncedSelfCheckpointed,
+}
+
+/// Connections of the service's synced pool on SQLite (beside [`MAX_CONNECTIONS`]): its
+/// writes take the one writer lock anyway.
+const SYNCED_CONNECTIONS: u32 = 2;
+
+/// Opens a pool on `url`. SQLite connections get WAL, the busy timeout, foreign keys and the
+/// commit mode `commits`; on PostgreSQL `commits` changes nothing (every commit is synced,
+/// `synchronous_commit = on`).
+async fn open_pool(url: &str, backend: Backend, commits: Commits) -> Result<AnyPool, StoreError> {
     sqlx::any::install_default_drivers();
     let options = AnyPoolOptions::new()
-        .max_connections(MAX_CONNECTIONS)
+        .max_connections(if commits == Commits::Synced {
+            SYNCED_CONNECTIONS
+        } else {
+            MAX_CONNECTIONS
+        })
         .acquire_timeout(ACQUIRE_TIMEOUT);
     let pool = match backend {
         Backend::Sqlite => {
-            // A site ledger (FULL) keeps SQLite's own checkpoints; the service's are background.
+            // A site ledger keeps SQLite's own checkpoints; the service's are background.
+            let (synchronous, autocheckpoint) = match commits {
+                Commits::Fast => ("NORMAL", WAL_AUTOCHECKPOINT_PAGES),
+                Commits::Synced => ("FULL", WAL_AUTOCHECKPOINT_PAGES),
+                Commits::SyncedSelfCheckpointed => ("FULL", 1000),
+            };
             let pragmas = format!(
-                "PRAGMA busy_timeout = {}; PRAGMA journal_mode = WAL; PRAGMA synchronous = {}; \
-                 PRAGMA foreign_keys = ON; PRAGMA wal_autocheckpoint = {};",
+                "PRAGMA busy_timeout = {}; PRAGMA journal_mode = WAL; PRAGMA synchronous = {synchronous}; \
+                 PRAGMA foreign_keys = ON; PRAGMA wal_autocheckpoint = {autocheckpoint};",
                 BUSY_TIMEOUT.as_millis(),
-                if synchronous_full { "FULL" } else { "NORMAL" },
-                if synchronous_full {
-                    1000
-                } else {
-                    WAL_AUTOCHECKPOINT_PAGES
-                },
             );
             options
                 .after_connect(move |conn, _| {
@@ -250,6 +272,12 @@ async fn open_pool(url: &str, backend: Backend, synchronous_full: bool) -> Resul
 #[derive(Clone, Debug)]
 pub struct Store {
     pool: AnyPool,
+    /// The pool of the writes that charge a ledger or make a DP output visible: on SQLite a
+    /// second pool whose commits are synced to the disk (`synchronous = FULL`, [`Commits`]), so
+    /// that a power loss cannot take back a charge whose output may already have left, nor a
+    /// result a client may already have read (which would let the job run again with fresh
+    /// noise); on PostgreSQL `pool` itself. Its commits are also visible to `pool` at once.
+    synced: AnyPool,
     /// The pool of the hot reads that bind only text (a job by id, a key's tenant): on
     /// PostgreSQL a second, small pool that keeps prepared statements ([`reads_url`]), so such a
     /// read is one round trip instead of a prepare and an execute; on SQLite `pool` itself.
@@ -293,13 +321,17 @@ impl Store {
     /// Note: `sqlite::memory:` gives every pooled connection its own empty database; use a file.
     pub async fn connect(database_url: &str, data_dir: &Path) -> Result<Store, StoreError> {
         let backend = Backend::from_url(database_url)?;
-        let pool = open_pool(database_url, backend, false).await?;
-        let reads = match backend {
-            Backend::Sqlite => pool.clone(),
-            Backend::Postgres => open_reads_pool(database_url).await?,
+        let pool = open_pool(database_url, backend, Commits::Fast).await?;
+        let (reads, synced) = match backend {
+            Backend::Sqlite => (
+                pool.clone(),
+                open_pool(database_url, backend, Commits::Synced).await?,
+            ),
+            Backend::Postgres => (open_reads_pool(database_url).await?, pool.clone()),
         };
         let store = Store {
             pool,
+            synced,
             reads,
             backend,
             data_dir: data_dir.to_path_buf(),
@@ -496,6 +528,8 @@ impl Store {
     /// Closes the pool, waiting for connections to be returned (graceful shutdown).
     pub async fn close(&self) {
         self.pool.close().await;
+        self.synced.close().await;
+        self.reads.close().await;
     }
 
     /// On SQLite, checkpoints the write-ahead log every `CHECKPOINT_EVERY` (250 ms) in a task of its
@@ -536,10 +570,20 @@ impl Store {
     /// time is not the bottleneck; statements outside them (claims, progress, heartbeats) do
     /// not take it. Dropped without `commit` it rolls back.
     async fn write_tx(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>, StoreError> {
+        self.write_tx_on(&self.pool).await
+    }
+
+    /// [`Store::write_tx`] on the synced pool: its commit returns once it is on the disk, and
+    /// only then do other connections see it. For transactions that charge a ledger.
+    async fn synced_write_tx(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>, StoreError> {
+        self.write_tx_on(&self.synced).await
+    }
+
+    async fn write_tx_on(&self, pool: &AnyPool) -> Result<sqlx::Transaction<'static, sqlx::Any>, StoreError> {
         match self.backend {
-            Backend::Sqlite => Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?),
+            Backend::Sqlite => Ok(pool.begin_with("BEGIN IMMEDIATE").await?),
             Backend::Postgres => {
-                let mut tx = self.pool.begin().await?;
+                let mut tx = pool.begin().await?;
                 sqlx::query("SELECT CAST(pg_advisory_xact_lock($1) AS TEXT) AS locked")
                     .bind(WRITE_LOCK_KEY)
                     .fetch_one(&mut *tx)

@@ -10,7 +10,7 @@
 //! can no longer write to it ([`StoreError::LeaseLost`]). Leases are compared on the replicas'
 //! clocks, which must agree to well within a lease (NTP).
 
-use sqlx::Row;
+use sqlx::{AnyPool, Row};
 use uuid::Uuid;
 
 use super::codec::{basis_to_bytes, id, now, ts};
@@ -123,7 +123,9 @@ impl Store {
     }
 
     /// running → succeeded, storing the basis (little-endian f64, column-major d×k) and values;
-    /// fenced by the lease.
+    /// fenced by the lease. Committed on the synced pool: once a client can read the result, a
+    /// power loss cannot put the job back to queued, where it would run again with fresh noise
+    /// on the one charge.
     pub async fn complete_job(&self, lease: Lease, result: &JobResult) -> Result<(), StoreError> {
         check_result(result)?;
         let eigenvalues = result
@@ -133,7 +135,8 @@ impl Store {
             .transpose()?;
         let released = result.released.as_ref().map(serde_json::to_string).transpose()?;
         let (d, k, basis) = (as_db(result.d)?, as_db(result.k)?, basis_to_bytes(&result.basis));
-        self.update_held(
+        self.update_held_on(
+            &self.synced,
             lease,
             "status = 'succeeded', finished_at = $1, result = $2, result_d = $3, result_k = $4, \
                  eigenvalues = $5, released = $6, progress_done = progress_total, lease_until = NULL",
@@ -178,6 +181,17 @@ impl Store {
         set: &str,
         bind: impl for<'q> FnOnce(AnyQuery<'q>) -> AnyQuery<'q>,
     ) -> Result<(), StoreError> {
+        self.update_held_on(&self.pool, lease, set, bind).await
+    }
+
+    /// [`Store::update_held`] on `pool` (the synced pool for a release).
+    async fn update_held_on(
+        &self,
+        pool: &AnyPool,
+        lease: Lease,
+        set: &str,
+        bind: impl for<'q> FnOnce(AnyQuery<'q>) -> AnyQuery<'q>,
+    ) -> Result<(), StoreError> {
         let k = set.matches('$').count();
         let sql = format!(
             "UPDATE jobs SET {set} WHERE id = ${} AND status = 'running' AND attempt = ${} AND claimed_by = ${}",
@@ -189,7 +203,7 @@ impl Store {
             .bind(id(lease.job))
             .bind(lease.attempt)
             .bind(self.replica())
-            .execute(&self.pool)
+            .execute(pool)
             .await?;
         held(updated.rows_affected(), lease)
     }

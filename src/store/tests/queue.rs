@@ -284,3 +284,51 @@ async fn an_expired_lease_is_reaped_by_another_replica_and_fences_the_old_holder
     assert!(b.claim_next_job().await.expect("claim").is_none());
     assert_eq!(b.reap_expired_jobs().await.expect("reap"), 0);
 }
+
+/// docs/design/privacy.md §2, "Durable before released": on SQLite the service commits with
+/// `synchronous = NORMAL`, which a power loss can undo; the charge of a job and its result go
+/// through a second pool whose commits are synced. With that pool closed, neither can be
+/// written, while the ordinary writes still can: so neither goes through the fast pool.
+#[tokio::test(flavor = "multi_thread")]
+async fn charges_and_results_are_committed_synced_to_the_disk() {
+    let (f, ds) = fixture_with(private_spec(1_000, 0)).await;
+    if f.store.backend != crate::store::Backend::Sqlite {
+        return; // PostgreSQL syncs every commit (synchronous_commit = on); one pool.
+    }
+    let synchronous = |pool: sqlx::AnyPool| async move {
+        let row = sqlx::query("PRAGMA synchronous")
+            .fetch_one(&pool)
+            .await
+            .expect("pragma");
+        sqlx::Row::try_get::<i64, _>(&row, 0).expect("an integer")
+    };
+    assert_eq!(synchronous(f.store.pool.clone()).await, 1, "the fast pool is NORMAL");
+    assert_eq!(synchronous(f.store.synced.clone()).await, 2, "the synced pool is FULL");
+
+    let a = f.submit_ok(job(ds.id, 100, 0)).await;
+    f.store.claim_next_job().await.expect("claim").expect("a");
+    f.store.synced.close().await;
+
+    let result = JobResult {
+        d: 2,
+        k: 1,
+        basis: vec![0.6, 0.8],
+        eigenvalues: None,
+        released: None,
+    };
+    assert!(matches!(
+        f.store.complete_job(held(a.id), &result).await,
+        Err(StoreError::Database(_))
+    ));
+    assert!(matches!(
+        f.store.submit_job(f.tenant, job(ds.id, 100, 0)).await,
+        Err(StoreError::Database(_))
+    ));
+    f.store
+        .update_progress(held(a.id), 1, 2)
+        .await
+        .expect("the fast pool still writes");
+    let running = stored_job(&f.store, f.tenant, a.id).await;
+    assert_eq!((running.status, running.progress_done), (JobStatus::Running, 1));
+    assert_eq!(ledger_net(&f.store, f.tenant, ds.id).await, (100, 0));
+}
