@@ -17,7 +17,8 @@
 //!
 //! Writes the table between the markers of docs/performance-secagg-plus.md and the log–log
 //! figures docs/img/secagg_plus_bytes.png and docs/img/secagg_plus_time.png.
-//! `cargo bench --bench secagg_plus -- --quick` runs S = 10 and 100 only and writes nothing.
+//! `cargo bench --bench secagg_plus -- --quick` runs S = 10 and 100 only and writes nothing;
+//! `-- --sites=1000 --protocol=sparse` (either or both) runs just those rows and writes nothing.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -263,11 +264,25 @@ fn figures(root: &Path, rows: &[Row]) {
 }
 
 fn main() {
-    let quick = std::env::args().any(|a| a == "--quick");
-    let sizes: &[u32] = if quick { &[10, 100] } else { &[10, 100, 1000] };
+    let args: Vec<String> = std::env::args().collect();
+    let given = |name: &str| args.iter().find_map(|a| a.strip_prefix(name));
+    // `--sites=S` and `--protocol=complete|sparse` run one configuration and write nothing.
+    let one_size: Option<u32> = given("--sites=").map(|s| s.parse().expect("--sites=S: a number"));
+    let protocols: Vec<bool> = match given("--protocol=") {
+        None => vec![false, true],
+        Some("complete") => vec![false],
+        Some("sparse") => vec![true],
+        Some(other) => panic!("--protocol={other}: expected complete or sparse"),
+    };
+    let quick = args.iter().any(|a| a == "--quick") || one_size.is_some() || protocols.len() == 1;
+    let sizes: Vec<u32> = match one_size {
+        Some(s) => vec![s],
+        None if quick => vec![10, 100],
+        None => vec![10, 100, 1000],
+    };
     let mut rows = Vec::new();
-    for &sites in sizes {
-        for sparse in [false, true] {
+    for &sites in &sizes {
+        for &sparse in &protocols {
             let measured = run(sites, sparse, u64::from(sites));
             eprintln!("{}", table(&[measured]));
             rows.push(measured);

@@ -4,8 +4,9 @@
 //! or its position in the dealer's neighbourhood (SecAgg+).
 //!
 //! The field is the smallest that holds every x of the sharing ([`Field::for_count`]):
-//! - GF(2⁸) (crate `blahaj`) for up to 255 shares, 33-byte shares: the format live studies
-//!   (at most 64 sites) relay and store, unchanged;
+//! - GF(2⁸) for up to 255 shares, 33-byte shares: the format live studies (at most 64 sites)
+//!   relay and store, unchanged; dealt by the crate `blahaj`, recovered by module `gf256` below
+//!   (the same field and polynomial; equal to `blahaj`'s recovery, tested);
 //! - GF(2¹⁶) (below, module `gf65536`) for 256 to 65 535 shares, 34-byte shares: the complete graph
 //!   beyond 255 sites.
 //!
@@ -94,8 +95,6 @@ pub enum ShamirError {
     MixedFields,
     #[error("the dealer produced share x = {got} where x = {expected} was expected")]
     DealerOrder { expected: u16, got: u16 },
-    #[error("share recovery failed: {0}")]
-    Recover(String),
 }
 
 impl Share {
@@ -228,39 +227,11 @@ pub fn combine(shares: &[Share], threshold: u16) -> Result<Seed, ShamirError> {
             threshold,
         });
     }
-    match field {
-        Field::Gf256 => combine_gf256(&chosen),
-        Field::Gf65536 => {
-            let points: Vec<(u16, &[u8; 32])> = chosen.iter().map(|s| (s.x, &s.y)).collect();
-            Ok(*gf65536::interpolate_at_zero(&points))
-        }
-    }
-}
-
-/// GF(2⁸) recovery by `blahaj` from exactly the threshold's distinct shares (≤ 255 of them).
-fn combine_gf256(chosen: &[&Share]) -> Result<Seed, ShamirError> {
-    let threshold = u8::try_from(chosen.len()).map_err(|_| ShamirError::MixedFields)?;
-    let mut points = Vec::with_capacity(chosen.len());
-    for share in chosen {
-        let bytes = share.to_bytes();
-        let point = blahaj::Share::try_from(&bytes[..]).map_err(|e| ShamirError::Recover(e.to_string()))?;
-        points.push(point);
-    }
-    let secret = Zeroizing::new(
-        Sharks(threshold)
-            .recover(&points)
-            .map_err(|e| ShamirError::Recover(e.to_string()))?,
-    );
-    let mut out = [0u8; 32];
-    if secret.len() == out.len() {
-        out.copy_from_slice(&secret);
-        Ok(out)
-    } else {
-        Err(ShamirError::Recover(format!(
-            "recovered {} bytes, not 32",
-            secret.len()
-        )))
-    }
+    let points: Vec<(u16, &[u8; 32])> = chosen.iter().map(|s| (s.x, &s.y)).collect();
+    Ok(*match field {
+        Field::Gf256 => gf256::interpolate_at_zero(&points),
+        Field::Gf65536 => gf65536::interpolate_at_zero(&points),
+    })
 }
 
 /// Shamir sharing over GF(2¹⁶) = GF(2)[X]/(X¹⁶ + X¹² + X³ + X + 1) (a primitive polynomial; the
@@ -297,6 +268,12 @@ mod gf65536 {
 
     /// `b` · `c` element-wise, for a public `c`: the branches follow the bits of `c` only.
     pub(super) fn mul_public(b: &Block, c: u16) -> Block {
+        mul_public_by(b, c, times_x)
+    }
+
+    /// `b` · `c` element-wise in the lanes `times_x` works on (this field's or GF(2⁸)'s), for a
+    /// public `c`: shift-and-add whose branches follow the bits of `c` only.
+    pub(super) fn mul_public_by(b: &Block, c: u16, times_x: fn(u64) -> u64) -> Block {
         let mut r: Block = [0; 4];
         for bit in (0..16 - c.leading_zeros()).rev() {
             for w in &mut r {
@@ -327,25 +304,76 @@ mod gf65536 {
         out
     }
 
-    /// exp[i] = Xⁱ (i ∈ 0..2·65 535, so a sum of two logs needs no reduction) and log[Xⁱ] = i.
+    /// exp[i] = Xⁱ (i ∈ 0..2·order, so a sum of two logs needs no reduction) and log[Xⁱ] = i, for
+    /// GF(2¹⁶) (order 65 535) and GF(2⁸) (order 255).
     pub(super) struct Tables {
         pub(super) exp: Vec<u16>,
         pub(super) log: Vec<u16>,
     }
 
-    pub(super) static TABLES: LazyLock<Tables> = LazyLock::new(|| {
-        let mut exp = vec![0u16; 2 * ORDER as usize];
-        let mut log = vec![0u16; 1 << 16];
-        let mut value: u64 = 1;
-        for (i, slot) in exp.iter_mut().enumerate() {
-            *slot = value as u16;
-            if (i as u64) < ORDER {
-                log[value as usize] = i as u16;
+    pub(super) static TABLES: LazyLock<Tables> = LazyLock::new(|| Tables::of(ORDER, times_x));
+
+    impl Tables {
+        /// The tables of the field of `order` + 1 elements whose lane-0 multiplication by X is
+        /// `times_x` (X must generate the unit group: the tests check it).
+        pub(super) fn of(order: u64, times_x: fn(u64) -> u64) -> Tables {
+            let mut exp = vec![0u16; 2 * order as usize];
+            let mut log = vec![0u16; order as usize + 1];
+            let mut value: u64 = 1;
+            for (i, slot) in exp.iter_mut().enumerate() {
+                *slot = value as u16;
+                if (i as u64) < order {
+                    log[value as usize] = i as u16;
+                }
+                value = times_x(value) & order;
             }
-            value = times_x(value) & 0xFFFF;
+            Tables { exp, log }
         }
-        Tables { exp, log }
-    });
+
+        /// The Lagrange coefficients at 0 of distinct non-zero `xs`:
+        /// λ_i = Π_{j≠i} x_j / (x_i + x_j) (characteristic 2: − is +). Public arithmetic.
+        pub(super) fn lagrange_at_zero(&self, xs: &[u16]) -> Vec<u16> {
+            let order = self.log.len() as u64 - 1;
+            let log = |v: u16| u64::from(self.log[usize::from(v)]);
+            let all: u64 = xs.iter().map(|&x| log(x)).sum();
+            xs.iter()
+                .map(|&xi| {
+                    let numerator = (all - log(xi)) % order;
+                    let denominator = xs
+                        .iter()
+                        .filter(|&&xj| xj != xi)
+                        .map(|&xj| log(xi ^ xj))
+                        .sum::<u64>()
+                        % order;
+                    self.exp[((numerator + order - denominator) % order) as usize]
+                })
+                .collect()
+        }
+
+        /// The secret f(0) from points (x, f(x)) with distinct non-zero x, as many as the
+        /// threshold, in the lanes `times_x` works on: Σ λ_i·y_i, the secret y only ever
+        /// multiplied by the public λ ([`mul_public_by`]).
+        pub(super) fn interpolate_at_zero(
+            &self,
+            points: &[(u16, &[u8; 32])],
+            times_x: fn(u64) -> u64,
+        ) -> Zeroizing<[u8; 32]> {
+            let xs: Vec<u16> = points.iter().map(|(x, _)| *x).collect();
+            let mut sum: Block = [0; 4];
+            for ((_, y), lambda) in points.iter().zip(self.lagrange_at_zero(&xs)) {
+                let mut y = to_block(y);
+                let mut term = mul_public_by(&y, lambda, times_x);
+                for (s, v) in sum.iter_mut().zip(&term) {
+                    *s ^= v;
+                }
+                y.zeroize();
+                term.zeroize();
+            }
+            let out = to_bytes(&sum);
+            sum.zeroize();
+            out
+        }
+    }
 
     /// The 32-byte share values at x = 1..=`count` of a random polynomial of degree
     /// `threshold` − 1 per element with constant term `secret`, the other coefficients drawn
@@ -382,42 +410,46 @@ mod gf65536 {
             .collect()
     }
 
-    /// The Lagrange coefficients at 0 of distinct non-zero `xs`:
-    /// λ_i = Π_{j≠i} x_j / (x_i + x_j) (characteristic 2: − is +). Public arithmetic.
+    /// The Lagrange coefficients at 0 of distinct non-zero `xs` ([`Tables::lagrange_at_zero`]).
     pub(super) fn lagrange_at_zero(xs: &[u16]) -> Vec<u16> {
-        let t = &*TABLES;
-        let log = |v: u16| u64::from(t.log[usize::from(v)]);
-        let all: u64 = xs.iter().map(|&x| log(x)).sum();
-        xs.iter()
-            .map(|&xi| {
-                let numerator = (all - log(xi)) % ORDER;
-                let denominator = xs
-                    .iter()
-                    .filter(|&&xj| xj != xi)
-                    .map(|&xj| log(xi ^ xj))
-                    .sum::<u64>()
-                    % ORDER;
-                t.exp[((numerator + ORDER - denominator) % ORDER) as usize]
-            })
-            .collect()
+        TABLES.lagrange_at_zero(xs)
     }
 
     /// The secret f(0) from points (x, f(x)) with distinct non-zero x, as many as the threshold.
     pub(super) fn interpolate_at_zero(points: &[(u16, &[u8; 32])]) -> Zeroizing<[u8; 32]> {
-        let xs: Vec<u16> = points.iter().map(|(x, _)| *x).collect();
-        let mut sum: Block = [0; 4];
-        for ((_, y), lambda) in points.iter().zip(lagrange_at_zero(&xs)) {
-            let mut y = to_block(y);
-            let mut term = mul_public(&y, lambda);
-            for (s, v) in sum.iter_mut().zip(&term) {
-                *s ^= v;
-            }
-            y.zeroize();
-            term.zeroize();
-        }
-        let out = to_bytes(&sum);
-        sum.zeroize();
-        out
+        TABLES.interpolate_at_zero(points, times_x)
+    }
+}
+
+/// GF(2⁸) = GF(2)[X]/(X⁸ + X⁴ + X³ + X² + 1), the field and polynomial (0x11D) of `blahaj`'s
+/// shares, recovered here rather than by `blahaj`: with the Lagrange coefficients at 0
+/// computed once per sharing from the public x (O(t²)) and each of the 32 bytes a dot product
+/// (O(t)), instead of `blahaj`'s interpolation of every byte (32·O(t²)); and with the secret
+/// bytes multiplied by the public coefficients by shift-and-add, never used as a table index
+/// (`blahaj` multiplies through log/exp tables). The SecAgg+ coordinator recovers one secret
+/// per survivor from t = O(log S) shares each (docs/performance-secagg-plus.md).
+mod gf256 {
+    use std::sync::LazyLock;
+
+    use zeroize::Zeroizing;
+
+    use super::gf65536::Tables;
+
+    /// X⁸ ≡ X⁴ + X³ + X² + 1.
+    pub(super) const REDUCTION: u64 = 0x1D;
+    const LANE_LOW_BITS: u64 = 0x0101_0101_0101_0101;
+
+    /// Every element of the eight byte lanes of `w` times X.
+    pub(super) fn times_x(w: u64) -> u64 {
+        let carry = (w >> 7) & LANE_LOW_BITS;
+        ((w << 1) & !LANE_LOW_BITS) ^ (carry * REDUCTION)
+    }
+
+    pub(super) static TABLES: LazyLock<Tables> = LazyLock::new(|| Tables::of(255, times_x));
+
+    /// The secret f(0) from points (x, f(x)) with distinct non-zero x, as many as the threshold.
+    pub(super) fn interpolate_at_zero(points: &[(u16, &[u8; 32])]) -> Zeroizing<[u8; 32]> {
+        TABLES.interpolate_at_zero(points, times_x)
     }
 }
 

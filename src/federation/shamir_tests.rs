@@ -359,3 +359,80 @@ proptest! {
         prop_assert!(too_few);
     }
 }
+
+/// `blahaj`'s own recovery, the reference for [`gf256`]: exactly the given distinct shares.
+fn blahaj_recover(shares: &[Share]) -> Seed {
+    let points: Vec<blahaj::Share> = shares
+        .iter()
+        .map(|s| blahaj::Share::try_from(&s.to_bytes()[..]).expect("a GF(2⁸) share"))
+        .collect();
+    let threshold = u8::try_from(shares.len()).expect("at most 255");
+    let secret = blahaj::Sharks(threshold).recover(&points).expect("recovers");
+    secret.try_into().expect("32 bytes")
+}
+
+/// a·b in GF(2⁸) mod X⁸ + X⁴ + X³ + X² + 1 by schoolbook carry-less multiplication.
+fn reference_mul_gf256(a: u8, b: u8) -> u8 {
+    let mut product: u16 = 0;
+    for bit in 0..8 {
+        if (b >> bit) & 1 == 1 {
+            product ^= u16::from(a) << bit;
+        }
+    }
+    for bit in (8..16).rev() {
+        if (product >> bit) & 1 == 1 {
+            product ^= (0x100 | super::gf256::REDUCTION as u16) << (bit - 8);
+        }
+    }
+    product as u8
+}
+
+#[test]
+fn gf256_tables_and_packed_multiplication_match_the_reference() {
+    let tables = &*super::gf256::TABLES;
+    let mut seen = [false; 256];
+    for &v in &tables.exp[..255] {
+        assert!(v != 0 && v < 256 && !seen[usize::from(v)], "X has order below 255");
+        seen[usize::from(v)] = true;
+    }
+    let mut rng = ChaCha20Rng::seed_from_u64(11);
+    for c in 0..=255u16 {
+        let b: Block = std::array::from_fn(|_| rng.next_u64());
+        let got = gf65536::mul_public_by(&b, c, super::gf256::times_x);
+        let bytes = |block: &Block| -> Vec<u8> { block.iter().flat_map(|w| w.to_le_bytes()).collect() };
+        let want: Vec<u8> = bytes(&b).iter().map(|&a| reference_mul_gf256(a, c as u8)).collect();
+        assert_eq!(bytes(&got), want, "c = {c}");
+    }
+}
+
+#[test]
+fn gf256_recovery_equals_blahaj_on_any_points() {
+    // Dealt shares: the secret. Arbitrary points (no secret behind them): the same value at 0
+    // as blahaj's interpolation, for thresholds 2..=255 and shuffled x.
+    let mut rng = ChaCha20Rng::seed_from_u64(12);
+    for threshold in [2u16, 3, 7, 22, 67, 128, 255] {
+        let s = random_secret(&mut rng);
+        let mut shares = split(&s, threshold, 255, &mut rng).expect("split");
+        shares.shuffle(&mut rng);
+        let chosen = &shares[..usize::from(threshold)];
+        assert_eq!(combine(chosen, threshold).expect("combine"), s, "t = {threshold}");
+        assert_eq!(blahaj_recover(chosen), s);
+        let arbitrary: Vec<Share> = chosen
+            .iter()
+            .map(|share| {
+                let mut y = [0u8; 32];
+                rng.fill_bytes(&mut y);
+                Share {
+                    field: Field::Gf256,
+                    x: share.x,
+                    y,
+                }
+            })
+            .collect();
+        assert_eq!(
+            combine(&arbitrary, threshold).expect("combine"),
+            blahaj_recover(&arbitrary),
+            "t = {threshold}"
+        );
+    }
+}
