@@ -410,11 +410,6 @@ mod gf65536 {
             .collect()
     }
 
-    /// The Lagrange coefficients at 0 of distinct non-zero `xs` ([`Tables::lagrange_at_zero`]).
-    pub(super) fn lagrange_at_zero(xs: &[u16]) -> Vec<u16> {
-        TABLES.lagrange_at_zero(xs)
-    }
-
     /// The secret f(0) from points (x, f(x)) with distinct non-zero x, as many as the threshold.
     pub(super) fn interpolate_at_zero(points: &[(u16, &[u8; 32])]) -> Zeroizing<[u8; 32]> {
         TABLES.interpolate_at_zero(points, times_x)

@@ -89,7 +89,11 @@ impl Aggregator {
         match &self.graph {
             None => set.iter().copied().filter(|&other| other != site).collect(),
             Some(g) => {
-                let mut linked: Vec<u32> = g.neighbours(site).into_iter().filter(|v| set.contains(v)).collect();
+                let mut linked: Vec<u32> = g
+                    .neighbours(site)
+                    .into_iter()
+                    .filter(|v| set.contains(v))
+                    .collect();
                 linked.sort_unstable();
                 linked
             }

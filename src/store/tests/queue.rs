@@ -302,8 +302,16 @@ async fn charges_and_results_are_committed_synced_to_the_disk() {
             .expect("pragma");
         sqlx::Row::try_get::<i64, _>(&row, 0).expect("an integer")
     };
-    assert_eq!(synchronous(f.store.pool.clone()).await, 1, "the fast pool is NORMAL");
-    assert_eq!(synchronous(f.store.synced.clone()).await, 2, "the synced pool is FULL");
+    assert_eq!(
+        synchronous(f.store.pool.clone()).await,
+        1,
+        "the fast pool is NORMAL"
+    );
+    assert_eq!(
+        synchronous(f.store.synced.clone()).await,
+        2,
+        "the synced pool is FULL"
+    );
 
     let a = f.submit_ok(job(ds.id, 100, 0)).await;
     f.store.claim_next_job().await.expect("claim").expect("a");
