@@ -209,8 +209,7 @@ fn with_default_option(url: &str, name: &str, option: &str) -> String {
     }
 }
 
-/// How a pool's SQLite connections commit (docs/design/privacy.md §2, "Durable before
-/// released").
+/// How a pool's SQLite connections commit (docs/design/ledger.md, "Durable before released").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Commits {
     /// `synchronous = NORMAL`, log checkpointed in the background ([`Store::spawn_checkpointer`]):
@@ -228,8 +227,8 @@ enum Commits {
 const SYNCED_CONNECTIONS: u32 = 2;
 
 /// Opens a pool on `url`. SQLite connections get WAL, the busy timeout, foreign keys and the
-/// commit mode `commits`; on PostgreSQL `commits` changes nothing (every commit is synced,
-/// `synchronous_commit = on`).
+/// commit mode `commits`; PostgreSQL connections set `synchronous_commit = on` (every commit
+/// synced, whatever the server's default), so `commits` changes nothing there.
 async fn open_pool(url: &str, backend: Backend, commits: Commits) -> Result<AnyPool, StoreError> {
     sqlx::any::install_default_drivers();
     let options = AnyPoolOptions::new()
@@ -263,7 +262,19 @@ async fn open_pool(url: &str, backend: Backend, commits: Commits) -> Result<AnyP
                 .connect(&sqlite_url(url))
                 .await?
         }
-        Backend::Postgres => options.connect(&postgres_url(url)).await?,
+        // Every commit synced whatever the role's or database's setting: a charge or a result
+        // must be on the disk before anything is read from it.
+        Backend::Postgres => {
+            options
+                .after_connect(|conn, _| {
+                    Box::pin(async move {
+                        conn.execute(sqlx::raw_sql("SET synchronous_commit = on")).await?;
+                        Ok(())
+                    })
+                })
+                .connect(&postgres_url(url))
+                .await?
+        }
     };
     Ok(pool)
 }

@@ -162,9 +162,13 @@ impl Store {
         self.finish(lease, JobStatus::Cancelled, CANCELLED_REASON).await
     }
 
+    /// Committed on the synced pool, as a result is: a failure's reason can be an output of
+    /// the mechanism ("PrivRange returned ⊥", a coherence bound exceeded), so a power loss must
+    /// not put a job whose failure was read back in the queue to run again.
     async fn finish(&self, lease: Lease, status: JobStatus, reason: &str) -> Result<(), StoreError> {
         let reason = reason.to_owned();
-        self.update_held(
+        self.update_held_on(
+            &self.synced,
             lease,
             "status = $1, error = $2, finished_at = $3, lease_until = NULL",
             |q| q.bind(status.as_str()).bind(reason).bind(ts(now())),

@@ -206,7 +206,11 @@ impl Store {
         state: Option<StudySnapshot<'_>>,
         writes: &[StudyWrite<'_>],
     ) -> Result<(), StoreError> {
-        let mut tx = self.write_tx().await?;
+        // Synced: what a step decides (a stage's aggregator seeds, a round's roster and
+        // dropouts, a charge) is sent to sites after this returns, so a power loss must not
+        // let a resumed coordinator decide it again differently (docs/design/ledger.md,
+        // "Durable before released").
+        let mut tx = self.synced_write_tx().await?;
         if !self.hold(&mut tx, lease).await? {
             return Err(StoreError::StudyLeaseLost(lease.study));
         }

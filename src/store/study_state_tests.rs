@@ -322,3 +322,27 @@ async fn a_site_keeps_one_message_per_phase_and_one_session_per_study() {
     );
     ledger.close().await;
 }
+
+/// A study's step (its snapshot and writes) is committed synced on SQLite (docs/design/ledger.md,
+/// "Durable before released"): with the synced pool closed it cannot be written, while the
+/// journal of accepted messages, which sites resend, still can.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_study_step_is_committed_synced_to_the_disk() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (a, _b, id, created) = two_replicas(dir.path()).await;
+    if a.backend != crate::store::Backend::Sqlite {
+        return; // PostgreSQL: one pool, every commit synced.
+    }
+    a.synced.close().await;
+    assert!(matches!(
+        a.save_study_state(created, "{\"v\":2}").await,
+        Err(StoreError::Database(_))
+    ));
+    a.append_study_journal(created, &["{\"m\":1}".to_owned()])
+        .await
+        .expect("the journal is an ordinary write");
+    assert_eq!(
+        a.load_study_state(id).await.expect("load").as_deref(),
+        Some("{\"v\":1}")
+    );
+}

@@ -285,10 +285,11 @@ async fn an_expired_lease_is_reaped_by_another_replica_and_fences_the_old_holder
     assert_eq!(b.reap_expired_jobs().await.expect("reap"), 0);
 }
 
-/// docs/design/privacy.md §2, "Durable before released": on SQLite the service commits with
+/// docs/design/ledger.md, "Durable before released": on SQLite the service commits with
 /// `synchronous = NORMAL`, which a power loss can undo; the charge of a job and its result go
-/// through a second pool whose commits are synced. With that pool closed, neither can be
-/// written, while the ordinary writes still can: so neither goes through the fast pool.
+/// through a second pool whose commits are synced, as do its failure and cancellation. With that
+/// pool closed, none of them can be written, while the ordinary writes still can: so none goes
+/// through the fast pool.
 #[tokio::test(flavor = "multi_thread")]
 async fn charges_and_results_are_committed_synced_to_the_disk() {
     let (f, ds) = fixture_with(private_spec(1_000, 0)).await;
@@ -330,6 +331,14 @@ async fn charges_and_results_are_committed_synced_to_the_disk() {
     ));
     assert!(matches!(
         f.store.submit_job(f.tenant, job(ds.id, 100, 0)).await,
+        Err(StoreError::Database(_))
+    ));
+    assert!(matches!(
+        f.store.fail_job(held(a.id), "PrivRange returned ⊥").await,
+        Err(StoreError::Database(_))
+    ));
+    assert!(matches!(
+        f.store.mark_cancelled(held(a.id)).await,
         Err(StoreError::Database(_))
     ));
     f.store
