@@ -19,18 +19,23 @@ fn random_secret(rng: &mut ChaCha20Rng) -> Seed {
 /// a·b in GF(2¹⁶) by schoolbook carry-less multiplication and reduction (independent of the
 /// module's shift-and-add and its tables).
 fn reference_mul(a: u16, b: u16) -> u16 {
+    schoolbook_mul(u32::from(a), u32::from(b), 16, gf65536::REDUCTION as u32) as u16
+}
+
+/// a·b in GF(2^`bits`) modulo X^`bits` + `reduction`: carry-less product, then reduction.
+fn schoolbook_mul(a: u32, b: u32, bits: u32, reduction: u32) -> u32 {
     let mut product: u32 = 0;
-    for bit in 0..16 {
+    for bit in 0..bits {
         if (b >> bit) & 1 == 1 {
-            product ^= u32::from(a) << bit;
+            product ^= a << bit;
         }
     }
-    for bit in (16..32).rev() {
+    for bit in (bits..2 * bits).rev() {
         if (product >> bit) & 1 == 1 {
-            product ^= (0x1_0000 | gf65536::REDUCTION as u32) << (bit - 16);
+            product ^= ((1 << bits) | reduction) << (bit - bits);
         }
     }
-    product as u16
+    product
 }
 
 fn reference_inverse(a: u16) -> u16 {
@@ -373,18 +378,7 @@ fn blahaj_recover(shares: &[Share]) -> Seed {
 
 /// a·b in GF(2⁸) mod X⁸ + X⁴ + X³ + X² + 1 by schoolbook carry-less multiplication.
 fn reference_mul_gf256(a: u8, b: u8) -> u8 {
-    let mut product: u16 = 0;
-    for bit in 0..8 {
-        if (b >> bit) & 1 == 1 {
-            product ^= u16::from(a) << bit;
-        }
-    }
-    for bit in (8..16).rev() {
-        if (product >> bit) & 1 == 1 {
-            product ^= (0x100 | super::gf256::REDUCTION as u16) << (bit - 8);
-        }
-    }
-    product as u8
+    schoolbook_mul(u32::from(a), u32::from(b), 8, super::gf256::REDUCTION as u32) as u8
 }
 
 #[test]
