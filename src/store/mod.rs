@@ -215,8 +215,9 @@ enum Commits {
     /// `synchronous = NORMAL`, log checkpointed in the background ([`Store::spawn_checkpointer`]):
     /// the service's ordinary writes, durable against a crash of the process, not of the machine.
     Fast,
-    /// `synchronous = FULL`, log checkpointed in the background: the service's charges and
-    /// releases, each synced to the disk before its commit returns or becomes visible.
+    /// `synchronous = FULL`, log checkpointed in the background: the service's charges, job
+    /// outcomes and study steps, each synced to the disk before its commit returns or becomes
+    /// visible.
     Synced,
     /// `synchronous = FULL` with SQLite's own checkpoints: a site ledger.
     SyncedSelfCheckpointed,
@@ -283,10 +284,11 @@ async fn open_pool(url: &str, backend: Backend, commits: Commits) -> Result<AnyP
 #[derive(Clone, Debug)]
 pub struct Store {
     pool: AnyPool,
-    /// The pool of the writes that charge a ledger or make a DP output visible: on SQLite a
+    /// The pool of the writes that must survive a power loss: a job's charge and its outcome,
+    /// and a study's steps (docs/design/ledger.md, "Durable before released"). On SQLite a
     /// second pool whose commits are synced to the disk (`synchronous = FULL`, [`Commits`]), so
-    /// that a power loss cannot take back a charge whose output may already have left, nor a
-    /// result a client may already have read (which would let the job run again with fresh
+    /// that a power loss cannot take back a charge whose output may already have left, nor an
+    /// outcome a client may already have read (which would let the job run again with fresh
     /// noise); on PostgreSQL `pool` itself. Its commits are also visible to `pool` at once.
     synced: AnyPool,
     /// The pool of the hot reads that bind only text (a job by id, a key's tenant): on
@@ -585,7 +587,7 @@ impl Store {
     }
 
     /// [`Store::write_tx`] on the synced pool: its commit returns once it is on the disk, and
-    /// only then do other connections see it. For transactions that charge a ledger.
+    /// only then do other connections see it. For a job's charge and a study's step.
     async fn synced_write_tx(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>, StoreError> {
         self.write_tx_on(&self.synced).await
     }

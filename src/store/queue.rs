@@ -116,9 +116,12 @@ impl Store {
 
     /// Records progress (iteration `done` of `total`) of a running job this replica holds.
     pub async fn update_progress(&self, lease: Lease, done: u32, total: u32) -> Result<(), StoreError> {
-        self.update_held(lease, "progress_done = $1, progress_total = $2", |q| {
-            q.bind(i64::from(done)).bind(i64::from(total))
-        })
+        self.update_held(
+            &self.pool,
+            lease,
+            "progress_done = $1, progress_total = $2",
+            |q| q.bind(i64::from(done)).bind(i64::from(total)),
+        )
         .await
     }
 
@@ -135,7 +138,7 @@ impl Store {
             .transpose()?;
         let released = result.released.as_ref().map(serde_json::to_string).transpose()?;
         let (d, k, basis) = (as_db(result.d)?, as_db(result.k)?, basis_to_bytes(&result.basis));
-        self.update_held_on(
+        self.update_held(
             &self.synced,
             lease,
             "status = 'succeeded', finished_at = $1, result = $2, result_d = $3, result_k = $4, \
@@ -167,7 +170,7 @@ impl Store {
     /// not put a job whose failure was read back in the queue to run again.
     async fn finish(&self, lease: Lease, status: JobStatus, reason: &str) -> Result<(), StoreError> {
         let reason = reason.to_owned();
-        self.update_held_on(
+        self.update_held(
             &self.synced,
             lease,
             "status = $1, error = $2, finished_at = $3, lease_until = NULL",
@@ -176,20 +179,11 @@ impl Store {
         .await
     }
 
-    /// `UPDATE jobs SET {set}` on the running job `lease` names, if this replica still holds
-    /// it under that attempt. `set` uses the placeholders $1…$k, bound by `bind`; the lease's
-    /// own arguments follow them. [`StoreError::LeaseLost`] if the lease no longer holds.
+    /// `UPDATE jobs SET {set}` on `pool` (the synced pool for an outcome) on the running job
+    /// `lease` names, if this replica still holds it under that attempt. `set` uses the
+    /// placeholders $1…$k, bound by `bind`; the lease's own arguments follow them.
+    /// [`StoreError::LeaseLost`] if the lease no longer holds.
     async fn update_held(
-        &self,
-        lease: Lease,
-        set: &str,
-        bind: impl for<'q> FnOnce(AnyQuery<'q>) -> AnyQuery<'q>,
-    ) -> Result<(), StoreError> {
-        self.update_held_on(&self.pool, lease, set, bind).await
-    }
-
-    /// [`Store::update_held`] on `pool` (the synced pool for a release).
-    async fn update_held_on(
         &self,
         pool: &AnyPool,
         lease: Lease,
