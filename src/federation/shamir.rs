@@ -234,44 +234,22 @@ pub fn combine(shares: &[Share], threshold: u16) -> Result<Seed, ShamirError> {
     })
 }
 
-/// Shamir sharing over GF(2¹⁶) = GF(2)[X]/(X¹⁶ + X¹² + X³ + X + 1) (a primitive polynomial; the
-/// tests check that X generates all 65 535 non-zero elements). A 32-byte secret is 16 field
-/// elements (little-endian byte pairs), shared independently with independent uniform
-/// coefficients, packed four to a `u64` so one operation works on four.
+/// The arithmetic both fields share: 32 bytes packed into four words, multiplication of those
+/// lanes by a public element (shift-and-add, given the field's multiplication by X), and the
+/// log/exp tables of the public arithmetic (Lagrange coefficients at 0, interpolation).
 ///
 /// Secret-dependent values (coefficients, y) are only multiplied by public values (x, Lagrange
 /// coefficients) with shifts, masks and XOR whose control flow depends on the public factor
 /// alone: no table is indexed by a secret. The log/exp tables serve only public arithmetic
 /// (the Lagrange coefficients from the x-coordinates).
-mod gf65536 {
-    use std::sync::LazyLock;
-
-    use rand::{RngCore, SeedableRng};
-    use rand_chacha::ChaCha20Rng;
+mod packed {
     use zeroize::{Zeroize, Zeroizing};
 
-    /// X¹⁶ ≡ X¹² + X³ + X + 1.
-    pub(super) const REDUCTION: u64 = 0x100B;
-    /// The order of the multiplicative group.
-    const ORDER: u64 = 65_535;
-    const LANE_LOW_BITS: u64 = 0x0001_0001_0001_0001;
-    const LANE_SHIFTED: u64 = 0xFFFE_FFFE_FFFE_FFFE;
-
-    /// 16 field elements, four per word (element j of a word in bits 16j..16j+16).
+    /// 32 bytes as four little-endian words: 16 GF(2¹⁶) elements, four per word (element j in
+    /// bits 16j..16j+16), or 32 GF(2⁸) elements, one per byte.
     pub(super) type Block = [u64; 4];
 
-    /// Every element of the four lanes of `w` times X.
-    pub(super) fn times_x(w: u64) -> u64 {
-        let carry = (w >> 15) & LANE_LOW_BITS;
-        ((w << 1) & LANE_SHIFTED) ^ (carry * REDUCTION)
-    }
-
-    /// `b` · `c` element-wise, for a public `c`: the branches follow the bits of `c` only.
-    pub(super) fn mul_public(b: &Block, c: u16) -> Block {
-        mul_public_by(b, c, times_x)
-    }
-
-    /// `b` · `c` element-wise in the lanes `times_x` works on (this field's or GF(2⁸)'s), for a
+    /// `b` · `c` element-wise in the lanes `times_x` works on (GF(2¹⁶)'s or GF(2⁸)'s), for a
     /// public `c`: shift-and-add whose branches follow the bits of `c` only.
     pub(super) fn mul_public_by(b: &Block, c: u16, times_x: fn(u64) -> u64) -> Block {
         let mut r: Block = [0; 4];
@@ -296,7 +274,7 @@ mod gf65536 {
         })
     }
 
-    fn to_bytes(block: &Block) -> Zeroizing<[u8; 32]> {
+    pub(super) fn to_bytes(block: &Block) -> Zeroizing<[u8; 32]> {
         let mut out = Zeroizing::new([0u8; 32]);
         for (chunk, w) in out.chunks_exact_mut(8).zip(block) {
             chunk.copy_from_slice(&w.to_le_bytes());
@@ -310,8 +288,6 @@ mod gf65536 {
         pub(super) exp: Vec<u16>,
         pub(super) log: Vec<u16>,
     }
-
-    pub(super) static TABLES: LazyLock<Tables> = LazyLock::new(|| Tables::of(ORDER, times_x));
 
     impl Tables {
         /// The tables of the field of `order` + 1 elements whose lane-0 multiplication by X is
@@ -374,6 +350,41 @@ mod gf65536 {
             out
         }
     }
+}
+
+/// Shamir sharing over GF(2¹⁶) = GF(2)[X]/(X¹⁶ + X¹² + X³ + X + 1) (a primitive polynomial; the
+/// tests check that X generates all 65 535 non-zero elements). A 32-byte secret is 16 field
+/// elements (little-endian byte pairs), shared independently with independent uniform
+/// coefficients, packed four to a `u64` so one operation works on four (module `packed`, which
+/// keeps secrets out of table indices and branches).
+mod gf65536 {
+    use std::sync::LazyLock;
+
+    use rand::{RngCore, SeedableRng};
+    use rand_chacha::ChaCha20Rng;
+    use zeroize::{Zeroize, Zeroizing};
+
+    use super::packed::{Block, Tables, mul_public_by, to_block, to_bytes};
+
+    /// X¹⁶ ≡ X¹² + X³ + X + 1.
+    pub(super) const REDUCTION: u64 = 0x100B;
+    /// The order of the multiplicative group.
+    const ORDER: u64 = 65_535;
+    const LANE_LOW_BITS: u64 = 0x0001_0001_0001_0001;
+    const LANE_SHIFTED: u64 = 0xFFFE_FFFE_FFFE_FFFE;
+
+    /// Every element of the four lanes of `w` times X.
+    pub(super) fn times_x(w: u64) -> u64 {
+        let carry = (w >> 15) & LANE_LOW_BITS;
+        ((w << 1) & LANE_SHIFTED) ^ (carry * REDUCTION)
+    }
+
+    /// `b` · `c` element-wise, for a public `c`: the branches follow the bits of `c` only.
+    pub(super) fn mul_public(b: &Block, c: u16) -> Block {
+        mul_public_by(b, c, times_x)
+    }
+
+    pub(super) static TABLES: LazyLock<Tables> = LazyLock::new(|| Tables::of(ORDER, times_x));
 
     /// The 32-byte share values at x = 1..=`count` of a random polynomial of degree
     /// `threshold` − 1 per element with constant term `secret`, the other coefficients drawn
@@ -428,7 +439,7 @@ mod gf256 {
 
     use zeroize::Zeroizing;
 
-    use super::gf65536::Tables;
+    use super::packed::Tables;
 
     /// X⁸ ≡ X⁴ + X³ + X² + 1.
     pub(super) const REDUCTION: u64 = 0x1D;

@@ -3,7 +3,8 @@ use rand::seq::SliceRandom;
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 
-use super::gf65536::{self, Block, TABLES};
+use super::gf65536::{self, TABLES};
+use super::packed::Block;
 use super::*;
 
 fn secret(byte: u8) -> Seed {
@@ -395,7 +396,7 @@ fn gf256_tables_and_packed_multiplication_match_the_reference() {
     let mut rng = ChaCha20Rng::seed_from_u64(11);
     for c in 0..=255u16 {
         let b: Block = std::array::from_fn(|_| rng.next_u64());
-        let got = gf65536::mul_public_by(&b, c, super::gf256::times_x);
+        let got = super::packed::mul_public_by(&b, c, super::gf256::times_x);
         let bytes = |block: &Block| -> Vec<u8> { block.iter().flat_map(|w| w.to_le_bytes()).collect() };
         let want: Vec<u8> = bytes(&b)
             .iter()
