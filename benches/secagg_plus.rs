@@ -18,7 +18,8 @@
 //! Writes the table between the markers of docs/performance-secagg-plus.md and the log–log
 //! figures docs/img/secagg_plus_bytes.png and docs/img/secagg_plus_time.png.
 //! `cargo bench --bench secagg_plus -- --quick` runs S = 10 and 100 only and writes nothing;
-//! `-- --sites=1000 --protocol=sparse` (either or both) runs just those rows and writes nothing.
+//! `-- --sites=1000 --protocol=sparse` runs that row alone and writes nothing (`--sites=S` alone
+//! runs both protocols at S; `--protocol=…` alone runs it at S = 10 and 100).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
