@@ -29,6 +29,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use privpca::federation::messages::{ContributionRequest, Participant, ShareBox, SiteStudyView, SiteTask};
 use privpca::federation::secagg::{Aggregator, SiteSession};
+use privpca::federation::transcript::{self, RoundView};
 use privpca::federation::wire;
 use privpca::linalg::Matrix;
 use privpca::protocols::power::state::{PowerState, SiteComputation};
@@ -116,8 +117,24 @@ impl Site {
     }
 }
 
-fn contribution(words: &[u64]) -> Option<String> {
-    Some(json!({ "masked": wire::words_to_b64(words) }).to_string())
+fn contribution(words: &[u64], signature: &str) -> Option<String> {
+    Some(json!({ "masked": wire::words_to_b64(words), "signature": signature }).to_string())
+}
+
+/// Checks every relayed signature of `statement` by a survivor, as `privpca site` does before
+/// it confirms (contributions) or reveals (confirmations): the count that verifies.
+fn verified(
+    keys: &BTreeMap<u32, ed25519_dalek::VerifyingKey>,
+    signatures: &[privpca::federation::messages::SiteSignature],
+    statement: &[u8],
+) -> usize {
+    signatures
+        .iter()
+        .filter(|s| {
+            keys.get(&s.site)
+                .is_some_and(|k| transcript::verify(k, s.site, statement, &s.signature).is_ok())
+        })
+        .count()
 }
 
 /// One site of the real protocol, from reading its study to `finished`.
@@ -129,10 +146,14 @@ async fn secure_site(mut site: Site) -> Result<Site> {
     site.comp = Some(comp);
     let mut rng = ChaCha20Rng::seed_from_u64(1000 + u64::from(view.site_index));
     let mut session = SiteSession::new(view.study_id, view.site_index, ROUNDS, &mut rng);
+    let signer = transcript::SiteSigner::from_seed([view.site_index as u8; 32]);
+    let mut keys = BTreeMap::new();
+    let mut signed = BTreeMap::<u32, ([u8; 32], Vec<u32>)>::new();
     let join = json!({
         "n_samples": n,
         "encryption_public_key": session.encryption_public_key(),
         "mask_public_keys": session.mask_public_keys(),
+        "signing_public_key": signer.public_key(),
     });
     site.call("/v1/site/join", Some(join.to_string())).await?;
     loop {
@@ -141,6 +162,9 @@ async fn secure_site(mut site: Site) -> Result<Site> {
         match serde_json::from_slice::<SiteTask>(&task)? {
             SiteTask::Wait { .. } => {}
             SiteTask::ShareKeys { participants } => {
+                for p in &participants {
+                    keys.insert(p.index, transcript::verifying_key(&p.signing_public_key)?);
+                }
                 let boxes = session.share_boxes(&participants, view.threshold, &mut rng)?;
                 let body = json!({ "boxes": boxes }).to_string();
                 site.call("/v1/site/shares", Some(body)).await?;
@@ -150,6 +174,8 @@ async fn secure_site(mut site: Site) -> Result<Site> {
                 roster,
                 iterate,
                 inbox,
+                rows,
+                cols,
                 ..
             } => {
                 site.seen.push(Instant::now());
@@ -160,16 +186,53 @@ async fn secure_site(mut site: Site) -> Result<Site> {
                 let encoded = site.encode(&iterate)?;
                 let start = Instant::now();
                 let masked = session.mask(round, &roster, &encoded)?;
+                let (signature, hash) =
+                    signer.sign_contribution(view.study_id, round, (rows, cols), &iterate, &roster)?;
                 site.mask.push(start.elapsed());
+                signed.insert(round, (hash, roster));
                 let path = format!("/v1/site/rounds/{round}/contribution");
-                site.call(&path, contribution(&masked)).await?;
+                site.call(&path, contribution(&masked, &signature)).await?;
+            }
+            SiteTask::Confirm {
+                round,
+                survivors,
+                dropped,
+                contributions,
+            } => {
+                let (hash, roster) = &signed[&round];
+                let view = RoundView {
+                    study: view.study_id,
+                    round,
+                    iterate: hash,
+                    roster,
+                };
+                let statement = transcript::contribution_message(&view);
+                ensure!(verified(&keys, &contributions, &statement) == survivors.len());
+                let signature = signer.sign(&transcript::confirmation_message(&view, &survivors, &dropped));
+                let path = format!("/v1/site/rounds/{round}/confirm");
+                site.call(&path, Some(json!({ "signature": signature }).to_string()))
+                    .await?;
             }
             SiteTask::Unmask {
                 round,
                 survivors,
                 dropped,
+                confirmations,
+                ..
             } => {
                 site.unmasks.push(Instant::now());
+                let (hash, roster) = &signed[&round];
+                let round_view = RoundView {
+                    study: view.study_id,
+                    round,
+                    iterate: hash,
+                    roster,
+                };
+                let statement = transcript::confirmation_message(&round_view, &survivors, &dropped);
+                ensure!(
+                    verified(&keys, &confirmations, &statement)
+                        >= transcript::quorum(keys.len() as u32, 0) as usize
+                );
                 let mut roster: Vec<u32> = survivors.iter().chain(&dropped).copied().collect();
                 roster.sort_unstable();
                 let t = view.threshold;
@@ -186,7 +249,7 @@ async fn secure_site(mut site: Site) -> Result<Site> {
                 );
                 return Ok(site);
             }
-            SiteTask::CapeRelease { .. } | SiteTask::GossipStep { .. } => {
+            SiteTask::CapeRelease { .. } | SiteTask::GossipStep { .. } | SiteTask::GossipConfirm { .. } => {
                 bail!("a task of another protocol in a federated_power study")
             }
         }
@@ -204,7 +267,7 @@ async fn plain_site(mut site: Site, index: u32) -> Result<Site> {
         };
         let encoded = site.encode(iterate)?;
         let path = format!("/plain/rounds/{round}/contribution?site={index}");
-        site.call(&path, contribution(&encoded)).await?;
+        site.call(&path, contribution(&encoded, "")).await?;
     }
     Ok(site)
 }
@@ -431,6 +494,7 @@ fn micro(comp: &SiteComputation, xt: &Matrix) -> Result<()> {
             name,
             encryption_public_key,
             mask_public_keys,
+            signing_public_key: String::new(),
         });
         sessions.push(s);
     }

@@ -79,6 +79,7 @@ fn run(sites: u32, sparse: bool, seed: u64) -> Row {
             name: format!("site-{}", site.index()),
             encryption_public_key: site.encryption_public_key(),
             mask_public_keys: site.mask_public_keys(),
+            signing_public_key: String::new(),
         })
         .collect();
     let spec = sparse.then(|| {

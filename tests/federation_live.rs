@@ -950,9 +950,17 @@ fn stops_at(server: &mut Server, phase: &str, paths: &[PathBuf]) {
 
 /// The protocol points of a two-round study at which the coordinator is stopped, as its test
 /// hook names them (`Live::phase_label` in src/studies/durable.rs): a site has joined, the key
-/// exchange (the roster is out), share boxes arriving, and each round's collect and unmask.
-const PHASES: [&str; 7] = [
-    "join", "keys", "shares", "round-1", "unmask-1", "round-2", "unmask-2",
+/// exchange (the roster is out), share boxes arriving, each round's collect and unmask, and
+/// round 1's consistency round.
+const PHASES: [&str; 8] = [
+    "join",
+    "keys",
+    "shares",
+    "round-1",
+    "confirm-1",
+    "unmask-1",
+    "round-2",
+    "unmask-2",
 ];
 
 /// For each phase, one small study (3 sites of 200 rows, d 10, k 2, 2 rounds): the coordinator

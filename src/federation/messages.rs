@@ -64,6 +64,10 @@ pub struct JoinRequest {
     /// `cape_pca` / `cape_agn`: one X25519 pair-noise public key per protocol stage (one / two).
     /// Base64, 32 bytes each.
     pub mask_public_keys: Vec<String>,
+    /// `federated_power`: the Ed25519 verifying key of the site's round signatures (base64, 32
+    /// bytes; docs/design/federation.md, "The consistency round"). Must be absent otherwise.
+    #[serde(default)]
+    pub signing_public_key: Option<String>,
 }
 
 /// Another site of a CAPE study, with its pair-noise public keys (one per stage).
@@ -72,6 +76,10 @@ pub struct CapePeer {
     pub index: u32,
     pub name: String,
     pub noise_public_keys: Vec<String>,
+    /// The Ed25519 verifying key of its stage confirmations (base64). Empty only in a study kept
+    /// before confirmations existed.
+    #[serde(default)]
+    pub signing_public_key: String,
 }
 
 /// `POST /v1/site/stages/{stage}/release`: a CAPE site's noisy statistic.
@@ -94,6 +102,15 @@ pub struct GossipValue {
     pub cols: usize,
 }
 
+/// An agent of a `gossip_power` study, as the consistency round shows it to the others.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct GossipAgent {
+    pub index: u32,
+    pub name: String,
+    /// The Ed25519 verifying key of its confirmation (base64).
+    pub signing_public_key: String,
+}
+
 /// `POST /v1/site/gossip/{step}`: this agent's value of exchange `step` (a release or a
 /// post-processing of releases; docs/design/federation.md, "Live gossip").
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
@@ -110,6 +127,10 @@ pub struct Participant {
     pub name: String,
     pub encryption_public_key: String,
     pub mask_public_keys: Vec<String>,
+    /// The Ed25519 verifying key of its round signatures (base64). Empty only in a snapshot
+    /// kept before signatures existed; a site refuses such a roster.
+    #[serde(default)]
+    pub signing_public_key: String,
 }
 
 /// One AEAD box of Shamir shares from `from` to `to`.
@@ -135,6 +156,29 @@ pub struct SharesRequest {
 pub struct ContributionRequest {
     /// The masked fixed-point vector z (d·p u64 words, little-endian, base64).
     pub masked: String,
+    /// The site's Ed25519 signature (base64, 64 bytes) of the round's contribution statement:
+    /// study, round, the hash of the iterate it received and the roster it masked with
+    /// (`federation::transcript::contribution_message`).
+    pub signature: String,
+}
+
+/// A site's signature of a round, as relayed to the other survivors.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SiteSignature {
+    pub site: u32,
+    /// Ed25519 signature, base64 (64 bytes).
+    pub signature: String,
+}
+
+/// `POST /v1/site/rounds/{round}/confirm`: a survivor's signature of the round's transcript
+/// (study, round, iterate hash, roster, survivors, dropped;
+/// `federation::transcript::confirmation_message`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ConfirmRequest {
+    /// Ed25519 signature, base64 (64 bytes).
+    pub signature: String,
 }
 
 /// One revealed Shamir share of another site's round secret.
@@ -182,11 +226,28 @@ pub enum SiteTask {
         /// The share boxes addressed to this site (sent with round 1 only; empty afterwards).
         inbox: Vec<ShareBox>,
     },
+    /// The consistency round of round `round`: check every survivor's contribution
+    /// signature against this site's own view, then sign the transcript (the round's iterate
+    /// hash and roster, `survivors` and `dropped`) once.
+    Confirm {
+        round: u32,
+        survivors: Vec<u32>,
+        dropped: Vec<u32>,
+        /// Every survivor's contribution signature.
+        contributions: Vec<SiteSignature>,
+    },
     /// Round `round` needs unmasking information.
     Unmask {
         round: u32,
         survivors: Vec<u32>,
         dropped: Vec<u32>,
+        /// Every survivor's contribution signature.
+        #[serde(default)]
+        contributions: Vec<SiteSignature>,
+        /// The survivors' confirmations of the transcript (at least the site's quorum must
+        /// verify, or it reveals nothing).
+        #[serde(default)]
+        confirmations: Vec<SiteSignature>,
     },
     /// CAPE (`cape_pca`): send this stage's noisy statistic.
     CapeRelease {
@@ -210,6 +271,15 @@ pub enum SiteTask {
         input_rows: usize,
         #[serde(default)]
         input_cols: usize,
+        /// The stage's consistency round: true asks the site to confirm the stage's transcript
+        /// (its roster and the calibration it derives) at `POST /v1/site/stages/{stage}/confirm`
+        /// and release nothing yet; false asks for the release, with `confirmations`.
+        #[serde(default)]
+        confirm: bool,
+        /// The roster's confirmations of the stage's transcript: a site releases only when
+        /// ⌊(S + c)/2⌋ + 1 of them verify over its own transcript.
+        #[serde(default)]
+        confirmations: Vec<SiteSignature>,
     },
     /// `gossip_power`: post this agent's value for exchange `step` of `steps`, after mixing
     /// in `inputs`, its graph neighbours' values of exchange `step − 1` (none for step 1).
@@ -217,7 +287,15 @@ pub enum SiteTask {
         step: u32,
         steps: u32,
         inputs: Vec<GossipValue>,
+        /// Exchange 1: every agent's confirmation of the study's transcript (its roster and
+        /// terms); an agent posts nothing unless all of them verify.
+        #[serde(default)]
+        confirmations: Vec<SiteSignature>,
     },
+    /// `gossip_power`, before exchange 1: the roster of agents; fix it (its hash is printed
+    /// and checked against `--expect-roster-hash`) and confirm the study's transcript at
+    /// `POST /v1/site/stages/0/confirm`.
+    GossipConfirm { agents: Vec<GossipAgent> },
     /// The study is over (for this site). `status` is the study status.
     Finished {
         #[schema(value_type = String)]

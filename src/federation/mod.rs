@@ -9,4 +9,5 @@ pub mod messages;
 pub mod rounds;
 pub mod secagg;
 pub mod shamir;
+pub mod transcript;
 pub mod wire;

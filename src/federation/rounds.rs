@@ -3,10 +3,13 @@
 //! whoever drives it (the HTTP hub with deadlines, or the in-process simulation) decides when a
 //! phase closes.
 //!
-//! Round r: `Collect` (masked vectors from the roster R_r) → [`Rounds::close_collect`] fixes the
-//! survivors U_r (|U_r| ≥ t, else the round fails) and the dropped D_r = R_r \ U_r → `Unmask`
-//! (survivors send their shares) → [`Rounds::finish_round`] (≥ t answers) returns the exact
-//! fixed-point sum over U_r. The next roster is the survivors that answered the unmask request.
+//! Round r: `Collect` (masked vectors from the roster R_r, each with its contribution
+//! signature) → [`Rounds::close_collect`] fixes the survivors U_r (|U_r| ≥ t, else the round
+//! fails) and the dropped D_r = R_r \ U_r → `Confirm` (the consistency round: survivors sign the
+//! transcript) → [`Rounds::close_confirm`] (≥ t confirmations) → `Unmask` (survivors send their
+//! shares) → [`Rounds::finish_round`] (≥ t answers) returns the exact fixed-point sum over U_r.
+//! The next roster is the survivors that answered the unmask request. The signatures are
+//! checked by the caller, which holds the keys (`federation::transcript`).
 
 use std::collections::BTreeMap;
 
@@ -20,6 +23,8 @@ use super::secagg::{Aggregator, SecAggError};
 pub enum Phase {
     /// Waiting for masked vectors from the roster.
     Collect,
+    /// The consistency round: waiting for the survivors' signatures of the transcript.
+    Confirm { survivors: Vec<u32>, dropped: Vec<u32> },
     /// Waiting for unmasking shares from the survivors.
     Unmask { survivors: Vec<u32>, dropped: Vec<u32> },
     /// Every round is done.
@@ -57,6 +62,8 @@ pub enum RoundError {
     WrongLength { expected: usize, got: usize },
     #[error("round {round} has {have} survivors; at least t = {need} are needed")]
     TooFewSurvivors { round: u32, have: usize, need: u32 },
+    #[error("round {round} has {have} confirmations of its transcript; at least t = {need} are needed")]
+    TooFewConfirmations { round: u32, have: usize, need: u32 },
     #[error("round {round} has {have} unmasking answers; at least t = {need} are needed")]
     TooFewAnswers { round: u32, have: usize, need: u32 },
     #[error("unmasking failed: {0}")]
@@ -79,6 +86,12 @@ pub struct RoundsState {
     pub masked: BTreeMap<u32, String>,
     pub answers: BTreeMap<u32, UnmaskRequest>,
     pub history: Vec<RoundRecord>,
+    /// The open round's contribution signatures, by site (kept with the masked vectors).
+    #[serde(default)]
+    pub signatures: BTreeMap<u32, String>,
+    /// The open round's confirmations of its transcript, by site.
+    #[serde(default)]
+    pub confirmations: BTreeMap<u32, String>,
 }
 
 /// The rounds of one study.
@@ -91,6 +104,8 @@ pub struct Rounds {
     roster: Vec<u32>,
     phase: Phase,
     masked: BTreeMap<u32, Vec<u64>>,
+    signatures: BTreeMap<u32, String>,
+    confirmations: BTreeMap<u32, String>,
     answers: BTreeMap<u32, UnmaskRequest>,
     history: Vec<RoundRecord>,
 }
@@ -115,6 +130,8 @@ impl Rounds {
             roster,
             phase: Phase::Collect,
             masked: BTreeMap::new(),
+            signatures: BTreeMap::new(),
+            confirmations: BTreeMap::new(),
             answers: BTreeMap::new(),
             history: Vec::new(),
         }
@@ -129,16 +146,18 @@ impl Rounds {
     /// without them (when they are kept elsewhere: the coordinator's journal, given back on a
     /// restore by [`Rounds::resubmit`] and [`Rounds::submit_unmask`]).
     pub fn kept_state(&self, with_messages: bool) -> RoundsState {
-        let (masked, answers) = if with_messages {
+        let (masked, signatures, confirmations, answers) = if with_messages {
             (
                 self.masked
                     .iter()
                     .map(|(&site, words)| (site, super::wire::words_to_b64(words)))
                     .collect(),
+                self.signatures.clone(),
+                self.confirmations.clone(),
                 self.answers.clone(),
             )
         } else {
-            (BTreeMap::new(), BTreeMap::new())
+            Default::default()
         };
         RoundsState {
             threshold: self.threshold,
@@ -150,19 +169,21 @@ impl Rounds {
             masked,
             answers,
             history: self.history.clone(),
+            signatures,
+            confirmations,
         }
     }
 
     /// Whether the open round has received any masked vector or unmasking answer.
     pub fn holds_messages(&self) -> bool {
-        !self.masked.is_empty() || !self.answers.is_empty()
+        !self.masked.is_empty() || !self.confirmations.is_empty() || !self.answers.is_empty()
     }
 
     /// Survivors of the unmasking round whose masked vector is not here (none while
     /// collecting): a restored state lacks them until they are given back.
     pub fn missing_masked(&self) -> Vec<u32> {
         match &self.phase {
-            Phase::Unmask { survivors, .. } => survivors
+            Phase::Confirm { survivors, .. } | Phase::Unmask { survivors, .. } => survivors
                 .iter()
                 .copied()
                 .filter(|s| !self.masked.contains_key(s))
@@ -174,12 +195,18 @@ impl Rounds {
     /// A masked vector of the open round given back from where it was kept: as
     /// [`Rounds::submit`] while collecting, and once collection has closed, only a survivor's
     /// vector that is not here yet (the kept state of an unmasking round omits them).
-    pub fn resubmit(&mut self, site: u32, round: u32, masked: Vec<u64>) -> Result<(), RoundError> {
+    pub fn resubmit(
+        &mut self,
+        site: u32,
+        round: u32,
+        masked: Vec<u64>,
+        signature: String,
+    ) -> Result<(), RoundError> {
         if self.phase == Phase::Collect {
-            return self.submit(site, round, masked);
+            return self.submit(site, round, masked, signature);
         }
-        let expected = self.unmasking(round, "contributions")?.contains(&site);
-        self.insert_masked(site, round, expected, masked)
+        let expected = self.closed(round, "contributions")?.0.contains(&site);
+        self.insert_masked(site, round, expected, masked, signature)
     }
 
     /// Keeps `site`'s masked vector for the open round: refused unless the phase `expected`
@@ -190,6 +217,7 @@ impl Rounds {
         round: u32,
         expected: bool,
         masked: Vec<u64>,
+        signature: String,
     ) -> Result<(), RoundError> {
         check_fresh(
             site,
@@ -205,6 +233,7 @@ impl Rounds {
             });
         }
         self.masked.insert(site, masked);
+        self.signatures.insert(site, signature);
         Ok(())
     }
 
@@ -223,6 +252,8 @@ impl Rounds {
             roster: state.roster,
             phase: state.phase,
             masked,
+            signatures: state.signatures,
+            confirmations: state.confirmations,
             answers: state.answers,
             history: state.history,
         })
@@ -242,11 +273,20 @@ impl Rounds {
     pub fn history(&self) -> &[RoundRecord] {
         &self.history
     }
+    /// The open round's contribution signatures, by site.
+    pub fn signatures(&self) -> &BTreeMap<u32, String> {
+        &self.signatures
+    }
+    /// The open round's confirmations of its transcript, by site.
+    pub fn confirmations(&self) -> &BTreeMap<u32, String> {
+        &self.confirmations
+    }
 
     /// Whether `site` has already sent what the current phase asks of it.
     pub fn has_answered(&self, site: u32) -> bool {
         match self.phase {
             Phase::Collect => self.masked.contains_key(&site),
+            Phase::Confirm { .. } => self.confirmations.contains_key(&site),
             Phase::Unmask { .. } => self.answers.contains_key(&site),
             Phase::Done => true,
         }
@@ -260,6 +300,11 @@ impl Rounds {
                 .iter()
                 .copied()
                 .filter(|s| !self.masked.contains_key(s))
+                .collect(),
+            Phase::Confirm { survivors, .. } => survivors
+                .iter()
+                .copied()
+                .filter(|s| !self.confirmations.contains_key(s))
                 .collect(),
             Phase::Unmask { survivors, .. } => survivors
                 .iter()
@@ -281,8 +326,15 @@ impl Rounds {
         }
     }
 
-    /// A masked vector from `site` for `round`.
-    pub fn submit(&mut self, site: u32, round: u32, masked: Vec<u64>) -> Result<(), RoundError> {
+    /// A masked vector from `site` for `round`, with its contribution signature (checked by
+    /// the caller).
+    pub fn submit(
+        &mut self,
+        site: u32,
+        round: u32,
+        masked: Vec<u64>,
+        signature: String,
+    ) -> Result<(), RoundError> {
         self.check_round(round)?;
         if self.phase != Phase::Collect {
             return Err(RoundError::WrongPhase {
@@ -291,7 +343,7 @@ impl Rounds {
             });
         }
         let expected = self.roster.contains(&site);
-        self.insert_masked(site, round, expected, masked)
+        self.insert_masked(site, round, expected, masked, signature)
     }
 
     /// Every site of the roster has contributed.
@@ -321,8 +373,101 @@ impl Rounds {
             .copied()
             .filter(|s| !self.masked.contains_key(s))
             .collect();
+        self.phase = Phase::Confirm { survivors, dropped };
+        Ok(())
+    }
+
+    /// A survivor's confirmation of the open round's transcript (its signature, checked by the
+    /// caller).
+    pub fn submit_confirm(&mut self, site: u32, round: u32, signature: String) -> Result<(), RoundError> {
+        self.check_round(round)?;
+        let Phase::Confirm { survivors, .. } = &self.phase else {
+            return Err(RoundError::WrongPhase {
+                round,
+                what: "confirmations",
+            });
+        };
+        let expected = survivors.contains(&site);
+        self.insert_confirmation(site, round, expected, signature)
+    }
+
+    /// A confirmation given back from the journal on a restore: as [`Rounds::submit_confirm`],
+    /// and also once the round unmasks (its snapshot omits them).
+    pub fn resubmit_confirm(&mut self, site: u32, round: u32, signature: String) -> Result<(), RoundError> {
+        if matches!(self.phase, Phase::Confirm { .. }) {
+            return self.submit_confirm(site, round, signature);
+        }
+        let expected = self.unmasking(round, "confirmations")?.contains(&site);
+        self.insert_confirmation(site, round, expected, signature)
+    }
+
+    fn insert_confirmation(
+        &mut self,
+        site: u32,
+        round: u32,
+        expected: bool,
+        signature: String,
+    ) -> Result<(), RoundError> {
+        check_fresh(
+            site,
+            round,
+            expected,
+            self.confirmations.contains_key(&site),
+            "confirmation",
+        )?;
+        self.confirmations.insert(site, signature);
+        Ok(())
+    }
+
+    /// Every survivor has confirmed.
+    pub fn confirm_complete(&self) -> bool {
+        matches!(&self.phase, Phase::Confirm { survivors, .. } if self.confirmations.len() == survivors.len())
+    }
+
+    /// Ends the consistency round: unmasking opens with the confirmations so far (every site
+    /// checks its own quorum of them). Fails with fewer than t.
+    pub fn close_confirm(&mut self) -> Result<(), RoundError> {
+        let Phase::Confirm { survivors, dropped } = self.phase.clone() else {
+            return Err(RoundError::WrongPhase {
+                round: self.round,
+                what: "confirmations",
+            });
+        };
+        if self.confirmations.len() < self.threshold as usize {
+            return Err(RoundError::TooFewConfirmations {
+                round: self.round,
+                have: self.confirmations.len(),
+                need: self.threshold,
+            });
+        }
         self.phase = Phase::Unmask { survivors, dropped };
         Ok(())
+    }
+
+    /// The in-process simulation's consistency round (`protocols::power::simulate`): every
+    /// site and the coordinator are this one process, so there is no view to compare and
+    /// nothing is signed. Never used by a live study.
+    pub fn close_confirm_in_process(&mut self) -> Result<(), RoundError> {
+        let Phase::Confirm { survivors, dropped } = self.phase.clone() else {
+            return Err(RoundError::WrongPhase {
+                round: self.round,
+                what: "confirmations",
+            });
+        };
+        self.phase = Phase::Unmask { survivors, dropped };
+        Ok(())
+    }
+
+    /// The survivors and dropped sites, when `round` is the open round and its collection has
+    /// closed (else `what` is refused).
+    fn closed(&self, round: u32, what: &'static str) -> Result<(&[u32], &[u32]), RoundError> {
+        self.check_round(round)?;
+        match &self.phase {
+            Phase::Confirm { survivors, dropped } | Phase::Unmask { survivors, dropped } => {
+                Ok((survivors, dropped))
+            }
+            Phase::Collect | Phase::Done => Err(RoundError::WrongPhase { round, what }),
+        }
     }
 
     /// The survivors, when `round` is the open round and unmasking (else `what` is refused).
@@ -330,7 +475,9 @@ impl Rounds {
         self.check_round(round)?;
         match &self.phase {
             Phase::Unmask { survivors, .. } => Ok(survivors),
-            Phase::Collect | Phase::Done => Err(RoundError::WrongPhase { round, what }),
+            Phase::Collect | Phase::Confirm { .. } | Phase::Done => {
+                Err(RoundError::WrongPhase { round, what })
+            }
         }
     }
 
@@ -395,6 +542,8 @@ impl Rounds {
         });
         self.roster = self.answers.keys().copied().collect();
         self.masked.clear();
+        self.signatures.clear();
+        self.confirmations.clear();
         self.answers.clear();
         self.round += 1;
         self.phase = if self.round > self.rounds {

@@ -74,8 +74,10 @@ fn site() -> OpenApiRouter<AppState> {
         .routes(routes!(site::task))
         .routes(routes!(site::shares))
         .routes(routes!(site::contribution))
+        .routes(routes!(site::confirm))
         .routes(routes!(site::unmask))
         .routes(routes!(site::cape_release))
+        .routes(routes!(site::stage_confirm))
         .routes(routes!(site::gossip_value))
 }
 

@@ -13,8 +13,8 @@ use uuid::Uuid;
 use super::error::{ApiError, Json, Path, ProblemDocument, ProblemKind, Query};
 use crate::app::site;
 use crate::federation::messages::{
-    CapeReleaseRequest, ContributionRequest, GossipPostRequest, JoinRequest, SharesRequest, SiteStudyView,
-    SiteTask, UnmaskRequest,
+    CapeReleaseRequest, ConfirmRequest, ContributionRequest, GossipPostRequest, JoinRequest, SharesRequest,
+    SiteStudyView, SiteTask, UnmaskRequest,
 };
 use crate::state::AppState;
 use crate::store::{StudyRecord, StudySiteRecord};
@@ -149,7 +149,25 @@ pub async fn contribution(
 ) -> Result<StatusCode, ApiError> {
     state
         .studies
-        .contribute(auth.study, auth.index, round, body.masked)
+        .contribute(auth.study, auth.index, round, body.masked, body.signature)
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// This survivor's confirmation of `round`'s transcript (the consistency round).
+#[utoipa::path(post, operation_id = "submit_site_confirmation", path = "/v1/site/rounds/{round}/confirm", tag = "sites", security(("site_token" = [])),
+    params(("round" = u32, Path, description = "round number, 1-based")), request_body = ConfirmRequest,
+    responses((status = 204), (status = 401, body = ProblemDocument), (status = 409, body = ProblemDocument),
+        (status = 422, body = ProblemDocument)))]
+pub async fn confirm(
+    State(state): State<AppState>,
+    auth: SiteId,
+    Path(round): Path<u32>,
+    Json(body): Json<ConfirmRequest>,
+) -> Result<StatusCode, ApiError> {
+    state
+        .studies
+        .confirm(auth.study, auth.index, round, body.signature)
         .await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -166,6 +184,25 @@ pub async fn unmask(
     Json(body): Json<UnmaskRequest>,
 ) -> Result<StatusCode, ApiError> {
     state.studies.unmask(auth.study, auth.index, round, body).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// A CAPE site's confirmation of `stage`'s transcript, or a `gossip_power` agent's of the
+/// study's (stage 0): the consistency round.
+#[utoipa::path(post, operation_id = "submit_stage_confirmation", path = "/v1/site/stages/{stage}/confirm", tag = "sites", security(("site_token" = [])),
+    params(("stage" = u32, Path, description = "protocol stage, 1-based")), request_body = ConfirmRequest,
+    responses((status = 204), (status = 401, body = ProblemDocument), (status = 409, body = ProblemDocument),
+        (status = 422, body = ProblemDocument)))]
+pub async fn stage_confirm(
+    State(state): State<AppState>,
+    auth: SiteId,
+    Path(stage): Path<u32>,
+    Json(body): Json<ConfirmRequest>,
+) -> Result<StatusCode, ApiError> {
+    state
+        .studies
+        .stage_confirm(auth.study, auth.index, stage, body.signature)
+        .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -49,12 +49,19 @@ pub struct SiteArgs {
     /// site prints the hash for the operators to compare.
     #[arg(long, env = "PRIVPCA_SITE_EXPECT_ROSTER_HASH")]
     pub expect_roster_hash: Option<String>,
-    /// Take part in a `federated_power` study whose threshold t is at most half the sites. Off
-    /// by default: with t ≤ S/2 a coordinator that lies can collect both secrets of a site from
-    /// two disjoint groups, and a coalition of the coordinator with the other sites sees this
-    /// site's release with noise variance (mΔ)²/t only.
+    /// Take part in a `federated_power` study whose threshold t is below the quorum
+    /// ⌊(S + c)/2⌋ + 1 (a majority when c = 0). Off by default: a coalition of the coordinator
+    /// with the other sites sees this site's release with noise variance (mΔ)²/t only. The site
+    /// still waits for a quorum of confirmations of each round before it reveals a share.
     #[arg(long, env = "PRIVPCA_SITE_ALLOW_MINORITY_THRESHOLD")]
     pub allow_minority_threshold: bool,
+    /// How many other sites of a `federated_power` study this site assumes may collude with a
+    /// coordinator that lies (c). It refuses a study unless t > c and 2t − c > S (unless
+    /// --allow-minority-threshold), and reveals a round's shares only after ⌊(S + c)/2⌋ + 1
+    /// survivors confirmed the same transcript (docs/design/federation.md, "The consistency
+    /// round").
+    #[arg(long, env = "PRIVPCA_SITE_COLLUDING_SITES", default_value_t = 0)]
+    pub colluding_sites: u32,
     /// A test hook, not for operators: after sending round N's unmask answer
     /// (`federated_power`), stage N's release (CAPE) or exchange N's value (`gossip_power`)
     /// the site stops answering (it stays up, silent, as if it had crashed), so a test can kill
@@ -77,6 +84,7 @@ impl fmt::Debug for SiteArgs {
             .field("give_up_seconds", &self.give_up_seconds)
             .field("expect_roster_hash", &self.expect_roster_hash)
             .field("allow_minority_threshold", &self.allow_minority_threshold)
+            .field("colluding_sites", &self.colluding_sites)
             .field("test_stop_after_round", &self.test_stop_after_round)
             .finish()
     }

@@ -279,3 +279,15 @@ pub(crate) async fn start_session(
     }
     Ok((rng, kept.secret_seed))
 }
+
+/// The site's signing key for a study (docs/design/federation.md, "The consistency round"),
+/// derived from its kept session seed on ChaCha20 stream 2, apart from `federated_power`'s keys
+/// (stream 0) and shares (stream 1) and gossip's exchanges (streams 2³² + t): a restarted site
+/// signs with the same key.
+pub(crate) fn signer_of(seed: [u8; 32]) -> crate::federation::transcript::SiteSigner {
+    let mut rng = ChaCha20Rng::from_seed(seed);
+    rng.set_stream(2);
+    let mut bytes = [0u8; 32];
+    rng.fill_bytes(&mut bytes);
+    crate::federation::transcript::SiteSigner::from_seed(bytes)
+}

@@ -25,8 +25,9 @@
 //! Exit codes: 0 the study succeeded (also when this site was dropped on the way; the last
 //! line says so); 1 the study failed or was cancelled, or this site was dropped from an
 //! unfinished study; 2 refused before or instead of taking part (usage, data, ledger, token);
-//! 3 protocol violation (the server refused a request or asked for something the protocol
-//! does not allow); 4 the network kept failing past `--give-up-seconds`.
+//! 3 protocol violation (the server refused a request, asked for something the protocol does
+//! not allow, or showed this site a round or stage its peers did not confirm: the consistency
+//! round); 4 the network kept failing past `--give-up-seconds`.
 
 pub(crate) mod args;
 mod data;

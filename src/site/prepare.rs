@@ -90,9 +90,25 @@ pub(crate) struct Prepared {
 /// coordinator could then tell two disjoint groups of t sites different survivor sets and
 /// collect both secrets of one site, and against a coalition of the coordinator with the other
 /// sites this site's release carries noise variance (mΔ)²/t only.
-pub(crate) fn check_threshold(threshold: u32, sites: u32, allow_minority: bool) -> Result<(), Failure> {
-    let majority = u64::from(threshold) * 2 > u64::from(sites);
-    if majority {
+/// The threshold rule of a `federated_power` site that tolerates up to `colluding` sites
+/// colluding with a coordinator that lies (docs/design/federation.md, "The consistency round"):
+/// t > c always (else the colluders alone hold t shares of this site's secrets), and
+/// 2t − c > S, i.e. t ≥ `transcript::quorum(S, c)` (with c = 0: a majority), unless the
+/// operator passes `--allow-minority-threshold`; the site still asks for a quorum of
+/// confirmations before it reveals anything, whatever t is.
+pub(crate) fn check_threshold(
+    threshold: u32,
+    sites: u32,
+    colluding: u32,
+    allow_minority: bool,
+) -> Result<(), Failure> {
+    if threshold <= colluding || colluding >= sites {
+        return Err(Failure::Refused(format!(
+            "the study's threshold t = {threshold} is not above the {colluding} colluding sites this site              tolerates (--colluding-sites) among {sites}: they alone could hold t shares of its secrets;              nothing was sent"
+        )));
+    }
+    let quorum = crate::federation::transcript::quorum(sites, colluding);
+    if threshold >= quorum {
         return Ok(());
     }
     if allow_minority {
@@ -103,10 +119,11 @@ pub(crate) fn check_threshold(threshold: u32, sites: u32, allow_minority: bool) 
         return Ok(());
     }
     Err(Failure::Refused(format!(
-        "the study's threshold t = {threshold} is at most half of its {sites} sites: a coordinator that \
-         lies could then recover this site's masked values, and a coalition of the coordinator with the \
-         other sites would see them with noise variance (mΔ)²/t only; pass --allow-minority-threshold to \
-         take part anyway; nothing was sent"
+        "the study's threshold t = {threshold} is below {quorum}, the least t with 2t − c > S for its {sites} \
+         sites and c = {colluding} colluding: a coalition of the coordinator with the other sites would see \
+         this site's release with noise variance (mΔ)²/t only; pass --allow-minority-threshold to take part \
+         anyway (the site still waits for {quorum} confirmations of each round before it reveals anything); \
+         nothing was sent"
     )))
 }
 
@@ -190,19 +207,30 @@ pub(crate) async fn prepare(args: &SiteArgs, client: &SiteClient) -> Result<Prep
     })
 }
 
+/// The public keys a site joins with (base64).
+#[derive(Default)]
+pub(crate) struct JoinKeys {
+    /// `federated_power`: the share boxes' encryption key.
+    pub(crate) encryption: Option<String>,
+    /// One masking (or CAPE pair-noise) key per round or stage.
+    pub(crate) mask: Vec<String>,
+    /// `federated_power`: the verifying key of its round signatures.
+    pub(crate) signing: Option<String>,
+}
+
 /// Joins the study with this site's public keys.
 pub(crate) async fn join(
     client: &SiteClient,
     view: &SiteStudyView,
     n: usize,
-    encryption_public_key: Option<String>,
-    mask_public_keys: Vec<String>,
+    keys: JoinKeys,
 ) -> Result<(), Failure> {
     let request = JoinRequest {
         // n is public under replace_one only.
         n_samples: (relation(view)? == Relation::ReplaceOne).then_some(n as u64),
-        encryption_public_key,
-        mask_public_keys,
+        encryption_public_key: keys.encryption,
+        mask_public_keys: keys.mask,
+        signing_public_key: keys.signing,
     };
     let joined: SiteStudyView = match client.post_for("/v1/site/join", &request).await {
         Ok(joined) => joined,

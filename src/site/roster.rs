@@ -36,10 +36,12 @@ pub struct Member {
 }
 
 impl Member {
-    /// A `federated_power` participant: its encryption key, then its masking keys.
+    /// A `federated_power` participant: its encryption key, then its masking keys, then the
+    /// verifying key of its round signatures.
     pub fn from_participant(p: &Participant) -> Member {
         let mut keys = vec![p.encryption_public_key.clone()];
         keys.extend(p.mask_public_keys.iter().cloned());
+        keys.push(p.signing_public_key.clone());
         Member {
             index: p.index,
             name: p.name.clone(),
@@ -47,12 +49,14 @@ impl Member {
         }
     }
 
-    /// A CAPE peer: its pair-noise keys.
+    /// A CAPE peer: its pair-noise keys, then the verifying key of its stage confirmations.
     pub fn from_cape_peer(p: &CapePeer) -> Member {
+        let mut keys = p.noise_public_keys.clone();
+        keys.push(p.signing_public_key.clone());
         Member {
             index: p.index,
             name: p.name.clone(),
-            keys: p.noise_public_keys.clone(),
+            keys,
         }
     }
 }
@@ -149,6 +153,16 @@ impl RosterGuard {
             expected,
             fixed: None,
         }
+    }
+
+    /// The fixed roster's hash (None before one is fixed).
+    pub fn hash(&self) -> Option<[u8; 32]> {
+        self.fixed.as_ref().map(|(hash, _)| *hash)
+    }
+
+    /// How many members the fixed roster has (0 before one is fixed).
+    pub fn size(&self) -> usize {
+        self.fixed.as_ref().map_or(0, |(_, members)| members.len())
     }
 
     /// A roster shown to this site. The first one is fixed: its members must be distinct, the

@@ -13,7 +13,12 @@
 //! - the first roster is fixed and its hash printed (and checked against
 //!   `--expect-roster-hash`) before the key shares are sent; later rounds may only drop
 //!   members of it ([`super::roster`]);
-//! - a `federated_power` threshold t ≤ S/2 is refused unless `--allow-minority-threshold`;
+//! - a `federated_power` threshold must meet t > c and 2t − c > S for the operator's
+//!   `--colluding-sites` c (the second waived by `--allow-minority-threshold`);
+//! - nothing that removes a mask, reveals a share or draws noise for a round or stage is sent
+//!   before a quorum of the roster signed the very transcript this site saw (the consistency
+//!   round: `federation::transcript`); a site signs one transcript per round or stage, kept in
+//!   its ledger before it is sent;
 //! - every iterate is checked (shape, finite, orthonormal) before it is multiplied, and every
 //!   round's encoding is checked to keep all of the noise
 //!   ([`crate::algorithms::federated_power::site_contribution`]).

@@ -132,6 +132,9 @@ pub enum SiteMessageKind {
     Contribution,
     /// A round's unmasking answer, with the sets it answered.
     Unmask,
+    /// The one transcript of a round it accepted (and signed): a site confirms at most one per
+    /// round, also across restarts.
+    Confirm,
 }
 
 impl SiteMessageKind {
@@ -141,6 +144,7 @@ impl SiteMessageKind {
             SiteMessageKind::Inbox => "inbox",
             SiteMessageKind::Contribution => "contribution",
             SiteMessageKind::Unmask => "unmask",
+            SiteMessageKind::Confirm => "confirm",
         }
     }
 }

@@ -60,6 +60,15 @@ pub enum Journaled {
         site: u32,
         round: u32,
         masked: String,
+        /// Its contribution signature (absent in rows kept before signatures existed).
+        #[serde(default)]
+        signature: String,
+    },
+    /// A survivor's confirmation of the round's transcript.
+    Confirm {
+        site: u32,
+        round: u32,
+        signature: String,
     },
     Unmask {
         site: u32,
@@ -72,7 +81,17 @@ impl Journaled {
     /// Accepts the message on `live` (the live request, or its replay on a resume).
     pub fn apply(&self, live: &mut Live) -> Result<(), LiveError> {
         match self {
-            Journaled::Contribution { site, round, masked } => live.contribute(*site, *round, masked),
+            Journaled::Contribution {
+                site,
+                round,
+                masked,
+                signature,
+            } => live.contribute(*site, *round, masked, signature),
+            Journaled::Confirm {
+                site,
+                round,
+                signature,
+            } => live.confirm(*site, *round, signature),
             Journaled::Unmask { site, round, answer } => live.unmask(*site, *round, answer.clone()),
         }
     }
@@ -81,9 +100,17 @@ impl Journaled {
     /// the same round than the one that accepted it).
     pub fn replay(&self, live: &mut Live) -> Result<(), LiveError> {
         match self {
-            Journaled::Contribution { site, round, masked } => {
-                live.replay_contribution(*site, *round, masked)
-            }
+            Journaled::Contribution {
+                site,
+                round,
+                masked,
+                signature,
+            } => live.replay_contribution(*site, *round, masked, signature),
+            Journaled::Confirm {
+                site,
+                round,
+                signature,
+            } => live.replay_confirm(*site, *round, signature),
             Journaled::Unmask { .. } => self.apply(live),
         }
     }
@@ -292,13 +319,14 @@ impl Live {
             Stage::Running(running) => {
                 let phase = match running.rounds.phase() {
                     Phase::Collect => 0,
-                    Phase::Unmask { .. } => 1,
-                    Phase::Done => 2,
+                    Phase::Confirm { .. } => 1,
+                    Phase::Unmask { .. } => 2,
+                    Phase::Done => 3,
                 };
                 (2, running.rounds.round(), phase)
             }
-            Stage::Cape(cape) => (3, cape.stage, 0),
-            Stage::Gossip(gossip) => (5, gossip.marker(), 0),
+            Stage::Cape(cape) => (3, cape.stage, u8::from(cape.confirmed)),
+            Stage::Gossip(gossip) => (5, gossip.marker(), u8::from(gossip.confirmed)),
             Stage::Finished { .. } => (4, 0, 0),
         }
     }
@@ -314,7 +342,8 @@ impl Live {
 
     /// The protocol point a snapshot of this study keeps, by name: `join` (a site has joined),
     /// `keys` (the roster is out, no share boxes yet), `shares` (share boxes are arriving),
-    /// `round-N` (round N collects), `unmask-N` (round N unmasks), `exchange-N` (a gossip
+    /// `round-N` (round N collects), `confirm-N` (round N's consistency round), `unmask-N`
+    /// (round N unmasks), `exchange-N` (a gossip
     /// study's exchange N collects), `done`, `finished`; None before anyone joined and for
     /// CAPE. The coordinator's test hook
     /// (`PRIVPCA_TEST_COORDINATOR_ABORT_AT`) names one of these.
@@ -326,7 +355,8 @@ impl Live {
             Stage::Sharing(sharing) if sharing.boxes.is_empty() => "keys".to_owned(),
             Stage::Sharing(_) => "shares".to_owned(),
             Stage::Running(_) if phase == 0 => format!("round-{round}"),
-            Stage::Running(_) if phase == 1 => format!("unmask-{round}"),
+            Stage::Running(_) if phase == 1 => format!("confirm-{round}"),
+            Stage::Running(_) if phase == 2 => format!("unmask-{round}"),
             Stage::Running(_) => "done".to_owned(),
             Stage::Gossip(_) => format!("exchange-{}", round + 1),
             Stage::Finished { .. } => "finished".to_owned(),
@@ -452,8 +482,10 @@ impl Live {
             } => {
                 let config = power_config()?;
                 // A snapshot written before the journal kept the open round's messages.
-                let snapshot_holds_round =
-                    (!rounds.masked.is_empty() || !rounds.answers.is_empty()).then_some(rounds.round);
+                let snapshot_holds_round = (!rounds.masked.is_empty()
+                    || !rounds.confirmations.is_empty()
+                    || !rounds.answers.is_empty())
+                .then_some(rounds.round);
                 let aggregator = Aggregator::new(study, config.threshold, &participants, config.iterations)
                     .map_err(|e| e.to_string())?;
                 let rounds = Rounds::restore(aggregator, *rounds).map_err(|e| e.to_string())?;
@@ -462,16 +494,10 @@ impl Live {
                     .map(|v| matrix(d, config.p, v.into_values(d * config.p)?))
                     .transpose()?;
                 let power = PowerState::restore(config.clone(), d, x, last).map_err(|e| e.to_string())?;
-                Stage::Running(Box::new(Running {
-                    config: config.clone(),
-                    participants,
-                    senders,
-                    iterate: wire::f64s_to_b64(power.iterate().as_slice()),
-                    rounds,
-                    power,
-                    inboxes,
-                    snapshot_holds_round,
-                }))
+                let mut running = Running::new(study, config.clone(), participants, rounds, power, inboxes);
+                running.senders = senders;
+                running.snapshot_holds_round = snapshot_holds_round;
+                Stage::Running(Box::new(running))
             }
             StageSnapshot::Cape(kept) => match &protocol {
                 Protocol::Cape(plan) => Stage::Cape(Box::new(CapeRunning::restore(plan.clone(), *kept)?)),

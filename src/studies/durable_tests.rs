@@ -13,6 +13,7 @@ use crate::algorithms::federated_power::FederatedPowerConfig;
 use crate::algorithms::sensitivity::SensitivityMode;
 use crate::federation::messages::{JoinRequest, SiteTask, UnmaskRequest};
 use crate::federation::secagg::SiteSession;
+use crate::federation::transcript::{RoundView, SiteSigner, confirmation_message};
 use crate::federation::wire;
 use crate::studies::live::{Effect, Live, LiveError, Protocol, Stage};
 
@@ -69,6 +70,7 @@ fn restored_at_round_one() -> (Live, BTreeMap<u32, SiteSession>, ChaCha20Rng) {
                 n_samples: None,
                 encryption_public_key: Some(s.encryption_public_key()),
                 mask_public_keys: s.mask_public_keys(),
+                signing_public_key: Some(signer(i).public_key()),
             },
         )
         .expect("join");
@@ -93,13 +95,25 @@ fn restored_at_round_one() -> (Live, BTreeMap<u32, SiteSession>, ChaCha20Rng) {
     (live, sessions, rng)
 }
 
-/// `site`'s masked round-1 vector (zero data), as the wire carries it, and the roster it masked
-/// with.
-fn masked_by(live: &Live, sessions: &mut BTreeMap<u32, SiteSession>, site: u32) -> (String, Vec<u32>) {
+/// Site `site`'s signing key in these tests.
+fn signer(site: u32) -> SiteSigner {
+    SiteSigner::from_seed([site as u8; 32])
+}
+
+/// `site`'s masked round-1 vector (zero data) as the wire carries it, with its contribution
+/// signature, and the roster and iterate hash it masked with.
+fn masked_by(
+    live: &Live,
+    sessions: &mut BTreeMap<u32, SiteSession>,
+    site: u32,
+) -> (Journaled, Vec<u32>, [u8; 32]) {
     let SiteTask::Contribute {
         round: 1,
         roster,
         inbox,
+        iterate,
+        rows,
+        cols,
         ..
     } = live.task(site)
     else {
@@ -108,12 +122,45 @@ fn masked_by(live: &Live, sessions: &mut BTreeMap<u32, SiteSession>, site: u32) 
     let session = sessions.get_mut(&site).unwrap();
     session.receive_inbox(&inbox).expect("inbox");
     let masked = session.mask(1, &roster, &[0; D * P]).expect("mask");
-    (wire::words_to_b64(&masked), roster)
+    let (signature, hash) = signer(site)
+        .sign_contribution(live.study, 1, (rows, cols), &iterate, &roster)
+        .expect("sign");
+    let message = Journaled::Contribution {
+        site,
+        round: 1,
+        masked: wire::words_to_b64(&masked),
+        signature,
+    };
+    (message, roster, hash)
 }
 
-/// Site 1's masked round-1 vector.
-fn masked_by_site_one(live: &Live, sessions: &mut BTreeMap<u32, SiteSession>) -> String {
+/// Site 1's round-1 contribution.
+fn masked_by_site_one(live: &Live, sessions: &mut BTreeMap<u32, SiteSession>) -> Journaled {
     masked_by(live, sessions, 1).0
+}
+
+/// `site`'s confirmation of round 1's transcript as its task shows it.
+fn confirmation_of(live: &Live, site: u32, roster: &[u32], hash: &[u8; 32]) -> Journaled {
+    let SiteTask::Confirm {
+        round: 1,
+        survivors,
+        dropped,
+        ..
+    } = live.task(site)
+    else {
+        panic!("round 1 confirms");
+    };
+    let view = RoundView {
+        study: live.study,
+        round: 1,
+        iterate: hash,
+        roster,
+    };
+    Journaled::Confirm {
+        site,
+        round: 1,
+        signature: signer(site).sign(&confirmation_message(&view, &survivors, &dropped)),
+    }
 }
 
 /// The whole protocol state of a running study, the open round's messages included (which its
@@ -143,21 +190,26 @@ fn unmasking() -> (Live, BTreeMap<u32, SiteSession>, Vec<String>, Vec<u32>) {
     assert!(live.snapshot_supersedes_journal(), "nothing is journaled yet");
     let mut journal = Vec::new();
     let mut roster = Vec::new();
+    let mut hash = [0; 32];
     for site in 1..=3 {
-        let (masked, masked_with) = masked_by(&live, &mut sessions, site);
-        let message = Journaled::Contribution {
-            site,
-            round: 1,
-            masked,
-        };
+        let (message, masked_with, masked_over) = masked_by(&live, &mut sessions, site);
         message.apply(&mut live).expect("contribute");
         journal.push(serde_json::to_string(&message).expect("serialise"));
         roster = masked_with;
+        hash = masked_over;
     }
     assert!(
         !live.snapshot_supersedes_journal(),
         "the journal holds the vectors"
     );
+    let effects = live.advance(Instant::now());
+    assert!(effects.is_empty(), "{effects:?}");
+    assert_eq!(live.phase_label().as_deref(), Some("confirm-1"));
+    for site in 1..=3 {
+        let message = confirmation_of(&live, site, &roster, &hash);
+        message.apply(&mut live).expect("confirm");
+        journal.push(serde_json::to_string(&message).expect("serialise"));
+    }
     let effects = live.advance(Instant::now());
     assert!(effects.is_empty(), "{effects:?}");
     assert_eq!(live.phase_label().as_deref(), Some("unmask-1"));
@@ -171,6 +223,7 @@ fn answer_of(live: &Live, sessions: &mut BTreeMap<u32, SiteSession>, site: u32, 
             round: 1,
             survivors,
             dropped,
+            ..
         } => (survivors, dropped),
         _ => panic!("round 1 unmasks"),
     };
@@ -189,22 +242,28 @@ fn answer_of(live: &Live, sessions: &mut BTreeMap<u32, SiteSession>, site: u32, 
 #[test]
 fn a_restored_study_continues_and_refuses_repeats_and_wrong_phases() {
     let (mut live, mut sessions, _) = restored_at_round_one();
-    let masked = masked_by_site_one(&live, &mut sessions);
-    let message = Journaled::Contribution {
-        site: 1,
-        round: 1,
-        masked: masked.clone(),
+    let message = masked_by_site_one(&live, &mut sessions);
+    let Journaled::Contribution {
+        masked, signature, ..
+    } = message.clone()
+    else {
+        panic!("a contribution");
     };
     message.apply(&mut live).expect("contribute");
     let (mut live, _) = reload(&live, &[]);
     replay(&mut live, &[serde_json::to_string(&message).expect("serialise")]).expect("replay");
     assert!(matches!(
-        live.contribute(1, 1, &masked),
+        live.contribute(1, 1, &masked, &signature),
         Err(LiveError::AlreadyReceived(_))
     ));
     assert!(matches!(
-        live.contribute(2, 2, &masked),
+        live.contribute(2, 2, &masked, &signature),
         Err(LiveError::Conflict(_))
+    ));
+    // Site 2 signing site 1's statement, or site 2's vector under a signature of another roster.
+    assert!(matches!(
+        live.contribute(2, 1, &masked, &signature),
+        Err(LiveError::Invalid(_))
     ));
     let empty = UnmaskRequest {
         self_mask_shares: Vec::new(),
@@ -228,11 +287,12 @@ fn a_restored_study_continues_and_refuses_repeats_and_wrong_phases() {
 fn a_journaled_contribution_replays_onto_the_snapshot() {
     let (mut live, mut sessions, _) = restored_at_round_one();
     let before = live.snapshot(&[]).expect("kept");
-    let masked = masked_by_site_one(&live, &mut sessions);
-    let message = Journaled::Contribution {
-        site: 1,
-        round: 1,
-        masked: masked.clone(),
+    let message = masked_by_site_one(&live, &mut sessions);
+    let Journaled::Contribution {
+        masked, signature, ..
+    } = message.clone()
+    else {
+        panic!("a contribution");
     };
     let marker = live.marker();
     message.apply(&mut live).expect("contribute");
@@ -243,7 +303,7 @@ fn a_journaled_contribution_replays_onto_the_snapshot() {
     replay(&mut resumed, &journal).expect("replay");
     assert_eq!(whole(&resumed), whole(&live));
     assert!(matches!(
-        resumed.contribute(1, 1, &masked),
+        resumed.contribute(1, 1, &masked, &signature),
         Err(LiveError::AlreadyReceived(_))
     ));
     let wrong = [journal[0].replace("\"round\":1", "\"round\":2")];
@@ -276,7 +336,12 @@ fn an_unmasking_snapshot_leaves_the_round_to_the_journal() {
     replay(&mut resumed, &journal).expect("replay");
     assert_eq!(whole(&resumed), whole(&live));
     let mut short = restore(live.study, &kept);
-    let without = [journal[0].clone(), journal[2].clone(), journal[3].clone()];
+    let without: Vec<String> = journal
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != 1)
+        .map(|(_, entry)| entry.clone())
+        .collect();
     let refused = replay(&mut short, &without).expect_err("a survivor's vector is missing");
     assert!(refused.contains("[2]"), "{refused}");
 

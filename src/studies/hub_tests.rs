@@ -21,6 +21,9 @@ fn join_request(study: Uuid, site: u32, rng: &mut ChaCha20Rng) -> JoinRequest {
         n_samples: Some(5),
         encryption_public_key: Some(session.encryption_public_key()),
         mask_public_keys: session.mask_public_keys(),
+        signing_public_key: Some(
+            crate::federation::transcript::SiteSigner::from_seed([site as u8; 32]).public_key(),
+        ),
     }
 }
 

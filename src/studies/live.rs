@@ -166,7 +166,7 @@ impl Live {
             && (!request.mask_public_keys.is_empty() || request.encryption_public_key.is_some())
         {
             return Err(LiveError::Invalid(
-                "a gossip_power agent joins without keys: mask_public_keys must be empty and encryption_public_key absent".into(),
+                "a gossip_power agent joins with its signing key only: mask_public_keys must be empty and encryption_public_key absent".into(),
             ));
         }
         if request.mask_public_keys.len() != want {
@@ -193,6 +193,14 @@ impl Live {
             }
             _ => {}
         }
+        let Some(key) = &request.signing_public_key else {
+            return Err(LiveError::Invalid(
+                "signing_public_key is required: every site signs the transcripts of its study's rounds"
+                    .into(),
+            ));
+        };
+        crate::federation::transcript::verifying_key(key)
+            .map_err(|e| LiveError::Invalid(format!("signing_public_key: {e}")))?;
         for key in request
             .encryption_public_key
             .iter()
@@ -202,6 +210,14 @@ impl Live {
                 .map_err(|e| LiveError::Invalid(format!("a public key is malformed: {e}")))?;
         }
         Ok(())
+    }
+
+    /// A confirmation of a CAPE stage's or a gossip study's transcript.
+    pub fn stage_confirm(&mut self, site: u32, stage: u32, signature: &str) -> Result<(), LiveError> {
+        match self.stage {
+            Stage::Gossip(_) => self.gossip_confirm(site, stage, signature),
+            _ => self.cape_confirm(site, stage, signature),
+        }
     }
 
     /// Records a join (the store has already accepted it).

@@ -571,9 +571,38 @@ impl StudyHub {
         site: u32,
         round: u32,
         masked: String,
+        signature: String,
     ) -> Result<(), HubError> {
-        self.journaled(study, Journaled::Contribution { site, round, masked })
-            .await
+        self.journaled(
+            study,
+            Journaled::Contribution {
+                site,
+                round,
+                masked,
+                signature,
+            },
+        )
+        .await
+    }
+
+    /// A survivor's confirmation of a round's transcript: kept in the journal like the round's
+    /// other messages.
+    pub async fn confirm(
+        &self,
+        study: Uuid,
+        site: u32,
+        round: u32,
+        signature: String,
+    ) -> Result<(), HubError> {
+        self.journaled(
+            study,
+            Journaled::Confirm {
+                site,
+                round,
+                signature,
+            },
+        )
+        .await
     }
 
     pub async fn unmask(
@@ -654,6 +683,19 @@ impl StudyHub {
         values: String,
     ) -> Result<(), HubError> {
         self.with_live(study, |live| live.cape_release(site, stage, &values))
+            .await
+    }
+
+    /// A CAPE site's confirmation of a stage's transcript, or a gossip agent's of the study's
+    /// (stage 0).
+    pub async fn stage_confirm(
+        &self,
+        study: Uuid,
+        site: u32,
+        stage: u32,
+        signature: String,
+    ) -> Result<(), HubError> {
+        self.with_live(study, |live| live.stage_confirm(site, stage, &signature))
             .await
     }
 

@@ -7,6 +7,7 @@ use privpca::algorithms::RunEnv;
 use privpca::algorithms::cape_noise as cape;
 use privpca::federation::crypto::{self, KeyPair, Seed};
 use privpca::federation::messages::SiteTask;
+use privpca::federation::transcript::SiteSigner;
 use privpca::federation::wire;
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
@@ -105,6 +106,7 @@ async fn release(app: &TestApp, token: &str, keys: &KeyPair, seed: u64) -> (u16,
         aggregator_seed,
         noise,
         len,
+        confirm: false,
         ..
     } = task(app, token).await
     else {
@@ -135,6 +137,18 @@ async fn release(app: &TestApp, token: &str, keys: &KeyPair, seed: u64) -> (u16,
     )
 }
 
+/// Confirms stage 1 as a site would (the coordinator checks only the signature's shape; the
+/// sites check each other's, `privpca site` and tests/lying_coordinator.rs).
+async fn confirm(app: &TestApp, token: &str, signer: &SiteSigner) {
+    let SiteTask::CapeRelease { confirm: true, .. } = task(app, token).await else {
+        panic!("expected the stage's consistency round");
+    };
+    let body = json!({"signature": signer.sign(b"stage 1")});
+    app.post("/v1/site/stages/1/confirm", token, body)
+        .await
+        .expect(StatusCode::NO_CONTENT);
+}
+
 /// Sends `values` as the site's release for `stage`.
 async fn send_release(app: &TestApp, token: &str, stage: u32, values: &[f64]) -> Reply {
     let uri = format!("/v1/site/stages/{stage}/release");
@@ -157,6 +171,7 @@ async fn a_cape_study_with_a_dropout_succeeds_and_says_so() {
         .collect();
     let mut rng = ChaCha20Rng::seed_from_u64(1);
     let keys: Vec<KeyPair> = (0..3).map(|_| KeyPair::generate(&mut rng)).collect();
+    let signers: Vec<SiteSigner> = (0..3).map(|i| SiteSigner::from_seed([i + 1; 32])).collect();
     // A CAPE join carries one pair-noise key and no encryption key.
     let bad = app
         .post(
@@ -166,18 +181,39 @@ async fn a_cape_study_with_a_dropout_succeeds_and_says_so() {
         )
         .await;
     assert_eq!(bad.problem(422)["field"], "body");
-    for (token, k) in tokens.iter().zip(&keys) {
+    for ((token, k), signer) in tokens.iter().zip(&keys).zip(&signers) {
         let reply = app
             .post(
                 "/v1/site/join",
                 token,
-                json!({"n_samples": 20, "mask_public_keys": [wire::encode(&k.public())]}),
+                json!({"n_samples": 20, "mask_public_keys": [wire::encode(&k.public())], "signing_public_key": signer.public_key()}),
             )
             .await;
         reply.expect(StatusCode::OK);
     }
+    // Nothing is released before the stage's consistency round closes.
+    send_release(&app, &tokens[0], 1, &[1.0; 10]).await.problem(409);
+    let id = created["id"].as_str().unwrap();
+    let url = format!("/v1/studies/{id}");
+    // Sites 1 and 2 confirm; site 3 never does, and the round closes at its deadline with the
+    // study's threshold of confirmations.
+    for i in 0..2 {
+        confirm(&app, &tokens[i], &signers[i]).await;
+    }
+    let again = app
+        .post(
+            "/v1/site/stages/1/confirm",
+            &tokens[0],
+            json!({"signature": signers[0].sign(b"x")}),
+        )
+        .await
+        .problem(409);
+    assert!(
+        again["type"].as_str().unwrap().ends_with("already-received"),
+        "{again}"
+    );
+    app.expire_phase(id).await;
     // A release of the wrong length is refused and changes nothing.
-    let _ = task(&app, &tokens[0]).await;
     let short = send_release(&app, &tokens[0], 1, &[1.0; 3]).await;
     assert_eq!(short.problem(422)["field"], "body");
     send_release(&app, &tokens[0], 2, &[1.0; 10]).await.problem(409);
@@ -187,8 +223,6 @@ async fn a_cape_study_with_a_dropout_succeeds_and_says_so() {
         assert_eq!(status, 204, "{body}");
     }
     // The stage waits for site 3 alone now; its deadline comes (closed here as it would close).
-    let id = created["id"].as_str().unwrap();
-    let url = format!("/v1/studies/{id}");
     assert_eq!(app.get(&url, &key).await.json()["status"], "running");
     app.expire_phase(id).await;
     let view = app.get(&url, &key).await.json();

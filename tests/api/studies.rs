@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use axum::http::{Method, StatusCode};
 use privpca::federation::messages::{SiteStudyView, SiteTask};
 use privpca::federation::secagg::SiteSession;
+use privpca::federation::transcript::{self, RoundView, SiteSigner};
 use privpca::federation::wire;
 use privpca::linalg::Matrix;
 use privpca::protocols::power::state::SiteComputation;
@@ -43,6 +44,9 @@ struct TestSite {
     dies_at: Option<u32>,
     /// The last round this site sent its contribution to.
     contributed: u32,
+    /// Its round signatures' key, and what it signed each round (iterate hash and roster).
+    signer: SiteSigner,
+    signed: BTreeMap<u32, ([u8; 32], Vec<u32>)>,
 }
 
 impl TestSite {
@@ -68,6 +72,8 @@ impl TestSite {
             rng,
             dies_at: None,
             contributed: 0,
+            signer: SiteSigner::from_seed([seed as u8; 32]),
+            signed: BTreeMap::new(),
         }
     }
 
@@ -86,6 +92,7 @@ impl TestSite {
                     "n_samples": self.xt.ncols(),
                     "encryption_public_key": session.encryption_public_key(),
                     "mask_public_keys": session.mask_public_keys(),
+                    "signing_public_key": self.signer.public_key(),
                 }),
             )
             .await;
@@ -131,6 +138,9 @@ impl TestSite {
                 if round == 1 {
                     session.receive_inbox(&inbox).unwrap();
                 }
+                let study = self.view.as_ref().unwrap().study_id;
+                let hash =
+                    transcript::iterate_hash(study, round, rows, cols, &wire::decode(&iterate).unwrap());
                 let x =
                     Matrix::from_column_slice(rows, cols, &wire::b64_to_f64s(&iterate, rows * cols).unwrap());
                 let encoded = self
@@ -140,18 +150,53 @@ impl TestSite {
                     .contribution(&self.xt, &x, &mut self.rng)
                     .unwrap();
                 let masked = session.mask(round, &roster, &encoded).unwrap();
+                let signature = self.signer.sign(&transcript::contribution_message(&RoundView {
+                    study,
+                    round,
+                    iterate: &hash,
+                    roster: &roster,
+                }));
+                self.signed.insert(round, (hash, roster.clone()));
                 let uri = format!("/v1/site/rounds/{round}/contribution");
                 let reply = app
-                    .post(&uri, &self.token, json!({"masked": wire::words_to_b64(&masked)}))
+                    .post(
+                        &uri,
+                        &self.token,
+                        json!({"masked": wire::words_to_b64(&masked), "signature": signature}),
+                    )
                     .await;
                 reply.expect(StatusCode::NO_CONTENT);
                 self.contributed = round;
+                None
+            }
+            SiteTask::Confirm {
+                round,
+                survivors,
+                dropped,
+                ..
+            } => {
+                let (hash, roster) = &self.signed[&round];
+                let view = RoundView {
+                    study: self.view.as_ref().unwrap().study_id,
+                    round,
+                    iterate: hash,
+                    roster,
+                };
+                let signature = self
+                    .signer
+                    .sign(&transcript::confirmation_message(&view, &survivors, &dropped));
+                let uri = format!("/v1/site/rounds/{round}/confirm");
+                let reply = app
+                    .post(&uri, &self.token, json!({ "signature": signature }))
+                    .await;
+                reply.expect(StatusCode::NO_CONTENT);
                 None
             }
             SiteTask::Unmask {
                 round,
                 survivors,
                 dropped,
+                ..
             } => {
                 let mut roster: Vec<u32> = survivors.iter().chain(&dropped).copied().collect();
                 roster.sort_unstable();
@@ -166,7 +211,7 @@ impl TestSite {
                 None
             }
             finished @ SiteTask::Finished { .. } => Some(finished),
-            SiteTask::CapeRelease { .. } | SiteTask::GossipStep { .. } => {
+            SiteTask::CapeRelease { .. } | SiteTask::GossipStep { .. } | SiteTask::GossipConfirm { .. } => {
                 panic!("a task of another protocol in a federated_power study")
             }
         }
@@ -444,7 +489,7 @@ async fn bad_site_messages_are_refused_and_change_nothing() {
     app.post(
         "/v1/site/rounds/1/contribution",
         &tokens[0],
-        json!({"masked": "AAAA"}),
+        json!({"masked": "AAAA", "signature": ""}),
     )
     .await
     .problem(409);
@@ -460,14 +505,36 @@ async fn bad_site_messages_are_refused_and_change_nothing() {
     app.post(
         "/v1/site/rounds/1/contribution",
         &tokens[0],
-        json!({"masked": wire::words_to_b64(&[1, 2, 3])}),
+        json!({"masked": wire::words_to_b64(&[1, 2, 3]), "signature": ""}),
     )
     .await
     .problem(422);
     app.post(
         "/v1/site/rounds/7/contribution",
         &tokens[0],
-        json!({"masked": wire::words_to_b64(&[0; 24])}),
+        json!({"masked": wire::words_to_b64(&[0; 24]), "signature": ""}),
+    )
+    .await
+    .problem(409);
+    // A contribution whose signature does not verify over the round's iterate and roster.
+    let forged = SiteSigner::from_seed([99; 32]).sign(b"something else");
+    let doc = app
+        .post(
+            "/v1/site/rounds/1/contribution",
+            &tokens[0],
+            json!({"masked": wire::words_to_b64(&[0; 24]), "signature": forged}),
+        )
+        .await
+        .problem(422);
+    assert!(
+        doc["detail"].as_str().unwrap().contains("does not verify"),
+        "{doc}"
+    );
+    // A confirmation before the round's collection closed.
+    app.post(
+        "/v1/site/rounds/1/confirm",
+        &tokens[0],
+        json!({"signature": forged}),
     )
     .await
     .problem(409);
@@ -571,7 +638,11 @@ async fn retried_site_messages_are_already_received() {
         ("/v1/site/shares", json!({"boxes": []})),
         (
             "/v1/site/rounds/1/contribution",
-            json!({"masked": wire::words_to_b64(&[0; 24])}),
+            json!({"masked": wire::words_to_b64(&[0; 24]), "signature": ""}),
+        ),
+        (
+            "/v1/site/rounds/1/confirm",
+            json!({"signature": wire::encode(&[0; 64])}),
         ),
         (
             "/v1/site/rounds/1/unmask",

@@ -28,6 +28,7 @@ fn participant(site: &SiteSession) -> Participant {
         name: format!("site-{}", site.index()),
         encryption_public_key: site.encryption_public_key(),
         mask_public_keys: site.mask_public_keys(),
+        signing_public_key: String::new(),
     }
 }
 

@@ -16,7 +16,8 @@ use crate::algorithms::cape_pca::{self, CapePcaParams};
 use crate::algorithms::tensor_power::{self, PowerSettings};
 use crate::algorithms::{ConfigError, Output};
 use crate::federation::crypto::Seed;
-use crate::federation::messages::{CapePeer, SiteTask};
+use crate::federation::messages::{CapePeer, SiteSignature, SiteTask};
+use crate::federation::transcript;
 use crate::federation::wire;
 use crate::protocols::{PlanError, StudyPlan, StudyTerms, parse_params};
 use crate::store::StudyStatus;
@@ -131,6 +132,11 @@ pub struct CapeRunning {
     pub(crate) input: Option<(String, usize, usize)>,
     pub(crate) whitening: Option<Whitening>,
     pub(crate) reports: Vec<CapeReport>,
+    /// The open stage's confirmations of its transcript (the consistency round; sites check
+    /// them, docs/design/federation.md "The consistency round").
+    pub(crate) confirmations: BTreeMap<u32, String>,
+    /// The open stage's consistency round is over: releases are collected.
+    pub(crate) confirmed: bool,
 }
 
 impl CapeRunning {
@@ -139,6 +145,20 @@ impl CapeRunning {
         if !self.roster.contains(&site) || self.releases.contains_key(&site) {
             return None;
         }
+        if !self.confirmed && self.confirmations.contains_key(&site) {
+            return None;
+        }
+        let confirmations = if self.confirmed {
+            self.confirmations
+                .iter()
+                .map(|(&site, signature)| SiteSignature {
+                    site,
+                    signature: signature.clone(),
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
         let (input, input_rows, input_cols) = match &self.input {
             Some((b64, rows, cols)) => (Some(b64.clone()), *rows, *cols),
             None => (None, 0, 0),
@@ -153,6 +173,8 @@ impl CapeRunning {
             input,
             input_rows,
             input_cols,
+            confirm: !self.confirmed,
+            confirmations,
         })
     }
 
@@ -164,6 +186,8 @@ impl CapeRunning {
             .map(|&s| (s, cape::fresh_seed(&mut rng)))
             .collect();
         self.releases.clear();
+        self.confirmations.clear();
+        self.confirmed = false;
     }
 
     /// The sum of this stage's releases minus the aggregator terms (projected by W in stage 2
@@ -196,6 +220,7 @@ impl Live {
                 index: i,
                 name: self.names.get(&i).cloned().unwrap_or_default(),
                 noise_public_keys: self.joined[&i].mask_public_keys.clone(),
+                signing_public_key: self.joined[&i].signing_public_key.clone().unwrap_or_default(),
             })
             .collect();
         effects.push(Effect::Charge {
@@ -214,6 +239,8 @@ impl Live {
             input: None,
             whitening: None,
             reports: Vec::new(),
+            confirmations: BTreeMap::new(),
+            confirmed: false,
         };
         running.fresh_seeds();
         self.stage = Stage::Cape(Box::new(running));
@@ -245,12 +272,78 @@ impl Live {
                 "this site's release already arrived".into(),
             ));
         }
+        if !cape.confirmed {
+            return Err(LiveError::Conflict(format!(
+                "stage {stage}'s consistency round is still open: confirm the stage first"
+            )));
+        }
         let values = wire::b64_to_f64s(values, cape.len).map_err(|e| LiveError::Invalid(e.to_string()))?;
         if !values.iter().all(|v| v.is_finite()) {
             return Err(LiveError::Invalid("every value must be a finite number".into()));
         }
         cape.releases.insert(site, values);
         Ok(())
+    }
+
+    /// A CAPE site's confirmation of `stage`'s transcript (the consistency round).
+    pub fn cape_confirm(&mut self, site: u32, stage: u32, signature: &str) -> Result<(), LiveError> {
+        let Stage::Cape(cape) = &mut self.stage else {
+            return Err(LiveError::Conflict(
+                "the study is not running CAPE stages now".into(),
+            ));
+        };
+        let member = cape.roster.contains(&site);
+        if (stage < cape.stage && member) || (stage == cape.stage && cape.confirmations.contains_key(&site)) {
+            return Err(LiveError::AlreadyReceived(format!(
+                "this site's confirmation of stage {stage} already arrived"
+            )));
+        }
+        if stage != cape.stage {
+            return Err(LiveError::Conflict(format!(
+                "stage {stage} is not open (stage {} is)",
+                cape.stage
+            )));
+        }
+        if !member || self.out.contains_key(&site) {
+            return Err(LiveError::Conflict("this site is not in the roster".into()));
+        }
+        if cape.confirmed {
+            return Err(LiveError::Conflict(format!(
+                "stage {stage}'s consistency round is over"
+            )));
+        }
+        transcript::check_shape(signature).map_err(|e| LiveError::Invalid(e.to_string()))?;
+        cape.confirmations.insert(site, signature.to_owned());
+        Ok(())
+    }
+
+    /// The stage's consistency round closes when every site still in confirmed, or at the
+    /// deadline with at least the study's threshold (each site checks its own quorum before it
+    /// releases); fewer fail the study (charges stand).
+    fn advance_cape_confirm(&mut self, now: Instant, expected: &[u32], effects: &mut Vec<Effect>) -> bool {
+        let Stage::Cape(cape) = &mut self.stage else {
+            return false;
+        };
+        let all = expected.iter().all(|s| cape.confirmations.contains_key(s));
+        if !(all || now >= self.deadline) {
+            return false;
+        }
+        let (stage, have) = (cape.stage, cape.confirmations.len());
+        if (have as u32) < self.threshold.max(2) {
+            let report = report_value(&cape.reports);
+            self.fail(
+                format!(
+                    "only {have} sites confirmed stage {stage}'s transcript; {} are needed; the study stops (charges stand)",
+                    self.threshold.max(2)
+                ),
+                Some(report),
+                effects,
+            );
+            return true;
+        }
+        cape.confirmed = true;
+        self.deadline = now + self.round_timeout;
+        true
     }
 
     /// Closes the open stage when every site still in has sent, or at the deadline; silent
@@ -267,6 +360,9 @@ impl Live {
             .copied()
             .filter(|s| !self.out.contains_key(s))
             .collect();
+        if !cape.confirmed {
+            return self.advance_cape_confirm(now, &expected, effects);
+        }
         let all = expected.iter().all(|s| cape.releases.contains_key(s));
         if !(all || now >= self.deadline) {
             return false;

@@ -41,6 +41,14 @@ pub struct CapeKept {
     len: usize,
     whitening: Option<KeptWhitening>,
     reports: Vec<CapeReport>,
+    /// The open stage's confirmations of its transcript (absent in a state kept before them).
+    #[serde(default)]
+    confirmations: BTreeMap<u32, String>,
+    /// Whether the open stage's consistency round is over (releases are being collected). A
+    /// state kept before confirmations existed reads as not confirmed: the stage's sites are
+    /// asked to confirm first.
+    #[serde(default)]
+    confirmed: bool,
 }
 
 /// `cape_agn`'s whitening after stage 1 (D×K matrices, base64 f64, column-major).
@@ -85,6 +93,8 @@ impl CapeRunning {
                 clamped: w.clamped,
             }),
             reports: self.reports.clone(),
+            confirmations: self.confirmations.clone(),
+            confirmed: self.confirmed,
         }
     }
 
@@ -110,6 +120,11 @@ impl CapeRunning {
         if kept.releases.keys().any(|s| !roster.contains(s)) {
             return Err("a kept release is from a site outside the roster".into());
         }
+        if kept.confirmations.keys().any(|s| !roster.contains(s)) {
+            return Err("a kept confirmation is from a site outside the roster".into());
+        }
+        // Releases are only collected once the stage is confirmed.
+        let confirmed = kept.confirmed || !kept.releases.is_empty();
         let releases = kept
             .releases
             .into_iter()
@@ -140,6 +155,8 @@ impl CapeRunning {
             input,
             whitening,
             reports: kept.reports,
+            confirmations: kept.confirmations,
+            confirmed,
         })
     }
 }

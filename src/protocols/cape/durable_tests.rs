@@ -90,6 +90,9 @@ fn started(plan: CapePlan) -> Live {
                 n_samples: None,
                 encryption_public_key: None,
                 mask_public_keys: keys,
+                signing_public_key: Some(
+                    crate::federation::transcript::SiteSigner::from_seed([9; 32]).public_key(),
+                ),
             },
         )
         .expect("join");
@@ -106,6 +109,26 @@ fn started(plan: CapePlan) -> Live {
         "the step's store writes come back, once each: {again:?}"
     );
     live
+}
+
+/// Every site confirms `stage`'s transcript and the consistency round closes (the coordinator
+/// checks the signatures' shape; the sites check each other's, `protocols/cape/consistency.rs`).
+fn confirm_stage(live: &mut Live, stage: u32) {
+    let signature = crate::federation::transcript::SiteSigner::from_seed([9; 32]).sign(b"stage");
+    for site in 1..=3 {
+        assert!(matches!(
+            live.task(site),
+            SiteTask::CapeRelease { confirm: true, .. }
+        ));
+        live.cape_confirm(site, stage, &signature).expect("confirmed");
+    }
+    assert!(matches!(
+        live.cape_release(1, stage, "AAAA"),
+        Err(LiveError::Conflict(_))
+    ));
+    let marker = live.marker();
+    assert!(live.advance(Instant::now()).is_empty());
+    assert_ne!(live.marker(), marker, "closing the round is a step that is kept");
 }
 
 /// A release of the task's length: a large multiple of the identity (packed) in stage 1, so
@@ -142,6 +165,7 @@ fn refused(live: &mut Live, values: &str, cases: &[(u32, u32, bool)]) {
 #[test]
 fn a_cape_pca_study_resumed_mid_stage_sums_what_it_received() {
     let mut straight = started(pca_plan());
+    confirm_stage(&mut straight, 1);
     let (mut resumed, _) = reload(&straight, &[]);
     for site in 1..=3 {
         assert_eq!(resumed.task(site), straight.task(site), "the same task and seed");
@@ -187,6 +211,7 @@ fn a_cape_pca_study_resumed_mid_stage_sums_what_it_received() {
 #[test]
 fn a_cape_agn_study_survives_a_snapshot_at_every_stage() {
     let mut straight = started(agn_plan());
+    confirm_stage(&mut straight, 1);
     let (mut resumed, _) = reload(&straight, &[]);
     let values = release(&straight.task(1));
     for site in 1..=3 {
@@ -220,6 +245,8 @@ fn a_cape_agn_study_survives_a_snapshot_at_every_stage() {
     assert!(matches!(again.as_slice(), [Effect::Progress { done: 1 }]));
     let task = resumed.task(2);
     assert_eq!(input(task.clone()), whitening, "the whitening is kept");
+    confirm_stage(&mut resumed, 2);
+    let (mut resumed, _) = reload(&resumed, &[]);
     let values = release(&task);
     resumed.cape_release(2, 2, &values).expect("release");
     let (mut resumed, _) = reload(&resumed, &[]);
@@ -254,6 +281,7 @@ fn a_damaged_kept_stage_is_refused() {
     let text = serde_json::to_string(&snapshot).expect("serialise");
     let mut json: serde_json::Value = serde_json::from_str(&text).expect("json");
     let mut released = live;
+    confirm_stage(&mut released, 1);
     let values = release(&released.task(1));
     released.cape_release(1, 1, &values).expect("release");
     let mut with_release: serde_json::Value =

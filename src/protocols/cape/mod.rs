@@ -3,6 +3,7 @@
 //! of it a snapshot keeps (`durable.rs`) and the site's steps (`site.rs`). The noise itself is the
 //! numerical core's (`crate::algorithms::cape_noise`), shared with the simulate-mode jobs.
 
+mod consistency;
 pub mod coordinator;
 pub(crate) mod durable;
 pub(crate) mod site;

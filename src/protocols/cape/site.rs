@@ -29,17 +29,20 @@ use crate::algorithms::cape_pca::{CapePcaConfig, site_statistic};
 use crate::algorithms::tensor_power;
 use crate::dataset::{Neighbours, Relation};
 use crate::federation::crypto::{self, KeyPair, Seed};
-use crate::federation::messages::{CapePeer, CapeReleaseRequest, SiteStudyView, SiteTask};
+use crate::federation::messages::{CapePeer, CapeReleaseRequest, ConfirmRequest, SiteStudyView, SiteTask};
+use crate::federation::transcript;
 use crate::federation::wire;
 use crate::linalg::Matrix;
 use crate::protocols::SiteRun;
 use crate::protocols::power::state::study_neighbours;
-use crate::site::ledger::{charge_ledger, keep, ledger_failure, parse_kept, start_session};
-use crate::site::prepare::join;
+use crate::site::ledger::{charge_ledger, keep, ledger_failure, parse_kept, signer_of, start_session};
+use crate::site::prepare::{JoinKeys, join};
 use crate::site::roster::{Member, RosterGuard, describe};
 use crate::site::run::{finished, note_wait, resend};
 use crate::site::{Failure, progress};
 use crate::store::{SiteMessageKind, SiteStatus};
+
+use super::consistency::StageTranscript;
 
 /// A stage's release as kept in the ledger: the roster it was drawn for and what was sent.
 #[derive(Serialize, Deserialize)]
@@ -247,8 +250,20 @@ pub(crate) async fn follow(run: SiteRun<'_>) -> Result<(), Failure> {
     let mut keys_rng = ChaCha20Rng::from_seed(secret_seed);
     let keys: Vec<KeyPair> = (0..stages).map(|_| KeyPair::generate(&mut keys_rng)).collect();
     let public: Vec<String> = keys.iter().map(|k| wire::encode(&k.public())).collect();
+    // The stage confirmations' key (the same after a restart).
+    let signer = signer_of(secret_seed);
     if view.site_status == SiteStatus::Invited {
-        join(client, view, prepared.records.n, None, public.clone()).await?;
+        join(
+            client,
+            view,
+            prepared.records.n,
+            JoinKeys {
+                mask: public.clone(),
+                signing: Some(signer.public_key()),
+                ..JoinKeys::default()
+            },
+        )
+        .await?;
     }
     // The records in the model's domain (cape_agn), computed once.
     let domain = match &plan {
@@ -260,7 +275,7 @@ pub(crate) async fn follow(run: SiteRun<'_>) -> Result<(), Failure> {
     let me = Member {
         index: view.site_index,
         name: view.site_name.clone(),
-        keys: public.clone(),
+        keys: public.iter().cloned().chain([signer.public_key()]).collect(),
     };
     let mut roster = RosterGuard::new(prepared.expected_roster);
     // What the ledger kept of this study (the site restarted): the charge, and every release
@@ -298,6 +313,8 @@ pub(crate) async fn follow(run: SiteRun<'_>) -> Result<(), Failure> {
                 input,
                 input_rows,
                 input_cols,
+                confirm,
+                confirmations,
             } => {
                 last_wait = None;
                 let stage_path = format!("/v1/site/stages/{stage}/release");
@@ -358,6 +375,7 @@ pub(crate) async fn follow(run: SiteRun<'_>) -> Result<(), Failure> {
                         )));
                     }
                 };
+                let input_text = whitening.as_ref().map(|w| wire::f64s_to_b64(w.as_slice()));
                 let lattice_len = match whitening {
                     Some(_) => tensor_power::packed_len(d),
                     None => packed_matrix,
@@ -384,6 +402,27 @@ pub(crate) async fn follow(run: SiteRun<'_>) -> Result<(), Failure> {
                     .ok()
                     .and_then(|bytes| bytes.try_into().ok())
                     .ok_or_else(|| violation("the aggregator seed is not 32 bytes of base64"))?;
+                // The consistency round: one transcript per stage, confirmed by a quorum before
+                // anything is drawn.
+                let stage_transcript = StageTranscript::of(view, stage, &peers, &own, input_text.as_deref())?;
+                let signature = stage_transcript.accept(store, view, stage, &signer).await?;
+                if confirm {
+                    let confirm_path = format!("/v1/site/stages/{stage}/confirm");
+                    client.post(&confirm_path, &ConfirmRequest { signature }).await?;
+                    progress(&format!(
+                        "stage {stage} confirmed ({} sites in the roster)",
+                        peers.len() + 1
+                    ));
+                    continue;
+                }
+                let quorum = transcript::quorum(roster.size() as u32, args.colluding_sites);
+                stage_transcript.check_quorum(
+                    stage,
+                    &peers,
+                    (view.site_index, &signer),
+                    &confirmations,
+                    quorum,
+                )?;
                 if !charged {
                     charge_ledger(args, store, budget, prepared).await?;
                     charged = true;

@@ -128,3 +128,65 @@ fn whether_a_site_takes_part_never_depends_on_a_private_n() {
     // records of the study's d.
     assert_eq!(record_rules(&view), (u64::MAX, Some(20)));
 }
+
+/// The stage's consistency round (issue 36): a site shown a smaller roster than its peers, and
+/// so a noise calibrated for it, never finds a quorum for its transcript; an honest stage does.
+#[test]
+fn a_stage_confirmed_for_another_roster_is_refused() {
+    let (view, plan) = study();
+    let signers: Vec<crate::federation::transcript::SiteSigner> = (1..=3u8)
+        .map(|i| crate::federation::transcript::SiteSigner::from_seed([i; 32]))
+        .collect();
+    let peer = |i: u32| CapePeer {
+        index: i,
+        name: format!("s{i}"),
+        noise_public_keys: Vec::new(),
+        signing_public_key: signers[i as usize - 1].public_key(),
+    };
+    let as_site = |i: u32| SiteStudyView {
+        site_index: i,
+        ..view.clone()
+    };
+    // What site i signs for a roster of `members`.
+    let transcript_of = |i: u32, members: &[u32]| {
+        let peers: Vec<CapePeer> = members.iter().copied().filter(|&m| m != i).map(peer).collect();
+        let noise = plan.stage_noise(1, members.len() as u32).unwrap();
+        let own = derive(&as_site(i), &noise, members.len()).unwrap();
+        (
+            StageTranscript::of(&as_site(i), 1, &peers, &own, None).unwrap(),
+            peers,
+        )
+    };
+    let confirmation = |i: u32, t: &StageTranscript| crate::federation::messages::SiteSignature {
+        site: i,
+        signature: signers[i as usize - 1].sign(&t.message),
+    };
+    let quorum = crate::federation::transcript::quorum(3, 0);
+    // Honest: every site was shown {1, 2, 3}; each finds the others' confirmations.
+    let all: Vec<(StageTranscript, Vec<CapePeer>)> = (1..=3).map(|i| transcript_of(i, &[1, 2, 3])).collect();
+    let confirmations: Vec<_> = (1..=3).map(|i| confirmation(i, &all[i as usize - 1].0)).collect();
+    for i in 1..=3u32 {
+        let (t, peers) = &all[i as usize - 1];
+        t.check_quorum(1, peers, (i, &signers[i as usize - 1]), &confirmations, quorum)
+            .expect("an honest stage is confirmed");
+    }
+    // Site 1 is shown {1, 2} (its noise calibrated for two sites); 2 and 3 see {1, 2, 3}.
+    let (lied, peers) = transcript_of(1, &[1, 2]);
+    let relayed = vec![
+        confirmation(1, &lied),
+        confirmation(2, &all[1].0),
+        confirmation(3, &all[2].0),
+    ];
+    let refused = lied
+        .check_quorum(1, &peers, (1, &signers[0]), &relayed, quorum)
+        .expect_err("no quorum for another roster");
+    assert!(matches!(refused, Failure::Protocol(_)), "exit code 3: {refused}");
+    // Nor do the others find one for theirs, with site 1's confirmation of its own view.
+    assert!(
+        all[1]
+            .0
+            .check_quorum(1, &all[1].1, (2, &signers[1]), &relayed[..2], quorum)
+            .is_err(),
+        "site 2 alone confirmed its transcript"
+    );
+}

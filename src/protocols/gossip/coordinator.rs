@@ -14,7 +14,8 @@ use crate::algorithms::ConfigError;
 use crate::algorithms::gossip_agent::{Exchange, assemble, configure_blocks, schedule};
 use crate::algorithms::gossip_power::{GossipPowerConfig, GossipPowerParams, cost_of};
 use crate::dataset::DataContext;
-use crate::federation::messages::{GossipValue, SiteTask};
+use crate::federation::messages::{GossipAgent, GossipValue, SiteSignature, SiteTask};
+use crate::federation::transcript;
 use crate::federation::wire;
 use crate::linalg::Matrix;
 use crate::privacy::PrivacyTarget;
@@ -121,6 +122,12 @@ pub struct GossipRunning {
     pub(super) posts: BTreeMap<u32, String>,
     /// Every agent's value of the previous exchange (relayed to its neighbours).
     pub(super) previous: BTreeMap<u32, String>,
+    /// The agents as the consistency round shows them (names and verifying keys).
+    pub(super) agents: Vec<GossipAgent>,
+    /// Their confirmations of the study's transcript, before exchange 1.
+    pub(super) confirmations: BTreeMap<u32, String>,
+    /// Every agent confirmed: the exchanges run.
+    pub(crate) confirmed: bool,
 }
 
 impl GossipRunning {
@@ -151,6 +158,11 @@ impl GossipRunning {
     /// `site`'s task, or `None` when it has posted this exchange (or is no agent).
     pub(crate) fn task(&self, site: u32) -> Option<SiteTask> {
         let agent = self.agent(site)?;
+        if !self.confirmed {
+            return (!self.confirmations.contains_key(&site)).then(|| SiteTask::GossipConfirm {
+                agents: self.agents.clone(),
+            });
+        }
         if self.posts.contains_key(&site) {
             return None;
         }
@@ -171,10 +183,22 @@ impl GossipRunning {
                 })
                 .collect()
         };
+        let confirmations = if self.step == 0 {
+            self.confirmations
+                .iter()
+                .map(|(&site, signature)| SiteSignature {
+                    site,
+                    signature: signature.clone(),
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
         Some(SiteTask::GossipStep {
             step: self.step as u32 + 1,
             steps: self.schedule.len() as u32,
             inputs,
+            confirmations,
         })
     }
 
@@ -229,6 +253,14 @@ impl Live {
             roster: roster.clone(),
             dropped: Vec::new(),
         });
+        let agents = roster
+            .iter()
+            .map(|&i| GossipAgent {
+                index: i,
+                name: self.names.get(&i).cloned().unwrap_or_default(),
+                signing_public_key: self.joined[&i].signing_public_key.clone().unwrap_or_default(),
+            })
+            .collect();
         self.stage = Stage::Gossip(Box::new(GossipRunning {
             schedule: schedule(&plan.config.gossip),
             config: plan.config,
@@ -237,6 +269,9 @@ impl Live {
             step: 0,
             posts: BTreeMap::new(),
             previous: BTreeMap::new(),
+            agents,
+            confirmations: BTreeMap::new(),
+            confirmed: false,
         }));
     }
 
@@ -256,6 +291,33 @@ impl Live {
                  (the agents that joined hold {first})"
             ))),
         }
+    }
+
+    /// An agent's confirmation of the study's transcript (stage 0, before exchange 1).
+    pub fn gossip_confirm(&mut self, site: u32, stage: u32, signature: &str) -> Result<(), LiveError> {
+        let Stage::Gossip(gossip) = &mut self.stage else {
+            return Err(LiveError::Conflict(
+                "the study is not running gossip exchanges now".into(),
+            ));
+        };
+        if gossip.agent(site).is_none() {
+            return Err(LiveError::Conflict(
+                "this site is not an agent of the study".into(),
+            ));
+        }
+        if gossip.confirmations.contains_key(&site) {
+            return Err(LiveError::AlreadyReceived(
+                "this agent's confirmation already arrived".into(),
+            ));
+        }
+        if stage != 0 || gossip.confirmed {
+            return Err(LiveError::Conflict(
+                "a gossip_power study confirms its transcript once, as stage 0, before exchange 1".into(),
+            ));
+        }
+        transcript::check_shape(signature).map_err(|e| LiveError::Invalid(e.to_string()))?;
+        gossip.confirmations.insert(site, signature.to_owned());
+        Ok(())
     }
 
     /// An agent's value of exchange `step` (1-based).
@@ -294,11 +356,16 @@ impl Live {
         let Stage::Gossip(gossip) = &mut self.stage else {
             return false;
         };
+        let waiting_for = if gossip.confirmed {
+            &gossip.posts
+        } else {
+            &gossip.confirmations
+        };
         let missing: Vec<u32> = gossip
             .roster
             .iter()
             .copied()
-            .filter(|s| !gossip.posts.contains_key(s))
+            .filter(|s| !waiting_for.contains_key(s))
             .collect();
         if !missing.is_empty() {
             if now < self.deadline {
@@ -319,6 +386,12 @@ impl Live {
                 effects,
             );
             self.fail(reason, Some(report), effects);
+            return true;
+        }
+        if !gossip.confirmed {
+            // Every agent confirmed the one transcript: exchange 1 opens.
+            gossip.confirmed = true;
+            self.deadline = now + self.round_timeout;
             return true;
         }
         let kind = gossip.schedule[gossip.step];

@@ -58,6 +58,7 @@ pub(crate) fn join(n: u64) -> JoinRequest {
         n_samples: Some(n),
         encryption_public_key: None,
         mask_public_keys: Vec::new(),
+        signing_public_key: Some(crate::federation::transcript::SiteSigner::from_seed([1; 32]).public_key()),
     }
 }
 
@@ -97,6 +98,20 @@ pub(crate) fn relay(live: &mut Live, xt: &Matrix, mut between: impl FnMut(&mut L
             .collect();
         let mut effects = Vec::new();
         while !live.is_finished() {
+            if let SiteTask::GossipConfirm { agents: shown } = live.task(1) {
+                // The consistency round first: every agent confirms (the coordinator checks the
+                // signatures' shape only; agents check each other's, protocols/gossip/site.rs).
+                assert_eq!(shown.len(), agents.len());
+                for site in 1..=agents.len() as u32 {
+                    let signature =
+                        crate::federation::transcript::SiteSigner::from_seed([1; 32]).sign(b"study");
+                    live.gossip_confirm(site, 0, &signature).expect("confirmed");
+                    between(live);
+                }
+                effects.extend(live.advance(Instant::now()));
+                between(live);
+                continue;
+            }
             for (i, agent) in agents.iter_mut().enumerate() {
                 let site = i as u32 + 1;
                 let SiteTask::GossipStep { step, inputs, .. } = live.task(site) else {
@@ -160,6 +175,26 @@ pub(crate) fn started(plan: &GossipPlan) -> Live {
     live
 }
 
+/// Every agent confirms the study's transcript and exchange 1 opens; before that, no value is
+/// taken.
+pub(crate) fn confirm_all(live: &mut Live) {
+    let signature = crate::federation::transcript::SiteSigner::from_seed([1; 32]).sign(b"study");
+    assert!(matches!(live.task(1), SiteTask::GossipConfirm { .. }));
+    assert!(matches!(
+        live.gossip_post(1, 1, "AAAA"),
+        Err(LiveError::Conflict(_) | LiveError::Invalid(_))
+    ));
+    for site in 1..=3 {
+        live.gossip_confirm(site, 0, &signature).expect("confirmed");
+    }
+    assert!(matches!(
+        live.gossip_confirm(1, 0, &signature),
+        Err(LiveError::AlreadyReceived(_))
+    ));
+    live.advance(Instant::now());
+    assert!(matches!(live.task(1), SiteTask::GossipStep { step: 1, .. }));
+}
+
 #[test]
 fn relayed_agents_finish_with_the_simulated_basis() {
     let plan = plan();
@@ -177,6 +212,7 @@ fn a_silent_agent_fails_the_study_at_the_deadline_and_a_wrong_length_is_refused(
         live.join(site, join(N as u64)).expect("joins");
     }
     live.advance(Instant::now());
+    confirm_all(&mut live);
     let p = plan.config.gossip.p;
     let gram = wire::f64s_to_b64(&vec![0.5; p * p]);
     assert!(matches!(

@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use super::coordinator::{GossipPlan, GossipRunning};
 use crate::algorithms::gossip_agent::schedule;
+use crate::federation::messages::GossipAgent;
 
 /// A [`GossipRunning`] as kept (its plan is kept once, beside it, in the snapshot).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -37,6 +38,15 @@ pub struct GossipKept {
     posts: BTreeMap<u32, String>,
     /// Every agent's value of the previous exchange (none before the first), base64 f64.
     previous: BTreeMap<u32, String>,
+    /// The agents as shown in the consistency round, their confirmations, and whether it is over
+    /// (absent in a state kept before it existed: such a study asks its agents to confirm an
+    /// empty roster, which they refuse, so it stops rather than run unchecked).
+    #[serde(default)]
+    agents: Vec<GossipAgent>,
+    #[serde(default)]
+    confirmations: BTreeMap<u32, String>,
+    #[serde(default)]
+    confirmed: bool,
 }
 
 impl GossipRunning {
@@ -48,6 +58,9 @@ impl GossipRunning {
             step: self.step,
             posts: self.posts.clone(),
             previous: self.previous.clone(),
+            agents: self.agents.clone(),
+            confirmations: self.confirmations.clone(),
+            confirmed: self.confirmed,
         }
     }
 
@@ -55,6 +68,9 @@ impl GossipRunning {
     /// and everything kept checked against it (module docs).
     pub(crate) fn restore(plan: &GossipPlan, kept: GossipKept) -> Result<GossipRunning, String> {
         let config = plan.config.clone();
+        // Exchanges only begin once every agent confirmed (a state kept before the consistency
+        // round existed, mid-exchange, reads as past it).
+        let confirmed = kept.confirmed || kept.step > 0 || !kept.posts.is_empty();
         let running = GossipRunning {
             schedule: schedule(&config.gossip),
             config,
@@ -63,6 +79,9 @@ impl GossipRunning {
             step: kept.step,
             posts: kept.posts,
             previous: kept.previous,
+            agents: kept.agents,
+            confirmations: kept.confirmations,
+            confirmed,
         };
         running.check()?;
         Ok(running)
@@ -75,6 +94,9 @@ impl GossipRunning {
                 "the kept roster {:?} is not {agents} agents in site order",
                 self.roster
             ));
+        }
+        if self.confirmations.keys().any(|s| !self.roster.contains(s)) {
+            return Err("a kept confirmation is from a site outside the roster".into());
         }
         if self.n == 0 || self.config.gossip.partition.len() != agents {
             return Err("the kept study has no records, or its plan's partition is not its blocks".into());

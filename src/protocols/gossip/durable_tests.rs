@@ -46,6 +46,7 @@ fn a_study_reloaded_at_every_step_relays_the_same_values_to_the_simulated_basis(
 fn restores_after(damage: impl FnOnce(&mut Value)) -> Result<(), String> {
     let plan = plan();
     let mut live = started(&plan);
+    super::super::coordinator::tests::confirm_all(&mut live);
     let p = plan.config.gossip.p;
     let gram = crate::federation::wire::f64s_to_b64(&vec![0.5; p * p]);
     for site in 1..=3 {

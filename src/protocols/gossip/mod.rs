@@ -4,6 +4,7 @@
 //! running study (`durable.rs`) and the site's steps (`site.rs`); the agent's
 //! arithmetic is the numerical core's (`crate::algorithms::gossip_agent`).
 
+mod consistency;
 pub mod coordinator;
 pub(crate) mod durable;
 pub(crate) mod site;

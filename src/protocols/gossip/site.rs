@@ -29,18 +29,21 @@ use crate::algorithms::RunEnv;
 use crate::algorithms::federated_power::study_context;
 use crate::algorithms::gossip_agent::{Agent, schedule};
 use crate::algorithms::gossip_power::cost_of;
-use crate::federation::messages::{GossipPostRequest, GossipValue, SiteStudyView, SiteTask};
+use crate::federation::messages::{ConfirmRequest, GossipPostRequest, GossipValue, SiteStudyView, SiteTask};
 use crate::federation::wire;
 use crate::linalg::Matrix;
 use crate::privacy::PrivacyTarget;
 use crate::protocols::SiteRun;
 use crate::protocols::gossip::coordinator::GossipStudyConfig;
 use crate::protocols::power::state::study_neighbours;
-use crate::site::ledger::{charge_ledger, keep, ledger_failure, parse_kept, start_session};
-use crate::site::prepare::join;
+use crate::site::ledger::{charge_ledger, keep, ledger_failure, parse_kept, signer_of, start_session};
+use crate::site::prepare::{JoinKeys, join};
+use crate::site::roster::RosterGuard;
 use crate::site::run::{finished, note_wait, resend};
 use crate::site::{Failure, progress};
 use crate::store::{SiteMessageKind, SiteStatus};
+
+use super::consistency;
 
 fn violation(what: impl std::fmt::Display) -> Failure {
     Failure::Protocol(what.to_string())
@@ -214,9 +217,17 @@ pub(crate) async fn follow(run: SiteRun<'_>) -> Result<(), Failure> {
     let steps = schedule(job).len() as u32;
     // Every exchange's draws derive from the session seed kept in the ledger before joining.
     let (_, seed) = start_session(args, view, store).await?;
+    // Its confirmation key: stream 2 of the kept seed (exchanges use streams 2³² + t).
+    let signer = signer_of(seed);
     if view.site_status == SiteStatus::Invited {
-        join(client, view, prepared.records.n, None, Vec::new()).await?;
+        let keys = JoinKeys {
+            signing: Some(signer.public_key()),
+            ..JoinKeys::default()
+        };
+        join(client, view, prepared.records.n, keys).await?;
     }
+    let mut roster = RosterGuard::new(prepared.expected_roster);
+    let mut confirmed = consistency::restore(store, view, &mut roster, &signer).await?;
     // What the ledger kept of this study (the agent restarted): the charge, and every exchange
     // sent, computed again from its kept inputs.
     let mut charged = store
@@ -241,10 +252,28 @@ pub(crate) async fn follow(run: SiteRun<'_>) -> Result<(), Failure> {
         let task: SiteTask = client.get(&path, wait).await?;
         match task {
             SiteTask::Wait { status } => note_wait(&mut last_wait, status),
+            SiteTask::GossipConfirm { agents } => {
+                last_wait = None;
+                let again = confirmed.is_some();
+                let c = consistency::confirm(store, view, &mut roster, &agents, &signer).await?;
+                client
+                    .post(
+                        "/v1/site/stages/0/confirm",
+                        &ConfirmRequest {
+                            signature: c.signature.clone(),
+                        },
+                    )
+                    .await?;
+                if !again {
+                    progress(&format!("study confirmed ({} agents)", agents.len()));
+                }
+                confirmed = Some(c);
+            }
             SiteTask::GossipStep {
                 step,
                 steps: asked,
                 inputs,
+                confirmations,
             } => {
                 last_wait = None;
                 let step_path = format!("/v1/site/gossip/{step}");
@@ -267,6 +296,15 @@ pub(crate) async fn follow(run: SiteRun<'_>) -> Result<(), Failure> {
                         "exchange {step}/{asked} does not follow exchange {}/{steps} of this study",
                         agent.step()
                     )));
+                }
+                if step == 1 {
+                    // Nothing leaves the agent unless every agent confirmed its transcript.
+                    let Some(c) = &confirmed else {
+                        return Err(violation(
+                            "exchange 1 came before this agent confirmed the study; refusing",
+                        ));
+                    };
+                    c.check_all(&confirmations)?;
                 }
                 if !charged {
                     charge_ledger(args, store, budget, prepared).await?;

@@ -8,14 +8,17 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
+use ed25519_dalek::VerifyingKey;
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
+use uuid::Uuid;
 
 use super::state::{FederationReport, PowerState};
 use crate::algorithms::federated_power::FederatedPowerConfig;
-use crate::federation::messages::{Participant, ShareBox, SiteTask, UnmaskRequest};
+use crate::federation::messages::{Participant, ShareBox, SiteSignature, SiteTask, UnmaskRequest};
 use crate::federation::rounds::{Phase, RoundError, Rounds};
 use crate::federation::secagg::Aggregator;
+use crate::federation::transcript::{self, RoundView};
 use crate::federation::wire;
 use crate::store::StudyStatus;
 use crate::studies::live::{Effect, Live, LiveError, Stage, report_value};
@@ -37,6 +40,11 @@ pub(crate) struct Running {
     pub(crate) inboxes: BTreeMap<u32, Vec<ShareBox>>,
     /// The open round's iterate, base64 (the same for every site).
     pub(crate) iterate: String,
+    /// Its hash, as every site signs it (`transcript::iterate_hash`).
+    pub(crate) iterate_hash: [u8; 32],
+    /// The participants' verifying keys of their round signatures.
+    pub(crate) signing_keys: BTreeMap<u32, VerifyingKey>,
+    pub(crate) study: Uuid,
     /// The round whose masked vectors and answers the study's kept snapshot holds, when it was
     /// written before the journal kept them (`crate::studies::durable`): until that round ends,
     /// snapshots hold them too (and supersede the journal), so none is lost.
@@ -44,6 +52,101 @@ pub(crate) struct Running {
 }
 
 impl Running {
+    /// The rounds of the key exchange's `participants`, with the senders of share boxes and
+    /// the iterate of the open round.
+    pub(crate) fn new(
+        study: Uuid,
+        config: FederatedPowerConfig,
+        participants: Vec<Participant>,
+        rounds: Rounds,
+        power: PowerState,
+        inboxes: BTreeMap<u32, Vec<ShareBox>>,
+    ) -> Running {
+        // A participant kept before signatures existed has no key: its signatures never verify,
+        // so a study resumed across that upgrade stops at its next round instead of going on
+        // unchecked.
+        let signing_keys = participants
+            .iter()
+            .filter_map(|p| Some((p.index, transcript::verifying_key(&p.signing_public_key).ok()?)))
+            .collect();
+        let mut running = Running {
+            config,
+            senders: participants.iter().map(|p| p.index).collect(),
+            participants,
+            rounds,
+            power,
+            inboxes,
+            iterate: String::new(),
+            iterate_hash: [0; 32],
+            signing_keys,
+            study,
+            snapshot_holds_round: None,
+        };
+        running.refresh_iterate();
+        running
+    }
+
+    /// Sets the open round's iterate (base64) and its hash from the power state.
+    pub(crate) fn refresh_iterate(&mut self) {
+        let x = self.power.iterate();
+        let bytes: Vec<u8> = x.as_slice().iter().flat_map(|v| v.to_le_bytes()).collect();
+        self.iterate = wire::encode(&bytes);
+        self.iterate_hash =
+            transcript::iterate_hash(self.study, self.rounds.round(), x.nrows(), x.ncols(), &bytes);
+    }
+
+    /// The open round's view as every site of its roster should have it.
+    fn view(&self) -> RoundView<'_> {
+        RoundView {
+            study: self.study,
+            round: self.rounds.round(),
+            iterate: &self.iterate_hash,
+            roster: self.rounds.roster(),
+        }
+    }
+
+    /// Checks `site`'s signature of `message`.
+    fn check_signature(&self, site: u32, message: &[u8], signature: &str) -> Result<(), LiveError> {
+        let key = self
+            .signing_keys
+            .get(&site)
+            .ok_or_else(|| LiveError::Invalid("this site has no signing key in the roster".into()))?;
+        transcript::verify(key, site, message, signature).map_err(|e| {
+            LiveError::Invalid(format!(
+                "{e}: sign the round's statement over the iterate and roster you were sent"
+            ))
+        })
+    }
+
+    /// The open round's signatures of `sites`, as relayed.
+    fn relayed(signatures: &BTreeMap<u32, String>, sites: &[u32]) -> Vec<SiteSignature> {
+        sites
+            .iter()
+            .filter_map(|s| {
+                signatures.get(s).map(|signature| SiteSignature {
+                    site: *s,
+                    signature: signature.clone(),
+                })
+            })
+            .collect()
+    }
+
+    /// A retried confirmation: the round moved on with this site among its survivors, or it
+    /// unmasks and this site's confirmation is in.
+    pub(crate) fn already_confirmed(&self, site: u32, round: u32) -> bool {
+        let current = self.rounds.round();
+        let past = round < current
+            && self
+                .rounds
+                .history()
+                .iter()
+                .any(|h| h.round == round && h.survivors.contains(&site));
+        let unmasking = round == current
+            && matches!(self.rounds.phase(), Phase::Unmask { .. })
+            && self.rounds.confirmations().contains_key(&site);
+        past || unmasking
+    }
+
     /// A retried contribution: the round moved on with this site among its survivors, or the
     /// round is unmasking with it among them.
     pub(crate) fn already_contributed(&self, site: u32, round: u32) -> bool {
@@ -54,9 +157,10 @@ impl Running {
                 .history()
                 .iter()
                 .any(|h| h.round == round && h.survivors.contains(&site));
-        let unmasking = round == current
-            && matches!(self.rounds.phase(), Phase::Unmask { survivors, .. } if survivors.contains(&site));
-        past || unmasking
+        let closed = round == current
+            && matches!(self.rounds.phase(),
+                Phase::Confirm { survivors, .. } | Phase::Unmask { survivors, .. } if survivors.contains(&site));
+        past || closed
     }
 
     /// A retried unmask answer: the round is done and this site answered it.
@@ -102,10 +206,18 @@ impl Running {
                     Vec::new()
                 },
             }),
+            Phase::Confirm { survivors, dropped } if survivors.contains(&site) => Some(SiteTask::Confirm {
+                round: rounds.round(),
+                survivors: survivors.clone(),
+                dropped: dropped.clone(),
+                contributions: Self::relayed(rounds.signatures(), survivors),
+            }),
             Phase::Unmask { survivors, dropped } if survivors.contains(&site) => Some(SiteTask::Unmask {
                 round: rounds.round(),
                 survivors: survivors.clone(),
                 dropped: dropped.clone(),
+                contributions: Self::relayed(rounds.signatures(), survivors),
+                confirmations: Self::relayed(rounds.confirmations(), survivors),
             }),
             _ => None,
         }
@@ -124,6 +236,7 @@ impl Live {
                     name: self.names.get(&i).cloned().unwrap_or_default(),
                     encryption_public_key: j.encryption_public_key.clone().unwrap_or_default(),
                     mask_public_keys: j.mask_public_keys.clone(),
+                    signing_public_key: j.signing_public_key.clone().unwrap_or_default(),
                 }
             })
             .collect();
@@ -179,8 +292,17 @@ impl Live {
         Ok(())
     }
 
-    /// A masked contribution for `round`.
-    pub fn contribute(&mut self, site: u32, round: u32, masked: &str) -> Result<(), LiveError> {
+    /// A masked contribution for `round`, with the site's signature of what it masked: the
+    /// study, the round, the iterate it was sent and the roster (checked here, so a site that
+    /// saw another iterate or roster is told at once, and checked again by every survivor
+    /// before it reveals a share).
+    pub fn contribute(
+        &mut self,
+        site: u32,
+        round: u32,
+        masked: &str,
+        signature: &str,
+    ) -> Result<(), LiveError> {
         let Stage::Running(running) = &mut self.stage else {
             return Err(LiveError::Conflict("the study is not running rounds now".into()));
         };
@@ -191,19 +313,73 @@ impl Live {
         }
         let len = running.power.len();
         let words = wire::b64_to_words(masked, len).map_err(|e| LiveError::Invalid(e.to_string()))?;
-        running.rounds.submit(site, round, words).map_err(round_error)
+        if round == running.rounds.round()
+            && running.rounds.phase() == &Phase::Collect
+            && running.rounds.roster().contains(&site)
+        {
+            let message = transcript::contribution_message(&running.view());
+            running.check_signature(site, &message, signature)?;
+        }
+        running
+            .rounds
+            .submit(site, round, words, signature.to_owned())
+            .map_err(round_error)
+    }
+
+    /// A survivor's confirmation of `round`'s transcript (the consistency round).
+    pub fn confirm(&mut self, site: u32, round: u32, signature: &str) -> Result<(), LiveError> {
+        let Stage::Running(running) = &mut self.stage else {
+            return Err(LiveError::Conflict("the study is not running rounds now".into()));
+        };
+        if running.already_confirmed(site, round) {
+            return Err(LiveError::AlreadyReceived(format!(
+                "this site's confirmation of round {round} already arrived"
+            )));
+        }
+        if round == running.rounds.round()
+            && let Phase::Confirm { survivors, dropped } = running.rounds.phase()
+            && survivors.contains(&site)
+        {
+            let message = transcript::confirmation_message(&running.view(), survivors, dropped);
+            running.check_signature(site, &message, signature)?;
+        }
+        running
+            .rounds
+            .submit_confirm(site, round, signature.to_owned())
+            .map_err(round_error)
+    }
+
+    /// A confirmation given back from the study's journal on a restore (also once the round
+    /// unmasks: the snapshot of an unmasking round omits them).
+    pub fn replay_confirm(&mut self, site: u32, round: u32, signature: &str) -> Result<(), LiveError> {
+        let Stage::Running(running) = &mut self.stage else {
+            return Err(LiveError::Conflict("the study is not running rounds now".into()));
+        };
+        running
+            .rounds
+            .resubmit_confirm(site, round, signature.to_owned())
+            .map_err(round_error)
     }
 
     /// A masked contribution for `round` given back from the study's journal on a restore: as
     /// [`Live::contribute`], and also once collection has closed (the snapshot of an
     /// unmasking round omits the survivors' vectors).
-    pub fn replay_contribution(&mut self, site: u32, round: u32, masked: &str) -> Result<(), LiveError> {
+    pub fn replay_contribution(
+        &mut self,
+        site: u32,
+        round: u32,
+        masked: &str,
+        signature: &str,
+    ) -> Result<(), LiveError> {
         let Stage::Running(running) = &mut self.stage else {
             return Err(LiveError::Conflict("the study is not running rounds now".into()));
         };
         let len = running.power.len();
         let words = wire::b64_to_words(masked, len).map_err(|e| LiveError::Invalid(e.to_string()))?;
-        running.rounds.resubmit(site, round, words).map_err(round_error)
+        running
+            .rounds
+            .resubmit(site, round, words, signature.to_owned())
+            .map_err(round_error)
     }
 
     /// A survivor's unmasking shares for `round`.
@@ -287,7 +463,6 @@ impl Live {
         };
         let senders_set: BTreeSet<u32> = senders.iter().copied().collect();
         let rounds = Rounds::new(aggregator, t, config.iterations, power.len(), senders.clone());
-        let iterate = wire::f64s_to_b64(power.iterate().as_slice());
         for &s in &silent {
             self.out
                 .insert(s, "this site did not complete the key exchange in time".into());
@@ -296,16 +471,9 @@ impl Live {
             roster: senders,
             dropped: silent,
         });
-        self.stage = Stage::Running(Box::new(Running {
-            config,
-            participants,
-            senders: senders_set,
-            rounds,
-            power,
-            inboxes,
-            iterate,
-            snapshot_holds_round: None,
-        }));
+        let mut running = Running::new(self.study, config, participants, rounds, power, inboxes);
+        running.senders = senders_set;
+        self.stage = Stage::Running(Box::new(running));
         self.deadline = now + self.round_timeout;
         true
     }
@@ -339,7 +507,7 @@ impl Live {
                     );
                     return true;
                 }
-                if let Phase::Unmask { dropped, .. } = running.rounds.phase().clone() {
+                if let Phase::Confirm { dropped, .. } = running.rounds.phase().clone() {
                     self.mark_out(
                         &dropped,
                         round,
@@ -350,6 +518,7 @@ impl Live {
                 self.deadline = now + self.round_timeout;
                 true
             }
+            Phase::Confirm { .. } => self.advance_confirm(now, expired, effects),
             Phase::Unmask { survivors, .. } => {
                 let ready =
                     running.rounds.unmask_complete() || (expired && running.rounds.unmask_sufficient());
@@ -388,7 +557,7 @@ impl Live {
                 } else {
                     None
                 };
-                running.iterate = wire::f64s_to_b64(running.power.iterate().as_slice());
+                running.refresh_iterate();
                 self.mark_out(
                     &silent,
                     round,
@@ -417,6 +586,34 @@ impl Live {
             }
             Phase::Done => false,
         }
+    }
+}
+
+impl Live {
+    /// The consistency round closes when every survivor confirmed, or at its deadline with at
+    /// least t confirmations (each site checks its own quorum of them before it reveals
+    /// anything); fewer fail the study.
+    fn advance_confirm(&mut self, now: Instant, expired: bool, effects: &mut Vec<Effect>) -> bool {
+        let Stage::Running(running) = &mut self.stage else {
+            return false;
+        };
+        if !(running.rounds.confirm_complete() || expired) {
+            return false;
+        }
+        if let Err(e) = running.rounds.close_confirm() {
+            let report = report_value(FederationReport::from_history(
+                &running.config,
+                running.rounds.history(),
+            ));
+            self.fail(
+                format!("{e}; the study stops (charges stand)"),
+                Some(report),
+                effects,
+            );
+            return true;
+        }
+        self.deadline = now + self.round_timeout;
+        true
     }
 }
 

@@ -3,6 +3,7 @@
 //! ([`state`]), the whole protocol run in process for a job ([`simulate`]) and the site's steps
 //! (`site.rs`), and the coordinator's key exchange and rounds ([`coordinator`]).
 
+mod consistency;
 pub mod coordinator;
 pub mod simulate;
 pub(crate) mod site;
@@ -34,7 +35,12 @@ impl StudyProtocol for Power {
     /// A majority threshold unless the operator allowed less, and the study's fixed-point and
     /// noise terms ([`SiteComputation::from_view`]).
     fn site_check(&self, view: &SiteStudyView, args: &SiteArgs) -> Result<Option<SiteComputation>, Failure> {
-        check_threshold(view.threshold, view.n_sites, args.allow_minority_threshold)?;
+        check_threshold(
+            view.threshold,
+            view.n_sites,
+            args.colluding_sites,
+            args.allow_minority_threshold,
+        )?;
         Ok(Some(SiteComputation::from_view(view).map_err(Failure::Refused)?))
     }
 

@@ -140,6 +140,8 @@ fn setup(
             name: format!("site-{i}"),
             encryption_public_key: s.encryption_public_key(),
             mask_public_keys: s.mask_public_keys(),
+            // In process: nothing is signed (`Rounds::close_confirm_in_process`).
+            signing_public_key: String::new(),
         })
         .collect();
     let mut inboxes: Vec<Vec<ShareBox>> = vec![Vec::new(); sessions.len()];
@@ -213,9 +215,12 @@ pub fn run<'a>(
             let iterate = power.iterate().clone();
             let encoded = site_contribution(&iterate, config, neighbours, env, |_| product)?;
             let masked = sessions[i].mask(round, &roster, &encoded).map_err(failed)?;
-            rounds.submit(site, round, masked).map_err(failed)?;
+            rounds
+                .submit(site, round, masked, String::new())
+                .map_err(failed)?;
         }
         rounds.close_collect().map_err(failed)?;
+        rounds.close_confirm_in_process().map_err(failed)?;
         let Phase::Unmask { survivors, dropped } = rounds.phase().clone() else {
             return Err(failed("the round did not move to unmasking"));
         };

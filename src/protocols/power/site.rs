@@ -5,22 +5,26 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use ed25519_dalek::VerifyingKey;
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use serde::{Deserialize, Serialize};
 
+use super::consistency::OwnRound;
 use super::state::SiteComputation;
 use crate::federation::messages::{
-    ContributionRequest, Participant, ShareBox, SharesRequest, SiteStudyView, SiteTask, UnmaskRequest,
+    ConfirmRequest, ContributionRequest, Participant, ShareBox, SharesRequest, SiteSignature, SiteStudyView,
+    SiteTask, UnmaskRequest,
 };
 use crate::federation::secagg::SiteSession;
+use crate::federation::transcript::{self, RoundView, SiteSigner};
 use crate::federation::wire::{b64_to_f64s, words_to_b64};
 use crate::linalg::Matrix;
 use crate::protocols::SiteRun;
 use crate::site::args::SiteArgs;
 use crate::site::http::{Posted, SiteClient};
-use crate::site::ledger::{charge_ledger, keep, ledger_failure, parse_kept, start_session};
-use crate::site::prepare::{Prepared, check_threshold, join};
+use crate::site::ledger::{charge_ledger, keep, ledger_failure, parse_kept, signer_of, start_session};
+use crate::site::prepare::{JoinKeys, Prepared, check_threshold, join};
 use crate::site::roster::{Member, RosterGuard, describe};
 use crate::site::run::finished;
 use crate::site::{Failure, progress};
@@ -33,11 +37,22 @@ struct KeptShares {
     request: SharesRequest,
 }
 
-/// A round's contribution as kept: the roster it was masked with and what was sent.
+/// A round's contribution as kept: the roster it was masked with, the hash of the iterate it
+/// multiplied (hex) and what was sent.
 #[derive(Serialize, Deserialize)]
 struct KeptContribution {
     roster: Vec<u32>,
+    #[serde(default)]
+    iterate_hash: Option<String>,
     request: ContributionRequest,
+}
+
+/// The one transcript of a round this site accepted: the sets, and its signature of them.
+#[derive(Serialize, Deserialize, PartialEq)]
+struct KeptConfirm {
+    survivors: Vec<u32>,
+    dropped: Vec<u32>,
+    signature: String,
 }
 
 /// A round's unmask answer as kept: the sets it answered and what was sent.
@@ -49,9 +64,10 @@ struct KeptUnmask {
 }
 
 /// This site's entry in a `federated_power` roster, as it published it.
-fn me_as_participant(view: &SiteStudyView, session: &SiteSession) -> Member {
+fn me_as_participant(view: &SiteStudyView, session: &SiteSession, signer: &SiteSigner) -> Member {
     let mut keys = vec![session.encryption_public_key()];
     keys.extend(session.mask_public_keys());
+    keys.push(signer.public_key());
     Member {
         index: view.site_index,
         name: view.site_name.clone(),
@@ -68,6 +84,10 @@ struct Sent {
     /// The last round contributed and what was sent for it.
     contribution: Option<(u32, ContributionRequest)>,
     rosters: BTreeMap<u32, Vec<u32>>,
+    /// The hash of the iterate each round's contribution multiplied.
+    iterates: BTreeMap<u32, [u8; 32]>,
+    /// The one transcript accepted per round.
+    confirms: BTreeMap<u32, KeptConfirm>,
     unmasks: BTreeMap<u32, (Vec<u32>, Vec<u32>, UnmaskRequest)>,
 }
 
@@ -87,6 +107,9 @@ struct Protocol<'a> {
     deal_rng: ChaCha20Rng,
     iterations: u32,
     roster: RosterGuard,
+    /// Its round signatures' key (from the kept seed), and the fixed roster's verifying keys.
+    signer: SiteSigner,
+    signing_keys: BTreeMap<u32, VerifyingKey>,
     sent: Sent,
     /// Messages sent again in a row because the server asked for them again.
     resends: u32,
@@ -173,13 +196,31 @@ impl Protocol<'_> {
                         self.resends = 0;
                     }
                 }
+                SiteTask::Confirm {
+                    round,
+                    survivors,
+                    dropped,
+                    contributions,
+                } => {
+                    let before = self.resends;
+                    self.confirm(round, survivors, dropped, &contributions).await?;
+                    if self.resends == before {
+                        self.resends = 0;
+                    }
+                }
                 SiteTask::Unmask {
                     round,
                     survivors,
                     dropped,
+                    contributions,
+                    confirmations,
                 } => {
                     let before = self.resends;
-                    self.unmask(round, survivors, dropped).await?;
+                    let signed = Signed {
+                        contributions: &contributions,
+                        confirmations: &confirmations,
+                    };
+                    self.unmask(round, survivors, dropped, signed).await?;
                     if self.resends == before {
                         self.resends = 0;
                     }
@@ -188,7 +229,9 @@ impl Protocol<'_> {
                         std::future::pending::<()>().await;
                     }
                 }
-                SiteTask::CapeRelease { .. } | SiteTask::GossipStep { .. } => {
+                SiteTask::CapeRelease { .. }
+                | SiteTask::GossipStep { .. }
+                | SiteTask::GossipConfirm { .. } => {
                     return Err(violation(
                         "the server sent a task of another protocol in a federated_power study",
                     ));
@@ -204,20 +247,7 @@ impl Protocol<'_> {
         participants: &[crate::federation::messages::Participant],
     ) -> Result<(), Failure> {
         let view = &self.prepared.view;
-        let members: Vec<Member> = participants.iter().map(Member::from_participant).collect();
-        let me = me_as_participant(view, &self.session);
-        if let Some(hash) = self
-            .roster
-            .observe(view, &members, &me)
-            .map_err(|e| violation(format!("refusing the roster: {e}")))?
-        {
-            progress(&describe(&hash, &members));
-        }
-        check_threshold(
-            view.threshold,
-            participants.len() as u32,
-            self.args.allow_minority_threshold,
-        )?;
+        self.observe_roster(participants, "the roster")?;
         if let Some(shares) = &self.sent.shares {
             Self::resend_guard(&mut self.resends, "the key shares").await?;
             self.post("/v1/site/shares", shares).await?;
@@ -320,6 +350,8 @@ impl Protocol<'_> {
         }
         let values = b64_to_f64s(iterate, rows * cols)
             .map_err(|e| violation(format!("round {round}'s iterate: {e}")))?;
+        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let iterate_hash = transcript::iterate_hash(self.prepared.view.study_id, round, rows, cols, &bytes);
         let iterate = Matrix::from_vec(rows, cols, values);
         if !self.sent.charged {
             self.charge().await?;
@@ -333,10 +365,18 @@ impl Protocol<'_> {
                 .mask(round, &roster, &encoded)
                 .map_err(|e| violation(format!("cannot mask round {round}: {e}")))?
         };
+        let statement = transcript::contribution_message(&RoundView {
+            study: self.prepared.view.study_id,
+            round,
+            iterate: &iterate_hash,
+            roster: &roster,
+        });
         let kept = KeptContribution {
             roster: roster.clone(),
+            iterate_hash: Some(hex::encode(iterate_hash)),
             request: ContributionRequest {
                 masked: words_to_b64(&masked),
+                signature: self.signer.sign(&statement),
             },
         };
         // Kept before it is sent: asked again, even after a restart, the site sends these bytes.
@@ -348,9 +388,9 @@ impl Protocol<'_> {
             &kept,
         )
         .await?;
-        if kept.roster != roster {
+        if kept.roster != roster || kept.iterate_hash.as_deref() != Some(hex::encode(iterate_hash).as_str()) {
             return Err(violation(format!(
-                "round {round} was contributed with another roster before"
+                "round {round} was contributed with another roster or iterate before"
             )));
         }
         let request = kept.request;
@@ -358,6 +398,7 @@ impl Protocol<'_> {
         self.post(&path, &request).await?;
         // Remembered: if asked for this round again, the same vector is sent again.
         self.sent.rosters.insert(round, roster);
+        self.sent.iterates.insert(round, iterate_hash);
         self.sent.contribution = Some((round, request));
         progress(&format!(
             "round {round}/{rounds} contributed ({roster_len} sites in the roster)"
@@ -372,7 +413,13 @@ impl Protocol<'_> {
         Ok(())
     }
 
-    async fn unmask(&mut self, round: u32, survivors: Vec<u32>, dropped: Vec<u32>) -> Result<(), Failure> {
+    async fn unmask(
+        &mut self,
+        round: u32,
+        survivors: Vec<u32>,
+        dropped: Vec<u32>,
+        signed: Signed<'_>,
+    ) -> Result<(), Failure> {
         let path = format!("/v1/site/rounds/{round}/unmask");
         if let Some((s, d, request)) = self.sent.unmasks.get(&round) {
             if (s, d) != (&survivors, &dropped) {
@@ -388,6 +435,11 @@ impl Protocol<'_> {
         self.roster
             .check_indices(&named, &format!("round {round}'s unmask request"))
             .map_err(violation)?;
+        // The consistency round: nothing is revealed unless every survivor masked this very
+        // round (iterate and roster) and a quorum confirmed this very transcript.
+        self.accept_transcript(round, &survivors, &dropped, signed.contributions)
+            .await?;
+        self.check_quorum(round, &survivors, &dropped, signed.confirmations)?;
         let Some(roster) = self.sent.rosters.get(&round) else {
             return Err(violation(format!(
                 "the server asked to unmask round {round}, to which this site did not contribute"
@@ -443,15 +495,15 @@ pub(crate) async fn follow(run: SiteRun<'_>) -> Result<(), Failure> {
     let mut deal_rng = ChaCha20Rng::from_seed(secret_seed);
     deal_rng.set_stream(1);
     let session = SiteSession::new(view.study_id, view.site_index, iterations, &mut keys_rng);
+    // The signing key: from the kept seed, so a restarted site signs alike.
+    let signer = signer_of(secret_seed);
     if view.site_status == SiteStatus::Invited {
-        join(
-            client,
-            view,
-            prepared.records.n,
-            Some(session.encryption_public_key()),
-            session.mask_public_keys(),
-        )
-        .await?;
+        let keys = JoinKeys {
+            encryption: Some(session.encryption_public_key()),
+            mask: session.mask_public_keys(),
+            signing: Some(signer.public_key()),
+        };
+        join(client, view, prepared.records.n, keys).await?;
     }
     let mut protocol = Protocol {
         args,
@@ -465,6 +517,8 @@ pub(crate) async fn follow(run: SiteRun<'_>) -> Result<(), Failure> {
         deal_rng,
         iterations,
         roster: RosterGuard::new(prepared.expected_roster),
+        signer,
+        signing_keys: BTreeMap::new(),
         sent: Sent::default(),
         resends: 0,
     };
@@ -494,15 +548,7 @@ impl Protocol<'_> {
             return Ok(());
         };
         let shares: KeptShares = parse_kept(text)?;
-        let members: Vec<Member> = shares.participants.iter().map(Member::from_participant).collect();
-        let me = me_as_participant(view, &self.session);
-        if let Some(hash) = self
-            .roster
-            .observe(view, &members, &me)
-            .map_err(|e| violation(format!("refusing the kept roster: {e}")))?
-        {
-            progress(&describe(&hash, &members));
-        }
+        self.observe_roster(&shares.participants, "the kept roster")?;
         let boxes = self
             .session
             .share_boxes(&shares.participants, view.threshold, &mut self.deal_rng)
@@ -524,12 +570,21 @@ impl Protocol<'_> {
         let len = rows * cols;
         for (round, text) in contributions {
             let kept: KeptContribution = parse_kept(&text)?;
+            if let Some(hash) = kept.iterate_hash.as_deref().and_then(|h| hex::decode(h).ok()) {
+                let hash = <[u8; 32]>::try_from(hash.as_slice())
+                    .map_err(|_| Failure::Refused("a kept iterate hash is not 32 bytes".into()))?;
+                self.sent.iterates.insert(round, hash);
+            }
             // Records the roster this round was masked with (the output is discarded).
             self.session
                 .mask(round, &kept.roster, &vec![0; len])
                 .map_err(|e| violation(format!("the kept round {round}: {e}")))?;
             self.sent.rosters.insert(round, kept.roster);
             self.sent.contribution = Some((round, kept.request));
+        }
+        for (round, text) in kept(SiteMessageKind::Confirm).await? {
+            let kept: KeptConfirm = parse_kept(&text)?;
+            self.sent.confirms.insert(round, kept);
         }
         for (round, text) in unmasks {
             let kept: KeptUnmask = parse_kept(&text)?;
@@ -541,6 +596,178 @@ impl Protocol<'_> {
             progress(&format!(
                 "continuing the study from the ledger: {} rounds contributed, the last round {round}",
                 self.sent.rosters.len()
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The signatures an unmask task relays.
+struct Signed<'a> {
+    contributions: &'a [SiteSignature],
+    confirmations: &'a [SiteSignature],
+}
+
+impl Protocol<'_> {
+    /// Fixes the roster (first sight) or checks it against the fixed one, keeps its verifying
+    /// keys, and checks the threshold rule against its size.
+    fn observe_roster(&mut self, participants: &[Participant], what: &str) -> Result<(), Failure> {
+        let view = &self.prepared.view;
+        let members: Vec<Member> = participants.iter().map(Member::from_participant).collect();
+        let me = me_as_participant(view, &self.session, &self.signer);
+        if let Some(hash) = self
+            .roster
+            .observe(view, &members, &me)
+            .map_err(|e| violation(format!("refusing {what}: {e}")))?
+        {
+            progress(&describe(&hash, &members));
+        }
+        self.signing_keys.clear();
+        for p in participants {
+            let key = transcript::verifying_key(&p.signing_public_key)
+                .map_err(|e| violation(format!("refusing {what}: site {}'s {e}", p.index)))?;
+            self.signing_keys.insert(p.index, key);
+        }
+        check_threshold(
+            view.threshold,
+            participants.len() as u32,
+            self.args.colluding_sites,
+            self.args.allow_minority_threshold,
+        )
+    }
+
+    /// The quorum of confirmations this site needs in every round.
+    fn quorum(&self) -> u32 {
+        transcript::quorum(self.signing_keys.len() as u32, self.args.colluding_sites)
+    }
+
+    /// This site's view of `round`: the iterate it multiplied and the roster it masked with.
+    fn round_view(&self, round: u32) -> Result<(Vec<u32>, [u8; 32]), Failure> {
+        match (self.sent.rosters.get(&round), self.sent.iterates.get(&round)) {
+            (Some(roster), Some(hash)) => Ok((roster.clone(), *hash)),
+            _ => Err(violation(format!(
+                "the server asked about round {round}, to which this site did not contribute (or \
+                 contributed without a kept iterate hash); refusing"
+            ))),
+        }
+    }
+
+    /// Accepts `round`'s transcript (survivors U, dropped D) once: U and D split the roster it
+    /// masked with, it is in U, |U| ≥ max(t, quorum), and every survivor's contribution
+    /// signature verifies over this site's own iterate hash and roster. The transcript is kept
+    /// with this site's signature of it before anything is sent; asked about the round again
+    /// with other sets, it refuses.
+    async fn accept_transcript(
+        &mut self,
+        round: u32,
+        survivors: &[u32],
+        dropped: &[u32],
+        contributions: &[SiteSignature],
+    ) -> Result<String, Failure> {
+        if let Some(kept) = self.sent.confirms.get(&round) {
+            if (kept.survivors.as_slice(), kept.dropped.as_slice()) != (survivors, dropped) {
+                return Err(violation(format!(
+                    "the server showed round {round} with other survivors or dropped sites than the \
+                     transcript this site confirmed; refusing"
+                )));
+            }
+            return Ok(kept.signature.clone());
+        }
+        let (roster, iterate) = self.round_view(round)?;
+        let need = self.prepared.view.threshold.max(self.quorum());
+        let view = RoundView {
+            study: self.prepared.view.study_id,
+            round,
+            iterate: &iterate,
+            roster: &roster,
+        };
+        let own = OwnRound {
+            me: self.me(),
+            view,
+            keys: &self.signing_keys,
+        };
+        own.check_transcript(survivors, dropped, contributions, need)
+            .map_err(|e| {
+                violation(format!(
+                    "refusing round {round}'s transcript before revealing anything: {e}"
+                ))
+            })?;
+        let signature = self
+            .signer
+            .sign(&transcript::confirmation_message(&view, survivors, dropped));
+        let confirm = KeptConfirm {
+            survivors: survivors.to_vec(),
+            dropped: dropped.to_vec(),
+            signature,
+        };
+        let study = self.prepared.view.study_id;
+        let kept = keep(self.store, study, SiteMessageKind::Confirm, round, &confirm).await?;
+        if kept != confirm {
+            return Err(violation(format!(
+                "round {round} was confirmed with other survivors or dropped sites before; refusing"
+            )));
+        }
+        let signature = kept.signature.clone();
+        self.sent.confirms.insert(round, kept);
+        Ok(signature)
+    }
+
+    /// Checks that at least the quorum of distinct survivors confirmed this site's own
+    /// transcript of `round` (its own confirmation counts).
+    fn check_quorum(
+        &self,
+        round: u32,
+        survivors: &[u32],
+        dropped: &[u32],
+        confirmations: &[SiteSignature],
+    ) -> Result<(), Failure> {
+        let (roster, iterate) = self.round_view(round)?;
+        let view = RoundView {
+            study: self.prepared.view.study_id,
+            round,
+            iterate: &iterate,
+            roster: &roster,
+        };
+        let own = OwnRound {
+            me: self.me(),
+            view,
+            keys: &self.signing_keys,
+        };
+        let valid = own.confirmed_by(survivors, dropped, confirmations);
+        let quorum = self.quorum() as usize;
+        if valid < quorum {
+            return Err(violation(format!(
+                "round {round}: only {valid} survivors confirmed the transcript this site saw; {quorum} are \
+                 needed before it reveals anything (the coordinator may have shown sites different \
+                 views); refusing"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The consistency round: accept the transcript and send this site's confirmation of it
+    /// (the same bytes again if asked again).
+    async fn confirm(
+        &mut self,
+        round: u32,
+        survivors: Vec<u32>,
+        dropped: Vec<u32>,
+        contributions: &[SiteSignature],
+    ) -> Result<(), Failure> {
+        let again = self.sent.confirms.contains_key(&round);
+        let signature = self
+            .accept_transcript(round, &survivors, &dropped, contributions)
+            .await?;
+        if again {
+            Self::resend_guard(&mut self.resends, &format!("the confirmation of round {round}")).await?;
+        }
+        let path = format!("/v1/site/rounds/{round}/confirm");
+        self.post(&path, &ConfirmRequest { signature }).await?;
+        if !again {
+            progress(&format!(
+                "round {round} confirmed ({} survivors, {} dropped)",
+                survivors.len(),
+                dropped.len()
             ));
         }
         Ok(())
