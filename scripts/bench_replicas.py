@@ -199,7 +199,7 @@ def report(name, latencies, codes, seconds, counted):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--bin", default="target/release/privpca")
+    ap.add_argument("--bin", default=os.path.join(os.environ.get("CARGO_TARGET_DIR", "target"), "release", "privpca"))
     ap.add_argument("--database-url", default=os.environ.get("PRIVPCA_TEST_POSTGRES_URL"))
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--clients", type=int, default=8)

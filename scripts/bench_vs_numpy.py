@@ -106,7 +106,7 @@ def bench_parser(n):
     """The options every service benchmark takes: the binary to run and the row count `--n`
     (default `n`)."""
     ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", default="target/release/privpca")
+    ap.add_argument("--bin", default=os.path.join(os.environ.get("CARGO_TARGET_DIR", "target"), "release", "privpca"))
     ap.add_argument("--n", type=int, default=n)
     return ap
 

@@ -11,6 +11,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
+# Where cargo puts what it builds: CARGO_TARGET_DIR if set (relative to the repository, as
+# cargo reads it here), else target/; absolute, since the steps below run in other directories.
+target=$(realpath -m -- "${CARGO_TARGET_DIR:-target}")
 work=$(mktemp -d)
 server_pid=""
 cleanup() {
@@ -21,10 +24,10 @@ trap cleanup EXIT
 
 echo "== contract: build"
 cargo build --locked -q
-bin="$repo/target/debug/privpca"
+bin="$target/debug/privpca"
 
 echo "== contract: Python tools (pinned in tests/contract/requirements.txt)"
-venv="${CONTRACT_VENV:-$repo/target/contract-venv}"
+venv="${CONTRACT_VENV:-$target/contract-venv}"
 if [ ! -x "$venv/bin/python" ]; then
   PYENV_VERSION="${PYENV_VERSION:-3.12.1}" python3 -m venv "$venv"
 fi

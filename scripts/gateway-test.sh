@@ -8,9 +8,10 @@
 #    it and one data directory, as in deploy/compose.yaml.
 #  - Through the gateway: the README walk-through (scripts/walkthrough-check.sh: a tenant, an
 #    upload, a job, checked against the output README.md shows), then a 3-site
-#    `federated_power` study whose sites know only the gateway URL. Replica a is SIGKILLed
-#    mid-study; the study must succeed with every site `done`, charged once, and every site
-#    process must exit 0.
+#    `federated_power` study whose sites know only the gateway URL. The replica coordinating it
+#    (`studies.coordinator`, read with psql) is SIGKILLed mid-study, so the other must take it
+#    over; the study must succeed with every site `done`, charged once, coordinated at the end by
+#    the survivor, and every site process must exit 0.
 #
 # Usage: scripts/gateway-test.sh   (as root on a fresh Debian machine, like scripts/postgres.sh)
 set -euo pipefail
@@ -52,6 +53,12 @@ eval "$(scripts/postgres.sh)"
 pg_dir="$PRIVPCA_PG_DIR"
 db_url="$PRIVPCA_TEST_POSTGRES_URL"
 unset PRIVPCA_TEST_POSTGRES_URL PRIVPCA_PG_DIR
+# psql from the server's packages (scripts/postgres.sh installs them), else any on the PATH.
+psql_bin=$(command -v psql || true)
+for candidate in /usr/lib/postgresql/*/bin/psql; do
+  if [ -x "$candidate" ]; then psql_bin="$candidate"; fi
+done
+[ -n "$psql_bin" ] || fail "no psql to read the study's coordinator with"
 
 admin="gateway-admin-$RANDOM$RANDOM"
 port_a=$(free_port)
@@ -97,7 +104,7 @@ echo "== gateway: the README walk-through through the gateway"
 BASE="$gw" ADMIN="$admin" scripts/walkthrough-check.sh > "$work/walkthrough.out" || { cat "$work/walkthrough.out"; fail "walk-through"; }
 grep -q '"status": "succeeded"' "$work/walkthrough.out" || fail "the walk-through's job did not succeed"
 
-echo "== gateway: a 3-site study through the gateway, replica a killed mid-study"
+echo "== gateway: a 3-site study through the gateway, its coordinator killed mid-study"
 key=$(curl -sf -X POST "$gw/v1/tenants" -H "Authorization: Bearer $admin" -H 'Content-Type: application/json' \
   -d '{"name": "consortium"}' | jq -r .api_key)
 iterations=200   # the most federated_power allows; rounds take milliseconds, polling catches round 2
@@ -117,21 +124,33 @@ for i in 0 1 2; do
   site_pids+=($!); pids+=($!)
 done
 status_of() { curl -sf "$gw/v1/studies/$id" -H "Authorization: Bearer $key"; }
+# The replica coordinating the study (privpca-a or privpca-b), as the database records it; the
+# API does not show it.
+coordinator_of() {
+  "$psql_bin" "$db_url" -XAtq -v ON_ERROR_STOP=1 -c "SELECT coordinator FROM studies WHERE id = '$id'"
+}
 
-# Kill replica a once the study is past its second round and not finished.
+# Kill the study's coordinator once the study is past its second round and not finished: the
+# replica that created it holds it, and which one that is depends on the gateway's balancing.
 killed=""
 for _ in $(seq 1 3000); do
   view=$(status_of || true)
   done_rounds=$(jq -r '.progress.done // 0' <<< "${view:-{\}}")
   state=$(jq -r '.status // ""' <<< "${view:-{\}}")
-  case "$state" in succeeded|failed|cancelled) fail "the study ended ($state) before replica a was killed: raise iterations";; esac
+  case "$state" in succeeded|failed|cancelled) fail "the study ended ($state) before its coordinator was killed: raise iterations";; esac
   if [ "$state" = running ] && [ "$done_rounds" -ge 2 ]; then
-    kill -9 "$pid_a"; killed="$done_rounds"; break
+    coordinator=$(coordinator_of) || fail "reading the study's coordinator"
+    case "$coordinator" in
+      privpca-a) victim=a; victim_pid="$pid_a"; survivor=privpca-b ;;
+      privpca-b) victim=b; victim_pid="$pid_b"; survivor=privpca-a ;;
+      *) fail "the study's coordinator is '$coordinator', not a replica of this test" ;;
+    esac
+    kill -9 "$victim_pid"; killed="$done_rounds"; break
   fi
   sleep 0.02
 done
 [ -n "$killed" ] || fail "the study never reached round 2"
-echo "replica a SIGKILLed after round $killed of $iterations"
+echo "replica $victim (the study's coordinator) SIGKILLed after round $killed of $iterations"
 
 for i in 0 1 2; do
   wait "${site_pids[$i]}" || fail "site $i exited non-zero"
@@ -143,4 +162,6 @@ jq -e '.cost.rho as $c | [.sites[] | select(.charged.rho == $c)] | length == 3' 
   || fail "every site must be charged the study's cost once: $(jq -c '{cost, sites}' <<< "$final")"
 curl -sf "$gw/v1/studies/$id/result" -H "Authorization: Bearer $key" \
   | jq -e '.basis | length == 2 and (.[0] | length) == 5' > /dev/null || fail "the study's result"
-echo "gateway test: ok (replica a killed after round $killed; study $id succeeded through $gw)"
+coordinator=$(coordinator_of) || fail "reading the study's coordinator"
+[ "$coordinator" = "$survivor" ] || fail "the study ended coordinated by '$coordinator', not taken over by $survivor"
+echo "gateway test: ok (coordinator $victim killed after round $killed, $survivor took over; study $id succeeded through $gw)"

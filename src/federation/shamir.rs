@@ -4,19 +4,18 @@
 //! or its position in the dealer's neighbourhood (SecAgg+).
 //!
 //! The field is the smallest that holds every x of the sharing ([`Field::for_count`]):
-//! - GF(2⁸) for up to 255 shares, 33-byte shares: the format live studies (at most 64 sites)
-//!   relay and store, unchanged; dealt by the crate `blahaj`, recovered by module `gf256` below
-//!   (the same field and polynomial; equal to `blahaj`'s recovery, tested);
-//! - GF(2¹⁶) (below, module `gf65536`) for 256 to 65 535 shares, 34-byte shares: the complete graph
+//! - GF(2⁸) (module `gf256` below) for up to 255 shares, 33-byte shares: the format live
+//!   studies (at most 64 sites) relay and store, unchanged. The field, polynomial, coefficient
+//!   draws and share format are those of the crate `blahaj`, which dealt these shares before, so
+//!   the same seed deals the same bytes (tested against `blahaj`, now a dev-dependency);
+//! - GF(2¹⁶) (module `gf65536`) for 256 to 65 535 shares, 34-byte shares: the complete graph
 //!   beyond 255 sites.
 //!
-//! `blahaj` draws its polynomial coefficients from a `rand` 0.10 `CryptoRng`; we seed a
-//! ChaCha20 generator of that version with 32 bytes from the caller's RNG. GF(2¹⁶) coefficients
-//! come from a `rand_chacha` ChaCha20 seeded the same way.
+//! Both fields deal and recover with the constant-time arithmetic of module `packed`. GF(2⁸)
+//! coefficients come from a `chacha20` 0.10 ChaCha20 generator (the generator `blahaj` was fed)
+//! seeded with 32 bytes from the caller's RNG, GF(2¹⁶) coefficients from a `rand_chacha`
+//! ChaCha20 seeded the same way.
 
-use blahaj::Sharks;
-use chacha20_rng::ChaCha20Rng as DealerRng;
-use chacha20_rng::rand_core::SeedableRng as _;
 use rand::RngCore;
 use zeroize::{Zeroize, ZeroizeOnDrop, Zeroizing};
 
@@ -93,8 +92,6 @@ pub enum ShamirError {
     Conflicting { x: u16 },
     #[error("the shares are not all in one field (GF(2^8) and GF(2^16) shares mixed)")]
     MixedFields,
-    #[error("the dealer produced share x = {got} where x = {expected} was expected")]
-    DealerOrder { expected: u16, got: u16 },
 }
 
 impl Share {
@@ -156,42 +153,13 @@ pub fn split(
     let mut seed = Zeroizing::new([0u8; 32]);
     rng.fill_bytes(seed.as_mut());
     let shares = match field {
-        Field::Gf256 => split_gf256(secret, threshold, count, &seed)?,
-        Field::Gf65536 => (1..=count)
-            .zip(gf65536::split(secret, threshold, count, &seed))
-            .map(|(x, y)| Share {
-                field: Field::Gf65536,
-                x,
-                y: *y,
-            })
-            .collect(),
+        Field::Gf256 => gf256::split(secret, threshold, count, &seed),
+        Field::Gf65536 => gf65536::split(secret, threshold, count, &seed),
     };
-    Ok(shares)
-}
-
-/// GF(2⁸) dealing by `blahaj` at x = 1..=`count` (≤ 255), coefficients from a ChaCha20 dealer
-/// seeded with `seed`.
-fn split_gf256(
-    secret: &Seed,
-    threshold: u16,
-    count: u16,
-    seed: &[u8; 32],
-) -> Result<Vec<Share>, ShamirError> {
-    let small = |v: u16| u8::try_from(v).unwrap_or(u8::MAX);
-    let mut dealer_rng = DealerRng::from_seed(*seed);
-    let mut shares = Vec::with_capacity(usize::from(count));
-    for (expected, share) in (1..=count).zip(Sharks(small(threshold)).dealer_rng(secret, &mut dealer_rng)) {
-        let bytes = Zeroizing::new(Vec::<u8>::from(&share));
-        let share = Share::from_bytes(&bytes)?;
-        // blahaj evaluates at x = 1, 2, 3, …; check rather than assume.
-        if share.x != expected || share.field != Field::Gf256 {
-            return Err(ShamirError::DealerOrder {
-                expected,
-                got: share.x,
-            });
-        }
-        shares.push(share);
-    }
+    let shares = (1..=count)
+        .zip(shares)
+        .map(|(x, y)| Share { field, x, y: *y })
+        .collect();
     Ok(shares)
 }
 
@@ -264,6 +232,27 @@ mod packed {
             }
         }
         r
+    }
+
+    /// The polynomial with coefficients `coefficients` (constant term first, one block of
+    /// lanes per degree) at the public `x`, in every lane, by Horner's rule:
+    /// ((c_{t−1}·x + c_{t−2})·x + …)·x + c_0. The secret coefficients are only multiplied by
+    /// `x` ([`mul_public_by`]) and added.
+    pub(super) fn evaluate(coefficients: &[Block], x: u16, times_x: fn(u64) -> u64) -> Zeroizing<[u8; 32]> {
+        let Some((last, lower)) = coefficients.split_last() else {
+            return Zeroizing::new([0; 32]);
+        };
+        let mut acc = *last;
+        for c in lower.iter().rev() {
+            let mut product = mul_public_by(&acc, x, times_x);
+            for ((a, p), c) in acc.iter_mut().zip(&product).zip(c) {
+                *a = p ^ c;
+            }
+            product.zeroize();
+        }
+        let out = to_bytes(&acc);
+        acc.zeroize();
+        out
     }
 
     pub(super) fn to_block(bytes: &[u8; 32]) -> Block {
@@ -362,9 +351,9 @@ mod gf65536 {
 
     use rand::{RngCore, SeedableRng};
     use rand_chacha::ChaCha20Rng;
-    use zeroize::{Zeroize, Zeroizing};
+    use zeroize::Zeroizing;
 
-    use super::packed::{Block, Tables, mul_public_by, to_block, to_bytes};
+    use super::packed::{Block, Tables, evaluate, mul_public_by, to_block};
 
     /// X¹⁶ ≡ X¹² + X³ + X + 1.
     pub(super) const REDUCTION: u64 = 0x100B;
@@ -402,23 +391,7 @@ mod gf65536 {
         for _ in 1..threshold {
             coefficients.push(std::array::from_fn(|_| rng.next_u64()));
         }
-        let (last, lower) = coefficients.split_last().unwrap_or((&[0; 4], &[]));
-        (1..=count)
-            .map(|x| {
-                // Horner: ((c_{t−1}·x + c_{t−2})·x + …)·x + c_0.
-                let mut acc = *last;
-                for c in lower.iter().rev() {
-                    let mut product = mul_public(&acc, x);
-                    for ((a, p), c) in acc.iter_mut().zip(&product).zip(c) {
-                        *a = p ^ c;
-                    }
-                    product.zeroize();
-                }
-                let out = to_bytes(&acc);
-                acc.zeroize();
-                out
-            })
-            .collect()
+        (1..=count).map(|x| evaluate(&coefficients, x, times_x)).collect()
     }
 
     /// The secret f(0) from points (x, f(x)) with distinct non-zero x, as many as the threshold.
@@ -427,19 +400,24 @@ mod gf65536 {
     }
 }
 
-/// GF(2⁸) = GF(2)[X]/(X⁸ + X⁴ + X³ + X² + 1), the field and polynomial (0x11D) of `blahaj`'s
-/// shares, recovered here rather than by `blahaj`: with the Lagrange coefficients at 0
-/// computed once per sharing from the public x (O(t²)) and each of the 32 bytes a dot product
-/// (O(t)), instead of `blahaj`'s interpolation of every byte (32·O(t²)); and with the secret
-/// bytes multiplied by the public coefficients by shift-and-add, never used as a table index
-/// (`blahaj` multiplies through log/exp tables). The SecAgg+ coordinator recovers one secret
-/// per survivor from t = O(log S) shares each (docs/performance-secagg-plus.md).
+/// GF(2⁸) = GF(2)[X]/(X⁸ + X⁴ + X³ + X² + 1), the field and polynomial (0x11D) of the crate
+/// `blahaj`, which dealt these shares until issue 36, with its draws of the coefficients, so a
+/// seed deals the bytes `blahaj` dealt (a site that restarts compares the boxes it deals again
+/// with those in its ledger bit for bit). Unlike `blahaj`, which multiplies through log/exp
+/// tables indexed by secret bytes, dealing and recovery multiply secret bytes only by public
+/// values with shifts and masks (module `packed`). Recovery computes the Lagrange coefficients
+/// at 0 once per sharing from the public x (O(t²)) and each of the 32 bytes as a dot product
+/// (O(t)), instead of `blahaj`'s interpolation of every byte (32·O(t²)): the SecAgg+
+/// coordinator recovers one secret per survivor from t = O(log S) shares each
+/// (docs/performance-secagg-plus.md).
 mod gf256 {
     use std::sync::LazyLock;
 
+    use chacha20_rng::ChaCha20Rng;
+    use chacha20_rng::rand_core::{Rng as _, SeedableRng as _};
     use zeroize::Zeroizing;
 
-    use super::packed::Tables;
+    use super::packed::{Block, Tables, evaluate, to_block};
 
     /// X⁸ ≡ X⁴ + X³ + X² + 1.
     pub(super) const REDUCTION: u64 = 0x1D;
@@ -452,6 +430,32 @@ mod gf256 {
     }
 
     pub(super) static TABLES: LazyLock<Tables> = LazyLock::new(|| Tables::of(255, times_x));
+
+    /// The 32-byte share values at x = 1..=`count` (≤ 255) of a random polynomial of degree
+    /// `threshold` − 1 per byte with constant term `secret`, the other coefficients drawn from
+    /// ChaCha20 (`chacha20` 0.10) seeded with `seed` in `blahaj` 0.7's order: byte by byte, and
+    /// for each byte its coefficients from degree `threshold` − 1 down to 1, each the low byte
+    /// of one 32-bit output (`rand` 0.10's uniform sampling of a full `u8` range).
+    pub(super) fn split(
+        secret: &[u8; 32],
+        threshold: u16,
+        count: u16,
+        seed: &[u8; 32],
+    ) -> Vec<Zeroizing<[u8; 32]>> {
+        let mut rng = ChaCha20Rng::from_seed(*seed);
+        let degree = usize::from(threshold).saturating_sub(1);
+        // by_degree[d][j]: the coefficient of degree d of byte j; the draws do not depend on
+        // the secret.
+        let mut by_degree = Zeroizing::new(vec![[0u8; 32]; degree + 1]);
+        by_degree[0] = *secret;
+        for j in 0..32 {
+            for d in (1..=degree).rev() {
+                by_degree[d][j] = rng.next_u32() as u8;
+            }
+        }
+        let coefficients: Zeroizing<Vec<Block>> = Zeroizing::new(by_degree.iter().map(to_block).collect());
+        (1..=count).map(|x| evaluate(&coefficients, x, times_x)).collect()
+    }
 
     /// The secret f(0) from points (x, f(x)) with distinct non-zero x, as many as the threshold.
     pub(super) fn interpolate_at_zero(points: &[(u16, &[u8; 32])]) -> Zeroizing<[u8; 32]> {

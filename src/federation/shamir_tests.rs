@@ -2,6 +2,7 @@ use proptest::prelude::*;
 use rand::seq::SliceRandom;
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha20Rng;
+use sha2::Digest as _;
 
 use super::gf65536::{self, TABLES};
 use super::packed::Block;
@@ -187,42 +188,6 @@ fn all_zero_and_all_ff_secrets_round_trip_in_both_fields() {
             assert!(shares.iter().any(|sh| sh.y != s), "t = {t}");
             shares.shuffle(&mut rng);
             assert_eq!(combine(&shares[..usize::from(t)], t).expect("t shares"), s);
-        }
-    }
-}
-
-/// The degree-(t−1) polynomial that is `d` at 0 and 0 at every x of `xs`, evaluated at `at`, in
-/// one GF(2¹⁶) lane: d · Π (at + x_j) / Π x_j.
-fn vanishing(d: u16, xs: &[u16], at: u16) -> u16 {
-    xs.iter().fold(d, |acc, &xj| {
-        reference_mul(acc, reference_mul(at ^ xj, reference_inverse(xj)))
-    })
-}
-
-#[test]
-fn fewer_than_threshold_shares_are_consistent_with_every_secret() {
-    // t − 1 shares reveal nothing: for every value v of a secret's first element, there is a
-    // t-th share that, with the t − 1 real ones, recovers the secret with that element = v
-    // (f + g, g vanishing on the t − 1 x's). All 65 536 values, t = 3 and t = 5.
-    let mut rng = ChaCha20Rng::seed_from_u64(14);
-    for t in [3u16, 5] {
-        let s = random_secret(&mut rng);
-        let mut shares = split(&s, t, 400, &mut rng).expect("split");
-        shares.shuffle(&mut rng);
-        let known = &shares[..usize::from(t) - 1];
-        let xs: Vec<u16> = known.iter().map(Share::x).collect();
-        let extra = shares[usize::from(t) - 1].clone();
-        let first = u16::from_le_bytes([s[0], s[1]]);
-        for v in 0..=u16::MAX {
-            let shift = vanishing(first ^ v, &xs, extra.x);
-            let mut completed = extra.clone();
-            let y0 = u16::from_le_bytes([completed.y[0], completed.y[1]]) ^ shift;
-            completed.y[..2].copy_from_slice(&y0.to_le_bytes());
-            let mut points = known.to_vec();
-            points.push(completed);
-            let got = combine(&points, t).expect("t shares");
-            assert_eq!(u16::from_le_bytes([got[0], got[1]]), v, "t = {t}");
-            assert_eq!(got[2..], s[2..]);
         }
     }
 }
@@ -435,5 +400,125 @@ fn gf256_recovery_equals_blahaj_on_any_points() {
             blahaj_recover(&arbitrary),
             "t = {threshold}"
         );
+    }
+}
+
+/// `blahaj` 0.7's dealing, which dealt GF(2⁸) shares before ours: the caller's RNG seeds a
+/// `chacha20` 0.10 generator exactly as [`split`] does, and `blahaj` draws from it.
+fn blahaj_split(secret: &Seed, threshold: u16, count: u16, rng: &mut ChaCha20Rng) -> Vec<Vec<u8>> {
+    use chacha20_rng::rand_core::SeedableRng as _;
+    let mut seed = [0u8; 32];
+    rng.fill_bytes(&mut seed);
+    let mut dealer = chacha20_rng::ChaCha20Rng::from_seed(seed);
+    let threshold = u8::try_from(threshold).expect("at most 255");
+    blahaj::Sharks(threshold)
+        .dealer_rng(secret, &mut dealer)
+        .take(usize::from(count))
+        .map(|share| Vec::from(&share))
+        .collect()
+}
+
+#[test]
+fn gf256_dealing_equals_blahaj_byte_for_byte() {
+    // A site that restarts deals its boxes again and compares them with those in its ledger, bit
+    // for bit; boxes dealt by blahaj before must come out the same.
+    let mut cases = vec![(2u16, 2u16), (2, 255), (255, 255), (3, 5), (64, 64)];
+    let mut rng = ChaCha20Rng::seed_from_u64(36);
+    for _ in 0..300 {
+        let count = 2 + (rng.next_u32() % 254) as u16;
+        let threshold = 2 + (rng.next_u32() % u32::from(count - 1)) as u16;
+        cases.push((threshold, count));
+    }
+    for (case, (threshold, count)) in cases.into_iter().enumerate() {
+        let s = random_secret(&mut rng);
+        let caller_seed = rng.next_u64();
+        let ours = split(&s, threshold, count, &mut ChaCha20Rng::seed_from_u64(caller_seed)).expect("split");
+        let theirs = blahaj_split(&s, threshold, count, &mut ChaCha20Rng::seed_from_u64(caller_seed));
+        assert_eq!(ours.len(), theirs.len());
+        for (our, their) in ours.iter().zip(&theirs) {
+            assert_eq!(
+                &our.to_bytes()[..],
+                &their[..],
+                "case {case}: t = {threshold}, count = {count}, x = {}",
+                our.x()
+            );
+        }
+    }
+}
+
+#[test]
+fn gf256_dealing_is_stable_across_dependency_updates() {
+    // Pinned bytes (dealt by blahaj 0.7 with chacha20 0.10, equal to ours by the test above): a
+    // new version of either generator that changed the stream would change dealt boxes.
+    let shares = split(&secret(36), 3, 4, &mut ChaCha20Rng::seed_from_u64(36)).expect("split");
+    let digest = sha2::Sha256::digest(
+        shares
+            .iter()
+            .flat_map(|share| share.to_bytes().to_vec())
+            .collect::<Vec<u8>>(),
+    );
+    assert_eq!(hex::encode(digest), GF256_PINNED_DEALING);
+}
+
+const GF256_PINNED_DEALING: &str = "899b2c1ce90161b9bdeb8c2a28d57db20b189c660c31e22c7837f1ff46cf6d69";
+
+/// The value at 0 of the polynomial of degree ≤ k − 1 through k shares: what k = t − 1 shares
+/// would say the secret is, were the dealer's polynomial of degree t − 2.
+fn at_zero_through(shares: &[Share]) -> Seed {
+    let points: Vec<(u16, &[u8; 32])> = shares.iter().map(|s| (s.x, &s.y)).collect();
+    *match shares[0].field {
+        Field::Gf256 => super::gf256::interpolate_at_zero(&points),
+        Field::Gf65536 => gf65536::interpolate_at_zero(&points),
+    }
+}
+
+#[test]
+fn fewer_than_threshold_shares_are_consistent_with_every_secret() {
+    // The t − 1 shares at x_1..x_{t−1} of f (degree t − 1, top coefficient c) are consistent with
+    // the secret v exactly when the dealer could have drawn f + g, g of degree t − 1 vanishing on
+    // the x_j with g(0) = v − f(0): g's top coefficient is (v − f(0)) / Π x_j, so every v is
+    // possible when c is uniform over the field. Probe: the polynomial of degree ≤ t − 2 through
+    // the t − 1 shares misses f(0) by c·Π x_j, which over many dealings must take every value of
+    // GF(2⁸) and look uniform in GF(2¹⁶). A dealing of degree t − 2 (one coefficient short) gives
+    // a miss of 0 every time: the t − 1 shares then determine the secret, and at t = 2 every share
+    // is the secret.
+    let mut rng = ChaCha20Rng::seed_from_u64(14);
+    for count in [255u16, 300] {
+        for t in [2u16, 3, 5, 17] {
+            let mut misses = std::collections::BTreeSet::new();
+            let mut samples = 0usize;
+            for _ in 0..200 {
+                let s = random_secret(&mut rng);
+                let mut shares = split(&s, t, count, &mut rng).expect("split");
+                shares.shuffle(&mut rng);
+                let guess = at_zero_through(&shares[..usize::from(t) - 1]);
+                let miss: Vec<u8> = guess.iter().zip(&s).map(|(g, s)| g ^ s).collect();
+                match shares[0].field() {
+                    Field::Gf256 => misses.extend(miss.iter().map(|&b| u16::from(b))),
+                    Field::Gf65536 => misses.extend(
+                        miss.chunks_exact(2)
+                            .map(|pair| u16::from_le_bytes([pair[0], pair[1]])),
+                    ),
+                }
+                samples += miss.len() / field_bytes(shares[0].field());
+            }
+            match Field::for_count(u32::from(count)).expect("a field") {
+                Field::Gf256 => assert_eq!(misses.len(), 256, "t = {t}: misses {misses:?}"),
+                // 3 200 draws from 65 536 values: about 78 repeats expected.
+                Field::Gf65536 => assert!(
+                    misses.len() * 10 > samples * 9,
+                    "t = {t}: {} distinct misses of {samples}",
+                    misses.len()
+                ),
+            }
+        }
+    }
+}
+
+/// Bytes per field element.
+fn field_bytes(field: Field) -> usize {
+    match field {
+        Field::Gf256 => 1,
+        Field::Gf65536 => 2,
     }
 }

@@ -214,3 +214,24 @@ async fn the_service_database_is_not_a_site_ledger() {
         "{refused:?}"
     );
 }
+
+/// A charge that returned has reached the disk before the site sends anything
+/// ([`Store::open_ledger`]): every connection of a ledger opened the product's way commits with
+/// `synchronous = FULL` (2), not NORMAL (1), which a power loss can undo.
+#[tokio::test]
+async fn a_site_ledger_syncs_every_commit_to_the_disk() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = ledger(&dir).await;
+    let mut held = Vec::new();
+    for pool in [&store.pool, &store.synced, &store.reads] {
+        for _ in 0..2 {
+            let mut conn = pool.acquire().await.expect("a connection");
+            let synchronous: i64 = sqlx::query_scalar("PRAGMA synchronous")
+                .fetch_one(&mut *conn)
+                .await
+                .expect("pragma");
+            assert_eq!(synchronous, 2, "PRAGMA synchronous of a site ledger");
+            held.push(conn);
+        }
+    }
+}

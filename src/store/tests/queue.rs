@@ -349,3 +349,48 @@ async fn charges_and_results_are_committed_synced_to_the_disk() {
     assert_eq!((running.status, running.progress_done), (JobStatus::Running, 1));
     assert_eq!(ledger_net(&f.store, f.tenant, ds.id).await, (100, 0));
 }
+
+/// docs/design/ledger.md, "Durable before released", on PostgreSQL: the service's connections
+/// set `synchronous_commit = on` themselves, whatever the server's, role's or database's default.
+/// The database's default is turned `off` here, so only the service's own setting can make it on.
+#[tokio::test(flavor = "multi_thread")]
+async fn postgres_commits_are_synced_whatever_the_database_default() {
+    let f = fixture().await;
+    if f.store.backend != crate::store::Backend::Postgres {
+        return; // SQLite: charges_and_results_are_committed_synced_to_the_disk.
+    }
+    let database: String = sqlx::query_scalar("SELECT current_database()::text")
+        .fetch_one(&f.store.pool)
+        .await
+        .expect("database name");
+    sqlx::raw_sql(&format!(
+        "ALTER DATABASE \"{database}\" SET synchronous_commit = off"
+    ))
+    .execute(&f.store.pool)
+    .await
+    .expect("database default");
+    let show = |pool: sqlx::AnyPool| async move {
+        let mut held = Vec::new();
+        let mut settings = Vec::new();
+        for _ in 0..2 {
+            let mut conn = pool.acquire().await.expect("a connection");
+            let setting: String = sqlx::query_scalar("SHOW synchronous_commit")
+                .fetch_one(&mut *conn)
+                .await
+                .expect("show");
+            settings.push(setting);
+            held.push(conn);
+        }
+        settings
+    };
+    let plain = sqlx::any::AnyPoolOptions::new()
+        .max_connections(2)
+        .connect(&f.url)
+        .await
+        .expect("a plain pool");
+    assert_eq!(show(plain).await, ["off", "off"], "the database's default");
+
+    let store = Store::connect(&f.url, f.dir.path()).await.expect("reconnect");
+    assert_eq!(show(store.pool.clone()).await, ["on", "on"], "the service's pool");
+    assert_eq!(show(store.synced.clone()).await, ["on", "on"], "the synced pool");
+}
