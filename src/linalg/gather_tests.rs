@@ -1,8 +1,8 @@
 use std::sync::Mutex;
 
 use super::*;
-use crate::linalg::{Matrix, Residency};
 use crate::linalg::testing::gaussian;
+use crate::linalg::{Matrix, Residency};
 
 /// What a walk did, in values from the start of the data: each segment released, and each
 /// record copied, in order.
@@ -89,7 +89,10 @@ fn the_segments_walked_are_the_same_whichever_records_are_chosen() {
                 Event::Copied(from, to) => pending.push((from, to)),
                 Event::Released(start, end) => {
                     for (from, to) in pending.drain(..) {
-                        assert!(start <= from && to <= end, "copy {from}..{to} outside {start}..{end}");
+                        assert!(
+                            start <= from && to <= end,
+                            "copy {from}..{to} outside {start}..{end}"
+                        );
                     }
                 }
             }
@@ -132,4 +135,3 @@ fn indices_out_of_order_are_a_bug() {
     let xt = gaussian(2, 5, 3);
     gather_walking(Records::from(&xt), &[3, 1], |_, _| {});
 }
-
