@@ -34,7 +34,8 @@
 //! m = ⌈(1 − q)·n + 40σ⌉ ([`ClipConfig::tail_bound`]) bounds the shortened records except with
 //! probability < T·10⁻³⁴⁹ < 10⁻³⁰⁰. A job then derives the clipped statistics from the kept
 //! XᵀX, Xᵀ1 with a correction over m records (`linalg::clip_tail`): its work is a function of
-//! public n, q, σ; beyond m (never in practice) it makes a full pass, which is the only way the
+//! public n, q, σ, and the pages it reads are every page of the records, whatever the data
+//! (`linalg::gather`); beyond m (never in practice) it makes a full pass, which is the only way the
 //! data can reach its duration (docs/design/privacy.md §3.1).
 //!
 //! **The algorithm after clipping.** Given the released c, x ↦ x·min(1, c/‖x‖₂) is a fixed

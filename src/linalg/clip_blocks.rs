@@ -20,12 +20,15 @@
 //! with zero records to L, and clipped by the same [`super::clip::clip_columns_l2`] as every
 //! clipped record. Whatever c and the data are, the work is the same: B − 1 packed additions
 //! (each to one of two accumulators), L gathered records and one Gram update of L records
-//! ([`ClipWork`] counts it). Up to rounding (t²·xxᵀ/‖x‖² against (t/‖x‖·x)(t/‖x‖·x)ᵀ), the
+//! ([`ClipWork`] counts it). Block b's records lie wherever the data put them, so they are
+//! gathered by a walk over every page of the records ([`super::gather`]): the pages read are
+//! all of them, not those of the records whose norms fall in block b (issue 36). Up to rounding (t²·xxᵀ/‖x‖² against (t/‖x‖·x)(t/‖x‖·x)ᵀ), the
 //! result is the clipped records' own statistics, so the algorithm's calibration to c holds.
 //!
 //! This module holds values and arithmetic only; the file format is `ingest::stats_file`.
 
 use super::clip::{clip_columns_l2, l2_norm, margin};
+use super::gather::gather_walking;
 use super::record_stats::RecordStats;
 use super::records::Records;
 use super::stream::StatsAccumulator;
@@ -137,6 +140,23 @@ fn gather(xt: Records<'_>, order: &[u32], buffer: &mut Matrix) {
     }
 }
 
+/// [`gather`] by a walk over every page of `xt` ([`gather_walking`]), so that the pages read
+/// are all of them, not those of the records of one norm block (issue 36).
+fn gather_by_walk(xt: Records<'_>, order: &[u32], buffer: &mut Matrix) {
+    buffer.fill(0.0);
+    // (record, slot), in record order for the walk.
+    let mut by_record: Vec<(usize, usize)> = order
+        .iter()
+        .enumerate()
+        .map(|(slot, &i)| (i as usize, slot))
+        .collect();
+    by_record.sort_unstable();
+    let indices: Vec<usize> = by_record.iter().map(|&(i, _)| i).collect();
+    gather_walking(xt, &indices, |k, record| {
+        buffer.column_mut(by_record[k].1).copy_from_slice(record);
+    });
+}
+
 impl ClipBlocks {
     /// Sorts the records of `xt` by norm and keeps `blocks` blocks of them (at most n; at
     /// least 1). Two Gram updates per record (raw and normalised).
@@ -242,7 +262,7 @@ impl ClipBlocks {
         let start = b * self.block_len;
         let end = (start + self.block_len).min(self.order.len());
         let mut buffer = Matrix::zeros(d, self.block_len);
-        gather(xt, &self.order[start..end], &mut buffer);
+        gather_by_walk(xt, &self.order[start..end], &mut buffer);
         clip_columns_l2(&mut buffer, c);
         let direct = accumulate(Records::from(&buffer), d);
         add_scaled(&mut raw, &unit, target * target);

@@ -84,6 +84,24 @@ fn the_work_is_the_same_at_every_quantile() {
 }
 
 #[test]
+fn the_pages_read_are_every_page_at_every_quantile() {
+    // Issue 36: block b's records lie anywhere in the data; the pass reads every page, once,
+    // whichever block the clip falls in.
+    let (d, n) = (12, 1000);
+    let xt = spread(d, n, 5);
+    let kept = ClipBlocks::build(Records::from(&xt), 8);
+    let mut norms: Vec<f64> = xt.column_iter().map(|c| l2_norm(c.as_slice())).collect();
+    norms.sort_by(f64::total_cmp);
+    for q in [0.05, 0.5, 0.99] {
+        let c = norms[(q * n as f64) as usize];
+        let walk = crate::linalg::gather::touched::during(xt.as_slice(), || {
+            check(&xt, &kept, c);
+        });
+        assert_eq!(walk, vec![(0, d * n)], "q {q}");
+    }
+}
+
+#[test]
 fn blocks_hold_sorted_records_and_sum_to_the_raw_statistics() {
     let (d, n) = (5, 50);
     let xt = spread(d, n, 3);

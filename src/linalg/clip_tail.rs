@@ -10,8 +10,11 @@
 //!   Σ y yᵀ = XᵀX − Σ_{‖x‖>t} (1 − s²)·x xᵀ,   Σ y = Xᵀ1 − Σ_{‖x‖>t} (1 − s)·x.
 //!
 //! The correction is the Gram matrix of the shortened records scaled by √(1 − s²), over m slots
-//! whose unused ones hold records the clip keeps, weighted 0, so the work (records read, values
-//! written, the Gram update) is that of m records whether the clip shortens none of them or m. More than
+//! whose unused ones hold records the clip keeps, weighted 0, so the work (records copied, values
+//! written, the Gram update) is that of m records whether the clip shortens none of them or m.
+//! The shortened records may lie anywhere, so they are read by a walk over every page of the
+//! records ([`super::gather`]): the pages read, and so the page faults of a mapped file, are
+//! all of them whatever the data, not the pages of the shortened records (issue 36). More than
 //! m shortened records: `None`, and the caller makes its full pass. Choosing m so that this
 //! does not depend on the data (beyond an event of negligible probability) is the caller's
 //! (`algorithms::clipping::ClipConfig::tail_bound`). Up to rounding ((1 − s²)·xxᵀ against
@@ -20,10 +23,9 @@
 //!
 //! This module holds arithmetic only: no privacy reasoning, no storage.
 
-use rayon::prelude::*;
-
 use super::Vector;
 use super::clip::margin;
+use super::gather::gather_walking;
 use super::record_stats::RecordStats;
 use super::records::Records;
 use super::stream::{StatsAccumulator, stats_block_len};
@@ -33,9 +35,11 @@ use super::stream::{StatsAccumulator, stats_block_len};
 /// shortens more than `m` records.
 ///
 /// The work is that of m records whatever the data: m slots, the shortened records weighted and
-/// then the first records the clip keeps, weighted 0, each gathered, scaled and written, and
-/// added to the Gram matrix and the sums, a segment of [`stats_block_len`] slots at a time in one
-/// reused buffer. Only the weights and which records fill the slots depend on the data.
+/// then the first records the clip keeps, weighted 0, each copied (during one walk over every
+/// page of `xt`, [`gather_walking`]), scaled and written, and added to the Gram matrix and the
+/// sums, a segment of [`stats_block_len`] slots at a time in one reused buffer. Only the
+/// weights, which records fill the slots, and so which cache lines are copied, depend on the
+/// data; the pages read do not.
 ///
 /// # Panics
 /// When `raw` or `norms` do not fit `xt` (a bug in the caller).
@@ -68,36 +72,38 @@ pub fn clipped_stats_by_tail(
         return None;
     }
     let fill = m - shortened.len();
-    let slots: Vec<(usize, f64)> = shortened
+    // In record order, for the walk.
+    let mut slots: Vec<(usize, f64)> = shortened
         .into_iter()
         .chain(fillers.into_iter().take(fill))
         .collect();
-    let data = xt.as_slice();
-    let record = |i: usize| &data[i * d..(i + 1) * d];
+    slots.sort_unstable_by_key(|&(i, _)| i);
+    let indices: Vec<usize> = slots.iter().map(|&(i, _)| i).collect();
     let mut removed_sums = Vector::zeros(d);
     let mut removed_gram = StatsAccumulator::new(d);
     let segment = stats_block_len(d).min(m).max(1);
     let mut buffer = vec![0.0; d * segment];
-    for part in slots.chunks(segment) {
-        let values = &mut buffer[..d * part.len()];
-        if d > 0 {
-            values
-                .par_chunks_exact_mut(d)
-                .zip(part.par_iter())
-                .for_each(|(slot, &(i, s))| {
-                    let w = ((1.0 - s) * (1.0 + s)).sqrt();
-                    slot.iter_mut().zip(record(i)).for_each(|(to, v)| *to = w * v);
-                });
+    let mut filled = 0;
+    // Every page of the records is walked, the slots' records copied as their pages come by:
+    // the pages read do not depend on where the shortened records are (module doc).
+    gather_walking(xt, &indices, |k, record| {
+        let s = slots[k].1;
+        let w = ((1.0 - s) * (1.0 + s)).sqrt();
+        let slot = &mut buffer[filled * d..(filled + 1) * d];
+        slot.iter_mut().zip(record).for_each(|(to, v)| *to = w * v);
+        removed_sums
+            .iter_mut()
+            .zip(record)
+            .for_each(|(to, v)| *to += (1.0 - s) * v);
+        filled += 1;
+        if filled == segment {
+            removed_gram.add(Records::new(&buffer, d, segment));
+            filled = 0;
         }
-        for &(i, s) in part {
-            removed_sums
-                .iter_mut()
-                .zip(record(i))
-                .for_each(|(to, v)| *to += (1.0 - s) * v);
-        }
-        removed_gram.add(Records::new(values, d, part.len()));
+    });
+    if filled > 0 {
+        removed_gram.add(Records::new(&buffer[..d * filled], d, filled));
     }
-    xt.release();
     Some(RecordStats {
         n,
         gram: &raw.gram - removed_gram.finish().gram,

@@ -1,6 +1,7 @@
 use super::*;
 use crate::linalg::Matrix;
 use crate::linalg::clip::l2_norm;
+use crate::linalg::gather;
 use crate::linalg::testing::{clipped_directly as direct, spread};
 
 fn norms(xt: &Matrix) -> Vec<f64> {
@@ -63,4 +64,45 @@ fn a_bound_above_every_norm_changes_nothing_and_more_shortened_records_than_m_gi
     assert!(shortened > 0);
     assert!(clipped_stats_by_tail(Records::from(&xt), &raw, &norms, c, shortened - 1).is_none());
     assert!(clipped_stats_by_tail(Records::from(&xt), &raw, &norms, c, shortened).is_some());
+}
+
+#[test]
+fn the_pages_read_are_every_page_whatever_records_the_clip_shortens() {
+    // Issue 36: the records a clip shortens may lie anywhere; the pass must not read only
+    // theirs. Three datasets of the same shape, clipped at the same c, m and norms spread alike,
+    // whose long records are none, a few at the back, or many scattered.
+    let (d, n, m) = (6, 400, 60);
+    let c = 1.0;
+    let base = spread(d, n, 5);
+    let short = base.map(|v| v * 1e-3);
+    let datasets = [
+        short.clone(),
+        lengthened(&short, &[n - 3, n - 2, n - 1]),
+        lengthened(&short, &(1..n).step_by(7).collect::<Vec<_>>()),
+    ];
+    let mut walks = Vec::new();
+    for xt in &datasets {
+        let raw = RecordStats::of(Records::from(xt));
+        let norms = norms(xt);
+        let mut got = None;
+        let walk = gather::touched::during(xt.as_slice(), || {
+            got = clipped_stats_by_tail(Records::from(xt), &raw, &norms, c, m);
+        });
+        let got = got.expect("within m");
+        let (gram, sums) = relative_error(&got, &direct(xt, c));
+        assert!(gram <= 1e-10 && sums <= 1e-10, "errors {gram:e}, {sums:e}");
+        walks.push(walk);
+    }
+    assert_eq!(walks[0], vec![(0, d * n)], "every value of the records, once");
+    assert!(walks.iter().all(|walk| *walk == walks[0]));
+}
+
+/// `xt` with the records at `indices` scaled to norm 10.
+fn lengthened(xt: &Matrix, indices: &[usize]) -> Matrix {
+    let mut out = xt.clone();
+    for &i in indices {
+        let norm = l2_norm(out.column(i).as_slice());
+        out.column_mut(i).scale_mut(10.0 / norm);
+    }
+    out
 }

@@ -14,6 +14,7 @@ pub mod clip_blocks;
 pub mod clip_tail;
 pub mod eigen;
 pub mod error;
+pub mod gather;
 pub mod kernels;
 pub mod lanczos;
 pub mod qr;
