@@ -235,3 +235,36 @@ pub fn all_points() -> Vec<Point> {
     }
     out
 }
+
+/// Extremes whose runs take tens of times as long as the defaults' in a debug build (most
+/// sites, most iterations, most gossip rounds). Matched on the point's label.
+const SLOW: [&str; 5] = [
+    "sites=64",
+    "iterations=200",
+    "iterations=1000",
+    "gossip_rounds=10000",
+    "power_iterations=1000",
+];
+
+/// Whether `point` is one of the [`SLOW`] extremes.
+pub fn slow(point: &Point) -> bool {
+    SLOW.iter()
+        .any(|s| point.label == *s || point.label.starts_with(&format!("{s},")))
+}
+
+/// The trials per side asked for at `point`: the profile's count, a tenth of it at the
+/// [`SLOW`] extremes. `audit_job` raises it to the floor at which the point's charge can be
+/// shown (`job::trial_floor`). A function of the point alone, never of a clock.
+pub fn trials(point: &Point, effort: &super::job::Effort) -> usize {
+    if slow(point) {
+        effort.trials / 10
+    } else {
+        effort.trials
+    }
+}
+
+/// Points the profile does not audit, and why (none today: every slow extreme runs at its
+/// floor).
+pub fn too_slow(_point: &Point, _effort: &super::job::Effort) -> Option<String> {
+    None
+}
