@@ -234,24 +234,14 @@ pub fn primitive(primitive: Primitive, noise_factor: f64, trials: usize, seed: u
 }
 
 /// The whole algorithms whose release is one Gaussian mechanism seen through the output:
-/// `analyze_gauss` with k = d and its eigenvalues releases Â = A + E, and
-/// Σ_j λ_j(⟨q_j, c⟩² − ⟨q_j, r⟩²) = cᵀÂc − rᵀÂr (replace_one) or Σ_j λ_j⟨q_j, c⟩² = cᵀÂc
-/// (entry) is the projection of the release on D' − D: the exact likelihood-ratio statistic.
+/// `analyze_gauss` on a matrix (entry) with k = d and its eigenvalues releases Â = A + E, and
+/// Σ_j λ_j⟨q_j, c⟩² = cᵀÂc is the projection of the release on A' − A: the exact
+/// likelihood-ratio statistic. (Under replace_one on records the same contrast statistic,
+/// cᵀÂc − rᵀÂr, never reached the threshold on either side; not yet understood, so that case
+/// is left out rather than kept as a test that cannot fail.)
 /// (name, relation, statistic, D's mean, the difference of the means.)
 pub fn exact_algorithms() -> Vec<(&'static str, Neighbours, usize, f64, f64)> {
-    vec![
-        (
-            "analyze_gauss",
-            Neighbours::ReplaceOne {
-                beta: 1.0,
-                alpha: 3f64.sqrt(),
-            },
-            4,
-            -1.0,
-            2.0,
-        ),
-        ("analyze_gauss", Neighbours::Entry { u: 1.0 }, 3, 0.0, 1.0),
-    ]
+    vec![("analyze_gauss", Neighbours::Entry { u: 1.0 }, 3, 0.0, 1.0)]
 }
 
 /// Audits one of [`exact_algorithms`] through the registry (`prepare`/`run_prepared`, d = 3,
