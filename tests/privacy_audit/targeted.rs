@@ -142,7 +142,8 @@ impl Primitive {
             Primitive::Symmetric => {
                 let mut a = Matrix::zeros(3, 3);
                 a[(2, 2)] = v;
-                env.gaussian_symmetric_release("audit", a, 1.0, sd).expect("release")[(2, 2)]
+                env.gaussian_symmetric_release("audit", a, 1.0, sd)
+                    .expect("release")[(2, 2)]
             }
             Primitive::Lattice => {
                 let lattice = GaussianLattice::new(sd, 1.0, 1).expect("lattice");
