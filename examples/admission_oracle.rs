@@ -5,8 +5,9 @@
 //! sequence goes on.
 //!
 //! In:  `{"epsilon": 1.0, "delta": 1e-5, "charges": [{"kind": "gaussian", "rho": 0.01},
-//!       {"kind": "laplace", "epsilon": 0.1}, {"kind": "exponential", "epsilon": 0.2}]}`
-//! Out: `{"admitted": [true, true, false], "rules": ["exact_gaussian", "cks", null]}`
+//!       {"kind": "laplace", "epsilon": 0.1}, {"kind": "exponential", "epsilon": 0.2},
+//!       {"kind": "approximate", "epsilon": 0.1, "delta": 2e-7}]}`
+//! Out: `{"admitted": [true, true, false, true], "rules": ["exact_gaussian", "cks", null, "cks"]}`
 
 use std::io::{BufRead, Write};
 
@@ -24,6 +25,9 @@ enum Charge {
     Laplace { epsilon: f64 },
     /// An exponential mechanism with parameter ε (bounded range), charged ε²/8.
     Exponential { epsilon: f64 },
+    /// An (ε, δ)-DP subroutine (a stability histogram), charged δ-approximate ε²/2: its δ
+    /// counts against the budget's fixed cap on approximate parts.
+    Approximate { epsilon: f64, delta: f64 },
 }
 
 impl Charge {
@@ -32,6 +36,7 @@ impl Charge {
             Charge::Gaussian { rho } => Cost::gaussian_zcdp(rho),
             Charge::Laplace { epsilon } => Cost::pure(epsilon),
             Charge::Exponential { epsilon } => Cost::exponential_mechanism(epsilon),
+            Charge::Approximate { epsilon, delta } => Cost::approximate(epsilon, delta),
         }
     }
 }

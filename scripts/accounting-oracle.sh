@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The independent accounting oracle (docs/design/privacy.md §2.6): random sequences of
-# Gaussian, Laplace and exponential-mechanism charges are admitted by the ledger's own rule
-# (examples/admission_oracle.rs calls privpca::privacy::admission::admit) and every admitted
-# sequence is composed by Google's dp-accounting PLD accountant; its ε at the dataset's δ must
-# stay within the dataset's ε. Runs standalone from the repository root:
+# Gaussian, Laplace, exponential-mechanism and approximate (ε, δ) charges are admitted by the
+# ledger's own rule (examples/admission_oracle.rs calls privpca::privacy::admission::admit)
+# and every admitted sequence is composed by Google's dp-accounting PLD accountant; its ε at
+# the dataset's δ must stay within the dataset's ε. Runs standalone from the repository root:
 #
 #   bash scripts/accounting-oracle.sh
 #

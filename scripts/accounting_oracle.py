@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """An independent accounting oracle for the ledger's admission rule (docs/design/privacy.md §2.6).
 
-Random sequences of Gaussian, Laplace and exponential-mechanism charges are sent, one JSON line
-each, to `admission_oracle` (examples/admission_oracle.rs, which calls
+Random sequences of Gaussian, Laplace, exponential-mechanism and approximate (ε, δ) charges
+are sent, one JSON line each, to `admission_oracle` (examples/admission_oracle.rs, which calls
 `privpca::privacy::admission::admit` itself). For every sequence, the charges the ledger
 admitted are composed by Google's `dp_accounting` privacy-loss-distribution (PLD) accountant,
 and the composed ε at the dataset's δ must stay within the dataset's ε:
@@ -26,6 +26,12 @@ What each charge is, as a concrete mechanism the ledger claims to cover:
   with KL ≈ ε²/2) would be looser than the ε²/8 the ledger charges, so a failure there
   would not be a ledger bug; this choice keeps the check meaningful: every mechanism composed
   here is one the ledger's charge is a valid zCDP bound for.
+- Approximate (ε, δ)-DP subroutine (a stability histogram), charged δ-approximate ε²/2-zCDP:
+  the worst (ε, δ)-DP pair (`PLD.from_privacy_parameters`: privacy loss +∞ with probability δ,
+  randomised response at ε otherwise), which is δ-approximately ε-DP and so covered by the
+  charge. Its δ goes against the ledger's fixed cap δ/10 on approximate parts (the δ-cap
+  path); the generator draws δ_j of 0.5–6 % of the budget's δ, so that a few of them exceed
+  the cap and are refused.
 
 Tolerance: the PLDs are built with pessimistic rounding (an upper bound on the true curve) on
 a grid of ε_budget/4000 in privacy loss; each composed mechanism can move ε up by at most one
@@ -33,7 +39,8 @@ grid step, so we allow one grid step per admitted charge (at most 0.25 % of ε) 
 
 Also checked, more tightly: a Gaussian-only sequence is covered by the exact curve at δ/2
 (the union bound's first half), ε_PLD(δ/2) ≤ ε, and any other sequence by CKS at
-δ/2 − δ/10, ε_PLD(0.4·δ) ≤ ε. Exits non-zero on any violation.
+δ/2 − δ/10 plus the δ its approximate parts spent, ε_PLD(0.4·δ + Σδ_j) ≤ ε. Exits non-zero on
+any violation.
 """
 
 import json
@@ -44,6 +51,7 @@ import sys
 import time
 
 from dp_accounting import dp_event
+from dp_accounting.pld import common as pld_common
 from dp_accounting.pld import pld_privacy_accountant
 from dp_accounting.pld import privacy_loss_distribution as pld
 
@@ -79,6 +87,11 @@ def charge_pld(charge, t_fraction, grid):
         )
     if kind == "laplace":
         return pld.from_laplace_mechanism(1.0 / charge["epsilon"], value_discretization_interval=grid)
+    if kind == "approximate":
+        return pld.from_privacy_parameters(
+            pld_common.DifferentialPrivacyParameters(charge["epsilon"], charge["delta"]),
+            value_discretization_interval=grid,
+        )
     return em_pld(charge["epsilon"], t_fraction * charge["epsilon"], grid)
 
 
@@ -107,11 +120,16 @@ def random_sequence(rng):
     charges = []
     for _ in range(rng.randint(1, 10)):
         share = rng.uniform(0.02, 0.6) * cap
-        kind = rng.choices(["gaussian", "laplace", "exponential"], weights=[3, 1, 1])[0]
+        kind = rng.choices(["gaussian", "laplace", "exponential", "approximate"], weights=[3, 1, 1, 1])[0]
         if kind == "gaussian":
             charges.append({"kind": kind, "rho": share})
         elif kind == "laplace":
             charges.append({"kind": kind, "epsilon": math.sqrt(2.0 * share)})
+        elif kind == "approximate":
+            # δ_j of 0.5–6 % of δ against a cap of 10 %: a sequence with several of them
+            # reaches the cap and has some refused.
+            charges.append({"kind": kind, "epsilon": math.sqrt(2.0 * share),
+                            "delta": rng.uniform(0.005, 0.06) * delta})
         else:
             charges.append({"kind": kind, "epsilon": math.sqrt(8.0 * share)})
     return {"epsilon": epsilon, "delta": delta, "charges": charges}
@@ -150,11 +168,16 @@ def main():
     assert len(answers) == len(sequences), "one answer per sequence"
 
     rows = {"gaussian-only": [0, 0, 0.0, 0.0], "mixed": [0, 0, 0.0, 0.0]}
+    approximate = [0, 0]  # approximate charges sent, and refused
     failures = []
     refused_some = 0
     for seq, answer in zip(sequences, answers):
         kept = [c for c, ok in zip(seq["charges"], answer["admitted"]) if ok]
         refused_some += not all(answer["admitted"])
+        for c, ok in zip(seq["charges"], answer["admitted"]):
+            if c["kind"] == "approximate":
+                approximate[0] += 1
+                approximate[1] += not ok
         gaussian_only = all(c["kind"] == "gaussian" for c in kept)
         row = rows["gaussian-only" if gaussian_only else "mixed"]
         row[0] += 1
@@ -165,8 +188,11 @@ def main():
         grid = eps * GRID_PER_EPSILON
         tol = grid * len(kept) + 1e-9
         # At the budget's δ, and at the union bound's own share for this kind of sequence:
-        # the exact curve at δ/2, or CKS at δ/2 − δ/10.
-        whole, own = epsilon_pld(kept, [delta, delta * (0.5 if gaussian_only else 0.4)], grid)
+        # the exact curve at δ/2, or CKS at δ/2 − δ/10 plus the δ approximate parts spent
+        # (at most the cap δ/10).
+        spent = sum(c["delta"] for c in kept if c["kind"] == "approximate")
+        own_delta = delta * 0.5 if gaussian_only else delta * 0.4 + spent
+        whole, own = epsilon_pld(kept, [delta, own_delta], grid)
         row[2] = max(row[2], whole / eps)
         row[3] = max(row[3], own / eps)
         if whole > eps + tol or own > eps + tol:
@@ -181,6 +207,7 @@ def main():
         admitted += adm
         print(f"{name:<16}{count:>7}{adm:>10}{ratio:>17.4f}{own:>21.4f}")
     print(f"{'all':<16}{total:>7}{admitted:>10}   (sequences with a refused charge: {refused_some})")
+    print(f"approximate (ε, δ) charges: {approximate[0]} sent, {approximate[1]} refused")
     if failures:
         for seq, kept, whole, own in failures[:5]:
             print(f"VIOLATION: budget ({seq['epsilon']}, {seq['delta']:e}), admitted {kept}: "

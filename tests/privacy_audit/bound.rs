@@ -92,6 +92,51 @@ fn thresholds(a: &[Vec<f64>], b: &[Vec<f64>], j: usize) -> Vec<f64> {
     picked
 }
 
+/// Evaluates `test`, fixed before the trials were drawn, on all of `samples`: with no selection
+/// half, every trial goes into the bound. Valid for any mechanism at confidence 1 − α; powerful
+/// when the test is the likelihood-ratio test of the mechanism's known output distribution.
+pub fn audit_fixed(samples: &Samples, test: Test, delta: f64) -> Bound {
+    let (h0, h1) = (test.count(&samples.side0), test.count(&samples.side1));
+    let (hits_a, hits_b) = if test.side1_is_a { (h1, h0) } else { (h0, h1) };
+    let n = samples.side0.len() as u64;
+    Bound {
+        test,
+        epsilon: epsilon_from_counts(hits_a, hits_b, n, delta, ALPHA),
+        hits_a,
+        hits_b,
+        trials: n,
+        delta,
+    }
+}
+
+/// Φ(x), the standard normal distribution function.
+pub fn normal_cdf(x: f64) -> f64 {
+    0.5 * libm::erfc(-x / std::f64::consts::SQRT_2)
+}
+
+/// The likelihood-ratio test of a Gaussian mechanism, in units of the charged noise: the
+/// statistic is the output projected on the direction from D's mean to D''s, divided by the
+/// noise sd the charge implies, so that under the charge it is N(0, 1) on D and N(μ, 1) on D'
+/// (μ = sqrt(2ρ)). The event is {statistic ≥ τ} on D' against D; τ is the one that maximizes
+/// the expected bound from `trials` trials per side against the 2×-ρ twin (noise variance
+/// halved: N(0, ½) and N(μ, ½)). Chosen from the model alone, before any trial, so the bound
+/// stays valid for whatever the mechanism really is.
+pub fn gaussian_threshold(mu: f64, trials: u64, delta: f64) -> f64 {
+    let sd = std::f64::consts::FRAC_1_SQRT_2;
+    let n = trials as f64;
+    let mut best = (f64::NEG_INFINITY, mu / 2.0);
+    for i in 0..=200 {
+        let tau = -1.0 + (mu + 4.0) * f64::from(i) / 200.0;
+        let p1 = normal_cdf((mu - tau) / sd);
+        let p0 = normal_cdf(-tau / sd);
+        let eps = epsilon_from_counts((p1 * n) as u64, (p0 * n).ceil() as u64, trials, delta, ALPHA);
+        if eps > best.0 {
+            best = (eps, tau);
+        }
+    }
+    best.1
+}
+
 /// Chooses the test with the largest bound on `select` (both halves of the data are the caller's
 /// split) and evaluates it on `holdout`.
 pub fn audit(select: &Samples, holdout: &Samples, delta: f64) -> Bound {

@@ -235,3 +235,39 @@ pub fn all_points() -> Vec<Point> {
     }
     out
 }
+
+/// Extremes whose runs take tens of times as long as the defaults' in a debug build (most
+/// sites, most iterations, most gossip rounds). Matched on the point's label.
+const SLOW: [&str; 5] = [
+    "sites=64",
+    "iterations=200",
+    "iterations=1000",
+    "gossip_rounds=10000",
+    "power_iterations=1000",
+];
+
+/// Whether `point` is one of the [`SLOW`] extremes.
+pub fn slow(point: &Point) -> bool {
+    SLOW.iter()
+        .any(|s| point.label == *s || point.label.starts_with(&format!("{s},")))
+}
+
+/// The trials per side asked for at `point`: the profile's count, a tenth of it at the
+/// [`SLOW`] extremes. `audit_job` raises it to the floor at which the point's charge can be
+/// shown (`job::trial_floor`). A function of the point alone, never of a clock.
+pub fn trials(point: &Point, effort: &super::job::Effort) -> usize {
+    if slow(point) {
+        effort.trials / 10
+    } else {
+        effort.trials
+    }
+}
+
+/// Points the profile does not audit, and why: in the fast profile (fewer than 1 000 trials
+/// asked), the 64-site extremes, whose runs take seconds each in a debug build, so that even
+/// their floor of trials would take minutes per point. The thorough profile audits them.
+pub fn too_slow(point: &Point, effort: &super::job::Effort) -> Option<String> {
+    let sites64 = point.label == "sites=64" || point.label.starts_with("sites=64,");
+    (sites64 && effort.trials < 1000)
+        .then(|| "fast profile: 64-site runs take seconds each; audited in the thorough profile".to_string())
+}

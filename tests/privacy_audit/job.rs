@@ -1,6 +1,8 @@
 //! One audited point: an algorithm from the registry with one parameter object, on one
 //! neighbouring pair, run through `prepare`/`run_prepared` exactly as the runner does, each
-//! trial with its own seeded ChaCha20 generator (deterministic: the audit cannot flake).
+//! trial with its own seeded ChaCha20 generator. The number of trials is fixed by the point,
+//! never by a clock (deterministic: the audit cannot flake, and a slow machine does not make it
+//! blind).
 
 use std::time::{Duration, Instant};
 
@@ -13,7 +15,7 @@ use privpca::algorithms::{DataInput, DynAlgorithm, Run, RunEnv};
 use privpca::dataset::{DataContext, Neighbours};
 use privpca::privacy::{Cost, Delta, PrivacyTarget, gaussian_curve, rho_to_epsilon};
 
-use super::bound::{Bound, Samples, audit};
+use super::bound::{ALPHA, Bound, Samples, Test, audit, audit_fixed, epsilon_from_counts};
 use super::canary::{Pair, statistics};
 
 /// The δ at which the sweep compares the bound and the charge.
@@ -21,18 +23,19 @@ pub const AUDIT_DELTA: f64 = 1e-3;
 
 /// The ε the job's charge implies at `delta`: the service's ρ → ε conversion at δ minus the δ
 /// the job spends itself, and, for a Gaussian-only cost, the exact Gaussian curve (the ledger's
-/// `exact_gaussian` rule) when that is smaller: the strongest claim the service makes for this
-/// charge. +∞ when the job spends all of δ.
+/// `exact_gaussian` rule) at the same δ when that is smaller: the strongest claim the service
+/// makes for this charge. +∞ when the job spends all of δ.
 pub fn epsilon_charged(cost: &Cost, delta: f64) -> f64 {
     let left = delta - cost.delta;
-    let Ok(delta) = Delta::new(left) else {
+    let Ok(left) = Delta::new(left) else {
         return f64::INFINITY;
     };
-    let cks = rho_to_epsilon(cost.rho, delta);
+    let cks = rho_to_epsilon(cost.rho, left);
     if cost.is_gaussian_only() {
+        // A Gaussian-only cost spends no δ of its own, so `left` is the whole `delta`.
         cks.min(gaussian_curve::epsilon_for(
             gaussian_curve::mu_of_rho(cost.rho),
-            AUDIT_DELTA,
+            left.get(),
         ))
     } else {
         cks
@@ -45,20 +48,26 @@ pub struct Job {
     pub params: Value,
     pub neighbours: Neighbours,
     pub target: PrivacyTarget,
+    /// The 2×-ρ under-noised twin: run the algorithm prepared at twice `target.rho` (Gaussian
+    /// noise sd 1/√2 of the real job's) while comparing against what the real job at `target`
+    /// is charged. A correct auditor must flag it where its test has the power to.
+    pub twin: bool,
 }
 
 /// What auditing one point gave.
 pub enum Outcome {
     /// `prepare` refused the parameters (a pass: nothing runs).
     Refused(String),
-    /// A pilot run took longer than the effort's run limit: not audited.
-    TooSlow { seconds_per_pair: f64 },
+    /// Not audited in this profile, for the stated reason (a point listed as too slow for it).
+    TooSlow(String),
     Audited {
         cost: Cost,
         epsilon_charged: f64,
         bound: Bound,
         /// Runs that failed cleanly (both sides, all trials).
         failures: usize,
+        /// Trials run per side.
+        trials: usize,
     },
 }
 
@@ -111,29 +120,78 @@ fn run_once(
         .map_err(|e| e.to_string())
 }
 
-/// Trials per side are never fewer than this, whatever the time budget says.
-pub const MIN_TRIALS: usize = 20;
+/// The largest ε lower bound `trials` held-out trials per side can show at `delta`: every
+/// trial in the event on one side and none on the other.
+pub fn reachable(trials: usize, delta: f64) -> f64 {
+    let n = trials as u64;
+    epsilon_from_counts(n, 0, n, delta, ALPHA)
+}
 
-/// How many trials to run on each side: `trials`, or fewer when a pilot says one trial pair
-/// takes so long that `budget` would be exceeded (never fewer than [`MIN_TRIALS`]).
+/// The fewest trials per side (even: half select the test, half bound ε) whose held-out half
+/// can show an ε lower bound above `epsilon_charged` at `delta`; `usize::MAX` when no count
+/// up to 10⁶ can (an infinite charge).
+pub fn trial_floor(epsilon_charged: f64, delta: f64) -> usize {
+    let mut held_out = 1;
+    while reachable(held_out, delta) <= epsilon_charged {
+        held_out += 1 + held_out / 8;
+        if held_out > 500_000 {
+            return usize::MAX;
+        }
+    }
+    // A margin of a quarter, so that a mechanism a little short of deterministic still shows.
+    2 * (held_out + held_out / 4)
+}
+
+/// How many trials to run on each side: exactly `trials`, raised to [`trial_floor`] of the
+/// point's charge when that is larger. Fixed in advance, never set by a clock.
+#[derive(Clone, Copy)]
 pub struct Effort {
     pub trials: usize,
-    pub budget: Duration,
-    /// The longest one run may take. A point whose pilot runs take longer is not audited
-    /// ([`Outcome::TooSlow`]): its extreme makes a job run for longer than an audit can afford.
+    /// The longest one run may take before it is cancelled at its next progress report (and
+    /// counts as a failed run): a guard against a hang, far above any audited run's time.
     pub run_limit: Duration,
     /// The δ at which the bound and the charge are compared ([`AUDIT_DELTA`] in the sweep).
     pub delta: f64,
 }
 
-/// Runs up to `effort.trials` trials on each side (seeds derived from `seed`), half to choose
-/// the test and half to bound ε. `n` is D's row count (ignored for matrices).
+/// Runs `effort.trials` trials on each side (at least [`trial_floor`]; seeds derived from
+/// `seed`), half to choose the test and half to bound ε. `n` is D's row count (ignored for
+/// matrices).
 pub fn audit_job(job: &Job, pair: &Pair, d: usize, n: usize, effort: &Effort, seed: u64) -> Outcome {
+    audit_job_with(job, pair, d, n, effort, seed, None)
+}
+
+/// As [`audit_job`]; with `fixed`, a test chosen before any trial (from the mechanism's known
+/// output distribution) is evaluated on all `effort.trials` trials, with no selection half and
+/// no floor.
+pub fn audit_job_with(
+    job: &Job,
+    pair: &Pair,
+    d: usize,
+    n: usize,
+    effort: &Effort,
+    seed: u64,
+    fixed: Option<Test>,
+) -> Outcome {
     let ctx = context(job.neighbours, d, n);
-    let prepared = match job.algorithm.prepare(job.params.clone(), &ctx, &job.target) {
+    let charged = match job.algorithm.prepare(job.params.clone(), &ctx, &job.target) {
         Ok(p) => p,
         Err(e) => return Outcome::Refused(e.to_string()),
     };
+    let cost = charged.cost;
+    let prepared = if job.twin {
+        let target = PrivacyTarget {
+            rho: 2.0 * job.target.rho,
+            ..job.target
+        };
+        match job.algorithm.prepare(job.params.clone(), &ctx, &target) {
+            Ok(p) => p,
+            Err(e) => return Outcome::Refused(format!("twin: {e}")),
+        }
+    } else {
+        charged
+    };
+    let epsilon_charged = epsilon_charged(&cost, effort.delta);
     let trial = |i: u64| {
         let base = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(2 * i);
         let r0 = run_once(
@@ -154,28 +212,36 @@ pub fn audit_job(job: &Job, pair: &Pair, d: usize, n: usize, effort: &Effort, se
         );
         (statistics(&r0, pair), statistics(&r1, pair))
     };
-    let pilot_start = Instant::now();
-    let mut results: Vec<(Vec<f64>, Vec<f64>)> = (0..2).map(trial).collect();
-    let per_pair = pilot_start.elapsed().as_secs_f64() / 2.0;
-    if per_pair > effort.run_limit.as_secs_f64() {
-        return Outcome::TooSlow {
-            seconds_per_pair: per_pair,
-        };
-    }
-    // Two cores run pairs in parallel.
-    let affordable = (2.0 * effort.budget.as_secs_f64() / per_pair.max(1e-9)) as usize;
-    let trials = effort.trials.min(affordable.max(MIN_TRIALS)) & !1;
-    results.extend((2..trials as u64).into_par_iter().map(trial).collect::<Vec<_>>());
+    let trials = match fixed {
+        Some(_) => effort.trials,
+        None => {
+            let floor = trial_floor(epsilon_charged, effort.delta);
+            if floor == usize::MAX {
+                return Outcome::TooSlow(format!(
+                    "no number of trials can show ε_charged = {epsilon_charged}"
+                ));
+            }
+            effort.trials.max(floor) & !1
+        }
+    };
+    let results: Vec<(Vec<f64>, Vec<f64>)> = (0..trials as u64).into_par_iter().map(trial).collect();
     let failures = results
         .iter()
         .map(|(a, b)| usize::from(a[0] == 1.0) + usize::from(b[0] == 1.0))
         .sum();
-    let bound = split_and_audit(results, effort.delta);
+    let bound = match fixed {
+        Some(test) => {
+            let (side0, side1) = results.into_iter().unzip();
+            audit_fixed(&Samples { side0, side1 }, test, effort.delta)
+        }
+        None => split_and_audit(results, effort.delta),
+    };
     Outcome::Audited {
-        cost: prepared.cost,
-        epsilon_charged: epsilon_charged(&prepared.cost, effort.delta),
+        cost,
+        epsilon_charged,
         bound,
         failures,
+        trials,
     }
 }
 

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use super::canary::{STATISTICS, pair};
 use super::cases::{JOB_DELTA, Point, RHO};
-use super::job::{AUDIT_DELTA, Effort, Job, Outcome, audit_job};
+use super::job::{AUDIT_DELTA, Effort, Job, Outcome, audit_job, reachable};
 use privpca::privacy::PrivacyTarget;
 
 /// One line of the table.
@@ -14,6 +14,10 @@ pub struct Row {
     pub parameters: String,
     pub epsilon_charged: Option<f64>,
     pub epsilon_lower: Option<f64>,
+    /// The largest bound the trials that bound ε could show (all in the event on one side,
+    /// none on the other): a pass means something only when this exceeds ε_charged.
+    pub epsilon_reachable: Option<f64>,
+    /// Trials per side.
     pub trials: usize,
     pub verdict: Verdict,
     pub detail: String,
@@ -22,6 +26,9 @@ pub struct Row {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
     Pass,
+    /// ε_lower ≤ ε_charged, but the trials could not have shown more than ε_charged: a pass
+    /// that says nothing.
+    Blind,
     Refused,
     TooSlow,
     Fail,
@@ -31,6 +38,7 @@ impl Verdict {
     fn as_str(self) -> &'static str {
         match self {
             Verdict::Pass => "pass",
+            Verdict::Blind => "pass (blind: ε_charged unreachable)",
             Verdict::Refused => "refused (pass)",
             Verdict::TooSlow => "not audited: too slow",
             Verdict::Fail => "**FAIL**",
@@ -54,31 +62,34 @@ pub fn run_point(point: &Point, effort: &Effort, seed: u64) -> Row {
         params: point.params.clone(),
         neighbours: point.neighbours,
         target: target(),
+        twin: false,
+    };
+    if let Some(reason) = super::cases::too_slow(point, effort) {
+        return row(&job, &point.label, Outcome::TooSlow(reason));
+    }
+    let effort = Effort {
+        trials: super::cases::trials(point, effort),
+        ..*effort
     };
     let pair = pair(&point.neighbours, point.d, point.n);
     row(
         &job,
         &point.label,
-        audit_job(&job, &pair, point.d, point.n, effort, seed),
+        audit_job(&job, &pair, point.d, point.n, &effort, seed),
     )
 }
 
 /// The row of one outcome.
 pub fn row(job: &Job, parameters: &str, outcome: Outcome) -> Row {
-    let (epsilon_charged, epsilon_lower, trials, verdict, detail) = match outcome {
-        Outcome::Refused(reason) => (None, None, 0, Verdict::Refused, reason),
-        Outcome::TooSlow { seconds_per_pair } => (
-            None,
-            None,
-            0,
-            Verdict::TooSlow,
-            format!("{seconds_per_pair:.1} s per pair of runs"),
-        ),
+    let (epsilon_charged, epsilon_lower, epsilon_reachable, trials, verdict, detail) = match outcome {
+        Outcome::Refused(reason) => (None, None, None, 0, Verdict::Refused, reason),
+        Outcome::TooSlow(reason) => (None, None, None, 0, Verdict::TooSlow, reason),
         Outcome::Audited {
             cost,
             epsilon_charged,
             bound,
             failures,
+            trials,
         } => {
             let test = bound.test;
             let detail = format!(
@@ -95,15 +106,18 @@ pub fn row(job: &Job, parameters: &str, outcome: Outcome) -> Row {
                 bound.trials,
                 failures
             );
+            let can_show = reachable(bound.trials as usize, bound.delta);
             let verdict = if bound.epsilon > epsilon_charged {
                 Verdict::Fail
+            } else if can_show <= epsilon_charged {
+                Verdict::Blind
             } else {
                 Verdict::Pass
             };
-            let trials = 2 * bound.trials as usize;
             (
                 Some(epsilon_charged),
                 Some(bound.epsilon),
+                Some(can_show),
                 trials,
                 verdict,
                 detail,
@@ -113,9 +127,14 @@ pub fn row(job: &Job, parameters: &str, outcome: Outcome) -> Row {
     Row {
         algorithm: job.algorithm.info().name.to_string(),
         relation: job.neighbours.relation().as_str().to_string(),
-        parameters: parameters.to_string(),
+        parameters: if job.twin {
+            format!("{parameters} [2×ρ twin]")
+        } else {
+            parameters.to_string()
+        },
         epsilon_charged,
         epsilon_lower,
+        epsilon_reachable,
         trials,
         verdict,
         detail,
@@ -127,12 +146,13 @@ impl Row {
     pub fn line(&self) -> String {
         let f = |x: Option<f64>| x.map_or("—".to_string(), |x| format!("{x:.3}"));
         format!(
-            "{:<16} {:<12} {:<60} ε_charged {:>7} ε_lower {:>7} trials/side {:>6} {} [{}]",
+            "{:<16} {:<12} {:<60} ε_charged {:>7} ε_lower {:>7} (reachable {:>6}) trials/side {:>6} {} [{}]",
             self.algorithm,
             self.relation,
             self.parameters,
             f(self.epsilon_charged),
             f(self.epsilon_lower),
+            f(self.epsilon_reachable),
             self.trials,
             self.verdict.as_str(),
             self.detail
@@ -144,17 +164,18 @@ impl Row {
 #[allow(dead_code)] // used by the thorough profile (benches/privacy_audit.rs)
 pub fn markdown(rows: &[Row]) -> String {
     let mut out = String::from(
-        "| algorithm | relation | parameters | ε charged | ε lower bound | trials per side | verdict |\n|---|---|---|---|---|---|---|\n",
+        "| algorithm | relation | parameters | ε charged | ε lower bound | ε reachable | trials per side | verdict |\n|---|---|---|---|---|---|---|---|\n",
     );
     for r in rows {
         let f = |x: Option<f64>| x.map_or("—".to_string(), |x| format!("{x:.3}"));
         out.push_str(&format!(
-            "| {} | {} | `{}` | {} | {} | {} | {} |\n",
+            "| {} | {} | `{}` | {} | {} | {} | {} | {} |\n",
             r.algorithm,
             r.relation,
             r.parameters.replace('|', "\\|"),
             f(r.epsilon_charged),
             f(r.epsilon_lower),
+            f(r.epsilon_reachable),
             if r.trials == 0 {
                 "—".to_string()
             } else {
@@ -166,12 +187,13 @@ pub fn markdown(rows: &[Row]) -> String {
     out
 }
 
-/// The fast profile's effort: few trials, a small time budget per point.
+/// The fast profile's effort: every point at its floor (`job::trial_floor`, about 80–100 trials
+/// per side at the sweep's ρ and δ): the fewest that can show its charge, so that CI time
+/// stays what it was under the old time budgets.
 pub fn fast() -> Effort {
     Effort {
-        trials: 300,
-        budget: Duration::from_millis(400),
-        run_limit: Duration::from_secs(1),
+        trials: 0,
+        run_limit: Duration::from_secs(120),
         delta: AUDIT_DELTA,
     }
 }
@@ -181,8 +203,7 @@ pub fn fast() -> Effort {
 pub fn thorough() -> Effort {
     Effort {
         trials: 2000,
-        budget: Duration::from_secs(3),
-        run_limit: Duration::from_secs(10),
+        run_limit: Duration::from_secs(120),
         delta: AUDIT_DELTA,
     }
 }
