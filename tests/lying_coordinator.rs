@@ -634,7 +634,7 @@ async fn a_restarted_site_refuses_to_unmask_a_round_again_with_other_sets() {
         assert!(
             Instant::now() < until,
             "site 1 never answered round 1\n{}",
-            logs(&[log.clone()])
+            logs(std::slice::from_ref(&log))
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
