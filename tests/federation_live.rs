@@ -725,7 +725,9 @@ async fn a_cape_study_survives_a_coordinator_kill_and_a_site_restart() {
             )
         })
         .collect();
-    // Site 3 sends its stage-1 release and falls silent; sites 1 and 2 send stage 2.
+    // Site 3 sends its stage-1 release and falls silent; sites 1 and 2 confirm stage 2 and
+    // wait for a quorum of the roster to confirm it before releasing anything (the consistency
+    // round, docs/design/federation.md).
     wait_for_line(
         &mut children[2],
         &logs_paths[2],
@@ -734,7 +736,7 @@ async fn a_cape_study_survives_a_coordinator_kill_and_a_site_restart() {
     )
     .await;
     for (child, log) in children.iter_mut().zip(&logs_paths).take(2) {
-        wait_for_line(child, log, "stage 2/2 release sent", &logs_paths).await;
+        wait_for_line(child, log, "stage 2 confirmed", &logs_paths).await;
     }
     let server = kill_and_restart(server, &env, &server_log).await;
     let url = format!("{}/v1/studies/{id}", server.base);

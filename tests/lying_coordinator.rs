@@ -370,6 +370,37 @@ fn logs(paths: &[PathBuf]) -> String {
         .join("\n")
 }
 
+/// The real service on SQLite under `dir`, a tenant's key, and a `federated_power` study of
+/// `sites` sites, threshold `t` and `iterations` rounds (its creation answer).
+async fn study(dir: &Path, sites: u32, t: u32, iterations: u32) -> (Server, String, Value) {
+    let env = vec![
+        ("PRIVPCA_ADMIN_KEY", ADMIN.to_string()),
+        (
+            "PRIVPCA_DATABASE_URL",
+            format!("sqlite://{}", dir.join("privpca.db").display()),
+        ),
+        ("PRIVPCA_DATA_DIR", dir.join("data").display().to_string()),
+    ];
+    let server: Server = support::start(&env, &dir.join("server.log")).await;
+    let key = support::tenant(&server.base, ADMIN, "t").await;
+    let body = json!({
+        "name": "lied to",
+        "algorithm": "federated_power",
+        "n_features": D,
+        "relation": "replace_one",
+        "row_norm_bound": 1.0,
+        "params": {"k": 2, "iterations": iterations},
+        "privacy": {"rho": 0.5},
+        "threshold": t,
+        "sites": (1..=sites).map(|i| json!({"name": format!("site-{i}")})).collect::<Vec<_>>(),
+        "join_timeout_seconds": 120,
+        "round_timeout_seconds": 120,
+    });
+    let (status, created) = support::post(&format!("{}/v1/studies", server.base), &key, body).await;
+    assert_eq!(status, 201, "{created}");
+    (server, key, created)
+}
+
 /// One study of `sites` sites and threshold `t` run through a relay doing `attack`: the sites'
 /// exit codes (None: still running when the others had ended, then killed), what the relay
 /// collected, and the logs.
@@ -380,31 +411,7 @@ async fn run(
     skip_confirm: bool,
 ) -> (BTreeMap<u32, Option<i32>>, Arc<Relay>, String) {
     let dir = tempfile::tempdir().unwrap();
-    let env = vec![
-        ("PRIVPCA_ADMIN_KEY", ADMIN.to_string()),
-        (
-            "PRIVPCA_DATABASE_URL",
-            format!("sqlite://{}", dir.path().join("privpca.db").display()),
-        ),
-        ("PRIVPCA_DATA_DIR", dir.path().join("data").display().to_string()),
-    ];
-    let server: Server = support::start(&env, &dir.path().join("server.log")).await;
-    let key = support::tenant(&server.base, ADMIN, "t").await;
-    let body = json!({
-        "name": "lied to",
-        "algorithm": "federated_power",
-        "n_features": D,
-        "relation": "replace_one",
-        "row_norm_bound": 1.0,
-        "params": {"k": 2, "iterations": 2},
-        "privacy": {"rho": 0.5},
-        "threshold": t,
-        "sites": (1..=sites).map(|i| json!({"name": format!("site-{i}")})).collect::<Vec<_>>(),
-        "join_timeout_seconds": 120,
-        "round_timeout_seconds": 120,
-    });
-    let (status, created) = support::post(&format!("{}/v1/studies", server.base), &key, body).await;
-    assert_eq!(status, 201, "{created}");
+    let (server, key, created) = study(dir.path(), sites, t, 2).await;
     let relay = Arc::new(Relay {
         real: server.base.clone(),
         attack: attack.clone(),
@@ -573,31 +580,7 @@ async fn an_honest_relay_lets_the_same_study_succeed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_site_refuses_to_unmask_a_round_again_with_other_sets() {
     let dir = tempfile::tempdir().unwrap();
-    let env = vec![
-        ("PRIVPCA_ADMIN_KEY", ADMIN.to_string()),
-        (
-            "PRIVPCA_DATABASE_URL",
-            format!("sqlite://{}", dir.path().join("privpca.db").display()),
-        ),
-        ("PRIVPCA_DATA_DIR", dir.path().join("data").display().to_string()),
-    ];
-    let server: Server = support::start(&env, &dir.path().join("server.log")).await;
-    let key = support::tenant(&server.base, ADMIN, "t").await;
-    let body = json!({
-        "name": "asked twice",
-        "algorithm": "federated_power",
-        "n_features": D,
-        "relation": "replace_one",
-        "row_norm_bound": 1.0,
-        "params": {"k": 2, "iterations": 3},
-        "privacy": {"rho": 0.5},
-        "threshold": 2,
-        "sites": (1..=3).map(|i| json!({"name": format!("site-{i}")})).collect::<Vec<_>>(),
-        "join_timeout_seconds": 120,
-        "round_timeout_seconds": 120,
-    });
-    let (status, created) = support::post(&format!("{}/v1/studies", server.base), &key, body).await;
-    assert_eq!(status, 201, "{created}");
+    let (server, _key, created) = study(dir.path(), 3, 2, 3).await;
     let relay = Arc::new(Relay {
         real: server.base.clone(),
         attack: Attack::Reask {

@@ -171,6 +171,23 @@ pub struct SiteSignature {
     pub signature: String,
 }
 
+impl SiteSignature {
+    /// The signatures of `sites` (all of them when `None`) kept by site, as relayed.
+    pub fn relay(
+        signatures: &std::collections::BTreeMap<u32, String>,
+        sites: Option<&[u32]>,
+    ) -> Vec<SiteSignature> {
+        signatures
+            .iter()
+            .filter(|(site, _)| sites.is_none_or(|only| only.contains(site)))
+            .map(|(&site, signature)| SiteSignature {
+                site,
+                signature: signature.clone(),
+            })
+            .collect()
+    }
+}
+
 /// `POST /v1/site/rounds/{round}/confirm`: a survivor's signature of the round's transcript
 /// (study, round, iterate hash, roster, survivors, dropped;
 /// `federation::transcript::confirmation_message`).

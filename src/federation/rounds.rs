@@ -427,13 +427,19 @@ impl Rounds {
     /// Ends the consistency round: unmasking opens with the confirmations so far (every site
     /// checks its own quorum of them). Fails with fewer than t.
     pub fn close_confirm(&mut self) -> Result<(), RoundError> {
+        self.open_unmask(self.threshold as usize)
+    }
+
+    /// Moves a round in its consistency round to unmasking, given at least `need`
+    /// confirmations.
+    fn open_unmask(&mut self, need: usize) -> Result<(), RoundError> {
         let Phase::Confirm { survivors, dropped } = self.phase.clone() else {
             return Err(RoundError::WrongPhase {
                 round: self.round,
                 what: "confirmations",
             });
         };
-        if self.confirmations.len() < self.threshold as usize {
+        if self.confirmations.len() < need {
             return Err(RoundError::TooFewConfirmations {
                 round: self.round,
                 have: self.confirmations.len(),
@@ -448,14 +454,7 @@ impl Rounds {
     /// site and the coordinator are this one process, so there is no view to compare and
     /// nothing is signed. Never used by a live study.
     pub fn close_confirm_in_process(&mut self) -> Result<(), RoundError> {
-        let Phase::Confirm { survivors, dropped } = self.phase.clone() else {
-            return Err(RoundError::WrongPhase {
-                round: self.round,
-                what: "confirmations",
-            });
-        };
-        self.phase = Phase::Unmask { survivors, dropped };
-        Ok(())
+        self.open_unmask(0)
     }
 
     /// The survivors and dropped sites, when `round` is the open round and its collection has

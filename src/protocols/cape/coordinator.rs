@@ -149,13 +149,7 @@ impl CapeRunning {
             return None;
         }
         let confirmations = if self.confirmed {
-            self.confirmations
-                .iter()
-                .map(|(&site, signature)| SiteSignature {
-                    site,
-                    signature: signature.clone(),
-                })
-                .collect()
+            SiteSignature::relay(&self.confirmations, None)
         } else {
             Vec::new()
         };

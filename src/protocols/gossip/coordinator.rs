@@ -184,13 +184,7 @@ impl GossipRunning {
                 .collect()
         };
         let confirmations = if self.step == 0 {
-            self.confirmations
-                .iter()
-                .map(|(&site, signature)| SiteSignature {
-                    site,
-                    signature: signature.clone(),
-                })
-                .collect()
+            SiteSignature::relay(&self.confirmations, None)
         } else {
             Vec::new()
         };

@@ -118,29 +118,21 @@ impl Running {
         })
     }
 
-    /// The open round's signatures of `sites`, as relayed.
-    fn relayed(signatures: &BTreeMap<u32, String>, sites: &[u32]) -> Vec<SiteSignature> {
-        sites
-            .iter()
-            .filter_map(|s| {
-                signatures.get(s).map(|signature| SiteSignature {
-                    site: *s,
-                    signature: signature.clone(),
-                })
-            })
-            .collect()
+    /// `round` is over and `site` was among its survivors.
+    fn survived(&self, site: u32, round: u32) -> bool {
+        round < self.rounds.round()
+            && self
+                .rounds
+                .history()
+                .iter()
+                .any(|h| h.round == round && h.survivors.contains(&site))
     }
 
     /// A retried confirmation: the round moved on with this site among its survivors, or it
     /// unmasks and this site's confirmation is in.
     pub(crate) fn already_confirmed(&self, site: u32, round: u32) -> bool {
         let current = self.rounds.round();
-        let past = round < current
-            && self
-                .rounds
-                .history()
-                .iter()
-                .any(|h| h.round == round && h.survivors.contains(&site));
+        let past = self.survived(site, round);
         let unmasking = round == current
             && matches!(self.rounds.phase(), Phase::Unmask { .. })
             && self.rounds.confirmations().contains_key(&site);
@@ -151,12 +143,7 @@ impl Running {
     /// round is unmasking with it among them.
     pub(crate) fn already_contributed(&self, site: u32, round: u32) -> bool {
         let current = self.rounds.round();
-        let past = round < current
-            && self
-                .rounds
-                .history()
-                .iter()
-                .any(|h| h.round == round && h.survivors.contains(&site));
+        let past = self.survived(site, round);
         let closed = round == current
             && matches!(self.rounds.phase(),
                 Phase::Confirm { survivors, .. } | Phase::Unmask { survivors, .. } if survivors.contains(&site));
@@ -210,14 +197,14 @@ impl Running {
                 round: rounds.round(),
                 survivors: survivors.clone(),
                 dropped: dropped.clone(),
-                contributions: Self::relayed(rounds.signatures(), survivors),
+                contributions: SiteSignature::relay(rounds.signatures(), Some(survivors)),
             }),
             Phase::Unmask { survivors, dropped } if survivors.contains(&site) => Some(SiteTask::Unmask {
                 round: rounds.round(),
                 survivors: survivors.clone(),
                 dropped: dropped.clone(),
-                contributions: Self::relayed(rounds.signatures(), survivors),
-                confirmations: Self::relayed(rounds.confirmations(), survivors),
+                contributions: SiteSignature::relay(rounds.signatures(), Some(survivors)),
+                confirmations: SiteSignature::relay(rounds.confirmations(), Some(survivors)),
             }),
             _ => None,
         }

@@ -642,9 +642,18 @@ impl Protocol<'_> {
     }
 
     /// This site's view of `round`: the iterate it multiplied and the roster it masked with.
-    fn round_view(&self, round: u32) -> Result<(Vec<u32>, [u8; 32]), Failure> {
+    fn own_round(&self, round: u32) -> Result<OwnRound<'_>, Failure> {
         match (self.sent.rosters.get(&round), self.sent.iterates.get(&round)) {
-            (Some(roster), Some(hash)) => Ok((roster.clone(), *hash)),
+            (Some(roster), Some(iterate)) => Ok(OwnRound {
+                me: self.me(),
+                view: RoundView {
+                    study: self.prepared.view.study_id,
+                    round,
+                    iterate,
+                    roster,
+                },
+                keys: &self.signing_keys,
+            }),
             _ => Err(violation(format!(
                 "the server asked about round {round}, to which this site did not contribute (or \
                  contributed without a kept iterate hash); refusing"
@@ -673,19 +682,8 @@ impl Protocol<'_> {
             }
             return Ok(kept.signature.clone());
         }
-        let (roster, iterate) = self.round_view(round)?;
         let need = self.prepared.view.threshold.max(self.quorum());
-        let view = RoundView {
-            study: self.prepared.view.study_id,
-            round,
-            iterate: &iterate,
-            roster: &roster,
-        };
-        let own = OwnRound {
-            me: self.me(),
-            view,
-            keys: &self.signing_keys,
-        };
+        let own = self.own_round(round)?;
         own.check_transcript(survivors, dropped, contributions, need)
             .map_err(|e| {
                 violation(format!(
@@ -694,7 +692,7 @@ impl Protocol<'_> {
             })?;
         let signature = self
             .signer
-            .sign(&transcript::confirmation_message(&view, survivors, dropped));
+            .sign(&transcript::confirmation_message(&own.view, survivors, dropped));
         let confirm = KeptConfirm {
             survivors: survivors.to_vec(),
             dropped: dropped.to_vec(),
@@ -721,18 +719,7 @@ impl Protocol<'_> {
         dropped: &[u32],
         confirmations: &[SiteSignature],
     ) -> Result<(), Failure> {
-        let (roster, iterate) = self.round_view(round)?;
-        let view = RoundView {
-            study: self.prepared.view.study_id,
-            round,
-            iterate: &iterate,
-            roster: &roster,
-        };
-        let own = OwnRound {
-            me: self.me(),
-            view,
-            keys: &self.signing_keys,
-        };
+        let own = self.own_round(round)?;
         let valid = own.confirmed_by(survivors, dropped, confirmations);
         let quorum = self.quorum() as usize;
         if valid < quorum {
