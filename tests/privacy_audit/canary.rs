@@ -23,6 +23,9 @@ pub struct Pair {
     pub canary: Vec<f64>,
     /// Unit direction of the row the canary replaced (replace_one), if any.
     pub replaced: Option<Vec<f64>>,
+    /// A and A' (the Gram matrices of the two sides, or the matrices), for the conditional
+    /// likelihood-ratio statistic of an eigenvalue release; None where no test reads it.
+    pub grams: Option<(Matrix, Matrix)>,
 }
 
 fn axis(d: usize, i: usize) -> Vec<f64> {
@@ -44,6 +47,7 @@ pub fn pair(neighbours: &Neighbours, d: usize, n: usize) -> Pair {
                 side1,
                 canary: axis(d, last),
                 replaced: (d > 1).then(|| axis(d, 0)),
+                grams: None,
             }
         }
         Neighbours::AddRemove { beta, .. } => {
@@ -55,6 +59,7 @@ pub fn pair(neighbours: &Neighbours, d: usize, n: usize) -> Pair {
                 side1,
                 canary: axis(d, last),
                 replaced: None,
+                grams: None,
             }
         }
         Neighbours::Entry { u } => {
@@ -66,13 +71,14 @@ pub fn pair(neighbours: &Neighbours, d: usize, n: usize) -> Pair {
                 side1,
                 canary: axis(d, last),
                 replaced: None,
+                grams: None,
             }
         }
     }
 }
 
 /// Names of the statistics of [`statistics`], in order.
-pub const STATISTICS: [&str; 8] = [
+pub const STATISTICS: [&str; 9] = [
     "failed",
     "|<q1,c>|",
     "sum_j <q_j,c>^2",
@@ -81,6 +87,7 @@ pub const STATISTICS: [&str; 8] = [
     "l_1",
     "sum_j l_j",
     "<q1,c>^2 - <q1,r>^2",
+    "eigenvalue release given Q, on A'-A",
 ];
 
 /// The statistics of one run's result (c the canary direction, r the replaced row's, l_j the
@@ -121,5 +128,29 @@ pub fn statistics(result: &Result<Output, String>, pair: &Pair) -> Vec<f64> {
             (Some(r), true) => on_c[0] - r[0],
             _ => nan,
         },
+        given_basis(q, lambda.map(|l| l.as_slice()), pair.grams.as_ref()),
     ]
+}
+
+/// The eigenvalue release λ̂_j = q_jᵀ A q_j + noise, given the released basis Q (released
+/// first, so by adaptive composition the eigenvalues are a Gaussian or Laplace release of
+/// (q_jᵀ A q_j)_j at fixed Q), projected on the unit direction of its difference between the
+/// sides: w_j = q_jᵀ(A' − A)q_j, statistic Σ_j (λ̂_j − q_jᵀ A q_j)·w_j/‖w‖. Its mean is 0 on D
+/// and ‖w‖ on D' (‖w‖ ≤ the release's sensitivity, equal to it when Q is aligned with the
+/// difference). NaN without eigenvalues, Gram matrices or difference.
+fn given_basis(q: &Matrix, lambda: Option<&[f64]>, grams: Option<&(Matrix, Matrix)>) -> f64 {
+    let (Some(lambda), Some((a0, a1))) = (lambda, grams) else {
+        return f64::NAN;
+    };
+    let quad = |a: &Matrix, j: usize| -> f64 {
+        let v = q.column(j);
+        (a * v).dot(&v)
+    };
+    let k = q.ncols().min(lambda.len());
+    let w: Vec<f64> = (0..k).map(|j| quad(a1, j) - quad(a0, j)).collect();
+    let norm = w.iter().map(|x| x * x).sum::<f64>().sqrt();
+    if norm == 0.0 {
+        return f64::NAN;
+    }
+    (0..k).map(|j| (lambda[j] - quad(a0, j)) * w[j]).sum::<f64>() / norm
 }

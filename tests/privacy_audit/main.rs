@@ -45,17 +45,49 @@ fn auditor_flags_every_gaussian_primitive_run_at_twice_its_rho() {
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
-/// The algorithms whose output carries one Gaussian release whole (`analyze_gauss`, under
-/// replace_one and entry), through the registry exactly as the runner calls them: the twin
-/// prepared at 2ρ and charged ρ must fail, the real job must pass.
+/// Every Laplace noise primitive of `RunEnv`, real and as its 2×-ρ twin (scale 1/√2 of the
+/// calibrated one), held to the pure ε = sqrt(2ρ) its derivation claims: the twin must be
+/// flagged, the real one must pass and reach a good part of its claim.
 #[test]
-fn auditor_flags_analyze_gauss_run_at_twice_its_rho() {
+fn auditor_flags_every_laplace_primitive_run_at_twice_its_rho() {
     let mut wrong = Vec::new();
-    for i in 0..targeted::exact_algorithms().len() {
-        let seed = SEED + 7000 + 1000 * i as u64;
-        let twin = targeted::exact_algorithm(i, true, targeted::TWIN_TRIALS, seed);
-        let real = targeted::exact_algorithm(i, false, targeted::TWIN_TRIALS, seed + 500);
+    for (i, &p) in targeted::LAPLACE_PRIMITIVES.iter().enumerate() {
+        let seed = SEED + 5000 + 1000 * i as u64;
+        let twin =
+            targeted::laplace_primitive(p, std::f64::consts::FRAC_1_SQRT_2, targeted::TWIN_TRIALS, seed);
+        let real = targeted::laplace_primitive(p, 1.0, targeted::TWIN_TRIALS, seed + 500);
         println!("{}\n{}", twin.line(), real.line());
+        if !twin.fails() {
+            wrong.push(format!("missed the 2×-ρ twin: {}", twin.line()));
+        }
+        if real.fails() {
+            wrong.push(format!("false alarm: {}", real.line()));
+        }
+        if real.epsilon_lower <= 0.4 * real.epsilon_charged {
+            wrong.push(format!("uninformative on the real mechanism: {}", real.line()));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// Every algorithm of the registry, whole, through the registry exactly as the runner calls
+/// it, at a point where a statistic of its output is one release's likelihood-ratio
+/// statistic (`targeted::exact_algorithms`): the twin prepared at 2ρ and charged ρ must fail,
+/// the real job must pass.
+#[test]
+fn auditor_flags_every_algorithm_run_at_twice_its_rho() {
+    let mut wrong = Vec::new();
+    for (i, exact) in targeted::exact_algorithms().iter().enumerate() {
+        let seed = SEED + 7000 + 1000 * i as u64;
+        let t = Instant::now();
+        let twin = targeted::exact_algorithm(exact, true, seed);
+        let real = targeted::exact_algorithm(exact, false, seed + 500);
+        println!(
+            "{}\n{} ({:.1} s)",
+            twin.line(),
+            real.line(),
+            t.elapsed().as_secs_f64()
+        );
         if twin.verdict != Verdict::Fail {
             wrong.push(format!("missed the 2×-ρ twin: {}", twin.line()));
         }
