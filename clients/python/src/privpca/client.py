@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import email.utils
 import io
+import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -20,7 +22,9 @@ import httpx
 import numpy as np
 import numpy.typing as npt
 
-from .errors import ApiError, JobFailed, WaitTimeout, from_problem
+from . import _validation
+from ._releases import REGISTRY
+from .errors import ApiError, InvalidInput, JobFailed, WaitTimeout, from_problem
 from .models import Dataset, Job, JobResult, Ledger, Plan, Study, StudyCreated, StudyResult
 
 Polled = TypeVar("Polled", Job, Study)
@@ -53,13 +57,31 @@ class Client:
         self.base_url = base_url.rstrip("/")
         self.max_retries = max_retries
         self.max_retry_wait = max_retry_wait
-        headers = {"User-Agent": "privpca-python"}
-        if api_key is not None:
-            headers["Authorization"] = f"Bearer {api_key}"
-        self._http = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout, transport=transport)
+        self._api_key = api_key
+        self._timeout = timeout
+        self._transport = transport
+        self._lock = threading.Lock()
+        self._connection: httpx.Client | None = None
+
+    @property
+    def _http(self) -> httpx.Client:
+        """The connection pool, opened on first use (again after :meth:`close` or unpickling)."""
+        with self._lock:
+            if self._connection is None or self._connection.is_closed:
+                headers = {"User-Agent": "privpca-python"}
+                if self._api_key is not None:
+                    headers["Authorization"] = f"Bearer {self._api_key}"
+                self._connection = httpx.Client(
+                    base_url=self.base_url, headers=headers, timeout=self._timeout, transport=self._transport
+                )
+            return self._connection
 
     def close(self) -> None:
-        self._http.close()
+        """Close the connection pool; a later call opens a new one."""
+        with self._lock:
+            if self._connection is not None:
+                self._connection.close()
+                self._connection = None
 
     def __enter__(self) -> Client:
         return self
@@ -74,6 +96,27 @@ class Client:
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Client:
         return self
+
+    # Pickled (joblib.dump of a fitted estimator, joblib workers) as its settings: the base
+    # URL, the API key, timeouts and retries. No socket, lock or custom transport: the copy
+    # opens its own pool on first use. The pickle holds the API key: keep it as private as the key.
+    def __getstate__(self) -> dict[str, Any]:
+        return {
+            "base_url": self.base_url,
+            "api_key": self._api_key,
+            "timeout": self._timeout,
+            "max_retries": self.max_retries,
+            "max_retry_wait": self.max_retry_wait,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(  # type: ignore[misc]
+            state["base_url"],
+            state["api_key"],
+            timeout=state["timeout"],
+            max_retries=state["max_retries"],
+            max_retry_wait=state["max_retry_wait"],
+        )
 
     def __repr__(self) -> str:
         return f"Client({self.base_url!r})"
@@ -146,27 +189,62 @@ class Client:
     ) -> Dataset:
         """Create a dataset and, when ``X`` is given, upload it.
 
-        ``X`` is a 2-D numpy array or pandas DataFrame (uploaded as ``.npy``). ``budget`` is a
-        ρ (a number), ``(epsilon, delta)``, or a ``BudgetInput`` mapping such as
-        ``{"rho": 0.1, "delta": 1e-8}``; it is required unless ``public`` is true. The
-        returned :class:`Dataset` has its ``id`` and budget state.
+        ``X`` is a 2-D numpy array or pandas DataFrame (uploaded as ``.npy``, never with an
+        index column). ``budget`` is a ρ (a number), ``(epsilon, delta)``, or a
+        ``BudgetInput`` mapping such as ``{"rho": 0.1, "delta": 1e-8}``; it is required unless
+        ``public`` is true. The returned :class:`Dataset` has its ``id`` and budget state.
+
+        Everything is checked before anything is created: a bad ``X`` (1-D, empty, NaN,
+        infinity, complex, strings, a pandas index column) or setting raises
+        :class:`~privpca.InvalidInput` (a ``ValueError``) and the service holds nothing new. If
+        the upload fails after the dataset was created, the dataset is deleted and the upload's
+        exception is raised with ``dataset_id`` and ``dataset_deleted`` set and its message
+        saying which (the id to delete by hand when the deletion failed too).
         """
-        body: dict[str, Any] = {"name": name, "kind": kind, "public": public}
-        optional = {
-            "row_norm_bound": row_norm_bound,
-            "relation": relation,
-            "row_l1_bound": row_l1_bound,
-            "entry_bound": entry_bound,
-            "budget": None if budget is None else budget_input(budget),
-        }
-        body.update({k: v for k, v in optional.items() if v is not None})
+        body = dataset_body(
+            name=name,
+            row_norm_bound=row_norm_bound,
+            budget=budget,
+            public=public,
+            relation=relation,
+            kind=kind,
+            row_l1_bound=row_l1_bound,
+            entry_bound=entry_bound,
+        )
+        matrix = None if X is None else _validation.check_matrix(X)
         dataset = Dataset.parse(self._json("POST", "/v1/datasets", json=body))
-        return dataset if X is None else self.upload(dataset.id, X)
+        if matrix is None:
+            return dataset
+        try:
+            return self._upload_checked(dataset.id, matrix)
+        except BaseException as error:
+            self._discard(dataset.id, error)
+            raise
+
+    def _discard(self, dataset_id: str, error: BaseException) -> None:
+        """Deletes a dataset whose upload failed and says so in the upload's exception."""
+        try:
+            self.delete_dataset(dataset_id)
+        except Exception as failed:  # noqa: BLE001 - reported in the message instead
+            outcome = f"dataset {dataset_id} was created but could not be deleted ({failed}): delete it with Client.delete_dataset({dataset_id!r})"
+            deleted = False
+        else:
+            outcome = f"the dataset it created ({dataset_id}) was deleted, so nothing is left on the service"
+            deleted = True
+        setattr(error, "dataset_id", dataset_id)
+        setattr(error, "dataset_deleted", deleted)
+        message = f"{error.args[0] if error.args else error}; upload failed: {outcome}"
+        error.args = (message, *error.args[1:])
 
     def upload(self, dataset_id: str, X: Any) -> Dataset:
-        """``PUT /v1/datasets/{id}/data``: upload ``X`` (array or DataFrame) as ``.npy``."""
+        """``PUT /v1/datasets/{id}/data``: upload ``X`` (array or DataFrame) as ``.npy``.
+        ``X`` is checked first, as :meth:`create_dataset` does."""
+        return self._upload_checked(dataset_id, _validation.check_matrix(X))
+
+    def _upload_checked(self, dataset_id: str, matrix: npt.NDArray[np.float64]) -> Dataset:
         headers = {"Content-Type": "application/x-npy"}
-        raw = self._json("PUT", f"/v1/datasets/{dataset_id}/data", content=to_npy(X), headers=headers)
+        raw = self._json("PUT", f"/v1/datasets/{dataset_id}/data", content=_npy(matrix), headers=headers)
+        REGISTRY.uploaded(dataset_id, matrix)
         return Dataset.parse(raw)
 
     def get_dataset(self, dataset_id: str) -> Dataset:
@@ -320,44 +398,108 @@ class Client:
         return StudyResult.parse(self._json("GET", f"/v1/studies/{study_id}/result"))
 
 
+def dataset_body(
+    *,
+    name: str,
+    row_norm_bound: float | None,
+    budget: BudgetLike | None,
+    public: bool,
+    relation: str | None,
+    kind: str,
+    row_l1_bound: float | None,
+    entry_bound: float | None,
+) -> dict[str, Any]:
+    """A ``CreateDataset`` body, checked as the service would check it (so a refusal comes
+    before anything is created)."""
+    body: dict[str, Any] = {"name": _validation.check_name(name), "kind": kind, "public": bool(public)}
+    if kind not in _validation.KINDS:
+        raise InvalidInput(f"kind must be one of {sorted(_validation.KINDS)}, got {kind!r}", field="kind")
+    if relation is not None:
+        if relation not in _validation.KINDS[kind]:
+            raise InvalidInput(f"relation of a {kind} dataset must be one of {list(_validation.KINDS[kind])}, got {relation!r}", field="relation")
+        body["relation"] = relation
+    if kind == "records":
+        if row_norm_bound is None:
+            raise InvalidInput("a records dataset needs row_norm_bound (every row is clipped to this L2 norm)", field="row_norm_bound")
+        body["row_norm_bound"] = _validation.positive(row_norm_bound, "row_norm_bound")
+        if row_l1_bound is not None:
+            body["row_l1_bound"] = _validation.positive(row_l1_bound, "row_l1_bound")
+        if entry_bound is not None:
+            raise InvalidInput("entry_bound is for matrix datasets only", field="entry_bound")
+    else:
+        for field, value in (("row_norm_bound", row_norm_bound), ("row_l1_bound", row_l1_bound)):
+            if value is not None:
+                raise InvalidInput(f"{field} is for records datasets only", field=field)
+        if entry_bound is not None:
+            body["entry_bound"] = _validation.positive(entry_bound, "entry_bound")
+    if public:
+        if budget is not None:
+            raise InvalidInput("a public dataset has no budget: leave budget out", field="budget")
+    elif budget is None:
+        raise InvalidInput("a private dataset needs a budget: a rho, (epsilon, delta) or a mapping", field="budget")
+    else:
+        body["budget"] = budget_input(budget)
+    return body
+
+
 def budget_input(budget: BudgetLike) -> dict[str, float]:
-    """A ``BudgetInput``: a number is ρ, a pair is (ε, δ), a mapping passes as it is."""
+    """A ``BudgetInput``: a number is ρ, a pair is (ε, δ), a mapping passes as it is; checked
+    against the contract's ranges."""
     if isinstance(budget, Mapping):
-        return dict(budget)
-    if isinstance(budget, tuple):
-        epsilon, delta = budget
-        return {"epsilon": float(epsilon), "delta": float(delta)}
-    return {"rho": float(budget)}
+        raw = dict(budget)
+    elif isinstance(budget, tuple):
+        if len(budget) != 2:
+            raise InvalidInput(f"a budget pair is (epsilon, delta), got {budget!r}", field="budget")
+        raw = {"epsilon": budget[0], "delta": budget[1]}
+    else:
+        raw = {"rho": budget}
+    keys = set(raw)
+    if keys not in ({"rho"}, {"rho", "delta"}, {"epsilon", "delta"}):
+        raise InvalidInput(f"a budget is {{'rho'}}, {{'rho', 'delta'}} or {{'epsilon', 'delta'}}, got {sorted(keys)}", field="budget")
+    checked = {k: _validation.positive(v, f"budget.{k}") for k, v in raw.items()}
+    _within(checked, "rho", 1e-12, 1e6)
+    _within(checked, "epsilon", 1e-3, 1e5)
+    _within(checked, "delta", 0.0, 0.999999)
+    return checked
+
+
+def _within(values: Mapping[str, float], key: str, low: float, high: float) -> None:
+    if key in values and not low <= values[key] <= high:
+        raise InvalidInput(f"budget.{key} must be in [{low:g}, {high:g}], got {values[key]!r}", field=f"budget.{key}")
 
 
 def privacy_input(rho: float | None, epsilon: float | None, delta: float | None) -> dict[str, float] | None:
     """A ``PrivacyInput`` from ``rho`` (with an optional ``delta``) or ``epsilon`` and
     ``delta``; ``None`` when nothing is given."""
     if rho is not None and epsilon is not None:
-        raise ValueError("give either rho or epsilon/delta, not both")
+        raise InvalidInput("give either rho or epsilon/delta, not both", field="rho")
     if epsilon is not None:
         if delta is None:
-            raise ValueError("epsilon needs delta")
-        return {"epsilon": float(epsilon), "delta": float(delta)}
+            raise InvalidInput("epsilon needs delta", field="delta")
+        return {"epsilon": _validation.positive(epsilon, "epsilon"), "delta": _validation.delta(delta, "delta")}
     if rho is not None:
-        return {"rho": float(rho)} if delta is None else {"rho": float(rho), "delta": float(delta)}
+        checked = {"rho": _validation.positive(rho, "rho")}
+        return checked if delta is None else {**checked, "delta": _validation.delta(delta, "delta")}
     if delta is not None:
-        raise ValueError("delta alone is not a privacy target: give rho or epsilon too")
+        raise InvalidInput("delta alone is not a privacy target: give rho or epsilon too", field="delta")
     return None
 
 
 def as_matrix(X: Any) -> npt.NDArray[np.float64]:
-    """A 2-D float64 array from an array-like or a DataFrame."""
-    matrix = np.asarray(X.to_numpy(dtype=np.float64) if hasattr(X, "to_numpy") else X, dtype=np.float64)
-    if matrix.ndim != 2:
-        raise ValueError(f"expected a 2-D array (n samples × d features), got {matrix.ndim}-D")
-    return matrix
+    """A 2-D, finite, non-empty float64 array from an array-like or a DataFrame; refused in
+    scikit-learn's words otherwise (:class:`~privpca.InvalidInput`)."""
+    return _validation.check_matrix(X)
 
 
 def to_npy(X: Any) -> bytes:
-    """``X`` as the bytes of a little-endian float64, C-order ``.npy`` file."""
+    """``X`` (checked as :func:`as_matrix` does) as the bytes of a little-endian float64,
+    C-order ``.npy`` file. Only the values: a DataFrame's index is never written."""
+    return _npy(as_matrix(X))
+
+
+def _npy(matrix: npt.NDArray[np.float64]) -> bytes:
     buffer = io.BytesIO()
-    np.save(buffer, np.ascontiguousarray(as_matrix(X), dtype="<f8"), allow_pickle=False)
+    np.save(buffer, np.ascontiguousarray(matrix, dtype="<f8"), allow_pickle=False)
     return buffer.getvalue()
 
 
@@ -386,22 +528,33 @@ def _retry_after(value: str | None) -> float | None:
     return max(when.timestamp() - time.time(), 0.0)
 
 
-def _poll(get: Callable[[], Polled], timeout: float | None, interval: float, progress: bool, label: str) -> Polled:
-    """Calls ``get`` until its answer is finished; raises unless it succeeded."""
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
+#: A job still running this long after the first poll gets a progress bar; a faster one gets
+#: a single line when it ends (a bar drawn and redrawn within a second shows up twice in logs
+#: and narrow terminals).
+BAR_AFTER = 0.5
 
-        bar = tqdm(desc=label, total=None, unit="step")
-    deadline = None if timeout is None else time.monotonic() + timeout
+
+def _poll(get: Callable[[], Polled], timeout: float | None, interval: float, progress: bool, label: str) -> Polled:
+    """Calls ``get`` until its answer is finished; raises unless it succeeded. With
+    ``progress``, one line for a fast job, a tqdm bar for a slower one."""
+    bar: Any = None
+    started = time.monotonic()
+    deadline = None if timeout is None else started + timeout
     try:
         while True:
             item = get()
-            if bar is not None and item.progress is not None:
-                bar.total = item.progress.total
-                bar.n = item.progress.done
-                bar.set_postfix_str(item.status)
-                bar.refresh()
+            if progress and bar is None and not item.finished and time.monotonic() - started >= BAR_AFTER:
+                from tqdm.auto import tqdm
+
+                total = None if item.progress is None else item.progress.total
+                bar = tqdm(desc=label, total=total, unit="step", postfix=item.status)
+            if bar is not None:
+                if item.progress is not None:
+                    bar.total = item.progress.total
+                    bar.set_postfix_str(item.status, refresh=False)
+                    bar.update(item.progress.done - bar.n)
+                else:
+                    bar.set_postfix_str(item.status, refresh=False)
             if item.finished:
                 break
             if deadline is not None and time.monotonic() > deadline:
@@ -410,6 +563,9 @@ def _poll(get: Callable[[], Polled], timeout: float | None, interval: float, pro
     finally:
         if bar is not None:
             bar.close()
+    if progress and bar is None:
+        steps = "" if item.progress is None else f", {item.progress.done}/{item.progress.total} steps"
+        print(f"{label}: {item.status}{steps} in {time.monotonic() - started:.1f} s", file=sys.stderr, flush=True)
     if item.status != "succeeded":
         raise JobFailed(item)
     return item

@@ -44,8 +44,9 @@ class MalformedRequest(ApiError):
     slug = "malformed-request"
 
 
-class ValidationError(ApiError):
-    """A field has an invalid value; ``field`` names it (a dotted path) when the service does."""
+class ValidationError(ApiError, ValueError):
+    """A field has an invalid value; ``field`` names it (a dotted path) when the service does.
+    Also a ``ValueError``, as scikit-learn expects of a refused input."""
 
     slug = "validation-error"
 
@@ -143,6 +144,38 @@ class JobFailed(PrivpcaError):
 
 class WaitTimeout(PrivpcaError):
     """Waiting for a job or study took longer than the caller allowed."""
+
+
+class InvalidInput(PrivpcaError, ValueError):
+    """An argument refused by the client before any request: a bad matrix (1-D, empty, NaN,
+    infinity, complex, strings: scikit-learn's wording when it is installed) or a setting the
+    service would refuse. ``field`` names the argument when there is one. Nothing was created
+    on the service."""
+
+    def __init__(self, message: str, field: str | None = None):
+        super().__init__(message)
+        self.field = field
+
+
+class RepeatedFitError(PrivpcaError, ValueError):
+    """``PrivatePCA.fit(X)`` refused to release the same people a second time.
+
+    Raised before anything is uploaded, when X shares rows with a private release this process
+    already made under other settings, or when the fit runs inside scikit-learn's model
+    selection (``cross_val_score``, ``GridSearchCV``, …), where every fold would be a new
+    dataset with a fresh budget. ``overlap`` is the number of X's rows already released (0 in
+    the model-selection case) and ``previous`` the earlier releases' ``(dataset_id, job_id,
+    rho)``."""
+
+    def __init__(self, message: str, overlap: int = 0, previous: tuple[tuple[str, str, float], ...] = ()):
+        super().__init__(message)
+        self.overlap = overlap
+        self.previous = previous
+
+
+class PrivacySpendWarning(UserWarning):
+    """A fit released people who were already in an earlier release, because the estimator
+    was told to (``on_overlap="warn"``); the message states their total spend."""
 
 
 _BY_SLUG: dict[str, type[ApiError]] = {
