@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Tests of the Python client (clients/python) against live `privpca serve`s.
 #  1. A venv under ${CARGO_TARGET_DIR:-target}/python-client-venv gets the pinned packages of
-#     clients/python/requirements-test.txt and `./clients/python[sklearn,pandas]`; the package
-#     must be `mypy --strict` clean.
+#     clients/python/requirements-test.txt and `./clients/python[sklearn,pandas,examples]`; the
+#     package must be `mypy --strict` clean.
 #  2. Two services start on free ports, each with a fresh data dir: one with the rate limits
 #     off, one with a job rate of 30 a minute in bursts of 1 (a second submission gets 429
 #     with Retry-After: 2) for the retry test.
@@ -33,8 +33,8 @@ if [ ! -x "$venv/bin/python" ]; then python3 -m venv "$venv"; fi
 "$venv/bin/python" -c 'import sys; assert sys.version_info >= (3, 10), "the client needs Python >= 3.10"'
 pins="$repo/clients/python/requirements-test.txt"
 "$venv/bin/pip" install -q --disable-pip-version-check -r "$pins"
-"$venv/bin/pip" install -q --disable-pip-version-check --force-reinstall --no-deps "./clients/python[sklearn,pandas]"
-"$venv/bin/pip" install -q --disable-pip-version-check -c "$pins" "./clients/python[sklearn,pandas]"
+"$venv/bin/pip" install -q --disable-pip-version-check --force-reinstall --no-deps "./clients/python[sklearn,pandas,examples]"
+"$venv/bin/pip" install -q --disable-pip-version-check -c "$pins" "./clients/python[sklearn,pandas,examples]"
 
 echo "== python client: mypy --strict"
 ( cd clients/python && "$venv/bin/mypy" --strict src/privpca )

@@ -1,12 +1,13 @@
 """Private PCA of the wine data from Python, against a running privpca service.
 
-    pip install ./clients/python[sklearn] matplotlib
-    python docs/examples/python_pca.py http://127.0.0.1:8080 "$KEY" docs/img/python_pca.png
+    pip install "./clients/python[examples]"      # scikit-learn, pandas, matplotlib
+    python docs/examples/python_pca.py "$BASE" "$KEY" docs/img/python_pca.png
 
 The wine recognition data (178 wines × 13 chemical measurements, three cultivars) ships inside
 scikit-learn as a CSV. It is fitted twice: exactly, as a public dataset (the reference), and
 privately with zCDP ρ = 0.5, uploaded by `PrivatePCA.fit(X)` as a private dataset whose budget
-is that ρ. The figure shows the eigenvalues each fit released and both 2-D projections.
+is that ρ. The figure shows the eigenvalues each fit released and both 2-D projections. The
+dataset the private fit uploaded is deleted at the end (its ledger stays readable).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ def main(base_url: str, api_key: str, out: str) -> None:
         params={"with_eigenvalues": True},
         verbose=True,
     ).fit(X)
+    print(f"private fit: uploaded as dataset {private.dataset_id_} with a budget of ρ = {RHO}")
     overlap = np.linalg.svd(exact.components_[:2] @ private.components_[:2].T, compute_uv=False)
     print(f"private fit: job {private.job_id_}, cost ρ = {private.cost_.rho:g} (ε = {private.cost_.epsilon:.3g} at δ = {private.cost_.epsilon_at_delta:g})")
     print(f"cosines of the principal angles between the exact and private 2-D subspaces: {np.round(overlap, 4)}")
@@ -67,6 +69,8 @@ def main(base_url: str, api_key: str, out: str) -> None:
     figure.tight_layout()
     figure.savefig(out, dpi=100)
     print(f"wrote {out}")
+    private.delete()  # the uploaded copy; the components stay usable, the ledger readable
+    client.delete_dataset(public.id)
 
 
 if __name__ == "__main__":

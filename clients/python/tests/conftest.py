@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 import privpca
+import privpca._releases
 
 
 def _service(variable: str) -> str:
@@ -31,6 +32,14 @@ def _service(variable: str) -> str:
 def _tenant_key(base_url: str) -> str:
     with privpca.Client(base_url, os.environ["PRIVPCA_ADMIN_KEY"]) as admin:
         return str(admin.create_tenant(f"pytest-{uuid.uuid4().hex[:8]}")["api_key"])
+
+
+@pytest.fixture(autouse=True)
+def fresh_process() -> Iterator[None]:
+    """Each test starts as a fresh process would: no uploads or releases remembered."""
+    privpca._releases.REGISTRY.clear()
+    yield
+    privpca._releases.REGISTRY.clear()
 
 
 @pytest.fixture

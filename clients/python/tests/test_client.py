@@ -70,10 +70,17 @@ def test_not_found_and_validation_error_carry_the_problem(client):
     with pytest.raises(privpca.NotFound) as missing:
         client.get_dataset(str(uuid.uuid4()))
     assert missing.value.status == 404
-    with pytest.raises(privpca.ValidationError) as invalid:
+    # Refused by the client before any request, in the service's terms.
+    with pytest.raises(privpca.InvalidInput) as local:
         client.create_dataset(name="bad", row_norm_bound=-1.0, budget=1.0)
-    assert invalid.value.status == 422
-    assert invalid.value.field == "row_norm_bound"
+    assert local.value.field == "row_norm_bound" and isinstance(local.value, ValueError)
+    assert client.list_datasets() == []
+    # Refused by the service: a 422 whose field names the parameter.
+    ds = client.create_dataset(np.eye(3) * 0.5, name="ok", row_norm_bound=1.0, budget=1.0)
+    with pytest.raises(privpca.ValidationError) as invalid:
+        client.submit_job(ds.id, "noisy_power", {"k": 1, "iterations": -3}, rho=0.1)
+    assert invalid.value.status == 422 and isinstance(invalid.value, ValueError)
+    assert invalid.value.field is not None and "iterations" in invalid.value.field
     with pytest.raises(privpca.Unauthorized):
         privpca.Client(client.base_url, "not-a-key").list_datasets()
 

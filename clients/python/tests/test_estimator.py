@@ -47,7 +47,7 @@ def test_dataframe_column_names(client, make_rows):
     assert list(pca.feature_names_in_) == columns
     assert list(pca.get_feature_names_out()) == ["privatepca0", "privatepca1"]
     assert pca.transform(frame).shape == (800, 2)
-    with pytest.raises(ValueError, match="columns"):
+    with pytest.raises(ValueError, match="feature names should match"):
         pca.transform(frame[columns[::-1]])
     assert client.get_dataset(pca.dataset_id_).n_features == 4
 
