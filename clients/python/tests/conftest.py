@@ -11,6 +11,9 @@ Each test gets a tenant of its own, so budgets and rate buckets never leak betwe
 from __future__ import annotations
 
 import os
+
+# check_estimator's array API check runs only when scipy was imported with this set.
+os.environ.setdefault("SCIPY_ARRAY_API", "1")
 import uuid
 from collections.abc import Callable, Iterator
 

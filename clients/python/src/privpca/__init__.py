@@ -102,7 +102,13 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     # The estimator needs scikit-learn, an optional extra: imported on first use only.
     if name == "PrivatePCA":
-        from .estimator import PrivatePCA
-
+        try:
+            from .estimator import PrivatePCA
+        except ModuleNotFoundError as missing:
+            if missing.name is None or not missing.name.startswith("sklearn"):
+                raise
+            raise ModuleNotFoundError(
+                "privpca.PrivatePCA needs scikit-learn: pip install './clients/python[sklearn]'", name=missing.name
+            ) from missing
         return PrivatePCA
     raise AttributeError(f"module 'privpca' has no attribute {name!r}")

@@ -279,13 +279,14 @@ class PrivatePCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimato
         target = _stated(privacy)
         caller = _model_selection_caller()
         if caller is not None:
+            example = f" (rho = {4 * privacy['rho']:g} for k = 5)" if "rho" in privacy else ""
             why = (
                 f"PrivatePCA.fit(X) was called by scikit-learn's model selection ({caller}). Each fold's "
                 f"fit would upload its rows as a new private dataset with a fresh budget of {target}, and "
                 "every person is in all training folds but one: k-fold cross-validation would spend "
-                f"(k - 1) x {target} on each of them (zCDP adds up), while each dataset's ledger shows "
-                f"only {target}. A preprocessing step fitted per fold (e.g. StandardScaler) changes the "
-                "rows, so their fingerprints cannot catch this."
+                f"(k - 1) times {target} on each of them{example}, as zCDP adds up, while each dataset's "
+                f"ledger shows only {target}. A preprocessing step fitted per fold (e.g. StandardScaler) "
+                "changes the rows, so their fingerprints cannot catch this."
             )
             if self.on_overlap == "raise":
                 raise RepeatedFitError(f"{why} Nothing was uploaded. {_ALTERNATIVES}")
@@ -295,11 +296,12 @@ class PrivatePCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimato
         shared = len(prints) - int(np.count_nonzero(~np.isin(prints, _union(earlier))))
         before = sum(r.rho for r in earlier)
         listed = "; ".join(f"job {r.job_id or '(running)'} on dataset {r.dataset_id or '(pending)'}, rho = {r.rho:g}" for r in earlier)
+        total = f"rho = {before + privacy['rho']:g}" if "rho" in privacy else f"rho = {before:g} plus {target}"
         why = (
             f"{shared} of X's {len(prints)} rows were already in {len(earlier)} private release(s) by this "
             f"process ({listed}). This fit would upload them as a new dataset with a fresh budget and "
-            f"release them again at {target}: those people's privacy loss would add up to rho = {before:g} "
-            f"plus {target}, more than any one ledger shows."
+            f"release them again at {target}: those people's privacy loss would add up to {total}, "
+            "more than any one ledger shows."
         )
         if self.on_overlap == "raise":
             raise RepeatedFitError(
