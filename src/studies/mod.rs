@@ -34,7 +34,12 @@ const TICK: Duration = Duration::from_millis(250);
 
 struct Entry {
     live: tokio::sync::Mutex<Live>,
+    /// Bumped when a site's task may have changed (a phase closed, a message of a protocol
+    /// whose tasks follow every message): wakes the sites' long-polls and the driver.
     changed: watch::Sender<u64>,
+    /// Wakes only the driver: a round's message that left the phase as it was changes no
+    /// other site's task, so waking every long-poll for it (S² wake-ups a round) is wasted.
+    driver: tokio::sync::Notify,
     /// The claim every state write of this entry is fenced by.
     lease: StudyLease,
     /// Set when a state write failed: the entry is no longer the study's state; its driver stops.
@@ -268,6 +273,7 @@ impl StudyHub {
         let entry = Arc::new(Entry {
             live: tokio::sync::Mutex::new(live),
             changed,
+            driver: tokio::sync::Notify::new(),
             lease,
             dead: std::sync::atomic::AtomicBool::new(false),
             journal: Mutex::new(Pending::default()),
@@ -421,6 +427,7 @@ impl StudyHub {
             let wake = tokio::time::Instant::from_std(deadline.min(Instant::now() + TICK));
             tokio::select! {
                 _ = changes.changed() => {}
+                _ = entry.driver.notified() => {}
                 _ = tokio::time::sleep_until(wake) => {}
             }
         }
@@ -639,11 +646,16 @@ impl StudyHub {
                 None
             }
         };
-        // Wake the driver (and the waiting sites) before the journal write: a phase change this
-        // message completes is kept by a snapshot that takes the waiting journal rows into its
-        // own transaction (`persist_with`), so nothing is shown before this row is kept, and
-        // the round does not wait for one more transaction first.
-        entry.changed.send_modify(|v| *v += 1);
+        // Wake the driver before the journal write: a phase change this message completes is
+        // kept by a snapshot that takes the waiting journal rows into its own transaction
+        // (`persist_with`), so nothing is shown before this row is kept, and the round does not
+        // wait for one more transaction first. The waiting sites are woken only when the phase
+        // changed here; otherwise the driver wakes them if it closes the phase.
+        if ticket.is_some() {
+            entry.driver.notify_one();
+        } else {
+            entry.changed.send_modify(|v| *v += 1);
+        }
         if let Some(ticket) = ticket {
             self.write_journal(study, &entry, ticket).await?;
         }
