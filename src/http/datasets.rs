@@ -57,10 +57,22 @@ pub struct BudgetView {
     /// The budget as the owner stated it.
     #[schema(value_type = Object)]
     pub stated: serde_json::Value,
+    /// The budget in the units the owner stated it: ρ for a zCDP budget.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rho: Option<f64>,
+    /// The budget in the units the owner stated it: ε and δ for an (ε, δ) budget (the
+    /// admission rule keeps every spending within them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub epsilon: Option<f64>,
+    /// The δ of an (ε, δ) budget, as stated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delta: Option<f64>,
     /// The ρ ceiling under the admission rule now in force: the budget (zCDP), or for an (ε, δ)
     /// budget the most the dataset's spending may total (docs/design/privacy.md §2.6: the exact
     /// Gaussian curve at δ/2 while only Gaussian mechanisms were charged, CKS afterwards), so
-    /// that `remaining = total − spent`.
+    /// that `remaining = total − spent`. For an (ε, δ) budget its `epsilon` and
+    /// `epsilon_at_delta` are the stated ε and δ, and `epsilon_converted` the CKS conversion
+    /// of its ρ.
     pub total: PrivacyAmount,
     pub spent: PrivacyAmount,
     /// The part of `spent.rho` not spent by Gaussian mechanisms (Laplace, exponential
@@ -134,10 +146,28 @@ impl From<&DatasetRecord> for DatasetView {
                     Some(_) if spent.is_gaussian_only() => Rule::ExactGaussian,
                     Some(_) => Rule::Cks,
                 };
+                let mut total =
+                    amount(r.rho_ceiling_units().unwrap_or(total_rho), total_delta).gaussian_only(true);
+                if let Some((epsilon, delta)) = r.budget_epsilon_delta {
+                    total = total.stated(epsilon, delta);
+                }
+                let (rho, epsilon, delta) = match r.budget_epsilon_delta {
+                    Some((epsilon, delta)) => (None, Some(epsilon), Some(delta)),
+                    None => (
+                        stated
+                            .get("rho")
+                            .and_then(serde_json::Value::as_f64)
+                            .or(Some(total_rho.to_real())),
+                        None,
+                        None,
+                    ),
+                };
                 Some(BudgetView {
                     stated,
-                    total: amount(r.rho_ceiling_units().unwrap_or(total_rho), total_delta)
-                        .gaussian_only(true),
+                    rho,
+                    epsilon,
+                    delta,
+                    total,
                     spent: amount(r.spent_rho_units, r.spent_delta_units)
                         .gaussian_only(spent.is_gaussian_only()),
                     spent_other_rho: r.spent_other_rho_units.to_real(),

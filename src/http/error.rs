@@ -95,9 +95,13 @@ impl From<axum::extract::rejection::JsonRejection> for ApiError {
                     .split_once(": ")
                     .map(|(_, rest)| rest.to_string())
                     .unwrap_or(text);
-                let field = detail.split_once(": ").map(|(f, _)| f.to_string());
+                let field = detail
+                    .split_once(": ")
+                    .map(|(f, _)| f.to_string())
+                    .filter(|f| !f.contains(' '))
+                    .or_else(|| named_field(&detail));
                 let mut err = ApiError::new(ProblemKind::Validation, detail);
-                err.field = field.filter(|f| !f.contains(' '));
+                err.field = field;
                 err
             }
             J::JsonSyntaxError(e) => ApiError::new(ProblemKind::Malformed, e.body_text()),
@@ -114,6 +118,16 @@ impl From<axum::extract::rejection::JsonRejection> for ApiError {
             other => ApiError::new(ProblemKind::Malformed, other.body_text()),
         }
     }
+}
+
+/// The field serde names in a top-level "missing field `x`" or "unknown field `x`" (which
+/// carry no path prefix).
+fn named_field(detail: &str) -> Option<String> {
+    let rest = detail
+        .strip_prefix("missing field `")
+        .or_else(|| detail.strip_prefix("unknown field `"))?;
+    let name = rest.split_once('`')?.0;
+    (!name.is_empty() && !name.contains(' ')).then(|| name.to_string())
 }
 
 impl From<axum::extract::rejection::PathRejection> for ApiError {
@@ -147,11 +161,18 @@ impl<T: serde::de::DeserializeOwned, S: Send + Sync> axum::extract::FromRequest<
             Ok(parsed) => Ok(Json(parsed)),
             Err(e) => {
                 let path = e.path().to_string();
-                let mut err = ApiError::new(ProblemKind::Validation, format!("{path}: {}", e.inner()));
+                let inner = e.inner().to_string();
+                // A missing or unknown field is named by serde in the message, not the path.
+                let named = named_field(&inner);
+                let mut err = ApiError::new(ProblemKind::Validation, format!("{path}: {inner}"));
                 if path != "." {
-                    err.field = Some(path);
+                    err.field = Some(match named {
+                        Some(name) if inner.starts_with("missing field") => format!("{path}.{name}"),
+                        _ => path,
+                    });
                 } else {
-                    err.detail = e.inner().to_string();
+                    err.field = named;
+                    err.detail = inner;
                 }
                 Err(err)
             }

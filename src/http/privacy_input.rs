@@ -115,6 +115,10 @@ pub struct PrivacyAmount {
     /// When every part of the amount is a Gaussian mechanism: the ε at `epsilon_at_delta` by the
     /// exact curve of the composed Gaussian (Balle & Wang 2018), tighter than `epsilon`.
     pub epsilon_exact_gaussian: Option<f64>,
+    /// Set when `epsilon` and `epsilon_at_delta` are an (ε, δ) the owner stated (the total of
+    /// an (ε, δ) budget): the CKS 2020 conversion of `rho` at that δ, which is looser.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub epsilon_converted: Option<f64>,
     /// For a job's cost: the (ε, δ) the whole job achieves, approximate parts included, at the
     /// job's stated δ (docs/design/privacy.md §2.4). A job stated as (ε, δ) achieves at most that.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -145,8 +149,20 @@ impl PrivacyAmount {
             epsilon,
             epsilon_at_delta: display_delta,
             epsilon_exact_gaussian: None,
+            epsilon_converted: None,
             achieved: None,
         }
+    }
+
+    /// Shows `epsilon` at `delta` as stated by the owner (an (ε, δ) budget's total: the
+    /// admission rule keeps every spending within it), the conversion of `rho` kept beside it
+    /// in `epsilon_converted`.
+    pub fn stated(mut self, epsilon: f64, delta: f64) -> Self {
+        if self.epsilon_at_delta == delta {
+            self.epsilon_converted = Some(self.epsilon);
+            self.epsilon = epsilon;
+        }
+        self
     }
 
     /// A charge in ledger units, shown at `display_delta`, with the (ε, δ) the whole charge

@@ -20,6 +20,11 @@ use crate::protocols::StudyAlgorithm;
 use crate::state::AppState;
 use crate::store::{SiteStatus, StudyRecord, StudySiteRecord, StudyStatus};
 
+/// A study's relation when the request names none: `replace_one`, as for a records dataset.
+fn replace_one() -> Relation {
+    Relation::ReplaceOne
+}
+
 /// The relations a study (records held at the sites) can have.
 fn study_relation_schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
     super::names::enum_schema(
@@ -60,7 +65,9 @@ pub struct CreateStudy {
     /// published maximum is its default).
     #[schema(minimum = 1, maximum = 10000)]
     pub n_features: usize,
-    /// `replace_one` (n is public; sites report their n) or `add_remove` (n stays private).
+    /// `replace_one` (the default, as for a dataset of records: n is public; sites report
+    /// their n) or `add_remove` (n stays private).
+    #[serde(default = "replace_one")]
     #[schema(schema_with = study_relation_schema)]
     pub relation: Relation,
     /// L2 bound β > 0: every site clips its rows to it.

@@ -2,6 +2,9 @@
 //!
 //! - An optional header: the first record is a header iff one of its fields is not a number;
 //!   it fixes the width. Any later non-numeric field is [`IngestError::Malformed`].
+//! - A header whose first name is empty (or pandas' `Unnamed: 0`) is the row index that
+//!   `DataFrame.to_csv` writes unless `index=False`: refused ([`IngestError::IndexColumn`]),
+//!   never stored as a feature.
 //! - Fields are trimmed of ASCII whitespace and may be quoted; blank lines (also lines of
 //!   only whitespace) are skipped; a UTF-8 byte-order mark is ignored; LF, CRLF and CR end
 //!   records (line numbers in errors count LFs).
@@ -54,7 +57,12 @@ pub(super) fn parse<W: Write>(input: &mut impl Read, sink: &mut RowSink<W>) -> R
         }
         match bad {
             None => sink.push(&mut row)?,
-            Some(_) if header_allowed => sink.declare_width(record.count)?,
+            Some(_) if header_allowed => {
+                if record.count > 1 && record.fields().next().is_some_and(is_index_name) {
+                    return Err(IngestError::IndexColumn { line: record.line });
+                }
+                sink.declare_width(record.count)?
+            }
             Some((c, empty)) => {
                 let what = if empty { "is empty" } else { "is not a number" };
                 let message = format!("row {}, column {} {what}", sink.next_row(), c + 1);
@@ -66,6 +74,13 @@ pub(super) fn parse<W: Write>(input: &mut impl Read, sink: &mut RowSink<W>) -> R
         }
     }
     Ok(())
+}
+
+/// Whether a header name is the one pandas gives its row index: empty (`to_csv` with the
+/// default `index=True`), or `Unnamed: 0` (such a file read back and written again).
+fn is_index_name(name: &[u8]) -> bool {
+    let name = name.trim_ascii();
+    name.is_empty() || name.starts_with(b"Unnamed: 0")
 }
 
 /// A trimmed field as a number (NaN and infinities included; the sink refuses them).

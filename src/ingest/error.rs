@@ -15,6 +15,13 @@ pub enum IngestError {
     /// The text is not valid CSV/JSON of numbers at this line.
     #[error("malformed input at line {line}: {message}")]
     Malformed { line: u64, message: String },
+    /// A CSV header whose first column has no name: a pandas row index, not a feature.
+    #[error(
+        "the CSV header at line {line} starts with an unnamed column: that is the row index pandas \
+         writes unless told not to, and it would become a feature. Write the file with \
+         DataFrame.to_csv(path, index=False), or remove the first column"
+    )]
+    IndexColumn { line: u64 },
     /// A row has a different number of columns than the first row (or the CSV header).
     #[error("row {row} has {got} columns, expected {expected}")]
     Ragged { row: u64, expected: u64, got: u64 },

@@ -415,6 +415,15 @@ async fn below_threshold_at_the_join_deadline_fails_without_charges() {
 }
 
 #[tokio::test]
+async fn a_study_without_a_relation_is_replace_one_as_a_dataset_is() {
+    let (app, key) = TestApp::start_with_tenant("owner").await;
+    let mut body = study_body(3, 2, 3, 30);
+    body.as_object_mut().unwrap().remove("relation");
+    let study = create(&app, &key, body).await;
+    assert_eq!(study["study"]["relation"], "replace_one", "{study}");
+}
+
+#[tokio::test]
 async fn bad_studies_are_refused_with_clear_problems() {
     let (app, key) = TestApp::start_with_tenant("owner").await;
     let cases: Vec<(Value, &str)> = vec![
@@ -453,6 +462,13 @@ async fn bad_studies_are_refused_with_clear_problems() {
         let reply = app.post("/v1/studies", &key, body).await;
         let doc = reply.problem(422);
         assert_eq!(doc["field"], field, "{doc}");
+    }
+    // A missing required field is named (serde's top-level "missing field" carries no path).
+    for missing in ["name", "n_features", "row_norm_bound"] {
+        let mut body = study_body(3, 2, 3, 30);
+        body.as_object_mut().unwrap().remove(missing);
+        let doc = app.post("/v1/studies", &key, body).await.problem(422);
+        assert_eq!(doc["field"], missing, "{doc}");
     }
     // A site budget below the cost: 409 naming the site.
     let mut body = study_body(3, 2, 3, 30);

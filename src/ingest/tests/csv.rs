@@ -24,6 +24,30 @@ fn csv_header_with_numeric_looking_names_mixed_in() {
 }
 
 #[test]
+fn csv_with_a_pandas_index_column_is_refused() {
+    // `df.to_csv(path)` with the default index=True, and such a file read and written again.
+    for text in [
+        ",a,b\n0,1.5,2\n1,3,4\n",
+        "\u{feff}\"\",a\n0,1\n",
+        "Unnamed: 0,a,b\n0,1,2\n",
+        " ,x\n0,1\n",
+    ] {
+        match csv(text) {
+            Err(IngestError::IndexColumn { line: 1 }) => {}
+            other => panic!("{text:?}: expected IndexColumn, got {other:?}"),
+        }
+    }
+    let message = IngestError::IndexColumn { line: 1 }.to_string();
+    assert!(message.contains("index=False"), "{message}");
+    // A named first column and an empty first field of a data row are not index headers.
+    assert_eq!(csv("id,a\n0,1\n").expect("valid").0, shape(1, 2));
+    assert!(matches!(
+        csv("1,2\n,3\n"),
+        Err(IngestError::Malformed { line: 2, .. })
+    ));
+}
+
+#[test]
 fn csv_without_rows_is_empty() {
     for text in ["", "\n\n", "  \n", "a,b,c\n", "a,b,c\n\n"] {
         assert!(matches!(csv(text), Err(IngestError::Empty)), "{text:?}");
