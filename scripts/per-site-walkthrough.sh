@@ -8,9 +8,9 @@ set -euo pipefail
 if [ -n "${PRIVPCA:-}" ]; then PRIVPCA="$(realpath -m -- "$PRIVPCA")"; fi
 
 # 1. Where the service is, and the binary the sites run (`cargo build --release` builds it; so does `cargo run --release` above).
-BASE=${BASE:-http://127.0.0.1:8080}
-ADMIN=${ADMIN:-change-me}
-PRIVPCA=${PRIVPCA:-$PWD/target/release/privpca}
+BASE="${BASE:-http://127.0.0.1:8080}"
+ADMIN="${ADMIN:-change-me}"
+PRIVPCA="${PRIVPCA:-$PWD/target/release/privpca}"
 cd "$(mktemp -d)"
 
 # 2. Each site's records: synthetic data with 5 columns, 1500 rows for north, 1000 for south, 500 for east.
