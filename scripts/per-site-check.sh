@@ -30,7 +30,8 @@ done
 
 start=$(date +%s)
 # In its own process group, so that sites left running by a failure are stopped with it.
-(unset KEY STUDY; BASE="http://$addr" ADMIN="$admin" PRIVPCA="$bin" \
+# TMPDIR: the script's own temporary directory (CSVs, study.json, site ledgers) goes under $work.
+(unset KEY STUDY; BASE="http://$addr" ADMIN="$admin" PRIVPCA="$bin" TMPDIR="$work" \
   exec setsid timeout 300 scripts/per-site-walkthrough.sh > "$work/out.json" 2> "$work/sites.log") &
 runner=$!
 status=0
