@@ -1,5 +1,7 @@
 //! The README's walk-through is `scripts/walkthrough.sh` verbatim (which CI runs against a
-//! freshly built binary), and its two commands are the ones CI uses.
+//! freshly built binary), its "Per-site studies" section is `scripts/per-site-walkthrough.sh`
+//! verbatim (which CI runs through `scripts/per-site-check.sh`), and its two commands are the
+//! ones CI uses.
 
 #[test]
 fn readme_walkthrough_is_the_script_that_ci_runs() {
@@ -58,4 +60,40 @@ fn readme_shows_one_output_per_printing_command() {
         serde_json::from_str::<serde_json::Value>(block)
             .unwrap_or_else(|e| panic!("README sample output is not JSON ({e}):\n{block}"));
     }
+}
+
+/// The README's "Per-site studies" section is `scripts/per-site-walkthrough.sh` verbatim (CI runs
+/// it through `scripts/per-site-check.sh` against a fresh service on a free port), and names the
+/// binary the sites run instead of assuming `privpca` is on PATH.
+#[test]
+fn readme_per_site_section_is_the_script_that_ci_runs() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let readme = std::fs::read_to_string(format!("{root}/README.md")).expect("README.md");
+    let script = std::fs::read_to_string(format!("{root}/scripts/per-site-walkthrough.sh"))
+        .expect("per-site walkthrough");
+    let commands: Vec<&str> = script
+        .lines()
+        .skip_while(|l| !l.starts_with("# 1."))
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    assert!(commands.len() > 10, "the per-site walk-through has its steps");
+    for line in commands {
+        assert!(
+            readme.contains(line),
+            "README is missing per-site walk-through line: {line}"
+        );
+    }
+    let (_, section) = readme
+        .split_once("\n## Per-site studies\n")
+        .expect("README has a per-site studies section");
+    let section = section.split("\n## ").next().expect("section");
+    assert!(
+        !section.lines().any(|l| l.starts_with("privpca site")),
+        "the per-site section runs the binary by its path, not `privpca` from PATH"
+    );
+    let ci = std::fs::read_to_string(format!("{root}/.ci/run")).expect(".ci/run");
+    assert!(
+        ci.contains("scripts/per-site-check.sh"),
+        "CI runs the README's per-site section"
+    );
 }
