@@ -69,6 +69,8 @@ struct Site {
     seen: Vec<Instant>,
     /// When each round's unmask task reached this site (secure only).
     unmasks: Vec<Instant>,
+    /// When each round's confirm task arrived (secure).
+    confirms: Vec<Instant>,
     compute: Vec<Duration>,
     mask: Vec<Duration>,
 }
@@ -199,6 +201,7 @@ async fn secure_site(mut site: Site) -> Result<Site> {
                 dropped,
                 contributions,
             } => {
+                site.confirms.push(Instant::now());
                 let (hash, roster) = &signed[&round];
                 let view = RoundView {
                     study: view.study_id,
@@ -362,6 +365,8 @@ struct Run {
     rounds: Vec<Duration>,
     /// Secure: from a round's iterate to its first unmask task (the rest is the unmask phase).
     collect: Vec<Duration>,
+    /// Secure: from a round's iterate to its first confirm task.
+    confirm: Vec<Duration>,
     sites: Vec<Site>,
 }
 
@@ -390,6 +395,7 @@ async fn run(
             setup: [0; 3],
             seen: Vec::new(),
             unmasks: Vec::new(),
+            confirms: Vec::new(),
             compute: Vec::new(),
             mask: Vec::new(),
         };
@@ -409,6 +415,7 @@ async fn run(
     let firsts = firsts.context("a site missed a round")?;
     let rounds = firsts.windows(2).map(|w| w[1] - w[0]).collect();
     let collect = (0..ROUNDS as usize).filter_map(|r| Some(first(r, |s| &s.unmasks)? - firsts[r]));
+    let confirm = (0..ROUNDS as usize).filter_map(|r| Some(first(r, |s| &s.confirms)? - firsts[r]));
     let mode = if comp.is_some() { "plain" } else { "secure" };
     let label = format!("{mode}{}", if reuse { ", protocol only" } else { "" });
     Ok(Run {
@@ -416,6 +423,7 @@ async fn run(
         setup: firsts[0] - start,
         rounds,
         collect: collect.collect(),
+        confirm: confirm.collect(),
         sites,
     })
 }
@@ -613,7 +621,11 @@ fn report(runs: &[Run]) {
         if !collect.is_empty() {
             let unmask: Vec<Duration> = rounds.iter().zip(&collect).map(|(r, c)| *r - *c).collect();
             let (c, u) = (ms(median(&collect)), ms(median(&unmask)));
-            println!("  phases: iterate → first unmask task {c:.1} ms, → next iterate {u:.1} ms (medians)");
+            let confirm: Vec<Duration> = runs.iter().flat_map(|r| r.confirm.clone()).collect();
+            let k = ms(median(&confirm));
+            println!(
+                "  phases: iterate → first confirm task {k:.1} ms, → first unmask task {c:.1} ms, → next iterate {u:.1} ms (medians)"
+            );
         }
     }
     // Runs come in (secure, plain) pairs: full, protocol only, full, protocol only, ...
