@@ -1,9 +1,22 @@
 //! privpca: principal components under differential privacy, as a service.
 //!
-//! Layout: `linalg` (kernels), `privacy` (zCDP arithmetic and noise), `algorithms` (the
-//! mechanisms) form the numerical core and never touch the web or the database. `ingest`
-//! parses uploads, `store` persists datasets, the ledger and jobs, `runner` executes jobs, and
-//! `http` exposes the API.
+//! Layout, from the bottom up (a module imports only from its own layer or below):
+//!
+//! - **Numerical core**, no I/O: [`linalg`] (kernels), [`privacy`] (zCDP arithmetic, noise,
+//!   admission), [`algorithms`] (the mechanisms), with [`dataset`] and [`context`] (the public
+//!   facts of a dataset). It never names the web, the database or the async runtime
+//!   (tests/layering.rs checks the source). It still reaches [`federation`] and [`protocols`]
+//!   for the simulated protocols (issue 37 untangles that).
+//! - **Protocols**: [`federation`] (what every distributed protocol shares: wire encodings,
+//!   secure aggregation, signed transcripts, site messages) and [`protocols`] (one folder per
+//!   protocol: its coordinator, site and simulation).
+//! - **Storage and execution**: [`ingest`] (upload parsers), [`store`] (datasets, the ledger,
+//!   jobs, studies; SQLite or PostgreSQL), [`stats_builds`], [`runner`] and [`job_control`]
+//!   (running jobs across replicas), [`studies`] (the coordinator of live studies).
+//! - **Application**: [`mod@app`] (the use cases: submit a job, create a study, upload a dataset),
+//!   [`rate_limits`], [`state`], [`config`].
+//! - **Edges**: [`http`] (the API; handlers only translate), [`site`] (the `privpca site`
+//!   client), [`serve`], [`metrics`], [`telemetry`].
 
 pub mod algorithms;
 pub mod app;

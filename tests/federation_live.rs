@@ -20,7 +20,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use rand_distr::{Distribution, StandardNormal};
 use serde_json::{Value, json};
-use support::{BIN, Server, get, post, wait_exit};
+use support::{BIN, Server, get, logs, post, wait_exit};
 
 const ADMIN: &str = "live-test-admin";
 /// Longer than any protocol step takes, even on a loaded machine: a live site is never dropped
@@ -180,20 +180,6 @@ async fn wait_for_line(child: &mut Child, log: &Path, line: &str, logs_paths: &[
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-}
-
-fn logs(paths: &[PathBuf]) -> String {
-    paths
-        .iter()
-        .map(|p| {
-            format!(
-                "--- {}\n{}",
-                p.display(),
-                std::fs::read_to_string(p).unwrap_or_default()
-            )
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 /// Creates a study; its creation answer.

@@ -35,7 +35,7 @@ use axum::response::{IntoResponse, Response};
 use privpca::federation::messages::{SiteSignature, SiteTask, UnmaskRequest};
 use privpca::federation::wire;
 use serde_json::{Value, json};
-use support::{BIN, Server, wait_exit};
+use support::{BIN, Server, logs, wait_exit};
 
 const ADMIN: &str = "liar-test-admin";
 const D: usize = 6;
@@ -354,20 +354,6 @@ fn spawn_site(base: &str, token: &str, data: &Path, ledger: &Path, log: &Path) -
         .stderr(std::fs::File::create(log).unwrap())
         .spawn()
         .unwrap()
-}
-
-fn logs(paths: &[PathBuf]) -> String {
-    paths
-        .iter()
-        .map(|p| {
-            format!(
-                "--- {}\n{}",
-                p.display(),
-                std::fs::read_to_string(p).unwrap_or_default()
-            )
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 /// The real service on SQLite under `dir`, a tenant's key, and a `federated_power` study of

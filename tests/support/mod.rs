@@ -17,6 +17,21 @@ use serde_json::{Value, json};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_privpca");
 
+/// The text of every log in `paths`, each under a `--- path` line (for a failing assertion).
+pub fn logs(paths: &[PathBuf]) -> String {
+    paths
+        .iter()
+        .map(|p| {
+            format!(
+                "--- {}\n{}",
+                p.display(),
+                std::fs::read_to_string(p).unwrap_or_default()
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// A running `privpca serve`; killed (SIGKILL) when dropped.
 pub struct Server {
     pub child: Child,
