@@ -21,6 +21,21 @@ use report::{Row, Verdict};
 /// Seeds: fixed, so the audit gives the same verdicts on every run.
 const SEED: u64 = 22;
 
+/// A primitive's self-check: the twin flagged, the real one passed and not blind (its bound
+/// reaches 40 % of its claim); what is wrong goes to `wrong`.
+fn judge(twin: &targeted::Checked, real: &targeted::Checked, wrong: &mut Vec<String>) {
+    println!("{}\n{}", twin.line(), real.line());
+    if !twin.fails() {
+        wrong.push(format!("missed the 2×-ρ twin: {}", twin.line()));
+    }
+    if real.fails() {
+        wrong.push(format!("false alarm: {}", real.line()));
+    }
+    if real.epsilon_lower <= 0.4 * real.epsilon_charged {
+        wrong.push(format!("uninformative on the real mechanism: {}", real.line()));
+    }
+}
+
 /// Every Gaussian noise primitive of `RunEnv`, real and as its 2×-ρ twin (noise sd 1/√2 of
 /// the calibrated one, charged the real ρ): the twin must be flagged and the real one must
 /// pass, with a bound that reaches a good part of its charge (the test is not blind).
@@ -31,16 +46,7 @@ fn auditor_flags_every_gaussian_primitive_run_at_twice_its_rho() {
         let seed = SEED + 1000 * i as u64;
         let twin = targeted::primitive(p, std::f64::consts::FRAC_1_SQRT_2, targeted::TWIN_TRIALS, seed);
         let real = targeted::primitive(p, 1.0, targeted::TWIN_TRIALS, seed + 500);
-        println!("{}\n{}", twin.line(), real.line());
-        if !twin.fails() {
-            wrong.push(format!("missed the 2×-ρ twin: {}", twin.line()));
-        }
-        if real.fails() {
-            wrong.push(format!("false alarm: {}", real.line()));
-        }
-        if real.epsilon_lower <= 0.4 * real.epsilon_charged {
-            wrong.push(format!("uninformative on the real mechanism: {}", real.line()));
-        }
+        judge(&twin, &real, &mut wrong);
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
@@ -56,16 +62,7 @@ fn auditor_flags_every_laplace_primitive_run_at_twice_its_rho() {
         let twin =
             targeted::laplace_primitive(p, std::f64::consts::FRAC_1_SQRT_2, targeted::TWIN_TRIALS, seed);
         let real = targeted::laplace_primitive(p, 1.0, targeted::TWIN_TRIALS, seed + 500);
-        println!("{}\n{}", twin.line(), real.line());
-        if !twin.fails() {
-            wrong.push(format!("missed the 2×-ρ twin: {}", twin.line()));
-        }
-        if real.fails() {
-            wrong.push(format!("false alarm: {}", real.line()));
-        }
-        if real.epsilon_lower <= 0.4 * real.epsilon_charged {
-            wrong.push(format!("uninformative on the real mechanism: {}", real.line()));
-        }
+        judge(&twin, &real, &mut wrong);
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
