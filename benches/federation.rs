@@ -123,20 +123,17 @@ fn contribution(words: &[u64], signature: &str) -> Option<String> {
     Some(json!({ "masked": wire::words_to_b64(words), "signature": signature }).to_string())
 }
 
-/// Checks every relayed signature of `statement` by a survivor, as `privpca site` does before
-/// it confirms (contributions) or reveals (confirmations): the count that verifies.
+/// Checks the relayed signatures of `statement`, as `privpca site` does before it confirms (all
+/// of the survivors' contributions) or reveals (a quorum of confirmations): the count that
+/// verifies, up to `enough` (`transcript::count_verified`).
 fn verified(
     keys: &BTreeMap<u32, ed25519_dalek::VerifyingKey>,
     signatures: &[privpca::federation::messages::SiteSignature],
     statement: &[u8],
+    enough: usize,
 ) -> usize {
-    signatures
-        .iter()
-        .filter(|s| {
-            keys.get(&s.site)
-                .is_some_and(|k| transcript::verify(k, s.site, statement, &s.signature).is_ok())
-        })
-        .count()
+    let signed = signatures.iter().map(|s| (s.site, s.signature.as_str()));
+    transcript::count_verified(keys, statement, signed, enough)
 }
 
 /// One site of the real protocol, from reading its study to `finished`.
@@ -210,7 +207,7 @@ async fn secure_site(mut site: Site) -> Result<Site> {
                     roster,
                 };
                 let statement = transcript::contribution_message(&view);
-                ensure!(verified(&keys, &contributions, &statement) == survivors.len());
+                ensure!(verified(&keys, &contributions, &statement, survivors.len()) == survivors.len());
                 let signature = signer.sign(&transcript::confirmation_message(&view, &survivors, &dropped));
                 let path = format!("/v1/site/rounds/{round}/confirm");
                 site.call(&path, Some(json!({ "signature": signature }).to_string()))
@@ -232,10 +229,8 @@ async fn secure_site(mut site: Site) -> Result<Site> {
                     roster,
                 };
                 let statement = transcript::confirmation_message(&round_view, &survivors, &dropped);
-                ensure!(
-                    verified(&keys, &confirmations, &statement)
-                        >= transcript::quorum(keys.len() as u32, 0) as usize
-                );
+                let quorum = transcript::quorum(keys.len() as u32, 0) as usize;
+                ensure!(verified(&keys, &confirmations, &statement, quorum) >= quorum);
                 let mut roster: Vec<u32> = survivors.iter().chain(&dropped).copied().collect();
                 roster.sort_unstable();
                 let t = view.threshold;
@@ -519,7 +514,7 @@ fn micro(comp: &SiteComputation, xt: &Matrix) -> Result<()> {
     let roster: Vec<u32> = (1..=SITES as u32).collect();
     let encoded: Vec<u64> = (0..D * 2 * K).map(|_| rng.next_u64() >> 20).collect();
     // Mask per site, unmask without and with a dropout, contribution.
-    let mut times: [Vec<Duration>; 4] = Default::default();
+    let mut times: [Vec<Duration>; 7] = Default::default();
     for round in 1..=MICRO_ROUNDS {
         let dropped: &[u32] = if round > MICRO_ROUNDS / 2 {
             &[SITES as u32]
@@ -550,6 +545,51 @@ fn micro(comp: &SiteComputation, xt: &Matrix) -> Result<()> {
             "wrong sum"
         );
     }
+    // A site's signature checks in one round: the survivors' ten contribution signatures one
+    // by one (before batching) and batched, and a quorum of confirmations batched.
+    let signers: Vec<transcript::SiteSigner> = (1..=SITES as u8)
+        .map(|i| transcript::SiteSigner::from_seed([i; 32]))
+        .collect();
+    let keys: BTreeMap<u32, ed25519_dalek::VerifyingKey> = signers
+        .iter()
+        .zip(1..)
+        .map(|(s, i)| Ok((i, transcript::verifying_key(&s.public_key())?)))
+        .collect::<Result<_>>()?;
+    let statement = b"privpca bench statement".to_vec();
+    let signed: Vec<(u32, String)> = signers
+        .iter()
+        .zip(1..)
+        .map(|(s, i)| (i, s.sign(&statement)))
+        .collect();
+    let quorum = transcript::quorum(SITES as u32, 0) as usize;
+    for _ in 0..MICRO_ROUNDS {
+        let start = Instant::now();
+        let one_by_one = signed
+            .iter()
+            .filter(|(i, sig)| transcript::verify(&keys[i], *i, &statement, sig).is_ok())
+            .count();
+        times[4].push(start.elapsed());
+        let start = Instant::now();
+        let batched = transcript::count_verified(
+            &keys,
+            &statement,
+            signed.iter().map(|(i, s)| (*i, s.as_str())),
+            SITES,
+        );
+        times[5].push(start.elapsed());
+        let start = Instant::now();
+        let enough = transcript::count_verified(
+            &keys,
+            &statement,
+            signed.iter().map(|(i, s)| (*i, s.as_str())),
+            quorum,
+        );
+        times[6].push(start.elapsed());
+        ensure!(
+            one_by_one == SITES && batched == SITES && enough == quorum,
+            "a signature did not verify"
+        );
+    }
     let iterate = Matrix::from_fn(D, 2 * K, |i, j| if i == j { 1.0 } else { 0.0 });
     for _ in 0..5 {
         let start = Instant::now();
@@ -563,6 +603,9 @@ fn micro(comp: &SiteComputation, xt: &Matrix) -> Result<()> {
         "unmask_sum, per round, no dropout",
         "unmask_sum, per round, one dropout",
         "contribution (A_s·X + noise + encode), one site alone",
+        "10 signatures checked one by one (verify_strict)",
+        "10 signatures checked as one batch (count_verified)",
+        "a quorum (6) of 10 signatures, batched",
     ];
     for (what, v) in labels.iter().zip(&times) {
         let min = v.iter().min().copied().unwrap_or_default();

@@ -102,3 +102,56 @@ fn two_quorums_always_share_an_honest_signer() {
     assert_eq!(quorum(10, 0), 6);
     assert_eq!(quorum(10, 2), 7);
 }
+
+/// `count_verified` counts exactly the signatures that verify, up to `enough`, whether the
+/// batch passes or one bad signature sends it to one-by-one checks: a forged, malformed,
+/// keyless or small-order-key signature never counts, and a valid signer is never lost.
+#[test]
+fn counting_signatures_in_a_batch_matches_checking_them_one_by_one() {
+    use std::collections::BTreeMap;
+    let message = b"a transcript".to_vec();
+    let signers: Vec<SiteSigner> = (1..=6u8).map(|i| SiteSigner::from_seed([i; 32])).collect();
+    let mut keys: BTreeMap<u32, VerifyingKey> = signers
+        .iter()
+        .zip(1..)
+        .map(|(s, i)| (i, verifying_key(&s.public_key()).unwrap()))
+        .collect();
+    let mut signed: Vec<(u32, String)> = signers
+        .iter()
+        .zip(1..)
+        .map(|(s, i)| (i, s.sign(&message)))
+        .collect();
+    let count = |signed: &[(u32, String)], keys: &BTreeMap<u32, VerifyingKey>, enough| {
+        count_verified(
+            keys,
+            &message,
+            signed.iter().map(|(i, s)| (*i, s.as_str())),
+            enough,
+        )
+    };
+    assert_eq!(count(&signed, &keys, 6), 6);
+    assert_eq!(count(&signed, &keys, 4), 4, "stops at enough");
+    assert_eq!(count(&signed, &keys, 9), 6, "never more than verify");
+    assert_eq!(count(&signed, &keys, 0), 0);
+    // Site 2's signature replaced by its signature of another message: 5 verify, and the
+    // batch of the first four fails but the count still reaches four.
+    signed[1].1 = signers[1].sign(b"another transcript");
+    assert_eq!(count(&signed, &keys, 6), 5);
+    assert_eq!(count(&signed, &keys, 4), 4);
+    assert_eq!(count(&signed, &keys, 5), 5);
+    // Malformed, and a site with no key.
+    signed[2].1 = "not base64!".into();
+    signed[3].0 = 99;
+    assert_eq!(count(&signed, &keys, 6), 3);
+    // A small-order key (the identity point): anyone can forge under it, so it never counts.
+    let mut identity = [0u8; 32];
+    identity[0] = 1;
+    keys.insert(1, VerifyingKey::from_bytes(&identity).unwrap());
+    let forged = wire::encode(&{
+        let mut sig = [0u8; 64];
+        sig[0] = 1;
+        sig
+    });
+    let only_forged = vec![(1, forged)];
+    assert_eq!(count(&only_forged, &keys, 1), 0);
+}

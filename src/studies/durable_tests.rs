@@ -368,6 +368,70 @@ fn an_unmasking_snapshot_leaves_the_round_to_the_journal() {
     assert!(live.snapshot_supersedes_journal(), "round 2 has received nothing");
 }
 
+/// The close of a round's collection (nobody dropped) and of its consistency round are kept as
+/// journal rows, not snapshots: the snapshot of the round's collection or of its consistency
+/// round, plus the journal (contributions, the close, confirmations, the close, an answer),
+/// restores exactly the study that unmasks. Replayed onto a snapshot already of that round's
+/// unmasking they change nothing; a close of another round, or of a collection whose journal
+/// lacks a vector, is refused.
+#[test]
+fn the_closes_of_a_round_s_phases_are_journal_rows() {
+    let (mut live, mut sessions, _) = restored_at_round_one();
+    let (mut journal, mut roster, mut hash) = (Vec::new(), Vec::new(), [0; 32]);
+    for site in 1..=3 {
+        let (message, masked_with, masked_over) = masked_by(&live, &mut sessions, site);
+        message.apply(&mut live).expect("contribute");
+        journal.push(serde_json::to_string(&message).expect("serialise"));
+        (roster, hash) = (masked_with, masked_over);
+    }
+    let at_collect = live.snapshot(&[]).expect("kept");
+    let before = live.marker();
+    assert!(live.advance(Instant::now()).is_empty());
+    let step = live
+        .journal_step(before)
+        .expect("closing collection is journaled");
+    assert_eq!(step, Journaled::Collected { round: 1 });
+    journal.push(serde_json::to_string(&step).expect("serialise"));
+    let at_confirm = live.snapshot(&[]).expect("kept");
+    for site in 1..=3 {
+        let message = confirmation_of(&live, site, &roster, &hash);
+        message.apply(&mut live).expect("confirm");
+        journal.push(serde_json::to_string(&message).expect("serialise"));
+    }
+    let before = live.marker();
+    assert!(live.advance(Instant::now()).is_empty());
+    let step = live.journal_step(before).expect("the close is journaled");
+    assert_eq!(step, Journaled::Unmasking { round: 1 });
+    journal.push(serde_json::to_string(&step).expect("serialise"));
+    let answer = answer_of(&live, &mut sessions, 1, &roster);
+    answer.apply(&mut live).expect("unmask");
+    journal.push(serde_json::to_string(&answer).expect("serialise"));
+
+    for (snapshot, label) in [(&at_collect, "round-1"), (&at_confirm, "confirm-1")] {
+        let mut resumed = restore(live.study, snapshot);
+        assert_eq!(resumed.phase_label().as_deref(), Some(label));
+        replay(&mut resumed, &journal).expect("replay");
+        assert_eq!(resumed.phase_label().as_deref(), Some("unmask-1"));
+        assert_eq!(whole(&resumed), whole(&live));
+    }
+    // The close of a collection whose journal lacks a vector is refused.
+    let mut short = restore(live.study, &at_collect);
+    let without_two: Vec<String> = journal
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != 1)
+        .map(|(_, e)| e.clone())
+        .collect();
+    assert!(replay(&mut short, &without_two).is_err());
+
+    let mut again = restore(live.study, &live.snapshot(&[]).expect("kept"));
+    replay(&mut again, &journal).expect("the close replays onto an unmasking snapshot");
+    assert_eq!(whole(&again), whole(&live));
+    let mut wrong = restore(live.study, &at_confirm);
+    let other = serde_json::to_string(&Journaled::Unmasking { round: 2 }).expect("serialise");
+    assert!(replay(&mut wrong, &[other]).is_err(), "round 2 is not open");
+}
+
 /// A snapshot written before the journal kept the open round (its masked vectors inside) still
 /// restores, and the study's snapshots keep holding that round (superseding the journal) until
 /// it ends, so none of its vectors is lost.

@@ -344,14 +344,42 @@ impl StudyHub {
             tracing::warn!(%study, error = %e, "the study's state could not be kept; it stops here");
             return Err(e.into());
         }
+        self.abort_hook(live);
+        effects.iter().for_each(|effect| log_effect(study, effect));
+        Ok(())
+    }
+
+    /// Keeps a step that changed only the phase as one journal row (`Live::journal_step`),
+    /// written with every row accepted before it in one fenced transaction, while the study's
+    /// lock is held: no site is shown the new phase before the row and everything it rests
+    /// on are kept. A failed write drops the entry, as a failed snapshot does.
+    async fn keep_in_journal(&self, entry: &Entry, live: &Live, step: Journaled) -> Result<(), HubError> {
+        let text = serde_json::to_string(&step).map_err(StoreError::from)?;
+        let _writing = entry.writer.lock().await;
+        if entry.is_dead() {
+            return Err(HubError::NotLive);
+        }
+        let (mut pending, accepted) = entry.take_pending();
+        pending.push(text);
+        if let Err(e) = self.store.append_study_journal(entry.lease, &pending).await {
+            self.stop(live.study, entry);
+            tracing::warn!(study = %live.study, error = %e, "the study's state could not be kept; it stops here");
+            return Err(e.into());
+        }
+        entry.written(accepted);
+        self.abort_hook(live);
+        Ok(())
+    }
+
+    /// The coordinator's test hook (`PRIVPCA_TEST_COORDINATOR_ABORT_AT`): stop the process, as
+    /// a SIGKILL would, right after the study was kept at the named protocol point.
+    fn abort_hook(&self, live: &Live) {
         if let Some(at) = &self.abort_at
             && live.phase_label().as_deref() == Some(&**at)
         {
             eprintln!("test hook: aborting after keeping the study at {at}");
             std::process::abort();
         }
-        effects.iter().for_each(|effect| log_effect(study, effect));
-        Ok(())
     }
 
     /// Starts coordinating a newly created study (this replica created it: epoch 0).
@@ -413,7 +441,10 @@ impl StudyHub {
                 let before = live.marker();
                 let effects = live.advance(Instant::now());
                 if !effects.is_empty() || live.marker() != before {
-                    let kept = self.persist(&entry, &live, effects).await;
+                    let kept = match live.journal_step(before) {
+                        Some(step) if effects.is_empty() => self.keep_in_journal(&entry, &live, step).await,
+                        _ => self.persist(&entry, &live, effects).await,
+                    };
                     entry.changed.send_modify(|v| *v += 1);
                     if kept.is_err() {
                         return;

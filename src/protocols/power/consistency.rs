@@ -37,6 +37,12 @@ impl OwnRound<'_> {
         check_partition(self.me, self.view.roster, survivors, dropped, need)?;
         let statement = transcript::contribution_message(&self.view);
         let signed = by_site(contributions);
+        let of_survivors = survivors.iter().filter_map(|u| Some((*u, *signed.get(u)?)));
+        if transcript::count_verified(self.keys, &statement, of_survivors, survivors.len()) == survivors.len()
+        {
+            return Ok(());
+        }
+        // Name the first survivor whose signature is missing or does not verify.
         for &u in survivors {
             let Some(signature) = signed.get(&u) else {
                 return Err(format!("survivor {u}'s contribution signature is missing"));
@@ -50,20 +56,20 @@ impl OwnRound<'_> {
         Ok(())
     }
 
-    /// How many distinct survivors' confirmations of this site's own transcript verify.
+    /// How many distinct survivors' confirmations of this site's own transcript verify,
+    /// counted up to `enough` (min(`enough`, the count): `transcript::count_verified`).
     pub(crate) fn confirmed_by(
         &self,
         survivors: &[u32],
         dropped: &[u32],
         confirmations: &[SiteSignature],
+        enough: usize,
     ) -> usize {
         let statement = transcript::confirmation_message(&self.view, survivors, dropped);
-        by_site(confirmations)
+        let of_survivors = by_site(confirmations)
             .into_iter()
-            .filter(|(site, signature)| {
-                survivors.contains(site) && self.verify(*site, &statement, signature).is_ok()
-            })
-            .count()
+            .filter(|(site, _)| survivors.contains(site));
+        transcript::count_verified(self.keys, &statement, of_survivors, enough)
     }
 }
 

@@ -180,9 +180,8 @@ fn revealers(s: &Scenario, study: Uuid, keys: &BTreeMap<u32, VerifyingKey>) -> B
             site: c,
             signature: signer(c).sign(&message),
         }));
-        if own.confirmed_by(&shown.survivors, &shown.dropped, &relayed)
-            >= quorum(s.sites, s.colluding) as usize
-        {
+        let need = quorum(s.sites, s.colluding) as usize;
+        if own.confirmed_by(&shown.survivors, &shown.dropped, &relayed, need) >= need {
             out.insert(me);
         }
     }

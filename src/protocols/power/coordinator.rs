@@ -348,6 +348,52 @@ impl Live {
             .map_err(round_error)
     }
 
+    /// The close of `round`'s collection given back from the study's journal
+    /// (`Journaled::Collected`, written only when nobody dropped): the consistency round opens
+    /// with the vectors replayed before it as survivors, as it did live. Nothing to do when the
+    /// restored snapshot is already past that point of the round.
+    pub fn replay_collected(&mut self, round: u32) -> Result<(), LiveError> {
+        let Stage::Running(running) = &mut self.stage else {
+            return Err(LiveError::Conflict("the study is not running rounds now".into()));
+        };
+        match running.rounds.phase() {
+            Phase::Collect if running.rounds.round() == round => {
+                running.rounds.close_collect().map_err(round_error)?;
+                match running.rounds.phase() {
+                    Phase::Confirm { dropped, .. } if dropped.is_empty() => Ok(()),
+                    _ => Err(LiveError::Conflict(format!(
+                        "round {round} was closed with every vector in, but the journal lacks some"
+                    ))),
+                }
+            }
+            Phase::Confirm { .. } | Phase::Unmask { .. } if running.rounds.round() == round => Ok(()),
+            _ => Err(LiveError::Conflict(format!(
+                "round {round}'s collection is not open (the study is at round {})",
+                running.rounds.round()
+            ))),
+        }
+    }
+
+    /// The close of `round`'s consistency round given back from the study's journal
+    /// (`Journaled::Unmasking`): unmasking opens with the confirmations replayed before it, as
+    /// it did live. Nothing to do when the restored snapshot is already of that round's
+    /// unmasking.
+    pub fn replay_unmasking(&mut self, round: u32) -> Result<(), LiveError> {
+        let Stage::Running(running) = &mut self.stage else {
+            return Err(LiveError::Conflict("the study is not running rounds now".into()));
+        };
+        match running.rounds.phase() {
+            Phase::Confirm { .. } if running.rounds.round() == round => {
+                running.rounds.close_confirm().map_err(round_error)
+            }
+            Phase::Unmask { .. } if running.rounds.round() == round => Ok(()),
+            _ => Err(LiveError::Conflict(format!(
+                "round {round}'s consistency round is not open (the study is at round {})",
+                running.rounds.round()
+            ))),
+        }
+    }
+
     /// A masked contribution for `round` given back from the study's journal on a restore: as
     /// [`Live::contribute`], and also once collection has closed (the snapshot of an
     /// unmasking round omits the survivors' vectors).

@@ -720,8 +720,8 @@ impl Protocol<'_> {
         confirmations: &[SiteSignature],
     ) -> Result<(), Failure> {
         let own = self.own_round(round)?;
-        let valid = own.confirmed_by(survivors, dropped, confirmations);
         let quorum = self.quorum() as usize;
+        let valid = own.confirmed_by(survivors, dropped, confirmations, quorum);
         if valid < quorum {
             return Err(violation(format!(
                 "round {round}: only {valid} survivors confirmed the transcript this site saw; {quorum} are \
