@@ -6,7 +6,8 @@
 //!   admission), [`algorithms`] (the mechanisms), with [`dataset`] and [`context`] (the public
 //!   facts of a dataset). It never names the web, the database or the async runtime
 //!   (tests/layering.rs checks the source). It still reaches [`federation`] and [`protocols`]
-//!   for the simulated protocols (issue 37 untangles that).
+//!   for the simulated protocols (issue 37 untangles that). Beside it, [`transparency`] (the
+//!   ledger's Merkle logs, signed checkpoints and receipts) is pure and checked the same way.
 //! - **Protocols**: [`federation`] (what every distributed protocol shares: wire encodings,
 //!   secure aggregation, signed transcripts, site messages) and [`protocols`] (one folder per
 //!   protocol: its coordinator, site and simulation).
@@ -40,6 +41,7 @@ pub mod stats_builds;
 pub mod store;
 pub mod studies;
 pub mod telemetry;
+pub mod transparency;
 
 /// The whole application as a router (tests call `app(state).oneshot(request)`).
 pub fn app(state: state::AppState) -> axum::Router {
