@@ -1040,12 +1040,29 @@ fn columns_csv(path: &Path, rows: &[Vec<f64>], block: std::ops::Range<usize>) {
     std::fs::write(path, to_csv(&cut)).unwrap();
 }
 
-/// The 4 agents' blocks of `rows` (3 columns each), as `<dir>/gossip-block-i.csv`.
+/// `rows[:, block]` as `np.save` writes it when the array is F-contiguous (a column slice of a
+/// pandas frame's values or of a transpose): `fortran_order: True`, the data column after
+/// column.
+fn fortran_npy(path: &Path, rows: &[Vec<f64>], block: std::ops::Range<usize>) {
+    let dict = format!(
+        "{{'descr': '<f8', 'fortran_order': True, 'shape': ({}, {}), }}",
+        rows.len(),
+        block.len()
+    );
+    let mut bytes = privpca::ingest::npy_preamble(&dict);
+    for j in block {
+        bytes.extend(rows.iter().flat_map(|r| r[j].to_le_bytes()));
+    }
+    std::fs::write(path, bytes).unwrap();
+}
+
+/// The 4 agents' blocks of `rows` (3 columns each), as `<dir>/gossip-block-i.npy` written as
+/// `np.save(path, X[:, block])` writes an F-contiguous X (issue 38: the files people write).
 fn gossip_blocks(dir: &Path, rows: &[Vec<f64>]) -> Vec<PathBuf> {
     (0..4)
         .map(|i| {
-            let path = dir.join(format!("gossip-block-{i}.csv"));
-            columns_csv(&path, rows, 3 * i..3 * i + 3);
+            let path = dir.join(format!("gossip-block-{i}.npy"));
+            fortran_npy(&path, rows, 3 * i..3 * i + 3);
             path
         })
         .collect()
@@ -1060,7 +1077,8 @@ fn gossip_study(join_timeout: u64) -> Value {
 }
 
 /// Live `gossip_power` (issue 19 item 5): 4 real `privpca site` agents on a ring, each holding
-/// 3 of d = 12 features of the same n = 5 000 records, ρ = 5. Every agent exits 0, every agent
+/// 3 of d = 12 features of the same n = 5 000 records in a Fortran-ordered `.npy` file (issue
+/// 38), ρ = 5. Every agent exits 0, every agent
 /// and its own ledger is charged, and the basis captures as much energy as the simulated
 /// `gossip_power` job on the pooled data (within 0.1). Then a study in which one agent's data
 /// has 4 columns where its block holds 3: that agent refuses before joining, nothing is charged

@@ -2,12 +2,18 @@
 //! big-endian, in C order. The header is parsed by npyz; the data is decoded here in blocks
 //! of whole rows, so memory is O(d) beyond a fixed 1 MiB buffer.
 //!
-//! Fortran order is accepted where it cannot change the result: for symmetric matrices (the
-//! bytes then read as Aᵀ, and both the symmetry check and (A + Aᵀ)/2 are invariant under
-//! transposition) and for single rows or columns (same bytes either way). A Fortran-ordered
-//! records array would have to be held whole to be transposed, so it is refused with a hint.
+//! Fortran order (`fortran_order: True`, what `np.save` writes for a column slice `X[:, b]`, a
+//! transpose or any F-contiguous array) is read as the same data. Where the order cannot change
+//! the result it streams as C order does: symmetric matrices (the bytes then read as Aᵀ, and both
+//! the symmetry check and (A + Aᵀ)/2 are invariant under transposition) and single rows or
+//! columns (same bytes either way). A Fortran-ordered records array stores column after column,
+//! so its rows cannot be streamed: the data is first copied to an anonymous temporary file
+//! (`tempfile::tempfile`: created 0600 in `TMPDIR` and unlinked at once, so it goes with the
+//! process), then read back a block of rows at a time, one seek per column and block
+//! ([`read_fortran_rows`]): memory stays O(d) beyond the 1 MiB block, at the cost of writing the
+//! data once more to disk.
 
-use std::io::{Read, Write};
+use std::io::{Read, Seek, SeekFrom, Write};
 
 use npyz::{DType, Endianness, NpyHeader, Order, TypeChar};
 use py_literal::Value;
@@ -65,21 +71,18 @@ pub(super) fn parse<W: Write>(input: &mut impl Read, sink: &mut RowSink<W>) -> R
         )));
     };
     let element = element(&header.dtype())?;
-    let fortran = header.order() == Order::Fortran;
-    if fortran && !sink.is_matrix() && rows > 1 && cols > 1 {
-        return Err(IngestError::UnsupportedNpy(
-            "fortran_order=True is supported for symmetric matrices only; \
-             save the array with np.save(path, np.ascontiguousarray(x))"
-                .into(),
-        ));
-    }
+    let column_major = header.order() == Order::Fortran && !sink.is_matrix() && rows > 1 && cols > 1;
     sink.announce(rows, cols)?;
     let data_bytes = (rows as u128) * (cols as u128) * (element.size as u128);
     let max_bytes = sink.limits().max_bytes;
     if header_len as u128 + data_bytes > max_bytes as u128 {
         return Err(IngestError::TooLarge { max_bytes });
     }
-    read_rows(input, sink, element, rows, cols as usize)?;
+    if column_major {
+        read_fortran_rows(input, sink, element, rows, cols as usize)?;
+    } else {
+        read_rows(input, sink, element, rows, cols as usize)?;
+    }
     let mut probe = [0u8; 1];
     if read_some(input, &mut probe)? != 0 {
         return Err(IngestError::InvalidNpy("bytes follow the array data".into()));
@@ -115,6 +118,68 @@ fn read_rows<W: Write>(
         done += take as u64;
     }
     Ok(())
+}
+
+/// Reads a column-major `rows` × `cols` array: copies it to an anonymous temporary file, then
+/// pushes its rows to the sink a block of rows at a time, gathering each block's segment of
+/// every column (one seek per column and block).
+fn read_fortran_rows<W: Write>(
+    input: &mut impl Read,
+    sink: &mut RowSink<W>,
+    element: Element,
+    rows: u64,
+    cols: usize,
+) -> Result<(), IngestError> {
+    let truncated = || {
+        IngestError::InvalidNpy(format!(
+            "the data ends early: the header declares {rows} × {cols} values (truncated upload?)"
+        ))
+    };
+    let mut spool = tempfile::tempfile().map_err(spool_error)?;
+    let mut left = rows * cols as u64 * element.size as u64;
+    let mut buffer = vec![0u8; (BLOCK as u64).min(left) as usize];
+    while left > 0 {
+        let take = (buffer.len() as u64).min(left) as usize;
+        if !read_full(input, &mut buffer[..take])? {
+            return Err(truncated());
+        }
+        spool.write_all(&buffer[..take]).map_err(spool_error)?;
+        left -= take as u64;
+    }
+    let size = element.size;
+    let block_rows = (BLOCK / (cols * size)).max(1) as u64;
+    let mut segment = vec![0u8; block_rows.min(rows) as usize * size];
+    let mut block = vec![0u8; block_rows.min(rows) as usize * cols * size];
+    let mut row = Vec::with_capacity(cols);
+    let mut done = 0u64;
+    while done < rows {
+        let take = block_rows.min(rows - done) as usize;
+        for j in 0..cols {
+            let at = (j as u64 * rows + done) * size as u64;
+            spool.seek(SeekFrom::Start(at)).map_err(spool_error)?;
+            spool
+                .read_exact(&mut segment[..take * size])
+                .map_err(spool_error)?;
+            for (i, value) in segment[..take * size].chunks_exact(size).enumerate() {
+                let to = (i * cols + j) * size;
+                block[to..to + size].copy_from_slice(value);
+            }
+        }
+        for chunk in block[..take * cols * size].chunks_exact(cols * size) {
+            element.decode(chunk, &mut row);
+            sink.push(&mut row)?;
+        }
+        done += take as u64;
+    }
+    Ok(())
+}
+
+/// A failure of the temporary copy of a Fortran-ordered array: the machine's, not the file's.
+fn spool_error(e: std::io::Error) -> IngestError {
+    IngestError::Io(std::io::Error::new(
+        e.kind(),
+        format!("the temporary copy of a fortran_order=True array failed: {e}"),
+    ))
 }
 
 /// The supported element types: `<f8`, `>f8`, `<f4`, `>f4`.

@@ -89,14 +89,66 @@ fn npy_structured_dtype_is_unsupported() {
     ));
 }
 
+/// The column-major bytes of `rows` (what `np.save` writes for an F-contiguous array).
+fn column_major(rows: &[Vec<f64>]) -> Vec<f64> {
+    (0..rows[0].len())
+        .flat_map(|j| rows.iter().map(move |r| r[j]))
+        .collect()
+}
+
+/// `fortran_order: True` records (`np.save(path, X[:, block])`, a transpose) read as the same
+/// data as C order, also over several blocks of rows and in every dtype; truncated ones are
+/// refused as C-ordered ones are.
 #[test]
-fn npy_fortran_order_only_where_it_cannot_matter() {
-    let data = le64(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
-    let err = run(&npy_file("<f8", true, &[2, 3], &data), Format::Npy).expect_err("fortran records");
-    assert!(
-        matches!(err, IngestError::UnsupportedNpy(ref m) if m.contains("fortran_order")),
-        "{err:?}"
+fn npy_fortran_ordered_records_are_the_same_data() {
+    let rows: Vec<Vec<f64>> = (0..7)
+        .map(|i| (0..3).map(|j| (10 * i + j) as f64 - 0.5).collect())
+        .collect();
+    let c_order: Vec<f64> = rows.iter().flatten().copied().collect();
+    let from_c = run(&npy_file("<f8", false, &[7, 3], &le64(&c_order)), Format::Npy).expect("C order");
+    let from_f = run(
+        &npy_file("<f8", true, &[7, 3], &le64(&column_major(&rows))),
+        Format::Npy,
     );
+    assert_eq!(from_f.expect("Fortran order"), from_c);
+    // Big-endian f32, column-major.
+    let be32: Vec<u8> = column_major(&rows)
+        .iter()
+        .flat_map(|v| (*v as f32).to_be_bytes())
+        .collect();
+    let from_be = run(&npy_file(">f4", true, &[7, 3], &be32), Format::Npy).expect("big-endian f32");
+    assert_eq!(from_be, from_c);
+    // Two blocks of rows (a block holds 2^20 bytes of rows: 65 536 rows of two f64).
+    let many: Vec<Vec<f64>> = (0..70_000).map(|i| vec![i as f64, -(i as f64)]).collect();
+    let limits = Limits {
+        max_bytes: 4 << 20,
+        max_rows: 100_000,
+        max_d: 100,
+    };
+    let c_many: Vec<f64> = many.iter().flatten().copied().collect();
+    let (got, values) = run_with(
+        &npy_file("<f8", true, &[70_000, 2], &le64(&column_major(&many))),
+        Format::Npy,
+        RAW,
+        limits,
+    )
+    .expect("two blocks");
+    assert_eq!((got, values), (shape(70_000, 2), c_many));
+    // Truncated data and trailing bytes.
+    let data = le64(&column_major(&rows));
+    let short = npy_file("<f8", true, &[7, 3], &data[..data.len() - 8]);
+    assert!(matches!(
+        run(&short, Format::Npy),
+        Err(IngestError::InvalidNpy(_))
+    ));
+    let mut long = npy_file("<f8", true, &[7, 3], &data);
+    long.push(0);
+    assert!(matches!(run(&long, Format::Npy), Err(IngestError::InvalidNpy(_))));
+}
+
+#[test]
+fn npy_fortran_order_streams_where_it_cannot_matter() {
+    let data = le64(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
     // A single column is the same bytes in either order.
     let (got, v) = run(&npy_file("<f8", true, &[6, 1], &data), Format::Npy).expect("column");
     assert_eq!((got, v[5]), (shape(6, 1), 6.0));
