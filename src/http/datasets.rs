@@ -398,7 +398,7 @@ pub struct UploadQuery {
 /// Upload the data, once. The body is a file: `application/octet-stream` (what generated
 /// clients send; `.npy` and Matrix Market are recognised by their magic, other formats are named
 /// with `?format=csv|json|mtx`), or `text/csv` (header optional), `application/json` (an array
-/// of rows), `application/x-npy` (f64/f32, C order) or `application/x-matrix-market` (a sparse
+/// of rows), `application/x-npy` (float64/32, integer or bool; C or Fortran order) or `application/x-matrix-market` (a sparse
 /// symmetric matrix in Matrix Market coordinate format, `symmetric` or `general` with symmetric
 /// content, as `scipy.io.mmwrite` writes; matrix datasets only; stored sparse, limited by its
 /// number of stored entries instead of the dense side limit). Streamed and validated; records

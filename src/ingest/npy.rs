@@ -1,5 +1,5 @@
-//! `.npy` uploads (NumPy format versions 1–3): a 2-D `float64` or `float32` array, little- or
-//! big-endian, in C order. The header is parsed by npyz; the data is decoded here in blocks
+//! `.npy` uploads (NumPy format versions 1–3): a 2-D `float64`, `float32`, integer or bool
+//! array, little- or big-endian, in C or Fortran order. The header is parsed by npyz; the data is decoded here in blocks
 //! of whole rows, so memory is O(d) beyond a fixed 1 MiB buffer.
 //!
 //! Fortran order (`fortran_order: True`, what `np.save` writes for a column slice `X[:, b]`, a
@@ -29,9 +29,20 @@ const MAX_NESTING: usize = 8;
 /// Data is read in blocks of whole rows of about this many bytes.
 const BLOCK: usize = 1 << 20;
 
-/// Element encoding: f64 or f32, in either byte order.
+/// What an element's bytes hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Float,
+    Int,
+    Uint,
+    Bool,
+}
+
+/// Element encoding: a float (f64 or f32), a signed or unsigned integer (1, 2, 4 or 8 bytes) or
+/// a bool, in either byte order.
 #[derive(Debug, Clone, Copy)]
 struct Element {
+    kind: Kind,
     size: usize,
     big_endian: bool,
 }
@@ -39,6 +50,10 @@ struct Element {
 impl Element {
     fn decode(self, bytes: &[u8], row: &mut Vec<f64>) {
         row.clear();
+        if self.kind != Kind::Float {
+            row.extend(bytes.chunks_exact(self.size).map(|b| self.integer(b)));
+            return;
+        }
         match (self.size, self.big_endian) {
             (8, false) => row.extend(bytes.as_chunks::<8>().0.iter().map(|b| f64::from_le_bytes(*b))),
             (8, true) => row.extend(bytes.as_chunks::<8>().0.iter().map(|b| f64::from_be_bytes(*b))),
@@ -56,6 +71,27 @@ impl Element {
                     .iter()
                     .map(|b| f64::from(f32::from_be_bytes(*b))),
             ),
+        }
+    }
+}
+
+impl Element {
+    /// An integer or bool element as f64, as `x.astype(np.float64)` converts it (exact up to
+    /// 2⁵³ in magnitude, rounded to nearest beyond).
+    fn integer(self, bytes: &[u8]) -> f64 {
+        let mut le = [0u8; 8];
+        le[..self.size].copy_from_slice(bytes);
+        if self.big_endian {
+            le[..self.size].reverse();
+        }
+        let raw = u64::from_le_bytes(le);
+        match self.kind {
+            Kind::Int => {
+                let shift = 64 - 8 * self.size as u32;
+                ((raw << shift) as i64 >> shift) as f64
+            }
+            Kind::Bool => f64::from(u8::from(raw != 0)),
+            Kind::Uint | Kind::Float => raw as f64,
         }
     }
 }
@@ -182,27 +218,38 @@ fn spool_error(e: std::io::Error) -> IngestError {
     ))
 }
 
-/// The supported element types: `<f8`, `>f8`, `<f4`, `>f4`.
+/// The supported element types, in either byte order: float64 and float32 (`<f8`, `>f4`, ...),
+/// signed and unsigned integers of 1, 2, 4 or 8 bytes (`<i8`, `|u1`, ...: genotype and count
+/// matrices are saved as integers) and bool (`|b1`), each read as the f64 NumPy's
+/// `astype(np.float64)` gives.
 fn element(dtype: &DType) -> Result<Element, IngestError> {
     let unsupported = || {
         IngestError::UnsupportedNpy(format!(
-            "dtype {} is not supported; use float64 or float32 (x.astype(np.float64))",
+            "dtype {} is not supported; use a float, integer or bool array (x.astype(np.float64))",
             dtype.descr()
         ))
     };
     let DType::Plain(ts) = dtype else {
         return Err(unsupported());
     };
-    if ts.type_char() != TypeChar::Float || !matches!(ts.size_field(), 4 | 8) {
-        return Err(unsupported());
-    }
+    let size = ts.size_field() as usize;
+    let kind = match (ts.type_char(), size) {
+        (TypeChar::Float, 4 | 8) => Kind::Float,
+        (TypeChar::Int, 1 | 2 | 4 | 8) => Kind::Int,
+        (TypeChar::Uint, 1 | 2 | 4 | 8) => Kind::Uint,
+        (TypeChar::Bool, 1) => Kind::Bool,
+        _ => return Err(unsupported()),
+    };
     let big_endian = match ts.endianness() {
         Endianness::Little => false,
         Endianness::Big => true,
+        // One-byte types carry no byte order (`|u1`, `|b1`).
+        Endianness::Irrelevant if size == 1 => false,
         Endianness::Irrelevant => return Err(unsupported()),
     };
     Ok(Element {
-        size: ts.size_field() as usize,
+        kind,
+        size,
         big_endian,
     })
 }

@@ -61,12 +61,73 @@ fn npy_written_by_npyz_with_a_version_2_header() {
     assert_eq!(run(&v2, Format::Npy).expect("valid v2").1, values);
 }
 
+/// Integer and bool arrays (genotypes as int8, counts as int64) read as `astype(np.float64)`
+/// gives, in either byte order; the sign of signed types is kept.
+#[test]
+fn npy_integer_and_bool_arrays_read_as_float64() {
+    let values = [-3.0, 0.0, 2.0, 1.0, -128.0, 127.0];
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        (
+            "|i1",
+            values.iter().flat_map(|v| (*v as i8).to_le_bytes()).collect(),
+        ),
+        (
+            "<i2",
+            values.iter().flat_map(|v| (*v as i16).to_le_bytes()).collect(),
+        ),
+        (
+            ">i4",
+            values.iter().flat_map(|v| (*v as i32).to_be_bytes()).collect(),
+        ),
+        (
+            "<i8",
+            values.iter().flat_map(|v| (*v as i64).to_le_bytes()).collect(),
+        ),
+        (
+            ">i8",
+            values.iter().flat_map(|v| (*v as i64).to_be_bytes()).collect(),
+        ),
+    ];
+    for (descr, data) in cases {
+        let (got, v) = run(&npy_file(descr, false, &[2, 3], &data), Format::Npy).expect(descr);
+        assert_eq!((got, v.as_slice()), (shape(2, 3), values.as_slice()), "{descr}");
+    }
+    let unsigned = [0.0, 1.0, 2.0, 255.0];
+    let u1: Vec<u8> = unsigned.iter().map(|v| *v as u8).collect();
+    assert_eq!(
+        run(&npy_file("|u1", false, &[2, 2], &u1), Format::Npy)
+            .expect("u1")
+            .1,
+        unsigned
+    );
+    let u8be: Vec<u8> = unsigned.iter().flat_map(|v| (*v as u64).to_be_bytes()).collect();
+    assert_eq!(
+        run(&npy_file(">u8", false, &[2, 2], &u8be), Format::Npy)
+            .expect("u8")
+            .1,
+        unsigned
+    );
+    let wide: Vec<u8> = [1u64 << 35, (1 << 35) + 1]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let (_, v) = run(&npy_file("<u8", false, &[1, 2], &wide), Format::Npy).expect("wide");
+    assert_eq!(v, [(1u64 << 35) as f64, ((1u64 << 35) + 1) as f64]);
+    let b1 = [1u8, 0, 0, 1];
+    assert_eq!(
+        run(&npy_file("|b1", false, &[2, 2], &b1), Format::Npy)
+            .expect("bool")
+            .1,
+        [1.0, 0.0, 0.0, 1.0]
+    );
+}
+
 #[test]
 fn npy_other_dtypes_and_ranks_are_unsupported() {
     let cases: [(&str, &[u64], usize, &str); 5] = [
-        ("<i8", &[2, 2], 32, "'<i8'"),
+        ("<c16", &[2, 2], 64, "'<c16'"),
         ("<f2", &[2, 2], 8, "'<f2'"),
-        ("|u1", &[2, 2], 4, "'|u1'"),
+        ("<U1", &[2, 2], 16, "'<U1'"),
         ("<f8", &[4], 32, "1 dimensions"),
         ("<f8", &[1, 2, 2], 32, "3 dimensions"),
     ];
