@@ -143,9 +143,7 @@ fn read_rows<W: Write>(
         let take = block_rows.min(rows - done) as usize;
         let bytes = &mut block[..take * row_bytes];
         if !read_full(input, bytes)? {
-            return Err(IngestError::InvalidNpy(format!(
-                "the data ends early: the header declares {rows} × {cols} values (truncated upload?)"
-            )));
+            return Err(truncated(rows, cols));
         }
         for chunk in bytes.chunks_exact(row_bytes) {
             element.decode(chunk, &mut row);
@@ -166,18 +164,13 @@ fn read_fortran_rows<W: Write>(
     rows: u64,
     cols: usize,
 ) -> Result<(), IngestError> {
-    let truncated = || {
-        IngestError::InvalidNpy(format!(
-            "the data ends early: the header declares {rows} × {cols} values (truncated upload?)"
-        ))
-    };
     let mut spool = tempfile::tempfile().map_err(spool_error)?;
     let mut left = rows * cols as u64 * element.size as u64;
     let mut buffer = vec![0u8; (BLOCK as u64).min(left) as usize];
     while left > 0 {
         let take = (buffer.len() as u64).min(left) as usize;
         if !read_full(input, &mut buffer[..take])? {
-            return Err(truncated());
+            return Err(truncated(rows, cols));
         }
         spool.write_all(&buffer[..take]).map_err(spool_error)?;
         left -= take as u64;
@@ -208,6 +201,13 @@ fn read_fortran_rows<W: Write>(
         done += take as u64;
     }
     Ok(())
+}
+
+/// The data ended before the `rows` × `cols` values its header declares.
+fn truncated(rows: u64, cols: usize) -> IngestError {
+    IngestError::InvalidNpy(format!(
+        "the data ends early: the header declares {rows} × {cols} values (truncated upload?)"
+    ))
 }
 
 /// A failure of the temporary copy of a Fortran-ordered array: the machine's, not the file's.
