@@ -135,6 +135,18 @@ pub struct Config {
         value_parser = clap::value_parser!(u32).range(1..))]
     pub upload_burst: u32,
 
+    /// The file holding the service's ledger signing key (a C2SP signer key string, readable by
+    /// its owner only). Default: `<data dir>/ledger-signing-key`, created at first start.
+    #[arg(long, env = "PRIVPCA_LEDGER_KEY_FILE")]
+    pub ledger_key_file: Option<PathBuf>,
+
+    /// The service origin that names this deployment's transparency logs (a schema-less URL
+    /// such as `privpca.example.org`; each dataset's log is `<origin>/datasets/<id>`). Used
+    /// only when the signing key is created (its name is `<origin>/key-1`); afterwards the
+    /// key's name says it.
+    #[arg(long, env = "PRIVPCA_LEDGER_ORIGIN", default_value = "privpca.local")]
+    pub ledger_origin: String,
+
     /// Log format: `text` or `json`.
     #[arg(long, env = "PRIVPCA_LOG_FORMAT", default_value = "text")]
     pub log_format: String,
@@ -188,6 +200,8 @@ impl Config {
             job_burst: DEFAULT_JOB_BURST,
             upload_rate_per_minute: 0,
             upload_burst: DEFAULT_UPLOAD_BURST,
+            ledger_key_file: None,
+            ledger_origin: "privpca.test".into(),
             log_format: "text".into(),
         }
     }

@@ -17,7 +17,8 @@
 //! - **Application**: [`mod@app`] (the use cases: submit a job, create a study, upload a dataset),
 //!   [`rate_limits`], [`state`], [`config`].
 //! - **Edges**: [`http`] (the API; handlers only translate), [`site`] (the `privpca site`
-//!   client), [`serve`], [`metrics`], [`telemetry`].
+//!   client), [`verify`] (`privpca verify`: receipts and witnesses), [`serve`], [`metrics`],
+//!   [`telemetry`].
 
 pub mod algorithms;
 pub mod app;
@@ -42,6 +43,7 @@ pub mod store;
 pub mod studies;
 pub mod telemetry;
 pub mod transparency;
+pub mod verify;
 
 /// The whole application as a router (tests call `app(state).oneshot(request)`).
 pub fn app(state: state::AppState) -> axum::Router {

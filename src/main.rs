@@ -30,6 +30,10 @@ enum Command {
     /// ledger). Exit codes: 0 succeeded, 1 study failed, 2 refused, 3 protocol violation,
     /// 4 network gave up.
     Site(privpca::site::SiteArgs),
+    /// Check a receipt offline against the service's verifier key (`--key`), and with
+    /// `--checkpoint OLD --server URL` that the log today extends a saved checkpoint. Exit 0
+    /// when valid, 1 with the reason otherwise.
+    Verify(privpca::verify::VerifyArgs),
 }
 
 fn main() -> ExitCode {
@@ -47,6 +51,7 @@ fn main() -> ExitCode {
             }
         },
         Command::Site(args) => privpca::site::run(args),
+        Command::Verify(args) => privpca::verify::run(args),
         Command::Serve(config) => {
             telemetry::init(&config.log_format);
             let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {

@@ -72,7 +72,20 @@ pub async fn prepare(config: Config) -> anyhow::Result<AppState> {
             key
         }
     };
-    Ok(AppState::new(store, config, admin_key))
+    let ledger_key = ledger_key(&config)?;
+    Ok(AppState::new(store, config, admin_key, ledger_key))
+}
+
+/// Loads the ledger's signing key (creating it on first start) and prints its verifier key,
+/// which is public, on one line of standard error and in the log.
+fn ledger_key(config: &Config) -> anyhow::Result<crate::app::ledger_key::LedgerKey> {
+    use crate::app::ledger_key::{key_path, load_or_create};
+    let path = key_path(config.ledger_key_file.as_deref(), &config.data_dir);
+    let key = load_or_create(&path, &config.ledger_origin)?;
+    let verifier_key = key.verifier_key();
+    eprintln!("ledger verifier key: {verifier_key}");
+    tracing::info!(verifier_key = %verifier_key, file = %path.display(), "ledger signing key loaded");
+    Ok(key)
 }
 
 /// Name of the file a generated admin key is written to when stderr is not a terminal.

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use crate::app::ledger_key::LedgerKey;
 use crate::config::Config;
 use crate::job_control::JobControl;
 use crate::metrics::Metrics;
@@ -24,10 +25,12 @@ pub struct AppState {
     pub studies: StudyHub,
     /// Records datasets whose statistics a task of this process is building or keeping.
     pub stats_builds: Arc<StatsBuilds>,
+    /// The key that signs the ledger's transparency logs, and the service origin it names.
+    pub ledger_key: Arc<LedgerKey>,
 }
 
 impl AppState {
-    pub fn new(store: Store, config: Config, admin_key: String) -> Self {
+    pub fn new(store: Store, config: Config, admin_key: String, ledger_key: LedgerKey) -> Self {
         Self {
             store: store.clone(),
             rate_limits: Arc::new(RateLimits::from_config(&config)),
@@ -37,6 +40,7 @@ impl AppState {
             metrics: Arc::new(Metrics::new()),
             studies: StudyHub::new(store.clone()),
             stats_builds: Arc::new(StatsBuilds::default()),
+            ledger_key: Arc::new(ledger_key),
         }
     }
 }

@@ -23,7 +23,7 @@ static SQLITE: Migrator = sqlx::migrate!("migrations/sqlite");
 static POSTGRES: Migrator = sqlx::migrate!("migrations/postgres");
 
 /// Triggers only PostgreSQL has: SQLite has no TRUNCATE to refuse.
-const POSTGRES_ONLY_TRIGGERS: [&str; 1] = ["ledger_no_truncate"];
+const POSTGRES_ONLY_TRIGGERS: [&str; 2] = ["ledger_no_truncate", "ledger_leaves_no_truncate"];
 
 /// One column, as both backends can state it.
 #[derive(Debug, PartialEq)]

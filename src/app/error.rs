@@ -22,6 +22,9 @@ pub enum ErrorKind {
     Conflict,
     /// Same Idempotency-Key, different request.
     IdempotencyMismatch,
+    /// A dataset's transparency log does not match its ledger (a stored row or leaf was
+    /// edited): the service refuses to serve or sign it (docs/design/ledger.md).
+    LogTampered,
     /// A site message that already arrived (a retry); the client may treat it as success.
     AlreadyReceived,
     PayloadTooLarge,
@@ -47,6 +50,7 @@ impl ErrorKind {
             Self::OverBudget => "over-budget",
             Self::Conflict => "conflict",
             Self::IdempotencyMismatch => "idempotency-key-reused",
+            Self::LogTampered => "ledger-log-tampered",
             Self::AlreadyReceived => "already-received",
             Self::PayloadTooLarge => "payload-too-large",
             Self::UnsupportedMediaType => "unsupported-media-type",
@@ -70,6 +74,7 @@ impl ErrorKind {
             Self::OverBudget => "Privacy budget exceeded",
             Self::Conflict => "Conflict with the resource's state",
             Self::IdempotencyMismatch => "Idempotency-Key reused with a different request",
+            Self::LogTampered => "The ledger's transparency log was tampered with",
             Self::AlreadyReceived => "Already received",
             Self::PayloadTooLarge => "Payload too large",
             Self::UnsupportedMediaType => "Unsupported media type",
@@ -159,6 +164,14 @@ impl From<crate::store::StoreError> for AppError {
             tracing::warn!(error = %e, "database busy");
             return AppError::new(ErrorKind::Unavailable, "the database is busy; retry shortly")
                 .retry_after(1);
+        }
+        if let crate::store::StoreError::LogTampered { log, reason } = &e {
+            tracing::error!(log = %log, reason = %reason, "transparency log does not match the ledger");
+            return AppError::new(
+                ErrorKind::LogTampered,
+                format!("the transparency log {log} does not match the ledger ({reason}); it is not served or signed"),
+            )
+            .with("log", log.clone());
         }
         if let crate::store::StoreError::NulInText(field) = e {
             return AppError::validation(field, e.to_string());

@@ -6,6 +6,8 @@
 pub mod datasets;
 pub mod error;
 pub mod jobs;
+pub mod ledger_key;
+pub mod ledger_log;
 pub mod plan;
 pub mod pricing;
 pub mod site;

@@ -21,7 +21,9 @@ pub fn status(kind: ProblemKind) -> StatusCode {
         K::NotFound => StatusCode::NOT_FOUND,
         K::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
         K::NotAcceptable => StatusCode::NOT_ACCEPTABLE,
-        K::OverBudget | K::Conflict | K::IdempotencyMismatch | K::AlreadyReceived => StatusCode::CONFLICT,
+        K::OverBudget | K::Conflict | K::IdempotencyMismatch | K::AlreadyReceived | K::LogTampered => {
+            StatusCode::CONFLICT
+        }
         K::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         K::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
         K::QueueFull | K::Unavailable => StatusCode::SERVICE_UNAVAILABLE,

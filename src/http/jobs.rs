@@ -11,6 +11,7 @@ use uuid::Uuid;
 
 use super::auth::TenantAuth;
 use super::error::{ApiError, Json, Path, ProblemDocument, ProblemKind, Query};
+use super::ledger_log::ReceiptView;
 use super::privacy_input::{DEFAULT_DISPLAY_DELTA, PrivacyAmount, PrivacyInput};
 use super::rate_limit::{Limited, Submissions};
 pub(crate) use crate::app::jobs::strip_nulls;
@@ -96,6 +97,11 @@ pub struct JobView {
     pub run_ms: Option<i64>,
     /// Where the result is, once the job succeeded.
     pub result_url: Option<String>,
+    /// The receipt of the job's charge in its dataset's transparency log, checkable offline
+    /// with `GET /v1/ledger-key`'s key (on `GET /v1/jobs/{id}`; absent in lists and when the
+    /// log holds no charge of the job).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub receipt: Option<ReceiptView>,
 }
 
 fn job_view(state: &AppState, job: &Job) -> JobView {
@@ -151,6 +157,7 @@ fn job_view(state: &AppState, job: &Job) -> JobView {
         queued_ms,
         run_ms,
         result_url: (job.status == JobStatus::Succeeded).then(|| format!("/v1/jobs/{}/result", job.id)),
+        receipt: None,
     }
 }
 
@@ -221,14 +228,19 @@ pub async fn submit(
 /// A job's status, progress while running, cost and timings.
 #[utoipa::path(get, operation_id = "get_job", path = "/v1/jobs/{id}", tag = "jobs", security(("api_key" = [])),
     params(("id" = Uuid, Path, description = "job id")),
-    responses((status = 200, body = JobView), (status = 404, body = ProblemDocument)))]
+    responses((status = 200, body = JobView), (status = 404, body = ProblemDocument),
+        (status = 409, body = ProblemDocument, description = "The dataset's transparency log does not match its ledger")))]
 pub async fn get(
     State(state): State<AppState>,
     auth: TenantAuth,
     Path(id): Path<Uuid>,
 ) -> Result<Json<JobView>, ApiError> {
     let job = use_case::get(&state, auth.tenant_id, id).await?;
-    Ok(Json(job_view(&state, &job)))
+    let receipt = crate::app::ledger_log::job_receipt(&state, &job.record).await?;
+    Ok(Json(JobView {
+        receipt: receipt.map(ReceiptView::from),
+        ..job_view(&state, &job)
+    }))
 }
 
 /// Filter for the job list.

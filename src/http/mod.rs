@@ -5,6 +5,7 @@ pub mod catalog;
 pub mod datasets;
 pub mod error;
 pub mod jobs;
+pub mod ledger_log;
 pub mod meta;
 pub mod names;
 pub mod openapi;

@@ -9,7 +9,7 @@ use axum::routing::get;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::{catalog, datasets, jobs, meta, site, studies, tenant_keys, tenants, ui};
+use super::{catalog, datasets, jobs, ledger_log, meta, site, studies, tenant_keys, tenants, ui};
 use crate::state::AppState;
 
 /// The documented routes, by the limits they share. Destructure it to give each group its
@@ -54,6 +54,9 @@ fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(datasets::create, datasets::list))
         .routes(routes!(datasets::get, datasets::delete))
         .routes(routes!(datasets::ledger))
+        .routes(routes!(ledger_log::checkpoint))
+        .routes(routes!(ledger_log::consistency))
+        .routes(routes!(ledger_log::ledger_key))
         .routes(routes!(jobs::submit, jobs::list))
         .routes(routes!(jobs::get, jobs::cancel))
         .routes(routes!(jobs::result))

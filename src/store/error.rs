@@ -25,6 +25,8 @@ pub enum StoreError {
     Entropy(String),
     #[error("invalid dataset: {0}")]
     InvalidDataset(String),
+    #[error("the transparency log {log} does not match the ledger: {reason}")]
+    LogTampered { log: String, reason: String },
     #[error("invalid charge: {0}")]
     InvalidCharge(String),
     #[error("invalid job result: {0}")]

@@ -103,6 +103,8 @@ pub(crate) async fn record(
     .bind(ts(at))
     .execute(&mut *conn)
     .await?;
+    // The row's leaf, in the same transaction: a charge is never admitted without its leaf.
+    super::ledger_log::append_job_leaf(conn, entry, job, rule).await?;
     Ok(())
 }
 

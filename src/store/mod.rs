@@ -34,6 +34,7 @@ mod error;
 mod jobs;
 mod key_cache;
 mod ledger;
+pub mod ledger_log;
 mod local_ledger;
 mod lookup;
 mod models;
@@ -604,6 +605,20 @@ impl Store {
                 Ok(tx)
             }
         }
+    }
+
+    /// A read-only transaction that sees one snapshot of the database for all its statements
+    /// (SQLite's deferred `BEGIN` under WAL; `REPEATABLE READ` on PostgreSQL), for reads that
+    /// compare several tables, such as a log against its ledger. Dropped, it rolls back.
+    async fn snapshot_tx(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>, StoreError> {
+        Ok(match self.backend {
+            Backend::Sqlite => self.pool.begin().await?,
+            Backend::Postgres => {
+                self.pool
+                    .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                    .await?
+            }
+        })
     }
 
     fn datasets_dir(&self) -> PathBuf {

@@ -23,6 +23,7 @@ mod jobs;
 mod ledger;
 mod meta;
 mod options;
+mod receipts;
 mod sparse;
 mod studies;
 mod ui;

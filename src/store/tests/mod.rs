@@ -4,6 +4,7 @@
 mod admission;
 mod api_keys;
 mod datasets;
+mod ledger_log;
 mod ledger_props;
 mod queue;
 mod tenancy;

@@ -1,0 +1,161 @@
+//! The transparency log in the store: one leaf per ledger row, appended in the row's
+//! transaction, in order under concurrency; and a log that no longer matches its ledger (a
+//! past charge's ρ edited in the database, or a leaf edited) is refused, never served.
+
+use super::{
+    fixture_with, job, ledger_entries, private_spec, public_spec, spawn_submissions, stored_dataset,
+};
+use crate::store::ledger_log::VerifiedLog;
+use crate::store::{Backend, CancelOutcome, StoreError, SubmitOutcome};
+use crate::transparency::{EventKind, merkle};
+
+/// The dataset's log, which must exist and match its ledger.
+async fn log_of(f: &super::Fixture, dataset: uuid::Uuid) -> VerifiedLog {
+    f.store
+        .dataset_log(f.tenant, dataset)
+        .await
+        .expect("log matches")
+        .expect("dataset exists")
+}
+
+#[tokio::test]
+async fn every_charge_and_refund_appends_one_leaf_in_order() {
+    let (f, ds) = fixture_with(private_spec(1_000, 50)).await;
+    let first = f.submit_ok(job(ds.id, 100, 5)).await;
+    let second = f.submit_ok(job(ds.id, 200, 0)).await;
+    match f.store.cancel_job(f.tenant, second.id).await.expect("cancel") {
+        CancelOutcome::Refunded(_) => {}
+        other => panic!("expected a refund, got {other:?}"),
+    }
+    assert!(matches!(
+        f.submit(job(ds.id, 10_000, 0)).await,
+        SubmitOutcome::OverBudget { .. }
+    ));
+    let log = log_of(&f, ds.id).await;
+    let kinds: Vec<EventKind> = log.events.iter().map(|e| e.kind).collect();
+    assert_eq!(kinds, [EventKind::Charge, EventKind::Charge, EventKind::Refund]);
+    assert_eq!(log.charge_of(first.id), Some(0));
+    assert_eq!(log.charge_of(second.id), Some(1));
+    let last = log.events[2]
+        .spent_after
+        .as_ref()
+        .expect("a private dataset states its spending");
+    assert_eq!((last.rho_units.0, last.delta_units.0), (100, 5));
+    assert_eq!(log.events[0].job.as_deref(), Some(first.id.to_string().as_str()));
+    assert_eq!(log.events[0].config, Some(first.config.clone()));
+    for (i, leaf) in log.leaves.iter().enumerate() {
+        assert_eq!(merkle::leaf_hash(leaf), log.hashes[i]);
+    }
+    let ledger = ledger_entries(&f.store, f.tenant, ds.id).await;
+    assert_eq!(ledger.len(), log.leaves.len());
+}
+
+#[tokio::test]
+async fn a_public_dataset_logs_its_charges_without_spending() {
+    let (f, ds) = fixture_with(public_spec()).await;
+    f.submit_ok(job(ds.id, 100, 0)).await;
+    let log = log_of(&f, ds.id).await;
+    assert_eq!(log.events.len(), 1);
+    assert!(log.events[0].spent_after.is_none());
+    assert_eq!(
+        log.events[0].bounds.as_ref().and_then(|b| b.n),
+        Some(100),
+        "n is public here"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_charges_get_consecutive_leaves() {
+    let (f, ds) = fixture_with(private_spec(1_000, 0)).await;
+    let mut created = 0;
+    for handle in spawn_submissions(&f, 20, || job(ds.id, 100, 0)) {
+        if let SubmitOutcome::Created(_) = handle.await.expect("task").expect("submit") {
+            created += 1;
+        }
+    }
+    assert_eq!(created, 10);
+    let log = log_of(&f, ds.id).await;
+    assert_eq!(log.leaves.len(), 10);
+    let after = stored_dataset(&f.store, f.tenant, ds.id).await;
+    assert_eq!(after.spent_rho_units.0, 1_000);
+}
+
+/// Runs `sql` on the fixture's database with the append-only triggers of `table` out of the
+/// way, as someone editing the database file directly would.
+async fn tamper(f: &super::Fixture, table: &str, sql: &str) {
+    let (off, on): (Vec<String>, Vec<String>) = match f.store.backend() {
+        Backend::Sqlite => (vec![format!("DROP TRIGGER {table}_no_update")], vec![]),
+        Backend::Postgres => (
+            vec![format!("ALTER TABLE {table} DISABLE TRIGGER {table}_no_update")],
+            vec![format!("ALTER TABLE {table} ENABLE TRIGGER {table}_no_update")],
+        ),
+    };
+    for statement in off
+        .iter()
+        .map(String::as_str)
+        .chain([sql])
+        .chain(on.iter().map(String::as_str))
+    {
+        sqlx::query(statement)
+            .execute(&f.store.pool)
+            .await
+            .expect(statement);
+    }
+}
+
+#[tokio::test]
+async fn an_edited_past_charge_makes_the_log_refused() {
+    let (f, ds) = fixture_with(private_spec(1_000, 0)).await;
+    f.submit_ok(job(ds.id, 100, 0)).await;
+    f.submit_ok(job(ds.id, 100, 0)).await;
+    log_of(&f, ds.id).await;
+    // The first charge lowered, and the dataset's total with it, so the ledger stays
+    // self-consistent: only the log can tell.
+    tamper(
+        &f,
+        "ledger",
+        "UPDATE ledger SET rho_units = 1 WHERE id = (SELECT MIN(id) FROM ledger)",
+    )
+    .await;
+    sqlx::query("UPDATE datasets SET spent_rho_units = 101")
+        .execute(&f.store.pool)
+        .await
+        .expect("update the total");
+    match f.store.dataset_log(f.tenant, ds.id).await {
+        Err(StoreError::LogTampered { log, reason }) => {
+            assert_eq!(log, format!("datasets/{}", ds.id));
+            assert!(reason.contains("differs from leaf 0"), "{reason}");
+        }
+        other => panic!("expected LogTampered, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn an_edited_leaf_or_total_makes_the_log_refused() {
+    let (f, ds) = fixture_with(private_spec(1_000, 0)).await;
+    f.submit_ok(job(ds.id, 100, 0)).await;
+    sqlx::query("UPDATE datasets SET spent_rho_units = 50")
+        .execute(&f.store.pool)
+        .await
+        .expect("update the total");
+    let refused = f.store.dataset_log(f.tenant, ds.id).await;
+    assert!(
+        matches!(refused, Err(StoreError::LogTampered { .. })),
+        "{refused:?}"
+    );
+    sqlx::query("UPDATE datasets SET spent_rho_units = 100")
+        .execute(&f.store.pool)
+        .await
+        .expect("restore the total");
+    log_of(&f, ds.id).await;
+    tamper(
+        &f,
+        "ledger_leaves",
+        "UPDATE ledger_leaves SET leaf = REPLACE(leaf, '\"rho_units\":\"100\"', '\"rho_units\":\"10\"')",
+    )
+    .await;
+    match f.store.dataset_log(f.tenant, ds.id).await {
+        Err(StoreError::LogTampered { reason, .. }) => assert!(reason.contains("stored hash"), "{reason}"),
+        other => panic!("expected LogTampered, got {other:?}"),
+    }
+}
