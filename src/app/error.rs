@@ -173,6 +173,10 @@ impl From<crate::store::StoreError> for AppError {
             )
             .with("log", log.clone());
         }
+        if let crate::store::StoreError::UnloggableEvent(reason) = &e {
+            return AppError::validation("params", format!("{e}; nothing was charged"))
+                .with("reason", reason.clone());
+        }
         if let crate::store::StoreError::NulInText(field) = e {
             return AppError::validation(field, e.to_string());
         }

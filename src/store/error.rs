@@ -25,6 +25,8 @@ pub enum StoreError {
     Entropy(String),
     #[error("invalid dataset: {0}")]
     InvalidDataset(String),
+    #[error("the job cannot be recorded in the transparency log: {0}")]
+    UnloggableEvent(String),
     #[error("the transparency log {log} does not match the ledger: {reason}")]
     LogTampered { log: String, reason: String },
     #[error("invalid charge: {0}")]

@@ -151,7 +151,8 @@ pub(crate) async fn append(
     log: &str,
     event: &LedgerEvent,
 ) -> Result<u64, StoreError> {
-    let leaf = leaf_bytes(event).map_err(|e| StoreError::InvalidCharge(format!("its ledger event: {e}")))?;
+    // Refused before anything commits: the charge rolls back with it (no charge without a leaf).
+    let leaf = leaf_bytes(event).map_err(|e| StoreError::UnloggableEvent(e.to_string()))?;
     let leaf = String::from_utf8(leaf).map_err(|e| StoreError::Corrupt(e.to_string()))?;
     let size: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM ledger_leaves WHERE log = $1")
         .bind(log)
