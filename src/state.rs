@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use crate::app::ledger_key::LedgerKey;
+use crate::app::ledger_log::LogCache;
 use crate::config::Config;
 use crate::job_control::JobControl;
 use crate::metrics::Metrics;
@@ -27,6 +28,8 @@ pub struct AppState {
     pub stats_builds: Arc<StatsBuilds>,
     /// The key that signs the ledger's transparency logs, and the service origin it names.
     pub ledger_key: Arc<LedgerKey>,
+    /// The last checked and signed tree of each transparency log, for receipts.
+    pub log_cache: Arc<LogCache>,
 }
 
 impl AppState {
@@ -41,6 +44,7 @@ impl AppState {
             studies: StudyHub::new(store.clone()),
             stats_builds: Arc::new(StatsBuilds::default()),
             ledger_key: Arc::new(ledger_key),
+            log_cache: Arc::default(),
         }
     }
 }

@@ -4,6 +4,19 @@
 //! the ledger first and refuses a log that does not match (`LogTampered`, 409), so nothing is
 //! signed over an edited ledger. Checkpoints are signed at request time for the log's current
 //! size (one Ed25519 signature); nothing signed is stored.
+//!
+//! **Receipts from a recently checked log.** A job's view is read often (clients poll it), and
+//! checking a log is linear in its length, so a receipt is built from the last checked and
+//! signed tree of the dataset's log ([`LogCache`]) when that tree is under
+//! [`FRESH_FOR`] old and already holds the job's charge; otherwise the log is checked again.
+//! Any tree that holds the leaf proves its inclusion, so a receipt from a slightly older tree
+//! is as valid as one from the newest. Checkpoints and consistency proofs are always made from
+//! a freshly checked log, so a witness sees tampering at once, and a job view within
+//! [`FRESH_FOR`] of it (and at once after a restart, which starts with no cache).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use uuid::Uuid;
 
@@ -14,13 +27,67 @@ use crate::store::ledger_log::{VerifiedLog, dataset_log};
 use crate::transparency::merkle;
 use crate::transparency::{Checkpoint, ConsistencyProof, Receipt};
 
-/// The checked log of the tenant's dataset; not found when there is no such dataset.
+/// How long a checked and signed tree serves receipts before the log is checked again.
+pub const FRESH_FOR: Duration = Duration::from_secs(10);
+
+/// At most this many logs' trees are kept; past it the cache starts over.
+const MOST_LOGS: usize = 1024;
+
+/// A log as last checked, with its signed checkpoint.
+#[derive(Debug)]
+pub struct SignedTree {
+    log: VerifiedLog,
+    checkpoint: String,
+    at: Instant,
+}
+
+/// The last checked tree of each log, by log name (module documentation).
+#[derive(Debug, Default)]
+pub struct LogCache {
+    trees: Mutex<HashMap<String, Arc<SignedTree>>>,
+}
+
+impl LogCache {
+    fn fresh(&self, log: &str) -> Option<Arc<SignedTree>> {
+        let trees = self.trees.lock().unwrap_or_else(|e| e.into_inner());
+        trees.get(log).filter(|t| t.at.elapsed() < FRESH_FOR).cloned()
+    }
+
+    fn keep(&self, name: String, tree: Arc<SignedTree>) {
+        let mut trees = self.trees.lock().unwrap_or_else(|e| e.into_inner());
+        if trees.len() >= MOST_LOGS {
+            trees.clear();
+        }
+        trees.insert(name, tree);
+    }
+
+    fn forget(&self, log: &str) {
+        let mut trees = self.trees.lock().unwrap_or_else(|e| e.into_inner());
+        trees.remove(log);
+    }
+}
+
+/// The checked log of the tenant's dataset; not found when there is no such dataset. A log
+/// that fails its check is dropped from the cache too.
 async fn verified(state: &AppState, tenant: Uuid, dataset: Uuid) -> Result<VerifiedLog, AppError> {
-    AppError::found(
-        state.store.dataset_log(tenant, dataset).await?,
-        "dataset",
-        dataset,
-    )
+    let checked = state.store.dataset_log(tenant, dataset).await;
+    if checked.is_err() {
+        state.log_cache.forget(&dataset_log(dataset));
+    }
+    AppError::found(checked?, "dataset", dataset)
+}
+
+/// The dataset's log checked now and signed, kept for later receipts.
+async fn check_and_sign(state: &AppState, tenant: Uuid, dataset: Uuid) -> Result<Arc<SignedTree>, AppError> {
+    let log = verified(state, tenant, dataset).await?;
+    let checkpoint = sign(state, dataset, &log)?;
+    let tree = Arc::new(SignedTree {
+        log,
+        checkpoint,
+        at: Instant::now(),
+    });
+    state.log_cache.keep(dataset_log(dataset), tree.clone());
+    Ok(tree)
 }
 
 /// The signed checkpoint (C2SP signed note) of `dataset`'s log as it is now.
@@ -35,8 +102,7 @@ fn sign(state: &AppState, dataset: Uuid, log: &VerifiedLog) -> Result<String, Ap
 
 /// The current signed checkpoint of the tenant's dataset's log.
 pub async fn checkpoint(state: &AppState, tenant: Uuid, dataset: Uuid) -> Result<String, AppError> {
-    let log = verified(state, tenant, dataset).await?;
-    sign(state, dataset, &log)
+    Ok(check_and_sign(state, tenant, dataset).await?.checkpoint.clone())
 }
 
 /// The consistency proof from the log's tree of size `from` to its tree of size `to`
@@ -48,7 +114,8 @@ pub async fn consistency(
     from: u64,
     to: u64,
 ) -> Result<ConsistencyProof, AppError> {
-    let log = verified(state, tenant, dataset).await?;
+    let tree = check_and_sign(state, tenant, dataset).await?;
+    let log = &tree.log;
     let size = log.hashes.len() as u64;
     if from > to {
         return Err(
@@ -68,19 +135,26 @@ pub async fn consistency(
     Ok(ConsistencyProof::new(&proof))
 }
 
-/// The receipt of `job`'s charge: its leaf, index and audit path in the log's current tree,
-/// with that tree's signed checkpoint. `None` when the log holds no charge of this job.
+/// The receipt of `job`'s charge: its leaf, index and audit path in a recently checked tree
+/// of the dataset's log that holds it, with that tree's signed checkpoint (module
+/// documentation). `None` when the log holds no charge of this job.
 pub async fn job_receipt(state: &AppState, job: &JobRecord) -> Result<Option<Receipt>, AppError> {
-    let log = verified(state, job.tenant_id, job.dataset_id).await?;
-    let Some(index) = log.charge_of(job.id) else {
+    let cached = state
+        .log_cache
+        .fresh(&dataset_log(job.dataset_id))
+        .filter(|t| t.log.charge_of(job.id).is_some());
+    let tree = match cached {
+        Some(tree) => tree,
+        None => check_and_sign(state, job.tenant_id, job.dataset_id).await?,
+    };
+    let Some(index) = tree.log.charge_of(job.id) else {
         return Ok(None);
     };
-    let proof = merkle::inclusion_proof(index, &log.hashes).map_err(AppError::internal)?;
-    let checkpoint = sign(state, job.dataset_id, &log)?;
+    let proof = merkle::inclusion_proof(index, &tree.log.hashes).map_err(AppError::internal)?;
     Ok(Some(Receipt::new(
-        &log.leaves[index as usize],
+        &tree.log.leaves[index as usize],
         index,
         &proof,
-        &checkpoint,
+        &tree.checkpoint,
     )))
 }

@@ -98,6 +98,8 @@ impl Store {
             created_at: at,
             deleted_at: None,
         };
+        // The dataset and the leaf that opens its log (its budget) commit together.
+        let mut tx = self.write_tx().await?;
         sqlx::query(
             "INSERT INTO datasets (id, tenant_id, name, kind, relation, row_norm_bound, row_l1_bound, \
                  entry_bound, public, budget_rho_units, budget_delta_units, budget_epsilon, budget_delta, \
@@ -121,8 +123,10 @@ impl Store {
         .bind(record.status.as_str())
         .bind(ts(at))
         .bind(ts(at))
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?;
+        super::ledger_log::append_budget_leaf(&mut tx, record.id).await?;
+        tx.commit().await?;
         Ok(record)
     }
 
@@ -202,6 +206,7 @@ impl Store {
                 .bind(id(dataset))
                 .execute(&mut *tx)
                 .await?;
+            super::ledger_log::append_deletion_leaf(&mut tx, dataset).await?;
         }
         let deleted = DATASETS.get(&mut tx, tenant, dataset).await?;
         tx.commit().await?;

@@ -20,7 +20,7 @@ use uuid::Uuid;
 
 use super::codec::id;
 use super::models::{DatasetRecord, JobRecord, LedgerEntry, LedgerEntryKind};
-use super::rows::{self, DATASET_COLUMNS, LEDGER_COLUMNS};
+use super::rows::{self, DATASET_COLUMNS, JOB_COLUMNS, LEDGER_COLUMNS};
 use super::{Store, StoreError};
 use crate::privacy::admission::{Rule, Spending};
 use crate::transparency::event::{Amounts, EpsilonDelta, PublicBounds, ServiceBuild, Units};
@@ -99,12 +99,14 @@ fn achieved(job: &JobRecord) -> Option<EpsilonDelta> {
     })
 }
 
-/// The event of a job's ledger row, with the dataset as it stands after the row's update.
+/// The event of a job's ledger row; `spent_after` is the dataset's spending after the row
+/// (`None` on a public dataset, which has none).
 fn job_event(
     entry: LedgerEntryKind,
     job: &JobRecord,
     dataset: &DatasetRecord,
     rule: Option<Rule>,
+    spent_after: Option<Spending>,
 ) -> LedgerEvent {
     let kind = match entry {
         LedgerEntryKind::Charge => EventKind::Charge,
@@ -117,7 +119,7 @@ fn job_event(
     event.bounds = Some(bounds(dataset));
     event.rule = rule.map(|r| r.as_str().to_string());
     event.amount = Some(amounts(job.cost));
-    event.spent_after = (!dataset.public).then(|| amounts(dataset.spent()));
+    event.spent_after = spent_after.filter(|_| !dataset.public).map(amounts);
     if entry == LedgerEntryKind::Charge {
         event.config = Some(job.config.clone());
         event.achieved = achieved(job);
@@ -125,6 +127,51 @@ fn job_event(
         event.reason = job.error.clone();
     }
     event
+}
+
+/// Why a public dataset's opening leaf states a zero budget.
+pub const PUBLIC_BUDGET: &str = "the dataset is public: its releases are not charged";
+
+/// Why the opening leaf of a dataset created before the log existed was written later.
+pub const BACKFILLED: &str = "the dataset existed before its transparency log; this leaf and the \
+entries after it up to the log's first live leaf were written from its ledger rows when the \
+service that introduced the log first started";
+
+/// The leaf that opens a dataset's log: the budget set at creation (zero on a public dataset),
+/// the budget as its owner stated it in (ε, δ), and the public bounds.
+fn budget_event(dataset: &DatasetRecord, backfilled: bool) -> LedgerEvent {
+    let mut event = LedgerEvent::new(EventKind::BudgetSet, service_build());
+    event.dataset = Some(dataset.id.to_string());
+    event.bounds = Some(bounds(dataset));
+    event.amount = Some(amounts(Spending {
+        rho_units: dataset.budget_rho_units.unwrap_or_default(),
+        other_rho_units: Default::default(),
+        delta_units: dataset.budget_delta_units.unwrap_or_default(),
+    }));
+    event.stated_budget = dataset
+        .budget_epsilon_delta
+        .map(|(epsilon, delta)| EpsilonDelta { epsilon, delta });
+    event.reason = match (dataset.public, backfilled) {
+        (_, true) => Some(BACKFILLED.to_string()),
+        (true, false) => Some(PUBLIC_BUDGET.to_string()),
+        (false, false) => None,
+    };
+    event
+}
+
+/// The leaf that records a dataset's deletion (its data removed; its ledger and log stay).
+fn deletion_event(dataset: &DatasetRecord) -> LedgerEvent {
+    let mut event = LedgerEvent::new(EventKind::Deletion, service_build());
+    event.dataset = Some(dataset.id.to_string());
+    event.spent_after = (!dataset.public).then(|| amounts(dataset.spent()));
+    event
+}
+
+/// The dataset as the transaction sees it now.
+async fn dataset_now(conn: &mut AnyConnection, dataset: Uuid) -> Result<DatasetRecord, StoreError> {
+    let sql = format!("SELECT {DATASET_COLUMNS} FROM datasets WHERE id = $1");
+    let row = sqlx::query(&sql).bind(id(dataset)).fetch_one(&mut *conn).await?;
+    rows::dataset(&row)
 }
 
 /// Appends the leaf of a job's ledger row to its dataset's log. Runs inside the write
@@ -135,14 +182,22 @@ pub(crate) async fn append_job_leaf(
     job: &JobRecord,
     rule: Option<Rule>,
 ) -> Result<u64, StoreError> {
-    let sql = format!("SELECT {DATASET_COLUMNS} FROM datasets WHERE id = $1");
-    let row = sqlx::query(&sql)
-        .bind(id(job.dataset_id))
-        .fetch_one(&mut *conn)
-        .await?;
-    let dataset = rows::dataset(&row)?;
-    let event = job_event(entry, job, &dataset, rule);
+    let dataset = dataset_now(conn, job.dataset_id).await?;
+    let event = job_event(entry, job, &dataset, rule, Some(dataset.spent()));
     append(conn, &dataset_log(job.dataset_id), &event).await
+}
+
+/// Opens a new dataset's log with its `budget_set` leaf, in the transaction that created it.
+pub(crate) async fn append_budget_leaf(conn: &mut AnyConnection, dataset: Uuid) -> Result<u64, StoreError> {
+    let record = dataset_now(conn, dataset).await?;
+    append(conn, &dataset_log(dataset), &budget_event(&record, false)).await
+}
+
+/// Records a dataset's deletion, in the transaction that marked it deleted (after the refunds
+/// of its queued jobs).
+pub(crate) async fn append_deletion_leaf(conn: &mut AnyConnection, dataset: Uuid) -> Result<u64, StoreError> {
+    let record = dataset_now(conn, dataset).await?;
+    append(conn, &dataset_log(dataset), &deletion_event(&record)).await
 }
 
 /// Appends `event` as the next leaf of `log`; returns its index.
@@ -154,7 +209,8 @@ pub(crate) async fn append(
     // Refused before anything commits: the charge rolls back with it (no charge without a leaf).
     let leaf = leaf_bytes(event).map_err(|e| StoreError::UnloggableEvent(e.to_string()))?;
     let leaf = String::from_utf8(leaf).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-    let size: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM ledger_leaves WHERE log = $1")
+    // The next index from the primary key's index (one lookup, not a count over the log).
+    let size: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(idx) + 1, 0) FROM ledger_leaves WHERE log = $1")
         .bind(log)
         .fetch_one(&mut *conn)
         .await?;
@@ -231,15 +287,28 @@ fn same_amount(amount: Option<&Amounts>, row: &LedgerEntry) -> bool {
     })
 }
 
-/// Checks the log's charges and refunds against the ledger's rows (one leaf per row, in the
-/// same order, same job, kind and units), and the spending the leaves state against the
-/// running totals: each `spent_after` is the sum of the amounts before it, and the last is the
-/// dataset's spending.
+/// Checks the log against the dataset and its ledger: the first leaf sets the dataset's
+/// budget, and no other does; one charge or refund leaf per ledger row, in the same order, same
+/// job, kind and units; each `spent_after` the sum of the amounts before it and the last the
+/// dataset's spending; a deletion leaf exactly when the dataset is deleted.
 fn check_against_ledger(
     log: &VerifiedLog,
     ledger: &[LedgerEntry],
     dataset: &DatasetRecord,
 ) -> Result<(), String> {
+    check_opening(log, dataset)?;
+    let deletions = log
+        .events
+        .iter()
+        .filter(|e| e.kind == EventKind::Deletion)
+        .count();
+    let deleted = dataset.status == crate::store::DatasetStatus::Deleted;
+    if deletions != usize::from(deleted) {
+        return Err(format!(
+            "the log records {deletions} deletions of a dataset that is {}",
+            dataset.status.as_str()
+        ));
+    }
     let entries: Vec<(usize, &LedgerEvent)> = log
         .events
         .iter()
@@ -275,6 +344,26 @@ fn check_against_ledger(
     Ok(())
 }
 
+/// The first leaf sets the budget the dataset has (zero on a public one); no other leaf does.
+fn check_opening(log: &VerifiedLog, dataset: &DatasetRecord) -> Result<(), String> {
+    let Some(first) = log.events.first() else {
+        return Err("the log is empty: it has lost its opening leaf".to_string());
+    };
+    let budget_set = |e: &LedgerEvent| e.kind == EventKind::BudgetSet;
+    if !budget_set(first) || log.events.iter().filter(|e| budget_set(e)).count() != 1 {
+        return Err("the log does not open with the one leaf that sets the budget".to_string());
+    }
+    let stated = first.amount.as_ref();
+    let same = stated.is_some_and(|a| {
+        a.rho_units.0 == dataset.budget_rho_units.unwrap_or_default().0
+            && a.delta_units.0 == dataset.budget_delta_units.unwrap_or_default().0
+    });
+    if !same {
+        return Err("the dataset's budget is not the budget its log sets".to_string());
+    }
+    Ok(())
+}
+
 /// The spending after one more ledger row.
 fn step(spent: Spending, row: &LedgerEntry) -> Spending {
     let sign = if row.entry == LedgerEntryKind::Charge {
@@ -297,7 +386,75 @@ fn same_spending(a: &Amounts, s: Spending) -> bool {
         && a.other_rho_units.map_or(0, |u| u.0) == s.other_rho_units.0
 }
 
+/// The leaves of a dataset created before the log existed: its budget, then one leaf per
+/// ledger row in order (with the running spending), then its deletion if it is deleted.
+async fn backfill_events(conn: &mut AnyConnection, dataset: Uuid) -> Result<Vec<LedgerEvent>, StoreError> {
+    let record = dataset_now(conn, dataset).await?;
+    let mut events = vec![budget_event(&record, true)];
+    let sql = format!("SELECT {LEDGER_COLUMNS} FROM ledger WHERE dataset_id = $1 ORDER BY id");
+    let found = sqlx::query(&sql).bind(id(dataset)).fetch_all(&mut *conn).await?;
+    let mut spent = Spending::default();
+    for row in found.iter().map(rows::ledger_entry) {
+        let row = row?;
+        let job_id = row
+            .job_id
+            .ok_or_else(|| StoreError::Corrupt(format!("ledger entry {} names no job", row.id)))?;
+        let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = $1");
+        let job = sqlx::query(&sql).bind(id(job_id)).fetch_one(&mut *conn).await?;
+        let mut job = rows::job(&job)?;
+        // The row is the record: its units, whatever the job row says now.
+        job.cost = Spending {
+            rho_units: row.rho_units,
+            other_rho_units: row.other_rho_units,
+            delta_units: row.delta_units,
+        };
+        spent = step(spent, &row);
+        events.push(job_event(row.entry, &job, &record, row.rule, Some(spent)));
+    }
+    if record.status == crate::store::DatasetStatus::Deleted {
+        events.push(deletion_event(&record));
+    }
+    Ok(events)
+}
+
 impl Store {
+    /// Opens the log of every dataset that has none: datasets created before migration 0011
+    /// get their history written from their ledger rows ([`BACKFILLED`]), each in one write
+    /// transaction that checks again that the log is still empty (replicas starting together
+    /// write it once). Runs at connect, after the migrations; a no-op once every log is open.
+    pub(crate) async fn open_missing_logs(&self) -> Result<u64, StoreError> {
+        let missing: Vec<String> = sqlx::query_scalar(
+            "SELECT id FROM datasets d WHERE NOT EXISTS \
+                 (SELECT 1 FROM ledger_leaves l WHERE l.log = 'datasets/' || d.id AND l.idx = 0)",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        let mut opened = 0;
+        for dataset in missing {
+            let dataset = Uuid::parse_str(&dataset).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            let log = dataset_log(dataset);
+            let mut tx = self.write_tx().await?;
+            let empty: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM ledger_leaves WHERE log = $1")
+                .bind(&log)
+                .fetch_one(&mut *tx)
+                .await?;
+            if empty == 0 {
+                for event in backfill_events(&mut tx, dataset).await? {
+                    append(&mut tx, &log, &event).await?;
+                }
+                opened += 1;
+            }
+            tx.commit().await?;
+        }
+        if opened > 0 {
+            tracing::info!(
+                datasets = opened,
+                "opened the transparency logs of datasets older than the log"
+            );
+        }
+        Ok(opened)
+    }
+
     /// The tenant's dataset's log, checked leaf by leaf and against the ledger (module
     /// documentation); `None` if the dataset does not exist for this tenant;
     /// [`StoreError::LogTampered`] if the log and the ledger disagree.

@@ -218,6 +218,7 @@ async fn create_site_dataset(
     .bind(&at)
     .execute(&mut *conn)
     .await?;
+    super::ledger_log::append_budget_leaf(conn, dataset).await?;
     Ok(LocalBudget {
         tenant,
         dataset,

@@ -357,6 +357,7 @@ impl Store {
         };
         tokio::fs::create_dir_all(store.uploads_dir()).await?;
         store.migrate().await?;
+        store.open_missing_logs().await?;
         Ok(store)
     }
 

@@ -5,7 +5,7 @@
 use super::{
     fixture_with, job, ledger_entries, private_spec, public_spec, spawn_submissions, stored_dataset,
 };
-use crate::store::ledger_log::VerifiedLog;
+use crate::store::ledger_log::{BACKFILLED, PUBLIC_BUDGET, VerifiedLog};
 use crate::store::{Backend, CancelOutcome, StoreError, SubmitOutcome};
 use crate::transparency::{EventKind, merkle};
 
@@ -33,21 +33,31 @@ async fn every_charge_and_refund_appends_one_leaf_in_order() {
     ));
     let log = log_of(&f, ds.id).await;
     let kinds: Vec<EventKind> = log.events.iter().map(|e| e.kind).collect();
-    assert_eq!(kinds, [EventKind::Charge, EventKind::Charge, EventKind::Refund]);
-    assert_eq!(log.charge_of(first.id), Some(0));
-    assert_eq!(log.charge_of(second.id), Some(1));
-    let last = log.events[2]
+    assert_eq!(
+        kinds,
+        [
+            EventKind::BudgetSet,
+            EventKind::Charge,
+            EventKind::Charge,
+            EventKind::Refund
+        ]
+    );
+    let opening = log.events[0].amount.as_ref().expect("the budget");
+    assert_eq!((opening.rho_units.0, opening.delta_units.0), (1_000, 50));
+    assert_eq!(log.charge_of(first.id), Some(1));
+    assert_eq!(log.charge_of(second.id), Some(2));
+    let last = log.events[3]
         .spent_after
         .as_ref()
         .expect("a private dataset states its spending");
     assert_eq!((last.rho_units.0, last.delta_units.0), (100, 5));
-    assert_eq!(log.events[0].job.as_deref(), Some(first.id.to_string().as_str()));
-    assert_eq!(log.events[0].config, Some(first.config.clone()));
+    assert_eq!(log.events[1].job.as_deref(), Some(first.id.to_string().as_str()));
+    assert_eq!(log.events[1].config, Some(first.config.clone()));
     for (i, leaf) in log.leaves.iter().enumerate() {
         assert_eq!(merkle::leaf_hash(leaf), log.hashes[i]);
     }
     let ledger = ledger_entries(&f.store, f.tenant, ds.id).await;
-    assert_eq!(ledger.len(), log.leaves.len());
+    assert_eq!(ledger.len() + 1, log.leaves.len());
 }
 
 #[tokio::test]
@@ -55,10 +65,11 @@ async fn a_public_dataset_logs_its_charges_without_spending() {
     let (f, ds) = fixture_with(public_spec()).await;
     f.submit_ok(job(ds.id, 100, 0)).await;
     let log = log_of(&f, ds.id).await;
-    assert_eq!(log.events.len(), 1);
-    assert!(log.events[0].spent_after.is_none());
+    assert_eq!(log.events.len(), 2);
+    assert_eq!(log.events[0].reason.as_deref(), Some(PUBLIC_BUDGET));
+    assert!(log.events[1].spent_after.is_none());
     assert_eq!(
-        log.events[0].bounds.as_ref().and_then(|b| b.n),
+        log.events[1].bounds.as_ref().and_then(|b| b.n),
         Some(100),
         "n is public here"
     );
@@ -75,19 +86,25 @@ async fn concurrent_charges_get_consecutive_leaves() {
     }
     assert_eq!(created, 10);
     let log = log_of(&f, ds.id).await;
-    assert_eq!(log.leaves.len(), 10);
+    assert_eq!(log.leaves.len(), 11);
     let after = stored_dataset(&f.store, f.tenant, ds.id).await;
     assert_eq!(after.spent_rho_units.0, 1_000);
 }
 
-/// Runs `sql` on the fixture's database with the append-only triggers of `table` out of the
-/// way, as someone editing the database file directly would.
+/// Runs `sql` on the fixture's database with the append-only trigger of `table` that refuses
+/// updates out of the way, as someone editing the database file directly would.
 async fn tamper(f: &super::Fixture, table: &str, sql: &str) {
+    tamper_past(f, table, "no_update", sql).await
+}
+
+/// [`tamper`] past the trigger `{table}_{trigger}`.
+async fn tamper_past(f: &super::Fixture, table: &str, trigger: &str, sql: &str) {
+    let name = format!("{table}_{trigger}");
     let (off, on): (Vec<String>, Vec<String>) = match f.store.backend() {
-        Backend::Sqlite => (vec![format!("DROP TRIGGER {table}_no_update")], vec![]),
+        Backend::Sqlite => (vec![format!("DROP TRIGGER {name}")], vec![]),
         Backend::Postgres => (
-            vec![format!("ALTER TABLE {table} DISABLE TRIGGER {table}_no_update")],
-            vec![format!("ALTER TABLE {table} ENABLE TRIGGER {table}_no_update")],
+            vec![format!("ALTER TABLE {table} DISABLE TRIGGER {name}")],
+            vec![format!("ALTER TABLE {table} ENABLE TRIGGER {name}")],
         ),
     };
     for statement in off
@@ -124,7 +141,7 @@ async fn an_edited_past_charge_makes_the_log_refused() {
     match f.store.dataset_log(f.tenant, ds.id).await {
         Err(StoreError::LogTampered { log, reason }) => {
             assert_eq!(log, format!("datasets/{}", ds.id));
-            assert!(reason.contains("differs from leaf 0"), "{reason}");
+            assert!(reason.contains("differs from leaf 1"), "{reason}");
         }
         other => panic!("expected LogTampered, got {other:?}"),
     }
@@ -158,4 +175,59 @@ async fn an_edited_leaf_or_total_makes_the_log_refused() {
         Err(StoreError::LogTampered { reason, .. }) => assert!(reason.contains("stored hash"), "{reason}"),
         other => panic!("expected LogTampered, got {other:?}"),
     }
+}
+
+#[tokio::test]
+async fn a_deletion_closes_the_log_after_the_refunds_it_causes() {
+    let (f, ds) = fixture_with(private_spec(1_000, 0)).await;
+    f.submit_ok(job(ds.id, 100, 0)).await;
+    f.store
+        .delete_dataset(f.tenant, ds.id)
+        .await
+        .expect("delete")
+        .expect("found");
+    let log = log_of(&f, ds.id).await;
+    let kinds: Vec<EventKind> = log.events.iter().map(|e| e.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            EventKind::BudgetSet,
+            EventKind::Charge,
+            EventKind::Refund,
+            EventKind::Deletion
+        ],
+        "the queued job's refund, then the deletion"
+    );
+    let after = log.events[3].spent_after.as_ref().expect("spending");
+    assert_eq!(after.rho_units.0, 0);
+    // Deleting again writes nothing more.
+    f.store
+        .delete_dataset(f.tenant, ds.id)
+        .await
+        .expect("delete again");
+    assert_eq!(log_of(&f, ds.id).await.leaves.len(), 4);
+}
+
+#[tokio::test]
+async fn a_dataset_older_than_the_log_gets_its_history_written_once() {
+    let (f, ds) = fixture_with(private_spec(1_000, 50)).await;
+    let first = f.submit_ok(job(ds.id, 100, 5)).await;
+    let second = f.submit_ok(job(ds.id, 200, 0)).await;
+    f.store.cancel_job(f.tenant, second.id).await.expect("cancel");
+    let live = log_of(&f, ds.id).await;
+    // As before migration 0011: the ledger rows without any leaf.
+    tamper_past(&f, "ledger_leaves", "no_delete", "DELETE FROM ledger_leaves").await;
+    assert!(matches!(
+        f.store.dataset_log(f.tenant, ds.id).await,
+        Err(StoreError::LogTampered { .. })
+    ));
+    assert_eq!(f.store.open_missing_logs().await.expect("backfill"), 1);
+    assert_eq!(f.store.open_missing_logs().await.expect("again"), 0, "once only");
+    let log = log_of(&f, ds.id).await;
+    assert_eq!(log.events[0].reason.as_deref(), Some(BACKFILLED));
+    assert_eq!(log.charge_of(first.id), Some(1));
+    // The rows' history is the live log's but for the opening leaf's reason.
+    assert_eq!(log.events[1..], live.events[1..]);
+    f.submit_ok(job(ds.id, 100, 0)).await;
+    assert_eq!(log_of(&f, ds.id).await.leaves.len(), 5);
 }
