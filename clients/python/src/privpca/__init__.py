@@ -1,6 +1,7 @@
 """privpca: a Python client for the privpca service (private PCA as a service).
 
-``privpca.Client`` covers the whole API (datasets, jobs, the ledger, ``plan``, studies) and
+``privpca.Client`` covers the whole API (datasets, jobs, the ledger and its transparency log,
+``plan``, studies), ``privpca.Receipt.verify`` checks a release's receipt offline, and
 ``privpca.PrivatePCA`` is a scikit-learn estimator backed by it (needs the ``sklearn`` extra).
 """
 
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ._witness import Witnessed
 from .client import Client
 from .errors import (
     AlreadyReceived,
@@ -19,6 +21,8 @@ from .errors import (
     InternalError,
     InvalidInput,
     JobFailed,
+    LedgerLogTampered,
+    LogRewrittenError,
     MalformedRequest,
     MethodNotAllowed,
     NotAcceptable,
@@ -28,6 +32,7 @@ from .errors import (
     PrivpcaError,
     QueueFull,
     RateLimited,
+    ReceiptError,
     RepeatedFitError,
     RequestTimeout,
     Unauthorized,
@@ -50,6 +55,7 @@ from .models import (
     StudyCreated,
     StudyResult,
 )
+from .transparency import Checkpoint, Receipt, VerifiedReceipt, VerifierKey
 
 if TYPE_CHECKING:
     from .estimator import PrivatePCA
@@ -61,6 +67,7 @@ __all__ = [
     "ApiError",
     "Budget",
     "BudgetExceeded",
+    "Checkpoint",
     "Client",
     "Conflict",
     "Dataset",
@@ -73,6 +80,8 @@ __all__ = [
     "JobResult",
     "Ledger",
     "LedgerEntry",
+    "LedgerLogTampered",
+    "LogRewrittenError",
     "MalformedRequest",
     "MethodNotAllowed",
     "NotAcceptable",
@@ -86,6 +95,8 @@ __all__ = [
     "Progress",
     "QueueFull",
     "RateLimited",
+    "Receipt",
+    "ReceiptError",
     "RepeatedFitError",
     "RequestTimeout",
     "Study",
@@ -95,7 +106,10 @@ __all__ = [
     "Unavailable",
     "UnsupportedMediaType",
     "ValidationError",
+    "VerifiedReceipt",
+    "VerifierKey",
     "WaitTimeout",
+    "Witnessed",
 ]
 
 

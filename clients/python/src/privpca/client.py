@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import email.utils
 import io
+import os
 import sys
 import threading
 import time
@@ -22,10 +23,12 @@ import httpx
 import numpy as np
 import numpy.typing as npt
 
-from . import _validation
+from . import _validation, _witness
 from ._releases import REGISTRY
-from .errors import ApiError, InvalidInput, JobFailed, WaitTimeout, from_problem
+from ._witness import Witnessed
+from .errors import ApiError, InvalidInput, JobFailed, LogRewrittenError, ReceiptError, WaitTimeout, from_problem
 from .models import Dataset, Job, JobResult, Ledger, Plan, Study, StudyCreated, StudyResult
+from .transparency import Checkpoint, VerifierKey, verify_extension
 
 Polled = TypeVar("Polled", Job, Study)
 
@@ -62,6 +65,7 @@ class Client:
         self._transport = transport
         self._lock = threading.Lock()
         self._connection: httpx.Client | None = None
+        self._ledger_key: str | None = None
 
     @property
     def _http(self) -> httpx.Client:
@@ -262,6 +266,130 @@ class Client:
     def ledger(self, dataset_id: str) -> Ledger:
         """``GET /v1/datasets/{id}/ledger``: every charge and refund, and the budget totals."""
         return Ledger.parse(self._json("GET", f"/v1/datasets/{dataset_id}/ledger"))
+
+    # -- the transparency log -------------------------------------------------------------
+
+    def ledger_key(self) -> str:
+        """``GET /v1/ledger-key``: the service's verifier key (a C2SP signed-note key,
+        ``<name>+<key ID>+<base64 Ed25519 key>``), the same string it prints at start.
+        Fetched once per client. Check receipts with it (``job.receipt.verify(key)``); compare
+        it out of band with the one the operator publishes, since a key fetched from the
+        service itself only proves what that service says."""
+        if self._ledger_key is None:
+            key = self._json("GET", "/v1/ledger-key")["verifier_key"]
+            VerifierKey.parse(key)
+            self._ledger_key = str(key)
+        return self._ledger_key
+
+    def witness(
+        self,
+        dataset_id: str,
+        state_file: str | os.PathLike[str] | None = None,
+        *,
+        public_key: str | None = None,
+    ) -> Witnessed:
+        """Witness a dataset's transparency log: check that it only grew since the last time.
+
+        Fetches the log's signed checkpoint (``GET /v1/datasets/{id}/ledger/checkpoint``) and
+        checks its Ed25519 signature and that it is this dataset's log. If ``state_file``
+        (default ``$PRIVPCA_WITNESS_FILE`` or ``~/.privpca/witness.json``) holds a checkpoint
+        this witness verified before for this service (base URL) and dataset, fetches the
+        consistency proof between the two (``…/ledger/consistency?from=OLD&to=NEW``) and checks
+        it (RFC 9162 §2.1.4.2): every earlier entry is still there, unchanged and in order.
+        Only then is the new checkpoint saved (atomically), and returned with the previous size.
+
+        **Trust on first use.** The verifier key is ``public_key`` when given; otherwise the one
+        pinned in the state file for this service; otherwise (the first use) the one the
+        service serves at ``GET /v1/ledger-key``, which is then pinned. A service that lies
+        from that first answer on is not caught by the key: pass ``public_key`` as the operator
+        published it, or compare the pinned one out of band. A pinned key that differs from
+        ``public_key``, or a checkpoint not signed by the pinned key (say after a key
+        rotation), raises :class:`~privpca.ReceiptError`: check the new key, then edit or move
+        the state file.
+
+        Raises :class:`~privpca.LogRewrittenError` if the consistency proof fails, the log
+        shrank, its origin changed, or the service refuses the log as tampered (a 409
+        ``ledger-log-tampered``, :class:`~privpca.LedgerLogTampered`, also a
+        ``LogRewrittenError``); :class:`~privpca.ReceiptError` for a signature that does not
+        verify, or a saved checkpoint that no longer does (the state file was edited). The
+        saved checkpoint is left as it was whenever anything fails. Two witnesses writing one
+        state file at the same moment may lose one of their updates (never corrupt the file)."""
+        return self._witness(f"datasets/{dataset_id}", f"/v1/datasets/{dataset_id}/ledger", state_file, public_key)
+
+    def witness_study(
+        self,
+        study_id: str,
+        state_file: str | os.PathLike[str] | None = None,
+        *,
+        public_key: str | None = None,
+    ) -> Witnessed:
+        """:meth:`witness` for a study's log (``/v1/studies/{id}/ledger/checkpoint`` and
+        ``…/consistency``), kept in the same state file."""
+        return self._witness(f"studies/{study_id}", f"/v1/studies/{study_id}/ledger", state_file, public_key)
+
+    def _witness(
+        self, log: str, prefix: str, state_file: str | os.PathLike[str] | None, public_key: str | None
+    ) -> Witnessed:
+        path = _witness.state_path(state_file)
+        saved = _witness.service(_witness.load(path), self.base_url)
+        pinned = saved.get("verifier_key")
+        if public_key is not None and pinned is not None and VerifierKey.parse(pinned) != VerifierKey.parse(public_key):
+            raise ReceiptError(
+                f"{path} pins the verifier key {pinned!r} for {self.base_url}, not {public_key!r}: "
+                "check the new key with the operator, then remove the old one from the file"
+            )
+        key_text = public_key or (str(pinned) if pinned is not None else self.ledger_key())
+        key = VerifierKey.parse(key_text)
+
+        note = self._json("GET", f"{prefix}/checkpoint")["checkpoint"]
+        try:
+            new = Checkpoint.verify(note, key)
+        except ReceiptError as e:
+            hint = " (the pinned key: if the operator rotated it, check the new one and update the state file)" if pinned is not None else ""
+            raise ReceiptError(f"the checkpoint of {log} does not verify with {key.name}+{key.key_id:08x}{hint}: {e}") from None
+        if not new.origin.endswith(f"/{log}"):
+            raise ReceiptError(f"asked for the log {log}, the service signed a checkpoint of {new.origin!r}")
+
+        previous_note = saved.get("logs", {}).get(log)
+        previous: Checkpoint | None = None
+        if previous_note is not None:
+            try:
+                previous = Checkpoint.verify(previous_note, key)
+            except ReceiptError as e:
+                raise ReceiptError(
+                    f"the checkpoint of {log} saved in {path} does not verify with the pinned key ({e}): "
+                    "the state file was edited or damaged; nothing was checked and it was left as it is"
+                ) from None
+            if previous.origin != new.origin:
+                raise LogRewrittenError(
+                    f"the log's origin changed: {previous.origin!r} when this witness saw it last, {new.origin!r} now"
+                )
+            if new.size < previous.size:
+                raise LogRewrittenError(
+                    f"the log {new.origin} shrank: size {new.size} now, {previous.size} when this witness saw it last"
+                )
+            proof: list[str] = []
+            if new.size > previous.size:
+                query = {"from": previous.size, "to": new.size}
+                proof = self._json("GET", f"{prefix}/consistency", params=query)["proof"]
+            try:
+                verify_extension(previous, new, proof)
+            except LogRewrittenError as e:
+                raise LogRewrittenError(
+                    f"the log {new.origin} at size {new.size} does not extend the checkpoint of size "
+                    f"{previous.size} this witness saw last ({path}): {e}"
+                ) from None
+
+        _witness.save(path, self.base_url, str(key), log, note)
+        return Witnessed(
+            log=log,
+            origin=new.origin,
+            size=new.size,
+            root=new.root,
+            previous_size=None if previous is None else previous.size,
+            checkpoint=note,
+            state_file=path,
+        )
 
     # -- jobs ----------------------------------------------------------------------------
 

@@ -134,6 +134,32 @@ class InternalError(ApiError):
     slug = "internal-error"
 
 
+class ReceiptError(PrivpcaError):
+    """A receipt, signed checkpoint, verifier key or proof of the transparency log does not
+    verify; the message says what failed (a signature, the inclusion proof, a malformed
+    checkpoint, …). Raised by :meth:`privpca.Receipt.verify` and :meth:`privpca.Client.witness`."""
+
+
+class LogRewrittenError(ReceiptError):
+    """A log is not an append-only extension of the checkpoint a witness saw before: the
+    consistency proof fails, the log shrank, its origin changed, or the service itself reported
+    the log as tampered (:class:`LedgerLogTampered`). Evidence that the history was rewritten
+    (or that the witness was shown a fork); the saved checkpoint is kept."""
+
+
+class LedgerLogTampered(ApiError, LogRewrittenError):
+    """The service refused to serve or sign a log (409, ``ledger-log-tampered``): its ledger
+    rows and the log's leaves disagree, e.g. a past charge edited in the database. The problem
+    document's ``log`` member names the log (``datasets/<id>``)."""
+
+    slug = "ledger-log-tampered"
+
+    def __init__(self, problem: dict[str, Any], status: int, retry_after: float | None = None):
+        super().__init__(problem, status, retry_after)
+        log = problem.get("log")
+        self.log: str | None = None if log is None else str(log)
+
+
 class JobFailed(PrivpcaError):
     """A job (or study) ended ``failed`` or ``cancelled``; ``job`` is its last state."""
 
@@ -190,6 +216,7 @@ _BY_SLUG: dict[str, type[ApiError]] = {
         NotAcceptable,
         BudgetExceeded,
         Conflict,
+        LedgerLogTampered,
         IdempotencyKeyReused,
         AlreadyReceived,
         PayloadTooLarge,

@@ -14,6 +14,8 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from .transparency import Receipt, receipt_or_none
+
 FloatArray = npt.NDArray[np.float64]
 
 TERMINAL = frozenset({"succeeded", "failed", "cancelled"})
@@ -126,7 +128,9 @@ class Progress:
 
 @dataclass(frozen=True)
 class _Run(_Model):
-    """What jobs and studies share: an id, the algorithm, a status, a cost and progress."""
+    """What jobs and studies share: an id, the algorithm, a status, a cost and progress.
+    ``receipt`` is the transparency log's receipt of the charge, when the view carries one
+    (a job's own view does; lists leave it out): check it with ``receipt.verify(key)``."""
 
     id: str
     algorithm: str
@@ -134,6 +138,7 @@ class _Run(_Model):
     cost: PrivacyAmount
     progress: Progress | None
     error: str | None
+    receipt: Receipt | None = field(default=None, repr=False, compare=False)
 
     @property
     def finished(self) -> bool:
@@ -144,7 +149,7 @@ class _Run(_Model):
     def _nested(raw: dict[str, Any]) -> dict[str, Any]:
         progress = raw.get("progress")
         done = None if progress is None else Progress(done=int(progress["done"]), total=int(progress["total"]))
-        return {"cost": PrivacyAmount.parse(raw["cost"]), "progress": done}
+        return {"cost": PrivacyAmount.parse(raw["cost"]), "progress": done, "receipt": receipt_or_none(raw.get("receipt"))}
 
 
 @dataclass(frozen=True)
@@ -165,11 +170,13 @@ class Study(_Run):
 class _Release(_Model):
     """What job and study results share. ``basis`` is d × k with orthonormal columns, as the
     service releases it (most important first); ``components`` is the same as k × d rows,
-    scikit-learn's orientation."""
+    scikit-learn's orientation. ``receipt`` is the transparency log's receipt of the release's
+    charge, when the answer carries one (``receipt.verify(key)`` checks it)."""
 
     basis: FloatArray
     eigenvalues: FloatArray | None
     cost: PrivacyAmount
+    receipt: Receipt | None = field(default=None, repr=False, compare=False)
 
     @property
     def components(self) -> FloatArray:
@@ -184,6 +191,7 @@ class _Release(_Model):
             "basis": np.ascontiguousarray(columns.T),
             "eigenvalues": None if values is None else np.asarray(values, dtype=np.float64),
             "cost": PrivacyAmount.parse(raw["cost"]),
+            "receipt": receipt_or_none(raw.get("receipt")),
         }
 
 
