@@ -12,7 +12,7 @@ const ACTIVE = new Set(["queued", "running"]);
 const LIVE_MS = 1000;
 const IDLE_MS = 5000;
 
-const state = { datasets: [], ledgers: new Map(), jobs: [], studies: [], selected: null, timer: null };
+const state = { datasets: [], ledgers: new Map(), logs: new Map(), checking: new Set(), jobs: [], studies: [], selected: null, timer: null };
 
 function showError(message) {
   $("error").textContent = message;
@@ -69,6 +69,46 @@ function legend(ledger, colours) {
     [...colours.keys()].map((name) => el("li", {}, swatch(colours.get(name)), ` ${name}: ρ ${num(totals.get(name))}`)));
 }
 
+// ---- the transparency log -----------------------------------------------------------------
+
+// What this browser, as a witness, found when it last checked the dataset's log (api.witness).
+function logStatus(id) {
+  const seen = state.logs.get(id) ?? { state: "checking" };
+  const saved = "the checkpoint this browser saw last";
+  const [cls, text] = {
+    checking: ["pending", "Checking the dataset's transparency log…"],
+    verified: ["ok", `Log verified: extends ${saved} (size ${seen.from} → ${seen.to}).`],
+    first: ["first", `First visit: checkpoint saved (size ${seen.to}); later visits check that the log only grew.`],
+    rewritten: ["bad", `Log rewritten or tampered: ${seen.reason}.`],
+    unchecked: ["unchecked", `Log not checked: ${seen.reason}.`],
+  }[seen.state];
+  return el("p", {
+    class: `log-status ${cls}`,
+    "data-testid": "log-status",
+    "data-state": seen.state,
+    role: seen.state === "rewritten" ? "alert" : null,
+    title: "Every charge and refund is a leaf of an append-only Merkle log whose head the service signs. " +
+      "This browser keeps the last signed head it verified (localStorage) and checks that the current log extends it.",
+    text,
+  });
+}
+
+// Witnesses each dataset's log (one check at a time per dataset) and updates its card.
+function checkLogs() {
+  for (const d of state.datasets) {
+    if (state.checking.has(d.id)) continue;
+    state.checking.add(d.id);
+    api.witness(d.id)
+      .then((seen) => state.logs.set(d.id, seen))
+      .catch((e) => state.logs.set(d.id, { state: "unchecked", reason: e.message }))
+      .finally(() => {
+        state.checking.delete(d.id);
+        const shown = document.querySelector(`[data-dataset-id="${CSS.escape(d.id)}"] [data-testid="log-status"]`);
+        if (shown) shown.replaceWith(logStatus(d.id));
+      });
+  }
+}
+
 function datasetCard(d) {
   const ledger = state.ledgers.get(d.id);
   const features = nFeatures(d), samples = nSamples(d);
@@ -80,7 +120,7 @@ function datasetCard(d) {
     el("p", { class: "muted small", text: facts.join(" · ") }),
   );
   if (!d.budget) {
-    card.append(el("p", { text: "Public dataset: no privacy budget." }));
+    card.append(el("p", { text: "Public dataset: no privacy budget." }), logStatus(d.id));
     return card;
   }
   const b = d.budget;
@@ -94,6 +134,7 @@ function datasetCard(d) {
     const colours = algorithmColours(ledger.entries.map((e) => e.algorithm ?? "other"));
     card.append(burnDown(d, ledger, colours), legend(ledger, colours));
   }
+  card.append(logStatus(d.id));
   return card;
 }
 
@@ -215,6 +256,7 @@ async function refreshAll() {
   renderDatasets();
   renderJobs();
   showStudies();
+  checkLogs();
 }
 
 const statusChanged = (before, after) => {
@@ -270,7 +312,7 @@ async function start() {
 function forget() {
   api.session.forget();
   clearTimeout(state.timer);
-  Object.assign(state, { datasets: [], ledgers: new Map(), jobs: [], studies: [], selected: null });
+  Object.assign(state, { datasets: [], ledgers: new Map(), logs: new Map(), jobs: [], studies: [], selected: null });
   $("datasets").replaceChildren();
   $("jobs").replaceChildren();
   $("studies").replaceChildren();

@@ -6,14 +6,20 @@
 // It also runs a 3-site `federated_power` study with real `privpca site` processes and leaves a
 // second study enrolling, and checks the studies table and the study's result.
 //
+// The transparency log: each dataset card says whether the dataset's signed log extends the
+// checkpoint this browser saved (localStorage) last: a first visit saves it, a later one
+// verifies the consistency proof, and a forged saved checkpoint, another dataset's, a wrong
+// proof or the service's 409 ledger-log-tampered show the red warning.
+//
 // Env: BASE (http://127.0.0.1:port), ADMIN (admin key), BIN (the privpca binary, for the
 // sites), SHOT_DIR (where the screenshot goes), CHROMIUM (default /usr/bin/chromium).
 
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
 
 const BASE = process.env.BASE ?? assert.fail("BASE is not set");
@@ -22,6 +28,7 @@ const SHOT_DIR = process.env.SHOT_DIR ?? mkdtempSync(join(tmpdir(), "privpca-sho
 const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
 const BIN = process.env.BIN ?? assert.fail("BIN is not set");
 const D = 6;
+const FIXTURES = join(dirname(fileURLToPath(import.meta.url)), "..", "fixtures", "transparency");
 
 async function api(method, path, key, body, contentType = "application/json") {
   const response = await fetch(BASE + path, {
@@ -195,6 +202,17 @@ async function main() {
     assert.equal(await page.evaluate(() => sessionStorage.getItem("privpca.apiKey")), key);
     assert.deepEqual(await context.cookies(), [], "no cookies");
 
+    // The transparency log, first visit: the dataset's signed checkpoint verified and saved.
+    const saved = `privpca.checkpoint.datasets/${dataset.id}`;
+    const logStatus = card.locator('[data-testid="log-status"]');
+    await card.locator('[data-testid="log-status"][data-state="first"]').waitFor();
+    const head = (await api("GET", `/v1/datasets/${dataset.id}/ledger/checkpoint`, key)).checkpoint;
+    const headSize = Number(head.split("\n")[1]);
+    assert.equal(headSize, ledger.entries.length + 1, "the budget, then each charge");
+    assert.equal(await logStatus.textContent(), `First visit: checkpoint saved (size ${headSize}); later visits check that the log only grew.`);
+    assert.equal(await page.evaluate((k) => localStorage.getItem(k), saved), head);
+    const firstNote = head;
+
     // The remaining budget shown is the API's, as ρ and as ε at the dataset's δ.
     const shownRho = Number(await card.locator('[data-testid="remaining-rho"]').textContent());
     const shownEps = Number(await card.locator('[data-testid="remaining-epsilon"]').textContent());
@@ -320,6 +338,22 @@ async function main() {
       [dataset.id, after.rho],
       { timeout: 10000 },
     );
+    // The log grew by B's charge and C's charge and refund; the page checked that it extends
+    // the checkpoint it saved, and saved the new one.
+    const grown = (await api("GET", `/v1/datasets/${dataset.id}/ledger/checkpoint`, key)).checkpoint;
+    const grownSize = Number(grown.split("\n")[1]);
+    assert.equal(grownSize, headSize + 3);
+    await page.waitForFunction(
+      ([id, n]) => {
+        const shown = document.querySelector(`[data-dataset-id="${id}"] [data-testid="log-status"][data-state="verified"]`);
+        return shown && shown.textContent.includes(`→ ${n})`);
+      },
+      [dataset.id, grownSize],
+      { timeout: 20000 },
+    );
+    assert.match(await logStatus.textContent(), /^Log verified: extends the checkpoint this browser saw last \(size \d+ → \d+\)\.$/);
+    assert.equal(await page.evaluate((k) => localStorage.getItem(k), saved), grown);
+
     const withdrawnRow = page.locator(`tr[data-job-id="${withdrawn.id}"]`);
     assert.equal(await withdrawnRow.getAttribute("data-status"), "cancelled");
     assert.match(await withdrawnRow.textContent(), /refunded/);
@@ -336,6 +370,98 @@ async function main() {
     assert.equal(kept.rows.length, kept.max);
     assert.ok(Array.from({ length: 100 }, (_, i) => 3 * i).every((r) => kept.rows.includes(r)), "every strong row is kept");
     assert.ok(kept.rows.every((r, i) => i === 0 || r > kept.rows[i - 1]));
+
+    // The log checks in this browser's WebCrypto against the committed fixtures of
+    // src/transparency (also checked by scripts/receipt_verifier.py): the consistency proof
+    // from size 3 to 7 verifies; one changed byte in it, or in a signature, is refused.
+    const fixtures = {
+      key: readFileSync(join(FIXTURES, "verifier_key.txt"), "utf8").trim(),
+      old: readFileSync(join(FIXTURES, "checkpoint_3.txt"), "utf8"),
+      new: readFileSync(join(FIXTURES, "checkpoint_7.txt"), "utf8"),
+      proof: JSON.parse(readFileSync(join(FIXTURES, "consistency_3_7.json"), "utf8")).proof,
+    };
+    const verdicts = await page.evaluate(async (f) => {
+      const log = await import("/ui/api.js");
+      const vkey = await log.verifierKey(f.key);
+      const verdict = async (run) => { try { await run(); return "ok"; } catch (e) { return e instanceof log.LogError ? "refused" : `error ${e}`; } };
+      const flip = (b64, at) => {
+        const b = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+        b[at % b.length] ^= 1;
+        return btoa(String.fromCharCode(...b));
+      };
+      const [a, b] = [await log.openCheckpoint(f.old, vkey), await log.openCheckpoint(f.new, vkey)];
+      const out = { valid: await verdict(() => log.verifyConsistency(a, b, f.proof)), reversed: await verdict(() => log.verifyConsistency(b, a, f.proof)) };
+      out.changed = await Promise.all(f.proof.map((_, i) => verdict(() => log.verifyConsistency(a, b, f.proof.map((h, j) => (i === j ? flip(h, 7) : h))))));
+      const [text, line] = [f.new.slice(0, f.new.lastIndexOf("\n\n")), f.new.slice(f.new.lastIndexOf("\n\n") + 2)];
+      const [dash, name, sig] = line.trim().split(" ");
+      out.signature = await verdict(() => log.openCheckpoint(`${text}\n\n${dash} ${name} ${flip(sig, 20)}\n`, vkey));
+      out.text = await verdict(() => log.openCheckpoint(f.new.replace("\n7\n", "\n8\n"), vkey));
+      return out;
+    }, fixtures);
+    assert.deepEqual(verdicts, { valid: "ok", reversed: "refused", changed: fixtures.proof.map(() => "refused"), signature: "refused", text: "refused" });
+
+    // A saved checkpoint from before the last jobs: the page asks for the consistency proof
+    // from it and verifies it.
+    const reloadWith = async (note) => {
+      await page.evaluate(([k, v]) => localStorage.setItem(k, v), [saved, note]);
+      await page.reload();
+      await card.waitFor();
+      await card.locator('[data-testid="log-status"]:not([data-state="checking"])').waitFor();
+      return { state: await logStatus.getAttribute("data-state"), text: await logStatus.textContent() };
+    };
+    assert.deepEqual(await reloadWith(firstNote), {
+      state: "verified", text: `Log verified: extends the checkpoint this browser saw last (size ${headSize} → ${grownSize}).`,
+    });
+    assert.equal(await page.evaluate((k) => localStorage.getItem(k), saved), grown);
+
+    // Forged saved checkpoints: its root edited (the signature no longer verifies), or another
+    // dataset's checkpoint. Red, and the saved one is left as it was.
+    const lines = grown.split("\n");
+    lines[2] = Buffer.alloc(32, 7).toString("base64");
+    const forged = lines.join("\n");
+    let verdict = await reloadWith(forged);
+    assert.equal(verdict.state, "rewritten");
+    assert.match(verdict.text, /^Log rewritten or tampered: the checkpoint this browser saved does not verify with the service's key/);
+    assert.ok(await card.locator(".log-status.bad").isVisible());
+    assert.equal(await page.evaluate((k) => localStorage.getItem(k), saved), forged, "nothing saved over it");
+    const other = (await api("GET", `/v1/datasets/${big.id}/ledger/checkpoint`, key)).checkpoint;
+    verdict = await reloadWith(other);
+    assert.equal(verdict.state, "rewritten");
+    assert.match(verdict.text, /origin changed/);
+
+    // A consistency proof that does not join the saved checkpoint to the new one (the page's
+    // requests answered here instead of by the service), and the service's own 409.
+    const proofPath = `**/v1/datasets/${dataset.id}/ledger/consistency*`;
+    await page.route(proofPath, async (route) => {
+      const real = await (await route.fetch()).json();
+      real.proof[0] = Buffer.alloc(32, 1).toString("base64");
+      await route.fulfill({ status: 200, contentType: "application/json", body: JSON.stringify(real) });
+    });
+    verdict = await reloadWith(firstNote);
+    assert.equal(verdict.state, "rewritten");
+    assert.match(verdict.text, /consistency proof does not lead/);
+    assert.equal(await page.evaluate((k) => localStorage.getItem(k), saved), firstNote);
+    await page.unroute(proofPath);
+    const checkpointPath = `**/v1/datasets/${dataset.id}/ledger/checkpoint`;
+    await page.route(checkpointPath, (route) => route.fulfill({
+      status: 409,
+      contentType: "application/problem+json",
+      body: JSON.stringify({
+        type: "urn:privpca:problem:ledger-log-tampered", title: "Ledger log tampered", status: 409,
+        detail: "the ledger and its log differ", log: `datasets/${dataset.id}`,
+      }),
+    }));
+    const before409 = problems.length;
+    verdict = await reloadWith(grown);
+    assert.equal(verdict.state, "rewritten");
+    assert.match(verdict.text, /reports this dataset's log as tampered/);
+    await page.unroute(checkpointPath);
+    // The refused checkpoint request is logged by the browser as a failed load; that one only.
+    const logged = problems.splice(before409);
+    assert.ok(logged.every((p) => /status of 409/.test(p)), logged.join("\n"));
+    await page.screenshot({ path: join(SHOT_DIR, "log-warning.png"), fullPage: true });
+    verdict = await reloadWith(grown);
+    assert.equal(verdict.state, "verified");
 
     // The key survives a reload of the tab, and "Forget key" removes it.
     await page.reload();
