@@ -24,6 +24,7 @@ use super::error::{AppError, ErrorKind};
 use crate::state::AppState;
 use crate::store::JobRecord;
 use crate::store::ledger_log::{VerifiedLog, dataset_log};
+use crate::store::study_log::{self, study_log};
 use crate::transparency::merkle;
 use crate::transparency::{Checkpoint, ConsistencyProof, Receipt};
 
@@ -67,32 +68,55 @@ impl LogCache {
     }
 }
 
-/// The checked log of the tenant's dataset; not found when there is no such dataset. A log
-/// that fails its check is dropped from the cache too.
-async fn verified(state: &AppState, tenant: Uuid, dataset: Uuid) -> Result<VerifiedLog, AppError> {
-    let checked = state.store.dataset_log(tenant, dataset).await;
-    if checked.is_err() {
-        state.log_cache.forget(&dataset_log(dataset));
-    }
-    AppError::found(checked?, "dataset", dataset)
+/// Whose log: a dataset's or a study's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogOf {
+    Dataset(Uuid),
+    Study(Uuid),
 }
 
-/// The dataset's log checked now and signed, kept for later receipts.
-async fn check_and_sign(state: &AppState, tenant: Uuid, dataset: Uuid) -> Result<Arc<SignedTree>, AppError> {
-    let log = verified(state, tenant, dataset).await?;
-    let checkpoint = sign(state, dataset, &log)?;
+impl LogOf {
+    /// The log's name in the store, which its origin ends with.
+    fn name(self) -> String {
+        match self {
+            LogOf::Dataset(dataset) => dataset_log(dataset),
+            LogOf::Study(study) => study_log(study),
+        }
+    }
+}
+
+/// The checked log; not found when the tenant has no such dataset or study. A log that fails
+/// its check is dropped from the cache too.
+async fn verified(state: &AppState, tenant: Uuid, of: LogOf) -> Result<VerifiedLog, AppError> {
+    let checked = match of {
+        LogOf::Dataset(dataset) => state.store.dataset_log(tenant, dataset).await,
+        LogOf::Study(study) => state.store.study_log(tenant, study).await,
+    };
+    if checked.is_err() {
+        state.log_cache.forget(&of.name());
+    }
+    match of {
+        LogOf::Dataset(dataset) => AppError::found(checked?, "dataset", dataset),
+        LogOf::Study(study) => AppError::found(checked?, "study", study),
+    }
+}
+
+/// The log checked now and signed, kept for later receipts.
+async fn check_and_sign(state: &AppState, tenant: Uuid, of: LogOf) -> Result<Arc<SignedTree>, AppError> {
+    let log = verified(state, tenant, of).await?;
+    let checkpoint = sign(state, of, &log)?;
     let tree = Arc::new(SignedTree {
         log,
         checkpoint,
         at: Instant::now(),
     });
-    state.log_cache.keep(dataset_log(dataset), tree.clone());
+    state.log_cache.keep(of.name(), tree.clone());
     Ok(tree)
 }
 
-/// The signed checkpoint (C2SP signed note) of `dataset`'s log as it is now.
-fn sign(state: &AppState, dataset: Uuid, log: &VerifiedLog) -> Result<String, AppError> {
-    let origin = state.ledger_key.log_origin(&dataset_log(dataset));
+/// The signed checkpoint (C2SP signed note) of the log as it is now.
+fn sign(state: &AppState, of: LogOf, log: &VerifiedLog) -> Result<String, AppError> {
+    let origin = state.ledger_key.log_origin(&of.name());
     let checkpoint = Checkpoint::new(&origin, log.hashes.len() as u64, merkle::root(&log.hashes))
         .map_err(AppError::internal)?;
     checkpoint
@@ -100,9 +124,9 @@ fn sign(state: &AppState, dataset: Uuid, log: &VerifiedLog) -> Result<String, Ap
         .map_err(AppError::internal)
 }
 
-/// The current signed checkpoint of the tenant's dataset's log.
-pub async fn checkpoint(state: &AppState, tenant: Uuid, dataset: Uuid) -> Result<String, AppError> {
-    Ok(check_and_sign(state, tenant, dataset).await?.checkpoint.clone())
+/// The current signed checkpoint of the tenant's dataset's or study's log.
+pub async fn checkpoint(state: &AppState, tenant: Uuid, of: LogOf) -> Result<String, AppError> {
+    Ok(check_and_sign(state, tenant, of).await?.checkpoint.clone())
 }
 
 /// The consistency proof from the log's tree of size `from` to its tree of size `to`
@@ -110,11 +134,11 @@ pub async fn checkpoint(state: &AppState, tenant: Uuid, dataset: Uuid) -> Result
 pub async fn consistency(
     state: &AppState,
     tenant: Uuid,
-    dataset: Uuid,
+    of: LogOf,
     from: u64,
     to: u64,
 ) -> Result<ConsistencyProof, AppError> {
-    let tree = check_and_sign(state, tenant, dataset).await?;
+    let tree = check_and_sign(state, tenant, of).await?;
     let log = &tree.log;
     let size = log.hashes.len() as u64;
     if from > to {
@@ -135,19 +159,23 @@ pub async fn consistency(
     Ok(ConsistencyProof::new(&proof))
 }
 
-/// The receipt of `job`'s charge: its leaf, index and audit path in a recently checked tree
-/// of the dataset's log that holds it, with that tree's signed checkpoint (module
-/// documentation). `None` when the log holds no charge of this job.
-pub async fn job_receipt(state: &AppState, job: &JobRecord) -> Result<Option<Receipt>, AppError> {
+/// The receipt of the leaf that `find` picks in a recently checked tree of the log that holds
+/// it, with that tree's signed checkpoint (module documentation); `None` when no leaf fits.
+async fn receipt(
+    state: &AppState,
+    tenant: Uuid,
+    of: LogOf,
+    find: impl Fn(&VerifiedLog) -> Option<u64>,
+) -> Result<Option<Receipt>, AppError> {
     let cached = state
         .log_cache
-        .fresh(&dataset_log(job.dataset_id))
-        .filter(|t| t.log.charge_of(job.id).is_some());
+        .fresh(&of.name())
+        .filter(|t| find(&t.log).is_some());
     let tree = match cached {
         Some(tree) => tree,
-        None => check_and_sign(state, job.tenant_id, job.dataset_id).await?,
+        None => check_and_sign(state, tenant, of).await?,
     };
-    let Some(index) = tree.log.charge_of(job.id) else {
+    let Some(index) = find(&tree.log) else {
         return Ok(None);
     };
     let proof = merkle::inclusion_proof(index, &tree.log.hashes).map_err(AppError::internal)?;
@@ -157,4 +185,16 @@ pub async fn job_receipt(state: &AppState, job: &JobRecord) -> Result<Option<Rec
         &proof,
         &tree.checkpoint,
     )))
+}
+
+/// The receipt of `job`'s charge in its dataset's log; `None` when the log holds no charge of
+/// this job.
+pub async fn job_receipt(state: &AppState, job: &JobRecord) -> Result<Option<Receipt>, AppError> {
+    let of = LogOf::Dataset(job.dataset_id);
+    receipt(state, job.tenant_id, of, |log| log.charge_of(job.id)).await
+}
+
+/// The receipt of a study's charge in its log; `None` before its roster is charged.
+pub async fn study_receipt(state: &AppState, tenant: Uuid, study: Uuid) -> Result<Option<Receipt>, AppError> {
+    receipt(state, tenant, LogOf::Study(study), study_log::charge_index).await
 }

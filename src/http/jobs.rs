@@ -297,6 +297,9 @@ pub struct JobResultView {
     #[schema(value_type = Option<Object>)]
     pub released: Option<serde_json::Value>,
     pub cost: PrivacyAmount,
+    /// The receipt of the job's charge in its dataset's transparency log (as on the job's view).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub receipt: Option<ReceiptView>,
 }
 
 /// The header of a `.npy` file holding a rows×cols f64 little-endian array in C order.
@@ -372,6 +375,7 @@ pub async fn result(
     if npy {
         return Ok(npy_response(result.d, result.k, &result.basis));
     }
+    let receipt = crate::app::ledger_log::job_receipt(&state, &job).await?;
     let view = job_view(
         &state,
         &Job {
@@ -387,6 +391,7 @@ pub async fn result(
         eigenvalues: result.eigenvalues,
         released: result.released,
         cost: view.cost,
+        receipt: receipt.map(ReceiptView::from),
     })
     .into_response())
 }

@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use super::auth::TenantAuth;
 use super::error::{ApiError, Json, Path, ProblemDocument, ProblemKind};
-use crate::app::ledger_log as use_case;
+use crate::app::ledger_log::{self as use_case, LogOf};
 use crate::state::AppState;
 use crate::transparency::Receipt;
 
@@ -51,7 +51,23 @@ pub async fn checkpoint(
     auth: TenantAuth,
     Path(id): Path<Uuid>,
 ) -> Result<Json<CheckpointView>, ApiError> {
-    let checkpoint = use_case::checkpoint(&state, auth.tenant_id, id).await?;
+    let checkpoint = use_case::checkpoint(&state, auth.tenant_id, LogOf::Dataset(id)).await?;
+    Ok(Json(CheckpointView { checkpoint }))
+}
+
+/// The current signed checkpoint of the study's transparency log (its budget, then the charge
+/// of its roster). 409 when the log does not match the study's record.
+#[utoipa::path(get, operation_id = "get_study_ledger_checkpoint", path = "/v1/studies/{id}/ledger/checkpoint",
+    tag = "studies", security(("api_key" = [])),
+    params(("id" = Uuid, Path, description = "study id")),
+    responses((status = 200, body = CheckpointView), (status = 404, body = ProblemDocument),
+        (status = 409, body = ProblemDocument)))]
+pub async fn study_checkpoint(
+    State(state): State<AppState>,
+    auth: TenantAuth,
+    Path(id): Path<Uuid>,
+) -> Result<Json<CheckpointView>, ApiError> {
+    let checkpoint = use_case::checkpoint(&state, auth.tenant_id, LogOf::Study(id)).await?;
     Ok(Json(CheckpointView { checkpoint }))
 }
 
@@ -84,6 +100,34 @@ pub async fn consistency(
     Path(id): Path<Uuid>,
     query: Result<axum::extract::Query<ConsistencyQuery>, QueryRejection>,
 ) -> Result<Json<ConsistencyView>, ApiError> {
+    let sizes = sizes(query)?;
+    let of = LogOf::Dataset(id);
+    let proof = use_case::consistency(&state, auth.tenant_id, of, sizes.from, sizes.to).await?;
+    Ok(Json(ConsistencyView { proof: proof.proof }))
+}
+
+/// The proof that the study's log at size `to` extends its log at size `from`.
+#[utoipa::path(get, operation_id = "get_study_ledger_consistency", path = "/v1/studies/{id}/ledger/consistency",
+    tag = "studies", security(("api_key" = [])),
+    params(("id" = Uuid, Path, description = "study id"), ConsistencyQuery),
+    responses((status = 200, body = ConsistencyView), (status = 400, body = ProblemDocument),
+        (status = 404, body = ProblemDocument), (status = 409, body = ProblemDocument)))]
+pub async fn study_consistency(
+    State(state): State<AppState>,
+    auth: TenantAuth,
+    Path(id): Path<Uuid>,
+    query: Result<axum::extract::Query<ConsistencyQuery>, QueryRejection>,
+) -> Result<Json<ConsistencyView>, ApiError> {
+    let sizes = sizes(query)?;
+    let of = LogOf::Study(id);
+    let proof = use_case::consistency(&state, auth.tenant_id, of, sizes.from, sizes.to).await?;
+    Ok(Json(ConsistencyView { proof: proof.proof }))
+}
+
+/// The two sizes of a consistency request, or a 400 that says what they must be.
+fn sizes(
+    query: Result<axum::extract::Query<ConsistencyQuery>, QueryRejection>,
+) -> Result<ConsistencyQuery, ApiError> {
     let axum::extract::Query(sizes) = query.map_err(|rejection| {
         ApiError::new(
             ProblemKind::Malformed,
@@ -93,8 +137,7 @@ pub async fn consistency(
             ),
         )
     })?;
-    let proof = use_case::consistency(&state, auth.tenant_id, id, sizes.from, sizes.to).await?;
-    Ok(Json(ConsistencyView { proof: proof.proof }))
+    Ok(sizes)
 }
 
 /// The evidence that a job's charge is in its dataset's transparency log, checkable offline

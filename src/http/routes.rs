@@ -56,6 +56,8 @@ fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(datasets::ledger))
         .routes(routes!(ledger_log::checkpoint))
         .routes(routes!(ledger_log::consistency))
+        .routes(routes!(ledger_log::study_checkpoint))
+        .routes(routes!(ledger_log::study_consistency))
         .routes(routes!(ledger_log::ledger_key))
         .routes(routes!(jobs::submit, jobs::list))
         .routes(routes!(jobs::get, jobs::cancel))

@@ -385,6 +385,10 @@ pub struct StudyResultView {
     /// Σ_s X_sᵀX_s, and whether a dropout made it fall back (`fallback`, `note`).
     #[schema(value_type = Option<Object>)]
     pub noise: Option<serde_json::Value>,
+    /// The receipt of the charge of the study's roster in the study's transparency log,
+    /// checkable offline with `GET /v1/ledger-key`'s key.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub receipt: Option<super::ledger_log::ReceiptView>,
 }
 
 /// The basis of a succeeded study: JSON by default, `.npy` with `Accept: application/x-npy`.
@@ -404,7 +408,12 @@ pub async fn result(
         let result = &outcome.result;
         return Ok(npy_response(result.d, result.k, &result.basis));
     }
-    Ok(Json(result_view(outcome)).into_response())
+    let receipt = crate::app::ledger_log::study_receipt(&state, auth.tenant_id, id).await?;
+    Ok(Json(StudyResultView {
+        receipt: receipt.map(super::ledger_log::ReceiptView::from),
+        ..result_view(outcome)
+    })
+    .into_response())
 }
 
 /// The names of the sites whose indices `indices` lists (`site <i>` for an unknown index).
@@ -461,5 +470,6 @@ fn result_view(outcome: StudyOutcome) -> StudyResultView {
         noise: StudyAlgorithm::from_name(&study.algorithm)
             .is_some_and(StudyAlgorithm::reports_noise)
             .then(|| report.clone()),
+        receipt: None,
     }
 }

@@ -61,7 +61,7 @@ impl VerifiedLog {
 }
 
 /// Units and reals of one amount, as an event states them.
-fn amounts(spending: Spending) -> Amounts {
+pub(super) fn amounts(spending: Spending) -> Amounts {
     Amounts {
         rho_units: Units(spending.rho_units.0),
         other_rho_units: Some(Units(spending.other_rho_units.0)),
@@ -86,11 +86,16 @@ fn bounds(dataset: &DatasetRecord) -> PublicBounds {
 
 /// The (ε, δ) a job's charge achieves at the δ its privacy states, when it states one.
 fn achieved(job: &JobRecord) -> Option<EpsilonDelta> {
-    let delta = job.privacy.get("delta")?.as_f64()?;
+    achieved_at(&job.privacy, job.cost)
+}
+
+/// The (ε, δ) that `charged` achieves at the δ `privacy` states, when it states one.
+pub(super) fn achieved_at(privacy: &serde_json::Value, charged: Spending) -> Option<EpsilonDelta> {
+    let delta = privacy.get("delta")?.as_f64()?;
     let cost = crate::privacy::Cost {
-        rho: job.cost.rho_units.to_real(),
-        delta: job.cost.delta_units.to_real(),
-        other_rho: job.cost.other_rho_units.to_real(),
+        rho: charged.rho_units.to_real(),
+        delta: charged.delta_units.to_real(),
+        other_rho: charged.other_rho_units.to_real(),
     };
     let a = crate::privacy::target::achieved(&cost, delta);
     (a.epsilon.is_finite() && a.delta.is_finite()).then_some(EpsilonDelta {
@@ -225,14 +230,14 @@ pub(crate) async fn append(
 }
 
 /// A stored leaf as read back.
-struct StoredLeaf {
+pub(super) struct StoredLeaf {
     idx: i64,
     leaf: String,
     leaf_hash: String,
 }
 
 /// The leaves of `log` in index order.
-async fn load_leaves(conn: &mut AnyConnection, log: &str) -> Result<Vec<StoredLeaf>, StoreError> {
+pub(super) async fn load_leaves(conn: &mut AnyConnection, log: &str) -> Result<Vec<StoredLeaf>, StoreError> {
     let found = sqlx::query("SELECT idx, leaf, leaf_hash FROM ledger_leaves WHERE log = $1 ORDER BY idx")
         .bind(log)
         .fetch_all(&mut *conn)
@@ -249,10 +254,12 @@ async fn load_leaves(conn: &mut AnyConnection, log: &str) -> Result<Vec<StoredLe
         .collect()
 }
 
-/// Checks the stored leaves of `dataset`'s log on their own: indices 0, 1, …, each hash
-/// recomputed from its leaf, each leaf the canonical form of an event of this dataset.
-fn check_leaves(dataset: Uuid, stored: Vec<StoredLeaf>) -> Result<VerifiedLog, String> {
-    let subject = dataset.to_string();
+/// Checks the stored leaves of a log on their own: indices 0, 1, …, each hash recomputed from
+/// its leaf, each leaf the canonical form of an event that `belongs` to the log.
+pub(super) fn check_leaves(
+    belongs: impl Fn(&LedgerEvent) -> bool,
+    stored: Vec<StoredLeaf>,
+) -> Result<VerifiedLog, String> {
     let mut log = VerifiedLog {
         leaves: Vec::with_capacity(stored.len()),
         hashes: Vec::with_capacity(stored.len()),
@@ -268,7 +275,7 @@ fn check_leaves(dataset: Uuid, stored: Vec<StoredLeaf>) -> Result<VerifiedLog, S
         }
         let event = LedgerEvent::from_leaf(leaf.leaf.as_bytes())
             .map_err(|e| format!("leaf {expected} is not a ledger event: {e}"))?;
-        if event.dataset.as_deref() != Some(subject.as_str()) {
+        if !belongs(&event) {
             return Err(format!("leaf {expected} records another log's event"));
         }
         log.leaves.push(leaf.leaf.into_bytes());
@@ -485,7 +492,9 @@ impl Store {
             log: log.clone(),
             reason,
         };
-        let verified = check_leaves(dataset, stored).map_err(tampered)?;
+        let subject = dataset.to_string();
+        let belongs = |e: &LedgerEvent| e.dataset.as_deref() == Some(subject.as_str());
+        let verified = check_leaves(belongs, stored).map_err(tampered)?;
         check_against_ledger(&verified, &ledger, &record).map_err(tampered)?;
         Ok(Some(verified))
     }

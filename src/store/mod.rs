@@ -41,6 +41,7 @@ mod models;
 mod queue;
 mod rows;
 mod studies;
+pub mod study_log;
 mod study_state;
 mod tenants;
 pub mod testing;
@@ -358,6 +359,7 @@ impl Store {
         tokio::fs::create_dir_all(store.uploads_dir()).await?;
         store.migrate().await?;
         store.open_missing_logs().await?;
+        store.open_missing_study_logs().await?;
         Ok(store)
     }
 

@@ -247,13 +247,19 @@ fn site_row(row: &AnyRow) -> Result<StudySiteRecord, StoreError> {
     })
 }
 
-async fn sites_of(conn: &mut AnyConnection, study: Uuid) -> Result<Vec<StudySiteRecord>, StoreError> {
+pub(super) async fn sites_of(
+    conn: &mut AnyConnection,
+    study: Uuid,
+) -> Result<Vec<StudySiteRecord>, StoreError> {
     let sql = format!("SELECT {SITE_COLUMNS} FROM study_sites WHERE study_id = $1 ORDER BY idx");
     let rows = sqlx::query(&sql).bind(id(study)).fetch_all(conn).await?;
     rows.iter().map(site_row).collect()
 }
 
-async fn study_by_id(conn: &mut AnyConnection, study: Uuid) -> Result<Option<StudyRecord>, StoreError> {
+pub(super) async fn study_by_id(
+    conn: &mut AnyConnection,
+    study: Uuid,
+) -> Result<Option<StudyRecord>, StoreError> {
     let sql = format!("SELECT {STUDY_COLUMNS} FROM studies WHERE id = $1");
     let row = sqlx::query(&sql).bind(id(study)).fetch_optional(conn).await?;
     row.as_ref().map(study_row).transpose()
@@ -320,6 +326,7 @@ impl Store {
             .await?;
             tokens.push(token);
         }
+        super::study_log::append_study_budget(&mut tx, study).await?;
         let record = study_by_id(&mut tx, study)
             .await?
             .ok_or_else(|| StoreError::Corrupt("the new study vanished".into()))?;
@@ -638,8 +645,9 @@ pub(super) async fn charge_in(
     roster: &[u32],
 ) -> Result<(), StoreError> {
     let at = ts(now());
+    let mut charged = Vec::with_capacity(roster.len());
     for &site in roster {
-        sqlx::query(
+        let done = sqlx::query(
             "UPDATE study_sites SET status = 'contributing', charged_at = $1, \
                  charged_rho_units = (SELECT cost_rho_units FROM studies WHERE id = $2), \
                  charged_delta_units = (SELECT cost_delta_units FROM studies WHERE id = $2) \
@@ -650,6 +658,13 @@ pub(super) async fn charge_in(
         .bind(i64::from(site))
         .execute(&mut *conn)
         .await?;
+        if done.rows_affected() == 1 {
+            charged.push(site);
+        }
+    }
+    // The charge's leaf in the same transaction (a repeated charge charges nobody and logs nothing).
+    if !charged.is_empty() {
+        super::study_log::append_study_charge(conn, study, charged).await?;
     }
     Ok(())
 }

@@ -185,6 +185,9 @@ pub struct LedgerEvent {
     /// The site's index in the study's roster, for a study's per-site entries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub site: Option<u32>,
+    /// The sites a study's charge charged, each the event's amount (their indices, ascending).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub roster: Option<Vec<u32>>,
     /// The job charged or refunded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job: Option<String>,
@@ -231,6 +234,7 @@ impl LedgerEvent {
             dataset: None,
             study: None,
             site: None,
+            roster: None,
             job: None,
             algorithm: None,
             service,
@@ -267,6 +271,9 @@ impl LedgerEvent {
         let unexpected = |field| Err(EventError::Unexpected { kind, field });
         if self.site.is_some() && self.study.is_none() {
             return unexpected("site outside a study's log");
+        }
+        if self.roster.is_some() && !(self.kind == EventKind::Charge && self.study.is_some()) {
+            return unexpected("roster outside a study's charge");
         }
         match self.kind {
             EventKind::BudgetSet | EventKind::Charge | EventKind::Refund if self.amount.is_none() => {

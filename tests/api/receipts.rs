@@ -94,6 +94,28 @@ async fn a_jobs_receipt_verifies_here_and_with_the_independent_verifier() {
         &serde_json::to_string(&forged).unwrap(),
     );
     assert!(!python_verifier(&["receipt", "--key", &vkey, &file]).0);
+    // One changed byte in a proof hash, or in the signature, fails both too.
+    for forged in [flip_proof(&receipt), flip_signature(&receipt)] {
+        assert!(forged.verify(&vkey).is_err());
+        let file = write(
+            tmp.path(),
+            "forged.json",
+            &serde_json::to_string(&forged).unwrap(),
+        );
+        assert!(!python_verifier(&["receipt", "--key", &vkey, &file]).0);
+    }
+    // The result carries the same receipt as the job's view.
+    let result = app
+        .get(
+            &format!("/v1/jobs/{}/result", first["id"].as_str().unwrap()),
+            &key,
+        )
+        .await
+        .json();
+    assert_eq!(
+        serde_json::from_value::<Receipt>(result["receipt"].clone()).unwrap(),
+        receipt
+    );
 
     // A second job; the log grew, and its new head extends the first.
     let second = app.succeeded(&key, gauss(&ds, 0.2)).await;
@@ -101,7 +123,11 @@ async fn a_jobs_receipt_verifies_here_and_with_the_independent_verifier() {
     let verifier = LogVerifier::from_verifier_key(&vkey).unwrap();
     let old = Checkpoint::open(&receipt.checkpoint, &verifier).unwrap();
     let new = Checkpoint::open(&later.checkpoint, &verifier).unwrap();
-    assert_eq!((old.size, new.size), (1, 2));
+    assert_eq!(
+        (old.size, new.size),
+        (2, 3),
+        "the budget, then one leaf per charge"
+    );
     let uri = format!(
         "/v1/datasets/{ds}/ledger/consistency?from={}&to={}",
         old.size, new.size
@@ -127,6 +153,32 @@ async fn a_jobs_receipt_verifies_here_and_with_the_independent_verifier() {
     );
 }
 
+/// The receipt with one bit changed in the first hash of its inclusion proof.
+fn flip_proof(receipt: &Receipt) -> Receipt {
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let mut proof = receipt.inclusion_proof.clone();
+    let mut hash = b64.decode(&proof[0]).unwrap();
+    hash[0] ^= 1;
+    proof[0] = b64.encode(&hash);
+    Receipt {
+        inclusion_proof: proof,
+        ..receipt.clone()
+    }
+}
+
+/// The receipt with one bit changed in its checkpoint's signature (past the 4-byte key ID).
+fn flip_signature(receipt: &Receipt) -> Receipt {
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let (body, line) = receipt.checkpoint.trim_end().rsplit_once('\n').unwrap();
+    let (prefix, sig) = line.rsplit_once(' ').unwrap();
+    let mut bytes = b64.decode(sig).unwrap();
+    bytes[10] ^= 1;
+    Receipt {
+        checkpoint: format!("{body}\n{prefix} {}\n", b64.encode(&bytes)),
+        ..receipt.clone()
+    }
+}
+
 #[tokio::test]
 async fn bad_sizes_for_a_consistency_proof_are_400() {
     let (app, key, ds) = TestApp::queued_with_records(json!({ "rho": 1.0 }), "1,0\n0,1\n").await;
@@ -135,7 +187,7 @@ async fn bad_sizes_for_a_consistency_proof_are_400() {
         .expect(StatusCode::ACCEPTED);
     for query in [
         "from=2&to=1",
-        "from=0&to=2",
+        "from=0&to=3",
         "from=x&to=1",
         "from=-1&to=1",
         "to=1",

@@ -343,6 +343,27 @@ async fn a_study_runs_end_to_end_and_reports_survivors() {
     // The planted direction is e_0.
     assert!(first[0].as_f64().unwrap().abs() > 0.95, "{first}");
     assert!(result["achieved_multiplier"].as_f64().unwrap() >= result["target_multiplier"].as_f64().unwrap());
+    // The result's receipt: the charge of the roster, leaf 1 of the study's log (after its budget).
+    let vkey = app.get("/v1/ledger-key", &key).await.json()["verifier_key"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let receipt: privpca::transparency::Receipt = serde_json::from_value(result["receipt"].clone()).unwrap();
+    let verified = receipt.verify(&vkey).expect("the study's receipt verifies");
+    assert_eq!(verified.leaf_index, 1);
+    let event = verified.event().unwrap();
+    assert_eq!(event.study.as_deref(), Some(id.as_str()));
+    assert_eq!(event.roster, Some(vec![1, 2, 3]));
+    let checkpoint = app
+        .get(&format!("/v1/studies/{id}/ledger/checkpoint"), &key)
+        .await
+        .json();
+    assert_eq!(checkpoint["checkpoint"], receipt.checkpoint);
+    let proof = app
+        .get(&format!("/v1/studies/{id}/ledger/consistency?from=1&to=2"), &key)
+        .await
+        .json();
+    assert_eq!(proof["proof"].as_array().map(Vec::len), Some(1));
     // A site token reads nothing on the tenant's side, and a tenant key is not a site token.
     app.get(&format!("/v1/studies/{id}"), &tokens[0])
         .await
