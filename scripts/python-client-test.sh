@@ -62,7 +62,8 @@ start main PRIVPCA_JOB_RATE_PER_MINUTE=0 PRIVPCA_UPLOAD_RATE_PER_MINUTE=0
 main_url=$url
 start limited PRIVPCA_JOB_RATE_PER_MINUTE=30 PRIVPCA_JOB_BURST=1 PRIVPCA_UPLOAD_RATE_PER_MINUTE=0
 limited_url=$url
-export PRIVPCA_BASE_URL=$main_url PRIVPCA_LIMITED_BASE_URL=$limited_url PRIVPCA_ADMIN_KEY=$admin
+# PRIVPCA_BIN: for the tests that run a study's sites (`privpca site`).
+export PRIVPCA_BASE_URL=$main_url PRIVPCA_LIMITED_BASE_URL=$limited_url PRIVPCA_ADMIN_KEY=$admin PRIVPCA_BIN=$bin
 
 echo "== python client: pytest"
 "$venv/bin/python" -m pytest -q -p no:cacheprovider clients/python/tests "$@"

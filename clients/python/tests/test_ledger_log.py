@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -166,3 +167,57 @@ def test_witness_study(client, tmp_path):
         assert client.witness_study(created.id, state).previous_size == seen.size
     finally:
         client.cancel_study(created.id)
+
+
+def test_a_finished_studys_result_receipt_and_its_log(client, make_rows, tmp_path, base_url, api_key):
+    """Two real `privpca site` processes run a study; its result's receipt verifies and a
+    witness follows the study's log from before the run to after it."""
+    binary = os.environ.get("PRIVPCA_BIN")
+    if not binary:
+        pytest.skip("PRIVPCA_BIN (the privpca binary, for `privpca site`) is not set: run scripts/python-client-test.sh")
+    created = client.create_study(
+        name="receipted",
+        algorithm="federated_power",
+        n_features=3,
+        sites=["north", "south"],
+        row_norm_bound=1.0,
+        rho=0.2,
+        params={"k": 1, "iterations": 5},
+        threshold=2,
+        join_timeout_seconds=120,
+        round_timeout_seconds=60,
+    )
+    state = tmp_path / "witness.json"
+    try:
+        before = client.witness_study(created.id, state)
+    except privpca.NotFound as missing:
+        client.cancel_study(created.id)
+        if "route" in missing.detail:
+            pytest.skip("this service has no /v1/studies/{id}/ledger/ endpoints yet")
+        raise
+    sites = []
+    for i, (name, token) in enumerate(sorted(created.tokens.items())):
+        data = tmp_path / f"{name}.csv"
+        data.write_text("\n".join(",".join(f"{v:.6f}" for v in row) for row in make_rows(400, 3, 60 + i)) + "\n")
+        command = [binary, "site", "--server", base_url, "--token", token, "--budget-rho", "1",
+                   "--data", str(data), "--ledger", str(tmp_path / f"{name}-ledger.json")]
+        sites.append(subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+    for site in sites:
+        _, err = site.communicate(timeout=180)
+        assert site.returncode == 0, err[-2000:]
+    client.wait_study(created.id, timeout=120)
+
+    result = client.study_result(created.id)
+    if result.receipt is None:
+        pytest.skip("this service puts no receipt on GET /v1/studies/{id}/result yet")
+    key = client.ledger_key()
+    verified = result.receipt.verify(key)
+    assert verified.origin.endswith(f"/studies/{created.id}")
+    assert (verified.kind, verified.event.get("study")) == ("charge", created.id)
+    assert verified.event["amount"]["rho"] == pytest.approx(0.2)
+    forged = {**result.receipt.to_json(), "leaf": flip(result.receipt.to_json()["leaf"], 10)}
+    with pytest.raises(privpca.ReceiptError):
+        privpca.Receipt.from_json(forged).verify(key)
+
+    after = client.witness_study(created.id, state)
+    assert after.previous_size == before.size and after.size >= verified.size > before.size
