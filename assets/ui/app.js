@@ -93,18 +93,28 @@ function logStatus(id) {
   });
 }
 
+// What a dataset's log should hold, as far as this page knows: it is checked again only when
+// that changed (a charge, a refund, a deletion) or the last check gave no verdict, so that a
+// refresh does not ask for every dataset's checkpoint. A reload checks every log.
+const logVersion = (d) => `${d.status}:${state.ledgers.get(d.id)?.entries?.length ?? "-"}`;
+
 // Witnesses each dataset's log (one check at a time per dataset) and updates its card.
 function checkLogs() {
   for (const d of state.datasets) {
-    if (state.checking.has(d.id)) continue;
+    const version = logVersion(d);
+    const last = state.logs.get(d.id);
+    if (state.checking.has(d.id) || (last && last.version === version && last.state !== "unchecked")) continue;
     state.checking.add(d.id);
     api.witness(d.id)
-      .then((seen) => state.logs.set(d.id, seen))
-      .catch((e) => state.logs.set(d.id, { state: "unchecked", reason: e.message }))
+      .then((seen) => state.logs.set(d.id, { ...seen, version }))
+      .catch((e) => state.logs.set(d.id, { state: "unchecked", reason: e.message, version }))
       .finally(() => {
         state.checking.delete(d.id);
         const shown = document.querySelector(`[data-dataset-id="${CSS.escape(d.id)}"] [data-testid="log-status"]`);
         if (shown) shown.replaceWith(logStatus(d.id));
+        // The ledger moved on while this check ran: check again.
+        const now = state.datasets.find((x) => x.id === d.id);
+        if (now && logVersion(now) !== version) checkLogs();
       });
   }
 }
