@@ -104,6 +104,28 @@ echo "== gateway: the README walk-through through the gateway"
 BASE="$gw" ADMIN="$admin" scripts/walkthrough-check.sh > "$work/walkthrough.out" || { cat "$work/walkthrough.out"; fail "walk-through"; }
 grep -q '"status": "succeeded"' "$work/walkthrough.out" || fail "the walk-through's job did not succeed"
 
+echo "== gateway: the ledger tamper check (a charge edited in PostgreSQL, both replicas restarted)"
+# The child script restarts the replicas; their new process ids come back through pid files.
+echo "$pid_a" > "$work/pid-a"; echo "$pid_b" > "$work/pid-b"
+gw_work="$work"
+export bin db_url gw_work admin port_a port_b
+restart='for r in a b; do kill "$(cat "$gw_work/pid-$r")"; done
+for p in $port_a $port_b; do for _ in $(seq 1 100); do curl -s -o /dev/null "http://127.0.0.1:$p/readyz" || break; sleep 0.1; done; done
+port=$port_a; for r in a b; do
+  PRIVPCA_REPLICA_ID="privpca-$r" PRIVPCA_LOG_FORMAT=json PRIVPCA_JOB_LEASE_SECS=5 \
+    "$bin" serve --bind "127.0.0.1:$port" --database-url "$db_url" --data-dir "$gw_work/data" --admin-key "$admin" \
+    >> "$gw_work/replica-$r.log" 2>&1 &
+  echo $! > "$gw_work/pid-$r"; port=$port_b
+done
+for p in $port_a $port_b; do for _ in $(seq 1 200); do curl -sf "http://127.0.0.1:$p/readyz" > /dev/null && break; sleep 0.1; done; done'
+edit='"$psql_bin" "$db_url" -XAtq -v ON_ERROR_STOP=1 -c "ALTER TABLE ledger DISABLE TRIGGER ledger_no_update" -c'
+PRIVPCA="$bin" BASE="$gw" ADMIN="$admin" LEDGER_EDIT="$edit" RESTART="$restart" psql_bin="$psql_bin" \
+  scripts/ledger-tamper-check.sh > "$work/tamper.out" 2>&1 || { cat "$work/tamper.out"; fail "ledger tamper check"; }
+grep "ledger tamper check: ok" "$work/tamper.out"
+pid_a=$(cat "$work/pid-a"); pid_b=$(cat "$work/pid-b"); pids+=("$pid_a" "$pid_b")
+"$psql_bin" "$db_url" -XAtq -v ON_ERROR_STOP=1 -c "ALTER TABLE ledger ENABLE TRIGGER ledger_no_update" > /dev/null
+wait_ready "$gw"
+
 echo "== gateway: a 3-site study through the gateway, its coordinator killed mid-study"
 key=$(curl -sf -X POST "$gw/v1/tenants" -H "Authorization: Bearer $admin" -H 'Content-Type: application/json' \
   -d '{"name": "consortium"}' | jq -r .api_key)

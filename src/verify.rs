@@ -100,6 +100,8 @@ pub fn check_extension(
     verifier: &LogVerifier,
 ) -> anyhow::Result<String> {
     let saved = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    // A note ends with one newline; `jq -r .checkpoint > file` adds a second one.
+    let saved = format!("{}\n", saved.trim_end_matches('\n'));
     let old = Checkpoint::open(&saved, verifier).map_err(|e| anyhow::anyhow!("the saved checkpoint: {e}"))?;
     let base = format!("{}{}", server.trim_end_matches('/'), log_path(&old.origin)?);
     let current: serde_json::Value = fetch(&format!("{base}/checkpoint"), api_key)?;
