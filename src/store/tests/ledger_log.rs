@@ -231,3 +231,39 @@ async fn a_dataset_older_than_the_log_gets_its_history_written_once() {
     f.submit_ok(job(ds.id, 100, 0)).await;
     assert_eq!(log_of(&f, ds.id).await.leaves.len(), 5);
 }
+
+/// The leaf's share of a charge's latency (issue 39: under 1 ms): the time of appending a
+/// charge's leaf inside a write transaction, against a whole submission. Prints its figures;
+/// `cargo test --lib a_charge_s_leaf -- --ignored --nocapture` (docs/design/ledger.md, "Cost").
+#[tokio::test]
+#[ignore = "a measurement; run by hand"]
+async fn a_charge_s_leaf_costs_under_a_millisecond() {
+    use crate::store::LedgerEntryKind;
+    use std::time::Instant;
+    let (f, ds) = fixture_with(private_spec(1_000_000_000, 0)).await;
+    let rounds = 300;
+    let mut jobs = Vec::with_capacity(rounds);
+    let start = Instant::now();
+    for _ in 0..rounds {
+        jobs.push(f.submit_ok(job(ds.id, 100, 0)).await);
+    }
+    let submit = start.elapsed().as_secs_f64() * 1e3 / rounds as f64;
+    let mut leaf = Vec::with_capacity(rounds);
+    for record in &jobs {
+        let mut tx = f.store.write_tx().await.unwrap();
+        let t = Instant::now();
+        crate::store::ledger_log::append_job_leaf(&mut tx, LedgerEntryKind::Charge, record, None)
+            .await
+            .unwrap();
+        leaf.push(t.elapsed().as_secs_f64() * 1e3);
+        tx.rollback().await.unwrap();
+    }
+    leaf.sort_by(f64::total_cmp);
+    let (median, p95) = (leaf[rounds / 2], leaf[rounds * 95 / 100]);
+    println!(
+        "{:?}: submission {submit:.3} ms mean; the leaf {median:.3} ms median, {p95:.3} ms p95 (log of {} leaves)",
+        f.store.backend(),
+        rounds + 1
+    );
+    assert!(median < 1.0, "the leaf takes {median} ms");
+}
