@@ -1355,3 +1355,76 @@ async fn a_gossip_agent_killed_mid_study_continues_with_the_same_command() {
     gossip_succeeded_charged_once(&server, &key, &id, &ledgers).await;
     server.kill();
 }
+
+/// A site that kept a checkpoint of its study's log refuses to go on when the log the
+/// service shows it at the next phase does not extend it (issue 39: `privpca site` is a
+/// witness of its study's log). The kept checkpoint here is a fork: signed with the service's
+/// own key (as a service that rewrote the log would), same origin and size, another root. The
+/// other sites, which kept nothing, pin the key, keep the log's checkpoint and finish.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_site_refuses_a_study_log_that_does_not_extend_its_kept_checkpoint() {
+    use privpca::transparency::{Checkpoint, LogSigner};
+    let dir = tempfile::tempdir().unwrap();
+    let (server, key) = start_server(dir.path()).await;
+    let created = create_study(&server, &key, power_study(3, 2, 120)).await;
+    let id = created["id"].as_str().unwrap();
+    let url = format!("{}/v1/studies/{id}/ledger/checkpoint", server.base);
+    let (status, head) = get(&url, &key).await;
+    assert_eq!(status, 200, "{head}");
+    let signer_key = std::fs::read_to_string(dir.path().join("data/ledger-signing-key")).unwrap();
+    let signer = LogSigner::from_signer_key(signer_key.trim()).unwrap();
+    let real = Checkpoint::open(head["checkpoint"].as_str().unwrap(), &signer.verifier())
+        .unwrap_or_else(|e| panic!("the checkpoint: {e}"));
+    assert_eq!(real.size, 1, "the study's log holds its budget");
+    let fork = Checkpoint::new(&real.origin, 1, [7u8; 32])
+        .unwrap()
+        .sign(&signer)
+        .unwrap();
+    let ledgers: Vec<PathBuf> = (0..3)
+        .map(|i| dir.path().join(format!("witness-ledger-{i}.db")))
+        .collect();
+    let kept = format!("{}.study-{id}.checkpoint", ledgers[0].display());
+    let pinned = json!({"verifier_key": signer.verifier_key(), "checkpoint": fork});
+    std::fs::write(&kept, pinned.to_string()).unwrap();
+    let rows = planted_rows(600, 20, 5);
+    let shards = write_shards(dir.path(), "witness", &rows, 200);
+    let paths: Vec<PathBuf> = (0..3)
+        .map(|i| dir.path().join(format!("witness-site-{i}.log")))
+        .collect();
+    let mut children: Vec<Child> = (0..3)
+        .map(|i| {
+            let token = created["sites"][i]["token"].as_str().unwrap();
+            site(&server, token, &shards[i], &ledgers[i], 1.0, &paths[i], &[])
+        })
+        .collect();
+    let refused = wait_exit(&mut children[0], Duration::from_secs(120));
+    let log = std::fs::read_to_string(&paths[0]).unwrap();
+    assert_eq!(refused.and_then(|s| s.code()), Some(3), "{log}");
+    assert!(
+        log.contains("transparency log") && log.contains("does not extend"),
+        "{log}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&kept).unwrap(),
+        pinned.to_string(),
+        "the fork stays kept"
+    );
+    wait_all_ok(
+        &mut children[1..],
+        Duration::from_secs(300),
+        &paths[1..],
+        "the other sites",
+    );
+    for ledger in &ledgers[1..] {
+        let kept: Value = serde_json::from_str(
+            &std::fs::read_to_string(format!("{}.study-{id}.checkpoint", ledger.display())).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(kept["verifier_key"], signer.verifier_key());
+        let (_, now) = get(&url, &key).await;
+        assert_eq!(
+            kept["checkpoint"], now["checkpoint"],
+            "the last phase's checkpoint is kept"
+        );
+    }
+}

@@ -125,7 +125,7 @@ pub async fn study_consistency(
 }
 
 /// The two sizes of a consistency request, or a 400 that says what they must be.
-fn sizes(
+pub(super) fn sizes(
     query: Result<axum::extract::Query<ConsistencyQuery>, QueryRejection>,
 ) -> Result<ConsistencyQuery, ApiError> {
     let axum::extract::Query(sizes) = query.map_err(|rejection| {

@@ -84,6 +84,8 @@ fn site() -> OpenApiRouter<AppState> {
         .routes(routes!(site::cape_release))
         .routes(routes!(site::stage_confirm))
         .routes(routes!(site::gossip_value))
+        .routes(routes!(site::ledger_checkpoint))
+        .routes(routes!(site::ledger_consistency))
 }
 
 /// `PUT /v1/datasets/{id}/data`.

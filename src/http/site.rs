@@ -242,3 +242,39 @@ pub async fn gossip_value(
         .await?;
     Ok(StatusCode::NO_CONTENT)
 }
+
+/// The current signed checkpoint of this site's study's transparency log, for the site to keep
+/// beside its own ledger and check at every phase (issue 39). 409 when the log does not match
+/// the study's record.
+#[utoipa::path(get, operation_id = "get_site_ledger_checkpoint", path = "/v1/site/ledger/checkpoint", tag = "sites",
+    security(("site_token" = [])),
+    responses((status = 200, body = super::ledger_log::CheckpointView), (status = 401, body = ProblemDocument),
+        (status = 409, body = ProblemDocument)))]
+pub async fn ledger_checkpoint(
+    State(state): State<AppState>,
+    auth: SiteAuth,
+) -> Result<Json<super::ledger_log::CheckpointView>, ApiError> {
+    let of = crate::app::ledger_log::LogOf::Study(auth.study.id);
+    let checkpoint = crate::app::ledger_log::checkpoint(&state, auth.study.tenant_id, of).await?;
+    Ok(Json(super::ledger_log::CheckpointView { checkpoint }))
+}
+
+/// The proof that this site's study's log at size `to` extends its log at size `from`.
+#[utoipa::path(get, operation_id = "get_site_ledger_consistency", path = "/v1/site/ledger/consistency", tag = "sites",
+    security(("site_token" = [])), params(super::ledger_log::ConsistencyQuery),
+    responses((status = 200, body = super::ledger_log::ConsistencyView), (status = 400, body = ProblemDocument),
+        (status = 401, body = ProblemDocument), (status = 409, body = ProblemDocument)))]
+pub async fn ledger_consistency(
+    State(state): State<AppState>,
+    auth: SiteAuth,
+    query: Result<
+        axum::extract::Query<super::ledger_log::ConsistencyQuery>,
+        axum::extract::rejection::QueryRejection,
+    >,
+) -> Result<Json<super::ledger_log::ConsistencyView>, ApiError> {
+    let sizes = super::ledger_log::sizes(query)?;
+    let of = crate::app::ledger_log::LogOf::Study(auth.study.id);
+    let proof =
+        crate::app::ledger_log::consistency(&state, auth.study.tenant_id, of, sizes.from, sizes.to).await?;
+    Ok(Json(super::ledger_log::ConsistencyView { proof: proof.proof }))
+}

@@ -36,6 +36,11 @@ pub struct SiteArgs {
     /// protects, charged once per study.
     #[arg(long, env = "PRIVPCA_SITE_LEDGER")]
     pub ledger: PathBuf,
+    /// The service's verifier key (`GET /v1/ledger-key`, printed at its start), to check the
+    /// study log's checkpoints with. Without it the site pins the key the service serves at
+    /// first contact beside its ledger (trust on first use).
+    #[arg(long, env = "PRIVPCA_SITE_LEDGER_KEY")]
+    pub ledger_key: Option<String>,
     /// How long one poll for the next task may wait at the server, in seconds.
     #[arg(long, env = "PRIVPCA_SITE_WAIT_SECONDS", default_value_t = 20,
           value_parser = clap::value_parser!(u64).range(1..=300))]
@@ -80,6 +85,7 @@ impl fmt::Debug for SiteArgs {
             .field("budget_rho", &self.budget_rho)
             .field("budget_delta", &self.budget_delta)
             .field("ledger", &self.ledger)
+            .field("ledger_key", &self.ledger_key)
             .field("wait_seconds", &self.wait_seconds)
             .field("give_up_seconds", &self.give_up_seconds)
             .field("expect_roster_hash", &self.expect_roster_hash)

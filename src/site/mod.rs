@@ -36,6 +36,7 @@ pub(crate) mod ledger;
 pub(crate) mod prepare;
 pub(crate) mod roster;
 pub(crate) mod run;
+pub(crate) mod witness;
 
 use std::fmt;
 use std::process::ExitCode;

@@ -21,7 +21,10 @@
 //!   its ledger before it is sent;
 //! - every iterate is checked (shape, finite, orthonormal) before it is multiplied, and every
 //!   round's encoding is checked to keep all of the noise
-//!   ([`crate::algorithms::federated_power::site_contribution`]).
+//!   ([`crate::algorithms::federated_power::site_contribution`]);
+//! - at every phase, before anything of it is computed, the study's transparency log must
+//!   verify with the service's key and extend the checkpoint kept at the phase before
+//!   ([`next_task`], [`super::witness`]).
 
 use std::time::Duration;
 
@@ -29,7 +32,9 @@ use super::args::SiteArgs;
 use super::http::SiteClient;
 use super::ledger::check_ledger;
 use super::prepare::prepare;
+use super::witness::StudyWitness;
 use super::{Failure, progress};
+use crate::federation::messages::SiteTask;
 use crate::protocols::SiteRun;
 use crate::store::StudyStatus;
 
@@ -120,4 +125,20 @@ pub(crate) async fn run(args: &SiteArgs) -> Result<(), Failure> {
     let outcome = prepared.protocol.follow(run).await;
     store.close().await;
     outcome
+}
+
+/// The next task from the server (long poll of `path`); at every task that is not a wait (each
+/// phase of the study), the study's transparency log is checked first ([`StudyWitness`]), so
+/// nothing of the phase is computed or sent over a log that was rewritten.
+pub(crate) async fn next_task(
+    client: &SiteClient,
+    path: &str,
+    wait: Duration,
+    witness: &mut StudyWitness,
+) -> Result<SiteTask, Failure> {
+    let task: SiteTask = client.get(path, wait).await?;
+    if !matches!(task, SiteTask::Wait { .. }) {
+        witness.observe(client).await?;
+    }
+    Ok(task)
 }

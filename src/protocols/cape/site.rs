@@ -38,7 +38,8 @@ use crate::protocols::power::state::study_neighbours;
 use crate::site::ledger::{charge_ledger, keep, ledger_failure, parse_kept, signer_of, start_session};
 use crate::site::prepare::{JoinKeys, join};
 use crate::site::roster::{Member, RosterGuard, describe};
-use crate::site::run::{finished, note_wait, resend};
+use crate::site::run::{finished, next_task, note_wait, resend};
+use crate::site::witness::StudyWitness;
 use crate::site::{Failure, progress};
 use crate::store::{SiteMessageKind, SiteStatus};
 
@@ -272,6 +273,7 @@ pub(crate) async fn follow(run: SiteRun<'_>) -> Result<(), Failure> {
     };
     let wait = Duration::from_secs(args.wait_seconds);
     let path = format!("/v1/site/task?wait_ms={}", wait.as_millis());
+    let mut witness = StudyWitness::open(&args.ledger, view.study_id, args.ledger_key.as_deref())?;
     let me = Member {
         index: view.site_index,
         name: view.site_name.clone(),
@@ -300,7 +302,7 @@ pub(crate) async fn follow(run: SiteRun<'_>) -> Result<(), Failure> {
     let mut resends = 0;
     let mut last_wait: Option<crate::store::StudyStatus> = None;
     loop {
-        let task: SiteTask = client.get(&path, wait).await?;
+        let task = next_task(client, &path, wait, &mut witness).await?;
         match task {
             SiteTask::Wait { status } => note_wait(&mut last_wait, status),
             SiteTask::CapeRelease {

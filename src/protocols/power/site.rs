@@ -26,7 +26,8 @@ use crate::site::http::{Posted, SiteClient};
 use crate::site::ledger::{charge_ledger, keep, ledger_failure, parse_kept, signer_of, start_session};
 use crate::site::prepare::{JoinKeys, Prepared, check_threshold, join};
 use crate::site::roster::{Member, RosterGuard, describe};
-use crate::site::run::finished;
+use crate::site::run::{finished, next_task};
+use crate::site::witness::StudyWitness;
 use crate::site::{Failure, progress};
 use crate::store::{LocalBudget, SiteMessageKind, SiteStatus, Store, StudyStatus};
 
@@ -160,8 +161,11 @@ impl Protocol<'_> {
         let wait = Duration::from_secs(self.args.wait_seconds);
         let path = format!("/v1/site/task?wait_ms={}", wait.as_millis());
         let mut last_wait: Option<StudyStatus> = None;
+        let view = &self.prepared.view;
+        let mut witness =
+            StudyWitness::open(&self.args.ledger, view.study_id, self.args.ledger_key.as_deref())?;
         loop {
-            let task: SiteTask = self.client.get(&path, wait).await?;
+            let task = next_task(self.client, &path, wait, &mut witness).await?;
             match task {
                 SiteTask::Wait { status } => {
                     if last_wait != Some(status) {
