@@ -72,9 +72,13 @@ class Connection:
             self.conn.request(method, path, body=body, headers=headers)
             resp = self.conn.getresponse()
             data = resp.read()
-        except (http.client.HTTPException, OSError):
+        except (http.client.HTTPException, OSError) as e:
             self.conn.close()
             self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+            # A keep-alive connection the server closed while it sat idle: a GET is safe to
+            # send again, once, on the new connection.
+            if method == "GET" and isinstance(e, http.client.RemoteDisconnected):
+                return self.call(method, path, body, content_type)
             raise
         return resp.status, (json.loads(data) if data else None)
 

@@ -14,7 +14,7 @@ use super::models::{
 };
 use super::rows::{self, JOB_COLUMNS};
 use super::{Store, StoreError};
-use crate::privacy::units::RhoUnits;
+use crate::privacy::units::{DeltaUnits, RhoUnits};
 
 /// Moves a queued job to cancelled and refunds its charge. Runs inside a write transaction
 /// in which the job was just read as queued.
@@ -154,7 +154,14 @@ async fn admit(conn: &mut AnyConnection, tenant: Uuid, new: NewJob) -> Result<Su
         // caller rolls back (the reservation too) and answers as for a reused key.
         return Ok(SubmitOutcome::IdempotencyMismatch);
     }
-    record(conn, LedgerEntryKind::Charge, &job, rule, at).await?;
+    // The dataset as `reserve` left it: its totals plus the charge (a public one's are not kept).
+    let mut after = dataset;
+    if !after.public {
+        after.spent_rho_units = RhoUnits(after.spent_rho_units.0 + charge.rho_units.0);
+        after.spent_other_rho_units = RhoUnits(after.spent_other_rho_units.0 + charge.other_rho_units.0);
+        after.spent_delta_units = DeltaUnits(after.spent_delta_units.0 + charge.delta_units.0);
+    }
+    record(conn, LedgerEntryKind::Charge, &job, rule, at, Some(&after)).await?;
     Ok(SubmitOutcome::Created(job))
 }
 

@@ -79,13 +79,15 @@ pub(crate) async fn reserve(
 }
 
 /// Appends one entry for a job (`rule`: what admitted a charge; `None` for refunds and for
-/// public datasets).
+/// public datasets), and its leaf. `after`: the dataset as this transaction leaves it, when
+/// the caller knows it (else the leaf's writer reads it).
 pub(crate) async fn record(
     conn: &mut AnyConnection,
     entry: LedgerEntryKind,
     job: &JobRecord,
     rule: Option<Rule>,
     at: DateTime<Utc>,
+    after: Option<&DatasetRecord>,
 ) -> Result<(), StoreError> {
     sqlx::query(
         "INSERT INTO ledger (dataset_id, job_id, entry, algorithm, rho_units, delta_units, \
@@ -104,7 +106,7 @@ pub(crate) async fn record(
     .execute(&mut *conn)
     .await?;
     // The row's leaf, in the same transaction: a charge is never admitted without its leaf.
-    super::ledger_log::append_job_leaf(conn, entry, job, rule).await?;
+    super::ledger_log::append_job_leaf(conn, entry, job, rule, after).await?;
     Ok(())
 }
 
@@ -129,7 +131,7 @@ pub(crate) async fn refund(
     .bind(id(job.dataset_id))
     .execute(&mut *conn)
     .await?;
-    record(conn, LedgerEntryKind::Refund, job, None, at).await
+    record(conn, LedgerEntryKind::Refund, job, None, at, None).await
 }
 
 /// Remaining and requested amounts for an over-budget answer.

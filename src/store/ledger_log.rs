@@ -181,14 +181,24 @@ async fn dataset_now(conn: &mut AnyConnection, dataset: Uuid) -> Result<DatasetR
 
 /// Appends the leaf of a job's ledger row to its dataset's log. Runs inside the write
 /// transaction that wrote the row (and updated the dataset's totals), so both commit or neither.
+/// `after` is the dataset as the transaction left it, when the caller has it (a submission
+/// knows its totals after the charge); otherwise it is read.
 pub(crate) async fn append_job_leaf(
     conn: &mut AnyConnection,
     entry: LedgerEntryKind,
     job: &JobRecord,
     rule: Option<Rule>,
+    after: Option<&DatasetRecord>,
 ) -> Result<u64, StoreError> {
-    let dataset = dataset_now(conn, job.dataset_id).await?;
-    let event = job_event(entry, job, &dataset, rule, Some(dataset.spent()));
+    let read;
+    let dataset = match after {
+        Some(dataset) => dataset,
+        None => {
+            read = dataset_now(conn, job.dataset_id).await?;
+            &read
+        }
+    };
+    let event = job_event(entry, job, dataset, rule, Some(dataset.spent()));
     append(conn, &dataset_log(job.dataset_id), &event).await
 }
 
@@ -214,19 +224,19 @@ pub(crate) async fn append(
     // Refused before anything commits: the charge rolls back with it (no charge without a leaf).
     let leaf = leaf_bytes(event).map_err(|e| StoreError::UnloggableEvent(e.to_string()))?;
     let leaf = String::from_utf8(leaf).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-    // The next index from the primary key's index (one lookup, not a count over the log).
-    let size: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(idx) + 1, 0) FROM ledger_leaves WHERE log = $1")
-        .bind(log)
-        .fetch_one(&mut *conn)
-        .await?;
-    sqlx::query("INSERT INTO ledger_leaves (log, idx, leaf, leaf_hash) VALUES ($1, $2, $3, $4)")
-        .bind(log)
-        .bind(size)
-        .bind(&leaf)
-        .bind(hex::encode(merkle::leaf_hash(leaf.as_bytes())))
-        .execute(&mut *conn)
-        .await?;
-    u64::try_from(size).map_err(|_| StoreError::Corrupt(format!("log {log} has a negative size")))
+    // One statement: the next index (from the primary key's index) and the insert, so the
+    // write lock is held for one more round trip only.
+    let idx: i64 = sqlx::query_scalar(
+        "INSERT INTO ledger_leaves (log, idx, leaf, leaf_hash) \
+         SELECT $1, COALESCE(MAX(idx) + 1, 0), $2, $3 FROM ledger_leaves WHERE log = $1 \
+         RETURNING idx",
+    )
+    .bind(log)
+    .bind(&leaf)
+    .bind(hex::encode(merkle::leaf_hash(leaf.as_bytes())))
+    .fetch_one(&mut *conn)
+    .await?;
+    u64::try_from(idx).map_err(|_| StoreError::Corrupt(format!("log {log} has a negative size")))
 }
 
 /// A stored leaf as read back.
@@ -336,7 +346,10 @@ fn check_against_ledger(
         if !(kind_matches && job_matches && same_amount(event.amount.as_ref(), row)) {
             return Err(format!("ledger entry {} differs from leaf {idx}", row.id));
         }
-        spent = step(spent, row);
+        if dataset.public {
+            continue;
+        }
+        spent = step(spent, row).ok_or_else(|| format!("ledger entry {} overflows the spending", row.id))?;
         if let Some(after) = &event.spent_after
             && !same_spending(after, spent)
         {
@@ -371,20 +384,22 @@ fn check_opening(log: &VerifiedLog, dataset: &DatasetRecord) -> Result<(), Strin
     Ok(())
 }
 
-/// The spending after one more ledger row.
-fn step(spent: Spending, row: &LedgerEntry) -> Spending {
-    let sign = if row.entry == LedgerEntryKind::Charge {
-        1
-    } else {
-        -1
+/// The spending after one more ledger row; `None` if it leaves the i64 range (only an edited
+/// ledger can: a budgeted dataset's spending stays within its budget). Public datasets keep
+/// no spending, and their charges are not bounded, so callers do not sum theirs.
+fn step(spent: Spending, row: &LedgerEntry) -> Option<Spending> {
+    let apply = |total: i64, amount: i64| match row.entry {
+        LedgerEntryKind::Charge => total.checked_add(amount),
+        LedgerEntryKind::Refund => total.checked_sub(amount),
     };
-    Spending {
-        rho_units: crate::privacy::units::RhoUnits(spent.rho_units.0 + sign * row.rho_units.0),
-        other_rho_units: crate::privacy::units::RhoUnits(
-            spent.other_rho_units.0 + sign * row.other_rho_units.0,
-        ),
-        delta_units: crate::privacy::units::DeltaUnits(spent.delta_units.0 + sign * row.delta_units.0),
-    }
+    Some(Spending {
+        rho_units: crate::privacy::units::RhoUnits(apply(spent.rho_units.0, row.rho_units.0)?),
+        other_rho_units: crate::privacy::units::RhoUnits(apply(
+            spent.other_rho_units.0,
+            row.other_rho_units.0,
+        )?),
+        delta_units: crate::privacy::units::DeltaUnits(apply(spent.delta_units.0, row.delta_units.0)?),
+    })
 }
 
 fn same_spending(a: &Amounts, s: Spending) -> bool {
@@ -415,7 +430,11 @@ async fn backfill_events(conn: &mut AnyConnection, dataset: Uuid) -> Result<Vec<
             other_rho_units: row.other_rho_units,
             delta_units: row.delta_units,
         };
-        spent = step(spent, &row);
+        if !record.public {
+            spent = step(spent, &row).ok_or_else(|| {
+                StoreError::Corrupt(format!("ledger entry {} overflows the spending", row.id))
+            })?;
+        }
         events.push(job_event(row.entry, &job, &record, row.rule, Some(spent)));
     }
     if record.status == crate::store::DatasetStatus::Deleted {
