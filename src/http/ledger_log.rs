@@ -83,7 +83,7 @@ pub struct ConsistencyQuery {
 /// A consistency proof.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ConsistencyView {
-    /// RFC 6962 §2.1.2 PROOF(from, D[to]): base64 SHA-256 hashes.
+    /// RFC 6962 §2.1.2 PROOF(from, D\[to\]): base64 SHA-256 hashes.
     pub proof: Vec<String>,
 }
 
