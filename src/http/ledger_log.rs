@@ -73,6 +73,7 @@ pub async fn study_checkpoint(
 
 /// Two sizes of a log.
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ConsistencyQuery {
     /// The earlier tree size (a witness's saved checkpoint).
     pub from: u64,
