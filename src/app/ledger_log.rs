@@ -130,7 +130,9 @@ pub async fn checkpoint(state: &AppState, tenant: Uuid, of: LogOf) -> Result<Str
 }
 
 /// The consistency proof from the log's tree of size `from` to its tree of size `to`
-/// (RFC 6962 §2.1.2); `from ≤ to ≤` the current size, else a malformed request (400).
+/// (RFC 6962 §2.1.2); `from ≤ to ≤` the current size, else a conflict with the log's state
+/// (409): the sizes are well-formed numbers, but this log has no such pair of trees (a witness
+/// whose saved head is ahead of the log is told so, not that it asked badly).
 pub async fn consistency(
     state: &AppState,
     tenant: Uuid,
@@ -142,15 +144,16 @@ pub async fn consistency(
     let log = &tree.log;
     let size = log.hashes.len() as u64;
     if from > to {
-        return Err(
-            AppError::new(ErrorKind::Malformed, format!("from ({from}) is above to ({to})"))
-                .with_field("from"),
-        );
+        return Err(AppError::new(
+            ErrorKind::Conflict,
+            format!("from ({from}) is above to ({to}): a log only grows"),
+        )
+        .with_field("from"));
     }
     if to > size {
         return Err(AppError::new(
-            ErrorKind::Malformed,
-            format!("to ({to}) is above the log's size ({size})"),
+            ErrorKind::Conflict,
+            format!("to ({to}) is above the log's size ({size}): there is no such tree yet"),
         )
         .with_field("to"));
     }

@@ -89,7 +89,7 @@ pub struct ConsistencyView {
 }
 
 /// The proof that the dataset's log at size `to` extends its log at size `from` (RFC 6962
-/// §2.1.2). 400 unless `from ≤ to ≤` the current size.
+/// §2.1.2). 400 when `from` or `to` is not a tree size, 409 unless `from ≤ to ≤` the current size.
 #[utoipa::path(get, operation_id = "get_dataset_ledger_consistency", path = "/v1/datasets/{id}/ledger/consistency",
     tag = "datasets", security(("api_key" = [])),
     params(("id" = Uuid, Path, description = "dataset id"), ConsistencyQuery),
@@ -101,10 +101,7 @@ pub async fn consistency(
     Path(id): Path<Uuid>,
     query: Result<axum::extract::Query<ConsistencyQuery>, QueryRejection>,
 ) -> Result<Json<ConsistencyView>, ApiError> {
-    let sizes = sizes(query)?;
-    let of = LogOf::Dataset(id);
-    let proof = use_case::consistency(&state, auth.tenant_id, of, sizes.from, sizes.to).await?;
-    Ok(Json(ConsistencyView { proof: proof.proof }))
+    consistency_of(&state, auth.tenant_id, LogOf::Dataset(id), query).await
 }
 
 /// The proof that the study's log at size `to` extends its log at size `from`.
@@ -119,16 +116,17 @@ pub async fn study_consistency(
     Path(id): Path<Uuid>,
     query: Result<axum::extract::Query<ConsistencyQuery>, QueryRejection>,
 ) -> Result<Json<ConsistencyView>, ApiError> {
-    let sizes = sizes(query)?;
-    let of = LogOf::Study(id);
-    let proof = use_case::consistency(&state, auth.tenant_id, of, sizes.from, sizes.to).await?;
-    Ok(Json(ConsistencyView { proof: proof.proof }))
+    consistency_of(&state, auth.tenant_id, LogOf::Study(id), query).await
 }
 
-/// The two sizes of a consistency request, or a 400 that says what they must be.
-pub(super) fn sizes(
+/// The consistency proof a request asks of the tenant's log, or a 400 that says what the
+/// sizes must be.
+pub(super) async fn consistency_of(
+    state: &AppState,
+    tenant: Uuid,
+    of: LogOf,
     query: Result<axum::extract::Query<ConsistencyQuery>, QueryRejection>,
-) -> Result<ConsistencyQuery, ApiError> {
+) -> Result<Json<ConsistencyView>, ApiError> {
     let axum::extract::Query(sizes) = query.map_err(|rejection| {
         ApiError::new(
             ProblemKind::Malformed,
@@ -138,7 +136,8 @@ pub(super) fn sizes(
             ),
         )
     })?;
-    Ok(sizes)
+    let proof = use_case::consistency(state, tenant, of, sizes.from, sizes.to).await?;
+    Ok(Json(ConsistencyView { proof: proof.proof }))
 }
 
 /// The evidence that a job's charge is in its dataset's transparency log, checkable offline

@@ -272,9 +272,6 @@ pub async fn ledger_consistency(
         axum::extract::rejection::QueryRejection,
     >,
 ) -> Result<Json<super::ledger_log::ConsistencyView>, ApiError> {
-    let sizes = super::ledger_log::sizes(query)?;
     let of = crate::app::ledger_log::LogOf::Study(auth.study.id);
-    let proof =
-        crate::app::ledger_log::consistency(&state, auth.study.tenant_id, of, sizes.from, sizes.to).await?;
-    Ok(Json(super::ledger_log::ConsistencyView { proof: proof.proof }))
+    super::ledger_log::consistency_of(&state, auth.study.tenant_id, of, query).await
 }

@@ -359,7 +359,6 @@ impl Store {
         tokio::fs::create_dir_all(store.uploads_dir()).await?;
         store.migrate().await?;
         store.open_missing_logs().await?;
-        store.open_missing_study_logs().await?;
         Ok(store)
     }
 

@@ -72,18 +72,42 @@ pub(super) async fn append_study_budget(conn: &mut AnyConnection, study: Uuid) -
     append(conn, &study_log(study), &event).await
 }
 
+/// The event of the charge of `roster` (sorted here) at the study's cost.
+fn charge_event(record: &StudyRecord, mut roster: Vec<u32>) -> LedgerEvent {
+    roster.sort_unstable();
+    let mut event = study_event(EventKind::Charge, record);
+    event.achieved = achieved_at(&record.privacy, cost(record));
+    event.roster = Some(roster);
+    event
+}
+
 /// Records the charge of `roster` (the sites this transaction charged), in that transaction.
 pub(super) async fn append_study_charge(
     conn: &mut AnyConnection,
     study: Uuid,
-    mut roster: Vec<u32>,
+    roster: Vec<u32>,
 ) -> Result<u64, StoreError> {
     let record = study_now(conn, study).await?;
-    roster.sort_unstable();
-    let mut event = study_event(EventKind::Charge, &record);
-    event.achieved = achieved_at(&record.privacy, cost(&record));
-    event.roster = Some(roster);
-    append(conn, &study_log(study), &event).await
+    append(conn, &study_log(study), &charge_event(&record, roster)).await
+}
+
+/// The leaves of a study created before the log existed: its budget (reason
+/// [`super::ledger_log::BACKFILLED`]) and, if its roster was charged, the charge.
+pub(super) async fn backfill_events(
+    conn: &mut AnyConnection,
+    study: Uuid,
+) -> Result<Vec<LedgerEvent>, StoreError> {
+    let record = study_now(conn, study).await?;
+    let mut budget = study_event(EventKind::BudgetSet, &record);
+    budget.reason = Some(super::ledger_log::BACKFILLED.to_string());
+    let charged: Vec<u32> = sites_of(conn, study)
+        .await?
+        .iter()
+        .filter(|s| s.charged_at.is_some())
+        .map(|s| s.index)
+        .collect();
+    let charge = (!charged.is_empty()).then(|| charge_event(&record, charged));
+    Ok([budget].into_iter().chain(charge).collect())
 }
 
 /// Checks a study's log against its rows (module documentation).
@@ -130,45 +154,6 @@ fn check_against_study(
 }
 
 impl Store {
-    /// Opens the log of every study that has none (studies created before migration 0011):
-    /// its budget leaf (reason [`super::ledger_log::BACKFILLED`]) and, if its roster was
-    /// charged, the charge. As `open_missing_logs`, once, under the write lock.
-    pub(crate) async fn open_missing_study_logs(&self) -> Result<u64, StoreError> {
-        let missing: Vec<String> = sqlx::query_scalar(
-            "SELECT id FROM studies s WHERE NOT EXISTS \
-                 (SELECT 1 FROM ledger_leaves l WHERE l.log = 'studies/' || s.id AND l.idx = 0)",
-        )
-        .fetch_all(&self.pool)
-        .await?;
-        let mut opened = 0;
-        for study in missing {
-            let study = Uuid::parse_str(&study).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-            let mut tx = self.write_tx().await?;
-            let leaves: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM ledger_leaves WHERE log = $1")
-                .bind(study_log(study))
-                .fetch_one(&mut *tx)
-                .await?;
-            if leaves == 0 {
-                let record = study_now(&mut tx, study).await?;
-                let mut event = study_event(EventKind::BudgetSet, &record);
-                event.reason = Some(super::ledger_log::BACKFILLED.to_string());
-                append(&mut tx, &study_log(study), &event).await?;
-                let charged: Vec<u32> = sites_of(&mut tx, study)
-                    .await?
-                    .iter()
-                    .filter(|s| s.charged_at.is_some())
-                    .map(|s| s.index)
-                    .collect();
-                if !charged.is_empty() {
-                    append_study_charge(&mut tx, study, charged).await?;
-                }
-                opened += 1;
-            }
-            tx.commit().await?;
-        }
-        Ok(opened)
-    }
-
     /// The tenant's study's log, checked leaf by leaf and against the study's rows; `None` if
     /// there is no such study; [`StoreError::LogTampered`] if they disagree.
     pub async fn study_log(&self, tenant: Uuid, study: Uuid) -> Result<Option<VerifiedLog>, StoreError> {

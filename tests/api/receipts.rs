@@ -180,19 +180,16 @@ fn flip_signature(receipt: &Receipt) -> Receipt {
 }
 
 #[tokio::test]
-async fn bad_sizes_for_a_consistency_proof_are_400() {
+async fn bad_sizes_for_a_consistency_proof_are_400_and_trees_the_log_lacks_are_409() {
     let (app, key, ds) = TestApp::queued_with_records(json!({ "rho": 1.0 }), "1,0\n0,1\n").await;
     app.submit(&key, gauss(&ds, 0.1))
         .await
         .expect(StatusCode::ACCEPTED);
-    for query in [
-        "from=2&to=1",
-        "from=0&to=3",
-        "from=x&to=1",
-        "from=-1&to=1",
-        "to=1",
-        "",
-    ] {
+    for query in ["from=2&to=1", "from=0&to=3", "from=0&to=9223372036854775806"] {
+        let uri = format!("/v1/datasets/{ds}/ledger/consistency?{query}");
+        app.get(&uri, &key).await.problem(409);
+    }
+    for query in ["from=x&to=1", "from=-1&to=1", "to=1", ""] {
         let uri = format!("/v1/datasets/{ds}/ledger/consistency?{query}");
         app.get(&uri, &key).await.problem(400);
     }

@@ -278,3 +278,28 @@ async fn a_public_dataset_s_log_checks_without_summing_its_charges() {
     }
     assert_eq!(log_of(&f, ds.id).await.leaves.len(), 4);
 }
+
+/// A row older than the log that no leaf can hold (an integer beyond 2^53 in its job's
+/// configuration) leaves that one log unopened, and refused, without stopping the start.
+#[tokio::test]
+async fn an_old_row_the_log_cannot_hold_leaves_its_log_unopened_and_the_store_starts() {
+    let (f, ds) = fixture_with(private_spec(1_000, 0)).await;
+    let other = f.ready(private_spec(1_000, 0)).await;
+    f.submit_ok(job(ds.id, 100, 0)).await;
+    f.submit_ok(job(other.id, 100, 0)).await;
+    tamper_past(&f, "ledger_leaves", "no_delete", "DELETE FROM ledger_leaves").await;
+    let sql = format!(
+        "UPDATE jobs SET config = '{{\"k\": 9007199254740993}}' WHERE dataset_id = '{}'",
+        ds.id
+    );
+    sqlx::query(&sql)
+        .execute(&f.store.pool)
+        .await
+        .expect("edit the config");
+    assert_eq!(f.store.open_missing_logs().await.expect("the start goes on"), 1);
+    assert!(matches!(
+        f.store.dataset_log(f.tenant, ds.id).await,
+        Err(StoreError::LogTampered { .. })
+    ));
+    log_of(&f, other.id).await;
+}
