@@ -26,6 +26,7 @@ pub mod config;
 pub mod context;
 pub mod dataset;
 pub mod federation;
+pub mod forecast;
 pub mod http;
 pub mod ingest;
 pub mod job_control;

@@ -5,6 +5,7 @@
 
 pub mod datasets;
 pub mod error;
+pub mod forecast;
 pub mod jobs;
 pub mod ledger_key;
 pub mod ledger_log;

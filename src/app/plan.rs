@@ -1,10 +1,12 @@
-//! Planning: what a privacy target amounts to, and, on a dataset, what a job would cost and
-//! whether the ledger would admit it. Reads no data and spends nothing.
+//! Planning: what a privacy target amounts to, and, on a dataset or on a public shape stated in
+//! the request, what a job would cost, whether the ledger would admit it, and with a spectrum
+//! scenario what it would capture ([`super::forecast`]). Reads no data and spends nothing.
 
 use serde_json::Value;
 use uuid::Uuid;
 
 use super::error::AppError;
+use super::forecast::{ForecastRequest, Inputs, JobForecast, Needed, PlanData, stated_dataset};
 use super::pricing::{Resolved, job_privacy, resolve};
 use super::targets::{MAX_DELTA, PrivacyInput};
 use crate::privacy::admission::{Spending, admit};
@@ -23,6 +25,10 @@ pub struct PlanRequest {
     pub params: Value,
     /// δ at which to show ρ as ε, when given.
     pub display_delta: Option<f64>,
+    /// The public shape to plan on instead of a dataset (before any upload).
+    pub data: Option<PlanData>,
+    /// A spectrum scenario to forecast the job's captured energy under.
+    pub forecast: Option<ForecastRequest>,
 }
 
 /// What planning found.
@@ -35,14 +41,26 @@ pub struct Plan {
     pub job: Option<Resolved>,
     /// On a dataset: whether the charge fits its remaining budget (public datasets: always).
     pub fits_budget: Option<bool>,
+    /// With a scenario: what the job would capture.
+    pub forecast: Option<JobForecast>,
+    /// With a scenario and a target: the least ρ that reaches it.
+    pub needed: Option<Needed>,
 }
 
 /// Plans `request` for `tenant`.
 pub async fn plan(state: &AppState, tenant: Uuid, request: PlanRequest) -> Result<Plan, AppError> {
-    let dataset = match request.dataset_id {
-        Some(id) => Some(super::datasets::get(state, tenant, id).await?),
-        None => None,
+    let dataset = match (request.dataset_id, &request.data) {
+        (Some(_), Some(_)) => {
+            return Err(AppError::validation(
+                "data",
+                "give dataset_id (plan on a dataset) or data (plan on a stated shape), not both",
+            ));
+        }
+        (Some(id), None) => Some(super::datasets::get(state, tenant, id).await?),
+        (None, Some(data)) => Some(stated_dataset(tenant, data)?),
+        (None, None) => None,
     };
+    let stated = request.data.is_some();
     let privacy = match (&request.privacy, &dataset) {
         (Some(p), _) => p.clone(),
         (None, Some(d)) => job_privacy(d, None)?,
@@ -61,23 +79,33 @@ pub async fn plan(state: &AppState, tenant: Uuid, request: PlanRequest) -> Resul
         dataset: None,
         job: None,
         fits_budget: None,
+        forecast: None,
+        needed: None,
     };
     let Some(dataset) = dataset else {
+        if request.forecast.is_some() {
+            return Err(AppError::validation(
+                "scenario",
+                "a forecast needs the public shape: data (kind, n_samples, n_features, row_norm_bound, relation) or a dataset_id",
+            ));
+        }
         if request.algorithm.is_some() {
             return Err(AppError::validation(
                 "dataset_id",
-                "pricing an algorithm needs the dataset it would run on",
+                "pricing an algorithm needs the dataset it would run on, or data stating its shape",
             ));
         }
         return Ok(plan);
     };
-    let charge = match request.algorithm.as_deref() {
-        Some(name) => {
-            let job = price_on(&dataset, name, &request.params, &plan.privacy)?;
-            let charge = job.priced.charge;
-            plan.job = Some(job);
-            charge
-        }
+    let forecasting = request.forecast.is_some();
+    let priced = match request.algorithm.as_deref() {
+        // A forecast reports a job that would be refused as capturing nothing, with the reason.
+        Some(name) if forecasting => price_on(&dataset, name, &request.params, &plan.privacy).ok(),
+        Some(name) => Some(price_on(&dataset, name, &request.params, &plan.privacy)?),
+        None => None,
+    };
+    let charge = match &priced {
+        Some(job) => job.priced.charge,
         // Without an algorithm, the requested amount is priced as one Gaussian-only job.
         None => Spending::of_cost(&Cost {
             rho: target.rho,
@@ -85,8 +113,50 @@ pub async fn plan(state: &AppState, tenant: Uuid, request: PlanRequest) -> Resul
             other_rho: 0.0,
         }),
     };
-    plan.fits_budget = Some(fits_budget(&dataset, charge));
-    plan.dataset = Some(dataset);
+    plan.job = priced;
+    if !stated {
+        plan.fits_budget = Some(fits_budget(&dataset, charge));
+    }
+    if let Some(request_forecast) = request.forecast {
+        let refused = (plan.fits_budget == Some(false) && plan.job.is_some()).then(|| {
+            "the job would be refused: its cost is above the dataset's remaining budget".to_string()
+        });
+        let n = match (
+            &request.data,
+            crate::context::data_context(&dataset).and_then(|c| c.n),
+        ) {
+            (Some(data), _) => data.n_samples,
+            (None, Some(n)) => n as u64,
+            (None, None) => {
+                return Err(AppError::validation(
+                    "scenario",
+                    "this dataset's n is private (relation add_remove) or not yet known: forecast on data stating an n instead",
+                ));
+            }
+        };
+        let inputs = Inputs {
+            dataset: dataset.clone(),
+            n,
+            algorithm: request
+                .algorithm
+                .clone()
+                .unwrap_or_else(|| crate::algorithms::auto::AUTO.to_string()),
+            params: request.params.clone(),
+            privacy: plan.privacy.clone(),
+            refused,
+            request: request_forecast,
+            display_delta: request
+                .display_delta
+                .or(plan.privacy.delta)
+                .unwrap_or(super::targets::DEFAULT_DISPLAY_DELTA),
+        };
+        let (job, needed) = super::forecast::run(tenant, state, inputs).await?;
+        plan.forecast = Some(job);
+        plan.needed = needed;
+    }
+    if !stated {
+        plan.dataset = Some(dataset);
+    }
     Ok(plan)
 }
 

@@ -222,11 +222,23 @@ fn plan_rules(job_params: &Value) -> Value {
         }
     }
     rules.push(json!({
-        "if": { "properties": { "dataset_id": { "type": "null" } } },
+        "if": { "properties": { "dataset_id": { "type": "null" }, "data": { "type": "null" } } },
         "then": {
             "required": ["privacy"],
-            "properties": { "privacy": { "type": "object" }, "algorithm": { "type": "null" } }
+            "properties": {
+                "privacy": { "type": "object" }, "algorithm": { "type": "null" },
+                "scenario": { "type": "null" }, "target": { "type": "null" }
+            }
         }
+    }));
+    // A forecast's target is reached under a scenario; data replaces dataset_id.
+    rules.push(json!({
+        "if": { "required": ["target"], "properties": { "target": { "type": "object" } } },
+        "then": { "required": ["scenario"], "properties": { "scenario": { "type": "object" } } }
+    }));
+    rules.push(json!({
+        "if": { "required": ["data"], "properties": { "data": { "type": "object" } } },
+        "then": { "required": ["privacy"], "properties": { "dataset_id": { "type": "null" }, "privacy": { "type": "object" } } }
     }));
     Value::Array(rules)
 }

@@ -17,6 +17,7 @@ mod contract;
 mod datasets;
 mod extremes;
 mod federated;
+mod forecast;
 mod gossip;
 mod hostile;
 mod jobs;

@@ -1,0 +1,285 @@
+use serde_json::json;
+
+use super::*;
+use crate::algorithms::find;
+use crate::dataset::Neighbours;
+
+fn ctx(d: usize, n: usize, beta: f64) -> DataContext {
+    DataContext {
+        d,
+        n: Some(n),
+        neighbours: Neighbours::ReplaceOne {
+            beta,
+            alpha: (d as f64).sqrt() * beta,
+        },
+        public: false,
+        sparse: false,
+    }
+}
+
+fn rho(rho: f64) -> PrivacyTarget {
+    PrivacyTarget {
+        rho,
+        delta: Some(1e-6),
+        epsilon: None,
+    }
+}
+
+fn spiked(d: usize) -> Scenario {
+    Scenario::new(vec![4.0, 2.0, 1.0], 0.05, d).expect("scenario")
+}
+
+/// Mean captured energy of `jobs` real runs (the job's own path: prepare, then run_prepared on
+/// the records) on records drawn from `scenario` with seed `data_seed`.
+fn realized(
+    alg: &str,
+    params: serde_json::Value,
+    scenario: &Scenario,
+    c: &DataContext,
+    r: f64,
+    data_seed: u64,
+    jobs: u64,
+) -> f64 {
+    let n = c.n.expect("public n");
+    let real = Synthetic::draw(scenario, n, c.d, 1.0, data_seed);
+    assert!(real.complete());
+    let algorithm = find(alg).expect("algorithm");
+    let prepared = algorithm.prepare(params, c, &rho(r)).expect("prepared");
+    let mut total = 0.0;
+    for job in 0..jobs {
+        let mut rng = ChaCha20Rng::seed_from_u64(1000 + job);
+        let mut progress = |_: u32, _: u32| -> Result<(), Cancelled> { Ok(()) };
+        let mut env = RunEnv::new(&mut rng, &mut progress);
+        // A real job reads the records without kept statistics.
+        let input = DataInput::Records {
+            xt: Records::from(&real.xt),
+        };
+        let out = algorithm
+            .run_prepared(
+                &prepared.config,
+                Run {
+                    input,
+                    ctx: c,
+                    env: &mut env,
+                },
+            )
+            .expect("run");
+        total += real.captured(&out.basis);
+    }
+    total / jobs as f64
+}
+
+#[test]
+fn a_scenario_is_checked() {
+    assert!(Scenario::new(vec![], 0.1, 5).is_err());
+    assert!(Scenario::new(vec![1.0; 6], 0.1, 5).is_err());
+    assert!(Scenario::new(vec![1.0, f64::NAN], 0.1, 5).is_err());
+    assert!(Scenario::new(vec![1.0, -1.0], 0.1, 5).is_err());
+    assert!(Scenario::new(vec![1.0], -0.1, 5).is_err());
+    assert!(Scenario::new(vec![1.0], f64::INFINITY, 5).is_err());
+    assert!(Scenario::new(vec![0.0, 0.0], 0.0, 5).is_err());
+    assert_eq!(Scenario::new(vec![0.0], 0.0, 5).unwrap_err().field, "eigenvalues");
+    assert!(Scenario::new(vec![0.0, 0.0], 0.1, 5).is_ok());
+    assert!(Scenario::new(vec![3.0, 1.0], 0.0, 5).is_ok());
+}
+
+#[test]
+fn drawn_records_have_the_scenarios_spectrum() {
+    let (d, m) = (30, 40_000);
+    let scenario = Scenario::new(vec![5.0, 3.0, 1.5], 0.1, d).expect("scenario");
+    // β far above every norm: nothing is clipped.
+    let s = Synthetic::draw(&scenario, m, d, 1e6, 7);
+    assert_eq!(s.drawn(), m);
+    let expected = [5.0, 3.0, 1.5];
+    for (i, want) in expected.iter().enumerate() {
+        let got = s.spectrum[i];
+        assert!((got - want).abs() < 0.05 * want, "λ_{i}: {got} vs {want}");
+    }
+    let floor: f64 = s.spectrum[3..].iter().sum::<f64>() / (d - 3) as f64;
+    assert!((floor - 0.1).abs() < 0.01, "floor {floor}");
+    // The same seed draws the same records; another draws others.
+    assert_eq!(
+        Synthetic::draw(&scenario, 500, d, 1.0, 3).xt,
+        Synthetic::draw(&scenario, 500, d, 1.0, 3).xt
+    );
+    assert_ne!(
+        Synthetic::draw(&scenario, 500, d, 1.0, 3).xt,
+        Synthetic::draw(&scenario, 500, d, 1.0, 4).xt
+    );
+    // Clipped as uploads clip.
+    let clipped = Synthetic::draw(&scenario, 2_000, d, 1.0, 5);
+    assert!(clipped.xt.column_iter().all(|x| x.norm() <= 1.0));
+}
+
+#[test]
+fn the_forecast_lands_near_real_jobs_on_other_records_of_the_scenario() {
+    let scenario = spiked(20);
+    for (alg, n, r) in [
+        ("analyze_gauss", 5_000, 3e-5),
+        ("analyze_gauss", 20_000, 2e-6),
+        ("noisy_power", 5_000, 1e-4),
+        ("noisy_power", 20_000, 1e-5),
+    ] {
+        let c = ctx(20, n, 1.0);
+        let params = json!({"k": 2});
+        let synthetic = Synthetic::draw(&scenario, n, 20, 1.0, 11);
+        let outcome = forecast(
+            find(alg).unwrap(),
+            &params,
+            &c,
+            &rho(r),
+            &synthetic,
+            REPETITIONS,
+            5,
+        )
+        .expect("forecast");
+        let Outcome::Ran(f) = outcome else {
+            panic!("{alg}: {outcome:?}")
+        };
+        let real = realized(alg, params, &scenario, &c, r, 99, 6);
+        assert!(real < 0.95, "{alg}: the cell should be noisy ({real})");
+        assert!(
+            (f.captured_energy - real).abs() < 0.05,
+            "{alg} n={n} ρ={r}: forecast {} vs realized {real}",
+            f.captured_energy
+        );
+        assert!(
+            f.interval[0] <= real && real <= f.interval[1],
+            "{alg}: {:?} vs {real}",
+            f.interval
+        );
+    }
+}
+
+#[test]
+fn the_scaled_run_forecasts_what_the_complete_run_does() {
+    let scenario = spiked(20);
+    let (d, n) = (20, 100_000);
+    for (alg, r) in [("analyze_gauss", 2e-7), ("noisy_power", 1e-6)] {
+        let c = ctx(d, n, 1.0);
+        let params = json!({"k": 2});
+        let complete = Synthetic::draw(&scenario, n, d, 1.0, 21);
+        let scaled = Synthetic::draw_at_most(&scenario, n, d, 1.0, 21, 5_000 * d);
+        assert!(complete.complete() && !scaled.complete());
+        let run = |s: &Synthetic| {
+            forecast(find(alg).unwrap(), &params, &c, &rho(r), s, REPETITIONS, 3).expect("forecast")
+        };
+        let (a, b) = (run(&complete).captured_energy(), run(&scaled).captured_energy());
+        assert!((a - b).abs() < 0.03, "{alg}: complete {a} vs scaled {b}");
+        assert!(a > 0.3 && a < 0.99, "{alg}: the cell should be noisy ({a})");
+    }
+}
+
+#[test]
+fn a_job_that_would_be_refused_captures_nothing_and_too_large_is_an_error() {
+    let scenario = spiked(20);
+    let c = ctx(20, 5_000, 1.0);
+    let synthetic = Synthetic::draw(&scenario, 5_000, 20, 1.0, 1);
+    let outcome = forecast(
+        find("analyze_gauss").unwrap(),
+        &json!({"k": 50}),
+        &c,
+        &rho(1.0),
+        &synthetic,
+        3,
+        1,
+    )
+    .expect("forecast");
+    match outcome {
+        Outcome::Nothing(reason) => assert!(reason.contains("refused"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
+    let big = ctx(20, 1_000_000, 1.0);
+    let scaled = Synthetic::draw_at_most(&scenario, 1_000_000, 20, 1.0, 1, 100_000);
+    let err = forecast(
+        find("dp_oja").unwrap(),
+        &json!({"k": 2}),
+        &big,
+        &rho(1.0),
+        &scaled,
+        3,
+        1,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ForecastError::TooLarge {
+                algorithm: "dp_oja",
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn smallest_rho_finds_the_threshold_of_an_increasing_curve() {
+    let curve = |r: f64| r / (r + 0.01);
+    // r/(r + 0.01) = 0.9 at r = 0.09, found from below and from above.
+    for start in [1e-5, 0.01, 0.09, 0.5, 700.0] {
+        let mut calls = 0;
+        let found = smallest_rho(0.9, start, (1e-6, 1e3), |r| {
+            calls += 1;
+            curve(r)
+        })
+        .expect("reached");
+        assert!((0.09..0.09 * 1.06).contains(&found), "from {start}: {found}");
+        assert!(calls <= 12, "from {start}: {calls} evaluations");
+    }
+    assert_eq!(smallest_rho(0.999_999_9, 0.1, (1e-6, 1e3), curve), None);
+    assert_eq!(smallest_rho(0.5, 5.0, (1.0, 1e3), curve), Some(1.0));
+}
+
+#[test]
+fn an_interval_holds_the_mean_and_stays_in_the_unit_range() {
+    let f = Forecast::of(vec![0.5, 0.6, 0.7]);
+    assert!((f.captured_energy - 0.6).abs() < 1e-12);
+    assert!(f.interval[0] < 0.5 && f.interval[1] > 0.7);
+    let tight = Forecast::of(vec![0.999, 0.999]);
+    assert_eq!(tight.interval[1], 1.0);
+    assert!((tight.interval[0] - (0.999 - MODEL_ERROR)).abs() < 1e-12);
+}
+
+#[test]
+#[ignore = "timing: cargo test --release --lib forecast::tests::timing -- --ignored --nocapture"]
+fn timing() {
+    let d = 500;
+    let scenario = Scenario::new(vec![5.0, 3.0, 2.0, 1.0], 0.01, d).unwrap();
+    let t = std::time::Instant::now();
+    let s = Synthetic::draw(&scenario, 1_000_000, d, 1.0, 1);
+    eprintln!("draw {:?}", t.elapsed());
+    for alg in ["analyze_gauss", "noisy_power"] {
+        let t = std::time::Instant::now();
+        let out = forecast(
+            find(alg).unwrap(),
+            &json!({"k": 3}),
+            &ctx(d, 1_000_000, 1.0),
+            &rho(0.01),
+            &s,
+            REPETITIONS,
+            1,
+        )
+        .unwrap();
+        eprintln!("{alg} {:?} {}", t.elapsed(), out.captured_energy());
+    }
+}
+
+#[test]
+#[ignore = "timing"]
+fn timing_parts() {
+    let d = 500;
+    let a = Matrix::from_fn(d, d, |i, j| ((i * j) % 7) as f64);
+    let a = &a + a.transpose();
+    let mut rng = ChaCha20Rng::seed_from_u64(1);
+    let mut progress = |_: u32, _: u32| -> Result<(), Cancelled> { Ok(()) };
+    let mut env = RunEnv::new(&mut rng, &mut progress);
+    let t = std::time::Instant::now();
+    let noisy = env
+        .gaussian_symmetric_release("x", a.clone(), 1.0, 100.0)
+        .unwrap();
+    eprintln!("noise {:?}", t.elapsed());
+    let t = std::time::Instant::now();
+    let _ = crate::linalg::sym_eig(&noisy);
+    eprintln!("eig {:?}", t.elapsed());
+}

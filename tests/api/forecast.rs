@@ -1,0 +1,268 @@
+//! The utility forecast of `POST /v1/privacy/plan` (issue 41): free, without a dataset, close
+//! to what real jobs capture on data of the scenario, and refused cells forecast nothing.
+
+use axum::http::StatusCode;
+use privpca::forecast::Scenario;
+use privpca::linalg::Matrix;
+use serde_json::{Value, json};
+
+use crate::helpers::{Records, TestApp};
+
+const D: usize = 10;
+const N: usize = 3_000;
+
+fn scenario() -> Value {
+    json!({ "eigenvalues": [3.0, 1.5, 0.8], "noise_floor": 0.05 })
+}
+
+fn data(n: usize) -> Value {
+    json!({ "kind": "records", "n_samples": n, "n_features": D, "row_norm_bound": 1.0, "relation": "replace_one" })
+}
+
+/// Records of the scenario (drawn with `seed`, clipped to β = 1 as an upload would), as CSV,
+/// and their C = XᵀX/n.
+fn scenario_records(seed: u64) -> (String, Matrix) {
+    let s = Scenario::new(vec![3.0, 1.5, 0.8], 0.05, D).unwrap();
+    let xt = s.draw(D, N, 1.0, seed);
+    let mut csv = String::new();
+    for row in xt.column_iter() {
+        let line: Vec<String> = row.iter().map(|v| format!("{v:e}")).collect();
+        csv.push_str(&line.join(","));
+        csv.push('\n');
+    }
+    let c = &xt * xt.transpose() / N as f64;
+    (csv, c)
+}
+
+/// tr(QᵀCQ)/Σ_{i≤k} λ_i(C) of a result's basis.
+fn captured(result: &Value, c: &Matrix) -> f64 {
+    let columns: Vec<Vec<f64>> = result["basis"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|col| {
+            col.as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_f64().unwrap())
+                .collect()
+        })
+        .collect();
+    let k = columns.len();
+    let q = Matrix::from_fn(D, k, |i, j| columns[j][i]);
+    let mut eig: Vec<f64> = c.clone().symmetric_eigen().eigenvalues.iter().copied().collect();
+    eig.sort_by(|a, b| b.total_cmp(a));
+    (q.transpose() * c * &q).trace() / eig[..k].iter().sum::<f64>()
+}
+
+#[tokio::test]
+async fn a_forecast_needs_no_dataset_and_lands_near_real_jobs_on_data_of_the_scenario() {
+    let (csv, c) = scenario_records(77);
+    let t = Records::start(json!({ "rho": 10.0 }), &csv).await;
+    for (algorithm, rho) in [("analyze_gauss", 2e-4), ("noisy_power", 3e-4)] {
+        let body = json!({ "privacy": { "rho": rho }, "algorithm": algorithm, "params": { "k": 2 },
+                           "data": data(N), "scenario": scenario() });
+        let reply = t.app.plan(&t.key, body.clone()).await;
+        reply.expect(StatusCode::OK);
+        let forecast = reply.json()["forecast"].clone();
+        assert_eq!(forecast["algorithm"], algorithm, "{forecast}");
+        assert_eq!(forecast["free"], true);
+        // The same question gets the same answer.
+        assert_eq!(t.app.plan(&t.key, body).await.json()["forecast"], forecast);
+        let predicted = forecast["captured_energy"].as_f64().unwrap();
+        let interval = [
+            forecast["interval"][0].as_f64().unwrap(),
+            forecast["interval"][1].as_f64().unwrap(),
+        ];
+        let mut realized = 0.0;
+        for _ in 0..5 {
+            let result = t
+                .result_of(algorithm, json!({ "k": 2 }), json!({ "rho": rho }))
+                .await;
+            realized += captured(&result, &c) / 5.0;
+        }
+        assert!(
+            realized < 0.97,
+            "{algorithm}: the cell should be noisy ({realized})"
+        );
+        assert!(
+            (predicted - realized).abs() < 0.05,
+            "{algorithm}: forecast {predicted} vs realized {realized}"
+        );
+        assert!(
+            interval[0] <= realized && realized <= interval[1],
+            "{algorithm}: {interval:?} vs {realized}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_forecast_charges_nothing_and_a_refused_job_forecasts_nothing() {
+    let (csv, _) = scenario_records(5);
+    let t = Records::queued(json!({ "rho": 0.01 }), &csv).await;
+    let before = t.budget().await;
+    let ledger_before = t
+        .app
+        .get(&format!("/v1/datasets/{}/ledger", t.ds), &t.key)
+        .await
+        .json();
+    // On the dataset's public shape (n is public under replace_one).
+    let on_dataset = t
+        .app
+        .plan(&t.key, json!({ "privacy": { "rho": 0.005 }, "dataset_id": t.ds, "params": { "k": 2 }, "scenario": scenario() }))
+        .await;
+    on_dataset.expect(StatusCode::OK);
+    let forecast = on_dataset.json()["forecast"].clone();
+    assert!(forecast["captured_energy"].as_f64().unwrap() > 0.5, "{forecast}");
+    assert_eq!(forecast["algorithm"], "analyze_gauss", "auto's pick: {forecast}");
+    // Above the remaining budget: the job would be refused.
+    let over = t
+        .app
+        .plan(
+            &t.key,
+            json!({ "privacy": { "rho": 0.5 }, "dataset_id": t.ds, "algorithm": "analyze_gauss",
+                               "params": { "k": 2 }, "scenario": scenario() }),
+        )
+        .await;
+    over.expect(StatusCode::OK);
+    let over = over.json();
+    assert_eq!(over["fits_budget"], false);
+    assert_eq!(over["forecast"]["captured_energy"], 0.0, "{over}");
+    assert!(
+        over["forecast"]["reason"].as_str().unwrap().contains("budget"),
+        "{over}"
+    );
+    // Parameters the job would refuse (k > d).
+    let refused = t
+        .app
+        .plan(
+            &t.key,
+            json!({ "privacy": { "rho": 0.5 }, "algorithm": "noisy_power", "params": { "k": 11 },
+                               "data": data(N), "scenario": scenario() }),
+        )
+        .await;
+    refused.expect(StatusCode::OK);
+    let refused = refused.json();
+    assert_eq!(refused["forecast"]["captured_energy"], 0.0, "{refused}");
+    assert!(
+        refused["forecast"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("refused"),
+        "{refused}"
+    );
+    assert_eq!(t.budget().await, before);
+    let ledger_after = t
+        .app
+        .get(&format!("/v1/datasets/{}/ledger", t.ds), &t.key)
+        .await
+        .json();
+    assert_eq!(ledger_after, ledger_before);
+}
+
+#[tokio::test]
+async fn the_inverse_question_finds_the_least_rho_that_reaches_the_target() {
+    let (app, key) = TestApp::queued_with_tenant("t").await;
+    let ask = |rho: f64, target: Option<f64>| {
+        let mut body = json!({ "privacy": { "rho": rho }, "params": { "k": 2 }, "data": data(N), "scenario": scenario() });
+        if let Some(t) = target {
+            body["target"] = json!({ "captured_energy": t });
+        }
+        body
+    };
+    let reply = app.plan(&key, ask(1e-3, Some(0.9))).await;
+    reply.expect(StatusCode::OK);
+    let needed = reply.json()["needed"].clone();
+    let rho = needed["rho"].as_f64().unwrap();
+    assert!(needed["epsilon"].as_f64().unwrap() > 0.0, "{needed}");
+    assert_eq!(needed["delta"], 1e-6, "{needed}");
+    let names: Vec<&str> = needed["by_algorithm"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["algorithm"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["analyze_gauss", "noisy_power"], "{needed}");
+    let best = needed["algorithm"].as_str().unwrap();
+    // At the ρ found the forecast reaches the target, and well below it does not.
+    let at = |r: f64| {
+        let body = json!({ "privacy": { "rho": r }, "algorithm": best, "params": { "k": 2 }, "data": data(N), "scenario": scenario() });
+        let app = &app;
+        let key = &key;
+        async move {
+            app.plan(key, body).await.json()["forecast"]["captured_energy"]
+                .as_f64()
+                .unwrap()
+        }
+    };
+    assert!(at(rho * 1.2).await >= 0.88, "{needed}");
+    assert!(at(rho / 3.0).await < 0.9, "{needed}");
+    // Unreachable: a job the algorithm refuses at every ρ (k > d).
+    let mut refused = ask(1e-3, Some(0.5));
+    refused["params"]["k"] = json!(11);
+    let never = app.plan(&key, refused).await.json();
+    assert_eq!(never["needed"]["rho"], Value::Null, "{never}");
+    assert_eq!(never["needed"]["algorithm"], Value::Null, "{never}");
+}
+
+#[tokio::test]
+async fn bad_forecast_requests_are_422_naming_the_field() {
+    let (app, key) = TestApp::queued_with_tenant("t").await;
+    let base = json!({ "privacy": { "rho": 0.1 }, "data": data(N), "scenario": scenario() });
+    let with = |path: &str, value: Value| {
+        let mut body = base.clone();
+        let (head, tail) = path.split_once('.').map_or((path, None), |(h, t)| (h, Some(t)));
+        match tail {
+            Some(t) => body[head][t] = value,
+            None => body[head] = value,
+        }
+        body
+    };
+    for (body, field) in [
+        (with("scenario.eigenvalues", json!([])), "scenario.eigenvalues"),
+        (
+            with("scenario.eigenvalues", json!([1.0, -2.0])),
+            "scenario.eigenvalues",
+        ),
+        (with("scenario.noise_floor", json!(-1.0)), "scenario.noise_floor"),
+        (with("data.n_features", json!(1001)), "data.n_features"),
+        (with("data.n_samples", json!(0)), "data.n_samples"),
+        (with("data.row_norm_bound", json!(0.0)), "data.row_norm_bound"),
+        (with("data.kind", json!("matrix")), "data.kind"),
+        (
+            with("target", json!({ "captured_energy": 1.0 })),
+            "target.captured_energy",
+        ),
+        (
+            with("dataset_id", json!("00000000-0000-0000-0000-000000000000")),
+            "data",
+        ),
+        (
+            json!({ "privacy": { "rho": 0.1 }, "scenario": scenario() }),
+            "scenario",
+        ),
+        (
+            json!({ "privacy": { "rho": 0.1 }, "data": data(N), "target": { "captured_energy": 0.5 } }),
+            "target",
+        ),
+        (with("algorithm", json!("no_such_algorithm")), "algorithm"),
+    ] {
+        let problem = app.plan(&key, body.clone()).await.problem(422);
+        assert_eq!(problem["field"], field, "{body}: {problem}");
+    }
+    // A dataset whose n is private cannot be forecast without a stated n.
+    let ds = app
+        .dataset(&key, json!({ "name": "ar", "kind": "records", "relation": "add_remove", "row_norm_bound": 1.0, "budget": { "rho": 1.0 } }))
+        .await;
+    app.upload_csv(&key, &ds, "0.1,0.2\n0.3,0.1\n")
+        .await
+        .expect(StatusCode::OK);
+    let problem = app
+        .plan(
+            &key,
+            json!({ "privacy": { "rho": 0.1 }, "dataset_id": ds, "scenario": { "eigenvalues": [1.0] } }),
+        )
+        .await
+        .problem(422);
+    assert_eq!(problem["field"], "scenario", "{problem}");
+}
