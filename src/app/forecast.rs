@@ -27,8 +27,11 @@ pub const MAX_TARGET_D: usize = 500;
 pub const MAX_FORECAST_N: u64 = 1_000_000_000_000;
 /// The seed of every forecast: the same request gets the same answer.
 const SEED: u64 = 0x0041_f0ec_a570;
-/// Repetitions per evaluation of the inverse search (fewer than a forecast's: many ρ are tried).
-const SEARCH_REPETITIONS: usize = 3;
+/// Repetitions per evaluation of the inverse search at `d`: a quarter of a forecast's (it
+/// tries about nine ρ), 3 to 12.
+fn search_repetitions(d: usize) -> usize {
+    (forecast::repetitions(d) / 4).clamp(3, 12)
+}
 /// The range the inverse search looks in.
 const SEARCH_LOWEST_RHO: f64 = 1e-9;
 
@@ -295,7 +298,7 @@ fn needed(target: f64, inputs: &Inputs, synthetic: &Synthetic) -> Result<Needed,
                 &inputs.dataset,
                 &inputs.params,
                 synthetic,
-                SEARCH_REPETITIONS,
+                search_repetitions(synthetic.d()),
             ) {
                 Ok(outcome) => outcome.captured_energy(),
                 Err(e) => {

@@ -41,15 +41,15 @@ pub const MAX_DRAWN_VALUES: usize = 10_000_000;
 /// The fewest records a forecast draws when n is larger (the sampling error of C then stays
 /// near 1/√m relative).
 pub const MIN_DRAWN_RECORDS: usize = 2_000;
-/// Repetitions of a forecast (each a run with its own noise) at d ≤ 200; fewer above
+/// Repetitions of a forecast (each a run with its own noise) at d ≤ 50; fewer above
 /// ([`repetitions`]).
-pub const REPETITIONS: usize = 12;
+pub const REPETITIONS: usize = 48;
 
-/// Repetitions of a forecast at `d` features: [`REPETITIONS`] up to d = 200, then fewer
-/// (12·200/d, at least 5), since each run's d×d noise and eigendecomposition grow as d² and d³
-/// while the runs' spread shrinks.
+/// Repetitions of a forecast at `d` features: [`REPETITIONS`] up to d = 50, then fewer
+/// (48·50/d, at least 5: 24 at d = 100, 5 from d = 480), since each run's d×d noise and
+/// eigendecomposition grow as d² and d³. The mean's own error is the runs' spread over √R.
 pub fn repetitions(d: usize) -> usize {
-    (REPETITIONS * 200 / d.max(1)).clamp(5, REPETITIONS)
+    (REPETITIONS * 50 / d.max(1)).clamp(5, REPETITIONS)
 }
 /// One-sided normal quantile of the interval's 90 % coverage.
 const Z_90: f64 = 1.645;
@@ -102,6 +102,11 @@ impl Synthetic {
             spectrum,
             n,
         }
+    }
+
+    /// Features per record.
+    pub fn d(&self) -> usize {
+        self.xt.nrows()
     }
 
     /// Records drawn.

@@ -266,7 +266,7 @@ fn timing() {
 }
 
 #[test]
-#[ignore = "timing"]
+#[ignore = "timing: cargo test --lib forecast::tests::timing_parts -- --ignored --nocapture"]
 fn timing_parts() {
     let d = 500;
     let a = Matrix::from_fn(d, d, |i, j| ((i * j) % 7) as f64);

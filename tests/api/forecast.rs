@@ -11,6 +11,18 @@ use crate::helpers::{Records, TestApp};
 const D: usize = 10;
 const N: usize = 3_000;
 
+/// One cell of the judged grid: n, d, k, the spectrum, the algorithm, and the ρ (or `None`:
+/// the ρ the inverse question finds for a captured energy of 0.8, a noisy cell by design).
+struct Cell {
+    n: usize,
+    d: usize,
+    k: usize,
+    eigenvalues: &'static [f64],
+    floor: f64,
+    algorithm: &'static str,
+    rho: Option<f64>,
+}
+
 fn scenario() -> Value {
     json!({ "eigenvalues": [3.0, 1.5, 0.8], "noise_floor": 0.05 })
 }
@@ -22,15 +34,19 @@ fn data(n: usize) -> Value {
 /// Records of the scenario (drawn with `seed`, clipped to β = 1 as an upload would), as CSV,
 /// and their C = XᵀX/n.
 fn scenario_records(seed: u64) -> (String, Matrix) {
-    let s = Scenario::new(vec![3.0, 1.5, 0.8], 0.05, D).unwrap();
-    let xt = s.draw(D, N, 1.0, seed);
+    records_of(&[3.0, 1.5, 0.8], 0.05, N, D, seed)
+}
+
+fn records_of(eigenvalues: &[f64], floor: f64, n: usize, d: usize, seed: u64) -> (String, Matrix) {
+    let s = Scenario::new(eigenvalues.to_vec(), floor, d).unwrap();
+    let xt = s.draw(d, n, 1.0, seed);
     let mut csv = String::new();
     for row in xt.column_iter() {
         let line: Vec<String> = row.iter().map(|v| format!("{v:e}")).collect();
         csv.push_str(&line.join(","));
         csv.push('\n');
     }
-    let c = &xt * xt.transpose() / N as f64;
+    let c = &xt * xt.transpose() / n as f64;
     (csv, c)
 }
 
@@ -49,7 +65,7 @@ fn captured(result: &Value, c: &Matrix) -> f64 {
         })
         .collect();
     let k = columns.len();
-    let q = Matrix::from_fn(D, k, |i, j| columns[j][i]);
+    let q = Matrix::from_fn(c.nrows(), k, |i, j| columns[j][i]);
     let mut eig: Vec<f64> = c.clone().symmetric_eigen().eigenvalues.iter().copied().collect();
     eig.sort_by(|a, b| b.total_cmp(a));
     (q.transpose() * c * &q).trace() / eig[..k].iter().sum::<f64>()
@@ -265,4 +281,183 @@ async fn bad_forecast_requests_are_422_naming_the_field() {
         .await
         .problem(422);
     assert_eq!(problem["field"], "scenario", "{problem}");
+}
+
+/// The judged grid (issue 41): over n, d, k and ρ, including a cell whose job is refused, the
+/// forecast (made without the dataset) is within 0.05 of the mean of real jobs on records of
+/// the scenario drawn independently, and its interval covers that mean in at least 9 cells of
+/// 10. The jobs are seeded (public datasets), so the test is reproducible; it averages 20 of
+/// them, because at a captured energy near 0.8 one job's spread is 0.06–0.11 and the mean of
+/// five alone wanders by 0.03–0.05 (docs/design/forecast.md, "How close"). Prints the table the
+/// design quotes.
+#[tokio::test]
+async fn over_a_grid_the_forecast_is_within_005_of_real_jobs() {
+    const A: &[f64] = &[3.0, 1.5, 0.8];
+    const B: &[f64] = &[5.0, 4.0, 1.0];
+    const C: &[f64] = &[2.0, 1.0, 0.5, 0.25];
+    let cells = [
+        Cell {
+            n: 2_000,
+            d: 10,
+            k: 1,
+            eigenvalues: A,
+            floor: 0.05,
+            algorithm: "analyze_gauss",
+            rho: None,
+        },
+        Cell {
+            n: 5_000,
+            d: 10,
+            k: 2,
+            eigenvalues: A,
+            floor: 0.05,
+            algorithm: "analyze_gauss",
+            rho: None,
+        },
+        Cell {
+            n: 20_000,
+            d: 10,
+            k: 2,
+            eigenvalues: B,
+            floor: 0.1,
+            algorithm: "analyze_gauss",
+            rho: None,
+        },
+        Cell {
+            n: 5_000,
+            d: 30,
+            k: 3,
+            eigenvalues: C,
+            floor: 0.02,
+            algorithm: "analyze_gauss",
+            rho: None,
+        },
+        Cell {
+            n: 5_000,
+            d: 30,
+            k: 2,
+            eigenvalues: A,
+            floor: 0.05,
+            algorithm: "auto",
+            rho: None,
+        },
+        Cell {
+            n: 5_000,
+            d: 10,
+            k: 2,
+            eigenvalues: A,
+            floor: 0.05,
+            algorithm: "noisy_power",
+            rho: None,
+        },
+        Cell {
+            n: 20_000,
+            d: 30,
+            k: 1,
+            eigenvalues: C,
+            floor: 0.02,
+            algorithm: "noisy_power",
+            rho: None,
+        },
+        Cell {
+            n: 2_000,
+            d: 30,
+            k: 2,
+            eigenvalues: B,
+            floor: 0.1,
+            algorithm: "analyze_gauss",
+            rho: Some(0.05),
+        },
+        Cell {
+            n: 5_000,
+            d: 10,
+            k: 3,
+            eigenvalues: C,
+            floor: 0.02,
+            algorithm: "analyze_gauss",
+            rho: None,
+        },
+        // Refused: k_dp_pca needs more budget than this for its n (and the default clip's share
+        // makes no difference): the job is refused, the forecast says 0.
+        Cell {
+            n: 2_000,
+            d: 10,
+            k: 1,
+            eigenvalues: A,
+            floor: 0.05,
+            algorithm: "k_dp_pca",
+            rho: Some(1e-6),
+        },
+    ];
+    const JOBS: u64 = 20;
+    let (app, key) = TestApp::start_with_tenant("grid").await;
+    let mut covered = 0;
+    eprintln!("| n | d | k | algorithm | ρ | forecast | interval | realized ({JOBS} jobs) |");
+    eprintln!("|---|---|---|---|---|---|---|---|");
+    for (i, cell) in cells.iter().enumerate() {
+        let data =
+            json!({ "kind": "records", "n_samples": cell.n, "n_features": cell.d, "row_norm_bound": 1.0 });
+        let scenario = json!({ "eigenvalues": cell.eigenvalues, "noise_floor": cell.floor });
+        let params = json!({ "k": cell.k });
+        let rho = match cell.rho {
+            Some(rho) => rho,
+            None => {
+                let body = json!({ "privacy": { "rho": 0.01 }, "algorithm": cell.algorithm, "params": params,
+                                   "data": data, "scenario": scenario, "target": { "captured_energy": 0.8 } });
+                let reply = app.plan(&key, body).await;
+                reply.expect(StatusCode::OK);
+                reply.json()["needed"]["by_algorithm"][0]["rho"]
+                    .as_f64()
+                    .expect("reachable")
+            }
+        };
+        let body = json!({ "privacy": { "rho": rho }, "algorithm": cell.algorithm, "params": params,
+                           "data": data, "scenario": scenario });
+        let reply = app.plan(&key, body).await;
+        reply.expect(StatusCode::OK);
+        let forecast = reply.json()["forecast"].clone();
+        let predicted = forecast["captured_energy"].as_f64().unwrap();
+        let interval = [
+            forecast["interval"][0].as_f64().unwrap(),
+            forecast["interval"][1].as_f64().unwrap(),
+        ];
+        let (csv, c) = records_of(cell.eigenvalues, cell.floor, cell.n, cell.d, 500 + i as u64);
+        // A public dataset, so that the real jobs take a seed and the test is reproducible; the
+        // jobs state the privacy (and the algorithm `auto` picks for private data), so they
+        // run exactly as on a private dataset.
+        let spec = json!({ "name": "grid", "kind": "records", "row_norm_bound": 1.0, "public": true });
+        let ds = app.with_csv(&key, spec, &csv).await;
+        let mut realized = 0.0;
+        let algorithm = forecast["algorithm"].as_str().unwrap();
+        for seed in 0..JOBS {
+            let mut job = crate::helpers::job(&ds, algorithm, params.clone(), json!({ "rho": rho }));
+            job["seed"] = json!(seed);
+            let reply = app.submit(&key, job).await;
+            if reply.status == StatusCode::UNPROCESSABLE_ENTITY {
+                continue; // refused: captures nothing
+            }
+            reply.expect(StatusCode::ACCEPTED);
+            let id = reply.json()["id"].as_str().unwrap().to_string();
+            let done = app.wait(&key, &id).await;
+            if done["status"] == "succeeded" {
+                realized += captured(&app.result(&key, &done).await, &c) / JOBS as f64;
+            }
+        }
+        let inside = interval[0] <= realized && realized <= interval[1];
+        covered += usize::from(inside);
+        eprintln!(
+            "| {} | {} | {} | {} | {rho:.3e} | {predicted:.3} | [{:.3}, {:.3}] | {realized:.3} |",
+            cell.n,
+            cell.d,
+            cell.k,
+            forecast["algorithm"].as_str().unwrap(),
+            interval[0],
+            interval[1]
+        );
+        assert!(
+            (predicted - realized).abs() < 0.05,
+            "cell {i}: forecast {predicted} vs realized {realized} ({forecast})"
+        );
+    }
+    assert!(covered >= 9, "the interval covered {covered} of 10 cells");
 }

@@ -1,14 +1,18 @@
 """privpca: a Python client for the privpca service (private PCA as a service).
 
 ``privpca.Client`` covers the whole API (datasets, jobs, the ledger and its transparency log,
-``plan``, studies), ``privpca.Receipt.verify`` checks a release's receipt offline, and
-``privpca.PrivatePCA`` is a scikit-learn estimator backed by it (needs the ``sklearn`` extra).
+``plan`` with its free utility forecast, studies), ``privpca.Receipt.verify`` checks a
+release's receipt offline, ``privpca.PrivatePCA`` is a scikit-learn estimator backed by it
+(needs the ``sklearn`` extra), and ``privpca.plot_forecast`` draws forecasts against ε (needs
+matplotlib, in the ``examples`` extra).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ._forecast import DataShape, Scenario
+from ._plot import plot_forecast
 from ._witness import Witnessed
 from .client import Client
 from .errors import (
@@ -44,10 +48,13 @@ from .errors import (
 from .models import (
     Budget,
     Dataset,
+    Forecast,
     Job,
     JobResult,
     Ledger,
     LedgerEntry,
+    Needed,
+    NeededByAlgorithm,
     Plan,
     PrivacyAmount,
     Progress,
@@ -70,8 +77,10 @@ __all__ = [
     "Checkpoint",
     "Client",
     "Conflict",
+    "DataShape",
     "Dataset",
     "Forbidden",
+    "Forecast",
     "IdempotencyKeyReused",
     "InternalError",
     "InvalidInput",
@@ -84,6 +93,8 @@ __all__ = [
     "LogRewrittenError",
     "MalformedRequest",
     "MethodNotAllowed",
+    "Needed",
+    "NeededByAlgorithm",
     "NotAcceptable",
     "NotFound",
     "PayloadTooLarge",
@@ -99,6 +110,7 @@ __all__ = [
     "ReceiptError",
     "RepeatedFitError",
     "RequestTimeout",
+    "Scenario",
     "Study",
     "StudyCreated",
     "StudyResult",
@@ -110,6 +122,7 @@ __all__ = [
     "VerifierKey",
     "WaitTimeout",
     "Witnessed",
+    "plot_forecast",
 ]
 
 

@@ -24,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _validation, _witness
+from ._forecast import DataLike, ScenarioLike, TargetLike, data_input, scenario_input, target_input
 from ._releases import REGISTRY
 from ._witness import Witnessed
 from .errors import ApiError, InvalidInput, JobFailed, LogRewrittenError, ReceiptError, WaitTimeout, from_problem
@@ -456,15 +457,40 @@ class Client:
         epsilon: float | None = None,
         delta: float | None = None,
         display_delta: float | None = None,
+        data: DataLike | None = None,
+        scenario: ScenarioLike | None = None,
+        target: TargetLike | None = None,
     ) -> Plan:
         """``POST /v1/privacy/plan``: the requested privacy under both conversions and, with
-        ``algorithm`` and ``dataset_id``, what the job would cost and whether it fits."""
+        ``algorithm`` and ``dataset_id`` (or ``data``), what the job would cost and whether it
+        fits. Reads no data and spends nothing.
+
+        **Forecast.** With ``scenario`` (a :class:`~privpca.Scenario` or a mapping with
+        ``eigenvalues`` and ``noise_floor``), the answer's ``forecast`` (a
+        :class:`~privpca.Forecast`) is what the job (``algorithm``, default ``"auto"``;
+        ``params`` such as ``{"k": 2}``; the privacy given) would capture on records drawn from
+        that spectrum. It runs on ``data`` (a :class:`~privpca.DataShape` or a mapping of its
+        fields: ``n_samples``, ``n_features``, ``row_norm_bound``, ``relation``), the public
+        facts of a dataset not uploaded yet, or on ``dataset_id`` when that dataset's n is
+        public. A job that would be refused or fail forecasts 0, with the reason. With
+        ``target`` (the captured energy to reach, in (0, 1), or ``{"captured_energy": y}``),
+        ``needed`` (a :class:`~privpca.Needed`) holds the least ρ (and ε at the plan's δ) that
+        reaches it, per algorithm tried. Free: a forecast reads and charges nothing.
+
+        Values the service refuses (an eigenvalue < 0, too many features, a target outside
+        (0, 1), a target without a scenario, …) raise :class:`~privpca.ValidationError` (422)
+        with ``field`` naming them; what is not a number at all is refused before any request
+        (:class:`~privpca.InvalidInput`).
+        """
         optional = {
             "dataset_id": dataset_id,
             "algorithm": algorithm,
             "params": None if params is None else dict(params),
             "privacy": privacy_input(rho, epsilon, delta),
             "display_delta": display_delta,
+            "data": None if data is None else data_input(data),
+            "scenario": None if scenario is None else scenario_input(scenario),
+            "target": None if target is None else target_input(target),
         }
         body = {k: v for k, v in optional.items() if v is not None}
         return Plan.parse(self._json("POST", "/v1/privacy/plan", json=body))

@@ -16,7 +16,7 @@ import sys
 import uuid
 import warnings
 from collections.abc import Hashable, Mapping
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
@@ -24,9 +24,10 @@ from sklearn.utils.validation import check_is_fitted
 
 from . import _validation
 from ._releases import REGISTRY, Release, digest, fingerprints
+from ._forecast import DataShape, ScenarioLike, TargetLike
 from .client import Client, privacy_input
-from .errors import InvalidInput, JobFailed, NotFound, PrivacySpendWarning, RepeatedFitError
-from .models import Dataset, FloatArray, PrivacyAmount
+from .errors import InvalidInput, JobFailed, NotFound, PrivacySpendWarning, PrivpcaError, RepeatedFitError
+from .models import Dataset, FloatArray, Forecast, Needed, PrivacyAmount
 
 try:  # scikit-learn >= 1.6
     from sklearn.utils.validation import validate_data as _validate_data
@@ -360,6 +361,107 @@ class PrivatePCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimato
                 field="X",
             )
         return dataset_id
+
+    # -- forecast -------------------------------------------------------------------------
+
+    @overload
+    def forecast(
+        self,
+        *,
+        scenario: ScenarioLike,
+        n_samples: int | None = None,
+        n_features: int | None = None,
+        target: None = None,
+    ) -> Forecast: ...
+
+    @overload
+    def forecast(
+        self,
+        *,
+        scenario: ScenarioLike,
+        n_samples: int | None = None,
+        n_features: int | None = None,
+        target: TargetLike,
+    ) -> tuple[Forecast, Needed]: ...
+
+    def forecast(
+        self,
+        *,
+        scenario: ScenarioLike,
+        n_samples: int | None = None,
+        n_features: int | None = None,
+        target: TargetLike | None = None,
+    ) -> Forecast | tuple[Forecast, Needed]:
+        """What ``fit`` would capture, forecast by the service before anything is uploaded or
+        spent (``POST /v1/privacy/plan`` with a scenario; free).
+
+        The job is this estimator's: ``algorithm``, ``params`` with ``k = n_components``, and
+        the privacy ``rho`` or ``epsilon``/``delta``, run on records drawn from ``scenario`` (a
+        :class:`privpca.Scenario` or ``{"eigenvalues": [...], "noise_floor": f}``) and clipped
+        as the upload would clip them:
+
+        - without ``dataset``: on the shape ``fit(X)`` would upload, ``n_samples`` ×
+          ``n_features`` rows clipped to ``row_norm_bound`` (``replace_one``, as ``fit(X)``
+          uploads); all three are needed, and so is the privacy;
+        - with ``dataset``: on that dataset's public shape and bound (its n must be public,
+          ``replace_one``); leave ``n_samples`` and ``n_features`` out. A job over its
+          remaining budget forecasts 0 with the reason.
+
+        Returns the :class:`privpca.Forecast` (``captured_energy``, ``interval``, the
+        ``algorithm`` that would run, and a ``reason`` when the job would be refused or fail).
+        With ``target`` (a captured energy in (0, 1), or ``{"captured_energy": y}``), returns
+        the pair ``(forecast, needed)``, ``needed`` a :class:`privpca.Needed`: the least ρ (and
+        ε at ``delta``, default 1e-6) reaching the target, per algorithm tried (this one, or
+        ``auto``'s candidates)::
+
+            fc = pca.forecast(n_samples=10_000, n_features=20, scenario=Scenario([4, 2], 0.1))
+            fc, needed = pca.forecast(n_samples=10_000, n_features=20, scenario=..., target=0.9)
+        """
+        client = self._client()
+        k = self._n_components()
+        privacy = privacy_input(self.rho, self.epsilon, self.delta)
+        params = {**dict(self.params or {}), "k": k}
+        dataset_id: str | None = None
+        data: DataShape | None = None
+        if self.dataset is not None:
+            dataset_id = self.dataset.id if isinstance(self.dataset, Dataset) else str(self.dataset)
+            given = [name for name, v in (("n_samples", n_samples), ("n_features", n_features)) if v is not None]
+            if given:
+                raise InvalidInput(
+                    f"this estimator fits dataset= {dataset_id}: the forecast uses its public shape, "
+                    f"so leave {' and '.join(given)} out",
+                    field=given[0],
+                )
+        else:
+            if n_samples is None or n_features is None:
+                missing = [name for name, v in (("n_samples", n_samples), ("n_features", n_features)) if v is None]
+                raise InvalidInput(
+                    f"forecasting the upload fit(X) would make needs its shape: give {' and '.join(missing)}",
+                    field=missing[0],
+                )
+            if privacy is None:
+                raise InvalidInput("fit(X) uploads X as a private dataset: give rho or epsilon/delta", field="rho")
+            if self.row_norm_bound is None:
+                raise InvalidInput("fit(X) uploads X as a private dataset: give row_norm_bound", field="row_norm_bound")
+            data = DataShape(n_samples, n_features, _validation.positive(self.row_norm_bound, "row_norm_bound"))
+        plan = client.plan(
+            dataset_id=dataset_id,
+            data=data,
+            algorithm=self.algorithm,
+            params=params,
+            rho=self.rho,
+            epsilon=self.epsilon,
+            delta=self.delta,
+            scenario=scenario,
+            target=target,
+        )
+        if plan.forecast is None:
+            raise PrivpcaError("the service answered a plan with a scenario without its forecast")
+        if target is None:
+            return plan.forecast
+        if plan.needed is None:
+            raise PrivpcaError("the service answered a plan with a target without what it needs")
+        return plan.forecast, plan.needed
 
     # -- transform ------------------------------------------------------------------------
 

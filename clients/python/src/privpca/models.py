@@ -229,20 +229,110 @@ class StudyCreated(_Model):
 
 
 @dataclass(frozen=True)
+class Forecast:
+    """What a job would capture under a spectrum scenario (``ForecastView``): simulated by the
+    service on records drawn from the scenario, free of charge.
+
+    ``algorithm`` is the algorithm that would run (what ``auto`` picks); ``captured_energy``
+    the mean over ``repetitions`` simulated runs of tr(QᵀCQ) / Σ_{i≤k} λ_i(C) (C = XᵀX/n of the
+    clipped records, Q the released basis: 1 is the best k-dimensional subspace); ``interval``
+    where one job's captured energy falls with probability about 0.9. A job that would be
+    refused or fail captures 0, with ``reason`` saying why (``None`` otherwise).
+    ``simulated_records`` is how many records were drawn (fewer than n for a run scaled to n);
+    ``free`` is always true: nothing was read or charged.
+    """
+
+    algorithm: str
+    captured_energy: float
+    interval: tuple[float, float]
+    reason: str | None
+    repetitions: int
+    simulated_records: int
+    free: bool
+
+    @classmethod
+    def parse(cls, raw: dict[str, Any]) -> Forecast:
+        low, high = raw["interval"]
+        reason = raw.get("reason")
+        return cls(
+            algorithm=str(raw["algorithm"]),
+            captured_energy=float(raw["captured_energy"]),
+            interval=(float(low), float(high)),
+            reason=None if reason is None else str(reason),
+            repetitions=int(raw["repetitions"]),
+            simulated_records=int(raw["simulated_records"]),
+            free=bool(raw["free"]),
+        )
+
+
+@dataclass(frozen=True)
+class NeededByAlgorithm:
+    """One algorithm's least privacy reaching the target (``NeededByAlgorithm``): ``rho``, and
+    ``epsilon`` at the plan's δ; both ``None`` if it does not reach it at any ρ ≤ 10⁶."""
+
+    algorithm: str
+    rho: float | None
+    epsilon: float | None
+
+    @classmethod
+    def parse(cls, raw: dict[str, Any]) -> NeededByAlgorithm:
+        return cls(algorithm=str(raw["algorithm"]), rho=_float(raw.get("rho")), epsilon=_float(raw.get("epsilon")))
+
+
+@dataclass(frozen=True)
+class Needed:
+    """The least privacy that reaches a target captured energy under the scenario
+    (``NeededView``). ``rho`` is the least ρ over the algorithms tried and ``algorithm`` the one
+    needing it; ``epsilon`` is that ρ as ε at ``delta`` (CKS 2020: a job stated at this
+    (ε, δ) gets at least ρ). All three are ``None`` when no algorithm reaches the target.
+    ``by_algorithm`` lists every algorithm tried: the requested one, or ``auto``'s candidates.
+    """
+
+    rho: float | None
+    epsilon: float | None
+    delta: float
+    algorithm: str | None
+    by_algorithm: tuple[NeededByAlgorithm, ...]
+
+    @classmethod
+    def parse(cls, raw: dict[str, Any]) -> Needed:
+        algorithm = raw.get("algorithm")
+        return cls(
+            rho=_float(raw.get("rho")),
+            epsilon=_float(raw.get("epsilon")),
+            delta=float(raw["delta"]),
+            algorithm=None if algorithm is None else str(algorithm),
+            by_algorithm=tuple(NeededByAlgorithm.parse(a) for a in raw.get("by_algorithm", [])),
+        )
+
+
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+@dataclass(frozen=True)
 class Plan(_Model):
-    """What a job would cost and how noisy it would be (``PlanView``)."""
+    """What a job would cost and how noisy it would be (``PlanView``). With a scenario,
+    ``forecast`` is what the job would capture (a :class:`Forecast`), and with a target too,
+    ``needed`` the least privacy that reaches it (a :class:`Needed`); both ``None`` otherwise."""
 
     requested: PrivacyAmount
     cost: PrivacyAmount | None
     remaining: PrivacyAmount | None
     fits_budget: bool | None
     noise: list[dict[str, Any]]
+    forecast: Forecast | None = None
+    needed: Needed | None = None
 
     @staticmethod
     def _nested(raw: dict[str, Any]) -> dict[str, Any]:
+        forecast = raw.get("forecast")
+        needed = raw.get("needed")
         return {
             "requested": PrivacyAmount.parse(raw["requested"]),
             "cost": _amount(raw.get("cost")),
             "remaining": _amount(raw.get("remaining")),
             "noise": list(raw.get("noise", [])),
+            "forecast": None if forecast is None else Forecast.parse(forecast),
+            "needed": None if needed is None else Needed.parse(needed),
         }
