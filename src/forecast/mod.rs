@@ -57,22 +57,65 @@ const Z_90: f64 = 1.645;
 /// spectrum (the draw of its rotation and records), measured in docs/design/forecast.md.
 pub const MODEL_ERROR: f64 = 0.02;
 
+/// How many independent sets of records a forecast draws when they are small (at most
+/// [`MAX_DRAWN_VALUES`] values in all): the repetitions are spread over them, so the forecast
+/// averages over the records' own variation too, not over one draw's.
+pub const DRAWS: usize = 4;
+
 /// Synthetic records of a scenario at a job's public shape, with what the forecast measures
-/// against.
+/// against: [`DRAWS`] independent draws when they fit in [`MAX_DRAWN_VALUES`] together, else one.
 pub struct Synthetic {
+    draws: Vec<Draw>,
+    /// The n the job would run on.
+    n: usize,
+}
+
+/// One set of drawn records.
+struct Draw {
     xt: Matrix,
     stats: RecordStats,
     /// C = XᵀX/m of the drawn records.
     covariance: Matrix,
     /// λ(C), largest first.
     spectrum: Vec<f64>,
-    /// The n the job would run on.
-    n: usize,
+}
+
+impl Draw {
+    fn new(scenario: &Scenario, d: usize, m: usize, beta: f64, seed: u64) -> Self {
+        let xt = scenario.draw(d, m, beta, seed);
+        let stats = RecordStats::of((&xt).into());
+        let covariance = &stats.gram / m as f64;
+        let mut spectrum: Vec<f64> = try_sym_eigenvalues(&covariance)
+            .map(|v| v.iter().copied().collect())
+            .unwrap_or_default();
+        spectrum.sort_by(|a, b| b.total_cmp(a));
+        Self {
+            xt,
+            stats,
+            covariance,
+            spectrum,
+        }
+    }
+
+    /// The captured energy of `basis` on these records.
+    fn captured(&self, basis: &Matrix) -> f64 {
+        if basis.ncols() == 0 || basis.nrows() != self.covariance.nrows() {
+            return 0.0;
+        }
+        let best: f64 = self.spectrum.iter().take(basis.ncols()).sum();
+        let captured = basis.dot(&crate::linalg::matmul(&self.covariance, basis));
+        if best > 0.0 {
+            (captured / best).clamp(0.0, 1.0)
+        } else {
+            captured_energy(basis, &self.covariance)
+        }
+    }
 }
 
 impl Synthetic {
     /// Draws min(n, max([`MIN_DRAWN_RECORDS`], [`MAX_DRAWN_VALUES`]/d)) records of `d`
-    /// features from `scenario`, clipped to `beta`.
+    /// features from `scenario`, clipped to `beta`: [`DRAWS`] times, with their own rotations,
+    /// when that many fit in [`MAX_DRAWN_VALUES`].
     pub fn draw(scenario: &Scenario, n: usize, d: usize, beta: f64, seed: u64) -> Self {
         Self::draw_at_most(scenario, n, d, beta, seed, MAX_DRAWN_VALUES)
     }
@@ -88,49 +131,38 @@ impl Synthetic {
         values: usize,
     ) -> Self {
         let m = n.min((values / d.max(1)).max(MIN_DRAWN_RECORDS));
-        let xt = scenario.draw(d, m, beta, seed);
-        let stats = RecordStats::of((&xt).into());
-        let covariance = &stats.gram / m as f64;
-        let mut spectrum: Vec<f64> = try_sym_eigenvalues(&covariance)
-            .map(|v| v.iter().copied().collect())
-            .unwrap_or_default();
-        spectrum.sort_by(|a, b| b.total_cmp(a));
-        Self {
-            xt,
-            stats,
-            covariance,
-            spectrum,
-            n,
-        }
+        let count = if m.saturating_mul(d).saturating_mul(DRAWS) <= values {
+            DRAWS
+        } else {
+            1
+        };
+        let draws = (0..count as u64)
+            .map(|i| {
+                Draw::new(
+                    scenario,
+                    d,
+                    m,
+                    beta,
+                    seed.wrapping_add(i.wrapping_mul(0x9e37_79b9)),
+                )
+            })
+            .collect();
+        Self { draws, n }
     }
 
     /// Features per record.
     pub fn d(&self) -> usize {
-        self.xt.nrows()
+        self.draws[0].xt.nrows()
     }
 
-    /// Records drawn.
+    /// Records in each draw.
     pub fn drawn(&self) -> usize {
-        self.xt.ncols()
+        self.draws[0].xt.ncols()
     }
 
     /// Whether all n records were drawn.
     pub fn complete(&self) -> bool {
         self.drawn() == self.n
-    }
-
-    /// The captured energy of `basis` on the drawn records.
-    pub fn captured(&self, basis: &Matrix) -> f64 {
-        if basis.ncols() == 0 || basis.nrows() != self.covariance.nrows() {
-            return 0.0;
-        }
-        let best: f64 = self.spectrum.iter().take(basis.ncols()).sum();
-        let captured = basis.dot(&crate::linalg::matmul(&self.covariance, basis));
-        if best > 0.0 {
-            (captured / best).clamp(0.0, 1.0)
-        } else {
-            captured_energy(basis, &self.covariance)
-        }
     }
 }
 
@@ -242,12 +274,13 @@ pub fn forecast(
     };
     let mut values = Vec::with_capacity(repetitions);
     for rep in 0..repetitions.max(1) {
+        let draw = &synthetic.draws[rep % synthetic.draws.len()];
         let mut rng = ChaCha20Rng::seed_from_u64(seed);
         rng.set_stream(rep as u64);
         let mut progress = |_: u32, _: u32| -> Result<(), Cancelled> { Ok(()) };
         let mut env = RunEnv::new(&mut rng, &mut progress);
         let input = DataInput::Records {
-            xt: Records::from(&synthetic.xt).with_stats(&synthetic.stats),
+            xt: Records::from(&draw.xt).with_stats(&draw.stats),
         };
         let run = Run {
             input,
@@ -255,7 +288,7 @@ pub fn forecast(
             env: &mut env,
         };
         match algorithm.run_prepared(&config, run) {
-            Ok(output) => values.push(synthetic.captured(&output.basis)),
+            Ok(output) => values.push(draw.captured(&output.basis)),
             Err(e) => return Ok(Outcome::Nothing(format!("the job would fail: {e}"))),
         }
     }

@@ -43,6 +43,7 @@ fn realized(
     let n = c.n.expect("public n");
     let real = Synthetic::draw(scenario, n, c.d, 1.0, data_seed);
     assert!(real.complete());
+    let real = &real.draws[0];
     let algorithm = find(alg).expect("algorithm");
     let prepared = algorithm.prepare(params, c, &rho(r)).expect("prepared");
     let mut total = 0.0;
@@ -92,23 +93,23 @@ fn drawn_records_have_the_scenarios_spectrum() {
     assert_eq!(s.drawn(), m);
     let expected = [5.0, 3.0, 1.5];
     for (i, want) in expected.iter().enumerate() {
-        let got = s.spectrum[i];
+        let got = s.draws[0].spectrum[i];
         assert!((got - want).abs() < 0.05 * want, "λ_{i}: {got} vs {want}");
     }
-    let floor: f64 = s.spectrum[3..].iter().sum::<f64>() / (d - 3) as f64;
+    let floor: f64 = s.draws[0].spectrum[3..].iter().sum::<f64>() / (d - 3) as f64;
     assert!((floor - 0.1).abs() < 0.01, "floor {floor}");
     // The same seed draws the same records; another draws others.
     assert_eq!(
-        Synthetic::draw(&scenario, 500, d, 1.0, 3).xt,
-        Synthetic::draw(&scenario, 500, d, 1.0, 3).xt
+        Synthetic::draw(&scenario, 500, d, 1.0, 3).draws[0].xt,
+        Synthetic::draw(&scenario, 500, d, 1.0, 3).draws[0].xt
     );
     assert_ne!(
-        Synthetic::draw(&scenario, 500, d, 1.0, 3).xt,
-        Synthetic::draw(&scenario, 500, d, 1.0, 4).xt
+        Synthetic::draw(&scenario, 500, d, 1.0, 3).draws[0].xt,
+        Synthetic::draw(&scenario, 500, d, 1.0, 4).draws[0].xt
     );
     // Clipped as uploads clip.
     let clipped = Synthetic::draw(&scenario, 2_000, d, 1.0, 5);
-    assert!(clipped.xt.column_iter().all(|x| x.norm() <= 1.0));
+    assert!(clipped.draws[0].xt.column_iter().all(|x| x.norm() <= 1.0));
 }
 
 #[test]
@@ -282,4 +283,15 @@ fn timing_parts() {
     let t = std::time::Instant::now();
     let _ = crate::linalg::sym_eig(&noisy);
     eprintln!("eig {:?}", t.elapsed());
+}
+
+#[test]
+fn small_forecasts_average_over_several_draws_of_records_and_large_ones_draw_once() {
+    let scenario = spiked(10);
+    let small = Synthetic::draw(&scenario, 5_000, 10, 1.0, 1);
+    assert_eq!(small.draws.len(), DRAWS);
+    assert_ne!(small.draws[0].xt, small.draws[1].xt);
+    let large = Synthetic::draw(&scenario, 1_000_000, 10, 1.0, 1);
+    assert_eq!(large.draws.len(), 1);
+    assert_eq!(large.drawn(), MAX_DRAWN_VALUES / 10);
 }
