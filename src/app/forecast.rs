@@ -159,6 +159,29 @@ pub struct Inputs {
     pub display_delta: f64,
 }
 
+/// The shape a forecast simulates, whether stated or a dataset's: dense records with
+/// 1 ≤ d ≤ [`MAX_FORECAST_D`] (a dataset's d is not checked by [`stated_dataset`]; a matrix or
+/// sparse dataset, or a wide one, would otherwise run records through an algorithm configured
+/// for another kind, or an eigendecomposition far past the forecast's budget).
+fn check_shape(dataset: &DatasetRecord) -> Result<(), AppError> {
+    if dataset.kind != Kind::Records || dataset.nnz.is_some() {
+        return Err(AppError::validation(
+            "scenario",
+            "forecasts are made for dense records datasets",
+        ));
+    }
+    if !dataset
+        .d
+        .is_some_and(|d| (1..=MAX_FORECAST_D as i64).contains(&d))
+    {
+        return Err(AppError::validation(
+            "scenario",
+            format!("forecasts are made for datasets with 1 to {MAX_FORECAST_D} features"),
+        ));
+    }
+    Ok(())
+}
+
 /// Forecasts on a blocking thread, at most two at once.
 pub async fn run(
     tenant: Uuid,
@@ -168,6 +191,7 @@ pub async fn run(
     state
         .rate_limits
         .check(crate::rate_limits::Action::Submission, tenant)?;
+    check_shape(&inputs.dataset)?;
     let scenario = Scenario::new(
         inputs.request.eigenvalues.clone(),
         inputs.request.noise_floor,
@@ -280,10 +304,10 @@ fn needed(target: f64, inputs: &Inputs, synthetic: &Synthetic) -> Result<Needed,
     } else {
         vec![find_algorithm(&inputs.algorithm)?.info().name]
     };
+    let start = inputs.privacy.parse("privacy")?.rho;
     let mut by_algorithm = Vec::new();
     for name in candidates {
         let mut failure = None;
-        let start = inputs.privacy.parse("privacy")?.rho;
         let found = forecast::smallest_rho(target, start, (SEARCH_LOWEST_RHO, MAX_RHO), |rho| {
             let privacy = PrivacyInput {
                 rho: Some(rho),

@@ -98,7 +98,12 @@ pub async fn plan(state: &AppState, tenant: Uuid, request: PlanRequest) -> Resul
         return Ok(plan);
     };
     let forecasting = request.forecast.is_some();
-    let priced = match request.algorithm.as_deref() {
+    let algorithm = request.algorithm.clone().or_else(|| {
+        // A forecast prices the job it forecasts (`auto` unless named), so that its refusal
+        // over the remaining budget is the job's, not a Gaussian job's of the requested ρ.
+        forecasting.then(|| crate::algorithms::auto::AUTO.to_string())
+    });
+    let priced = match algorithm.as_deref() {
         // A forecast reports a job that would be refused as capturing nothing, with the reason.
         Some(name) if forecasting => price_on(&dataset, name, &request.params, &plan.privacy).ok(),
         Some(name) => Some(price_on(&dataset, name, &request.params, &plan.privacy)?),
@@ -137,10 +142,7 @@ pub async fn plan(state: &AppState, tenant: Uuid, request: PlanRequest) -> Resul
         let inputs = Inputs {
             dataset: dataset.clone(),
             n,
-            algorithm: request
-                .algorithm
-                .clone()
-                .unwrap_or_else(|| crate::algorithms::auto::AUTO.to_string()),
+            algorithm: algorithm.unwrap_or_default(),
             params: request.params.clone(),
             privacy: plan.privacy.clone(),
             refused,

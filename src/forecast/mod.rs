@@ -253,6 +253,9 @@ pub fn forecast(
         }
         let m = synthetic.drawn();
         let factor = synthetic.n as f64 / m as f64;
+        // Capped at the ledger's largest amount, which no calibration is checked past. Where
+        // the cap bites the scaled run's noise is at most √d·10⁻³/m of its signal (m ≥ 2 000),
+        // as negligible as the true run's.
         let rho = (prepared.cost.rho * factor * factor).min(MAX_RHO);
         let scaled_target = PrivacyTarget {
             rho,

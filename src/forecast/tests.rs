@@ -2,19 +2,11 @@ use serde_json::json;
 
 use super::*;
 use crate::algorithms::find;
-use crate::dataset::Neighbours;
+use crate::algorithms::testing::ro;
 
+/// A private records context with public n, β and α = √d·β.
 fn ctx(d: usize, n: usize, beta: f64) -> DataContext {
-    DataContext {
-        d,
-        n: Some(n),
-        neighbours: Neighbours::ReplaceOne {
-            beta,
-            alpha: (d as f64).sqrt() * beta,
-        },
-        public: false,
-        sparse: false,
-    }
+    crate::algorithms::testing::ctx(d, Some(n), ro(beta, (d as f64).sqrt() * beta))
 }
 
 fn rho(rho: f64) -> PrivacyTarget {

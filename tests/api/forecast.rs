@@ -23,6 +23,26 @@ struct Cell {
     rho: Option<f64>,
 }
 
+const fn cell(
+    n: usize,
+    d: usize,
+    k: usize,
+    eigenvalues: &'static [f64],
+    floor: f64,
+    algorithm: &'static str,
+    rho: Option<f64>,
+) -> Cell {
+    Cell {
+        n,
+        d,
+        k,
+        eigenvalues,
+        floor,
+        algorithm,
+        rho,
+    }
+}
+
 fn scenario() -> Value {
     json!({ "eigenvalues": [3.0, 1.5, 0.8], "noise_floor": 0.05 })
 }
@@ -148,6 +168,21 @@ async fn a_forecast_charges_nothing_and_a_refused_job_forecasts_nothing() {
         over["forecast"]["reason"].as_str().unwrap().contains("budget"),
         "{over}"
     );
+    // The same without naming the algorithm: `auto`'s job is priced, and refused.
+    let over_auto = t
+        .app
+        .plan(&t.key, json!({ "privacy": { "rho": 0.5 }, "dataset_id": t.ds, "params": { "k": 2 }, "scenario": scenario() }))
+        .await
+        .json();
+    assert_eq!(over_auto["fits_budget"], false, "{over_auto}");
+    assert_eq!(over_auto["forecast"]["captured_energy"], 0.0, "{over_auto}");
+    assert!(
+        over_auto["forecast"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("budget"),
+        "{over_auto}"
+    );
     // Parameters the job would refuse (k > d).
     let refused = t
         .app
@@ -266,6 +301,16 @@ async fn bad_forecast_requests_are_422_naming_the_field() {
         let problem = app.plan(&key, body.clone()).await.problem(422);
         assert_eq!(problem["field"], field, "{body}: {problem}");
     }
+    // A matrix dataset is not records: no forecast.
+    let matrix = app.matrix(&key).await;
+    let problem = app
+        .plan(
+            &key,
+            json!({ "privacy": { "rho": 0.1 }, "dataset_id": matrix, "scenario": { "eigenvalues": [1.0] } }),
+        )
+        .await
+        .problem(422);
+    assert_eq!(problem["field"], "scenario", "{problem}");
     // A dataset whose n is private cannot be forecast without a stated n.
     let ds = app
         .dataset(&key, json!({ "name": "ar", "kind": "records", "relation": "add_remove", "row_norm_bound": 1.0, "budget": { "rho": 1.0 } }))
@@ -296,98 +341,18 @@ async fn over_a_grid_the_forecast_is_within_005_of_real_jobs() {
     const B: &[f64] = &[5.0, 4.0, 1.0];
     const C: &[f64] = &[2.0, 1.0, 0.5, 0.25];
     let cells = [
-        Cell {
-            n: 2_000,
-            d: 10,
-            k: 1,
-            eigenvalues: A,
-            floor: 0.05,
-            algorithm: "analyze_gauss",
-            rho: None,
-        },
-        Cell {
-            n: 5_000,
-            d: 10,
-            k: 2,
-            eigenvalues: A,
-            floor: 0.05,
-            algorithm: "analyze_gauss",
-            rho: None,
-        },
-        Cell {
-            n: 20_000,
-            d: 10,
-            k: 2,
-            eigenvalues: B,
-            floor: 0.1,
-            algorithm: "analyze_gauss",
-            rho: None,
-        },
-        Cell {
-            n: 5_000,
-            d: 30,
-            k: 3,
-            eigenvalues: C,
-            floor: 0.02,
-            algorithm: "analyze_gauss",
-            rho: None,
-        },
-        Cell {
-            n: 5_000,
-            d: 30,
-            k: 2,
-            eigenvalues: A,
-            floor: 0.05,
-            algorithm: "auto",
-            rho: None,
-        },
-        Cell {
-            n: 5_000,
-            d: 10,
-            k: 2,
-            eigenvalues: A,
-            floor: 0.05,
-            algorithm: "noisy_power",
-            rho: None,
-        },
-        Cell {
-            n: 20_000,
-            d: 30,
-            k: 1,
-            eigenvalues: C,
-            floor: 0.02,
-            algorithm: "noisy_power",
-            rho: None,
-        },
-        Cell {
-            n: 2_000,
-            d: 30,
-            k: 2,
-            eigenvalues: B,
-            floor: 0.1,
-            algorithm: "analyze_gauss",
-            rho: Some(0.05),
-        },
-        Cell {
-            n: 5_000,
-            d: 10,
-            k: 3,
-            eigenvalues: C,
-            floor: 0.02,
-            algorithm: "analyze_gauss",
-            rho: None,
-        },
+        cell(2_000, 10, 1, A, 0.05, "analyze_gauss", None),
+        cell(5_000, 10, 2, A, 0.05, "analyze_gauss", None),
+        cell(20_000, 10, 2, B, 0.1, "analyze_gauss", None),
+        cell(5_000, 30, 3, C, 0.02, "analyze_gauss", None),
+        cell(5_000, 30, 2, A, 0.05, "auto", None),
+        cell(5_000, 10, 2, A, 0.05, "noisy_power", None),
+        cell(20_000, 30, 1, C, 0.02, "noisy_power", None),
+        cell(2_000, 30, 2, B, 0.1, "analyze_gauss", Some(0.05)),
+        cell(5_000, 10, 3, C, 0.02, "analyze_gauss", None),
         // Refused: k_dp_pca needs more budget than this for its n (and the default clip's share
         // makes no difference): the job is refused, the forecast says 0.
-        Cell {
-            n: 2_000,
-            d: 10,
-            k: 1,
-            eigenvalues: A,
-            floor: 0.05,
-            algorithm: "k_dp_pca",
-            rho: Some(1e-6),
-        },
+        cell(2_000, 10, 1, A, 0.05, "k_dp_pca", Some(1e-6)),
     ];
     const JOBS: u64 = 20;
     let (app, key) = TestApp::start_with_tenant("grid").await;
