@@ -91,11 +91,16 @@ fn captured(result: &Value, c: &Matrix) -> f64 {
     (q.transpose() * c * &q).trace() / eig[..k].iter().sum::<f64>()
 }
 
+/// Real jobs averaged per cell where the dataset is private (unseeded jobs): one job's captured
+/// energy spreads by 0.03–0.05 here, so 20 keep the mean within 0.01 of its expectation and the
+/// 0.05 bound is not at the mercy of the draw (5 were, and failed once in CI).
+const JOBS_HERE: usize = 20;
+
 #[tokio::test]
 async fn a_forecast_needs_no_dataset_and_lands_near_real_jobs_on_data_of_the_scenario() {
     let (csv, c) = scenario_records(77);
     let t = Records::start(json!({ "rho": 10.0 }), &csv).await;
-    for (algorithm, rho) in [("analyze_gauss", 2e-4), ("noisy_power", 3e-4)] {
+    for (algorithm, rho) in [("analyze_gauss", 1.5e-4), ("noisy_power", 3e-4)] {
         let body = json!({ "privacy": { "rho": rho }, "algorithm": algorithm, "params": { "k": 2 },
                            "data": data(N), "scenario": scenario() });
         let reply = t.app.plan(&t.key, body.clone()).await;
@@ -111,11 +116,11 @@ async fn a_forecast_needs_no_dataset_and_lands_near_real_jobs_on_data_of_the_sce
             forecast["interval"][1].as_f64().unwrap(),
         ];
         let mut realized = 0.0;
-        for _ in 0..5 {
+        for _ in 0..JOBS_HERE {
             let result = t
                 .result_of(algorithm, json!({ "k": 2 }), json!({ "rho": rho }))
                 .await;
-            realized += captured(&result, &c) / 5.0;
+            realized += captured(&result, &c) / JOBS_HERE as f64;
         }
         assert!(
             realized < 0.97,
