@@ -181,6 +181,19 @@ async fn record(state: &AppState, lease: Lease, control: &RunningJob, outcome: &
             Ok(()) => return,
             Err(e) => e,
         };
+        // A result the store refuses as malformed will not become valid on retry: fail the job
+        // now (its charge kept) rather than leave it running until its lease runs out.
+        if let (Outcome::Succeeded(_), crate::store::StoreError::InvalidResult(why)) = (outcome, &e) {
+            tracing::error!(job = %lease.job, error = %why, "the job's result was refused; failing it");
+            if let Err(e) = state
+                .store
+                .fail_job(lease, "internal error: the result could not be stored")
+                .await
+            {
+                tracing::error!(job = %lease.job, error = %e, "could not record the job's failure");
+            }
+            return;
+        }
         let gone = matches!(control.reason(), StopReason::LeaseLost | StopReason::Shutdown);
         if !e.is_busy() || gone || finished.elapsed() >= limit {
             tracing::error!(job = %lease.job, error = %e, "could not record the job's outcome");
@@ -209,7 +222,7 @@ async fn execute(state: &AppState, job: &JobRecord, control: Arc<RunningJob>) ->
         ));
     }
     let ctx = data_context(&dataset).ok_or_else(|| Failure::Failed("the dataset has no data".into()))?;
-    let algorithm = algorithms::find(&job.algorithm).ok_or_else(|| {
+    let algorithm = algorithms::find_runnable(&job.algorithm).ok_or_else(|| {
         Failure::Failed(format!(
             "algorithm `{}` is not available in this version",
             job.algorithm
@@ -349,8 +362,19 @@ async fn execute(state: &AppState, job: &JobRecord, control: Arc<RunningJob>) ->
         }
     };
     let basis = output.basis;
-    let basis = (basis.nrows() == d && basis.ncols() >= 1)
-        .then(|| polish_orthonormal(basis))
+    // The forecast's private spectrum releases eigenvalues only: a d×0 basis, nothing to polish.
+    let spectrum_only = job.algorithm == algorithms::spectrum::NAME
+        && basis.nrows() == d
+        && basis.ncols() == 0
+        && output.eigenvalues.as_ref().is_some_and(|v| v.len() == d);
+    let basis = (basis.nrows() == d && (basis.ncols() >= 1 || spectrum_only))
+        .then(|| {
+            if spectrum_only {
+                Some(basis)
+            } else {
+                polish_orthonormal(basis)
+            }
+        })
         .flatten()
         .ok_or_else(|| {
             Failure::Failed("the algorithm did not produce an orthonormal basis (numerical failure)".into())

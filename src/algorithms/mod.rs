@@ -36,6 +36,7 @@ pub mod noisy_power;
 pub mod parameters;
 pub mod registry;
 pub mod sensitivity;
+pub mod spectrum;
 pub mod storage;
 pub mod tensor_power;
 #[cfg(test)]
@@ -44,7 +45,7 @@ pub(crate) mod testing;
 use serde::{Serialize, de::DeserializeOwned};
 
 pub use env::{Cancelled, RunEnv};
-pub use registry::{DynAlgorithm, Prepared, find, registry, study_algorithms};
+pub use registry::{DynAlgorithm, Prepared, find, find_runnable, registry, study_algorithms};
 
 use crate::dataset::{DataContext, Kind, Relation};
 use crate::linalg::{CsrView, Matrix, Records};

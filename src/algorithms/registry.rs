@@ -592,6 +592,12 @@ pub fn find(name: &str) -> Option<&'static dyn DynAlgorithm> {
     registry().iter().copied().find(|a| a.info().name == name)
 }
 
+/// What a queued job may run: an algorithm of [`registry()`], or a release the service submits
+/// itself and does not offer as a PCA ([`super::spectrum`], the forecast's paid spectrum).
+pub fn find_runnable(name: &str) -> Option<&'static dyn DynAlgorithm> {
+    find(name).or_else(|| (name == super::spectrum::NAME).then_some(&super::spectrum::Spectrum as _))
+}
+
 #[cfg(test)]
 #[path = "registry_target_tests.rs"]
 mod target_tests;

@@ -110,9 +110,54 @@ pub async fn submit(state: &AppState, tenant: Uuid, request: SubmitRequest) -> R
         &request.params,
         request.privacy.as_ref(),
     )?;
+    charge_and_queue(state, tenant, &dataset, request, resolved).await
+}
+
+/// Submits the forecast's paid private spectrum ([`algorithms::spectrum`]) at `privacy` on the
+/// tenant's dataset: priced, charged and queued exactly as a job, so it is on the ledger, the
+/// dataset's log and its receipt like any other. Not reachable through `POST /v1/jobs`, which
+/// offers PCA algorithms only.
+pub async fn submit_spectrum(
+    state: &AppState,
+    tenant: Uuid,
+    dataset: &DatasetRecord,
+    privacy: PrivacyInput,
+) -> Result<Submitted, AppError> {
+    require_ready(dataset)?;
+    let params = Value::Object(Default::default());
+    let priced = super::pricing::price(
+        &algorithms::spectrum::Spectrum,
+        dataset,
+        params.clone(),
+        Some(&privacy),
+    )?;
+    let resolved = Resolved {
+        name: algorithms::spectrum::NAME,
+        priced,
+        selection: None,
+    };
+    let request = SubmitRequest {
+        dataset_id: dataset.id,
+        algorithm: algorithms::spectrum::NAME.to_string(),
+        params,
+        privacy: Some(privacy),
+        seed: None,
+        idempotency: None,
+    };
+    charge_and_queue(state, tenant, dataset, request, resolved).await
+}
+
+/// Charges and queues a priced job in one transaction (the store's atomic check-and-charge).
+async fn charge_and_queue(
+    state: &AppState,
+    tenant: Uuid,
+    dataset: &DatasetRecord,
+    request: SubmitRequest,
+    resolved: Resolved,
+) -> Result<Submitted, AppError> {
     require_queue_room(state).await?;
     let algorithm = resolved.name;
-    let new = new_job(&dataset, request, resolved)?;
+    let new = new_job(dataset, request, resolved)?;
     let (record, replayed) = match state.store.submit_job(tenant, new).await? {
         SubmitOutcome::Created(job) => (job, false),
         SubmitOutcome::Replayed(job) => (job, true),
@@ -121,7 +166,7 @@ pub async fn submit(state: &AppState, tenant: Uuid, request: SubmitRequest) -> R
     if !replayed {
         state.jobs.wake();
     }
-    let timings_public = timings_public(&dataset);
+    let timings_public = timings_public(dataset);
     Ok(Submitted {
         job: Job {
             record,

@@ -12,5 +12,6 @@ pub mod ledger_log;
 pub mod plan;
 pub mod pricing;
 pub mod site;
+pub mod spectrum;
 pub mod studies;
 pub mod targets;

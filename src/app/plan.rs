@@ -8,7 +8,9 @@ use uuid::Uuid;
 use super::error::AppError;
 use super::forecast::{ForecastRequest, Inputs, JobForecast, Needed, PlanData, stated_dataset};
 use super::pricing::{Resolved, job_privacy, resolve};
+use super::spectrum::{ScenarioSource, SpectrumUse};
 use super::targets::{MAX_DELTA, PrivacyInput};
+use crate::forecast::Outcome;
 use crate::privacy::admission::{Spending, admit};
 use crate::privacy::{Cost, PrivacyTarget};
 use crate::state::AppState;
@@ -28,7 +30,13 @@ pub struct PlanRequest {
     /// The public shape to plan on instead of a dataset (before any upload).
     pub data: Option<PlanData>,
     /// A spectrum scenario to forecast the job's captured energy under.
-    pub forecast: Option<ForecastRequest>,
+    pub forecast: Option<ForecastAsk>,
+}
+
+/// What to forecast under: where the scenario comes from, and the captured energy to reach.
+pub struct ForecastAsk {
+    pub source: ScenarioSource,
+    pub target: Option<f64>,
 }
 
 /// What planning found.
@@ -45,6 +53,8 @@ pub struct Plan {
     pub forecast: Option<JobForecast>,
     /// With a scenario and a target: the least ρ that reaches it.
     pub needed: Option<Needed>,
+    /// With a private spectrum (paid now or reused): the spectrum job and what it released.
+    pub spectrum: Option<SpectrumUse>,
 }
 
 /// Plans `request` for `tenant`.
@@ -81,6 +91,7 @@ pub async fn plan(state: &AppState, tenant: Uuid, request: PlanRequest) -> Resul
         fits_budget: None,
         forecast: None,
         needed: None,
+        spectrum: None,
     };
     let Some(dataset) = dataset else {
         if request.forecast.is_some() {
@@ -122,10 +133,8 @@ pub async fn plan(state: &AppState, tenant: Uuid, request: PlanRequest) -> Resul
     if !stated {
         plan.fits_budget = Some(fits_budget(&dataset, charge));
     }
-    if let Some(request_forecast) = request.forecast {
-        let refused = (plan.fits_budget == Some(false) && plan.job.is_some()).then(|| {
-            "the job would be refused: its cost is above the dataset's remaining budget".to_string()
-        });
+    let mut dataset = dataset;
+    if let Some(ask) = request.forecast {
         let n = match (
             &request.data,
             crate::context::data_context(&dataset).and_then(|c| c.n),
@@ -139,14 +148,75 @@ pub async fn plan(state: &AppState, tenant: Uuid, request: PlanRequest) -> Resul
                 ));
             }
         };
+        let algorithm = algorithm.unwrap_or_default();
+        let (eigenvalues, noise_floor, clipped_already) = match ask.source {
+            ScenarioSource::Stated {
+                eigenvalues,
+                noise_floor,
+            } => (eigenvalues, noise_floor, false),
+            source => {
+                if stated {
+                    return Err(AppError::validation(
+                        "scenario",
+                        "a private spectrum is read from a dataset: give dataset_id, not data",
+                    ));
+                }
+                // Everything the forecast checks, checked before anything is charged.
+                super::forecast::check(&dataset, ask.target, &algorithm, &plan.privacy)?;
+                let used = match source {
+                    ScenarioSource::PrivateSpectrum { share } => {
+                        let used = super::spectrum::pay(state, tenant, &dataset, share, &plan.target).await?;
+                        // The spectrum's charge is spent: the job forecast meets what is left.
+                        dataset = super::datasets::get(state, tenant, dataset.id).await?;
+                        plan.fits_budget = Some(fits_budget(&dataset, charge));
+                        used
+                    }
+                    ScenarioSource::SpectrumJob(id) => {
+                        super::spectrum::reuse(state, tenant, &dataset, id).await?
+                    }
+                    ScenarioSource::Stated { .. } => unreachable!("matched above"),
+                };
+                let scenario = used.scenario.clone();
+                plan.spectrum = Some(used);
+                match scenario {
+                    Some(Ok(s)) => (s.eigenvalues().to_vec(), s.noise_floor(), true),
+                    // The spectrum is all noise: the job forecasts nothing, and says why.
+                    Some(Err(why)) => {
+                        plan.forecast = Some(JobForecast {
+                            algorithm: plan
+                                .job
+                                .as_ref()
+                                .map_or(algorithm.clone(), |j| j.name.to_string()),
+                            outcome: Outcome::Nothing(why),
+                            simulated_records: 0,
+                        });
+                        plan.dataset = Some(dataset);
+                        return Ok(plan);
+                    }
+                    // Not released yet: the answer names the job to forecast from later.
+                    None => {
+                        plan.dataset = Some(dataset);
+                        return Ok(plan);
+                    }
+                }
+            }
+        };
+        let refused = (plan.fits_budget == Some(false) && plan.job.is_some()).then(|| {
+            "the job would be refused: its cost is above the dataset's remaining budget".to_string()
+        });
         let inputs = Inputs {
             dataset: dataset.clone(),
             n,
-            algorithm: algorithm.unwrap_or_default(),
+            algorithm,
             params: request.params.clone(),
             privacy: plan.privacy.clone(),
             refused,
-            request: request_forecast,
+            request: ForecastRequest {
+                eigenvalues,
+                noise_floor,
+                target: ask.target,
+                clipped_already,
+            },
             display_delta: request
                 .display_delta
                 .or(plan.privacy.delta)

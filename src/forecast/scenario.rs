@@ -94,6 +94,11 @@ impl Scenario {
     /// reproducible from `seed` (and independent of the thread count: each block of columns has
     /// its own stream).
     pub fn draw(&self, d: usize, m: usize, beta: f64, seed: u64) -> Matrix {
+        self.draw_with_rotation(d, m, beta, seed).0
+    }
+
+    /// [`Scenario::draw`], with U_r, the d×r directions of the listed eigenvalues.
+    fn draw_with_rotation(&self, d: usize, m: usize, beta: f64, seed: u64) -> (Matrix, Matrix) {
         let r = self.eigenvalues.len();
         let mut rng = ChaCha20Rng::seed_from_u64(seed);
         let g = Matrix::from_fn(d, r, |_, _| rng.sample::<f64, _>(StandardNormal));
@@ -118,7 +123,7 @@ impl Scenario {
                 block.copy_from_slice(z2.as_slice());
             });
         clip_columns_l2(&mut xt, beta);
-        xt
+        (xt, u)
     }
 }
 
@@ -133,4 +138,121 @@ fn signed_q(g: &Matrix) -> Matrix {
         }
     }
     q
+}
+
+/// How many noise standard deviations a released eigenvalue must stand above zero to be
+/// listed in a scenario from a private spectrum ([`Scenario::from_private_spectrum`]).
+pub const SIGNAL_SDS: f64 = 3.0;
+
+impl Scenario {
+    /// The scenario a private spectrum states (issue 41, docs/design/forecast.md "A paid private
+    /// spectrum"), by post-processing only: `released` are the d eigenvalue estimates of
+    /// C = XᵀX/n in the order of the true spectrum (entry i estimates the i-th largest, each
+    /// with independent noise of sd `sd`), not re-sorted.
+    ///
+    /// The first r entries are listed (clamped at 0, sorted), where r counts the estimates above
+    /// [`SIGNAL_SDS`]·sd (at least 1, at most min(d, [`MAX_STATED`])), and the noise floor is
+    /// the mean of the other d − r entries, clamped at 0: a fixed set of entries, so its sum
+    /// is unbiased and its noise shrinks as 1/√(d − r), where sorting the noisy values and
+    /// reading the tail off them would list the largest noise draws as eigenvalues.
+    pub fn from_private_spectrum(released: &[f64], sd: f64) -> Result<Self, ScenarioError> {
+        let d = released.len();
+        if d == 0 || released.iter().any(|v| !v.is_finite()) || !(sd.is_finite() && sd >= 0.0) {
+            return Err(bad("eigenvalues", "the private spectrum is empty or not finite"));
+        }
+        let above = released.iter().filter(|v| **v > SIGNAL_SDS * sd).count();
+        let r = above.clamp(1, d.min(MAX_STATED));
+        let mut listed: Vec<f64> = released[..r].iter().map(|v| v.max(0.0)).collect();
+        listed.sort_by(|a, b| b.total_cmp(a));
+        let rest = &released[r..];
+        let floor = if rest.is_empty() {
+            0.0
+        } else {
+            (rest.iter().sum::<f64>() / rest.len() as f64).max(0.0)
+        };
+        Self::new(listed, floor, d)
+    }
+}
+
+/// The spectrum of clipped records `xt` (d×m) along the directions `u` (d×r) they were drawn
+/// with: c_i = ‖Xu_i‖²/m for each listed direction, then the mean over the other d − r
+/// directions, (‖X‖_F² − Σ_i ‖Xu_i‖²)/(m·(d − r)) (0 when r = d). Clipping scales each record,
+/// so U's directions stay eigenvectors in expectation; O(m·d·r), no eigendecomposition.
+fn spectrum_along(xt: &Matrix, u: &Matrix, d: usize) -> Vec<f64> {
+    let m = xt.ncols().max(1) as f64;
+    let projected = u.transpose() * xt;
+    let mut values: Vec<f64> = projected.row_iter().map(|row| row.norm_squared() / m).collect();
+    let listed: f64 = values.iter().sum();
+    let total = xt.norm_squared() / m;
+    let r = u.ncols();
+    values.push(if r < d {
+        ((total - listed) / (d - r) as f64).max(0.0)
+    } else {
+        0.0
+    });
+    values
+}
+
+/// Rounds of [`Scenario::matched_to_clip`]'s fixed point.
+const MATCH_ROUNDS: usize = 20;
+/// The exponent of each round's correction in [`Scenario::matched_to_clip`].
+const MATCH_RELAXATION: f64 = 2.0;
+/// Relative error at which [`Scenario::matched_to_clip`] stops early.
+const MATCH_TOLERANCE: f64 = 0.01;
+/// The largest share of β² a matched spectrum's trace may take (a clipped record has
+/// ‖x‖² ≤ β², so tr C ≤ β²; a noisy estimate above is scaled down to this first).
+const MATCH_MAX_TRACE: f64 = 0.98;
+
+impl Scenario {
+    /// The scenario whose records, once clipped to `beta`, have this scenario's spectrum (issue
+    /// 41, docs/design/forecast.md "A paid private spectrum"). A private spectrum is the
+    /// spectrum of records already clipped at upload; drawing Gaussian records with it and
+    /// clipping them again would shrink it a second time (most where the records' norms reach
+    /// β), and forecast too little. Clipping a Gaussian of covariance U·diag(s)·Uᵀ keeps U's
+    /// directions as eigenvectors, so s is found by the fixed point s_i ← s_i·(t_i/c_i(s))^ω, where
+    /// t is this scenario's spectrum and c(s) the spectrum of `m` clipped records drawn from s
+    /// along its directions ([`spectrum_along`]; the floor as the mean of the rest), for up to
+    /// [`MATCH_ROUNDS`] rounds or until every value is within [`MATCH_TOLERANCE`] (each correction
+    /// raised to [`MATCH_RELAXATION`]).
+    pub fn matched_to_clip(&self, d: usize, m: usize, beta: f64, seed: u64) -> Scenario {
+        let r = self.eigenvalues.len();
+        let mut target: Vec<f64> = self.eigenvalues.clone();
+        target.push(if r < d { self.noise_floor } else { 0.0 });
+        let trace: f64 = self.eigenvalues.iter().sum::<f64>() + self.noise_floor * (d - r.min(d)) as f64;
+        let most = MATCH_MAX_TRACE * beta * beta;
+        if trace > most && trace > 0.0 {
+            target.iter_mut().for_each(|v| *v *= most / trace);
+        }
+        let mut current = Scenario {
+            eigenvalues: target[..r].to_vec(),
+            noise_floor: target[r],
+        };
+        for _ in 0..MATCH_ROUNDS {
+            // The same seed every round: c(s) is then a smooth function of s and the fixed
+            // point is not chasing sampling noise.
+            let (xt, u) = current.draw_with_rotation(d, m, beta, seed);
+            let got = spectrum_along(&xt, &u, d);
+            let mut worst: f64 = 0.0;
+            let mut next = current.clone();
+            for (i, (want, have)) in target.iter().zip(&got).enumerate() {
+                if *want <= 0.0 || *have <= 0.0 {
+                    continue;
+                }
+                worst = worst.max((have / want - 1.0).abs());
+                let value = if i < r {
+                    &mut next.eigenvalues[i]
+                } else {
+                    &mut next.noise_floor
+                };
+                // Over-relaxed (the clip saturates as the scale grows, so plain ratios crawl
+                // towards a trace near β²).
+                *value *= (want / have).powf(MATCH_RELAXATION);
+            }
+            if worst < MATCH_TOLERANCE {
+                break;
+            }
+            current = next;
+        }
+        current
+    }
 }

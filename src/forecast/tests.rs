@@ -3,6 +3,7 @@ use serde_json::json;
 use super::*;
 use crate::algorithms::find;
 use crate::algorithms::testing::ro;
+use crate::forecast::scenario::MAX_STATED;
 
 /// A private records context with public n, β and α = √d·β.
 fn ctx(d: usize, n: usize, beta: f64) -> DataContext {
@@ -286,4 +287,66 @@ fn small_forecasts_average_over_several_draws_of_records_and_large_ones_draw_onc
     let large = Synthetic::draw(&scenario, 1_000_000, 10, 1.0, 1);
     assert_eq!(large.draws.len(), 1);
     assert_eq!(large.drawn(), MAX_DRAWN_VALUES / 10);
+}
+
+#[test]
+fn a_private_spectrum_lists_what_stands_above_its_noise_and_averages_the_rest() {
+    // d = 6, sd = 0.1: 3σ = 0.3, so two entries are listed; the floor is the mean of the rest.
+    let s = Scenario::from_private_spectrum(&[2.0, 0.9, 0.25, 0.05, -0.1, 0.0], 0.1).unwrap();
+    assert_eq!(s.eigenvalues(), &[2.0, 0.9]);
+    assert!((s.noise_floor() - 0.05).abs() < 1e-12);
+    // Nothing above the noise: the first entry is listed, the rest average (negative → 0).
+    let s = Scenario::from_private_spectrum(&[0.1, -0.2, -0.3], 0.5).unwrap();
+    assert_eq!(s.eigenvalues(), &[0.1]);
+    assert_eq!(s.noise_floor(), 0.0);
+    // Listed entries are clamped at 0 and sorted (post-processing of the release).
+    let s = Scenario::from_private_spectrum(&[1.0, 1.2, 5.0], 0.01).unwrap();
+    assert_eq!(s.eigenvalues(), &[5.0, 1.2, 1.0]);
+    // All noise and below zero: nothing to capture, said as the scenario's error.
+    assert!(Scenario::from_private_spectrum(&[-0.1, -0.2], 0.5).is_err());
+    assert!(Scenario::from_private_spectrum(&[], 0.5).is_err());
+    assert!(Scenario::from_private_spectrum(&[f64::NAN], 0.5).is_err());
+}
+
+#[test]
+fn a_private_spectrum_lists_at_most_the_stated_maximum() {
+    let released: Vec<f64> = (0..300).map(|i| 10.0 - i as f64 * 0.01).collect();
+    let s = Scenario::from_private_spectrum(&released, 0.001).unwrap();
+    assert_eq!(s.eigenvalues().len(), MAX_STATED);
+    let rest = &released[MAX_STATED..];
+    assert!((s.noise_floor() - rest.iter().sum::<f64>() / rest.len() as f64).abs() < 1e-12);
+}
+
+#[test]
+fn a_matched_scenario_reproduces_its_spectrum_after_the_clip() {
+    // Records at β = 1 whose spectrum is (0.42, 0.27, 0.18) and a floor of 0.016: about the
+    // clipped spectrum of the scenario (3, 1.5, 0.8; 0.05) at d = 10, where every row is clipped.
+    let (d, m) = (10, 20_000);
+    let target = Scenario::new(vec![0.42, 0.27, 0.18], 0.016, d).unwrap();
+    let matched = target.matched_to_clip(d, m, 1.0, 7);
+    let xt = matched.draw(d, m, 1.0, 99);
+    let c = crate::linalg::gram_t(&xt) / m as f64;
+    let mut got: Vec<f64> = crate::linalg::try_sym_eigenvalues(&c)
+        .unwrap()
+        .iter()
+        .copied()
+        .collect();
+    got.sort_by(|a, b| b.total_cmp(a));
+    for (have, want) in got.iter().zip([0.42, 0.27, 0.18]) {
+        assert!((have / want - 1.0).abs() < 0.05, "{got:?}");
+    }
+    // Drawn and clipped without matching, the spectrum shrinks where it is largest.
+    let plain = target.draw(d, m, 1.0, 99);
+    let c = crate::linalg::gram_t(&plain) / m as f64;
+    let mut shrunk: Vec<f64> = crate::linalg::try_sym_eigenvalues(&c)
+        .unwrap()
+        .iter()
+        .copied()
+        .collect();
+    shrunk.sort_by(|a, b| b.total_cmp(a));
+    assert!(shrunk[0] < 0.9 * 0.42, "{shrunk:?}");
+    // A scenario far inside the ball is left as it is.
+    let small = Scenario::new(vec![0.01], 0.001, d).unwrap();
+    let same = small.matched_to_clip(d, m, 1.0, 7);
+    assert!((same.eigenvalues()[0] / 0.01 - 1.0).abs() < 0.05);
 }

@@ -10,12 +10,12 @@ use uuid::Uuid;
 use super::auth::TenantAuth;
 use super::datasets::{DatasetView, display_delta};
 use super::error::{ApiError, Json, ProblemDocument};
+use super::forecast::{ForecastView, NeededView, PlanDataInput, ScenarioInput, SpectrumView, TargetInput};
 use super::privacy_input::{DEFAULT_DISPLAY_DELTA, PrivacyAmount, PrivacyInput};
 use crate::algorithms::{self, DynAlgorithm, NoiseScale};
-use crate::app::forecast::{ForecastRequest, JobForecast, Needed, PlanData};
+use crate::app::forecast::PlanData;
 use crate::app::plan::{self as use_case, Plan};
 use crate::dataset::{Kind, Relation};
-use crate::forecast::Outcome;
 use crate::state::AppState;
 
 /// An algorithm the service offers.
@@ -97,89 +97,6 @@ pub struct PlanRequest {
     /// With `scenario`: the captured energy to reach; the answer's `needed` holds the least
     /// privacy that reaches it.
     pub target: Option<TargetInput>,
-}
-
-/// The public facts of a records dataset that does not exist yet.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct PlanDataInput {
-    /// `records` (forecasts are made for records datasets).
-    pub kind: Kind,
-    /// n, the number of records (1 to 10¹²).
-    #[schema(minimum = 1)]
-    pub n_samples: u64,
-    /// d, the number of features (1 to 1000 for a forecast, 500 with a target).
-    #[schema(minimum = 1)]
-    pub n_features: u64,
-    /// β, the bound the records' L2 norms are clipped to at upload.
-    #[schema(exclusive_minimum = 0.0)]
-    pub row_norm_bound: f64,
-    /// `replace_one` (default; n public) or `add_remove`.
-    pub relation: Option<Relation>,
-}
-
-/// A spectrum scenario: records x ~ N(0, U·diag(λ)·Uᵀ) with the listed eigenvalues followed by
-/// the noise floor up to d, U a uniformly random rotation, clipped to β as uploads clip.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ScenarioInput {
-    /// The top eigenvalues λ₁, λ₂, … of the records' covariance (1 to min(d, 100), each ≥ 0).
-    pub eigenvalues: Vec<f64>,
-    /// The eigenvalue of every other direction (default 0).
-    #[serde(default)]
-    #[schema(minimum = 0.0)]
-    pub noise_floor: f64,
-}
-
-/// What the job should reach.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct TargetInput {
-    /// Captured energy tr(QᵀCQ)/Σ_{i≤k} λ_i(C) to reach, in (0, 1).
-    #[schema(exclusive_minimum = 0.0, exclusive_maximum = 1.0)]
-    pub captured_energy: f64,
-}
-
-/// What a job would capture under the scenario: simulated, free of charge.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct ForecastView {
-    /// The algorithm that would run (what `auto` would pick).
-    pub algorithm: String,
-    /// Mean captured energy tr(QᵀCQ)/Σ_{i≤k} λ_i(C) over the simulated runs, C = XᵀX/n of the
-    /// clipped records; 0 for a job that would be refused or fail.
-    pub captured_energy: f64,
-    /// Where one job's captured energy falls with probability about 0.9 under the scenario.
-    pub interval: [f64; 2],
-    /// Why the job would capture nothing (refused or failing), when it would.
-    pub reason: Option<String>,
-    /// Simulated runs behind the mean.
-    pub repetitions: usize,
-    /// Records drawn from the scenario (fewer than n: a run scaled to n, docs/design/forecast.md).
-    pub simulated_records: usize,
-    /// Always true here: a forecast from a stated scenario reads no data and charges nothing.
-    pub free: bool,
-}
-
-/// The least privacy that reaches the target under the scenario.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct NeededView {
-    /// The least ρ over the algorithms tried; null when none reaches the target at ρ ≤ 10⁶.
-    pub rho: Option<f64>,
-    /// ρ as ε at `delta` (CKS 2020: a job stated at this (ε, δ) gets at least ρ).
-    pub epsilon: Option<f64>,
-    pub delta: f64,
-    /// The algorithm that needs the least.
-    pub algorithm: Option<String>,
-    /// Each algorithm tried: the requested one, or `auto`'s candidates.
-    pub by_algorithm: Vec<NeededByAlgorithm>,
-}
-
-/// One algorithm's least ρ.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct NeededByAlgorithm {
-    pub algorithm: String,
-    pub rho: Option<f64>,
-    pub epsilon: Option<f64>,
 }
 
 /// One calibrated noise scale.
@@ -266,6 +183,9 @@ pub struct PlanView {
     pub forecast: Option<ForecastView>,
     /// With `scenario` and `target`: the least privacy that reaches the target.
     pub needed: Option<NeededView>,
+    /// With `scenario.private_spectrum` or `spectrum_job`: the **paid** private spectrum the
+    /// forecast ran on, and its job.
+    pub spectrum: Option<SpectrumView>,
 }
 
 /// Convert between ρ and (ε, δ), show the noise a job would use and whether it fits the
@@ -278,20 +198,7 @@ pub async fn plan(
     Json(body): Json<PlanRequest>,
 ) -> Result<Json<PlanView>, ApiError> {
     let asked = body.display_delta;
-    let forecast = match (body.scenario, body.target) {
-        (Some(scenario), target) => Some(ForecastRequest {
-            eigenvalues: scenario.eigenvalues,
-            noise_floor: scenario.noise_floor,
-            target: target.map(|t| t.captured_energy),
-        }),
-        (None, Some(_)) => {
-            return Err(crate::app::error::AppError::validation(
-                "target",
-                "a target is reached under a scenario: give scenario too",
-            ));
-        }
-        (None, None) => None,
-    };
+    let forecast = super::forecast::ask(body.scenario, body.target)?;
     let request = use_case::PlanRequest {
         privacy: body.privacy,
         dataset_id: body.dataset_id,
@@ -322,7 +229,9 @@ impl PlanView {
             fits_budget,
             forecast,
             needed,
+            spectrum,
         } = plan;
+        let charged_now = spectrum.as_ref().is_some_and(|s| s.charged_now);
         let shown = asked
             .or(privacy.delta)
             .or(dataset.as_ref().map(display_delta))
@@ -339,8 +248,12 @@ impl PlanView {
                 .and_then(|d| DatasetView::from(d).budget)
                 .map(|b| b.remaining),
             selection: None,
-            forecast: forecast.map(ForecastView::from),
+            forecast: forecast.map(|f| ForecastView {
+                free: !charged_now,
+                ..ForecastView::from(f)
+            }),
             needed: needed.map(NeededView::from),
+            spectrum: spectrum.map(SpectrumView::from),
         };
         if let Some(job) = job {
             let priced = job.priced;
@@ -354,44 +267,5 @@ impl PlanView {
             view.selection = job.selection;
         }
         view
-    }
-}
-
-impl From<JobForecast> for ForecastView {
-    fn from(f: JobForecast) -> Self {
-        let (captured_energy, interval, reason, repetitions) = match f.outcome {
-            Outcome::Ran(run) => (run.captured_energy, run.interval, None, run.repetitions.len()),
-            Outcome::Nothing(why) => (0.0, [0.0, 0.0], Some(why), 0),
-        };
-        Self {
-            algorithm: f.algorithm,
-            captured_energy,
-            interval,
-            reason,
-            repetitions,
-            simulated_records: f.simulated_records,
-            free: true,
-        }
-    }
-}
-
-impl From<Needed> for NeededView {
-    fn from(n: Needed) -> Self {
-        let by_algorithm = n
-            .by_algorithm
-            .iter()
-            .map(|(name, rho)| NeededByAlgorithm {
-                algorithm: name.to_string(),
-                rho: *rho,
-                epsilon: rho.map(|r| n.epsilon(r)),
-            })
-            .collect();
-        Self {
-            rho: n.best.map(|(_, r)| r),
-            epsilon: n.best.map(|(_, r)| n.epsilon(r)),
-            delta: n.delta,
-            algorithm: n.best.map(|(name, _)| name.to_string()),
-            by_algorithm,
-        }
     }
 }

@@ -4,6 +4,7 @@ pub mod auth;
 pub mod catalog;
 pub mod datasets;
 pub mod error;
+pub mod forecast;
 pub mod jobs;
 pub mod ledger_log;
 pub mod meta;

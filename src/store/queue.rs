@@ -46,7 +46,10 @@ pub const CANCELLED_REASON: &str = "cancelled while running; its privacy charge 
 
 fn check_result(result: &JobResult) -> Result<(), StoreError> {
     let bad = |msg: &str| Err(StoreError::InvalidResult(msg.to_owned()));
-    if result.d == 0 || result.k == 0 || result.k > result.d {
+    // k = 0 only for a release of eigenvalues alone (the forecast's private spectrum), which
+    // carries one per dimension.
+    let values_only = result.k == 0 && result.eigenvalues.as_ref().is_some_and(|v| v.len() == result.d);
+    if result.d == 0 || (result.k == 0 && !values_only) || result.k > result.d {
         return bad("the basis must be d×k with 1 <= k <= d");
     }
     if result.d.checked_mul(result.k) != Some(result.basis.len()) {

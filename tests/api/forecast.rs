@@ -431,3 +431,144 @@ async fn over_a_grid_the_forecast_is_within_005_of_real_jobs() {
     }
     assert!(covered >= 9, "the interval covered {covered} of 10 cells");
 }
+
+/// The paid private spectrum (issue 41): 5 % of the job's ρ spent on the dataset's noisy
+/// eigenvalues, charged on its ledger as a job; the forecast from them lands within 0.1 of the
+/// realized jobs; reusing the spectrum charges nothing.
+#[tokio::test]
+async fn a_forecast_from_a_paid_private_spectrum_lands_near_the_real_job() {
+    let (csv, c) = scenario_records(91);
+    let t = Records::start(json!({ "rho": 10.0 }), &csv).await;
+    for (algorithm, rho) in [("noisy_power", 3e-4), ("analyze_gauss", 1.5e-4)] {
+        let spent = t.app.spent_rho(&t.key, &t.ds).await;
+        let body = json!({ "privacy": { "rho": rho }, "dataset_id": t.ds, "algorithm": algorithm,
+                           "params": { "k": 2 }, "scenario": { "private_spectrum": { "share": 0.05 } } });
+        let reply = t.app.plan(&t.key, body).await;
+        reply.expect(StatusCode::OK);
+        let plan = reply.json();
+        let spectrum = &plan["spectrum"];
+        assert_eq!(spectrum["paid"], true, "{plan}");
+        assert_eq!(spectrum["charged_now"], true);
+        assert_eq!(spectrum["status"], "succeeded", "{plan}");
+        assert!(spectrum["note"].as_str().unwrap().starts_with("Paid"), "{plan}");
+        assert_eq!(plan["forecast"]["free"], false, "{plan}");
+        assert_eq!(spectrum["eigenvalues"].as_array().unwrap().len(), D);
+        // Charged on the ledger: exactly the share of ρ, as the spectrum job.
+        let charged = t.app.spent_rho(&t.key, &t.ds).await - spent;
+        assert!((charged - 0.05 * rho).abs() < 1e-12, "charged {charged}");
+        assert!(spectrum["rho"].as_f64().unwrap() <= 0.05 * rho);
+        let job = t
+            .app
+            .get(
+                &format!("/v1/jobs/{}", spectrum["job_id"].as_str().unwrap()),
+                &t.key,
+            )
+            .await
+            .json();
+        assert_eq!(job["algorithm"], "spectrum", "{job}");
+        let predicted = plan["forecast"]["captured_energy"].as_f64().unwrap();
+        let mut realized = 0.0;
+        for _ in 0..JOBS_HERE {
+            let result = t
+                .result_of(algorithm, json!({ "k": 2 }), json!({ "rho": rho }))
+                .await;
+            realized += captured(&result, &c) / JOBS_HERE as f64;
+        }
+        assert!(
+            (predicted - realized).abs() < 0.1,
+            "{algorithm}: forecast from the private spectrum {predicted} vs realized {realized} ({plan})"
+        );
+        // Reusing the paid spectrum is free: nothing more is charged.
+        let spent = t.app.spent_rho(&t.key, &t.ds).await;
+        let again = t
+            .app
+            .plan(
+                &t.key,
+                json!({ "privacy": { "rho": rho }, "dataset_id": t.ds, "algorithm": algorithm, "params": { "k": 2 },
+                        "scenario": { "spectrum_job": spectrum["job_id"] } }),
+            )
+            .await;
+        again.expect(StatusCode::OK);
+        let again = again.json();
+        assert_eq!(again["spectrum"]["charged_now"], false, "{again}");
+        assert_eq!(again["forecast"]["free"], true);
+        assert_eq!(
+            again["forecast"]["captured_energy"],
+            plan["forecast"]["captured_energy"]
+        );
+        assert_eq!(t.app.spent_rho(&t.key, &t.ds).await, spent);
+    }
+}
+
+/// A private spectrum is refused before anything is charged when the request cannot be
+/// forecast: on a stated shape, with a bad share, with both sources, or on another dataset's
+/// spectrum job.
+#[tokio::test]
+async fn bad_private_spectrum_requests_charge_nothing() {
+    let (csv, _) = scenario_records(92);
+    let t = Records::start(json!({ "rho": 10.0 }), &csv).await;
+    let spent = t.app.spent_rho(&t.key, &t.ds).await;
+    let paid = json!({ "private_spectrum": { "share": 0.05 } });
+    let cases = [
+        (
+            json!({ "privacy": { "rho": 0.01 }, "data": data(N), "scenario": paid }),
+            "scenario",
+        ),
+        (
+            json!({ "privacy": { "rho": 0.01 }, "dataset_id": t.ds, "scenario": { "private_spectrum": { "share": 0.0 } } }),
+            "scenario.private_spectrum.share",
+        ),
+        (
+            json!({ "privacy": { "rho": 0.01 }, "dataset_id": t.ds, "scenario": { "private_spectrum": { "share": 1.5 } } }),
+            "scenario.private_spectrum.share",
+        ),
+        (
+            json!({ "privacy": { "rho": 0.01 }, "dataset_id": t.ds, "scenario": { "eigenvalues": [1.0], "private_spectrum": { "share": 0.05 } } }),
+            "scenario",
+        ),
+        (
+            json!({ "privacy": { "rho": 0.01 }, "dataset_id": t.ds, "scenario": { "noise_floor": 0.1, "private_spectrum": { "share": 0.05 } } }),
+            "scenario",
+        ),
+        (
+            json!({ "privacy": { "rho": 0.01 }, "dataset_id": t.ds, "scenario": {} }),
+            "scenario",
+        ),
+        (
+            json!({ "privacy": { "rho": 0.01 }, "dataset_id": t.ds, "algorithm": "no_such", "scenario": paid }),
+            "algorithm",
+        ),
+        (
+            json!({ "privacy": { "rho": 0.01 }, "dataset_id": t.ds, "scenario": paid, "target": { "captured_energy": 1.5 } }),
+            "target.captured_energy",
+        ),
+        (
+            json!({ "privacy": { "rho": 0.01 }, "dataset_id": t.ds, "scenario": { "spectrum_job": uuid::Uuid::new_v4() } }),
+            "scenario.spectrum_job",
+        ),
+    ];
+    for (body, field) in cases {
+        let reply = t.app.plan(&t.key, body.clone()).await;
+        reply.expect(StatusCode::UNPROCESSABLE_ENTITY);
+        let problem = reply.json();
+        assert_eq!(problem["field"], field, "{body}: {problem}");
+    }
+    assert_eq!(t.app.spent_rho(&t.key, &t.ds).await, spent, "nothing was charged");
+    // A PCA job's id is not a spectrum job.
+    let done = t
+        .succeeded("analyze_gauss", json!({ "k": 2 }), json!({ "rho": 0.01 }))
+        .await;
+    let reply = t
+        .app
+        .plan(&t.key, json!({ "privacy": { "rho": 0.01 }, "dataset_id": t.ds, "scenario": { "spectrum_job": done["id"] } }))
+        .await;
+    reply.expect(StatusCode::UNPROCESSABLE_ENTITY);
+    // Nor can a spectrum job be submitted as a PCA job.
+    let refused = t
+        .refused("spectrum", json!({}), json!({ "rho": 0.01 }), "algorithm")
+        .await;
+    assert!(
+        refused["detail"].as_str().unwrap().contains("unknown algorithm"),
+        "{refused}"
+    );
+}
