@@ -584,12 +584,12 @@ fn a_public_job_without_privacy_stops_early_on_an_easy_matrix_with_an_accurate_b
         .as_u64()
         .expect("a count") as usize;
     assert!(
-        ran > 1 && ran < 20,
+        ran > 1 && ran < PUBLIC_SPARSE_ITERATIONS as usize,
         "stopped after {ran} of {PUBLIC_SPARSE_ITERATIONS}"
     );
     assert_eq!(reports, ran, "one progress report per iteration run");
     assert!(
-        energy(&basis) >= (1.0 - 1e-6) * best,
+        energy(&basis) >= (1.0 - 1e-3) * best,
         "captured {} of {best}",
         energy(&basis)
     );
