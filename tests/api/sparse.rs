@@ -324,11 +324,7 @@ async fn exact_and_noisy_power_on_sparse_data_match_the_dense_computation() {
     let power = basis(&app, &key, &done).await;
     // The stopping rule is on the Ritz values (the captured energy), which converge about twice
     // as fast as the subspace: here it holds 0.9996 of the exact subspace.
-    assert!(
-        overlap(&power, &exact) > 0.999,
-        "{}",
-        overlap(&power, &exact)
-    );
+    assert!(overlap(&power, &exact) > 0.999, "{}", overlap(&power, &exact));
     // A stated target, even on a public dataset, draws noise and keeps a fixed L.
     let done = app
         .succeeded(
