@@ -126,6 +126,7 @@ fn main() {
     linalg::init_threads(0);
     let rho = EPSILON * EPSILON / 2.0;
     let target = PrivacyTarget {
+        public_default: false,
         rho,
         delta: None,
         epsilon: None,

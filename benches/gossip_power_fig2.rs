@@ -95,6 +95,7 @@ fn context(data: &Dataset) -> DataContext {
 fn run(data: &Dataset, algorithm: &str, params: Value, rho: f64, seed: u64) -> (f64, f64) {
     let ctx = context(data);
     let target = PrivacyTarget {
+        public_default: false,
         rho,
         delta: None,
         epsilon: None,

@@ -178,6 +178,7 @@ fn experiment(setup: &Setup, ns: &[usize], reps: usize) {
     let big =
         PrivacyTarget::from_epsilon_delta(Epsilon::new(10.0).expect("ε"), Delta::new(DELTA).expect("δ"));
     let equal_rho = PrivacyTarget {
+        public_default: false,
         rho: EPSILON * EPSILON / 2.0,
         delta: Some(DELTA),
         epsilon: None,

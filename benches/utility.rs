@@ -259,6 +259,7 @@ fn variants(setup: &Setup) -> Vec<Variant> {
     let k = setup.k();
     let target = paper_target();
     let per_step = PrivacyTarget {
+        public_default: false,
         rho: 0.5,
         delta: Some(DELTA),
         epsilon: None,
@@ -318,6 +319,7 @@ fn variants(setup: &Setup) -> Vec<Variant> {
         let offset = 20.0 * setup.sigma * lambdas[0];
         let oracle = move |n: usize| json!({ "offset": offset, "slope": gap / (n as f64).ln() });
         let no_privacy = PrivacyTarget {
+            public_default: false,
             rho: 1e8,
             delta: Some(DELTA),
             epsilon: None,

@@ -19,7 +19,15 @@ starts `privpca serve` on a fresh data directory and, in one run:
 
 Captured energy of a basis V is Σᵢ vᵢᵀMvᵢ; reported as the fraction of eigsh's.
 
+With `--nnz 1e6,4e6,8e6` it sweeps sizes instead (issue 41: 1 to 8 million nonzeros at
+n = 100 000): per size the expected degree is nnz/n − 1, split between inside and across in the
+ratio of `--degree-in` to `--degree-out`. For each size and each binary (`--bin`, then every
+`--compare` build, alternated; `--rounds` repeats the alternation), in turn: eigsh timed again,
+a fresh service, upload → `exact` basis, and `noisy_power` at its defaults (public, no privacy
+target); one line each, then a table, all with the load average (/proc/loadavg) at the time.
+
 Usage: python3 scripts/bench_sparse.py [--bin target/release/privpca] [--n 100000] [--k 10]
+       python3 scripts/bench_sparse.py --nnz 1e6,4e6,8e6 [--compare B] [--rounds 2]
        (needs numpy and scipy, e.g. in a venv: python3 -m venv v && v/bin/pip install numpy scipy)
 """
 
@@ -133,6 +141,95 @@ def run_job(client, body):
     return view, npy_result(client, job)
 
 
+def load_average():
+    """The 1-minute load average, as /proc/loadavg reports it."""
+    with open("/proc/loadavg") as f:
+        return float(f.read().split()[0])
+
+
+def timed_eigsh(m, k):
+    """(seconds, eigenvalues decreasing, eigenvectors, captured energy) of `eigsh(m, k)`."""
+    t = time.perf_counter()
+    values, vectors = spla.eigsh(m, k=k)
+    seconds = time.perf_counter() - t
+    order = np.argsort(values)[::-1]
+    values, vectors = values[order], vectors[:, order]
+    return seconds, values, vectors, energy(m, vectors)
+
+
+def one_size(binary, work, m, mtx, k, best):
+    """A fresh service on `binary`: upload → `exact` basis, then `noisy_power` at its defaults;
+    a dict of the times and captured energies (fractions of eigsh's `best`)."""
+    server, admin = start_service(binary, work)
+    try:
+        client = Client(admin.port, admin.call("POST", "/v1/tenants", {"name": "bench"})["api_key"])
+        t = time.perf_counter()
+        ds = client.call("POST", "/v1/datasets", {"name": "graph", "kind": "matrix", "public": True})
+        client.call("PUT", f"/v1/datasets/{ds['id']}/data", mtx, "application/x-matrix-market")
+        upload = time.perf_counter() - t
+        job_view, basis = run_job(client, {"dataset_id": ds["id"], "algorithm": "exact", "params": {"k": k}})
+        to_basis = time.perf_counter() - t
+        exact = energy(m, basis) / best
+        t = time.perf_counter()
+        power_view, basis = run_job(client, {"dataset_id": ds["id"], "algorithm": "noisy_power", "params": {"k": k}})
+        power = time.perf_counter() - t
+        # Outside the timing: how many iterations the run to convergence took (from the JSON result).
+        released = client.call("GET", f"/v1/jobs/{power_view['id']}/result").get("released") or {}
+        return {
+            "upload": upload, "job_ms": job_view.get("run_ms"), "to_basis": to_basis, "exact": exact,
+            "power": power, "power_energy": energy(m, basis) / best,
+            "power_ran": released.get("iterations_run"),
+            "power_config": power_view["config"],
+        }
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def sweep(args, work):
+    """The `--nnz` sweep: per size and binary, eigsh then the service, alternating."""
+    sizes = [float(x) for x in args.nnz.split(",")]
+    binaries = [args.bin] + args.compare
+    print(f"numpy {np.__version__}, scipy {scipy.__version__}; n = {args.n}, k = {args.k}, binaries: {binaries}")
+    rows = []
+    share_in = args.degree_in / (args.degree_in + args.degree_out)
+    for target in sizes:
+        degree = target / args.n - 1
+        t = time.perf_counter()
+        m = lazy_normalised(planted_partition(args.n, args.communities, degree * share_in,
+                                              degree * (1 - share_in), args.seed))
+        path = os.path.join(work, "graph.mtx")
+        scipy.io.mmwrite(path, m)
+        with open(path, "rb") as f:
+            mtx = f.read()
+        os.remove(path)
+        print(f"\nnnz ≈ {target:.0e}: n = {args.n}, nnz = {m.nnz} ({m.nnz / args.n:.1f} per row), "
+              f"{len(mtx) / 2**20:.1f} MiB as Matrix Market; generated in {time.perf_counter() - t:.1f} s", flush=True)
+        for r in range(args.rounds):
+            for binary in binaries:
+                load = load_average()
+                eigsh_s, _, _, best = timed_eigsh(m, args.k)
+                run = one_size(binary, work, m, mtx, args.k, best)
+                load_after = load_average()
+                row = {"nnz": m.nnz, "round": r + 1, "bin": binary, "eigsh": eigsh_s, "load": (load, load_after), **run}
+                rows.append(row)
+                converged = run["power_config"].get("until_converged", False)
+                print(f"  [{os.path.basename(os.path.dirname(os.path.dirname(binary)))}/{os.path.basename(binary)} "
+                      f"round {r + 1}] load {load:.2f} → {load_after:.2f}; eigsh {eigsh_s:.2f} s; upload "
+                      f"{run['upload']:.2f} s; exact job {run['job_ms']} ms; upload → basis {run['to_basis']:.2f} s "
+                      f"= {run['to_basis'] / eigsh_s:.2f}× eigsh (energy {run['exact']:.6f}); noisy_power defaults "
+                      f"{run['power']:.2f} s = {run['power'] / eigsh_s:.2f}× eigsh (energy {run['power_energy']:.6f}, "
+                      f"until_converged = {converged}, iterations run {run['power_ran']})", flush=True)
+    print("\n| nnz | binary | round | load | eigsh | upload | exact job | upload → basis | ÷ eigsh | exact energy "
+          "| noisy_power | ÷ eigsh | noisy_power energy |")
+    print("|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for row in rows:
+        print(f"| {row['nnz']} | {row['bin']} | {row['round']} | {row['load'][0]:.2f} → {row['load'][1]:.2f} "
+              f"| {row['eigsh']:.2f} s | {row['upload']:.2f} s | {row['job_ms']} ms | {row['to_basis']:.2f} s "
+              f"| {row['to_basis'] / row['eigsh']:.2f}× | {row['exact']:.6f} | {row['power']:.2f} s "
+              f"| {row['power'] / row['eigsh']:.2f}× | {row['power_energy']:.6f} |")
+
+
 def main():
     ap = bench_parser(100_000)
     ap.add_argument("--communities", type=int, default=10)
@@ -142,9 +239,20 @@ def main():
     ap.add_argument("--iterations", type=int, default=20, help="noisy_power's L in the second run")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    ap.add_argument("--nnz", help="sweep these sizes instead (comma-separated stored entries, e.g. 1e6,4e6,8e6)")
+    ap.add_argument("--compare", action="append", default=[], metavar="BIN",
+                    help="with --nnz: another build to alternate with --bin (may be repeated)")
+    ap.add_argument("--rounds", type=int, default=1, help="with --nnz: how many times each binary runs per size")
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="sparse-bench-")
     server = None
+    if args.nnz:
+        try:
+            sweep(args, work)
+        finally:
+            if not args.keep:
+                shutil.rmtree(work, ignore_errors=True)
+        return
     try:
         t = time.perf_counter()
         m = lazy_normalised(planted_partition(args.n, args.communities, args.degree_in, args.degree_out, args.seed))

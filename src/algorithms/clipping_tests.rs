@@ -496,6 +496,7 @@ fn the_algorithms_said_to_need_only_the_statistics_read_nothing_else() {
             _ => json!({"k": 2, "clip": "none", "with_eigenvalues": true}),
         };
         let target = PrivacyTarget {
+            public_default: false,
             rho: 10.0,
             delta: Some(1e-6),
             epsilon: None,

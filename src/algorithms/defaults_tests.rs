@@ -135,6 +135,7 @@ fn k_dp_pca_defaults_on_gaussian_amplitude_rows_private() {
 #[test]
 fn dp_oja_defaults_on_gaussian_amplitude_rows() {
     let rho10 = PrivacyTarget {
+        public_default: false,
         rho: 10.0,
         delta: None,
         epsilon: None,

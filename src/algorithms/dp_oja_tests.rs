@@ -140,6 +140,7 @@ fn defaults_are_filled_in() {
     assert_eq!(prepared.noise.len(), 1);
     // A δ in the target is accepted and not spent.
     let with_delta = PrivacyTarget {
+        public_default: false,
         rho: 0.5,
         delta: Some(1e-5),
         epsilon: None,

@@ -261,6 +261,7 @@ fn the_list_of_free_eigenvalues_matches_reality() {
                 params,
                 &c,
                 &PrivacyTarget {
+                    public_default: false,
                     rho: 1e4,
                     delta: Some(1e-6),
                     epsilon: None,

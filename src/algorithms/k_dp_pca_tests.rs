@@ -19,6 +19,7 @@ const RO: Neighbours = ro(BETA, 20.0);
 
 fn target(rho: f64, delta: f64) -> PrivacyTarget {
     PrivacyTarget {
+        public_default: false,
         rho,
         delta: Some(delta),
         epsilon: None,
@@ -192,6 +193,7 @@ fn default_batch_size_is_the_smallest_that_clears() {
 fn delta_is_required() {
     let c = ctx(10, Some(10_000), RO);
     let none = PrivacyTarget {
+        public_default: false,
         rho: 1.0,
         delta: None,
         epsilon: None,

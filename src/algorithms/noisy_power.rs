@@ -26,7 +26,7 @@ use super::{
 };
 use crate::dataset::{DataContext, Kind};
 use crate::linalg::{
-    CsrView, Matrix, Records, gram_t, gram_t_times, matmul, matmul_tn, thin_qr_q, try_sym_eigenvalues,
+    CsrView, Matrix, Records, gram_t, gram_t_times, matmul, tall, thin_qr_q, try_sym_eigenvalues,
     try_thin_svd,
 };
 use crate::privacy::cost::round_up_while;
@@ -37,15 +37,18 @@ use crate::privacy::{Cost, PrivacyTarget};
 /// noiseless error contracts like (σ_{p+1}/σ_k)^L; with the default p = 2k, four iterations
 /// shrink it by (σ_{2k+1}/σ_k)⁴ (1/16 at a ratio of 1/2) for twice the noise of one iteration.
 pub const DEFAULT_ITERATIONS: u32 = 4;
-/// On a public sparse matrix with no `iterations` given: at most this many iterations, stopping
-/// once the top-k Ritz values settle (see [`NoisyPowerConfig::until_converged`]). The
-/// eigenvalues of a sparse graph matrix are often clustered (σ_{p+1}/σ_k near 1), where L = 4
-/// is far from converged; public data has no privacy cost per iteration, so the public default
-/// runs to convergence instead.
+/// On a public sparse matrix with no privacy target and no `iterations` given: at most this many
+/// iterations, stopping once the top-k Ritz values settle (see
+/// [`NoisyPowerConfig::until_converged`]). The eigenvalues of a sparse graph matrix are often
+/// clustered (σ_{p+1}/σ_k near 1), where L = 4 is far from converged; a job with no privacy at
+/// all has no noise to trade against more iterations, so it runs to convergence instead.
 pub const PUBLIC_SPARSE_ITERATIONS: u32 = 50;
 /// The stopping rule of a run to convergence: the sum of the top-k Ritz values of the release
 /// changed by at most this fraction in the last iteration.
 pub const CONVERGENCE_TOLERANCE: f64 = 1e-4;
+/// Released with the result when a run without privacy stopped on convergence: the number of
+/// iterations it ran (a fact of public data).
+pub const ITERATIONS_RUN: &str = "iterations_run";
 /// Largest accepted L (bounds the job's run time).
 pub const MAX_ITERATIONS: u32 = 1000;
 /// Audit label of the per-iteration release.
@@ -67,8 +70,8 @@ pub struct NoisyPowerParams {
     #[schemars(range(min = 1))]
     pub p: Option<usize>,
     /// Number of noisy power iterations L (1–1000; 1–5 is typical). The noise grows like √L at
-    /// a fixed budget. On a public sparse matrix the default is instead to iterate until the
-    /// top-k Ritz values settle (at most 50 iterations).
+    /// a fixed budget. On a public sparse matrix with no privacy target (no noise) the default
+    /// is instead to iterate until the top-k Ritz values settle (at most 50 iterations).
     #[serde(default)]
     #[schemars(range(min = 1, max = MAX_ITERATIONS), extend("default" = DEFAULT_ITERATIONS))]
     pub iterations: Option<u32>,
@@ -86,13 +89,16 @@ pub struct NoisyPowerConfig {
     pub p: usize,
     pub iterations: u32,
     pub sensitivity: SensitivityMode,
-    /// The noise multiplier s: iteration l adds noise of sd s·Δ(X_{l−1}).
+    /// The noise multiplier s: iteration l adds noise of sd s·Δ(X_{l−1}). Zero only for a job
+    /// with no privacy at all (a public dataset and no privacy target,
+    /// [`PrivacyTarget::public_default`]): it then draws no noise and costs nothing.
     pub multiplier: f64,
-    /// Stop before `iterations` once the sum of the top-k Ritz values of the release changes
-    /// by at most [`CONVERGENCE_TOLERANCE`] (relative) between iterations. Chosen only on a
-    /// public sparse matrix when the client gives no `iterations` (the rule reads the data, so
-    /// it is never used on a private dataset); the cost and the noise are those of all
-    /// `iterations`. Absent (false) in every other configuration.
+    /// Stop before `iterations` once the sum of the top-k Ritz values of A on the iterate
+    /// changes by at most [`CONVERGENCE_TOLERANCE`] (relative) between iterations. The rule
+    /// reads the data, so the number of iterations run depends on it: chosen only for a job
+    /// with no privacy at all (multiplier 0) on a sparse matrix when the client gives no
+    /// `iterations`, and the run honours it only then. Absent (false) in every other
+    /// configuration; a job with any noise runs exactly `iterations`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub until_converged: bool,
 }
@@ -232,6 +238,17 @@ impl<'a> Operator<'a> {
         }
     }
 
+    /// Q(Y), the next iterate: on a sparse matrix (d large, p small) by CholeskyQR2 in row
+    /// chunks ([`tall::orthonormal_columns`]; faer's parallel Householder QR spins between its
+    /// halves), elsewhere by the Householder [`thin_qr_q`]. Both give orthonormal columns with
+    /// the span of Y (Alg. 1 line 5 asks for no more); the signs of the columns may differ.
+    pub(crate) fn orthonormalise(&self, y: &Matrix) -> Matrix {
+        match self {
+            Operator::Sparse(_) => tall::orthonormal_columns(y),
+            _ => thin_qr_q(y),
+        }
+    }
+
     pub(crate) fn apply(&self, v: &Matrix) -> Matrix {
         match self {
             Operator::Dense(a) => matmul(a, v),
@@ -247,10 +264,10 @@ pub(crate) fn initial_iterate(rng: &mut dyn RngCore, d: usize, p: usize) -> Matr
     thin_qr_q(&omega)
 }
 
-/// The sum of the k largest eigenvalues of sym(XᵀY), Y the release of A·X: the top-k Ritz
-/// values of A on span(X), up to the noise (O(d·p²)).
+/// The sum of the k largest eigenvalues of sym(XᵀY), Y = A·X: the top-k Ritz values of A on
+/// span(X) (O(d·p²), in row chunks: `linalg::tall`).
 fn top_ritz_sum(x: &Matrix, y: &Matrix, k: usize) -> Result<f64, RunError> {
-    let h = matmul_tn(x, y);
+    let h = tall::gram_tn(x, y);
     let h = (&h + h.transpose()) * 0.5;
     let values =
         try_sym_eigenvalues(&h).map_err(|_| RunError::Failed("the Ritz values did not converge".into()))?;
@@ -272,9 +289,13 @@ impl Algorithm for NoisyPower {
         let d = ctx.d;
         let k = params.k;
         let p = choose_p(params.p, k, d)?;
-        // Public facts only: whether the dataset is public and stored sparse, and whether the
+        // No privacy at all: a public dataset and no privacy target stated. Then no noise is
+        // drawn, and only then may the run stop on convergence (a data-dependent number of
+        // iterations): a job with any noise keeps a number of iterations fixed in advance.
+        let noiseless = target.public_default && ctx.public;
+        // Public facts only: the above, whether the matrix is stored sparse, and whether the
         // client chose L.
-        let until_converged = params.iterations.is_none() && ctx.public && ctx.sparse;
+        let until_converged = noiseless && params.iterations.is_none() && ctx.sparse;
         let iterations = if until_converged {
             PUBLIC_SPARSE_ITERATIONS
         } else {
@@ -286,7 +307,11 @@ impl Algorithm for NoisyPower {
                 "rank_one applies to records datasets only; use row_norm, hardt_price or auto on a matrix",
             ));
         }
-        let multiplier = calibrate(iterations, rho);
+        let multiplier = if noiseless {
+            0.0
+        } else {
+            calibrate(iterations, rho)
+        };
         check_calibrated(multiplier.is_finite())?;
         Ok(NoisyPowerConfig {
             k,
@@ -298,12 +323,19 @@ impl Algorithm for NoisyPower {
         })
     }
 
-    /// ρ = L/(2s²) (Nicolas et al. eqs. 25–27), independent of the data and of Δ.
+    /// ρ = L/(2s²) (Nicolas et al. eqs. 25–27), independent of the data and of Δ; zero for a
+    /// run with no noise (multiplier 0, public datasets only: the run refuses it elsewhere).
     fn cost(&self, config: &NoisyPowerConfig, _ctx: &DataContext) -> Cost {
+        if config.multiplier == 0.0 {
+            return Cost::ZERO;
+        }
         Cost::gaussian_zcdp(cost_of(config.iterations, config.multiplier))
     }
 
     fn noise_scales(&self, config: &NoisyPowerConfig, ctx: &DataContext) -> Vec<NoiseScale> {
+        if config.multiplier == 0.0 {
+            return Vec::new();
+        }
         let fixed = config.sensitivity.fixed(&ctx.neighbours);
         let description = match fixed {
             Some(delta) => format!(
@@ -340,26 +372,38 @@ impl Algorithm for NoisyPower {
             multiplier,
             until_converged,
         } = *config;
-        // The stopping rule reads the data: only ever on a public dataset.
-        let until_converged = until_converged && ctx.public;
+        // No noise only on a public dataset; the stopping rule reads the data, so it is honoured
+        // only when the run has no privacy at all (no noise on a public dataset).
+        let noiseless = multiplier == 0.0;
+        if noiseless && !ctx.public {
+            return Err(RunError::Failed(
+                "a run without noise is allowed on public datasets only".into(),
+            ));
+        }
+        let until_converged = until_converged && noiseless && ctx.public;
         let d = ctx.d;
         let fits = k >= 1 && k <= p && p <= d && (1..=MAX_ITERATIONS).contains(&iterations);
-        ensure_fits(fits && multiplier > 0.0 && multiplier.is_finite())?;
+        ensure_fits(fits && (noiseless || (multiplier > 0.0 && multiplier.is_finite())))?;
         let op = Operator::new(input, ctx, p, iterations)?;
         let mut x = initial_iterate(env.rng(), d, p);
         let mut y = Matrix::zeros(d, p);
         let mut ritz_sum = f64::NAN;
         for l in 1..=iterations {
-            let delta = power_sensitivity(sensitivity, &ctx.neighbours, &x)
-                .ok_or_else(|| RunError::Failed("sensitivity mode does not apply to this dataset".into()))?;
-            let sd = multiplier * delta;
-            if !(sd > 0.0 && sd.is_finite()) {
-                return Err(RunError::Failed(
-                    "noise scale is not a finite positive number".into(),
-                ));
-            }
-            // Y_l = A·X_{l−1} + G_l (Alg. 1 line 5).
-            y = env.gaussian_release(RELEASE, op.apply(&x), delta, sd)?;
+            // Y_l = A·X_{l−1} + G_l (Alg. 1 line 5); G_l = 0 without privacy.
+            y = if noiseless {
+                op.apply(&x)
+            } else {
+                let delta = power_sensitivity(sensitivity, &ctx.neighbours, &x).ok_or_else(|| {
+                    RunError::Failed("sensitivity mode does not apply to this dataset".into())
+                })?;
+                let sd = multiplier * delta;
+                if !(sd > 0.0 && sd.is_finite()) {
+                    return Err(RunError::Failed(
+                        "noise scale is not a finite positive number".into(),
+                    ));
+                }
+                env.gaussian_release(RELEASE, op.apply(&x), delta, sd)?
+            };
             // Clipped records and finite bounds keep Y finite unless n·β² overflows f64.
             if !y.iter().all(|v| v.is_finite()) {
                 return Err(RunError::Failed(
@@ -371,11 +415,13 @@ impl Algorithm for NoisyPower {
                 (ritz_sum - previous).abs() <= CONVERGENCE_TOLERANCE * ritz_sum.abs()
             };
             if settled {
+                // Public (the run has no privacy at all): how many iterations it took.
+                env.record_release(ITERATIONS_RUN, l);
                 env.progress(iterations, iterations)?;
                 break;
             }
             if l < iterations {
-                x = thin_qr_q(&y);
+                x = op.orthonormalise(&y);
             }
             env.progress(l, iterations)?;
         }

@@ -12,7 +12,7 @@ use crate::algorithms::testing::{
     run_with_progress, seeded, spiked_matrix, spiked_records, spiked_with_ctx, target,
 };
 use crate::dataset::Neighbours;
-use crate::linalg::subspace::sin_theta;
+use crate::linalg::subspace::{orthonormality_error, sin_theta};
 use crate::linalg::{matmul_tn, thin_svd};
 use crate::privacy::testing::check_gaussian_scale;
 
@@ -449,13 +449,29 @@ fn under_noised_run_fails_the_audit() {
     }
 }
 
-// ---- The public sparse default: iterate until the Ritz values settle. ----
+// ---- No privacy at all: no noise, and on a sparse matrix iterate until converged. ----
 
-#[test]
-fn a_public_sparse_matrix_iterates_to_convergence_by_default() {
-    let (d, k) = (600, 5);
+/// What the service gives a job on a public dataset that states no privacy target.
+fn no_target() -> PrivacyTarget {
+    PrivacyTarget {
+        public_default: true,
+        ..target(crate::privacy::units::MAX_RHO)
+    }
+}
+
+fn k_only(k: usize, iterations: Option<u32>) -> NoisyPowerParams {
+    NoisyPowerParams {
+        k,
+        p: None,
+        iterations,
+        sensitivity: SensitivityMode::Auto,
+    }
+}
+
+/// A planted partition of `d` nodes in `k` groups (sparse), and its contexts: public sparse,
+/// private sparse, public dense.
+fn partition(d: usize, k: usize) -> (crate::linalg::sparse::Csr, [DataContext; 3]) {
     let csr = crate::linalg::testing::planted_partition(d, k, 0.08, 0.005, 3);
-    let a = csr.view().expect("valid CSR");
     let public = DataContext {
         public: true,
         sparse: true,
@@ -469,23 +485,77 @@ fn a_public_sparse_matrix_iterates_to_convergence_by_default() {
         sparse: false,
         ..public
     };
-    let k_only = |iterations| NoisyPowerParams {
-        k,
-        p: None,
-        iterations,
-        sensitivity: SensitivityMode::Auto,
+    (csr, [public, private, dense_public])
+}
+
+/// Runs `config` on the sparse `a`; (output, iterations run as counted by the progress
+/// reports, noise releases drawn, the `iterations_run` release if any).
+fn run_counted(
+    a: CsrView<'_>,
+    config: &NoisyPowerConfig,
+    c: &DataContext,
+) -> (Result<Output, RunError>, usize, usize, Option<serde_json::Value>) {
+    let ((out, released), audit) = crate::algorithms::testing::with_audited_env(7, |env| {
+        let out = NoisyPower.run(
+            config,
+            Run {
+                input: DataInput::Sparse { a },
+                ctx: c,
+                env,
+            },
+        );
+        (out, env.released().to_vec())
+    });
+    let (_, reports, _) = run_with_progress(&NoisyPower, DataInput::Sparse { a }, config, c, 7, |_, _| false);
+    let draws = audit.draws.iter().filter(|d| d.label == RELEASE).count();
+    let ran = released
+        .iter()
+        .find(|(name, _)| *name == ITERATIONS_RUN)
+        .map(|(_, v)| v.clone());
+    (out, reports.len(), draws, ran)
+}
+
+#[test]
+fn only_a_job_without_privacy_is_noiseless_and_may_stop_on_convergence() {
+    let (d, k) = (600, 5);
+    let (_, [public, private, dense_public]) = partition(d, k);
+    let configure = |iterations, c: &DataContext, t: &PrivacyTarget| {
+        NoisyPower.configure(k_only(k, iterations), c, t).expect("valid")
     };
-    let configure = |iterations, c: &DataContext| {
-        NoisyPower
-            .configure(k_only(iterations), c, &target(1e6))
-            .expect("valid")
-    };
-    // Private data, dense public data and an explicit L keep the fixed L (4 by default).
-    for (iterations, c) in [(None, &private), (None, &dense_public), (Some(4), &public)] {
-        let config = configure(iterations, c);
+    // No privacy target on a public sparse matrix, no L: no noise, free, to convergence.
+    let config = configure(None, &public, &no_target());
+    assert_eq!(
+        (config.iterations, config.until_converged, config.multiplier),
+        (PUBLIC_SPARSE_ITERATIONS, true, 0.0)
+    );
+    assert_eq!(NoisyPower.cost(&config, &public), Cost::ZERO);
+    assert!(NoisyPower.noise_scales(&config, &public).is_empty());
+    // With L given: no noise, but exactly L. A dense public matrix: no noise, L = 4.
+    for (iterations, c, expected) in [(Some(7), &public, 7), (None, &dense_public, DEFAULT_ITERATIONS)] {
+        let config = configure(iterations, c, &no_target());
+        assert_eq!(
+            (config.iterations, config.until_converged, config.multiplier),
+            (expected, false, 0.0)
+        );
+    }
+    // Any stated target, even on a public dataset, and any private dataset: noise, and a fixed
+    // L (4 by default) whatever the data.
+    for (c, t) in [
+        (&public, target(1e6)),
+        (&public, target(0.5)),
+        (&private, target(0.5)),
+        (&private, no_target()),
+    ] {
+        let config = configure(None, c, &t);
         assert_eq!(
             (config.iterations, config.until_converged),
-            (DEFAULT_ITERATIONS, false)
+            (DEFAULT_ITERATIONS, false),
+            "{c:?} {t:?}"
+        );
+        assert!(config.multiplier > 0.0, "{c:?} {t:?}");
+        assert_eq!(
+            NoisyPower.cost(&config, c).rho,
+            cost_of(DEFAULT_ITERATIONS, config.multiplier)
         );
         let stored = serde_json::to_value(&config).expect("serialises");
         assert!(
@@ -493,43 +563,85 @@ fn a_public_sparse_matrix_iterates_to_convergence_by_default() {
             "absent when false: {stored}"
         );
     }
-    let config = configure(None, &public);
-    assert_eq!(
-        (config.iterations, config.until_converged),
-        (PUBLIC_SPARSE_ITERATIONS, true)
-    );
-    assert_eq!(
-        config.multiplier,
-        calibrate(PUBLIC_SPARSE_ITERATIONS, 1e6),
-        "noise of all L iterations"
-    );
+}
 
+#[test]
+fn a_public_job_without_privacy_stops_early_on_an_easy_matrix_with_an_accurate_basis() {
+    let (d, k) = (600, 5);
+    let (csr, [public, ..]) = partition(d, k);
+    let a = csr.view().expect("valid CSR");
+    let config = NoisyPower
+        .configure(k_only(k, None), &public, &no_target())
+        .expect("valid");
     let dense = a.to_dense();
     let best: f64 = crate::linalg::sym_eig(&dense).values.iter().take(k).sum();
     let energy = |basis: &Matrix| (basis.transpose() * &dense * basis).trace();
-    let (out, audit) = run_audited(&NoisyPower, DataInput::Sparse { a }, &config, &public, 7);
+    let (out, reports, draws, ran) = run_counted(a, &config, &public);
     let basis = out.expect("runs").basis;
-    let releases = audit.draws.iter().filter(|d| d.label == RELEASE).count();
+    assert_eq!(draws, 0, "no noise without privacy");
+    let ran = ran
+        .expect("the iterations run are released")
+        .as_u64()
+        .expect("a count") as usize;
     assert!(
-        releases > 1 && releases < PUBLIC_SPARSE_ITERATIONS as usize,
-        "stopped after {releases}"
+        ran > 1 && ran < PUBLIC_SPARSE_ITERATIONS as usize,
+        "stopped after {ran} of {PUBLIC_SPARSE_ITERATIONS}"
     );
+    assert_eq!(reports, ran, "one progress report per iteration run");
     assert!(
-        energy(&basis) >= 0.99 * best,
+        energy(&basis) >= (1.0 - 1e-3) * best,
         "captured {} of {best}",
         energy(&basis)
     );
+    assert!(orthonormality_error(&basis) < 1e-10);
     // At L = 4 the same matrix is far from converged: the default matters.
-    let fixed = configure(Some(DEFAULT_ITERATIONS), &public);
-    let (out, _) = run_audited(&NoisyPower, DataInput::Sparse { a }, &fixed, &public, 7);
+    let fixed = NoisyPower
+        .configure(k_only(k, Some(DEFAULT_ITERATIONS)), &public, &no_target())
+        .expect("valid");
+    let (out, ..) = run_counted(a, &fixed, &public);
     assert!(
         energy(&out.expect("runs").basis) < energy(&basis),
         "L = 4 captures less"
     );
-    // The stopping rule reads the data: a configuration carrying it runs every iteration on a
-    // private dataset.
-    let (out, audit) = run_audited(&NoisyPower, DataInput::Sparse { a }, &config, &private, 7);
-    out.expect("runs");
-    let releases = audit.draws.iter().filter(|d| d.label == RELEASE).count();
-    assert_eq!(releases, PUBLIC_SPARSE_ITERATIONS as usize);
+}
+
+#[test]
+fn a_private_job_runs_exactly_its_configured_iterations() {
+    let (d, k) = (600, 5);
+    let (csr, [public, private, _]) = partition(d, k);
+    let a = csr.view().expect("valid CSR");
+    // The default L and a given one, on the easy matrix where a noiseless run stops after a
+    // few: every iteration runs and draws its noise, at any ρ.
+    for (iterations, rho) in [(None, 0.5), (None, 1e6), (Some(30), 1e6)] {
+        let config = NoisyPower
+            .configure(k_only(k, iterations), &private, &target(rho))
+            .expect("valid");
+        let (out, reports, draws, ran) = run_counted(a, &config, &private);
+        out.expect("runs");
+        let expected = iterations.unwrap_or(DEFAULT_ITERATIONS) as usize;
+        assert_eq!(
+            (reports, draws, ran),
+            (expected, expected, None),
+            "{iterations:?} ρ {rho}"
+        );
+    }
+    // A stored configuration carrying the stopping rule does not stop a run that draws noise
+    // (on a public dataset with a stated target, or a private one) ...
+    let mut noisy = NoisyPower
+        .configure(k_only(k, Some(PUBLIC_SPARSE_ITERATIONS)), &public, &target(1e6))
+        .expect("valid");
+    noisy.until_converged = true;
+    for c in [&public, &private] {
+        let (out, reports, draws, ran) = run_counted(a, &noisy, c);
+        out.expect("runs");
+        let all = PUBLIC_SPARSE_ITERATIONS as usize;
+        assert_eq!((reports, draws, ran), (all, all, None), "{c:?}");
+    }
+    // ... and a run without noise is refused on a private dataset, before any draw.
+    let noiseless = NoisyPower
+        .configure(k_only(k, None), &public, &no_target())
+        .expect("valid");
+    let (out, reports, draws, _) = run_counted(a, &noiseless, &private);
+    assert!(matches!(out, Err(RunError::Failed(_))), "{out:?}");
+    assert_eq!((reports, draws), (0, 0));
 }

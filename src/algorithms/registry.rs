@@ -145,6 +145,7 @@ impl Options {
         if let Some(((quantile, share), auto)) = clip {
             // The algorithm's target is filled in below, once every option's cost is known.
             let placeholder = PrivacyTarget {
+                public_default: false,
                 rho,
                 delta: target.delta,
                 epsilon: None,
@@ -179,6 +180,7 @@ impl Options {
             rest = rest.next_down();
         }
         let rest = PrivacyTarget {
+            public_default: false,
             rho: rest,
             delta: target.delta,
             // Targets reach here as ρ (an (ε, δ) target is calibrated in `prepare`).

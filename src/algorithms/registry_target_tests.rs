@@ -71,6 +71,7 @@ fn every_algorithm_keeps_an_epsilon_delta_target() {
             }
             for (epsilon, delta) in grid {
                 let target = PrivacyTarget {
+                    public_default: false,
                     // The HTTP layer fills in the CKS ρ; the registry must not rely on it.
                     rho: 1e6,
                     delta: Some(delta),

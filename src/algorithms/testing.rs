@@ -49,6 +49,7 @@ pub(crate) fn ctx(d: usize, n: Option<usize>, neighbours: Neighbours) -> DataCon
 /// A pure zCDP target: ρ and no δ.
 pub(crate) fn target(rho: f64) -> PrivacyTarget {
     PrivacyTarget {
+        public_default: false,
         rho,
         delta: None,
         epsilon: None,
@@ -76,6 +77,7 @@ pub(crate) fn public_records_ctx(d: usize, n: usize, beta: f64) -> DataContext {
 pub(crate) fn registry_target(name: &str, rho: f64) -> PrivacyTarget {
     let rho = if name == "k_dp_pca" { 200.0 } else { rho };
     PrivacyTarget {
+        public_default: false,
         rho,
         delta: Some(1e-5),
         epsilon: None,

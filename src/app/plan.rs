@@ -116,8 +116,13 @@ pub async fn plan(state: &AppState, tenant: Uuid, request: PlanRequest) -> Resul
     });
     let priced = match algorithm.as_deref() {
         // A forecast reports a job that would be refused as capturing nothing, with the reason.
-        Some(name) if forecasting => price_on(&dataset, name, &request.params, &plan.privacy).ok(),
-        Some(name) => Some(price_on(&dataset, name, &request.params, &plan.privacy)?),
+        Some(name) if forecasting => price_on(&dataset, name, &request.params, request.privacy.as_ref()).ok(),
+        Some(name) => Some(price_on(
+            &dataset,
+            name,
+            &request.params,
+            request.privacy.as_ref(),
+        )?),
         None => None,
     };
     let charge = match &priced {
@@ -246,14 +251,15 @@ fn price_on(
     dataset: &DatasetRecord,
     algorithm: &str,
     params: &Value,
-    privacy: &PrivacyInput,
+    // As the job would state it: none on a public dataset prices the job with no privacy.
+    privacy: Option<&PrivacyInput>,
 ) -> Result<Resolved, AppError> {
     if dataset.status != DatasetStatus::Ready {
         return Err(AppError::conflict(
             "the dataset's shape is known only once its data is uploaded",
         ));
     }
-    resolve(algorithm, dataset, params, Some(privacy))
+    resolve(algorithm, dataset, params, privacy)
 }
 
 /// The ledger's own admission rule ([`admit`]), without charging.

@@ -132,8 +132,11 @@ pub fn price(
     params: Value,
     privacy: Option<&PrivacyInput>,
 ) -> Result<Priced, AppError> {
+    let stated = privacy.is_some();
     let privacy = job_privacy(dataset, privacy)?;
-    let target = privacy.parse("privacy")?;
+    let mut target = privacy.parse("privacy")?;
+    // No privacy at all: a public dataset and no target stated (see `PrivacyTarget::public_default`).
+    target.public_default = !stated && dataset.public;
     let ctx = data_context(dataset).ok_or_else(|| AppError::conflict("the dataset has no data yet"))?;
     let name = algorithm.info().name;
     algorithms::storage::check_storage(algorithm.info(), dataset.nnz.is_some())?;

@@ -207,6 +207,7 @@ impl PrivacyInput {
         Ok(match parse_stated(prefix, self.rho, self.epsilon, self.delta)? {
             Stated::Rho { rho, delta } => PrivacyTarget::from_rho(rho, delta),
             Stated::EpsilonDelta { rho, epsilon, delta } => PrivacyTarget {
+                public_default: false,
                 rho,
                 delta: Some(delta.get()),
                 epsilon: Some(epsilon.get()),

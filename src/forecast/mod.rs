@@ -258,6 +258,7 @@ pub fn forecast(
         // as negligible as the true run's.
         let rho = (prepared.cost.rho * factor * factor).min(MAX_RHO);
         let scaled_target = PrivacyTarget {
+            public_default: false,
             rho,
             delta: target.delta,
             epsilon: None,

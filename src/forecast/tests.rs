@@ -12,6 +12,7 @@ fn ctx(d: usize, n: usize, beta: f64) -> DataContext {
 
 fn rho(rho: f64) -> PrivacyTarget {
     PrivacyTarget {
+        public_default: false,
         rho,
         delta: Some(1e-6),
         epsilon: None,

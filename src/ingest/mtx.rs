@@ -18,15 +18,14 @@
 //! The entry lines are read in chunks while a second thread parses the chunk before
 //! (`src/ingest/mtx/chunks.rs`), each chunk split into pieces parsed in parallel; the checks
 //! still run in line order, so the errors are those of a sequential parse. A `general` file's
-//! symmetry is checked in parallel blocks of rows (`src/ingest/mtx/symmetrise.rs`).
+//! symmetry is checked in parallel blocks of rows (`src/ingest/mtx/symmetrise.rs`). The order
+//! check, the search for a repeated position and the row pointers are one parallel pass
+//! (`src/ingest/mtx/order.rs`).
 //!
 //! Memory: 24 bytes per stored entry while sorting (positions, value, line), then the CSR
 //! arrays, 12 bytes per entry plus 8 per row.
 
 use std::io::{BufRead, BufReader, Read, Write};
-
-use rayon::iter::{IntoParallelRefIterator, ParallelIterator};
-use rayon::slice::ParallelSliceMut;
 
 use super::IngestError;
 use crate::linalg::sparse::Csr;
@@ -34,6 +33,7 @@ use chunks::{CHUNK_BYTES, Header, collect_entries};
 use symmetrise::symmetrise;
 
 mod chunks;
+mod order;
 mod symmetrise;
 
 /// What was stored.
@@ -211,14 +211,11 @@ fn parse_mtx_in_chunks(input: impl Read, max_nnz: u64, chunk_bytes: usize) -> Re
     };
     let mut entries = collect_entries(&mut lines.input, header, lines.number, chunk_bytes)?;
     // Files written row by row (as scipy.io.mmwrite writes a CSR matrix) are already in order:
-    // one pass checks it and the sort is skipped; the result is the same either way.
-    if !entries.is_sorted_by_key(|e| (e.row, e.col)) {
-        entries.par_sort_unstable_by_key(|e| (e.row, e.col));
-    }
-    if let Some(pair) = entries
-        .windows(2)
-        .find(|w| (w[0].row, w[0].col) == (w[1].row, w[1].col))
-    {
+    // the pass that builds the CSR arrays checks it and the sort is skipped; the result is the
+    // same either way.
+    let order::Ordered { mut csr, repeated } = order::into_csr(n, &mut entries);
+    if let Some(at) = repeated {
+        let pair = &entries[at..at + 2];
         let (first, second) = (pair[0].line.min(pair[1].line), pair[0].line.max(pair[1].line));
         return Err(malformed(
             second,
@@ -234,7 +231,6 @@ fn parse_mtx_in_chunks(input: impl Read, max_nnz: u64, chunk_bytes: usize) -> Re
             ),
         ));
     }
-    let mut csr = to_csr(n, &entries);
     if symmetry == Symmetry::General {
         symmetrise(&mut csr, &entries)?;
     }
@@ -288,24 +284,6 @@ fn size_line<R: Read>(lines: &mut Lines<R>, max_nnz: u64) -> Result<(u32, u64), 
         return Err(IngestError::TooManyNonzeros { max: max_nnz });
     }
     Ok((n, *declared))
-}
-
-/// CSR from entries sorted by (row, col), positions distinct.
-fn to_csr(n: u32, entries: &[Entry]) -> Csr {
-    let n = n as usize;
-    let mut row_ptr = vec![0u64; n + 1];
-    for e in entries {
-        row_ptr[e.row as usize + 1] += 1;
-    }
-    for i in 0..n {
-        row_ptr[i + 1] += row_ptr[i];
-    }
-    Csr {
-        n,
-        row_ptr,
-        col_idx: entries.par_iter().map(|e| e.col).collect(),
-        values: entries.par_iter().map(|e| e.value).collect(),
-    }
 }
 
 #[cfg(test)]

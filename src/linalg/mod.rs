@@ -24,6 +24,7 @@ pub mod sparse;
 pub mod stream;
 pub mod subspace;
 pub mod svd;
+pub mod tall;
 pub mod threads;
 mod view;
 

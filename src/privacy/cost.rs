@@ -88,6 +88,12 @@ pub struct PrivacyTarget {
     /// first whose cost is (ε, δ)-DP ([`super::target::within`]; docs/design/privacy.md §2.4).
     #[serde(default)]
     pub epsilon: Option<f64>,
+    /// Set only by the service, for a job on a public dataset that states no privacy target:
+    /// it is then priced at the public default ρ (`app::pricing::PUBLIC_DEFAULT_PRIVACY`), and an
+    /// algorithm may run with no noise at all (`noisy_power` does, and only then may stop when
+    /// it has converged; docs/design/algorithms.md). False for every stated target.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub public_default: bool,
 }
 
 impl PrivacyTarget {
@@ -97,6 +103,7 @@ impl PrivacyTarget {
             rho: rho.get(),
             delta: delta.map(Delta::get),
             epsilon: None,
+            public_default: false,
         }
     }
 
@@ -108,6 +115,7 @@ impl PrivacyTarget {
             rho: super::epsilon_delta_to_rho(epsilon, delta),
             delta: Some(delta.get()),
             epsilon: Some(epsilon.get()),
+            public_default: false,
         }
     }
 }

@@ -227,6 +227,7 @@ fn targets_from_epsilon_delta_convert_once() {
     assert_eq!(
         PrivacyTarget::from_rho(rho, None),
         PrivacyTarget {
+            public_default: false,
             rho: 0.3,
             delta: None,
             epsilon: None

@@ -109,6 +109,7 @@ pub fn calibrations(epsilon: Epsilon, delta: Delta) -> [PrivacyTarget; 3] {
     let share = delta.get() * APPROXIMATE_SHARE;
     let approximate = Delta::new(delta.get() - share).map_or(0.0, |d| epsilon_delta_to_rho(epsilon, d));
     let rho_target = |rho: f64, delta: Option<f64>| PrivacyTarget {
+        public_default: false,
         rho: below_in_units(rho),
         delta,
         epsilon: None,

@@ -181,6 +181,7 @@ pub fn audit_job_with(
     let cost = charged.cost;
     let prepared = if job.twin {
         let target = PrivacyTarget {
+            public_default: false,
             rho: 2.0 * job.target.rho,
             ..job.target
         };

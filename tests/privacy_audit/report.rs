@@ -49,6 +49,7 @@ impl Verdict {
 /// The target every audited job states: ρ = [`RHO`], with δ = [`JOB_DELTA`] for approximate parts.
 pub fn target() -> PrivacyTarget {
     PrivacyTarget {
+        public_default: false,
         rho: RHO,
         delta: Some(JOB_DELTA),
         epsilon: None,

@@ -51,7 +51,11 @@ pub fn fraction_bits_hole(sites: usize, rho: f64, effort: &Effort, seed: u64) ->
         algorithm: privpca::algorithms::find("federated_power").expect("registered"),
         params: params.clone(),
         neighbours: Neighbours::AddRemove { beta, alpha: beta },
-        target: PrivacyTarget { rho, ..target() },
+        target: PrivacyTarget {
+            public_default: false,
+            rho,
+            ..target()
+        },
         twin: false,
     };
     let outcome = audit_job(&job, &pair, d, n, effort, seed);
@@ -543,6 +547,7 @@ pub fn exact_algorithm(exact: &Exact, twin: bool, seed: u64) -> Row {
         params: exact.params.clone(),
         neighbours: exact.neighbours,
         target: PrivacyTarget {
+            public_default: false,
             rho: TWIN_RHO,
             ..target()
         },
@@ -652,6 +657,7 @@ pub fn algorithm_twins(trials: usize, seed: u64) -> Vec<Row> {
                 params: params.clone(),
                 neighbours,
                 target: PrivacyTarget {
+                    public_default: false,
                     rho: TWIN_RHO,
                     ..target()
                 },

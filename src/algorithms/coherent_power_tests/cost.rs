@@ -117,6 +117,7 @@ fn configure_then_cost_returns_the_target() {
     }
     // The algorithm spends no δ even when the target allows some.
     let with_delta = PrivacyTarget {
+        public_default: false,
         rho: 1.0,
         delta: Some(1e-6),
         epsilon: None,

@@ -20,6 +20,7 @@ fn study() -> (SiteStudyView, CapePlan) {
         sparse: false,
     };
     let target = PrivacyTarget {
+        public_default: false,
         rho: 0.002,
         delta: None,
         epsilon: None,

@@ -67,6 +67,7 @@ impl GossipPlan {
     /// The plan calibrated at the ledger's ρ (what the sites derive it at).
     pub(crate) fn at_rho(&mut self, rho: f64) -> Option<serde_json::Value> {
         let target = PrivacyTarget {
+            public_default: false,
             rho,
             delta: None,
             epsilon: None,

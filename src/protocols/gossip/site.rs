@@ -69,6 +69,7 @@ pub(crate) fn checked_config(view: &SiteStudyView) -> Result<(GossipStudyConfig,
     let neighbours = study_neighbours(view.relation, view.row_norm_bound, view.row_l1_bound)?;
     let context = study_context(view.n_features, neighbours);
     let target = PrivacyTarget {
+        public_default: false,
         rho: view.cost_rho,
         delta: None,
         epsilon: None,
