@@ -178,7 +178,7 @@ impl Scenario {
 /// with: c_i = ‖Xu_i‖²/m for each listed direction, then the mean over the other d − r
 /// directions, (‖X‖_F² − Σ_i ‖Xu_i‖²)/(m·(d − r)) (0 when r = d). Clipping scales each record,
 /// so U's directions stay eigenvectors in expectation; O(m·d·r), no eigendecomposition.
-fn spectrum_along(xt: &Matrix, u: &Matrix, d: usize) -> Vec<f64> {
+pub fn spectrum_along(xt: &Matrix, u: &Matrix, d: usize) -> Vec<f64> {
     let m = xt.ncols().max(1) as f64;
     let projected = u.transpose() * xt;
     let mut values: Vec<f64> = projected.row_iter().map(|row| row.norm_squared() / m).collect();
@@ -194,14 +194,14 @@ fn spectrum_along(xt: &Matrix, u: &Matrix, d: usize) -> Vec<f64> {
 }
 
 /// Rounds of [`Scenario::matched_to_clip`]'s fixed point.
-const MATCH_ROUNDS: usize = 20;
+pub const MATCH_ROUNDS: usize = 20;
 /// The exponent of each round's correction in [`Scenario::matched_to_clip`].
-const MATCH_RELAXATION: f64 = 2.0;
+pub const MATCH_RELAXATION: f64 = 2.0;
 /// Relative error at which [`Scenario::matched_to_clip`] stops early.
-const MATCH_TOLERANCE: f64 = 0.01;
+pub const MATCH_TOLERANCE: f64 = 0.01;
 /// The largest share of β² a matched spectrum's trace may take (a clipped record has
 /// ‖x‖² ≤ β², so tr C ≤ β²; a noisy estimate above is scaled down to this first).
-const MATCH_MAX_TRACE: f64 = 0.98;
+pub const MATCH_MAX_TRACE: f64 = 0.98;
 
 impl Scenario {
     /// The scenario whose records, once clipped to `beta`, have this scenario's spectrum (issue

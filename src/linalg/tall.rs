@@ -24,7 +24,7 @@ const CHUNK_ROWS: usize = 4096;
 /// cond(Q₁) ≤ √3, and the second pass's Q₂ = Q₁·R₁⁻¹ is orthonormal to working precision
 /// (its error is O(ε·cond(Q₁)²); Yamamoto, Nakatsukasa, Yanagisawa & Fukaya, ETNA 44, 2015,
 /// §3). In floating point the first pass alone leaves an error of O(ε·cond(y)²).
-const SECOND_PASS_WITHIN: f64 = 0.5;
+pub const SECOND_PASS_WITHIN: f64 = 0.5;
 
 /// The minimum chunks per task for `work` multiply-adds: all of them (sequential) below
 /// [`PRODUCT_MIN_WORK`], else one.

@@ -272,3 +272,29 @@ def test_plot_forecast_without_matplotlib_says_how_to_get_it(faked, monkeypatch)
     with pytest.raises(ImportError, match=r"needs matplotlib.*\[examples\]"):
         privpca.plot_forecast(client, epsilons=[1.0], data=DATA, scenario=SCENARIO)
     assert seen == []
+
+
+def test_a_paid_private_spectrum_says_it_is_paid_and_reuse_is_free(client, make_rows):
+    ds = client.create_dataset(make_rows(1500, 6, 9), name="spectrum", row_norm_bound=1.0, budget=1.0)
+    before = client.get_dataset(ds.id).budget.spent.rho
+
+    plan = client.plan(dataset_id=ds.id, algorithm="analyze_gauss", params=K2, rho=0.01, private_spectrum=0.05)
+
+    spectrum = plan.spectrum
+    assert isinstance(spectrum, privpca.SpectrumRelease)
+    assert spectrum.paid and spectrum.charged_now and spectrum.status == "succeeded"
+    assert spectrum.note.startswith("Paid")
+    assert spectrum.eigenvalues is not None and len(spectrum.eigenvalues) == 6
+    assert spectrum.scenario is not None
+    assert plan.forecast is not None and plan.forecast.free is False
+    assert 0.0 < plan.forecast.captured_energy <= 1.0
+    spent = client.get_dataset(ds.id).budget.spent.rho
+    assert spent - before == pytest.approx(0.05 * 0.01, rel=1e-9)
+
+    again = client.plan(dataset_id=ds.id, algorithm="analyze_gauss", params=K2, rho=0.01, spectrum_job=spectrum.job_id)
+    assert again.spectrum is not None and again.spectrum.charged_now is False
+    assert again.forecast is not None and again.forecast.free is True
+    assert client.get_dataset(ds.id).budget.spent.rho == spent
+
+    with pytest.raises(privpca.InvalidInput):
+        client.plan(dataset_id=ds.id, scenario=SCENARIO, private_spectrum=0.05, rho=0.01)

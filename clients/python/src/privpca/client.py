@@ -460,6 +460,8 @@ class Client:
         data: DataLike | None = None,
         scenario: ScenarioLike | None = None,
         target: TargetLike | None = None,
+        private_spectrum: float | None = None,
+        spectrum_job: str | None = None,
     ) -> Plan:
         """``POST /v1/privacy/plan``: the requested privacy under both conversions and, with
         ``algorithm`` and ``dataset_id`` (or ``data``), what the job would cost and whether it
@@ -477,6 +479,12 @@ class Client:
         ``needed`` (a :class:`~privpca.Needed`) holds the least ρ (and ε at the plan's δ) that
         reaches it, per algorithm tried. Free: a forecast reads and charges nothing.
 
+        **Paid private spectrum.** Instead of ``scenario``, on a ``dataset_id`` whose n is
+        public: ``private_spectrum=0.05`` spends that share of the job's ρ (charged on the
+        dataset's ledger as a job) on the dataset's noisy eigenvalues and forecasts from them;
+        the answer's ``spectrum`` (a :class:`~privpca.SpectrumRelease`) says what was paid.
+        ``spectrum_job=<its job_id>`` forecasts again from that release for free.
+
         Values the service refuses (an eigenvalue < 0, too many features, a target outside
         (0, 1), a target without a scenario, …) raise :class:`~privpca.ValidationError` (422)
         with ``field`` naming them; what is not a number at all is refused before any request
@@ -489,7 +497,7 @@ class Client:
             "privacy": privacy_input(rho, epsilon, delta),
             "display_delta": display_delta,
             "data": None if data is None else data_input(data),
-            "scenario": None if scenario is None else scenario_input(scenario),
+            "scenario": _scenario_of(scenario, private_spectrum, spectrum_job),
             "target": None if target is None else target_input(target),
         }
         body = {k: v for k, v in optional.items() if v is not None}
@@ -723,3 +731,26 @@ def _poll(get: Callable[[], Polled], timeout: float | None, interval: float, pro
     if item.status != "succeeded":
         raise JobFailed(item)
     return item
+
+
+def _scenario_of(
+    scenario: ScenarioLike | None, private_spectrum: float | None, spectrum_job: str | None
+) -> dict[str, Any] | None:
+    """The request's ``scenario``: stated, a paid private spectrum, or a reused one (one of them)."""
+    given = [x is not None for x in (scenario, private_spectrum, spectrum_job)]
+    if sum(given) > 1:
+        raise InvalidInput(
+            "give one of scenario, private_spectrum and spectrum_job", field="scenario"
+        )
+    if scenario is not None:
+        return scenario_input(scenario)
+    if private_spectrum is not None:
+        if isinstance(private_spectrum, bool) or not isinstance(private_spectrum, (int, float)):
+            raise InvalidInput(
+                f"private_spectrum must be a share in (0, 1], got {private_spectrum!r}",
+                field="scenario.private_spectrum.share",
+            )
+        return {"private_spectrum": {"share": float(private_spectrum)}}
+    if spectrum_job is not None:
+        return {"spectrum_job": str(spectrum_job)}
+    return None

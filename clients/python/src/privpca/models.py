@@ -239,7 +239,8 @@ class Forecast:
     where one job's captured energy falls with probability about 0.9. A job that would be
     refused or fail captures 0, with ``reason`` saying why (``None`` otherwise).
     ``simulated_records`` is how many records were drawn (fewer than n for a run scaled to n);
-    ``free`` is always true: nothing was read or charged.
+    ``free`` is true when the request charged nothing, false when it paid for a private
+    spectrum (see :class:`SpectrumRelease`).
     """
 
     algorithm: str
@@ -306,6 +307,45 @@ class Needed:
         )
 
 
+@dataclass(frozen=True)
+class SpectrumRelease:
+    """The **paid** private spectrum a forecast ran on (``SpectrumView``): a job of the
+    algorithm ``spectrum`` on the dataset's ledger. ``charged_now`` says whether this request
+    paid (``rho``) or reused an earlier release; ``eigenvalues`` are the released estimates of
+    the eigenvalues of C = XᵀX/n (entry i the i-th largest; ``None`` until the job succeeded),
+    each with noise of sd ``noise_sd``; ``scenario`` the (eigenvalues, noise floor) they state;
+    ``note`` says in words what was paid and, while ``status`` is not ``succeeded``, to ask
+    again with ``spectrum_job=job_id`` (free)."""
+
+    job_id: str
+    status: str
+    paid: bool
+    charged_now: bool
+    rho: float
+    eigenvalues: tuple[float, ...] | None
+    noise_sd: float
+    scenario: tuple[tuple[float, ...], float] | None
+    note: str
+
+    @classmethod
+    def parse(cls, raw: dict[str, Any]) -> SpectrumRelease:
+        values = raw.get("eigenvalues")
+        scenario = raw.get("scenario")
+        return cls(
+            job_id=str(raw["job_id"]),
+            status=str(raw["status"]),
+            paid=bool(raw["paid"]),
+            charged_now=bool(raw["charged_now"]),
+            rho=float(raw["rho"]),
+            eigenvalues=None if values is None else tuple(float(v) for v in values),
+            noise_sd=float(raw["noise_sd"]),
+            scenario=None
+            if scenario is None
+            else (tuple(float(v) for v in scenario["eigenvalues"]), float(scenario["noise_floor"])),
+            note=str(raw["note"]),
+        )
+
+
 def _float(value: Any) -> float | None:
     return None if value is None else float(value)
 
@@ -314,7 +354,9 @@ def _float(value: Any) -> float | None:
 class Plan(_Model):
     """What a job would cost and how noisy it would be (``PlanView``). With a scenario,
     ``forecast`` is what the job would capture (a :class:`Forecast`), and with a target too,
-    ``needed`` the least privacy that reaches it (a :class:`Needed`); both ``None`` otherwise."""
+    ``needed`` the least privacy that reaches it (a :class:`Needed`); both ``None`` otherwise.
+    With a private spectrum, ``spectrum`` is the paid release it ran on (a
+    :class:`SpectrumRelease`)."""
 
     requested: PrivacyAmount
     cost: PrivacyAmount | None
@@ -323,11 +365,13 @@ class Plan(_Model):
     noise: list[dict[str, Any]]
     forecast: Forecast | None = None
     needed: Needed | None = None
+    spectrum: SpectrumRelease | None = None
 
     @staticmethod
     def _nested(raw: dict[str, Any]) -> dict[str, Any]:
         forecast = raw.get("forecast")
         needed = raw.get("needed")
+        spectrum = raw.get("spectrum")
         return {
             "requested": PrivacyAmount.parse(raw["requested"]),
             "cost": _amount(raw.get("cost")),
@@ -335,4 +379,5 @@ class Plan(_Model):
             "noise": list(raw.get("noise", [])),
             "forecast": None if forecast is None else Forecast.parse(forecast),
             "needed": None if needed is None else Needed.parse(needed),
+            "spectrum": None if spectrum is None else SpectrumRelease.parse(spectrum),
         }
