@@ -134,8 +134,9 @@ pub struct Conversions {
     pub delta: f64,
     /// ρ → ε by CKS 2020 (the tighter of it and Bun–Steinke).
     pub epsilon_cks: f64,
-    /// ρ → ε by the exact Gaussian curve, if ρ is spent by Gaussian mechanisms only.
-    pub epsilon_exact_gaussian: f64,
+    /// ρ → ε by the exact Gaussian curve, if ρ is spent by Gaussian mechanisms only; null where
+    /// the curve has no finite value in floating point (ρ near the ledger's largest, 10⁶).
+    pub epsilon_exact_gaussian: Option<f64>,
     /// For a target stated as (ε, δ): the ρ it converts to by CKS (what a job with non-Gaussian
     /// parts and no approximate δ is calibrated to; docs/design/privacy.md §2.4).
     pub rho_cks: Option<f64>,
@@ -154,7 +155,7 @@ impl Conversions {
         Conversions {
             delta: shown,
             epsilon_cks,
-            epsilon_exact_gaussian: epsilon_for(mu_of_rho(target.rho), shown),
+            epsilon_exact_gaussian: Some(epsilon_for(mu_of_rho(target.rho), shown)).filter(|e| e.is_finite()),
             rho_cks: stated.map(|_| target.rho),
             rho_exact_gaussian: stated.map(|(e, d)| max_gaussian_rho(e, d)),
         }
