@@ -318,6 +318,18 @@ fn a_private_spectrum_lists_at_most_the_stated_maximum() {
     assert!((s.noise_floor() - rest.iter().sum::<f64>() / rest.len() as f64).abs() < 1e-12);
 }
 
+/// λ(XᵀX/m) of records xt (d×m), largest first.
+fn spectrum_of(xt: &Matrix) -> Vec<f64> {
+    let c = crate::linalg::gram_t(xt) / xt.ncols() as f64;
+    let mut values: Vec<f64> = crate::linalg::try_sym_eigenvalues(&c)
+        .unwrap()
+        .iter()
+        .copied()
+        .collect();
+    values.sort_by(|a, b| b.total_cmp(a));
+    values
+}
+
 #[test]
 fn a_matched_scenario_reproduces_its_spectrum_after_the_clip() {
     // Records at β = 1 whose spectrum is (0.42, 0.27, 0.18) and a floor of 0.016: about the
@@ -325,26 +337,12 @@ fn a_matched_scenario_reproduces_its_spectrum_after_the_clip() {
     let (d, m) = (10, 20_000);
     let target = Scenario::new(vec![0.42, 0.27, 0.18], 0.016, d).unwrap();
     let matched = target.matched_to_clip(d, m, 1.0, 7);
-    let xt = matched.draw(d, m, 1.0, 99);
-    let c = crate::linalg::gram_t(&xt) / m as f64;
-    let mut got: Vec<f64> = crate::linalg::try_sym_eigenvalues(&c)
-        .unwrap()
-        .iter()
-        .copied()
-        .collect();
-    got.sort_by(|a, b| b.total_cmp(a));
+    let got = spectrum_of(&matched.draw(d, m, 1.0, 99));
     for (have, want) in got.iter().zip([0.42, 0.27, 0.18]) {
         assert!((have / want - 1.0).abs() < 0.05, "{got:?}");
     }
     // Drawn and clipped without matching, the spectrum shrinks where it is largest.
-    let plain = target.draw(d, m, 1.0, 99);
-    let c = crate::linalg::gram_t(&plain) / m as f64;
-    let mut shrunk: Vec<f64> = crate::linalg::try_sym_eigenvalues(&c)
-        .unwrap()
-        .iter()
-        .copied()
-        .collect();
-    shrunk.sort_by(|a, b| b.total_cmp(a));
+    let shrunk = spectrum_of(&target.draw(d, m, 1.0, 99));
     assert!(shrunk[0] < 0.9 * 0.42, "{shrunk:?}");
     // A scenario far inside the ball is left as it is.
     let small = Scenario::new(vec![0.01], 0.001, d).unwrap();
