@@ -26,6 +26,7 @@ pub mod eigenvalues;
 pub mod env;
 pub mod exact;
 pub mod federated_power;
+pub mod filtered_power;
 pub mod gossip_agent;
 pub mod gossip_graph;
 pub mod gossip_power;

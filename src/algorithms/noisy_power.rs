@@ -20,13 +20,14 @@ use rand_distr::{Distribution, StandardNormal};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::filtered_power;
 use super::sensitivity::{SensitivityMode, check_bounds, power_sensitivity};
 use super::{
     Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, Run, RunError, catalog, ensure_fits,
 };
 use crate::dataset::{DataContext, Kind};
 use crate::linalg::{
-    CsrView, Matrix, Records, gram_t, gram_t_times, matmul, tall, thin_qr_q, try_sym_eigenvalues,
+    CsrView, Matrix, Records, gram_t, gram_t_times, matmul, tall, thin_qr_q,
     try_thin_svd,
 };
 use crate::privacy::cost::round_up_while;
@@ -38,14 +39,12 @@ use crate::privacy::{Cost, PrivacyTarget};
 /// shrink it by (σ_{2k+1}/σ_k)⁴ (1/16 at a ratio of 1/2) for twice the noise of one iteration.
 pub const DEFAULT_ITERATIONS: u32 = 4;
 /// On a public sparse matrix with no privacy target and no `iterations` given: at most this many
-/// iterations, stopping once the top-k Ritz values settle (see
-/// [`NoisyPowerConfig::until_converged`]). The eigenvalues of a sparse graph matrix are often
-/// clustered (σ_{p+1}/σ_k near 1), where L = 4 is far from converged; a job with no privacy at
-/// all has no noise to trade against more iterations, so it runs to convergence instead.
+/// products of A, stopping once the top-k Ritz pairs have converged (see
+/// [`NoisyPowerConfig::until_converged`] and [`super::filtered_power`]). The eigenvalues of a
+/// sparse graph matrix are often clustered (σ_{p+1}/σ_k near 1), where L = 4 is far from
+/// converged; a job with no privacy at all has no noise to trade against more products, so it
+/// runs to convergence instead.
 pub const PUBLIC_SPARSE_ITERATIONS: u32 = 50;
-/// The stopping rule of a run to convergence: the sum of the top-k Ritz values of the release
-/// changed by at most this fraction in the last iteration.
-pub const CONVERGENCE_TOLERANCE: f64 = 1e-4;
 /// Released with the result when a run without privacy stopped on convergence: the number of
 /// iterations it ran (a fact of public data).
 pub const ITERATIONS_RUN: &str = "iterations_run";
@@ -71,7 +70,8 @@ pub struct NoisyPowerParams {
     pub p: Option<usize>,
     /// Number of noisy power iterations L (1–1000; 1–5 is typical). The noise grows like √L at
     /// a fixed budget. On a public sparse matrix with no privacy target (no noise) the default
-    /// is instead to iterate until the top-k Ritz values settle (at most 50 iterations).
+    /// is instead to run until the top-k Ritz pairs have converged (a Chebyshev-filtered
+    /// subspace iteration, at most 50 products of the matrix).
     #[serde(default)]
     #[schemars(range(min = 1, max = MAX_ITERATIONS), extend("default" = DEFAULT_ITERATIONS))]
     pub iterations: Option<u32>,
@@ -93,12 +93,13 @@ pub struct NoisyPowerConfig {
     /// with no privacy at all (a public dataset and no privacy target,
     /// [`PrivacyTarget::public_default`]): it then draws no noise and costs nothing.
     pub multiplier: f64,
-    /// Stop before `iterations` once the sum of the top-k Ritz values of A on the iterate
-    /// changes by at most [`CONVERGENCE_TOLERANCE`] (relative) between iterations. The rule
-    /// reads the data, so the number of iterations run depends on it: chosen only for a job
-    /// with no privacy at all (multiplier 0) on a sparse matrix when the client gives no
-    /// `iterations`, and the run honours it only then. Absent (false) in every other
-    /// configuration; a job with any noise runs exactly `iterations`.
+    /// Run to convergence instead: at most `iterations` products of A by the Chebyshev-filtered
+    /// subspace iteration of [`super::filtered_power`], stopping once every top-k Ritz pair's
+    /// residual is at most [`super::filtered_power::RESIDUAL_TOLERANCE`]·|θ₁|. The rule reads the
+    /// data, so the number of products run depends on it: chosen only for a job with no privacy
+    /// at all (multiplier 0) on a sparse matrix when the client gives no `iterations`, and the
+    /// run honours it only then. Absent (false) in every other configuration; a job with any
+    /// noise runs exactly `iterations` power iterations.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub until_converged: bool,
 }
@@ -264,16 +265,6 @@ pub(crate) fn initial_iterate(rng: &mut dyn RngCore, d: usize, p: usize) -> Matr
     thin_qr_q(&omega)
 }
 
-/// The sum of the k largest eigenvalues of sym(XᵀY), Y = A·X: the top-k Ritz values of A on
-/// span(X) (O(d·p²), in row chunks: `linalg::tall`).
-fn top_ritz_sum(x: &Matrix, y: &Matrix, k: usize) -> Result<f64, RunError> {
-    let h = tall::gram_tn(x, y);
-    let h = (&h + h.transpose()) * 0.5;
-    let values =
-        try_sym_eigenvalues(&h).map_err(|_| RunError::Failed("the Ritz values did not converge".into()))?;
-    Ok(values.iter().take(k).sum())
-}
-
 impl Algorithm for NoisyPower {
     const INFO: &'static AlgorithmInfo = &catalog::NOISY_POWER;
     type Params = NoisyPowerParams;
@@ -386,8 +377,15 @@ impl Algorithm for NoisyPower {
         ensure_fits(fits && (noiseless || (multiplier > 0.0 && multiplier.is_finite())))?;
         let op = Operator::new(input, ctx, p, iterations)?;
         let mut x = initial_iterate(env.rng(), d, p);
+        if until_converged {
+            // No privacy at all: the filtered run to convergence (`filtered_power`).
+            let run = filtered_power::run(&op, x, k, iterations, |done| Ok(env.progress(done, iterations)?))?;
+            // Public (the run has no privacy at all): how many products it took.
+            env.record_release(ITERATIONS_RUN, run.products);
+            env.progress(iterations, iterations)?;
+            return leading_of(&run.y, k);
+        }
         let mut y = Matrix::zeros(d, p);
-        let mut ritz_sum = f64::NAN;
         for l in 1..=iterations {
             // Y_l = A·X_{l−1} + G_l (Alg. 1 line 5); G_l = 0 without privacy.
             y = if noiseless {
@@ -410,25 +408,19 @@ impl Algorithm for NoisyPower {
                     "numerical overflow in the power iteration".into(),
                 ));
             }
-            let settled = until_converged && {
-                let previous = std::mem::replace(&mut ritz_sum, top_ritz_sum(&x, &y, k)?);
-                (ritz_sum - previous).abs() <= CONVERGENCE_TOLERANCE * ritz_sum.abs()
-            };
-            if settled {
-                // Public (the run has no privacy at all): how many iterations it took.
-                env.record_release(ITERATIONS_RUN, l);
-                env.progress(iterations, iterations)?;
-                break;
-            }
             if l < iterations {
                 x = op.orthonormalise(&y);
             }
             env.progress(l, iterations)?;
         }
-        // Rayleigh–Ritz on the release Y_L: its top-k left singular vectors.
-        let svd = try_thin_svd(&y).map_err(|_| RunError::Failed("the final SVD did not converge".into()))?;
-        Ok(Output::leading(&svd.u, svd.s.as_slice(), k))
+        leading_of(&y, k)
     }
+}
+
+/// Rayleigh–Ritz on the release Y_L: its top-k left singular vectors.
+fn leading_of(y: &Matrix, k: usize) -> Result<Output, RunError> {
+    let svd = try_thin_svd(y).map_err(|_| RunError::Failed("the final SVD did not converge".into()))?;
+    Ok(Output::leading(&svd.u, svd.s.as_slice(), k))
 }
 
 #[cfg(test)]

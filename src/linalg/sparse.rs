@@ -103,14 +103,10 @@ impl<'a> CsrView<'a> {
         let (xs, mut yt) = (xt.as_slice(), Matrix::zeros(p, self.n));
         let row = |(i, out): (usize, &mut [f64])| {
             let (cols, vals) = self.row(i);
-            // Columns in groups of 4, 2 and 1, each summed in registers over the row.
+            // Up to ROW_PASS_MAX columns in one pass over the row, summed in registers.
             let mut from = 0;
             while from < p {
-                from += match p - from {
-                    1 => row_part::<1>(cols, vals, xs, p, from, out),
-                    2 | 3 => row_part::<2>(cols, vals, xs, p, from, out),
-                    _ => row_part::<4>(cols, vals, xs, p, from, out),
-                };
+                from += row_pass(cols, vals, xs, p, from, (p - from).min(ROW_PASS_MAX), out);
             }
         };
         let slots = yt.as_mut_slice().chunks_mut(p).enumerate();
@@ -146,10 +142,35 @@ impl<'a> CsrView<'a> {
     }
 }
 
+/// Most columns summed in one pass over a row ([`row_pass`]).
+const ROW_PASS_MAX: usize = 32;
+
+/// Columns `from..from + w` of row i of A·X (w ≤ [`ROW_PASS_MAX`]) by one pass over the row,
+/// with the width a compile-time constant ([`row_part`]). Returns w.
+///
+/// Why one pass: the rows x_j: the entries read are scattered over Xᵀ (at n = 100 000 and p =
+/// 20, 16 MB, beyond the caches), so the product waits on memory, not on arithmetic. Groups of
+/// four columns walked the row five times at p = 20, and each walk missed the cache again on
+/// the next 64-byte line of every x_j:; one pass asks for every line of x_j: at once. Measured
+/// (docs/performance-sparse.md, session 25): 204–246 ms → 158–178 ms per product at 7.8·10⁶
+/// entries and p = 20.
+#[inline(always)]
+fn row_pass(cols: &[u32], vals: &[f64], xs: &[f64], p: usize, from: usize, w: usize, out: &mut [f64]) -> usize {
+    macro_rules! widths {
+        ($($w:literal)*) => {
+            match w {
+                $($w => row_part::<$w>(cols, vals, xs, p, from, out),)*
+                _ => unreachable!("row_pass: width {w} above ROW_PASS_MAX"),
+            }
+        };
+    }
+    widths!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32)
+}
+
 /// Columns `from..from + W` of row i of A·X into `out` (row i of the result): Σ_j a_ij·x_j:
 /// over the row's entries (`cols`, `vals`), with `xs` = Xᵀ (rows of X, `p` values each). The W
-/// sums stay in registers over the whole row, so each entry costs W multiply-adds and no store.
-/// Returns W.
+/// sums stay in registers (or, for wide W, in the stack's cache lines) over the whole row, so
+/// each entry costs W multiply-adds and no store to the result. Returns W.
 #[inline(always)]
 fn row_part<const W: usize>(
     cols: &[u32],

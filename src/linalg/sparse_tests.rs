@@ -65,3 +65,17 @@ fn triplets_become_sorted_rows() {
     assert_eq!(csr.col_idx, vec![0, 2, 1, 0]);
     assert_eq!(csr.values, vec![1.0, 3.0, 2.0, 3.0]);
 }
+
+#[test]
+fn every_width_of_one_pass_and_the_splits_above_it_match_the_dense_product() {
+    // One pass covers up to ROW_PASS_MAX columns; wider blocks are split into passes.
+    let csr = planted_partition(50, 3, 0.3, 0.05, 4);
+    let a = csr.view().expect("valid CSR");
+    let dense = a.to_dense();
+    for p in (1..=ROW_PASS_MAX + 3).chain([2 * ROW_PASS_MAX + 1]) {
+        let x = gaussian(50, p, p as u64);
+        let got = a.times(&x);
+        let tol = 4.0 * 50.0 * f64::EPSILON * max_abs(&x);
+        assert!(max_diff(&got, &matmul(&dense, &x)) <= tol, "p={p}");
+    }
+}
