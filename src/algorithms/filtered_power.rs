@@ -3,23 +3,26 @@
 //! subspace iteration with a Chebyshev filter, stopped when the top-k Ritz pairs have converged.
 //!
 //! **Why a filter.** Without noise there is nothing to trade against more products, and the
-//! only question is how many products of A reach the top-p invariant subspace. Plain subspace
+//! only question is how many products of A reach the top-k invariant subspace. Plain subspace
 //! iteration (the power method, X ← Q(A·X)) shrinks the error by |λ_{p+1}|/|λ_k| per product; on
 //! the planted-partition graphs of issue 41 that ratio is 0.7–0.85 and the run needed 20–44
 //! products. Replacing A by the polynomial T_m(A/b), with T_m the Chebyshev polynomial of even
-//! degree m and b ≥ |λ_{p+1}| (Rutishauser 1970; Zhou & Saad 2007, "Chebyshev-filtered subspace
-//! iteration"), shrinks it by T_m(|λ_{p+1}|/b)/T_m(|λ_k|/b) per m products, i.e. by
-//! e^{−acosh(|λ_k|/b)} per product instead of |λ_{p+1}|/|λ_k|: at a ratio of 0.8 (b = |λ_{p+1}|)
-//! that is 0.52 against 0.8, about 2.9× fewer products. T_m is even, so λ and −λ are filtered
-//! alike and the subspace reached is the one the power method reaches: the eigenvectors of the
-//! top-p eigenvalues in magnitude. It is the power method applied to a polynomial of A.
+//! degree m and |λ_{k+1}| ≤ b < |λ_k| (Rutishauser 1970; Zhou & Saad 2007, "Chebyshev-filtered
+//! subspace iteration"), shrinks it by T_m(|λ_{k+1}|/b)/T_m(|λ_k|/b) per m products, about
+//! e^{−acosh(|λ_k|/b)} per product: at |λ_{k+1}|/|λ_k| = 0.8 and b = |λ_{k+1}| that is 0.52
+//! against 0.8. T_m is even, so λ and −λ are filtered alike and the subspace reached is the one
+//! the power method reaches: the eigenvectors of the top eigenvalues in magnitude. It is the
+//! power method applied to a polynomial of A.
 //!
-//! **b.** The smallest Ritz value in magnitude of the current block, |θ_p|. Interlacing gives
-//! |θ_p| ≤ |λ_p| for a semi-definite A, so b may start below |λ_{p+1}|; eigenvalues between b
-//! and |λ_{p+1}| are then amplified too, but less than the wanted ones (T_m increases on
-//! [1, ∞)), so the filter is never worse than m power steps, and b grows to |λ_p| as the block
-//! converges. The three-term recurrence Z_{j+1} = (2/b)·A·Z_j − Z_{j−1} is rescaled after every
-//! product by the largest entry, which keeps it finite (the span is what matters).
+//! **b.** The (k+1)-th largest Ritz value in magnitude of the current block, |θ_{k+1}| (|θ_p|
+//! when p = k). Interlacing (Cauchy; for magnitudes, applied to the positive and the negative
+//! Ritz values apart) gives |θ_{k+1}| ≤ |λ_{k+1}| < |λ_k|, so the wanted eigenvalues always lie
+//! outside [−b, b]; b may start below |λ_{k+1}|, and eigenvalues between b and |λ_{k+1}| are
+//! then amplified too, but less than the wanted ones (T_m increases on [1, ∞)), so the filter is
+//! never worse than m power steps, and b grows to |λ_{k+1}| as the block converges. Only the
+//! top k must converge (the stop reads them), so damping everything up to |λ_{k+1}| is the
+//! target. The three-term recurrence is rescaled at every product ([`filter`]), which keeps
+//! it finite (the span is what matters).
 //!
 //! **The stop.** After each filtered block, one product Y = A·X of the orthonormalised block
 //! gives the Ritz pairs (θ_i, X·w_i) of sym(XᵀY), and the run stops when every one of the top
@@ -32,11 +35,14 @@
 
 use super::RunError;
 use super::noisy_power::Operator;
+use crate::linalg::sparse::Step;
 use crate::linalg::{Matrix, SymEig, matmul, tall, try_sym_eig};
 
 /// Degree m of the filter between two orthonormalisations (even, so T_m is even). Higher
-/// degrees need fewer orthonormalisations but may run up to m − 1 products past convergence.
-pub const FILTER_DEGREE: u32 = 8;
+/// degrees need fewer orthonormalisations but may run up to m − 1 products past convergence:
+/// on the 4-million-entry bench matrix, m = 4 stopped after 21 products, m = 6, 8 and 12 after
+/// 25 (docs/performance-sparse.md, session 25).
+pub const FILTER_DEGREE: u32 = 4;
 /// The stop: every top-k Ritz pair's residual at most this fraction of |θ₁|.
 pub const RESIDUAL_TOLERANCE: f64 = 1e-4;
 
@@ -70,30 +76,65 @@ pub(crate) fn run(
         if converged || products >= max_products {
             return Ok(Converged { y, products, converged });
         }
-        let b = ritz.values.last().map_or(0.0, |v| v.abs());
+        // b = |θ_{k+1}| (|θ_p| when the block has no column beyond k): at most |λ_{k+1}|.
+        let b = ritz.values.get(k).or(ritz.values.last()).map_or(0.0, |v| v.abs());
         let degree = FILTER_DEGREE.min(max_products - products);
         // A rank-deficient block (b ≈ 0) or one product left: a plain power step.
         if !(b > top * 1e-12) || degree < 2 {
             x = tall::orthonormal_columns(&y);
             continue;
         }
-        // T_1(A/b)·X = Y/b, then Z_{j+1} = (2/b)·A·Z_j − Z_{j−1}, rescaled together.
-        let (mut previous, mut z) = (x, y / b);
-        for _ in 1..degree {
-            let mut next = product(op, &z, &mut products, &mut progress)?;
-            next *= 2.0 / b;
-            next -= &previous;
-            let scale = next.iter().fold(0.0_f64, |m, v| m.max(v.abs()));
-            if !(scale > 0.0 && scale.is_finite()) {
-                return Err(RunError::Failed(
-                    "numerical overflow in the filtered power iteration".into(),
-                ));
-            }
-            previous = z / scale;
-            z = next / scale;
-        }
-        x = tall::orthonormal_columns(&z);
+        x = filter(op, &x, &y, b, degree, &mut products, &mut progress)?;
     }
+}
+
+/// Q(T_m(A/b)·X), given Y = A·X (= b·T_1(A/b)·X): the recurrence Z_{j+1} = (2/b)·A·Z_j − Z_{j−1}
+/// on blocks stored by rows ([`Operator::rows_step`]), one pass over A per step and no other
+/// sweep. Z_j = c_j·U_j is kept as U_j with its scale apart: with m_j = max|U_j| and
+/// r_j = c_{j−1}/c_j, the step U_{j+1} = (2/(b·m_j))·A·U_j − (r_j/m_j)·U_{j−1} sets
+/// c_{j+1} = c_j·m_j, so every stored block has entries of order one and only the span matters.
+fn filter(
+    op: &Operator<'_>,
+    x: &Matrix,
+    y: &Matrix,
+    b: f64,
+    degree: u32,
+    products: &mut u32,
+    progress: &mut impl FnMut(u32) -> Result<(), RunError>,
+) -> Result<Matrix, RunError> {
+    let p = x.ncols();
+    // Rows of X and Y are the column-major storage of Xᵀ and Yᵀ.
+    let mut previous = x.transpose();
+    let mut current = y.transpose();
+    let mut next = Matrix::zeros(p, x.nrows());
+    // U_0 = X (c_0 = 1), U_1 = Y (c_1 = 1/b): r_1 = b.
+    let mut largest = current.iter().fold(0.0_f64, |m, v| m.max(v.abs()));
+    let mut ratio = b;
+    for _ in 1..degree {
+        if !(largest > 0.0 && largest.is_finite()) {
+            return Err(RunError::Failed(
+                "numerical overflow in the filtered power iteration".into(),
+            ));
+        }
+        let step = Step {
+            alpha: 2.0 / (b * largest),
+            previous: Some((previous.as_slice(), ratio / largest)),
+        };
+        let reached = op.rows_step(current.as_slice(), p, step, next.as_mut_slice());
+        *products += 1;
+        if !reached.is_finite() {
+            return Err(RunError::Failed(
+                "numerical overflow in the power iteration".into(),
+            ));
+        }
+        progress(*products)?;
+        ratio = 1.0 / largest;
+        largest = reached;
+        // U_{j−1} ← U_j, U_j ← U_{j+1}; the oldest block is written over next.
+        std::mem::swap(&mut previous, &mut current);
+        std::mem::swap(&mut current, &mut next);
+    }
+    Ok(tall::orthonormal_columns(&current.transpose()))
 }
 
 /// One product A·V, counted and reported, checked finite.

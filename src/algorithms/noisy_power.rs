@@ -26,6 +26,7 @@ use super::{
     Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, Run, RunError, catalog, ensure_fits,
 };
 use crate::dataset::{DataContext, Kind};
+use crate::linalg::sparse::Step;
 use crate::linalg::{
     CsrView, Matrix, Records, gram_t, gram_t_times, matmul, tall, thin_qr_q,
     try_thin_svd,
@@ -248,6 +249,26 @@ impl<'a> Operator<'a> {
             Operator::Sparse(_) => tall::orthonormal_columns(y),
             _ => thin_qr_q(y),
         }
+    }
+
+    /// α·A·X − β·P on blocks stored by rows (d×p, as the column-major storage of Xᵀ and Pᵀ),
+    /// into `out`; returns the largest |entry| of `out`. The sparse product does it in one
+    /// pass ([`CsrView::rows_step`]); the dense forms go through [`Self::apply`].
+    pub(crate) fn rows_step(&self, xs: &[f64], p: usize, step: Step<'_>, out: &mut [f64]) -> f64 {
+        if let Operator::Sparse(a) = self {
+            return a.rows_step(xs, p, step, out);
+        }
+        let d = xs.len() / p.max(1);
+        let ax = self.apply(&Matrix::from_row_slice(d, p, xs)).transpose();
+        let previous = step.previous.map_or(&[][..], |(prev, _)| prev);
+        let beta = step.previous.map_or(0.0, |(_, beta)| beta);
+        out.iter_mut()
+            .zip(ax.as_slice())
+            .enumerate()
+            .fold(0.0_f64, |m, (i, (o, v))| {
+                *o = step.alpha * v - previous.get(i).map_or(0.0, |q| beta * q);
+                m.max(o.abs())
+            })
     }
 
     pub(crate) fn apply(&self, v: &Matrix) -> Matrix {

@@ -95,6 +95,11 @@ impl Algorithm for Spectrum {
         ctx: &DataContext,
         target: &PrivacyTarget,
     ) -> Result<SpectrumConfig, ConfigError> {
+        // No privacy at all (a public dataset, no target stated): the exact spectrum, free. The
+        // forecast's public proxy reads it (`scenario.proxy_dataset`).
+        if target.public_default && ctx.public {
+            return Ok(SpectrumConfig { noise_sd: 0.0 });
+        }
         let rho = target_rho(target)?;
         let delta = sensitivity(ctx);
         if !(delta > 0.0 && delta.is_finite()) {
@@ -110,10 +115,16 @@ impl Algorithm for Spectrum {
     }
 
     fn cost(&self, config: &SpectrumConfig, ctx: &DataContext) -> Cost {
+        if config.noise_sd == 0.0 {
+            return Cost::ZERO;
+        }
         Cost::gaussian_zcdp(cost_of(sensitivity(ctx), config.noise_sd))
     }
 
     fn noise_scales(&self, config: &SpectrumConfig, ctx: &DataContext) -> Vec<NoiseScale> {
+        if config.noise_sd == 0.0 {
+            return Vec::new();
+        }
         vec![NoiseScale::gaussian(
             RELEASE,
             config.noise_sd,
@@ -130,14 +141,24 @@ impl Algorithm for Spectrum {
     /// basis has no columns.
     fn run(&self, config: &SpectrumConfig, run: Run<'_, '_>) -> Result<Output, RunError> {
         let Run { input, ctx, env } = run;
-        ensure_fits(config.noise_sd > 0.0 && config.noise_sd.is_finite())?;
+        let noiseless = config.noise_sd == 0.0;
+        if noiseless && !ctx.public {
+            return Err(RunError::Failed(
+                "a spectrum without noise is released on public datasets only".into(),
+            ));
+        }
+        ensure_fits(noiseless || (config.noise_sd > 0.0 && config.noise_sd.is_finite()))?;
         let a = input.symmetric_matrix(ctx)?;
         let values = try_sym_eigenvalues(&a)
             .map_err(|_| RunError::Failed("the eigendecomposition did not converge".into()))?;
         let mut sorted: Vec<f64> = values.iter().copied().collect();
         sorted.sort_by(|x, y| y.total_cmp(x));
         let query = Matrix::from_column_slice(sorted.len(), 1, &sorted);
-        let released = env.gaussian_release(RELEASE, query, sensitivity(ctx), config.noise_sd)?;
+        let released = if noiseless {
+            query
+        } else {
+            env.gaussian_release(RELEASE, query, sensitivity(ctx), config.noise_sd)?
+        };
         Ok(Output {
             basis: Matrix::zeros(ctx.d, 0),
             eigenvalues: Some(released.as_slice().to_vec()),

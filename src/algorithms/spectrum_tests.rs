@@ -136,3 +136,37 @@ fn it_is_not_offered_as_a_pca_algorithm() {
     );
     assert!(out.is_err());
 }
+
+#[test]
+fn a_public_dataset_without_a_target_gets_the_exact_spectrum_free_and_a_private_one_never() {
+    let (d, n) = (12, 80);
+    let xt = spiked_records(5, d, n, &[4.0, 2.0], 0.2, 2.0);
+    let mut public = ctx(d, Some(n), RO);
+    public.public = true;
+    let free = PrivacyTarget {
+        public_default: true,
+        ..target(1.0)
+    };
+    let config = Spectrum.configure(SpectrumParams {}, &public, &free).expect("valid");
+    assert_eq!(config.noise_sd, 0.0);
+    assert_eq!(Spectrum.cost(&config, &public), Cost::ZERO);
+    assert!(Spectrum.noise_scales(&config, &public).is_empty());
+    let (out, audit) = run_on_records(&Spectrum, &xt, &config, &public, 1);
+    assert!(audit.draws.is_empty(), "no noise drawn");
+    let mut truth: Vec<f64> = crate::linalg::sym_eig(&gram_t(&xt)).values.iter().copied().collect();
+    truth.sort_by(|a, b| b.total_cmp(a));
+    let released = out.expect("runs").eigenvalues.expect("released");
+    for (got, want) in released.iter().zip(&truth) {
+        assert!((got - want).abs() <= 1e-9 * want.abs().max(1.0));
+    }
+    // A stated target on the public dataset, or a private dataset: noise as always.
+    let private = ctx(d, Some(n), RO);
+    for (c, t) in [(&public, target(1.0)), (&private, free)] {
+        let config = Spectrum.configure(SpectrumParams {}, c, &t).expect("valid");
+        assert!(config.noise_sd > 0.0, "{c:?} {t:?}");
+    }
+    // A stored noiseless configuration run on a private dataset fails before any draw.
+    let (out, audit) = run_on_records(&Spectrum, &xt, &SpectrumConfig { noise_sd: 0.0 }, &private, 1);
+    assert!(matches!(out, Err(RunError::Failed(_))), "{out:?}");
+    assert!(audit.draws.is_empty());
+}

@@ -114,14 +114,15 @@ pub async fn submit(state: &AppState, tenant: Uuid, request: SubmitRequest) -> R
 }
 
 /// Submits the forecast's paid private spectrum ([`algorithms::spectrum`]) at `privacy` on the
-/// tenant's dataset: priced, charged and queued exactly as a job, so it is on the ledger, the
-/// dataset's log and its receipt like any other. Not reachable through `POST /v1/jobs`, which
+/// tenant's dataset (`None` on a public dataset: its exact spectrum, free, for a forecast's
+/// proxy): priced, charged and queued exactly as a job, so it is on the ledger, the dataset's
+/// log and its receipt like any other. Not reachable through `POST /v1/jobs`, which
 /// offers PCA algorithms only.
 pub async fn submit_spectrum(
     state: &AppState,
     tenant: Uuid,
     dataset: &DatasetRecord,
-    privacy: PrivacyInput,
+    privacy: Option<PrivacyInput>,
 ) -> Result<Submitted, AppError> {
     require_ready(dataset)?;
     let params = Value::Object(Default::default());
@@ -129,7 +130,7 @@ pub async fn submit_spectrum(
         &algorithms::spectrum::Spectrum,
         dataset,
         params.clone(),
-        Some(&privacy),
+        privacy.as_ref(),
     )?;
     let resolved = Resolved {
         name: algorithms::spectrum::NAME,
@@ -140,7 +141,7 @@ pub async fn submit_spectrum(
         dataset_id: dataset.id,
         algorithm: algorithms::spectrum::NAME.to_string(),
         params,
-        privacy: Some(privacy),
+        privacy,
         seed: None,
         idempotency: None,
     };

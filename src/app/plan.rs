@@ -8,7 +8,7 @@ use uuid::Uuid;
 use super::error::AppError;
 use super::forecast::{ForecastRequest, Inputs, JobForecast, Needed, PlanData, stated_dataset};
 use super::pricing::{Resolved, job_privacy, resolve};
-use super::spectrum::{ScenarioSource, SpectrumUse};
+use super::spectrum::{ProxyUse, ScenarioSource, SpectrumUse};
 use super::targets::{MAX_DELTA, PrivacyInput};
 use crate::forecast::Outcome;
 use crate::privacy::admission::{Spending, admit};
@@ -55,6 +55,8 @@ pub struct Plan {
     pub needed: Option<Needed>,
     /// With a private spectrum (paid now or reused): the spectrum job and what it released.
     pub spectrum: Option<SpectrumUse>,
+    /// With a public proxy dataset: its free spectrum job and the scenario it states.
+    pub proxy: Option<ProxyUse>,
 }
 
 /// Plans `request` for `tenant`.
@@ -92,6 +94,7 @@ pub async fn plan(state: &AppState, tenant: Uuid, request: PlanRequest) -> Resul
         forecast: None,
         needed: None,
         spectrum: None,
+        proxy: None,
     };
     let Some(dataset) = dataset else {
         if request.forecast.is_some() {
@@ -159,6 +162,12 @@ pub async fn plan(state: &AppState, tenant: Uuid, request: PlanRequest) -> Resul
                 eigenvalues,
                 noise_floor,
             } => (eigenvalues, noise_floor, false),
+            ScenarioSource::Proxy(id) => {
+                let used = super::spectrum::proxy(state, tenant, id, dataset.d.unwrap_or(0) as usize).await?;
+                let (eigenvalues, floor) = (used.scenario.eigenvalues().to_vec(), used.scenario.noise_floor());
+                plan.proxy = Some(used);
+                (eigenvalues, floor, true)
+            }
             source => {
                 if stated {
                     return Err(AppError::validation(
@@ -179,7 +188,7 @@ pub async fn plan(state: &AppState, tenant: Uuid, request: PlanRequest) -> Resul
                     ScenarioSource::SpectrumJob(id) => {
                         super::spectrum::reuse(state, tenant, &dataset, id).await?
                     }
-                    ScenarioSource::Stated { .. } => unreachable!("matched above"),
+                    ScenarioSource::Stated { .. } | ScenarioSource::Proxy(_) => unreachable!("matched above"),
                 };
                 let scenario = used.scenario.clone();
                 plan.spectrum = Some(used);

@@ -30,6 +30,84 @@ pub enum ScenarioSource {
     PrivateSpectrum { share: f64 },
     /// The release of an earlier spectrum job (already paid for): free.
     SpectrumJob(Uuid),
+    /// The exact spectrum of a public dataset of the same d used as a proxy: free.
+    Proxy(Uuid),
+}
+
+/// The public dataset a forecast used as its proxy, and the scenario its spectrum states.
+#[derive(Debug, Clone)]
+pub struct ProxyUse {
+    pub dataset_id: Uuid,
+    /// The free spectrum job on it (no noise: the dataset is public).
+    pub job_id: Uuid,
+    pub scenario: Scenario,
+}
+
+fn proxy_refused(message: impl Into<String>) -> AppError {
+    AppError::validation("scenario.proxy_dataset", message)
+}
+
+/// The scenario a public dataset of this tenant states (issue 41: "a public dataset used as a
+/// proxy"): the exact sorted spectrum of its C = XᵀX/n, by a free `spectrum` job with no
+/// noise (the dataset is public, so nothing about it is private; no ledger is touched), read
+/// as [`Scenario::from_private_spectrum`] reads a paid one with noise 0: the top positive
+/// eigenvalues listed (at most 100), the mean of the rest as the floor. The proxy must have the
+/// forecast's d; its records were clipped to its own β, so the forecast treats the spectrum as
+/// that of clipped records (as a paid spectrum's), which fits best when the β's agree.
+pub async fn proxy(state: &AppState, tenant: Uuid, proxy_id: Uuid, d: usize) -> Result<ProxyUse, AppError> {
+    let dataset = super::datasets::get(state, tenant, proxy_id)
+        .await
+        .map_err(|_| proxy_refused(format!("no dataset {proxy_id} of yours")))?;
+    if !dataset.public {
+        return Err(proxy_refused(
+            "a proxy must be a public dataset (reading a private one's spectrum would spend its budget: use private_spectrum)",
+        ));
+    }
+    if dataset.kind != crate::dataset::Kind::Records || dataset.nnz.is_some() {
+        return Err(proxy_refused("a proxy must be a dense records dataset"));
+    }
+    if dataset.d != Some(d as i64) {
+        return Err(proxy_refused(format!(
+            "the proxy has {} features, the forecast {d}",
+            dataset.d.map_or("no".to_string(), |v| v.to_string())
+        )));
+    }
+    let submitted = submit_spectrum(state, tenant, &dataset, None).await?;
+    let job = wait(state, tenant, submitted.job.record).await?;
+    let n = dataset.n.filter(|n| *n > 0).unwrap_or(0) as f64;
+    let released = match job.status {
+        JobStatus::Succeeded => state.store.job_result(tenant, job.id).await?.and_then(|r| r.eigenvalues),
+        _ => None,
+    };
+    let Some(values) = released.filter(|_| n > 0.0) else {
+        return Err(AppError::conflict(format!(
+            "the proxy's spectrum (job {}) is not ready (status {}): ask again",
+            job.id,
+            job.status.as_str()
+        )));
+    };
+    let values: Vec<f64> = values.iter().map(|v| v / n).collect();
+    let scenario = Scenario::from_private_spectrum(&values, 0.0)
+        .map_err(|e| proxy_refused(format!("the proxy's spectrum states no scenario: {}", e.message)))?;
+    Ok(ProxyUse {
+        dataset_id: dataset.id,
+        job_id: job.id,
+        scenario,
+    })
+}
+
+/// Polls `job` until it ends or [`WAIT`] has passed.
+async fn wait(state: &AppState, tenant: Uuid, mut job: JobRecord) -> Result<JobRecord, AppError> {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !job.status.is_terminal() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(POLL).await;
+        job = state
+            .store
+            .get_job(tenant, job.id)
+            .await?
+            .ok_or_else(|| AppError::internal("the spectrum job vanished"))?;
+    }
+    Ok(job)
 }
 
 /// The spectrum a forecast used or paid for.
@@ -73,27 +151,13 @@ pub async fn pay(
     target: &PrivacyTarget,
 ) -> Result<SpectrumUse, AppError> {
     check_share(share)?;
-    let mut rho = share * target.rho;
-    // Never above the share in floating point.
-    while rho > share * target.rho {
-        rho = rho.next_down();
-    }
     let privacy = PrivacyInput {
-        rho: Some(rho),
+        rho: Some(share * target.rho),
         epsilon: None,
         delta: None,
     };
-    let submitted = submit_spectrum(state, tenant, dataset, privacy).await?;
-    let deadline = tokio::time::Instant::now() + WAIT;
-    let mut job = submitted.job.record;
-    while !job.status.is_terminal() && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(POLL).await;
-        job = state
-            .store
-            .get_job(tenant, job.id)
-            .await?
-            .ok_or_else(|| AppError::internal("the spectrum job vanished"))?;
-    }
+    let submitted = submit_spectrum(state, tenant, dataset, Some(privacy)).await?;
+    let job = wait(state, tenant, submitted.job.record).await?;
     read(state, tenant, dataset, job, true).await
 }
 

@@ -22,6 +22,47 @@ use crate::linalg::{Matrix, thin_qr_q};
 /// The largest number of stated eigenvalues (the rest of the spectrum is the noise floor).
 pub const MAX_STATED: usize = 100;
 
+/// How stated eigenvalues decay ([`Scenario::decay`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decay {
+    /// λ_i = top·rate^(i−1), rate in (0, 1].
+    Geometric,
+    /// λ_i = top·i^(−rate), rate > 0 (at most [`MAX_POWER_LAW_EXPONENT`]).
+    PowerLaw,
+}
+
+/// The largest power-law exponent a decay model takes: beyond it λ₂/λ₁ < 10⁻⁶, a spectrum of one
+/// direction, which `eigenvalues: [top]` states more plainly.
+pub const MAX_POWER_LAW_EXPONENT: f64 = 20.0;
+
+/// The eigenvalues of a decay model: `count` (1 to [`MAX_STATED`]) of them, λ₁ = `top` > 0, the
+/// rest following `model` with `rate`. The noise floor and d are checked with them by
+/// [`Scenario::new`].
+pub fn decay_eigenvalues(model: Decay, top: f64, rate: f64, count: usize) -> Result<Vec<f64>, ScenarioError> {
+    if !(top.is_finite() && top > 0.0) {
+        return Err(bad("decay.top", "must be a finite number > 0"));
+    }
+    if !(1..=MAX_STATED).contains(&count) {
+        return Err(bad(
+            "decay.count",
+            format!("between 1 and {MAX_STATED} eigenvalues (and at most d); the noise floor covers the rest"),
+        ));
+    }
+    match model {
+        Decay::Geometric if rate > 0.0 && rate <= 1.0 => {
+            Ok((0..count).map(|i| top * rate.powi(i as i32)).collect())
+        }
+        Decay::Geometric => Err(bad("decay.rate", "a geometric decay's ratio must lie in (0, 1]")),
+        Decay::PowerLaw if rate > 0.0 && rate <= MAX_POWER_LAW_EXPONENT => {
+            Ok((1..=count).map(|i| top * (i as f64).powf(-rate)).collect())
+        }
+        Decay::PowerLaw => Err(bad(
+            "decay.rate",
+            format!("a power law's exponent must lie in (0, {MAX_POWER_LAW_EXPONENT}]"),
+        )),
+    }
+}
+
 /// A validated spectrum scenario.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Scenario {

@@ -10,7 +10,9 @@ use uuid::Uuid;
 use super::auth::TenantAuth;
 use super::datasets::{DatasetView, display_delta};
 use super::error::{ApiError, Json, ProblemDocument};
-use super::forecast::{ForecastView, NeededView, PlanDataInput, ScenarioInput, SpectrumView, TargetInput};
+use super::forecast::{
+    ForecastView, NeededView, PlanDataInput, ProxyView, ScenarioInput, SpectrumView, TargetInput,
+};
 use super::privacy_input::{DEFAULT_DISPLAY_DELTA, PrivacyAmount, PrivacyInput};
 use crate::algorithms::{self, DynAlgorithm, NoiseScale};
 use crate::app::forecast::PlanData;
@@ -187,6 +189,9 @@ pub struct PlanView {
     /// With `scenario.private_spectrum` or `spectrum_job`: the **paid** private spectrum the
     /// forecast ran on, and its job.
     pub spectrum: Option<SpectrumView>,
+    /// With `scenario.proxy_dataset`: the public dataset whose exact spectrum the forecast ran
+    /// on (free).
+    pub proxy: Option<ProxyView>,
 }
 
 /// Convert between ρ and (ε, δ), show the noise a job would use and whether it fits the
@@ -231,6 +236,7 @@ impl PlanView {
             forecast,
             needed,
             spectrum,
+            proxy,
         } = plan;
         let charged_now = spectrum.as_ref().is_some_and(|s| s.charged_now);
         let shown = asked
@@ -255,6 +261,7 @@ impl PlanView {
             }),
             needed: needed.map(NeededView::from),
             spectrum: spectrum.map(SpectrumView::from),
+            proxy: proxy.map(ProxyView::from),
         };
         if let Some(job) = job {
             let priced = job.priced;

@@ -9,9 +9,10 @@ use uuid::Uuid;
 use crate::app::error::AppError;
 use crate::app::forecast::{JobForecast, Needed};
 use crate::app::plan::ForecastAsk;
-use crate::app::spectrum::{ScenarioSource, SpectrumUse};
+use crate::app::spectrum::{ProxyUse, ScenarioSource, SpectrumUse};
 use crate::dataset::{Kind, Relation};
 use crate::forecast::Outcome;
+use crate::forecast::scenario::{Decay, decay_eigenvalues};
 use crate::store::JobStatus;
 
 /// What the request asks to forecast, from its `scenario` and `target`.
@@ -29,29 +30,48 @@ pub fn ask(
             None => Ok(None),
         };
     };
+    let eigenvalues = match (scenario.eigenvalues, scenario.decay) {
+        (None, Some(decay)) => Some(
+            decay_eigenvalues(decay.model.into(), decay.top, decay.rate, decay.count)
+                .map_err(|e| AppError::validation(format!("scenario.{}", e.field), e.message))?,
+        ),
+        (Some(_), Some(_)) => {
+            return Err(AppError::validation(
+                "scenario",
+                "give eigenvalues or decay, not both",
+            ));
+        }
+        (stated, None) => stated,
+    };
+    let proxied = scenario.proxy_dataset.is_some();
     let source = match (
-        scenario.eigenvalues,
+        eigenvalues,
         scenario.private_spectrum,
         scenario.spectrum_job,
     ) {
-        (Some(eigenvalues), None, None) => ScenarioSource::Stated {
+        (Some(eigenvalues), None, None) if !proxied => ScenarioSource::Stated {
             eigenvalues,
             noise_floor: scenario.noise_floor.unwrap_or(0.0),
         },
-        (None, Some(paid), None) if scenario.noise_floor.is_none() => {
+        (None, Some(paid), None) if scenario.noise_floor.is_none() && !proxied => {
             ScenarioSource::PrivateSpectrum { share: paid.share }
         }
-        (None, None, Some(job)) if scenario.noise_floor.is_none() => ScenarioSource::SpectrumJob(job),
-        (None, None, None) => {
+        (None, None, Some(job)) if scenario.noise_floor.is_none() && !proxied => {
+            ScenarioSource::SpectrumJob(job)
+        }
+        (None, None, None) if proxied && scenario.noise_floor.is_none() => {
+            ScenarioSource::Proxy(scenario.proxy_dataset.expect("matched"))
+        }
+        (None, None, None) if !proxied => {
             return Err(AppError::validation(
                 "scenario",
-                "give eigenvalues (a stated scenario), private_spectrum (paid) or spectrum_job",
+                "give eigenvalues or decay (a stated scenario), proxy_dataset, private_spectrum (paid) or spectrum_job",
             ));
         }
         _ => {
             return Err(AppError::validation(
                 "scenario",
-                "give exactly one of eigenvalues (with noise_floor), private_spectrum or spectrum_job",
+                "give exactly one of eigenvalues or decay (with noise_floor), proxy_dataset, private_spectrum or spectrum_job",
             ));
         }
     };
@@ -87,7 +107,9 @@ pub struct PlanDataInput {
 pub struct ScenarioInput {
     /// The top eigenvalues λ₁, λ₂, … of the records' covariance (1 to min(d, 100), each ≥ 0).
     pub eigenvalues: Option<Vec<f64>>,
-    /// With `eigenvalues`: the eigenvalue of every other direction (default 0).
+    /// Instead of `eigenvalues`: the top eigenvalues from a decay model.
+    pub decay: Option<DecayInput>,
+    /// With `eigenvalues` or `decay`: the eigenvalue of every other direction (default 0).
     #[schema(minimum = 0.0)]
     pub noise_floor: Option<f64>,
     /// On a dataset (`dataset_id`, n public): spend a share of the job's ρ on its private
@@ -96,6 +118,43 @@ pub struct ScenarioInput {
     /// On a dataset: forecast from the spectrum an earlier `private_spectrum` paid for (its
     /// job id, as the answer's `spectrum.job_id` gave it). Free.
     pub spectrum_job: Option<Uuid>,
+    /// A public records dataset of yours with the same d, used as a proxy: the forecast runs on
+    /// its exact spectrum (read by a free job; best when its row_norm_bound is the same). Free.
+    pub proxy_dataset: Option<Uuid>,
+}
+
+/// Top eigenvalues that decay: λ_i = top·rate^(i−1) (`geometric`) or top·i^(−rate)
+/// (`power_law`), for i = 1..count; the noise floor follows them.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DecayInput {
+    pub model: DecayModel,
+    /// λ₁, the largest eigenvalue (> 0).
+    #[schema(exclusive_minimum = 0.0)]
+    pub top: f64,
+    /// `geometric`: the ratio λ_{i+1}/λ_i, in (0, 1]. `power_law`: the exponent, in (0, 20].
+    #[schema(exclusive_minimum = 0.0)]
+    pub rate: f64,
+    /// How many eigenvalues follow the model (1 to min(d, 100)).
+    #[schema(minimum = 1, maximum = 100)]
+    pub count: usize,
+}
+
+/// How the stated eigenvalues decay.
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DecayModel {
+    Geometric,
+    PowerLaw,
+}
+
+impl From<DecayModel> for Decay {
+    fn from(m: DecayModel) -> Self {
+        match m {
+            DecayModel::Geometric => Decay::Geometric,
+            DecayModel::PowerLaw => Decay::PowerLaw,
+        }
+    }
 }
 
 /// The share of the job's ρ to spend on the private spectrum.
@@ -220,6 +279,29 @@ pub struct SpectrumView {
     pub scenario: Option<StatedScenario>,
     /// In plain words: what was paid, and what to do if the job is not done yet.
     pub note: String,
+}
+
+/// The public dataset a forecast used as its proxy.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ProxyView {
+    pub dataset_id: Uuid,
+    /// The free `spectrum` job that read its exact spectrum (no noise, no charge).
+    pub job_id: Uuid,
+    /// The scenario its spectrum states (what the forecast ran on).
+    pub scenario: StatedScenario,
+}
+
+impl From<ProxyUse> for ProxyView {
+    fn from(p: ProxyUse) -> Self {
+        Self {
+            dataset_id: p.dataset_id,
+            job_id: p.job_id,
+            scenario: StatedScenario {
+                eigenvalues: p.scenario.eigenvalues().to_vec(),
+                noise_floor: p.scenario.noise_floor(),
+            },
+        }
+    }
 }
 
 /// A scenario as the forecast ran it.

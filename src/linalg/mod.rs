@@ -17,6 +17,7 @@ pub mod error;
 pub mod gather;
 pub mod kernels;
 pub mod lanczos;
+mod prefetch;
 pub mod qr;
 pub mod record_stats;
 pub mod records;

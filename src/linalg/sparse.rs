@@ -13,6 +13,7 @@
 use rayon::prelude::*;
 
 use super::Matrix;
+use super::prefetch::prefetch;
 use super::threads::PRODUCT_MIN_WORK;
 
 /// A borrowed n×n matrix in CSR form: row i holds the entries `row_ptr[i]..row_ptr[i + 1]` of
@@ -23,6 +24,22 @@ pub struct CsrView<'a> {
     row_ptr: &'a [u64],
     col_idx: &'a [u32],
     values: &'a [f64],
+}
+
+/// The update [`CsrView::rows_step`] applies: α·A·X − β·P.
+#[derive(Debug, Clone, Copy)]
+pub struct Step<'a> {
+    pub alpha: f64,
+    /// P (by rows) and β, or none (β = 0).
+    pub previous: Option<(&'a [f64], f64)>,
+}
+
+impl Step<'_> {
+    /// The plain product A·X.
+    pub const PRODUCT: Step<'static> = Step {
+        alpha: 1.0,
+        previous: None,
+    };
 }
 
 /// Why arrays do not form a CSR matrix.
@@ -100,32 +117,67 @@ impl<'a> CsrView<'a> {
             return Matrix::zeros(self.n, p);
         }
         let xt = x.transpose();
-        let (xs, mut yt) = (xt.as_slice(), Matrix::zeros(p, self.n));
-        let row = |(i, out): (usize, &mut [f64])| {
+        let mut yt = Matrix::zeros(p, self.n);
+        self.rows_step(xt.as_slice(), p, Step::PRODUCT, yt.as_mut_slice());
+        yt.transpose()
+    }
+
+    /// One step on blocks stored by rows (n×p, row i at `i·p..(i + 1)·p`):
+    /// `out` = α·A·X − β·P, with X in `xs` and P, β in `step.previous`. Returns the largest
+    /// |entry| of `out` (0 for an empty block). One pass over A and one write of `out`: the
+    /// three-term recurrence of `algorithms::filtered_power` runs on it with no transposes and
+    /// no further sweeps.
+    ///
+    /// # Panics
+    /// When a block does not hold n·p values (a bug in the caller).
+    pub fn rows_step(&self, xs: &[f64], p: usize, step: Step<'_>, out: &mut [f64]) -> f64 {
+        let len = self.n * p;
+        assert!(
+            xs.len() == len && out.len() == len && step.previous.is_none_or(|(prev, _)| prev.len() == len),
+            "rows_step: blocks must hold n·p values"
+        );
+        if len == 0 {
+            return 0.0;
+        }
+        // Row i into its slot, then the update; the largest |entry| of the rows done.
+        let row = |i: usize, slot: &mut [f64]| -> f64 {
             let (cols, vals) = self.row(i);
             // Up to ROW_PASS_MAX columns in one pass over the row, summed in registers.
             let mut from = 0;
             while from < p {
-                from += row_pass(cols, vals, xs, p, from, (p - from).min(ROW_PASS_MAX), out);
+                from += row_pass(cols, vals, xs, p, from, (p - from).min(ROW_PASS_MAX), slot);
+            }
+            match step.previous {
+                Some((prev, beta)) => {
+                    let prev = &prev[i * p..(i + 1) * p];
+                    slot.iter_mut().zip(prev).fold(0.0_f64, |m, (v, q)| {
+                        *v = step.alpha * *v - beta * q;
+                        m.max(v.abs())
+                    })
+                }
+                None => slot.iter_mut().fold(0.0_f64, |m, v| {
+                    *v *= step.alpha;
+                    m.max(v.abs())
+                }),
             }
         };
-        let slots = yt.as_mut_slice().chunks_mut(p).enumerate();
         if self.nnz().saturating_mul(p) < PRODUCT_MIN_WORK || rayon::current_num_threads() < 2 {
-            slots.for_each(row);
-        } else {
-            // Chunks of rows large enough that scheduling does not dominate.
-            let rows_per_task = (self.n / (8 * rayon::current_num_threads())).max(64);
-            yt.as_mut_slice()
-                .par_chunks_mut(p * rows_per_task)
+            return out
+                .chunks_mut(p)
                 .enumerate()
-                .for_each(|(t, block)| {
-                    block
-                        .chunks_mut(p)
-                        .enumerate()
-                        .for_each(|(r, out)| row((t * rows_per_task + r, out)));
-                });
+                .fold(0.0, |m, (i, slot)| m.max(row(i, slot)));
         }
-        yt.transpose()
+        // Chunks of rows large enough that scheduling does not dominate.
+        let rows_per_task = (self.n / (8 * rayon::current_num_threads())).max(64);
+        out.par_chunks_mut(p * rows_per_task)
+            .enumerate()
+            .map(|(t, block)| {
+                block
+                    .chunks_mut(p)
+                    .enumerate()
+                    .fold(0.0_f64, |m, (r, slot)| m.max(row(t * rows_per_task + r, slot)))
+            })
+            .reduce(|| 0.0, f64::max)
     }
 
     /// The dense copy of A, for tests on small matrices only.
@@ -141,6 +193,9 @@ impl<'a> CsrView<'a> {
         a
     }
 }
+
+/// How many entries ahead [`row_part`] asks for the row of Xᵀ it will read ([`prefetch`]).
+const PREFETCH_AHEAD: usize = 6;
 
 /// Most columns summed in one pass over a row ([`row_pass`]).
 const ROW_PASS_MAX: usize = 32;
@@ -181,7 +236,11 @@ fn row_part<const W: usize>(
     out: &mut [f64],
 ) -> usize {
     let mut sums = [0.0; W];
-    for (&j, &a) in cols.iter().zip(vals) {
+    for (e, (&j, &a)) in cols.iter().zip(vals).enumerate() {
+        if let Some(&ahead) = cols.get(e + PREFETCH_AHEAD) {
+            let start = ahead as usize * p + from;
+            prefetch(&xs[start..start + W]);
+        }
         let start = j as usize * p + from;
         let xj: &[f64; W] = xs[start..start + W].try_into().expect("W values");
         for (s, &v) in sums.iter_mut().zip(xj) {

@@ -302,6 +302,18 @@ async fn bad_forecast_requests_are_422_naming_the_field() {
             "target",
         ),
         (with("algorithm", json!("no_such_algorithm")), "algorithm"),
+        (
+            with("scenario", json!({ "decay": { "model": "geometric", "top": 2.0, "rate": 1.5, "count": 3 } })),
+            "scenario.decay.rate",
+        ),
+        (
+            with("scenario", json!({ "decay": { "model": "power_law", "top": 2.0, "rate": 1.0, "count": 0 } })),
+            "scenario.decay.count",
+        ),
+        (
+            with("scenario", json!({ "eigenvalues": [1.0], "decay": { "model": "power_law", "top": 2.0, "rate": 1.0, "count": 2 } })),
+            "scenario",
+        ),
     ] {
         let problem = app.plan(&key, body.clone()).await.problem(422);
         assert_eq!(problem["field"], field, "{body}: {problem}");
@@ -331,6 +343,25 @@ async fn bad_forecast_requests_are_422_naming_the_field() {
         .await
         .problem(422);
     assert_eq!(problem["field"], "scenario", "{problem}");
+}
+
+#[tokio::test]
+async fn a_decay_model_forecasts_as_its_eigenvalues_stated_one_by_one() {
+    let (app, key) = TestApp::queued_with_tenant("t").await;
+    let ask = |scenario: Value| {
+        json!({ "privacy": { "rho": 0.05 }, "data": data(N), "algorithm": "analyze_gauss", "params": { "k": 2 }, "scenario": scenario })
+    };
+    let decayed = app
+        .plan(&key, ask(json!({ "decay": { "model": "geometric", "top": 3.0, "rate": 0.5, "count": 3 }, "noise_floor": 0.05 })))
+        .await;
+    decayed.expect(StatusCode::OK);
+    let stated = app
+        .plan(&key, ask(json!({ "eigenvalues": [3.0, 1.5, 0.75], "noise_floor": 0.05 })))
+        .await;
+    stated.expect(StatusCode::OK);
+    let (decayed, stated) = (decayed.json(), stated.json());
+    assert_eq!(decayed["forecast"], stated["forecast"], "{decayed}");
+    assert!(decayed["forecast"]["captured_energy"].as_f64().expect("a number") > 0.5);
 }
 
 /// The judged grid (issue 41): over n, d, k and ρ, including a cell whose job is refused, the
