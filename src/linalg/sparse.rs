@@ -99,6 +99,15 @@ impl<'a> CsrView<'a> {
         (&self.col_idx[start..end], &self.values[start..end])
     }
 
+    /// The column indices [`PREFETCH_AHEAD`] entries after those of row i (as many as the row
+    /// has, fewer at the end of the matrix): across row boundaries, so that short rows are
+    /// prefetched too.
+    fn ahead(&self, i: usize) -> &'a [u32] {
+        let nnz = self.col_idx.len();
+        let (start, end) = (self.row_ptr[i] as usize, self.row_ptr[i + 1] as usize);
+        &self.col_idx[(start + PREFETCH_AHEAD).min(nnz)..(end + PREFETCH_AHEAD).min(nnz)]
+    }
+
     /// The arrays (row pointers, column indices, values).
     pub fn parts(&self) -> (&'a [u64], &'a [u32], &'a [f64]) {
         (self.row_ptr, self.col_idx, self.values)
@@ -142,10 +151,12 @@ impl<'a> CsrView<'a> {
         // Row i into its slot, then the update; the largest |entry| of the rows done.
         let row = |i: usize, slot: &mut [f64]| -> f64 {
             let (cols, vals) = self.row(i);
+            let ahead = self.ahead(i);
             // Up to ROW_PASS_MAX columns in one pass over the row, summed in registers.
             let mut from = 0;
             while from < p {
-                from += row_pass(cols, vals, xs, p, from, (p - from).min(ROW_PASS_MAX), slot);
+                let w = (p - from).min(ROW_PASS_MAX);
+                from += row_pass(RowPass { cols, vals, ahead, xs, p, from }, w, slot);
             }
             match step.previous {
                 Some((prev, beta)) => {
@@ -210,11 +221,11 @@ const ROW_PASS_MAX: usize = 32;
 /// (docs/performance-sparse.md, session 25): 204–246 ms → 158–178 ms per product at 7.8·10⁶
 /// entries and p = 20.
 #[inline(always)]
-fn row_pass(cols: &[u32], vals: &[f64], xs: &[f64], p: usize, from: usize, w: usize, out: &mut [f64]) -> usize {
+fn row_pass(pass: RowPass<'_>, w: usize, out: &mut [f64]) -> usize {
     macro_rules! widths {
         ($($w:literal)*) => {
             match w {
-                $($w => row_part::<$w>(cols, vals, xs, p, from, out),)*
+                $($w => row_part::<$w>(pass, out),)*
                 _ => unreachable!("row_pass: width {w} above ROW_PASS_MAX"),
             }
         };
@@ -222,23 +233,29 @@ fn row_pass(cols: &[u32], vals: &[f64], xs: &[f64], p: usize, from: usize, w: us
     widths!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32)
 }
 
-/// Columns `from..from + W` of row i of A·X into `out` (row i of the result): Σ_j a_ij·x_j:
-/// over the row's entries (`cols`, `vals`), with `xs` = Xᵀ (rows of X, `p` values each). The W
-/// sums stay in registers (or, for wide W, in the stack's cache lines) over the whole row, so
-/// each entry costs W multiply-adds and no store to the result. Returns W.
-#[inline(always)]
-fn row_part<const W: usize>(
-    cols: &[u32],
-    vals: &[f64],
-    xs: &[f64],
+/// One pass over row i: its entries (`cols`, `vals`), the column indices to prefetch
+/// ([`CsrView::ahead`]), Xᵀ (`xs`, rows of X with `p` values each) and the first column.
+#[derive(Clone, Copy)]
+struct RowPass<'a> {
+    cols: &'a [u32],
+    vals: &'a [f64],
+    ahead: &'a [u32],
+    xs: &'a [f64],
     p: usize,
     from: usize,
-    out: &mut [f64],
-) -> usize {
+}
+
+/// Columns `from..from + W` of row i of A·X into `out` (row i of the result): Σ_j a_ij·x_j:
+/// over the row's entries. The W sums stay in registers (or, for wide W, in the stack's cache
+/// lines) over the whole row, so each entry costs W multiply-adds and no store to the result;
+/// the row of Xᵀ read [`PREFETCH_AHEAD`] entries later is asked for first. Returns W.
+#[inline(always)]
+fn row_part<const W: usize>(pass: RowPass<'_>, out: &mut [f64]) -> usize {
+    let RowPass { cols, vals, ahead, xs, p, from } = pass;
     let mut sums = [0.0; W];
     for (e, (&j, &a)) in cols.iter().zip(vals).enumerate() {
-        if let Some(&ahead) = cols.get(e + PREFETCH_AHEAD) {
-            let start = ahead as usize * p + from;
+        if let Some(&later) = ahead.get(e) {
+            let start = later as usize * p + from;
             prefetch(&xs[start..start + W]);
         }
         let start = j as usize * p + from;

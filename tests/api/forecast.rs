@@ -531,6 +531,61 @@ async fn a_forecast_from_a_paid_private_spectrum_lands_near_the_real_job() {
     }
 }
 
+/// A public dataset of the same shape as a proxy (issue 41: "comes from a public dataset used
+/// as a proxy"): the forecast for the private dataset runs on the proxy's exact spectrum, read
+/// by a free job, and charges nothing; it lands near the forecast from the true scenario. A
+/// private proxy, one of another d, or a proxy next to stated eigenvalues is a 422 naming the
+/// field.
+#[tokio::test]
+async fn a_public_proxy_dataset_states_the_scenario_free_of_charge() {
+    let (csv, _) = scenario_records(93);
+    let t = Records::start(json!({ "rho": 10.0 }), &csv).await;
+    let proxy = t
+        .app
+        .dataset(&t.key, json!({ "name": "proxy", "kind": "records", "row_norm_bound": 1.0, "public": true }))
+        .await;
+    let (proxy_csv, _) = scenario_records(94);
+    t.app.upload_csv(&t.key, &proxy, &proxy_csv).await.expect(StatusCode::OK);
+    let spent = t.app.spent_rho(&t.key, &t.ds).await;
+    let ask = |scenario: Value| {
+        json!({ "privacy": { "rho": 3e-4 }, "dataset_id": t.ds, "algorithm": "noisy_power", "params": { "k": 2 }, "scenario": scenario })
+    };
+    let reply = t.app.plan(&t.key, ask(json!({ "proxy_dataset": proxy }))).await;
+    reply.expect(StatusCode::OK);
+    let plan = reply.json();
+    assert_eq!(plan["forecast"]["free"], true, "{plan}");
+    assert_eq!(plan["proxy"]["dataset_id"], proxy.as_str(), "{plan}");
+    assert!(plan["spectrum"].is_null(), "nothing paid: {plan}");
+    let listed = plan["proxy"]["scenario"]["eigenvalues"].as_array().unwrap();
+    assert!(listed.len() >= 3, "{plan}");
+    assert_eq!(t.app.spent_rho(&t.key, &t.ds).await, spent, "the ledger is unchanged");
+    let stated = t.app.plan(&t.key, ask(scenario())).await;
+    stated.expect(StatusCode::OK);
+    let (from_proxy, from_truth) = (
+        plan["forecast"]["captured_energy"].as_f64().unwrap(),
+        stated.json()["forecast"]["captured_energy"].as_f64().unwrap(),
+    );
+    assert!(
+        (from_proxy - from_truth).abs() < 0.05,
+        "proxy {from_proxy} against the true scenario {from_truth}"
+    );
+    // Refusals: a private proxy, another d, and a proxy with stated eigenvalues.
+    let other = t
+        .app
+        .dataset(&t.key, json!({ "name": "narrow", "kind": "records", "row_norm_bound": 1.0, "public": true }))
+        .await;
+    t.app.upload_csv(&t.key, &other, "0.1,0.2\n0.3,0.1\n").await.expect(StatusCode::OK);
+    for (scenario, field) in [
+        (json!({ "proxy_dataset": t.ds }), "scenario.proxy_dataset"),
+        (json!({ "proxy_dataset": other }), "scenario.proxy_dataset"),
+        (json!({ "proxy_dataset": proxy, "eigenvalues": [1.0] }), "scenario"),
+    ] {
+        let problem = t.app.plan(&t.key, ask(scenario.clone())).await.problem(422);
+        assert_eq!(problem["field"], field, "{scenario}: {problem}");
+    }
+    assert_eq!(t.app.spent_rho(&t.key, &t.ds).await, spent);
+}
+
 /// A private spectrum is refused before anything is charged when the request cannot be
 /// forecast: on a stated shape, with a bad share, with both sources, or on another dataset's
 /// spectrum job.
