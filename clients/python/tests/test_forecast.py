@@ -298,3 +298,31 @@ def test_a_paid_private_spectrum_says_it_is_paid_and_reuse_is_free(client, make_
 
     with pytest.raises(privpca.InvalidInput):
         client.plan(dataset_id=ds.id, scenario=SCENARIO, private_spectrum=0.05, rho=0.01)
+
+
+def test_a_decay_model_and_a_public_proxy_are_free_scenarios(client, make_rows):
+    decayed = client.plan(
+        data=DATA,
+        algorithm="analyze_gauss",
+        params=K2,
+        rho=0.05,
+        scenario={"decay": {"model": "geometric", "top": 1.0, "rate": 0.5, "count": 2}, "noise_floor": 0.05},
+    ).forecast
+    stated = client.plan(data=DATA, algorithm="analyze_gauss", params=K2, rho=0.05, scenario=SCENARIO).forecast
+    assert decayed == stated, "λ = (1, 0.5) stated either way"
+
+    proxy = client.create_dataset(make_rows(800, 10, 4), name="proxy", row_norm_bound=1.0, public=True)
+    plan = client.plan(data=DATA, algorithm="analyze_gauss", params=K2, rho=0.05, proxy_dataset=proxy.id)
+    assert plan.forecast is not None and plan.forecast.free is True
+    assert plan.raw["proxy"]["dataset_id"] == proxy.id
+    assert plan.spectrum is None
+    with pytest.raises(privpca.ValidationError) as refused:
+        client.plan(
+            data=DATA,
+            params=K2,
+            rho=0.05,
+            scenario={"decay": {"model": "geometric", "top": 1.0, "rate": 2.0, "count": 2}},
+        )
+    assert refused.value.field == "scenario.decay.rate"
+    with pytest.raises(privpca.InvalidInput):
+        client.plan(data=DATA, scenario=SCENARIO, proxy_dataset=proxy.id, rho=0.05)

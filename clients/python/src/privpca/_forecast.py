@@ -98,8 +98,20 @@ def data_input(data: DataLike) -> dict[str, Any]:
 
 
 def scenario_input(scenario: ScenarioLike) -> dict[str, Any]:
-    """``scenario`` as the request's ``ScenarioInput``: a :class:`Scenario` or a mapping with
-    ``eigenvalues`` and optionally ``noise_floor``."""
+    """``scenario`` as the request's ``ScenarioInput``: a :class:`Scenario`, a mapping with
+    ``eigenvalues`` and optionally ``noise_floor``, or a mapping with ``decay`` (a decay model,
+    passed as given; the service checks it) and optionally ``noise_floor``."""
+    if isinstance(scenario, Mapping) and "decay" in scenario:
+        extra = sorted(set(scenario) - {"decay", "noise_floor"})
+        if extra:
+            raise InvalidInput(f"a decay scenario takes decay and noise_floor, not {extra}", field="scenario")
+        decay = scenario["decay"]
+        if not isinstance(decay, Mapping):
+            raise InvalidInput(f"scenario.decay must be a mapping, got {decay!r}", field="scenario.decay")
+        out: dict[str, Any] = {"decay": dict(decay)}
+        if "noise_floor" in scenario:
+            out["noise_floor"] = _real(scenario["noise_floor"], "scenario.noise_floor")
+        return out
     return _build(Scenario, scenario, "scenario").to_json()
 
 

@@ -462,6 +462,7 @@ class Client:
         target: TargetLike | None = None,
         private_spectrum: float | None = None,
         spectrum_job: str | None = None,
+        proxy_dataset: str | None = None,
     ) -> Plan:
         """``POST /v1/privacy/plan``: the requested privacy under both conversions and, with
         ``algorithm`` and ``dataset_id`` (or ``data``), what the job would cost and whether it
@@ -485,6 +486,11 @@ class Client:
         the answer's ``spectrum`` (a :class:`~privpca.SpectrumRelease`) says what was paid.
         ``spectrum_job=<its job_id>`` forecasts again from that release for free.
 
+        **Other scenarios, free.** ``scenario`` may also be a mapping with ``decay`` (``{"model":
+        "geometric" | "power_law", "top": λ₁, "rate": r, "count": m}``) and ``noise_floor``;
+        ``proxy_dataset=<id>`` forecasts from the exact spectrum of one of your public records
+        datasets with the same number of features (``plan.raw["proxy"]`` names what it read).
+
         Values the service refuses (an eigenvalue < 0, too many features, a target outside
         (0, 1), a target without a scenario, …) raise :class:`~privpca.ValidationError` (422)
         with ``field`` naming them; what is not a number at all is refused before any request
@@ -497,7 +503,7 @@ class Client:
             "privacy": privacy_input(rho, epsilon, delta),
             "display_delta": display_delta,
             "data": None if data is None else data_input(data),
-            "scenario": _scenario_of(scenario, private_spectrum, spectrum_job),
+            "scenario": _scenario_of(scenario, private_spectrum, spectrum_job, proxy_dataset),
             "target": None if target is None else target_input(target),
         }
         body = {k: v for k, v in optional.items() if v is not None}
@@ -734,14 +740,20 @@ def _poll(get: Callable[[], Polled], timeout: float | None, interval: float, pro
 
 
 def _scenario_of(
-    scenario: ScenarioLike | None, private_spectrum: float | None, spectrum_job: str | None
+    scenario: ScenarioLike | None,
+    private_spectrum: float | None,
+    spectrum_job: str | None,
+    proxy_dataset: str | None = None,
 ) -> dict[str, Any] | None:
-    """The request's ``scenario``: stated, a paid private spectrum, or a reused one (one of them)."""
-    given = [x is not None for x in (scenario, private_spectrum, spectrum_job)]
+    """The request's ``scenario``: stated, a paid private spectrum, a reused one, or a public
+    proxy dataset (one of them)."""
+    given = [x is not None for x in (scenario, private_spectrum, spectrum_job, proxy_dataset)]
     if sum(given) > 1:
         raise InvalidInput(
-            "give one of scenario, private_spectrum and spectrum_job", field="scenario"
+            "give one of scenario, private_spectrum, spectrum_job and proxy_dataset", field="scenario"
         )
+    if proxy_dataset is not None:
+        return {"proxy_dataset": str(proxy_dataset)}
     if scenario is not None:
         return scenario_input(scenario)
     if private_spectrum is not None:
