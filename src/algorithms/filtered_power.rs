@@ -21,7 +21,7 @@
 //! then amplified too, but less than the wanted ones (T_m increases on [1, ∞)), so the filter is
 //! never worse than m power steps, and b grows to |λ_{k+1}| as the block converges. Only the
 //! top k must converge (the stop reads them), so damping everything up to |λ_{k+1}| is the
-//! target. The three-term recurrence is rescaled at every product ([`filter`]), which keeps
+//! target. The three-term recurrence is rescaled at every product (`filter`), which keeps
 //! it finite (the span is what matters).
 //!
 //! **The stop.** After each filtered block, one product Y = A·X of the orthonormalised block
@@ -72,9 +72,15 @@ pub(crate) fn run(
         let y = product(op, &x, &mut products, &mut progress)?;
         let ritz = ritz_pairs(&x, &y)?;
         let top = ritz.values.first().map_or(0.0, |v| v.abs());
-        let converged = residuals(&x, &y, &ritz, k).iter().all(|&r| r <= RESIDUAL_TOLERANCE * top);
+        let converged = residuals(&x, &y, &ritz, k)
+            .iter()
+            .all(|&r| r <= RESIDUAL_TOLERANCE * top);
         if converged || products >= max_products {
-            return Ok(Converged { y, products, converged });
+            return Ok(Converged {
+                y,
+                products,
+                converged,
+            });
         }
         // b = |θ_{k+1}| (|θ_p| when the block has no column beyond k): at most |λ_{k+1}|.
         let b = ritz.values.get(k).or(ritz.values.last()).map_or(0.0, |v| v.abs());

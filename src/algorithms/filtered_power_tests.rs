@@ -35,7 +35,10 @@ fn plain_power_products(op: &Operator<'_>, mut x: Matrix, k: usize, cap: u32) ->
         let y = op.apply(&x);
         let ritz = ritz_pairs(&x, &y).expect("Ritz pairs");
         let top = ritz.values[0].abs();
-        if residuals(&x, &y, &ritz, k).iter().all(|&r| r <= RESIDUAL_TOLERANCE * top) {
+        if residuals(&x, &y, &ritz, k)
+            .iter()
+            .all(|&r| r <= RESIDUAL_TOLERANCE * top)
+        {
             return products;
         }
         x = tall::orthonormal_columns(&y);
@@ -58,7 +61,11 @@ fn the_filtered_run_reaches_the_top_subspace_of_a_graph_with_fewer_products_than
     })
     .expect("runs");
     assert!(run.converged, "converged within {} products", run.products);
-    assert_eq!(reports, (1..=run.products).collect::<Vec<_>>(), "one report per product");
+    assert_eq!(
+        reports,
+        (1..=run.products).collect::<Vec<_>>(),
+        "one report per product"
+    );
     let dense = a.to_dense();
     let exact = top_by_magnitude(&dense, k);
     let basis = basis_of(&run.y, k);

@@ -27,10 +27,7 @@ use super::{
 };
 use crate::dataset::{DataContext, Kind};
 use crate::linalg::sparse::Step;
-use crate::linalg::{
-    CsrView, Matrix, Records, gram_t, gram_t_times, matmul, tall, thin_qr_q,
-    try_thin_svd,
-};
+use crate::linalg::{CsrView, Matrix, Records, gram_t, gram_t_times, matmul, tall, thin_qr_q, try_thin_svd};
 use crate::privacy::cost::round_up_while;
 use crate::privacy::{Cost, PrivacyTarget};
 

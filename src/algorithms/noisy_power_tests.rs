@@ -587,7 +587,11 @@ fn a_public_job_without_privacy_stops_early_on_an_easy_matrix_with_an_accurate_b
         ran > 1 && ran < PUBLIC_SPARSE_ITERATIONS as usize,
         "stopped after {ran} of {PUBLIC_SPARSE_ITERATIONS}"
     );
-    assert_eq!(reports, ran + 1, "one progress report per product, and the last at 100 %");
+    assert_eq!(
+        reports,
+        ran + 1,
+        "one progress report per product, and the last at 100 %"
+    );
     assert!(
         energy(&basis) >= (1.0 - 1e-3) * best,
         "captured {} of {best}",

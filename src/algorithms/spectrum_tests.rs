@@ -147,13 +147,19 @@ fn a_public_dataset_without_a_target_gets_the_exact_spectrum_free_and_a_private_
         public_default: true,
         ..target(1.0)
     };
-    let config = Spectrum.configure(SpectrumParams {}, &public, &free).expect("valid");
+    let config = Spectrum
+        .configure(SpectrumParams {}, &public, &free)
+        .expect("valid");
     assert_eq!(config.noise_sd, 0.0);
     assert_eq!(Spectrum.cost(&config, &public), Cost::ZERO);
     assert!(Spectrum.noise_scales(&config, &public).is_empty());
     let (out, audit) = run_on_records(&Spectrum, &xt, &config, &public, 1);
     assert!(audit.draws.is_empty(), "no noise drawn");
-    let mut truth: Vec<f64> = crate::linalg::sym_eig(&gram_t(&xt)).values.iter().copied().collect();
+    let mut truth: Vec<f64> = crate::linalg::sym_eig(&gram_t(&xt))
+        .values
+        .iter()
+        .copied()
+        .collect();
     truth.sort_by(|a, b| b.total_cmp(a));
     let released = out.expect("runs").eigenvalues.expect("released");
     for (got, want) in released.iter().zip(&truth) {

@@ -164,7 +164,8 @@ pub async fn plan(state: &AppState, tenant: Uuid, request: PlanRequest) -> Resul
             } => (eigenvalues, noise_floor, false),
             ScenarioSource::Proxy(id) => {
                 let used = super::spectrum::proxy(state, tenant, id, dataset.d.unwrap_or(0) as usize).await?;
-                let (eigenvalues, floor) = (used.scenario.eigenvalues().to_vec(), used.scenario.noise_floor());
+                let (eigenvalues, floor) =
+                    (used.scenario.eigenvalues().to_vec(), used.scenario.noise_floor());
                 plan.proxy = Some(used);
                 (eigenvalues, floor, true)
             }

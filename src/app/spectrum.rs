@@ -76,7 +76,11 @@ pub async fn proxy(state: &AppState, tenant: Uuid, proxy_id: Uuid, d: usize) -> 
     let job = wait(state, tenant, submitted.job.record).await?;
     let n = dataset.n.filter(|n| *n > 0).unwrap_or(0) as f64;
     let released = match job.status {
-        JobStatus::Succeeded => state.store.job_result(tenant, job.id).await?.and_then(|r| r.eigenvalues),
+        JobStatus::Succeeded => state
+            .store
+            .job_result(tenant, job.id)
+            .await?
+            .and_then(|r| r.eigenvalues),
         _ => None,
     };
     let Some(values) = released.filter(|_| n > 0.0) else {

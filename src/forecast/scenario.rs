@@ -22,7 +22,7 @@ use crate::linalg::{Matrix, thin_qr_q};
 /// The largest number of stated eigenvalues (the rest of the spectrum is the noise floor).
 pub const MAX_STATED: usize = 100;
 
-/// How stated eigenvalues decay ([`Scenario::decay`]).
+/// How stated eigenvalues decay ([`decay_eigenvalues`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decay {
     /// λ_i = top·rate^(i−1), rate in (0, 1].
@@ -45,7 +45,9 @@ pub fn decay_eigenvalues(model: Decay, top: f64, rate: f64, count: usize) -> Res
     if !(1..=MAX_STATED).contains(&count) {
         return Err(bad(
             "decay.count",
-            format!("between 1 and {MAX_STATED} eigenvalues (and at most d); the noise floor covers the rest"),
+            format!(
+                "between 1 and {MAX_STATED} eigenvalues (and at most d); the noise floor covers the rest"
+            ),
         ));
     }
     match model {

@@ -360,7 +360,10 @@ fn a_decay_model_states_its_eigenvalues_and_refuses_what_is_not_one() {
     let power = decay_eigenvalues(Decay::PowerLaw, 6.0, 1.0, 3).expect("valid");
     assert_eq!(power, vec![6.0, 3.0, 2.0]);
     // A ratio of 1 is a flat top; the largest exponent is allowed.
-    assert_eq!(decay_eigenvalues(Decay::Geometric, 2.0, 1.0, 3).expect("flat"), vec![2.0; 3]);
+    assert_eq!(
+        decay_eigenvalues(Decay::Geometric, 2.0, 1.0, 3).expect("flat"),
+        vec![2.0; 3]
+    );
     assert!(decay_eigenvalues(Decay::PowerLaw, 1.0, MAX_POWER_LAW_EXPONENT, 2).is_ok());
     for (model, top, rate, count, field) in [
         (Decay::Geometric, 0.0, 0.5, 3, "decay.top"),
@@ -369,7 +372,13 @@ fn a_decay_model_states_its_eigenvalues_and_refuses_what_is_not_one() {
         (Decay::Geometric, 1.0, 1.5, 3, "decay.rate"),
         (Decay::Geometric, 1.0, f64::NAN, 3, "decay.rate"),
         (Decay::PowerLaw, 1.0, -1.0, 3, "decay.rate"),
-        (Decay::PowerLaw, 1.0, MAX_POWER_LAW_EXPONENT * 1.01, 3, "decay.rate"),
+        (
+            Decay::PowerLaw,
+            1.0,
+            MAX_POWER_LAW_EXPONENT * 1.01,
+            3,
+            "decay.rate",
+        ),
         (Decay::PowerLaw, 1.0, 1.0, 0, "decay.count"),
         (Decay::PowerLaw, 1.0, 1.0, MAX_STATED + 1, "decay.count"),
     ] {

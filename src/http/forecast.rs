@@ -44,11 +44,7 @@ pub fn ask(
         (stated, None) => stated,
     };
     let proxied = scenario.proxy_dataset.is_some();
-    let source = match (
-        eigenvalues,
-        scenario.private_spectrum,
-        scenario.spectrum_job,
-    ) {
+    let source = match (eigenvalues, scenario.private_spectrum, scenario.spectrum_job) {
         (Some(eigenvalues), None, None) if !proxied => ScenarioSource::Stated {
             eigenvalues,
             noise_floor: scenario.noise_floor.unwrap_or(0.0),

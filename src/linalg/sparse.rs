@@ -156,7 +156,18 @@ impl<'a> CsrView<'a> {
             let mut from = 0;
             while from < p {
                 let w = (p - from).min(ROW_PASS_MAX);
-                from += row_pass(RowPass { cols, vals, ahead, xs, p, from }, w, slot);
+                from += row_pass(
+                    RowPass {
+                        cols,
+                        vals,
+                        ahead,
+                        xs,
+                        p,
+                        from,
+                    },
+                    w,
+                    slot,
+                );
             }
             match step.previous {
                 Some((prev, beta)) => {
@@ -251,7 +262,14 @@ struct RowPass<'a> {
 /// the row of Xᵀ read [`PREFETCH_AHEAD`] entries later is asked for first. Returns W.
 #[inline(always)]
 fn row_part<const W: usize>(pass: RowPass<'_>, out: &mut [f64]) -> usize {
-    let RowPass { cols, vals, ahead, xs, p, from } = pass;
+    let RowPass {
+        cols,
+        vals,
+        ahead,
+        xs,
+        p,
+        from,
+    } = pass;
     let mut sums = [0.0; W];
     for (e, (&j, &a)) in cols.iter().zip(vals).enumerate() {
         if let Some(&later) = ahead.get(e) {

@@ -303,15 +303,24 @@ async fn bad_forecast_requests_are_422_naming_the_field() {
         ),
         (with("algorithm", json!("no_such_algorithm")), "algorithm"),
         (
-            with("scenario", json!({ "decay": { "model": "geometric", "top": 2.0, "rate": 1.5, "count": 3 } })),
+            with(
+                "scenario",
+                json!({ "decay": { "model": "geometric", "top": 2.0, "rate": 1.5, "count": 3 } }),
+            ),
             "scenario.decay.rate",
         ),
         (
-            with("scenario", json!({ "decay": { "model": "power_law", "top": 2.0, "rate": 1.0, "count": 0 } })),
+            with(
+                "scenario",
+                json!({ "decay": { "model": "power_law", "top": 2.0, "rate": 1.0, "count": 0 } }),
+            ),
             "scenario.decay.count",
         ),
         (
-            with("scenario", json!({ "eigenvalues": [1.0], "decay": { "model": "power_law", "top": 2.0, "rate": 1.0, "count": 2 } })),
+            with(
+                "scenario",
+                json!({ "eigenvalues": [1.0], "decay": { "model": "power_law", "top": 2.0, "rate": 1.0, "count": 2 } }),
+            ),
             "scenario",
         ),
     ] {
@@ -348,15 +357,16 @@ async fn bad_forecast_requests_are_422_naming_the_field() {
 #[tokio::test]
 async fn a_decay_model_forecasts_as_its_eigenvalues_stated_one_by_one() {
     let (app, key) = TestApp::queued_with_tenant("t").await;
-    let ask = |scenario: Value| {
-        json!({ "privacy": { "rho": 0.05 }, "data": data(N), "algorithm": "analyze_gauss", "params": { "k": 2 }, "scenario": scenario })
-    };
+    let ask = |scenario: Value| json!({ "privacy": { "rho": 0.05 }, "data": data(N), "algorithm": "analyze_gauss", "params": { "k": 2 }, "scenario": scenario });
     let decayed = app
         .plan(&key, ask(json!({ "decay": { "model": "geometric", "top": 3.0, "rate": 0.5, "count": 3 }, "noise_floor": 0.05 })))
         .await;
     decayed.expect(StatusCode::OK);
     let stated = app
-        .plan(&key, ask(json!({ "eigenvalues": [3.0, 1.5, 0.75], "noise_floor": 0.05 })))
+        .plan(
+            &key,
+            ask(json!({ "eigenvalues": [3.0, 1.5, 0.75], "noise_floor": 0.05 })),
+        )
         .await;
     stated.expect(StatusCode::OK);
     let (decayed, stated) = (decayed.json(), stated.json());
@@ -542,14 +552,18 @@ async fn a_public_proxy_dataset_states_the_scenario_free_of_charge() {
     let t = Records::start(json!({ "rho": 10.0 }), &csv).await;
     let proxy = t
         .app
-        .dataset(&t.key, json!({ "name": "proxy", "kind": "records", "row_norm_bound": 1.0, "public": true }))
+        .dataset(
+            &t.key,
+            json!({ "name": "proxy", "kind": "records", "row_norm_bound": 1.0, "public": true }),
+        )
         .await;
     let (proxy_csv, _) = scenario_records(94);
-    t.app.upload_csv(&t.key, &proxy, &proxy_csv).await.expect(StatusCode::OK);
+    t.app
+        .upload_csv(&t.key, &proxy, &proxy_csv)
+        .await
+        .expect(StatusCode::OK);
     let spent = t.app.spent_rho(&t.key, &t.ds).await;
-    let ask = |scenario: Value| {
-        json!({ "privacy": { "rho": 3e-4 }, "dataset_id": t.ds, "algorithm": "noisy_power", "params": { "k": 2 }, "scenario": scenario })
-    };
+    let ask = |scenario: Value| json!({ "privacy": { "rho": 3e-4 }, "dataset_id": t.ds, "algorithm": "noisy_power", "params": { "k": 2 }, "scenario": scenario });
     let reply = t.app.plan(&t.key, ask(json!({ "proxy_dataset": proxy }))).await;
     reply.expect(StatusCode::OK);
     let plan = reply.json();
@@ -558,7 +572,11 @@ async fn a_public_proxy_dataset_states_the_scenario_free_of_charge() {
     assert!(plan["spectrum"].is_null(), "nothing paid: {plan}");
     let listed = plan["proxy"]["scenario"]["eigenvalues"].as_array().unwrap();
     assert!(listed.len() >= 3, "{plan}");
-    assert_eq!(t.app.spent_rho(&t.key, &t.ds).await, spent, "the ledger is unchanged");
+    assert_eq!(
+        t.app.spent_rho(&t.key, &t.ds).await,
+        spent,
+        "the ledger is unchanged"
+    );
     let stated = t.app.plan(&t.key, ask(scenario())).await;
     stated.expect(StatusCode::OK);
     let (from_proxy, from_truth) = (
@@ -572,13 +590,22 @@ async fn a_public_proxy_dataset_states_the_scenario_free_of_charge() {
     // Refusals: a private proxy, another d, and a proxy with stated eigenvalues.
     let other = t
         .app
-        .dataset(&t.key, json!({ "name": "narrow", "kind": "records", "row_norm_bound": 1.0, "public": true }))
+        .dataset(
+            &t.key,
+            json!({ "name": "narrow", "kind": "records", "row_norm_bound": 1.0, "public": true }),
+        )
         .await;
-    t.app.upload_csv(&t.key, &other, "0.1,0.2\n0.3,0.1\n").await.expect(StatusCode::OK);
+    t.app
+        .upload_csv(&t.key, &other, "0.1,0.2\n0.3,0.1\n")
+        .await
+        .expect(StatusCode::OK);
     for (scenario, field) in [
         (json!({ "proxy_dataset": t.ds }), "scenario.proxy_dataset"),
         (json!({ "proxy_dataset": other }), "scenario.proxy_dataset"),
-        (json!({ "proxy_dataset": proxy, "eigenvalues": [1.0] }), "scenario"),
+        (
+            json!({ "proxy_dataset": proxy, "eigenvalues": [1.0] }),
+            "scenario",
+        ),
     ] {
         let problem = t.app.plan(&t.key, ask(scenario.clone())).await.problem(422);
         assert_eq!(problem["field"], field, "{scenario}: {problem}");
