@@ -55,9 +55,11 @@ fn proxy_refused(message: impl Into<String>) -> AppError {
 /// forecast's d; its records were clipped to its own β, so the forecast treats the spectrum as
 /// that of clipped records (as a paid spectrum's), which fits best when the β's agree.
 pub async fn proxy(state: &AppState, tenant: Uuid, proxy_id: Uuid, d: usize) -> Result<ProxyUse, AppError> {
-    let dataset = super::datasets::get(state, tenant, proxy_id)
-        .await
-        .map_err(|_| proxy_refused(format!("no dataset {proxy_id} of yours")))?;
+    let dataset = state
+        .store
+        .get_dataset(tenant, proxy_id)
+        .await?
+        .ok_or_else(|| proxy_refused(format!("no dataset {proxy_id} of yours")))?;
     if !dataset.public {
         return Err(proxy_refused(
             "a proxy must be a public dataset (reading a private one's spectrum would spend its budget: use private_spectrum)",
