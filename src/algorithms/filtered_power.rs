@@ -6,13 +6,13 @@
 //! only question is how many products of A reach the top-k invariant subspace. Plain subspace
 //! iteration (the power method, X ← Q(A·X)) shrinks the error by |λ_{p+1}|/|λ_k| per product; on
 //! the planted-partition graphs of issue 41 that ratio is 0.7–0.85 and the run needed 20–44
-//! products. Replacing A by the polynomial T_m(A/b), with T_m the Chebyshev polynomial of even
+//! products. Replacing A by the polynomial T_m(A/b), with T_m the Chebyshev polynomial of
 //! degree m and |λ_{k+1}| ≤ b < |λ_k| (Rutishauser 1970; Zhou & Saad 2007, "Chebyshev-filtered
 //! subspace iteration"), shrinks it by T_m(|λ_{k+1}|/b)/T_m(|λ_k|/b) per m products, about
 //! e^{−acosh(|λ_k|/b)} per product: at |λ_{k+1}|/|λ_k| = 0.8 and b = |λ_{k+1}| that is 0.52
-//! against 0.8. T_m is even, so λ and −λ are filtered alike and the subspace reached is the one
-//! the power method reaches: the eigenvectors of the top eigenvalues in magnitude. It is the
-//! power method applied to a polynomial of A.
+//! against 0.8. T_m(−x) = (−1)^m·T_m(x), so λ and −λ are filtered alike in magnitude and the
+//! subspace reached is the one the power method reaches: the eigenvectors of the top
+//! eigenvalues in magnitude. It is the power method applied to a polynomial of A.
 //!
 //! **b.** The (k+1)-th largest Ritz value in magnitude of the current block, |θ_{k+1}| (|θ_p|
 //! when p = k). Interlacing (Cauchy; for magnitudes, applied to the positive and the negative
@@ -38,8 +38,9 @@ use super::noisy_power::Operator;
 use crate::linalg::sparse::Step;
 use crate::linalg::{Matrix, SymEig, matmul, tall, try_sym_eig};
 
-/// Degree m of the filter between two orthonormalisations (even, so T_m is even). Higher
-/// degrees need fewer orthonormalisations but may run up to m − 1 products past convergence:
+/// Degree m of the filter between two orthonormalisations (the last filter of a run may be
+/// shorter, to stay within the product budget: any degree treats ±λ alike). Higher degrees need
+/// fewer orthonormalisations but may run up to m − 1 products past convergence:
 /// on the 4-million-entry bench matrix, m = 4 stopped after 21 products, m = 6, 8 and 12 after
 /// 25 (docs/performance-sparse.md, session 25).
 pub const FILTER_DEGREE: u32 = 4;
