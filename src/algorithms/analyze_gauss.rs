@@ -16,7 +16,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::noisy_power::{check_calibrated, check_opening};
+use super::calibration::{check_calibrated, check_opening};
 use super::{Algorithm, AlgorithmInfo, ConfigError, NoiseScale, Output, Run, RunError, catalog, ensure_fits};
 use crate::dataset::{DataContext, Neighbours};
 use crate::privacy::cost::round_up_while;

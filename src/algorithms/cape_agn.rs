@@ -88,8 +88,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use self::stages::failed;
+use super::calibration::{check_k, target_rho};
 use super::cape_pca::simulated_split;
-use super::noisy_power::{check_k, target_rho};
 use super::sensitivity::check_bounds;
 use super::tensor_power::packed_len;
 use super::{

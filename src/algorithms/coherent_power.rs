@@ -95,7 +95,8 @@ use rand_distr::{Distribution, StandardNormal};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::noisy_power::{Operator, check_opening, choose_iterations};
+use super::calibration::{check_opening, choose_iterations};
+use super::noisy_power::Operator;
 use super::sensitivity::change_l1_bound;
 use super::{
     Algorithm, AlgorithmInfo, Cancelled, ConfigError, DataInput, NoiseScale, Output, Run, RunEnv, RunError,

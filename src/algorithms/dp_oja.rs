@@ -64,9 +64,9 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::calibration::{check_k, target_rho};
 use super::centering::calibrate_sd;
 use super::k_dp_pca::deflation::{LearningRate, Parts, Projector, public_n, records};
-use super::noisy_power::{check_k, target_rho};
 use super::{
     Algorithm, AlgorithmInfo, ConfigError, NoiseScale, Output, Run, RunEnv, RunError, catalog, ensure_fits,
 };

@@ -32,7 +32,8 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::noisy_power::{calibrate, check_calibrated, check_opening, choose_iterations, choose_p, cost_of};
+use super::calibration::{check_calibrated, check_opening, choose_iterations, choose_p};
+use super::noisy_power::{calibrate, cost_of};
 use super::sensitivity::{SensitivityMode, change_l1_bound, hardt_price, rank_one, row_norm};
 use super::{
     Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, Run, RunEnv, RunError, catalog,

@@ -73,9 +73,9 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::calibration::{check_calibrated, check_opening, choose_iterations, choose_p};
 use super::gossip_agent::{Agent, Exchange, assemble, schedule};
 use super::gossip_graph::{GraphSpec, Mixing};
-use super::noisy_power::{check_calibrated, check_opening, choose_iterations, choose_p};
 use super::{
     Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, Run, RunEnv, RunError, catalog,
 };

@@ -76,7 +76,7 @@ use self::priv_range::{
     DEFAULT_BIN_QUARTER_OCTAVES, RANGE_HISTOGRAM, RangeCalibration, minimum_subsets, priv_range,
 };
 use self::stability_histogram::StabilityHistogram;
-use super::noisy_power::{check_k, target_rho};
+use super::calibration::{check_k, target_rho};
 use super::{Algorithm, AlgorithmInfo, ConfigError, NoiseScale, Output, Run, RunError, catalog, ensure_fits};
 use crate::dataset::{DataContext, Kind, Neighbours, Relation};
 use crate::privacy::{Cost, PrivacyTarget};

@@ -11,6 +11,7 @@
 pub mod analyze_gauss;
 pub mod auto;
 pub mod bingham;
+pub(crate) mod calibration;
 pub mod cape_agn;
 pub mod cape_noise;
 pub mod cape_pca;

@@ -20,8 +20,9 @@ use rand_distr::{Distribution, StandardNormal};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::calibration::{check_calibrated, check_opening, choose_iterations, choose_p};
 use super::filtered_power;
-use super::sensitivity::{SensitivityMode, check_bounds, power_sensitivity};
+use super::sensitivity::{SensitivityMode, power_sensitivity};
 use super::{
     Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, Run, RunError, catalog, ensure_fits,
 };
@@ -102,15 +103,6 @@ pub struct NoisyPowerConfig {
     pub until_converged: bool,
 }
 
-/// The job's ρ, checked finite and strictly positive.
-pub(crate) fn target_rho(target: &PrivacyTarget) -> Result<f64, ConfigError> {
-    if target.rho > 0.0 && target.rho.is_finite() {
-        Ok(target.rho)
-    } else {
-        Err(ConfigError::invalid("rho", "must be a finite number > 0"))
-    }
-}
-
 /// The cost ρ = L/(2s²) (Nicolas et al. eqs. 25–27: L Gaussian mechanisms of cost 1/(2s²)).
 pub(crate) fn cost_of(iterations: u32, multiplier: f64) -> f64 {
     // (1/s)² rather than 1/s², so that a huge s cannot overflow s² into a zero cost.
@@ -124,72 +116,6 @@ pub(crate) fn calibrate(iterations: u32, rho: f64) -> f64 {
     round_up_while((f64::from(iterations) / (2.0 * rho)).sqrt(), |s| {
         cost_of(iterations, s) > rho
     })
-}
-
-/// Checks 1 ≤ k ≤ d, reporting the failure on `params.k`.
-pub(crate) fn check_k(k: usize, d: usize) -> Result<(), ConfigError> {
-    if k >= 1 && k <= d {
-        Ok(())
-    } else {
-        Err(ConfigError::invalid(
-            "params.k",
-            format!("must satisfy 1 ≤ k ≤ d = {d} (got {k})"),
-        ))
-    }
-}
-
-/// The checks every `configure` of the power-method family opens with, in this order: the
-/// dataset's bounds, the job's ρ (returned) and 1 ≤ k ≤ d.
-pub(crate) fn check_opening(ctx: &DataContext, target: &PrivacyTarget, k: usize) -> Result<f64, ConfigError> {
-    check_bounds(&ctx.neighbours)?;
-    let rho = target_rho(target)?;
-    check_k(k, ctx.d)?;
-    Ok(rho)
-}
-
-/// The iteration rank p: `p`, or min(d, 2k) by default, checked k ≤ p ≤ d on `params.p`.
-pub(crate) fn choose_p(p: Option<usize>, k: usize, d: usize) -> Result<usize, ConfigError> {
-    let p = p.unwrap_or(d.min(2 * k));
-    if p >= k && p <= d {
-        Ok(p)
-    } else {
-        Err(ConfigError::invalid(
-            "params.p",
-            format!("must satisfy k = {k} ≤ p ≤ d = {d} (got {p})"),
-        ))
-    }
-}
-
-/// The number of iterations L: `iterations`, or `default`, checked 1 ≤ L ≤ `max` on
-/// `params.iterations`; `context` ends the message (e.g. " for a federated run").
-pub(crate) fn choose_iterations(
-    iterations: Option<u32>,
-    default: u32,
-    max: u32,
-    context: &str,
-) -> Result<u32, ConfigError> {
-    let iterations = iterations.unwrap_or(default);
-    if (1..=max).contains(&iterations) {
-        Ok(iterations)
-    } else {
-        Err(ConfigError::invalid(
-            "params.iterations",
-            format!("must satisfy 1 ≤ iterations ≤ {max}{context} (got {iterations})"),
-        ))
-    }
-}
-
-/// Refuses a target whose calibrated noise is not `finite` (a ρ so small that the noise
-/// overflows f64), reporting the failure on `rho`.
-pub(crate) fn check_calibrated(finite: bool) -> Result<(), ConfigError> {
-    if finite {
-        Ok(())
-    } else {
-        Err(ConfigError::invalid(
-            "rho",
-            "is too small to calibrate noise in floating point",
-        ))
-    }
 }
 
 /// Whether forming A = XᵀX once is cheaper than applying Xᵀ(X·V) every iteration. Flop counts

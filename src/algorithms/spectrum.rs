@@ -26,7 +26,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::noisy_power::{check_calibrated, target_rho};
+use super::calibration::{check_calibrated, target_rho};
 use super::{Algorithm, AlgorithmInfo, ConfigError, NoiseScale, Output, Run, RunError, ensure_fits};
 use crate::dataset::{DataContext, Kind, Relation};
 use crate::linalg::{Matrix, try_sym_eigenvalues};
