@@ -48,6 +48,17 @@ fn bad_targets_and_unknown_parameters_are_refused() {
 /// Runs the release `runs` times on fixed records and returns the released minus the true
 /// sorted spectrum (on the release's grid), checking the recorded scale against σ = Δ/√(2ρ)
 /// computed here from the written Δ.
+/// The eigenvalues of XᵀX, largest first.
+fn sorted_spectrum(xt: &crate::linalg::Matrix) -> Vec<f64> {
+    let mut truth: Vec<f64> = crate::linalg::sym_eig(&gram_t(xt))
+        .values
+        .iter()
+        .copied()
+        .collect();
+    truth.sort_by(|a, b| b.total_cmp(a));
+    truth
+}
+
 fn noise_of(neighbours: Neighbours, factor: f64, runs: u64) -> Vec<f64> {
     let (d, n, rho) = (60, 200, 0.4_f64);
     let xt = spiked_records(61, d, n, &[6.0, 3.0], 0.3, 2.0);
@@ -62,12 +73,7 @@ fn noise_of(neighbours: Neighbours, factor: f64, runs: u64) -> Vec<f64> {
         .configure(SpectrumParams {}, &c, &target(rho))
         .expect("valid");
     config.noise_sd *= factor;
-    let mut truth: Vec<f64> = crate::linalg::sym_eig(&gram_t(&xt))
-        .values
-        .iter()
-        .copied()
-        .collect();
-    truth.sort_by(|a, b| b.total_cmp(a));
+    let truth = sorted_spectrum(&xt);
     let mut noise = Vec::new();
     for seed in 0..runs {
         let (out, audit) = run_on_records(&Spectrum, &xt, &config, &c, 100 + seed);
@@ -155,12 +161,7 @@ fn a_public_dataset_without_a_target_gets_the_exact_spectrum_free_and_a_private_
     assert!(Spectrum.noise_scales(&config, &public).is_empty());
     let (out, audit) = run_on_records(&Spectrum, &xt, &config, &public, 1);
     assert!(audit.draws.is_empty(), "no noise drawn");
-    let mut truth: Vec<f64> = crate::linalg::sym_eig(&gram_t(&xt))
-        .values
-        .iter()
-        .copied()
-        .collect();
-    truth.sort_by(|a, b| b.total_cmp(a));
+    let truth = sorted_spectrum(&xt);
     let released = out.expect("runs").eigenvalues.expect("released");
     for (got, want) in released.iter().zip(&truth) {
         assert!((got - want).abs() <= 1e-9 * want.abs().max(1.0));

@@ -550,18 +550,21 @@ async fn a_forecast_from_a_paid_private_spectrum_lands_near_the_real_job() {
 async fn a_public_proxy_dataset_states_the_scenario_free_of_charge() {
     let (csv, _) = scenario_records(93);
     let t = Records::start(json!({ "rho": 10.0 }), &csv).await;
-    let proxy = t
-        .app
-        .dataset(
-            &t.key,
-            json!({ "name": "proxy", "kind": "records", "row_norm_bound": 1.0, "public": true }),
-        )
-        .await;
-    let (proxy_csv, _) = scenario_records(94);
-    t.app
-        .upload_csv(&t.key, &proxy, &proxy_csv)
-        .await
-        .expect(StatusCode::OK);
+    let public = |name: &'static str, csv: String| {
+        let t = &t;
+        async move {
+            let id = t
+                .app
+                .dataset(
+                    &t.key,
+                    json!({ "name": name, "kind": "records", "row_norm_bound": 1.0, "public": true }),
+                )
+                .await;
+            t.app.upload_csv(&t.key, &id, &csv).await.expect(StatusCode::OK);
+            id
+        }
+    };
+    let proxy = public("proxy", scenario_records(94).0).await;
     let spent = t.app.spent_rho(&t.key, &t.ds).await;
     let ask = |scenario: Value| json!({ "privacy": { "rho": 3e-4 }, "dataset_id": t.ds, "algorithm": "noisy_power", "params": { "k": 2 }, "scenario": scenario });
     let reply = t.app.plan(&t.key, ask(json!({ "proxy_dataset": proxy }))).await;
@@ -588,17 +591,7 @@ async fn a_public_proxy_dataset_states_the_scenario_free_of_charge() {
         "proxy {from_proxy} against the true scenario {from_truth}"
     );
     // Refusals: a private proxy, another d, and a proxy with stated eigenvalues.
-    let other = t
-        .app
-        .dataset(
-            &t.key,
-            json!({ "name": "narrow", "kind": "records", "row_norm_bound": 1.0, "public": true }),
-        )
-        .await;
-    t.app
-        .upload_csv(&t.key, &other, "0.1,0.2\n0.3,0.1\n")
-        .await
-        .expect(StatusCode::OK);
+    let other = public("narrow", "0.1,0.2\n0.3,0.1\n".to_string()).await;
     for (scenario, field) in [
         (json!({ "proxy_dataset": t.ds }), "scenario.proxy_dataset"),
         (json!({ "proxy_dataset": other }), "scenario.proxy_dataset"),
