@@ -3,7 +3,7 @@ use serde_json::json;
 use super::*;
 use crate::algorithms::find;
 use crate::algorithms::testing::ro;
-use crate::forecast::scenario::MAX_STATED;
+use crate::forecast::scenario::{MAX_STATED, SIGNAL_SDS};
 
 /// A private records context with public n, β and α = √d·β.
 fn ctx(d: usize, n: usize, beta: f64) -> DataContext {
@@ -384,5 +384,112 @@ fn a_decay_model_states_its_eigenvalues_and_refuses_what_is_not_one() {
     ] {
         let err = decay_eigenvalues(model, top, rate, count).expect_err("refused");
         assert_eq!(err.field, field, "{model:?} {top} {rate} {count}");
+    }
+}
+
+/// PAVA: the least-squares non-increasing fit, clamped at 0 (experiment).
+fn isotonic(values: &[f64]) -> Vec<f64> {
+    let mut blocks: Vec<(f64, usize)> = Vec::new();
+    for v in values {
+        blocks.push((*v, 1));
+        while blocks.len() > 1 {
+            let (b, nb) = blocks[blocks.len() - 1];
+            let (a, na) = blocks[blocks.len() - 2];
+            if a / na as f64 >= b / nb as f64 {
+                break;
+            }
+            blocks.pop();
+            blocks.pop();
+            blocks.push((a + b, na + nb));
+        }
+    }
+    blocks
+        .iter()
+        .flat_map(|(s, n)| std::iter::repeat_n((s / *n as f64).max(0.0), *n))
+        .collect()
+}
+
+#[test]
+#[ignore = "experiment"]
+fn experiment_private_spectrum_readings() {
+    let (d, n) = (10, 3000);
+    let truth = Scenario::new(vec![3.0, 1.5, 0.8], 0.05, d).unwrap();
+    let xt = truth.draw(d, n, 1.0, 91);
+    let values = spectrum_of(&xt);
+    let c = ctx(d, n, 1.0);
+    for (alg, r) in [("analyze_gauss", 1.5e-4), ("noisy_power", 3e-4)] {
+        let algorithm = find(alg).unwrap();
+        let params = json!({"k": 2});
+        // The realized mean of 40 jobs on these very records.
+        let prepared = algorithm.prepare(params.clone(), &c, &rho(r)).unwrap();
+        let real = Synthetic::draw(&truth, n, d, 1.0, 91);
+        let mut realized = 0.0;
+        for job in 0..40u64 {
+            let mut rng = ChaCha20Rng::seed_from_u64(1000 + job);
+            let mut progress = |_: u32, _: u32| -> Result<(), Cancelled> { Ok(()) };
+            let mut env = RunEnv::new(&mut rng, &mut progress);
+            let input = DataInput::Records {
+                xt: Records::from(&xt),
+            };
+            let out = algorithm
+                .run_prepared(
+                    &prepared.config,
+                    Run {
+                        input,
+                        ctx: &c,
+                        env: &mut env,
+                    },
+                )
+                .unwrap();
+            realized += real.draws[0].captured(&out.basis) / 40.0;
+        }
+        let sd = 2f64.sqrt() / (2.0 * 0.05 * r).sqrt() / n as f64;
+        let mut rng = ChaCha20Rng::seed_from_u64(5);
+        let normal = rand_distr::Normal::new(0.0, sd).unwrap();
+        let mut errors = [Vec::new(), Vec::new()];
+        for _ in 0..60 {
+            let released: Vec<f64> = values
+                .iter()
+                .map(|v| v + rand::Rng::sample(&mut rng, normal))
+                .collect();
+            let fitted = isotonic(&released);
+            let above = fitted
+                .iter()
+                .filter(|v| **v > SIGNAL_SDS * sd)
+                .count()
+                .clamp(1, d);
+            let rest = &fitted[above..];
+            let iso = Scenario::new(
+                fitted[..above].to_vec(),
+                if rest.is_empty() {
+                    0.0
+                } else {
+                    rest.iter().sum::<f64>() / rest.len() as f64
+                },
+                d,
+            );
+            for (which, s) in [Scenario::from_private_spectrum(&released, sd), iso]
+                .into_iter()
+                .enumerate()
+            {
+                let Ok(s) = s else {
+                    errors[which].push(realized);
+                    continue;
+                };
+                let m = s.matched_to_clip(d, 3000, 1.0, 7);
+                let syn = Synthetic::draw(&m, n, d, 1.0, 11);
+                let f = match forecast(algorithm, &params, &c, &rho(r), &syn, repetitions(d), 13).unwrap() {
+                    Outcome::Ran(f) => f.captured_energy,
+                    Outcome::Nothing(_) => 0.0,
+                };
+                errors[which].push(f - realized);
+            }
+        }
+        for (name, e) in ["current", "isotonic"].iter().zip(&errors) {
+            let fails = e.iter().filter(|x| x.abs() > 0.1).count();
+            let mae = e.iter().map(|x| x.abs()).sum::<f64>() / e.len() as f64;
+            let bias = e.iter().sum::<f64>() / e.len() as f64;
+            eprintln!("{alg} realized {realized:.3} {name}: fails {fails}/60, mae {mae:.3}, bias {bias:+.3}");
+        }
     }
 }

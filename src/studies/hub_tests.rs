@@ -38,6 +38,17 @@ async fn a_replica_that_loses_its_lease_stops_driving_at_once() {
     let (record, sites) = a.get_study_any(id).await.expect("read").expect("study");
     let hub_a = StudyHub::new(a.clone());
     hub_a.open(&record, &sites, Protocol::Power(super::durable::tests::config()));
+    // `open` keeps the first snapshot from a spawned task. Wait for it: under load that task
+    // could otherwise run only after b's claim below, be fenced, and stop a's driver before
+    // the heartbeat this test is about.
+    let kept = async {
+        while a.load_study_state(id).await.expect("read").is_none() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), kept)
+        .await
+        .expect("the first snapshot is kept");
     let mut rng = ChaCha20Rng::seed_from_u64(3);
     hub_a
         .join(id, 1, Some(5), join_request(id, 1, &mut rng))

@@ -476,38 +476,51 @@ async fn over_a_grid_the_forecast_is_within_005_of_real_jobs() {
 /// The paid private spectrum (issue 41): 5 % of the job's ρ spent on the dataset's noisy
 /// eigenvalues, charged on its ledger as a job; the forecast from them lands within 0.1 of the
 /// realized jobs; reusing the spectrum charges nothing.
+///
+/// This cell is deliberately noisy (the spectrum's noise sd is about 0.12 against a top
+/// eigenvalue near 0.5), and one paid spectrum misses by more than 0.1 about 3 % of the time
+/// (docs/design/forecast.md, "A paid private spectrum"). So three spectra are paid for each
+/// algorithm and the median of their forecasts is judged: a test of the estimator that fails
+/// about once in 300 runs by chance, not once in 20.
 #[tokio::test]
 async fn a_forecast_from_a_paid_private_spectrum_lands_near_the_real_job() {
+    const SPECTRA: usize = 3;
     let (csv, c) = scenario_records(91);
     let t = Records::start(json!({ "rho": 10.0 }), &csv).await;
     for (algorithm, rho) in [("noisy_power", 3e-4), ("analyze_gauss", 1.5e-4)] {
-        let spent = t.app.spent_rho(&t.key, &t.ds).await;
         let body = json!({ "privacy": { "rho": rho }, "dataset_id": t.ds, "algorithm": algorithm,
                            "params": { "k": 2 }, "scenario": { "private_spectrum": { "share": 0.05 } } });
-        let reply = t.app.plan(&t.key, body).await;
-        reply.expect(StatusCode::OK);
-        let plan = reply.json();
-        let spectrum = &plan["spectrum"];
-        assert_eq!(spectrum["paid"], true, "{plan}");
-        assert_eq!(spectrum["charged_now"], true);
-        assert_eq!(spectrum["status"], "succeeded", "{plan}");
-        assert!(spectrum["note"].as_str().unwrap().starts_with("Paid"), "{plan}");
-        assert_eq!(plan["forecast"]["free"], false, "{plan}");
-        assert_eq!(spectrum["eigenvalues"].as_array().unwrap().len(), D);
-        // Charged on the ledger: exactly the share of ρ, as the spectrum job.
-        let charged = t.app.spent_rho(&t.key, &t.ds).await - spent;
-        assert!((charged - 0.05 * rho).abs() < 1e-12, "charged {charged}");
-        assert!(spectrum["rho"].as_f64().unwrap() <= 0.05 * rho);
-        let job = t
-            .app
-            .get(
-                &format!("/v1/jobs/{}", spectrum["job_id"].as_str().unwrap()),
-                &t.key,
-            )
-            .await
-            .json();
-        assert_eq!(job["algorithm"], "spectrum", "{job}");
-        let predicted = plan["forecast"]["captured_energy"].as_f64().unwrap();
+        let mut forecasts = Vec::new();
+        let mut plan = Value::Null;
+        for _ in 0..SPECTRA {
+            let spent = t.app.spent_rho(&t.key, &t.ds).await;
+            let reply = t.app.plan(&t.key, body.clone()).await;
+            reply.expect(StatusCode::OK);
+            plan = reply.json();
+            let spectrum = &plan["spectrum"];
+            assert_eq!(spectrum["paid"], true, "{plan}");
+            assert_eq!(spectrum["charged_now"], true);
+            assert_eq!(spectrum["status"], "succeeded", "{plan}");
+            assert!(spectrum["note"].as_str().unwrap().starts_with("Paid"), "{plan}");
+            assert_eq!(plan["forecast"]["free"], false, "{plan}");
+            assert_eq!(spectrum["eigenvalues"].as_array().unwrap().len(), D);
+            // Charged on the ledger: exactly the share of ρ, as the spectrum job.
+            let charged = t.app.spent_rho(&t.key, &t.ds).await - spent;
+            assert!((charged - 0.05 * rho).abs() < 1e-12, "charged {charged}");
+            assert!(spectrum["rho"].as_f64().unwrap() <= 0.05 * rho);
+            let job = t
+                .app
+                .get(
+                    &format!("/v1/jobs/{}", spectrum["job_id"].as_str().unwrap()),
+                    &t.key,
+                )
+                .await
+                .json();
+            assert_eq!(job["algorithm"], "spectrum", "{job}");
+            forecasts.push(plan["forecast"]["captured_energy"].as_f64().unwrap());
+        }
+        forecasts.sort_by(f64::total_cmp);
+        let predicted = forecasts[SPECTRA / 2];
         let mut realized = 0.0;
         for _ in 0..JOBS_HERE {
             let result = t
@@ -517,9 +530,10 @@ async fn a_forecast_from_a_paid_private_spectrum_lands_near_the_real_job() {
         }
         assert!(
             (predicted - realized).abs() < 0.1,
-            "{algorithm}: forecast from the private spectrum {predicted} vs realized {realized} ({plan})"
+            "{algorithm}: median forecast from {SPECTRA} private spectra {predicted} ({forecasts:?}) vs realized {realized} (last: {plan})"
         );
         // Reusing the paid spectrum is free: nothing more is charged.
+        let spectrum = &plan["spectrum"];
         let spent = t.app.spent_rho(&t.key, &t.ds).await;
         let again = t
             .app
