@@ -40,6 +40,7 @@ pub mod registry;
 pub mod sensitivity;
 pub mod spectrum;
 pub mod storage;
+pub mod study_clip;
 pub mod tensor_power;
 #[cfg(test)]
 pub(crate) mod testing;
