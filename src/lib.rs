@@ -3,8 +3,9 @@
 //! Layout, from the bottom up (a module imports only from its own layer or below):
 //!
 //! - **Numerical core**, no I/O: [`linalg`] (kernels), [`privacy`] (zCDP arithmetic, noise,
-//!   admission), [`algorithms`] (the mechanisms), with [`dataset`] and [`context`] (the public
-//!   facts of a dataset). It never names the web, the database or the async runtime
+//!   admission), [`algorithms`] (the mechanisms), [`forecast`] (the utility forecast: the real
+//!   algorithms on synthetic records), with [`dataset`] and [`context`] (the public facts of a
+//!   dataset). It never names the web, the database or the async runtime
 //!   (tests/layering.rs checks the source). It still reaches [`federation`] and [`protocols`]
 //!   for the simulated protocols (issue 37 untangles that). Beside it, [`transparency`] (the
 //!   ledger's Merkle logs, signed checkpoints and receipts) is pure and checked the same way.

@@ -178,7 +178,7 @@ pub const CAPE_PCA: AlgorithmInfo = AlgorithmInfo {
     stats_suffice: false,
 };
 
-/// `gossip_power` (`src/algorithms/gossip_power.rs`).
+/// `gossip_power` (`src/algorithms/gossip/power.rs`).
 pub const GOSSIP_POWER: AlgorithmInfo = AlgorithmInfo {
     name: "gossip_power",
     summary: "Decentralized DP power method (simulate mode): features split over m agents who gossip noisy messages over a graph; block power iteration, then a Rayleigh–Ritz step on the shared segments.",

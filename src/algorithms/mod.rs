@@ -28,9 +28,7 @@ pub mod env;
 pub mod exact;
 pub mod federated_power;
 pub mod filtered_power;
-pub mod gossip_agent;
-pub mod gossip_graph;
-pub mod gossip_power;
+pub mod gossip;
 pub mod k_dp_pca;
 #[cfg(test)]
 mod mapped_input_tests;

@@ -93,7 +93,7 @@ fn the_histogram_counts_each_row_once_on_the_grid_of_the_clip_test() {
     let read = c.read_histogram(&c.histogram(&norms), Some(100));
     let kept = norms.iter().filter(|r| **r <= read * keep).count();
     assert!(kept >= 80, "{kept}");
-    let below = edges.iter().copied().filter(|e| *e < read).last().unwrap();
+    let below = edges.iter().copied().rfind(|e| *e < read).unwrap();
     assert!(norms.iter().filter(|r| **r <= below * keep).count() < 80);
     // Nothing reaches q: β.
     assert_eq!(c.read_histogram(&vec![0.0; BINS + 2], Some(100)), 2.0);

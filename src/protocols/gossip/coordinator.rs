@@ -1,7 +1,7 @@
 //! The coordinator's side of a live `gossip_power` study (docs/design/federation.md, "Live
 //! gossip"): every site is one agent holding a block of features of the same records; the
 //! coordinator only relays each agent's value of an exchange to its graph neighbours
-//! ([`crate::algorithms::gossip_agent`] fixes the public schedule of exchanges), and stacks the
+//! ([`crate::algorithms::gossip::agent`] fixes the public schedule of exchanges), and stacks the
 //! final segments in block order. It computes nothing from data and draws no noise. Every agent
 //! is needed in every exchange: a silent agent at the deadline fails the study (charges stand).
 
@@ -11,8 +11,8 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use crate::algorithms::ConfigError;
-use crate::algorithms::gossip_agent::{Exchange, assemble, configure_blocks, schedule};
-use crate::algorithms::gossip_power::{GossipPowerConfig, GossipPowerParams, cost_of};
+use crate::algorithms::gossip::agent::{Exchange, assemble, configure_blocks, schedule};
+use crate::algorithms::gossip::power::{GossipPowerConfig, GossipPowerParams, cost_of};
 use crate::dataset::DataContext;
 use crate::federation::messages::{GossipAgent, GossipValue, SiteSignature, SiteTask};
 use crate::federation::transcript;

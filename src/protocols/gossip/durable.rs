@@ -6,14 +6,14 @@
 //! beside this in the snapshot), n (public under replace_one, the only relation gossip runs
 //! under), the roster (public), the open exchange's number, and the values posted in the open
 //! and in the previous exchange. Every value an agent posts is a Gaussian release of the
-//! derivation in `src/algorithms/gossip_power.rs` or a post-processing of releases and public
-//! randomness (the module doc of `crate::algorithms::gossip_agent`); the coordinator relays
+//! derivation in `src/algorithms/gossip/power.rs` or a post-processing of releases and public
+//! randomness (the module doc of `crate::algorithms::gossip::agent`); the coordinator relays
 //! them to the agents' neighbours, so it holds them in memory in any case, and the snapshot row
 //! is overwritten at every step and deleted when the study ends. Nothing un-noised that
 //! depends on data ever reaches the coordinator, so none can be kept.
 //!
 //! The schedule is not kept: it is rebuilt from the plan's configuration
-//! ([`crate::algorithms::gossip_agent::schedule`]), and the kept exchange and every kept value
+//! ([`crate::algorithms::gossip::agent::schedule`]), and the kept exchange and every kept value
 //! are checked against it (the exchange within it, every value from a roster agent, of the
 //! length its exchange and block give, finite), so a damaged row is refused rather than relayed.
 //! Values are kept as the base64 the agents posted: a resumed study relays the same bytes.
@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::coordinator::{GossipPlan, GossipRunning};
-use crate::algorithms::gossip_agent::schedule;
+use crate::algorithms::gossip::agent::schedule;
 use crate::federation::messages::GossipAgent;
 
 /// A [`GossipRunning`] as kept (its plan is kept once, beside it, in the snapshot).

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::super::coordinator::tests::{N, plan, records, relay, simulated_basis, started};
-use crate::algorithms::gossip_agent::schedule;
+use crate::algorithms::gossip::agent::schedule;
 use crate::studies::durable::Snapshot;
 use crate::studies::live::Live;
 

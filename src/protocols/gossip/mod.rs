@@ -2,7 +2,7 @@
 //! coordinator a relay (docs/design/federation.md, "Live gossip"). The plan and the
 //! coordinator's state machine ([`coordinator`]), what the coordinator's snapshot keeps of a
 //! running study (`durable.rs`) and the site's steps (`site.rs`); the agent's
-//! arithmetic is the numerical core's (`crate::algorithms::gossip_agent`).
+//! arithmetic is the numerical core's (`crate::algorithms::gossip::agent`).
 
 mod consistency;
 pub mod coordinator;

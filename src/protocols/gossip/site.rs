@@ -27,8 +27,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::algorithms::RunEnv;
 use crate::algorithms::federated_power::study_context;
-use crate::algorithms::gossip_agent::{Agent, schedule};
-use crate::algorithms::gossip_power::cost_of;
+use crate::algorithms::gossip::agent::{Agent, schedule};
+use crate::algorithms::gossip::power::cost_of;
 use crate::federation::messages::{ConfirmRequest, GossipPostRequest, GossipValue, SiteStudyView, SiteTask};
 use crate::federation::wire;
 use crate::linalg::Matrix;

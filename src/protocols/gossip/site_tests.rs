@@ -47,7 +47,7 @@ fn kept_rows(steps: u32) -> Vec<Vec<(u32, String)>> {
     rows
 }
 
-fn agents(config: &crate::algorithms::gossip_power::GossipPowerConfig, xt: &Matrix) -> Vec<Agent> {
+fn agents(config: &crate::algorithms::gossip::power::GossipPowerConfig, xt: &Matrix) -> Vec<Agent> {
     config
         .partition
         .iter()

@@ -199,7 +199,7 @@ impl Mixing {
 
 /// One gossip step of agent `own`: Σ_j W_ij·Z_j over j ascending with W_ij > 0, from its own
 /// state and its neighbours' (`inputs`, by agent index; a missing neighbour counts as zero).
-/// Simulated gossip ([`Mixing::gossip`]) and a live agent (`gossip_agent`) both step with it.
+/// Simulated gossip ([`Mixing::gossip`]) and a live agent (`gossip::agent`) both step with it.
 pub fn mix_row(weights: &[f64], own: usize, own_state: &Matrix, inputs: &[(usize, &Matrix)]) -> Matrix {
     let mut next = Matrix::zeros(own_state.nrows(), own_state.ncols());
     for (j, &weight) in weights.iter().enumerate() {
@@ -315,5 +315,5 @@ fn slem(w: &Matrix) -> Result<f64, GraphError> {
 }
 
 #[cfg(test)]
-#[path = "gossip_graph_tests.rs"]
+#[path = "graph_tests.rs"]
 mod tests;

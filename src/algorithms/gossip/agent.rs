@@ -1,4 +1,4 @@
-//! One agent of `gossip_power` (D-DP-PM, seed 001 Alg. 1, [`super::gossip_power`]) as a state
+//! One agent of `gossip_power` (D-DP-PM, seed 001 Alg. 1, [`super::power`]) as a state
 //! machine over a fixed, public schedule of exchanges. Simulate mode runs m agents in process
 //! and hands each agent its neighbours' values; a live study (docs/design/federation.md, "Live
 //! gossip") runs one agent per `privpca site` process and the coordinator relays the same
@@ -19,18 +19,18 @@
 //! - one [`Exchange::Segment`]: the last Ũ_i, which the coordinator (or the simulation)
 //!   stacks in block order ([`assemble`]).
 //!
-//! Every posted value is a release of the module doc of [`super::gossip_power`] or a
+//! Every posted value is a release of the module doc of [`super::power`] or a
 //! post-processing of releases and public randomness.
 
 use rand_distr::{Distribution, StandardNormal};
 use serde::{Deserialize, Serialize};
 
-use super::gossip_graph::mix_row;
-use super::gossip_power::{
+use super::graph::mix_row;
+use super::power::{
     GossipPowerConfig, GossipPowerParams, MESSAGE_RELEASE, UPDATE_RELEASE, message_sensitivity,
     update_sensitivity,
 };
-use super::{Algorithm, ConfigError, Output, RunEnv, RunError};
+use crate::algorithms::{Algorithm, ConfigError, Output, RunEnv, RunError};
 use crate::dataset::DataContext;
 use crate::linalg::clip::clip_rows_l2;
 use crate::linalg::{Matrix, fix_signs, matmul, matmul_tn, try_sym_eig, try_thin_svd};
@@ -133,7 +133,7 @@ pub fn configure_blocks(
     }
     params.agents = Some(m);
     params.partition = Some(blocks_partition(sizes));
-    super::gossip_power::GossipPower.configure(params, ctx, target)
+    super::power::GossipPower.configure(params, ctx, target)
 }
 
 /// One agent: its block of the records and its side of the protocol.
@@ -426,5 +426,5 @@ pub fn assemble(
 }
 
 #[cfg(test)]
-#[path = "gossip_agent_tests.rs"]
+#[path = "agent_tests.rs"]
 mod tests;

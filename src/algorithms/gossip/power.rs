@@ -4,7 +4,7 @@
 //! # Setting
 //! The records X (n×d) are split by features over m agents, X = [X_1 | … | X_m] (the paper's
 //! partition, eq. 1); agent i holds X_i (n×d_i) and the rows V_i of the iterate that belong to its
-//! features (eq. 4). The agents talk over a graph with mixing matrix W ([`super::gossip_graph`],
+//! features (eq. 4). The agents talk over a graph with mixing matrix W ([`super::graph`],
 //! Assumption 2). In simulate mode the service holds every block and runs the protocol
 //! in-process; every message that leaves an agent goes through the noise below.
 //!
@@ -73,10 +73,10 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::calibration::{check_calibrated, check_opening, choose_iterations, choose_p};
-use super::gossip_agent::{Agent, Exchange, assemble, schedule};
-use super::gossip_graph::{GraphSpec, Mixing};
-use super::{
+use super::agent::{Agent, Exchange, assemble, schedule};
+use super::graph::{GraphSpec, Mixing};
+use crate::algorithms::calibration::{check_calibrated, check_opening, choose_iterations, choose_p};
+use crate::algorithms::{
     Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, Run, RunEnv, RunError, catalog,
 };
 use crate::dataset::{DataContext, Neighbours};
@@ -512,7 +512,7 @@ pub fn simulate(
     let mixing = config.mixing()?;
     let m = config.agents();
     // Agent i's records restricted to its features, transposed: d_i×n. Each agent runs the
-    // per-agent steps a live site runs (`gossip_agent`); the simulation relays their values.
+    // per-agent steps a live site runs (`gossip::agent`); the simulation relays their values.
     let mut agents = config
         .partition
         .iter()
@@ -575,5 +575,5 @@ fn consensus_error(messages: &[Matrix], averaged: &[Matrix]) -> f64 {
 }
 
 #[cfg(test)]
-#[path = "gossip_power_tests.rs"]
+#[path = "power_tests.rs"]
 mod tests;
