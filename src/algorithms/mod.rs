@@ -33,6 +33,7 @@ pub mod k_dp_pca;
 #[cfg(test)]
 mod mapped_input_tests;
 pub mod noisy_power;
+mod options;
 pub mod parameters;
 pub mod registry;
 pub mod sensitivity;
