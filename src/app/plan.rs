@@ -60,29 +60,8 @@ pub struct Plan {
 }
 
 /// Plans `request` for `tenant`.
-pub async fn plan(state: &AppState, tenant: Uuid, request: PlanRequest) -> Result<Plan, AppError> {
-    let dataset = match (request.dataset_id, &request.data) {
-        (Some(_), Some(_)) => {
-            return Err(AppError::validation(
-                "data",
-                "give dataset_id (plan on a dataset) or data (plan on a stated shape), not both",
-            ));
-        }
-        (Some(id), None) => Some(super::datasets::get(state, tenant, id).await?),
-        (None, Some(data)) => Some(stated_dataset(tenant, data)?),
-        (None, None) => None,
-    };
-    let stated = request.data.is_some();
-    let privacy = match (&request.privacy, &dataset) {
-        (Some(p), _) => p.clone(),
-        (None, Some(d)) => job_privacy(d, None)?,
-        (None, None) => {
-            return Err(AppError::validation(
-                "privacy",
-                "give the privacy to convert, or the public dataset to plan on",
-            ));
-        }
-    };
+pub async fn plan(state: &AppState, tenant: Uuid, mut request: PlanRequest) -> Result<Plan, AppError> {
+    let (dataset, privacy) = dataset_and_privacy(state, tenant, &request).await?;
     let target = privacy.parse("privacy")?;
     check_display_delta(request.display_delta)?;
     let mut plan = Plan {
@@ -97,31 +76,101 @@ pub async fn plan(state: &AppState, tenant: Uuid, request: PlanRequest) -> Resul
         proxy: None,
     };
     let Some(dataset) = dataset else {
-        if request.forecast.is_some() {
-            return Err(AppError::validation(
-                "scenario",
-                "a forecast needs the public shape: data (kind, n_samples, n_features, row_norm_bound, relation) or a dataset_id",
-            ));
-        }
-        if request.algorithm.is_some() {
-            return Err(AppError::validation(
-                "dataset_id",
-                "pricing an algorithm needs the dataset it would run on, or data stating its shape",
-            ));
-        }
+        check_nothing_to_price(&request)?;
         return Ok(plan);
     };
-    let forecasting = request.forecast.is_some();
+    let stated = request.data.is_some();
+    let ask = request.forecast.take();
     let algorithm = request.algorithm.clone().or_else(|| {
         // A forecast prices the job it forecasts (`auto` unless named), so that its refusal
         // over the remaining budget is the job's, not a Gaussian job's of the requested ρ.
-        forecasting.then(|| crate::algorithms::auto::AUTO.to_string())
+        ask.is_some().then(|| crate::algorithms::auto::AUTO.to_string())
     });
-    let priced = match algorithm.as_deref() {
-        // A forecast reports a job that would be refused as capturing nothing, with the reason.
-        Some(name) if forecasting => price_on(&dataset, name, &request.params, request.privacy.as_ref()).ok(),
+    let (priced, charge) = price(&dataset, algorithm.as_deref(), ask.is_some(), &request, &target)?;
+    plan.job = priced;
+    if !stated {
+        plan.fits_budget = Some(fits_budget(&dataset, charge));
+    }
+    let dataset = match ask {
+        Some(ask) => {
+            let job = JobAsk {
+                request: &request,
+                algorithm: algorithm.unwrap_or_default(),
+                charge,
+            };
+            forecast_on(state, tenant, &mut plan, dataset, ask, job).await?
+        }
+        None => dataset,
+    };
+    if !stated {
+        plan.dataset = Some(dataset);
+    }
+    Ok(plan)
+}
+
+/// The dataset planned on (by id, or the public shape the request states) and the privacy
+/// planned for (as stated, or a public dataset's default).
+async fn dataset_and_privacy(
+    state: &AppState,
+    tenant: Uuid,
+    request: &PlanRequest,
+) -> Result<(Option<DatasetRecord>, PrivacyInput), AppError> {
+    let dataset = match (request.dataset_id, &request.data) {
+        (Some(_), Some(_)) => {
+            return Err(AppError::validation(
+                "data",
+                "give dataset_id (plan on a dataset) or data (plan on a stated shape), not both",
+            ));
+        }
+        (Some(id), None) => Some(super::datasets::get(state, tenant, id).await?),
+        (None, Some(data)) => Some(stated_dataset(tenant, data)?),
+        (None, None) => None,
+    };
+    let privacy = match (&request.privacy, &dataset) {
+        (Some(p), _) => p.clone(),
+        (None, Some(d)) => job_privacy(d, None)?,
+        (None, None) => {
+            return Err(AppError::validation(
+                "privacy",
+                "give the privacy to convert, or the public dataset to plan on",
+            ));
+        }
+    };
+    Ok((dataset, privacy))
+}
+
+/// Without a dataset or a stated shape, a plan only converts the privacy: a forecast or an
+/// algorithm to price is refused, naming what is missing.
+fn check_nothing_to_price(request: &PlanRequest) -> Result<(), AppError> {
+    if request.forecast.is_some() {
+        return Err(AppError::validation(
+            "scenario",
+            "a forecast needs the public shape: data (kind, n_samples, n_features, row_norm_bound, relation) or a dataset_id",
+        ));
+    }
+    if request.algorithm.is_some() {
+        return Err(AppError::validation(
+            "dataset_id",
+            "pricing an algorithm needs the dataset it would run on, or data stating its shape",
+        ));
+    }
+    Ok(())
+}
+
+/// The job priced on `dataset` (none without an algorithm) and the charge the ledger would
+/// meet. A forecast reports a job that would be refused as capturing nothing, with the reason,
+/// so its refusal is not an error here.
+fn price(
+    dataset: &DatasetRecord,
+    algorithm: Option<&str>,
+    forecasting: bool,
+    request: &PlanRequest,
+    target: &PrivacyTarget,
+) -> Result<(Option<Resolved>, Spending), AppError> {
+    let priced = match algorithm {
+        Some(name) if forecasting => price_on(dataset, name, &request.params, request.privacy.as_ref()).ok(),
         Some(name) => Some(price_on(
-            &dataset,
+            dataset,
             name,
             &request.params,
             request.privacy.as_ref(),
@@ -137,114 +186,143 @@ pub async fn plan(state: &AppState, tenant: Uuid, request: PlanRequest) -> Resul
             other_rho: 0.0,
         }),
     };
-    plan.job = priced;
-    if !stated {
-        plan.fits_budget = Some(fits_budget(&dataset, charge));
+    Ok((priced, charge))
+}
+
+/// The job a forecast is for.
+struct JobAsk<'a> {
+    request: &'a PlanRequest,
+    algorithm: String,
+    charge: Spending,
+}
+
+/// The scenario a forecast runs under, or the reason there is none yet.
+enum ScenarioFound {
+    /// Eigenvalues, noise floor, and whether they are of records already clipped.
+    Ready(Vec<f64>, f64, bool),
+    /// The plan is answered without a forecast (a spectrum still running, or all noise).
+    Answered,
+}
+
+/// Forecasts the job under `ask`'s scenario into `plan`; returns the dataset as it stands after
+/// a paid spectrum's charge.
+async fn forecast_on(
+    state: &AppState,
+    tenant: Uuid,
+    plan: &mut Plan,
+    mut dataset: DatasetRecord,
+    ask: ForecastAsk,
+    job: JobAsk<'_>,
+) -> Result<DatasetRecord, AppError> {
+    let request = job.request;
+    let n = match (
+        &request.data,
+        crate::context::data_context(&dataset).and_then(|c| c.n),
+    ) {
+        (Some(data), _) => data.n_samples,
+        (None, Some(n)) => n as u64,
+        (None, None) => {
+            return Err(AppError::validation(
+                "scenario",
+                "this dataset's n is private (relation add_remove) or not yet known: forecast on data stating an n instead",
+            ));
+        }
+    };
+    let found = scenario_of(state, tenant, plan, &mut dataset, &ask, &job).await?;
+    let ScenarioFound::Ready(eigenvalues, noise_floor, clipped_already) = found else {
+        return Ok(dataset);
+    };
+    let refused = (plan.fits_budget == Some(false) && plan.job.is_some())
+        .then(|| "the job would be refused: its cost is above the dataset's remaining budget".to_string());
+    let inputs = Inputs {
+        dataset: dataset.clone(),
+        n,
+        algorithm: job.algorithm,
+        params: request.params.clone(),
+        privacy: plan.privacy.clone(),
+        refused,
+        request: ForecastRequest {
+            eigenvalues,
+            noise_floor,
+            target: ask.target,
+            clipped_already,
+        },
+        display_delta: request
+            .display_delta
+            .or(plan.privacy.delta)
+            .unwrap_or(super::targets::DEFAULT_DISPLAY_DELTA),
+    };
+    let (forecast, needed) = super::forecast::run(tenant, state, inputs).await?;
+    plan.forecast = Some(forecast);
+    plan.needed = needed;
+    Ok(dataset)
+}
+
+/// Where `ask`'s scenario comes from: stated, a public proxy's exact spectrum, or a private
+/// spectrum (paid now, or reused). A paid spectrum is charged here, after everything the
+/// forecast checks, and `dataset` is read again so that the job is judged on what is left.
+async fn scenario_of(
+    state: &AppState,
+    tenant: Uuid,
+    plan: &mut Plan,
+    dataset: &mut DatasetRecord,
+    ask: &ForecastAsk,
+    job: &JobAsk<'_>,
+) -> Result<ScenarioFound, AppError> {
+    let used = match &ask.source {
+        ScenarioSource::Stated {
+            eigenvalues,
+            noise_floor,
+        } => return Ok(ScenarioFound::Ready(eigenvalues.clone(), *noise_floor, false)),
+        ScenarioSource::Proxy(id) => {
+            let used = super::spectrum::proxy(state, tenant, *id, dataset.d.unwrap_or(0) as usize).await?;
+            let (eigenvalues, floor) = (used.scenario.eigenvalues().to_vec(), used.scenario.noise_floor());
+            plan.proxy = Some(used);
+            return Ok(ScenarioFound::Ready(eigenvalues, floor, true));
+        }
+        _ if job.request.data.is_some() => {
+            return Err(AppError::validation(
+                "scenario",
+                "a private spectrum is read from a dataset: give dataset_id, not data",
+            ));
+        }
+        ScenarioSource::PrivateSpectrum { share } => {
+            // Everything the forecast checks, checked before anything is charged.
+            super::forecast::check(dataset, ask.target, &job.algorithm, &plan.privacy)?;
+            let used = super::spectrum::pay(state, tenant, dataset, *share, &plan.target).await?;
+            // The spectrum's charge is spent: the job forecast meets what is left.
+            *dataset = super::datasets::get(state, tenant, dataset.id).await?;
+            plan.fits_budget = Some(fits_budget(dataset, job.charge));
+            used
+        }
+        ScenarioSource::SpectrumJob(id) => {
+            super::forecast::check(dataset, ask.target, &job.algorithm, &plan.privacy)?;
+            super::spectrum::reuse(state, tenant, dataset, *id).await?
+        }
+    };
+    let scenario = used.scenario.clone();
+    plan.spectrum = Some(used);
+    match scenario {
+        Some(Ok(s)) => Ok(ScenarioFound::Ready(
+            s.eigenvalues().to_vec(),
+            s.noise_floor(),
+            true,
+        )),
+        // The spectrum is all noise: the job forecasts nothing, and says why.
+        Some(Err(why)) => {
+            plan.forecast = Some(JobForecast {
+                algorithm: plan
+                    .job
+                    .as_ref()
+                    .map_or(job.algorithm.clone(), |j| j.name.to_string()),
+                outcome: Outcome::Nothing(why),
+                simulated_records: 0,
+            });
+            Ok(ScenarioFound::Answered)
+        }
+        // Not released yet: the answer names the job to forecast from later.
+        None => Ok(ScenarioFound::Answered),
     }
-    let mut dataset = dataset;
-    if let Some(ask) = request.forecast {
-        let n = match (
-            &request.data,
-            crate::context::data_context(&dataset).and_then(|c| c.n),
-        ) {
-            (Some(data), _) => data.n_samples,
-            (None, Some(n)) => n as u64,
-            (None, None) => {
-                return Err(AppError::validation(
-                    "scenario",
-                    "this dataset's n is private (relation add_remove) or not yet known: forecast on data stating an n instead",
-                ));
-            }
-        };
-        let algorithm = algorithm.unwrap_or_default();
-        let (eigenvalues, noise_floor, clipped_already) = match ask.source {
-            ScenarioSource::Stated {
-                eigenvalues,
-                noise_floor,
-            } => (eigenvalues, noise_floor, false),
-            ScenarioSource::Proxy(id) => {
-                let used = super::spectrum::proxy(state, tenant, id, dataset.d.unwrap_or(0) as usize).await?;
-                let (eigenvalues, floor) =
-                    (used.scenario.eigenvalues().to_vec(), used.scenario.noise_floor());
-                plan.proxy = Some(used);
-                (eigenvalues, floor, true)
-            }
-            source => {
-                if stated {
-                    return Err(AppError::validation(
-                        "scenario",
-                        "a private spectrum is read from a dataset: give dataset_id, not data",
-                    ));
-                }
-                // Everything the forecast checks, checked before anything is charged.
-                super::forecast::check(&dataset, ask.target, &algorithm, &plan.privacy)?;
-                let used = match source {
-                    ScenarioSource::PrivateSpectrum { share } => {
-                        let used = super::spectrum::pay(state, tenant, &dataset, share, &plan.target).await?;
-                        // The spectrum's charge is spent: the job forecast meets what is left.
-                        dataset = super::datasets::get(state, tenant, dataset.id).await?;
-                        plan.fits_budget = Some(fits_budget(&dataset, charge));
-                        used
-                    }
-                    ScenarioSource::SpectrumJob(id) => {
-                        super::spectrum::reuse(state, tenant, &dataset, id).await?
-                    }
-                    ScenarioSource::Stated { .. } | ScenarioSource::Proxy(_) => unreachable!("matched above"),
-                };
-                let scenario = used.scenario.clone();
-                plan.spectrum = Some(used);
-                match scenario {
-                    Some(Ok(s)) => (s.eigenvalues().to_vec(), s.noise_floor(), true),
-                    // The spectrum is all noise: the job forecasts nothing, and says why.
-                    Some(Err(why)) => {
-                        plan.forecast = Some(JobForecast {
-                            algorithm: plan
-                                .job
-                                .as_ref()
-                                .map_or(algorithm.clone(), |j| j.name.to_string()),
-                            outcome: Outcome::Nothing(why),
-                            simulated_records: 0,
-                        });
-                        plan.dataset = Some(dataset);
-                        return Ok(plan);
-                    }
-                    // Not released yet: the answer names the job to forecast from later.
-                    None => {
-                        plan.dataset = Some(dataset);
-                        return Ok(plan);
-                    }
-                }
-            }
-        };
-        let refused = (plan.fits_budget == Some(false) && plan.job.is_some()).then(|| {
-            "the job would be refused: its cost is above the dataset's remaining budget".to_string()
-        });
-        let inputs = Inputs {
-            dataset: dataset.clone(),
-            n,
-            algorithm,
-            params: request.params.clone(),
-            privacy: plan.privacy.clone(),
-            refused,
-            request: ForecastRequest {
-                eigenvalues,
-                noise_floor,
-                target: ask.target,
-                clipped_already,
-            },
-            display_delta: request
-                .display_delta
-                .or(plan.privacy.delta)
-                .unwrap_or(super::targets::DEFAULT_DISPLAY_DELTA),
-        };
-        let (job, needed) = super::forecast::run(tenant, state, inputs).await?;
-        plan.forecast = Some(job);
-        plan.needed = needed;
-    }
-    if !stated {
-        plan.dataset = Some(dataset);
-    }
-    Ok(plan)
 }
 
 fn check_display_delta(display_delta: Option<f64>) -> Result<(), AppError> {
