@@ -19,13 +19,72 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use crate::algorithms::Cancelled;
 use crate::store::{Lease, Store, StoreError};
+
+/// Least time between two progress writes to the store.
+const PROGRESS_SAVE_PERIOD: Duration = Duration::from_millis(250);
+
+/// A running job's progress callback ([`crate::algorithms::RunEnv`]'s): it shows the progress
+/// live, holds while the test hook holds jobs, turns the job's timeout into a stop, stops the
+/// computation when asked, and saves the progress in the store at most every 250 ms (and at
+/// the end), from the async runtime so that the computation never waits for the database.
+pub struct ProgressReporter {
+    control: Arc<RunningJob>,
+    deadline: Instant,
+    store: Store,
+    runtime: tokio::runtime::Handle,
+    lease: Lease,
+    job: Uuid,
+    last_saved: Instant,
+}
+
+impl ProgressReporter {
+    /// For the job `job` running under `lease` until `deadline`; call from the runtime.
+    pub fn new(control: Arc<RunningJob>, deadline: Instant, store: Store, lease: Lease, job: Uuid) -> Self {
+        ProgressReporter {
+            control,
+            deadline,
+            store,
+            runtime: tokio::runtime::Handle::current(),
+            lease,
+            job,
+            last_saved: Instant::now() - PROGRESS_SAVE_PERIOD * 4,
+        }
+    }
+
+    /// `done` of `total` steps are done; `Err(Cancelled)` when the computation must stop.
+    pub fn report(&mut self, done: u32, total: u32) -> Result<(), Cancelled> {
+        let control = &self.control;
+        control.set_progress(done, total);
+        control.wait_while_held();
+        if Instant::now() > self.deadline {
+            control.request_stop(StopReason::Timeout);
+        }
+        if control.should_stop() {
+            return Err(Cancelled);
+        }
+        if self.last_saved.elapsed() >= PROGRESS_SAVE_PERIOD || done == total {
+            self.last_saved = Instant::now();
+            let (store, lease, job) = (self.store.clone(), self.lease, self.job);
+            self.runtime.spawn(async move {
+                match store.update_progress(lease, done, total).await {
+                    // The job finished (its completion sets the progress to total) before this
+                    // write ran, or its lease was lost, which the heartbeat handles.
+                    Ok(()) | Err(StoreError::LeaseLost(_)) => {}
+                    Err(e) => tracing::warn!(%job, error = %e, "could not save progress"),
+                }
+            });
+        }
+        Ok(())
+    }
+}
 
 /// Why a running job was asked to stop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -13,11 +13,11 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::algorithms::{self, Cancelled, DataInput, Run, RunEnv, RunError};
+use crate::algorithms::{self, Run, RunEnv, RunError};
 use crate::context::data_context;
 use crate::dataset::Kind;
 use crate::ingest;
-use crate::job_control::{self, RunningJob, StopReason};
+use crate::job_control::{self, ProgressReporter, RunningJob, StopReason};
 use crate::linalg::subspace::polish_orthonormal;
 use crate::state::AppState;
 use crate::store::{DatasetStatus, JobRecord, JobResult, Lease};
@@ -205,7 +205,20 @@ async fn record(state: &AppState, lease: Lease, control: &RunningJob, outcome: &
     }
 }
 
-async fn execute(state: &AppState, job: &JobRecord, control: Arc<RunningJob>) -> Result<JobResult, Failure> {
+/// What a job runs on, read from the store and checked: its dataset (ready), the dataset's
+/// public context, the algorithm, and the data's n × d.
+async fn job_inputs(
+    state: &AppState,
+    job: &JobRecord,
+) -> Result<
+    (
+        crate::store::DatasetRecord,
+        crate::dataset::DataContext,
+        &'static dyn algorithms::DynAlgorithm,
+        (usize, usize),
+    ),
+    Failure,
+> {
     let store_error = |e: crate::store::StoreError| {
         tracing::error!(job = %job.id, error = %e, "store error while starting a job");
         Failure::Failed("internal error while loading the job".into())
@@ -232,6 +245,11 @@ async fn execute(state: &AppState, job: &JobRecord, control: Arc<RunningJob>) ->
         (Some(n), Some(d)) => (n as usize, d as usize),
         _ => return Err(Failure::Failed("the dataset has no data".into())),
     };
+    Ok((dataset, ctx, algorithm, (n, d)))
+}
+
+async fn execute(state: &AppState, job: &JobRecord, control: Arc<RunningJob>) -> Result<JobResult, Failure> {
+    let (dataset, ctx, algorithm, (n, d)) = job_inputs(state, job).await?;
     let path = state.store.data_path(dataset.id);
     let stats_path = state.store.stats_path(dataset.id);
     let stats_temp = state.store.upload_temp_path(dataset.id);
@@ -254,104 +272,26 @@ async fn execute(state: &AppState, job: &JobRecord, control: Arc<RunningJob>) ->
         .and_then(|_| state.stats_builds.kept(dataset.id));
     let stats_builds = state.stats_builds.clone();
     let dataset_id = dataset.id;
-    let runtime = tokio::runtime::Handle::current();
-    let store = state.store.clone();
     let job_id = job.id;
-    let lease = job.lease();
+    let reporter = ProgressReporter::new(control, deadline, state.store.clone(), job.lease(), job.id);
 
-    type Released = serde_json::Map<String, serde_json::Value>;
-    let task = tokio::task::spawn_blocking(move || -> Result<(algorithms::Output, Released), Failure> {
-        let load_error = |e: std::io::Error| {
-            tracing::error!(job = %job_id, error = %e, "could not load the dataset");
-            Failure::Failed("could not load the dataset's data".into())
-        };
-        // Memory-mapped in the layout the kernels read: no load, no copy of the records.
-        let records;
-        let square;
-        let sparse;
-        let input = match (kind, nnz) {
-            // XᵀX, Xᵀ1 and n, kept beside the data once computed: the kernels then cost O(d³)
-            // instead of a pass over n records (linalg/record_stats.rs).
-            (Kind::Records, _) => {
-                let (opened, write_error) =
-                    ingest::stats_file::open_records(&path, &stats_path, &stats_temp, (n, d), cached)
-                        .map_err(load_error)?;
-                stats_builds.keep(dataset_id, opened.kept());
-                drop(stats_turn);
-                if let Some(e) = write_error {
-                    tracing::warn!(job = %job_id, error = %e, "could not keep the dataset's statistics; the next job recomputes them");
-                }
-                records = opened;
-                DataInput::Records {
-                    xt: records.records(),
-                }
-            }
-            // A sparse matrix is read in place through its CSR arrays, never densified.
-            (Kind::Matrix, Some(nnz)) => {
-                sparse = ingest::csr_file::open_csr(&path, d as u64, nnz).map_err(load_error)?;
-                DataInput::Sparse {
-                    a: sparse.view().map_err(load_error)?,
-                }
-            }
-            (Kind::Matrix, None) => {
-                square = ingest::open(&path, n, d)
-                    .map_err(load_error)?
-                    .records()
-                    .to_matrix();
-                DataInput::Matrix { a: &square }
-            }
-        };
-        // Private datasets: a fresh generator seeded from the OS, never stored or logged.
-        let mut rng = match seed {
-            Some(seed) => ChaCha20Rng::seed_from_u64(seed),
-            None => ChaCha20Rng::from_os_rng(),
-        };
-        let mut last_saved = Instant::now() - Duration::from_secs(1);
-        let mut progress = |done: u32, total: u32| -> Result<(), Cancelled> {
-            control.set_progress(done, total);
-            control.wait_while_held();
-            if Instant::now() > deadline {
-                control.request_stop(StopReason::Timeout);
-            }
-            if control.should_stop() {
-                return Err(Cancelled);
-            }
-            if last_saved.elapsed() >= Duration::from_millis(250) || done == total {
-                last_saved = Instant::now();
-                let store = store.clone();
-                runtime.spawn(async move {
-                    match store.update_progress(lease, done, total).await {
-                        // The job finished (its completion sets the progress to total) before this
-                        // write ran, or its lease was lost, which the heartbeat handles.
-                        Ok(()) | Err(crate::store::StoreError::LeaseLost(_)) => {}
-                        Err(e) => tracing::warn!(job = %job_id, error = %e, "could not save progress"),
-                    }
-                });
-            }
-            Ok(())
-        };
-        let mut env = RunEnv::new(&mut rng, &mut progress);
-        let output = algorithm
-            .run_prepared(
-                &config,
-                Run {
-                    input,
-                    ctx: &ctx,
-                    env: &mut env,
-                },
-            )
-            .map_err(|e| match e {
-                RunError::Cancelled => Failure::Stopped,
-                RunError::Failed(reason) => Failure::Failed(reason),
-            })?;
-        let released: Released = env
-            .released()
-            .iter()
-            .map(|(name, value)| ((*name).to_string(), value.clone()))
-            .collect();
-        drop(reading);
-        Ok((output, released))
-    });
+    let blocking = Blocking {
+        job: job_id,
+        paths: [path, stats_path, stats_temp],
+        kind,
+        nnz,
+        shape: (n, d),
+        cached,
+        stats_builds,
+        dataset: dataset_id,
+        stats_turn,
+        reading,
+        seed,
+        algorithm,
+        config,
+        ctx,
+    };
+    let task = tokio::task::spawn_blocking(move || compute(blocking, reporter));
     let (output, released) = match task.await {
         Ok(result) => result?,
         Err(e) => {
@@ -361,13 +301,106 @@ async fn execute(state: &AppState, job: &JobRecord, control: Arc<RunningJob>) ->
             ));
         }
     };
-    let basis = output.basis;
-    // The forecast's private spectrum releases eigenvalues only: a d×0 basis, nothing to polish.
-    let spectrum_only = job.algorithm == algorithms::spectrum::NAME
+    let basis = checked_basis(&job.algorithm, output.basis, output.eigenvalues.as_deref(), d)?;
+    Ok(JobResult {
+        d: basis.nrows(),
+        k: basis.ncols(),
+        basis: basis.as_slice().to_vec(),
+        eigenvalues: output.eigenvalues,
+        released: (!released.is_empty()).then_some(serde_json::Value::Object(released)),
+    })
+}
+
+/// A released value of a job, by name (`RunEnv::released`).
+type Released = serde_json::Map<String, serde_json::Value>;
+
+/// Everything a job's computation takes onto its blocking thread.
+struct Blocking {
+    job: uuid::Uuid,
+    /// The data, its statistics, and where statistics are written before they are kept.
+    paths: [std::path::PathBuf; 3],
+    kind: Kind,
+    nnz: Option<u64>,
+    shape: (usize, usize),
+    cached: Option<Arc<crate::ingest::stats_file::KeptStats>>,
+    stats_builds: Arc<crate::stats_builds::StatsBuilds>,
+    dataset: uuid::Uuid,
+    /// This job's turn at the dataset's statistics, given up once they are open.
+    stats_turn: Option<crate::stats_builds::StatsTurn>,
+    /// Held while the job reads the dataset's statistics.
+    reading: Option<crate::stats_builds::Reading>,
+    seed: Option<u64>,
+    algorithm: &'static dyn algorithms::DynAlgorithm,
+    config: serde_json::Value,
+    ctx: crate::dataset::DataContext,
+}
+
+/// Opens the data and runs the algorithm on it (on a blocking thread).
+fn compute(b: Blocking, mut reporter: ProgressReporter) -> Result<(algorithms::Output, Released), Failure> {
+    let job_id = b.job;
+    let load_error = |e: std::io::Error| {
+        tracing::error!(job = %job_id, error = %e, "could not load the dataset");
+        Failure::Failed("could not load the dataset's data".into())
+    };
+    let [data, stats, stats_temp] = &b.paths;
+    let paths = ingest::input::Paths {
+        data,
+        stats,
+        stats_temp,
+    };
+    let (opened, write_error) =
+        ingest::input::open(b.kind, b.nnz, &paths, b.shape, b.cached).map_err(load_error)?;
+    if let Some(kept) = opened.kept() {
+        b.stats_builds.keep(b.dataset, kept);
+    }
+    drop(b.stats_turn);
+    if let Some(e) = write_error {
+        tracing::warn!(job = %job_id, error = %e, "could not keep the dataset's statistics; the next job recomputes them");
+    }
+    let input = opened.input().map_err(load_error)?;
+    // Private datasets: a fresh generator seeded from the OS, never stored or logged.
+    let mut rng = match b.seed {
+        Some(seed) => ChaCha20Rng::seed_from_u64(seed),
+        None => ChaCha20Rng::from_os_rng(),
+    };
+    let mut progress = |done: u32, total: u32| reporter.report(done, total);
+    let mut env = RunEnv::new(&mut rng, &mut progress);
+    let output = b
+        .algorithm
+        .run_prepared(
+            &b.config,
+            Run {
+                input,
+                ctx: &b.ctx,
+                env: &mut env,
+            },
+        )
+        .map_err(|e| match e {
+            RunError::Cancelled => Failure::Stopped,
+            RunError::Failed(reason) => Failure::Failed(reason),
+        })?;
+    let released: Released = env
+        .released()
+        .iter()
+        .map(|(name, value)| ((*name).to_string(), value.clone()))
+        .collect();
+    drop(b.reading);
+    Ok((output, released))
+}
+
+/// The basis a job returns: d rows, orthonormal (polished), at least one column, or d×0 for
+/// the forecast's private spectrum, which releases eigenvalues only.
+fn checked_basis(
+    algorithm: &str,
+    basis: crate::linalg::Matrix,
+    eigenvalues: Option<&[f64]>,
+    d: usize,
+) -> Result<crate::linalg::Matrix, Failure> {
+    let spectrum_only = algorithm == algorithms::spectrum::NAME
         && basis.nrows() == d
         && basis.ncols() == 0
-        && output.eigenvalues.as_ref().is_some_and(|v| v.len() == d);
-    let basis = (basis.nrows() == d && (basis.ncols() >= 1 || spectrum_only))
+        && eigenvalues.is_some_and(|v| v.len() == d);
+    (basis.nrows() == d && (basis.ncols() >= 1 || spectrum_only))
         .then(|| {
             if spectrum_only {
                 Some(basis)
@@ -378,12 +411,5 @@ async fn execute(state: &AppState, job: &JobRecord, control: Arc<RunningJob>) ->
         .flatten()
         .ok_or_else(|| {
             Failure::Failed("the algorithm did not produce an orthonormal basis (numerical failure)".into())
-        })?;
-    Ok(JobResult {
-        d: basis.nrows(),
-        k: basis.ncols(),
-        basis: basis.as_slice().to_vec(),
-        eigenvalues: output.eigenvalues,
-        released: (!released.is_empty()).then_some(serde_json::Value::Object(released)),
-    })
+        })
 }

@@ -26,6 +26,7 @@ pub mod clip;
 pub mod csr_file;
 mod csv;
 mod error;
+pub mod input;
 mod json;
 mod load;
 mod mtx;
