@@ -297,37 +297,7 @@ impl Algorithm for DpOja {
                 format!("must satisfy 1 ≤ B ≤ ⌊n/k⌋ = {part} (got {batch_size})"),
             ));
         }
-        let (learning_rate, estimate, update_rho) = match (params.learning_rate, params.estimate_share) {
-            (Some(rate), None) => (Some(rate.check("params.learning_rate")?), None, rho),
-            (Some(_), Some(_)) => {
-                return Err(ConfigError::invalid(
-                    "params.estimate_share",
-                    "applies to the default schedule only; drop it or drop learning_rate",
-                ));
-            }
-            (None, share) => {
-                let share = share.unwrap_or(DEFAULT_ESTIMATE_SHARE);
-                if !(share > 0.0 && share < 1.0) {
-                    return Err(ConfigError::invalid(
-                        "params.estimate_share",
-                        format!("must lie strictly between 0 and 1 (got {share})"),
-                    ));
-                }
-                let estimate_rho = share * rho;
-                // Δ/sqrt(2ρ_e), nudged up so that its Gaussian cost is at most ρ_e.
-                let noise_sd = calibrate_sd(estimate_sensitivity(beta, n), estimate_rho);
-                let estimate = EigenvalueEstimate {
-                    schedule: DEFAULT_SCHEDULE,
-                    rho: estimate_rho,
-                    noise_sd,
-                };
-                (
-                    None,
-                    Some(estimate),
-                    rho - Cost::gaussian(estimate_sensitivity(beta, n), noise_sd).rho,
-                )
-            }
-        };
+        let (learning_rate, estimate, update_rho) = schedule_of(&params, beta, n, rho)?;
         let mut config = DpOjaConfig {
             k: params.k,
             clip,
@@ -493,6 +463,48 @@ impl Algorithm for DpOja {
             eigenvalues: None,
         })
     }
+}
+
+/// The learning-rate schedule: a stated one (the whole ρ to the updates), or the default one,
+/// whose private eigenvalue estimate spends `estimate_share` of ρ first; returns the rate, the
+/// estimate and the updates' ρ.
+fn schedule_of(
+    params: &DpOjaParams,
+    beta: f64,
+    n: usize,
+    rho: f64,
+) -> Result<(Option<LearningRate>, Option<EigenvalueEstimate>, f64), ConfigError> {
+    Ok(match (params.learning_rate, params.estimate_share) {
+        (Some(rate), None) => (Some(rate.check("params.learning_rate")?), None, rho),
+        (Some(_), Some(_)) => {
+            return Err(ConfigError::invalid(
+                "params.estimate_share",
+                "applies to the default schedule only; drop it or drop learning_rate",
+            ));
+        }
+        (None, share) => {
+            let share = share.unwrap_or(DEFAULT_ESTIMATE_SHARE);
+            if !(share > 0.0 && share < 1.0) {
+                return Err(ConfigError::invalid(
+                    "params.estimate_share",
+                    format!("must lie strictly between 0 and 1 (got {share})"),
+                ));
+            }
+            let estimate_rho = share * rho;
+            // Δ/sqrt(2ρ_e), nudged up so that its Gaussian cost is at most ρ_e.
+            let noise_sd = calibrate_sd(estimate_sensitivity(beta, n), estimate_rho);
+            let estimate = EigenvalueEstimate {
+                schedule: DEFAULT_SCHEDULE,
+                rho: estimate_rho,
+                noise_sd,
+            };
+            (
+                None,
+                Some(estimate),
+                rho - Cost::gaussian(estimate_sensitivity(beta, n), noise_sd).rho,
+            )
+        }
+    })
 }
 
 #[cfg(test)]

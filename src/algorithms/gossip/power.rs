@@ -323,58 +323,10 @@ impl Algorithm for GossipPower {
         let d = ctx.d;
         let k = params.k;
         let p = choose_p(params.p, k, d)?;
-        let m = params
-            .agents
-            .or(params.partition.as_ref().map(Vec::len))
-            .unwrap_or(DEFAULT_AGENTS.min(d));
-        let most = d.min(MAX_AGENTS);
-        if !(m >= 2 && m <= most) {
-            return Err(ConfigError::invalid(
-                "params.agents",
-                format!(
-                    "must satisfy 2 ≤ agents ≤ min(d, {MAX_AGENTS}) = {most}: each agent holds at least one feature (got {m})"
-                ),
-            ));
-        }
-        let partition = match params.partition {
-            Some(partition) => {
-                if partition.len() != m {
-                    return Err(ConfigError::invalid(
-                        "params.partition",
-                        format!("has {} blocks but there are {m} agents", partition.len()),
-                    ));
-                }
-                check_partition(&partition, d)?;
-                partition
-            }
-            None => contiguous_partition(d, m),
-        };
-        let graph = params.graph.unwrap_or(GraphSpec::Ring);
-        let mixing = Mixing::build(&graph, m).map_err(|e| ConfigError::invalid("params.graph", e.0))?;
-        let gossip_rounds = params
-            .gossip_rounds
-            .unwrap_or_else(|| mixing.rounds_for(DEFAULT_CONTRACTION, MAX_GOSSIP_ROUNDS));
-        if !(1..=MAX_GOSSIP_ROUNDS).contains(&gossip_rounds) {
-            return Err(ConfigError::invalid(
-                "params.gossip_rounds",
-                format!("must satisfy 1 ≤ gossip_rounds ≤ {MAX_GOSSIP_ROUNDS} (got {gossip_rounds})"),
-            ));
-        }
+        let (partition, mixing, gossip_rounds) = network_of(&params, d)?;
+        let m = partition.len();
         let iterations = choose_iterations(params.iterations, DEFAULT_ITERATIONS, MAX_ITERATIONS, "")?;
-        let clip_norm = params.clip_norm.unwrap_or(DEFAULT_CLIP_NORM);
-        if !(clip_norm > 0.0 && clip_norm.is_finite()) {
-            return Err(ConfigError::invalid(
-                "params.clip_norm",
-                "must be a finite number > 0",
-            ));
-        }
-        let share = params.message_share.unwrap_or(DEFAULT_MESSAGE_SHARE);
-        if !(share > 0.0 && share < 1.0) {
-            return Err(ConfigError::invalid(
-                "params.message_share",
-                "must satisfy 0 < message_share < 1",
-            ));
-        }
+        let (clip_norm, share) = clip_and_share(&params)?;
         let (message_multiplier, update_multiplier) = calibrate(iterations, rho, share);
         check_calibrated(message_multiplier.is_finite() && update_multiplier.is_finite())?;
         let consensus_clip = match params.consensus_clip {
@@ -572,6 +524,68 @@ fn consensus_error(messages: &[Matrix], averaged: &[Matrix]) -> f64 {
         .iter()
         .map(|z| (z - &mean).norm() / scale)
         .fold(0.0, f64::max)
+}
+
+/// The agents' network of a configuration: the feature blocks (one per agent), the mixing
+/// matrix of the graph, and the gossip rounds per exchange.
+fn network_of(params: &GossipPowerParams, d: usize) -> Result<(Vec<Vec<usize>>, Mixing, u32), ConfigError> {
+    let m = params
+        .agents
+        .or(params.partition.as_ref().map(Vec::len))
+        .unwrap_or(DEFAULT_AGENTS.min(d));
+    let most = d.min(MAX_AGENTS);
+    if !(m >= 2 && m <= most) {
+        return Err(ConfigError::invalid(
+            "params.agents",
+            format!(
+                "must satisfy 2 ≤ agents ≤ min(d, {MAX_AGENTS}) = {most}: each agent holds at least one feature (got {m})"
+            ),
+        ));
+    }
+    let partition = match params.partition.clone() {
+        Some(partition) => {
+            if partition.len() != m {
+                return Err(ConfigError::invalid(
+                    "params.partition",
+                    format!("has {} blocks but there are {m} agents", partition.len()),
+                ));
+            }
+            check_partition(&partition, d)?;
+            partition
+        }
+        None => contiguous_partition(d, m),
+    };
+    let graph = params.graph.clone().unwrap_or(GraphSpec::Ring);
+    let mixing = Mixing::build(&graph, m).map_err(|e| ConfigError::invalid("params.graph", e.0))?;
+    let gossip_rounds = params
+        .gossip_rounds
+        .unwrap_or_else(|| mixing.rounds_for(DEFAULT_CONTRACTION, MAX_GOSSIP_ROUNDS));
+    if !(1..=MAX_GOSSIP_ROUNDS).contains(&gossip_rounds) {
+        return Err(ConfigError::invalid(
+            "params.gossip_rounds",
+            format!("must satisfy 1 ≤ gossip_rounds ≤ {MAX_GOSSIP_ROUNDS} (got {gossip_rounds})"),
+        ));
+    }
+    Ok((partition, mixing, gossip_rounds))
+}
+
+/// The per-agent clip norm and the share of ρ spent on the messages, checked.
+fn clip_and_share(params: &GossipPowerParams) -> Result<(f64, f64), ConfigError> {
+    let clip_norm = params.clip_norm.unwrap_or(DEFAULT_CLIP_NORM);
+    if !(clip_norm > 0.0 && clip_norm.is_finite()) {
+        return Err(ConfigError::invalid(
+            "params.clip_norm",
+            "must be a finite number > 0",
+        ));
+    }
+    let share = params.message_share.unwrap_or(DEFAULT_MESSAGE_SHARE);
+    if !(share > 0.0 && share < 1.0) {
+        return Err(ConfigError::invalid(
+            "params.message_share",
+            "must satisfy 0 < message_share < 1",
+        ));
+    }
+    Ok((clip_norm, share))
 }
 
 #[cfg(test)]
