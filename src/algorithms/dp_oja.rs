@@ -393,22 +393,8 @@ impl Algorithm for DpOja {
             _ => f64::NAN,
         };
         let fits = k >= 1 && k <= d && batch_size >= 1 && updates >= 1 && updates == (n / k) / batch_size;
-        let schedule_ok = match (&config.learning_rate, &config.estimate) {
-            (Some(rate), None) => rate.check("learning_rate").is_ok(),
-            (None, Some(e)) => {
-                let s = e.schedule;
-                e.noise_sd > 0.0
-                    && e.noise_sd.is_finite()
-                    && s.alpha > 0.0
-                    && s.alpha.is_finite()
-                    && s.offset >= 0.0
-                    && s.offset.is_finite()
-                    && s.min_relative_gap > 0.0
-                    && s.min_relative_gap <= 1.0
-            }
-            _ => false,
-        };
-        let usable = sd > 0.0 && sd.is_finite() && schedule_ok && beta > 0.0 && beta.is_finite();
+        let usable =
+            sd > 0.0 && sd.is_finite() && schedule_is_usable(config) && beta > 0.0 && beta.is_finite();
         ensure_fits(ctx.kind() == Kind::Records && ctx.relation() == Relation::ReplaceOne && fits && usable)?;
         let xt = records(input, ctx, n)?;
         let rates = match (config.learning_rate, config.estimate) {
@@ -433,15 +419,13 @@ impl Algorithm for DpOja {
             for t in 1..=updates {
                 // The mean of B clipped gradients P·A_j·P·ω = P·x_j·(x_jᵀω), ω ∈ Im(P)
                 // (Alg. 3 line 6, averaged over the batch).
-                let mut mean = Vector::zeros(d);
-                for &record in &part[(t - 1) * batch_size..t * batch_size] {
-                    let x = xt.column(record);
-                    let mut gradient = x * x.dot(&omega);
-                    projector.apply_vector(&mut gradient);
-                    clip(&mut gradient, c);
-                    mean += gradient;
-                }
-                mean /= batch_size as f64;
+                let mean = batch_gradient(
+                    xt,
+                    &part[(t - 1) * batch_size..t * batch_size],
+                    &omega,
+                    &projector,
+                    c,
+                );
                 let noisy = env.gaussian_release(
                     RELEASE,
                     Matrix::from_column_slice(d, 1, mean.as_slice()),
@@ -463,6 +447,40 @@ impl Algorithm for DpOja {
             eigenvalues: None,
         })
     }
+}
+
+/// Whether a stored configuration's schedule is one `configure` could have made: a checked
+/// learning rate, or the default schedule with a usable estimate.
+fn schedule_is_usable(config: &DpOjaConfig) -> bool {
+    match (&config.learning_rate, &config.estimate) {
+        (Some(rate), None) => rate.check("learning_rate").is_ok(),
+        (None, Some(e)) => {
+            let s = e.schedule;
+            e.noise_sd > 0.0
+                && e.noise_sd.is_finite()
+                && s.alpha > 0.0
+                && s.alpha.is_finite()
+                && s.offset >= 0.0
+                && s.offset.is_finite()
+                && s.min_relative_gap > 0.0
+                && s.min_relative_gap <= 1.0
+        }
+        _ => false,
+    }
+}
+
+/// The mean of the batch's clipped gradients P·x_j·(x_jᵀω), ω ∈ Im(P) (Alg. 3 line 6,
+/// averaged over the batch); each clipped to L2 norm `c`.
+fn batch_gradient(xt: Records<'_>, batch: &[usize], omega: &Vector, projector: &Projector, c: f64) -> Vector {
+    let mut mean = Vector::zeros(omega.len());
+    for &record in batch {
+        let x = xt.column(record);
+        let mut gradient = x * x.dot(omega);
+        projector.apply_vector(&mut gradient);
+        clip(&mut gradient, c);
+        mean += gradient;
+    }
+    mean / batch.len() as f64
 }
 
 /// The learning-rate schedule: a stated one (the whole ρ to the updates), or the default one,
