@@ -507,34 +507,7 @@ impl Algorithm for CoherentPower {
         let mut vectors = Matrix::zeros(d, k);
         let mut estimates = Vec::with_capacity(k);
         for i in 0..k {
-            let mut found = None;
-            let mut last_round = 0;
-            for &c in candidates {
-                // x₀ = z/‖z‖, z ~ N(0, I_d) (Fig. 2 line 2, normalised), fresh for every try.
-                let x0 = unit_start(&mut starts, d)?;
-                let delta = round_sensitivity(&ctx.neighbours, c, d);
-                let sd = config.multiplier * delta;
-                if !(sd > 0.0 && sd.is_finite()) {
-                    return Err(RunError::Failed(
-                        "noise scale is not a finite positive number".into(),
-                    ));
-                }
-                let before = progress.done;
-                match ppi(&op, x0, c, delta, sd, iterations, env, &mut progress)? {
-                    Ppi::Done(x) => {
-                        found = Some(x);
-                        break;
-                    }
-                    Ppi::CoherenceExceeded { round } => {
-                        last_round = round;
-                        progress.done = before + u64::from(iterations);
-                        progress.report(env)?;
-                    }
-                }
-            }
-            let Some(v) = found else {
-                return Err(coherence_failure(i + 1, k, candidates, last_round, d));
-            };
+            let v = find_component(&op, config, ctx, &mut starts, env, &mut progress, (i, k))?;
             // σ̂_i = ‖A_{i−1}·v_i‖ + Lap(Δ_σ/ε'') (Fig. 3 line 3b).
             let sigma = env.laplace_scalar_release(
                 EIGENVALUE_RELEASE,
@@ -571,6 +544,44 @@ impl Algorithm for CoherentPower {
             eigenvalues: Some(estimates),
         })
     }
+}
+
+/// Component `i` of `k` (0-based): the private power iteration from a fresh start at each
+/// coherence candidate in turn (Fig. 3 line 3a), until one finishes without exceeding its
+/// candidate; the progress of a candidate that stopped early is reported as spent.
+fn find_component(
+    op: &Deflated<'_>,
+    config: &CoherentPowerConfig,
+    ctx: &DataContext,
+    starts: &mut ChaCha20Rng,
+    env: &mut RunEnv<'_>,
+    progress: &mut Progress,
+    (i, k): (usize, usize),
+) -> Result<Matrix, RunError> {
+    let d = ctx.d;
+    let candidates = &config.coherence_candidates;
+    let mut last_round = 0;
+    for &c in candidates {
+        // x₀ = z/‖z‖, z ~ N(0, I_d) (Fig. 2 line 2, normalised), fresh for every try.
+        let x0 = unit_start(starts, d)?;
+        let delta = round_sensitivity(&ctx.neighbours, c, d);
+        let sd = config.multiplier * delta;
+        if !(sd > 0.0 && sd.is_finite()) {
+            return Err(RunError::Failed(
+                "noise scale is not a finite positive number".into(),
+            ));
+        }
+        let before = progress.done;
+        match ppi(op, x0, c, delta, sd, config.iterations, env, progress)? {
+            Ppi::Done(x) => return Ok(x),
+            Ppi::CoherenceExceeded { round } => {
+                last_round = round;
+                progress.done = before + u64::from(config.iterations);
+                progress.report(env)?;
+            }
+        }
+    }
+    Err(coherence_failure(i + 1, k, candidates, last_round, d))
 }
 
 #[cfg(test)]
