@@ -429,19 +429,13 @@ impl Simulation {
     }
 }
 
-/// Runs the protocol of the module doc on records `input`.
-pub fn simulate(
-    input: DataInput<'_>,
-    config: &GossipPowerConfig,
-    ctx: &DataContext,
-    env: &mut RunEnv<'_>,
-) -> Result<Simulation, RunError> {
-    let d = ctx.d;
-    let (k, p, l_total) = (config.k, config.p, config.iterations);
-    let fits = k >= 1
+/// Whether a stored configuration is one `configure` could have made for `d` features.
+fn stored_config_fits(config: &GossipPowerConfig, d: usize) -> bool {
+    let (k, p) = (config.k, config.p);
+    k >= 1
         && k <= p
         && p <= d
-        && (1..=MAX_ITERATIONS).contains(&l_total)
+        && (1..=MAX_ITERATIONS).contains(&config.iterations)
         && (1..=MAX_GOSSIP_ROUNDS).contains(&config.gossip_rounds)
         && check_partition(&config.partition, d).is_ok()
         && config.agents() >= 2
@@ -451,7 +445,19 @@ pub fn simulate(
             config.clip_norm,
         ]
         .iter()
-        .all(|s| *s > 0.0 && s.is_finite());
+        .all(|s| *s > 0.0 && s.is_finite())
+}
+
+/// Runs the protocol of the module doc on records `input`.
+pub fn simulate(
+    input: DataInput<'_>,
+    config: &GossipPowerConfig,
+    ctx: &DataContext,
+    env: &mut RunEnv<'_>,
+) -> Result<Simulation, RunError> {
+    let d = ctx.d;
+    let (k, l_total) = (config.k, config.iterations);
+    let fits = stored_config_fits(config, d);
     let beta = row_norm_bound(&ctx.neighbours);
     let (DataInput::Records { xt }, Some(beta), true) = (input, beta, fits) else {
         return Err(RunError::unfit());
