@@ -83,6 +83,9 @@ struct Books {
     forwarded_answers: Vec<u32>,
     /// `Attack::Reask`: the site was restarted; ask it again.
     reask: bool,
+    /// `Attack::Reask`: the victim's round-1 answer went out; every request waits until it is
+    /// restarted, so that the study cannot run on (and finish) before the restart.
+    held: bool,
 }
 
 struct Relay {
@@ -240,6 +243,14 @@ async fn relay(
     let token = bearer(&headers);
     let path = uri.path().to_string();
     let site = relay.books.lock().unwrap().index.get(&token).copied();
+    let until = Instant::now() + Duration::from_secs(120);
+    while {
+        let books = relay.books.lock().unwrap();
+        books.held && !books.reask
+    } && Instant::now() < until
+    {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let taken = site.is_some_and(|s| relay.books.lock().unwrap().round1.contains_key(&s));
     if let Attack::Reask {
         site: asked,
@@ -261,7 +272,13 @@ async fn relay(
     }
     let forwarding = matches!(relay.attack, Attack::Honest | Attack::Reask { .. });
     if forwarding && method == Method::POST && path == "/v1/site/rounds/1/unmask" {
-        relay.books.lock().unwrap().forwarded_answers.extend(site);
+        let mut books = relay.books.lock().unwrap();
+        books.forwarded_answers.extend(site);
+        if let Attack::Reask { site: asked, .. } = &relay.attack
+            && site == Some(*asked)
+        {
+            books.held = true;
+        }
     }
     // The study's transparency log is the real service's (the relay cannot sign another), so
     // a site's witness checks at every phase are forwarded whatever the relay does with rounds.
