@@ -260,8 +260,57 @@ pub fn configure(
 }
 
 /// T Gaussian releases of sensitivity Δ and sd σ: ρ = T·Δ²/(2σ²).
-fn cost_of(steps: u32, sensitivity: f64, sd: f64) -> Cost {
+pub(crate) fn cost_of(steps: u32, sensitivity: f64, sd: f64) -> Cost {
     Cost::sum((0..steps).map(|_| Cost::gaussian(sensitivity, sd)))
+}
+
+/// S(c) before noise (module doc): Σ_i (1[‖x_i‖₂ ≤ t(c)] − q) over the rows' `norms`, with
+/// t(c) = c·(1 − margin(d)), the test of the clip at c. A study's site computes its rows' part.
+pub(crate) fn score(norms: &[f64], c: f64, quantile: f64, d: usize) -> f64 {
+    let target = c * (1.0 - margin(d));
+    let below = norms.iter().filter(|&&r| r <= target).count() as f64;
+    below - quantile * norms.len() as f64
+}
+
+/// The search's bracket on e ∈ [−`LOG2_RANGE`, 0], c = β·2^e: each step counts at the middle
+/// and moves down when the noisy S(c) is positive, up otherwise; the released c is the upper
+/// end. Shared by the central search and a study's ([`super::study_clip`]).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Bracket {
+    upper: f64,
+    lo: f64,
+    hi: f64,
+}
+
+impl Bracket {
+    /// The whole range under the declared bound `upper` = β.
+    pub fn new(upper: f64) -> Self {
+        Bracket {
+            upper,
+            lo: -LOG2_RANGE,
+            hi: 0.0,
+        }
+    }
+
+    /// The c the next step counts at: the bracket's middle.
+    pub fn next_c(&self) -> f64 {
+        self.upper * ((self.lo + self.hi) / 2.0).exp2()
+    }
+
+    /// Moves the bracket by the step's noisy S(c).
+    pub fn absorb(&mut self, noisy: f64) {
+        let mid = (self.lo + self.hi) / 2.0;
+        if noisy > 0.0 {
+            self.hi = mid;
+        } else {
+            self.lo = mid;
+        }
+    }
+
+    /// The released c: the bracket's upper end.
+    pub fn c(&self) -> f64 {
+        self.upper * self.hi.exp2()
+    }
 }
 
 impl ClipConfig {
@@ -302,23 +351,12 @@ impl ClipConfig {
         let xt = xt.into();
         // Kept by the process for a stored dataset, so a repeated job makes no pass for them.
         let norms = xt.norms();
-        let keep = 1.0 - margin(xt.d());
-        // Bisection on e ∈ [−LOG2_RANGE, 0], c = β·2^e.
-        let (mut lo, mut hi) = (-LOG2_RANGE, 0.0_f64);
+        let mut bracket = Bracket::new(self.upper);
         for _ in 0..self.steps {
-            let mid = (lo + hi) / 2.0;
-            let c = self.upper * mid.exp2();
-            let target = c * keep;
-            let below = norms.iter().filter(|&&r| r <= target).count() as f64;
-            let score = below - self.quantile * norms.len() as f64;
-            let noisy = env.gaussian_scalar_release(RELEASE, score, self.sensitivity, self.noise_sd)?;
-            if noisy > 0.0 {
-                hi = mid;
-            } else {
-                lo = mid;
-            }
+            let s = score(&norms, bracket.next_c(), self.quantile, xt.d());
+            bracket.absorb(env.gaussian_scalar_release(RELEASE, s, self.sensitivity, self.noise_sd)?);
         }
-        Ok(self.upper * hi.exp2())
+        Ok(bracket.c())
     }
 }
 

@@ -31,7 +31,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::clipping::{AUTO_QUANTILE, AUTO_SHARE, LOG2_RANGE, STEPS, auto_tail};
+use super::clipping::{AUTO_QUANTILE, AUTO_SHARE, Bracket, LOG2_RANGE, STEPS, auto_tail, cost_of, score};
 use super::{ConfigError, RunEnv, RunError};
 use crate::dataset::Neighbours;
 use crate::linalg::clip::margin;
@@ -219,11 +219,10 @@ impl StudyClip {
         self.upper
     }
 
-    /// A site's part of S(c) in one step of the search, before noise.
+    /// A site's part of S(c) in one step of the search, before noise
+    /// (`clipping::score` on its rows).
     pub fn score(&self, norms: &[f64], c: f64) -> f64 {
-        let limit = self.inside(c);
-        let below = norms.iter().filter(|r| **r <= limit).count() as f64;
-        below - self.quantile * norms.len() as f64
+        score(norms, c, self.quantile, self.d)
     }
 
     /// A site's noisy part of S(c): its score plus N(0, (σ/√t)²).
@@ -255,7 +254,7 @@ impl StudyClip {
                 Ok(self.read_histogram(&sum, n))
             }
             Method::Search => {
-                let mut search = Search::new(self.upper);
+                let mut search = Bracket::new(self.upper);
                 for _ in 0..STEPS {
                     let c = search.next_c();
                     let mut sum = 0.0;
@@ -268,49 +267,6 @@ impl StudyClip {
             }
         }
     }
-}
-
-/// The bracket of the search in log₂(c/β) ∈ [−L, 0], as the central search keeps it.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Search {
-    upper: f64,
-    lo: f64,
-    hi: f64,
-}
-
-impl Search {
-    pub fn new(upper: f64) -> Self {
-        Search {
-            upper,
-            lo: -LOG2_RANGE,
-            hi: 0.0,
-        }
-    }
-
-    /// The c the next step counts at: the bracket's middle.
-    pub fn next_c(&self) -> f64 {
-        self.upper * ((self.lo + self.hi) / 2.0).exp2()
-    }
-
-    /// Moves the bracket by the step's noisy sum S(c): down if it is positive, up otherwise.
-    pub fn absorb(&mut self, noisy_sum: f64) {
-        let mid = (self.lo + self.hi) / 2.0;
-        if noisy_sum > 0.0 {
-            self.hi = mid;
-        } else {
-            self.lo = mid;
-        }
-    }
-
-    /// The released c: the bracket's upper end.
-    pub fn c(&self) -> f64 {
-        self.upper * self.hi.exp2()
-    }
-}
-
-/// T Gaussian releases of sensitivity Δ and sd σ: ρ = T·Δ²/(2σ²).
-fn cost_of(releases: u32, sensitivity: f64, sd: f64) -> Cost {
-    Cost::sum((0..releases).map(|_| Cost::gaussian(sensitivity, sd)))
 }
 
 #[cfg(test)]

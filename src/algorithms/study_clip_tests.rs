@@ -102,7 +102,7 @@ fn the_histogram_counts_each_row_once_on_the_grid_of_the_clip_test() {
 #[test]
 fn the_search_moves_as_the_central_search_does() {
     let c = clip(Method::Search, &RO);
-    let mut search = Search::new(2.0);
+    let mut search = crate::algorithms::clipping::Bracket::new(2.0);
     assert!((search.next_c() - 2.0 * (-4f64).exp2()).abs() < 1e-12);
     search.absorb(1.0);
     assert!((search.c() - 2.0 * (-4f64).exp2()).abs() < 1e-12);
