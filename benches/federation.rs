@@ -104,11 +104,12 @@ impl Site {
     fn encode(&mut self, iterate: &str) -> Result<Vec<u64>> {
         let start = Instant::now();
         let comp = self.comp.as_ref().context("no study view yet")?;
-        let (rows, cols) = comp.rows_cols();
+        // The bench's studies run no clip: every round is a power round.
+        let (rows, cols) = comp.shape_of(1);
         let x = Matrix::from_column_slice(rows, cols, &wire::b64_to_f64s(iterate, rows * cols)?);
         let encoded = match self.cached.clone() {
             Some(cached) => cached,
-            None => tokio::task::block_in_place(|| comp.contribution(&self.xt, &x, &mut self.rng))
+            None => tokio::task::block_in_place(|| comp.contribution(&self.xt, &x, None, &mut self.rng))
                 .map_err(anyhow::Error::msg)?,
         };
         if self.reuse {
@@ -433,7 +434,7 @@ async fn secure_run(
     let http = reqwest::Client::new();
     let body = json!({
         "name": "bench", "algorithm": "federated_power", "n_features": D, "relation": "replace_one",
-        "row_norm_bound": 1.0, "params": {"k": K, "iterations": ROUNDS}, "privacy": {"rho": 1.0},
+        "row_norm_bound": 1.0, "params": {"k": K, "iterations": ROUNDS, "clip": "none"}, "privacy": {"rho": 1.0},
         "threshold": THRESHOLD, "round_timeout_seconds": 60,
         "sites": (0..SITES).map(|i| json!({"name": format!("site-{i}")})).collect::<Vec<_>>(),
     });
@@ -454,7 +455,7 @@ async fn secure_run(
 
 /// The same sites (same shards, seeds and computation) against the minimal plain server.
 async fn plain_run(comp: &SiteComputation, shards: &[Arc<Matrix>], reuse: bool) -> Result<Run> {
-    let power = PowerState::new(comp.config().clone(), D, &mut ChaCha20Rng::seed_from_u64(99))?;
+    let power = PowerState::new(comp.config().clone(), D, None, &mut ChaCha20Rng::seed_from_u64(99))?;
     let iterate = wire::f64s_to_b64(power.iterate().as_slice());
     let (sum, arrived) = (vec![0; power.len()], BTreeSet::new());
     let state = Plain {
@@ -593,7 +594,7 @@ fn micro(comp: &SiteComputation, xt: &Matrix) -> Result<()> {
     let iterate = Matrix::from_fn(D, 2 * K, |i, j| if i == j { 1.0 } else { 0.0 });
     for _ in 0..5 {
         let start = Instant::now();
-        comp.contribution(xt, &iterate, &mut rng)
+        comp.contribution(xt, &iterate, None, &mut rng)
             .map_err(anyhow::Error::msg)?;
         times[3].push(start.elapsed());
     }

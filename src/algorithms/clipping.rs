@@ -362,8 +362,16 @@ impl ClipConfig {
 
 /// The context after clipping at c: β = c and α = min(α, √d·c).
 pub fn clipped_context(ctx: &DataContext, c: f64) -> DataContext {
-    let root_d = (ctx.d as f64).sqrt();
-    let neighbours = match ctx.neighbours {
+    DataContext {
+        neighbours: clipped_neighbours(&ctx.neighbours, ctx.d, c),
+        ..*ctx
+    }
+}
+
+/// The relation's bounds after clipping rows of d features at c: β = c and α = min(α, √d·c).
+pub fn clipped_neighbours(neighbours: &Neighbours, d: usize, c: f64) -> Neighbours {
+    let root_d = (d as f64).sqrt();
+    match *neighbours {
         Neighbours::ReplaceOne { alpha, .. } => Neighbours::ReplaceOne {
             beta: c,
             alpha: alpha.min(root_d * c),
@@ -373,8 +381,7 @@ pub fn clipped_context(ctx: &DataContext, c: f64) -> DataContext {
             alpha: alpha.min(root_d * c),
         },
         other => other,
-    };
-    DataContext { neighbours, ..*ctx }
+    }
 }
 
 /// Every record scaled to ‖x‖₂ ≤ c (the L1 bound only gets looser relative to the norm), by

@@ -34,6 +34,7 @@ use serde::{Deserialize, Serialize};
 
 use super::calibration::{check_calibrated, check_opening, choose_iterations, choose_p};
 use super::noisy_power::{calibrate, cost_of};
+use super::power_clip::{ClipAsk, PowerClip};
 use super::sensitivity::{SensitivityMode, change_l1_bound, hardt_price, rank_one, row_norm};
 use super::{
     Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, Run, RunEnv, RunError, catalog,
@@ -185,6 +186,10 @@ pub struct FederatedPowerConfig {
     /// SecAgg+ (`None`: the complete graph).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secagg_plus: Option<SecAggPlus>,
+    /// A live study's private clip, run as the first rounds ([`super::power_clip`]); `None`:
+    /// calibrated to the declared β (jobs clip centrally, before the run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clip: Option<PowerClip>,
 }
 
 /// Which secure aggregation a simulated federation runs.
@@ -384,6 +389,57 @@ pub fn received_sensitivity(
 }
 
 impl FederatedPowerConfig {
+    /// Rounds of the private clip before the power rounds (0 without one).
+    pub fn clip_rounds(&self) -> u32 {
+        self.clip.as_ref().map_or(0, PowerClip::rounds)
+    }
+
+    /// Every secure-sum round: the clip's, then the L power rounds.
+    pub fn total_rounds(&self) -> u32 {
+        self.clip_rounds() + self.iterations
+    }
+
+    /// The fraction bits of a power round calibrated to rows clipped at `c` (`None`: the
+    /// declared β): f + ⌈2·log₂(β/c)⌉. Every bound of a round scales as c² (the signal n_max·c²
+    /// and, for the default L1 bound, the noise), so the scaled encoding keeps the noise's grid
+    /// and the no-wrap margin of the round at β; [`FederatedPowerConfig::clip_encodable`]
+    /// checks both for every c the search can release. Both sides compute it from the public c.
+    pub fn fraction_bits_at(&self, c: Option<f64>) -> u32 {
+        match (&self.clip, c) {
+            (Some(clip), Some(c)) if c < clip.search.upper => {
+                let k = (2.0 * (clip.search.upper / c).log2() - 1e-9).ceil();
+                self.fraction_bits + if k.is_finite() && k > 0.0 { k as u32 } else { 0 }
+            }
+            _ => self.fraction_bits,
+        }
+    }
+
+    /// The fraction bits of a round calibrated to `neighbours` (the declared bounds, or those
+    /// of rows clipped at the round's c).
+    pub fn round_fraction_bits(&self, neighbours: &Neighbours) -> u32 {
+        let beta = match *neighbours {
+            Neighbours::ReplaceOne { beta, .. } | Neighbours::AddRemove { beta, .. } => beta,
+            Neighbours::Entry { u } => u,
+        };
+        self.fraction_bits_at(self.clip.as_ref().map(|_| beta))
+    }
+
+    /// Whether the power rounds' encoding is exact and cannot wrap at every c the clip's search
+    /// can release (β·2^(−8 + 8j/256), j = 1..=256), with `fraction_bits` = f at β.
+    pub fn clip_encodable(&self, neighbours: &Neighbours, d: usize) -> bool {
+        let Some(clip) = &self.clip else {
+            return true;
+        };
+        (1..=256u32).all(|j| {
+            let c = clip.search.upper * ((f64::from(j) - 256.0) / 32.0).exp2();
+            let at = super::clipping::clipped_neighbours(neighbours, d, c);
+            let f = self.fraction_bits_at(Some(c));
+            f <= fixed_point::MAX_FRACTION_BITS
+                && fixed_point::fits(self.total_bound(&at), f)
+                && self.min_fraction_bits(&at, d).is_some_and(|min| f >= min)
+        })
+    }
+
     /// Per-site noise sd for iterate sensitivity Δ: m·Δ/√t.
     pub fn site_sd(&self, delta: f64) -> f64 {
         self.multiplier * delta / f64::from(self.threshold).sqrt()
@@ -484,6 +540,37 @@ fn choose_fraction_bits(
     }
 }
 
+/// The fraction bits f at β of a study with a clip: `asked`, or the largest f from the default
+/// [`choose_fraction_bits`] down for which every c the search can release encodes exactly and
+/// without wrapping ([`FederatedPowerConfig::clip_encodable`]).
+fn choose_clip_fraction_bits(
+    config: &FederatedPowerConfig,
+    asked: Option<u32>,
+    ctx: &DataContext,
+) -> Result<u32, ConfigError> {
+    let at_beta = choose_fraction_bits(config, asked, ctx)?;
+    let lowest = if asked.is_some() { at_beta } else { 0 };
+    (lowest..=at_beta)
+        .rev()
+        .find(|&f| {
+            let trial = FederatedPowerConfig {
+                fraction_bits: f,
+                ..config.clone()
+            };
+            trial
+                .min_fraction_bits(&ctx.neighbours, ctx.d)
+                .is_some_and(|min| f >= min)
+                && trial.clip_encodable(&ctx.neighbours, ctx.d)
+        })
+        .ok_or_else(|| {
+            ConfigError::invalid(
+                "params.fraction_bits",
+                "no fixed-point encoding keeps the sites' noise exact at every clip norm the clip can \
+                 release without wrapping; lower max_site_samples, or use clip: none",
+            )
+        })
+}
+
 /// Validates and calibrates for `sites` sites with threshold `threshold` (shared by jobs and
 /// studies). `params.sites`/`threshold`/`dropouts` are ignored here; the caller has resolved them.
 pub fn configure_for(
@@ -554,9 +641,75 @@ pub fn configure_for(
         max_site_samples,
         dropouts: Vec::new(),
         secagg_plus: None,
+        clip: None,
     };
     config.fraction_bits = choose_fraction_bits(&config, params.fraction_bits, ctx)?;
     Ok(config)
+}
+
+/// A live study's configuration: with `clip`, the search takes its share of the target's ρ
+/// first ([`PowerClip::configure`]), the power rounds get the rest (nudged down so the sum
+/// stays within ρ) and an encoding exact down to the clip's floor. `clip: "auto"` falls back to
+/// no clip where no encoding fits both (a study whose noise is already tiny).
+pub fn configure_study(
+    params: &FederatedPowerParams,
+    ctx: &DataContext,
+    target: &PrivacyTarget,
+    sites: u32,
+    threshold: u32,
+    clip: Option<ClipAsk>,
+) -> Result<FederatedPowerConfig, ConfigError> {
+    let Some(ask) = clip else {
+        return configure_for(params, ctx, target, sites, threshold);
+    };
+    let rho = check_opening(ctx, target, params.k)?;
+    // n_max as `configure_for` resolves it (the clip's encoding needs it first).
+    let max_site_samples = params.max_site_samples.unwrap_or_else(|| {
+        ctx.n.map_or(DEFAULT_MAX_SITE_SAMPLES, |n| {
+            (n as u64).clamp(1, DEFAULT_MAX_SITE_SAMPLES)
+        })
+    });
+    let clipped = PowerClip::configure(
+        ask,
+        rho,
+        &ctx.neighbours,
+        ctx.d,
+        sites,
+        threshold,
+        max_site_samples,
+    )
+    .and_then(|clip| {
+        let clip_rho = clip.cost().rho;
+        let mut rest = rho - clip_rho;
+        while clip_rho + rest > rho {
+            rest = rest.next_down();
+        }
+        if !(rest > 0.0) {
+            return Err(ConfigError::invalid(
+                "params.clip.share",
+                "must leave part of ρ to the power rounds",
+            ));
+        }
+        let power_target = PrivacyTarget {
+            public_default: false,
+            rho: rest,
+            delta: target.delta,
+            epsilon: None,
+        };
+        let mut config = configure_for(params, ctx, &power_target, sites, threshold)?;
+        config.clip = Some(clip);
+        config.fraction_bits = choose_clip_fraction_bits(&config, params.fraction_bits, ctx)?;
+        Ok(config)
+    });
+    match (clipped, ask) {
+        (Ok(config), _) => Ok(config),
+        (Err(ConfigError::Invalid { field, .. }), ClipAsk::Auto)
+            if field == "params.fraction_bits" || field == "params.clip" =>
+        {
+            configure_for(params, ctx, target, sites, threshold)
+        }
+        (Err(e), _) => Err(e),
+    }
 }
 
 /// One site's round (Nicolas et al. Alg. 2 line 6), encoded for secure aggregation: checks the
@@ -588,14 +741,19 @@ pub fn site_contribution(
             "noise scale is not a finite positive number".into(),
         ));
     }
-    if !encoding_is_exact(config.fraction_bits, sd) {
+    let bits = config.round_fraction_bits(neighbours);
+    if !encoding_is_exact(bits, sd) {
         return Err(RunError::Failed(format!(
-            "the study's {} fraction bits would round away part of this round's noise (sd {sd:.4e}); \
-             refusing to send",
-            config.fraction_bits
+            "the round's {bits} fraction bits would round away part of this round's noise (sd {sd:.4e}); \
+             refusing to send"
         )));
     }
-    let fixed = FixedPoint::new(config.fraction_bits).map_err(|e| RunError::Failed(e.to_string()))?;
+    if !fixed_point::fits(config.total_bound(neighbours), bits) {
+        return Err(RunError::Failed(format!(
+            "the round's sum could wrap at {bits} fraction bits; refusing to send"
+        )));
+    }
+    let fixed = FixedPoint::new(bits).map_err(|e| RunError::Failed(e.to_string()))?;
     let mut y = product(x);
     if y.shape() != (d, config.p) {
         return Err(RunError::Failed(

@@ -35,6 +35,7 @@ mod mapped_input_tests;
 pub mod noisy_power;
 mod options;
 pub mod parameters;
+pub mod power_clip;
 pub mod registry;
 pub mod sensitivity;
 pub mod spectrum;

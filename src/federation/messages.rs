@@ -242,6 +242,11 @@ pub enum SiteTask {
         cols: usize,
         /// The share boxes addressed to this site (sent with round 1 only; empty afterwards).
         inbox: Vec<ShareBox>,
+        /// A power round of a study with a private clip: the clip norm c the search released,
+        /// at which the site clips its rows (its round signature covers it). In the clip's own
+        /// steps the iterate is the 1×2 [c, q] instead.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        clip_norm: Option<f64>,
     },
     /// The consistency round of round `round`: check every survivor's contribution
     /// signature against this site's own view, then sign the transcript (the round's iterate

@@ -86,6 +86,12 @@ pub struct RoundsState {
     pub masked: BTreeMap<u32, String>,
     pub answers: BTreeMap<u32, UnmaskRequest>,
     pub history: Vec<RoundRecord>,
+    /// The first `lead_rounds` rounds carry `lead_len` values each instead of `len` (the
+    /// private clip's counts before the power rounds; 0 in a study without them).
+    #[serde(default)]
+    pub lead_rounds: u32,
+    #[serde(default)]
+    pub lead_len: usize,
     /// The open round's contribution signatures, by site (kept with the masked vectors).
     #[serde(default)]
     pub signatures: BTreeMap<u32, String>,
@@ -100,6 +106,8 @@ pub struct Rounds {
     threshold: u32,
     rounds: u32,
     len: usize,
+    lead_rounds: u32,
+    lead_len: usize,
     round: u32,
     roster: Vec<u32>,
     phase: Phase,
@@ -126,6 +134,8 @@ impl Rounds {
             threshold,
             rounds,
             len,
+            lead_rounds: 0,
+            lead_len: 0,
             round: 1,
             roster,
             phase: Phase::Collect,
@@ -134,6 +144,23 @@ impl Rounds {
             confirmations: BTreeMap::new(),
             answers: BTreeMap::new(),
             history: Vec::new(),
+        }
+    }
+
+    /// The first `rounds` rounds carry `len` values each (the rest the length given to
+    /// [`Rounds::new`]).
+    pub fn with_lead(mut self, rounds: u32, len: usize) -> Rounds {
+        self.lead_rounds = rounds;
+        self.lead_len = len;
+        self
+    }
+
+    /// Values per contribution in `round`.
+    pub fn len_of(&self, round: u32) -> usize {
+        if round <= self.lead_rounds {
+            self.lead_len
+        } else {
+            self.len
         }
     }
 
@@ -163,6 +190,8 @@ impl Rounds {
             threshold: self.threshold,
             rounds: self.rounds,
             len: self.len,
+            lead_rounds: self.lead_rounds,
+            lead_len: self.lead_len,
             round: self.round,
             roster: self.roster.clone(),
             phase: self.phase.clone(),
@@ -226,9 +255,10 @@ impl Rounds {
             self.masked.contains_key(&site),
             "contribution",
         )?;
-        if masked.len() != self.len {
+        let expected_len = self.len_of(round);
+        if masked.len() != expected_len {
             return Err(RoundError::WrongLength {
-                expected: self.len,
+                expected: expected_len,
                 got: masked.len(),
             });
         }
@@ -239,15 +269,22 @@ impl Rounds {
 
     /// The rounds again from a kept state and the aggregator of the same participants.
     pub fn restore(aggregator: Aggregator, state: RoundsState) -> Result<Rounds, super::wire::WireError> {
+        let len = if state.round <= state.lead_rounds {
+            state.lead_len
+        } else {
+            state.len
+        };
         let mut masked = BTreeMap::new();
         for (site, text) in state.masked {
-            masked.insert(site, super::wire::b64_to_words(&text, state.len)?);
+            masked.insert(site, super::wire::b64_to_words(&text, len)?);
         }
         Ok(Rounds {
             aggregator,
             threshold: state.threshold,
             rounds: state.rounds,
             len: state.len,
+            lead_rounds: state.lead_rounds,
+            lead_len: state.lead_len,
             round: state.round,
             roster: state.roster,
             phase: state.phase,

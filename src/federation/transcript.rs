@@ -56,6 +56,18 @@ pub fn iterate_hash(study: Uuid, round: u32, rows: usize, cols: usize, bytes: &[
     h.finalize().into()
 }
 
+/// The bytes a round's iterate hash covers: the task's values, followed in a power round of a
+/// study with a clip by the clip norm c (f64, little-endian), so that what a site signs names
+/// the c it clipped at. The values' length is fixed by the round's shape, so the two never run
+/// together ambiguously.
+pub fn round_bytes(values: &[u8], clip_norm: Option<f64>) -> Vec<u8> {
+    let mut out = values.to_vec();
+    if let Some(c) = clip_norm {
+        out.extend_from_slice(&c.to_le_bytes());
+    }
+    out
+}
+
 /// What a site saw of round `round` before it contributed.
 #[derive(Debug, Clone, Copy)]
 pub struct RoundView<'a> {

@@ -155,3 +155,15 @@ fn counting_signatures_in_a_batch_matches_checking_them_one_by_one() {
     let only_forged = vec![(1, forged)];
     assert_eq!(count(&only_forged, &keys, 1), 0);
 }
+
+#[test]
+fn a_power_rounds_hash_covers_its_clip_norm() {
+    let study = Uuid::nil();
+    let x: Vec<u8> = [0.5f64, -0.5].iter().flat_map(|v| v.to_le_bytes()).collect();
+    let hash = |c: Option<f64>| iterate_hash(study, 9, 2, 1, &round_bytes(&x, c));
+    // Two sites shown the same X but different c sign different statements.
+    assert_ne!(hash(Some(0.25)), hash(Some(0.5)));
+    assert_ne!(hash(Some(0.25)), hash(None));
+    // A study without a clip signs what it signed before clip norms existed.
+    assert_eq!(hash(None), iterate_hash(study, 9, 2, 1, &x));
+}

@@ -385,6 +385,11 @@ pub struct StudyResultView {
     /// Σ_s X_sᵀX_s, and whether a dropout made it fall back (`fallback`, `note`).
     #[schema(value_type = Option<Object>)]
     pub noise: Option<serde_json::Value>,
+    /// The study's private clip (`clip` other than `"none"`): `clip_norm`, the c the rows were
+    /// clipped at, `quantile`, and `steps`, each step's c and noisy count (DP releases).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub clip: Option<serde_json::Value>,
     /// The receipt of the charge of the study's roster in the study's transparency log,
     /// checkable offline with `GET /v1/ledger-key`'s key.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -470,6 +475,7 @@ fn result_view(outcome: StudyOutcome) -> StudyResultView {
         noise: StudyAlgorithm::from_name(&study.algorithm)
             .is_some_and(StudyAlgorithm::reports_noise)
             .then(|| report.clone()),
+        clip: report.get("clip").cloned(),
         receipt: None,
     }
 }

@@ -41,7 +41,7 @@ use crate::protocols::cape::durable::CapeKept;
 use crate::protocols::gossip::coordinator::{GossipPlan, GossipRunning};
 use crate::protocols::gossip::durable::GossipKept;
 use crate::protocols::power::coordinator::{Running, Sharing};
-use crate::protocols::power::state::PowerState;
+use crate::protocols::power::state::{ClipProgress, PowerState};
 use crate::store::StudyStatus;
 
 /// A message a running `federated_power` study accepted in its open round, as kept in
@@ -199,6 +199,9 @@ enum StageSnapshot {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         last: Option<KeptValues>,
         inboxes: BTreeMap<u32, Vec<ShareBox>>,
+        /// The private clip's search so far (studies with a clip only).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        clip: Option<ClipProgress>,
     },
     Cape(Box<CapeKept>),
     Gossip(Box<GossipKept>),
@@ -431,19 +434,18 @@ impl Live {
         };
         let stage = match &self.stage {
             Stage::Enrolling => StageSnapshot::Enrolling,
-            Stage::Sharing(Sharing {
-                participants, boxes, ..
-            }) => StageSnapshot::Sharing {
-                participants: participants.clone(),
-                boxes: boxes.clone(),
+            Stage::Sharing(sharing) => StageSnapshot::Sharing {
+                participants: sharing.participants.clone(),
+                boxes: sharing.boxes.clone(),
             },
             Stage::Running(running) => StageSnapshot::Running {
                 participants: running.participants.clone(),
                 senders: running.senders.clone(),
                 rounds: Box::new(running.rounds.kept_state(!self.journal_keeps_round())),
-                iterate: KeptValues::Base64(running.iterate.clone()),
+                iterate: KeptValues::Base64(kept_iterate(running.power.iterate())),
                 last: None,
                 inboxes: running.inboxes.clone(),
+                clip: running.power.clip_progress().cloned(),
             },
             Stage::Finished { status, reason } => StageSnapshot::Finished {
                 status: *status,
@@ -502,11 +504,11 @@ impl Live {
         };
         let stage = match stage {
             StageSnapshot::Enrolling => Stage::Enrolling,
-            StageSnapshot::Sharing { participants, boxes } => Stage::Sharing(Sharing {
+            StageSnapshot::Sharing { participants, boxes } => Stage::Sharing(Box::new(Sharing {
                 config: power_config()?,
                 participants,
                 boxes,
-            }),
+            })),
             StageSnapshot::Running {
                 participants,
                 senders,
@@ -514,6 +516,7 @@ impl Live {
                 iterate,
                 last,
                 inboxes,
+                clip,
             } => {
                 let config = power_config()?;
                 // A snapshot written before the journal kept the open round's messages.
@@ -521,14 +524,16 @@ impl Live {
                     || !rounds.confirmations.is_empty()
                     || !rounds.answers.is_empty())
                 .then_some(rounds.round);
-                let aggregator = Aggregator::new(study, config.threshold, &participants, config.iterations)
-                    .map_err(|e| e.to_string())?;
+                let aggregator =
+                    Aggregator::new(study, config.threshold, &participants, config.total_rounds())
+                        .map_err(|e| e.to_string())?;
                 let rounds = Rounds::restore(aggregator, *rounds).map_err(|e| e.to_string())?;
                 let x = matrix(d, config.p, iterate.into_values(d * config.p)?)?;
                 let last = last
                     .map(|v| matrix(d, config.p, v.into_values(d * config.p)?))
                     .transpose()?;
-                let power = PowerState::restore(config.clone(), d, x, last).map_err(|e| e.to_string())?;
+                let power =
+                    PowerState::restore(config.clone(), d, x, last, clip).map_err(|e| e.to_string())?;
                 let mut running = Running::new(study, config.clone(), participants, rounds, power, inboxes);
                 running.senders = senders;
                 running.snapshot_holds_round = snapshot_holds_round;
@@ -557,6 +562,13 @@ impl Live {
         live.stage = stage;
         Ok((live, effects.into_iter().map(Effect::from).collect()))
     }
+}
+
+/// X as a snapshot keeps it: f64 little-endian, column-major, base64 (what the open round's
+/// task carried before studies had clip steps, whose tasks carry [c, q] instead).
+fn kept_iterate(x: &Matrix) -> String {
+    let bytes: Vec<u8> = x.as_slice().iter().flat_map(|v| v.to_le_bytes()).collect();
+    wire::encode(&bytes)
 }
 
 #[cfg(test)]

@@ -34,6 +34,7 @@ pub(crate) fn config() -> FederatedPowerConfig {
         max_site_samples: 1_000,
         dropouts: Vec::new(),
         secagg_plus: None,
+        clip: None,
     }
 }
 

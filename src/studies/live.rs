@@ -56,7 +56,7 @@ impl Protocol {
     /// Public keys a site sends at join: one per round (power) or per stage (CAPE).
     fn keys_per_site(&self) -> usize {
         match self {
-            Protocol::Power(config) => config.iterations as usize,
+            Protocol::Power(config) => config.total_rounds() as usize,
             Protocol::Cape(plan) => plan.stages.len(),
             Protocol::Gossip(_) => 0,
         }
@@ -65,7 +65,7 @@ impl Protocol {
 
 pub(crate) enum Stage {
     Enrolling,
-    Sharing(crate::protocols::power::coordinator::Sharing),
+    Sharing(Box<crate::protocols::power::coordinator::Sharing>),
     Running(Box<crate::protocols::power::coordinator::Running>),
     Cape(Box<crate::protocols::cape::coordinator::CapeRunning>),
     Gossip(Box<crate::protocols::gossip::coordinator::GossipRunning>),
@@ -242,7 +242,7 @@ impl Live {
             },
             Stage::Enrolling => self.wait(),
             Stage::Sharing(sharing) => sharing.task(site).unwrap_or_else(|| self.wait()),
-            Stage::Running(running) => running.task(site, self.d).unwrap_or_else(|| self.wait()),
+            Stage::Running(running) => running.task(site).unwrap_or_else(|| self.wait()),
             Stage::Cape(cape) => cape.task(site).unwrap_or_else(|| self.wait()),
             Stage::Gossip(gossip) => gossip.task(site).unwrap_or_else(|| self.wait()),
         }

@@ -6,7 +6,7 @@ use privpca::forecast::Scenario;
 use privpca::linalg::Matrix;
 use serde_json::{Value, json};
 
-use crate::helpers::{Records, TestApp};
+use crate::helpers::{Records, TestApp, captured_energy};
 
 const D: usize = 10;
 const N: usize = 3_000;
@@ -70,27 +70,6 @@ fn records_of(eigenvalues: &[f64], floor: f64, n: usize, d: usize, seed: u64) ->
     (csv, c)
 }
 
-/// tr(QᵀCQ)/Σ_{i≤k} λ_i(C) of a result's basis.
-fn captured(result: &Value, c: &Matrix) -> f64 {
-    let columns: Vec<Vec<f64>> = result["basis"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|col| {
-            col.as_array()
-                .unwrap()
-                .iter()
-                .map(|v| v.as_f64().unwrap())
-                .collect()
-        })
-        .collect();
-    let k = columns.len();
-    let q = Matrix::from_fn(c.nrows(), k, |i, j| columns[j][i]);
-    let mut eig: Vec<f64> = c.clone().symmetric_eigen().eigenvalues.iter().copied().collect();
-    eig.sort_by(|a, b| b.total_cmp(a));
-    (q.transpose() * c * &q).trace() / eig[..k].iter().sum::<f64>()
-}
-
 /// Real jobs averaged per cell where the dataset is private (unseeded jobs): one job's captured
 /// energy spreads by 0.03–0.05 here, so 20 keep the mean within 0.01 of its expectation and the
 /// 0.05 bound is not at the mercy of the draw (5 were, and failed once in CI).
@@ -120,7 +99,7 @@ async fn a_forecast_needs_no_dataset_and_lands_near_real_jobs_on_data_of_the_sce
             let result = t
                 .result_of(algorithm, json!({ "k": 2 }), json!({ "rho": rho }))
                 .await;
-            realized += captured(&result, &c) / JOBS_HERE as f64;
+            realized += captured_energy(&result, &c) / JOBS_HERE as f64;
         }
         assert!(
             realized < 0.97,
@@ -451,7 +430,7 @@ async fn over_a_grid_the_forecast_is_within_005_of_real_jobs() {
             let id = reply.json()["id"].as_str().unwrap().to_string();
             let done = app.wait(&key, &id).await;
             if done["status"] == "succeeded" {
-                realized += captured(&app.result(&key, &done).await, &c) / JOBS as f64;
+                realized += captured_energy(&app.result(&key, &done).await, &c) / JOBS as f64;
             }
         }
         let inside = interval[0] <= realized && realized <= interval[1];
@@ -526,7 +505,7 @@ async fn a_forecast_from_a_paid_private_spectrum_lands_near_the_real_job() {
             let result = t
                 .result_of(algorithm, json!({ "k": 2 }), json!({ "rho": rho }))
                 .await;
-            realized += captured(&result, &c) / JOBS_HERE as f64;
+            realized += captured_energy(&result, &c) / JOBS_HERE as f64;
         }
         assert!(
             (predicted - realized).abs() < 0.1,

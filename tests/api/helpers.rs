@@ -565,3 +565,24 @@ pub fn orthonormality_error(basis: &[Vec<f64>]) -> f64 {
     }
     worst
 }
+
+/// tr(QᵀCQ)/Σ_{i≤k} λ_i(C) of a result's basis (k its columns) on the covariance `c`.
+pub fn captured_energy(result: &Value, c: &privpca::linalg::Matrix) -> f64 {
+    let columns: Vec<Vec<f64>> = result["basis"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|col| {
+            col.as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_f64().unwrap())
+                .collect()
+        })
+        .collect();
+    let k = columns.len();
+    let q = privpca::linalg::Matrix::from_fn(c.nrows(), k, |i, j| columns[j][i]);
+    let mut eig: Vec<f64> = c.clone().symmetric_eigen().eigenvalues.iter().copied().collect();
+    eig.sort_by(|a, b| b.total_cmp(a));
+    (q.transpose() * c * &q).trace() / eig[..k].iter().sum::<f64>()
+}

@@ -27,4 +27,5 @@ mod options;
 mod receipts;
 mod sparse;
 mod studies;
+mod study_clip;
 mod ui;

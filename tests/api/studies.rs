@@ -9,7 +9,7 @@ use privpca::federation::secagg::SiteSession;
 use privpca::federation::transcript::{self, RoundView, SiteSigner};
 use privpca::federation::wire;
 use privpca::linalg::Matrix;
-use privpca::protocols::power::state::SiteComputation;
+use privpca::protocols::power::state::{SiteComputation, clip_rows};
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use serde_json::{Value, json};
@@ -33,7 +33,7 @@ fn study_body(sites: usize, threshold: u32, iterations: u32, round_timeout: u64)
 }
 
 /// A site driven in the test: its data, token and protocol session.
-struct TestSite {
+pub(crate) struct TestSite {
     token: String,
     xt: Matrix,
     view: Option<SiteStudyView>,
@@ -50,6 +50,22 @@ struct TestSite {
 }
 
 impl TestSite {
+    /// A site holding `xt` (d×n, a record per column).
+    pub(crate) fn with_rows(token: &str, seed: u64, xt: Matrix) -> TestSite {
+        TestSite {
+            token: token.to_string(),
+            xt,
+            view: None,
+            session: None,
+            comp: None,
+            rng: ChaCha20Rng::seed_from_u64(seed),
+            dies_at: None,
+            contributed: 0,
+            signer: SiteSigner::from_seed([seed as u8; 32]),
+            signed: BTreeMap::new(),
+        }
+    }
+
     fn new(token: &str, seed: u64, n: usize) -> TestSite {
         let mut rng = ChaCha20Rng::seed_from_u64(seed);
         let xt = Matrix::from_fn(6, n, |i, _| {
@@ -77,12 +93,12 @@ impl TestSite {
         }
     }
 
-    async fn join(&mut self, app: &TestApp) {
+    pub(crate) async fn join(&mut self, app: &TestApp) {
         let view: SiteStudyView =
             serde_json::from_value(app.get("/v1/site/study", &self.token).await.json()).unwrap();
         let comp = SiteComputation::from_view(&view).unwrap();
         comp.check_data(self.xt.ncols(), self.xt.nrows()).unwrap();
-        let rounds = comp.config().iterations;
+        let rounds = comp.config().total_rounds();
         let session = SiteSession::new(view.study_id, view.site_index, rounds, &mut self.rng);
         let reply = app
             .post(
@@ -128,6 +144,7 @@ impl TestSite {
                 rows,
                 cols,
                 inbox,
+                clip_norm,
                 ..
             } => {
                 if self.dies_at.is_some_and(|r| round >= r) {
@@ -139,16 +156,21 @@ impl TestSite {
                     session.receive_inbox(&inbox).unwrap();
                 }
                 let study = self.view.as_ref().unwrap().study_id;
-                let hash =
-                    transcript::iterate_hash(study, round, rows, cols, &wire::decode(&iterate).unwrap());
-                let x =
-                    Matrix::from_column_slice(rows, cols, &wire::b64_to_f64s(&iterate, rows * cols).unwrap());
-                let encoded = self
-                    .comp
-                    .as_ref()
-                    .unwrap()
-                    .contribution(&self.xt, &x, &mut self.rng)
-                    .unwrap();
+                let signed = transcript::round_bytes(&wire::decode(&iterate).unwrap(), clip_norm);
+                let hash = transcript::iterate_hash(study, round, rows, cols, &signed);
+                let values = wire::b64_to_f64s(&iterate, rows * cols).unwrap();
+                let comp = self.comp.as_ref().unwrap();
+                let encoded = if comp.is_clip_round(round) {
+                    let norms: Vec<f64> = self.xt.column_iter().map(|x| x.norm()).collect();
+                    comp.clip_count(&norms, &values, &mut self.rng).unwrap()
+                } else {
+                    let x = Matrix::from_column_slice(rows, cols, &values);
+                    let xt = match clip_norm {
+                        Some(c) => clip_rows(&self.xt, c),
+                        None => self.xt.clone(),
+                    };
+                    comp.contribution(&xt, &x, clip_norm, &mut self.rng).unwrap()
+                };
                 let masked = session.mask(round, &roster, &encoded).unwrap();
                 let signature = self.signer.sign(&transcript::contribution_message(&RoundView {
                     study,
@@ -230,7 +252,7 @@ async fn joined_sites(app: &TestApp, tokens: &[String], seed: u64, n: usize) -> 
 }
 
 /// Every site's token from a creation answer, in site order.
-fn site_tokens(created: &Value) -> Vec<String> {
+pub(crate) fn site_tokens(created: &Value) -> Vec<String> {
     created["sites"]
         .as_array()
         .unwrap()
@@ -260,14 +282,14 @@ async fn enrolled(
     (id, tokens, sites)
 }
 
-async fn create(app: &TestApp, key: &str, body: Value) -> Value {
+pub(crate) async fn create(app: &TestApp, key: &str, body: Value) -> Value {
     let reply = app.post("/v1/studies", key, body).await;
     reply.expect(StatusCode::CREATED);
     reply.json()
 }
 
 /// Runs every site until each has a final task.
-async fn run_sites(app: &TestApp, sites: &mut [TestSite]) -> BTreeMap<usize, SiteTask> {
+pub(crate) async fn run_sites(app: &TestApp, sites: &mut [TestSite]) -> BTreeMap<usize, SiteTask> {
     let mut done = BTreeMap::new();
     step_until(app, sites, &mut done, |_, _| false).await;
     done

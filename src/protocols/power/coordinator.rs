@@ -40,6 +40,10 @@ pub(crate) struct Running {
     pub(crate) inboxes: BTreeMap<u32, Vec<ShareBox>>,
     /// The open round's iterate, base64 (the same for every site).
     pub(crate) iterate: String,
+    /// Its shape (rows, cols).
+    pub(crate) shape: (usize, usize),
+    /// The clip norm of an open power round in a study with a clip.
+    pub(crate) clip_norm: Option<f64>,
     /// Its hash, as every site signs it (`transcript::iterate_hash`).
     pub(crate) iterate_hash: [u8; 32],
     /// The participants' verifying keys of their round signatures.
@@ -77,6 +81,8 @@ impl Running {
             power,
             inboxes,
             iterate: String::new(),
+            shape: (0, 0),
+            clip_norm: None,
             iterate_hash: [0; 32],
             signing_keys,
             study,
@@ -86,13 +92,26 @@ impl Running {
         running
     }
 
-    /// Sets the open round's iterate (base64) and its hash from the power state.
+    /// Sets the open round's iterate (base64: X, or [c, q] in a clip step), its shape, clip
+    /// norm and hash from the power state. The hash of a power round in a study with a clip
+    /// covers c after X's bytes ([`transcript::round_bytes`]), so every site of the round signs
+    /// the c it clipped at.
     pub(crate) fn refresh_iterate(&mut self) {
-        let x = self.power.iterate();
-        let bytes: Vec<u8> = x.as_slice().iter().flat_map(|v| v.to_le_bytes()).collect();
+        let (rows, cols, values, clip_norm) = self.power.task();
+        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
         self.iterate = wire::encode(&bytes);
-        self.iterate_hash =
-            transcript::iterate_hash(self.study, self.rounds.round(), x.nrows(), x.ncols(), &bytes);
+        self.shape = (rows, cols);
+        self.clip_norm = clip_norm;
+        let signed = transcript::round_bytes(&bytes, clip_norm);
+        self.iterate_hash = transcript::iterate_hash(self.study, self.rounds.round(), rows, cols, &signed);
+    }
+
+    /// The study's public report so far.
+    pub(crate) fn report(&self) -> serde_json::Value {
+        report_value(
+            FederationReport::from_history(&self.config, self.rounds.history())
+                .with_clip(self.power.clip_report()),
+        )
     }
 
     /// The open round's view as every site of its roster should have it.
@@ -173,8 +192,8 @@ impl Sharing {
 }
 
 impl Running {
-    /// The open round's task for `site` (`None`: wait); `d` is the study's dimension.
-    pub(crate) fn task(&self, site: u32, d: usize) -> Option<SiteTask> {
+    /// The open round's task for `site` (`None`: wait).
+    pub(crate) fn task(&self, site: u32) -> Option<SiteTask> {
         let rounds = &self.rounds;
         if rounds.has_answered(site) {
             return None;
@@ -182,11 +201,12 @@ impl Running {
         match rounds.phase() {
             Phase::Collect if rounds.roster().contains(&site) => Some(SiteTask::Contribute {
                 round: rounds.round(),
-                rounds: self.config.iterations,
+                rounds: self.config.total_rounds(),
                 roster: rounds.roster().to_vec(),
                 iterate: self.iterate.clone(),
-                rows: d,
-                cols: self.config.p,
+                rows: self.shape.0,
+                cols: self.shape.1,
+                clip_norm: self.clip_norm,
                 inbox: if rounds.round() == 1 {
                     self.inboxes.get(&site).cloned().unwrap_or_default()
                 } else {
@@ -227,11 +247,11 @@ impl Live {
                 }
             })
             .collect();
-        self.stage = Stage::Sharing(Sharing {
+        self.stage = Stage::Sharing(Box::new(Sharing {
             config,
             participants,
             boxes: BTreeMap::new(),
-        });
+        }));
     }
 
     /// A site's share boxes.
@@ -267,8 +287,8 @@ impl Live {
                 b.from
             )));
         }
-        // A box carries 2·L shares of 33 bytes plus nonce and tag; refuse anything far larger.
-        let limit = 4 * (2 * 33 * sharing.config.iterations as usize + 64);
+        // A box carries 2·(T + L) shares of 33 bytes (T clip steps) plus nonce and tag; refuse anything far larger.
+        let limit = 4 * (2 * 33 * sharing.config.total_rounds() as usize + 64);
         if boxes
             .iter()
             .any(|b| b.ciphertext.len() > limit || wire::decode(&b.ciphertext).is_err())
@@ -298,7 +318,7 @@ impl Live {
                 "this site's contribution to round {round} already arrived"
             )));
         }
-        let len = running.power.len();
+        let len = running.rounds.len_of(round);
         let words = wire::b64_to_words(masked, len).map_err(|e| LiveError::Invalid(e.to_string()))?;
         if round == running.rounds.round()
             && running.rounds.phase() == &Phase::Collect
@@ -407,7 +427,7 @@ impl Live {
         let Stage::Running(running) = &mut self.stage else {
             return Err(LiveError::Conflict("the study is not running rounds now".into()));
         };
-        let len = running.power.len();
+        let len = running.rounds.len_of(round);
         let words = wire::b64_to_words(masked, len).map_err(|e| LiveError::Invalid(e.to_string()))?;
         running
             .rounds
@@ -476,11 +496,17 @@ impl Live {
                 inboxes.entry(b.to).or_default().push(b.clone());
             }
         }
-        let setup = Aggregator::new(self.study, t, &participants, config.iterations)
+        // The records the key exchange's sites reported at join (public under replace_one).
+        let pooled_n = senders
+            .iter()
+            .map(|s| self.joined.get(s).and_then(|j| j.n_samples))
+            .sum::<Option<u64>>();
+        let setup = Aggregator::new(self.study, t, &participants, config.total_rounds())
             .map_err(|e| e.to_string())
             .and_then(|aggregator| {
                 let mut rng = ChaCha20Rng::from_os_rng();
-                let power = PowerState::new(config.clone(), self.d, &mut rng).map_err(|e| e.to_string())?;
+                let power =
+                    PowerState::new(config.clone(), self.d, pooled_n, &mut rng).map_err(|e| e.to_string())?;
                 Ok((aggregator, power))
             });
         let (aggregator, power) = match setup {
@@ -495,7 +521,8 @@ impl Live {
             }
         };
         let senders_set: BTreeSet<u32> = senders.iter().copied().collect();
-        let rounds = Rounds::new(aggregator, t, config.iterations, power.len(), senders.clone());
+        let rounds = Rounds::new(aggregator, t, config.total_rounds(), power.len(), senders.clone())
+            .with_lead(config.clip_rounds(), 1);
         for &s in &silent {
             self.out
                 .insert(s, "this site did not complete the key exchange in time".into());
@@ -524,8 +551,7 @@ impl Live {
                     return false;
                 }
                 if let Err(e) = running.rounds.close_collect() {
-                    let report =
-                        report_value(FederationReport::from_history(&config, running.rounds.history()));
+                    let report = running.report();
                     let missing = running.rounds.awaiting();
                     self.mark_out(
                         &missing,
@@ -557,8 +583,7 @@ impl Live {
                     running.rounds.unmask_complete() || (expired && running.rounds.unmask_sufficient());
                 if !ready {
                     if expired {
-                        let report =
-                            report_value(FederationReport::from_history(&config, running.rounds.history()));
+                        let report = running.report();
                         let reason = format!(
                             "round {round}: fewer than t = {} survivors answered the unmask request in time; the study stops (charges stand)",
                             config.threshold
@@ -571,8 +596,7 @@ impl Live {
                 let summed = running.rounds.finish_round().map_err(|e| e.to_string());
                 let absorbed = summed.and_then(|sum| running.power.absorb(&sum).map_err(|e| e.to_string()));
                 if let Err(e) = absorbed {
-                    let report =
-                        report_value(FederationReport::from_history(&config, running.rounds.history()));
+                    let report = running.report();
                     self.fail(format!("round {round}: {e}"), Some(report), effects);
                     return true;
                 }
@@ -582,7 +606,7 @@ impl Live {
                     .filter(|s| !running.rounds.roster().contains(s))
                     .collect();
                 effects.push(Effect::Progress { done: round });
-                let report = report_value(FederationReport::from_history(&config, running.rounds.history()));
+                let report = running.report();
                 let remaining = running.rounds.roster().len() as u32;
                 let finished = matches!(running.rounds.phase(), Phase::Done);
                 let output = if finished {
@@ -634,10 +658,7 @@ impl Live {
             return false;
         }
         if let Err(e) = running.rounds.close_confirm() {
-            let report = report_value(FederationReport::from_history(
-                &running.config,
-                running.rounds.history(),
-            ));
+            let report = running.report();
             self.fail(
                 format!("{e}; the study stops (charges stand)"),
                 Some(report),

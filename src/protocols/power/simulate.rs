@@ -172,6 +172,11 @@ pub fn run<'a>(
     env: &mut RunEnv<'_>,
 ) -> Result<SimulatedRun, RunError> {
     let xt = xt.into();
+    if config.clip.is_some() {
+        // A job clips centrally, before the run (the service holds every shard); the clip's
+        // rounds are a live study's.
+        return Err(failed("a simulated federation runs no clip rounds"));
+    }
     let d = xt.nrows();
     let sites = config.sites as usize;
     let mut key = [0u8; 32];
@@ -187,7 +192,7 @@ pub fn run<'a>(
         Some(spec) => Aggregator::new_sparse(study, config.threshold, &participants, config.iterations, spec),
     }
     .map_err(failed)?;
-    let mut power = PowerState::new(config.clone(), d, env.rng())?;
+    let mut power = PowerState::new(config.clone(), d, None, env.rng())?;
     let roster = (1..=config.sites).collect();
     let mut rounds = Rounds::new(
         aggregator,

@@ -11,7 +11,7 @@ use rand_chacha::ChaCha20Rng;
 use serde::{Deserialize, Serialize};
 
 use super::consistency::OwnRound;
-use super::state::SiteComputation;
+use super::state::{SiteComputation, clip_rows};
 use crate::federation::messages::{
     ConfirmRequest, ContributionRequest, Participant, ShareBox, SharesRequest, SiteSignature, SiteStudyView,
     SiteTask, UnmaskRequest,
@@ -92,6 +92,16 @@ struct Sent {
     unmasks: BTreeMap<u32, (Vec<u32>, Vec<u32>, UnmaskRequest)>,
 }
 
+/// A contribution task's fields.
+struct RoundTask {
+    round: u32,
+    rounds: u32,
+    roster: Vec<u32>,
+    iterate: String,
+    shape: (usize, usize),
+    clip_norm: Option<f64>,
+}
+
 /// The protocol loop after joining.
 struct Protocol<'a> {
     args: &'a SiteArgs,
@@ -106,8 +116,13 @@ struct Protocol<'a> {
     /// The key shares' randomness, from the session's kept seed, so that the shares dealt
     /// again after a restart are those sent before.
     deal_rng: ChaCha20Rng,
-    iterations: u32,
+    /// Every round of the study: the clip's steps, then the power rounds.
+    rounds: u32,
     roster: RosterGuard,
+    /// The rows' norms (the clip's steps count over them).
+    norms: Option<Vec<f64>>,
+    /// The rows clipped at the last power round's c.
+    clipped: Option<(f64, Matrix)>,
     /// Its round signatures' key (from the kept seed), and the fixed roster's verifying keys.
     signer: SiteSigner,
     signing_keys: BTreeMap<u32, VerifyingKey>,
@@ -192,10 +207,18 @@ impl Protocol<'_> {
                     rows,
                     cols,
                     inbox,
+                    clip_norm,
                 } => {
                     let before = self.resends;
-                    self.contribute(round, rounds, roster, &iterate, rows, cols, &inbox)
-                        .await?;
+                    let task = RoundTask {
+                        round,
+                        rounds,
+                        roster,
+                        iterate,
+                        shape: (rows, cols),
+                        clip_norm,
+                    };
+                    self.contribute(task, &inbox).await?;
                     if self.resends == before {
                         self.resends = 0;
                     }
@@ -282,17 +305,15 @@ impl Protocol<'_> {
         Ok(())
     }
 
-    #[allow(clippy::too_many_arguments)]
-    async fn contribute(
-        &mut self,
-        round: u32,
-        rounds: u32,
-        roster: Vec<u32>,
-        iterate: &str,
-        rows: usize,
-        cols: usize,
-        inbox: &[crate::federation::messages::ShareBox],
-    ) -> Result<(), Failure> {
+    async fn contribute(&mut self, task: RoundTask, inbox: &[ShareBox]) -> Result<(), Failure> {
+        let RoundTask {
+            round,
+            rounds,
+            roster,
+            iterate,
+            shape: (rows, cols),
+            clip_norm,
+        } = task;
         let path = format!("/v1/site/rounds/{round}/contribution");
         if let Some((last, request)) = &self.sent.contribution {
             if round == *last {
@@ -307,10 +328,10 @@ impl Protocol<'_> {
                 )));
             }
         }
-        if rounds != self.iterations || round == 0 || round > rounds {
+        if rounds != self.rounds || round == 0 || round > rounds {
             return Err(violation(format!(
-                "round {round}/{rounds} does not fit the study's {} iterations",
-                self.iterations
+                "round {round}/{rounds} does not fit the study's {} rounds",
+                self.rounds
             )));
         }
         if self.sent.shares.is_none() {
@@ -326,10 +347,15 @@ impl Protocol<'_> {
         self.roster
             .check_indices(&roster, &format!("round {round}'s roster"))
             .map_err(violation)?;
-        if (rows, cols) != self.computation.rows_cols() {
+        if (rows, cols) != self.computation.shape_of(round) {
             return Err(violation(format!(
                 "round {round}'s iterate is {rows}×{cols}; the study's is {:?}",
-                self.computation.rows_cols()
+                self.computation.shape_of(round)
+            )));
+        }
+        if self.computation.is_clip_round(round) && clip_norm.is_some() {
+            return Err(violation(format!(
+                "round {round} is a step of the clip and came with a clip norm"
             )));
         }
         if !self.sent.inbox_received {
@@ -352,18 +378,17 @@ impl Protocol<'_> {
             .await?;
             self.sent.inbox_received = true;
         }
-        let values = b64_to_f64s(iterate, rows * cols)
+        let values = b64_to_f64s(&iterate, rows * cols)
             .map_err(|e| violation(format!("round {round}'s iterate: {e}")))?;
         let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-        let iterate_hash = transcript::iterate_hash(self.prepared.view.study_id, round, rows, cols, &bytes);
-        let iterate = Matrix::from_vec(rows, cols, values);
+        let signed = transcript::round_bytes(&bytes, clip_norm);
+        let iterate_hash = transcript::iterate_hash(self.prepared.view.study_id, round, rows, cols, &signed);
         if !self.sent.charged {
             self.charge().await?;
         }
         let masked = {
             let encoded = self
-                .computation
-                .contribution(&self.prepared.records.xt, &iterate, &mut self.rng)
+                .compute(round, values, clip_norm)
                 .map_err(|e| Failure::Refused(format!("cannot compute round {round}: {e}")))?;
             self.session
                 .mask(round, &roster, &encoded)
@@ -408,6 +433,33 @@ impl Protocol<'_> {
             "round {round}/{rounds} contributed ({roster_len} sites in the roster)"
         ));
         Ok(())
+    }
+
+    /// The round's encoded release: a clip step's noisy count over the rows' norms, or a power
+    /// round's product on the rows (clipped at the round's c in a study with a clip; the
+    /// clipped copy is kept while c stays the same).
+    fn compute(&mut self, round: u32, values: Vec<f64>, clip_norm: Option<f64>) -> Result<Vec<u64>, String> {
+        let xt = &self.prepared.records.xt;
+        if self.computation.is_clip_round(round) {
+            let norms = self
+                .norms
+                .get_or_insert_with(|| xt.column_iter().map(|x| x.norm()).collect());
+            return self.computation.clip_count(norms, &values, &mut self.rng);
+        }
+        let (rows, cols) = self.computation.shape_of(round);
+        let iterate = Matrix::from_vec(rows, cols, values);
+        let records = match clip_norm {
+            Some(c) => {
+                self.computation.round_bounds(Some(c))?;
+                if self.clipped.as_ref().is_none_or(|(kept, _)| *kept != c) {
+                    self.clipped = Some((c, clip_rows(xt, c)));
+                }
+                self.clipped.as_ref().map_or(xt, |(_, m)| m)
+            }
+            None => xt,
+        };
+        self.computation
+            .contribution(records, &iterate, clip_norm, &mut self.rng)
     }
 
     /// Charges the study to the local ledger, before the first noise is drawn.
@@ -493,12 +545,12 @@ pub(crate) async fn follow(run: SiteRun<'_>) -> Result<(), Failure> {
         ));
     };
     let view = &prepared.view;
-    let iterations = computation.config().iterations;
+    let rounds = computation.config().total_rounds();
     let (rng, secret_seed) = start_session(args, view, store).await?;
     let mut keys_rng = ChaCha20Rng::from_seed(secret_seed);
     let mut deal_rng = ChaCha20Rng::from_seed(secret_seed);
     deal_rng.set_stream(1);
-    let session = SiteSession::new(view.study_id, view.site_index, iterations, &mut keys_rng);
+    let session = SiteSession::new(view.study_id, view.site_index, rounds, &mut keys_rng);
     // The signing key: from the kept seed, so a restarted site signs alike.
     let signer = signer_of(secret_seed);
     if view.site_status == SiteStatus::Invited {
@@ -519,8 +571,10 @@ pub(crate) async fn follow(run: SiteRun<'_>) -> Result<(), Failure> {
         session,
         rng,
         deal_rng,
-        iterations,
+        rounds,
         roster: RosterGuard::new(prepared.expected_roster),
+        norms: None,
+        clipped: None,
         signer,
         signing_keys: BTreeMap::new(),
         sent: Sent::default(),
@@ -570,9 +624,13 @@ impl Protocol<'_> {
                 .map_err(|e| violation(format!("the kept share boxes: {e}")))?;
             self.sent.inbox_received = true;
         }
-        let (rows, cols) = self.computation.rows_cols();
-        let len = rows * cols;
         for (round, text) in contributions {
+            let (rows, cols) = self.computation.shape_of(round);
+            let len = if self.computation.is_clip_round(round) {
+                1
+            } else {
+                rows * cols
+            };
             let kept: KeptContribution = parse_kept(&text)?;
             if let Some(hash) = kept.iterate_hash.as_deref().and_then(|h| hex::decode(h).ok()) {
                 let hash = <[u8; 32]>::try_from(hash.as_slice())

@@ -4,8 +4,9 @@
 //! encoding and the study's public description.
 
 use rand::RngCore;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
+use crate::algorithms::clipping::{Bracket, STEPS, clipped_neighbours};
 use crate::algorithms::federated_power::{FederatedPowerConfig, site_contribution};
 use crate::algorithms::noisy_power::{cost_of, initial_iterate};
 use crate::algorithms::{Cancelled, Output, RunEnv, RunError};
@@ -14,6 +15,7 @@ use crate::federation::fixed_point::FixedPoint;
 use crate::federation::messages::SiteStudyView;
 use crate::federation::rounds::RoundRecord;
 use crate::linalg::{Matrix, fix_signs, gram_t_times, thin_qr_q, try_thin_svd};
+use crate::privacy::Cost;
 use crate::privacy::units::RhoUnits;
 
 /// The neighbouring relation of a study from its public fields.
@@ -36,7 +38,10 @@ pub fn study_neighbours(relation: Relation, beta: f64, alpha: f64) -> Result<Nei
 /// a coordinator that asked for less noise than it charges for would have the site spend more
 /// privacy than its ledger records. Both sides are compared in ledger units, rounded up as a
 /// charge is, so an honest coordinator (which derived the cost from the same formula) passes.
-fn check_noise_covers_cost(config: &FederatedPowerConfig, stated_rho: f64) -> Result<(), String> {
+///
+/// `before` is the cost of the rounds before the power rounds (the study's clip), added to
+/// the power rounds' L/(2m²).
+fn check_noise_covers(config: &FederatedPowerConfig, before: Cost, stated_rho: f64) -> Result<(), String> {
     let multiplier = config.multiplier;
     if !(multiplier.is_finite() && multiplier > 0.0) || config.iterations == 0 {
         return Err(format!(
@@ -44,16 +49,21 @@ fn check_noise_covers_cost(config: &FederatedPowerConfig, stated_rho: f64) -> Re
             config.iterations
         ));
     }
-    let needed = cost_of(config.iterations, multiplier);
+    let needed = before.rho + cost_of(config.iterations, multiplier);
     let needed_units = RhoUnits::checked_charge(needed)
         .map_err(|_| format!("the study's noise costs ρ = {needed:e}, beyond any budget"))?;
     let stated_units = RhoUnits::checked_charge(stated_rho)
         .map_err(|_| format!("the study's stated cost ρ = {stated_rho} is not valid"))?;
     if needed_units > stated_units {
         return Err(format!(
-            "the study's noise (multiplier m = {multiplier}, {} iterations) costs ρ = {needed:e}, \
+            "the study's noise (multiplier m = {multiplier}, {} iterations{}) costs ρ = {needed:e}, \
              more than the ρ = {stated_rho:e} it states and this site would charge; refusing to take part",
-            config.iterations
+            config.iterations,
+            if config.clip.is_some() {
+                ", and its clip"
+            } else {
+                ""
+            }
         ));
     }
     Ok(())
@@ -87,7 +97,17 @@ impl SiteComputation {
         if config.threshold != view.threshold {
             return Err("the study's threshold is inconsistent".into());
         }
-        check_noise_covers_cost(&config, view.cost_rho)?;
+        let clip_cost = match &config.clip {
+            Some(clip) => clip.check(
+                &neighbours,
+                view.n_features,
+                config.sites,
+                config.threshold,
+                config.max_site_samples,
+            )?,
+            None => Cost::ZERO,
+        };
+        check_noise_covers(&config, clip_cost, view.cost_rho)?;
         FixedPoint::new(config.fraction_bits).map_err(|e| e.to_string())?;
         if !crate::federation::fixed_point::fits(config.total_bound(&neighbours), config.fraction_bits) {
             return Err("the study's fixed-point encoding could wrap; refusing to take part".into());
@@ -101,6 +121,13 @@ impl SiteComputation {
                 config.fraction_bits
             ));
         }
+        if !config.clip_encodable(&neighbours, view.n_features) {
+            return Err(
+                "the study's encoding could wrap or round away noise at a clip norm its clip can release; \
+                 refusing to take part"
+                    .into(),
+            );
+        }
         Ok(SiteComputation {
             config,
             neighbours,
@@ -108,9 +135,18 @@ impl SiteComputation {
         })
     }
 
-    /// The iterate's shape (d, p).
-    pub fn rows_cols(&self) -> (usize, usize) {
-        (self.d, self.config.p)
+    /// The iterate's shape in `round`: (1, 2) for a clip step ([c, q]), (d, p) otherwise.
+    pub fn shape_of(&self, round: u32) -> (usize, usize) {
+        if self.is_clip_round(round) {
+            (1, 2)
+        } else {
+            (self.d, self.config.p)
+        }
+    }
+
+    /// Whether `round` is a step of the study's clip.
+    pub fn is_clip_round(&self, round: u32) -> bool {
+        round <= self.config.clip_rounds()
     }
 
     pub fn config(&self) -> &FederatedPowerConfig {
@@ -143,16 +179,53 @@ impl SiteComputation {
         Ok(())
     }
 
+    /// A clip step's release ([`crate::algorithms::power_clip::PowerClip::site_count`]) at the [c, q] the coordinator sent,
+    /// after checking both against the study's clip.
+    pub fn clip_count(&self, norms: &[f64], step: &[f64], rng: &mut dyn RngCore) -> Result<Vec<u64>, String> {
+        let clip = self.config.clip.as_ref().ok_or("this study has no clip")?;
+        let &[c, q] = step else {
+            return Err("a clip step holds [c, q]".into());
+        };
+        clip.check_c(c)?;
+        clip.check_quantile(q)?;
+        let mut progress = |_: u32, _: u32| -> Result<(), Cancelled> { Ok(()) };
+        let mut env = RunEnv::new(rng, &mut progress);
+        clip.site_count(norms, c, q, self.config.max_site_samples, &mut env)
+    }
+
+    /// Checks the clip norm a power round came with: required and in range in a study with a
+    /// clip, absent otherwise. Returns the relation's bounds the round is calibrated to.
+    pub fn round_bounds(&self, clip_norm: Option<f64>) -> Result<Neighbours, String> {
+        match (&self.config.clip, clip_norm) {
+            (None, None) => Ok(self.neighbours),
+            (Some(clip), Some(c)) => {
+                clip.check_c(c)?;
+                Ok(clipped_neighbours(&self.neighbours, self.d, c))
+            }
+            (Some(_), None) => Err("the power round came without the study's clip norm".into()),
+            (None, Some(_)) => Err("the power round came with a clip norm; the study has no clip".into()),
+        }
+    }
+
     /// This round's release clamp(A_s·X) + N(0, (mΔ(X))²/t), fixed-point encoded (not yet
-    /// masked), after the iterate's checks ([`site_contribution`]).
+    /// masked), after the iterate's checks ([`site_contribution`]). In a study with a clip,
+    /// `xt` must hold the site's rows clipped at `clip_norm` ([`clip_rows`]): Δ is computed for
+    /// rows of norm ≤ c, and the rows are checked against it before anything is drawn.
     pub fn contribution(
         &self,
         xt: &Matrix,
         iterate: &Matrix,
+        clip_norm: Option<f64>,
         rng: &mut dyn RngCore,
     ) -> Result<Vec<u64>, String> {
         if iterate.nrows() != self.d || iterate.ncols() != self.config.p {
             return Err("the iterate has the wrong shape".into());
+        }
+        let neighbours = self.round_bounds(clip_norm)?;
+        if let Some(c) = clip_norm
+            && xt.column_iter().any(|x| !(x.norm() <= c))
+        {
+            return Err("the site's rows are not clipped at the round's clip norm".into());
         }
         let mut progress = |_: u32, _: u32| -> Result<(), Cancelled> { Ok(()) };
         let mut env = RunEnv::new(rng, &mut progress);
@@ -164,9 +237,14 @@ impl SiteComputation {
                 gram_t_times(xt, x)
             }
         };
-        site_contribution(iterate, &self.config, &self.neighbours, &mut env, product)
-            .map_err(|e| e.to_string())
+        site_contribution(iterate, &self.config, &neighbours, &mut env, product).map_err(|e| e.to_string())
     }
+}
+
+/// The site's rows (d×n, a record per column) clipped at c, as the power rounds of a study
+/// with a clip need them.
+pub fn clip_rows(xt: &Matrix, c: f64) -> Matrix {
+    crate::algorithms::clipping::clip_rows(xt, c)
 }
 
 /// Per round: who was summed, and the noise the sum actually carries.
@@ -188,7 +266,12 @@ pub struct FederationReport {
     pub target_multiplier: f64,
     /// The smallest multiplier any round achieved (≥ target).
     pub achieved_multiplier: f64,
+    /// Every secure-sum round, the clip's steps first (their noise relative to the clip's σ
+    /// grows by the same √(|U|/t)).
     pub rounds: Vec<RoundNoise>,
+    /// The study's private clip, if it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clip: Option<ClipReport>,
 }
 
 impl FederationReport {
@@ -216,58 +299,166 @@ impl FederationReport {
                 config.multiplier
             },
             rounds,
+            clip: None,
+        }
+    }
+
+    /// The report with the study's clip.
+    pub fn with_clip(mut self, clip: Option<ClipReport>) -> FederationReport {
+        self.clip = clip;
+        self
+    }
+}
+
+/// The coordinator's side of a study's clip: the search's bracket, the q the steps count at
+/// (fixed when the rounds open) and the noisy sums released so far (public, DP releases).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClipProgress {
+    pub bracket: Bracket,
+    pub quantile: f64,
+    /// The noisy S(c) of each finished step, in order.
+    pub counts: Vec<f64>,
+}
+
+/// The clip as the study's report shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ClipReport {
+    /// The clip norm the power rounds used (`None` while the search runs).
+    pub clip_norm: Option<f64>,
+    pub quantile: f64,
+    /// The search's steps: the c counted at and the noisy S(c) released.
+    pub steps: Vec<ClipStep>,
+}
+
+/// One step of the search.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ClipStep {
+    pub c: f64,
+    pub noisy_count: f64,
+}
+
+impl ClipProgress {
+    fn report(&self, upper: f64) -> ClipReport {
+        let mut bracket = Bracket::new(upper);
+        let steps = self
+            .counts
+            .iter()
+            .map(|&noisy_count| {
+                let c = bracket.next_c();
+                bracket.absorb(noisy_count);
+                ClipStep { c, noisy_count }
+            })
+            .collect();
+        ClipReport {
+            clip_norm: (self.counts.len() as u32 == STEPS).then(|| self.bracket.c()),
+            quantile: self.quantile,
+            steps,
         }
     }
 }
 
-/// The coordinator's numerics: the public iterate, updated from each unmasked sum.
+/// The coordinator's numerics: the public iterate, updated from each unmasked sum, after the
+/// study's clip steps if it has them.
 pub struct PowerState {
     config: FederatedPowerConfig,
-    fixed: FixedPoint,
     d: usize,
     x: Matrix,
     last: Option<Matrix>,
+    clip: Option<ClipProgress>,
 }
 
 impl PowerState {
-    /// X₀ = Q(Ω) from public randomness (Nicolas et al. Alg. 2 line 3).
+    /// X₀ = Q(Ω) from public randomness (Nicolas et al. Alg. 2 line 3); a clip's search starts
+    /// from the whole bracket at the q of `pooled_n` ([`crate::algorithms::power_clip::PowerClip::quantile_for`]).
     pub fn new(
         config: FederatedPowerConfig,
         d: usize,
+        pooled_n: Option<u64>,
         rng: &mut dyn RngCore,
     ) -> Result<PowerState, RunError> {
-        let fixed = FixedPoint::new(config.fraction_bits).map_err(|e| RunError::Failed(e.to_string()))?;
+        FixedPoint::new(config.fraction_bits).map_err(|e| RunError::Failed(e.to_string()))?;
         let x = initial_iterate(rng, d, config.p);
+        let clip = config.clip.as_ref().map(|clip| ClipProgress {
+            bracket: Bracket::new(clip.search.upper),
+            quantile: clip.quantile_for(pooled_n, config.k),
+            counts: Vec::new(),
+        });
         Ok(PowerState {
             config,
-            fixed,
             d,
             x,
             last: None,
+            clip,
         })
     }
 
-    /// The state again from a kept iterate (public) and last release (the last unmasked,
-    /// noisy sum: a DP release), as [`PowerState::iterate`] and [`PowerState::last_release`]
-    /// gave them.
+    /// The state again from a kept iterate (public), last release (the last unmasked,
+    /// noisy sum: a DP release) and clip progress, as [`PowerState::iterate`],
+    /// [`PowerState::last_release`] and [`PowerState::clip_progress`] gave them.
     pub fn restore(
         config: FederatedPowerConfig,
         d: usize,
         x: Matrix,
         last: Option<Matrix>,
+        clip: Option<ClipProgress>,
     ) -> Result<PowerState, RunError> {
-        let fixed = FixedPoint::new(config.fraction_bits).map_err(|e| RunError::Failed(e.to_string()))?;
+        FixedPoint::new(config.fraction_bits).map_err(|e| RunError::Failed(e.to_string()))?;
         let shape_ok = |m: &Matrix| m.shape() == (d, config.p);
         if !shape_ok(&x) || !last.as_ref().is_none_or(shape_ok) {
             return Err(RunError::Failed("the kept iterate has the wrong shape".into()));
         }
+        if config.clip.is_some() != clip.is_some()
+            || clip.as_ref().is_some_and(|c| c.counts.len() as u32 > STEPS)
+        {
+            return Err(RunError::Failed("the kept clip does not match the study".into()));
+        }
         Ok(PowerState {
             config,
-            fixed,
             d,
             x,
             last,
+            clip,
         })
+    }
+
+    /// The clip's search so far, if the study has one.
+    pub fn clip_progress(&self) -> Option<&ClipProgress> {
+        self.clip.as_ref()
+    }
+
+    /// The clip as the report shows it.
+    pub fn clip_report(&self) -> Option<ClipReport> {
+        let upper = self.config.clip.as_ref()?.search.upper;
+        Some(self.clip.as_ref()?.report(upper))
+    }
+
+    /// Whether the open round is a step of the clip.
+    pub fn in_clip(&self) -> bool {
+        self.clip
+            .as_ref()
+            .is_some_and(|c| (c.counts.len() as u32) < STEPS)
+    }
+
+    /// The released clip norm, once the search is over (`None` without a clip).
+    pub fn clip_norm(&self) -> Option<f64> {
+        self.clip
+            .as_ref()
+            .filter(|c| c.counts.len() as u32 == STEPS)
+            .map(|c| c.bracket.c())
+    }
+
+    /// What the open round's task carries: its shape and values ([c, q] in a clip step, X
+    /// otherwise), and the clip norm of a power round.
+    pub fn task(&self) -> (usize, usize, Vec<f64>, Option<f64>) {
+        match &self.clip {
+            Some(clip) if self.in_clip() => (1, 2, vec![clip.bracket.next_c(), clip.quantile], None),
+            _ => (
+                self.d,
+                self.config.p,
+                self.x.as_slice().to_vec(),
+                self.clip_norm(),
+            ),
+        }
     }
 
     /// The iterate the open round works on.
@@ -284,12 +475,30 @@ impl PowerState {
         self.len() == 0
     }
 
-    /// Y_l = decode(sum); X_l = Q(Y_l) (Alg. 2 lines 7–8).
+    /// A clip step: the noisy S(c) moves the bracket. A power round: Y_l = decode(sum);
+    /// X_l = Q(Y_l) (Alg. 2 lines 7–8).
     pub fn absorb(&mut self, sum: &[u64]) -> Result<(), RunError> {
+        if self.in_clip() {
+            let clip = self
+                .config
+                .clip
+                .as_ref()
+                .ok_or_else(|| RunError::Failed("no clip".into()))?;
+            let count = clip
+                .decode(sum)
+                .ok_or_else(|| RunError::Failed("the unmasked clip count is not one value".into()))?;
+            if let Some(progress) = self.clip.as_mut() {
+                progress.bracket.absorb(count);
+                progress.counts.push(count);
+            }
+            return Ok(());
+        }
         if sum.len() != self.len() {
             return Err(RunError::Failed("the unmasked sum has the wrong length".into()));
         }
-        let values = self.fixed.decode_all(sum);
+        let fixed = FixedPoint::new(self.config.fraction_bits_at(self.clip_norm()))
+            .map_err(|e| RunError::Failed(e.to_string()))?;
+        let values = fixed.decode_all(sum);
         let y = Matrix::from_column_slice(self.d, self.config.p, &values);
         if !y.iter().all(|v| v.is_finite()) {
             return Err(RunError::Failed(

@@ -14,6 +14,7 @@ fn config(multiplier: f64, iterations: u32) -> FederatedPowerConfig {
         max_site_samples: 1000,
         dropouts: Vec::new(),
         secagg_plus: None,
+        clip: None,
     }
 }
 
@@ -29,7 +30,7 @@ fn an_honest_study_passes_for_many_multipliers() {
     for (multiplier, iterations) in [(0.37, 1), (3.0, 10), (12.5, 7), (123.456, 40), (1e4, 3)] {
         let config = config(multiplier, iterations);
         assert_eq!(
-            check_noise_covers_cost(&config, stated(&config)),
+            check_noise_covers(&config, Cost::ZERO, stated(&config)),
             Ok(()),
             "m {multiplier}"
         );
@@ -42,20 +43,197 @@ fn a_study_asking_for_less_noise_than_it_charges_is_refused() {
     let charged = stated(&honest);
     // The same stated cost with 5 % less noise (or 10 % more rounds): under-noised.
     for cheat in [config(2.85, 10), config(3.0, 11)] {
-        let err = check_noise_covers_cost(&cheat, charged).unwrap_err();
+        let err = check_noise_covers(&cheat, Cost::ZERO, charged).unwrap_err();
         assert!(err.contains("more than the ρ"), "{err}");
     }
     // Stating a smaller cost than the noise provides is refused the same way.
-    assert!(check_noise_covers_cost(&honest, charged * 0.99).is_err());
+    assert!(check_noise_covers(&honest, Cost::ZERO, charged * 0.99).is_err());
 }
 
 #[test]
 fn invalid_multipliers_are_refused() {
     for multiplier in [0.0, -1.0, f64::NAN, f64::INFINITY] {
         assert!(
-            check_noise_covers_cost(&config(multiplier, 5), 1.0).is_err(),
+            check_noise_covers(&config(multiplier, 5), Cost::ZERO, 1.0).is_err(),
             "{multiplier}"
         );
     }
-    assert!(check_noise_covers_cost(&config(3.0, 0), 1.0).is_err());
+    assert!(check_noise_covers(&config(3.0, 0), Cost::ZERO, 1.0).is_err());
+}
+
+/// A 3-site `replace_one` study of d = 6 (β = 1) with the default clip, as a site sees it.
+fn clip_study(rho: f64) -> (SiteStudyView, FederatedPowerConfig) {
+    use crate::algorithms::federated_power::{FederatedPowerParams, configure_study, study_context};
+    use crate::algorithms::power_clip::ClipAsk;
+    let neighbours = Neighbours::ReplaceOne {
+        beta: 1.0,
+        alpha: 6f64.sqrt(),
+    };
+    let ctx = study_context(6, neighbours);
+    let target = crate::privacy::PrivacyTarget {
+        public_default: false,
+        rho,
+        delta: None,
+        epsilon: None,
+    };
+    let params: FederatedPowerParams = serde_json::from_value(serde_json::json!({"k": 2})).unwrap();
+    let config = configure_study(&params, &ctx, &target, 3, 2, Some(ClipAsk::Auto)).unwrap();
+    let clip = config.clip.as_ref().expect("the default clip");
+    let charged = RhoUnits::checked_charge(clip.cost().rho + cost_of(config.iterations, config.multiplier))
+        .unwrap()
+        .to_real();
+    let view = SiteStudyView {
+        study_id: uuid::Uuid::nil(),
+        study_name: "s".into(),
+        algorithm: "federated_power".into(),
+        site_name: "a".into(),
+        site_index: 1,
+        n_sites: 3,
+        threshold: 2,
+        n_features: 6,
+        relation: Relation::ReplaceOne,
+        row_norm_bound: 1.0,
+        row_l1_bound: 6f64.sqrt(),
+        config: serde_json::to_value(&config).unwrap(),
+        cost_rho: charged,
+        cost_delta: 0.0,
+        fraction_bits: config.fraction_bits,
+        max_site_samples: config.max_site_samples,
+        status: crate::store::StudyStatus::Running,
+        site_status: crate::store::SiteStatus::Joined,
+    };
+    (view, config)
+}
+
+fn site_rows(n: usize) -> Matrix {
+    let mut rng = crate::algorithms::testing::seeded(5);
+    let xt = Matrix::from_fn(6, n, |i, _| {
+        let z: f64 = rand_distr::Distribution::sample(&rand_distr::StandardNormal, &mut rng);
+        z * if i == 0 { 0.3 } else { 0.05 }
+    });
+    clip_rows(&xt, 1.0)
+}
+
+#[test]
+fn a_clip_study_is_accepted_with_its_rounds_and_shapes() {
+    let (view, config) = clip_study(0.01);
+    let comp = SiteComputation::from_view(&view).unwrap();
+    assert_eq!(config.total_rounds(), 8 + config.iterations);
+    assert!(comp.is_clip_round(8) && !comp.is_clip_round(9));
+    assert_eq!(comp.shape_of(1), (1, 2));
+    assert_eq!(comp.shape_of(9), (6, config.p));
+}
+
+#[test]
+fn a_clip_study_that_hides_its_clip_cost_is_refused() {
+    let (mut view, config) = clip_study(0.01);
+    // The cost of the power rounds alone: the clip's 8 counts are not paid for.
+    view.cost_rho = RhoUnits::checked_charge(cost_of(config.iterations, config.multiplier))
+        .unwrap()
+        .to_real();
+    let err = SiteComputation::from_view(&view).unwrap_err();
+    assert!(err.contains("more than the ρ"), "{err}");
+    // Less noise on the counts than the cost states.
+    let (mut view, mut config) = clip_study(0.01);
+    config.clip.as_mut().unwrap().search.noise_sd *= 0.9;
+    view.config = serde_json::to_value(&config).unwrap();
+    assert!(SiteComputation::from_view(&view).is_err());
+}
+
+#[test]
+fn a_site_refuses_clip_steps_and_power_rounds_outside_the_clip() {
+    let (view, config) = clip_study(0.01);
+    let comp = SiteComputation::from_view(&view).unwrap();
+    let mut rng = crate::algorithms::testing::seeded(1);
+    let norms = vec![0.5; 10];
+    assert_eq!(comp.clip_count(&norms, &[0.5, 0.5], &mut rng).unwrap().len(), 1);
+    for step in [
+        [2.0, 0.5],
+        [1.0 / 512.0, 0.5],
+        [0.5, 0.3],
+        [0.5, 0.999],
+        [f64::NAN, 0.5],
+    ] {
+        assert!(comp.clip_count(&norms, &step, &mut rng).is_err(), "{step:?}");
+    }
+    assert!(comp.clip_count(&norms, &[0.5], &mut rng).is_err());
+    // A power round needs the clip norm, in range, and rows clipped at it.
+    let x = crate::algorithms::noisy_power::initial_iterate(&mut rng, 6, config.p);
+    let rows = site_rows(40);
+    assert!(comp.contribution(&rows, &x, None, &mut rng).is_err());
+    assert!(comp.contribution(&rows, &x, Some(1.5), &mut rng).is_err());
+    let unclipped = comp.contribution(&rows, &x, Some(0.01), &mut rng).unwrap_err();
+    assert!(unclipped.contains("not clipped"), "{unclipped}");
+    let clipped = clip_rows(&rows, 0.01);
+    assert_eq!(
+        comp.contribution(&clipped, &x, Some(0.01), &mut rng)
+            .unwrap()
+            .len(),
+        6 * config.p
+    );
+    // In a study without a clip, a clip norm is refused.
+    let plain = SiteComputation {
+        config: FederatedPowerConfig { clip: None, ..config },
+        ..comp
+    };
+    assert!(plain.contribution(&rows, &x, Some(0.5), &mut rng).is_err());
+}
+
+#[test]
+fn the_coordinator_runs_the_search_then_the_power_rounds_at_its_c() {
+    let (_, config) = clip_study(0.01);
+    let clip = config.clip.clone().unwrap();
+    let mut rng = crate::algorithms::testing::seeded(2);
+    let mut state = PowerState::new(config.clone(), 6, Some(3_000), &mut rng).unwrap();
+    let q = clip.quantile_for(Some(3_000), 2);
+    let fixed = FixedPoint::new(clip.fraction_bits).unwrap();
+    for step in 0..8 {
+        assert!(state.in_clip());
+        let (rows, cols, values, c) = state.task();
+        assert_eq!((rows, cols, c), (1, 2, None));
+        assert_eq!(values[1], q);
+        // Every count positive: the bracket moves down each step.
+        let _ = step;
+        state.absorb(&[fixed.encode(10.0, 1e6).unwrap()]).unwrap();
+    }
+    assert!(!state.in_clip());
+    let c = state.clip_norm().unwrap();
+    assert_eq!(c, 2f64.powf(-8.0 + 8.0 / 256.0));
+    let (rows, cols, _, sent) = state.task();
+    assert_eq!((rows, cols, sent), (6, config.p, Some(c)));
+    let report = state.clip_report().unwrap();
+    assert_eq!(report.steps.len(), 8);
+    assert_eq!(report.clip_norm, Some(c));
+    // A power round decodes at the bits of its c.
+    let y = Matrix::from_fn(6, config.p, |i, j| if i == j { 1e-3 } else { 0.0 });
+    let bits = FixedPoint::new(config.fraction_bits_at(Some(c))).unwrap();
+    let words = bits.encode_all(y.as_slice(), 1.0).unwrap();
+    state.absorb(&words).unwrap();
+    assert!((state.last_release().unwrap() - &y).norm() < 1e-9);
+    // Kept and restored mid-search, the state goes on from the same bracket.
+    let mut fresh = PowerState::new(config.clone(), 6, Some(3_000), &mut rng).unwrap();
+    fresh.absorb(&[fixed.encode(-3.0, 1e6).unwrap()]).unwrap();
+    let kept = fresh.clip_progress().cloned();
+    let restored = PowerState::restore(config.clone(), 6, fresh.iterate().clone(), None, kept).unwrap();
+    assert_eq!(restored.task(), fresh.task());
+    assert!(PowerState::restore(config, 6, fresh.iterate().clone(), None, None).is_err());
+}
+
+#[test]
+fn every_clip_norm_the_search_can_release_encodes_exactly() {
+    for rho in [0.001, 0.01, 0.1, 1.0] {
+        let (_, config) = clip_study(rho);
+        let neighbours = Neighbours::ReplaceOne {
+            beta: 1.0,
+            alpha: 6f64.sqrt(),
+        };
+        assert!(config.clip_encodable(&neighbours, 6), "ρ = {rho}");
+        // At the floor c = β/256 every bound is 2^-16 of β's: 16 more fraction bits.
+        assert_eq!(
+            config.fraction_bits_at(Some(1.0 / 256.0)),
+            config.fraction_bits + 16
+        );
+        assert_eq!(config.fraction_bits_at(Some(1.0)), config.fraction_bits);
+        assert_eq!(config.fraction_bits_at(None), config.fraction_bits);
+    }
 }
