@@ -455,7 +455,12 @@ async fn secure_run(
 
 /// The same sites (same shards, seeds and computation) against the minimal plain server.
 async fn plain_run(comp: &SiteComputation, shards: &[Arc<Matrix>], reuse: bool) -> Result<Run> {
-    let power = PowerState::new(comp.config().clone(), D, None, &mut ChaCha20Rng::seed_from_u64(99))?;
+    let power = PowerState::new(
+        comp.config().clone(),
+        D,
+        None,
+        &mut ChaCha20Rng::seed_from_u64(99),
+    )?;
     let iterate = wire::f64s_to_b64(power.iterate().as_slice());
     let (sum, arrived) = (vec![0; power.len()], BTreeSet::new());
     let state = Plain {

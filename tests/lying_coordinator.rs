@@ -9,7 +9,8 @@
 //!   so that every pair-mask secret of J collects t shares). Revealed, those shares remove every
 //!   mask from v's single vector. S = 5, t = 3 and S = 10, t = 6;
 //! - **another iterate** (attack 2): the victim is sent a concentrated orthonormal iterate
-//!   (the first p unit vectors, the largest Δ), the others the real one.
+//!   (the first p unit vectors, the largest Δ), the others the real one; or, in round 1 of a
+//!   study with a clip (its first search step), another c than its peers.
 //!
 //! Each attack runs with the consistency round (the relay asks for confirmations and relays
 //! them) and without it (the relay skips straight to the unmask request). What must hold: the
@@ -47,8 +48,10 @@ enum Attack {
     Honest,
     /// Attack 1: the victim masks with `{victim} ∪ hidden`; the others see `hidden` dropped.
     SplitView { victim: u32, hidden: Vec<u32> },
-    /// Attack 2: the victim multiplies a concentrated iterate.
-    Iterate { victim: u32 },
+    /// Attack 2: the victim multiplies a concentrated iterate (in a study with `clip: "none"`,
+    /// whose round 1 is a power round), or is shown another c in round 1, the first step of the
+    /// study's clip (`clip_step`).
+    Iterate { victim: u32, clip_step: bool },
     /// Forwards everything, but once `site` has been restarted after answering round 1's
     /// unmask request, asks it to unmask round 1 again with `survivors` and `dropped`.
     Reask {
@@ -62,7 +65,7 @@ impl Attack {
     fn victim(&self) -> Option<u32> {
         match self {
             Attack::Honest | Attack::Reask { .. } => None,
-            Attack::SplitView { victim, .. } | Attack::Iterate { victim } => Some(*victim),
+            Attack::SplitView { victim, .. } | Attack::Iterate { victim, .. } => Some(*victim),
         }
     }
 }
@@ -152,15 +155,21 @@ impl Relay {
                 roster.sort_unstable();
                 task["roster"] = json!(roster);
             }
-            Attack::Iterate { victim } if *victim == site => {
+            Attack::Iterate { victim, .. } if *victim == site => {
                 let (rows, cols) = (
                     task["rows"].as_u64().unwrap() as usize,
                     task["cols"].as_u64().unwrap() as usize,
                 );
-                let concentrated: Vec<f64> = (0..cols)
-                    .flat_map(|j| (0..rows).map(move |i| if i == j { 1.0 } else { 0.0 }))
-                    .collect();
-                task["iterate"] = json!(wire::f64s_to_b64(&concentrated));
+                let shown: Vec<f64> = if (rows, cols) == (1, 2) {
+                    // A step of the study's clip ([c, q]): another valid c than its peers'.
+                    let real = wire::b64_to_f64s(task["iterate"].as_str().unwrap(), 2).unwrap();
+                    vec![real[0] / 2.0, real[1]]
+                } else {
+                    (0..cols)
+                        .flat_map(|j| (0..rows).map(move |i| if i == j { 1.0 } else { 0.0 }))
+                        .collect()
+                };
+                task["iterate"] = json!(wire::f64s_to_b64(&shown));
             }
             _ => {}
         }
@@ -378,7 +387,7 @@ fn spawn_site(base: &str, token: &str, data: &Path, ledger: &Path, log: &Path) -
 
 /// The real service on SQLite under `dir`, a tenant's key, and a `federated_power` study of
 /// `sites` sites, threshold `t` and `iterations` rounds (its creation answer).
-async fn study(dir: &Path, sites: u32, t: u32, iterations: u32) -> (Server, String, Value) {
+async fn study(dir: &Path, sites: u32, t: u32, iterations: u32, clip: bool) -> (Server, String, Value) {
     let env = vec![
         ("PRIVPCA_ADMIN_KEY", ADMIN.to_string()),
         (
@@ -395,7 +404,7 @@ async fn study(dir: &Path, sites: u32, t: u32, iterations: u32) -> (Server, Stri
         "n_features": D,
         "relation": "replace_one",
         "row_norm_bound": 1.0,
-        "params": {"k": 2, "iterations": iterations},
+        "params": {"k": 2, "iterations": iterations, "clip": if clip { "auto" } else { "none" }},
         "privacy": {"rho": 0.5},
         "threshold": t,
         "sites": (1..=sites).map(|i| json!({"name": format!("site-{i}")})).collect::<Vec<_>>(),
@@ -417,7 +426,8 @@ async fn run(
     skip_confirm: bool,
 ) -> (BTreeMap<u32, Option<i32>>, Arc<Relay>, String) {
     let dir = tempfile::tempdir().unwrap();
-    let (server, key, created) = study(dir.path(), sites, t, 2).await;
+    let clip = !matches!(attack, Attack::Iterate { clip_step: false, .. });
+    let (server, key, created) = study(dir.path(), sites, t, 2, clip).await;
     let relay = Arc::new(Relay {
         real: server.base.clone(),
         attack: attack.clone(),
@@ -567,8 +577,8 @@ async fn split_views_of_a_round_never_unmask_one_site_ten_sites() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_site_sent_another_iterate_never_has_its_self_mask_removed() {
-    for skip_confirm in [false, true] {
-        let attack = Attack::Iterate { victim: 2 };
+    for (skip_confirm, clip_step) in [(false, false), (true, false), (false, true), (true, true)] {
+        let attack = Attack::Iterate { victim: 2, clip_step };
         let (codes, relay, logs) = run(5, 3, attack.clone(), skip_confirm).await;
         assert_refused(5, 3, &attack, &codes, &relay, &logs);
     }
@@ -586,7 +596,7 @@ async fn an_honest_relay_lets_the_same_study_succeed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_site_refuses_to_unmask_a_round_again_with_other_sets() {
     let dir = tempfile::tempdir().unwrap();
-    let (server, _key, created) = study(dir.path(), 3, 2, 3).await;
+    let (server, _key, created) = study(dir.path(), 3, 2, 3, true).await;
     let relay = Arc::new(Relay {
         real: server.base.clone(),
         attack: Attack::Reask {
