@@ -104,6 +104,25 @@ fn planted_rows(n: usize, d: usize, seed: u64) -> Vec<Vec<f64>> {
         .collect()
 }
 
+/// [`planted_rows`] with norms spread a decade below the declared bound, as real data's are: each
+/// row scaled by 10^(−u), u uniform in [0, 1), then all scaled so that the largest norm is 1.
+fn spread_rows(n: usize, d: usize, seed: u64) -> Vec<Vec<f64>> {
+    let mut rng = ChaCha20Rng::seed_from_u64(seed + 1);
+    let mut rows = planted_rows(n, d, seed);
+    for row in &mut rows {
+        let scale = 10f64.powf(-rand::Rng::random::<f64>(&mut rng));
+        row.iter_mut().for_each(|v| *v *= scale);
+    }
+    let largest = rows
+        .iter()
+        .map(|r| r.iter().map(|v| v * v).sum::<f64>().sqrt())
+        .fold(0.0, f64::max);
+    for row in &mut rows {
+        row.iter_mut().for_each(|v| *v /= largest * (1.0 + 1e-9));
+    }
+    rows
+}
+
 fn to_csv(rows: &[Vec<f64>]) -> String {
     rows.iter()
         .map(|r| {
@@ -411,10 +430,10 @@ async fn succeeded_study(server: &Server, key: &str, id: &str) -> (Value, Value)
 /// within 0.05 of central `analyze_gauss` on the pooled data at the same ρ (8 jobs). Every
 /// site's own ledger is charged, and the result reports the noise achieved.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cape_pca_over_three_unequal_sites_matches_central_analyze_gauss() {
+async fn cape_pca_at_its_defaults_over_three_unequal_sites_matches_central_auto() {
     let dir = tempfile::tempdir().unwrap();
     let (server, key) = start_server(dir.path()).await;
-    let rows = planted_rows(7000, 20, 11);
+    let rows = spread_rows(7000, 20, 11);
     let mut shards = Vec::new();
     let mut start = 0;
     for (i, size) in [1000, 2000, 4000].into_iter().enumerate() {
@@ -425,6 +444,7 @@ async fn cape_pca_over_three_unequal_sites_matches_central_analyze_gauss() {
     }
     let runs = 8;
     let mut live = Vec::new();
+    let mut clips = Vec::new();
     for run in 0..runs {
         let body = json!({
             "name": format!("cape {run}"),
@@ -434,7 +454,6 @@ async fn cape_pca_over_three_unequal_sites_matches_central_analyze_gauss() {
             "row_norm_bound": 1.0,
             "params": {"k": 2},
             "privacy": {"rho": 0.002},
-            "threshold": 3,
             "sites": site_names(3),
             "join_timeout_seconds": 120,
             "round_timeout_seconds": ROUND_TIMEOUT_SECS,
@@ -459,6 +478,15 @@ async fn cape_pca_over_three_unequal_sites_matches_central_analyze_gauss() {
         let ratio = noise["ratio_to_pooled"].as_f64().unwrap();
         assert!((1.0..1.2).contains(&ratio), "{noise}");
         assert!(noise["conventional_noise_sd"].as_f64().unwrap() > noise["noise_sd"].as_f64().unwrap());
+        // The clip at its defaults: 8 count stages, then the Gram stage at the released c.
+        let clip = result["clip"]["clip_norm"].as_f64();
+        assert!(clip.is_some_and(|c| c > 0.0 && c < 1.0), "{result}");
+        assert_eq!(
+            result["clip"]["steps"].as_array().map(Vec::len),
+            Some(8),
+            "{result}"
+        );
+        clips.push(clip.unwrap());
         live.push(energy(&rows, &result["basis"]));
     }
     // Each site's own ledger holds the 8 charges.
@@ -473,7 +501,7 @@ async fn cape_pca_over_three_unequal_sites_matches_central_analyze_gauss() {
         let job = support::submit(
             &server.base,
             &key,
-            json!({"dataset_id": dataset_id, "algorithm": "analyze_gauss", "params": {"k": 2}, "privacy": {"rho": 0.002}}),
+            json!({"dataset_id": dataset_id, "algorithm": "auto", "params": {"k": 2}, "privacy": {"rho": 0.002}}),
         )
         .await;
         let result = support::result(&server.base, &key, &job, Duration::from_secs(300)).await;
@@ -481,10 +509,12 @@ async fn cape_pca_over_three_unequal_sites_matches_central_analyze_gauss() {
     }
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
     let (live_mean, central_mean) = (mean(&live), mean(&central));
-    eprintln!("cape_pca live {live_mean:.4} ({live:?}); analyze_gauss {central_mean:.4} ({central:?})");
+    eprintln!(
+        "cape_pca live {live_mean:.4} ({live:?}, clips {clips:.3?}); central auto {central_mean:.4} ({central:?})"
+    );
     assert!(
-        (live_mean - central_mean).abs() <= 0.05,
-        "cape_pca {live_mean:.4} vs analyze_gauss {central_mean:.4}"
+        live_mean >= central_mean - 0.03,
+        "cape_pca {live_mean:.4} vs central auto {central_mean:.4}"
     );
 }
 

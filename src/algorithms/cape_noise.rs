@@ -204,10 +204,10 @@ impl CapeNoise {
 pub struct StageTerms {
     /// Δ of this stage's statistic.
     pub sensitivity: f64,
-    /// The ρ every site is charged for the whole study (the ledger's amount).
-    pub charged_rho: f64,
-    /// How many stages share the charge evenly (1 for `cape_pca`, 2 for `cape_agn`).
-    pub stages: u32,
+    /// The stage's share of the ρ every site is charged for the whole study (the ledger's
+    /// amount): ρ/stages for `cape_pca` (1) and `cape_agn` (2), exact since stages is a power of
+    /// two; with a clip, [`super::cape_clip::CapeClip::shares`].
+    pub share: f64,
     /// The roster's size S′.
     pub sites: u32,
     /// κ, the study's pair ratio.
@@ -215,19 +215,18 @@ pub struct StageTerms {
 }
 
 impl StageTerms {
-    /// This stage's share of the charge, ρ/stages (exact: stages is 1 or 2, a power of two;
-    /// the shares of all stages sum to the charge).
+    /// This stage's share of the charge.
     pub fn share(&self) -> f64 {
-        self.charged_rho / f64::from(self.stages.max(1))
+        self.share
     }
 
     /// The stage's noise: [`CapeNoise::calibrate`] at the share, whose cost as evaluated is ≤
     /// the share (rounded up, never down). `None` when the terms do not calibrate.
     pub fn noise(&self) -> Option<CapeNoise> {
-        if !(1..=2).contains(&self.stages) {
+        if !(self.share > 0.0 && self.share.is_finite()) {
             return None;
         }
-        CapeNoise::calibrate(self.sensitivity, self.share(), self.sites, self.pair_ratio)
+        CapeNoise::calibrate(self.sensitivity, self.share, self.sites, self.pair_ratio)
     }
 }
 

@@ -327,8 +327,7 @@ fn calibrated_noise_meets_both_constraints_with_no_slack() {
 fn terms(sites: u32, stages: u32) -> StageTerms {
     StageTerms {
         sensitivity: 2f64.sqrt(),
-        charged_rho: 0.002,
-        stages,
+        share: 0.002 / f64::from(stages),
         sites,
         pair_ratio: 1.0,
     }
@@ -413,7 +412,15 @@ fn stage_terms_split_the_charge_exactly() {
     assert_eq!(two.share() * 2.0, one.share());
     let (a, b) = (two.noise().unwrap(), two.noise().unwrap());
     assert_eq!(a, b, "deterministic");
-    assert!(a.cost() + a.cost() <= two.charged_rho);
-    assert!(StageTerms { stages: 3, ..one }.noise().is_none());
+    assert!(a.cost() + a.cost() <= 0.002);
+    assert!(StageTerms { share: 0.0, ..one }.noise().is_none());
+    assert!(
+        StageTerms {
+            share: f64::NAN,
+            ..one
+        }
+        .noise()
+        .is_none()
+    );
     assert!(StageTerms { sites: 1, ..one }.noise().is_none());
 }

@@ -82,6 +82,9 @@ pub struct CapePcaConfig {
     pub dropouts: Vec<u32>,
     pub pair_ratio: f64,
     pub noise: CapeNoise,
+    /// A live study's private clip ([`super::cape_clip`]); jobs clip centrally.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clip: Option<super::cape_clip::CapeClip>,
 }
 
 /// Validates k, S and κ and calibrates (shared by jobs and studies).
@@ -128,6 +131,7 @@ pub fn configure_for(
         dropouts: Vec::new(),
         pair_ratio,
         noise,
+        clip: None,
     })
 }
 

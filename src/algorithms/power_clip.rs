@@ -23,10 +23,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::clipping::{
-    AUTO_MAX_TAIL, AUTO_MIN_TAIL, AUTO_QUANTILE, AUTO_SHARE, LOG2_RANGE, STEPS, auto_tail, score,
-};
-use super::study_clip::{COUNT_RELEASE, Method, StudyClip};
+use super::clipping::{AUTO_QUANTILE, AUTO_SHARE, STEPS, score};
+use super::study_clip::{COUNT_RELEASE, ClipBounds, Method, StudyClip};
 use super::{ConfigError, RunEnv};
 use crate::dataset::Neighbours;
 use crate::federation::fixed_point::{self, FixedPoint};
@@ -115,49 +113,34 @@ impl PowerClip {
         self.search.cost()
     }
 
-    /// The lowest c the search can release: the floor of its bracket.
-    pub fn floor(&self) -> f64 {
-        self.search.upper * (-LOG2_RANGE).exp2()
+    /// What a site accepts of the search's steps.
+    pub fn bounds(&self) -> ClipBounds {
+        ClipBounds {
+            upper: self.search.upper,
+            quantile: self.search.quantile,
+            auto_quantile: self.auto_quantile,
+        }
     }
 
-    /// q for a roster holding `pooled_n` records in all (public under `replace_one`): the
-    /// central rule's 1 − tail(n, d, ρ, k), or 1 − [`AUTO_MIN_TAIL`] where the central rule would
-    /// not clip (the study has already set the clip's share aside; clipping the top 2 % then
-    /// costs little and keeps the charge's use).
+    /// The lowest c the search can release: the floor of its bracket.
+    pub fn floor(&self) -> f64 {
+        self.bounds().floor()
+    }
+
+    /// q for a roster holding `pooled_n` records ([`ClipBounds::quantile_for`]).
     pub fn quantile_for(&self, pooled_n: Option<u64>, k: usize) -> f64 {
-        match (self.auto_quantile, pooled_n) {
-            (true, Some(n)) => {
-                1.0 - auto_tail(n as usize, self.search.d, self.study_rho, k, 1.0).unwrap_or(AUTO_MIN_TAIL)
-            }
-            _ => self.search.quantile,
-        }
+        self.bounds()
+            .quantile_for(pooled_n, self.study_rho, self.search.d, k)
     }
 
     /// Checks the q a coordinator sent for a step.
     pub fn check_quantile(&self, q: f64) -> Result<(), String> {
-        let ok = if self.auto_quantile {
-            ((1.0 - AUTO_MAX_TAIL)..=(1.0 - AUTO_MIN_TAIL)).contains(&q)
-        } else {
-            q == self.search.quantile
-        };
-        if ok {
-            Ok(())
-        } else {
-            Err(format!("the clip quantile q = {q} is not one this study allows"))
-        }
+        self.bounds().check_quantile(q)
     }
 
     /// Checks a c the coordinator sent (a step's, or a power round's).
     pub fn check_c(&self, c: f64) -> Result<(), String> {
-        if c >= self.floor() && c <= self.search.upper {
-            Ok(())
-        } else {
-            Err(format!(
-                "the clip norm c = {c} lies outside [{:e}, {}]",
-                self.floor(),
-                self.search.upper
-            ))
-        }
+        self.bounds().check_c(c)
     }
 
     /// Checks the stored search against the study it claims to belong to (what a site

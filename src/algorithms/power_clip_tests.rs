@@ -1,4 +1,5 @@
 use super::*;
+use crate::algorithms::clipping::{AUTO_MIN_TAIL, auto_tail};
 use crate::algorithms::testing::with_audited_env;
 
 fn replace_one() -> Neighbours {

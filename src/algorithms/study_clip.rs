@@ -31,7 +31,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::clipping::{AUTO_QUANTILE, AUTO_SHARE, Bracket, LOG2_RANGE, STEPS, auto_tail, cost_of, score};
+use super::clipping::{
+    AUTO_MAX_TAIL, AUTO_MIN_TAIL, AUTO_QUANTILE, AUTO_SHARE, Bracket, LOG2_RANGE, STEPS, auto_tail, cost_of,
+    score,
+};
 use super::{ConfigError, RunEnv, RunError};
 use crate::dataset::Neighbours;
 use crate::linalg::clip::margin;
@@ -265,6 +268,148 @@ impl StudyClip {
                 }
                 Ok(search.c())
             }
+        }
+    }
+}
+
+/// A study's search on the coordinator: the bracket, the q the steps count at (fixed when the
+/// study's rounds open) and the noisy sums released so far (public, DP releases). Shared by the
+/// protocols that clip (`federated_power`, `cape_pca`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClipProgress {
+    pub bracket: Bracket,
+    pub quantile: f64,
+    /// The noisy S(c) of each finished step, in order.
+    pub counts: Vec<f64>,
+}
+
+/// The clip as a study's report shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ClipReport {
+    /// The clip norm the study used (`None` while the search runs).
+    pub clip_norm: Option<f64>,
+    pub quantile: f64,
+    /// The search's steps: the c counted at and the noisy S(c) released.
+    pub steps: Vec<ClipStep>,
+}
+
+/// One step of the search.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ClipStep {
+    pub c: f64,
+    pub noisy_count: f64,
+}
+
+impl ClipProgress {
+    /// The whole bracket under β = `upper`, counting at `quantile`.
+    pub fn new(upper: f64, quantile: f64) -> ClipProgress {
+        ClipProgress {
+            bracket: Bracket::new(upper),
+            quantile,
+            counts: Vec::new(),
+        }
+    }
+
+    /// Whether a step is still to run.
+    pub fn searching(&self) -> bool {
+        (self.counts.len() as u32) < STEPS
+    }
+
+    /// The open step's [c, q].
+    pub fn step(&self) -> [f64; 2] {
+        [self.bracket.next_c(), self.quantile]
+    }
+
+    /// A step's noisy S(c) moves the bracket.
+    pub fn absorb(&mut self, noisy: f64) {
+        self.bracket.absorb(noisy);
+        self.counts.push(noisy);
+    }
+
+    /// The released c, once every step ran.
+    pub fn clip_norm(&self) -> Option<f64> {
+        (!self.searching()).then(|| self.bracket.c())
+    }
+
+    /// Whether a kept search can belong to a study: at most [`STEPS`] counts, q in (0, 1).
+    pub fn valid(&self) -> bool {
+        self.counts.len() as u32 <= STEPS && self.quantile > 0.0 && self.quantile < 1.0
+    }
+
+    /// The report, the steps replayed from β = `upper`.
+    pub fn report(&self, upper: f64) -> ClipReport {
+        let mut bracket = Bracket::new(upper);
+        let steps = self
+            .counts
+            .iter()
+            .map(|&noisy_count| {
+                let c = bracket.next_c();
+                bracket.absorb(noisy_count);
+                ClipStep { c, noisy_count }
+            })
+            .collect();
+        ClipReport {
+            clip_norm: self.clip_norm(),
+            quantile: self.quantile,
+            steps,
+        }
+    }
+}
+
+/// What a site accepts of a live study's search, whatever protocol carries it (docs/design/
+/// federation.md, "Private clipping in studies"): c within the bracket's range, and q.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ClipBounds {
+    /// β, the top of the range.
+    pub upper: f64,
+    /// The configured q (the median placeholder when `auto_quantile`).
+    pub quantile: f64,
+    /// q follows the central `auto` rule on the roster's pooled n (`replace_one`).
+    pub auto_quantile: bool,
+}
+
+impl ClipBounds {
+    /// The lowest c the search can release: the floor of its bracket, β·2^−8.
+    pub fn floor(&self) -> f64 {
+        self.upper * (-LOG2_RANGE).exp2()
+    }
+
+    /// q for a roster holding `pooled_n` records (public under `replace_one`) in a study of
+    /// ρ = `rho`, d and k: the central rule's 1 − tail(n, d, ρ, k), or 1 − `AUTO_MIN_TAIL` where
+    /// the central rule would not clip (the study set the clip's share aside when it was
+    /// created, before n was known; clipping the top 2 % then costs little and uses it).
+    pub fn quantile_for(&self, pooled_n: Option<u64>, rho: f64, d: usize, k: usize) -> f64 {
+        match (self.auto_quantile, pooled_n) {
+            (true, Some(n)) => 1.0 - auto_tail(n as usize, d, rho, k, 1.0).unwrap_or(AUTO_MIN_TAIL),
+            _ => self.quantile,
+        }
+    }
+
+    /// Checks the q a coordinator sent for a step: in the auto rule's range [0.5, 0.98] when q
+    /// follows it (Δ = 1 whatever q is), else exactly the configured one.
+    pub fn check_quantile(&self, q: f64) -> Result<(), String> {
+        let ok = if self.auto_quantile {
+            ((1.0 - AUTO_MAX_TAIL)..=(1.0 - AUTO_MIN_TAIL)).contains(&q)
+        } else {
+            q == self.quantile
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(format!("the clip quantile q = {q} is not one this study allows"))
+        }
+    }
+
+    /// Checks a c the coordinator sent (a step's, or the one the study clips at).
+    pub fn check_c(&self, c: f64) -> Result<(), String> {
+        if c >= self.floor() && c <= self.upper {
+            Ok(())
+        } else {
+            Err(format!(
+                "the clip norm c = {c} lies outside [{:e}, {}]",
+                self.floor(),
+                self.upper
+            ))
         }
     }
 }

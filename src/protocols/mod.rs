@@ -21,6 +21,8 @@ pub mod power;
 use std::future::Future;
 use std::pin::Pin;
 
+use crate::algorithms::clipping::{self, ClipMode, ClipParam, ClipRequest};
+use crate::algorithms::power_clip::ClipAsk;
 use crate::algorithms::{AlgorithmInfo, ConfigError, StudyKind};
 use crate::dataset::{DataContext, Relation};
 use crate::federation::messages::SiteStudyView;
@@ -259,6 +261,28 @@ pub(crate) fn parse_params<T: serde::de::DeserializeOwned>(
             message: e.into_inner().to_string(),
         }
     })
+}
+
+/// Removes `clip` from a study's parameters: `"auto"` (the default, as for a central job on
+/// records), `"none"`, or `{"quantile": q, "share": f}`.
+pub(crate) fn take_clip(params: &mut Value, ctx: &DataContext) -> Result<Option<ClipAsk>, PlanError> {
+    let raw = match params {
+        Value::Object(map) => map.remove("clip"),
+        _ => None,
+    };
+    let param: ClipParam = match raw {
+        None => ClipParam::Named(ClipMode::Auto),
+        Some(v) => serde_json::from_value(v).map_err(|e| {
+            ConfigError::invalid(
+                "params.clip",
+                format!("must be \"auto\", \"none\" or {{\"quantile\", \"share\"}}: {e}"),
+            )
+        })?,
+    };
+    Ok(clipping::request(Some(param), ctx)?.map(|request| match request {
+        ClipRequest::Auto => ClipAsk::Auto,
+        ClipRequest::Quantile { quantile, share } => ClipAsk::Quantile { quantile, share },
+    }))
 }
 
 #[cfg(test)]

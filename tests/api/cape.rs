@@ -60,6 +60,8 @@ async fn bad_cape_jobs_are_422() {
     }
 }
 
+/// A one-stage `cape_pca` study (`clip: "none"`: the sites here send a made-up Gram matrix;
+/// the clip's stages run with real sites in tests/federation_live.rs).
 fn cape_study(sites: usize, round_timeout: u64) -> Value {
     json!({
         "name": "cape",
@@ -67,7 +69,7 @@ fn cape_study(sites: usize, round_timeout: u64) -> Value {
         "n_features": 4,
         "relation": "replace_one",
         "row_norm_bound": 1.0,
-        "params": {"k": 1},
+        "params": {"k": 1, "clip": "none"},
         "privacy": {"rho": 0.5},
         "threshold": 2,
         "sites": (0..sites).map(|i| json!({"name": format!("site-{i}")})).collect::<Vec<_>>(),

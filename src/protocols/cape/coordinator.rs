@@ -11,15 +11,17 @@ use rand_chacha::ChaCha20Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::algorithms::cape_agn::{self, CapeAgnConfig, CapeAgnParams, Whitening};
+use crate::algorithms::cape_clip::{CapeClip, count_sensitivity, gram_sensitivity_at};
 use crate::algorithms::cape_noise::{self as cape, CapeNoise, CapeReport, StageTerms};
 use crate::algorithms::cape_pca::{self, CapePcaParams};
+use crate::algorithms::study_clip::ClipProgress;
 use crate::algorithms::tensor_power::{self, PowerSettings};
 use crate::algorithms::{ConfigError, Output};
 use crate::federation::crypto::Seed;
 use crate::federation::messages::{CapePeer, SiteSignature, SiteTask};
 use crate::federation::transcript;
 use crate::federation::wire;
-use crate::protocols::{PlanError, StudyPlan, StudyTerms, parse_params};
+use crate::protocols::{PlanError, StudyPlan, StudyTerms, parse_params, take_clip};
 use crate::store::StudyStatus;
 use crate::studies::live::{Effect, Live, LiveError, Protocol, Stage, report_value};
 
@@ -42,19 +44,34 @@ pub struct CapePlan {
     /// Δ of one site's statistic in each stage.
     pub stages: Vec<f64>,
     /// The ρ every site is charged, as the ledger holds it (the amount a site's view states);
-    /// each stage is calibrated to an equal share of it.
+    /// each stage is calibrated to an equal share of it, or with a clip to
+    /// [`CapeClip::shares`].
     pub rho: f64,
+    /// `cape_pca`'s private clip: 8 count stages before the Gram stage (`stages` holds their
+    /// Δ, then the Gram stage's Δ at β).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clip: Option<CapeClip>,
 }
 
 impl CapePlan {
+    /// The share of the charge stage `stage` is calibrated to (as a site computes it).
+    pub fn stage_share(&self, stage: u32) -> Option<f64> {
+        stage_share(self.rho, self.stages.len(), self.clip.as_ref(), stage)
+    }
+
     /// The stage's noise for a roster of `sites`, from the same public terms a site derives it
-    /// from ([`StageTerms`]): the site compares, and refuses on any difference.
-    pub fn stage_noise(&self, stage: u32, sites: u32) -> Option<CapeNoise> {
-        let sensitivity = *self.stages.get((stage as usize).checked_sub(1)?)?;
+    /// from ([`StageTerms`]): the site compares, and refuses on any difference. The Gram stage
+    /// of a study with a clip is calibrated at the released `clip_norm`.
+    pub fn stage_noise(&self, stage: u32, sites: u32, clip_norm: Option<f64>) -> Option<CapeNoise> {
+        let base = *self.stages.get((stage as usize).checked_sub(1)?)?;
+        let sensitivity = match (&self.clip, clip_norm) {
+            (Some(clip), Some(c)) if stage > clip.steps() => gram_sensitivity_at(base, clip.upper, c),
+            (Some(clip), None) if stage > clip.steps() => return None,
+            _ => base,
+        };
         StageTerms {
             sensitivity,
-            charged_rho: self.rho,
-            stages: u32::try_from(self.stages.len()).ok()?,
+            share: self.stage_share(stage)?,
             sites,
             pair_ratio: self.pair_ratio,
         }
@@ -62,10 +79,28 @@ impl CapePlan {
     }
 }
 
-/// Plans a `cape_pca` study: one stage, Δ of the packed Gram matrix.
-pub(crate) fn plan_pca(params: serde_json::Value, terms: &StudyTerms<'_>) -> Result<StudyPlan, PlanError> {
+/// Stage `stage`'s share of the `charged` ρ in a study of `stages` stages: an equal share, or
+/// with a clip a step's or the Gram stage's ([`CapeClip::shares`]). Shared by the coordinator
+/// and the site.
+pub fn stage_share(charged: f64, stages: usize, clip: Option<&CapeClip>, stage: u32) -> Option<f64> {
+    match clip {
+        Some(clip) => {
+            let (step, rest) = clip.shares(charged);
+            Some(if stage <= clip.steps() { step } else { rest })
+        }
+        None => Some(charged / f64::from(u32::try_from(stages).ok().filter(|s| (1..=2).contains(s))?)),
+    }
+}
+
+/// Plans a `cape_pca` study: one stage, Δ of the packed Gram matrix; with `clip` (`"auto"` by
+/// default, as a central job on records) the search's 8 count stages first.
+pub(crate) fn plan_pca(
+    mut params: serde_json::Value,
+    terms: &StudyTerms<'_>,
+) -> Result<StudyPlan, PlanError> {
+    let ask = take_clip(&mut params, terms.context)?;
     let parsed: CapePcaParams = parse_params(params)?;
-    let config = cape_pca::configure_for(
+    let mut config = cape_pca::configure_for(
         parsed.k,
         parsed.pair_ratio,
         terms.context,
@@ -73,24 +108,73 @@ pub(crate) fn plan_pca(params: serde_json::Value, terms: &StudyTerms<'_>) -> Res
         terms.sites,
         "sites",
     )?;
-    let rho = config.noise.cost();
+    let Some(ask) = ask else {
+        let rho = config.noise.cost();
+        let plan = CapePlan {
+            kind: CapeKind::Pca { k: config.k },
+            pair_ratio: config.pair_ratio,
+            stages: vec![config.noise.sensitivity],
+            rho,
+            clip: None,
+        };
+        return Ok(StudyPlan {
+            config: serde_json::to_value(&config)?,
+            protocol: Protocol::Cape(plan),
+            rounds: 1,
+            rho,
+        });
+    };
+    let rho = terms.target.rho;
+    let clip = CapeClip::configure(ask, rho, &terms.context.neighbours, terms.context.d)?;
+    let count = count_sensitivity(&terms.context.neighbours, clip.quantile);
+    let mut stages = vec![count; clip.steps() as usize];
+    stages.push(config.noise.sensitivity);
     let plan = CapePlan {
         kind: CapeKind::Pca { k: config.k },
         pair_ratio: config.pair_ratio,
-        stages: vec![config.noise.sensitivity],
+        stages,
         rho,
+        clip: Some(clip.clone()),
     };
+    // What the configuration shows: the Gram stage's noise at β for the invited sites.
+    let (_, gram_share) = clip.shares(rho);
+    config.noise = CapeNoise::calibrate(
+        config.noise.sensitivity,
+        gram_share,
+        terms.sites,
+        config.pair_ratio,
+    )
+    .ok_or_else(|| {
+        ConfigError::invalid(
+            "rho",
+            "is too small or too large to calibrate noise in floating point",
+        )
+    })?;
+    config.clip = Some(clip);
     Ok(StudyPlan {
         config: serde_json::to_value(&config)?,
+        rounds: plan.stages.len() as u32,
         protocol: Protocol::Cape(plan),
-        rounds: 1,
         rho,
     })
 }
 
 /// Plans a `cape_agn` study: two stages (second, then whitened third moments). The number of
 /// sites is the study's, so a complaint about it names the study's `sites`.
-pub(crate) fn plan_agn(params: serde_json::Value, terms: &StudyTerms<'_>) -> Result<StudyPlan, PlanError> {
+pub(crate) fn plan_agn(
+    mut params: serde_json::Value,
+    terms: &StudyTerms<'_>,
+) -> Result<StudyPlan, PlanError> {
+    // Like a central cape_agn job, a study does not clip by default; it does not clip at all.
+    if let Some(clip) = params.as_object_mut().and_then(|p| p.remove("clip"))
+        && clip != serde_json::json!("none")
+    {
+        return Err(ConfigError::invalid(
+            "params.clip",
+            "cape_agn studies do not clip: use \"none\" or leave it out",
+        )
+        .into());
+    }
     let mut parsed: CapeAgnParams = parse_params(params)?;
     parsed.sites = Some(terms.sites);
     let pair_ratio = parsed.pair_ratio.unwrap_or(cape::DEFAULT_PAIR_RATIO);
@@ -107,6 +191,7 @@ pub(crate) fn plan_agn(params: serde_json::Value, terms: &StudyTerms<'_>) -> Res
         pair_ratio,
         stages: vec![config.stage1.sensitivity, config.stage2.sensitivity],
         rho,
+        clip: None,
     };
     Ok(StudyPlan {
         config: serde_json::to_value(&config)?,
@@ -137,6 +222,8 @@ pub struct CapeRunning {
     pub(crate) confirmations: BTreeMap<u32, String>,
     /// The open stage's consistency round is over: releases are collected.
     pub(crate) confirmed: bool,
+    /// `cape_pca` with a clip: the search so far (its steps are stages 1..=8).
+    pub(crate) clip: Option<ClipProgress>,
 }
 
 impl CapeRunning {
@@ -184,6 +271,46 @@ impl CapeRunning {
         self.confirmed = false;
     }
 
+    /// A step of the clip is summed: its noisy count moves the bracket, and the next stage
+    /// opens: the next step ([c, q], one value), or after the last step the Gram stage on rows
+    /// clipped at the released c ([c]), calibrated at Δ(c).
+    fn next_clip_stage(&mut self, sum: &[f64], d: usize) -> Result<(), String> {
+        let progress = self.clip.as_mut().ok_or("no clip")?;
+        let [count] = sum else {
+            return Err("a clip step's sum is not one value".into());
+        };
+        progress.absorb(*count);
+        let (len, input, clip_norm) = match progress.clip_norm() {
+            None => (1, (wire::f64s_to_b64(&progress.step()), 1, 2), None),
+            Some(c) => (d * (d + 1) / 2, (wire::f64s_to_b64(&[c]), 1, 1), Some(c)),
+        };
+        let stage = self.stage + 1;
+        self.noise = self
+            .plan
+            .stage_noise(stage, self.roster.len() as u32, clip_norm)
+            .ok_or_else(|| format!("stage {stage}'s noise could not be calibrated"))?;
+        self.len = len;
+        self.input = Some(input);
+        self.stage = stage;
+        self.fresh_seeds();
+        Ok(())
+    }
+
+    /// `cape_pca`'s report: the Gram stage's noise, and the clip if the study had one.
+    fn pca_report(&self) -> serde_json::Value {
+        let mut report = report_value(self.reports.last());
+        if let (Some(progress), Some(clip), Some(object)) =
+            (&self.clip, &self.plan.clip, report.as_object_mut())
+        {
+            object.insert("clip".into(), report_value(progress.report(clip.upper)));
+            object.insert(
+                "clip_stages".into(),
+                report_value(&self.reports[..self.reports.len() - 1]),
+            );
+        }
+        report
+    }
+
     /// The sum of this stage's releases minus the aggregator terms (projected by W in stage 2
     /// of `cape_agn`: F₃^s(W, W, W), Alg. 3 step 13, the same code as the simulation).
     fn stage_sum(&self) -> Result<Vec<f64>, String> {
@@ -200,7 +327,18 @@ impl Live {
     /// The roster is fixed: calibrate stage 1 for its size, draw the aggregator seeds, charge,
     /// and ask every site for its release.
     pub(crate) fn start_cape(&mut self, plan: CapePlan, roster: Vec<u32>, effects: &mut Vec<Effect>) {
-        let Some(noise) = plan.stage_noise(1, roster.len() as u32) else {
+        // The records the roster reported at join (public under replace_one): the clip's q.
+        let pooled_n = roster
+            .iter()
+            .map(|s| self.joined.get(s).and_then(|j| j.n_samples))
+            .sum::<Option<u64>>();
+        let clip = match (&plan.clip, &plan.kind) {
+            (Some(clip), CapeKind::Pca { k }) => {
+                Some(ClipProgress::new(clip.upper, clip.quantile_for(pooled_n, *k)))
+            }
+            _ => None,
+        };
+        let Some(noise) = plan.stage_noise(1, roster.len() as u32, None) else {
             self.fail(
                 "the noise could not be calibrated for this roster; nothing was charged".into(),
                 None,
@@ -221,6 +359,10 @@ impl Live {
             roster: roster.clone(),
             dropped: Vec::new(),
         });
+        let (len, input) = match &clip {
+            Some(progress) => (1, Some((wire::f64s_to_b64(&progress.step()), 1, 2))),
+            None => (self.d * (self.d + 1) / 2, None),
+        };
         let mut running = CapeRunning {
             plan,
             stage: 1,
@@ -229,12 +371,13 @@ impl Live {
             peers,
             aggregator_seeds: BTreeMap::new(),
             releases: BTreeMap::new(),
-            len: self.d * (self.d + 1) / 2,
-            input: None,
+            len,
+            input,
             whitening: None,
             reports: Vec::new(),
             confirmations: BTreeMap::new(),
             confirmed: false,
+            clip,
         };
         running.fresh_seeds();
         self.stage = Stage::Cape(Box::new(running));
@@ -383,15 +526,17 @@ impl Live {
         } else {
             cape.stage_sum()
         };
+        let searching = cape.clip.as_ref().is_some_and(ClipProgress::searching);
         let outcome = sum.and_then(|sum| match (&cape.plan.kind, last) {
+            _ if searching => cape.next_clip_stage(&sum, d).map(|()| None),
             (CapeKind::Pca { k }, _) => crate::algorithms::cape_pca::finish(&sum, d, *k)
-                .map(|output| Some((output, report_value(&cape.reports[0]))))
+                .map(|output| Some((output, cape.pca_report())))
                 .map_err(|e| e.to_string()),
             (CapeKind::Agn(config), false) => {
                 let m2 = cape::unpack_symmetric(&sum, d)?;
                 let floor = cape_agn::noise_floor(d, cape.reports[0].noise_sd);
                 let whitening = cape_agn::whiten(&m2, config.k, floor).map_err(|e| e.to_string())?;
-                let Some(noise) = cape.plan.stage_noise(stage + 1, cape.roster.len() as u32) else {
+                let Some(noise) = cape.plan.stage_noise(stage + 1, cape.roster.len() as u32, None) else {
                     return Err("the stage-2 noise could not be calibrated".to_string());
                 };
                 cape.input = Some((

@@ -20,6 +20,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::algorithms::study_clip::ClipProgress;
+
 use super::coordinator::{CapePlan, CapeRunning};
 use crate::algorithms::cape_agn::Whitening;
 use crate::algorithms::cape_noise::{CapeNoise, CapeReport};
@@ -49,6 +51,9 @@ pub struct CapeKept {
     /// asked to confirm first.
     #[serde(default)]
     confirmed: bool,
+    /// `cape_pca`'s clip search so far (studies with a clip only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    clip: Option<ClipProgress>,
 }
 
 /// `cape_agn`'s whitening after stage 1 (D×K matrices, base64 f64, column-major).
@@ -95,6 +100,7 @@ impl CapeRunning {
             reports: self.reports.clone(),
             confirmations: self.confirmations.clone(),
             confirmed: self.confirmed,
+            clip: self.clip.clone(),
         }
     }
 
@@ -104,7 +110,12 @@ impl CapeRunning {
     pub(crate) fn restore(plan: CapePlan, kept: CapeKept) -> Result<CapeRunning, String> {
         let (stage, noise, roster, len) = (kept.stage, kept.noise, kept.roster, kept.len);
         let sites = u32::try_from(roster.len()).map_err(|e| e.to_string())?;
-        if plan.stage_noise(stage, sites) != Some(noise) {
+        let clip = kept.clip;
+        if plan.clip.is_some() != clip.is_some() || clip.as_ref().is_some_and(|c| !c.valid()) {
+            return Err("the kept clip does not match the plan".into());
+        }
+        let clip_norm = clip.as_ref().and_then(ClipProgress::clip_norm);
+        if plan.stage_noise(stage, sites, clip_norm) != Some(noise) {
             return Err(format!(
                 "the kept noise of stage {stage} is not the plan's for {sites} sites"
             ));
@@ -140,9 +151,14 @@ impl CapeRunning {
                 })
             })
             .transpose()?;
-        let input = whitening
-            .as_ref()
-            .map(|w| (wire::f64s_to_b64(w.w.as_slice()), w.w.nrows(), w.w.ncols()));
+        let input = match (&whitening, &clip) {
+            (Some(w), _) => Some((wire::f64s_to_b64(w.w.as_slice()), w.w.nrows(), w.w.ncols())),
+            (None, Some(progress)) => Some(match progress.clip_norm() {
+                None => (wire::f64s_to_b64(&progress.step()), 1, 2),
+                Some(c) => (wire::f64s_to_b64(&[c]), 1, 1),
+            }),
+            (None, None) => None,
+        };
         Ok(CapeRunning {
             plan,
             stage,
@@ -157,6 +173,7 @@ impl CapeRunning {
             reports: kept.reports,
             confirmations: kept.confirmations,
             confirmed,
+            clip,
         })
     }
 }

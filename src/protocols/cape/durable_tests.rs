@@ -28,6 +28,7 @@ fn pca_plan() -> CapePlan {
         pair_ratio: 1.0,
         stages: vec![1.0],
         rho: 0.5,
+        clip: None,
     }
 }
 
@@ -37,9 +38,10 @@ fn agn_plan() -> CapePlan {
         pair_ratio: 1.0,
         stages: vec![1.0, 1.0],
         rho: 0.5,
+        clip: None,
     };
-    let stage1 = plan.stage_noise(1, 3).expect("stage 1");
-    let stage2 = plan.stage_noise(2, 3).expect("stage 2");
+    let stage1 = plan.stage_noise(1, 3, None).expect("stage 1");
+    let stage2 = plan.stage_noise(2, 3, None).expect("stage 2");
     plan.kind = CapeKind::Agn(Box::new(CapeAgnConfig {
         k: 2,
         model: Model::Mog,

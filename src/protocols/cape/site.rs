@@ -24,8 +24,10 @@ use serde::{Deserialize, Serialize};
 use crate::algorithms::RunEnv;
 use crate::algorithms::analyze_gauss::sensitivity;
 use crate::algorithms::cape_agn::{self, CapeAgnConfig, Model};
+use crate::algorithms::cape_clip::{CapeClip, count_sensitivity, gram_sensitivity_at};
 use crate::algorithms::cape_noise::{self as cape, CapeNoise, StageTerms};
 use crate::algorithms::cape_pca::{CapePcaConfig, site_statistic};
+use crate::algorithms::clipping::{clip_rows, score};
 use crate::algorithms::tensor_power;
 use crate::dataset::{Neighbours, Relation};
 use crate::federation::crypto::{self, KeyPair, Seed};
@@ -44,6 +46,7 @@ use crate::site::{Failure, progress};
 use crate::store::{SiteMessageKind, SiteStatus};
 
 use super::consistency::StageTranscript;
+use super::coordinator::stage_share;
 
 /// A stage's release as kept in the ledger: the roster it was drawn for and what was sent.
 #[derive(Serialize, Deserialize)]
@@ -79,6 +82,8 @@ fn violation(what: impl std::fmt::Display) -> Failure {
 enum Plan {
     Pca {
         pair_ratio: f64,
+        /// The study's private clip: 8 count stages before the Gram stage.
+        clip: Option<CapeClip>,
     },
     Agn {
         model: Model,
@@ -96,6 +101,7 @@ impl Plan {
                     .map_err(|e| format!("the study's cape_pca configuration is not readable: {e}"))?;
                 Ok(Plan::Pca {
                     pair_ratio: config.pair_ratio,
+                    clip: config.clip,
                 })
             }
             "cape_agn" => {
@@ -120,19 +126,32 @@ impl Plan {
 
     fn stages(&self) -> u32 {
         match self {
-            Plan::Pca { .. } => 1,
+            Plan::Pca { clip, .. } => 1 + clip.as_ref().map_or(0, CapeClip::steps),
             Plan::Agn { .. } => 2,
         }
     }
 
-    /// Δ of this site's statistic in `stage`, from the study's public bounds.
-    fn sensitivity(&self, neighbours: &Neighbours, d: usize, stage: u32) -> f64 {
-        match (self, stage) {
-            (Plan::Pca { .. }, _) => sensitivity(neighbours),
-            (Plan::Agn { model, sigma2, .. }, 1) => {
+    fn clip(&self) -> Option<&CapeClip> {
+        match self {
+            Plan::Pca { clip, .. } => clip.as_ref(),
+            Plan::Agn { .. } => None,
+        }
+    }
+
+    /// Δ of this site's statistic in `stage`, from the study's public bounds (at the clip
+    /// norm of the stage's input for the Gram stage of a study with a clip).
+    fn sensitivity(&self, neighbours: &Neighbours, d: usize, stage: u32, input: &StageInput) -> f64 {
+        match (self, stage, input) {
+            (Plan::Pca { .. }, _, StageInput::Step { q, .. }) => count_sensitivity(neighbours, *q),
+            (Plan::Pca { .. }, _, StageInput::Clipped { c }) => {
+                let beta = self.clip().map_or(*c, |clip| clip.upper);
+                gram_sensitivity_at(sensitivity(neighbours), beta, *c)
+            }
+            (Plan::Pca { .. }, _, _) => sensitivity(neighbours),
+            (Plan::Agn { model, sigma2, .. }, 1, _) => {
                 cape_agn::second_moment_sensitivity(*model, *sigma2, d, neighbours)
             }
-            (Plan::Agn { model, sigma2, .. }, _) => {
+            (Plan::Agn { model, sigma2, .. }, _, _) => {
                 cape_agn::third_moment_sensitivity(*model, *sigma2, d, neighbours)
             }
         }
@@ -144,7 +163,8 @@ impl Plan {
 ///
 /// - Δ from the study's relation, bounds, d (and model, σ²), never the coordinator's;
 /// - the share of the ρ this site's ledger is charged (`view.cost_rho`, split evenly over the
-///   stages), with no slack: the derived cost is ≤ the share as evaluated;
+///   stages, or with a clip [`CapeClip::shares`]: `share`), with no slack: the derived cost is
+///   ≤ the share as evaluated;
 /// - the roster size S′ = peers + 1, which must lie between the study's threshold and its
 ///   number of sites;
 /// - κ from the study's terms.
@@ -154,7 +174,7 @@ impl Plan {
 pub fn derived_noise(
     view: &SiteStudyView,
     delta: f64,
-    stages: u32,
+    share: f64,
     pair_ratio: f64,
     roster_size: usize,
     offered: &CapeNoise,
@@ -170,8 +190,7 @@ pub fn derived_noise(
     }
     let terms = StageTerms {
         sensitivity: delta,
-        charged_rho: view.cost_rho,
-        stages,
+        share,
         sites,
         pair_ratio,
     };
@@ -180,6 +199,99 @@ pub fn derived_noise(
         .ok_or_else(|| "the study's public terms do not calibrate CAPE noise".to_string())?;
     cape::check_offer(offered, &own, terms.share(), len)?;
     Ok(own)
+}
+
+/// A stage's public input, as the site checked it.
+enum StageInput {
+    /// None: the statistic alone.
+    Plain,
+    /// `cape_agn` stage 2: the whitening W (D×K).
+    Whitening(Matrix),
+    /// A step of `cape_pca`'s clip: count at c with quantile q.
+    Step { c: f64, q: f64 },
+    /// The Gram stage after a clip: the rows clipped at c.
+    Clipped { c: f64 },
+}
+
+impl StageInput {
+    /// The input as the transcript hashes it (base64 f64).
+    fn text(&self) -> Option<String> {
+        match self {
+            StageInput::Plain => None,
+            StageInput::Whitening(w) => Some(wire::f64s_to_b64(w.as_slice())),
+            StageInput::Step { c, q } => Some(wire::f64s_to_b64(&[*c, *q])),
+            StageInput::Clipped { c } => Some(wire::f64s_to_b64(&[*c])),
+        }
+    }
+
+    /// The length of the stage's lattice release (the D-dimensional tensor in `cape_agn`
+    /// stage 2, one count in a clip step, the packed Gram matrix otherwise).
+    fn lattice_len(&self, d: usize) -> usize {
+        match self {
+            StageInput::Whitening(_) => tensor_power::packed_len(d),
+            StageInput::Step { .. } => 1,
+            StageInput::Plain | StageInput::Clipped { .. } => d * (d + 1) / 2,
+        }
+    }
+}
+
+/// Checks `stage`'s task against the study's public shape: its `len` values and its `input`
+/// (base64 f64 with its rows and columns) — cape_agn stage 2's W after a stage 1 this site
+/// sent (`charged`), a clip step's [c, q] and the Gram stage's [c] within the clip's bounds,
+/// nothing otherwise.
+fn stage_input(
+    plan: &Plan,
+    stage: u32,
+    d: usize,
+    len: usize,
+    charged: bool,
+    input: Option<(String, usize, usize)>,
+) -> Result<StageInput, String> {
+    let packed_matrix = d * (d + 1) / 2;
+    let values = |(text, rows, cols): &(String, usize, usize)| {
+        wire::b64_to_f64s(text, rows * cols).map_err(|e| e.to_string())
+    };
+    match (plan, plan.clip()) {
+        (Plan::Agn { k, .. }, _) if stage == 2 => {
+            let w = match &input {
+                Some(given) if given.1 == d && given.2 == *k => Matrix::from_vec(d, *k, values(given)?),
+                _ => return Err(format!("stage 2 came without a {d}×{k} whitening W")),
+            };
+            if !w.iter().all(|v| v.is_finite()) {
+                return Err("the whitening W has non-finite entries".into());
+            }
+            if len != tensor_power::packed_len(*k) || !charged {
+                return Err("stage 2 does not follow a stage 1 this site sent".into());
+            }
+            Ok(StageInput::Whitening(w))
+        }
+        (Plan::Pca { .. }, Some(clip)) if stage <= clip.steps() => match &input {
+            Some(given) if (given.1, given.2) == (1, 2) && len == 1 => {
+                let [c, q] = values(given)?[..] else {
+                    return Err("a clip step's input is not [c, q]".into());
+                };
+                clip.bounds().check_c(c)?;
+                clip.bounds().check_quantile(q)?;
+                Ok(StageInput::Step { c, q })
+            }
+            _ => Err(format!(
+                "stage {stage} is a step of the study's clip and came without its [c, q]"
+            )),
+        },
+        (Plan::Pca { .. }, Some(_)) if len != packed_matrix => {
+            Err(format!("stage {stage} with {len} values does not fit the study"))
+        }
+        (Plan::Pca { .. }, Some(clip)) => match &input {
+            Some(given) if (given.1, given.2) == (1, 1) => {
+                let c = values(given)?[0];
+                clip.bounds().check_c(c)?;
+                Ok(StageInput::Clipped { c })
+            }
+            _ => Err(format!("stage {stage} came without the study's clip norm")),
+        },
+        _ if len == packed_matrix && input.is_none() => Ok(StageInput::Plain),
+        _ => Err(format!("stage {stage} with {len} values does not fit the study")),
+    }
 }
 
 /// How a CAPE site loads its records: the most it reads (no cap: CAPE encodes nothing in fixed
@@ -244,6 +356,9 @@ pub(crate) async fn follow(run: SiteRun<'_>) -> Result<(), Failure> {
     let neighbours =
         study_neighbours(view.relation, view.row_norm_bound, view.row_l1_bound).map_err(Failure::Refused)?;
     let d = view.n_features;
+    if let Some(clip) = plan.clip() {
+        clip.check(&neighbours, d).map_err(Failure::Refused)?;
+    }
     let stages = plan.stages();
     // The pair-noise keys derive from the session seed kept in the ledger (the same keys after
     // a restart); the noise is drawn from the operating system.
@@ -347,52 +462,31 @@ pub(crate) async fn follow(run: SiteRun<'_>) -> Result<(), Failure> {
                 }
                 observe_roster(&mut roster, view, &peers, &me, stage)?;
                 // What this stage releases, from the study's public shape: the packed
-                // statistic's length, and in cape_agn stage 2 the public W it is projected by
-                // after the D-dimensional lattice release.
-                let packed_matrix = d * (d + 1) / 2;
-                let whitening = match (&plan, stage) {
-                    (Plan::Agn { k, .. }, 2) => {
-                        let w = match input {
-                            Some(b64) if input_rows == d && input_cols == *k => {
-                                wire::b64_to_f64s(&b64, input_rows * input_cols)
-                                    .map(|v| Matrix::from_vec(input_rows, input_cols, v))
-                                    .map_err(|e| violation(format!("the whitening W: {e}")))?
-                            }
-                            _ => {
-                                return Err(violation(format!("stage 2 came without a {d}×{k} whitening W")));
-                            }
-                        };
-                        if !w.iter().all(|v| v.is_finite()) {
-                            return Err(violation("the whitening W has non-finite entries"));
-                        }
-                        if len != tensor_power::packed_len(*k) || !charged {
-                            return Err(violation("stage 2 does not follow a stage 1 this site sent"));
-                        }
-                        Some(w)
-                    }
-                    _ if len == packed_matrix => None,
-                    _ => {
-                        return Err(violation(format!(
-                            "stage {stage} with {len} values does not fit the study"
-                        )));
-                    }
-                };
-                let input_text = whitening.as_ref().map(|w| wire::f64s_to_b64(w.as_slice()));
-                let lattice_len = match whitening {
-                    Some(_) => tensor_power::packed_len(d),
-                    None => packed_matrix,
-                };
+                // statistic's length, and its public input (cape_agn's W in stage 2; a clip
+                // step's [c, q]; the clip norm of the Gram stage after a clip).
+                let input = stage_input(
+                    &plan,
+                    stage,
+                    d,
+                    len,
+                    charged,
+                    input.map(|b| (b, input_rows, input_cols)),
+                )
+                .map_err(violation)?;
+                let input_text = input.text();
                 // Every noise parameter is this site's own, from public facts it checks; the
                 // coordinator's offer only decides whether the site takes part.
-                let delta = plan.sensitivity(&neighbours, d, stage);
+                let delta = plan.sensitivity(&neighbours, d, stage, &input);
+                let share = stage_share(view.cost_rho, stages as usize, plan.clip(), stage)
+                    .ok_or_else(|| violation(format!("stage {stage} does not fit the study")))?;
                 let own = derived_noise(
                     view,
                     delta,
-                    stages,
+                    share,
                     plan.pair_ratio(),
                     peers.len() + 1,
                     &noise,
-                    lattice_len,
+                    input.lattice_len(d),
                 )
                 .map_err(|e| {
                     Failure::Refused(format!(
@@ -432,26 +526,38 @@ pub(crate) async fn follow(run: SiteRun<'_>) -> Result<(), Failure> {
                 let mut never = |_: u32, _: u32| Ok(());
                 let mut env = RunEnv::new(&mut rng, &mut never);
                 let me = view.site_index;
-                let release = match (&plan, &domain, &whitening) {
-                    (Plan::Pca { .. }, _, _) => {
-                        let statistic = site_statistic(&prepared.records.xt);
+                let xt = &prepared.records.xt;
+                let release = match (&plan, &domain, &input) {
+                    (Plan::Pca { .. }, _, StageInput::Step { c, q }) => {
+                        let norms: Vec<f64> = xt.column_iter().map(|x| x.norm()).collect();
+                        let statistic = [score(&norms, *c, *q, d)];
                         cape::site_release(&statistic, me, &seeds, &aggregator_seed, &own, &mut env)
                     }
-                    (Plan::Agn { model, sigma2, .. }, Some(x), None) => {
+                    (Plan::Pca { .. }, _, StageInput::Clipped { c }) => {
+                        let statistic = site_statistic(&clip_rows(xt, *c));
+                        cape::site_release(&statistic, me, &seeds, &aggregator_seed, &own, &mut env)
+                    }
+                    (Plan::Pca { .. }, _, _) => {
+                        let statistic = site_statistic(xt);
+                        cape::site_release(&statistic, me, &seeds, &aggregator_seed, &own, &mut env)
+                    }
+                    (Plan::Agn { model, sigma2, .. }, Some(x), StageInput::Plain) => {
                         let statistic = cape::pack_upper(&cape_agn::second_moment(x, *model, *sigma2));
                         cape::site_release(&statistic, me, &seeds, &aggregator_seed, &own, &mut env)
                     }
-                    (Plan::Agn { model, sigma2, .. }, Some(x), Some(w)) => cape_agn::stage2_message(
-                        x,
-                        *model,
-                        *sigma2,
-                        w,
-                        me,
-                        &seeds,
-                        &aggregator_seed,
-                        &own,
-                        &mut env,
-                    ),
+                    (Plan::Agn { model, sigma2, .. }, Some(x), StageInput::Whitening(w)) => {
+                        cape_agn::stage2_message(
+                            x,
+                            *model,
+                            *sigma2,
+                            w,
+                            me,
+                            &seeds,
+                            &aggregator_seed,
+                            &own,
+                            &mut env,
+                        )
+                    }
                     _ => return Err(violation("no data for this stage")),
                 }
                 .map_err(violation)?;

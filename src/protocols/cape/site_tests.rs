@@ -32,6 +32,7 @@ fn study() -> (SiteStudyView, CapePlan) {
         pair_ratio: config.pair_ratio,
         stages: vec![config.noise.sensitivity],
         rho: charged,
+        clip: None,
     };
     let view = SiteStudyView {
         study_id: uuid::Uuid::nil(),
@@ -59,11 +60,11 @@ fn study() -> (SiteStudyView, CapePlan) {
 fn derive(view: &SiteStudyView, offered: &CapeNoise, roster: usize) -> Result<CapeNoise, String> {
     let plan = Plan::of(view)?;
     let neighbours = study_neighbours(view.relation, view.row_norm_bound, view.row_l1_bound)?;
-    let delta = plan.sensitivity(&neighbours, view.n_features, 1);
+    let delta = plan.sensitivity(&neighbours, view.n_features, 1, &StageInput::Plain);
     derived_noise(
         view,
         delta,
-        plan.stages(),
+        view.cost_rho / f64::from(plan.stages()),
         plan.pair_ratio(),
         roster,
         offered,
@@ -75,7 +76,7 @@ fn derive(view: &SiteStudyView, offered: &CapeNoise, roster: usize) -> Result<Ca
 fn the_coordinators_honest_noise_is_what_the_site_derives() {
     let (view, plan) = study();
     for roster in [2usize, 3] {
-        let offered = plan.stage_noise(1, roster as u32).unwrap();
+        let offered = plan.stage_noise(1, roster as u32, None).unwrap();
         let own = derive(&view, &offered, roster).expect("honest offer accepted");
         assert_eq!(own, offered, "bit for bit");
         assert!(own.cost() <= view.cost_rho, "no slack");
@@ -85,7 +86,7 @@ fn the_coordinators_honest_noise_is_what_the_site_derives() {
 #[test]
 fn lies_about_the_noise_or_the_roster_are_refused() {
     let (view, plan) = study();
-    let honest = plan.stage_noise(1, 3).unwrap();
+    let honest = plan.stage_noise(1, 3, None).unwrap();
     // The audit's lie: grid and widening moved, the sds the old check read left honest.
     let grid_lie = CapeNoise {
         pooled_sd: honest.pooled_sd * 2f64.powi(40),
@@ -101,11 +102,11 @@ fn lies_about_the_noise_or_the_roster_are_refused() {
     let other_kappa = CapeNoise::calibrate(honest.sensitivity, view.cost_rho, 3, 4.0).unwrap();
     assert!(derive(&view, &other_kappa, 3).is_err());
     // A roster outside [threshold, n_sites], or a noise for another roster size.
-    let two = plan.stage_noise(1, 2).unwrap();
+    let two = plan.stage_noise(1, 2, None).unwrap();
     assert!(derive(&view, &two, 3).is_err());
     let one = CapeNoise { sites: 1, ..two };
     assert!(derive(&view, &one, 1).is_err());
-    let four = plan.stage_noise(1, 4).unwrap();
+    let four = plan.stage_noise(1, 4, None).unwrap();
     assert!(derive(&view, &four, 4).is_err());
     // A charge stated lower than the noise the coordinator calibrated: refused too.
     let mut cheaper = view.clone();
@@ -151,7 +152,7 @@ fn a_stage_confirmed_for_another_roster_is_refused() {
     // What site i signs for a roster of `members`.
     let transcript_of = |i: u32, members: &[u32]| {
         let peers: Vec<CapePeer> = members.iter().copied().filter(|&m| m != i).map(peer).collect();
-        let noise = plan.stage_noise(1, members.len() as u32).unwrap();
+        let noise = plan.stage_noise(1, members.len() as u32, None).unwrap();
         let own = derive(&as_site(i), &noise, members.len()).unwrap();
         (
             StageTranscript::of(&as_site(i), 1, &peers, &own, None).unwrap(),

@@ -12,12 +12,10 @@ pub mod state;
 use self::state::SiteComputation;
 use super::{
     Checked, Kept, PlanError, Planned, RecordRules, SiteFuture, SiteRun, StudyPlan, StudyProtocol,
-    StudyTerms, parse_params,
+    StudyTerms, parse_params, take_clip,
 };
-use crate::algorithms::clipping::{self, ClipMode, ClipParam, ClipRequest};
+use crate::algorithms::AlgorithmInfo;
 use crate::algorithms::federated_power::{self, FederatedPowerParams};
-use crate::algorithms::power_clip::ClipAsk;
-use crate::algorithms::{AlgorithmInfo, ConfigError};
 use crate::dataset::Relation;
 use crate::federation::messages::SiteStudyView;
 use crate::site::Failure;
@@ -80,7 +78,7 @@ impl StudyProtocol for Power {
 /// (default `"auto"`, as for a central job on records) adds the private clip's rounds before
 /// the power rounds ([`crate::algorithms::power_clip`]).
 pub(crate) fn plan(mut params: serde_json::Value, terms: &StudyTerms<'_>) -> Result<StudyPlan, PlanError> {
-    let clip = take_clip(&mut params, terms)?;
+    let clip = take_clip(&mut params, terms.context)?;
     let parsed: FederatedPowerParams = parse_params(params)?;
     let config = federated_power::configure_study(
         &parsed,
@@ -98,28 +96,4 @@ pub(crate) fn plan(mut params: serde_json::Value, terms: &StudyTerms<'_>) -> Res
         protocol: Protocol::Power(config),
         rho,
     })
-}
-
-/// Removes `clip` from the parameters: `"auto"` (the default), `"none"`, or
-/// `{"quantile": q, "share": f}`, as a central job takes it.
-fn take_clip(params: &mut Value, terms: &StudyTerms<'_>) -> Result<Option<ClipAsk>, PlanError> {
-    let raw = match params {
-        Value::Object(map) => map.remove("clip"),
-        _ => None,
-    };
-    let param: ClipParam = match raw {
-        None => ClipParam::Named(ClipMode::Auto),
-        Some(v) => serde_json::from_value(v).map_err(|e| {
-            ConfigError::invalid(
-                "params.clip",
-                format!("must be \"auto\", \"none\" or {{\"quantile\", \"share\"}}: {e}"),
-            )
-        })?,
-    };
-    Ok(
-        clipping::request(Some(param), terms.context)?.map(|request| match request {
-            ClipRequest::Auto => ClipAsk::Auto,
-            ClipRequest::Quantile { quantile, share } => ClipAsk::Quantile { quantile, share },
-        }),
-    )
 }

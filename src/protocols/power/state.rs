@@ -4,11 +4,12 @@
 //! encoding and the study's public description.
 
 use rand::RngCore;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-use crate::algorithms::clipping::{Bracket, STEPS, clipped_neighbours};
+use crate::algorithms::clipping::clipped_neighbours;
 use crate::algorithms::federated_power::{FederatedPowerConfig, site_contribution};
 use crate::algorithms::noisy_power::{cost_of, initial_iterate};
+pub use crate::algorithms::study_clip::{ClipProgress, ClipReport};
 use crate::algorithms::{Cancelled, Output, RunEnv, RunError};
 use crate::dataset::{Neighbours, Relation};
 use crate::federation::fixed_point::FixedPoint;
@@ -310,53 +311,6 @@ impl FederationReport {
     }
 }
 
-/// The coordinator's side of a study's clip: the search's bracket, the q the steps count at
-/// (fixed when the rounds open) and the noisy sums released so far (public, DP releases).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ClipProgress {
-    pub bracket: Bracket,
-    pub quantile: f64,
-    /// The noisy S(c) of each finished step, in order.
-    pub counts: Vec<f64>,
-}
-
-/// The clip as the study's report shows it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ClipReport {
-    /// The clip norm the power rounds used (`None` while the search runs).
-    pub clip_norm: Option<f64>,
-    pub quantile: f64,
-    /// The search's steps: the c counted at and the noisy S(c) released.
-    pub steps: Vec<ClipStep>,
-}
-
-/// One step of the search.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ClipStep {
-    pub c: f64,
-    pub noisy_count: f64,
-}
-
-impl ClipProgress {
-    fn report(&self, upper: f64) -> ClipReport {
-        let mut bracket = Bracket::new(upper);
-        let steps = self
-            .counts
-            .iter()
-            .map(|&noisy_count| {
-                let c = bracket.next_c();
-                bracket.absorb(noisy_count);
-                ClipStep { c, noisy_count }
-            })
-            .collect();
-        ClipReport {
-            clip_norm: (self.counts.len() as u32 == STEPS).then(|| self.bracket.c()),
-            quantile: self.quantile,
-            steps,
-        }
-    }
-}
-
 /// The coordinator's numerics: the public iterate, updated from each unmasked sum, after the
 /// study's clip steps if it has them.
 pub struct PowerState {
@@ -378,11 +332,10 @@ impl PowerState {
     ) -> Result<PowerState, RunError> {
         FixedPoint::new(config.fraction_bits).map_err(|e| RunError::Failed(e.to_string()))?;
         let x = initial_iterate(rng, d, config.p);
-        let clip = config.clip.as_ref().map(|clip| ClipProgress {
-            bracket: Bracket::new(clip.search.upper),
-            quantile: clip.quantile_for(pooled_n, config.k),
-            counts: Vec::new(),
-        });
+        let clip = config
+            .clip
+            .as_ref()
+            .map(|clip| ClipProgress::new(clip.search.upper, clip.quantile_for(pooled_n, config.k)));
         Ok(PowerState {
             config,
             d,
@@ -407,9 +360,7 @@ impl PowerState {
         if !shape_ok(&x) || !last.as_ref().is_none_or(shape_ok) {
             return Err(RunError::Failed("the kept iterate has the wrong shape".into()));
         }
-        if config.clip.is_some() != clip.is_some()
-            || clip.as_ref().is_some_and(|c| c.counts.len() as u32 > STEPS)
-        {
+        if config.clip.is_some() != clip.is_some() || clip.as_ref().is_some_and(|c| !c.valid()) {
             return Err(RunError::Failed("the kept clip does not match the study".into()));
         }
         Ok(PowerState {
@@ -434,24 +385,19 @@ impl PowerState {
 
     /// Whether the open round is a step of the clip.
     pub fn in_clip(&self) -> bool {
-        self.clip
-            .as_ref()
-            .is_some_and(|c| (c.counts.len() as u32) < STEPS)
+        self.clip.as_ref().is_some_and(ClipProgress::searching)
     }
 
     /// The released clip norm, once the search is over (`None` without a clip).
     pub fn clip_norm(&self) -> Option<f64> {
-        self.clip
-            .as_ref()
-            .filter(|c| c.counts.len() as u32 == STEPS)
-            .map(|c| c.bracket.c())
+        self.clip.as_ref().and_then(ClipProgress::clip_norm)
     }
 
     /// What the open round's task carries: its shape and values ([c, q] in a clip step, X
     /// otherwise), and the clip norm of a power round.
     pub fn task(&self) -> (usize, usize, Vec<f64>, Option<f64>) {
         match &self.clip {
-            Some(clip) if self.in_clip() => (1, 2, vec![clip.bracket.next_c(), clip.quantile], None),
+            Some(clip) if self.in_clip() => (1, 2, clip.step().to_vec(), None),
             _ => (
                 self.d,
                 self.config.p,
@@ -488,8 +434,7 @@ impl PowerState {
                 .decode(sum)
                 .ok_or_else(|| RunError::Failed("the unmasked clip count is not one value".into()))?;
             if let Some(progress) = self.clip.as_mut() {
-                progress.bracket.absorb(count);
-                progress.counts.push(count);
+                progress.absorb(count);
             }
             return Ok(());
         }
