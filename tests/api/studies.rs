@@ -16,6 +16,9 @@ use serde_json::{Value, json};
 
 use crate::helpers::TestApp;
 
+/// A `federated_power` study of `iterations` power rounds and no clip (`clip: "none"`: these
+/// tests count rounds; the clip's 8 steps before them are tested in `study_clip.rs` and by the
+/// end-to-end test here).
 fn study_body(sites: usize, threshold: u32, iterations: u32, round_timeout: u64) -> Value {
     json!({
         "name": "four hospitals",
@@ -23,7 +26,7 @@ fn study_body(sites: usize, threshold: u32, iterations: u32, round_timeout: u64)
         "n_features": 6,
         "relation": "replace_one",
         "row_norm_bound": 1.0,
-        "params": {"k": 2, "iterations": iterations},
+        "params": {"k": 2, "iterations": iterations, "clip": "none"},
         "privacy": {"rho": 0.5},
         "threshold": threshold,
         "sites": (0..sites).map(|i| json!({"name": format!("site-{i}")})).collect::<Vec<_>>(),
@@ -322,7 +325,10 @@ async fn step_until(
 #[tokio::test]
 async fn a_study_runs_end_to_end_and_reports_survivors() {
     let (app, key) = TestApp::start_with_tenant("owner").await;
-    let created = create(&app, &key, study_body(3, 2, 5, 30)).await;
+    // At its defaults, so with the clip: 8 count rounds, then the 5 power rounds.
+    let mut body = study_body(3, 2, 5, 30);
+    body["params"].as_object_mut().unwrap().remove("clip");
+    let created = create(&app, &key, body).await;
     assert_eq!(created["status"], "enrolling");
     let id = created["id"].as_str().unwrap().to_string();
     let tokens = site_tokens(&created);
@@ -347,7 +353,7 @@ async fn a_study_runs_end_to_end_and_reports_survivors() {
     }
     let view = app.get(&format!("/v1/studies/{id}"), &key).await.json();
     assert_eq!(view["status"], "succeeded");
-    assert_eq!(view["progress"], json!({"done": 5, "total": 5}));
+    assert_eq!(view["progress"], json!({"done": 13, "total": 13}));
     assert_eq!(view["n_samples"], 600);
     for site in view["sites"].as_array().unwrap() {
         assert_eq!(site["status"], "done");
@@ -360,7 +366,10 @@ async fn a_study_runs_end_to_end_and_reports_survivors() {
         (Some(6), Some(2))
     );
     assert_eq!(result["survivors"].as_array().unwrap().len(), 3);
-    assert_eq!(result["rounds"].as_array().unwrap().len(), 5);
+    assert_eq!(result["rounds"].as_array().unwrap().len(), 13);
+    let clip = result["clip"]["clip_norm"].as_f64().unwrap();
+    assert!(clip > 0.0 && clip <= 1.0, "{result}");
+    assert_eq!(result["clip"]["steps"].as_array().map(Vec::len), Some(8));
     let first = &result["basis"][0];
     // The planted direction is e_0.
     assert!(first[0].as_f64().unwrap().abs() > 0.95, "{first}");
