@@ -190,6 +190,9 @@ pub struct FederatedPowerConfig {
     /// calibrated to the declared β (jobs clip centrally, before the run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clip: Option<PowerClip>,
+    /// Why `clip: "auto"` ran no clip (shown with the study's configuration).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clip_declined: Option<String>,
 }
 
 /// Which secure aggregation a simulated federation runs.
@@ -642,6 +645,7 @@ pub fn configure_for(
         dropouts: Vec::new(),
         secagg_plus: None,
         clip: None,
+        clip_declined: None,
     };
     config.fraction_bits = choose_fraction_bits(&config, params.fraction_bits, ctx)?;
     Ok(config)
@@ -703,10 +707,14 @@ pub fn configure_study(
     });
     match (clipped, ask) {
         (Ok(config), _) => Ok(config),
-        (Err(ConfigError::Invalid { field, .. }), ClipAsk::Auto)
+        (Err(ConfigError::Invalid { field, message }), ClipAsk::Auto)
             if field == "params.fraction_bits" || field == "params.clip" =>
         {
-            configure_for(params, ctx, target, sites, threshold)
+            let mut config = configure_for(params, ctx, target, sites, threshold)?;
+            config.clip_declined = Some(format!(
+                "clip \"auto\" ran no clip: {message} (a smaller max_site_samples makes room)"
+            ));
+            Ok(config)
         }
         (Err(e), _) => Err(e),
     }

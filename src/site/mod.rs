@@ -29,7 +29,7 @@
 //! not allow, or showed this site a round or stage its peers did not confirm: the consistency
 //! round); 4 the network kept failing past `--give-up-seconds`.
 
-pub(crate) mod args;
+pub mod args;
 mod data;
 pub(crate) mod http;
 pub(crate) mod ledger;
@@ -113,6 +113,16 @@ pub fn run(args: SiteArgs) -> ExitCode {
             ExitCode::from(failure.code())
         }
     }
+}
+
+/// Runs the site client to the end of its study on the caller's runtime: what `privpca site`
+/// does, for a process that runs many sites as async tasks, each with its own arguments, ledger
+/// and HTTP connection (the many-sites harness, tests/many_sites.rs). The error is the exit code
+/// `privpca site` would return and the message it would print.
+pub async fn run_in(args: &SiteArgs) -> Result<(), (u8, String)> {
+    run::run(args)
+        .await
+        .map_err(|failure| (failure.code(), failure.to_string()))
 }
 
 #[cfg(test)]

@@ -35,6 +35,7 @@ pub(crate) fn config() -> FederatedPowerConfig {
         dropouts: Vec::new(),
         secagg_plus: None,
         clip: None,
+        clip_declined: None,
     }
 }
 

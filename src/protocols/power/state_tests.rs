@@ -15,6 +15,7 @@ fn config(multiplier: f64, iterations: u32) -> FederatedPowerConfig {
         dropouts: Vec::new(),
         secagg_plus: None,
         clip: None,
+        clip_declined: None,
     }
 }
 
@@ -236,4 +237,46 @@ fn every_clip_norm_the_search_can_release_encodes_exactly() {
         assert_eq!(config.fraction_bits_at(Some(1.0)), config.fraction_bits);
         assert_eq!(config.fraction_bits_at(None), config.fraction_bits);
     }
+}
+
+#[test]
+fn an_auto_clip_that_cannot_be_encoded_is_declined_with_a_reason() {
+    use crate::algorithms::federated_power::{FederatedPowerParams, configure_study, study_context};
+    use crate::algorithms::power_clip::ClipAsk;
+    let ctx = study_context(
+        8,
+        Neighbours::ReplaceOne {
+            beta: 1.0,
+            alpha: 8f64.sqrt(),
+        },
+    );
+    let target = crate::privacy::PrivacyTarget {
+        public_default: false,
+        rho: 0.5,
+        delta: None,
+        epsilon: None,
+    };
+    let ask = |json| -> FederatedPowerParams { serde_json::from_value(json).unwrap() };
+    // 64 sites of up to 10⁷ records: no encoding is exact at β/256 and wrap-free.
+    let declined = configure_study(
+        &ask(serde_json::json!({"k": 2})),
+        &ctx,
+        &target,
+        64,
+        43,
+        Some(ClipAsk::Auto),
+    )
+    .unwrap();
+    assert!(declined.clip.is_none());
+    assert!(
+        declined
+            .clip_declined
+            .as_deref()
+            .is_some_and(|r| r.contains("max_site_samples")),
+        "{declined:?}"
+    );
+    // Sized to the sites' real n, the same study clips.
+    let params = ask(serde_json::json!({"k": 2, "max_site_samples": 1000}));
+    let clipped = configure_study(&params, &ctx, &target, 64, 43, Some(ClipAsk::Auto)).unwrap();
+    assert!(clipped.clip.is_some() && clipped.clip_declined.is_none());
 }
