@@ -47,7 +47,7 @@ logs() {
   return 0
 }
 fail() { echo "gateway test: $*"; logs; exit 1; }
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+free_port() { scripts/free-port.sh; }
 
 eval "$(scripts/postgres.sh)"
 pg_dir="$PRIVPCA_PG_DIR"

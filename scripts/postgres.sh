@@ -42,7 +42,7 @@ chmod 700 "$dir"
 runuser -u postgres -- "$bindir/initdb" -D "$dir/data" -U postgres -A trust -E UTF8 >/dev/null
 
 # A free loopback port (bound and released; the window for a race is small).
-port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+port="$(scripts/free-port.sh)"
 # The settings go into the cluster's configuration, not onto pg_ctl's command line, so that a
 # later plain `pg_ctl -D "$dir/data" -l "$dir/log" -w start` (the outage test restarts the
 # cluster) brings it back identically, on the same port.

@@ -44,7 +44,7 @@ admin="py-admin-$RANDOM$RANDOM"
 start() {
   local name=$1; shift
   local port
-  port=$("$venv/bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  port=$(scripts/free-port.sh)
   mkdir -p "$work/$name"
   env "$@" "$bin" serve --bind "127.0.0.1:$port" --data-dir "$work/$name" \
     --database-url "sqlite://$work/$name/privpca.db" --admin-key "$admin" > "$work/$name.log" 2>&1 &

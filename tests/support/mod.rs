@@ -58,12 +58,22 @@ impl Server {
     }
 }
 
+/// A free loopback port for a server started later, from below the kernel's ephemeral range:
+/// a port from bind(0) lies inside that range, so an outbound connection (a PostgreSQL pool) can
+/// be given it before the server binds (scripts/free-port.sh says the same for the scripts).
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768)
+        .max(12000);
+    for _ in 0..200 {
+        let port = rand::random_range(10000..low);
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free loopback port below the ephemeral range")
 }
 
 /// The `privpca serve` command on a free loopback port with `env` (on top of the inherited
