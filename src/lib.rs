@@ -33,6 +33,7 @@ pub mod ingest;
 pub mod job_control;
 pub mod linalg;
 pub mod metrics;
+pub mod objects;
 pub mod privacy;
 pub mod protocols;
 pub mod rate_limits;

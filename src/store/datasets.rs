@@ -9,7 +9,7 @@ use uuid::Uuid;
 use super::codec::{id, now, ts};
 use super::jobs::cancel_queued;
 use super::lookup::DATASETS;
-use super::models::{DatasetRecord, DatasetStatus, JobRecord, NewDataset};
+use super::models::{DataObject, DatasetRecord, DatasetStatus, JobRecord, NewDataset};
 use super::rows::{self, DATASET_COLUMNS, JOB_COLUMNS};
 use super::{Store, StoreError};
 use crate::privacy::units::{DeltaUnits, RhoUnits};
@@ -213,6 +213,33 @@ impl Store {
         remove_if_present(&self.data_path(dataset)).await?;
         remove_if_present(&self.stats_path(dataset)).await?;
         Ok(deleted)
+    }
+}
+
+impl Store {
+    /// Where a ready dataset's data is in the object store, if it was uploaded there (any
+    /// tenant: the runner and the replicas' sweep ask by id).
+    pub async fn data_object(&self, dataset: Uuid) -> Result<Option<DataObject>, StoreError> {
+        let row: Option<(Option<String>, Option<String>)> = sqlx::query_as(
+            "SELECT data_object, data_sha256 FROM datasets WHERE id = $1 AND status = 'ready'",
+        )
+        .bind(id(dataset))
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(match row {
+            Some((Some(key), Some(sha256))) => Some(DataObject { key, sha256 }),
+            _ => None,
+        })
+    }
+
+    /// Whether a dataset is deleted or was never created (any tenant): a replica's sweep drops
+    /// what it caches of such datasets.
+    pub async fn dataset_gone(&self, dataset: Uuid) -> Result<bool, StoreError> {
+        let status: Option<String> = sqlx::query_scalar("SELECT status FROM datasets WHERE id = $1")
+            .bind(id(dataset))
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(status.is_none_or(|s| s == "deleted"))
     }
 }
 

@@ -69,7 +69,7 @@ pub use error::StoreError;
 pub use key_cache::DEFAULT_KEY_CACHE_TTL;
 pub use local_ledger::{ChargeOutcome, LocalBudget, LocalDataset};
 pub use models::{
-    CancelOutcome, DatasetRecord, DatasetStatus, Idempotency, JobDatasetFacts, JobRecord, JobResult,
+    CancelOutcome, DataObject, DatasetRecord, DatasetStatus, Idempotency, JobDatasetFacts, JobRecord, JobResult,
     JobStatus, LedgerEntry, LedgerEntryKind, NewDataset, NewJob, SubmitOutcome, Tenant,
 };
 pub use queue::{CANCELLED_REASON, INTERRUPTED_REASON, LEASE_EXPIRED_REASON, Lease};

@@ -51,6 +51,14 @@ impl DatasetStatus {
     }
 }
 
+/// Where a ready dataset's data is in the object store (PRIVPCA_STORAGE_URL): the object's key
+/// under the store's prefix and its SHA-256 in hex, recorded when the upload attached.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DataObject {
+    pub key: String,
+    pub sha256: String,
+}
+
 /// A dataset's metadata and budget state.
 ///
 /// `budget_*` are `None` exactly when `public` is true. For budgeted datasets

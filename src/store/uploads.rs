@@ -19,7 +19,7 @@ use uuid::Uuid;
 use super::codec::{id, now, ts};
 use super::datasets::{positive, remove_if_present};
 use super::lookup::DATASETS;
-use super::models::{DatasetRecord, DatasetStatus};
+use super::models::{DataObject, DatasetRecord, DatasetStatus};
 use super::rows::{self, DATASET_COLUMNS};
 use super::{Store, StoreError};
 
@@ -130,7 +130,7 @@ impl Store {
         n: u64,
         d: u64,
     ) -> Result<Option<DatasetRecord>, StoreError> {
-        self.attach_stored(claim, upload, n, d, None).await
+        self.attach_stored(claim, upload, (n, d, None), None).await
     }
 
     /// [`Store::attach_upload`] of a sparse n×n matrix with `nnz` stored entries (a CSR file,
@@ -142,18 +142,19 @@ impl Store {
         n: u64,
         nnz: u64,
     ) -> Result<Option<DatasetRecord>, StoreError> {
-        self.attach_stored(claim, upload, n, n, Some(nnz)).await
+        self.attach_stored(claim, upload, (n, n, Some(nnz)), None).await
     }
 
+    /// Attaches an upload of `shape` (n, d, nnz of a sparse matrix); `object` is where it was
+    /// stored in the object store, recorded in the same transaction that makes it ready.
     async fn attach_stored(
         &self,
         claim: &UploadClaim,
         upload: &Path,
-        n: u64,
-        d: u64,
-        nnz: Option<u64>,
+        shape: (u64, u64, Option<u64>),
+        object: Option<&DataObject>,
     ) -> Result<Option<DatasetRecord>, StoreError> {
-        let attached = self.attach_claimed(claim, upload, (n, d, nnz)).await;
+        let attached = self.attach_claimed(claim, upload, shape, object).await;
         if !matches!(attached, Ok(Some(_))) {
             remove_if_present(upload).await?;
         }
@@ -166,13 +167,14 @@ impl Store {
         claim: &UploadClaim,
         upload: &Path,
         (n, d, nnz): (u64, u64, Option<u64>),
+        object: Option<&DataObject>,
     ) -> Result<Option<DatasetRecord>, StoreError> {
         let (n, d) = (positive(n, "n")?, positive(d, "d")?);
         let nnz = nnz.map(|v| positive(v, "nnz")).transpose()?;
         let mut tx = self.write_tx().await?;
         let sql = format!(
             "UPDATE datasets SET status = 'ready', n = $1, d = $2, nnz = $7, upload_claim = NULL, \
-                 upload_lease_until = NULL, updated_at = $3 \
+                 upload_lease_until = NULL, updated_at = $3, data_object = $8, data_sha256 = $9 \
              WHERE id = $4 AND tenant_id = $5 AND status = 'uploading' AND upload_claim = $6 \
              RETURNING {DATASET_COLUMNS}"
         );
@@ -184,6 +186,8 @@ impl Store {
             .bind(id(claim.tenant))
             .bind(id(claim.token))
             .bind(nnz)
+            .bind(object.map(|o| o.key.clone()))
+            .bind(object.map(|o| o.sha256.clone()))
             .fetch_optional(&mut *tx)
             .await?;
         let Some(ready) = row.as_ref().map(rows::dataset).transpose()? else {
@@ -217,6 +221,8 @@ pub struct HeldUpload {
     store: Store,
     claim: UploadClaim,
     renewer: tokio::task::JoinHandle<()>,
+    /// Where the data was stored in the object store, if it was ([`HeldUpload::stored_in`]).
+    object: Option<DataObject>,
     /// Attached or released: nothing left to give back.
     settled: bool,
 }
@@ -228,6 +234,7 @@ impl HeldUpload {
             store,
             claim,
             renewer,
+            object: None,
             settled: false,
         }
     }
@@ -239,7 +246,12 @@ impl HeldUpload {
 
     /// [`Store::attach_upload`] under this claim.
     pub async fn attach(self, upload: &Path, n: u64, d: u64) -> Result<Option<DatasetRecord>, StoreError> {
-        self.attach_stored(upload, n, d, None).await
+        self.attach_stored(upload, (n, d, None)).await
+    }
+
+    /// The object this upload's data was stored in (object storage), recorded when it attaches.
+    pub fn stored_in(&mut self, object: DataObject) {
+        self.object = Some(object);
     }
 
     /// [`HeldUpload::attach`] for a sparse matrix ([`Store::attach_sparse_upload`]).
@@ -249,18 +261,19 @@ impl HeldUpload {
         n: u64,
         nnz: u64,
     ) -> Result<Option<DatasetRecord>, StoreError> {
-        self.attach_stored(upload, n, n, Some(nnz)).await
+        self.attach_stored(upload, (n, n, Some(nnz))).await
     }
 
     async fn attach_stored(
         mut self,
         upload: &Path,
-        n: u64,
-        d: u64,
-        nnz: Option<u64>,
+        shape: (u64, u64, Option<u64>),
     ) -> Result<Option<DatasetRecord>, StoreError> {
         self.renewer.abort();
-        let attached = self.store.attach_stored(&self.claim, upload, n, d, nnz).await;
+        let attached = self
+            .store
+            .attach_stored(&self.claim, upload, shape, self.object.as_ref())
+            .await;
         self.settled = matches!(attached, Ok(Some(_)));
         attached
     }

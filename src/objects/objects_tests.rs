@@ -1,0 +1,68 @@
+use super::*;
+use object_store::memory::InMemory;
+
+fn storage(dir: &Path) -> ObjectStorage {
+    let cache = Cache::open(dir, 1 << 30).expect("cache");
+    ObjectStorage::new(Arc::new(InMemory::new()), "s3://bucket/pre", "pre", cache)
+}
+
+#[test]
+fn storage_urls_name_a_bucket_and_a_clean_prefix() {
+    assert_eq!(parse_url("s3://bucket").unwrap(), ("bucket".into(), String::new()));
+    assert_eq!(parse_url("s3://my-bucket/a/b/").unwrap(), ("my-bucket".into(), "a/b".into()));
+    for bad in ["http://bucket/x", "s3://", "s3://Bucket/x", "s3://b/x", "s3://bucket/a/../b", "s3://bucket/a//b"] {
+        assert!(parse_url(bad).is_err(), "{bad}");
+    }
+}
+
+#[tokio::test]
+async fn a_file_goes_up_in_parts_and_comes_back_checked() {
+    let dir = tempfile::tempdir().expect("dir");
+    let objects = storage(dir.path());
+    let id = Uuid::new_v4();
+    let source = dir.path().join("upload.bin");
+    // Three parts and a bit.
+    let bytes: Vec<u8> = (0..(3 * PART_BYTES + 1234)).map(|i| (i % 251) as u8).collect();
+    std::fs::write(&source, &bytes).expect("write");
+    let key = objects.new_data_key(id);
+    let sum = objects.put_file(&key, &source, None).await.expect("put");
+    assert_eq!(sum, sha256_file(&source).expect("sum"));
+    let object = DataObject { key: key.clone(), sha256: sum.to_string() };
+    let local = dir.path().join(format!("{id}.f64"));
+    objects.fetch_data(&object, &local).await.expect("fetch");
+    assert_eq!(std::fs::read(&local).expect("read"), bytes);
+    // Damaged in the cache: fetched again, never used as it is.
+    std::fs::write(&local, b"damaged").expect("damage");
+    objects.fetch_data(&object, &local).await.expect("refetch");
+    assert_eq!(std::fs::read(&local).expect("read"), bytes);
+    // A recorded checksum the object does not match: refused, nothing left in the cache.
+    std::fs::remove_file(&local).expect("rm");
+    objects.cache().forget(&local);
+    let wrong = DataObject { key, sha256: Sha256Hex::parse(&"0".repeat(64)).unwrap().to_string() };
+    assert!(matches!(objects.fetch_data(&wrong, &local).await, Err(ObjectsError::Corrupt { .. })));
+    assert!(!local.exists());
+}
+
+#[tokio::test]
+async fn statistics_are_fetched_when_stored_and_a_dataset_is_removed_whole() {
+    let dir = tempfile::tempdir().expect("dir");
+    let objects = storage(dir.path());
+    let id = Uuid::new_v4();
+    let stats = dir.path().join(format!("{id}.stats"));
+    assert!(!objects.fetch_stats(id, &stats).await.expect("none yet"));
+    std::fs::write(&stats, b"statistics").expect("write");
+    objects.put_stats(id, &stats).await.expect("put");
+    std::fs::remove_file(&stats).expect("rm");
+    assert!(objects.fetch_stats(id, &stats).await.expect("fetch"));
+    assert_eq!(std::fs::read(&stats).expect("read"), b"statistics");
+    let source = dir.path().join("data.bin");
+    std::fs::write(&source, b"rows").expect("write");
+    objects.put_file(&objects.new_data_key(id), &source, None).await.expect("put");
+    objects.put_file(&objects.new_data_key(id), &source, None).await.expect("put");
+    let other = Uuid::new_v4();
+    objects.put_file(&objects.new_data_key(other), &source, None).await.expect("put");
+    assert_eq!(objects.dataset_keys(id).await.expect("list").len(), 3);
+    assert_eq!(objects.remove_dataset(id).await.expect("remove"), 3);
+    assert!(objects.dataset_keys(id).await.expect("list").is_empty());
+    assert_eq!(objects.dataset_keys(other).await.expect("list").len(), 1);
+}
