@@ -42,6 +42,20 @@ pub struct Config {
     #[arg(long, env = "PRIVPCA_DATA_DIR", default_value = "privpca-data")]
     pub data_dir: PathBuf,
 
+    /// Object storage for datasets, statistics and sparse files: `s3://bucket` or
+    /// `s3://bucket/prefix`, with the endpoint, region and credentials in the usual `AWS_*`
+    /// variables (`AWS_ENDPOINT_URL`, `AWS_REGION`, `AWS_ACCESS_KEY_ID`,
+    /// `AWS_SECRET_ACCESS_KEY`). Unset: everything lives in the data directory. Set: the data
+    /// directory is this replica's local cache of the store, and replicas share no filesystem.
+    #[arg(long, env = "PRIVPCA_STORAGE_URL")]
+    pub storage_url: Option<String>,
+
+    /// The most bytes this replica keeps cached from the object store (least recently used
+    /// copies are removed first). A dataset a job reads is cached whole, so set this above the
+    /// largest dataset.
+    #[arg(long, env = "PRIVPCA_CACHE_BYTES", default_value_t = crate::objects::cache::DEFAULT_CACHE_BYTES)]
+    pub cache_bytes: u64,
+
     /// Admin key that may create tenants. When unset, a random key is generated at start and
     /// handed over once (never logged). Required with a `postgres://` database, where several
     /// replicas must share one key.
@@ -179,6 +193,8 @@ impl Config {
             metrics_bind: None,
             database_url: format!("sqlite://{}", dir.join("privpca.db").display()),
             data_dir: dir.join("data"),
+            storage_url: None,
+            cache_bytes: crate::objects::cache::DEFAULT_CACHE_BYTES,
             admin_key: Some("test-admin-key".into()),
             workers: 2,
             threads: 0,

@@ -253,6 +253,7 @@ async fn execute(state: &AppState, job: &JobRecord, control: Arc<RunningJob>) ->
     let path = state.store.data_path(dataset.id);
     let stats_path = state.store.stats_path(dataset.id);
     let stats_temp = state.store.upload_temp_path(dataset.id);
+    fetch_objects(state, job, &dataset, [&path, &stats_path]).await?;
     let seed = if dataset.public { job.seed } else { None };
     let config = job.config.clone();
     let kind = dataset.kind;
@@ -301,6 +302,7 @@ async fn execute(state: &AppState, job: &JobRecord, control: Arc<RunningJob>) ->
             ));
         }
     };
+    store_built_statistics(state, &dataset).await;
     let basis = checked_basis(&job.algorithm, output.basis, output.eigenvalues.as_deref(), d)?;
     Ok(JobResult {
         d: basis.nrows(),
@@ -309,6 +311,56 @@ async fn execute(state: &AppState, job: &JobRecord, control: Arc<RunningJob>) ->
         eigenvalues: output.eigenvalues,
         released: (!released.is_empty()).then_some(serde_json::Value::Object(released)),
     })
+}
+
+/// With datasets in the object store: the dataset's data into this replica's cache (checked
+/// against the SHA-256 recorded when it was uploaded), and its kept statistics if the store
+/// has them. An unreachable store fails the job (its charge is kept, as with any failure after
+/// the claim); the message names no data-dependent fact.
+async fn fetch_objects(
+    state: &AppState,
+    job: &JobRecord,
+    dataset: &crate::store::DatasetRecord,
+    [data, stats]: [&std::path::Path; 2],
+) -> Result<(), Failure> {
+    let Some(objects) = &state.objects else {
+        return Ok(());
+    };
+    let failed = |e: &dyn std::fmt::Display| {
+        tracing::error!(job = %job.id, dataset = %dataset.id, error = %e, "could not read the dataset from the object store");
+        Failure::Failed(
+            "could not read the dataset's data from the object store; its privacy charge is kept".into(),
+        )
+    };
+    let object = state.store.data_object(dataset.id).await.map_err(|e| failed(&e))?;
+    match object {
+        Some(object) => objects.fetch_data(&object, data).await.map_err(|e| failed(&e))?,
+        // Uploaded before the store was configured: its file is in the data directory.
+        None if data.exists() => {}
+        None => return Err(failed(&"no data object is recorded for the dataset")),
+    }
+    if dataset.kind == Kind::Records {
+        if let Err(e) = objects.fetch_stats(dataset.id, stats).await {
+            // The job builds them from the data instead.
+            tracing::warn!(job = %job.id, error = %e, "could not read the kept statistics from the object store");
+        }
+    }
+    Ok(())
+}
+
+/// With datasets in the object store: statistics this job built (none were stored) go to the
+/// store, so other replicas read rather than rebuild them.
+async fn store_built_statistics(state: &AppState, dataset: &crate::store::DatasetRecord) {
+    let Some(objects) = &state.objects else {
+        return;
+    };
+    let stats = state.store.stats_path(dataset.id);
+    if dataset.kind != Kind::Records || objects.cache().holds_verified(&stats).await || !stats.exists() {
+        return;
+    }
+    if let Err(e) = objects.put_stats(dataset.id, &stats).await {
+        tracing::warn!(dataset = %dataset.id, error = %e, "could not store the statistics a job built");
+    }
 }
 
 /// A released value of a job, by name (`RunEnv::released`).

@@ -73,7 +73,26 @@ pub async fn prepare(config: Config) -> anyhow::Result<AppState> {
         }
     };
     let ledger_key = ledger_key(&config)?;
-    Ok(AppState::new(store, config, admin_key, ledger_key))
+    let objects = object_storage(&config)?;
+    Ok(AppState::new(store, config, admin_key, ledger_key).with_objects(objects))
+}
+
+/// The object store of `PRIVPCA_STORAGE_URL`, if set, with this replica's cache in the data
+/// directory (what an earlier run cached there is counted, and checked before use).
+fn object_storage(config: &Config) -> anyhow::Result<Option<crate::objects::ObjectStorage>> {
+    let Some(url) = config.storage_url.as_deref().filter(|u| !u.trim().is_empty()) else {
+        return Ok(None);
+    };
+    let cache = crate::objects::Cache::open(&config.data_dir.join("datasets"), config.cache_bytes)
+        .context("opening the object cache in the data directory")?;
+    let objects = crate::objects::ObjectStorage::from_url(url.trim(), cache).context("PRIVPCA_STORAGE_URL")?;
+    tracing::info!(
+        store = objects.url(),
+        cache_bytes = config.cache_bytes,
+        cached_bytes = objects.cache().bytes(),
+        "datasets live in the object store; the data directory is this replica's cache"
+    );
+    Ok(Some(objects))
 }
 
 /// Loads the ledger's signing key (creating it on first start) and prints its verifier key,
@@ -210,11 +229,31 @@ async fn forget_deleted_statistics(state: AppState, shutdown: CancellationToken)
             _ = shutdown.cancelled() => return,
             _ = tick.tick() => {}
         }
+        if let Some(objects) = &state.objects {
+            forget_deleted_objects(&state, objects).await;
+            continue;
+        }
         let (builds, store) = (state.stats_builds.clone(), state.store.clone());
         let _ = tokio::task::spawn_blocking(move || {
             builds.forget_where(|id| !store.data_path(id).exists());
         })
         .await;
+    }
+}
+
+/// With datasets in the object store, where a missing local file means only "not cached": the
+/// datasets this replica caches or keeps statistics of are looked up, and what it holds of
+/// those deleted (through any replica) is dropped, files and memory.
+async fn forget_deleted_objects(state: &AppState, objects: &crate::objects::ObjectStorage) {
+    let mut held = objects.cache().datasets();
+    held.extend(state.stats_builds.datasets());
+    held.sort_unstable();
+    held.dedup();
+    for id in held {
+        if let Ok(true) = state.store.dataset_gone(id).await {
+            objects.cache().remove_dataset(id);
+            state.stats_builds.forget(id);
+        }
     }
 }
 

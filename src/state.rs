@@ -7,6 +7,7 @@ use crate::app::ledger_log::LogCache;
 use crate::config::Config;
 use crate::job_control::JobControl;
 use crate::metrics::Metrics;
+use crate::objects::ObjectStorage;
 use crate::rate_limits::RateLimits;
 use crate::stats_builds::StatsBuilds;
 use crate::store::Store;
@@ -30,6 +31,9 @@ pub struct AppState {
     pub ledger_key: Arc<LedgerKey>,
     /// The last checked and signed tree of each transparency log, for receipts.
     pub log_cache: Arc<LogCache>,
+    /// The object store datasets live in, with this replica's cache of it
+    /// (`PRIVPCA_STORAGE_URL`); `None`: the data directory holds them.
+    pub objects: Option<Arc<ObjectStorage>>,
 }
 
 impl AppState {
@@ -45,6 +49,13 @@ impl AppState {
             stats_builds: Arc::new(StatsBuilds::default()),
             ledger_key: Arc::new(ledger_key),
             log_cache: Arc::default(),
+            objects: None,
         }
+    }
+
+    /// The same state reading and writing datasets through `objects`.
+    pub fn with_objects(mut self, objects: Option<ObjectStorage>) -> Self {
+        self.objects = objects.map(Arc::new);
+        self
     }
 }

@@ -171,6 +171,11 @@ impl StatsBuilds {
         }
     }
 
+    /// The datasets whose statistics this process keeps.
+    pub fn datasets(&self) -> Vec<Uuid> {
+        self.lock_kept().entries.keys().copied().collect()
+    }
+
     /// Forgets what is kept of `dataset` (deleted).
     pub fn forget(&self, dataset: Uuid) {
         self.lock_kept().remove(dataset);

@@ -74,6 +74,9 @@ pub async fn get(state: &AppState, tenant: Uuid, id: Uuid) -> Result<DatasetReco
 pub async fn delete(state: &AppState, tenant: Uuid, id: Uuid) -> Result<DatasetRecord, AppError> {
     let record = AppError::found(state.store.delete_dataset(tenant, id).await?, "dataset", id)?;
     state.stats_builds.forget(id);
+    if let Some(objects) = &state.objects {
+        remove_objects(objects.clone(), id).await;
+    }
     // The store marked this dataset's running jobs for cancellation; stop those running here now.
     for job in state.store.list_jobs(tenant, Some(id)).await? {
         if job.status == JobStatus::Running {
@@ -81,6 +84,27 @@ pub async fn delete(state: &AppState, tenant: Uuid, id: Uuid) -> Result<DatasetR
         }
     }
     Ok(record)
+}
+
+/// Removes a deleted dataset's objects from the store and from this replica's cache (other
+/// replicas drop their copies at their next sweep, `serve::forget_deleted_objects`). If the store
+/// does not answer, the removal is retried in the background for a few minutes; the dataset
+/// is deleted either way (its rows say so, and no job reads it again).
+async fn remove_objects(objects: std::sync::Arc<crate::objects::ObjectStorage>, id: Uuid) {
+    objects.cache().remove_dataset(id);
+    if objects.remove_dataset(id).await.is_ok() {
+        return;
+    }
+    tokio::spawn(async move {
+        for _ in 0..30 {
+            tokio::time::sleep(std::time::Duration::from_secs(10)).await;
+            match objects.remove_dataset(id).await {
+                Ok(_) => return,
+                Err(e) => tracing::warn!(dataset = %id, error = %e, "could not remove a deleted dataset's objects; retrying"),
+            }
+        }
+        tracing::error!(dataset = %id, "gave up removing a deleted dataset's objects from the object store; remove datasets/{id}/ by hand");
+    });
 }
 
 /// A dataset and every charge and refund against its budget.

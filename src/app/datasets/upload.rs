@@ -24,7 +24,8 @@ use crate::ingest::stats_file::KeptStats;
 use crate::ingest::{self, Format, IngestError, Ingested, Limits, Shape, SparseIngested, StreamedStats};
 use crate::state::AppState;
 use crate::stats_builds::StatsTurn;
-use crate::store::{DatasetRecord, DatasetStatus, HeldUpload, UploadClaimOutcome};
+use crate::objects::Sha256Hex;
+use crate::store::{DataObject, DatasetRecord, DatasetStatus, HeldUpload, UploadClaimOutcome};
 
 /// An upload as it arrives: how the body names its format, its declared length and the body.
 pub struct UploadRequest<'a, S> {
@@ -67,7 +68,7 @@ where
         ));
     }
     let shape = shape(&record)?;
-    let held = hold(state, tenant, id).await?;
+    let mut held = hold(state, tenant, id).await?;
     let temp = state.store.upload_temp_path(id);
     let max_nnz = state.config.max_nnz;
     let stored = match parse(request.body, source, shape, (limits, max_nnz), temp.clone()).await {
@@ -77,6 +78,18 @@ where
             return Err(e);
         }
     };
+    // In the object store, whole, before the dataset can be ready (a failure gives it back).
+    let stored_object = match store_object(state, id, &temp).await {
+        Ok(object) => object,
+        Err(e) => {
+            let _ = tokio::fs::remove_file(&temp).await;
+            held.release().await;
+            return Err(e);
+        }
+    };
+    if let Some(object) = &stored_object {
+        held.stored_in(object.clone());
+    }
     // Taken before the dataset can be seen ready, so that a job arriving before the statistics
     // are kept waits for them (a fresh upload's dataset has no other holder).
     let turn = match &stored {
@@ -86,9 +99,10 @@ where
     // The store moves the file into place and marks the dataset ready in one step, if this
     // upload's claim still holds the dataset (else it removes the file).
     let (attached, stats) = match stored {
-        Stored::Dense(ingested, stats) => (held.attach(&temp, ingested.n, ingested.d).await?, stats),
-        Stored::Sparse(sparse) => (held.attach_sparse(&temp, sparse.n, sparse.nnz).await?, None),
+        Stored::Dense(ingested, stats) => (held.attach(&temp, ingested.n, ingested.d).await, stats),
+        Stored::Sparse(sparse) => (held.attach_sparse(&temp, sparse.n, sparse.nnz).await, None),
     };
+    let attached = settle_object(state, id, stored_object, attached).await?;
     let record = attached.ok_or_else(|| {
         AppError::conflict(
             "the dataset was deleted during the upload, or this upload stalled past its lease and another upload took the dataset over",
@@ -98,6 +112,55 @@ where
         keep_statistics(state, &record, stats, turn);
     }
     Ok(record)
+}
+
+/// Stores an upload's data file in the object store, if datasets live there: a new key of
+/// the dataset's, the file streamed in parts, its SHA-256 kept with it. An unreachable store
+/// is a 503 (the upload may be sent again), and nothing of it stays in the store.
+async fn store_object(state: &AppState, id: Uuid, temp: &Path) -> Result<Option<DataObject>, AppError> {
+    let Some(objects) = &state.objects else {
+        return Ok(None);
+    };
+    let key = objects.new_data_key(id);
+    match objects.put_file(&key, temp, None).await {
+        Ok(sum) => Ok(Some(DataObject {
+            key,
+            sha256: sum.to_string(),
+        })),
+        Err(e) => {
+            tracing::warn!(dataset = %id, error = %e, "could not store an upload in the object store");
+            Err(AppError::new(
+                ErrorKind::Unavailable,
+                "the object store is unavailable; nothing of this upload was kept, send it again once the store is back",
+            ))
+        }
+    }
+}
+
+/// After the attach: the stored object is the dataset's data (the cache counts the attached
+/// file), or, when the upload did not attach, it is removed from the store.
+async fn settle_object(
+    state: &AppState,
+    id: Uuid,
+    object: Option<DataObject>,
+    attached: Result<Option<DatasetRecord>, crate::store::StoreError>,
+) -> Result<Option<DatasetRecord>, AppError> {
+    let (Some(objects), Some(object)) = (&state.objects, object) else {
+        return Ok(attached?);
+    };
+    match &attached {
+        Ok(Some(_)) => {
+            if let Some(sum) = Sha256Hex::parse(&object.sha256) {
+                objects.cache().insert(&state.store.data_path(id), sum);
+            }
+        }
+        _ => {
+            if let Err(e) = objects.remove_key(&object.key).await {
+                tracing::warn!(dataset = %id, error = %e, "could not remove the object of an upload that did not attach; the dataset's deletion removes it");
+            }
+        }
+    }
+    Ok(attached?)
 }
 
 /// How the body's format will be known: named by the media type or beside it, or to be
@@ -301,6 +364,7 @@ fn keep_statistics(
     let kept = state.store.stats_path(id);
     let temp = state.store.upload_temp_path(id);
     let builds = state.stats_builds.clone();
+    let publish = StatsPublisher::new(state, id);
     tokio::task::spawn_blocking(move || {
         let written = match streamed {
             Some(streamed) if streamed.stats.fits(d, n) && streamed.norms.len() == n => {
@@ -327,6 +391,7 @@ fn keep_statistics(
             builds.forget(id);
         }
         drop(turn);
+        publish.put(&kept);
         // Then the blocks for clipped jobs (`linalg::clip_blocks`), without the turn, once no
         // job of this process has read the records for a moment: the first job, which
         // typically follows the upload at once, reads the statistics kept above and, if it
@@ -339,6 +404,7 @@ fn keep_statistics(
                 if let Some(in_memory) = builds.kept(id) {
                     builds.keep(id, &std::sync::Arc::new(in_memory.and_blocks(blocks)));
                 }
+                publish.put(&kept);
             }
             Ok(None) => {}
             Err(e) => {
@@ -350,4 +416,38 @@ fn keep_statistics(
             builds.forget(id);
         }
     });
+}
+
+/// Stores a dataset's kept statistics in the object store from a blocking thread, if datasets
+/// live there (a failure is logged: the statistics are derived, and a replica that finds none
+/// builds them from the data).
+pub struct StatsPublisher {
+    objects: Option<(std::sync::Arc<crate::objects::ObjectStorage>, tokio::runtime::Handle)>,
+    dataset: Uuid,
+}
+
+impl StatsPublisher {
+    /// Call it on the runtime.
+    pub fn new(state: &AppState, dataset: Uuid) -> StatsPublisher {
+        StatsPublisher {
+            objects: state
+                .objects
+                .clone()
+                .map(|objects| (objects, tokio::runtime::Handle::current())),
+            dataset,
+        }
+    }
+
+    /// Stores the statistics file at `kept`, if there is one (call it off the runtime).
+    pub fn put(&self, kept: &Path) {
+        let Some((objects, runtime)) = &self.objects else {
+            return;
+        };
+        if !kept.exists() {
+            return;
+        }
+        if let Err(e) = runtime.block_on(objects.put_stats(self.dataset, kept)) {
+            tracing::warn!(dataset = %self.dataset, error = %e, "could not store the statistics in the object store; replicas without them build them");
+        }
+    }
 }
