@@ -24,6 +24,12 @@ GARAGE_VERSION=2.5.0
 BUCKET=privpca
 REGION=garage
 here="$(cd "$(dirname "$0")" && pwd)"
+# Garage reads these over its configuration file (the server and the CLI alike): a
+# GARAGE_RPC_HOST, say, left in the caller's environment (deploy/compose.yaml has them exported)
+# would send the set-up commands to another node.
+unset GARAGE_CONFIG_FILE GARAGE_RPC_HOST GARAGE_RPC_SECRET GARAGE_RPC_SECRET_FILE \
+    GARAGE_ADMIN_TOKEN GARAGE_ADMIN_TOKEN_FILE GARAGE_METRICS_TOKEN GARAGE_METRICS_TOKEN_FILE \
+    GARAGE_ALLOW_WORLD_READABLE_SECRETS
 
 log() { echo "object-store.sh: $*" >&2; }
 die() { log "$*"; exit 1; }
@@ -75,16 +81,27 @@ find_garage() {
     fi
 }
 
-# The pid of DIR's server if it is running (a pid file naming a live garage on DIR's config).
+# "STATE STARTTIME" of process $1 from /proc/$1/stat (fields 3 and 22; the name in field 2 is
+# skipped whole, it could hold spaces).
+proc_state() {
+    local stat
+    stat="$(cat "/proc/$1/stat" 2>/dev/null)" || return 1
+    stat="${stat##*) }"
+    # shellcheck disable=SC2086
+    set -- $stat
+    echo "$1 ${20}"
+}
+
+# The pid of DIR's server if it is running: the pid file's process, started when the pid file
+# says (so not another process that got the pid later), and not yet exited (a killed server
+# whose parent does not reap it lingers as a zombie, with its ports already closed).
 running_pid() {
-    local dir="$1" pid state
-    [[ -s "$dir/garage.pid" ]] || return 1
+    local dir="$1" pid state start
+    [[ -s "$dir/garage.pid" && -s "$dir/garage.start" ]] || return 1
     pid="$(cat "$dir/garage.pid")"
     [[ "$pid" =~ ^[0-9]+$ ]] || return 1
-    # A killed server whose parent does not reap it lingers as a zombie: that is not running.
-    state="$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" || return 1
-    [[ "$state" != Z ]] || return 1
-    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF "$dir/garage.toml" || return 1
+    read -r state start < <(proc_state "$pid") || return 1
+    [[ "$state" != Z && "$start" == "$(cat "$dir/garage.start")" ]] || return 1
     echo "$pid"
 }
 
@@ -95,14 +112,16 @@ garage_cli() { "$GARAGE" -c "$dir/garage.toml" "$@"; }
 spawn_server() {
     echo "==== $(date -u +%FT%TZ) object-store.sh: starting garage" >>"$dir/garage.log"
     # setsid execs directly (same pid) since this background child is no process group leader.
-    RUST_LOG="${RUST_LOG:-garage=info}" setsid nohup "$GARAGE" -c "$dir/garage.toml" server \
+    RUST_LOG=garage=info setsid nohup "$GARAGE" -c "$dir/garage.toml" server \
         </dev/null >>"$dir/garage.log" 2>&1 &
     echo $! >"$dir/garage.pid"
+    # A process keeps its start time across exec: this is the server's already.
+    proc_state $! | cut -d' ' -f2 >"$dir/garage.start" || true
 }
 
 fail_start() {
-    log "$1; its log ($dir/garage.log):"
-    cat "$dir/garage.log" >&2 || true
+    log "$1; the end of its log ($dir/garage.log):"
+    tail -n 200 "$dir/garage.log" >&2 || true
     local pid
     if pid="$(running_pid "$dir")"; then kill -9 "$pid" 2>/dev/null || true; fi
     if [[ "${2:-}" == cleanup ]]; then rm -rf "$dir"; fi
@@ -121,10 +140,15 @@ wait_for() {
     fail_start "timed out waiting for $what" "$cleanup"
 }
 
+# SHA-256 of the empty payload. Garage refuses a signed request without x-amz-content-sha256,
+# which curl before 8.x does not send by itself.
+EMPTY_SHA256=e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855
+
 # A signed HEAD on the bucket: 200 once the S3 API serves the bucket with the key.
 bucket_answers() {
     local code
     code="$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 -I \
+        -H "x-amz-content-sha256: $EMPTY_SHA256" \
         --aws-sigv4 "aws:amz:$REGION:s3" --user "$key_id:$secret_key" \
         "http://127.0.0.1:$s3_port/$BUCKET")" || return 1
     [[ "$code" == 200 ]]
@@ -199,6 +223,8 @@ log "using $GARAGE ($("$GARAGE" --version 2>/dev/null | head -n 1))"
 dir="$(mktemp -d "${TMPDIR:-/tmp}/privpca-s3.XXXXXX")"
 chmod 700 "$dir"
 mkdir "$dir/meta" "$dir/data"
+# Interrupted before the exports are printed, nobody could stop the server: do it here.
+trap 'trap - INT TERM; fail_start "interrupted" cleanup' INT TERM
 
 # Distinct free loopback ports (each is bound and released by free-port.sh; two picks can
 # coincide, so retry).
@@ -246,7 +272,7 @@ EOF
 spawn_server
 wait_for "garage's RPC on port $rpc_port" cleanup garage_cli status
 
-node_id="$(garage_cli node id -q 2>/dev/null | head -n 1)"
+node_id="$(garage_cli node id -q 2>/dev/null | head -n 1)" || true
 node_id="${node_id%%@*}"
 [[ "$node_id" =~ ^[0-9a-f]{16,}$ ]] || fail_start "could not read the node id (got '$node_id')" cleanup
 {
@@ -262,5 +288,6 @@ node_id="${node_id%%@*}"
 wait_for "the S3 API on port $s3_port" cleanup bucket_answers
 
 pid="$(running_pid "$dir")" || fail_start "garage exited after starting" cleanup
+trap - INT TERM
 log "garage running in $dir (pid $pid, S3 API on 127.0.0.1:$s3_port, bucket $BUCKET)"
 print_exports "$pid"

@@ -1,0 +1,283 @@
+//! Datasets in a real S3-compatible object store (Garage, started by `scripts/object-store.sh`)
+//! shared by two replicas of the real binary on a real PostgreSQL, each with its own empty data
+//! directory and no shared filesystem (issue 40). Ignored by a plain `cargo test`: run with
+//! `PRIVPCA_TEST_POSTGRES_URL` (scripts/postgres.sh), the store's variables
+//! (`eval "$(scripts/object-store.sh)"`) and `-- --ignored --test-threads=1` (CI does: the
+//! second test kills and restarts the store).
+//!
+//! - A 100 000 × 500 records dataset uploaded through replica a is run through replica b; a
+//!   copy damaged in b's cache is fetched again, never used; deleting through b removes every
+//!   object of the dataset from the store and, within a sweep, a's cached copy.
+//! - The store killed in the middle of an upload: 503 with a problem document, the dataset not
+//!   ready, no object of it left. A job that needs an uncached dataset while the store is down
+//!   fails with its charge kept. After the store restarts the same upload succeeds.
+
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::{Server, get};
+
+const ADMIN: &str = "object-store-admin";
+
+/// The store's variables, set by `eval "$(scripts/object-store.sh)"`; an ignored test run
+/// without them fails, never skips.
+fn store_env(name: &str) -> String {
+    std::env::var(name)
+        .ok()
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| panic!("{name} is not set: eval \"$(scripts/object-store.sh)\" first"))
+}
+
+/// A storage URL of this test's own under the configured one.
+fn storage_url(test: &str) -> String {
+    format!(
+        "{}/{test}-{}",
+        store_env("PRIVPCA_STORAGE_URL").trim_end_matches('/'),
+        uuid::Uuid::new_v4().simple()
+    )
+}
+
+/// The object store as the service sees it (for listing what is stored).
+fn objects(url: &str, cache: &Path) -> privpca::objects::ObjectStorage {
+    let cache = privpca::objects::Cache::open(cache, 1 << 30).unwrap();
+    privpca::objects::ObjectStorage::from_url(url, cache).unwrap()
+}
+
+fn replica_env(name: &str, database: &str, data: &Path, storage: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("PRIVPCA_DATABASE_URL", database.to_string()),
+        ("PRIVPCA_DATA_DIR", data.display().to_string()),
+        ("PRIVPCA_STORAGE_URL", storage.to_string()),
+        ("PRIVPCA_ADMIN_KEY", ADMIN.to_string()),
+        ("PRIVPCA_REPLICA_ID", name.to_string()),
+        ("PRIVPCA_JOB_LEASE_SECS", "5".to_string()),
+        ("PRIVPCA_WORKERS", "1".to_string()),
+    ]
+}
+
+struct Pair {
+    a: Server,
+    b: Server,
+    dirs: [PathBuf; 2],
+    key: String,
+    _tmp: tempfile::TempDir,
+}
+
+/// Two replicas on a fresh database and a fresh prefix of the store, each with its own empty
+/// data directory; a tenant's key.
+async fn pair(test: &str, storage: &str) -> Pair {
+    let database = support::fresh_database(&support::postgres_url(), "privpca_objects").await;
+    let tmp = tempfile::tempdir().unwrap();
+    let dirs = [tmp.path().join("a"), tmp.path().join("b")];
+    let a = support::start(
+        &replica_env("replica-a", &database, &dirs[0], storage),
+        &tmp.path().join("a.log"),
+    )
+    .await;
+    let b = support::start(
+        &replica_env("replica-b", &database, &dirs[1], storage),
+        &tmp.path().join("b.log"),
+    )
+    .await;
+    let key = support::tenant(&a.base, ADMIN, test).await;
+    Pair {
+        a,
+        b,
+        dirs,
+        key,
+        _tmp: tmp,
+    }
+}
+
+impl Pair {
+    fn logs(&self) -> String {
+        format!("--- a ---\n{}\n--- b ---\n{}", self.a.log_text(), self.b.log_text())
+    }
+}
+
+/// The cached files of a replica (its data directory's `datasets/`, upload folders aside).
+fn cached(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir.join("datasets"))
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .filter(|p| p.is_file())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+async fn run_job(base: &str, key: &str, dataset: &str, rho: f64) -> Value {
+    let id = support::submit(
+        base,
+        key,
+        json!({"dataset_id": dataset, "algorithm": "noisy_power",
+               "params": {"k": 2, "clip": "none"}, "privacy": {"rho": rho}}),
+    )
+    .await;
+    support::wait_for(base, key, &id, &["succeeded", "failed", "cancelled"], Duration::from_secs(300)).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL and the object store: scripts/postgres.sh, scripts/object-store.sh (CI runs it)"]
+async fn replicas_without_a_shared_directory_upload_run_and_delete_through_the_store() {
+    let storage = storage_url("share");
+    let p = pair("share", &storage).await;
+    let (n, d) = (100_000, 500);
+    let id = support::records(&p.a.base, &p.key, "big", 5.0).await;
+    let started = Instant::now();
+    support::upload(&p.a.base, &p.key, &id, "application/x-npy", support::npy(n, d, 11)).await;
+    eprintln!("uploaded {n} x {d} through a in {:.2} s", started.elapsed().as_secs_f64());
+    let (_, view) = get(&format!("{}/v1/datasets/{id}", p.b.base), &p.key).await;
+    assert_eq!(view["status"], "ready", "{view}");
+    assert!(cached(&p.dirs[1]).is_empty(), "b has read nothing yet");
+
+    // Through b, which has nothing of it: fetched, checked, run.
+    let view = run_job(&p.b.base, &p.key, &id, 0.5).await;
+    assert_eq!(view["status"], "succeeded", "{view}\n{}", p.logs());
+    let data_b = p.dirs[1].join("datasets").join(format!("{id}.f64"));
+    let size = std::fs::metadata(&data_b).unwrap().len();
+    assert_eq!(size, (n * d * 8) as u64, "b caches the data whole");
+    let original = std::fs::read(&data_b).unwrap();
+
+    // A copy damaged in b's cache (same length) is fetched again, never used.
+    let mut damaged = original.clone();
+    for byte in damaged.iter_mut().take(4096) {
+        *byte ^= 0xff;
+    }
+    std::thread::sleep(Duration::from_millis(20));
+    std::fs::write(&data_b, &damaged).unwrap();
+    let view = run_job(&p.b.base, &p.key, &id, 0.5).await;
+    assert_eq!(view["status"], "succeeded", "{view}\n{}", p.logs());
+    assert!(std::fs::read(&data_b).unwrap() == original, "the damaged copy was replaced");
+    assert!(
+        p.b.log_text().contains("fails its checksum"),
+        "b said it refetched:\n{}",
+        p.b.log_text()
+    );
+
+    // Deleting through b removes every object of the dataset, and a's copies within a sweep.
+    let lister = objects(&storage, &p._tmp.path().join("lister"));
+    let uuid = uuid::Uuid::parse_str(&id).unwrap();
+    assert!(!lister.dataset_keys(uuid).await.unwrap().is_empty());
+    let (status, _) = support::call(
+        reqwest::Method::DELETE,
+        &format!("{}/v1/datasets/{id}", p.b.base),
+        &p.key,
+        None,
+    )
+    .await;
+    assert!(status == 200 || status == 204, "delete answered {status}");
+    assert_eq!(lister.dataset_keys(uuid).await.unwrap(), Vec::<String>::new());
+    assert!(cached(&p.dirs[1]).is_empty(), "b dropped its copies at once");
+    support::poll::until(Duration::from_secs(25), Duration::from_millis(200), || async {
+        let left = cached(&p.dirs[0]);
+        if left.is_empty() { Ok(()) } else { Err(format!("a still caches {left:?}")) }
+    })
+    .await;
+}
+
+/// An upload body that sends `first` bytes, then waits for `go`, then the rest.
+fn paused_body(bytes: Vec<u8>, first: usize, go: tokio::sync::oneshot::Receiver<()>) -> reqwest::Body {
+    let (head, tail) = bytes.split_at(first);
+    let (head, tail) = (bytes::Bytes::copy_from_slice(head), bytes::Bytes::copy_from_slice(tail));
+    let stream = futures_util::stream::once(async move { Ok::<_, std::io::Error>(head) }).chain(
+        futures_util::stream::once(async move {
+            let _ = go.await;
+            Ok::<_, std::io::Error>(tail)
+        }),
+    );
+    reqwest::Body::wrap_stream(stream)
+}
+
+use futures_util::StreamExt;
+
+/// Kills the store's server (SIGKILL).
+fn kill_store() {
+    let pid = store_env("PRIVPCA_S3_PID");
+    let status = std::process::Command::new("kill").args(["-9", &pid]).status().unwrap();
+    assert!(status.success(), "kill -9 {pid}");
+    std::thread::sleep(Duration::from_millis(300));
+}
+
+/// Restarts the store on its data and port (`scripts/object-store.sh start`).
+fn restart_store() {
+    let dir = store_env("PRIVPCA_S3_DIR");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/object-store.sh");
+    let out = std::process::Command::new(script).args(["start", &dir]).output().unwrap();
+    assert!(out.status.success(), "restart: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("PRIVPCA_S3_PID="),
+        "the restart prints the store's variables"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL and the object store: scripts/postgres.sh, scripts/object-store.sh (CI runs it)"]
+async fn a_store_killed_mid_upload_keeps_nothing_and_the_same_upload_succeeds_once_it_is_back() {
+    let storage = storage_url("outage");
+    let p = pair("outage", &storage).await;
+    // A dataset b has never read, for the job while the store is down.
+    let cold = support::dataset(&p.a.base, &p.key, 2.0, 2_000, 20).await;
+    let id = support::records(&p.a.base, &p.key, "interrupted", 2.0).await;
+    let body = support::npy(20_000, 50, 3);
+    let (go, wait) = tokio::sync::oneshot::channel();
+    let request = reqwest::Client::new()
+        .put(format!("{}/v1/datasets/{id}/data", p.a.base))
+        .bearer_auth(&p.key)
+        .header("content-type", "application/x-npy")
+        .body(paused_body(body.clone(), body.len() / 2, wait))
+        .send();
+    let upload = tokio::spawn(request);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    kill_store();
+    go.send(()).unwrap();
+    let answer = upload.await.unwrap().unwrap();
+    let status = answer.status().as_u16();
+    let content_type = answer
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    let problem: Value = answer.json().await.unwrap();
+    assert!((500..600).contains(&status), "{status} {problem}\n{}", p.logs());
+    assert_eq!(content_type, "application/problem+json", "{problem}");
+    assert!(problem["detail"].as_str().unwrap().contains("object store"), "{problem}");
+    let (_, view) = get(&format!("{}/v1/datasets/{id}", p.b.base), &p.key).await;
+    assert_eq!(view["status"], "empty", "{view}");
+
+    // A job that needs a dataset b has not cached, while the store is down: failed, charge kept.
+    let job = run_job(&p.b.base, &p.key, &cold, 0.25).await;
+    assert_eq!(job["status"], "failed", "{job}");
+    assert!(job["error"].to_string().contains("object store"), "{job}");
+    let (_, ledger) = get(&format!("{}/v1/datasets/{cold}/ledger", p.b.base), &p.key).await;
+    let charged: f64 = ledger["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["entry"] == "charge")
+        .map(|e| e["rho"].as_f64().unwrap_or(0.0))
+        .sum();
+    assert!((charged - 0.25).abs() < 1e-9, "the failed job's charge is kept: {ledger}");
+
+    restart_store();
+    let lister = objects(&storage, &p._tmp.path().join("lister"));
+    let uuid = uuid::Uuid::parse_str(&id).unwrap();
+    assert_eq!(lister.dataset_keys(uuid).await.unwrap(), Vec::<String>::new(), "nothing of the interrupted upload is stored");
+
+    // The same upload, once the store is back.
+    support::upload(&p.a.base, &p.key, &id, "application/x-npy", body).await;
+    let (_, view) = get(&format!("{}/v1/datasets/{id}", p.b.base), &p.key).await;
+    assert_eq!(view["status"], "ready", "{view}");
+    let keys = lister.dataset_keys(uuid).await.unwrap();
+    let data_keys = keys.iter().filter(|k| k.rsplit('/').next().unwrap().starts_with("data-")).count();
+    assert_eq!(data_keys, 1, "one data object, of the upload that succeeded: {keys:?}");
+    let job = run_job(&p.b.base, &p.key, &id, 0.25).await;
+    assert_eq!(job["status"], "succeeded", "{job}\n{}", p.logs());
+}
