@@ -86,23 +86,32 @@ impl ObjectStorage {
     /// through `cache`. Nothing is contacted yet.
     pub fn from_url(url: &str, cache: Cache) -> Result<ObjectStorage, ObjectsError> {
         let (bucket, prefix) = parse_url(url)?;
-        let mut builder = object_store::aws::AmazonS3Builder::from_env().with_bucket_name(bucket);
-        let endpoint = std::env::var("AWS_ENDPOINT_URL").or_else(|_| std::env::var("AWS_ENDPOINT"));
-        if endpoint.as_deref().is_ok_and(|e| e.starts_with("http://")) {
-            builder = builder.with_allow_http(true);
-        }
-        let retry = object_store::RetryConfig {
-            max_retries: 3,
-            retry_timeout: Duration::from_secs(20),
-            ..Default::default()
-        };
-        let store = builder
-            .with_retry(retry)
+        // Client options first: setting them replaces every client option set before.
+        let mut builder = object_store::aws::AmazonS3Builder::new()
             .with_client_options(
                 object_store::ClientOptions::new()
                     .with_connect_timeout(Duration::from_secs(5))
                     .with_timeout(Duration::from_secs(300)),
             )
+            .with_retry(object_store::RetryConfig {
+                max_retries: 3,
+                retry_timeout: Duration::from_secs(20),
+                ..Default::default()
+            });
+        for (name, value) in std::env::vars() {
+            if let Some(key) = name
+                .strip_prefix("AWS_")
+                .and_then(|_| name.to_ascii_lowercase().parse().ok())
+            {
+                builder = builder.with_config(key, value);
+            }
+        }
+        let endpoint = std::env::var("AWS_ENDPOINT_URL").or_else(|_| std::env::var("AWS_ENDPOINT"));
+        if endpoint.as_deref().is_ok_and(|e| e.starts_with("http://")) {
+            builder = builder.with_allow_http(true);
+        }
+        let store = builder
+            .with_bucket_name(bucket)
             .build()
             .map_err(|e| ObjectsError::Config(e.to_string()))?;
         Ok(ObjectStorage::new(Arc::new(store), url, &prefix, cache))
