@@ -332,7 +332,16 @@ async fn fetch_objects(
             "could not read the dataset's data from the object store; its privacy charge is kept".into(),
         )
     };
-    let object = state.store.data_object(dataset.id).await.map_err(|e| failed(&e))?;
+    let object = match objects.known_data(dataset.id) {
+        Some(known) => Some(known),
+        None => {
+            let read = state.store.data_object(dataset.id).await.map_err(|e| failed(&e))?;
+            if let Some(object) = &read {
+                objects.know_data(dataset.id, object);
+            }
+            read
+        }
+    };
     match object {
         Some(object) => objects.fetch_data(&object, data).await.map_err(|e| failed(&e))?,
         // Uploaded before the store was configured: its file is in the data directory.

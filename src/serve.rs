@@ -251,7 +251,7 @@ async fn forget_deleted_objects(state: &AppState, objects: &crate::objects::Obje
     held.dedup();
     for id in held {
         if let Ok(true) = state.store.dataset_gone(id).await {
-            objects.cache().remove_dataset(id);
+            objects.forget_dataset(id);
             state.stats_builds.forget(id);
         }
     }

@@ -281,3 +281,78 @@ async fn a_store_killed_mid_upload_keeps_nothing_and_the_same_upload_succeeds_on
     let job = run_job(&p.b.base, &p.key, &id, 0.25).await;
     assert_eq!(job["status"], "succeeded", "{job}\n{}", p.logs());
 }
+
+/// Seconds between a job's start and finish, as the service recorded them.
+fn run_seconds(view: &Value) -> f64 {
+    let at = |field: &str| {
+        chrono::DateTime::parse_from_rfc3339(view[field].as_str().unwrap())
+            .unwrap()
+            .timestamp_micros() as f64
+            / 1e6
+    };
+    at("finished_at") - at("started_at")
+}
+
+/// The median of a few runs.
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the object store: scripts/object-store.sh (CI runs it)"]
+async fn the_store_costs_little_against_the_local_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let storage = storage_url("cost");
+    let env = |name: &str, store: Option<&str>| {
+        let mut env = vec![
+            (
+                "PRIVPCA_DATABASE_URL",
+                format!("sqlite://{}", tmp.path().join(format!("{name}.db")).display()),
+            ),
+            ("PRIVPCA_DATA_DIR", tmp.path().join(name).display().to_string()),
+            ("PRIVPCA_ADMIN_KEY", ADMIN.to_string()),
+            ("PRIVPCA_WORKERS", "1".to_string()),
+        ];
+        if let Some(url) = store {
+            env.push(("PRIVPCA_STORAGE_URL", url.to_string()));
+        }
+        env
+    };
+    let (n, d) = (100_000, 500);
+    let body = support::npy(n, d, 5);
+    let mut figures = Vec::new();
+    for (name, store) in [("local", None), ("store", Some(storage.as_str()))] {
+        let server = support::start(&env(name, store), &tmp.path().join(format!("{name}.log"))).await;
+        let key = support::tenant(&server.base, ADMIN, name).await;
+        let id = support::records(&server.base, &key, name, 50.0).await;
+        let started = Instant::now();
+        support::upload(&server.base, &key, &id, "application/x-npy", body.clone()).await;
+        let upload_mb_s = body.len() as f64 / 1e6 / started.elapsed().as_secs_f64();
+        // The first job waits for the statistics; the repeated ones read them kept.
+        let first = run_job(&server.base, &key, &id, 0.5).await;
+        assert_eq!(first["status"], "succeeded", "{first}\n{}", server.log_text());
+        let mut runs = Vec::new();
+        for _ in 0..9 {
+            let view = run_job(&server.base, &key, &id, 0.5).await;
+            assert_eq!(view["status"], "succeeded", "{view}");
+            runs.push(run_seconds(&view));
+        }
+        figures.push((name, upload_mb_s, median(runs)));
+    }
+    let [(_, local_mb_s, local_job), (_, store_mb_s, store_job)] = figures[..] else {
+        unreachable!()
+    };
+    eprintln!(
+        "upload {n} x {d} (.npy, {:.0} MB): local {local_mb_s:.0} MB/s, object store {store_mb_s:.0} MB/s ({:.2}x)\n\
+         repeated job on kept statistics (median of 9): local {:.1} ms, object store {:.1} ms ({:.2}x)",
+        body.len() as f64 / 1e6,
+        store_mb_s / local_mb_s,
+        local_job * 1e3,
+        store_job * 1e3,
+        store_job / local_job
+    );
+    assert!(store_mb_s >= 0.5 * local_mb_s, "upload throughput into the store is at least half the local directory's");
+    // 1.2x, with 5 ms for the timer's grain on jobs of a few tens of milliseconds.
+    assert!(store_job <= 1.2 * local_job + 0.005, "a repeated job through the store stays within 1.2x");
+}

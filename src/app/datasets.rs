@@ -91,7 +91,7 @@ pub async fn delete(state: &AppState, tenant: Uuid, id: Uuid) -> Result<DatasetR
 /// does not answer, the removal is retried in the background for a few minutes; the dataset
 /// is deleted either way (its rows say so, and no job reads it again).
 async fn remove_objects(objects: std::sync::Arc<crate::objects::ObjectStorage>, id: Uuid) {
-    objects.cache().remove_dataset(id);
+    objects.forget_dataset(id);
     if objects.remove_dataset(id).await.is_ok() {
         return;
     }

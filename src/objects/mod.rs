@@ -77,6 +77,9 @@ pub struct ObjectStorage {
     url: String,
     prefix: Key,
     cache: Cache,
+    /// The data object of each dataset this replica has read: a ready dataset's data never
+    /// changes, so the database is asked once per dataset ([`ObjectStorage::known_data`]).
+    known: std::sync::Mutex<std::collections::HashMap<Uuid, DataObject>>,
 }
 
 impl ObjectStorage {
@@ -124,7 +127,28 @@ impl ObjectStorage {
             url: url.to_owned(),
             prefix: Key::from(prefix),
             cache,
+            known: std::sync::Mutex::default(),
         }
+    }
+
+    /// The data object of `dataset` this replica already read from the database, if any.
+    pub fn known_data(&self, dataset: Uuid) -> Option<DataObject> {
+        self.known.lock().unwrap_or_else(|p| p.into_inner()).get(&dataset).cloned()
+    }
+
+    /// Drops everything this replica holds of a deleted dataset: its cached files and its
+    /// remembered data object.
+    pub fn forget_dataset(&self, dataset: Uuid) {
+        self.cache.remove_dataset(dataset);
+        self.known.lock().unwrap_or_else(|p| p.into_inner()).remove(&dataset);
+    }
+
+    /// Remembers the data object of a ready dataset (see [`ObjectStorage::known_data`]).
+    pub fn know_data(&self, dataset: Uuid, object: &DataObject) {
+        self.known
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(dataset, object.clone());
     }
 
     /// The configured bucket and prefix, for logs.
@@ -292,6 +316,7 @@ impl ObjectStorage {
     /// Removes every object of a dataset (its data of every upload attempt, its statistics)
     /// from the store. Missing objects are not an error.
     pub async fn remove_dataset(&self, dataset: Uuid) -> Result<usize, ObjectsError> {
+        self.known.lock().unwrap_or_else(|p| p.into_inner()).remove(&dataset);
         self.remove_key_prefix(&self.dataset_folder(dataset)).await
     }
 
