@@ -4,8 +4,10 @@
 #  - nginx from Debian's packages (installed if missing) runs a copy of deploy/nginx.conf in
 #    which only the two upstream `server privpca-a:8080 …;` / `server privpca-b:8080 …;` lines
 #    and the `listen` line are pointed at loopback ports: the routing is the file's own.
-#  - PostgreSQL from scripts/postgres.sh; two `privpca serve` replicas (the debug binary) share
-#    it and one data directory, as in deploy/compose.yaml.
+#  - PostgreSQL from scripts/postgres.sh and the object store from scripts/object-store.sh (a
+#    real Garage server); two `privpca serve` replicas (the debug binary) share the database and
+#    the store, each with its own empty data directory (its cache) and no shared filesystem, as
+#    in deploy/compose.yaml.
 #  - Through the gateway: the README walk-through (scripts/walkthrough-check.sh: a tenant, an
 #    upload, a job, checked against the output README.md shows), then a 3-site
 #    `federated_power` study whose sites know only the gateway URL. The replica coordinating it
@@ -33,10 +35,12 @@ work=$(mktemp -d)
 chmod 755 "$work"
 pids=()
 pg_dir=""
+s3_dir=""
 cleanup() {
   for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
   if [ -f "$work/nginx/nginx.pid" ]; then kill "$(cat "$work/nginx/nginx.pid")" 2>/dev/null || true; fi
   if [ -n "$pg_dir" ]; then scripts/postgres.sh stop "$pg_dir"; fi
+  if [ -n "$s3_dir" ]; then scripts/object-store.sh stop "$s3_dir" || true; fi
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -53,6 +57,8 @@ eval "$(scripts/postgres.sh)"
 pg_dir="$PRIVPCA_PG_DIR"
 db_url="$PRIVPCA_TEST_POSTGRES_URL"
 unset PRIVPCA_TEST_POSTGRES_URL PRIVPCA_PG_DIR
+eval "$(scripts/object-store.sh)"
+s3_dir="$PRIVPCA_S3_DIR"
 # psql from the server's packages (scripts/postgres.sh installs them), else any on the PATH.
 psql_bin=$(command -v psql || true)
 for candidate in /usr/lib/postgresql/*/bin/psql; do
@@ -64,12 +70,13 @@ admin="gateway-admin-$RANDOM$RANDOM"
 port_a=$(free_port)
 port_b=$(free_port)
 port_gw=$(free_port)
-mkdir -p "$work/data"
+mkdir -p "$work/data-a" "$work/data-b"
 
-# One replica: its id and port; the same database, data directory and admin key.
+# One replica: its id and port; the same database, object store and admin key, its own data
+# directory (the replica's cache of the store).
 start_replica() {
   PRIVPCA_REPLICA_ID="privpca-$1" PRIVPCA_LOG_FORMAT=json PRIVPCA_JOB_LEASE_SECS=5 \
-    "$bin" serve --bind "127.0.0.1:$2" --database-url "$db_url" --data-dir "$work/data" \
+    "$bin" serve --bind "127.0.0.1:$2" --database-url "$db_url" --data-dir "$work/data-$1" \
     --admin-key "$admin" >> "$work/replica-$1.log" 2>&1 &
   echo $!
 }
@@ -80,9 +87,12 @@ wait_ready() {
   done
   fail "$1 did not become ready"
 }
+# One ledger signing key for both, outside their data directories (a deployment mounts it as a
+# secret): replica a creates it at its first start, then b starts with it.
+export PRIVPCA_LEDGER_KEY_FILE="$work/ledger-signing-key"
 pid_a=$(start_replica a "$port_a"); pids+=("$pid_a")
-pid_b=$(start_replica b "$port_b"); pids+=("$pid_b")
 wait_ready "http://127.0.0.1:$port_a"
+pid_b=$(start_replica b "$port_b"); pids+=("$pid_b")
 wait_ready "http://127.0.0.1:$port_b"
 
 # deploy/nginx.conf with its two upstream servers and its listen address on loopback ports,
@@ -103,6 +113,9 @@ wait_ready "$gw"
 echo "== gateway: the README walk-through through the gateway"
 BASE="$gw" ADMIN="$admin" scripts/walkthrough-check.sh > "$work/walkthrough.out" || { cat "$work/walkthrough.out"; fail "walk-through"; }
 grep -q '"status": "succeeded"' "$work/walkthrough.out" || fail "the walk-through's job did not succeed"
+for r in a b; do
+  grep -q "datasets live in the object store" "$work/replica-$r.log" || fail "replica $r does not use the object store"
+done
 
 echo "== gateway: the ledger tamper check (a charge edited in PostgreSQL, both replicas restarted)"
 # The child script restarts the replicas; their new process ids come back through pid files.
@@ -113,7 +126,7 @@ restart='for r in a b; do kill "$(cat "$gw_work/pid-$r")"; done
 for p in $port_a $port_b; do for _ in $(seq 1 100); do curl -s -o /dev/null "http://127.0.0.1:$p/readyz" || break; sleep 0.1; done; done
 port=$port_a; for r in a b; do
   PRIVPCA_REPLICA_ID="privpca-$r" PRIVPCA_LOG_FORMAT=json PRIVPCA_JOB_LEASE_SECS=5 \
-    "$bin" serve --bind "127.0.0.1:$port" --database-url "$db_url" --data-dir "$gw_work/data" --admin-key "$admin" \
+    "$bin" serve --bind "127.0.0.1:$port" --database-url "$db_url" --data-dir "$gw_work/data-$r" --admin-key "$admin" \
     >> "$gw_work/replica-$r.log" 2>&1 &
   echo $! > "$gw_work/pid-$r"; port=$port_b
 done

@@ -335,7 +335,11 @@ async fn fetch_objects(
     let object = match objects.known_data(dataset.id) {
         Some(known) => Some(known),
         None => {
-            let read = state.store.data_object(dataset.id).await.map_err(|e| failed(&e))?;
+            let read = state
+                .store
+                .data_object(dataset.id)
+                .await
+                .map_err(|e| failed(&e))?;
             if let Some(object) = &read {
                 objects.know_data(dataset.id, object);
             }
@@ -348,11 +352,11 @@ async fn fetch_objects(
         None if data.exists() => {}
         None => return Err(failed(&"no data object is recorded for the dataset")),
     }
-    if dataset.kind == Kind::Records {
-        if let Err(e) = objects.fetch_stats(dataset.id, stats).await {
-            // The job builds them from the data instead.
-            tracing::warn!(job = %job.id, error = %e, "could not read the kept statistics from the object store");
-        }
+    if dataset.kind == Kind::Records
+        && let Err(e) = objects.fetch_stats(dataset.id, stats).await
+    {
+        // The job builds them from the data instead.
+        tracing::warn!(job = %job.id, error = %e, "could not read the kept statistics from the object store");
     }
     Ok(())
 }

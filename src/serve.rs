@@ -85,7 +85,8 @@ fn object_storage(config: &Config) -> anyhow::Result<Option<crate::objects::Obje
     };
     let cache = crate::objects::Cache::open(&config.data_dir.join("datasets"), config.cache_bytes)
         .context("opening the object cache in the data directory")?;
-    let objects = crate::objects::ObjectStorage::from_url(url.trim(), cache).context("PRIVPCA_STORAGE_URL")?;
+    let objects =
+        crate::objects::ObjectStorage::from_url(url.trim(), cache).context("PRIVPCA_STORAGE_URL")?;
     tracing::info!(
         store = objects.url(),
         cache_bytes = config.cache_bytes,

@@ -96,7 +96,11 @@ async fn pair(test: &str, storage: &str) -> Pair {
 
 impl Pair {
     fn logs(&self) -> String {
-        format!("--- a ---\n{}\n--- b ---\n{}", self.a.log_text(), self.b.log_text())
+        format!(
+            "--- a ---\n{}\n--- b ---\n{}",
+            self.a.log_text(),
+            self.b.log_text()
+        )
     }
 }
 
@@ -121,7 +125,14 @@ async fn run_job(base: &str, key: &str, dataset: &str, rho: f64) -> Value {
                "params": {"k": 2, "clip": "none"}, "privacy": {"rho": rho}}),
     )
     .await;
-    support::wait_for(base, key, &id, &["succeeded", "failed", "cancelled"], Duration::from_secs(300)).await
+    support::wait_for(
+        base,
+        key,
+        &id,
+        &["succeeded", "failed", "cancelled"],
+        Duration::from_secs(300),
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -132,8 +143,18 @@ async fn replicas_without_a_shared_directory_upload_run_and_delete_through_the_s
     let (n, d) = (100_000, 500);
     let id = support::records(&p.a.base, &p.key, "big", 5.0).await;
     let started = Instant::now();
-    support::upload(&p.a.base, &p.key, &id, "application/x-npy", support::npy(n, d, 11)).await;
-    eprintln!("uploaded {n} x {d} through a in {:.2} s", started.elapsed().as_secs_f64());
+    support::upload(
+        &p.a.base,
+        &p.key,
+        &id,
+        "application/x-npy",
+        support::npy(n, d, 11),
+    )
+    .await;
+    eprintln!(
+        "uploaded {n} x {d} through a in {:.2} s",
+        started.elapsed().as_secs_f64()
+    );
     let (_, view) = get(&format!("{}/v1/datasets/{id}", p.b.base), &p.key).await;
     assert_eq!(view["status"], "ready", "{view}");
     assert!(cached(&p.dirs[1]).is_empty(), "b has read nothing yet");
@@ -155,7 +176,10 @@ async fn replicas_without_a_shared_directory_upload_run_and_delete_through_the_s
     std::fs::write(&data_b, &damaged).unwrap();
     let view = run_job(&p.b.base, &p.key, &id, 0.5).await;
     assert_eq!(view["status"], "succeeded", "{view}\n{}", p.logs());
-    assert!(std::fs::read(&data_b).unwrap() == original, "the damaged copy was replaced");
+    assert!(
+        std::fs::read(&data_b).unwrap() == original,
+        "the damaged copy was replaced"
+    );
     assert!(
         p.b.log_text().contains("fails its checksum"),
         "b said it refetched:\n{}",
@@ -178,7 +202,11 @@ async fn replicas_without_a_shared_directory_upload_run_and_delete_through_the_s
     assert!(cached(&p.dirs[1]).is_empty(), "b dropped its copies at once");
     support::poll::until(Duration::from_secs(25), Duration::from_millis(200), || async {
         let left = cached(&p.dirs[0]);
-        if left.is_empty() { Ok(()) } else { Err(format!("a still caches {left:?}")) }
+        if left.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("a still caches {left:?}"))
+        }
     })
     .await;
 }
@@ -186,7 +214,10 @@ async fn replicas_without_a_shared_directory_upload_run_and_delete_through_the_s
 /// An upload body that sends `first` bytes, then waits for `go`, then the rest.
 fn paused_body(bytes: Vec<u8>, first: usize, go: tokio::sync::oneshot::Receiver<()>) -> reqwest::Body {
     let (head, tail) = bytes.split_at(first);
-    let (head, tail) = (bytes::Bytes::copy_from_slice(head), bytes::Bytes::copy_from_slice(tail));
+    let (head, tail) = (
+        bytes::Bytes::copy_from_slice(head),
+        bytes::Bytes::copy_from_slice(tail),
+    );
     let stream = futures_util::stream::once(async move { Ok::<_, std::io::Error>(head) }).chain(
         futures_util::stream::once(async move {
             let _ = go.await;
@@ -201,7 +232,10 @@ use futures_util::StreamExt;
 /// Kills the store's server (SIGKILL).
 fn kill_store() {
     let pid = store_env("PRIVPCA_S3_PID");
-    let status = std::process::Command::new("kill").args(["-9", &pid]).status().unwrap();
+    let status = std::process::Command::new("kill")
+        .args(["-9", &pid])
+        .status()
+        .unwrap();
     assert!(status.success(), "kill -9 {pid}");
     std::thread::sleep(Duration::from_millis(300));
 }
@@ -210,8 +244,15 @@ fn kill_store() {
 fn restart_store() {
     let dir = store_env("PRIVPCA_S3_DIR");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/object-store.sh");
-    let out = std::process::Command::new(script).args(["start", &dir]).output().unwrap();
-    assert!(out.status.success(), "restart: {}", String::from_utf8_lossy(&out.stderr));
+    let out = std::process::Command::new(script)
+        .args(["start", &dir])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "restart: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("PRIVPCA_S3_PID="),
         "the restart prints the store's variables"
@@ -248,7 +289,10 @@ async fn a_store_killed_mid_upload_keeps_nothing_and_the_same_upload_succeeds_on
     let problem: Value = answer.json().await.unwrap();
     assert!((500..600).contains(&status), "{status} {problem}\n{}", p.logs());
     assert_eq!(content_type, "application/problem+json", "{problem}");
-    assert!(problem["detail"].as_str().unwrap().contains("object store"), "{problem}");
+    assert!(
+        problem["detail"].as_str().unwrap().contains("object store"),
+        "{problem}"
+    );
     let (_, view) = get(&format!("{}/v1/datasets/{id}", p.b.base), &p.key).await;
     assert_eq!(view["status"], "empty", "{view}");
 
@@ -264,20 +308,33 @@ async fn a_store_killed_mid_upload_keeps_nothing_and_the_same_upload_succeeds_on
         .filter(|e| e["entry"] == "charge")
         .map(|e| e["rho"].as_f64().unwrap_or(0.0))
         .sum();
-    assert!((charged - 0.25).abs() < 1e-9, "the failed job's charge is kept: {ledger}");
+    assert!(
+        (charged - 0.25).abs() < 1e-9,
+        "the failed job's charge is kept: {ledger}"
+    );
 
     restart_store();
     let lister = objects(&storage, &p._tmp.path().join("lister"));
     let uuid = uuid::Uuid::parse_str(&id).unwrap();
-    assert_eq!(lister.dataset_keys(uuid).await.unwrap(), Vec::<String>::new(), "nothing of the interrupted upload is stored");
+    assert_eq!(
+        lister.dataset_keys(uuid).await.unwrap(),
+        Vec::<String>::new(),
+        "nothing of the interrupted upload is stored"
+    );
 
     // The same upload, once the store is back.
     support::upload(&p.a.base, &p.key, &id, "application/x-npy", body).await;
     let (_, view) = get(&format!("{}/v1/datasets/{id}", p.b.base), &p.key).await;
     assert_eq!(view["status"], "ready", "{view}");
     let keys = lister.dataset_keys(uuid).await.unwrap();
-    let data_keys = keys.iter().filter(|k| k.rsplit('/').next().unwrap().starts_with("data-")).count();
-    assert_eq!(data_keys, 1, "one data object, of the upload that succeeded: {keys:?}");
+    let data_keys = keys
+        .iter()
+        .filter(|k| k.rsplit('/').next().unwrap().starts_with("data-"))
+        .count();
+    assert_eq!(
+        data_keys, 1,
+        "one data object, of the upload that succeeded: {keys:?}"
+    );
     let job = run_job(&p.b.base, &p.key, &id, 0.25).await;
     assert_eq!(job["status"], "succeeded", "{job}\n{}", p.logs());
 }
@@ -352,7 +409,13 @@ async fn the_store_costs_little_against_the_local_directory() {
         store_job * 1e3,
         store_job / local_job
     );
-    assert!(store_mb_s >= 0.5 * local_mb_s, "upload throughput into the store is at least half the local directory's");
+    assert!(
+        store_mb_s >= 0.5 * local_mb_s,
+        "upload throughput into the store is at least half the local directory's"
+    );
     // 1.2x, with 5 ms for the timer's grain on jobs of a few tens of milliseconds.
-    assert!(store_job <= 1.2 * local_job + 0.005, "a repeated job through the store stays within 1.2x");
+    assert!(
+        store_job <= 1.2 * local_job + 0.005,
+        "a repeated job through the store stays within 1.2x"
+    );
 }

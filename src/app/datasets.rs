@@ -100,7 +100,9 @@ async fn remove_objects(objects: std::sync::Arc<crate::objects::ObjectStorage>, 
             tokio::time::sleep(std::time::Duration::from_secs(10)).await;
             match objects.remove_dataset(id).await {
                 Ok(_) => return,
-                Err(e) => tracing::warn!(dataset = %id, error = %e, "could not remove a deleted dataset's objects; retrying"),
+                Err(e) => {
+                    tracing::warn!(dataset = %id, error = %e, "could not remove a deleted dataset's objects; retrying")
+                }
             }
         }
         tracing::error!(dataset = %id, "gave up removing a deleted dataset's objects from the object store; remove datasets/{id}/ by hand");

@@ -56,7 +56,13 @@ impl Cache {
         for entry in std::fs::read_dir(dir)? {
             let entry = entry?;
             let path = entry.path();
-            if entry.file_type()?.is_file() && dataset_of(&path).is_some() {
+            let is_file = entry.file_type()?.is_file();
+            // A fetch an earlier run left half done.
+            if is_file && path.extension().is_some_and(|ext| ext == "fetch") {
+                let _ = std::fs::remove_file(&path);
+                continue;
+            }
+            if is_file && dataset_of(&path).is_some() {
                 let len = entry.metadata()?.len();
                 cache.lock().add(path, len, None);
             }
@@ -102,7 +108,8 @@ impl Cache {
             .map_err(|e| std::io::Error::other(e.to_string()))?;
         match sum {
             Ok(sum) if sum == *expected => {
-                self.lock().add(path.to_path_buf(), len, Some((sum, len, modified)));
+                self.lock()
+                    .add(path.to_path_buf(), len, Some((sum, len, modified)));
                 self.touch(path);
                 Ok(true)
             }

@@ -29,7 +29,10 @@ async fn the_least_recently_used_copies_go_first_and_never_the_one_just_added() 
     let dir = tempfile::tempdir().expect("dir");
     let cache = Cache::open(dir.path(), 250).expect("cache");
     let ids: Vec<Uuid> = (0..3).map(|_| Uuid::new_v4()).collect();
-    let paths: Vec<PathBuf> = ids.iter().map(|id| file(dir.path(), *id, "f64", 100, 1)).collect();
+    let paths: Vec<PathBuf> = ids
+        .iter()
+        .map(|id| file(dir.path(), *id, "f64", 100, 1))
+        .collect();
     let sum = sha256_file(&paths[0]).expect("sum");
     cache.insert(&paths[0], sum);
     cache.insert(&paths[1], sum);
@@ -53,9 +56,14 @@ async fn files_of_an_earlier_run_are_counted_checked_before_use_and_removed_with
     let data = file(dir.path(), id, "f64", 32, 3);
     let stats = file(dir.path(), id, "stats", 16, 4);
     std::fs::create_dir_all(dir.path().join(".uploads-a")).expect("uploads dir");
+    let half_fetched = dir.path().join(format!("{id}.f64.0123.fetch"));
+    std::fs::write(&half_fetched, [0u8; 8]).expect("fetch temp");
     let cache = Cache::open(dir.path(), 1 << 20).expect("cache");
     assert_eq!(cache.bytes(), 48);
-    assert!(!cache.holds_verified(&stats).await, "not checked by this process yet");
+    assert!(
+        !cache.holds_verified(&stats).await,
+        "not checked by this process yet"
+    );
     assert_eq!(cache.datasets(), vec![id]);
     cache.remove_dataset(id);
     assert!(!data.exists() && !stats.exists());

@@ -36,7 +36,7 @@ use tokio::io::AsyncWriteExt;
 use uuid::Uuid;
 
 pub use cache::Cache;
-pub use digest::{sha256_file, Sha256Hex};
+pub use digest::{Sha256Hex, sha256_file};
 
 use crate::store::DataObject;
 
@@ -133,14 +133,21 @@ impl ObjectStorage {
 
     /// The data object of `dataset` this replica already read from the database, if any.
     pub fn known_data(&self, dataset: Uuid) -> Option<DataObject> {
-        self.known.lock().unwrap_or_else(|p| p.into_inner()).get(&dataset).cloned()
+        self.known
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&dataset)
+            .cloned()
     }
 
     /// Drops everything this replica holds of a deleted dataset: its cached files and its
     /// remembered data object.
     pub fn forget_dataset(&self, dataset: Uuid) {
         self.cache.remove_dataset(dataset);
-        self.known.lock().unwrap_or_else(|p| p.into_inner()).remove(&dataset);
+        self.known
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&dataset);
     }
 
     /// Remembers the data object of a ready dataset (see [`ObjectStorage::known_data`]).
@@ -181,7 +188,12 @@ impl ObjectStorage {
     /// Stores the file at `local` as `key` with a multipart upload that streams it, its SHA-256
     /// (`sha256`, computed by the caller as the file was written, or here) as the object's
     /// metadata. On any failure the multipart upload is aborted: nothing is left under `key`.
-    pub async fn put_file(&self, key: &str, local: &Path, sha256: Option<Sha256Hex>) -> Result<Sha256Hex, ObjectsError> {
+    pub async fn put_file(
+        &self,
+        key: &str,
+        local: &Path,
+        sha256: Option<Sha256Hex>,
+    ) -> Result<Sha256Hex, ObjectsError> {
         let sha256 = match sha256 {
             Some(sum) => sum,
             None => {
@@ -225,8 +237,9 @@ impl ObjectStorage {
     /// Makes sure `local` (the cache path of a dataset's data) holds the object `object`
     /// checked against its recorded SHA-256, fetching it if it is missing or fails the check.
     pub async fn fetch_data(&self, object: &DataObject, local: &Path) -> Result<(), ObjectsError> {
-        let expected = Sha256Hex::parse(&object.sha256)
-            .ok_or_else(|| ObjectsError::Corrupt { key: object.key.clone() })?;
+        let expected = Sha256Hex::parse(&object.sha256).ok_or_else(|| ObjectsError::Corrupt {
+            key: object.key.clone(),
+        })?;
         if self.cache.holds_checked(local, &expected).await? {
             return Ok(());
         }
@@ -238,7 +251,9 @@ impl ObjectStorage {
             }
             Some(_) => {
                 let _ = tokio::fs::remove_file(local).await;
-                Err(ObjectsError::Corrupt { key: object.key.clone() })
+                Err(ObjectsError::Corrupt {
+                    key: object.key.clone(),
+                })
             }
             None => Err(ObjectsError::Store(object_store::Error::NotFound {
                 path: object.key.clone(),
@@ -316,7 +331,10 @@ impl ObjectStorage {
     /// Removes every object of a dataset (its data of every upload attempt, its statistics)
     /// from the store. Missing objects are not an error.
     pub async fn remove_dataset(&self, dataset: Uuid) -> Result<usize, ObjectsError> {
-        self.known.lock().unwrap_or_else(|p| p.into_inner()).remove(&dataset);
+        self.known
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&dataset);
         self.remove_key_prefix(&self.dataset_folder(dataset)).await
     }
 
@@ -408,7 +426,9 @@ pub fn parse_url(url: &str) -> Result<(String, String), ObjectsError> {
             .chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.');
     if !valid_bucket {
-        return Err(bad("the bucket name must have 3 to 63 lowercase letters, digits, '-' or '.'"));
+        return Err(bad(
+            "the bucket name must have 3 to 63 lowercase letters, digits, '-' or '.'",
+        ));
     }
     let prefix = prefix.trim_matches('/');
     if prefix.split('/').any(|part| part == "." || part == "..") || prefix.contains("//") {

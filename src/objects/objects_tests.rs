@@ -8,9 +8,22 @@ fn storage(dir: &Path) -> ObjectStorage {
 
 #[test]
 fn storage_urls_name_a_bucket_and_a_clean_prefix() {
-    assert_eq!(parse_url("s3://bucket").unwrap(), ("bucket".into(), String::new()));
-    assert_eq!(parse_url("s3://my-bucket/a/b/").unwrap(), ("my-bucket".into(), "a/b".into()));
-    for bad in ["http://bucket/x", "s3://", "s3://Bucket/x", "s3://b/x", "s3://bucket/a/../b", "s3://bucket/a//b"] {
+    assert_eq!(
+        parse_url("s3://bucket").unwrap(),
+        ("bucket".into(), String::new())
+    );
+    assert_eq!(
+        parse_url("s3://my-bucket/a/b/").unwrap(),
+        ("my-bucket".into(), "a/b".into())
+    );
+    for bad in [
+        "http://bucket/x",
+        "s3://",
+        "s3://Bucket/x",
+        "s3://b/x",
+        "s3://bucket/a/../b",
+        "s3://bucket/a//b",
+    ] {
         assert!(parse_url(bad).is_err(), "{bad}");
     }
 }
@@ -27,7 +40,10 @@ async fn a_file_goes_up_in_parts_and_comes_back_checked() {
     let key = objects.new_data_key(id);
     let sum = objects.put_file(&key, &source, None).await.expect("put");
     assert_eq!(sum, sha256_file(&source).expect("sum"));
-    let object = DataObject { key: key.clone(), sha256: sum.to_string() };
+    let object = DataObject {
+        key: key.clone(),
+        sha256: sum.to_string(),
+    };
     let local = dir.path().join(format!("{id}.f64"));
     objects.fetch_data(&object, &local).await.expect("fetch");
     assert_eq!(std::fs::read(&local).expect("read"), bytes);
@@ -38,8 +54,14 @@ async fn a_file_goes_up_in_parts_and_comes_back_checked() {
     // A recorded checksum the object does not match: refused, nothing left in the cache.
     std::fs::remove_file(&local).expect("rm");
     objects.cache().forget(&local);
-    let wrong = DataObject { key, sha256: Sha256Hex::parse(&"0".repeat(64)).unwrap().to_string() };
-    assert!(matches!(objects.fetch_data(&wrong, &local).await, Err(ObjectsError::Corrupt { .. })));
+    let wrong = DataObject {
+        key,
+        sha256: Sha256Hex::parse(&"0".repeat(64)).unwrap().to_string(),
+    };
+    assert!(matches!(
+        objects.fetch_data(&wrong, &local).await,
+        Err(ObjectsError::Corrupt { .. })
+    ));
     assert!(!local.exists());
 }
 
@@ -57,10 +79,19 @@ async fn statistics_are_fetched_when_stored_and_a_dataset_is_removed_whole() {
     assert_eq!(std::fs::read(&stats).expect("read"), b"statistics");
     let source = dir.path().join("data.bin");
     std::fs::write(&source, b"rows").expect("write");
-    objects.put_file(&objects.new_data_key(id), &source, None).await.expect("put");
-    objects.put_file(&objects.new_data_key(id), &source, None).await.expect("put");
+    objects
+        .put_file(&objects.new_data_key(id), &source, None)
+        .await
+        .expect("put");
+    objects
+        .put_file(&objects.new_data_key(id), &source, None)
+        .await
+        .expect("put");
     let other = Uuid::new_v4();
-    objects.put_file(&objects.new_data_key(other), &source, None).await.expect("put");
+    objects
+        .put_file(&objects.new_data_key(other), &source, None)
+        .await
+        .expect("put");
     assert_eq!(objects.dataset_keys(id).await.expect("list").len(), 3);
     assert_eq!(objects.remove_dataset(id).await.expect("remove"), 3);
     assert!(objects.dataset_keys(id).await.expect("list").is_empty());

@@ -69,8 +69,8 @@ pub use error::StoreError;
 pub use key_cache::DEFAULT_KEY_CACHE_TTL;
 pub use local_ledger::{ChargeOutcome, LocalBudget, LocalDataset};
 pub use models::{
-    CancelOutcome, DataObject, DatasetRecord, DatasetStatus, Idempotency, JobDatasetFacts, JobRecord, JobResult,
-    JobStatus, LedgerEntry, LedgerEntryKind, NewDataset, NewJob, SubmitOutcome, Tenant,
+    CancelOutcome, DataObject, DatasetRecord, DatasetStatus, Idempotency, JobDatasetFacts, JobRecord,
+    JobResult, JobStatus, LedgerEntry, LedgerEntryKind, NewDataset, NewJob, SubmitOutcome, Tenant,
 };
 pub use queue::{CANCELLED_REASON, INTERRUPTED_REASON, LEASE_EXPIRED_REASON, Lease};
 pub use studies::{

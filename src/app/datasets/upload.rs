@@ -22,9 +22,9 @@ use crate::config::Config;
 use crate::dataset::Kind;
 use crate::ingest::stats_file::KeptStats;
 use crate::ingest::{self, Format, IngestError, Ingested, Limits, Shape, SparseIngested, StreamedStats};
+use crate::objects::Sha256Hex;
 use crate::state::AppState;
 use crate::stats_builds::StatsTurn;
-use crate::objects::Sha256Hex;
 use crate::store::{DataObject, DatasetRecord, DatasetStatus, HeldUpload, UploadClaimOutcome};
 
 /// An upload as it arrives: how the body names its format, its declared length and the body.
@@ -422,7 +422,10 @@ fn keep_statistics(
 /// live there (a failure is logged: the statistics are derived, and a replica that finds none
 /// builds them from the data).
 pub struct StatsPublisher {
-    objects: Option<(std::sync::Arc<crate::objects::ObjectStorage>, tokio::runtime::Handle)>,
+    objects: Option<(
+        std::sync::Arc<crate::objects::ObjectStorage>,
+        tokio::runtime::Handle,
+    )>,
     dataset: Uuid,
 }
 
