@@ -13,7 +13,8 @@
 //!   secure aggregation, signed transcripts, site messages) and [`protocols`] (one folder per
 //!   protocol: its coordinator, site and simulation).
 //! - **Storage and execution**: [`ingest`] (upload parsers), [`store`] (datasets, the ledger,
-//!   jobs, studies; SQLite or PostgreSQL), [`stats_builds`], [`runner`] and [`job_control`]
+//!   jobs, studies; SQLite or PostgreSQL), [`objects`] (datasets in an S3-compatible object
+//!   store, read through a checked local cache), [`stats_builds`], [`runner`] and [`job_control`]
 //!   (running jobs across replicas), [`studies`] (the coordinator of live studies).
 //! - **Application**: [`mod@app`] (the use cases: submit a job, create a study, upload a dataset),
 //!   [`rate_limits`], [`state`], [`config`].

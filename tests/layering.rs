@@ -7,11 +7,19 @@
 use std::path::{Path, PathBuf};
 
 /// Crates of I/O the core must not name.
-const IO_CRATES: [&str; 8] = [
-    "axum", "sqlx", "tokio", "reqwest", "tower", "hyper", "utoipa", "tracing",
+const IO_CRATES: [&str; 9] = [
+    "axum",
+    "sqlx",
+    "tokio",
+    "reqwest",
+    "tower",
+    "hyper",
+    "utoipa",
+    "tracing",
+    "object_store",
 ];
 /// The service's layers above the core.
-const LAYERS: [&str; 13] = [
+const LAYERS: [&str; 14] = [
     "http",
     "store",
     "app",
@@ -25,6 +33,7 @@ const LAYERS: [&str; 13] = [
     "rate_limits",
     "config",
     "telemetry",
+    "objects",
 ];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
