@@ -12,6 +12,7 @@ L = 4, p = 20, the factored path, four streaming passes over the stored file), a
 Usage (as root, or with a delegated cgroup):
   python3 scripts/bench_out_of_core.py [--bin target/release/privpca] [--n 1000000] [--d 1000]
       [--cap 4G] [--dir target/ooc-bench] [--algorithms noisy_power,analyze_gauss,exact]
+      [--drop-cache]   # with PRIVPCA_STORAGE_URL and the AWS_* variables set (object store)
 """
 
 import os
@@ -133,6 +134,10 @@ def main():
     ap.add_argument("--cap", default="4G")
     ap.add_argument("--dir", default="target/ooc-bench")
     ap.add_argument("--algorithms", default="noisy_power", help="comma-separated, run in order")
+    ap.add_argument("--drop-cache", action="store_true",
+                    help="with PRIVPCA_STORAGE_URL set (datasets in an object store): remove the "
+                         "uploaded copy from the service's cache, so the first job fetches it from "
+                         "the store under the cap")
     args = ap.parse_args()
     limit = parse_size(args.cap)
 
@@ -174,6 +179,12 @@ def main():
         print(f"upload through HTTP: {upload:.1f} s ({size / 1e6 / upload:.0f} MB/s); "
               f"server VmHWM {gib(after_upload['VmHWM'])}, cgroup peak {gib(cap.peak())}")
         os.remove(npy)  # only the stored copy from here on
+        if args.drop_cache:
+            cached = os.path.join(work, "data", "datasets")
+            for name in os.listdir(cached):
+                if name.startswith(dataset):
+                    os.remove(os.path.join(cached, name))
+            print("dropped the cached copy: the first job fetches the dataset from the object store")
 
         for algorithm in args.algorithms.split(","):
             start = time.perf_counter()
