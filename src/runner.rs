@@ -253,7 +253,7 @@ async fn execute(state: &AppState, job: &JobRecord, control: Arc<RunningJob>) ->
     let path = state.store.data_path(dataset.id);
     let stats_path = state.store.stats_path(dataset.id);
     let stats_temp = state.store.upload_temp_path(dataset.id);
-    fetch_objects(state, job, &dataset, [&path, &stats_path]).await?;
+    let stats_stored = fetch_objects(state, job, &dataset, [&path, &stats_path]).await?;
     let seed = if dataset.public { job.seed } else { None };
     let config = job.config.clone();
     let kind = dataset.kind;
@@ -302,7 +302,9 @@ async fn execute(state: &AppState, job: &JobRecord, control: Arc<RunningJob>) ->
             ));
         }
     };
-    store_built_statistics(state, &dataset).await;
+    if !stats_stored {
+        store_built_statistics(state, &dataset).await;
+    }
     let basis = checked_basis(&job.algorithm, output.basis, output.eigenvalues.as_deref(), d)?;
     Ok(JobResult {
         d: basis.nrows(),
@@ -316,15 +318,16 @@ async fn execute(state: &AppState, job: &JobRecord, control: Arc<RunningJob>) ->
 /// With datasets in the object store: the dataset's data into this replica's cache (checked
 /// against the SHA-256 recorded when it was uploaded), and its kept statistics if the store
 /// has them. An unreachable store fails the job (its charge is kept, as with any failure after
-/// the claim); the message names no data-dependent fact.
+/// the claim); the message names no data-dependent fact. Returns whether the store holds the
+/// statistics (else a job that builds them stores them after).
 async fn fetch_objects(
     state: &AppState,
     job: &JobRecord,
     dataset: &crate::store::DatasetRecord,
     [data, stats]: [&std::path::Path; 2],
-) -> Result<(), Failure> {
+) -> Result<bool, Failure> {
     let Some(objects) = &state.objects else {
-        return Ok(());
+        return Ok(true);
     };
     let failed = |e: &dyn std::fmt::Display| {
         tracing::error!(job = %job.id, dataset = %dataset.id, error = %e, "could not read the dataset from the object store");
@@ -352,13 +355,17 @@ async fn fetch_objects(
         None if data.exists() => {}
         None => return Err(failed(&"no data object is recorded for the dataset")),
     }
-    if dataset.kind == Kind::Records
-        && let Err(e) = objects.fetch_stats(dataset.id, stats).await
-    {
-        // The job builds them from the data instead.
-        tracing::warn!(job = %job.id, error = %e, "could not read the kept statistics from the object store");
+    if dataset.kind != Kind::Records {
+        return Ok(true);
     }
-    Ok(())
+    match objects.fetch_stats(dataset.id, stats).await {
+        Ok(stored) => Ok(stored),
+        Err(e) => {
+            // The job builds them from the data instead.
+            tracing::warn!(job = %job.id, error = %e, "could not read the kept statistics from the object store");
+            Ok(false)
+        }
+    }
 }
 
 /// With datasets in the object store: statistics this job built (none were stored) go to the

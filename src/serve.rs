@@ -225,12 +225,18 @@ const STATS_SWEEP: std::time::Duration = std::time::Duration::from_secs(10);
 /// nothing of a deleted dataset stays in any replica's memory longer than that.
 async fn forget_deleted_statistics(state: AppState, shutdown: CancellationToken) {
     let mut tick = tokio::time::interval(STATS_SWEEP);
+    let mut ticks: u64 = 0;
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = tick.tick() => {}
         }
         if let Some(objects) = &state.objects {
+            // The first tick is at start.
+            if ticks.is_multiple_of(STORE_SWEEP_EVERY) {
+                remove_deleted_datasets_objects(&state, objects).await;
+            }
+            ticks += 1;
             forget_deleted_objects(&state, objects).await;
             continue;
         }
@@ -239,6 +245,36 @@ async fn forget_deleted_statistics(state: AppState, shutdown: CancellationToken)
             builds.forget_where(|id| !store.data_path(id).exists());
         })
         .await;
+    }
+}
+
+/// Every how many [`STATS_SWEEP`]s a replica looks through the object store for the objects
+/// of deleted datasets (and at its start): 10 minutes.
+const STORE_SWEEP_EVERY: u64 = 60;
+
+/// Removes from the object store the objects of every dataset this database holds as deleted
+/// that still has a folder there (folders of datasets it does not know are left alone): a delete whose removal failed (the store was
+/// down) and whose replica stopped before its retries succeeded. A deleted dataset is never
+/// uploaded again, so nothing in its folder can be in use.
+async fn remove_deleted_datasets_objects(state: &AppState, objects: &crate::objects::ObjectStorage) {
+    let folders = match objects.dataset_folders().await {
+        Ok(folders) => folders,
+        Err(e) => {
+            tracing::debug!(error = %e, "could not list the object store's dataset folders; the next sweep retries");
+            return;
+        }
+    };
+    for id in folders {
+        if let Ok(true) = state.store.dataset_deleted(id).await {
+            match objects.remove_dataset(id).await {
+                Ok(removed) => {
+                    tracing::info!(dataset = %id, removed, "removed the objects a deleted dataset left in the store")
+                }
+                Err(e) => {
+                    tracing::warn!(dataset = %id, error = %e, "could not remove a deleted dataset's objects; the next sweep retries")
+                }
+            }
+        }
     }
 }
 

@@ -88,11 +88,15 @@ pub async fn delete(state: &AppState, tenant: Uuid, id: Uuid) -> Result<DatasetR
 
 /// Removes a deleted dataset's objects from the store and from this replica's cache (other
 /// replicas drop their copies at their next sweep, `serve::forget_deleted_objects`). If the store
-/// does not answer, the removal is retried in the background for a few minutes; the dataset
-/// is deleted either way (its rows say so, and no job reads it again).
+/// does not answer within 5 s, the removal is retried in the background for five minutes, and
+/// after that (or if this replica stops first) by the store sweep of every replica's start and
+/// every 10 minutes (`serve::remove_deleted_datasets_objects`); the dataset is deleted either
+/// way (its rows say so, and no job reads it again).
 async fn remove_objects(objects: std::sync::Arc<crate::objects::ObjectStorage>, id: Uuid) {
     objects.forget_dataset(id);
-    if objects.remove_dataset(id).await.is_ok() {
+    // A store that does not answer must not hold the delete's answer past a few seconds.
+    let first = tokio::time::timeout(std::time::Duration::from_secs(5), objects.remove_dataset(id)).await;
+    if matches!(first, Ok(Ok(_))) {
         return;
     }
     tokio::spawn(async move {

@@ -364,6 +364,20 @@ impl ObjectStorage {
         Ok(keys.len())
     }
 
+    /// The datasets that have a folder of objects in the store (for the sweep that removes
+    /// the objects of datasets deleted while the store was down).
+    pub async fn dataset_folders(&self) -> Result<Vec<Uuid>, ObjectsError> {
+        let listed = self
+            .store
+            .list_with_delimiter(Some(&self.prefix.child("datasets")))
+            .await?;
+        Ok(listed
+            .common_prefixes
+            .iter()
+            .filter_map(|folder| folder.filename().and_then(|name| Uuid::parse_str(name).ok()))
+            .collect())
+    }
+
     /// The keys stored for a dataset (tests and the deletion check).
     pub async fn dataset_keys(&self, dataset: Uuid) -> Result<Vec<String>, ObjectsError> {
         let folder = self.dataset_folder(dataset);

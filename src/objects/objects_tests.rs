@@ -93,6 +93,11 @@ async fn statistics_are_fetched_when_stored_and_a_dataset_is_removed_whole() {
         .await
         .expect("put");
     assert_eq!(objects.dataset_keys(id).await.expect("list").len(), 3);
+    let mut folders = objects.dataset_folders().await.expect("folders");
+    folders.sort_unstable();
+    let mut both = vec![id, other];
+    both.sort_unstable();
+    assert_eq!(folders, both);
     assert_eq!(objects.remove_dataset(id).await.expect("remove"), 3);
     assert!(objects.dataset_keys(id).await.expect("list").is_empty());
     assert_eq!(objects.dataset_keys(other).await.expect("list").len(), 1);

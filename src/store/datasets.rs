@@ -235,11 +235,28 @@ impl Store {
     /// Whether a dataset is deleted or was never created (any tenant): a replica's sweep drops
     /// what it caches of such datasets.
     pub async fn dataset_gone(&self, dataset: Uuid) -> Result<bool, StoreError> {
-        let status: Option<String> = sqlx::query_scalar("SELECT status FROM datasets WHERE id = $1")
+        Ok(self
+            .dataset_status_text(dataset)
+            .await?
+            .is_none_or(|s| s == "deleted"))
+    }
+
+    /// Whether this database holds `dataset` as deleted (any tenant). Unlike
+    /// [`Store::dataset_gone`], a dataset this database never knew is not deleted: the object
+    /// store's sweep removes only what this deployment deleted, never the data of another
+    /// database that shares the bucket and prefix by mistake.
+    pub async fn dataset_deleted(&self, dataset: Uuid) -> Result<bool, StoreError> {
+        Ok(self
+            .dataset_status_text(dataset)
+            .await?
+            .is_some_and(|s| s == "deleted"))
+    }
+
+    async fn dataset_status_text(&self, dataset: Uuid) -> Result<Option<String>, StoreError> {
+        Ok(sqlx::query_scalar("SELECT status FROM datasets WHERE id = $1")
             .bind(id(dataset))
             .fetch_optional(&self.pool)
-            .await?;
-        Ok(status.is_none_or(|s| s == "deleted"))
+            .await?)
     }
 }
 
