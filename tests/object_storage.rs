@@ -233,9 +233,12 @@ fn paused_body(bytes: Vec<u8>, first: usize, go: tokio::sync::oneshot::Receiver<
 
 use futures_util::StreamExt;
 
-/// Kills the store's server (SIGKILL).
+/// Kills the store's server (SIGKILL): the process `object-store.sh` last started, as its pid
+/// file in the store's directory says (`PRIVPCA_S3_PID` names the first one only).
 fn kill_store() {
-    let pid = store_env("PRIVPCA_S3_PID");
+    let pid = std::fs::read_to_string(Path::new(&store_env("PRIVPCA_S3_DIR")).join("garage.pid"))
+        .map(|text| text.trim().to_string())
+        .unwrap_or_else(|_| store_env("PRIVPCA_S3_PID"));
     let status = std::process::Command::new("kill")
         .args(["-9", &pid])
         .status()
