@@ -84,6 +84,9 @@ pub fn serve_command(env: &[(&str, String)], log: &Path) -> (Command, String) {
     command
         .arg("serve")
         .env("PRIVPCA_BIND", format!("127.0.0.1:{port}"))
+        // The object store only where a test names it (tests/object_storage.rs), never from
+        // the shell that runs the tests.
+        .env_remove("PRIVPCA_STORAGE_URL")
         .stdout(append(log))
         .stderr(append(log));
     for (name, value) in env {

@@ -153,6 +153,7 @@ async fn settle_object(
             if let Some(sum) = Sha256Hex::parse(&object.sha256) {
                 objects.cache().insert(&state.store.data_path(id), sum);
             }
+            objects.know_data(id, &object);
         }
         _ => {
             if let Err(e) = objects.remove_key(&object.key).await {
