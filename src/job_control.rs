@@ -143,6 +143,14 @@ impl RunningJob {
         self.done.store(done, Ordering::Relaxed);
         self.total.store(total, Ordering::Relaxed);
     }
+
+    /// The progress last reported (done, total).
+    pub fn progress(&self) -> (u32, u32) {
+        (
+            self.done.load(Ordering::Relaxed),
+            self.total.load(Ordering::Relaxed),
+        )
+    }
 }
 
 /// Registry of the jobs running in this process, and the runner's wake-up signal.

@@ -173,7 +173,10 @@ async fn record(state: &AppState, lease: Lease, control: &RunningJob, outcome: &
     let mut pause = Duration::from_millis(200);
     loop {
         let written = match outcome {
-            Outcome::Succeeded(result) => state.store.complete_job(lease, result).await,
+            Outcome::Succeeded(result) => {
+                let steps = Some(control.progress().1).filter(|&total| total > 0);
+                state.store.complete_job_after(lease, result, steps).await
+            }
             Outcome::Cancelled => state.store.mark_cancelled(lease).await,
             Outcome::Failed(reason) => state.store.fail_job(lease, reason).await,
         };

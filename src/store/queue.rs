@@ -133,6 +133,19 @@ impl Store {
     /// power loss cannot put the job back to queued, where it would run again with fresh noise
     /// on the one charge.
     pub async fn complete_job(&self, lease: Lease, result: &JobResult) -> Result<(), StoreError> {
+        self.complete_job_after(lease, result, None).await
+    }
+
+    /// [`Store::complete_job`] of a job that ran `steps` progress steps: its progress is
+    /// recorded as `steps` of `steps` in the same write, whether or not a progress write of the
+    /// job (spawned, at most every 250 ms) reached the database before it. `None`: the progress
+    /// saved so far is completed.
+    pub async fn complete_job_after(
+        &self,
+        lease: Lease,
+        result: &JobResult,
+        steps: Option<u32>,
+    ) -> Result<(), StoreError> {
         check_result(result)?;
         let eigenvalues = result
             .eigenvalues
@@ -145,7 +158,8 @@ impl Store {
             &self.synced,
             lease,
             "status = 'succeeded', finished_at = $1, result = $2, result_d = $3, result_k = $4, \
-                 eigenvalues = $5, released = $6, progress_done = progress_total, lease_until = NULL",
+                 eigenvalues = $5, released = $6, progress_done = COALESCE($7, progress_total), \
+                 progress_total = COALESCE($8, progress_total), lease_until = NULL",
             |q| {
                 q.bind(ts(now()))
                     .bind(basis)
@@ -153,6 +167,8 @@ impl Store {
                     .bind(k)
                     .bind(eigenvalues)
                     .bind(released)
+                    .bind(steps.map(i64::from))
+                    .bind(steps.map(i64::from))
             },
         )
         .await
