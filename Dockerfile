@@ -8,8 +8,10 @@ COPY . .
 RUN PROFILE=release STAGE=/out scripts/build.sh
 
 FROM debian:bookworm-slim
+# /keys: where deploy/compose.yaml mounts the replicas' shared ledger signing key volume; a new
+# named volume takes the ownership of the image's directory, so the service can create the key.
 RUN useradd --system --uid 10001 --home-dir /data --shell /usr/sbin/nologin privpca \
-    && mkdir -p /data && chown privpca /data
+    && mkdir -p /data /keys && chown privpca /data /keys
 COPY --from=build /out/usr/local/bin/privpca /usr/local/bin/privpca
 USER privpca
 VOLUME ["/data"]
