@@ -23,7 +23,6 @@ pub const DEFAULT_CACHE_BYTES: u64 = 16 << 30;
 /// This replica's cached objects.
 #[derive(Debug)]
 pub struct Cache {
-    dir: PathBuf,
     cap: u64,
     inner: Mutex<Inner>,
 }
@@ -49,7 +48,6 @@ impl Cache {
     pub fn open(dir: &Path, cap: u64) -> std::io::Result<Cache> {
         std::fs::create_dir_all(dir)?;
         let cache = Cache {
-            dir: dir.to_path_buf(),
             cap,
             inner: Mutex::default(),
         };
@@ -69,16 +67,6 @@ impl Cache {
         }
         cache.evict(None);
         Ok(cache)
-    }
-
-    /// The directory the copies are in.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
-    /// The cap, in bytes.
-    pub fn cap(&self) -> u64 {
-        self.cap
     }
 
     /// The bytes the cached copies take.
@@ -154,21 +142,6 @@ impl Cache {
             .add(path.to_path_buf(), meta.len(), Some((sum, meta.len(), modified)));
         self.touch(path);
         self.evict(Some(path));
-    }
-
-    /// [`Cache::insert`] for a file whose checksum the caller does not have at hand (`None`:
-    /// counted, checked before its next use).
-    pub fn remember(&self, path: &Path, sum: Option<Sha256Hex>) {
-        match sum {
-            Some(sum) => self.insert(path, sum),
-            None => {
-                if let Ok(meta) = std::fs::metadata(path) {
-                    self.lock().add(path.to_path_buf(), meta.len(), None);
-                    self.touch(path);
-                    self.evict(Some(path));
-                }
-            }
-        }
     }
 
     fn touch(&self, path: &Path) {

@@ -43,7 +43,7 @@ async fn the_least_recently_used_copies_go_first_and_never_the_one_just_added() 
     assert_eq!(cache.bytes(), 200);
     // One larger than the cap stays while it is the newest.
     let big = file(dir.path(), Uuid::new_v4(), "stats", 400, 2);
-    cache.remember(&big, None);
+    cache.insert(&big, sha256_file(&big).expect("sum"));
     assert!(big.exists());
     assert_eq!(cache.bytes(), 400);
     assert_eq!(cache.datasets().len(), 1);
