@@ -404,6 +404,21 @@ fn run_seconds(view: &Value) -> f64 {
     at("finished_at") - at("started_at")
 }
 
+/// The last `rows` of the values of a `.npy` body (`values`, little-endian f64, `d` per row) as
+/// CSV, written as the shortest decimal that reads back to the same value.
+fn csv_of(values: &[u8], d: usize) -> Vec<u8> {
+    use std::io::Write;
+    let mut out = Vec::with_capacity(values.len() * 3);
+    for row in values.chunks_exact(8 * d) {
+        for (j, value) in row.chunks_exact(8).enumerate() {
+            let value = f64::from_le_bytes(value.try_into().unwrap());
+            let sep = if j + 1 == d { '\n' } else { ',' };
+            write!(out, "{value}{sep}").unwrap();
+        }
+    }
+    out
+}
+
 /// The median of a few runs.
 fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
@@ -431,57 +446,90 @@ async fn the_store_costs_little_against_the_local_directory() {
         env
     };
     let (n, d) = (100_000, 500);
-    let body = support::npy(n, d, 5);
-    // Both services at once, their jobs interleaved, so that the machine's other load (the
-    // store's own background work after an upload, among others) falls on both alike.
+    let npy = support::npy(n, d, 5);
+    let csv = csv_of(&npy[npy.len() - 40_000 * d * 8..], d);
+    // Both services at once, their uploads and jobs interleaved, so that the machine's other
+    // load (the store's own background work after an upload, among others) falls on both alike.
     let mut sides = Vec::new();
     for (name, store) in [("local", None), ("store", Some(storage.as_str()))] {
         let server = support::start(&env(name, store), &tmp.path().join(format!("{name}.log"))).await;
         let key = support::tenant(&server.base, ADMIN, name).await;
-        let id = support::records(&server.base, &key, name, 50.0).await;
-        let started = Instant::now();
-        support::upload(&server.base, &key, &id, "application/x-npy", body.clone()).await;
-        let upload_mb_s = body.len() as f64 / 1e6 / started.elapsed().as_secs_f64();
-        // The first job waits for the statistics; the repeated ones read them kept.
-        let first = run_job(&server.base, &key, &id, 0.5).await;
+        sides.push((server, key));
+    }
+    // Upload throughput (MB/s) per side: three .npy uploads, then one CSV upload.
+    let mut npy_mb_s = [Vec::new(), Vec::new()];
+    let mut csv_mb_s = [0.0; 2];
+    let mut ids = Vec::new();
+    for round in 0..4 {
+        for (side, (server, key)) in sides.iter().enumerate() {
+            let id = support::records(&server.base, key, "upload", 50.0).await;
+            let (body, content_type) = if round < 3 {
+                (npy.clone(), "application/x-npy")
+            } else {
+                (csv.clone(), "text/csv")
+            };
+            let mb = body.len() as f64 / 1e6;
+            let started = Instant::now();
+            support::upload(&server.base, key, &id, content_type, body).await;
+            let mb_s = mb / started.elapsed().as_secs_f64();
+            if round < 3 {
+                npy_mb_s[side].push(mb_s);
+                ids.push(id);
+            } else {
+                csv_mb_s[side] = mb_s;
+            }
+            // The service's background passes after an upload (statistics, clip blocks) end
+            // before the other side uploads.
+            tokio::time::sleep(Duration::from_secs(3)).await;
+        }
+    }
+    // The repeated jobs run on the first .npy dataset of each side; the first job waits for
+    // the statistics, the repeated ones read them kept.
+    let sides: Vec<_> = sides
+        .into_iter()
+        .zip([ids[0].clone(), ids[1].clone()])
+        .map(|((server, key), id)| (server, key, id))
+        .collect();
+    for (server, key, id) in &sides {
+        let first = run_job(&server.base, key, id, 0.5).await;
         assert_eq!(first["status"], "succeeded", "{first}\n{}", server.log_text());
-        sides.push((server, key, id, upload_mb_s));
-        // The service's background passes after an upload (statistics, clip blocks) end before
-        // the other side uploads.
-        tokio::time::sleep(Duration::from_secs(5)).await;
     }
     let mut runs = [Vec::new(), Vec::new()];
     for _ in 0..15 {
-        for (side, (server, key, id, _)) in sides.iter().enumerate() {
+        for (side, (server, key, id)) in sides.iter().enumerate() {
             let view = run_job(&server.base, key, id, 0.5).await;
             assert_eq!(view["status"], "succeeded", "{view}");
             runs[side].push(run_seconds(&view));
         }
     }
-    let figures: Vec<(&str, f64, f64)> = ["local", "store"]
-        .into_iter()
-        .zip(sides.iter().map(|side| side.3))
-        .zip(runs)
-        .map(|((name, mb_s), runs)| (name, mb_s, median(runs)))
-        .collect();
-    let [(_, local_mb_s, local_job), (_, store_mb_s, store_job)] = figures[..] else {
-        unreachable!()
-    };
+    let [local_job, store_job] = runs.map(median);
+    let [local_npy, store_npy] = npy_mb_s.map(median);
+    let [local_csv, store_csv] = csv_mb_s;
     eprintln!(
-        "upload {n} x {d} (.npy, {:.0} MB): local {local_mb_s:.0} MB/s, object store {store_mb_s:.0} MB/s ({:.2}x)\n\
+        "upload {n} x {d} (.npy, {:.0} MB, median of 3): local {local_npy:.0} MB/s, object store {store_npy:.0} MB/s ({:.2}x)\n\
+         upload 40000 x {d} (CSV, {:.0} MB): local {local_csv:.0} MB/s, object store {store_csv:.0} MB/s ({:.2}x)\n\
          repeated job on kept statistics (median of 15, interleaved): local {:.1} ms, object store {:.1} ms ({:.2}x)",
-        body.len() as f64 / 1e6,
-        store_mb_s / local_mb_s,
+        npy.len() as f64 / 1e6,
+        store_npy / local_npy,
+        csv.len() as f64 / 1e6,
+        store_csv / local_csv,
         local_job * 1e3,
         store_job * 1e3,
         store_job / local_job
     );
-    // Issue 40 asks for at least half the directory's upload throughput. Not met where the
-    // local disk is fast: the parse, the hash pass and the multipart transfer run one after the
-    // other (0.75-0.89x here at 110-140 MB/s local, 0.29x in a run at 359 MB/s local). Reported,
-    // not asserted, until the transfer overlaps the parse (docs/design/object-storage.md).
-    if store_mb_s < 0.5 * local_mb_s {
-        eprintln!("upload throughput into the store is below half the local directory's (issue 40's goal)");
+    // Issue 40 asks for at least half the directory's upload throughput. The transfer overlaps
+    // the parse, so an upload costs the longer of the two: a CSV upload (parse-bound) meets it.
+    // A .npy upload parses at memory speed, and on a 2-core machine that also runs the store
+    // (whose MD5 and BLAKE2 of every byte take about as much CPU as the parse) it does not:
+    // 0.43-0.47x (docs/design/object-storage.md). Reported, not asserted, for .npy.
+    assert!(
+        store_csv >= 0.5 * local_csv,
+        "a CSV upload into the store keeps at least half the local directory's throughput"
+    );
+    if store_npy < 0.5 * local_npy {
+        eprintln!(
+            "a .npy upload into the store is below half the local directory's throughput (see docs/design/object-storage.md)"
+        );
     }
     // 1.2x, with 5 ms for the timer's grain on jobs of a few tens of milliseconds.
     assert!(

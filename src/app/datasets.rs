@@ -5,6 +5,7 @@
 
 mod synced_file;
 mod upload;
+mod upload_object;
 
 use uuid::Uuid;
 

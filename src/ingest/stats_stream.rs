@@ -5,7 +5,8 @@
 //!
 //! The clipped rows, exactly as they are written to the file, are copied into blocks of
 //! [`stats_block_len`] records; each full block goes over a rendezvous channel to one worker
-//! thread, which adds it to a [`StatsAccumulator`] (a symmetric rank-k update on the rayon pool)
+//! thread, which adds it to a [`StatsAccumulator`] (a symmetric rank-k update on the
+//! pool less the core the parse keeps busy)
 //! while the parser fills the next block. So the Gram work overlaps the parse and the writes,
 //! the data is read once, and at most two blocks (2 × `linalg::stream::SEGMENT_BYTES`) are
 //! held beside the O(d) of the parse. The blocks are those of one pass over the stored file, so
@@ -106,7 +107,7 @@ impl Worker {
         let handle = thread::Builder::new()
             .name("upload-stats".into())
             .spawn(move || {
-                let mut acc = StatsAccumulator::new(d);
+                let mut acc = StatsAccumulator::beside_a_busy_thread(d);
                 for block in incoming {
                     acc.add(Records::new(&block, d, block.len() / d));
                     let _ = give_back.try_send(block);

@@ -16,7 +16,7 @@ use super::Matrix;
 use super::Vector;
 use super::record_stats::RecordStats;
 use super::records::Records;
-use super::threads::{par_for, work};
+use super::threads::{par_for, par_for_beside_a_busy_thread, work};
 use super::view::view_mut;
 
 /// Bytes of Xᵀ per segment: the unit after which a pass releases what it read. Large enough
@@ -100,6 +100,8 @@ pub struct StatsAccumulator {
     sums: Vector,
     n: usize,
     sums_wanted: bool,
+    /// Leaves a core to another busy thread ([`StatsAccumulator::beside_a_busy_thread`]).
+    beside_busy: bool,
 }
 
 impl StatsAccumulator {
@@ -114,6 +116,18 @@ impl StatsAccumulator {
             sums: Vector::zeros(d),
             n: 0,
             sums_wanted,
+            beside_busy: false,
+        }
+    }
+
+    /// Like [`StatsAccumulator::new`], but each block is added on one thread fewer than the pool
+    /// has ([`super::threads::par_for_beside_a_busy_thread`]): for a worker that runs beside
+    /// another busy thread (an upload's parse). The bits are those of any thread count (the
+    /// rank-k update splits the output, not the sum; `stream_tests` checks it).
+    pub fn beside_a_busy_thread(d: usize) -> Self {
+        Self {
+            beside_busy: true,
+            ..Self::new(d)
         }
     }
 
@@ -130,7 +144,12 @@ impl StatsAccumulator {
         );
         // Threads by the block's own work, so that the same blocks give the same bits whether
         // they come from a stored file or from an upload whose length is not known yet.
-        let par = par_for(work(block.d(), block.d(), block.n()) / 2);
+        let work = work(block.d(), block.d(), block.n()) / 2;
+        let par = if self.beside_busy {
+            par_for_beside_a_busy_thread(work)
+        } else {
+            par_for(work)
+        };
         add_lower_gram(&mut self.gram, block.faer(), par);
         if self.sums_wanted {
             self.sums += block.column_sum();

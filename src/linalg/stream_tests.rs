@@ -243,3 +243,33 @@ fn the_accumulator_over_segments_is_the_pass_and_counts_every_record() {
     assert_eq!(stats_block_len(d), segment_len(d));
     assert_eq!(RecordStats::of((&xt).into()).gram, gram_t(&xt));
 }
+
+/// An upload's statistics are built on one thread beside its parse, a stored file's on the
+/// pool: the same blocks must give the same bits either way (the kept statistics are compared
+/// with a pass over the file).
+#[test]
+fn the_rank_k_update_gives_the_same_bits_on_one_thread_as_on_the_pool() {
+    let (d, n) = (300, 6_000);
+    let xt = gaussian(d, n, 17);
+    let records = Records::from(&xt);
+    assert!(
+        work(d, d, n) / 2 >= super::super::threads::PRODUCT_MIN_WORK,
+        "large enough for the pool"
+    );
+    let mut alone = Matrix::zeros(d, d);
+    let mut pooled = [Matrix::zeros(d, d), Matrix::zeros(d, d)];
+    for start in (0..n).step_by(2_048) {
+        let block = records.block(start, 2_048.min(n - start));
+        add_lower_gram(&mut alone, block.faer(), Par::Seq);
+        add_lower_gram(&mut pooled[0], block.faer(), Par::rayon(2));
+        add_lower_gram(&mut pooled[1], block.faer(), Par::rayon(3));
+    }
+    for pooled in &pooled {
+        assert!(
+            alone
+                .iter()
+                .zip(pooled.iter())
+                .all(|(a, b)| a.to_bits() == b.to_bits())
+        );
+    }
+}

@@ -55,6 +55,21 @@ pub fn par_for(work: usize) -> Par {
     if work < PRODUCT_MIN_WORK { Par::Seq } else { par() }
 }
 
+/// [`par_for`] for a product that runs while another thread of ours keeps a core busy (an
+/// upload's statistics beside its parse): the pool's threads less one, so that they do not
+/// contend with that thread for the cores. On the 2-core reference machine the pool's two
+/// threads beside an upload's parse spun at faer's barrier for a tenth of the upload's CPU
+/// time; on one thread the upload took 0.8× the CPU with the object store beside it.
+pub fn par_for_beside_a_busy_thread(work: usize) -> Par {
+    if work < PRODUCT_MIN_WORK {
+        return Par::Seq;
+    }
+    match rayon::current_num_threads() {
+        0..=2 => Par::Seq,
+        n => Par::rayon(n - 1),
+    }
+}
+
 /// [`par`] for a thin QR or symmetric eigendecomposition of `work` multiply-adds, or `Par::Seq`
 /// below [`DECOMPOSITION_MIN_WORK`].
 pub(crate) fn par_for_decomposition(work: usize) -> Par {

@@ -17,12 +17,15 @@
 //! checked against the stored checksum before a process first uses it, and again whenever its
 //! size or modification time changed; a copy that fails is fetched again, never used.
 //!
-//! Uploads are written to the cache directory as they are parsed, then stored with a multipart
-//! upload that streams the file ([`ObjectStorage::put_file`]); the dataset becomes ready only
-//! after the whole object is stored. Failed or abandoned multipart uploads are aborted.
+//! Uploads go to the store while they are parsed: the parser's output is written to the cache
+//! directory and, in parts, to a multipart upload at once ([`ObjectStorage::begin_put`]); the
+//! dataset becomes ready only after the whole object is stored. Failed or abandoned multipart
+//! uploads are aborted. (A data object's SHA-256 is known only at its end, so it lives in the
+//! database, not in the object's metadata; the statistics carry theirs as metadata.)
 
 pub mod cache;
 mod digest;
+mod stream_put;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -37,6 +40,7 @@ use uuid::Uuid;
 
 pub use cache::Cache;
 pub use digest::{Sha256Hex, sha256_file};
+pub use stream_put::{PartSink, PutOutcome, PutTask};
 
 use crate::store::DataObject;
 
@@ -188,24 +192,22 @@ impl ObjectStorage {
         self.dataset_folder(dataset).child("stats")
     }
 
+    /// Starts a multipart upload to `key` that is fed while it is written ([`stream_put`]):
+    /// write to the [`PartSink`] on a blocking thread, [`PartSink::finish`] it, then await
+    /// [`PutTask::outcome`]. The upload is created here, so an unreachable store fails before
+    /// anything is written.
+    pub async fn begin_put(&self, key: &str) -> Result<(PartSink, PutTask), ObjectsError> {
+        let upload = self.store.put_multipart(&Key::from(key)).await?;
+        Ok(stream_put::start(upload, key.to_owned()))
+    }
+
     /// Stores the file at `local` as `key` with a multipart upload that streams it, its SHA-256
-    /// (`sha256`, computed by the caller as the file was written, or here) as the object's
-    /// metadata. On any failure the multipart upload is aborted: nothing is left under `key`.
-    pub async fn put_file(
-        &self,
-        key: &str,
-        local: &Path,
-        sha256: Option<Sha256Hex>,
-    ) -> Result<Sha256Hex, ObjectsError> {
-        let sha256 = match sha256 {
-            Some(sum) => sum,
-            None => {
-                let path = local.to_path_buf();
-                tokio::task::spawn_blocking(move || sha256_file(&path))
-                    .await
-                    .map_err(|e| std::io::Error::other(e.to_string()))??
-            }
-        };
+    /// (computed here first, in a pass over the file) as the object's metadata. On any failure the multipart upload is aborted: nothing is left under `key`.
+    pub async fn put_file(&self, key: &str, local: &Path) -> Result<Sha256Hex, ObjectsError> {
+        let path = local.to_path_buf();
+        let sha256 = tokio::task::spawn_blocking(move || sha256_file(&path))
+            .await
+            .map_err(|e| std::io::Error::other(e.to_string()))??;
         let key = Key::from(key);
         let mut attributes = Attributes::new();
         attributes.insert(Attribute::Metadata(SHA256_META.into()), sha256.to_string().into());
@@ -232,7 +234,7 @@ impl ObjectStorage {
     /// Stores a dataset's kept statistics from `local` (replacing any stored before).
     pub async fn put_stats(&self, dataset: Uuid, local: &Path) -> Result<(), ObjectsError> {
         let key = self.stats_key(dataset).to_string();
-        let sum = self.put_file(&key, local, None).await?;
+        let sum = self.put_file(&key, local).await?;
         self.cache.insert(local, sum);
         Ok(())
     }

@@ -38,7 +38,7 @@ async fn a_file_goes_up_in_parts_and_comes_back_checked() {
     let bytes: Vec<u8> = (0..(3 * PART_BYTES + 1234)).map(|i| (i % 251) as u8).collect();
     std::fs::write(&source, &bytes).expect("write");
     let key = objects.new_data_key(id);
-    let sum = objects.put_file(&key, &source, None).await.expect("put");
+    let sum = objects.put_file(&key, &source).await.expect("put");
     assert_eq!(sum, sha256_file(&source).expect("sum"));
     let object = DataObject {
         key: key.clone(),
@@ -80,16 +80,16 @@ async fn statistics_are_fetched_when_stored_and_a_dataset_is_removed_whole() {
     let source = dir.path().join("data.bin");
     std::fs::write(&source, b"rows").expect("write");
     objects
-        .put_file(&objects.new_data_key(id), &source, None)
+        .put_file(&objects.new_data_key(id), &source)
         .await
         .expect("put");
     objects
-        .put_file(&objects.new_data_key(id), &source, None)
+        .put_file(&objects.new_data_key(id), &source)
         .await
         .expect("put");
     let other = Uuid::new_v4();
     objects
-        .put_file(&objects.new_data_key(other), &source, None)
+        .put_file(&objects.new_data_key(other), &source)
         .await
         .expect("put");
     assert_eq!(objects.dataset_keys(id).await.expect("list").len(), 3);
@@ -101,4 +101,60 @@ async fn statistics_are_fetched_when_stored_and_a_dataset_is_removed_whole() {
     assert_eq!(objects.remove_dataset(id).await.expect("remove"), 3);
     assert!(objects.dataset_keys(id).await.expect("list").is_empty());
     assert_eq!(objects.dataset_keys(other).await.expect("list").len(), 1);
+}
+
+/// Writes `bytes` to a streamed upload of `key` in uneven pieces, on a blocking thread as the
+/// upload's parser does; `finish` or drop the sink at the end.
+async fn stream(
+    objects: &ObjectStorage,
+    key: &str,
+    bytes: Vec<u8>,
+    finish: bool,
+) -> (Option<Sha256Hex>, PutOutcome) {
+    use std::io::Write;
+    let (mut sink, task) = objects.begin_put(key).await.expect("begin");
+    let sum = tokio::task::spawn_blocking(move || {
+        for piece in bytes.chunks(1_000_003) {
+            sink.write_all(piece).expect("write");
+        }
+        finish.then(|| sink.finish().expect("finish"))
+    })
+    .await
+    .expect("join");
+    (sum, task.outcome().await.expect("outcome"))
+}
+
+#[tokio::test]
+async fn a_streamed_upload_is_stored_whole_with_the_checksum_of_what_was_written() {
+    let dir = tempfile::tempdir().expect("dir");
+    let objects = storage(dir.path());
+    let id = Uuid::new_v4();
+    let bytes: Vec<u8> = (0..(2 * PART_BYTES + 777)).map(|i| (i % 253) as u8).collect();
+    let key = objects.new_data_key(id);
+    let (sum, outcome) = stream(&objects, &key, bytes.clone(), true).await;
+    assert!(matches!(outcome, PutOutcome::Stored), "{outcome:?}");
+    let sum = sum.expect("sum");
+    let source = dir.path().join("expected.bin");
+    std::fs::write(&source, &bytes).expect("write");
+    assert_eq!(sum, sha256_file(&source).expect("sum"));
+    let local = dir.path().join(format!("{id}.f64"));
+    let object = DataObject {
+        key,
+        sha256: sum.to_string(),
+    };
+    objects.fetch_data(&object, &local).await.expect("fetch");
+    assert_eq!(std::fs::read(&local).expect("read"), bytes);
+}
+
+#[tokio::test]
+async fn a_streamed_upload_whose_writer_goes_away_leaves_no_object() {
+    let dir = tempfile::tempdir().expect("dir");
+    let objects = storage(dir.path());
+    let id = Uuid::new_v4();
+    let key = objects.new_data_key(id);
+    let bytes: Vec<u8> = vec![7; PART_BYTES + 10];
+    let (sum, outcome) = stream(&objects, &key, bytes, false).await;
+    assert!(sum.is_none());
+    assert!(matches!(outcome, PutOutcome::Abandoned), "{outcome:?}");
+    assert!(objects.dataset_keys(id).await.expect("list").is_empty());
 }

@@ -24,6 +24,8 @@ pub struct SyncedFile {
     since_sync: u64,
     requests: Option<SyncSender<()>>,
     helper: Option<JoinHandle<io::Result<()>>>,
+    /// Whether [`SyncedFile::finish`] syncs (not for [`SyncedFile::unsynced`]).
+    sync: bool,
 }
 
 impl SyncedFile {
@@ -53,6 +55,20 @@ impl SyncedFile {
             since_sync: 0,
             requests,
             helper,
+            sync: true,
+        })
+    }
+
+    /// Creates (or truncates) a file that is never synced: a copy whose durable home is
+    /// elsewhere (an upload's data in the object store; the local file is a cache copy,
+    /// checked against the stored checksum before it is used).
+    pub fn unsynced(path: &Path) -> io::Result<Self> {
+        Ok(SyncedFile {
+            file: File::create(path)?,
+            since_sync: 0,
+            requests: None,
+            helper: None,
+            sync: false,
         })
     }
 
@@ -65,7 +81,9 @@ impl SyncedFile {
                 .join()
                 .map_err(|_| io::Error::other("the upload's sync thread panicked"))??;
         }
-        self.file.sync_all()?;
+        if self.sync {
+            self.file.sync_all()?;
+        }
         Ok(self.file)
     }
 }

@@ -17,15 +17,16 @@ use futures_util::Stream;
 use uuid::Uuid;
 
 use super::synced_file::SyncedFile;
+use super::upload_object;
 use crate::app::error::{AppError, ErrorKind};
 use crate::config::Config;
 use crate::dataset::Kind;
 use crate::ingest::stats_file::KeptStats;
 use crate::ingest::{self, Format, IngestError, Ingested, Limits, Shape, SparseIngested, StreamedStats};
-use crate::objects::Sha256Hex;
+use crate::objects::{PartSink, Sha256Hex};
 use crate::state::AppState;
 use crate::stats_builds::StatsTurn;
-use crate::store::{DataObject, DatasetRecord, DatasetStatus, HeldUpload, UploadClaimOutcome};
+use crate::store::{DatasetRecord, DatasetStatus, HeldUpload, UploadClaimOutcome};
 
 /// An upload as it arrives: how the body names its format, its declared length and the body.
 pub struct UploadRequest<'a, S> {
@@ -71,16 +72,19 @@ where
     let mut held = hold(state, tenant, id).await?;
     let temp = state.store.upload_temp_path(id);
     let max_nnz = state.config.max_nnz;
-    let stored = match parse(request.body, source, shape, (limits, max_nnz), temp.clone()).await {
-        Ok(stored) => stored,
+    // With an object store, the parser's output goes to the store as it is written, and is
+    // there whole before the dataset can be ready; any failure gives the dataset back.
+    let (object, sink) = match upload_object::begin(state, id).await {
+        Ok(Some((object, sink))) => (Some(object), Some(sink)),
+        Ok(None) => (None, None),
         Err(e) => {
             held.release().await;
             return Err(e);
         }
     };
-    // In the object store, whole, before the dataset can be ready (a failure gives it back).
-    let stored_object = match store_object(state, id, &temp).await {
-        Ok(object) => object,
+    let parsed = parse(request.body, source, shape, (limits, max_nnz), temp.clone(), sink).await;
+    let (stored, stored_object) = match upload_object::end(id, object, parsed).await {
+        Ok(done) => done,
         Err(e) => {
             let _ = tokio::fs::remove_file(&temp).await;
             held.release().await;
@@ -102,7 +106,7 @@ where
         Stored::Dense(ingested, stats) => (held.attach(&temp, ingested.n, ingested.d).await, stats),
         Stored::Sparse(sparse) => (held.attach_sparse(&temp, sparse.n, sparse.nnz).await, None),
     };
-    let attached = settle_object(state, id, stored_object, attached).await?;
+    let attached = upload_object::settle(state, id, stored_object, attached).await?;
     let record = attached.ok_or_else(|| {
         AppError::conflict(
             "the dataset was deleted during the upload, or this upload stalled past its lease and another upload took the dataset over",
@@ -112,56 +116,6 @@ where
         keep_statistics(state, &record, stats, turn);
     }
     Ok(record)
-}
-
-/// Stores an upload's data file in the object store, if datasets live there: a new key of
-/// the dataset's, the file streamed in parts, its SHA-256 kept with it. An unreachable store
-/// is a 503 (the upload may be sent again), and nothing of it stays in the store.
-async fn store_object(state: &AppState, id: Uuid, temp: &Path) -> Result<Option<DataObject>, AppError> {
-    let Some(objects) = &state.objects else {
-        return Ok(None);
-    };
-    let key = objects.new_data_key(id);
-    match objects.put_file(&key, temp, None).await {
-        Ok(sum) => Ok(Some(DataObject {
-            key,
-            sha256: sum.to_string(),
-        })),
-        Err(e) => {
-            tracing::warn!(dataset = %id, error = %e, "could not store an upload in the object store");
-            Err(AppError::new(
-                ErrorKind::Unavailable,
-                "the object store is unavailable; nothing of this upload was kept, send it again once the store is back",
-            ))
-        }
-    }
-}
-
-/// After the attach: the stored object is the dataset's data (the cache counts the attached
-/// file), or, when the upload did not attach, it is removed from the store.
-async fn settle_object(
-    state: &AppState,
-    id: Uuid,
-    object: Option<DataObject>,
-    attached: Result<Option<DatasetRecord>, crate::store::StoreError>,
-) -> Result<Option<DatasetRecord>, AppError> {
-    let (Some(objects), Some(object)) = (&state.objects, object) else {
-        return Ok(attached?);
-    };
-    match &attached {
-        Ok(Some(_)) => {
-            if let Some(sum) = Sha256Hex::parse(&object.sha256) {
-                objects.cache().insert(&state.store.data_path(id), sum);
-            }
-            objects.know_data(id, &object);
-        }
-        _ => {
-            if let Err(e) = objects.remove_key(&object.key).await {
-                tracing::warn!(dataset = %id, error = %e, "could not remove the object of an upload that did not attach; the dataset's deletion removes it");
-            }
-        }
-    }
-    Ok(attached?)
 }
 
 /// How the body's format will be known: named by the media type or beside it, or to be
@@ -250,29 +204,31 @@ async fn parse<S>(
     shape: Shape,
     (limits, max_nnz): (Limits, u64),
     temp: PathBuf,
-) -> Result<Stored, AppError>
+    copy: Option<PartSink>,
+) -> Result<(Stored, Option<Sha256Hex>), AppError>
 where
     S: Stream<Item = io::Result<Bytes>> + Send + Unpin + 'static,
 {
     let reader = tokio_util::io::SyncIoBridge::new(tokio_util::io::StreamReader::new(body));
-    let outcome = tokio::task::spawn_blocking(move || -> Result<Stored, UploadFailure> {
-        let (format, reader): (Format, Box<dyn io::Read>) = match source {
-            FormatSource::Named(format) => (format, Box::new(reader)),
-            FormatSource::Sniff => {
-                let (format, reader) =
-                    ingest::sniff::sniff(reader).map_err(|e| UploadFailure::Ingest(IngestError::Read(e)))?;
-                (format.ok_or(UploadFailure::Unrecognised)?, Box::new(reader))
+    let outcome =
+        tokio::task::spawn_blocking(move || -> Result<(Stored, Option<Sha256Hex>), UploadFailure> {
+            let (format, reader): (Format, Box<dyn io::Read>) = match source {
+                FormatSource::Named(format) => (format, Box::new(reader)),
+                FormatSource::Sniff => {
+                    let (format, reader) = ingest::sniff::sniff(reader)
+                        .map_err(|e| UploadFailure::Ingest(IngestError::Read(e)))?;
+                    (format.ok_or(UploadFailure::Unrecognised)?, Box::new(reader))
+                }
+            };
+            let written = write_upload(reader, format, shape, (&limits, max_nnz), &temp, copy);
+            if written.is_err() {
+                // Here rather than in the caller, which is gone if the client hung up.
+                let _ = std::fs::remove_file(&temp);
             }
-        };
-        let written = write_upload(reader, format, shape, (&limits, max_nnz), &temp);
-        if written.is_err() {
-            // Here rather than in the caller, which is gone if the client hung up.
-            let _ = std::fs::remove_file(&temp);
-        }
-        written.map_err(UploadFailure::Ingest)
-    })
-    .await
-    .map_err(AppError::internal)?;
+            written.map_err(UploadFailure::Ingest)
+        })
+        .await
+        .map_err(AppError::internal)?;
     outcome.map_err(|failure| match failure {
         UploadFailure::Ingest(e) => ingest_problem(e),
         UploadFailure::Unrecognised => AppError::new(
@@ -284,17 +240,24 @@ where
     })
 }
 
-/// Parses an upload into its temporary file, synced to disk as it is written ([`SyncedFile`]): a Matrix Market file for a
-/// matrix dataset is stored sparse, with at most `max_nnz` entries and no dense side limit.
+/// Parses an upload into its temporary file, synced to disk as it is written ([`SyncedFile`]): a
+/// Matrix Market file for a matrix dataset is stored sparse, with at most `max_nnz` entries and
+/// no dense side limit. With `copy` (the object store's sink) every byte also goes there, and
+/// the SHA-256 of the whole is returned; the local file is then a cache copy, not synced.
 fn write_upload(
     reader: Box<dyn io::Read>,
     format: Format,
     shape: Shape,
     (limits, max_nnz): (&Limits, u64),
     temp: &Path,
-) -> Result<Stored, IngestError> {
-    let file = SyncedFile::create(temp).map_err(IngestError::Io)?;
-    let mut writer = io::BufWriter::with_capacity(1 << 20, file);
+    copy: Option<PartSink>,
+) -> Result<(Stored, Option<Sha256Hex>), IngestError> {
+    let file = match copy {
+        Some(_) => SyncedFile::unsynced(temp),
+        None => SyncedFile::create(temp),
+    }
+    .map_err(IngestError::Io)?;
+    let mut writer = io::BufWriter::with_capacity(1 << 20, Output { file, copy });
     let ingested = if format == Format::Mtx && shape == Shape::SymmetricMatrix {
         Stored::Sparse(ingest::ingest_mtx(
             reader,
@@ -306,9 +269,30 @@ fn write_upload(
         let (ingested, stats) = ingest::ingest_with_stats(reader, format, shape, limits, &mut writer)?;
         Stored::Dense(ingested, stats)
     };
-    let file = writer.into_inner().map_err(|e| IngestError::Io(e.into_error()))?;
+    let Output { file, copy } = writer.into_inner().map_err(|e| IngestError::Io(e.into_error()))?;
     file.finish().map_err(IngestError::Io)?;
-    Ok(ingested)
+    let sum = copy.map(PartSink::finish).transpose().map_err(IngestError::Io)?;
+    Ok((ingested, sum))
+}
+
+/// The parser's output: the local file, and the object store's sink when there is one.
+struct Output {
+    file: SyncedFile,
+    copy: Option<PartSink>,
+}
+
+impl io::Write for Output {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        let written = self.file.write(bytes)?;
+        if let Some(copy) = &mut self.copy {
+            copy.write_all(&bytes[..written])?;
+        }
+        Ok(written)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.flush()
+    }
 }
 
 /// A parse failure as the uploader is told it: too large, bad data (naming the position, never
