@@ -248,6 +248,8 @@ db_engine = "sqlite"
 replication_factor = 1
 # Throughput over disk space: blocks are stored as they come.
 compression_level = "none"
+# Large datasets: fewer, larger blocks (as deploy/garage.toml).
+block_size = "8M"
 metadata_fsync = false
 data_fsync = false
 
