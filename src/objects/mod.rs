@@ -192,7 +192,7 @@ impl ObjectStorage {
         self.dataset_folder(dataset).child("stats")
     }
 
-    /// Starts a multipart upload to `key` that is fed while it is written ([`stream_put`]):
+    /// Starts a multipart upload to `key` that is fed while it is written (module `stream_put`):
     /// write to the [`PartSink`] on a blocking thread, [`PartSink::finish`] it, then await
     /// [`PutTask::outcome`]. The upload is created here, so an unreachable store fails before
     /// anything is written.
