@@ -256,12 +256,17 @@ async fn execute(state: &AppState, job: &JobRecord, control: Arc<RunningJob>) ->
     let path = state.store.data_path(dataset.id);
     let stats_path = state.store.stats_path(dataset.id);
     let stats_temp = state.store.upload_temp_path(dataset.id);
-    let stats_stored = fetch_objects(state, job, &dataset, [&path, &stats_path]).await?;
+    let deadline = Instant::now() + state.config.job_timeout();
+    // A fetch from the object store makes no progress reports: it is raced against the job's
+    // stop and deadline instead (an 8 GB object would otherwise hold a cancelled job).
+    let stats_stored = tokio::select! {
+        fetched = fetch_objects(state, job, &dataset, [&path, &stats_path]) => fetched?,
+        () = stopped(&control, deadline) => return Err(Failure::Stopped),
+    };
     let seed = if dataset.public { job.seed } else { None };
     let config = job.config.clone();
     let kind = dataset.kind;
     let nnz = dataset.nnz.map(|v| v as u64);
-    let deadline = Instant::now() + state.config.job_timeout();
     // A records dataset's statistics being built or kept by an upload or another job of this
     // process: wait for them, then read them, rather than build them a second time.
     let stats_turn = match kind {
@@ -368,6 +373,21 @@ async fn fetch_objects(
             tracing::warn!(job = %job.id, error = %e, "could not read the kept statistics from the object store");
             Ok(false)
         }
+    }
+}
+
+/// Resolves once the job is asked to stop, or once its deadline passes (it is then asked to stop
+/// for the time limit): for the steps before the computation, which make no progress reports.
+async fn stopped(control: &RunningJob, deadline: Instant) {
+    loop {
+        if control.should_stop() {
+            return;
+        }
+        if Instant::now() >= deadline {
+            control.request_stop(StopReason::Timeout);
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 

@@ -310,7 +310,9 @@ impl ObjectStorage {
             .attributes
             .get(&Attribute::Metadata(SHA256_META.into()))
             .and_then(|v| Sha256Hex::parse(v.as_ref()));
-        let temp = temp_beside(local);
+        // Removed if the fetch fails or is dropped half-way (a job cancelled or out of time).
+        let partial = Partial(Some(temp_beside(local)));
+        let temp = partial.0.clone().unwrap_or_default();
         let result = async {
             let mut file = tokio::fs::File::create(&temp).await?;
             let mut hasher = digest::Hasher::new();
@@ -327,8 +329,8 @@ impl ObjectStorage {
             Ok::<Sha256Hex, ObjectsError>(hasher.finish())
         }
         .await;
-        if result.is_err() {
-            let _ = tokio::fs::remove_file(&temp).await;
+        if result.is_ok() {
+            partial.keep();
         }
         Ok(Some((result?, stated)))
     }
@@ -424,6 +426,24 @@ async fn hash_on_blocking(mut hasher: digest::Hasher, chunk: Bytes) -> std::io::
     })
     .await
     .map_err(|e| std::io::Error::other(e.to_string()))
+}
+
+/// A fetch's temporary file, removed when this is dropped unless [`Partial::keep`] was called
+/// (after the file was renamed into place).
+struct Partial(Option<PathBuf>);
+
+impl Partial {
+    fn keep(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for Partial {
+    fn drop(&mut self) {
+        if let Some(path) = self.0.take() {
+            let _ = std::fs::remove_file(path);
+        }
+    }
 }
 
 /// A temporary name beside `path`, unique to this fetch.

@@ -158,3 +158,44 @@ async fn a_streamed_upload_whose_writer_goes_away_leaves_no_object() {
     assert!(matches!(outcome, PutOutcome::Abandoned), "{outcome:?}");
     assert!(objects.dataset_keys(id).await.expect("list").is_empty());
 }
+
+/// The `.fetch` files beside `local`.
+fn partial_fetches(local: &Path) -> Vec<PathBuf> {
+    let dir = local.parent().expect("parent");
+    std::fs::read_dir(dir)
+        .expect("dir")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "fetch"))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_fetch_dropped_half_way_leaves_no_partial_file() {
+    let dir = tempfile::tempdir().expect("dir");
+    let objects = storage(dir.path());
+    let id = Uuid::new_v4();
+    let source = dir.path().join("upload.bin");
+    std::fs::write(&source, vec![3u8; 3 * PART_BYTES]).expect("write");
+    let key = objects.new_data_key(id);
+    let sum = objects.put_file(&key, &source).await.expect("put");
+    let object = DataObject {
+        key,
+        sha256: sum.to_string(),
+    };
+    let local = dir.path().join(format!("{id}.f64"));
+    // Polled until its temporary file exists, then dropped (a job cancelled mid-fetch).
+    let mut fetch = Box::pin(objects.fetch_data(&object, &local));
+    loop {
+        tokio::select! {
+            biased;
+            done = &mut fetch => panic!("the fetch ended ({done:?}) before its temporary file was seen"),
+            () = tokio::task::yield_now() => {}
+        }
+        if !partial_fetches(&local).is_empty() {
+            break;
+        }
+    }
+    drop(fetch);
+    assert!(partial_fetches(&local).is_empty());
+    assert!(!local.exists());
+}
