@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use crate::app::ledger_key::LedgerKey;
-use crate::app::ledger_log::LogCache;
+use crate::app::log_cache::LogCache;
 use crate::config::Config;
 use crate::job_control::JobControl;
 use crate::metrics::Metrics;

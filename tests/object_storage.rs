@@ -7,7 +7,8 @@
 //!
 //! - A 100 000 × 500 records dataset uploaded through replica a is run through replica b; a
 //!   copy damaged in b's cache is fetched again, never used; deleting through b removes every
-//!   object of the dataset from the store and, within a sweep, a's cached copy.
+//!   object of the dataset from the store and, within a sweep, a's cached copy. A job cancelled
+//!   while b fetches stops the fetch and leaves no half-written file.
 //! - The store killed in the middle of an upload: 503 with a problem document, the dataset not
 //!   ready, no object of it left. A job that needs an uncached dataset while the store is down
 //!   fails with its charge kept; that dataset, deleted while the store is down by a replica that
@@ -121,6 +122,13 @@ fn cached(dir: &Path) -> Vec<PathBuf> {
         .unwrap_or_default()
 }
 
+/// Whether a fetch is writing into a replica's cache (a `.fetch` file beside the copies).
+fn fetching(dir: &Path) -> bool {
+    cached(dir)
+        .iter()
+        .any(|p| p.extension().is_some_and(|e| e == "fetch"))
+}
+
 async fn run_job(base: &str, key: &str, dataset: &str, rho: f64) -> Value {
     let id = support::submit(
         base,
@@ -189,6 +197,47 @@ async fn replicas_without_a_shared_directory_upload_run_and_delete_through_the_s
         "b said it refetched:\n{}",
         p.b.log_text()
     );
+
+    // A job cancelled while b fetches the data stops the fetch: cancelled, no copy, no
+    // half-written file left in the cache.
+    std::fs::remove_file(&data_b).unwrap();
+    let job = support::submit(
+        &p.b.base,
+        &p.key,
+        json!({"dataset_id": id, "algorithm": "noisy_power",
+               "params": {"k": 2, "clip": "none"}, "privacy": {"rho": 0.5}}),
+    )
+    .await;
+    support::poll::until(Duration::from_secs(30), Duration::from_millis(5), || async {
+        if fetching(&p.dirs[1]) {
+            Ok(())
+        } else {
+            Err("b never started fetching".to_string())
+        }
+    })
+    .await;
+    let (status, _) = support::call(
+        reqwest::Method::DELETE,
+        &format!("{}/v1/jobs/{job}", p.b.base),
+        &p.key,
+        None,
+    )
+    .await;
+    assert!(
+        status == 200 || status == 202 || status == 204,
+        "cancel answered {status}"
+    );
+    let view = support::wait_for(
+        &p.b.base,
+        &p.key,
+        &job,
+        &["succeeded", "failed", "cancelled"],
+        Duration::from_secs(30),
+    )
+    .await;
+    assert_eq!(view["status"], "cancelled", "{view}\n{}", p.logs());
+    assert!(!fetching(&p.dirs[1]), "the half-fetched file was removed");
+    assert!(!data_b.exists(), "the fetch stopped before it was whole");
 
     // Deleting through b removes every object of the dataset, and a's copies within a sweep.
     let lister = objects(&storage, &p._tmp.path().join("lister"));

@@ -284,6 +284,20 @@ pub fn take_generic(
     })
 }
 
+/// Reads a job's or study's `params` into `T`; an error names the field by its path
+/// (`params.k`, or `params` for the whole object).
+pub(crate) fn parse_params<T: serde::de::DeserializeOwned>(params: Value) -> Result<T, ConfigError> {
+    serde_path_to_error::deserialize(params).map_err(|e| {
+        let path = e.path().to_string();
+        let field = if path == "." {
+            "params".to_string()
+        } else {
+            format!("params.{path}")
+        };
+        ConfigError::invalid(field, e.into_inner().to_string())
+    })
+}
+
 #[cfg(test)]
 #[path = "parameters_tests.rs"]
 mod tests;

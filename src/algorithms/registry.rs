@@ -254,15 +254,7 @@ fn prepare_at<A: Algorithm>(
 ) -> Result<Prepared, ConfigError> {
     let own = parameters::schema_of::<A::Params>();
     let (options, algorithm_target) = Options::take(info, &own, &mut params, ctx, target)?;
-    let parsed: A::Params = serde_path_to_error::deserialize(params).map_err(|e| {
-        let path = e.path().to_string();
-        let field = if path == "." {
-            "params".to_string()
-        } else {
-            format!("params.{path}")
-        };
-        ConfigError::invalid(field, e.into_inner().to_string())
-    })?;
+    let parsed: A::Params = parameters::parse_params(params)?;
     let config = algorithm.configure(parsed, ctx, &algorithm_target)?;
     let cost = options.cost().then(algorithm.cost(&config, ctx));
     let mut noise = algorithm.noise_scales(&config, ctx);

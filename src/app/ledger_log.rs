@@ -7,66 +7,27 @@
 //!
 //! **Receipts from a recently checked log.** A job's view is read often (clients poll it), and
 //! checking a log is linear in its length, so a receipt is built from the last checked and
-//! signed tree of the dataset's log ([`LogCache`]) when that tree is under
+//! signed tree of the dataset's log ([`super::log_cache::LogCache`]) when that tree is under
 //! [`FRESH_FOR`] old and already holds the job's charge; otherwise the log is checked again.
 //! Any tree that holds the leaf proves its inclusion, so a receipt from a slightly older tree
 //! is as valid as one from the newest. Checkpoints and consistency proofs are always made from
 //! a freshly checked log, so a witness sees tampering at once, and a job view within
 //! [`FRESH_FOR`] of it (and at once after a restart, which starts with no cache).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Instant;
 
 use uuid::Uuid;
 
 use super::error::{AppError, ErrorKind};
+pub use super::log_cache::FRESH_FOR;
+use super::log_cache::SignedTree;
 use crate::state::AppState;
 use crate::store::JobRecord;
 use crate::store::ledger_log::{VerifiedLog, dataset_log};
 use crate::store::study_log::{self, study_log};
 use crate::transparency::merkle;
 use crate::transparency::{Checkpoint, ConsistencyProof, Receipt};
-
-/// How long a checked and signed tree serves receipts before the log is checked again.
-pub const FRESH_FOR: Duration = Duration::from_secs(10);
-
-/// At most this many logs' trees are kept; past it the cache starts over.
-const MOST_LOGS: usize = 1024;
-
-/// A log as last checked, with its signed checkpoint.
-#[derive(Debug)]
-pub struct SignedTree {
-    log: VerifiedLog,
-    checkpoint: String,
-    at: Instant,
-}
-
-/// The last checked tree of each log, by log name (module documentation).
-#[derive(Debug, Default)]
-pub struct LogCache {
-    trees: Mutex<HashMap<String, Arc<SignedTree>>>,
-}
-
-impl LogCache {
-    fn fresh(&self, log: &str) -> Option<Arc<SignedTree>> {
-        let trees = self.trees.lock().unwrap_or_else(|e| e.into_inner());
-        trees.get(log).filter(|t| t.at.elapsed() < FRESH_FOR).cloned()
-    }
-
-    fn keep(&self, name: String, tree: Arc<SignedTree>) {
-        let mut trees = self.trees.lock().unwrap_or_else(|e| e.into_inner());
-        if trees.len() >= MOST_LOGS {
-            trees.clear();
-        }
-        trees.insert(name, tree);
-    }
-
-    fn forget(&self, log: &str) {
-        let mut trees = self.trees.lock().unwrap_or_else(|e| e.into_inner());
-        trees.remove(log);
-    }
-}
 
 /// Whose log: a dataset's or a study's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

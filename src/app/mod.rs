@@ -9,6 +9,7 @@ pub mod forecast;
 pub mod jobs;
 pub mod ledger_key;
 pub mod ledger_log;
+pub mod log_cache;
 pub mod plan;
 pub mod pricing;
 pub mod site;

@@ -22,6 +22,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 use crate::algorithms::clipping::{self, ClipMode, ClipParam, ClipRequest};
+pub(crate) use crate::algorithms::parameters::parse_params;
 use crate::algorithms::power_clip::ClipAsk;
 use crate::algorithms::{AlgorithmInfo, ConfigError, StudyKind};
 use crate::dataset::{DataContext, Relation};
@@ -246,23 +247,6 @@ pub enum PlanError {
 }
 
 /// The parameters as `T`, or the path of the first bad one (`params.<path>`).
-pub(crate) fn parse_params<T: serde::de::DeserializeOwned>(
-    params: serde_json::Value,
-) -> Result<T, ConfigError> {
-    serde_path_to_error::deserialize(params).map_err(|e| {
-        let path = e.path().to_string();
-        let field = if path == "." {
-            "params".to_string()
-        } else {
-            format!("params.{path}")
-        };
-        ConfigError::Invalid {
-            field,
-            message: e.into_inner().to_string(),
-        }
-    })
-}
-
 /// Removes `clip` from a study's parameters: `"auto"` (the default, as for a central job on
 /// records), `"none"`, or `{"quantile": q, "share": f}`.
 pub(crate) fn take_clip(params: &mut Value, ctx: &DataContext) -> Result<Option<ClipAsk>, PlanError> {

@@ -81,15 +81,10 @@ pub(crate) fn note_wait(last: &mut Option<StudyStatus>, status: StudyStatus) {
     }
 }
 
-/// Sends a kept message again because the server asked for `what` again (an answer was lost):
-/// the same bytes, never a fresh draw, at most [`MAX_RESENDS`] times in a row.
-pub(crate) async fn resend<B: serde::Serialize>(
-    client: &SiteClient,
-    path: &str,
-    request: &B,
-    resends: &mut u32,
-    what: &str,
-) -> Result<(), Failure> {
+/// Before a kept message is sent again because the server asked for `what` again (an answer
+/// was lost): a short pause, and at most [`MAX_RESENDS`] times in a row, so that a server that
+/// keeps asking for what it has gets no storm.
+pub(crate) async fn before_resend(resends: &mut u32, what: &str) -> Result<(), Failure> {
     *resends += 1;
     if *resends > MAX_RESENDS {
         return Err(Failure::Protocol(format!(
@@ -100,6 +95,19 @@ pub(crate) async fn resend<B: serde::Serialize>(
         "the server asked for {what} again; sending the same value"
     ));
     tokio::time::sleep(Duration::from_millis(500)).await;
+    Ok(())
+}
+
+/// Sends a kept message again because the server asked for `what` again ([`before_resend`]):
+/// the same bytes, never a fresh draw.
+pub(crate) async fn resend<B: serde::Serialize>(
+    client: &SiteClient,
+    path: &str,
+    request: &B,
+    resends: &mut u32,
+    what: &str,
+) -> Result<(), Failure> {
+    before_resend(resends, what).await?;
     client.post(path, request).await?;
     Ok(())
 }

@@ -26,7 +26,7 @@ use crate::site::http::{Posted, SiteClient};
 use crate::site::ledger::{charge_ledger, keep, ledger_failure, parse_kept, signer_of, start_session};
 use crate::site::prepare::{JoinKeys, Prepared, check_threshold, join};
 use crate::site::roster::{Member, RosterGuard, describe};
-use crate::site::run::{finished, next_task};
+use crate::site::run::{before_resend, finished, next_task};
 use crate::site::witness::StudyWitness;
 use crate::site::{Failure, progress};
 use crate::store::{LocalBudget, SiteMessageKind, SiteStatus, Store, StudyStatus};
@@ -131,11 +131,6 @@ struct Protocol<'a> {
     resends: u32,
 }
 
-/// Most times in a row a message is sent again on the server's request.
-const MAX_RESENDS: u32 = 5;
-/// Pause before sending a message again.
-const RESEND_PAUSE: Duration = Duration::from_millis(500);
-
 fn violation(what: impl std::fmt::Display) -> Failure {
     Failure::Protocol(what.to_string())
 }
@@ -154,22 +149,6 @@ impl Protocol<'_> {
             ));
         }
         Ok(posted)
-    }
-
-    /// Before sending a message again because the server asked for it again: a short pause,
-    /// and a limit, so that a server that keeps asking for what it has does not get a storm.
-    async fn resend_guard(resends: &mut u32, what: &str) -> Result<(), Failure> {
-        *resends += 1;
-        if *resends > MAX_RESENDS {
-            return Err(violation(format!(
-                "the server keeps asking for {what}, which was sent {MAX_RESENDS} times already"
-            )));
-        }
-        progress(&format!(
-            "the server asked for {what} again; sending the same message again"
-        ));
-        tokio::time::sleep(RESEND_PAUSE).await;
-        Ok(())
     }
 
     async fn run(&mut self) -> Result<(), Failure> {
@@ -276,7 +255,7 @@ impl Protocol<'_> {
         let view = &self.prepared.view;
         self.observe_roster(participants, "the roster")?;
         if let Some(shares) = &self.sent.shares {
-            Self::resend_guard(&mut self.resends, "the key shares").await?;
+            before_resend(&mut self.resends, "the key shares").await?;
             self.post("/v1/site/shares", shares).await?;
             return Ok(());
         }
@@ -318,7 +297,7 @@ impl Protocol<'_> {
         if let Some((last, request)) = &self.sent.contribution {
             if round == *last {
                 // Our message was lost: the same vector again, never a fresh draw.
-                Self::resend_guard(&mut self.resends, &format!("round {round}'s contribution")).await?;
+                before_resend(&mut self.resends, &format!("round {round}'s contribution")).await?;
                 self.post(&path, request).await?;
                 return Ok(());
             }
@@ -483,7 +462,7 @@ impl Protocol<'_> {
                     "the server asked to unmask round {round} again with other survivors; refusing"
                 )));
             }
-            Self::resend_guard(&mut self.resends, &format!("the unmask answer of round {round}")).await?;
+            before_resend(&mut self.resends, &format!("the unmask answer of round {round}")).await?;
             self.post(&path, request).await?;
             return Ok(());
         }
@@ -808,7 +787,7 @@ impl Protocol<'_> {
             .accept_transcript(round, &survivors, &dropped, contributions)
             .await?;
         if again {
-            Self::resend_guard(&mut self.resends, &format!("the confirmation of round {round}")).await?;
+            before_resend(&mut self.resends, &format!("the confirmation of round {round}")).await?;
         }
         let path = format!("/v1/site/rounds/{round}/confirm");
         self.post(&path, &ConfirmRequest { signature }).await?;
