@@ -348,6 +348,90 @@ fn pair_seeds(
         .collect()
 }
 
+/// What a stage is computed from: the study's plan, the site's records (d × n, d the study's
+/// number of features), their image in the model's domain (`cape_agn`) and the stage's public
+/// input.
+struct StageData<'a> {
+    plan: &'a Plan,
+    d: usize,
+    xt: &'a Matrix,
+    domain: Option<&'a Matrix>,
+    input: &'a StageInput,
+}
+
+/// How a stage's statistic is masked and noised: the site's index, its pair seeds, the
+/// aggregator's seed and its own noise.
+struct Masks<'a> {
+    me: u32,
+    seeds: &'a [(u32, Seed)],
+    aggregator_seed: &'a Seed,
+    noise: &'a CapeNoise,
+}
+
+/// The stage's release: its statistic (a clip step's count, the Gram of the rows as they are or
+/// clipped, `cape_agn`'s second moment or its stage-2 message), noised and masked.
+fn stage_release(
+    data: &StageData<'_>,
+    masks: &Masks<'_>,
+    rng: &mut ChaCha20Rng,
+) -> Result<Vec<f64>, Failure> {
+    let mut never = |_: u32, _: u32| Ok(());
+    let mut env = RunEnv::new(rng, &mut never);
+    let Masks {
+        me,
+        seeds,
+        aggregator_seed,
+        noise,
+    } = *masks;
+    let xt = data.xt;
+    let release = |statistic: &[f64], env: &mut RunEnv<'_>| {
+        cape::site_release(statistic, me, seeds, aggregator_seed, noise, env)
+    };
+    match (data.plan, data.domain, data.input) {
+        (Plan::Pca { .. }, _, StageInput::Step { c, q }) => {
+            let norms: Vec<f64> = xt.column_iter().map(|x| x.norm()).collect();
+            release(&[score(&norms, *c, *q, data.d)], &mut env)
+        }
+        (Plan::Pca { .. }, _, StageInput::Clipped { c }) => {
+            release(&site_statistic(&clip_rows(xt, *c)), &mut env)
+        }
+        (Plan::Pca { .. }, _, _) => release(&site_statistic(xt), &mut env),
+        (Plan::Agn { model, sigma2, .. }, Some(x), StageInput::Plain) => release(
+            &cape::pack_upper(&cape_agn::second_moment(x, *model, *sigma2)),
+            &mut env,
+        ),
+        (Plan::Agn { model, sigma2, .. }, Some(x), StageInput::Whitening(w)) => {
+            cape_agn::stage2_message(x, *model, *sigma2, w, me, seeds, aggregator_seed, noise, &mut env)
+        }
+        _ => return Err(violation("no data for this stage")),
+    }
+    .map_err(violation)
+}
+
+/// What the ledger kept of this study (the site restarted): every release sent, each checked
+/// against the first roster; the last one is the stage to answer again if asked.
+async fn resume(
+    store: &crate::store::Store,
+    view: &SiteStudyView,
+    roster: &mut RosterGuard,
+    me: &Member,
+) -> Result<Option<(u32, CapeReleaseRequest)>, Failure> {
+    let mut sent = None;
+    for (stage, text) in store
+        .site_messages(view.study_id, SiteMessageKind::Contribution)
+        .await
+        .map_err(ledger_failure)?
+    {
+        let kept: KeptRelease = parse_kept(&text)?;
+        observe_roster(roster, view, &kept.peers, me, stage)?;
+        progress(&format!(
+            "continuing the study from the ledger: stage {stage} was sent"
+        ));
+        sent = Some((stage, kept.request));
+    }
+    Ok(sent)
+}
+
 /// Joins, then follows the tasks until the study is over.
 pub(crate) async fn follow(run: SiteRun<'_>) -> Result<(), Failure> {
     let (args, client, store, budget, prepared) = run.parts();
@@ -401,19 +485,7 @@ pub(crate) async fn follow(run: SiteRun<'_>) -> Result<(), Failure> {
         .study_charged(budget.dataset, view.study_id)
         .await
         .map_err(ledger_failure)?;
-    let mut sent: Option<(u32, CapeReleaseRequest)> = None;
-    for (stage, text) in store
-        .site_messages(view.study_id, SiteMessageKind::Contribution)
-        .await
-        .map_err(ledger_failure)?
-    {
-        let kept: KeptRelease = parse_kept(&text)?;
-        observe_roster(&mut roster, view, &kept.peers, &me, stage)?;
-        progress(&format!(
-            "continuing the study from the ledger: stage {stage} was sent"
-        ));
-        sent = Some((stage, kept.request));
-    }
+    let mut sent = resume(store, view, &mut roster, &me).await?;
     let mut resends = 0;
     let mut last_wait: Option<crate::store::StudyStatus> = None;
     loop {
@@ -523,44 +595,20 @@ pub(crate) async fn follow(run: SiteRun<'_>) -> Result<(), Failure> {
                     charge_ledger(args, store, budget, prepared).await?;
                     charged = true;
                 }
-                let mut never = |_: u32, _: u32| Ok(());
-                let mut env = RunEnv::new(&mut rng, &mut never);
-                let me = view.site_index;
-                let xt = &prepared.records.xt;
-                let release = match (&plan, &domain, &input) {
-                    (Plan::Pca { .. }, _, StageInput::Step { c, q }) => {
-                        let norms: Vec<f64> = xt.column_iter().map(|x| x.norm()).collect();
-                        let statistic = [score(&norms, *c, *q, d)];
-                        cape::site_release(&statistic, me, &seeds, &aggregator_seed, &own, &mut env)
-                    }
-                    (Plan::Pca { .. }, _, StageInput::Clipped { c }) => {
-                        let statistic = site_statistic(&clip_rows(xt, *c));
-                        cape::site_release(&statistic, me, &seeds, &aggregator_seed, &own, &mut env)
-                    }
-                    (Plan::Pca { .. }, _, _) => {
-                        let statistic = site_statistic(xt);
-                        cape::site_release(&statistic, me, &seeds, &aggregator_seed, &own, &mut env)
-                    }
-                    (Plan::Agn { model, sigma2, .. }, Some(x), StageInput::Plain) => {
-                        let statistic = cape::pack_upper(&cape_agn::second_moment(x, *model, *sigma2));
-                        cape::site_release(&statistic, me, &seeds, &aggregator_seed, &own, &mut env)
-                    }
-                    (Plan::Agn { model, sigma2, .. }, Some(x), StageInput::Whitening(w)) => {
-                        cape_agn::stage2_message(
-                            x,
-                            *model,
-                            *sigma2,
-                            w,
-                            me,
-                            &seeds,
-                            &aggregator_seed,
-                            &own,
-                            &mut env,
-                        )
-                    }
-                    _ => return Err(violation("no data for this stage")),
-                }
-                .map_err(violation)?;
+                let data = StageData {
+                    plan: &plan,
+                    d,
+                    xt: &prepared.records.xt,
+                    domain: domain.as_ref(),
+                    input: &input,
+                };
+                let masks = Masks {
+                    me: view.site_index,
+                    seeds: &seeds,
+                    aggregator_seed: &aggregator_seed,
+                    noise: &own,
+                };
+                let release = stage_release(&data, &masks, &mut rng)?;
                 // Kept before it is sent; a release kept first (by a run that stopped before
                 // sending it) is sent instead, so a stage is answered with one vector only.
                 let kept = KeptRelease {
