@@ -122,6 +122,13 @@ fn cached(dir: &Path) -> Vec<PathBuf> {
         .unwrap_or_default()
 }
 
+/// `DELETE {base}{path}`; the status.
+async fn delete(base: &str, key: &str, path: &str) -> u16 {
+    support::call(reqwest::Method::DELETE, &format!("{base}{path}"), key, None)
+        .await
+        .0
+}
+
 /// Whether a fetch is writing into a replica's cache (a `.fetch` file beside the copies).
 fn fetching(dir: &Path) -> bool {
     cached(dir)
@@ -216,13 +223,7 @@ async fn replicas_without_a_shared_directory_upload_run_and_delete_through_the_s
         }
     })
     .await;
-    let (status, _) = support::call(
-        reqwest::Method::DELETE,
-        &format!("{}/v1/jobs/{job}", p.b.base),
-        &p.key,
-        None,
-    )
-    .await;
+    let status = delete(&p.b.base, &p.key, &format!("/v1/jobs/{job}")).await;
     assert!(
         status == 200 || status == 202 || status == 204,
         "cancel answered {status}"
@@ -243,13 +244,7 @@ async fn replicas_without_a_shared_directory_upload_run_and_delete_through_the_s
     let lister = objects(&storage, &p._tmp.path().join("lister"));
     let uuid = uuid::Uuid::parse_str(&id).unwrap();
     assert!(!lister.dataset_keys(uuid).await.unwrap().is_empty());
-    let (status, _) = support::call(
-        reqwest::Method::DELETE,
-        &format!("{}/v1/datasets/{id}", p.b.base),
-        &p.key,
-        None,
-    )
-    .await;
+    let status = delete(&p.b.base, &p.key, &format!("/v1/datasets/{id}")).await;
     assert!(status == 200 || status == 204, "delete answered {status}");
     assert_eq!(lister.dataset_keys(uuid).await.unwrap(), Vec::<String>::new());
     assert!(cached(&p.dirs[1]).is_empty(), "b dropped its copies at once");
@@ -371,13 +366,7 @@ async fn a_store_killed_mid_upload_keeps_nothing_and_the_same_upload_succeeds_on
 
     // Deleted through b while the store is down: the dataset is deleted at once, its objects
     // stay; b is killed before its retries can succeed. At b's next start its sweep removes them.
-    let (status, _) = support::call(
-        reqwest::Method::DELETE,
-        &format!("{}/v1/datasets/{cold}", p.b.base),
-        &p.key,
-        None,
-    )
-    .await;
+    let status = delete(&p.b.base, &p.key, &format!("/v1/datasets/{cold}")).await;
     assert!(status == 200 || status == 204, "delete answered {status}");
     let Pair {
         a,

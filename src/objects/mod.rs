@@ -202,7 +202,8 @@ impl ObjectStorage {
     }
 
     /// Stores the file at `local` as `key` with a multipart upload that streams it, its SHA-256
-    /// (computed here first, in a pass over the file) as the object's metadata. On any failure the multipart upload is aborted: nothing is left under `key`.
+    /// (computed here first, in a pass over the file) as the object's metadata. On any failure
+    /// the multipart upload is aborted: nothing is left under `key`.
     pub async fn put_file(&self, key: &str, local: &Path) -> Result<Sha256Hex, ObjectsError> {
         let path = local.to_path_buf();
         let sha256 = tokio::task::spawn_blocking(move || sha256_file(&path))
@@ -311,8 +312,7 @@ impl ObjectStorage {
             .get(&Attribute::Metadata(SHA256_META.into()))
             .and_then(|v| Sha256Hex::parse(v.as_ref()));
         // Removed if the fetch fails or is dropped half-way (a job cancelled or out of time).
-        let partial = Partial(Some(temp_beside(local)));
-        let temp = partial.0.clone().unwrap_or_default();
+        let temp = tempfile::TempPath::try_from_path(temp_beside(local))?;
         let result = async {
             let mut file = tokio::fs::File::create(&temp).await?;
             let mut hasher = digest::Hasher::new();
@@ -330,7 +330,8 @@ impl ObjectStorage {
         }
         .await;
         if result.is_ok() {
-            partial.keep();
+            // Renamed into place: nothing left to remove.
+            let _ = temp.keep();
         }
         Ok(Some((result?, stated)))
     }
@@ -426,24 +427,6 @@ async fn hash_on_blocking(mut hasher: digest::Hasher, chunk: Bytes) -> std::io::
     })
     .await
     .map_err(|e| std::io::Error::other(e.to_string()))
-}
-
-/// A fetch's temporary file, removed when this is dropped unless [`Partial::keep`] was called
-/// (after the file was renamed into place).
-struct Partial(Option<PathBuf>);
-
-impl Partial {
-    fn keep(mut self) {
-        self.0 = None;
-    }
-}
-
-impl Drop for Partial {
-    fn drop(&mut self) {
-        if let Some(path) = self.0.take() {
-            let _ = std::fs::remove_file(path);
-        }
-    }
 }
 
 /// A temporary name beside `path`, unique to this fetch.

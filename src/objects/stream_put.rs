@@ -13,6 +13,7 @@
 //! a failing store aborts it, so nothing is left under the key.
 
 use std::io::{self, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -92,12 +93,17 @@ pub enum PutOutcome {
 }
 
 /// The task that drives a streamed multipart upload (module doc).
-pub struct PutTask(JoinHandle<Result<PutOutcome, ObjectsError>>);
+pub struct PutTask {
+    task: JoinHandle<Result<PutOutcome, ObjectsError>>,
+    /// Set by the task when the store failed, before the sink can see it fail.
+    store_failed: Arc<AtomicBool>,
+}
 
 /// The sink and task of a multipart upload already created at the store.
 pub(super) fn start(upload: Box<dyn MultipartUpload>, key: String) -> (PartSink, PutTask) {
     let (parts, received) = mpsc::channel(1);
-    let task = tokio::spawn(drive(upload, received, key));
+    let store_failed = Arc::new(AtomicBool::new(false));
+    let task = tokio::spawn(drive(upload, received, key, store_failed.clone()));
     let spare = Spare::default();
     let sink = PartSink {
         parts,
@@ -105,7 +111,7 @@ pub(super) fn start(upload: Box<dyn MultipartUpload>, key: String) -> (PartSink,
         hasher: Hasher::new(),
         spare,
     };
-    (sink, PutTask(task))
+    (sink, PutTask { task, store_failed })
 }
 
 impl PartSink {
@@ -159,10 +165,17 @@ impl Write for PartSink {
 }
 
 impl PutTask {
+    /// Whether the store failed: known, without waiting for the abort, as soon as a write to
+    /// the sink has failed because of it (so a failed parse can tell the store's failure from
+    /// its own at once).
+    pub fn store_failed(&self) -> bool {
+        self.store_failed.load(Ordering::SeqCst)
+    }
+
     /// Waits for the upload to end: stored, abandoned (aborted), or failed at the store
     /// (aborted as far as the store answers).
     pub async fn outcome(self) -> Result<PutOutcome, ObjectsError> {
-        self.0
+        self.task
             .await
             .map_err(|e| ObjectsError::Io(io::Error::other(e.to_string())))?
     }
@@ -174,6 +187,7 @@ async fn drive(
     upload: Box<dyn MultipartUpload>,
     mut received: mpsc::Receiver<Message>,
     key: String,
+    store_failed: Arc<AtomicBool>,
 ) -> Result<PutOutcome, ObjectsError> {
     let mut writer = WriteMultipart::new_with_chunk_size(upload, PART_BYTES);
     let failure = loop {
@@ -191,7 +205,11 @@ async fn drive(
             None => break None,
         }
     };
-    // The sink learns of a failure at its next part.
+    // The sink learns of a failure at its next part, after the flag is set.
+    if let Some(e) = &failure {
+        tracing::warn!(key = %key, error = %e, "the object store failed during a streamed upload");
+        store_failed.store(true, Ordering::SeqCst);
+    }
     drop(received);
     if let Err(abort) = writer.abort().await {
         tracing::warn!(key = %key, error = %abort, "could not abort a multipart upload; the store's own clean-up removes its parts");

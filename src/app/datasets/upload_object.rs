@@ -6,7 +6,7 @@
 use uuid::Uuid;
 
 use crate::app::error::{AppError, ErrorKind};
-use crate::objects::{ObjectsError, PartSink, PutOutcome, PutTask, Sha256Hex};
+use crate::objects::{PartSink, PutOutcome, PutTask, Sha256Hex};
 use crate::state::AppState;
 use crate::store::{DataObject, DatasetRecord, StoreError};
 
@@ -17,7 +17,7 @@ pub(super) struct ObjectUpload {
 }
 
 /// What the uploader is told when the store fails: the upload may be sent again.
-fn unavailable(id: Uuid, e: &ObjectsError) -> AppError {
+fn unavailable(id: Uuid, e: &dyn std::fmt::Display) -> AppError {
     tracing::warn!(dataset = %id, error = %e, "could not store an upload in the object store");
     AppError::new(
         ErrorKind::Unavailable,
@@ -41,8 +41,8 @@ pub(super) async fn begin(state: &AppState, id: Uuid) -> Result<Option<(ObjectUp
 
 /// After the parse (which returns the SHA-256 of what it wrote to the sink): the data object,
 /// once the store has every part of it. A parse that failed because the store did is the
-/// store's 503, not the parser's error; any other failed parse keeps its own error (its sink
-/// was dropped unfinished, so the upload is aborted).
+/// store's 503, not the parser's error; any other failed parse keeps its own error, at once
+/// (its sink was dropped unfinished, so the task aborts the upload in the background).
 pub(super) async fn end<T>(
     id: Uuid,
     upload: Option<ObjectUpload>,
@@ -51,9 +51,13 @@ pub(super) async fn end<T>(
     let Some(ObjectUpload { key, task }) = upload else {
         return parsed.map(|(stored, _)| (stored, None));
     };
-    let outcome = task.outcome().await;
-    match (parsed, outcome) {
-        (Ok((stored, Some(sum))), Ok(PutOutcome::Stored)) => Ok((
+    let (stored, sum) = match parsed {
+        Ok(parsed) => parsed,
+        Err(_) if task.store_failed() => return Err(unavailable(id, &"a part could not be stored")),
+        Err(e) => return Err(e),
+    };
+    match (sum, task.outcome().await) {
+        (Some(sum), Ok(PutOutcome::Stored)) => Ok((
             stored,
             Some(DataObject {
                 key,
@@ -61,8 +65,7 @@ pub(super) async fn end<T>(
             }),
         )),
         (_, Err(e)) => Err(unavailable(id, &e)),
-        (Err(e), Ok(_)) => Err(e),
-        (Ok(_), Ok(_)) => Err(AppError::internal(
+        (_, Ok(_)) => Err(AppError::internal(
             "the upload's data object ended without being stored",
         )),
     }
