@@ -79,7 +79,13 @@ fn planted_partition(n: usize, groups: usize, inside: f64, across: f64, seed: u6
 }
 
 fn product() {
-    let csr = planted_partition(100_000, 10, 15.0, 4.0, 1);
+    // LANCZOS_DEGREE=d: the expected degree d (about n·(d + 1) stored entries), split 15 : 4
+    // between inside and across as in scripts/bench_sparse.py; 19 by default.
+    let degree: f64 = std::env::var("LANCZOS_DEGREE")
+        .ok()
+        .and_then(|d| d.parse().ok())
+        .unwrap_or(19.0);
+    let csr = planted_partition(100_000, 10, degree * 15.0 / 19.0, degree * 4.0 / 19.0, 1);
     let a = csr.view().expect("valid CSR");
     let col_ptr: Vec<usize> = csr.row_ptr.iter().map(|&v| v as usize).collect();
     let row_idx: Vec<usize> = csr.col_idx.iter().map(|&v| v as usize).collect();
@@ -265,7 +271,13 @@ fn main() {
 /// the default before the multiplicity safeguard, (2, 24) the default with it; both run twice,
 /// interleaved with the others, so their ratio comes from one run.
 fn lanczos() {
-    let csr = planted_partition(100_000, 10, 15.0, 4.0, 1);
+    // LANCZOS_DEGREE=d: the expected degree d (about n·(d + 1) stored entries), split 15 : 4
+    // between inside and across as in scripts/bench_sparse.py; 19 by default.
+    let degree: f64 = std::env::var("LANCZOS_DEGREE")
+        .ok()
+        .and_then(|d| d.parse().ok())
+        .unwrap_or(19.0);
+    let csr = planted_partition(100_000, 10, degree * 15.0 / 19.0, degree * 4.0 / 19.0, 1);
     let a = csr.view().expect("valid CSR");
     let k = 10;
     println!("n = {}, nnz = {}, k = {k}", csr.n, a.nnz());

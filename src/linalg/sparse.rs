@@ -14,7 +14,6 @@ use rayon::prelude::*;
 
 use super::Matrix;
 use super::prefetch::prefetch;
-use super::threads::PRODUCT_MIN_WORK;
 
 /// A borrowed n×n matrix in CSR form: row i holds the entries `row_ptr[i]..row_ptr[i + 1]` of
 /// `col_idx` (strictly increasing within a row) and `values`.
@@ -183,7 +182,7 @@ impl<'a> CsrView<'a> {
                 }),
             }
         };
-        if self.nnz().saturating_mul(p) < PRODUCT_MIN_WORK || rayon::current_num_threads() < 2 {
+        if self.nnz().saturating_mul(p) < SPARSE_PRODUCT_MIN_WORK || rayon::current_num_threads() < 2 {
             return out
                 .chunks_mut(p)
                 .enumerate()
@@ -215,6 +214,14 @@ impl<'a> CsrView<'a> {
         a
     }
 }
+
+/// Multiply-adds (stored entries × columns) below which [`CsrView::rows_step`] runs on the
+/// calling thread. Lower than the dense [`super::threads::PRODUCT_MIN_WORK`]: the rows are
+/// handed out as rayon tasks (no spinning barrier to wake), and each multiply-add waits on a
+/// scattered read, so 2¹⁷ of them already take 0.1–0.2 ms. At 10⁶ entries and the Lanczos
+/// block of 2 columns (2·10⁶, below the dense threshold) the product ran on one core
+/// (docs/performance-sparse.md, session 30).
+pub(crate) const SPARSE_PRODUCT_MIN_WORK: usize = 1 << 17;
 
 /// How many entries ahead [`row_part`] asks for the row of Xᵀ it will read ([`prefetch`]).
 const PREFETCH_AHEAD: usize = 6;

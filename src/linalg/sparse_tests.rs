@@ -25,7 +25,7 @@ fn a_product_large_enough_to_run_in_parallel_agrees_with_the_sequential_rows() {
     let a = csr.view().expect("valid CSR");
     let x = gaussian(1500, 128, 9);
     assert!(
-        a.nnz() * 128 >= PRODUCT_MIN_WORK,
+        a.nnz() * 128 >= SPARSE_PRODUCT_MIN_WORK,
         "the test must take the parallel path"
     );
     let got = a.times(&x);
