@@ -486,9 +486,16 @@ async fn the_store_costs_little_against_the_local_directory() {
     let (n, d) = (100_000, 500);
     // Every upload sends data the store has not seen: Garage keeps one copy of a block it already
     // holds, so sending the same bytes again would skip its writes and flatter the store.
-    let npys: Vec<Vec<u8>> = (0..3).map(|round| support::npy(n, d, 5 + round)).collect();
     let csv_rows = support::npy(40_000, d, 9);
-    let csv = csv_of(&csv_rows[csv_rows.len() - 40_000 * d * 8..], d);
+    let mut bodies: Vec<(Vec<u8>, &str)> = (0..3)
+        .map(|round| (support::npy(n, d, 5 + round), "application/x-npy"))
+        .collect();
+    bodies.push((
+        csv_of(&csv_rows[csv_rows.len() - 40_000 * d * 8..], d),
+        "text/csv",
+    ));
+    let npy_mb = bodies[0].0.len() as f64 / 1e6;
+    let csv_mb = bodies[3].0.len() as f64 / 1e6;
     // Both services at once, their uploads and jobs interleaved, so that the machine's other
     // load (the store's own background work after an upload, among others) falls on both alike.
     let mut sides = Vec::new();
@@ -501,17 +508,12 @@ async fn the_store_costs_little_against_the_local_directory() {
     let mut npy_mb_s = [Vec::new(), Vec::new()];
     let mut csv_mb_s = [0.0; 2];
     let mut ids = Vec::new();
-    for round in 0..4 {
+    for (round, (body, content_type)) in bodies.iter().enumerate() {
         for (side, (server, key)) in sides.iter().enumerate() {
             let id = support::records(&server.base, key, "upload", 50.0).await;
-            let (body, content_type) = if round < 3 {
-                (npys[round].clone(), "application/x-npy")
-            } else {
-                (csv.clone(), "text/csv")
-            };
             let mb = body.len() as f64 / 1e6;
             let started = Instant::now();
-            support::upload(&server.base, key, &id, content_type, body).await;
+            support::upload(&server.base, key, &id, content_type, body.clone()).await;
             let mb_s = mb / started.elapsed().as_secs_f64();
             if round < 3 {
                 npy_mb_s[side].push(mb_s);
@@ -550,9 +552,9 @@ async fn the_store_costs_little_against_the_local_directory() {
         "upload {n} x {d} (.npy, {:.0} MB, median of 3): local {local_npy:.0} MB/s, object store {store_npy:.0} MB/s ({:.2}x)\n\
          upload 40000 x {d} (CSV, {:.0} MB): local {local_csv:.0} MB/s, object store {store_csv:.0} MB/s ({:.2}x)\n\
          repeated job on kept statistics (median of 15, interleaved): local {:.1} ms, object store {:.1} ms ({:.2}x)",
-        npys[0].len() as f64 / 1e6,
+        npy_mb,
         store_npy / local_npy,
-        csv.len() as f64 / 1e6,
+        csv_mb,
         store_csv / local_csv,
         local_job * 1e3,
         store_job * 1e3,
