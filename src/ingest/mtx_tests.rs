@@ -303,3 +303,146 @@ fn symmetry_errors_across_blocks_of_rows_come_in_the_order_of_a_sequential_check
     assert_eq!(line, 3, "{message}");
     assert!(message.contains("entry (3, 1) has no entry (1, 3)"), "{message}");
 }
+
+/// What a sequential check of a `general` file's symmetry gives, written from its definition
+/// (docs of `symmetrise`): the upper entries in row order, each against its mirror; then the
+/// lower entries without a mirror. `entries` are (i, j, value, line), 0-based, distinct.
+fn symmetrised_by_definition(n: usize, entries: &[(u32, u32, f64, u64)]) -> Result<Csr, (u64, String)> {
+    use std::collections::BTreeMap;
+    let at: BTreeMap<(u32, u32), (f64, u64)> = entries.iter().map(|&(i, j, v, l)| ((i, j), (v, l))).collect();
+    let max_abs = entries.iter().fold(0.0_f64, |m, e| m.max(e.2.abs()));
+    let tol = crate::ingest::symmetric::SYMMETRY_TOLERANCE * max_abs.max(1.0);
+    let mut out = at.clone();
+    for (&(i, j), &(v, line)) in at.iter().filter(|((i, j), _)| j > i) {
+        match at.get(&(j, i)) {
+            Some(&(w, other)) if !((v - w).abs() <= tol) => {
+                return Err((
+                    line,
+                    format!(
+                        "entry ({}, {}) differs from entry ({}, {}) on line {other}",
+                        i + 1,
+                        j + 1,
+                        j + 1,
+                        i + 1
+                    ),
+                ));
+            }
+            Some(&(w, _)) => {
+                let mean = crate::ingest::symmetric::mean(v, w);
+                out.insert((i, j), (mean, line));
+                out.insert((j, i), (mean, 0));
+            }
+            None if !(v.abs() <= tol) => {
+                return Err((
+                    line,
+                    format!("entry ({}, {}) has no entry ({}, {})", i + 1, j + 1, j + 1, i + 1),
+                ));
+            }
+            None => {
+                out.insert((i, j), (0.0, line));
+            }
+        }
+    }
+    for (&(i, j), &(v, line)) in at.iter().filter(|((i, j), _)| j < i) {
+        if !at.contains_key(&(j, i)) {
+            if !(v.abs() <= tol) {
+                return Err((
+                    line,
+                    format!("entry ({}, {}) has no entry ({}, {})", i + 1, j + 1, j + 1, i + 1),
+                ));
+            }
+            out.insert((i, j), (0.0, line));
+        }
+    }
+    Ok(Csr::from_triplets(
+        n,
+        out.into_iter().map(|((i, j), (v, _))| (i, j, v)).collect(),
+    ))
+}
+
+#[test]
+fn the_symmetry_check_agrees_with_its_definition_on_random_general_files() {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(41);
+    // Small sides, and sides over several blocks of rows with few entries, so that a block's
+    // columns have their lower entries in the rows of later blocks.
+    for case in 0..400 {
+        let n = if case % 4 == 3 {
+            2 * SYMMETRISE_ROWS + rng.random_range(1..50)
+        } else {
+            rng.random_range(1..12)
+        };
+        let mut positions = std::collections::BTreeSet::new();
+        let wanted = rng.random_range(1..(3 * n).min(60) + 2).min(n * n);
+        while positions.len() < wanted {
+            let (i, j) = (rng.random_range(0..n as u32), rng.random_range(0..n as u32));
+            positions.insert((i, j));
+            // Mostly symmetric: the mirror too, with the same value or a near one.
+            if rng.random_bool(0.8) {
+                positions.insert((j, i));
+            }
+        }
+        let mut values = std::collections::BTreeMap::new();
+        for &(i, j) in &positions {
+            let v = match values.get(&(j, i)) {
+                Some(&w) => match rng.random_range(0..10) {
+                    0 => w + 1.0,
+                    1 => w + 1e-12,
+                    _ => w,
+                },
+                None if rng.random_bool(0.3) => 0.0,
+                None => (rng.random_range(-4..5) as f64) * 0.25,
+            };
+            values.insert((i, j), v);
+        }
+        // The lines in a random order.
+        let mut lines: Vec<(u32, u32, f64)> = values.iter().map(|(&(i, j), &v)| (i, j, v)).collect();
+        for k in (1..lines.len()).rev() {
+            lines.swap(k, rng.random_range(0..=k));
+        }
+        let text = format!(
+            "%%MatrixMarket matrix coordinate real general\n{n} {n} {}\n{}\n",
+            lines.len(),
+            lines
+                .iter()
+                .map(|(i, j, v)| format!("{} {} {v:e}", i + 1, j + 1))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+        let entries: Vec<(u32, u32, f64, u64)> = lines
+            .iter()
+            .enumerate()
+            .map(|(k, &(i, j, v))| (i, j, v, k as u64 + 3))
+            .collect();
+        let got = parse_mtx(text.as_bytes(), 1 << 20).map_err(|e| match e {
+            IngestError::Malformed { line, message } => (line, message),
+            other => panic!("case {case}: {other:?}"),
+        });
+        match (got, symmetrised_by_definition(n, &entries)) {
+            (Ok(got), Ok(want)) => assert_eq!(got, want, "case {case}"),
+            (Err((line, message)), Err((want_line, want))) => {
+                assert_eq!(line, want_line, "case {case}: {message}");
+                assert!(message.ends_with(&want), "case {case}: {message} / {want}");
+            }
+            (got, want) => panic!("case {case}: got {got:?}, want {want:?}"),
+        }
+    }
+}
+
+#[test]
+fn of_two_lower_entries_without_a_mirror_the_first_in_row_order_is_reported() {
+    // Column 1's orphan lies in the last row (found by the first block of rows, which holds
+    // column 1); the other orphan's column is in the second block, its row before the last.
+    let n = 3 * SYMMETRISE_ROWS + 5;
+    let (r, c) = (SYMMETRISE_ROWS + 3, SYMMETRISE_ROWS + 1);
+    let text = tridiagonal(n, &[format!("{n} 1 0.5"), format!("{r} {c} 0.25")]);
+    let (line, message) = match parse_mtx(text.as_bytes(), 1 << 20) {
+        Err(IngestError::Malformed { line, message }) => (line, message),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(line, 4, "{message}");
+    assert!(
+        message.ends_with(&format!("entry ({r}, {c}) has no entry ({c}, {r})")),
+        "{message}"
+    );
+}

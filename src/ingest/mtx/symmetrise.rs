@@ -13,17 +13,20 @@ use crate::linalg::sparse::Csr;
 /// Checks a `general` file's symmetry and stores (a_ij + a_ji)/2 in both places; `entries` is
 /// in CSR order (for the line numbers).
 ///
-/// The cost is finding each pair's mirror: a binary search in the mirror's row and a read of its
-/// value, random accesses. So only the upper entries (j > i) look for theirs, in blocks of rows
-/// in parallel. A mirror found is a lower entry, and distinct upper entries have distinct
-/// mirrors, so when as many were found as there are lower entries, every lower entry has its
-/// mirror and needs no look-up; otherwise the lower entries look for theirs too, to find the
-/// ones without. Values change only where a pair differs (within the tolerance) or a near-zero
-/// entry has no mirror: a file written from a symmetric matrix changes nothing.
+/// The cost is pairing each entry with its mirror. A look-up per upper entry (a binary search
+/// in the mirror's row, then a read of its value) is a chain of random reads, and took 17 % of
+/// an 8·10⁶-entry upload (docs/performance-sparse.md, session 30). Instead the lower entries
+/// (j < i) are first sorted by column with a counting sort ([`LowerByColumn`]: one sequential
+/// pass to count, one to place, the value copied beside its row and position), which lists, for
+/// each i, the lower entries (r, i) in increasing r: exactly the mirrors of row i's upper
+/// entries (i, r), in the same order. Each row is then one merge of two sorted runs, in
+/// parallel blocks of rows, with no random read. Values change only where a pair differs
+/// (within the tolerance) or a near-zero entry has no mirror: a file written from a symmetric
+/// matrix changes nothing.
 ///
 /// The error reported is the first in a sequential check: the first pair (i < j) that differs,
 /// or nonzero upper entry without a mirror, in row order; else the first nonzero lower entry
-/// without a mirror.
+/// without a mirror, in row order.
 pub(super) fn symmetrise(csr: &mut Csr, entries: &[Entry]) -> Result<(), IngestError> {
     let max_abs = csr
         .values
@@ -32,39 +35,24 @@ pub(super) fn symmetrise(csr: &mut Csr, entries: &[Entry]) -> Result<(), IngestE
         .reduce(|| 0.0, f64::max);
     let tol = SYMMETRY_TOLERANCE * max_abs.max(1.0);
     let a = &*csr;
-    let blocks = |side: Side| -> Checked {
-        let checked: Vec<Checked> = (0..a.n.div_ceil(SYMMETRISE_ROWS))
-            .into_par_iter()
-            .map(|block| {
-                let rows = block * SYMMETRISE_ROWS..((block + 1) * SYMMETRISE_ROWS).min(a.n);
-                check_rows(a, entries, rows, tol, side)
-            })
-            .collect();
-        checked.into_iter().fold(Checked::default(), Checked::then)
-    };
-    let upper = blocks(Side::Upper);
-    if let Some(error) = upper.error {
-        return Err(error);
-    }
-    let lower_entries = (0..a.n)
+    let lower = LowerByColumn::of(a);
+    let checked: Vec<Checked> = (0..a.n.div_ceil(SYMMETRISE_ROWS))
         .into_par_iter()
-        .map(|i| {
-            let (start, end) = (a.row_ptr[i] as usize, a.row_ptr[i + 1] as usize);
-            a.col_idx[start..end]
-                .iter()
-                .take_while(|&&j| (j as usize) < i)
-                .count()
+        .map(|block| {
+            let rows = block * SYMMETRISE_ROWS..((block + 1) * SYMMETRISE_ROWS).min(a.n);
+            check_rows(a, &lower, rows, tol)
         })
-        .sum::<usize>();
-    let mut changes = upper.changes;
-    if upper.found != lower_entries {
-        let lower = blocks(Side::Lower);
-        if let Some(error) = lower.error {
-            return Err(error);
-        }
-        changes.extend(lower.changes);
+        .collect();
+    let checked = checked.into_iter().fold(Checked::default(), Checked::then);
+    if let Some((at, m)) = checked.upper_error {
+        let (i, j) = (row_of(a, at), a.col_idx[at] as usize);
+        return Err(asymmetric(i, j, entries[at].line, m.map(|m| entries[m].line)));
     }
-    for (at, value) in changes {
+    if let Some(m) = checked.lower_error {
+        let (i, j) = (row_of(a, m), a.col_idx[m] as usize);
+        return Err(asymmetric(i, j, entries[m].line, None));
+    }
+    for (at, value) in checked.changes {
         csr.values[at] = value;
     }
     Ok(())
@@ -73,60 +61,125 @@ pub(super) fn symmetrise(csr: &mut Csr, entries: &[Entry]) -> Result<(), IngestE
 /// Rows per task of [`symmetrise`].
 pub(super) const SYMMETRISE_ROWS: usize = 4096;
 
-/// Which entries look for their mirror.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Side {
-    /// j > i: the pair is compared, and set to its mean where it differs.
-    Upper,
-    /// j < i: only an entry without a mirror is checked (to be 0 within the tolerance).
-    Lower,
+/// The lower entries (i, j), j < i, of a CSR matrix sorted by column j, then row i: for column
+/// j, `rows[start[j]..start[j + 1]]` are the rows i in increasing order, with each entry's
+/// position in the CSR arrays and its value beside it. 16 bytes per lower entry.
+struct LowerByColumn {
+    start: Vec<usize>,
+    rows: Vec<u32>,
+    positions: Vec<u64>,
+    values: Vec<f64>,
 }
 
-/// What the entries of some rows found: the mirrors found, the values to change (position,
-/// value), and the first failure.
+impl LowerByColumn {
+    /// A counting sort: count per column, then place each entry in row order, so each column's
+    /// rows come out increasing. Both passes read the CSR arrays in order; the placing writes
+    /// are scattered but independent of one another.
+    fn of(a: &Csr) -> LowerByColumn {
+        let lower_of = |i: usize| {
+            let row = a.row_ptr[i] as usize..a.row_ptr[i + 1] as usize;
+            let len = a.col_idx[row.clone()].partition_point(|&j| (j as usize) < i);
+            row.start..row.start + len
+        };
+        let mut start = vec![0usize; a.n + 1];
+        for i in 0..a.n {
+            for &j in &a.col_idx[lower_of(i)] {
+                start[j as usize + 1] += 1;
+            }
+        }
+        for j in 0..a.n {
+            start[j + 1] += start[j];
+        }
+        let total = start[a.n];
+        let mut next = start.clone();
+        let (mut rows, mut positions, mut values) = (vec![0u32; total], vec![0u64; total], vec![0.0; total]);
+        for i in 0..a.n {
+            for at in lower_of(i) {
+                let slot = &mut next[a.col_idx[at] as usize];
+                rows[*slot] = i as u32;
+                positions[*slot] = at as u64;
+                values[*slot] = a.values[at];
+                *slot += 1;
+            }
+        }
+        LowerByColumn {
+            start,
+            rows,
+            positions,
+            values,
+        }
+    }
+
+    /// The lower entries of column j: (row, position, value) in increasing row.
+    fn column(&self, j: usize) -> impl Iterator<Item = (usize, usize, f64)> + '_ {
+        let range = self.start[j]..self.start[j + 1];
+        self.rows[range.clone()]
+            .iter()
+            .zip(&self.positions[range.clone()])
+            .zip(&self.values[range])
+            .map(|((&r, &m), &w)| (r as usize, m as usize, w))
+    }
+}
+
+/// The row of the entry at CSR position `at`.
+fn row_of(a: &Csr, at: usize) -> usize {
+    a.row_ptr.partition_point(|&p| p as usize <= at) - 1
+}
+
+/// What the entries of some rows found: the first upper entry that breaks symmetry (its
+/// position, and its mirror's when the pair differs), the first nonzero lower entry without a
+/// mirror (its position), and the values to change (position, value).
 #[derive(Debug, Default)]
 struct Checked {
-    found: usize,
+    upper_error: Option<(usize, Option<usize>)>,
+    lower_error: Option<usize>,
     changes: Vec<(usize, f64)>,
-    error: Option<IngestError>,
 }
 
 impl Checked {
-    /// This block's findings followed by the next block's (the first error stays first).
+    /// This block's findings followed by the next block's: the first upper error in row order
+    /// stays first; the lower error is the smallest position, since a block finds the lower
+    /// entries of its columns, which lie in the rows of any later block.
     fn then(mut self, next: Checked) -> Checked {
-        self.found += next.found;
+        self.upper_error = self.upper_error.or(next.upper_error);
+        self.lower_error = match (self.lower_error, next.lower_error) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         self.changes.extend(next.changes);
-        self.error = self.error.or(next.error);
         self
     }
 }
 
-fn check_rows(a: &Csr, entries: &[Entry], rows: Range<usize>, tol: f64, side: Side) -> Checked {
-    let row = |i: usize| a.row_ptr[i] as usize..a.row_ptr[i + 1] as usize;
+/// Row i's upper entries (i, j), j > i, merged with column i's lower entries (r, i), r > i:
+/// both in increasing j (r), so an upper entry and its mirror meet, and an entry of either run
+/// that the other lacks has no mirror. Stops at the block's first upper error (nothing after it
+/// is reported); lower entries without a mirror are only noted, since any upper error in a
+/// later block comes first.
+fn check_rows(a: &Csr, lower: &LowerByColumn, rows: Range<usize>, tol: f64) -> Checked {
     let mut out = Checked::default();
+    // A lower entry (r, i) without a mirror: 0 within the tolerance is stored as 0; else the
+    // first such entry in row order (the smallest position) is the error.
+    let orphan = |out: &mut Checked, m: usize, w: f64| {
+        if w.abs() <= tol {
+            out.changes.push((m, 0.0));
+        } else {
+            out.lower_error = Some(out.lower_error.map_or(m, |e| e.min(m)));
+        }
+    };
     for i in rows {
-        for at in row(i) {
-            let j = a.col_idx[at] as usize;
-            let wanted = match side {
-                Side::Upper => j > i,
-                Side::Lower => j < i,
-            };
-            if !wanted {
-                continue;
+        let row = a.row_ptr[i] as usize..a.row_ptr[i + 1] as usize;
+        let first_upper = row.start + a.col_idx[row.clone()].partition_point(|&j| (j as usize) <= i);
+        let mut mirrors = lower.column(i).peekable();
+        for at in first_upper..row.end {
+            let (j, v) = (a.col_idx[at] as usize, a.values[at]);
+            while let Some((_, m, w)) = mirrors.next_if(|&(r, _, _)| r < j) {
+                orphan(&mut out, m, w);
             }
-            let mirror_row = row(j);
-            let mirror = a.col_idx[mirror_row.clone()]
-                .binary_search(&(i as u32))
-                .ok()
-                .map(|k| mirror_row.start + k);
-            let v = a.values[at];
-            match mirror {
-                Some(m) if side == Side::Upper => {
-                    out.found += 1;
-                    let w = a.values[m];
+            match mirrors.next_if(|&(r, _, _)| r == j) {
+                Some((_, m, w)) => {
                     if !((v - w).abs() <= tol) {
-                        let error = asymmetric(i, j, entries[at].line, Some(entries[m].line));
-                        out.error = out.error.or(Some(error));
+                        out.upper_error = Some((at, Some(m)));
                         return out;
                     }
                     if v != w {
@@ -134,17 +187,18 @@ fn check_rows(a: &Csr, entries: &[Entry], rows: Range<usize>, tol: f64, side: Si
                         out.changes.extend([(at, mean), (m, mean)]);
                     }
                 }
-                // A lower entry with a mirror was compared from the upper side.
-                Some(_) => {}
                 // A zero (within the tolerance) whose mirror is an implicit zero is stored as 0.
                 None => {
                     if !(v.abs() <= tol) {
-                        out.error = Some(asymmetric(i, j, entries[at].line, None));
+                        out.upper_error = Some((at, None));
                         return out;
                     }
                     out.changes.push((at, 0.0));
                 }
             }
+        }
+        for (_, m, w) in mirrors {
+            orphan(&mut out, m, w);
         }
     }
     out
