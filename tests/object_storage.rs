@@ -318,7 +318,9 @@ async fn a_store_killed_mid_upload_keeps_nothing_and_the_same_upload_succeeds_on
     // A dataset b has never read, for the job while the store is down.
     let cold = support::dataset(&p.a.base, &p.key, 2.0, 2_000, 20).await;
     let id = support::records(&p.a.base, &p.key, "interrupted", 2.0).await;
-    let body = support::npy(20_000, 50, 3);
+    // 160 MB: more parts than the upload keeps in flight, so that the store's failure reaches
+    // the parse (whose error must then not be logged as an internal one).
+    let body = support::npy(400_000, 50, 3);
     let (go, wait) = tokio::sync::oneshot::channel();
     let request = reqwest::Client::new()
         .put(format!("{}/v1/datasets/{id}/data", p.a.base))
@@ -344,6 +346,8 @@ async fn a_store_killed_mid_upload_keeps_nothing_and_the_same_upload_succeeds_on
         problem["detail"].as_str().unwrap().contains("object store"),
         "{problem}"
     );
+    // The store's failure is logged as such, never as an internal error of the parse.
+    assert!(!p.a.log_text().contains("internal error"), "{}", p.a.log_text());
     let (_, view) = get(&format!("{}/v1/datasets/{id}", p.b.base), &p.key).await;
     assert_eq!(view["status"], "empty", "{view}");
 

@@ -83,7 +83,7 @@ where
         }
     };
     let parsed = parse(request.body, source, shape, (limits, max_nnz), temp.clone(), sink).await;
-    let (stored, stored_object) = match upload_object::end(id, object, parsed).await {
+    let (stored, stored_object) = match upload_object::end(id, object, parsed, upload_problem).await {
         Ok(done) => done,
         Err(e) => {
             let _ = tokio::fs::remove_file(&temp).await;
@@ -189,11 +189,30 @@ enum Stored {
     Sparse(SparseIngested),
 }
 
-/// Why an upload was refused inside the blocking parse.
-enum UploadFailure {
+/// Why an upload was refused inside the blocking parse. It becomes the uploader's problem
+/// document ([`upload_problem`]) only once the object store has had its say
+/// ([`upload_object::end`]): a parse that failed because the store did is the store's 503, and
+/// is not logged as an internal error on the way.
+pub(super) enum UploadFailure {
     /// An octet stream that is not `.npy` and names no format.
     Unrecognised,
     Ingest(IngestError),
+    /// The parse's thread panicked.
+    Crashed(tokio::task::JoinError),
+}
+
+/// The problem document of a failed parse.
+pub(super) fn upload_problem(failure: UploadFailure) -> AppError {
+    match failure {
+        UploadFailure::Ingest(e) => ingest_problem(e),
+        UploadFailure::Unrecognised => AppError::new(
+            ErrorKind::UnsupportedMediaType,
+            format!(
+                "this application/octet-stream body is neither a .npy file (no \\x93NUMPY magic) nor Matrix Market (no %%MatrixMarket banner); name its format with ?format=csv, ?format=json or ?format=mtx, or send it as {UPLOAD_TYPES}"
+            ),
+        ),
+        UploadFailure::Crashed(e) => AppError::internal(e),
+    }
 }
 
 /// Streams `body` through the parser on a blocking thread into `temp`, which is removed if the
@@ -205,7 +224,7 @@ async fn parse<S>(
     (limits, max_nnz): (Limits, u64),
     temp: PathBuf,
     copy: Option<PartSink>,
-) -> Result<(Stored, Option<Sha256Hex>), AppError>
+) -> Result<(Stored, Option<Sha256Hex>), UploadFailure>
 where
     S: Stream<Item = io::Result<Bytes>> + Send + Unpin + 'static,
 {
@@ -227,17 +246,8 @@ where
             }
             written.map_err(UploadFailure::Ingest)
         })
-        .await
-        .map_err(AppError::internal)?;
-    outcome.map_err(|failure| match failure {
-        UploadFailure::Ingest(e) => ingest_problem(e),
-        UploadFailure::Unrecognised => AppError::new(
-            ErrorKind::UnsupportedMediaType,
-            format!(
-                "this application/octet-stream body is neither a .npy file (no \\x93NUMPY magic) nor Matrix Market (no %%MatrixMarket banner); name its format with ?format=csv, ?format=json or ?format=mtx, or send it as {UPLOAD_TYPES}"
-            ),
-        ),
-    })
+        .await;
+    outcome.unwrap_or_else(|e| Err(UploadFailure::Crashed(e)))
 }
 
 /// Parses an upload into its temporary file, synced to disk as it is written ([`SyncedFile`]): a

@@ -41,20 +41,22 @@ pub(super) async fn begin(state: &AppState, id: Uuid) -> Result<Option<(ObjectUp
 
 /// After the parse (which returns the SHA-256 of what it wrote to the sink): the data object,
 /// once the store has every part of it. A parse that failed because the store did is the
-/// store's 503, not the parser's error; any other failed parse keeps its own error, at once
-/// (its sink was dropped unfinished, so the task aborts the upload in the background).
-pub(super) async fn end<T>(
+/// store's 503, not the parser's error (which is then never turned into a problem, so never
+/// logged as one); any other failed parse keeps its own error (`problem`), at once (its sink
+/// was dropped unfinished, so the task aborts the upload in the background).
+pub(super) async fn end<T, E>(
     id: Uuid,
     upload: Option<ObjectUpload>,
-    parsed: Result<(T, Option<Sha256Hex>), AppError>,
+    parsed: Result<(T, Option<Sha256Hex>), E>,
+    problem: impl FnOnce(E) -> AppError,
 ) -> Result<(T, Option<DataObject>), AppError> {
     let Some(ObjectUpload { key, task }) = upload else {
-        return parsed.map(|(stored, _)| (stored, None));
+        return parsed.map(|(stored, _)| (stored, None)).map_err(problem);
     };
     let (stored, sum) = match parsed {
         Ok(parsed) => parsed,
         Err(_) if task.store_failed() => return Err(unavailable(id, &"a part could not be stored")),
-        Err(e) => return Err(e),
+        Err(e) => return Err(problem(e)),
     };
     match (sum, task.outcome().await) {
         (Some(sum), Ok(PutOutcome::Stored)) => Ok((
