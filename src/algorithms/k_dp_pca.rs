@@ -63,6 +63,38 @@ pub mod priv_mean;
 pub mod priv_range;
 pub mod stability_histogram;
 
+/// PrivRange's subset count: the one stated (`params.range_subsets`), else the default for the
+/// minimum the budget needs at this batch size; at least that minimum and at most ⌊B/2⌋ pairs,
+/// else a 422 naming the field to change.
+fn range_subsets(
+    stated: Option<usize>,
+    budget: &Budget,
+    failure_probability: f64,
+    m: usize,
+    batch_size: usize,
+) -> Result<usize, ConfigError> {
+    let pairs = batch_size / 2;
+    let minimum = subsets_needed(budget, failure_probability, m, batch_size);
+    let subsets = stated.unwrap_or(default_subsets(minimum).min(pairs as f64) as usize);
+    if subsets as f64 >= minimum && subsets <= pairs {
+        return Ok(subsets);
+    }
+    let field = if stated.is_some() {
+        "params.range_subsets"
+    } else {
+        "params.batch_size"
+    };
+    Err(ConfigError::invalid(
+        field,
+        format!(
+            "PrivRange needs at least {minimum} subsets at this budget (ε_R = {:.4}, δ_R = {:e}) and at most ⌊B/2⌋ = {pairs} (got {subsets} subsets with batch_size {batch_size}); raise batch_size (to at least {}) or the budget",
+            budget.range_epsilon,
+            budget.range_delta,
+            2.0 * minimum
+        ),
+    ))
+}
+
 #[cfg(test)]
 #[path = "k_dp_pca_tests.rs"]
 mod tests;
@@ -525,27 +557,7 @@ impl Algorithm for KDpPca {
             None => default_batch_size(&budget, failure_probability, m)
                 .ok_or_else(|| infeasible(&budget, rho, delta, failure_probability, k, n))?,
         };
-        let pairs = batch_size / 2;
-        let minimum = subsets_needed(&budget, failure_probability, m, batch_size);
-        let subsets = params
-            .range_subsets
-            .unwrap_or(default_subsets(minimum).min(pairs as f64) as usize);
-        if !(subsets as f64 >= minimum && subsets <= pairs) {
-            let field = if params.range_subsets.is_some() {
-                "params.range_subsets"
-            } else {
-                "params.batch_size"
-            };
-            return Err(ConfigError::invalid(
-                field,
-                format!(
-                    "PrivRange needs at least {minimum} subsets at this budget (ε_R = {:.4}, δ_R = {:e}) and at most ⌊B/2⌋ = {pairs} (got {subsets} subsets with batch_size {batch_size}); raise batch_size (to at least {}) or the budget",
-                    budget.range_epsilon,
-                    budget.range_delta,
-                    2.0 * minimum
-                ),
-            ));
-        }
+        let subsets = range_subsets(params.range_subsets, &budget, failure_probability, m, batch_size)?;
         Ok(KDpPcaConfig {
             k,
             batch_size,

@@ -87,7 +87,39 @@ pub(crate) async fn check_ledger(
             return Err(e);
         }
     };
-    let refusal = match store.study_charged(budget.dataset, view.study_id).await {
+    let refusal = refusal(&store, view, &budget, cost, resuming, &path.to_string()).await;
+    if let Some(message) = refusal {
+        store.close().await;
+        return Err(Failure::Refused(message));
+    }
+    if resuming {
+        progress(&format!(
+            "ledger {path} keeps this site's session of study {}: continuing it",
+            view.study_id
+        ));
+    }
+    progress(&format!(
+        "ledger {path}{}: {} left of {}; this study costs {}",
+        if budget.created { " (created)" } else { "" },
+        amounts(budget.remaining_rho_units(), budget.remaining_delta_units()),
+        amounts(budget.budget_rho_units, budget.budget_delta_units),
+        amounts(cost.rho_units, cost.delta_units),
+    ));
+    Ok((store, budget))
+}
+
+/// Why this site must not take part, if it must not: the ledger cannot be read, the study no
+/// longer takes it in and the ledger keeps no session to continue, the ledger was charged for
+/// this study already (and is not resuming it), or the study costs more than is left.
+async fn refusal(
+    store: &Store,
+    view: &SiteStudyView,
+    budget: &LocalBudget,
+    cost: Cost,
+    resuming: bool,
+    path: &str,
+) -> Option<String> {
+    match store.study_charged(budget.dataset, view.study_id).await {
         Err(e) => Some(format!("ledger {path}: {e}")),
         Ok(_)
             if !resuming
@@ -114,25 +146,7 @@ pub(crate) async fn check_ledger(
             amounts(budget.budget_rho_units, budget.budget_delta_units),
         )),
         Ok(false) => None,
-    };
-    if let Some(message) = refusal {
-        store.close().await;
-        return Err(Failure::Refused(message));
     }
-    if resuming {
-        progress(&format!(
-            "ledger {path} keeps this site's session of study {}: continuing it",
-            view.study_id
-        ));
-    }
-    progress(&format!(
-        "ledger {path}{}: {} left of {}; this study costs {}",
-        if budget.created { " (created)" } else { "" },
-        amounts(budget.remaining_rho_units(), budget.remaining_delta_units()),
-        amounts(budget.budget_rho_units, budget.budget_delta_units),
-        amounts(cost.rho_units, cost.delta_units),
-    ));
-    Ok((store, budget))
 }
 
 /// Charges the study to the local ledger (once per study), before any noisy value is sent.

@@ -509,36 +509,7 @@ impl Live {
                 participants,
                 boxes,
             })),
-            StageSnapshot::Running {
-                participants,
-                senders,
-                rounds,
-                iterate,
-                last,
-                inboxes,
-                clip,
-            } => {
-                let config = power_config()?;
-                // A snapshot written before the journal kept the open round's messages.
-                let snapshot_holds_round = (!rounds.masked.is_empty()
-                    || !rounds.confirmations.is_empty()
-                    || !rounds.answers.is_empty())
-                .then_some(rounds.round);
-                let aggregator =
-                    Aggregator::new(study, config.threshold, &participants, config.total_rounds())
-                        .map_err(|e| e.to_string())?;
-                let rounds = Rounds::restore(aggregator, *rounds).map_err(|e| e.to_string())?;
-                let x = matrix(d, config.p, iterate.into_values(d * config.p)?)?;
-                let last = last
-                    .map(|v| matrix(d, config.p, v.into_values(d * config.p)?))
-                    .transpose()?;
-                let power =
-                    PowerState::restore(config.clone(), d, x, last, clip).map_err(|e| e.to_string())?;
-                let mut running = Running::new(study, config.clone(), participants, rounds, power, inboxes);
-                running.senders = senders;
-                running.snapshot_holds_round = snapshot_holds_round;
-                Stage::Running(Box::new(running))
-            }
+            running @ StageSnapshot::Running { .. } => restore_running(study, power_config()?, d, running)?,
             StageSnapshot::Cape(kept) => match &protocol {
                 Protocol::Cape(plan) => Stage::Cape(Box::new(CapeRunning::restore(plan.clone(), *kept)?)),
                 Protocol::Power(_) | Protocol::Gossip(_) => {
@@ -562,6 +533,44 @@ impl Live {
         live.stage = stage;
         Ok((live, effects.into_iter().map(Effect::from).collect()))
     }
+}
+
+/// A `federated_power` study's running stage from its snapshot (`kept`, a
+/// [`StageSnapshot::Running`]): its secure-aggregation rounds, power state and inboxes.
+fn restore_running(
+    study: Uuid,
+    config: FederatedPowerConfig,
+    d: usize,
+    kept: StageSnapshot,
+) -> Result<Stage, String> {
+    let StageSnapshot::Running {
+        participants,
+        senders,
+        rounds,
+        iterate,
+        last,
+        inboxes,
+        clip,
+    } = kept
+    else {
+        return Err("a kept stage that is not a running federated_power stage".into());
+    };
+    // A snapshot written before the journal kept the open round's messages.
+    let snapshot_holds_round =
+        (!rounds.masked.is_empty() || !rounds.confirmations.is_empty() || !rounds.answers.is_empty())
+            .then_some(rounds.round);
+    let aggregator = Aggregator::new(study, config.threshold, &participants, config.total_rounds())
+        .map_err(|e| e.to_string())?;
+    let rounds = Rounds::restore(aggregator, *rounds).map_err(|e| e.to_string())?;
+    let x = matrix(d, config.p, iterate.into_values(d * config.p)?)?;
+    let last = last
+        .map(|v| matrix(d, config.p, v.into_values(d * config.p)?))
+        .transpose()?;
+    let power = PowerState::restore(config.clone(), d, x, last, clip).map_err(|e| e.to_string())?;
+    let mut running = Running::new(study, config.clone(), participants, rounds, power, inboxes);
+    running.senders = senders;
+    running.snapshot_holds_round = snapshot_holds_round;
+    Ok(Stage::Running(Box::new(running)))
 }
 
 /// X as a snapshot keeps it: f64 little-endian, column-major, base64 (what the open round's

@@ -377,21 +377,18 @@ impl SiteSession {
         Ok(z)
     }
 
-    /// This site's shares for unmasking `round`: of b_{u,r} for every survivor u and of s_{d,r}
-    /// for every dropped d. Refused unless the survivors and the dropped are disjoint, make up
-    /// the roster this site masked with, include this site, number at least t, and the round was
-    /// not already answered with other sets — so one round never reveals both secrets of a site.
-    /// Under SecAgg+ the shares are of its graph neighbours only, and it answers only if at
-    /// least the graph's t of them survived.
-    pub fn unmask_response(
-        &mut self,
+    /// The checks of an unmasking request before any share is looked at, in this order: the
+    /// study's threshold, every named site known, the sets a partition of the roster this site
+    /// masked with in `round` (with this site a survivor), and at least the threshold of
+    /// survivors. Returns the survivors and the dropped sites.
+    fn checked_sets(
+        &self,
         round: u32,
         roster: &[u32],
         survivors: &[u32],
         dropped: &[u32],
         threshold: u32,
-    ) -> Result<UnmaskRequest, SecAggError> {
-        let slot = round_slot(round, self.rounds)?;
+    ) -> Result<(BTreeSet<u32>, BTreeSet<u32>), SecAggError> {
         let dealt = self.dealt.as_ref().ok_or(SecAggError::RosterNotFixed)?;
         if threshold != dealt.threshold {
             return Err(SecAggError::ThresholdMismatch {
@@ -412,12 +409,29 @@ impl SiteSession {
         }
         let sorted_roster: Vec<u32> = roster.iter().copied().collect();
         match self.masked.get(&round) {
-            None => return Err(SecAggError::NotContributed { round }),
-            Some(masked_with) if *masked_with != sorted_roster => {
-                return Err(SecAggError::RosterChanged { round });
-            }
-            Some(_) => {}
+            None => Err(SecAggError::NotContributed { round }),
+            Some(masked_with) if *masked_with != sorted_roster => Err(SecAggError::RosterChanged { round }),
+            Some(_) => Ok((survivors, dropped)),
         }
+    }
+
+    /// This site's shares for unmasking `round`: of b_{u,r} for every survivor u and of s_{d,r}
+    /// for every dropped d. Refused unless the survivors and the dropped are disjoint, make up
+    /// the roster this site masked with, include this site, number at least t, and the round was
+    /// not already answered with other sets — so one round never reveals both secrets of a site.
+    /// Under SecAgg+ the shares are of its graph neighbours only, and it answers only if at
+    /// least the graph's t of them survived.
+    pub fn unmask_response(
+        &mut self,
+        round: u32,
+        roster: &[u32],
+        survivors: &[u32],
+        dropped: &[u32],
+        threshold: u32,
+    ) -> Result<UnmaskRequest, SecAggError> {
+        let slot = round_slot(round, self.rounds)?;
+        let (survivors, dropped) = self.checked_sets(round, roster, survivors, dropped, threshold)?;
+        let dealt = self.dealt.as_ref().ok_or(SecAggError::RosterNotFixed)?;
         // Under SecAgg+ this site holds shares of its neighbours only, and answers only if at
         // least t of them survived (Bell et al. Alg. 2, unmasking round).
         let mine = |set: &BTreeSet<u32>| -> Vec<u32> {

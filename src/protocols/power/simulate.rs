@@ -204,26 +204,20 @@ pub fn run<'a>(
     let mut releases = Vec::with_capacity(config.iterations as usize);
     for round in 1..=config.iterations {
         let roster = rounds.roster().to_vec();
-        let mut products = shard_products(xt, &assignment, power.iterate(), sites)
-            .into_iter()
-            .map(Some)
-            .collect::<Vec<_>>();
-        for &site in &roster {
-            let gone = config.dropouts.iter().any(|o| o.site == site && o.round <= round);
-            if gone {
-                continue;
-            }
-            let i = site as usize - 1;
-            let product = products[i]
-                .take()
-                .ok_or_else(|| failed("a site contributed twice"))?;
-            let iterate = power.iterate().clone();
-            let encoded = site_contribution(&iterate, config, neighbours, env, |_| product)?;
-            let masked = sessions[i].mask(round, &roster, &encoded).map_err(failed)?;
-            rounds
-                .submit(site, round, masked, String::new())
-                .map_err(failed)?;
-        }
+        let products = shard_products(xt, &assignment, power.iterate(), sites);
+        let round_inputs = RoundInputs {
+            round,
+            roster: &roster,
+            iterate: power.iterate(),
+            products,
+        };
+        submit_contributions(
+            round_inputs,
+            (config, neighbours),
+            env,
+            &mut sessions,
+            &mut rounds,
+        )?;
         rounds.close_collect().map_err(failed)?;
         rounds.close_confirm_in_process().map_err(failed)?;
         let Phase::Unmask { survivors, dropped } = rounds.phase().clone() else {
@@ -249,4 +243,46 @@ pub fn run<'a>(
         releases,
         assignment,
     })
+}
+
+/// One round's inputs to the sites: the roster, the iterate and each site's product.
+struct RoundInputs<'a> {
+    round: u32,
+    roster: &'a [u32],
+    iterate: &'a Matrix,
+    products: Vec<Matrix>,
+}
+
+/// Every site of the round's roster that has not dropped out (`config.dropouts`) encodes its
+/// product with its share of the noise (`site_contribution`), masks it and submits it.
+fn submit_contributions(
+    inputs: RoundInputs<'_>,
+    (config, neighbours): (&FederatedPowerConfig, &Neighbours),
+    env: &mut RunEnv<'_>,
+    sessions: &mut [SiteSession],
+    rounds: &mut Rounds,
+) -> Result<(), RunError> {
+    let RoundInputs {
+        round,
+        roster,
+        iterate,
+        products,
+    } = inputs;
+    let mut products: Vec<Option<Matrix>> = products.into_iter().map(Some).collect();
+    for &site in roster {
+        let gone = config.dropouts.iter().any(|o| o.site == site && o.round <= round);
+        if gone {
+            continue;
+        }
+        let i = site as usize - 1;
+        let product = products[i]
+            .take()
+            .ok_or_else(|| failed("a site contributed twice"))?;
+        let encoded = site_contribution(iterate, config, neighbours, env, |_| product)?;
+        let masked = sessions[i].mask(round, roster, &encoded).map_err(failed)?;
+        rounds
+            .submit(site, round, masked, String::new())
+            .map_err(failed)?;
+    }
+    Ok(())
 }
