@@ -76,7 +76,10 @@ const MAX_RESENDS: u32 = 5;
 /// Prints the study's status once each time the site starts waiting in it.
 pub(crate) fn note_wait(last: &mut Option<StudyStatus>, status: StudyStatus) {
     if *last != Some(status) {
-        progress(&format!("waiting (study {})", status.as_str()));
+        progress(&match status {
+            StudyStatus::Enrolling => "waiting for enrolment (study enrolling)".to_owned(),
+            other => format!("waiting (study {})", other.as_str()),
+        });
         *last = Some(status);
     }
 }

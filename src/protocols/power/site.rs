@@ -26,7 +26,7 @@ use crate::site::http::{Posted, SiteClient};
 use crate::site::ledger::{charge_ledger, keep, ledger_failure, parse_kept, signer_of, start_session};
 use crate::site::prepare::{JoinKeys, Prepared, check_threshold, join};
 use crate::site::roster::{Member, RosterGuard, describe};
-use crate::site::run::{before_resend, finished, next_task};
+use crate::site::run::{before_resend, finished, next_task, note_wait};
 use crate::site::witness::StudyWitness;
 use crate::site::{Failure, progress};
 use crate::store::{LocalBudget, SiteMessageKind, SiteStatus, Store, StudyStatus};
@@ -159,93 +159,84 @@ impl Protocol<'_> {
         let mut witness =
             StudyWitness::open(&self.args.ledger, view.study_id, self.args.ledger_key.as_deref())?;
         loop {
-            let task = next_task(self.client, &path, wait, &mut witness).await?;
-            match task {
+            match next_task(self.client, &path, wait, &mut witness).await? {
                 SiteTask::Wait { status } => {
-                    if last_wait != Some(status) {
-                        progress(&match status {
-                            StudyStatus::Enrolling => "waiting for enrolment (study enrolling)".to_owned(),
-                            other => format!("waiting (study {})", other.as_str()),
-                        });
-                        last_wait = Some(status);
-                    }
+                    note_wait(&mut last_wait, status);
                     continue;
                 }
-                SiteTask::ShareKeys { participants } => {
+                SiteTask::Finished { status, reason } => return finished(status, reason),
+                task => {
                     let before = self.resends;
-                    self.share_keys(&participants).await?;
+                    let unmasked = self.handle(task).await?;
+                    // A task answered afresh (not a resend) ends a run of resends.
                     if self.resends == before {
                         self.resends = 0;
                     }
-                }
-                SiteTask::Contribute {
-                    round,
-                    rounds,
-                    roster,
-                    iterate,
-                    rows,
-                    cols,
-                    inbox,
-                    clip_norm,
-                } => {
-                    let before = self.resends;
-                    let task = RoundTask {
-                        round,
-                        rounds,
-                        roster,
-                        iterate,
-                        shape: (rows, cols),
-                        clip_norm,
-                    };
-                    self.contribute(task, &inbox).await?;
-                    if self.resends == before {
-                        self.resends = 0;
-                    }
-                }
-                SiteTask::Confirm {
-                    round,
-                    survivors,
-                    dropped,
-                    contributions,
-                } => {
-                    let before = self.resends;
-                    self.confirm(round, survivors, dropped, &contributions).await?;
-                    if self.resends == before {
-                        self.resends = 0;
-                    }
-                }
-                SiteTask::Unmask {
-                    round,
-                    survivors,
-                    dropped,
-                    contributions,
-                    confirmations,
-                } => {
-                    let before = self.resends;
-                    let signed = Signed {
-                        contributions: &contributions,
-                        confirmations: &confirmations,
-                    };
-                    self.unmask(round, survivors, dropped, signed).await?;
-                    if self.resends == before {
-                        self.resends = 0;
-                    }
-                    if self.args.test_stop_after_round == Some(round) {
+                    if let Some(round) = unmasked
+                        && self.args.test_stop_after_round == Some(round)
+                    {
                         progress(&format!("stopping after round {round} (test hook)"));
                         std::future::pending::<()>().await;
                     }
                 }
-                SiteTask::CapeRelease { .. }
-                | SiteTask::GossipStep { .. }
-                | SiteTask::GossipConfirm { .. } => {
-                    return Err(violation(
-                        "the server sent a task of another protocol in a federated_power study",
-                    ));
-                }
-                SiteTask::Finished { status, reason } => return finished(status, reason),
             }
             last_wait = None;
         }
+    }
+
+    /// One task of the study's protocol; the round, when it was an unmasking.
+    async fn handle(&mut self, task: SiteTask) -> Result<Option<u32>, Failure> {
+        match task {
+            SiteTask::ShareKeys { participants } => self.share_keys(&participants).await?,
+            SiteTask::Contribute {
+                round,
+                rounds,
+                roster,
+                iterate,
+                rows,
+                cols,
+                inbox,
+                clip_norm,
+            } => {
+                let task = RoundTask {
+                    round,
+                    rounds,
+                    roster,
+                    iterate,
+                    shape: (rows, cols),
+                    clip_norm,
+                };
+                self.contribute(task, &inbox).await?;
+            }
+            SiteTask::Confirm {
+                round,
+                survivors,
+                dropped,
+                contributions,
+            } => self.confirm(round, survivors, dropped, &contributions).await?,
+            SiteTask::Unmask {
+                round,
+                survivors,
+                dropped,
+                contributions,
+                confirmations,
+            } => {
+                let signed = Signed {
+                    contributions: &contributions,
+                    confirmations: &confirmations,
+                };
+                self.unmask(round, survivors, dropped, signed).await?;
+                return Ok(Some(round));
+            }
+            // Taken by the loop before.
+            SiteTask::Wait { .. } | SiteTask::Finished { .. } => {}
+            SiteTask::CapeRelease { .. } | SiteTask::GossipStep { .. } | SiteTask::GossipConfirm { .. } => {
+                return Err(violation(
+                    "the server sent a task of another protocol in a federated_power study",
+                ));
+            }
+        }
+        Ok(None)
     }
 
     async fn share_keys(
