@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use crate::algorithms::RunEnv;
 use crate::algorithms::federated_power::study_context;
 use crate::algorithms::gossip::agent::{Agent, schedule};
-use crate::algorithms::gossip::power::cost_of;
+use crate::algorithms::gossip::power::{GossipPowerConfig, cost_of};
 use crate::federation::messages::{ConfirmRequest, GossipPostRequest, GossipValue, SiteStudyView, SiteTask};
 use crate::federation::wire;
 use crate::linalg::Matrix;
@@ -203,20 +203,18 @@ pub(crate) fn replay(
 /// Joins (unless it already has: a restarted agent), then runs this site's agent exchange by
 /// exchange until the study is over.
 pub(crate) async fn follow(run: SiteRun<'_>) -> Result<(), Failure> {
-    let (args, client, store, budget, prepared) = run.parts();
+    let (args, client, store, _, prepared) = run.parts();
     let view = &prepared.view;
     let (config, _) = checked_config(view).map_err(Failure::Refused)?;
     let job = &config.gossip;
-    let index = view.site_index as usize - 1;
-    let mut agent = Agent::new(
+    let agent = Agent::new(
         job,
-        index,
+        view.site_index as usize - 1,
         prepared.records.xt.clone(),
         view.row_norm_bound,
         view.n_features,
     )
     .map_err(|e| Failure::Refused(e.to_string()))?;
-    let steps = schedule(job).len() as u32;
     // Every exchange's draws derive from the session seed kept in the ledger before joining.
     let (_, seed) = start_session(args, view, store).await?;
     // Its confirmation key: stream 2 of the kept seed (exchanges use streams 2³² + t).
@@ -230,26 +228,10 @@ pub(crate) async fn follow(run: SiteRun<'_>) -> Result<(), Failure> {
     }
     let mut roster = RosterGuard::new(prepared.expected_roster);
     let mut confirmed = consistency::restore(store, view, &mut roster, &signer).await?;
-    // What the ledger kept of this study (the agent restarted): the charge, and every exchange
-    // sent, computed again from its kept inputs.
-    let mut charged = store
-        .study_charged(budget.dataset, view.study_id)
-        .await
-        .map_err(ledger_failure)?;
-    let kept = store
-        .site_messages(view.study_id, SiteMessageKind::Contribution)
-        .await
-        .map_err(ledger_failure)?;
-    let mut sent = replay(&mut agent, seed, &kept)?;
-    if let Some((step, _)) = &sent {
-        progress(&format!(
-            "continuing the study from the ledger: exchange {step}/{steps} was sent"
-        ));
-    }
+    let mut exchanges = Exchanges::resume(run, job, agent, seed).await?;
     let wait = Duration::from_secs(args.wait_seconds);
     let path = format!("/v1/site/task?wait_ms={}", wait.as_millis());
     let mut witness = StudyWitness::open(&args.ledger, view.study_id, args.ledger_key.as_deref())?;
-    let mut resends = 0;
     let mut last_wait = None;
     loop {
         let task = next_task(client, &path, wait, &mut witness).await?;
@@ -279,75 +261,13 @@ pub(crate) async fn follow(run: SiteRun<'_>) -> Result<(), Failure> {
                 confirmations,
             } => {
                 last_wait = None;
-                let step_path = format!("/v1/site/gossip/{step}");
-                if let Some((done, request)) = &sent
-                    && *done == step
-                {
-                    resend(
-                        client,
-                        &step_path,
-                        request,
-                        &mut resends,
-                        &format!("exchange {step}"),
-                    )
-                    .await?;
-                    continue;
-                }
-                resends = 0;
-                if asked != steps || step as usize != agent.step() + 1 {
-                    return Err(violation(format!(
-                        "exchange {step}/{asked} does not follow exchange {}/{steps} of this study",
-                        agent.step()
-                    )));
-                }
-                if step == 1 {
-                    // Nothing leaves the agent unless every agent confirmed its transcript.
-                    let Some(c) = &confirmed else {
-                        return Err(violation(
-                            "exchange 1 came before this agent confirmed the study; refusing",
-                        ));
-                    };
-                    c.check_all(&confirmations)?;
-                }
-                if !charged {
-                    charge_ledger(args, store, budget, prepared).await?;
-                    charged = true;
-                }
-                let before = agent.iterations_done();
-                let value = exchange(&mut agent, seed, step, &inputs)?;
-                // Kept before it is sent: a restarted agent sends these bytes, never another draw.
-                let computed = KeptExchange {
-                    inputs,
-                    request: GossipPostRequest {
-                        values: wire::f64s_to_b64(value.as_slice()),
-                    },
-                };
-                let kept = keep(
-                    store,
-                    view.study_id,
-                    SiteMessageKind::Contribution,
+                let task = StepTask {
                     step,
-                    &computed,
-                )
-                .await?;
-                if kept.request != computed.request {
-                    return Err(ledger_failure(format!(
-                        "it keeps another value of exchange {step} than this agent computed"
-                    )));
-                }
-                client.post(&step_path, &kept.request).await?;
-                if step == 1 || agent.iterations_done() > before || step == steps {
-                    progress(&format!(
-                        "exchange {step}/{steps} sent; {}/{} power iterations released",
-                        agent.iterations_done(),
-                        job.iterations
-                    ));
-                }
-                sent = Some((step, kept.request));
-                if args.test_stop_after_round == Some(step) {
-                    progress(&format!("stopping after exchange {step} (test hook)"));
-                    std::future::pending::<()>().await;
-                }
+                    asked,
+                    inputs,
+                    confirmations,
+                };
+                exchanges.step(task, confirmed.as_ref()).await?;
             }
             SiteTask::Finished { status, reason } => return finished(status, reason),
             other => {
@@ -356,6 +276,148 @@ pub(crate) async fn follow(run: SiteRun<'_>) -> Result<(), Failure> {
                 )));
             }
         }
+    }
+}
+
+/// An exchange the coordinator asks for: its number, the count it states, the neighbours'
+/// values and, for the first, every agent's confirmation.
+struct StepTask {
+    step: u32,
+    asked: u32,
+    inputs: Vec<GossipValue>,
+    confirmations: Vec<crate::federation::messages::SiteSignature>,
+}
+
+/// What the agent keeps from one exchange to the next: its state, the session seed, whether
+/// its ledger was charged, and the last exchange it sent (to send the same bytes again).
+struct Exchanges<'a> {
+    run: SiteRun<'a>,
+    iterations: u32,
+    agent: Agent,
+    seed: [u8; 32],
+    steps: u32,
+    charged: bool,
+    sent: Option<(u32, GossipPostRequest)>,
+    resends: u32,
+}
+
+impl<'a> Exchanges<'a> {
+    /// The agent's exchanges as its ledger kept them (the agent restarted): the charge, and
+    /// every exchange sent, computed again from its kept inputs.
+    async fn resume(
+        run: SiteRun<'a>,
+        job: &GossipPowerConfig,
+        mut agent: Agent,
+        seed: [u8; 32],
+    ) -> Result<Exchanges<'a>, Failure> {
+        let (_, _, store, budget, prepared) = run.parts();
+        let study = prepared.view.study_id;
+        let steps = schedule(job).len() as u32;
+        let charged = store
+            .study_charged(budget.dataset, study)
+            .await
+            .map_err(ledger_failure)?;
+        let kept = store
+            .site_messages(study, SiteMessageKind::Contribution)
+            .await
+            .map_err(ledger_failure)?;
+        let sent = replay(&mut agent, seed, &kept)?;
+        if let Some((step, _)) = &sent {
+            progress(&format!(
+                "continuing the study from the ledger: exchange {step}/{steps} was sent"
+            ));
+        }
+        Ok(Exchanges {
+            run,
+            iterations: job.iterations,
+            agent,
+            seed,
+            steps,
+            charged,
+            sent,
+            resends: 0,
+        })
+    }
+
+    /// One exchange: sent again as kept if it was sent; else checked to follow the last one
+    /// (and, for the first, every agent's confirmation of the study), the ledger charged before
+    /// the first value, the value computed, kept, then sent.
+    async fn step(
+        &mut self,
+        task: StepTask,
+        confirmed: Option<&consistency::Confirmed>,
+    ) -> Result<(), Failure> {
+        let (args, client, store, budget, prepared) = self.run.parts();
+        let StepTask {
+            step,
+            asked,
+            inputs,
+            confirmations,
+        } = task;
+        let (steps, agent) = (self.steps, &mut self.agent);
+        let step_path = format!("/v1/site/gossip/{step}");
+        if let Some((done, request)) = &self.sent
+            && *done == step
+        {
+            return resend(
+                client,
+                &step_path,
+                request,
+                &mut self.resends,
+                &format!("exchange {step}"),
+            )
+            .await;
+        }
+        self.resends = 0;
+        if asked != steps || step as usize != agent.step() + 1 {
+            return Err(violation(format!(
+                "exchange {step}/{asked} does not follow exchange {}/{steps} of this study",
+                agent.step()
+            )));
+        }
+        if step == 1 {
+            // Nothing leaves the agent unless every agent confirmed its transcript.
+            let Some(c) = confirmed else {
+                return Err(violation(
+                    "exchange 1 came before this agent confirmed the study; refusing",
+                ));
+            };
+            c.check_all(&confirmations)?;
+        }
+        if !self.charged {
+            charge_ledger(args, store, budget, prepared).await?;
+            self.charged = true;
+        }
+        let before = agent.iterations_done();
+        let value = exchange(agent, self.seed, step, &inputs)?;
+        // Kept before it is sent: a restarted agent sends these bytes, never another draw.
+        let computed = KeptExchange {
+            inputs,
+            request: GossipPostRequest {
+                values: wire::f64s_to_b64(value.as_slice()),
+            },
+        };
+        let study = prepared.view.study_id;
+        let kept = keep(store, study, SiteMessageKind::Contribution, step, &computed).await?;
+        if kept.request != computed.request {
+            return Err(ledger_failure(format!(
+                "it keeps another value of exchange {step} than this agent computed"
+            )));
+        }
+        client.post(&step_path, &kept.request).await?;
+        if step == 1 || agent.iterations_done() > before || step == steps {
+            progress(&format!(
+                "exchange {step}/{steps} sent; {}/{} power iterations released",
+                agent.iterations_done(),
+                self.iterations
+            ));
+        }
+        self.sent = Some((step, kept.request));
+        if args.test_stop_after_round == Some(step) {
+            progress(&format!("stopping after exchange {step} (test hook)"));
+            std::future::pending::<()>().await;
+        }
+        Ok(())
     }
 }
 
