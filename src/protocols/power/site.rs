@@ -275,6 +275,99 @@ impl Protocol<'_> {
         Ok(())
     }
 
+    /// A round's task against the study: it fits the study's rounds, comes after the keys were
+    /// shared, lists this site in a roster of known indices, carries an iterate of the round's
+    /// shape, and no clip norm with a step of the clip.
+    fn check_round(
+        &self,
+        round: u32,
+        rounds: u32,
+        roster: &[u32],
+        (rows, cols): (usize, usize),
+        clip_norm: Option<f64>,
+    ) -> Result<(), Failure> {
+        if rounds != self.rounds || round == 0 || round > rounds {
+            return Err(violation(format!(
+                "round {round}/{rounds} does not fit the study's {} rounds",
+                self.rounds
+            )));
+        }
+        if self.sent.shares.is_none() {
+            return Err(violation(
+                "the server asked for a contribution before the keys were shared",
+            ));
+        }
+        if !roster.contains(&self.me()) {
+            return Err(violation(format!(
+                "round {round}'s roster does not include this site"
+            )));
+        }
+        self.roster
+            .check_indices(roster, &format!("round {round}'s roster"))
+            .map_err(violation)?;
+        if (rows, cols) != self.computation.shape_of(round) {
+            return Err(violation(format!(
+                "round {round}'s iterate is {rows}×{cols}; the study's is {:?}",
+                self.computation.shape_of(round)
+            )));
+        }
+        if self.computation.is_clip_round(round) && clip_norm.is_some() {
+            return Err(violation(format!(
+                "round {round} is a step of the clip and came with a clip norm"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The share boxes addressed to this site, with its first round: received and kept, once.
+    async fn receive_inbox_once(&mut self, round: u32, inbox: &[ShareBox]) -> Result<(), Failure> {
+        if !self.sent.inbox_received {
+            if inbox.is_empty() {
+                return Err(violation(format!(
+                    "round {round} came without this site's share boxes"
+                )));
+            }
+            self.session
+                .receive_inbox(inbox)
+                .map_err(|e| violation(format!("the share boxes addressed to this site are invalid: {e}")))?;
+            // Kept: a restarted site holds its shares of its peers' secrets again.
+            keep(
+                self.store,
+                self.prepared.view.study_id,
+                SiteMessageKind::Inbox,
+                0,
+                &inbox.to_vec(),
+            )
+            .await?;
+            self.sent.inbox_received = true;
+        }
+        Ok(())
+    }
+
+    /// Keeps a round's contribution before it is sent (asked again, even after a restart, the
+    /// site sends these bytes) and returns what the ledger holds, which must be for the same
+    /// roster and iterate.
+    async fn keep_contribution(
+        &self,
+        round: u32,
+        computed: KeptContribution,
+    ) -> Result<ContributionRequest, Failure> {
+        let kept = keep(
+            self.store,
+            self.prepared.view.study_id,
+            SiteMessageKind::Contribution,
+            round,
+            &computed,
+        )
+        .await?;
+        if kept.roster != computed.roster || kept.iterate_hash != computed.iterate_hash {
+            return Err(violation(format!(
+                "round {round} was contributed with another roster or iterate before"
+            )));
+        }
+        Ok(kept.request)
+    }
+
     async fn contribute(&mut self, task: RoundTask, inbox: &[ShareBox]) -> Result<(), Failure> {
         let RoundTask {
             round,
@@ -298,56 +391,8 @@ impl Protocol<'_> {
                 )));
             }
         }
-        if rounds != self.rounds || round == 0 || round > rounds {
-            return Err(violation(format!(
-                "round {round}/{rounds} does not fit the study's {} rounds",
-                self.rounds
-            )));
-        }
-        if self.sent.shares.is_none() {
-            return Err(violation(
-                "the server asked for a contribution before the keys were shared",
-            ));
-        }
-        if !roster.contains(&self.me()) {
-            return Err(violation(format!(
-                "round {round}'s roster does not include this site"
-            )));
-        }
-        self.roster
-            .check_indices(&roster, &format!("round {round}'s roster"))
-            .map_err(violation)?;
-        if (rows, cols) != self.computation.shape_of(round) {
-            return Err(violation(format!(
-                "round {round}'s iterate is {rows}×{cols}; the study's is {:?}",
-                self.computation.shape_of(round)
-            )));
-        }
-        if self.computation.is_clip_round(round) && clip_norm.is_some() {
-            return Err(violation(format!(
-                "round {round} is a step of the clip and came with a clip norm"
-            )));
-        }
-        if !self.sent.inbox_received {
-            if inbox.is_empty() {
-                return Err(violation(format!(
-                    "round {round} came without this site's share boxes"
-                )));
-            }
-            self.session
-                .receive_inbox(inbox)
-                .map_err(|e| violation(format!("the share boxes addressed to this site are invalid: {e}")))?;
-            // Kept: a restarted site holds its shares of its peers' secrets again.
-            keep(
-                self.store,
-                self.prepared.view.study_id,
-                SiteMessageKind::Inbox,
-                0,
-                &inbox.to_vec(),
-            )
-            .await?;
-            self.sent.inbox_received = true;
-        }
+        self.check_round(round, rounds, &roster, (rows, cols), clip_norm)?;
+        self.receive_inbox_once(round, inbox).await?;
         let values = b64_to_f64s(&iterate, rows * cols)
             .map_err(|e| violation(format!("round {round}'s iterate: {e}")))?;
         let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
@@ -378,21 +423,7 @@ impl Protocol<'_> {
                 signature: self.signer.sign(&statement),
             },
         };
-        // Kept before it is sent: asked again, even after a restart, the site sends these bytes.
-        let kept = keep(
-            self.store,
-            self.prepared.view.study_id,
-            SiteMessageKind::Contribution,
-            round,
-            &kept,
-        )
-        .await?;
-        if kept.roster != roster || kept.iterate_hash.as_deref() != Some(hex::encode(iterate_hash).as_str()) {
-            return Err(violation(format!(
-                "round {round} was contributed with another roster or iterate before"
-            )));
-        }
-        let request = kept.request;
+        let request = self.keep_contribution(round, kept).await?;
         let roster_len = roster.len();
         self.post(&path, &request).await?;
         // Remembered: if asked for this round again, the same vector is sent again.
