@@ -546,37 +546,7 @@ impl Live {
         let config = running.config.clone();
         let expired = now >= self.deadline;
         match running.rounds.phase().clone() {
-            Phase::Collect => {
-                if !(running.rounds.collect_complete() || expired) {
-                    return false;
-                }
-                if let Err(e) = running.rounds.close_collect() {
-                    let report = running.report();
-                    let missing = running.rounds.awaiting();
-                    self.mark_out(
-                        &missing,
-                        round,
-                        "this site sent nothing before the round deadline",
-                        effects,
-                    );
-                    self.fail(
-                        format!("{e}; the study stops (charges stand)"),
-                        Some(report),
-                        effects,
-                    );
-                    return true;
-                }
-                if let Phase::Confirm { dropped, .. } = running.rounds.phase().clone() {
-                    self.mark_out(
-                        &dropped,
-                        round,
-                        "this site sent nothing before the round deadline",
-                        effects,
-                    );
-                }
-                self.deadline = now + self.round_timeout;
-                true
-            }
+            Phase::Collect => self.advance_collect(now, expired, effects),
             Phase::Confirm { .. } => self.advance_confirm(now, expired, effects),
             Phase::Unmask { survivors, .. } => {
                 let ready =
@@ -647,6 +617,45 @@ impl Live {
 }
 
 impl Live {
+    /// The collect phase of a round: closed once every site of the roster sent its
+    /// contribution or the deadline passed; the sites that sent nothing are marked out, and
+    /// too few contributions fail the study (charges stand).
+    fn advance_collect(&mut self, now: Instant, expired: bool, effects: &mut Vec<Effect>) -> bool {
+        let Stage::Running(running) = &mut self.stage else {
+            return false;
+        };
+        let round = running.rounds.round();
+        if !(running.rounds.collect_complete() || expired) {
+            return false;
+        }
+        if let Err(e) = running.rounds.close_collect() {
+            let report = running.report();
+            let missing = running.rounds.awaiting();
+            self.mark_out(
+                &missing,
+                round,
+                "this site sent nothing before the round deadline",
+                effects,
+            );
+            self.fail(
+                format!("{e}; the study stops (charges stand)"),
+                Some(report),
+                effects,
+            );
+            return true;
+        }
+        if let Phase::Confirm { dropped, .. } = running.rounds.phase().clone() {
+            self.mark_out(
+                &dropped,
+                round,
+                "this site sent nothing before the round deadline",
+                effects,
+            );
+        }
+        self.deadline = now + self.round_timeout;
+        true
+    }
+
     /// The consistency round closes when every survivor confirmed, or at its deadline with at
     /// least t confirmations (each site checks its own quorum of them before it reveals
     /// anything); fewer fail the study.
