@@ -193,7 +193,7 @@ enum Stored {
 /// document ([`upload_problem`]) only once the object store has had its say
 /// ([`upload_object::end`]): a parse that failed because the store did is the store's 503, and
 /// is not logged as an internal error on the way.
-pub(super) enum UploadFailure {
+enum UploadFailure {
     /// An octet stream that is not `.npy` and names no format.
     Unrecognised,
     Ingest(IngestError),
@@ -202,7 +202,7 @@ pub(super) enum UploadFailure {
 }
 
 /// The problem document of a failed parse.
-pub(super) fn upload_problem(failure: UploadFailure) -> AppError {
+fn upload_problem(failure: UploadFailure) -> AppError {
     match failure {
         UploadFailure::Ingest(e) => ingest_problem(e),
         UploadFailure::Unrecognised => AppError::new(

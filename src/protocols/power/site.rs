@@ -344,28 +344,22 @@ impl Protocol<'_> {
         Ok(())
     }
 
-    /// Keeps a round's contribution before it is sent (asked again, even after a restart, the
-    /// site sends these bytes) and returns what the ledger holds, which must be for the same
-    /// roster and iterate.
-    async fn keep_contribution(
+    /// Keeps `computed` as round `round`'s message of `kind` before it is sent (asked again,
+    /// even after a restart, the site sends these bytes) and returns what the ledger holds,
+    /// refused unless it is `same` as what was computed: the round was answered before for
+    /// another view (`differs` says how).
+    async fn keep_same<T: Serialize + for<'de> Deserialize<'de>>(
         &self,
-        round: u32,
-        computed: KeptContribution,
-    ) -> Result<ContributionRequest, Failure> {
-        let kept = keep(
-            self.store,
-            self.prepared.view.study_id,
-            SiteMessageKind::Contribution,
-            round,
-            &computed,
-        )
-        .await?;
-        if kept.roster != computed.roster || kept.iterate_hash != computed.iterate_hash {
-            return Err(violation(format!(
-                "round {round} was contributed with another roster or iterate before"
-            )));
+        (kind, round): (SiteMessageKind, u32),
+        computed: &T,
+        same: impl Fn(&T, &T) -> bool,
+        differs: &str,
+    ) -> Result<T, Failure> {
+        let kept = keep(self.store, self.prepared.view.study_id, kind, round, computed).await?;
+        if !same(&kept, computed) {
+            return Err(violation(format!("round {round} {differs}")));
         }
-        Ok(kept.request)
+        Ok(kept)
     }
 
     async fn contribute(&mut self, task: RoundTask, inbox: &[ShareBox]) -> Result<(), Failure> {
@@ -423,7 +417,14 @@ impl Protocol<'_> {
                 signature: self.signer.sign(&statement),
             },
         };
-        let request = self.keep_contribution(round, kept).await?;
+        let same = |a: &KeptContribution, b: &KeptContribution| {
+            a.roster == b.roster && a.iterate_hash == b.iterate_hash
+        };
+        let differs = "was contributed with another roster or iterate before";
+        let request = self
+            .keep_same((SiteMessageKind::Contribution, round), &kept, same, differs)
+            .await?
+            .request;
         let roster_len = roster.len();
         self.post(&path, &request).await?;
         // Remembered: if asked for this round again, the same vector is sent again.
@@ -511,20 +512,12 @@ impl Protocol<'_> {
             dropped: dropped.clone(),
             request,
         };
-        let kept = keep(
-            self.store,
-            self.prepared.view.study_id,
-            SiteMessageKind::Unmask,
-            round,
-            &kept,
-        )
-        .await?;
-        if (&kept.survivors, &kept.dropped) != (&survivors, &dropped) {
-            return Err(violation(format!(
-                "round {round} was unmasked with other survivors before; refusing"
-            )));
-        }
-        let request = kept.request;
+        let same = |a: &KeptUnmask, b: &KeptUnmask| (&a.survivors, &a.dropped) == (&b.survivors, &b.dropped);
+        let differs = "was unmasked with other survivors before; refusing";
+        let request = self
+            .keep_same((SiteMessageKind::Unmask, round), &kept, same, differs)
+            .await?
+            .request;
         self.post(&path, &request).await?;
         progress(&format!(
             "unmask {round} sent ({} survivors, {} dropped)",
