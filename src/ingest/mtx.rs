@@ -25,7 +25,7 @@
 //!
 //! Memory: 24 bytes per stored entry while sorting (positions, value, line), then the CSR
 //! arrays, 12 bytes per entry plus 8 per row; a `general` file's symmetry check adds 20 bytes
-//! per entry below the diagonal (row, position, value) and 8 per row, while it runs.
+//! per entry below the diagonal (row, position, value) and 16 per row, while it runs.
 
 use std::io::{BufRead, BufReader, Read, Write};
 

@@ -64,7 +64,7 @@ pub(super) const SYMMETRISE_ROWS: usize = 4096;
 /// The lower entries (i, j), j < i, of a CSR matrix sorted by column j, then row i: for column
 /// j, `rows[start[j]..start[j + 1]]` are the rows i in increasing order, with each entry's
 /// position in the CSR arrays and its value beside it: 20 bytes per lower entry, and 8 per
-/// column.
+/// column (16 while it is built).
 struct LowerByColumn {
     start: Vec<usize>,
     rows: Vec<u32>,
