@@ -504,6 +504,7 @@ fn micro(comp: &SiteComputation, xt: &Matrix) -> Result<()> {
             encryption_public_key,
             mask_public_keys,
             signing_public_key: String::new(),
+            seed_commitment: String::new(),
         });
         sessions.push(s);
     }

@@ -80,6 +80,7 @@ fn run(sites: u32, sparse: bool, seed: u64) -> Row {
             encryption_public_key: site.encryption_public_key(),
             mask_public_keys: site.mask_public_keys(),
             signing_public_key: String::new(),
+            seed_commitment: String::new(),
         })
         .collect();
     let spec = sparse.then(|| {

@@ -51,8 +51,12 @@ pub const DEFAULT_ITERATIONS: u32 = super::noisy_power::DEFAULT_ITERATIONS;
 /// Most rounds of a federated run: every round is a network round trip, and every site shares
 /// L masking secrets with every other site at setup.
 pub const MAX_ITERATIONS: u32 = 200;
-/// Most sites of one federation (Shamir x-coordinates are bytes; shares grow as S²·L).
+/// Most sites of one federation on the complete graph (every site shares 2·L secrets with
+/// every other: S² boxes), and of a simulated one (jobs).
 pub const MAX_SITES: u32 = 64;
+/// Most sites of a live SecAgg+ study (`secure_aggregation: "sparse"`): each site shares with
+/// its k ≤ 254 graph neighbours only (docs/design/federation.md, "Live SecAgg+").
+pub const MAX_SPARSE_SITES: u32 = 1000;
 /// Default number of simulated sites.
 pub const DEFAULT_SITES: u32 = 3;
 /// Default largest number of records one site may hold (the no-wrap bound assumes it).
@@ -225,7 +229,7 @@ pub struct SecAggPlus {
 
 /// Resolves `secure_aggregation` and its rates for `sites` sites and `dropouts` scripted
 /// dropouts (422 naming the field at fault).
-fn choose_secagg(
+pub(crate) fn choose_secagg(
     params: &FederatedPowerParams,
     sites: u32,
     dropouts: usize,
@@ -598,10 +602,19 @@ pub fn configure_for(
         MAX_ITERATIONS,
         " for a federated run",
     )?;
-    if !(2..=MAX_SITES).contains(&sites) {
+    let max_sites = match params.secure_aggregation {
+        SecureAggregation::Complete => MAX_SITES,
+        SecureAggregation::Sparse => MAX_SPARSE_SITES,
+    };
+    if !(2..=max_sites).contains(&sites) {
+        let more = if max_sites == MAX_SITES {
+            format!("; secure_aggregation: sparse (SecAgg+) takes up to {MAX_SPARSE_SITES} in a study")
+        } else {
+            String::new()
+        };
         return Err(ConfigError::invalid(
             "sites",
-            format!("a federation needs 2 to {MAX_SITES} sites (got {sites})"),
+            format!("a federation needs 2 to {max_sites} sites (got {sites}){more}"),
         ));
     }
     if !(threshold >= 2 && threshold <= sites) {

@@ -7,7 +7,7 @@ use chrono::Utc;
 use uuid::Uuid;
 
 use super::error::{AppError, ErrorKind};
-use crate::algorithms::federated_power::{MAX_SITES, default_threshold, study_context};
+use crate::algorithms::federated_power::{default_threshold, study_context};
 use crate::dataset::{Neighbours, Relation};
 use crate::privacy::PrivacyTarget;
 use crate::privacy::admission::Spending;
@@ -102,12 +102,12 @@ fn positive_finite(field: &str, v: f64) -> Result<f64, AppError> {
     }
 }
 
-fn check_sites(sites: &[SiteRequest]) -> Result<(), AppError> {
+fn check_sites(sites: &[SiteRequest], max_sites: u32) -> Result<(), AppError> {
     let count = sites.len() as u32;
-    if !(2..=MAX_SITES).contains(&count) {
+    if !(2..=max_sites).contains(&count) {
         return Err(AppError::validation(
             "sites",
-            format!("a study needs 2 to {MAX_SITES} sites (got {count})"),
+            format!("a study of this algorithm needs 2 to {max_sites} sites (got {count})"),
         ));
     }
     let mut names = std::collections::HashSet::new();
@@ -230,15 +230,6 @@ fn study_params(request: &StudyRequest) -> Result<serde_json::Value, AppError> {
                 ));
             }
         }
-        // SecAgg+ runs in simulate mode only (docs/design/federation.md, "SecAgg+").
-        for key in ["secure_aggregation", "corruption_rate", "dropout_rate"] {
-            if map.contains_key(key) {
-                return Err(AppError::validation(
-                    format!("params.{key}"),
-                    "SecAgg+ runs in simulate mode (jobs) only; live studies use the complete graph",
-                ));
-            }
-        }
     }
     Ok(params)
 }
@@ -282,7 +273,7 @@ fn resolve(
 ) -> Result<Resolved, AppError> {
     let algorithm = check_identity(request, max_d)?;
     let neighbours = neighbours(request)?;
-    check_sites(&request.sites)?;
+    check_sites(&request.sites, algorithm.max_sites())?;
     let threshold = threshold(request, algorithm)?;
     let params = study_params(request)?;
     let target = target?;

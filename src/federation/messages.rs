@@ -68,6 +68,12 @@ pub struct JoinRequest {
     /// bytes; docs/design/federation.md, "The consistency round"). Must be absent otherwise.
     #[serde(default)]
     pub signing_public_key: Option<String>,
+    /// `federated_power` with `secure_aggregation: "sparse"`: SHA-256 commitment (base64, 32
+    /// bytes) to the site's secret share of the graph seed, revealed at `POST /v1/site/seed`
+    /// once the roster is fixed (docs/design/federation.md, "Live SecAgg+"). Must be absent
+    /// otherwise.
+    #[serde(default)]
+    pub seed_commitment: Option<String>,
 }
 
 /// Another site of a CAPE study, with its pair-noise public keys (one per stage).
@@ -131,6 +137,28 @@ pub struct Participant {
     /// kept before signatures existed; a site refuses such a roster.
     #[serde(default)]
     pub signing_public_key: String,
+    /// SecAgg+ studies: its commitment to its share of the graph seed (base64); empty on the
+    /// complete graph.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub seed_commitment: String,
+}
+
+/// `POST /v1/site/seed`: this site's share of a SecAgg+ study's graph seed, the 32 bytes its
+/// join's `seed_commitment` committed to (sent only once the roster is fixed).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SeedRevealRequest {
+    /// base64, 32 bytes.
+    pub reveal: String,
+}
+
+/// A site's revealed share of the graph seed, as relayed to every participant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SeedReveal {
+    pub site: u32,
+    /// base64, 32 bytes.
+    pub reveal: String,
 }
 
 /// One AEAD box of Shamir shares from `from` to `to`.
@@ -143,7 +171,8 @@ pub struct ShareBox {
     pub ciphertext: String,
 }
 
-/// `POST /v1/site/shares`: one box for every participant of the roster (itself included).
+/// `POST /v1/site/shares`: one box for every participant of the roster (itself included), or
+/// under SecAgg+ one for each of its graph neighbours.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SharesRequest {
@@ -228,8 +257,17 @@ pub enum SiteTask {
         #[schema(value_type = String)]
         status: StudyStatus,
     },
-    /// The roster is fixed: send one share box to every participant.
-    ShareKeys { participants: Vec<Participant> },
+    /// SecAgg+ studies: the roster is fixed, with every site's seed commitment; fix it (its
+    /// hash is printed and checked against `--expect-roster-hash`) and reveal this site's
+    /// share of the graph seed at `POST /v1/site/seed`.
+    RevealSeed { participants: Vec<Participant> },
+    /// The roster is fixed: send one share box to every participant (SecAgg+: to each graph
+    /// neighbour, the graph derived from `seed_reveals`, every participant's reveal).
+    ShareKeys {
+        participants: Vec<Participant>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        seed_reveals: Vec<SeedReveal>,
+    },
     /// Round `round` is open: compute, mask and send the contribution.
     Contribute {
         round: u32,

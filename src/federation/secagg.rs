@@ -16,6 +16,7 @@
 
 mod aggregator;
 pub mod graph;
+pub mod seed;
 mod site;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -147,6 +148,8 @@ pub enum SecAggError {
     NoGraph { sites: u32 },
     #[error("SecAgg+: the graph has (k, t) = {got:?}; the roster and rates give {expected:?}")]
     GraphMismatch { expected: (u32, u32), got: (u32, u32) },
+    #[error("SecAgg+: site {site}'s graph-seed reveal is refused: {reason}")]
+    BadReveal { site: u32, reason: String },
     #[error("SecAgg+: site {from} is not a neighbour of site {this}")]
     NotNeighbour { from: u32, this: u32 },
     #[error(

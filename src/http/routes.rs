@@ -78,6 +78,7 @@ fn site() -> OpenApiRouter<AppState> {
         .routes(routes!(site::join))
         .routes(routes!(site::task))
         .routes(routes!(site::shares))
+        .routes(routes!(site::seed))
         .routes(routes!(site::contribution))
         .routes(routes!(site::confirm))
         .routes(routes!(site::unmask))

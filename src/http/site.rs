@@ -13,8 +13,8 @@ use uuid::Uuid;
 use super::error::{ApiError, Json, Path, ProblemDocument, ProblemKind, Query};
 use crate::app::site;
 use crate::federation::messages::{
-    CapeReleaseRequest, ConfirmRequest, ContributionRequest, GossipPostRequest, JoinRequest, SharesRequest,
-    SiteStudyView, SiteTask, UnmaskRequest,
+    CapeReleaseRequest, ConfirmRequest, ContributionRequest, GossipPostRequest, JoinRequest, SeedRevealRequest,
+    SharesRequest, SiteStudyView, SiteTask, UnmaskRequest,
 };
 use crate::state::AppState;
 use crate::store::{StudyRecord, StudySiteRecord};
@@ -132,6 +132,23 @@ pub async fn shares(
     state
         .studies
         .shares(auth.study.id, auth.site.index, body.boxes)
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// SecAgg+ studies: this site's share of the graph seed, the 32 bytes its join committed to
+/// (after the roster is fixed; docs/design/federation.md, "Live SecAgg+").
+#[utoipa::path(post, operation_id = "submit_site_seed", path = "/v1/site/seed", tag = "sites", security(("site_token" = [])), request_body = SeedRevealRequest,
+    responses((status = 204), (status = 401, body = ProblemDocument), (status = 409, body = ProblemDocument),
+        (status = 422, body = ProblemDocument)))]
+pub async fn seed(
+    State(state): State<AppState>,
+    auth: SiteAuth,
+    Json(body): Json<SeedRevealRequest>,
+) -> Result<StatusCode, ApiError> {
+    state
+        .studies
+        .reveal_seed(auth.study.id, auth.site.index, body.reveal)
         .await?;
     Ok(StatusCode::NO_CONTENT)
 }

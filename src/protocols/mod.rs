@@ -72,6 +72,11 @@ pub(crate) trait StudyProtocol: Sync {
         false
     }
 
+    /// The most sites a study may invite (its plan may allow fewer for its parameters).
+    fn max_sites(&self) -> u32 {
+        crate::algorithms::federated_power::MAX_SITES
+    }
+
     /// The study's report is a noise report (shown as the result's `noise`).
     fn reports_noise(&self) -> bool {
         false
@@ -178,6 +183,11 @@ impl StudyAlgorithm {
     /// Its catalog entry.
     pub fn info(self) -> &'static AlgorithmInfo {
         self.info
+    }
+
+    /// The most sites a study of it may invite.
+    pub fn max_sites(self) -> u32 {
+        self.protocol.max_sites()
     }
 
     pub(crate) fn protocol(self) -> &'static dyn StudyProtocol {

@@ -216,6 +216,8 @@ pub(crate) struct JoinKeys {
     pub(crate) mask: Vec<String>,
     /// `federated_power`: the verifying key of its round signatures.
     pub(crate) signing: Option<String>,
+    /// `federated_power` under SecAgg+: the commitment to its share of the graph seed.
+    pub(crate) seed_commitment: Option<String>,
 }
 
 /// Joins the study with this site's public keys.
@@ -231,6 +233,7 @@ pub(crate) async fn join(
         encryption_public_key: keys.encryption,
         mask_public_keys: keys.mask,
         signing_public_key: keys.signing,
+        seed_commitment: keys.seed_commitment,
     };
     let joined: SiteStudyView = match client.post_for("/v1/site/join", &request).await {
         Ok(joined) => joined,

@@ -37,11 +37,14 @@ pub struct Member {
 
 impl Member {
     /// A `federated_power` participant: its encryption key, then its masking keys, then the
-    /// verifying key of its round signatures.
+    /// verifying key of its round signatures, then (SecAgg+) its graph-seed commitment.
     pub fn from_participant(p: &Participant) -> Member {
         let mut keys = vec![p.encryption_public_key.clone()];
         keys.extend(p.mask_public_keys.iter().cloned());
         keys.push(p.signing_public_key.clone());
+        if !p.seed_commitment.is_empty() {
+            keys.push(p.seed_commitment.clone());
+        }
         Member {
             index: p.index,
             name: p.name.clone(),

@@ -135,6 +135,9 @@ pub enum SiteMessageKind {
     /// The one transcript of a round it accepted (and signed): a site confirms at most one per
     /// round, also across restarts.
     Confirm,
+    /// SecAgg+: the roster it revealed its share of the graph seed for (round 0): it reveals
+    /// for one roster only, also across restarts.
+    Reveal,
 }
 
 impl SiteMessageKind {
@@ -145,6 +148,7 @@ impl SiteMessageKind {
             SiteMessageKind::Contribution => "contribution",
             SiteMessageKind::Unmask => "unmask",
             SiteMessageKind::Confirm => "confirm",
+            SiteMessageKind::Reveal => "reveal",
         }
     }
 }

@@ -40,7 +40,7 @@ use crate::protocols::cape::coordinator::{CapePlan, CapeRunning};
 use crate::protocols::cape::durable::CapeKept;
 use crate::protocols::gossip::coordinator::{GossipPlan, GossipRunning};
 use crate::protocols::gossip::durable::GossipKept;
-use crate::protocols::power::coordinator::{Running, Sharing};
+use crate::protocols::power::coordinator::{Running, Sharing, SparseGraph, relayed_reveals};
 use crate::protocols::power::state::{ClipProgress, PowerState};
 use crate::store::StudyStatus;
 
@@ -185,6 +185,9 @@ enum StageSnapshot {
     Sharing {
         participants: Vec<Participant>,
         boxes: BTreeMap<u32, Vec<ShareBox>>,
+        /// SecAgg+: the seed shares revealed so far (the graph is derived again from them).
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        reveals: BTreeMap<u32, String>,
     },
     Running {
         participants: Vec<Participant>,
@@ -202,6 +205,9 @@ enum StageSnapshot {
         /// The private clip's search so far (studies with a clip only).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         clip: Option<ClipProgress>,
+        /// SecAgg+: the graph's seed (base64); absent on the complete graph.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        graph_seed: Option<String>,
     },
     Cape(Box<CapeKept>),
     Gossip(Box<GossipKept>),
@@ -337,7 +343,7 @@ impl Live {
         use crate::federation::rounds::Phase;
         match &self.stage {
             Stage::Enrolling => (0, 0, 0),
-            Stage::Sharing(_) => (1, 0, 0),
+            Stage::Sharing(sharing) => (1, 0, u8::from(sharing.graph.is_some())),
             Stage::Running(running) => {
                 let phase = match running.rounds.phase() {
                     Phase::Collect => 0,
@@ -382,7 +388,7 @@ impl Live {
     }
 
     /// The protocol point a snapshot of this study keeps, by name: `join` (a site has joined),
-    /// `keys` (the roster is out, no share boxes yet), `shares` (share boxes are arriving),
+    /// `seeds` (SecAgg+: the roster is out, its graph seed not yet fixed), `keys` (the roster is out, no share boxes yet), `shares` (share boxes are arriving),
     /// `round-N` (round N collects), `confirm-N` (round N's consistency round), `unmask-N`
     /// (round N unmasks), `exchange-N` (a gossip
     /// study's exchange N collects), `done`, `finished`; None before anyone joined and for
@@ -393,6 +399,9 @@ impl Live {
         Some(match &self.stage {
             Stage::Enrolling if self.joined.is_empty() => return None,
             Stage::Enrolling => "join".to_owned(),
+            Stage::Sharing(sharing) if sharing.config.secagg_plus.is_some() && sharing.graph.is_none() => {
+                "seeds".to_owned()
+            }
             Stage::Sharing(sharing) if sharing.boxes.is_empty() => "keys".to_owned(),
             Stage::Sharing(_) => "shares".to_owned(),
             Stage::Running(_) if phase == 0 => format!("round-{round}"),
@@ -437,6 +446,7 @@ impl Live {
             Stage::Sharing(sharing) => StageSnapshot::Sharing {
                 participants: sharing.participants.clone(),
                 boxes: sharing.boxes.clone(),
+                reveals: sharing.reveals.clone(),
             },
             Stage::Running(running) => StageSnapshot::Running {
                 participants: running.participants.clone(),
@@ -446,6 +456,7 @@ impl Live {
                 last: None,
                 inboxes: running.inboxes.clone(),
                 clip: running.power.clip_progress().cloned(),
+                graph_seed: running.graph_seed.map(|seed| wire::encode(&seed)),
             },
             Stage::Finished { status, reason } => StageSnapshot::Finished {
                 status: *status,
@@ -504,11 +515,11 @@ impl Live {
         };
         let stage = match stage {
             StageSnapshot::Enrolling => Stage::Enrolling,
-            StageSnapshot::Sharing { participants, boxes } => Stage::Sharing(Box::new(Sharing {
-                config: power_config()?,
+            StageSnapshot::Sharing {
                 participants,
                 boxes,
-            })),
+                reveals,
+            } => restore_sharing(study, power_config()?, participants, boxes, reveals)?,
             running @ StageSnapshot::Running { .. } => restore_running(study, power_config()?, d, running)?,
             StageSnapshot::Cape(kept) => match &protocol {
                 Protocol::Cape(plan) => Stage::Cape(Box::new(CapeRunning::restore(plan.clone(), *kept)?)),
@@ -551,16 +562,31 @@ fn restore_running(
         last,
         inboxes,
         clip,
+        graph_seed,
     } = kept
     else {
         return Err("a kept stage that is not a running federated_power stage".into());
     };
+    let graph_seed = graph_seed
+        .map(|text| wire::decode_key(&text).map_err(|e| format!("the kept graph seed: {e}")))
+        .transpose()?;
     // A snapshot written before the journal kept the open round's messages.
     let snapshot_holds_round =
         (!rounds.masked.is_empty() || !rounds.confirmations.is_empty() || !rounds.answers.is_empty())
             .then_some(rounds.round);
-    let aggregator = Aggregator::new(study, config.threshold, &participants, config.total_rounds())
-        .map_err(|e| e.to_string())?;
+    let aggregator = match graph_seed {
+        Some(seed) => SparseGraph::from_seed(&config, &participants, seed).and_then(|graph| {
+            Aggregator::new_sparse(
+                study,
+                config.threshold,
+                &participants,
+                config.total_rounds(),
+                &graph.spec,
+            )
+        }),
+        None => Aggregator::new(study, config.threshold, &participants, config.total_rounds()),
+    }
+    .map_err(|e| e.to_string())?;
     let rounds = Rounds::restore(aggregator, *rounds).map_err(|e| e.to_string())?;
     let x = matrix(d, config.p, iterate.into_values(d * config.p)?)?;
     let last = last
@@ -570,7 +596,33 @@ fn restore_running(
     let mut running = Running::new(study, config.clone(), participants, rounds, power, inboxes);
     running.senders = senders;
     running.snapshot_holds_round = snapshot_holds_round;
+    running.graph_seed = graph_seed;
     Ok(Stage::Running(Box::new(running)))
+}
+
+/// A `federated_power` study's key exchange from its snapshot. Under SecAgg+ the graph is
+/// derived again from the kept reveals once all are in (the same seed: it is a function of
+/// them), so a restored study hands out the graph it would have.
+fn restore_sharing(
+    study: Uuid,
+    config: FederatedPowerConfig,
+    participants: Vec<Participant>,
+    boxes: BTreeMap<u32, Vec<ShareBox>>,
+    reveals: BTreeMap<u32, String>,
+) -> Result<Stage, String> {
+    let graph = if config.secagg_plus.is_some() && reveals.len() == participants.len() {
+        let relayed = relayed_reveals(&reveals);
+        Some(SparseGraph::derive(study, &config, &participants, &relayed).map_err(|e| e.to_string())?)
+    } else {
+        None
+    };
+    Ok(Stage::Sharing(Box::new(Sharing {
+        config,
+        participants,
+        boxes,
+        reveals,
+        graph,
+    })))
 }
 
 /// X as a snapshot keeps it: f64 little-endian, column-major, base64 (what the open round's

@@ -73,6 +73,7 @@ fn restored_at_round_one() -> (Live, BTreeMap<u32, SiteSession>, ChaCha20Rng) {
                 encryption_public_key: Some(s.encryption_public_key()),
                 mask_public_keys: s.mask_public_keys(),
                 signing_public_key: Some(signer(i).public_key()),
+                seed_commitment: None,
             },
         )
         .expect("join");
@@ -84,7 +85,7 @@ fn restored_at_round_one() -> (Live, BTreeMap<u32, SiteSession>, ChaCha20Rng) {
         matches!(again.as_slice(), [Effect::Start { .. }]),
         "the last step's writes come back"
     );
-    let SiteTask::ShareKeys { participants } = live.task(1) else {
+    let SiteTask::ShareKeys { participants, .. } = live.task(1) else {
         panic!("the key exchange goes on after a restore");
     };
     for (&i, s) in sessions.iter_mut() {

@@ -24,6 +24,7 @@ fn join_request(study: Uuid, site: u32, rng: &mut ChaCha20Rng) -> JoinRequest {
         signing_public_key: Some(
             crate::federation::transcript::SiteSigner::from_seed([site as u8; 32]).public_key(),
         ),
+        seed_commitment: None,
     }
 }
 

@@ -201,6 +201,24 @@ impl Live {
         };
         crate::federation::transcript::verifying_key(key)
             .map_err(|e| LiveError::Invalid(format!("signing_public_key: {e}")))?;
+        let sparse = matches!(&self.protocol, Protocol::Power(config) if config.secagg_plus.is_some());
+        match (&request.seed_commitment, sparse) {
+            (None, true) => {
+                return Err(LiveError::Invalid(
+                    "seed_commitment is required: this study runs SecAgg+, whose graph seed every site commits to at join".into(),
+                ));
+            }
+            (Some(_), false) => {
+                return Err(LiveError::Invalid(
+                    "seed_commitment must be absent: this study does not run SecAgg+".into(),
+                ));
+            }
+            (Some(commitment), true) => {
+                wire::decode_key(commitment)
+                    .map_err(|e| LiveError::Invalid(format!("seed_commitment: {e}")))?;
+            }
+            (None, false) => {}
+        }
         for key in request
             .encryption_public_key
             .iter()

@@ -27,5 +27,6 @@ mod options;
 mod receipts;
 mod sparse;
 mod studies;
+mod secagg_plus;
 mod study_clip;
 mod ui;

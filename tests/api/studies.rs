@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use axum::http::{Method, StatusCode};
 use privpca::federation::messages::{SiteStudyView, SiteTask};
-use privpca::federation::secagg::SiteSession;
+use privpca::federation::secagg::{GraphSpec, SiteSession, seed};
 use privpca::federation::transcript::{self, RoundView, SiteSigner};
 use privpca::federation::wire;
 use privpca::linalg::Matrix;
@@ -19,7 +19,7 @@ use crate::helpers::TestApp;
 /// A `federated_power` study of `iterations` power rounds and no clip (`clip: "none"`: these
 /// tests count rounds; the clip's 8 steps before them are tested in `study_clip.rs` and by the
 /// end-to-end test here).
-fn study_body(sites: usize, threshold: u32, iterations: u32, round_timeout: u64) -> Value {
+pub(crate) fn study_body(sites: usize, threshold: u32, iterations: u32, round_timeout: u64) -> Value {
     json!({
         "name": "four hospitals",
         "algorithm": "federated_power",
@@ -44,12 +44,14 @@ pub(crate) struct TestSite {
     comp: Option<SiteComputation>,
     rng: ChaCha20Rng,
     /// Stop answering from this round on (a crash).
-    dies_at: Option<u32>,
+    pub(crate) dies_at: Option<u32>,
     /// The last round this site sent its contribution to.
-    contributed: u32,
+    pub(crate) contributed: u32,
     /// Its round signatures' key, and what it signed each round (iterate hash and roster).
     signer: SiteSigner,
     signed: BTreeMap<u32, ([u8; 32], Vec<u32>)>,
+    /// SecAgg+: its share of the graph seed (committed to at join).
+    seed_share: Option<[u8; 32]>,
 }
 
 impl TestSite {
@@ -66,10 +68,11 @@ impl TestSite {
             contributed: 0,
             signer: SiteSigner::from_seed([seed as u8; 32]),
             signed: BTreeMap::new(),
+            seed_share: None,
         }
     }
 
-    fn new(token: &str, seed: u64, n: usize) -> TestSite {
+    pub(crate) fn new(token: &str, seed: u64, n: usize) -> TestSite {
         let mut rng = ChaCha20Rng::seed_from_u64(seed);
         let xt = Matrix::from_fn(6, n, |i, _| {
             let z: f64 = rand_distr::Distribution::sample(&rand_distr::StandardNormal, &mut rng);
@@ -93,6 +96,7 @@ impl TestSite {
             contributed: 0,
             signer: SiteSigner::from_seed([seed as u8; 32]),
             signed: BTreeMap::new(),
+            seed_share: None,
         }
     }
 
@@ -103,18 +107,19 @@ impl TestSite {
         comp.check_data(self.xt.ncols(), self.xt.nrows()).unwrap();
         let rounds = comp.config().total_rounds();
         let session = SiteSession::new(view.study_id, view.site_index, rounds, &mut self.rng);
-        let reply = app
-            .post(
-                "/v1/site/join",
-                &self.token,
-                json!({
-                    "n_samples": self.xt.ncols(),
-                    "encryption_public_key": session.encryption_public_key(),
-                    "mask_public_keys": session.mask_public_keys(),
-                    "signing_public_key": self.signer.public_key(),
-                }),
-            )
-            .await;
+        let mut body = json!({
+            "n_samples": self.xt.ncols(),
+            "encryption_public_key": session.encryption_public_key(),
+            "mask_public_keys": session.mask_public_keys(),
+            "signing_public_key": self.signer.public_key(),
+        });
+        if comp.config().secagg_plus.is_some() {
+            let share: [u8; 32] = rand::Rng::random(&mut self.rng);
+            let commitment = seed::commitment(view.study_id, view.site_index, &share);
+            body["seed_commitment"] = json!(wire::encode(&commitment));
+            self.seed_share = Some(share);
+        }
+        let reply = app.post("/v1/site/join", &self.token, body).await;
         reply.expect(StatusCode::OK);
         self.view = Some(view);
         self.session = Some(session);
@@ -122,7 +127,7 @@ impl TestSite {
     }
 
     /// Does the next task; returns the final task when the study is over for this site.
-    async fn step(&mut self, app: &TestApp) -> Option<SiteTask> {
+    pub(crate) async fn step(&mut self, app: &TestApp) -> Option<SiteTask> {
         let reply = app.get("/v1/site/task?wait_ms=200", &self.token).await;
         reply.expect(StatusCode::OK);
         let task: SiteTask = serde_json::from_value(reply.json()).unwrap();
@@ -130,10 +135,30 @@ impl TestSite {
         let session = self.session.as_mut().unwrap();
         match task {
             SiteTask::Wait { .. } => None,
-            SiteTask::ShareKeys { participants } => {
-                let boxes = session
-                    .share_boxes(&participants, threshold, &mut self.rng)
-                    .unwrap();
+            SiteTask::RevealSeed { .. } => {
+                let reveal = wire::encode(&self.seed_share.expect("a SecAgg+ study"));
+                let reply = app
+                    .post("/v1/site/seed", &self.token, json!({ "reveal": reveal }))
+                    .await;
+                reply.expect(StatusCode::NO_CONTENT);
+                None
+            }
+            SiteTask::ShareKeys {
+                participants,
+                seed_reveals,
+            } => {
+                let boxes = match self.comp.as_ref().unwrap().config().secagg_plus {
+                    Some(plus) => {
+                        let study = self.view.as_ref().unwrap().study_id;
+                        let seed = seed::seed_from_reveals(study, &participants, &seed_reveals).unwrap();
+                        let sites = participants.len() as u32;
+                        let spec =
+                            GraphSpec::new(seed, sites, plus.corruption_rate, plus.dropout_rate).unwrap();
+                        session.share_boxes_sparse(&participants, threshold, &spec, &mut self.rng)
+                    }
+                    None => session.share_boxes(&participants, threshold, &mut self.rng),
+                }
+                .unwrap();
                 let reply = app
                     .post("/v1/site/shares", &self.token, json!({"boxes": boxes}))
                     .await;
@@ -244,7 +269,7 @@ impl TestSite {
 }
 
 /// One in-process site per token (site i seeded `seed + i`, holding `n` rows), each joined.
-async fn joined_sites(app: &TestApp, tokens: &[String], seed: u64, n: usize) -> Vec<TestSite> {
+pub(crate) async fn joined_sites(app: &TestApp, tokens: &[String], seed: u64, n: usize) -> Vec<TestSite> {
     let mut sites = Vec::new();
     for (i, token) in tokens.iter().enumerate() {
         let mut site = TestSite::new(token, seed + i as u64, n);
@@ -265,13 +290,13 @@ pub(crate) fn site_tokens(created: &Value) -> Vec<String> {
 }
 
 /// A study's status as its owner sees it.
-async fn view_status(app: &TestApp, key: &str, id: &str) -> Value {
+pub(crate) async fn view_status(app: &TestApp, key: &str, id: &str) -> Value {
     app.get(&format!("/v1/studies/{id}"), key).await.json()["status"].clone()
 }
 
 /// Creates the study `body` describes and joins one in-process site per token (see
 /// [`joined_sites`]): the study's id, the sites' tokens and the sites.
-async fn enrolled(
+pub(crate) async fn enrolled(
     app: &TestApp,
     key: &str,
     body: Value,
@@ -300,7 +325,7 @@ pub(crate) async fn run_sites(app: &TestApp, sites: &mut [TestSite]) -> BTreeMap
 
 /// Steps every site without a final task (recorded in `done`) until `until` holds or every
 /// site has a final task.
-async fn step_until(
+pub(crate) async fn step_until(
     app: &TestApp,
     sites: &mut [TestSite],
     done: &mut BTreeMap<usize, SiteTask>,

@@ -29,6 +29,7 @@ fn participant(site: &SiteSession) -> Participant {
         encryption_public_key: site.encryption_public_key(),
         mask_public_keys: site.mask_public_keys(),
         signing_public_key: String::new(),
+        seed_commitment: String::new(),
     }
 }
 

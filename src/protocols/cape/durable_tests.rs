@@ -95,6 +95,7 @@ fn started(plan: CapePlan) -> Live {
                 signing_public_key: Some(
                     crate::federation::transcript::SiteSigner::from_seed([9; 32]).public_key(),
                 ),
+                seed_commitment: None,
             },
         )
         .expect("join");

@@ -59,6 +59,7 @@ pub(crate) fn join(n: u64) -> JoinRequest {
         encryption_public_key: None,
         mask_public_keys: Vec::new(),
         signing_public_key: Some(crate::federation::transcript::SiteSigner::from_seed([1; 32]).public_key()),
+        seed_commitment: None,
     }
 }
 

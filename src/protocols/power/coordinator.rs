@@ -15,9 +15,9 @@ use uuid::Uuid;
 
 use super::state::{FederationReport, PowerState};
 use crate::algorithms::federated_power::FederatedPowerConfig;
-use crate::federation::messages::{Participant, ShareBox, SiteSignature, SiteTask, UnmaskRequest};
+use crate::federation::messages::{Participant, SeedReveal, ShareBox, SiteSignature, SiteTask, UnmaskRequest};
 use crate::federation::rounds::{Phase, RoundError, Rounds};
-use crate::federation::secagg::Aggregator;
+use crate::federation::secagg::{Aggregator, GraphSpec, Neighbourhoods, SecAggError, seed};
 use crate::federation::transcript::{self, RoundView};
 use crate::federation::wire;
 use crate::store::StudyStatus;
@@ -27,6 +27,63 @@ pub(crate) struct Sharing {
     pub(crate) config: FederatedPowerConfig,
     pub(crate) participants: Vec<Participant>,
     pub(crate) boxes: BTreeMap<u32, Vec<ShareBox>>,
+    /// SecAgg+: the participants' revealed shares of the graph seed (base64), each checked
+    /// against its commitment when it arrived.
+    pub(crate) reveals: BTreeMap<u32, String>,
+    /// SecAgg+: the graph, once every participant has revealed.
+    pub(crate) graph: Option<SparseGraph>,
+}
+
+/// A SecAgg+ study's graph: the seed no party steered, its spec and the neighbourhoods.
+pub(crate) struct SparseGraph {
+    pub(crate) seed: [u8; 32],
+    pub(crate) spec: GraphSpec,
+    pub(crate) neighbourhoods: Neighbourhoods,
+}
+
+impl SparseGraph {
+    /// The graph of `participants` from their reveals (`seed::seed_from_reveals`) and the
+    /// study's stated rates, as every site derives it.
+    pub(crate) fn derive(
+        study: Uuid,
+        config: &FederatedPowerConfig,
+        participants: &[Participant],
+        reveals: &[SeedReveal],
+    ) -> Result<SparseGraph, SecAggError> {
+        let seed = seed::seed_from_reveals(study, participants, reveals)?;
+        SparseGraph::from_seed(config, participants, seed)
+    }
+
+    /// The graph of `participants` for a known seed (a restored study).
+    pub(crate) fn from_seed(
+        config: &FederatedPowerConfig,
+        participants: &[Participant],
+        seed: [u8; 32],
+    ) -> Result<SparseGraph, SecAggError> {
+        let plus = config
+            .secagg_plus
+            .ok_or_else(|| SecAggError::Rates("the study runs on the complete graph".into()))?;
+        let sites = u32::try_from(participants.len()).unwrap_or(u32::MAX);
+        let spec = GraphSpec::new(seed, sites, plus.corruption_rate, plus.dropout_rate)?;
+        let roster: Vec<u32> = participants.iter().map(|p| p.index).collect();
+        let neighbourhoods = Neighbourhoods::derive(&roster, &spec)?;
+        Ok(SparseGraph {
+            seed,
+            spec,
+            neighbourhoods,
+        })
+    }
+}
+
+/// Reveals as relayed, in index order.
+pub(crate) fn relayed_reveals(reveals: &BTreeMap<u32, String>) -> Vec<SeedReveal> {
+    reveals
+        .iter()
+        .map(|(&site, reveal)| SeedReveal {
+            site,
+            reveal: reveal.clone(),
+        })
+        .collect()
 }
 
 pub(crate) struct Running {
@@ -53,6 +110,9 @@ pub(crate) struct Running {
     /// written before the journal kept them (`crate::studies::durable`): until that round ends,
     /// snapshots hold them too (and supersede the journal), so none is lost.
     pub(crate) snapshot_holds_round: Option<u32>,
+    /// SecAgg+: the graph's seed (the aggregator is rebuilt from it); `None` on the complete
+    /// graph.
+    pub(crate) graph_seed: Option<[u8; 32]>,
 }
 
 impl Running {
@@ -87,6 +147,7 @@ impl Running {
             signing_keys,
             study,
             snapshot_holds_round: None,
+            graph_seed: None,
         };
         running.refresh_iterate();
         running
@@ -181,13 +242,42 @@ impl Running {
 }
 
 impl Sharing {
-    /// The key exchange's task for `site` (`None`: wait).
+    fn is_participant(&self, site: u32) -> bool {
+        self.participants.iter().any(|p| p.index == site)
+    }
+
+    /// The key exchange's task for `site` (`None`: wait). Under SecAgg+ a site first reveals
+    /// its share of the graph seed, and deals once every participant has.
     pub(crate) fn task(&self, site: u32) -> Option<SiteTask> {
-        (self.participants.iter().any(|p| p.index == site) && !self.boxes.contains_key(&site)).then(|| {
-            SiteTask::ShareKeys {
+        if !self.is_participant(site) || self.boxes.contains_key(&site) {
+            return None;
+        }
+        if self.config.secagg_plus.is_none() {
+            return Some(SiteTask::ShareKeys {
                 participants: self.participants.clone(),
-            }
+                seed_reveals: Vec::new(),
+            });
+        }
+        if !self.reveals.contains_key(&site) {
+            return Some(SiteTask::RevealSeed {
+                participants: self.participants.clone(),
+            });
+        }
+        self.graph.as_ref().map(|_| SiteTask::ShareKeys {
+            participants: self.participants.clone(),
+            seed_reveals: relayed_reveals(&self.reveals),
         })
+    }
+
+    /// The sites `site` must send a share box to: every participant, or its graph neighbours.
+    fn recipients(&self, site: u32) -> Result<BTreeSet<u32>, LiveError> {
+        match (&self.config.secagg_plus, &self.graph) {
+            (None, _) => Ok(self.participants.iter().map(|p| p.index).collect()),
+            (Some(_), Some(graph)) => Ok(graph.neighbourhoods.neighbours(site).into_iter().collect()),
+            (Some(_), None) => Err(LiveError::Conflict(
+                "the graph seed is not fixed yet: every participant must reveal its share first".into(),
+            )),
+        }
     }
 }
 
@@ -244,6 +334,7 @@ impl Live {
                     encryption_public_key: j.encryption_public_key.clone().unwrap_or_default(),
                     mask_public_keys: j.mask_public_keys.clone(),
                     signing_public_key: j.signing_public_key.clone().unwrap_or_default(),
+                    seed_commitment: j.seed_commitment.clone().unwrap_or_default(),
                 }
             })
             .collect();
@@ -251,7 +342,42 @@ impl Live {
             config,
             participants,
             boxes: BTreeMap::new(),
+            reveals: BTreeMap::new(),
+            graph: None,
         }));
+    }
+
+    /// A SecAgg+ site's share of the graph seed, checked against the commitment the roster
+    /// lists for it.
+    pub fn reveal_seed(&mut self, site: u32, reveal: &str) -> Result<(), LiveError> {
+        let study = self.study;
+        let sharing = match &mut self.stage {
+            Stage::Sharing(sharing) => sharing,
+            Stage::Running(running) if running.graph_seed.is_some() && running.senders.contains(&site) => {
+                return Err(LiveError::AlreadyReceived(
+                    "this site's share of the graph seed already arrived".into(),
+                ));
+            }
+            _ => return Err(LiveError::Conflict("the study is not fixing its graph now".into())),
+        };
+        if sharing.config.secagg_plus.is_none() {
+            return Err(LiveError::Conflict(
+                "this study runs on the complete graph: there is no graph seed to reveal".into(),
+            ));
+        }
+        let Some(participant) = sharing.participants.iter().find(|p| p.index == site) else {
+            return Err(LiveError::Conflict("this site is not a participant".into()));
+        };
+        if let Some(kept) = sharing.reveals.get(&site) {
+            return Err(if kept == reveal {
+                LiveError::AlreadyReceived("this site's share of the graph seed already arrived".into())
+            } else {
+                LiveError::Conflict("this site already revealed another share of the graph seed".into())
+            });
+        }
+        seed::open(study, participant, reveal).map_err(|e| LiveError::Invalid(e.to_string()))?;
+        sharing.reveals.insert(site, reveal.to_owned());
+        Ok(())
     }
 
     /// A site's share boxes.
@@ -266,7 +392,7 @@ impl Live {
         let Stage::Sharing(sharing) = &mut self.stage else {
             return Err(LiveError::Conflict("the study is not exchanging keys now".into()));
         };
-        if !sharing.participants.iter().any(|p| p.index == site) {
+        if !sharing.is_participant(site) {
             return Err(LiveError::Conflict("this site is not a participant".into()));
         }
         if sharing.boxes.contains_key(&site) {
@@ -274,11 +400,16 @@ impl Live {
                 "this site's share boxes already arrived".into(),
             ));
         }
-        let expected: BTreeSet<u32> = sharing.participants.iter().map(|p| p.index).collect();
+        let expected = sharing.recipients(site)?;
         let to: BTreeSet<u32> = boxes.iter().map(|b| b.to).collect();
         if boxes.len() != expected.len() || to != expected {
+            let whom = if sharing.config.secagg_plus.is_some() {
+                "graph neighbour"
+            } else {
+                "participant"
+            };
             return Err(LiveError::Invalid(format!(
-                "send exactly one box to each participant {expected:?}"
+                "send exactly one box to each {whom} {expected:?}"
             )));
         }
         if let Some(b) = boxes.iter().find(|b| b.from != site) {
@@ -445,7 +576,11 @@ impl Live {
                 "this site's unmasking shares for round {round} already arrived"
             )));
         }
-        if let Phase::Unmask { survivors, dropped } = running.rounds.phase() {
+        // Under SecAgg+ a survivor holds shares of its neighbours only: the aggregator checks
+        // its answer against the graph when the round's sets are known (`Rounds::submit_unmask`).
+        if let Phase::Unmask { survivors, dropped } = running.rounds.phase()
+            && running.graph_seed.is_none()
+        {
             let own: BTreeSet<u32> = answer.self_mask_shares.iter().map(|s| s.site).collect();
             let keys: BTreeSet<u32> = answer.mask_key_shares.iter().map(|s| s.site).collect();
             let want_own: BTreeSet<u32> = survivors.iter().copied().collect();
@@ -464,7 +599,52 @@ impl Live {
             .map_err(round_error)
     }
 
+    /// A SecAgg+ study's graph: fixed once every participant revealed its share of the seed;
+    /// a missing reveal at the deadline fails the study before anything is charged. Returns
+    /// whether the study moved; `None` when the graph is fixed (or the study is complete-graph).
+    fn advance_reveals(&mut self, now: Instant, effects: &mut Vec<Effect>) -> Option<bool> {
+        let Stage::Sharing(sharing) = &mut self.stage else {
+            return Some(false);
+        };
+        if sharing.config.secagg_plus.is_none() || sharing.graph.is_some() {
+            return None;
+        }
+        if sharing.reveals.len() < sharing.participants.len() {
+            if now < self.deadline {
+                return Some(false);
+            }
+            let missing: Vec<u32> = sharing
+                .participants
+                .iter()
+                .map(|p| p.index)
+                .filter(|i| !sharing.reveals.contains_key(i))
+                .collect();
+            let reason = format!(
+                "sites {missing:?} did not reveal their share of the graph seed in time; SecAgg+ needs \
+                 every participant's. Nothing was charged."
+            );
+            self.fail(reason, None, effects);
+            return Some(true);
+        }
+        let reveals = relayed_reveals(&sharing.reveals);
+        match SparseGraph::derive(self.study, &sharing.config, &sharing.participants, &reveals) {
+            Ok(graph) => {
+                sharing.graph = Some(graph);
+                self.deadline = now + self.round_timeout;
+            }
+            Err(e) => self.fail(
+                format!("the SecAgg+ graph could not be fixed: {e}. Nothing was charged."),
+                None,
+                effects,
+            ),
+        }
+        Some(true)
+    }
+
     pub(crate) fn advance_sharing(&mut self, now: Instant, effects: &mut Vec<Effect>) -> bool {
+        if let Some(moved) = self.advance_reveals(now, effects) {
+            return moved;
+        }
         let Stage::Sharing(sharing) = &self.stage else {
             return false;
         };
@@ -501,7 +681,14 @@ impl Live {
             .iter()
             .map(|s| self.joined.get(s).and_then(|j| j.n_samples))
             .sum::<Option<u64>>();
-        let setup = Aggregator::new(self.study, t, &participants, config.total_rounds())
+        let graph_seed = sharing.graph.as_ref().map(|g| g.seed);
+        let aggregator = match &sharing.graph {
+            Some(graph) => {
+                Aggregator::new_sparse(self.study, t, &participants, config.total_rounds(), &graph.spec)
+            }
+            None => Aggregator::new(self.study, t, &participants, config.total_rounds()),
+        };
+        let setup = aggregator
             .map_err(|e| e.to_string())
             .and_then(|aggregator| {
                 let mut rng = ChaCha20Rng::from_os_rng();
@@ -533,6 +720,7 @@ impl Live {
         });
         let mut running = Running::new(self.study, config, participants, rounds, power, inboxes);
         running.senders = senders_set;
+        running.graph_seed = graph_seed;
         self.stage = Stage::Running(Box::new(running));
         self.deadline = now + self.round_timeout;
         true

@@ -69,6 +69,12 @@ impl StudyProtocol for Power {
         }
     }
 
+    /// SecAgg+ studies take up to [`federated_power::MAX_SPARSE_SITES`]; the complete graph
+    /// stops at [`federated_power::MAX_SITES`] (`configure_for`).
+    fn max_sites(&self) -> u32 {
+        federated_power::MAX_SPARSE_SITES
+    }
+
     fn follow<'a>(&'a self, run: SiteRun<'a>) -> SiteFuture<'a> {
         Box::pin(site::follow(run))
     }
@@ -80,7 +86,7 @@ impl StudyProtocol for Power {
 pub(crate) fn plan(mut params: serde_json::Value, terms: &StudyTerms<'_>) -> Result<StudyPlan, PlanError> {
     let clip = take_clip(&mut params, terms.context)?;
     let parsed: FederatedPowerParams = parse_params(params)?;
-    let config = federated_power::configure_study(
+    let mut config = federated_power::configure_study(
         &parsed,
         terms.context,
         terms.target,
@@ -88,6 +94,9 @@ pub(crate) fn plan(mut params: serde_json::Value, terms: &StudyTerms<'_>) -> Res
         terms.threshold,
         clip,
     )?;
+    // SecAgg+ (live): k and t are derived again from the roster that joins; these are for the
+    // sites invited.
+    config.secagg_plus = federated_power::choose_secagg(&parsed, terms.sites, 0)?;
     let clip_rho = config.clip.as_ref().map_or(0.0, |c| c.cost().rho);
     let rho = clip_rho + crate::algorithms::noisy_power::cost_of(config.iterations, config.multiplier);
     Ok(StudyPlan {

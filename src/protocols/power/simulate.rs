@@ -142,6 +142,7 @@ fn setup(
             mask_public_keys: s.mask_public_keys(),
             // In process: nothing is signed (`Rounds::close_confirm_in_process`).
             signing_public_key: String::new(),
+            seed_commitment: String::new(),
         })
         .collect();
     let mut inboxes: Vec<Vec<ShareBox>> = vec![Vec::new(); sessions.len()];

@@ -13,10 +13,11 @@ use serde::{Deserialize, Serialize};
 use super::consistency::OwnRound;
 use super::state::{SiteComputation, clip_rows};
 use crate::federation::messages::{
-    ConfirmRequest, ContributionRequest, Participant, ShareBox, SharesRequest, SiteSignature, SiteStudyView,
-    SiteTask, UnmaskRequest,
+    ConfirmRequest, ContributionRequest, Participant, SeedReveal, SeedRevealRequest, ShareBox, SharesRequest,
+    SiteSignature, SiteStudyView, SiteTask, UnmaskRequest,
 };
-use crate::federation::secagg::SiteSession;
+use crate::federation::secagg::{GraphSpec, SiteSession, seed};
+use crate::federation::wire;
 use crate::federation::transcript::{self, RoundView, SiteSigner};
 use crate::federation::wire::{b64_to_f64s, words_to_b64};
 use crate::linalg::Matrix;
@@ -31,11 +32,33 @@ use crate::site::witness::StudyWitness;
 use crate::site::{Failure, progress};
 use crate::store::{LocalBudget, SiteMessageKind, SiteStatus, Store, StudyStatus};
 
-/// The key shares as kept in the ledger: the roster they were dealt for and what was sent.
+/// The key shares as kept in the ledger: the roster they were dealt for (with its graph-seed
+/// reveals under SecAgg+) and what was sent.
 #[derive(Serialize, Deserialize)]
 struct KeptShares {
     participants: Vec<Participant>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    seed_reveals: Vec<SeedReveal>,
     request: SharesRequest,
+}
+
+/// SecAgg+: the roster this site revealed its share of the graph seed for (it reveals for one
+/// roster only).
+#[derive(Serialize, Deserialize, PartialEq)]
+struct KeptReveal {
+    participants: Vec<Participant>,
+}
+
+/// SecAgg+: this site's secret share of the graph seed, r_i, from stream 3 of the session's
+/// kept seed (keys use stream 0, the shares' randomness 1, the signing key 2), so that a
+/// restarted site reveals the value it committed to.
+fn seed_share(secret_seed: [u8; 32]) -> [u8; 32] {
+    use rand::RngCore;
+    let mut rng = ChaCha20Rng::from_seed(secret_seed);
+    rng.set_stream(3);
+    let mut share = [0u8; 32];
+    rng.fill_bytes(&mut share);
+    share
 }
 
 /// A round's contribution as kept: the roster it was masked with, the hash of the iterate it
@@ -64,11 +87,18 @@ struct KeptUnmask {
     request: UnmaskRequest,
 }
 
-/// This site's entry in a `federated_power` roster, as it published it.
-fn me_as_participant(view: &SiteStudyView, session: &SiteSession, signer: &SiteSigner) -> Member {
+/// This site's entry in a `federated_power` roster, as it published it (with its graph-seed
+/// commitment under SecAgg+).
+fn me_as_participant(
+    view: &SiteStudyView,
+    session: &SiteSession,
+    signer: &SiteSigner,
+    commitment: Option<&str>,
+) -> Member {
     let mut keys = vec![session.encryption_public_key()];
     keys.extend(session.mask_public_keys());
     keys.push(signer.public_key());
+    keys.extend(commitment.map(str::to_owned));
     Member {
         index: view.site_index,
         name: view.site_name.clone(),
@@ -79,6 +109,8 @@ fn me_as_participant(view: &SiteStudyView, session: &SiteSession, signer: &SiteS
 /// What the site has sent so far, so that a repeated task gets the same answer.
 #[derive(Default)]
 struct Sent {
+    /// SecAgg+: this site revealed its share of the graph seed.
+    revealed: bool,
     shares: Option<SharesRequest>,
     inbox_received: bool,
     charged: bool,
@@ -126,6 +158,8 @@ struct Protocol<'a> {
     /// Its round signatures' key (from the kept seed), and the fixed roster's verifying keys.
     signer: SiteSigner,
     signing_keys: BTreeMap<u32, VerifyingKey>,
+    /// SecAgg+: r_i and its commitment (base64), as published at join.
+    seed_share: Option<([u8; 32], String)>,
     sent: Sent,
     /// Messages sent again in a row because the server asked for them again.
     resends: u32,
@@ -187,7 +221,11 @@ impl Protocol<'_> {
     /// One task of the study's protocol; the round, when it was an unmasking.
     async fn handle(&mut self, task: SiteTask) -> Result<Option<u32>, Failure> {
         match task {
-            SiteTask::ShareKeys { participants } => self.share_keys(&participants).await?,
+            SiteTask::RevealSeed { participants } => self.reveal_seed(&participants).await?,
+            SiteTask::ShareKeys {
+                participants,
+                seed_reveals,
+            } => self.share_keys(&participants, &seed_reveals).await?,
             SiteTask::Contribute {
                 round,
                 rounds,
@@ -239,12 +277,96 @@ impl Protocol<'_> {
         Ok(None)
     }
 
-    async fn share_keys(
-        &mut self,
-        participants: &[crate::federation::messages::Participant],
-    ) -> Result<(), Failure> {
+    /// SecAgg+: fixes the roster (with every site's seed commitment) and reveals this site's
+    /// share of the graph seed for it, once: the roster is kept before the reveal is sent, and
+    /// another roster is refused, also after a restart.
+    async fn reveal_seed(&mut self, participants: &[Participant]) -> Result<(), Failure> {
+        let Some((share, _)) = self.seed_share else {
+            return Err(violation(
+                "the server asked for a graph-seed reveal in a study on the complete graph",
+            ));
+        };
+        self.observe_roster(participants, "the roster")?;
+        if self.sent.shares.is_some() {
+            return Err(violation(
+                "the server asked for the graph seed after the keys were shared",
+            ));
+        }
+        let computed = KeptReveal {
+            participants: participants.to_vec(),
+        };
+        let study = self.prepared.view.study_id;
+        let kept = keep(self.store, study, SiteMessageKind::Reveal, 0, &computed).await?;
+        if kept != computed {
+            return Err(violation(
+                "the server asked to reveal the graph seed for another roster than the one this site \
+                 revealed it for; refusing",
+            ));
+        }
+        if self.sent.revealed {
+            before_resend(&mut self.resends, "the graph-seed reveal").await?;
+        }
+        let request = SeedRevealRequest {
+            reveal: wire::encode(&share),
+        };
+        self.post("/v1/site/seed", &request).await?;
+        if !self.sent.revealed {
+            progress(&format!(
+                "graph seed share revealed to the roster of {} participants",
+                participants.len()
+            ));
+        }
+        self.sent.revealed = true;
+        Ok(())
+    }
+
+    /// SecAgg+: the graph's spec from every participant's reveal (each checked against the
+    /// commitment the fixed roster lists) and the study's stated rates.
+    fn graph_spec(&self, participants: &[Participant], reveals: &[SeedReveal]) -> Result<GraphSpec, Failure> {
+        let plus = self.computation.config().secagg_plus.ok_or_else(|| {
+            violation("the server relayed graph-seed reveals in a study on the complete graph")
+        })?;
+        let study = self.prepared.view.study_id;
+        let seed = seed::seed_from_reveals(study, participants, reveals)
+            .map_err(|e| violation(format!("refusing the graph seed: {e}")))?;
+        GraphSpec::new(
+            seed,
+            participants.len() as u32,
+            plus.corruption_rate,
+            plus.dropout_rate,
+        )
+        .map_err(|e| violation(format!("refusing the graph: {e}")))
+    }
+
+    /// This site's share boxes for `participants`: to every one of them, or under SecAgg+ to
+    /// its neighbours in the graph the reveals fix.
+    fn deal(&mut self, participants: &[Participant], reveals: &[SeedReveal]) -> Result<SharesRequest, Failure> {
+        let threshold = self.prepared.view.threshold;
+        let boxes = if self.seed_share.is_some() {
+            let spec = self.graph_spec(participants, reveals)?;
+            self.session
+                .share_boxes_sparse(participants, threshold, &spec, &mut self.deal_rng)
+        } else if reveals.is_empty() {
+            self.session
+                .share_boxes(participants, threshold, &mut self.deal_rng)
+        } else {
+            return Err(violation(
+                "the server relayed graph-seed reveals in a study on the complete graph",
+            ));
+        };
+        let boxes =
+            boxes.map_err(|e| violation(format!("cannot share keys with the roster the server sent: {e}")))?;
+        Ok(SharesRequest { boxes })
+    }
+
+    async fn share_keys(&mut self, participants: &[Participant], reveals: &[SeedReveal]) -> Result<(), Failure> {
         let view = &self.prepared.view;
         self.observe_roster(participants, "the roster")?;
+        if self.seed_share.is_some() && !self.sent.revealed {
+            return Err(violation(
+                "the server asked for key shares before this site revealed its share of the graph seed",
+            ));
+        }
         if let Some(shares) = &self.sent.shares {
             before_resend(&mut self.resends, "the key shares").await?;
             self.post("/v1/site/shares", shares).await?;
@@ -255,23 +377,25 @@ impl Protocol<'_> {
                 "the server asked for key shares after the rounds began",
             ));
         }
-        let boxes = self
-            .session
-            .share_boxes(participants, view.threshold, &mut self.deal_rng)
-            .map_err(|e| violation(format!("cannot share keys with the roster the server sent: {e}")))?;
+        let study = view.study_id;
+        let threshold = view.threshold;
+        let request = self.deal(participants, reveals)?;
+        let sent_to = request.boxes.len();
         let kept = KeptShares {
             participants: participants.to_vec(),
-            request: SharesRequest { boxes },
+            seed_reveals: reveals.to_vec(),
+            request,
         };
-        let kept = keep(self.store, view.study_id, SiteMessageKind::Shares, 0, &kept).await?;
+        let kept = keep(self.store, study, SiteMessageKind::Shares, 0, &kept).await?;
         let request = kept.request;
         self.post("/v1/site/shares", &request).await?;
         self.sent.shares = Some(request);
-        progress(&format!(
-            "keys shared with {} participants (threshold {})",
-            participants.len(),
-            view.threshold
-        ));
+        let whom = if self.seed_share.is_some() {
+            format!("its {sent_to} graph neighbours among {} participants", participants.len())
+        } else {
+            format!("{} participants", participants.len())
+        };
+        progress(&format!("keys shared with {whom} (threshold {threshold})"));
         Ok(())
     }
 
@@ -547,11 +671,17 @@ pub(crate) async fn follow(run: SiteRun<'_>) -> Result<(), Failure> {
     let session = SiteSession::new(view.study_id, view.site_index, rounds, &mut keys_rng);
     // The signing key: from the kept seed, so a restarted site signs alike.
     let signer = signer_of(secret_seed);
+    let seed_share = computation.config().secagg_plus.map(|_| {
+        let share = seed_share(secret_seed);
+        let commitment = wire::encode(&seed::commitment(view.study_id, view.site_index, &share));
+        (share, commitment)
+    });
     if view.site_status == SiteStatus::Invited {
         let keys = JoinKeys {
             encryption: Some(session.encryption_public_key()),
             mask: session.mask_public_keys(),
             signing: Some(signer.public_key()),
+            seed_commitment: seed_share.as_ref().map(|(_, c)| c.clone()),
         };
         join(client, view, prepared.records.n, keys).await?;
     }
@@ -571,6 +701,7 @@ pub(crate) async fn follow(run: SiteRun<'_>) -> Result<(), Failure> {
         clipped: None,
         signer,
         signing_keys: BTreeMap::new(),
+        seed_share,
         sent: Sent::default(),
         resends: 0,
     };
@@ -596,15 +727,20 @@ impl Protocol<'_> {
             .study_charged(self.budget.dataset, study)
             .await
             .map_err(ledger_failure)?;
+        if let Some((_, text)) = kept(SiteMessageKind::Reveal).await?.first() {
+            let revealed: KeptReveal = parse_kept(text)?;
+            self.observe_roster(&revealed.participants, "the kept roster")?;
+            self.sent.revealed = true;
+        }
         let Some((_, text)) = shares.first() else {
             return Ok(());
         };
         let shares: KeptShares = parse_kept(text)?;
         self.observe_roster(&shares.participants, "the kept roster")?;
         let boxes = self
-            .session
-            .share_boxes(&shares.participants, view.threshold, &mut self.deal_rng)
-            .map_err(|e| violation(format!("cannot deal the kept shares again: {e}")))?;
+            .deal(&shares.participants, &shares.seed_reveals)
+            .map_err(|e| violation(format!("cannot deal the kept shares again: {e}")))?
+            .boxes;
         if boxes != shares.request.boxes {
             return Err(Failure::Refused(
                 "the ledger's kept key shares are not those this session deals; nothing more is sent".into(),
@@ -670,7 +806,8 @@ impl Protocol<'_> {
     fn observe_roster(&mut self, participants: &[Participant], what: &str) -> Result<(), Failure> {
         let view = &self.prepared.view;
         let members: Vec<Member> = participants.iter().map(Member::from_participant).collect();
-        let me = me_as_participant(view, &self.session, &self.signer);
+        let commitment = self.seed_share.as_ref().map(|(_, c)| c.as_str());
+        let me = me_as_participant(view, &self.session, &self.signer, commitment);
         if let Some(hash) = self
             .roster
             .observe(view, &members, &me)

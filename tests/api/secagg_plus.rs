@@ -1,0 +1,173 @@
+//! Live SecAgg+ studies over HTTP (issue 38): the commit-then-reveal graph seed, share boxes to
+//! graph neighbours only, a dropout, the checks on reveals and boxes, and a coordinator restart
+//! in the middle of the reveals. The sites are the in-process ones of `studies.rs`.
+
+use std::collections::BTreeMap;
+
+use privpca::federation::messages::SiteTask;
+use privpca::federation::secagg::seed;
+use privpca::federation::wire;
+use serde_json::{Value, json};
+
+use crate::helpers::TestApp;
+use crate::studies::{create, enrolled, joined_sites, run_sites, site_tokens, step_until, study_body};
+
+/// A 10-site `federated_power` study on SecAgg+ at the default rates (k = 4, t = 3).
+fn sparse_body(iterations: u32) -> Value {
+    let mut body = study_body(10, 7, iterations, 60);
+    body["params"]["secure_aggregation"] = json!("sparse");
+    body
+}
+
+async fn task_of(app: &TestApp, token: &str) -> Value {
+    app.get("/v1/site/task?wait_ms=0", token).await.json()
+}
+
+/// The site's next task other than `wait` (the coordinator moves on in its own task).
+async fn next_task(app: &TestApp, token: &str) -> Value {
+    for _ in 0..100 {
+        let task = app.get("/v1/site/task?wait_ms=200", token).await.json();
+        if task["task"] != "wait" {
+            return task;
+        }
+    }
+    panic!("the study did not move on");
+}
+
+#[tokio::test]
+async fn a_secagg_plus_study_shares_with_neighbours_only_and_survives_a_dropout() {
+    let (app, key) = TestApp::start_with_tenant("owner").await;
+    let (id, tokens, mut sites) = enrolled(&app, &key, sparse_body(3), 90, 60).await;
+    let view = app.get(&format!("/v1/studies/{id}"), &key).await.json();
+    assert_eq!(
+        view["config"]["secagg_plus"],
+        json!({"corruption_rate": 0.1, "dropout_rate": 0.1, "degree": 4, "threshold": 3}),
+        "{view}"
+    );
+    // Enrolment is over: the first task is the reveal, with every site's commitment.
+    let task = task_of(&app, &tokens[0]).await;
+    assert_eq!(task["task"], "reveal_seed", "{task}");
+    let participants = task["participants"].as_array().unwrap();
+    assert_eq!(participants.len(), 10);
+    assert!(participants.iter().all(|p| p["seed_commitment"].as_str().is_some_and(|c| c.len() == 44)));
+    // Nobody is asked for share boxes before every site has revealed.
+    sites[0].step(&app).await;
+    assert_eq!(task_of(&app, &tokens[0]).await["task"], "wait");
+    for site in sites.iter_mut().skip(1) {
+        site.step(&app).await;
+    }
+    let task = next_task(&app, &tokens[0]).await;
+    assert_eq!(task["task"], "share_keys", "{task}");
+    assert_eq!(task["seed_reveals"].as_array().map(Vec::len), Some(10));
+    sites[3].dies_at = Some(2);
+    let mut finals = BTreeMap::new();
+    step_until(&app, &mut sites, &mut finals, |sites, done| {
+        done.contains_key(&3) && sites.iter().enumerate().all(|(i, s)| i == 3 || s.contributed >= 2)
+    })
+    .await;
+    app.expire_phase(&id).await;
+    step_until(&app, &mut sites, &mut finals, |_, _| false).await;
+    let view = app.get(&format!("/v1/studies/{id}"), &key).await.json();
+    assert_eq!(view["status"], "succeeded", "{view}");
+    assert_eq!(view["sites"][3]["status"], "dropped");
+    assert_eq!(view["sites"][3]["dropped_round"], 2);
+    let result = app.get(&format!("/v1/studies/{id}/result"), &key).await.json();
+    let rounds = result["rounds"].as_array().unwrap();
+    assert_eq!(rounds[1]["dropped"], json!(["site-3"]), "{result}");
+    assert_eq!(result["survivors"].as_array().map(Vec::len), Some(9));
+    assert!(result["basis"][0][0].as_f64().unwrap().abs() > 0.9, "{result}");
+}
+
+#[tokio::test]
+async fn seed_commitments_reveals_and_share_boxes_are_checked() {
+    let (app, key) = TestApp::start_with_tenant("owner").await;
+    // A complete-graph study takes no commitment and has no seed to reveal.
+    let complete = create(&app, &key, study_body(3, 2, 2, 30)).await;
+    let complete_tokens = site_tokens(&complete);
+    let mut complete_sites = joined_sites(&app, &complete_tokens[..2], 5, 40).await;
+    let committed = json!({
+        "n_samples": 40, "encryption_public_key": wire::encode(&[9u8; 32]),
+        "mask_public_keys": vec![wire::encode(&[9u8; 32]); 2],
+        "signing_public_key": privpca::federation::transcript::SiteSigner::from_seed([3; 32]).public_key(),
+        "seed_commitment": wire::encode(&[1u8; 32]),
+    });
+    let doc = app
+        .post("/v1/site/join", &complete_tokens[2], committed.clone())
+        .await
+        .problem(422);
+    assert!(doc["detail"].as_str().unwrap().contains("seed_commitment"), "{doc}");
+    let doc = app
+        .post("/v1/site/seed", &complete_tokens[0], json!({"reveal": wire::encode(&[1u8; 32])}))
+        .await
+        .problem(409);
+    assert!(doc["detail"].as_str().unwrap().contains("graph"), "{doc}");
+    let _ = complete_sites.pop();
+
+    // A SecAgg+ study needs one.
+    let created = create(&app, &key, sparse_body(2)).await;
+    let tokens = site_tokens(&created);
+    let mut bare = committed;
+    bare.as_object_mut().unwrap().remove("seed_commitment");
+    bare["mask_public_keys"] = json!(vec![wire::encode(&[9u8; 32]); 2]);
+    let doc = app.post("/v1/site/join", &tokens[0], bare).await.problem(422);
+    assert!(doc["detail"].as_str().unwrap().contains("seed_commitment is required"), "{doc}");
+    let mut sites = joined_sites(&app, &tokens, 30, 40).await;
+    // A reveal that does not open the site's commitment is refused and changes nothing.
+    let doc = app
+        .post("/v1/site/seed", &tokens[0], json!({"reveal": wire::encode(&[7u8; 32])}))
+        .await
+        .problem(422);
+    assert!(doc["detail"].as_str().unwrap().contains("does not open"), "{doc}");
+    assert_eq!(task_of(&app, &tokens[0]).await["task"], "reveal_seed");
+    for site in &mut sites {
+        site.step(&app).await;
+    }
+    // Revealed twice: the same bytes are already received.
+    let task = next_task(&app, &tokens[0]).await;
+    let reveals = task["seed_reveals"].as_array().expect(&task.to_string());
+    let own = reveals[0]["reveal"].clone();
+    let doc = app
+        .post("/v1/site/seed", &tokens[0], json!({ "reveal": own }))
+        .await
+        .problem(409);
+    assert!(doc["type"].as_str().unwrap().ends_with("already-received"), "{doc}");
+    // Every relayed reveal opens the commitment the roster lists.
+    let study = created["id"].as_str().unwrap().parse().unwrap();
+    let participants: Vec<privpca::federation::messages::Participant> =
+        serde_json::from_value(task["participants"].clone()).unwrap();
+    let relayed: Vec<privpca::federation::messages::SeedReveal> =
+        serde_json::from_value(task["seed_reveals"].clone()).unwrap();
+    seed::seed_from_reveals(study, &participants, &relayed).unwrap();
+    // Boxes to every participant are refused: SecAgg+ deals to the graph neighbours only.
+    let boxes: Vec<Value> = (1..=10u32)
+        .filter(|&i| i != 1)
+        .map(|to| json!({"from": 1, "to": to, "ciphertext": wire::encode(&[0u8; 64])}))
+        .collect();
+    let doc = app
+        .post("/v1/site/shares", &tokens[0], json!({ "boxes": boxes }))
+        .await
+        .problem(422);
+    assert!(doc["detail"].as_str().unwrap().contains("graph neighbour"), "{doc}");
+    let finals = run_sites(&app, &mut sites).await;
+    assert!(finals.values().all(|t| matches!(t, SiteTask::Finished { status, .. }
+        if *status == privpca::store::StudyStatus::Succeeded)), "{finals:?}");
+}
+
+#[tokio::test]
+async fn a_coordinator_restart_between_reveals_keeps_them_and_the_study_succeeds() {
+    let (app, key) = TestApp::start_with_tenant("owner").await;
+    let (id, _, mut sites) = enrolled(&app, &key, sparse_body(2), 120, 40).await;
+    for site in sites.iter_mut().take(6) {
+        site.step(&app).await;
+    }
+    let config = app.state.config.as_ref().clone();
+    let dir = app.stop().await;
+    let app = TestApp::open(dir, config, true).await;
+    let finals = run_sites(&app, &mut sites).await;
+    let view = app.get(&format!("/v1/studies/{id}"), &key).await.json();
+    assert_eq!(view["status"], "succeeded", "{view} {finals:?}");
+    for site in view["sites"].as_array().unwrap() {
+        assert!((site["charged"]["rho"].as_f64().unwrap() - 0.5).abs() < 1e-9, "{view}");
+    }
+}
+
