@@ -21,6 +21,10 @@ use serde_json::{Value, json};
 const ADMIN: &str = "many-sites-admin";
 const D: usize = 8;
 const ROWS_PER_SITE: usize = 40;
+/// What a site sends and receives in a simulated SecAgg+ round at S = 200 (one round of 1000
+/// words, its key exchange included): 23.2 + 20.5 kB, docs/performance-secagg-plus.md, from
+/// `cargo bench --profile dev --bench secagg_plus -- --sites=200 --protocol=sparse`.
+const SIMULATED_SITE_BYTES_AT_200: f64 = 43_700.0;
 /// The study's ρ: small enough that 200 sites' encoding leaves room for the clip's floor.
 const RHO: f64 = 0.1;
 
@@ -83,7 +87,11 @@ async fn two_hundred_sites_on_secagg_plus_with_a_tenth_dropping_out() {
         .await;
 }
 
+/// One many-sites study at a time: each is hundreds of clients on a 2-core machine.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 async fn many_sites(sites: usize, secure_aggregation: Option<&str>) {
+    let _alone = ONE_AT_A_TIME.lock().await;
     let dropouts = sites / 10;
     let dir = tempfile::tempdir().unwrap();
     let env = vec![
@@ -124,23 +132,28 @@ async fn many_sites(sites: usize, secure_aggregation: Option<&str>) {
             dir.path().join(format!("ledger-{i}.db")),
             stop,
         );
+        // Started 10 ms apart, as operators start their sites: hundreds of ledgers opened
+        // (and migrated) in the same instant on two cores wait past the pool's 5 s.
+        let start = Duration::from_millis(10 * i as u64);
         tasks.push(tokio::task::spawn_local(async move {
-            privpca::site::run_in(&args).await
+            tokio::time::sleep(start).await;
+            privpca::site::run_counted(&args).await
         }));
     }
     let mut outcomes = Vec::new();
+    let mut traffic = Vec::new();
     for (i, task) in tasks.into_iter().enumerate() {
         if i >= sites - dropouts {
             // A stopped site never returns; the study goes on without it.
             task.abort();
             continue;
         }
-        outcomes.push(
-            tokio::time::timeout(Duration::from_secs(600), task)
-                .await
-                .unwrap()
-                .unwrap(),
-        );
+        let (outcome, exchanged) = tokio::time::timeout(Duration::from_secs(600), task)
+            .await
+            .unwrap()
+            .unwrap();
+        outcomes.push(outcome);
+        traffic.push(exchanged);
     }
     let elapsed = started.elapsed();
     assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
@@ -169,6 +182,14 @@ async fn many_sites(sites: usize, secure_aggregation: Option<&str>) {
         .map(|v| v.as_f64().unwrap())
         .collect();
     assert!(first[0].abs() > 0.9, "the planted direction e_0: {first:?}");
+    // The same utility as the simulated job at the same ρ on the pooled rows.
+    let pooled = pooled_rows(dir.path(), sites);
+    let job_basis = simulated_job_basis(&server.base, &key, &pooled, secure_aggregation).await;
+    let (study_energy, job_energy) = (captured(&pooled, &basis(&result)), captured(&pooled, &job_basis));
+    assert!(
+        study_energy >= job_energy - 0.03,
+        "captured energy: study {study_energy:.4}, simulated job {job_energy:.4}"
+    );
     let charged: Vec<&Value> = view["sites"]
         .as_array()
         .unwrap()
@@ -176,11 +197,104 @@ async fn many_sites(sites: usize, secure_aggregation: Option<&str>) {
         .map(|s| &s["charged"])
         .collect();
     assert!(charged.iter().all(|c| c["rho"].as_f64() == Some(RHO)), "{view}");
+    // What a site that took part to the end exchanged with the coordinator, per round (the
+    // setup's roster and key exchange included).
+    let per_round = |f: fn(&privpca::site::Traffic) -> u64| {
+        traffic.iter().map(f).sum::<u64>() as f64 / traffic.len() as f64 / rounds.len() as f64
+    };
+    let (sent, received) = (per_round(|t| t.sent), per_round(|t| t.received));
+    if secure_aggregation == Some("sparse") {
+        // Issue 38: within 2× of the simulated per-site figure at S = 200.
+        assert!(
+            sent + received <= 2.0 * SIMULATED_SITE_BYTES_AT_200,
+            "{:.1} kB per site and round",
+            (sent + received) / 1e3
+        );
+    }
     eprintln!(
-        "{sites} sites ({dropouts} dropping out after round 2, {}), 11 rounds: {:.1} s",
+        "{sites} sites ({dropouts} dropping out after round 2, {}), 11 rounds: {:.1} s; captured \
+         energy {study_energy:.4} (simulated job {job_energy:.4}); per site and round {:.1} kB sent, \
+         {:.1} kB received",
         secure_aggregation.unwrap_or("complete"),
-        elapsed.as_secs_f64()
+        elapsed.as_secs_f64(),
+        sent / 1e3,
+        received / 1e3,
     );
+}
+
+/// Every site's rows (the shards the sites read), n × D.
+fn pooled_rows(dir: &Path, sites: usize) -> Vec<Vec<f64>> {
+    (0..sites)
+        .flat_map(|i| {
+            let text = std::fs::read_to_string(dir.join(format!("site-{i}.csv"))).unwrap();
+            text.lines()
+                .map(|l| l.split(',').map(|v| v.parse().unwrap()).collect::<Vec<f64>>())
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// A result's basis as D × k columns.
+fn basis(result: &Value) -> Vec<Vec<f64>> {
+    result["basis"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            c.as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_f64().unwrap())
+                .collect()
+        })
+        .collect()
+}
+
+/// ‖X V‖²_F over the largest it can be for as many columns (the top eigenvalues of XᵀX).
+fn captured(rows: &[Vec<f64>], basis: &[Vec<f64>]) -> f64 {
+    let gram = nalgebra::DMatrix::from_fn(D, D, |a, b| rows.iter().map(|r| r[a] * r[b]).sum::<f64>());
+    let mut eigenvalues: Vec<f64> = gram
+        .clone()
+        .symmetric_eigen()
+        .eigenvalues
+        .iter()
+        .copied()
+        .collect();
+    eigenvalues.sort_by(|a, b| b.total_cmp(a));
+    let best: f64 = eigenvalues.iter().take(basis.len()).sum();
+    let got: f64 = basis
+        .iter()
+        .map(|v| {
+            let v = nalgebra::DVector::from_column_slice(v);
+            (v.transpose() * &gram * &v)[(0, 0)]
+        })
+        .sum();
+    got / best
+}
+
+/// The basis of a simulate-mode `federated_power` job on the pooled rows at the study's ρ and
+/// terms (64 simulated sites, the jobs' cap, on the same secure aggregation).
+async fn simulated_job_basis(
+    base: &str,
+    key: &str,
+    rows: &[Vec<f64>],
+    secure_aggregation: Option<&str>,
+) -> Vec<Vec<f64>> {
+    let id = support::records(base, key, "pooled", 10.0).await;
+    let csv: String = rows
+        .iter()
+        .map(|r| r.iter().map(|v| format!("{v:e}")).collect::<Vec<_>>().join(",") + "\n")
+        .collect();
+    support::upload(base, key, &id, "text/csv", csv.into_bytes()).await;
+    let mut params = params(secure_aggregation);
+    params["sites"] = json!(64);
+    let job = support::submit(
+        base,
+        key,
+        json!({"dataset_id": id, "algorithm": "federated_power", "params": params, "privacy": {"rho": RHO}}),
+    )
+    .await;
+    basis(&support::result(base, key, &job, Duration::from_secs(120)).await)
 }
 
 fn params(secure_aggregation: Option<&str>) -> Value {

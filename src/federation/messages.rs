@@ -261,8 +261,9 @@ pub enum SiteTask {
     /// hash is printed and checked against `--expect-roster-hash`) and reveal this site's
     /// share of the graph seed at `POST /v1/site/seed`.
     RevealSeed { participants: Vec<Participant> },
-    /// The roster is fixed: send one share box to every participant (SecAgg+: to each graph
-    /// neighbour, the graph derived from `seed_reveals`, every participant's reveal).
+    /// The roster is fixed: send one share box to every participant. SecAgg+: one to each
+    /// graph neighbour, the graph derived from `seed_reveals` (every participant's reveal), and
+    /// `participants` is empty: the roster is the one of the `reveal_seed` task.
     ShareKeys {
         participants: Vec<Participant>,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -13,8 +13,8 @@ use uuid::Uuid;
 use super::error::{ApiError, Json, Path, ProblemDocument, ProblemKind, Query};
 use crate::app::site;
 use crate::federation::messages::{
-    CapeReleaseRequest, ConfirmRequest, ContributionRequest, GossipPostRequest, JoinRequest, SeedRevealRequest,
-    SharesRequest, SiteStudyView, SiteTask, UnmaskRequest,
+    CapeReleaseRequest, ConfirmRequest, ContributionRequest, GossipPostRequest, JoinRequest,
+    SeedRevealRequest, SharesRequest, SiteStudyView, SiteTask, UnmaskRequest,
 };
 use crate::state::AppState;
 use crate::store::{StudyRecord, StudySiteRecord};

@@ -204,6 +204,29 @@ pub struct SiteClient {
     base: Url,
     token: String,
     give_up: Duration,
+    traffic: TrafficCounter,
+}
+
+/// What a site exchanged with the coordinator: requests sent (every attempt) and the bytes of
+/// the request and answer bodies (headers not counted).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Traffic {
+    pub requests: u64,
+    pub sent: u64,
+    pub received: u64,
+}
+
+#[derive(Default)]
+struct TrafficCounter {
+    requests: std::sync::atomic::AtomicU64,
+    sent: std::sync::atomic::AtomicU64,
+    received: std::sync::atomic::AtomicU64,
+}
+
+impl TrafficCounter {
+    fn add(counter: &std::sync::atomic::AtomicU64, n: usize) {
+        counter.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 impl SiteClient {
@@ -218,7 +241,18 @@ impl SiteClient {
             base,
             token,
             give_up,
+            traffic: TrafficCounter::default(),
         })
+    }
+
+    /// What this client has exchanged so far.
+    pub fn traffic(&self) -> Traffic {
+        let load = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+        Traffic {
+            requests: load(&self.traffic.requests),
+            sent: load(&self.traffic.sent),
+            received: load(&self.traffic.received),
+        }
     }
 
     fn url(&self, path: &str) -> Url {
@@ -252,6 +286,8 @@ impl SiteClient {
                 .bearer_auth(&self.token)
                 .timeout(timeout)
                 .header(reqwest::header::ACCEPT, "application/json");
+            TrafficCounter::add(&self.traffic.requests, 1);
+            TrafficCounter::add(&self.traffic.sent, body.map_or(0, <[u8]>::len));
             if let Some(body) = body {
                 request = request
                     .header(reqwest::header::CONTENT_TYPE, "application/json")
@@ -261,7 +297,11 @@ impl SiteClient {
                 Ok(response) => {
                     let status = response.status();
                     let hint = retry_after(response.headers());
-                    match response.bytes().await {
+                    let answer = response.bytes().await;
+                    if let Ok(bytes) = &answer {
+                        TrafficCounter::add(&self.traffic.received, bytes.len());
+                    }
+                    match answer {
                         Ok(bytes) if classify(status) != Class::Transient => {
                             return Ok(Answer {
                                 status,

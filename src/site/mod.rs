@@ -42,7 +42,7 @@ use std::fmt;
 use std::process::ExitCode;
 
 pub use args::{DataFormat, SiteArgs};
-pub use http::{ALREADY_RECEIVED, Class, classify};
+pub use http::{ALREADY_RECEIVED, Class, Traffic, classify};
 
 /// The prefix of every line the client prints.
 const PREFIX: &str = "privpca site";
@@ -106,7 +106,7 @@ pub fn run(args: SiteArgs) -> ExitCode {
             return ExitCode::from(Failure::Refused(String::new()).code());
         }
     };
-    match runtime.block_on(run::run(&args)) {
+    match runtime.block_on(run::run(&args)).0 {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
             progress(&format!("error: {failure}"));
@@ -120,9 +120,17 @@ pub fn run(args: SiteArgs) -> ExitCode {
 /// and HTTP connection (the many-sites harness, tests/many_sites.rs). The error is the exit code
 /// `privpca site` would return and the message it would print.
 pub async fn run_in(args: &SiteArgs) -> Result<(), (u8, String)> {
-    run::run(args)
-        .await
-        .map_err(|failure| (failure.code(), failure.to_string()))
+    run_counted(args).await.0
+}
+
+/// As [`run_in`], with what the site exchanged with the coordinator (the many-sites bench
+/// divides it by the rounds).
+pub async fn run_counted(args: &SiteArgs) -> (Result<(), (u8, String)>, Traffic) {
+    let (outcome, traffic) = run::run(args).await;
+    (
+        outcome.map_err(|failure| (failure.code(), failure.to_string())),
+        traffic,
+    )
 }
 
 #[cfg(test)]

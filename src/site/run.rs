@@ -29,7 +29,7 @@
 use std::time::Duration;
 
 use super::args::SiteArgs;
-use super::http::SiteClient;
+use super::http::{SiteClient, Traffic};
 use super::ledger::check_ledger;
 use super::prepare::prepare;
 use super::witness::StudyWitness;
@@ -115,20 +115,33 @@ pub(crate) async fn resend<B: serde::Serialize>(
     Ok(())
 }
 
-/// The whole client: prepare, check the ledger, join, follow the tasks.
-pub(crate) async fn run(args: &SiteArgs) -> Result<(), Failure> {
+/// The whole client: prepare, check the ledger, join, follow the tasks. Returns the outcome and
+/// what the client exchanged with the coordinator (also printed).
+pub(crate) async fn run(args: &SiteArgs) -> (Result<(), Failure>, Traffic) {
     warn_plain_http(&args.server);
-    let client = SiteClient::new(
+    let client = match SiteClient::new(
         args.server.clone(),
         args.token.clone(),
         Duration::from_secs(args.give_up_seconds),
-    )
-    .map_err(Failure::Refused)?;
-    let prepared = prepare(args, &client).await?;
+    ) {
+        Ok(client) => client,
+        Err(e) => return (Err(Failure::Refused(e)), Traffic::default()),
+    };
+    let outcome = follow_study(args, &client).await;
+    let traffic = client.traffic();
+    progress(&format!(
+        "traffic with the coordinator: {} requests, {} bytes sent, {} bytes received (bodies)",
+        traffic.requests, traffic.sent, traffic.received
+    ));
+    (outcome, traffic)
+}
+
+async fn follow_study(args: &SiteArgs, client: &SiteClient) -> Result<(), Failure> {
+    let prepared = prepare(args, client).await?;
     let (store, budget) = check_ledger(args, &prepared.view, &prepared.records, prepared.cost).await?;
     let run = SiteRun {
         args,
-        client: &client,
+        client,
         store: &store,
         budget: &budget,
         prepared: &prepared,

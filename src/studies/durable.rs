@@ -456,7 +456,7 @@ impl Live {
                 last: None,
                 inboxes: running.inboxes.clone(),
                 clip: running.power.clip_progress().cloned(),
-                graph_seed: running.graph_seed.map(|seed| wire::encode(&seed)),
+                graph_seed: running.graph.as_ref().map(|g| wire::encode(&g.seed)),
             },
             Stage::Finished { status, reason } => StageSnapshot::Finished {
                 status: *status,
@@ -574,16 +574,18 @@ fn restore_running(
     let snapshot_holds_round =
         (!rounds.masked.is_empty() || !rounds.confirmations.is_empty() || !rounds.answers.is_empty())
             .then_some(rounds.round);
-    let aggregator = match graph_seed {
-        Some(seed) => SparseGraph::from_seed(&config, &participants, seed).and_then(|graph| {
-            Aggregator::new_sparse(
-                study,
-                config.threshold,
-                &participants,
-                config.total_rounds(),
-                &graph.spec,
-            )
-        }),
+    let graph = graph_seed
+        .map(|seed| SparseGraph::from_seed(&config, &participants, seed))
+        .transpose()
+        .map_err(|e| e.to_string())?;
+    let aggregator = match &graph {
+        Some(graph) => Aggregator::new_sparse(
+            study,
+            config.threshold,
+            &participants,
+            config.total_rounds(),
+            &graph.spec,
+        ),
         None => Aggregator::new(study, config.threshold, &participants, config.total_rounds()),
     }
     .map_err(|e| e.to_string())?;
@@ -596,7 +598,7 @@ fn restore_running(
     let mut running = Running::new(study, config.clone(), participants, rounds, power, inboxes);
     running.senders = senders;
     running.snapshot_holds_round = snapshot_holds_round;
-    running.graph_seed = graph_seed;
+    running.graph = graph;
     Ok(Stage::Running(Box::new(running)))
 }
 

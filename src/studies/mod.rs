@@ -606,7 +606,8 @@ impl StudyHub {
     /// A SecAgg+ site's share of the graph seed (kept with the snapshot before it is
     /// acknowledged).
     pub async fn reveal_seed(&self, study: Uuid, site: u32, reveal: String) -> Result<(), HubError> {
-        self.with_live(study, |live| live.reveal_seed(site, &reveal)).await
+        self.with_live(study, |live| live.reveal_seed(site, &reveal))
+            .await
     }
 
     pub async fn contribute(

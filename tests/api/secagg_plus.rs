@@ -49,7 +49,11 @@ async fn a_secagg_plus_study_shares_with_neighbours_only_and_survives_a_dropout(
     assert_eq!(task["task"], "reveal_seed", "{task}");
     let participants = task["participants"].as_array().unwrap();
     assert_eq!(participants.len(), 10);
-    assert!(participants.iter().all(|p| p["seed_commitment"].as_str().is_some_and(|c| c.len() == 44)));
+    assert!(
+        participants
+            .iter()
+            .all(|p| p["seed_commitment"].as_str().is_some_and(|c| c.len() == 44))
+    );
     // Nobody is asked for share boxes before every site has revealed.
     sites[0].step(&app).await;
     assert_eq!(task_of(&app, &tokens[0]).await["task"], "wait");
@@ -62,7 +66,11 @@ async fn a_secagg_plus_study_shares_with_neighbours_only_and_survives_a_dropout(
     sites[3].dies_at = Some(2);
     let mut finals = BTreeMap::new();
     step_until(&app, &mut sites, &mut finals, |sites, done| {
-        done.contains_key(&3) && sites.iter().enumerate().all(|(i, s)| i == 3 || s.contributed >= 2)
+        done.contains_key(&3)
+            && sites
+                .iter()
+                .enumerate()
+                .all(|(i, s)| i == 3 || s.contributed >= 2)
     })
     .await;
     app.expire_phase(&id).await;
@@ -95,9 +103,16 @@ async fn seed_commitments_reveals_and_share_boxes_are_checked() {
         .post("/v1/site/join", &complete_tokens[2], committed.clone())
         .await
         .problem(422);
-    assert!(doc["detail"].as_str().unwrap().contains("seed_commitment"), "{doc}");
+    assert!(
+        doc["detail"].as_str().unwrap().contains("seed_commitment"),
+        "{doc}"
+    );
     let doc = app
-        .post("/v1/site/seed", &complete_tokens[0], json!({"reveal": wire::encode(&[1u8; 32])}))
+        .post(
+            "/v1/site/seed",
+            &complete_tokens[0],
+            json!({"reveal": wire::encode(&[1u8; 32])}),
+        )
         .await
         .problem(409);
     assert!(doc["detail"].as_str().unwrap().contains("graph"), "{doc}");
@@ -110,15 +125,28 @@ async fn seed_commitments_reveals_and_share_boxes_are_checked() {
     bare.as_object_mut().unwrap().remove("seed_commitment");
     bare["mask_public_keys"] = json!(vec![wire::encode(&[9u8; 32]); 2]);
     let doc = app.post("/v1/site/join", &tokens[0], bare).await.problem(422);
-    assert!(doc["detail"].as_str().unwrap().contains("seed_commitment is required"), "{doc}");
+    assert!(
+        doc["detail"]
+            .as_str()
+            .unwrap()
+            .contains("seed_commitment is required"),
+        "{doc}"
+    );
     let mut sites = joined_sites(&app, &tokens, 30, 40).await;
     // A reveal that does not open the site's commitment is refused and changes nothing.
     let doc = app
-        .post("/v1/site/seed", &tokens[0], json!({"reveal": wire::encode(&[7u8; 32])}))
+        .post(
+            "/v1/site/seed",
+            &tokens[0],
+            json!({"reveal": wire::encode(&[7u8; 32])}),
+        )
         .await
         .problem(422);
     assert!(doc["detail"].as_str().unwrap().contains("does not open"), "{doc}");
-    assert_eq!(task_of(&app, &tokens[0]).await["task"], "reveal_seed");
+    let reveal_task = task_of(&app, &tokens[0]).await;
+    assert_eq!(reveal_task["task"], "reveal_seed");
+    let participants: Vec<privpca::federation::messages::Participant> =
+        serde_json::from_value(reveal_task["participants"].clone()).unwrap();
     for site in &mut sites {
         site.step(&app).await;
     }
@@ -130,11 +158,17 @@ async fn seed_commitments_reveals_and_share_boxes_are_checked() {
         .post("/v1/site/seed", &tokens[0], json!({ "reveal": own }))
         .await
         .problem(409);
-    assert!(doc["type"].as_str().unwrap().ends_with("already-received"), "{doc}");
+    assert!(
+        doc["type"].as_str().unwrap().ends_with("already-received"),
+        "{doc}"
+    );
     // Every relayed reveal opens the commitment the roster lists.
     let study = created["id"].as_str().unwrap().parse().unwrap();
-    let participants: Vec<privpca::federation::messages::Participant> =
-        serde_json::from_value(task["participants"].clone()).unwrap();
+    assert_eq!(
+        task["participants"],
+        json!([]),
+        "the roster went out with the reveal task"
+    );
     let relayed: Vec<privpca::federation::messages::SeedReveal> =
         serde_json::from_value(task["seed_reveals"].clone()).unwrap();
     seed::seed_from_reveals(study, &participants, &relayed).unwrap();
@@ -147,10 +181,18 @@ async fn seed_commitments_reveals_and_share_boxes_are_checked() {
         .post("/v1/site/shares", &tokens[0], json!({ "boxes": boxes }))
         .await
         .problem(422);
-    assert!(doc["detail"].as_str().unwrap().contains("graph neighbour"), "{doc}");
+    assert!(
+        doc["detail"].as_str().unwrap().contains("graph neighbour"),
+        "{doc}"
+    );
     let finals = run_sites(&app, &mut sites).await;
-    assert!(finals.values().all(|t| matches!(t, SiteTask::Finished { status, .. }
-        if *status == privpca::store::StudyStatus::Succeeded)), "{finals:?}");
+    assert!(
+        finals
+            .values()
+            .all(|t| matches!(t, SiteTask::Finished { status, .. }
+        if *status == privpca::store::StudyStatus::Succeeded)),
+        "{finals:?}"
+    );
 }
 
 #[tokio::test]
@@ -167,7 +209,9 @@ async fn a_coordinator_restart_between_reveals_keeps_them_and_the_study_succeeds
     let view = app.get(&format!("/v1/studies/{id}"), &key).await.json();
     assert_eq!(view["status"], "succeeded", "{view} {finals:?}");
     for site in view["sites"].as_array().unwrap() {
-        assert!((site["charged"]["rho"].as_f64().unwrap() - 0.5).abs() < 1e-9, "{view}");
+        assert!(
+            (site["charged"]["rho"].as_f64().unwrap() - 0.5).abs() < 1e-9,
+            "{view}"
+        );
     }
 }
-

@@ -50,8 +50,10 @@ pub(crate) struct TestSite {
     /// Its round signatures' key, and what it signed each round (iterate hash and roster).
     signer: SiteSigner,
     signed: BTreeMap<u32, ([u8; 32], Vec<u32>)>,
-    /// SecAgg+: its share of the graph seed (committed to at join).
+    /// SecAgg+: its share of the graph seed (committed to at join), and the roster it revealed
+    /// it for.
     seed_share: Option<[u8; 32]>,
+    roster: Vec<privpca::federation::messages::Participant>,
 }
 
 impl TestSite {
@@ -69,6 +71,7 @@ impl TestSite {
             signer: SiteSigner::from_seed([seed as u8; 32]),
             signed: BTreeMap::new(),
             seed_share: None,
+            roster: Vec::new(),
         }
     }
 
@@ -97,6 +100,7 @@ impl TestSite {
             signer: SiteSigner::from_seed([seed as u8; 32]),
             signed: BTreeMap::new(),
             seed_share: None,
+            roster: Vec::new(),
         }
     }
 
@@ -135,7 +139,8 @@ impl TestSite {
         let session = self.session.as_mut().unwrap();
         match task {
             SiteTask::Wait { .. } => None,
-            SiteTask::RevealSeed { .. } => {
+            SiteTask::RevealSeed { participants } => {
+                self.roster = participants;
                 let reveal = wire::encode(&self.seed_share.expect("a SecAgg+ study"));
                 let reply = app
                     .post("/v1/site/seed", &self.token, json!({ "reveal": reveal }))
@@ -149,12 +154,14 @@ impl TestSite {
             } => {
                 let boxes = match self.comp.as_ref().unwrap().config().secagg_plus {
                     Some(plus) => {
+                        assert!(participants.is_empty(), "the roster is the reveal's");
+                        let participants = &self.roster;
                         let study = self.view.as_ref().unwrap().study_id;
-                        let seed = seed::seed_from_reveals(study, &participants, &seed_reveals).unwrap();
+                        let seed = seed::seed_from_reveals(study, participants, &seed_reveals).unwrap();
                         let sites = participants.len() as u32;
                         let spec =
                             GraphSpec::new(seed, sites, plus.corruption_rate, plus.dropout_rate).unwrap();
-                        session.share_boxes_sparse(&participants, threshold, &spec, &mut self.rng)
+                        session.share_boxes_sparse(participants, threshold, &spec, &mut self.rng)
                     }
                     None => session.share_boxes(&participants, threshold, &mut self.rng),
                 }

@@ -74,7 +74,10 @@ pub fn seed_from_reveals(
             site: r.site,
             list: "seed reveals",
         })?;
-        if opened.insert(r.site, open(study, participant, &r.reveal)?).is_some() {
+        if opened
+            .insert(r.site, open(study, participant, &r.reveal)?)
+            .is_some()
+        {
             return Err(SecAggError::Duplicate {
                 site: r.site,
                 list: "seed reveals",

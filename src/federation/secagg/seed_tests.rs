@@ -19,7 +19,11 @@ fn member(study: Uuid, index: u32, reveal: &[u8; 32]) -> Participant {
 
 fn roster(study: Uuid, sites: &[u32]) -> (Vec<Participant>, Vec<SeedReveal>) {
     let reveals: Vec<[u8; 32]> = sites.iter().map(|&i| [i as u8; 32]).collect();
-    let participants = sites.iter().zip(&reveals).map(|(&i, r)| member(study, i, r)).collect();
+    let participants = sites
+        .iter()
+        .zip(&reveals)
+        .map(|(&i, r)| member(study, i, r))
+        .collect();
     let relayed = sites
         .iter()
         .zip(&reveals)
@@ -57,7 +61,10 @@ fn a_reveal_that_does_not_open_its_commitment_is_refused() {
     // The same bytes committed for another site or study do not open it either.
     let moved = commitment(study, 1, &[2; 32]);
     assert_ne!(wire::encode(&moved), participants[1].seed_commitment);
-    assert_ne!(commitment(Uuid::new_v4(), 2, &[2; 32]), commitment(study, 2, &[2; 32]));
+    assert_ne!(
+        commitment(Uuid::new_v4(), 2, &[2; 32]),
+        commitment(study, 2, &[2; 32])
+    );
 }
 
 #[test]
@@ -65,7 +72,10 @@ fn a_missing_repeated_unknown_or_malformed_reveal_is_refused() {
     let study = Uuid::new_v4();
     let (participants, reveals) = roster(study, &[1, 2, 3]);
     let missing = seed_from_reveals(study, &participants, &reveals[..2]).unwrap_err();
-    assert!(matches!(missing, SecAggError::BadReveal { site: 3, .. }), "{missing}");
+    assert!(
+        matches!(missing, SecAggError::BadReveal { site: 3, .. }),
+        "{missing}"
+    );
     let mut twice = reveals.clone();
     twice.push(reveals[0].clone());
     let e = seed_from_reveals(study, &participants, &twice).unwrap_err();

@@ -16,6 +16,10 @@ pub(crate) struct OwnRound<'a> {
     pub(crate) view: RoundView<'a>,
     /// The fixed roster's verifying keys.
     pub(crate) keys: &'a BTreeMap<u32, VerifyingKey>,
+    /// SecAgg+: its graph neighbours, the only survivors whose secrets it holds shares of and so
+    /// the only ones whose contribution signatures it needs; `None` on the complete graph
+    /// (every survivor's).
+    pub(crate) neighbours: Option<&'a BTreeSet<u32>>,
 }
 
 impl OwnRound<'_> {
@@ -26,7 +30,8 @@ impl OwnRound<'_> {
 
     /// Whether the site may accept (and sign) the transcript with `survivors` U and `dropped`
     /// D: they split the roster it masked with, it is in U, |U| ≥ `need`, and every survivor's
-    /// contribution signature verifies over this site's own iterate hash and roster.
+    /// contribution signature (under SecAgg+ every neighbour survivor's) verifies over this
+    /// site's own iterate hash and roster.
     pub(crate) fn check_transcript(
         &self,
         survivors: &[u32],
@@ -37,13 +42,17 @@ impl OwnRound<'_> {
         check_partition(self.me, self.view.roster, survivors, dropped, need)?;
         let statement = transcript::contribution_message(&self.view);
         let signed = by_site(contributions);
-        let of_survivors = survivors.iter().filter_map(|u| Some((*u, *signed.get(u)?)));
-        if transcript::count_verified(self.keys, &statement, of_survivors, survivors.len()) == survivors.len()
-        {
+        let checked: Vec<u32> = survivors
+            .iter()
+            .copied()
+            .filter(|u| self.neighbours.is_none_or(|n| n.contains(u)))
+            .collect();
+        let of_survivors = checked.iter().filter_map(|u| Some((*u, *signed.get(u)?)));
+        if transcript::count_verified(self.keys, &statement, of_survivors, checked.len()) == checked.len() {
             return Ok(());
         }
         // Name the first survivor whose signature is missing or does not verify.
-        for &u in survivors {
+        for &u in &checked {
             let Some(signature) = signed.get(&u) else {
                 return Err(format!("survivor {u}'s contribution signature is missing"));
             };

@@ -145,6 +145,7 @@ fn revealers(s: &Scenario, study: Uuid, keys: &BTreeMap<u32, VerifyingKey>) -> B
             me,
             view: view(study, shown),
             keys,
+            neighbours: None,
         };
         if own
             .check_transcript(&shown.survivors, &shown.dropped, &contributions_for(shown), need)
@@ -167,6 +168,7 @@ fn revealers(s: &Scenario, study: Uuid, keys: &BTreeMap<u32, VerifyingKey>) -> B
             me,
             view: view(study, shown),
             keys,
+            neighbours: None,
         };
         let message = transcript::confirmation_message(&own.view, &shown.survivors, &shown.dropped);
         let mut relayed: Vec<SiteSignature> = confirmations
@@ -258,4 +260,67 @@ fn an_honest_round_is_revealed_by_every_site() {
             .collect();
         assert_eq!(revealers(&s, study, &keys).len(), (sites - colluding) as usize);
     }
+}
+
+/// SecAgg+: a site checks the contribution signatures of its graph neighbours only (the sites
+/// whose secrets it holds shares of). A non-neighbour's missing or foreign signature does not
+/// stop it; a neighbour's does.
+#[test]
+fn under_secagg_plus_a_site_checks_its_neighbours_signatures_only() {
+    let study = Uuid::from_u128(38);
+    let all: Vec<u32> = (1..=6).collect();
+    let honest = Shown {
+        roster: all.clone(),
+        iterate: [0; 32],
+        survivors: all.clone(),
+        dropped: Vec::new(),
+    };
+    let keys: BTreeMap<u32, VerifyingKey> = all
+        .iter()
+        .map(|&i| (i, transcript::verifying_key(&signer(i).public_key()).unwrap()))
+        .collect();
+    let neighbours: BTreeSet<u32> = [2, 6].into_iter().collect();
+    let own = OwnRound {
+        me: 1,
+        view: view(study, &honest),
+        keys: &keys,
+        neighbours: Some(&neighbours),
+    };
+    let signed = |u: u32, shown: &Shown| SiteSignature {
+        site: u,
+        signature: signer(u).sign(&transcript::contribution_message(&view(study, shown))),
+    };
+    let other = Shown {
+        iterate: [1; 32],
+        ..honest.clone()
+    };
+    // Neighbours 2 and 6 signed this view; 4 (not a neighbour) signed another one.
+    let relayed = vec![signed(2, &honest), signed(4, &other), signed(6, &honest)];
+    own.check_transcript(&all, &[], &relayed, 4).unwrap();
+    // Neighbour 6 signed another iterate: refused, naming it.
+    let foreign = vec![signed(2, &honest), signed(6, &other)];
+    let e = own.check_transcript(&all, &[], &foreign, 4).unwrap_err();
+    assert!(e.contains("survivor 6"), "{e}");
+    // Neighbour 2's signature missing: refused.
+    let e = own
+        .check_transcript(&all, &[], &[signed(6, &honest)], 4)
+        .unwrap_err();
+    assert!(e.contains("survivor 2"), "{e}");
+    // On the complete graph the non-neighbour's foreign signature is refused.
+    let complete = OwnRound {
+        neighbours: None,
+        ..own
+    };
+    let every: Vec<SiteSignature> = all
+        .iter()
+        .map(|&u| {
+            if u == 4 {
+                signed(4, &other)
+            } else {
+                signed(u, &honest)
+            }
+        })
+        .collect();
+    let e = complete.check_transcript(&all, &[], &every, 4).unwrap_err();
+    assert!(e.contains("survivor 4"), "{e}");
 }

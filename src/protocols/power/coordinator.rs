@@ -15,7 +15,9 @@ use uuid::Uuid;
 
 use super::state::{FederationReport, PowerState};
 use crate::algorithms::federated_power::FederatedPowerConfig;
-use crate::federation::messages::{Participant, SeedReveal, ShareBox, SiteSignature, SiteTask, UnmaskRequest};
+use crate::federation::messages::{
+    Participant, SeedReveal, ShareBox, SiteSignature, SiteTask, UnmaskRequest,
+};
 use crate::federation::rounds::{Phase, RoundError, Rounds};
 use crate::federation::secagg::{Aggregator, GraphSpec, Neighbourhoods, SecAggError, seed};
 use crate::federation::transcript::{self, RoundView};
@@ -35,6 +37,7 @@ pub(crate) struct Sharing {
 }
 
 /// A SecAgg+ study's graph: the seed no party steered, its spec and the neighbourhoods.
+#[derive(Clone)]
 pub(crate) struct SparseGraph {
     pub(crate) seed: [u8; 32],
     pub(crate) spec: GraphSpec,
@@ -110,9 +113,9 @@ pub(crate) struct Running {
     /// written before the journal kept them (`crate::studies::durable`): until that round ends,
     /// snapshots hold them too (and supersede the journal), so none is lost.
     pub(crate) snapshot_holds_round: Option<u32>,
-    /// SecAgg+: the graph's seed (the aggregator is rebuilt from it); `None` on the complete
-    /// graph.
-    pub(crate) graph_seed: Option<[u8; 32]>,
+    /// SecAgg+: the graph (its seed is kept; the aggregator is rebuilt from it); `None` on the
+    /// complete graph.
+    pub(crate) graph: Option<SparseGraph>,
 }
 
 impl Running {
@@ -147,7 +150,7 @@ impl Running {
             signing_keys,
             study,
             snapshot_holds_round: None,
-            graph_seed: None,
+            graph: None,
         };
         running.refresh_iterate();
         running
@@ -263,8 +266,10 @@ impl Sharing {
                 participants: self.participants.clone(),
             });
         }
+        // The roster went out with the reveal task, and the site deals for the one it revealed
+        // for: it is not sent again (S·(L + 3) keys, the largest message of the study).
         self.graph.as_ref().map(|_| SiteTask::ShareKeys {
-            participants: self.participants.clone(),
+            participants: Vec::new(),
             seed_reveals: relayed_reveals(&self.reveals),
         })
     }
@@ -282,6 +287,23 @@ impl Sharing {
 }
 
 impl Running {
+    /// The contribution signatures `site` checks before it confirms or reveals: every
+    /// survivor's on the complete graph; under SecAgg+ its graph neighbours' only, the sites
+    /// whose secrets it holds shares of (docs/design/federation.md, "Live SecAgg+").
+    fn contributions_for(&self, site: u32, survivors: &[u32]) -> Vec<SiteSignature> {
+        match &self.graph {
+            None => SiteSignature::relay(self.rounds.signatures(), Some(survivors)),
+            Some(graph) => {
+                let linked: Vec<u32> = survivors
+                    .iter()
+                    .copied()
+                    .filter(|&u| graph.neighbourhoods.are_neighbours(site, u))
+                    .collect();
+                SiteSignature::relay(self.rounds.signatures(), Some(&linked))
+            }
+        }
+    }
+
     /// The open round's task for `site` (`None`: wait).
     pub(crate) fn task(&self, site: u32) -> Option<SiteTask> {
         let rounds = &self.rounds;
@@ -307,13 +329,19 @@ impl Running {
                 round: rounds.round(),
                 survivors: survivors.clone(),
                 dropped: dropped.clone(),
-                contributions: SiteSignature::relay(rounds.signatures(), Some(survivors)),
+                contributions: self.contributions_for(site, survivors),
             }),
+            // A site whose confirmation is in has checked (and kept) the transcript: the
+            // contribution signatures are not sent to it again.
             Phase::Unmask { survivors, dropped } if survivors.contains(&site) => Some(SiteTask::Unmask {
                 round: rounds.round(),
                 survivors: survivors.clone(),
                 dropped: dropped.clone(),
-                contributions: SiteSignature::relay(rounds.signatures(), Some(survivors)),
+                contributions: if rounds.confirmations().contains_key(&site) {
+                    Vec::new()
+                } else {
+                    self.contributions_for(site, survivors)
+                },
                 confirmations: SiteSignature::relay(rounds.confirmations(), Some(survivors)),
             }),
             _ => None,
@@ -353,12 +381,16 @@ impl Live {
         let study = self.study;
         let sharing = match &mut self.stage {
             Stage::Sharing(sharing) => sharing,
-            Stage::Running(running) if running.graph_seed.is_some() && running.senders.contains(&site) => {
+            Stage::Running(running) if running.graph.is_some() && running.senders.contains(&site) => {
                 return Err(LiveError::AlreadyReceived(
                     "this site's share of the graph seed already arrived".into(),
                 ));
             }
-            _ => return Err(LiveError::Conflict("the study is not fixing its graph now".into())),
+            _ => {
+                return Err(LiveError::Conflict(
+                    "the study is not fixing its graph now".into(),
+                ));
+            }
         };
         if sharing.config.secagg_plus.is_none() {
             return Err(LiveError::Conflict(
@@ -579,7 +611,7 @@ impl Live {
         // Under SecAgg+ a survivor holds shares of its neighbours only: the aggregator checks
         // its answer against the graph when the round's sets are known (`Rounds::submit_unmask`).
         if let Phase::Unmask { survivors, dropped } = running.rounds.phase()
-            && running.graph_seed.is_none()
+            && running.graph.is_none()
         {
             let own: BTreeSet<u32> = answer.self_mask_shares.iter().map(|s| s.site).collect();
             let keys: BTreeSet<u32> = answer.mask_key_shares.iter().map(|s| s.site).collect();
@@ -681,21 +713,19 @@ impl Live {
             .iter()
             .map(|s| self.joined.get(s).and_then(|j| j.n_samples))
             .sum::<Option<u64>>();
-        let graph_seed = sharing.graph.as_ref().map(|g| g.seed);
-        let aggregator = match &sharing.graph {
+        let graph = sharing.graph.clone();
+        let aggregator = match &graph {
             Some(graph) => {
                 Aggregator::new_sparse(self.study, t, &participants, config.total_rounds(), &graph.spec)
             }
             None => Aggregator::new(self.study, t, &participants, config.total_rounds()),
         };
-        let setup = aggregator
-            .map_err(|e| e.to_string())
-            .and_then(|aggregator| {
-                let mut rng = ChaCha20Rng::from_os_rng();
-                let power =
-                    PowerState::new(config.clone(), self.d, pooled_n, &mut rng).map_err(|e| e.to_string())?;
-                Ok((aggregator, power))
-            });
+        let setup = aggregator.map_err(|e| e.to_string()).and_then(|aggregator| {
+            let mut rng = ChaCha20Rng::from_os_rng();
+            let power =
+                PowerState::new(config.clone(), self.d, pooled_n, &mut rng).map_err(|e| e.to_string())?;
+            Ok((aggregator, power))
+        });
         let (aggregator, power) = match setup {
             Ok(parts) => parts,
             Err(e) => {
@@ -720,7 +750,7 @@ impl Live {
         });
         let mut running = Running::new(self.study, config, participants, rounds, power, inboxes);
         running.senders = senders_set;
-        running.graph_seed = graph_seed;
+        running.graph = graph;
         self.stage = Stage::Running(Box::new(running));
         self.deadline = now + self.round_timeout;
         true

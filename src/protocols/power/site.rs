@@ -2,7 +2,7 @@
 //! client"): share the keys with the fixed roster, contribute each round's masked vector (the
 //! same one again if asked again), and answer each round's unmask request once.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use ed25519_dalek::VerifyingKey;
@@ -16,9 +16,9 @@ use crate::federation::messages::{
     ConfirmRequest, ContributionRequest, Participant, SeedReveal, SeedRevealRequest, ShareBox, SharesRequest,
     SiteSignature, SiteStudyView, SiteTask, UnmaskRequest,
 };
-use crate::federation::secagg::{GraphSpec, SiteSession, seed};
-use crate::federation::wire;
+use crate::federation::secagg::{GraphSpec, Neighbourhoods, SiteSession, seed};
 use crate::federation::transcript::{self, RoundView, SiteSigner};
+use crate::federation::wire;
 use crate::federation::wire::{b64_to_f64s, words_to_b64};
 use crate::linalg::Matrix;
 use crate::protocols::SiteRun;
@@ -109,8 +109,8 @@ fn me_as_participant(
 /// What the site has sent so far, so that a repeated task gets the same answer.
 #[derive(Default)]
 struct Sent {
-    /// SecAgg+: this site revealed its share of the graph seed.
-    revealed: bool,
+    /// SecAgg+: the roster this site revealed its share of the graph seed for.
+    revealed_for: Option<Vec<Participant>>,
     shares: Option<SharesRequest>,
     inbox_received: bool,
     charged: bool,
@@ -160,6 +160,8 @@ struct Protocol<'a> {
     signing_keys: BTreeMap<u32, VerifyingKey>,
     /// SecAgg+: r_i and its commitment (base64), as published at join.
     seed_share: Option<([u8; 32], String)>,
+    /// SecAgg+: its graph neighbours, once the graph is fixed.
+    neighbours: Option<BTreeSet<u32>>,
     sent: Sent,
     /// Messages sent again in a row because the server asked for them again.
     resends: u32,
@@ -303,20 +305,21 @@ impl Protocol<'_> {
                  revealed it for; refusing",
             ));
         }
-        if self.sent.revealed {
+        let again = self.sent.revealed_for.is_some();
+        if again {
             before_resend(&mut self.resends, "the graph-seed reveal").await?;
         }
         let request = SeedRevealRequest {
             reveal: wire::encode(&share),
         };
         self.post("/v1/site/seed", &request).await?;
-        if !self.sent.revealed {
+        if !again {
             progress(&format!(
                 "graph seed share revealed to the roster of {} participants",
                 participants.len()
             ));
         }
-        self.sent.revealed = true;
+        self.sent.revealed_for = Some(kept.participants);
         Ok(())
     }
 
@@ -340,10 +343,18 @@ impl Protocol<'_> {
 
     /// This site's share boxes for `participants`: to every one of them, or under SecAgg+ to
     /// its neighbours in the graph the reveals fix.
-    fn deal(&mut self, participants: &[Participant], reveals: &[SeedReveal]) -> Result<SharesRequest, Failure> {
+    fn deal(
+        &mut self,
+        participants: &[Participant],
+        reveals: &[SeedReveal],
+    ) -> Result<SharesRequest, Failure> {
         let threshold = self.prepared.view.threshold;
         let boxes = if self.seed_share.is_some() {
             let spec = self.graph_spec(participants, reveals)?;
+            let roster: Vec<u32> = participants.iter().map(|p| p.index).collect();
+            let graph = Neighbourhoods::derive(&roster, &spec)
+                .map_err(|e| violation(format!("refusing the graph: {e}")))?;
+            self.neighbours = Some(graph.neighbours(self.me()).into_iter().collect());
             self.session
                 .share_boxes_sparse(participants, threshold, &spec, &mut self.deal_rng)
         } else if reveals.is_empty() {
@@ -354,19 +365,37 @@ impl Protocol<'_> {
                 "the server relayed graph-seed reveals in a study on the complete graph",
             ));
         };
-        let boxes =
-            boxes.map_err(|e| violation(format!("cannot share keys with the roster the server sent: {e}")))?;
+        let boxes = boxes
+            .map_err(|e| violation(format!("cannot share keys with the roster the server sent: {e}")))?;
         Ok(SharesRequest { boxes })
     }
 
-    async fn share_keys(&mut self, participants: &[Participant], reveals: &[SeedReveal]) -> Result<(), Failure> {
+    /// The key exchange: deals this site's shares for the fixed roster (under SecAgg+ the one it
+    /// revealed its share of the graph seed for, which the task does not repeat) and sends them,
+    /// once (the same bytes again if asked again).
+    async fn share_keys(
+        &mut self,
+        participants: &[Participant],
+        reveals: &[SeedReveal],
+    ) -> Result<(), Failure> {
+        let participants = match (&self.seed_share, &self.sent.revealed_for) {
+            (None, _) => participants.to_vec(),
+            (Some(_), Some(revealed_for)) if participants.is_empty() => revealed_for.clone(),
+            (Some(_), Some(_)) => {
+                return Err(violation(
+                    "the server sent a roster with the SecAgg+ key exchange; the roster is the one \
+                     this site revealed its graph seed for",
+                ));
+            }
+            (Some(_), None) => {
+                return Err(violation(
+                    "the server asked for key shares before this site revealed its share of the graph seed",
+                ));
+            }
+        };
+        let participants = participants.as_slice();
         let view = &self.prepared.view;
         self.observe_roster(participants, "the roster")?;
-        if self.seed_share.is_some() && !self.sent.revealed {
-            return Err(violation(
-                "the server asked for key shares before this site revealed its share of the graph seed",
-            ));
-        }
         if let Some(shares) = &self.sent.shares {
             before_resend(&mut self.resends, "the key shares").await?;
             self.post("/v1/site/shares", shares).await?;
@@ -391,7 +420,10 @@ impl Protocol<'_> {
         self.post("/v1/site/shares", &request).await?;
         self.sent.shares = Some(request);
         let whom = if self.seed_share.is_some() {
-            format!("its {sent_to} graph neighbours among {} participants", participants.len())
+            format!(
+                "its {sent_to} graph neighbours among {} participants",
+                participants.len()
+            )
         } else {
             format!("{} participants", participants.len())
         };
@@ -702,6 +734,7 @@ pub(crate) async fn follow(run: SiteRun<'_>) -> Result<(), Failure> {
         signer,
         signing_keys: BTreeMap::new(),
         seed_share,
+        neighbours: None,
         sent: Sent::default(),
         resends: 0,
     };
@@ -730,7 +763,7 @@ impl Protocol<'_> {
         if let Some((_, text)) = kept(SiteMessageKind::Reveal).await?.first() {
             let revealed: KeptReveal = parse_kept(text)?;
             self.observe_roster(&revealed.participants, "the kept roster")?;
-            self.sent.revealed = true;
+            self.sent.revealed_for = Some(revealed.participants);
         }
         let Some((_, text)) = shares.first() else {
             return Ok(());
@@ -846,6 +879,7 @@ impl Protocol<'_> {
                     roster,
                 },
                 keys: &self.signing_keys,
+                neighbours: self.neighbours.as_ref(),
             }),
             _ => Err(violation(format!(
                 "the server asked about round {round}, to which this site did not contribute (or \
