@@ -86,6 +86,12 @@ pub enum Journaled {
     /// accepted before it, before any site is shown the next task:
     /// `StudyHub::keep_in_journal`). docs/design/federation.md, "The journal".
     Unmasking { round: u32 },
+    /// A site's share boxes in the key exchange. The exchange's snapshots hold neither boxes
+    /// nor reveals (every accepted message rewrote the whole snapshot before: O(S²·k) bytes for
+    /// the exchange); the snapshot that opens round 1 holds them all and empties the journal.
+    Shares { site: u32, boxes: Vec<ShareBox> },
+    /// A SecAgg+ site's share of the graph seed.
+    Reveal { site: u32, reveal: String },
 }
 
 impl Journaled {
@@ -106,6 +112,8 @@ impl Journaled {
             Journaled::Unmask { site, round, answer } => live.unmask(*site, *round, answer.clone()),
             Journaled::Collected { round } => live.replay_collected(*round),
             Journaled::Unmasking { round } => live.replay_unmasking(*round),
+            Journaled::Shares { site, boxes } => live.shares(*site, boxes.clone()),
+            Journaled::Reveal { site, reveal } => live.reveal_seed(*site, reveal),
         }
     }
 
@@ -124,9 +132,11 @@ impl Journaled {
                 round,
                 signature,
             } => live.replay_confirm(*site, *round, signature),
-            Journaled::Unmask { .. } | Journaled::Collected { .. } | Journaled::Unmasking { .. } => {
-                self.apply(live)
-            }
+            Journaled::Unmask { .. }
+            | Journaled::Collected { .. }
+            | Journaled::Unmasking { .. }
+            | Journaled::Shares { .. }
+            | Journaled::Reveal { .. } => self.apply(live),
         }
     }
 }
@@ -184,8 +194,11 @@ enum StageSnapshot {
     Enrolling,
     Sharing {
         participants: Vec<Participant>,
+        /// Read from snapshots written before the journal kept the key exchange; written empty.
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
         boxes: BTreeMap<u32, Vec<ShareBox>>,
-        /// SecAgg+: the seed shares revealed so far (the graph is derived again from them).
+        /// SecAgg+: the seed shares revealed (read from snapshots written before the journal
+        /// kept them; written empty).
         #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
         reveals: BTreeMap<u32, String>,
     },
@@ -343,7 +356,7 @@ impl Live {
         use crate::federation::rounds::Phase;
         match &self.stage {
             Stage::Enrolling => (0, 0, 0),
-            Stage::Sharing(sharing) => (1, 0, u8::from(sharing.graph.is_some())),
+            Stage::Sharing(_) => (1, 0, 0),
             Stage::Running(running) => {
                 let phase = match running.rounds.phase() {
                     Phase::Collect => 0,
@@ -428,6 +441,8 @@ impl Live {
     pub fn snapshot_supersedes_journal(&self) -> bool {
         match &self.stage {
             Stage::Running(running) => !(self.journal_keeps_round() && running.rounds.holds_messages()),
+            // The key exchange's boxes and reveals are kept in the journal only.
+            Stage::Sharing(_) => false,
             _ => true,
         }
     }
@@ -443,10 +458,11 @@ impl Live {
         };
         let stage = match &self.stage {
             Stage::Enrolling => StageSnapshot::Enrolling,
+            // Boxes and reveals are in the journal ([`Journaled::Shares`], [`Journaled::Reveal`]).
             Stage::Sharing(sharing) => StageSnapshot::Sharing {
                 participants: sharing.participants.clone(),
-                boxes: sharing.boxes.clone(),
-                reveals: sharing.reveals.clone(),
+                boxes: BTreeMap::new(),
+                reveals: BTreeMap::new(),
             },
             Stage::Running(running) => StageSnapshot::Running {
                 participants: running.participants.clone(),

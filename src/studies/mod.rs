@@ -599,15 +599,15 @@ impl StudyHub {
         Ok(())
     }
 
+    /// A site's share boxes: kept in the study's journal before they are acknowledged.
     pub async fn shares(&self, study: Uuid, site: u32, boxes: Vec<ShareBox>) -> Result<(), HubError> {
-        self.with_live(study, |live| live.shares(site, boxes)).await
+        self.journaled(study, Journaled::Shares { site, boxes }).await
     }
 
-    /// A SecAgg+ site's share of the graph seed (kept with the snapshot before it is
-    /// acknowledged).
+    /// A SecAgg+ site's share of the graph seed: kept in the study's journal before it is
+    /// acknowledged.
     pub async fn reveal_seed(&self, study: Uuid, site: u32, reveal: String) -> Result<(), HubError> {
-        self.with_live(study, |live| live.reveal_seed(site, &reveal))
-            .await
+        self.journaled(study, Journaled::Reveal { site, reveal }).await
     }
 
     pub async fn contribute(

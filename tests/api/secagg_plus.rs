@@ -45,7 +45,7 @@ async fn a_secagg_plus_study_shares_with_neighbours_only_and_survives_a_dropout(
         "{view}"
     );
     // Enrolment is over: the first task is the reveal, with every site's commitment.
-    let task = task_of(&app, &tokens[0]).await;
+    let task = next_task(&app, &tokens[0]).await;
     assert_eq!(task["task"], "reveal_seed", "{task}");
     let participants = task["participants"].as_array().unwrap();
     assert_eq!(participants.len(), 10);
@@ -133,6 +133,11 @@ async fn seed_commitments_reveals_and_share_boxes_are_checked() {
         "{doc}"
     );
     let mut sites = joined_sites(&app, &tokens, 30, 40).await;
+    // Enrolment ends in the coordinator's own task: wait for the reveal.
+    let reveal_task = next_task(&app, &tokens[0]).await;
+    assert_eq!(reveal_task["task"], "reveal_seed");
+    let participants: Vec<privpca::federation::messages::Participant> =
+        serde_json::from_value(reveal_task["participants"].clone()).unwrap();
     // A reveal that does not open the site's commitment is refused and changes nothing.
     let doc = app
         .post(
@@ -143,10 +148,7 @@ async fn seed_commitments_reveals_and_share_boxes_are_checked() {
         .await
         .problem(422);
     assert!(doc["detail"].as_str().unwrap().contains("does not open"), "{doc}");
-    let reveal_task = task_of(&app, &tokens[0]).await;
-    assert_eq!(reveal_task["task"], "reveal_seed");
-    let participants: Vec<privpca::federation::messages::Participant> =
-        serde_json::from_value(reveal_task["participants"].clone()).unwrap();
+    assert_eq!(task_of(&app, &tokens[0]).await["task"], "reveal_seed");
     for site in &mut sites {
         site.step(&app).await;
     }
@@ -196,15 +198,34 @@ async fn seed_commitments_reveals_and_share_boxes_are_checked() {
 }
 
 #[tokio::test]
-async fn a_coordinator_restart_between_reveals_keeps_them_and_the_study_succeeds() {
+async fn coordinator_restarts_between_reveals_and_between_share_boxes_keep_them() {
     let (app, key) = TestApp::start_with_tenant("owner").await;
-    let (id, _, mut sites) = enrolled(&app, &key, sparse_body(2), 120, 40).await;
+    let (id, tokens, mut sites) = enrolled(&app, &key, sparse_body(2), 120, 40).await;
+    let _ = next_task(&app, &tokens[0]).await;
     for site in sites.iter_mut().take(6) {
         site.step(&app).await;
     }
     let config = app.state.config.as_ref().clone();
     let dir = app.stop().await;
+    let app = TestApp::open(dir, config.clone(), true).await;
+    for token in &tokens[..6] {
+        assert_eq!(task_of(&app, token).await["task"], "wait", "its reveal was kept");
+    }
+    // The other reveals; then half the sites send their share boxes, and the coordinator stops
+    // again: the boxes, like the reveals, are kept in the study's journal only.
+    for site in sites.iter_mut().skip(6) {
+        site.step(&app).await;
+    }
+    let _ = next_task(&app, &tokens[0]).await;
+    for site in sites.iter_mut().take(5) {
+        site.step(&app).await;
+    }
+    let dir = app.stop().await;
     let app = TestApp::open(dir, config, true).await;
+    for token in &tokens[..5] {
+        assert_eq!(task_of(&app, token).await["task"], "wait", "its boxes were kept");
+    }
+    assert_eq!(task_of(&app, &tokens[5]).await["task"], "share_keys");
     let finals = run_sites(&app, &mut sites).await;
     let view = app.get(&format!("/v1/studies/{id}"), &key).await.json();
     assert_eq!(view["status"], "succeeded", "{view} {finals:?}");

@@ -409,6 +409,16 @@ impl Live {
         }
         seed::open(study, participant, reveal).map_err(|e| LiveError::Invalid(e.to_string()))?;
         sharing.reveals.insert(site, reveal.to_owned());
+        // The last reveal fixes the graph at once (a function of the reveals, so the journal's
+        // replay fixes the same one before it gives back any share box); a graph that cannot be
+        // derived fails the study when it next advances.
+        if sharing.reveals.len() == sharing.participants.len() {
+            let reveals = relayed_reveals(&sharing.reveals);
+            if let Ok(graph) = SparseGraph::derive(study, &sharing.config, &sharing.participants, &reveals) {
+                sharing.graph = Some(graph);
+                self.deadline = Instant::now() + self.round_timeout;
+            }
+        }
         Ok(())
     }
 
@@ -782,6 +792,11 @@ impl Live {
                     return false;
                 }
                 let summed = running.rounds.finish_round().map_err(|e| e.to_string());
+                // Every survivor of round 1 was handed its inbox with the round's task and keeps
+                // it; the boxes (S·k of them) need not ride along in every later snapshot.
+                if round == 1 {
+                    running.inboxes.clear();
+                }
                 let absorbed = summed.and_then(|sum| running.power.absorb(&sum).map_err(|e| e.to_string()));
                 if let Err(e) = absorbed {
                     let report = running.report();
