@@ -130,13 +130,14 @@ pub struct FederatedPowerParams {
     /// Jobs only: [{"site": i, "round": r}]: simulated site i sends nothing from round r on.
     #[serde(default)]
     pub dropouts: Vec<Dropout>,
-    /// Jobs only: the secure aggregation the simulated sites run. `complete` (Bonawitz et al.
-    /// 2017): every site masks with, and shares its secrets to, every other site, quadratic in S.
-    /// `sparse` (SecAgg+, Bell et al. 2020): each site masks with and shares to its k neighbours
-    /// on a public random graph, k and the per-neighbourhood threshold chosen from S,
-    /// `corruption_rate` and `dropout_rate`; privacy then holds with probability ≥ 1 − 2^-40
-    /// against a random γ·S corrupt sites (docs/design/federation.md, "SecAgg+"). Live studies
-    /// run `complete` and refuse this field.
+    /// The secure aggregation the sites run (simulated in a job, live in a study). `complete`
+    /// (Bonawitz et al. 2017): every site masks with, and shares its secrets to, every other
+    /// site, quadratic in S (at most 64 sites). `sparse` (SecAgg+, Bell et al. 2020): each site
+    /// masks with and shares to its k neighbours on a public random graph, k and the
+    /// per-neighbourhood threshold chosen from S, `corruption_rate` and `dropout_rate`; privacy
+    /// then holds with probability ≥ 1 − 2^-40 against a random γ·S corrupt sites
+    /// (docs/design/federation.md, "SecAgg+"). A study on `sparse` takes up to 1 000 sites, its
+    /// graph's seed fixed by the sites' commit-then-reveal ("Live SecAgg+").
     #[serde(default)]
     pub secure_aggregation: SecureAggregation,
     /// Jobs only, `sparse` only (refused with `complete`, where it would mean nothing): the

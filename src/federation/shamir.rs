@@ -5,7 +5,8 @@
 //!
 //! The field is the smallest that holds every x of the sharing ([`Field::for_count`]):
 //! - GF(2⁸) (module `gf256` below) for up to 255 shares, 33-byte shares: the format live
-//!   studies (at most 64 sites) relay and store, unchanged. The field, polynomial, coefficient
+//!   studies (at most 64 sites on the complete graph, x ≤ k ≤ 254 under SecAgg+) relay and
+//!   store, unchanged. The field, polynomial, coefficient
 //!   draws and share format are those of the crate `blahaj`, which dealt these shares before, so
 //!   the same seed deals the same bytes (tested against `blahaj`, now a dev-dependency);
 //! - GF(2¹⁶) (module `gf65536`) for 256 to 65 535 shares, 34-byte shares: the complete graph

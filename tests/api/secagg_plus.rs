@@ -236,3 +236,40 @@ async fn coordinator_restarts_between_reveals_and_between_share_boxes_keep_them(
         );
     }
 }
+
+#[tokio::test]
+async fn a_thousand_site_secagg_plus_study_is_created_and_a_complete_one_of_65_is_refused() {
+    let (app, key) = TestApp::start_with_tenant("owner").await;
+    let mut body = sparse_body(3);
+    body["sites"] = json!(
+        (0..1000)
+            .map(|i| json!({"name": format!("site-{i}")}))
+            .collect::<Vec<_>>()
+    );
+    body.as_object_mut().unwrap().remove("threshold");
+    body["params"]["max_site_samples"] = json!(1000);
+    let created = create(&app, &key, body.clone()).await;
+    assert_eq!(created["sites"].as_array().map(Vec::len), Some(1000));
+    assert_eq!(created["study"]["threshold"], 667, "{created}");
+    body["sites"] = json!(
+        (0..1001)
+            .map(|i| json!({"name": format!("site-{i}")}))
+            .collect::<Vec<_>>()
+    );
+    let doc = app.post("/v1/studies", &key, body.clone()).await.problem(422);
+    assert_eq!(doc["field"], "sites", "{doc}");
+    body["sites"] = json!(
+        (0..65)
+            .map(|i| json!({"name": format!("site-{i}")}))
+            .collect::<Vec<_>>()
+    );
+    body["params"]
+        .as_object_mut()
+        .unwrap()
+        .remove("secure_aggregation");
+    let doc = app.post("/v1/studies", &key, body.clone()).await.problem(422);
+    assert!(doc["detail"].as_str().unwrap().contains("sparse"), "{doc}");
+    body["algorithm"] = json!("cape_pca");
+    let doc = app.post("/v1/studies", &key, body).await.problem(422);
+    assert_eq!(doc["field"], "sites", "{doc}");
+}

@@ -86,7 +86,7 @@ impl Aggregator {
     /// neighbours rather than by testing all of `set`, so that [`Aggregator::unmask_sum`] does
     /// S·k work per round instead of S² (Bell et al. 2020 Table 2's server computation).
     /// ([`Aggregator::check_response`], which the live service calls once per answer, still
-    /// builds the round's sets from its lists: O(S log S) per answer, at most 64 sites live.)
+    /// builds the round's sets from its lists: O(S log S) per answer, O(S² log S) a round.)
     fn linked_in(&self, site: u32, set: &BTreeSet<u32>) -> Vec<u32> {
         match &self.graph {
             None => set.iter().copied().filter(|&other| other != site).collect(),

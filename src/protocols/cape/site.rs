@@ -31,8 +31,10 @@ use crate::algorithms::clipping::{clip_rows, score};
 use crate::algorithms::tensor_power;
 use crate::dataset::{Neighbours, Relation};
 use crate::federation::crypto::{self, KeyPair, Seed};
-use crate::federation::messages::{CapePeer, CapeReleaseRequest, ConfirmRequest, SiteStudyView, SiteTask};
-use crate::federation::transcript;
+use crate::federation::messages::{
+    CapePeer, CapeReleaseRequest, ConfirmRequest, SiteSignature, SiteStudyView, SiteTask,
+};
+use crate::federation::transcript::{self, SiteSigner};
 use crate::federation::wire;
 use crate::linalg::Matrix;
 use crate::protocols::SiteRun;
@@ -432,6 +434,50 @@ async fn resume(
     Ok(sent)
 }
 
+/// A release task's fields.
+struct StageTask {
+    stage: u32,
+    stages: u32,
+    peers: Vec<CapePeer>,
+    aggregator_seed: String,
+    noise: CapeNoise,
+    len: usize,
+    /// The public input (base64, rows, cols), when the stage has one.
+    input: Option<(String, usize, usize)>,
+    confirm: bool,
+    confirmations: Vec<SiteSignature>,
+}
+
+/// What a site derives for a stage from public facts it checks: the stage's input, its own
+/// noise, the pair and aggregator seeds, and the stage's transcript.
+struct Derived {
+    input: StageInput,
+    own: CapeNoise,
+    seeds: Vec<(u32, Seed)>,
+    aggregator_seed: Seed,
+    transcript: StageTranscript,
+}
+
+/// A CAPE site after joining: what it holds across the study's stages.
+struct CapeSite<'a> {
+    run: SiteRun<'a>,
+    plan: Plan,
+    neighbours: Neighbours,
+    /// One pair-noise key per stage, from the kept session seed.
+    keys: Vec<KeyPair>,
+    signer: SiteSigner,
+    /// The records in the model's domain (`cape_agn`), computed once.
+    domain: Option<Matrix>,
+    me: Member,
+    roster: RosterGuard,
+    /// Noise: fresh from the operating system.
+    rng: ChaCha20Rng,
+    charged: bool,
+    /// The last stage released and what was sent for it.
+    sent: Option<(u32, CapeReleaseRequest)>,
+    resends: u32,
+}
+
 /// Joins, then follows the tasks until the study is over.
 pub(crate) async fn follow(run: SiteRun<'_>) -> Result<(), Failure> {
     let (args, client, store, budget, prepared) = run.parts();
@@ -439,40 +485,32 @@ pub(crate) async fn follow(run: SiteRun<'_>) -> Result<(), Failure> {
     let plan = Plan::of(view).map_err(Failure::Refused)?;
     let neighbours =
         study_neighbours(view.relation, view.row_norm_bound, view.row_l1_bound).map_err(Failure::Refused)?;
-    let d = view.n_features;
     if let Some(clip) = plan.clip() {
-        clip.check(&neighbours, d).map_err(Failure::Refused)?;
+        clip.check(&neighbours, view.n_features)
+            .map_err(Failure::Refused)?;
     }
-    let stages = plan.stages();
     // The pair-noise keys derive from the session seed kept in the ledger (the same keys after
     // a restart); the noise is drawn from the operating system.
-    let (mut rng, secret_seed) = start_session(args, view, store).await?;
+    let (rng, secret_seed) = start_session(args, view, store).await?;
     let mut keys_rng = ChaCha20Rng::from_seed(secret_seed);
-    let keys: Vec<KeyPair> = (0..stages).map(|_| KeyPair::generate(&mut keys_rng)).collect();
+    let keys: Vec<KeyPair> = (0..plan.stages())
+        .map(|_| KeyPair::generate(&mut keys_rng))
+        .collect();
     let public: Vec<String> = keys.iter().map(|k| wire::encode(&k.public())).collect();
     // The stage confirmations' key (the same after a restart).
     let signer = signer_of(secret_seed);
     if view.site_status == SiteStatus::Invited {
-        join(
-            client,
-            view,
-            prepared.records.n,
-            JoinKeys {
-                mask: public.clone(),
-                signing: Some(signer.public_key()),
-                ..JoinKeys::default()
-            },
-        )
-        .await?;
+        let keys = JoinKeys {
+            mask: public.clone(),
+            signing: Some(signer.public_key()),
+            ..JoinKeys::default()
+        };
+        join(client, view, prepared.records.n, keys).await?;
     }
-    // The records in the model's domain (cape_agn), computed once.
     let domain = match &plan {
         Plan::Pca { .. } => None,
         Plan::Agn { model, .. } => Some(cape_agn::to_domain(&prepared.records.xt, *model)),
     };
-    let wait = Duration::from_secs(args.wait_seconds);
-    let path = format!("/v1/site/task?wait_ms={}", wait.as_millis());
-    let mut witness = StudyWitness::open(&args.ledger, view.study_id, args.ledger_key.as_deref())?;
     let me = Member {
         index: view.site_index,
         name: view.site_name.clone(),
@@ -481,163 +519,228 @@ pub(crate) async fn follow(run: SiteRun<'_>) -> Result<(), Failure> {
     let mut roster = RosterGuard::new(prepared.expected_roster);
     // What the ledger kept of this study (the site restarted): the charge, and every release
     // sent, each checked against the first roster.
-    let mut charged = store
+    let charged = store
         .study_charged(budget.dataset, view.study_id)
         .await
         .map_err(ledger_failure)?;
-    let mut sent = resume(store, view, &mut roster, &me).await?;
-    let mut resends = 0;
-    let mut last_wait: Option<crate::store::StudyStatus> = None;
-    loop {
-        let task = next_task(client, &path, wait, &mut witness).await?;
-        match task {
-            SiteTask::Wait { status } => note_wait(&mut last_wait, status),
-            SiteTask::CapeRelease {
-                stage,
-                stages: asked_stages,
-                peers,
-                aggregator_seed,
-                noise,
-                len,
-                input,
-                input_rows,
-                input_cols,
-                confirm,
-                confirmations,
-            } => {
-                last_wait = None;
-                let stage_path = format!("/v1/site/stages/{stage}/release");
-                if let Some((done, request)) = &sent {
-                    if *done == stage {
-                        resend(
-                            client,
-                            &stage_path,
-                            request,
-                            &mut resends,
-                            &format!("stage {stage}"),
-                        )
-                        .await?;
-                        continue;
-                    }
-                    if stage < *done {
-                        return Err(violation(format!(
-                            "the server asked for stage {stage} after stage {done}"
-                        )));
-                    }
+    let sent = resume(store, view, &mut roster, &me).await?;
+    let mut site = CapeSite {
+        run,
+        plan,
+        neighbours,
+        keys,
+        signer,
+        domain,
+        me,
+        roster,
+        rng,
+        charged,
+        sent,
+        resends: 0,
+    };
+    site.run().await
+}
+
+impl CapeSite<'_> {
+    async fn run(&mut self) -> Result<(), Failure> {
+        let (args, client, ..) = self.run.parts();
+        let view = &self.run.prepared.view;
+        let wait = Duration::from_secs(args.wait_seconds);
+        let path = format!("/v1/site/task?wait_ms={}", wait.as_millis());
+        let mut witness = StudyWitness::open(&args.ledger, view.study_id, args.ledger_key.as_deref())?;
+        let mut last_wait: Option<crate::store::StudyStatus> = None;
+        loop {
+            match next_task(client, &path, wait, &mut witness).await? {
+                SiteTask::Wait { status } => note_wait(&mut last_wait, status),
+                SiteTask::CapeRelease {
+                    stage,
+                    stages,
+                    peers,
+                    aggregator_seed,
+                    noise,
+                    len,
+                    input,
+                    input_rows,
+                    input_cols,
+                    confirm,
+                    confirmations,
+                } => {
+                    last_wait = None;
+                    let task = StageTask {
+                        stage,
+                        stages,
+                        peers,
+                        aggregator_seed,
+                        noise,
+                        len,
+                        input: input.map(|b| (b, input_rows, input_cols)),
+                        confirm,
+                        confirmations,
+                    };
+                    self.stage(task).await?;
                 }
-                resends = 0;
-                if asked_stages != stages || !(1..=stages).contains(&stage) {
+                SiteTask::Finished { status, reason } => return finished(status, reason),
+                other => {
                     return Err(violation(format!(
-                        "stage {stage}/{asked_stages} does not fit a {} study",
-                        view.algorithm
+                        "the server sent a task of another protocol in a CAPE study: {other:?}"
                     )));
                 }
-                observe_roster(&mut roster, view, &peers, &me, stage)?;
-                // What this stage releases, from the study's public shape: the packed
-                // statistic's length, and its public input (cape_agn's W in stage 2; a clip
-                // step's [c, q]; the clip norm of the Gram stage after a clip).
-                let input = stage_input(
-                    &plan,
-                    stage,
-                    d,
-                    len,
-                    charged,
-                    input.map(|b| (b, input_rows, input_cols)),
-                )
-                .map_err(violation)?;
-                let input_text = input.text();
-                // Every noise parameter is this site's own, from public facts it checks; the
-                // coordinator's offer only decides whether the site takes part.
-                let delta = plan.sensitivity(&neighbours, d, stage, &input);
-                let share = stage_share(view.cost_rho, stages as usize, plan.clip(), stage)
-                    .ok_or_else(|| violation(format!("stage {stage} does not fit the study")))?;
-                let own = derived_noise(
-                    view,
-                    delta,
-                    share,
-                    plan.pair_ratio(),
-                    peers.len() + 1,
-                    &noise,
-                    input.lattice_len(d),
-                )
-                .map_err(|e| {
-                    Failure::Refused(format!(
-                        "refusing the coordinator's stage-{stage} noise: {e}; nothing was sent"
-                    ))
-                })?;
-                let seeds = pair_seeds(view, &keys[stage as usize - 1], &peers, stage).map_err(violation)?;
-                let aggregator_seed: Seed = wire::decode(&aggregator_seed)
-                    .ok()
-                    .and_then(|bytes| bytes.try_into().ok())
-                    .ok_or_else(|| violation("the aggregator seed is not 32 bytes of base64"))?;
-                // The consistency round: one transcript per stage, confirmed by a quorum before
-                // anything is drawn.
-                let stage_transcript = StageTranscript::of(view, stage, &peers, &own, input_text.as_deref())?;
-                let signature = stage_transcript.accept(store, view, stage, &signer).await?;
-                if confirm {
-                    let confirm_path = format!("/v1/site/stages/{stage}/confirm");
-                    client.post(&confirm_path, &ConfirmRequest { signature }).await?;
-                    progress(&format!(
-                        "stage {stage} confirmed ({} sites in the roster)",
-                        peers.len() + 1
-                    ));
-                    continue;
-                }
-                let quorum = transcript::quorum(roster.size() as u32, args.colluding_sites);
-                stage_transcript.check_quorum(
-                    stage,
-                    &peers,
-                    (view.site_index, &signer),
-                    &confirmations,
-                    quorum,
-                )?;
-                if !charged {
-                    charge_ledger(args, store, budget, prepared).await?;
-                    charged = true;
-                }
-                let data = StageData {
-                    plan: &plan,
-                    d,
-                    xt: &prepared.records.xt,
-                    domain: domain.as_ref(),
-                    input: &input,
-                };
-                let masks = Masks {
-                    me: view.site_index,
-                    seeds: &seeds,
-                    aggregator_seed: &aggregator_seed,
-                    noise: &own,
-                };
-                let release = stage_release(&data, &masks, &mut rng)?;
-                // Kept before it is sent; a release kept first (by a run that stopped before
-                // sending it) is sent instead, so a stage is answered with one vector only.
-                let kept = KeptRelease {
-                    peers,
-                    request: CapeReleaseRequest {
-                        values: wire::f64s_to_b64(&release),
-                    },
-                };
-                let KeptRelease { peers, request } =
-                    keep(store, view.study_id, SiteMessageKind::Contribution, stage, &kept).await?;
-                client.post(&stage_path, &request).await?;
-                progress(&format!(
-                    "stage {stage}/{stages} release sent ({len} values; correlated with {} peers; own noise sd {:.4e})",
-                    peers.len(),
-                    own.own_sd
-                ));
-                sent = Some((stage, request));
-                if args.test_stop_after_round == Some(stage) {
-                    progress(&format!("stopping after stage {stage} (test hook)"));
-                    std::future::pending::<()>().await;
-                }
             }
-            SiteTask::Finished { status, reason } => return finished(status, reason),
-            other => {
+        }
+    }
+
+    /// One stage's task: the kept release again if it was sent before; otherwise the stage's
+    /// checks, then its confirmation (the consistency round) or its release.
+    async fn stage(&mut self, task: StageTask) -> Result<(), Failure> {
+        let (_, client, ..) = self.run.parts();
+        let view = &self.run.prepared.view;
+        let stage = task.stage;
+        let stage_path = format!("/v1/site/stages/{stage}/release");
+        if let Some((done, request)) = &self.sent {
+            if *done == stage {
+                let what = format!("stage {stage}");
+                return resend(client, &stage_path, request, &mut self.resends, &what).await;
+            }
+            if stage < *done {
                 return Err(violation(format!(
-                    "the server sent a task of another protocol in a CAPE study: {other:?}"
+                    "the server asked for stage {stage} after stage {done}"
                 )));
             }
         }
+        self.resends = 0;
+        let stages = self.plan.stages();
+        if task.stages != stages || !(1..=stages).contains(&stage) {
+            return Err(violation(format!(
+                "stage {stage}/{} does not fit a {} study",
+                task.stages, view.algorithm
+            )));
+        }
+        observe_roster(&mut self.roster, view, &task.peers, &self.me, stage)?;
+        let derived = self.derive(&task)?;
+        // The consistency round: one transcript per stage, confirmed by a quorum before
+        // anything is drawn.
+        let (args, _, store, ..) = self.run.parts();
+        let signature = derived
+            .transcript
+            .accept(store, view, stage, &self.signer)
+            .await?;
+        if task.confirm {
+            let confirm_path = format!("/v1/site/stages/{stage}/confirm");
+            client.post(&confirm_path, &ConfirmRequest { signature }).await?;
+            progress(&format!(
+                "stage {stage} confirmed ({} sites in the roster)",
+                task.peers.len() + 1
+            ));
+            return Ok(());
+        }
+        let quorum = transcript::quorum(self.roster.size() as u32, args.colluding_sites);
+        derived.transcript.check_quorum(
+            stage,
+            &task.peers,
+            (view.site_index, &self.signer),
+            &task.confirmations,
+            quorum,
+        )?;
+        self.release(task, derived).await
+    }
+
+    /// What the site derives for `task` from public facts it checks ([`Derived`]). Every noise
+    /// parameter is this site's own; the coordinator's offer only decides whether it takes part.
+    fn derive(&self, task: &StageTask) -> Result<Derived, Failure> {
+        let view = &self.run.prepared.view;
+        let (stage, d) = (task.stage, view.n_features);
+        // What this stage releases, from the study's public shape: the packed statistic's
+        // length, and its public input (cape_agn's W in stage 2; a clip step's [c, q]; the clip
+        // norm of the Gram stage after a clip).
+        let input = stage_input(&self.plan, stage, d, task.len, self.charged, task.input.clone())
+            .map_err(violation)?;
+        let delta = self.plan.sensitivity(&self.neighbours, d, stage, &input);
+        let share = stage_share(
+            view.cost_rho,
+            self.plan.stages() as usize,
+            self.plan.clip(),
+            stage,
+        )
+        .ok_or_else(|| violation(format!("stage {stage} does not fit the study")))?;
+        let own = derived_noise(
+            view,
+            delta,
+            share,
+            self.plan.pair_ratio(),
+            task.peers.len() + 1,
+            &task.noise,
+            input.lattice_len(d),
+        )
+        .map_err(|e| {
+            Failure::Refused(format!(
+                "refusing the coordinator's stage-{stage} noise: {e}; nothing was sent"
+            ))
+        })?;
+        let seeds =
+            pair_seeds(view, &self.keys[stage as usize - 1], &task.peers, stage).map_err(violation)?;
+        let aggregator_seed: Seed = wire::decode(&task.aggregator_seed)
+            .ok()
+            .and_then(|bytes| bytes.try_into().ok())
+            .ok_or_else(|| violation("the aggregator seed is not 32 bytes of base64"))?;
+        let transcript = StageTranscript::of(view, stage, &task.peers, &own, input.text().as_deref())?;
+        Ok(Derived {
+            input,
+            own,
+            seeds,
+            aggregator_seed,
+            transcript,
+        })
+    }
+
+    /// Charges the ledger (once, before the first draw), draws the stage's release, keeps it
+    /// and sends it. A release kept first (by a run that stopped before sending it) is sent
+    /// instead, so a stage is answered with one vector only.
+    async fn release(&mut self, task: StageTask, derived: Derived) -> Result<(), Failure> {
+        let (args, client, store, budget, prepared) = self.run.parts();
+        let view = &prepared.view;
+        let stage = task.stage;
+        if !self.charged {
+            charge_ledger(args, store, budget, prepared).await?;
+            self.charged = true;
+        }
+        let data = StageData {
+            plan: &self.plan,
+            d: view.n_features,
+            xt: &prepared.records.xt,
+            domain: self.domain.as_ref(),
+            input: &derived.input,
+        };
+        let masks = Masks {
+            me: view.site_index,
+            seeds: &derived.seeds,
+            aggregator_seed: &derived.aggregator_seed,
+            noise: &derived.own,
+        };
+        let release = stage_release(&data, &masks, &mut self.rng)?;
+        let kept = KeptRelease {
+            peers: task.peers,
+            request: CapeReleaseRequest {
+                values: wire::f64s_to_b64(&release),
+            },
+        };
+        let KeptRelease { peers, request } =
+            keep(store, view.study_id, SiteMessageKind::Contribution, stage, &kept).await?;
+        client
+            .post(&format!("/v1/site/stages/{stage}/release"), &request)
+            .await?;
+        progress(&format!(
+            "stage {stage}/{} release sent ({} values; correlated with {} peers; own noise sd {:.4e})",
+            self.plan.stages(),
+            task.len,
+            peers.len(),
+            derived.own.own_sd
+        ));
+        self.sent = Some((stage, request));
+        if args.test_stop_after_round == Some(stage) {
+            progress(&format!("stopping after stage {stage} (test hook)"));
+            std::future::pending::<()>().await;
+        }
+        Ok(())
     }
 }
 
