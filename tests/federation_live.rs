@@ -968,8 +968,9 @@ fn stops_at(server: &mut Server, phase: &str, paths: &[PathBuf]) {
 
 /// The protocol points of a two-round study at which the coordinator is stopped, as its test
 /// hook names them (`Live::phase_label` in src/studies/durable.rs): a site has joined, the key
-/// exchange (the roster is out), share boxes arriving, each round's collect and unmask, and
-/// round 1's consistency round.
+/// exchange (the roster is out), share boxes arriving (kept as journal rows: the hook fires once
+/// the first site's boxes are kept), each round's collect and unmask, and round 1's consistency
+/// round.
 const PHASES: [&str; 8] = [
     "join",
     "keys",

@@ -140,16 +140,17 @@ pub struct FederatedPowerParams {
     /// graph's seed fixed by the sites' commit-then-reveal ("Live SecAgg+").
     #[serde(default)]
     pub secure_aggregation: SecureAggregation,
-    /// Jobs only, `sparse` only (refused with `complete`, where it would mean nothing): the
+    /// `sparse` only (refused with `complete`, where it would mean nothing): the
     /// fraction γ of sites assumed corrupt (colluding with the coordinator), γ ≥ 0 and
-    /// γ + 2δ ≤ 0.9. Default with `sparse`: 0.1. No default is published, because the field may
-    /// not be sent with the default `complete`.
+    /// γ + 2δ ≤ 0.9; in a study, of the sites invited (a smaller roster is assumed to hold all
+    /// of them). Default with `sparse`: 0.1. No default is published, because the field may not
+    /// be sent with the default `complete`.
     #[serde(default)]
     #[schemars(range(min = 0.0, max = 0.9))]
     pub corruption_rate: Option<f64>,
-    /// Jobs only, `sparse` only (refused with `complete`): the fraction δ of sites that may drop
-    /// out, δ ≥ 0 and γ + 2δ ≤ 0.9; `dropouts` may name at most ⌈δS⌉ sites. Default with
-    /// `sparse`: 0.1.
+    /// `sparse` only (refused with `complete`): the fraction δ of sites that may drop out, δ ≥ 0
+    /// and γ + 2δ ≤ 0.9; a job's `dropouts` may name at most ⌈δS⌉ sites. Default with `sparse`:
+    /// 0.1.
     #[serde(default)]
     #[schemars(range(min = 0.0, max = 0.45))]
     pub dropout_rate: Option<f64>,
@@ -226,6 +227,27 @@ pub struct SecAggPlus {
     pub degree: u32,
     /// Neighbours' shares needed to recover a secret.
     pub threshold: u32,
+}
+
+impl SecAggPlus {
+    /// The most sites of a roster of `roster` that may be out by any round of a live study,
+    /// ⌈δ·roster⌉: the graph's k and t are chosen for that many, and against a coordinator that
+    /// picks the dropped sites after seeing the graph the bound is what keeps it from cutting
+    /// the honest survivors apart (docs/design/federation.md, "Live SecAgg+").
+    pub fn max_out(&self, roster: usize) -> usize {
+        (self.dropout_rate * roster as f64 - 1e-12).ceil().max(0.0) as usize
+    }
+
+    /// The corruption rate a live roster of `roster` sites is assumed to have when `invited`
+    /// were invited: the stated γ is of the invited sites, and a coordinator that turned honest
+    /// joins away must not thin the corrupt fraction's bound, so all ⌈γ·invited⌉ corrupt sites
+    /// are assumed to be in the roster (γ·invited/roster, never below γ).
+    pub fn corruption_rate_for(&self, invited: u32, roster: u32) -> f64 {
+        if roster == 0 || roster >= invited {
+            return self.corruption_rate;
+        }
+        self.corruption_rate * f64::from(invited) / f64::from(roster)
+    }
 }
 
 /// Resolves `secure_aggregation` and its rates for `sites` sites and `dropouts` scripted
@@ -579,6 +601,27 @@ fn choose_clip_fraction_bits(
         })
 }
 
+/// 2 ≤ `sites` ≤ the cap of the secure aggregation: [`MAX_SITES`] on the complete graph,
+/// [`MAX_SPARSE_SITES`] under SecAgg+ (jobs check their own cap first).
+fn check_site_count(aggregation: SecureAggregation, sites: u32) -> Result<(), ConfigError> {
+    let max_sites = match aggregation {
+        SecureAggregation::Complete => MAX_SITES,
+        SecureAggregation::Sparse => MAX_SPARSE_SITES,
+    };
+    if (2..=max_sites).contains(&sites) {
+        return Ok(());
+    }
+    let more = if max_sites == MAX_SITES {
+        format!("; secure_aggregation: sparse (SecAgg+) takes up to {MAX_SPARSE_SITES} in a study")
+    } else {
+        String::new()
+    };
+    Err(ConfigError::invalid(
+        "sites",
+        format!("a federation needs 2 to {max_sites} sites (got {sites}){more}"),
+    ))
+}
+
 /// Validates and calibrates for `sites` sites with threshold `threshold` (shared by jobs and
 /// studies). `params.sites`/`threshold`/`dropouts` are ignored here; the caller has resolved them.
 pub fn configure_for(
@@ -603,21 +646,7 @@ pub fn configure_for(
         MAX_ITERATIONS,
         " for a federated run",
     )?;
-    let max_sites = match params.secure_aggregation {
-        SecureAggregation::Complete => MAX_SITES,
-        SecureAggregation::Sparse => MAX_SPARSE_SITES,
-    };
-    if !(2..=max_sites).contains(&sites) {
-        let more = if max_sites == MAX_SITES {
-            format!("; secure_aggregation: sparse (SecAgg+) takes up to {MAX_SPARSE_SITES} in a study")
-        } else {
-            String::new()
-        };
-        return Err(ConfigError::invalid(
-            "sites",
-            format!("a federation needs 2 to {max_sites} sites (got {sites}){more}"),
-        ));
-    }
+    check_site_count(params.secure_aggregation, sites)?;
     if !(threshold >= 2 && threshold <= sites) {
         return Err(ConfigError::invalid(
             "threshold",

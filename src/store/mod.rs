@@ -98,6 +98,10 @@ const MAX_CONNECTIONS: u32 = 8;
 /// How long a request waits for a pooled connection (or a new one) before the store reports
 /// the database unavailable (a 503 for the client).
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
+/// The same for a site's own ledger (`privpca site`): one client, whose every write is synced;
+/// on a loaded machine (hundreds of sites on two cores in the many-sites harness) a write can
+/// wait longer than a service request should, and failing it would end the site's study.
+const LEDGER_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The service's SQLite database checkpoints its write-ahead log in the background
 /// ([`Store::spawn_checkpointer`]) this often, instead of in whichever commit pushes the log
@@ -240,7 +244,11 @@ async fn open_pool(url: &str, backend: Backend, commits: Commits) -> Result<AnyP
         } else {
             MAX_CONNECTIONS
         })
-        .acquire_timeout(ACQUIRE_TIMEOUT);
+        .acquire_timeout(if commits == Commits::SyncedSelfCheckpointed {
+            LEDGER_ACQUIRE_TIMEOUT
+        } else {
+            ACQUIRE_TIMEOUT
+        });
     let pool = match backend {
         Backend::Sqlite => {
             // A site ledger keeps SQLite's own checkpoints; the service's are background.

@@ -391,6 +391,15 @@ impl Live {
         }
     }
 
+    /// Whether the key exchange hands out its share tasks (a SecAgg+ study's graph is fixed):
+    /// a change of this without a phase change still gives sites new tasks.
+    pub fn tasks_ready(&self) -> bool {
+        match &self.stage {
+            Stage::Sharing(sharing) => sharing.config.secagg_plus.is_none() || sharing.graph.is_some(),
+            _ => true,
+        }
+    }
+
     /// Whether the study is kept in the database (every protocol: `federated_power`, CAPE and
     /// `gossip_power`).
     pub fn is_kept(&self) -> bool {

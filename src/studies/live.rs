@@ -354,7 +354,7 @@ impl Live {
             roster: roster.clone(),
         });
         match self.protocol.clone() {
-            Protocol::Power(config) => self.start_power(config, &roster),
+            Protocol::Power(config) => self.start_power(config, &roster, effects),
             Protocol::Cape(plan) => self.start_cape(plan, roster, effects),
             Protocol::Gossip(plan) => self.start_gossip(*plan, roster, effects),
         }

@@ -374,8 +374,14 @@ impl StudyHub {
     /// The coordinator's test hook (`PRIVPCA_TEST_COORDINATOR_ABORT_AT`): stop the process, as
     /// a SIGKILL would, right after the study was kept at the named protocol point.
     fn abort_hook(&self, live: &Live) {
+        self.abort_label_hook(live.phase_label().as_deref());
+    }
+
+    /// The test hook (`PRIVPCA_TEST_COORDINATOR_ABORT_AT`): aborts once the study is kept at the
+    /// named protocol point.
+    fn abort_label_hook(&self, label: Option<&str>) {
         if let Some(at) = &self.abort_at
-            && live.phase_label().as_deref() == Some(&**at)
+            && label == Some(&**at)
         {
             eprintln!("test hook: aborting after keeping the study at {at}");
             std::process::abort();
@@ -672,16 +678,25 @@ impl StudyHub {
     /// write drops the entry, as a failed snapshot does, and refuses every message of it.
     async fn journaled(&self, study: Uuid, message: Journaled) -> Result<(), HubError> {
         let entry = self.live_entry(study).await?;
-        let ticket = {
+        let (ticket, wake, label) = {
             let mut live = entry.live.lock().await;
             let before = live.marker();
+            let tasks_before = live.tasks_ready();
             message.apply(&mut live)?;
+            // A message that hands out new tasks without a phase change (the last SecAgg+
+            // reveal fixes the graph: every site's `share_keys`) wakes the sites once it is kept.
+            let wake = live.tasks_ready() != tasks_before;
             if live.is_kept() && live.marker() == before {
                 let text = serde_json::to_string(&message).map_err(StoreError::from)?;
-                Some(entry.accept(text))
+                let key_exchange = matches!(message, Journaled::Shares { .. } | Journaled::Reveal { .. });
+                (
+                    Some(entry.accept(text)),
+                    wake,
+                    key_exchange.then(|| live.phase_label()).flatten(),
+                )
             } else {
                 self.persist(&entry, &live, Vec::new()).await?;
-                None
+                (None, false, None)
             }
         };
         // Wake the driver before the journal write: a phase change this message completes is
@@ -696,6 +711,11 @@ impl StudyHub {
         }
         if let Some(ticket) = ticket {
             self.write_journal(study, &entry, ticket).await?;
+            if wake {
+                entry.changed.send_modify(|v| *v += 1);
+            }
+            // The crash test's hook also names points kept by a journal row (`shares`).
+            self.abort_label_hook(label.as_deref());
         }
         Ok(())
     }

@@ -273,3 +273,71 @@ async fn a_thousand_site_secagg_plus_study_is_created_and_a_complete_one_of_65_i
     let doc = app.post("/v1/studies", &key, body).await.problem(422);
     assert_eq!(doc["field"], "sites", "{doc}");
 }
+
+/// The last reveal fixes the graph without a phase change: a site already long-polling for its
+/// next task is woken with `share_keys` at once, not at the end of its poll (which could be
+/// after the key exchange's deadline).
+#[tokio::test]
+async fn the_last_reveal_wakes_the_sites_that_wait() {
+    let (app, key) = TestApp::start_with_tenant("owner").await;
+    let (_, tokens, mut sites) = enrolled(&app, &key, sparse_body(2), 150, 40).await;
+    let _ = next_task(&app, &tokens[0]).await;
+    sites[0].step(&app).await;
+    let started = std::time::Instant::now();
+    let poll = app.get("/v1/site/task?wait_ms=20000", &tokens[0]);
+    let others = async {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        for site in sites.iter_mut().skip(1) {
+            site.step(&app).await;
+        }
+    };
+    let (reply, ()) = tokio::join!(poll, others);
+    let task = reply.json();
+    assert_eq!(task["task"], "share_keys", "{task}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+/// SecAgg+'s graph is chosen for ⌈δS⌉ sites out: a round that leaves more out stops the study
+/// (the sites would refuse its transcript), with the charges standing.
+#[tokio::test]
+async fn more_sites_out_than_the_dropout_rate_allows_stops_a_secagg_plus_study() {
+    let (app, key) = TestApp::start_with_tenant("owner").await;
+    let (id, _, mut sites) = enrolled(&app, &key, sparse_body(3), 160, 40).await;
+    sites[3].dies_at = Some(2);
+    sites[7].dies_at = Some(2);
+    let mut finals = BTreeMap::new();
+    step_until(&app, &mut sites, &mut finals, |sites, done| {
+        done.contains_key(&3)
+            && done.contains_key(&7)
+            && sites
+                .iter()
+                .enumerate()
+                .all(|(i, s)| i == 3 || i == 7 || s.contributed >= 2)
+    })
+    .await;
+    app.expire_phase(&id).await;
+    let mut study = app.get(&format!("/v1/studies/{id}"), &key).await.json();
+    for _ in 0..100 {
+        if study["status"] != "running" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        study = app.get(&format!("/v1/studies/{id}"), &key).await.json();
+    }
+    assert_eq!(study["status"], "failed", "{study}");
+    assert!(
+        study["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("dropout rate"),
+        "{study}"
+    );
+    assert!(
+        study["sites"][0]["charged"]["rho"].as_f64().unwrap() > 0.0,
+        "{study}"
+    );
+}

@@ -159,8 +159,9 @@ impl TestSite {
                         let study = self.view.as_ref().unwrap().study_id;
                         let seed = seed::seed_from_reveals(study, participants, &seed_reveals).unwrap();
                         let sites = participants.len() as u32;
-                        let spec =
-                            GraphSpec::new(seed, sites, plus.corruption_rate, plus.dropout_rate).unwrap();
+                        let invited = self.comp.as_ref().unwrap().config().sites;
+                        let rate = plus.corruption_rate_for(invited, sites);
+                        let spec = GraphSpec::new(seed, sites, rate, plus.dropout_rate).unwrap();
                         session.share_boxes_sparse(participants, threshold, &spec, &mut self.rng)
                     }
                     None => session.share_boxes(&participants, threshold, &mut self.rng),

@@ -19,6 +19,7 @@ use crate::federation::messages::{
     Participant, SeedReveal, ShareBox, SiteSignature, SiteTask, UnmaskRequest,
 };
 use crate::federation::rounds::{Phase, RoundError, Rounds};
+use crate::federation::secagg::graph::choose_parameters;
 use crate::federation::secagg::{Aggregator, GraphSpec, Neighbourhoods, SecAggError, seed};
 use crate::federation::transcript::{self, RoundView};
 use crate::federation::wire;
@@ -67,7 +68,8 @@ impl SparseGraph {
             .secagg_plus
             .ok_or_else(|| SecAggError::Rates("the study runs on the complete graph".into()))?;
         let sites = u32::try_from(participants.len()).unwrap_or(u32::MAX);
-        let spec = GraphSpec::new(seed, sites, plus.corruption_rate, plus.dropout_rate)?;
+        let corruption_rate = plus.corruption_rate_for(config.sites, sites);
+        let spec = GraphSpec::new(seed, sites, corruption_rate, plus.dropout_rate)?;
         let roster: Vec<u32> = participants.iter().map(|p| p.index).collect();
         let neighbourhoods = Neighbourhoods::derive(&roster, &spec)?;
         Ok(SparseGraph {
@@ -274,6 +276,34 @@ impl Sharing {
         })
     }
 
+    /// Every box by recipient: what each site receives with its first round.
+    fn inboxes(&self) -> BTreeMap<u32, Vec<ShareBox>> {
+        let mut inboxes: BTreeMap<u32, Vec<ShareBox>> = BTreeMap::new();
+        for b in self.boxes.values().flatten() {
+            inboxes.entry(b.to).or_default().push(b.clone());
+        }
+        inboxes
+    }
+
+    /// The rounds' aggregator (on the graph under SecAgg+) and the power state with its first
+    /// iterate, from the coordinator's own OS-seeded generator (public randomness).
+    fn setup(
+        &self,
+        study: Uuid,
+        d: usize,
+        pooled_n: Option<u64>,
+    ) -> Result<(Aggregator, PowerState), String> {
+        let (t, rounds) = (self.config.threshold, self.config.total_rounds());
+        let aggregator = match &self.graph {
+            Some(graph) => Aggregator::new_sparse(study, t, &self.participants, rounds, &graph.spec),
+            None => Aggregator::new(study, t, &self.participants, rounds),
+        }
+        .map_err(|e| e.to_string())?;
+        let mut rng = ChaCha20Rng::from_os_rng();
+        let power = PowerState::new(self.config.clone(), d, pooled_n, &mut rng).map_err(|e| e.to_string())?;
+        Ok((aggregator, power))
+    }
+
     /// The sites `site` must send a share box to: every participant, or its graph neighbours.
     fn recipients(&self, site: u32) -> Result<BTreeSet<u32>, LiveError> {
         match (&self.config.secagg_plus, &self.graph) {
@@ -351,7 +381,26 @@ impl Running {
 
 impl Live {
     /// Enrolment is over: the key exchange opens for `roster`.
-    pub(crate) fn start_power(&mut self, config: FederatedPowerConfig, roster: &[u32]) {
+    pub(crate) fn start_power(
+        &mut self,
+        config: FederatedPowerConfig,
+        roster: &[u32],
+        effects: &mut Vec<Effect>,
+    ) {
+        // A SecAgg+ roster must have a graph (k and t for its S) before anyone reveals anything.
+        if let Some(plus) = config.secagg_plus {
+            let sites = roster.len() as u32;
+            let rate = plus.corruption_rate_for(config.sites, sites);
+            if let Err(e) = choose_parameters(sites, rate, plus.dropout_rate) {
+                let reason = format!(
+                    "{sites} sites joined, and SecAgg+ has no graph for them at corruption rate {rate:.3} \
+                     (the stated rate of the {} invited) and dropout rate {}: {e}. Nothing was charged.",
+                    config.sites, plus.dropout_rate
+                );
+                self.fail(reason, None, effects);
+                return;
+            }
+        }
         let participants = roster
             .iter()
             .map(|&i| {
@@ -712,31 +761,14 @@ impl Live {
             return true;
         }
         let participants = sharing.participants.clone();
-        let mut inboxes: BTreeMap<u32, Vec<ShareBox>> = BTreeMap::new();
-        for boxes in sharing.boxes.values() {
-            for b in boxes {
-                inboxes.entry(b.to).or_default().push(b.clone());
-            }
-        }
+        let inboxes = sharing.inboxes();
         // The records the key exchange's sites reported at join (public under replace_one).
         let pooled_n = senders
             .iter()
             .map(|s| self.joined.get(s).and_then(|j| j.n_samples))
             .sum::<Option<u64>>();
         let graph = sharing.graph.clone();
-        let aggregator = match &graph {
-            Some(graph) => {
-                Aggregator::new_sparse(self.study, t, &participants, config.total_rounds(), &graph.spec)
-            }
-            None => Aggregator::new(self.study, t, &participants, config.total_rounds()),
-        };
-        let setup = aggregator.map_err(|e| e.to_string()).and_then(|aggregator| {
-            let mut rng = ChaCha20Rng::from_os_rng();
-            let power =
-                PowerState::new(config.clone(), self.d, pooled_n, &mut rng).map_err(|e| e.to_string())?;
-            Ok((aggregator, power))
-        });
-        let (aggregator, power) = match setup {
+        let (aggregator, power) = match sharing.setup(self.study, self.d, pooled_n) {
             Ok(parts) => parts,
             Err(e) => {
                 self.fail(
@@ -770,82 +802,85 @@ impl Live {
         let Stage::Running(running) = &mut self.stage else {
             return false;
         };
-        let round = running.rounds.round();
-        let config = running.config.clone();
         let expired = now >= self.deadline;
         match running.rounds.phase().clone() {
             Phase::Collect => self.advance_collect(now, expired, effects),
             Phase::Confirm { .. } => self.advance_confirm(now, expired, effects),
-            Phase::Unmask { survivors, .. } => {
-                let ready =
-                    running.rounds.unmask_complete() || (expired && running.rounds.unmask_sufficient());
-                if !ready {
-                    if expired {
-                        let report = running.report();
-                        let reason = format!(
-                            "round {round}: fewer than t = {} survivors answered the unmask request in time; the study stops (charges stand)",
-                            config.threshold
-                        );
-                        self.fail(reason, Some(report), effects);
-                        return true;
-                    }
-                    return false;
-                }
-                let summed = running.rounds.finish_round().map_err(|e| e.to_string());
-                // Every survivor of round 1 was handed its inbox with the round's task and keeps
-                // it; the boxes (S·k of them) need not ride along in every later snapshot.
-                if round == 1 {
-                    running.inboxes.clear();
-                }
-                let absorbed = summed.and_then(|sum| running.power.absorb(&sum).map_err(|e| e.to_string()));
-                if let Err(e) = absorbed {
-                    let report = running.report();
-                    self.fail(format!("round {round}: {e}"), Some(report), effects);
-                    return true;
-                }
-                let silent: Vec<u32> = survivors
-                    .iter()
-                    .copied()
-                    .filter(|s| !running.rounds.roster().contains(s))
-                    .collect();
-                effects.push(Effect::Progress { done: round });
-                let report = running.report();
-                let remaining = running.rounds.roster().len() as u32;
-                let finished = matches!(running.rounds.phase(), Phase::Done);
-                let output = if finished {
-                    Some(running.power.finish())
-                } else {
-                    None
-                };
-                running.refresh_iterate();
-                self.mark_out(
-                    &silent,
-                    round,
-                    "this site did not answer the unmask request in time",
-                    effects,
-                );
-                match output {
-                    Some(Ok(output)) => {
-                        self.stage = Stage::Finished {
-                            status: StudyStatus::Succeeded,
-                            reason: None,
-                        };
-                        effects.push(Effect::Succeeded { output, report });
-                    }
-                    Some(Err(e)) => self.fail(e.to_string(), Some(report), effects),
-                    None if remaining < config.threshold => {
-                        let reason = format!(
-                            "after round {round} only {remaining} sites remain; t = {} are needed; the study stops (charges stand)",
-                            config.threshold
-                        );
-                        self.fail(reason, Some(report), effects);
-                    }
-                    None => self.deadline = now + self.round_timeout,
-                }
-                true
-            }
+            Phase::Unmask { survivors, .. } => self.advance_unmask(now, expired, &survivors, effects),
             Phase::Done => false,
         }
+    }
+
+    /// The unmasking phase of a round: finished when every survivor answered, or at the
+    /// deadline with at least t answers (fewer fail the study; charges stand). The sum is
+    /// absorbed into the iterate, survivors that did not answer are marked out, and the study
+    /// succeeds after its last round or goes on while t sites remain.
+    fn advance_unmask(
+        &mut self,
+        now: Instant,
+        expired: bool,
+        survivors: &[u32],
+        effects: &mut Vec<Effect>,
+    ) -> bool {
+        let Stage::Running(running) = &mut self.stage else {
+            return false;
+        };
+        let round = running.rounds.round();
+        let threshold = running.config.threshold;
+        let ready = running.rounds.unmask_complete() || (expired && running.rounds.unmask_sufficient());
+        if !ready {
+            if expired {
+                let report = running.report();
+                let reason = format!(
+                    "round {round}: fewer than t = {threshold} survivors answered the unmask request in time; the study stops (charges stand)"
+                );
+                self.fail(reason, Some(report), effects);
+                return true;
+            }
+            return false;
+        }
+        let summed = running.rounds.finish_round().map_err(|e| e.to_string());
+        // Every survivor of round 1 was handed its inbox with the round's task and keeps it;
+        // the boxes (S·k of them) need not ride along in every later snapshot.
+        if round == 1 {
+            running.inboxes.clear();
+        }
+        let absorbed = summed.and_then(|sum| running.power.absorb(&sum).map_err(|e| e.to_string()));
+        if let Err(e) = absorbed {
+            let report = running.report();
+            self.fail(format!("round {round}: {e}"), Some(report), effects);
+            return true;
+        }
+        let silent: Vec<u32> = survivors
+            .iter()
+            .copied()
+            .filter(|s| !running.rounds.roster().contains(s))
+            .collect();
+        effects.push(Effect::Progress { done: round });
+        let report = running.report();
+        let remaining = running.rounds.roster().len() as u32;
+        let output = matches!(running.rounds.phase(), Phase::Done).then(|| running.power.finish());
+        running.refresh_iterate();
+        let why = "this site did not answer the unmask request in time";
+        self.mark_out(&silent, round, why, effects);
+        match output {
+            Some(Ok(output)) => {
+                self.stage = Stage::Finished {
+                    status: StudyStatus::Succeeded,
+                    reason: None,
+                };
+                effects.push(Effect::Succeeded { output, report });
+            }
+            Some(Err(e)) => self.fail(e.to_string(), Some(report), effects),
+            None if remaining < threshold => {
+                let reason = format!(
+                    "after round {round} only {remaining} sites remain; t = {threshold} are needed; the study stops (charges stand)"
+                );
+                self.fail(reason, Some(report), effects);
+            }
+            None => self.deadline = now + self.round_timeout,
+        }
+        true
     }
 }
 
@@ -877,13 +912,28 @@ impl Live {
             );
             return true;
         }
-        if let Phase::Confirm { dropped, .. } = running.rounds.phase().clone() {
+        if let Phase::Confirm { dropped, survivors } = running.rounds.phase().clone() {
+            let too_many = running.config.secagg_plus.and_then(|plus| {
+                let fixed = running.participants.len();
+                let out = fixed - survivors.len().min(fixed);
+                (out > plus.max_out(fixed)).then(|| (out, fixed, plus.max_out(fixed)))
+            });
+            let report = running.report();
             self.mark_out(
                 &dropped,
                 round,
                 "this site sent nothing before the round deadline",
                 effects,
             );
+            // The sites would refuse the transcript (they check the same bound): stop here.
+            if let Some((out, fixed, allowed)) = too_many {
+                let reason = format!(
+                    "round {round}: {out} of the {fixed} sites are out, more than SecAgg+'s dropout rate allows \
+                     ({allowed}); the study stops (charges stand)"
+                );
+                self.fail(reason, Some(report), effects);
+                return true;
+            }
         }
         self.deadline = now + self.round_timeout;
         true

@@ -332,10 +332,12 @@ impl Protocol<'_> {
         let study = self.prepared.view.study_id;
         let seed = seed::seed_from_reveals(study, participants, reveals)
             .map_err(|e| violation(format!("refusing the graph seed: {e}")))?;
+        let sites = participants.len() as u32;
+        let invited = self.computation.config().sites;
         GraphSpec::new(
             seed,
-            participants.len() as u32,
-            plus.corruption_rate,
+            sites,
+            plus.corruption_rate_for(invited, sites),
             plus.dropout_rate,
         )
         .map_err(|e| violation(format!("refusing the graph: {e}")))
@@ -910,6 +912,20 @@ impl Protocol<'_> {
             return Ok(kept.signature.clone());
         }
         let need = self.prepared.view.threshold.max(self.quorum());
+        // SecAgg+: at most ⌈δS⌉ of the fixed roster out by this round, or the graph's bounds do
+        // not hold against a coordinator that chose them after seeing it.
+        if let Some(plus) = self.computation.config().secagg_plus {
+            let fixed = self.signing_keys.len();
+            let out = fixed.saturating_sub(survivors.len());
+            if out > plus.max_out(fixed) {
+                return Err(violation(format!(
+                    "round {round}: {out} of the {fixed} sites are out, more than the study's dropout rate {} \
+                     allows ({}); SecAgg+'s graph is safe only up to that; refusing before revealing anything",
+                    plus.dropout_rate,
+                    plus.max_out(fixed)
+                )));
+            }
+        }
         let own = self.own_round(round)?;
         own.check_transcript(survivors, dropped, contributions, need)
             .map_err(|e| {
