@@ -161,7 +161,7 @@ async fn secure_site(mut site: Site) -> Result<Site> {
         let task = site.call("/v1/site/task?wait_ms=20000", None).await?;
         match serde_json::from_slice::<SiteTask>(&task)? {
             SiteTask::Wait { .. } => {}
-            SiteTask::ShareKeys { participants } => {
+            SiteTask::ShareKeys { participants, .. } => {
                 for p in &participants {
                     keys.insert(p.index, transcript::verifying_key(&p.signing_public_key)?);
                 }
@@ -251,6 +251,7 @@ async fn secure_site(mut site: Site) -> Result<Site> {
             SiteTask::CapeRelease { .. } | SiteTask::GossipStep { .. } | SiteTask::GossipConfirm { .. } => {
                 bail!("a task of another protocol in a federated_power study")
             }
+            SiteTask::RevealSeed { .. } => bail!("this bench runs the complete graph, not SecAgg+"),
         }
     }
 }
