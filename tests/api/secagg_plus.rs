@@ -154,7 +154,9 @@ async fn seed_commitments_reveals_and_share_boxes_are_checked() {
     }
     // Revealed twice: the same bytes are already received.
     let task = next_task(&app, &tokens[0]).await;
-    let reveals = task["seed_reveals"].as_array().unwrap_or_else(|| panic!("{task}"));
+    let reveals = task["seed_reveals"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{task}"));
     let own = reveals[0]["reveal"].clone();
     let doc = app
         .post("/v1/site/seed", &tokens[0], json!({ "reveal": own }))
