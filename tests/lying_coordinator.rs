@@ -52,6 +52,9 @@ enum Attack {
     /// whose round 1 is a power round), or is shown another c in round 1, the first step of the
     /// study's clip (`clip_step`).
     Iterate { victim: u32, clip_step: bool },
+    /// SecAgg+: every site is shown round 1 with `dropped` out, more than the study's dropout
+    /// rate allows (a coordinator that picks them after seeing the public graph could cut it).
+    GraphCut { dropped: Vec<u32> },
     /// Forwards everything, but once `site` has been restarted after answering round 1's
     /// unmask request, asks it to unmask round 1 again with `survivors` and `dropped`.
     Reask {
@@ -64,7 +67,7 @@ enum Attack {
 impl Attack {
     fn victim(&self) -> Option<u32> {
         match self {
-            Attack::Honest | Attack::Reask { .. } => None,
+            Attack::Honest | Attack::Reask { .. } | Attack::GraphCut { .. } => None,
             Attack::SplitView { victim, .. } | Attack::Iterate { victim, .. } => Some(*victim),
         }
     }
@@ -184,6 +187,10 @@ impl Relay {
                 let dropped: Vec<u32> = hidden.iter().copied().filter(|&j| j != site).collect();
                 let survivors = all.into_iter().filter(|s| !dropped.contains(s)).collect();
                 (survivors, dropped)
+            }
+            Attack::GraphCut { dropped } => {
+                let survivors = all.into_iter().filter(|s| !dropped.contains(s)).collect();
+                (survivors, dropped.clone())
             }
             Attack::Iterate { .. } | Attack::Honest | Attack::Reask { .. } => (all, Vec::new()),
         }
@@ -387,7 +394,14 @@ fn spawn_site(base: &str, token: &str, data: &Path, ledger: &Path, log: &Path) -
 
 /// The real service on SQLite under `dir`, a tenant's key, and a `federated_power` study of
 /// `sites` sites, threshold `t` and `iterations` rounds (its creation answer).
-async fn study(dir: &Path, sites: u32, t: u32, iterations: u32, clip: bool) -> (Server, String, Value) {
+async fn study(
+    dir: &Path,
+    sites: u32,
+    t: u32,
+    iterations: u32,
+    clip: bool,
+    sparse: bool,
+) -> (Server, String, Value) {
     let env = vec![
         ("PRIVPCA_ADMIN_KEY", ADMIN.to_string()),
         (
@@ -411,6 +425,10 @@ async fn study(dir: &Path, sites: u32, t: u32, iterations: u32, clip: bool) -> (
         "join_timeout_seconds": 120,
         "round_timeout_seconds": 120,
     });
+    let mut body = body;
+    if sparse {
+        body["params"]["secure_aggregation"] = json!("sparse");
+    }
     let (status, created) = support::post(&format!("{}/v1/studies", server.base), &key, body).await;
     assert_eq!(status, 201, "{created}");
     (server, key, created)
@@ -427,7 +445,8 @@ async fn run(
 ) -> (BTreeMap<u32, Option<i32>>, Arc<Relay>, String) {
     let dir = tempfile::tempdir().unwrap();
     let clip = !matches!(attack, Attack::Iterate { clip_step: false, .. });
-    let (server, key, created) = study(dir.path(), sites, t, 2, clip).await;
+    let sparse = matches!(attack, Attack::GraphCut { .. });
+    let (server, key, created) = study(dir.path(), sites, t, 2, clip, sparse).await;
     let relay = Arc::new(Relay {
         real: server.base.clone(),
         attack: attack.clone(),
@@ -596,7 +615,7 @@ async fn an_honest_relay_lets_the_same_study_succeed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_site_refuses_to_unmask_a_round_again_with_other_sets() {
     let dir = tempfile::tempdir().unwrap();
-    let (server, _key, created) = study(dir.path(), 3, 2, 3, true).await;
+    let (server, _key, created) = study(dir.path(), 3, 2, 3, true, false).await;
     let relay = Arc::new(Relay {
         real: server.base.clone(),
         attack: Attack::Reask {
@@ -664,4 +683,21 @@ async fn a_restarted_site_refuses_to_unmask_a_round_again_with_other_sets() {
         let _ = child.wait();
     }
     drop(server);
+}
+
+/// SecAgg+: a relay that shows every site round 1 with more sites dropped than the study's
+/// dropout rate allows (⌈0.1·10⌉ = 1 here) is refused by every site before it reveals anything:
+/// chosen after the public graph is known, such a dropped set could cut the honest survivors
+/// apart (docs/design/federation.md, "Live SecAgg+").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secagg_plus_sites_refuse_more_dropped_sites_than_the_dropout_rate_allows() {
+    let attack = Attack::GraphCut { dropped: vec![2, 3] };
+    let (codes, relay, logs) = run(10, 6, attack, false).await;
+    assert!(
+        relay.books.lock().unwrap().answers.is_empty(),
+        "no share may be revealed\n{logs}"
+    );
+    assert_eq!(relay.books.lock().unwrap().contributions.len(), 10, "{logs}");
+    assert!(codes.values().all(|c| *c == Some(3)), "{codes:?}\n{logs}");
+    assert!(logs.contains("dropout rate"), "{logs}");
 }
