@@ -297,6 +297,64 @@ impl CapeRunning {
     }
 
     /// `cape_pca`'s report: the Gram stage's noise, and the clip if the study had one.
+    /// `cape_agn` after stage 1: the whitening W from the noisy second moment `sum`, and stage 2
+    /// opened with it as the sites' public input (Imtiaz & Sarwate Alg. 3, docs/design/cape.md).
+    fn open_agn_second_stage(&mut self, sum: &[f64], d: usize, config: &CapeAgnConfig) -> Result<(), String> {
+        let m2 = cape::unpack_symmetric(sum, d)?;
+        let floor = cape_agn::noise_floor(d, self.reports[0].noise_sd);
+        let whitening = cape_agn::whiten(&m2, config.k, floor).map_err(|e| e.to_string())?;
+        let Some(noise) = self
+            .plan
+            .stage_noise(self.stage + 1, self.roster.len() as u32, None)
+        else {
+            return Err("the stage-2 noise could not be calibrated".to_string());
+        };
+        self.input = Some((
+            wire::f64s_to_b64(whitening.w.as_slice()),
+            whitening.w.nrows(),
+            whitening.w.ncols(),
+        ));
+        self.len = tensor_power::packed_len(config.k);
+        self.whitening = Some(whitening);
+        self.noise = noise;
+        self.stage += 1;
+        self.fresh_seeds();
+        Ok(())
+    }
+
+    /// `cape_agn` after stage 2: the tensor power method on the noisy whitened third moment
+    /// `sum`, unwhitened into the model's components (Alg. 3), and the report.
+    fn finish_agn(
+        &self,
+        sum: &[f64],
+        d: usize,
+        config: &CapeAgnConfig,
+    ) -> Result<(Output, serde_json::Value), String> {
+        let whitening = self.whitening.as_ref().ok_or("no whitening from stage 1")?;
+        let settings = PowerSettings {
+            starts: config.starts,
+            iterations: config.power_iterations,
+        };
+        let mut rng = ChaCha20Rng::from_os_rng();
+        let pairs = tensor_power::tensor_power(sum, config.k, config.k, settings, &mut rng)?;
+        let components = cape_agn::unwhiten(whitening, &pairs, config.model);
+        let basis = cape_agn::components_basis(&components, d);
+        let report = serde_json::json!({
+            "stage1": self.reports.first(),
+            "stage2": self.reports.get(1),
+            "components": {
+                "vectors": components.vectors,
+                "weights": components.weights,
+                "clamped_eigenvalues": whitening.clamped,
+            },
+        });
+        let output = Output {
+            basis,
+            eigenvalues: None,
+        };
+        Ok((output, report))
+    }
+
     fn pca_report(&self) -> serde_json::Value {
         let mut report = report_value(self.reports.last());
         if let (Some(progress), Some(clip), Some(object)) =
@@ -533,51 +591,10 @@ impl Live {
                 .map(|output| Some((output, cape.pca_report())))
                 .map_err(|e| e.to_string()),
             (CapeKind::Agn(config), false) => {
-                let m2 = cape::unpack_symmetric(&sum, d)?;
-                let floor = cape_agn::noise_floor(d, cape.reports[0].noise_sd);
-                let whitening = cape_agn::whiten(&m2, config.k, floor).map_err(|e| e.to_string())?;
-                let Some(noise) = cape.plan.stage_noise(stage + 1, cape.roster.len() as u32, None) else {
-                    return Err("the stage-2 noise could not be calibrated".to_string());
-                };
-                cape.input = Some((
-                    wire::f64s_to_b64(whitening.w.as_slice()),
-                    whitening.w.nrows(),
-                    whitening.w.ncols(),
-                ));
-                cape.len = tensor_power::packed_len(config.k);
-                cape.whitening = Some(whitening);
-                cape.noise = noise;
-                cape.stage = stage + 1;
-                cape.fresh_seeds();
-                Ok(None)
+                let config = config.clone();
+                cape.open_agn_second_stage(&sum, d, &config).map(|()| None)
             }
-            (CapeKind::Agn(config), true) => {
-                let whitening = cape.whitening.as_ref().ok_or("no whitening from stage 1")?;
-                let settings = PowerSettings {
-                    starts: config.starts,
-                    iterations: config.power_iterations,
-                };
-                let mut rng = ChaCha20Rng::from_os_rng();
-                let pairs = tensor_power::tensor_power(&sum, config.k, config.k, settings, &mut rng)?;
-                let components = cape_agn::unwhiten(whitening, &pairs, config.model);
-                let basis = cape_agn::components_basis(&components, d);
-                let report = serde_json::json!({
-                    "stage1": cape.reports.first(),
-                    "stage2": cape.reports.get(1),
-                    "components": {
-                        "vectors": components.vectors,
-                        "weights": components.weights,
-                        "clamped_eigenvalues": whitening.clamped,
-                    },
-                });
-                Ok(Some((
-                    Output {
-                        basis,
-                        eigenvalues: None,
-                    },
-                    report,
-                )))
-            }
+            (CapeKind::Agn(config), true) => cape.finish_agn(&sum, d, config).map(Some),
         });
         let failure_report = match cape.reports.as_slice() {
             [only] => report_value(only),
