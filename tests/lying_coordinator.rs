@@ -55,6 +55,9 @@ enum Attack {
     /// SecAgg+: every site is shown round 1 with `dropped` out, more than the study's dropout
     /// rate allows (a coordinator that picks them after seeing the public graph could cut it).
     GraphCut { dropped: Vec<u32> },
+    /// SecAgg+: the victim's `share_keys` task carries another site's reveal altered (so it
+    /// would derive another graph than its peers), or the roster again with one key swapped.
+    AlterKeyExchange { victim: u32, roster: bool },
     /// Forwards everything, but once `site` has been restarted after answering round 1's
     /// unmask request, asks it to unmask round 1 again with `survivors` and `dropped`.
     Reask {
@@ -68,7 +71,9 @@ impl Attack {
     fn victim(&self) -> Option<u32> {
         match self {
             Attack::Honest | Attack::Reask { .. } | Attack::GraphCut { .. } => None,
-            Attack::SplitView { victim, .. } | Attack::Iterate { victim, .. } => Some(*victim),
+            Attack::SplitView { victim, .. }
+            | Attack::Iterate { victim, .. }
+            | Attack::AlterKeyExchange { victim, .. } => Some(*victim),
         }
     }
 }
@@ -89,6 +94,10 @@ struct Books {
     forwarded_answers: Vec<u32>,
     /// `Attack::Reask`: the site was restarted; ask it again.
     reask: bool,
+    /// Sites whose share boxes the relay forwarded.
+    dealt: BTreeSet<u32>,
+    /// SecAgg+: the roster of the `reveal_seed` task, as the real service sent it.
+    roster: Vec<Value>,
     /// `Attack::Reask`: the victim's round-1 answer went out; every request waits until it is
     /// restarted, so that the study cannot run on (and finish) before the restart.
     held: bool,
@@ -192,7 +201,10 @@ impl Relay {
                 let survivors = all.into_iter().filter(|s| !dropped.contains(s)).collect();
                 (survivors, dropped.clone())
             }
-            Attack::Iterate { .. } | Attack::Honest | Attack::Reask { .. } => (all, Vec::new()),
+            Attack::Iterate { .. }
+            | Attack::Honest
+            | Attack::Reask { .. }
+            | Attack::AlterKeyExchange { .. } => (all, Vec::new()),
         }
     }
 
@@ -287,6 +299,9 @@ async fn relay(
         return json_response(&serde_json::to_value(task).unwrap());
     }
     let forwarding = matches!(relay.attack, Attack::Honest | Attack::Reask { .. });
+    if method == Method::POST && path == "/v1/site/shares" {
+        relay.books.lock().unwrap().dealt.extend(site);
+    }
     if forwarding && method == Method::POST && path == "/v1/site/rounds/1/unmask" {
         let mut books = relay.books.lock().unwrap();
         books.forwarded_answers.extend(site);
@@ -311,7 +326,31 @@ async fn relay(
     let site = site.expect("a site reads its study first");
     if path == "/v1/site/task" && !taken {
         let (status, bytes) = relay.forward(method, &uri, &headers, body).await;
-        let task: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        let mut task: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        if let Attack::AlterKeyExchange { victim, roster } = &relay.attack
+            && *victim == site
+            && task["task"] == "share_keys"
+        {
+            if *roster {
+                // The roster again (SecAgg+ sends none here), with a peer's signing key swapped.
+                let mut participants = relay.books.lock().unwrap().roster.clone();
+                let other = participants
+                    .iter()
+                    .position(|p| p["index"] != json!(site))
+                    .unwrap();
+                participants[other]["signing_public_key"] =
+                    json!(privpca::federation::transcript::SiteSigner::from_seed([77; 32]).public_key());
+                task["participants"] = json!(participants);
+            } else {
+                let reveals = task["seed_reveals"].as_array_mut().unwrap();
+                let other = reveals.iter().position(|r| r["site"] != json!(site)).unwrap();
+                reveals[other]["reveal"] = json!(wire::encode(&[0x5a; 32]));
+            }
+            return json_response(&task);
+        }
+        if task["task"] == "reveal_seed" {
+            relay.books.lock().unwrap().roster = task["participants"].as_array().unwrap().clone();
+        }
         if task["task"] != "contribute" {
             return (status, [(header::CONTENT_TYPE, "application/json")], bytes).into_response();
         }
@@ -700,4 +739,49 @@ async fn secagg_plus_sites_refuse_more_dropped_sites_than_the_dropout_rate_allow
     assert_eq!(relay.books.lock().unwrap().contributions.len(), 10, "{logs}");
     assert!(codes.values().all(|c| *c == Some(3)), "{codes:?}\n{logs}");
     assert!(logs.contains("dropout rate"), "{logs}");
+}
+
+/// SecAgg+: the victim's key-exchange task carries another site's reveal altered (it would
+/// derive another graph than its peers), or a roster with a peer's key swapped: it refuses with
+/// exit code 3 before it deals any share box. (Its peers go on without it.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secagg_plus_a_site_shown_another_reveal_or_roster_deals_nothing() {
+    for (roster, expected) in [
+        (false, "refusing the graph seed"),
+        (true, "sent a roster with the SecAgg+ key exchange"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let (server, _key, created) = study(dir.path(), 10, 6, 2, true, true).await;
+        let relay = Arc::new(Relay {
+            real: server.base.clone(),
+            attack: Attack::AlterKeyExchange { victim: 4, roster },
+            skip_confirm: false,
+            sites: 10,
+            http: reqwest::Client::new(),
+            books: Mutex::new(Books::default()),
+        });
+        let base = start_relay(relay.clone()).await;
+        let mut children = Vec::new();
+        let mut paths = Vec::new();
+        for i in 0..10 {
+            let token = created["sites"][i]["token"].as_str().unwrap();
+            let log = dir.path().join(format!("site-{}.log", i + 1));
+            let ledger = dir.path().join(format!("ledger-{i}.db"));
+            children.push(spawn_site(&base, token, &shard(dir.path(), i), &ledger, &log));
+            paths.push(log);
+        }
+        let code = wait_exit(&mut children[3], Duration::from_secs(120)).and_then(|s| s.code());
+        for child in &mut children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let text = logs(&paths);
+        assert_eq!(code, Some(3), "the victim refuses\n{text}");
+        assert!(text.contains(expected), "{text}");
+        assert!(
+            !relay.books.lock().unwrap().dealt.contains(&4),
+            "the victim dealt boxes\n{text}"
+        );
+        drop(server);
+    }
 }
