@@ -167,7 +167,22 @@ async fn many_sites(sites: usize, secure_aggregation: Option<&str>) {
         traffic.push(exchanged);
     }
     let elapsed = started.elapsed();
-    assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
+    if !outcomes.iter().all(Result::is_ok) {
+        let log = server.log_text();
+        let tail: String = log
+            .chars()
+            .rev()
+            .take(4000)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        let failed: Vec<_> = outcomes.iter().filter_map(|o| o.as_ref().err()).take(5).collect();
+        panic!(
+            "{} of {sites} sites failed, first {failed:?}\nservice log (end):\n{tail}",
+            outcomes.iter().filter(|o| o.is_err()).count()
+        );
+    }
     let (_, view) = support::get(&format!("{}/v1/studies/{id}", server.base), &key).await;
     assert_eq!(view["status"], "succeeded", "{view}");
     let (_, result) = support::get(&format!("{}/v1/studies/{id}/result", server.base), &key).await;
@@ -176,11 +191,13 @@ async fn many_sites(sites: usize, secure_aggregation: Option<&str>) {
         Some(sites - dropouts),
         "{result}"
     );
-    // 8 clip steps, then 3 power rounds (the study clips at its defaults); the dropouts fell
-    // silent in round 3.
-    assert!(view["config"]["clip"].is_object(), "{view}");
+    // 8 clip steps, then 3 power rounds (the study clips at its defaults; at 1 000 sites with
+    // max_site_samples 1000 no encoding leaves room for the clip, and `auto` declines it); the
+    // dropouts fell silent in round 3.
+    let clipped = view["config"]["clip"].is_object();
+    assert!(clipped || sites > 200, "{view}");
     let rounds = result["rounds"].as_array().unwrap();
-    assert_eq!(rounds.len(), 11);
+    assert_eq!(rounds.len(), if clipped { 11 } else { 3 });
     assert_eq!(
         rounds[2]["dropped"].as_array().map(Vec::len),
         Some(dropouts),
@@ -223,10 +240,11 @@ async fn many_sites(sites: usize, secure_aggregation: Option<&str>) {
         );
     }
     eprintln!(
-        "{sites} sites ({dropouts} dropping out after round 2, {}), 11 rounds: {:.1} s; captured \
+        "{sites} sites ({dropouts} dropping out after round 2, {}), {} rounds: {:.1} s; captured \
          energy {study_energy:.4} (simulated job {job_energy:.4}); per site and round {:.1} kB sent, \
          {:.1} kB received",
         secure_aggregation.unwrap_or("complete"),
+        rounds.len(),
         elapsed.as_secs_f64(),
         sent / 1e3,
         received / 1e3,
