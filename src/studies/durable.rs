@@ -40,7 +40,7 @@ use crate::protocols::cape::coordinator::{CapePlan, CapeRunning};
 use crate::protocols::cape::durable::CapeKept;
 use crate::protocols::gossip::coordinator::{GossipPlan, GossipRunning};
 use crate::protocols::gossip::durable::GossipKept;
-use crate::protocols::power::coordinator::{Running, Sharing, SparseGraph, relayed_reveals};
+use crate::protocols::power::coordinator::{Running, Sharing, SparseGraph};
 use crate::protocols::power::state::{ClipProgress, PowerState};
 use crate::store::StudyStatus;
 
@@ -197,10 +197,6 @@ enum StageSnapshot {
         /// Read from snapshots written before the journal kept the key exchange; written empty.
         #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
         boxes: BTreeMap<u32, Vec<ShareBox>>,
-        /// SecAgg+: the seed shares revealed (read from snapshots written before the journal
-        /// kept them; written empty).
-        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-        reveals: BTreeMap<u32, String>,
     },
     Running {
         participants: Vec<Participant>,
@@ -391,15 +387,6 @@ impl Live {
         }
     }
 
-    /// Whether the key exchange hands out its share tasks (a SecAgg+ study's graph is fixed):
-    /// a change of this without a phase change still gives sites new tasks.
-    pub fn tasks_ready(&self) -> bool {
-        match &self.stage {
-            Stage::Sharing(sharing) => sharing.config.secagg_plus.is_none() || sharing.graph.is_some(),
-            _ => true,
-        }
-    }
-
     /// Whether the study is kept in the database (every protocol: `federated_power`, CAPE and
     /// `gossip_power`).
     pub fn is_kept(&self) -> bool {
@@ -471,7 +458,6 @@ impl Live {
             Stage::Sharing(sharing) => StageSnapshot::Sharing {
                 participants: sharing.participants.clone(),
                 boxes: BTreeMap::new(),
-                reveals: BTreeMap::new(),
             },
             Stage::Running(running) => StageSnapshot::Running {
                 participants: running.participants.clone(),
@@ -481,7 +467,7 @@ impl Live {
                 last: None,
                 inboxes: running.inboxes.clone(),
                 clip: running.power.clip_progress().cloned(),
-                graph_seed: running.graph.as_ref().map(|g| wire::encode(&g.seed)),
+                graph_seed: running.graph.as_ref().map(|g| wire::encode(&g.spec.seed)),
             },
             Stage::Finished { status, reason } => StageSnapshot::Finished {
                 status: *status,
@@ -540,11 +526,14 @@ impl Live {
         };
         let stage = match stage {
             StageSnapshot::Enrolling => Stage::Enrolling,
-            StageSnapshot::Sharing {
+            // SecAgg+ reveals come back from the journal; the last one fixes the graph again.
+            StageSnapshot::Sharing { participants, boxes } => Stage::Sharing(Box::new(Sharing {
+                config: power_config()?,
                 participants,
                 boxes,
-                reveals,
-            } => restore_sharing(study, power_config()?, participants, boxes, reveals)?,
+                reveals: BTreeMap::new(),
+                graph: None,
+            })),
             running @ StageSnapshot::Running { .. } => restore_running(study, power_config()?, d, running)?,
             StageSnapshot::Cape(kept) => match &protocol {
                 Protocol::Cape(plan) => Stage::Cape(Box::new(CapeRunning::restore(plan.clone(), *kept)?)),
@@ -625,31 +614,6 @@ fn restore_running(
     running.snapshot_holds_round = snapshot_holds_round;
     running.graph = graph;
     Ok(Stage::Running(Box::new(running)))
-}
-
-/// A `federated_power` study's key exchange from its snapshot. Under SecAgg+ the graph is
-/// derived again from the kept reveals once all are in (the same seed: it is a function of
-/// them), so a restored study hands out the graph it would have.
-fn restore_sharing(
-    study: Uuid,
-    config: FederatedPowerConfig,
-    participants: Vec<Participant>,
-    boxes: BTreeMap<u32, Vec<ShareBox>>,
-    reveals: BTreeMap<u32, String>,
-) -> Result<Stage, String> {
-    let graph = if config.secagg_plus.is_some() && reveals.len() == participants.len() {
-        let relayed = relayed_reveals(&reveals);
-        Some(SparseGraph::derive(study, &config, &participants, &relayed).map_err(|e| e.to_string())?)
-    } else {
-        None
-    };
-    Ok(Stage::Sharing(Box::new(Sharing {
-        config,
-        participants,
-        boxes,
-        reveals,
-        graph,
-    })))
 }
 
 /// X as a snapshot keeps it: f64 little-endian, column-major, base64 (what the open round's

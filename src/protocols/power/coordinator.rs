@@ -37,10 +37,9 @@ pub(crate) struct Sharing {
     pub(crate) graph: Option<SparseGraph>,
 }
 
-/// A SecAgg+ study's graph: the seed no party steered, its spec and the neighbourhoods.
+/// A SecAgg+ study's graph: its spec (with the seed no party steered) and the neighbourhoods.
 #[derive(Clone)]
 pub(crate) struct SparseGraph {
-    pub(crate) seed: [u8; 32],
     pub(crate) spec: GraphSpec,
     pub(crate) neighbourhoods: Neighbourhoods,
 }
@@ -72,11 +71,7 @@ impl SparseGraph {
         let spec = GraphSpec::new(seed, sites, corruption_rate, plus.dropout_rate)?;
         let roster: Vec<u32> = participants.iter().map(|p| p.index).collect();
         let neighbourhoods = Neighbourhoods::derive(&roster, &spec)?;
-        Ok(SparseGraph {
-            seed,
-            spec,
-            neighbourhoods,
-        })
+        Ok(SparseGraph { spec, neighbourhoods })
     }
 }
 
@@ -422,6 +417,15 @@ impl Live {
             reveals: BTreeMap::new(),
             graph: None,
         }));
+    }
+
+    /// Whether the key exchange hands out its share tasks (a SecAgg+ study's graph is fixed):
+    /// a change of this without a phase change still gives sites new tasks.
+    pub fn tasks_ready(&self) -> bool {
+        match &self.stage {
+            Stage::Sharing(sharing) => sharing.config.secagg_plus.is_none() || sharing.graph.is_some(),
+            _ => true,
+        }
     }
 
     /// A SecAgg+ site's share of the graph seed, checked against the commitment the roster
