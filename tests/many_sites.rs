@@ -100,20 +100,26 @@ async fn a_thousand_sites_on_secagg_plus_with_a_tenth_dropping_out() {
         .await;
 }
 
-async fn many_sites(sites: usize, secure_aggregation: Option<&str>) {
-    let _alone = ONE_AT_A_TIME.lock().await;
-    let dropouts = sites / 10;
-    let dir = tempfile::tempdir().unwrap();
+/// The real service on SQLite under `dir`, and a tenant's key.
+async fn service(dir: &Path) -> (support::Server, String) {
     let env = vec![
         ("PRIVPCA_ADMIN_KEY", ADMIN.to_string()),
         (
             "PRIVPCA_DATABASE_URL",
-            format!("sqlite://{}", dir.path().join("privpca.db").display()),
+            format!("sqlite://{}", dir.join("privpca.db").display()),
         ),
-        ("PRIVPCA_DATA_DIR", dir.path().join("data").display().to_string()),
+        ("PRIVPCA_DATA_DIR", dir.join("data").display().to_string()),
     ];
-    let server = support::start(&env, &dir.path().join("server.log")).await;
+    let server = support::start(&env, &dir.join("server.log")).await;
     let key = support::tenant(&server.base, ADMIN, "consortium").await;
+    (server, key)
+}
+
+async fn many_sites(sites: usize, secure_aggregation: Option<&str>) {
+    let _alone = ONE_AT_A_TIME.lock().await;
+    let dropouts = sites / 10;
+    let dir = tempfile::tempdir().unwrap();
+    let (server, key) = service(dir.path()).await;
     let body = json!({
         "name": "many",
         "algorithm": "federated_power",
@@ -332,4 +338,54 @@ fn params(secure_aggregation: Option<&str>) -> Value {
         params["secure_aggregation"] = json!(kind);
     }
     params
+}
+
+/// A site whose operator assumes more colluding sites than a SecAgg+ study's graph is sized for
+/// (⌈γ·S⌉ of the S invited) refuses before it joins: exit code 2, nothing sent.
+#[tokio::test]
+async fn a_site_assuming_more_colluders_than_the_graph_refuses_to_join() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, key) = service(dir.path()).await;
+    let body = json!({
+        "name": "sized for one",
+        "algorithm": "federated_power",
+        "n_features": D,
+        "relation": "replace_one",
+        "row_norm_bound": 1.0,
+        "params": params(Some("sparse")),
+        "privacy": {"rho": RHO},
+        "sites": (0..10).map(|i| json!({"name": format!("site-{i}")})).collect::<Vec<_>>(),
+    });
+    let (status, created) = support::post(&format!("{}/v1/studies", server.base), &key, body).await;
+    assert_eq!(status, 201, "{created}");
+    let token = created["sites"][0]["token"].as_str().unwrap();
+    for (colluding, refused) in [(2, true), (1, false)] {
+        let mut args = site_args(
+            &server.base,
+            token,
+            shard(dir.path(), 0),
+            dir.path().join(format!("ledger-{colluding}.db")),
+            None,
+        );
+        args.colluding_sites = colluding;
+        args.give_up_seconds = 5;
+        let outcome = tokio::time::timeout(Duration::from_secs(3), privpca::site::run_in(&args)).await;
+        if refused {
+            let (code, message) = outcome.expect("refused at once").unwrap_err();
+            assert_eq!(code, 2, "{message}");
+            assert!(message.contains("assumes at most 1 colluding"), "{message}");
+        } else {
+            // Accepted: it joins and waits for the others (cut off here).
+            assert!(outcome.is_err(), "{outcome:?}");
+        }
+    }
+    let (_, view) = support::get(
+        &format!("{}/v1/studies/{}", server.base, created["id"].as_str().unwrap()),
+        &key,
+    )
+    .await;
+    assert_eq!(
+        view["sites"][0]["status"], "joined",
+        "only the second run joined: {view}"
+    );
 }

@@ -32,8 +32,9 @@ impl StudyProtocol for Power {
         plan(params, terms)
     }
 
-    /// A majority threshold unless the operator allowed less, and the study's fixed-point and
-    /// noise terms ([`SiteComputation::from_view`]).
+    /// A majority threshold unless the operator allowed less, the study's fixed-point and
+    /// noise terms ([`SiteComputation::from_view`]), and under SecAgg+ a graph sized for at
+    /// least the colluders the operator assumes.
     fn site_check(&self, view: &SiteStudyView, args: &SiteArgs) -> Result<Option<SiteComputation>, Failure> {
         check_threshold(
             view.threshold,
@@ -41,7 +42,22 @@ impl StudyProtocol for Power {
             args.colluding_sites,
             args.allow_minority_threshold,
         )?;
-        Ok(Some(SiteComputation::from_view(view).map_err(Failure::Refused)?))
+        let computation = SiteComputation::from_view(view).map_err(Failure::Refused)?;
+        // SecAgg+'s graph is sized for ⌈γ·S⌉ corrupt sites of the S invited: an operator who
+        // assumes more colluders than that is not covered by its 2^-40 bound.
+        if let Some(plus) = computation.config().secagg_plus {
+            let assumed = (plus.corruption_rate * f64::from(view.n_sites) - 1e-12)
+                .ceil()
+                .max(0.0) as u32;
+            if assumed < args.colluding_sites {
+                return Err(Failure::Refused(format!(
+                    "the study's SecAgg+ graph assumes at most {assumed} colluding sites (corruption_rate {} of {} \
+                     invited); --colluding-sites says {}; nothing was sent",
+                    plus.corruption_rate, view.n_sites, args.colluding_sites
+                )));
+            }
+        }
+        Ok(Some(computation))
     }
 
     /// Under add_remove a site's n is private: no limit on it may change what the site does
