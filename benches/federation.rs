@@ -327,7 +327,7 @@ async fn plain_contribution(
     }
     if state.arrived.len() == SITES {
         let sum = std::mem::replace(&mut state.sum, vec![0; D * 2 * K]);
-        if state.power.absorb(&sum).is_err() {
+        if state.power.absorb(&sum, None).is_err() {
             return StatusCode::INTERNAL_SERVER_ERROR;
         }
         state.iterate = wire::f64s_to_b64(state.power.iterate().as_slice());

@@ -518,6 +518,146 @@ async fn cape_pca_at_its_defaults_over_three_unequal_sites_matches_central_auto(
     );
 }
 
+/// [`spread_rows`] scaled into the ball of radius 0.5 and moved by a common offset of norm
+/// 0.5 (on e_5 + e_6 + e_7, away from the planted directions' largest entries): rows of norm
+/// ≤ 1 whose uncentred top direction is the offset, not the data's spread.
+fn offset_rows(n: usize, d: usize, seed: u64) -> Vec<Vec<f64>> {
+    let offset = 0.5 / 3f64.sqrt();
+    spread_rows(n, d, seed)
+        .into_iter()
+        .map(|row| {
+            row.iter()
+                .enumerate()
+                .map(|(j, v)| 0.5 * v + if (5..8).contains(&j) { offset } else { 0.0 })
+                .collect()
+        })
+        .collect()
+}
+
+/// The rows minus their mean (what captured energy is measured on for centred PCA).
+fn centred(rows: &[Vec<f64>]) -> Vec<Vec<f64>> {
+    let d = rows[0].len();
+    let mean: Vec<f64> = (0..d)
+        .map(|j| rows.iter().map(|r| r[j]).sum::<f64>() / rows.len() as f64)
+        .collect();
+    rows.iter()
+        .map(|r| r.iter().zip(&mean).map(|(v, m)| v - m).collect())
+        .collect()
+}
+
+/// Issue 38, private centring in studies: a live `federated_power` study with
+/// `center: "private"` (otherwise at its defaults, so it clips too) over three real
+/// `privpca site` processes with unequal shards of rows that share a large common offset
+/// captures, on the centred data, within 0.03 of the central `noisy_power` job with
+/// `center: "private"` at the same ρ (means of 6 runs each). The released centre is reported
+/// and near the true mean; without centring the study finds the offset instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn federated_power_with_a_private_centre_matches_the_central_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, key) = start_server(dir.path()).await;
+    let (d, rho, runs) = (20, 0.1, 10);
+    let rows = offset_rows(3000, d, 23);
+    let shifted = centred(&rows);
+    let mut shards = Vec::new();
+    let mut start = 0;
+    for (i, size) in [1800, 900, 300].into_iter().enumerate() {
+        let path = dir.path().join(format!("centre-shard-{i}.csv"));
+        std::fs::write(&path, to_csv(&rows[start..start + size])).unwrap();
+        shards.push(path);
+        start += size;
+    }
+    let mean: Vec<f64> = (0..d)
+        .map(|j| rows.iter().map(|r| r[j]).sum::<f64>() / rows.len() as f64)
+        .collect();
+    let body = |run: usize, center: &str| {
+        json!({
+            "name": format!("centre {run}"),
+            "algorithm": "federated_power",
+            "n_features": d,
+            "relation": "replace_one",
+            "row_norm_bound": 1.0,
+            "params": {"k": 2, "center": center},
+            "privacy": {"rho": rho},
+            "sites": site_names(3),
+            "join_timeout_seconds": 120,
+            "round_timeout_seconds": ROUND_TIMEOUT_SECS,
+        })
+    };
+    let mut live = Vec::new();
+    for run in 0..runs {
+        let (id, _) = run_study(
+            &server,
+            &key,
+            dir.path(),
+            body(run, "private"),
+            &shards,
+            "centre",
+            &format!("centre-{run}"),
+            100.0,
+        )
+        .await;
+        let (view, result) = succeeded_study(&server, &key, &id).await;
+        assert_eq!(view["config"]["center"]["center"]["mode"], "private", "{view}");
+        // The centre's round, the clip's 8 steps, then the power rounds.
+        let released: Vec<f64> = result["center"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no centre in {result}"))
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect();
+        let error = released
+            .iter()
+            .zip(&mean)
+            .map(|(a, b)| (a - b).powi(2))
+            .sum::<f64>()
+            .sqrt();
+        assert!(error < 0.1, "the released centre is {error} from the mean");
+        assert!(result["clip"]["clip_norm"].as_f64().is_some(), "{result}");
+        live.push(energy(&shifted, &result["basis"]));
+    }
+    let (id, _) = run_study(
+        &server,
+        &key,
+        dir.path(),
+        body(runs, "none"),
+        &shards,
+        "centre",
+        "uncentred",
+        100.0,
+    )
+    .await;
+    let (_, result) = succeeded_study(&server, &key, &id).await;
+    assert!(result.get("center").is_none(), "{result}");
+    let uncentred = energy(&shifted, &result["basis"]);
+
+    let dataset_id = pooled(&server, &key, &rows).await;
+    let mut central = Vec::new();
+    for _ in 0..runs {
+        let job = support::submit(
+            &server.base,
+            &key,
+            json!({"dataset_id": dataset_id, "algorithm": "noisy_power", "params": {"k": 2, "center": "private"}, "privacy": {"rho": rho}}),
+        )
+        .await;
+        let result = support::result(&server.base, &key, &job, Duration::from_secs(300)).await;
+        central.push(energy(&shifted, &result["basis"]));
+    }
+    let mean_of = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    let (live_mean, central_mean) = (mean_of(&live), mean_of(&central));
+    eprintln!(
+        "ρ = {rho}: live federated_power, centre private {live_mean:.4} ({live:.3?}); central noisy_power, \
+         centre private {central_mean:.4} ({central:.3?}); live uncentred {uncentred:.4}"
+    );
+    assert!(
+        live_mean >= central_mean - 0.03,
+        "live {live_mean:.4} vs central {central_mean:.4}"
+    );
+    assert!(
+        uncentred < live_mean - 0.1,
+        "uncentred {uncentred:.4} vs centred {live_mean:.4}"
+    );
+}
+
 /// `cape_agn`'s mixture: three spherical Gaussians (d = 10, σ² = 0.05, weights 0.5, 0.3, 0.2)
 /// of 9 000 rows, written as three 3 000-row shards under `dir`; the true means and the shards.
 fn mixture_shards(dir: &Path) -> (Vec<Vec<f64>>, Vec<PathBuf>) {
@@ -982,7 +1122,8 @@ const PHASES: [&str; 8] = [
     "unmask-2",
 ];
 
-/// For each phase, one small study (3 sites of 200 rows, d 10, k 2, 2 rounds): the coordinator
+/// For each phase, one small study (3 sites of 200 rows, d 10, k 2, a private centre, the
+/// clip's 8 steps and 2 power rounds): the coordinator
 /// aborts right after it has kept the study at that point (`PRIVPCA_TEST_COORDINATOR_ABORT_AT`;
 /// no shutdown path runs, as with SIGKILL, and no clock is raced), is started again on the same
 /// database and address, and the study succeeds with every site charged exactly once, in the
@@ -1013,7 +1154,11 @@ async fn a_study_survives_a_coordinator_kill_at_every_phase(database_url: &str) 
         if key.is_empty() {
             key = support::tenant(&base, ADMIN, "t").await;
         }
-        let created = create_study(&server, &key, three_site_study(phase, 10, (2, 2), rho, 120)).await;
+        // With a private centre: round 1 is the centre's, round 2 the clip's first step, so a
+        // stop in or after the centre's round must keep μ̂ for every later task.
+        let mut body = three_site_study(phase, 10, (2, 2), rho, 120);
+        body["params"]["center"] = json!("private");
+        let created = create_study(&server, &key, body).await;
         let id = created["id"].as_str().unwrap();
         let ledgers: Vec<PathBuf> = (0..3)
             .map(|i| dir.path().join(format!("{phase}-ledger-{i}.db")))
@@ -1045,7 +1190,8 @@ async fn a_study_survives_a_coordinator_kill_at_every_phase(database_url: &str) 
             "stopped at {phase}: the study ended {:.2} s after the restart (round timeout 120 s)",
             restarted.elapsed().as_secs_f64()
         );
-        let (view, _) = succeeded_study(&server, &key, id).await;
+        let (view, result) = succeeded_study(&server, &key, id).await;
+        assert_eq!(result["center"].as_array().map(Vec::len), Some(10), "{result}");
         charged_once(&view, &ledgers, rho, phase).await;
         server.kill();
     }

@@ -33,9 +33,11 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::calibration::{check_calibrated, check_opening, choose_iterations, choose_p};
+use super::centering::CenterRequest;
 use super::noisy_power::{calibrate, cost_of};
 use super::power_clip::{ClipAsk, PowerClip};
 use super::sensitivity::{SensitivityMode, change_l1_bound, hardt_price, rank_one, row_norm};
+use super::study_center::StudyCenter;
 use super::{
     Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, Run, RunEnv, RunError, catalog,
 };
@@ -199,6 +201,22 @@ pub struct FederatedPowerConfig {
     /// Why `clip: "auto"` ran no clip (shown with the study's configuration).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clip_declined: Option<String>,
+    /// A live study's centre ([`super::study_center`]): a private mean released by the first
+    /// round, before the clip's, or a given public centre; `None`: rows as they are (jobs
+    /// centre centrally, before the run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub center: Option<StudyCenter>,
+}
+
+/// What one secure-sum round of a study computes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RoundKind {
+    /// The private centre's sum ([`super::study_center`]).
+    Center,
+    /// A step of the private clip's search ([`super::power_clip`]).
+    ClipStep,
+    /// A power round.
+    Power,
 }
 
 /// Which secure aggregation a simulated federation runs.
@@ -419,14 +437,38 @@ pub fn received_sensitivity(
 }
 
 impl FederatedPowerConfig {
+    /// Rounds of the private centre before the clip's (1 for a private mean, else 0).
+    pub fn center_rounds(&self) -> u32 {
+        self.center.as_ref().map_or(0, StudyCenter::rounds)
+    }
+
     /// Rounds of the private clip before the power rounds (0 without one).
     pub fn clip_rounds(&self) -> u32 {
         self.clip.as_ref().map_or(0, PowerClip::rounds)
     }
 
-    /// Every secure-sum round: the clip's, then the L power rounds.
+    /// Every secure-sum round: the centre's, the clip's, then the L power rounds.
     pub fn total_rounds(&self) -> u32 {
-        self.clip_rounds() + self.iterations
+        self.center_rounds() + self.clip_rounds() + self.iterations
+    }
+
+    /// What round `round` (1-based) of the study computes.
+    pub fn round_kind(&self, round: u32) -> RoundKind {
+        let (center, clip) = (self.center_rounds(), self.clip_rounds());
+        if round <= center {
+            RoundKind::Center
+        } else if round <= center + clip {
+            RoundKind::ClipStep
+        } else {
+            RoundKind::Power
+        }
+    }
+
+    /// The lengths of the rounds before the power rounds, in order: the centre's (d or d + 1
+    /// values), then one per step of the clip.
+    pub fn lead_lengths(&self, d: usize) -> Vec<usize> {
+        let center = self.center.iter().filter(|c| c.is_private()).map(|c| c.len(d));
+        center.chain((0..self.clip_rounds()).map(|_| 1)).collect()
     }
 
     /// The fraction bits of a power round calibrated to rows clipped at `c` (`None`: the
@@ -689,33 +731,85 @@ pub fn configure_for(
         secagg_plus: None,
         clip: None,
         clip_declined: None,
+        center: None,
     };
     config.fraction_bits = choose_fraction_bits(&config, params.fraction_bits, ctx)?;
     Ok(config)
 }
 
-/// A live study's configuration: with `clip`, the search takes its share of the target's ρ
-/// first ([`PowerClip::configure`]), the power rounds get the rest (nudged down so the sum
-/// stays within ρ) and an encoding exact down to the clip's floor. `clip: "auto"` falls back to
-/// no clip where no encoding fits both (a study whose noise is already tiny).
+/// A live study's configuration. With `center`, the centre takes its share of the target's ρ
+/// first ([`StudyCenter::configure`]); with `clip`, the search takes its share next
+/// ([`PowerClip::configure`]); the power rounds get the rest (nudged down so the sum stays
+/// within ρ), with an encoding exact down to the clip's floor. Both shares are of the whole ρ,
+/// as a central job's options are. `clip: "auto"` falls back to no clip where no encoding fits
+/// both (a study whose noise is already tiny).
 pub fn configure_study(
     params: &FederatedPowerParams,
     ctx: &DataContext,
     target: &PrivacyTarget,
-    sites: u32,
-    threshold: u32,
+    (sites, threshold): (u32, u32),
     clip: Option<ClipAsk>,
+    center: Option<CenterRequest>,
 ) -> Result<FederatedPowerConfig, ConfigError> {
-    let Some(ask) = clip else {
-        return configure_for(params, ctx, target, sites, threshold);
-    };
     let rho = check_opening(ctx, target, params.k)?;
-    // n_max as `configure_for` resolves it (the clip's encoding needs it first).
+    // n_max as `configure_for` resolves it (the centre's and the clip's encodings need it first).
     let max_site_samples = params.max_site_samples.unwrap_or_else(|| {
         ctx.n.map_or(DEFAULT_MAX_SITE_SAMPLES, |n| {
             (n as u64).clamp(1, DEFAULT_MAX_SITE_SAMPLES)
         })
     });
+    let center = center
+        .map(|request| StudyCenter::configure(request, ctx, rho, sites, threshold, max_site_samples))
+        .transpose()?;
+    let center_rho = center.as_ref().map_or(0.0, |c| c.cost().rho);
+    let after_center = PrivacyTarget {
+        public_default: false,
+        rho: remainder(rho, center_rho, "params.center_share")?,
+        delta: target.delta,
+        epsilon: None,
+    };
+    let after_center = if center_rho > 0.0 { &after_center } else { target };
+    let mut config = match clip {
+        None => configure_for(params, ctx, after_center, sites, threshold)?,
+        Some(ask) => configure_clipped(
+            params,
+            ctx,
+            (rho, after_center),
+            (sites, threshold),
+            ask,
+            max_site_samples,
+        )?,
+    };
+    config.center = center;
+    Ok(config)
+}
+
+/// `total` − `spent`, nudged down until the two add up to at most `total`; refused (naming
+/// `field`) when nothing is left.
+fn remainder(total: f64, spent: f64, field: &str) -> Result<f64, ConfigError> {
+    let mut rest = total - spent;
+    while spent + rest > total {
+        rest = rest.next_down();
+    }
+    if !(rest > 0.0) {
+        return Err(ConfigError::invalid(
+            field,
+            "must leave part of ρ to the power rounds",
+        ));
+    }
+    Ok(rest)
+}
+
+/// [`configure_study`]'s clip: the search on its share of the study's whole ρ (`rho`), the
+/// power rounds on what is left of `available`.
+fn configure_clipped(
+    params: &FederatedPowerParams,
+    ctx: &DataContext,
+    (rho, available): (f64, &PrivacyTarget),
+    (sites, threshold): (u32, u32),
+    ask: ClipAsk,
+    max_site_samples: u64,
+) -> Result<FederatedPowerConfig, ConfigError> {
     let clipped = PowerClip::configure(
         ask,
         rho,
@@ -726,21 +820,10 @@ pub fn configure_study(
         max_site_samples,
     )
     .and_then(|clip| {
-        let clip_rho = clip.cost().rho;
-        let mut rest = rho - clip_rho;
-        while clip_rho + rest > rho {
-            rest = rest.next_down();
-        }
-        if !(rest > 0.0) {
-            return Err(ConfigError::invalid(
-                "params.clip.share",
-                "must leave part of ρ to the power rounds",
-            ));
-        }
         let power_target = PrivacyTarget {
             public_default: false,
-            rho: rest,
-            delta: target.delta,
+            rho: remainder(available.rho, clip.cost().rho, "params.clip.share")?,
+            delta: available.delta,
             epsilon: None,
         };
         let mut config = configure_for(params, ctx, &power_target, sites, threshold)?;
@@ -753,7 +836,7 @@ pub fn configure_study(
         (Err(ConfigError::Invalid { field, message }), ClipAsk::Auto)
             if field == "params.fraction_bits" || field == "params.clip" =>
         {
-            let mut config = configure_for(params, ctx, target, sites, threshold)?;
+            let mut config = configure_for(params, ctx, available, sites, threshold)?;
             config.clip_declined = Some(format!(
                 "clip \"auto\" ran no clip: {message} (a smaller max_site_samples makes room)"
             ));

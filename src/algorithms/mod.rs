@@ -41,6 +41,7 @@ pub mod registry;
 pub mod sensitivity;
 pub mod spectrum;
 pub mod storage;
+pub mod study_center;
 pub mod study_clip;
 pub mod tensor_power;
 #[cfg(test)]

@@ -286,6 +286,11 @@ pub enum SiteTask {
         /// steps the iterate is the 1×2 [c, q] instead.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         clip_norm: Option<f64>,
+        /// Every round after the centre's in a study with a centre (`center: "private"` or a
+        /// given one): μ̂, d f64 little-endian, base64. The site maps each row to clip(x − μ̂)
+        /// before the round's computation; its round signature covers μ̂.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        center: Option<String>,
     },
     /// The consistency round of round `round`: check every survivor's contribution
     /// signature against this site's own view, then sign the transcript (the round's iterate

@@ -86,11 +86,16 @@ pub struct RoundsState {
     pub masked: BTreeMap<u32, String>,
     pub answers: BTreeMap<u32, UnmaskRequest>,
     pub history: Vec<RoundRecord>,
-    /// The first `lead_rounds` rounds carry `lead_len` values each instead of `len` (the
-    /// private clip's counts before the power rounds; 0 in a study without them).
-    #[serde(default)]
+    /// The first rounds' lengths, in order, before the rounds of `len` values (a private
+    /// centre's sum and the clip's counts before the power rounds; empty in a study without
+    /// them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub leads: Vec<usize>,
+    /// How states kept before `leads` existed said it: the first `lead_rounds` rounds carry
+    /// `lead_len` values each. Read, never written.
+    #[serde(default, skip_serializing)]
     pub lead_rounds: u32,
-    #[serde(default)]
+    #[serde(default, skip_serializing)]
     pub lead_len: usize,
     /// The open round's contribution signatures, by site (kept with the masked vectors).
     #[serde(default)]
@@ -100,14 +105,22 @@ pub struct RoundsState {
     pub confirmations: BTreeMap<u32, String>,
 }
 
+/// Values per contribution in `round` (1-based): `leads[round − 1]`, else `len`.
+fn length_of(leads: &[usize], len: usize, round: u32) -> usize {
+    (round as usize)
+        .checked_sub(1)
+        .and_then(|i| leads.get(i))
+        .copied()
+        .unwrap_or(len)
+}
+
 /// The rounds of one study.
 pub struct Rounds {
     aggregator: Aggregator,
     threshold: u32,
     rounds: u32,
     len: usize,
-    lead_rounds: u32,
-    lead_len: usize,
+    leads: Vec<usize>,
     round: u32,
     roster: Vec<u32>,
     phase: Phase,
@@ -134,8 +147,7 @@ impl Rounds {
             threshold,
             rounds,
             len,
-            lead_rounds: 0,
-            lead_len: 0,
+            leads: Vec::new(),
             round: 1,
             roster,
             phase: Phase::Collect,
@@ -147,21 +159,16 @@ impl Rounds {
         }
     }
 
-    /// The first `rounds` rounds carry `len` values each (the rest the length given to
+    /// The first rounds carry `leads[0]`, `leads[1]`, … values (the rest the length given to
     /// [`Rounds::new`]).
-    pub fn with_lead(mut self, rounds: u32, len: usize) -> Rounds {
-        self.lead_rounds = rounds;
-        self.lead_len = len;
+    pub fn with_leads(mut self, leads: Vec<usize>) -> Rounds {
+        self.leads = leads;
         self
     }
 
     /// Values per contribution in `round`.
     pub fn len_of(&self, round: u32) -> usize {
-        if round <= self.lead_rounds {
-            self.lead_len
-        } else {
-            self.len
-        }
+        length_of(&self.leads, self.len, round)
     }
 
     /// The state to keep (all but the aggregator).
@@ -190,8 +197,9 @@ impl Rounds {
             threshold: self.threshold,
             rounds: self.rounds,
             len: self.len,
-            lead_rounds: self.lead_rounds,
-            lead_len: self.lead_len,
+            leads: self.leads.clone(),
+            lead_rounds: 0,
+            lead_len: 0,
             round: self.round,
             roster: self.roster.clone(),
             phase: self.phase.clone(),
@@ -269,11 +277,12 @@ impl Rounds {
 
     /// The rounds again from a kept state and the aggregator of the same participants.
     pub fn restore(aggregator: Aggregator, state: RoundsState) -> Result<Rounds, super::wire::WireError> {
-        let len = if state.round <= state.lead_rounds {
-            state.lead_len
+        let leads = if state.leads.is_empty() {
+            vec![state.lead_len; state.lead_rounds as usize]
         } else {
-            state.len
+            state.leads
         };
+        let len = length_of(&leads, state.len, state.round);
         let mut masked = BTreeMap::new();
         for (site, text) in state.masked {
             masked.insert(site, super::wire::b64_to_words(&text, len)?);
@@ -283,8 +292,7 @@ impl Rounds {
             threshold: state.threshold,
             rounds: state.rounds,
             len: state.len,
-            lead_rounds: state.lead_rounds,
-            lead_len: state.lead_len,
+            leads,
             round: state.round,
             roster: state.roster,
             phase: state.phase,

@@ -58,15 +58,24 @@ pub fn iterate_hash(study: Uuid, round: u32, rows: usize, cols: usize, bytes: &[
 
 /// The bytes a round's iterate hash covers: the task's values, followed in a power round of a
 /// study with a clip by the clip norm c (f64, little-endian), so that what a site signs names
-/// the c it clipped at. The values' length is fixed by the round's shape, so the two never run
-/// together ambiguously.
-pub fn round_bytes(values: &[u8], clip_norm: Option<f64>) -> Vec<u8> {
+/// the c it clipped at, and in a study with a centre by the tag `centre` and μ̂ (d f64,
+/// little-endian), so that it names the centre too. The values' length is fixed by the round's
+/// shape, c is 8 bytes and the tag marks where μ̂ starts, so the parts never run together
+/// ambiguously; which parts a round carries is fixed by the study's public configuration.
+pub fn round_bytes(values: &[u8], clip_norm: Option<f64>, center: Option<&[f64]>) -> Vec<u8> {
     let mut out = values.to_vec();
     if let Some(c) = clip_norm {
         out.extend_from_slice(&c.to_le_bytes());
     }
+    if let Some(mu) = center {
+        out.extend_from_slice(CENTER_TAG);
+        out.extend(mu.iter().flat_map(|v| v.to_le_bytes()));
+    }
     out
 }
+
+/// Marks the start of a round's centre in [`round_bytes`].
+const CENTER_TAG: &[u8] = b"centre";
 
 /// What a site saw of round `round` before it contributed.
 #[derive(Debug, Clone, Copy)]

@@ -160,10 +160,30 @@ fn counting_signatures_in_a_batch_matches_checking_them_one_by_one() {
 fn a_power_rounds_hash_covers_its_clip_norm() {
     let study = Uuid::nil();
     let x: Vec<u8> = [0.5f64, -0.5].iter().flat_map(|v| v.to_le_bytes()).collect();
-    let hash = |c: Option<f64>| iterate_hash(study, 9, 2, 1, &round_bytes(&x, c));
+    let hash = |c: Option<f64>| iterate_hash(study, 9, 2, 1, &round_bytes(&x, c, None));
     // Two sites shown the same X but different c sign different statements.
     assert_ne!(hash(Some(0.25)), hash(Some(0.5)));
     assert_ne!(hash(Some(0.25)), hash(None));
     // A study without a clip signs what it signed before clip norms existed.
     assert_eq!(hash(None), iterate_hash(study, 9, 2, 1, &x));
+}
+
+#[test]
+fn a_rounds_hash_covers_its_centre() {
+    let study = Uuid::nil();
+    let x: Vec<u8> = [0.5f64, -0.5].iter().flat_map(|v| v.to_le_bytes()).collect();
+    let hash = |c: Option<f64>, mu: Option<&[f64]>| iterate_hash(study, 9, 2, 1, &round_bytes(&x, c, mu));
+    // Two sites shown the same X and c but different centres sign different statements.
+    assert_ne!(
+        hash(Some(0.25), Some(&[1.0, 2.0])),
+        hash(Some(0.25), Some(&[1.0, 2.5]))
+    );
+    assert_ne!(hash(None, Some(&[1.0, 2.0])), hash(None, None));
+    // The tag keeps a centre apart from a clip norm of the same bytes.
+    assert_ne!(hash(Some(1.0), None), hash(None, Some(&[1.0])));
+    // A study without a centre signs what it signed before centres existed.
+    assert_eq!(
+        hash(Some(0.25), None),
+        iterate_hash(study, 9, 2, 1, &round_bytes(&x, Some(0.25), None))
+    );
 }

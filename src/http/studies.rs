@@ -390,6 +390,10 @@ pub struct StudyResultView {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub clip: Option<serde_json::Value>,
+    /// The centre μ̂ the sites' rows were mapped by before the power rounds (`center`
+    /// `"private"`: a DP release of the pooled mean; a given centre: that vector), d numbers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub center: Option<Vec<f64>>,
     /// The receipt of the charge of the study's roster in the study's transparency log,
     /// checkable offline with `GET /v1/ledger-key`'s key.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -476,6 +480,9 @@ fn result_view(outcome: StudyOutcome) -> StudyResultView {
             .is_some_and(StudyAlgorithm::reports_noise)
             .then(|| report.clone()),
         clip: report.get("clip").cloned(),
+        center: report
+            .get("center")
+            .and_then(|v| serde_json::from_value(v.clone()).ok()),
         receipt: None,
     }
 }

@@ -21,6 +21,7 @@ pub mod power;
 use std::future::Future;
 use std::pin::Pin;
 
+use crate::algorithms::centering::{self, CenterParam, CenterRequest};
 use crate::algorithms::clipping::{self, ClipMode, ClipParam, ClipRequest};
 pub(crate) use crate::algorithms::parameters::parse_params;
 use crate::algorithms::power_clip::ClipAsk;
@@ -277,6 +278,33 @@ pub(crate) fn take_clip(params: &mut Value, ctx: &DataContext) -> Result<Option<
         ClipRequest::Auto => ClipAsk::Auto,
         ClipRequest::Quantile { quantile, share } => ClipAsk::Quantile { quantile, share },
     }))
+}
+
+/// Removes `center` and `center_share` from a study's parameters: `"none"` (the default, as
+/// for a central job), `"private"` with its share, or a public centre of d numbers
+/// ([`centering::request`]).
+pub(crate) fn take_center(params: &mut Value, ctx: &DataContext) -> Result<Option<CenterRequest>, PlanError> {
+    let (center, share) = match params {
+        Value::Object(map) => (map.remove("center"), map.remove("center_share")),
+        _ => (None, None),
+    };
+    let center: Option<CenterParam> = center
+        .map(|v| {
+            serde_json::from_value(v).map_err(|e| {
+                ConfigError::invalid(
+                    "params.center",
+                    format!("must be \"none\", \"private\" or an array of d numbers: {e}"),
+                )
+            })
+        })
+        .transpose()?;
+    let share = share
+        .map(|v| {
+            v.as_f64()
+                .ok_or_else(|| ConfigError::invalid("params.center_share", "must be a number"))
+        })
+        .transpose()?;
+    Ok(centering::request(center, share, ctx)?)
 }
 
 #[cfg(test)]

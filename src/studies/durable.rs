@@ -217,6 +217,9 @@ enum StageSnapshot {
         /// SecAgg+: the graph's seed (base64); absent on the complete graph.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         graph_seed: Option<String>,
+        /// The centre μ̂ (d f64, base64), once known (studies with a centre only).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        center: Option<String>,
     },
     Cape(Box<CapeKept>),
     Gossip(Box<GossipKept>),
@@ -468,6 +471,7 @@ impl Live {
                 inboxes: running.inboxes.clone(),
                 clip: running.power.clip_progress().cloned(),
                 graph_seed: running.graph.as_ref().map(|g| wire::encode(&g.spec.seed)),
+                center: running.power.center().map(wire::f64s_to_b64),
             },
             Stage::Finished { status, reason } => StageSnapshot::Finished {
                 status: *status,
@@ -577,6 +581,7 @@ fn restore_running(
         inboxes,
         clip,
         graph_seed,
+        center,
     } = kept
     else {
         return Err("a kept stage that is not a running federated_power stage".into());
@@ -608,7 +613,10 @@ fn restore_running(
     let last = last
         .map(|v| matrix(d, config.p, v.into_values(d * config.p)?))
         .transpose()?;
-    let power = PowerState::restore(config.clone(), d, x, last, clip).map_err(|e| e.to_string())?;
+    let center = center
+        .map(|text| wire::b64_to_f64s(&text, d).map_err(|e| format!("the kept centre: {e}")))
+        .transpose()?;
+    let power = PowerState::restore(config.clone(), d, x, last, (clip, center)).map_err(|e| e.to_string())?;
     let mut running = Running::new(study, config.clone(), participants, rounds, power, inboxes);
     running.senders = senders;
     running.snapshot_holds_round = snapshot_holds_round;

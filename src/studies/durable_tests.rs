@@ -36,6 +36,7 @@ pub(crate) fn config() -> FederatedPowerConfig {
         secagg_plus: None,
         clip: None,
         clip_declined: None,
+        center: None,
     }
 }
 

@@ -192,7 +192,7 @@ impl TestSite {
                     session.receive_inbox(&inbox).unwrap();
                 }
                 let study = self.view.as_ref().unwrap().study_id;
-                let signed = transcript::round_bytes(&wire::decode(&iterate).unwrap(), clip_norm);
+                let signed = transcript::round_bytes(&wire::decode(&iterate).unwrap(), clip_norm, None);
                 let hash = transcript::iterate_hash(study, round, rows, cols, &signed);
                 let values = wire::b64_to_f64s(&iterate, rows * cols).unwrap();
                 let comp = self.comp.as_ref().unwrap();

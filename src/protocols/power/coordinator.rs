@@ -13,7 +13,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use uuid::Uuid;
 
-use super::state::{FederationReport, PowerState};
+use super::state::{FederationReport, PowerState, RoundInput};
 use crate::algorithms::federated_power::FederatedPowerConfig;
 use crate::federation::messages::{
     Participant, SeedReveal, ShareBox, SiteSignature, SiteTask, UnmaskRequest,
@@ -22,7 +22,7 @@ use crate::federation::rounds::{Phase, RoundError, Rounds};
 use crate::federation::secagg::graph::choose_parameters;
 use crate::federation::secagg::{Aggregator, GraphSpec, Neighbourhoods, SecAggError, seed};
 use crate::federation::transcript::{self, RoundView};
-use crate::federation::wire;
+use crate::federation::wire::{self, f64s_to_b64};
 use crate::store::StudyStatus;
 use crate::studies::live::{Effect, Live, LiveError, Stage, report_value};
 
@@ -101,6 +101,8 @@ pub(crate) struct Running {
     pub(crate) shape: (usize, usize),
     /// The clip norm of an open power round in a study with a clip.
     pub(crate) clip_norm: Option<f64>,
+    /// The centre μ̂ the open round carries (base64), in a study with one.
+    pub(crate) center: Option<String>,
     /// Its hash, as every site signs it (`transcript::iterate_hash`).
     pub(crate) iterate_hash: [u8; 32],
     /// The participants' verifying keys of their round signatures.
@@ -143,6 +145,7 @@ impl Running {
             iterate: String::new(),
             shape: (0, 0),
             clip_norm: None,
+            center: None,
             iterate_hash: [0; 32],
             signing_keys,
             study,
@@ -158,12 +161,19 @@ impl Running {
     /// covers c after X's bytes ([`transcript::round_bytes`]), so every site of the round signs
     /// the c it clipped at.
     pub(crate) fn refresh_iterate(&mut self) {
-        let (rows, cols, values, clip_norm) = self.power.task();
+        let RoundInput {
+            rows,
+            cols,
+            values,
+            clip_norm,
+            center,
+        } = self.power.task();
         let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
         self.iterate = wire::encode(&bytes);
         self.shape = (rows, cols);
         self.clip_norm = clip_norm;
-        let signed = transcript::round_bytes(&bytes, clip_norm);
+        self.center = center.as_deref().map(f64s_to_b64);
+        let signed = transcript::round_bytes(&bytes, clip_norm, center.as_deref());
         self.iterate_hash = transcript::iterate_hash(self.study, self.rounds.round(), rows, cols, &signed);
     }
 
@@ -171,7 +181,7 @@ impl Running {
     pub(crate) fn report(&self) -> serde_json::Value {
         report_value(
             FederationReport::from_history(&self.config, self.rounds.history())
-                .with_clip(self.power.clip_report()),
+                .with_row_map(self.power.clip_report(), self.power.center()),
         )
     }
 
@@ -344,6 +354,7 @@ impl Running {
                 rows: self.shape.0,
                 cols: self.shape.1,
                 clip_norm: self.clip_norm,
+                center: self.center.clone(),
                 inbox: if rounds.round() == 1 {
                     self.inboxes.get(&site).cloned().unwrap_or_default()
                 } else {
@@ -785,7 +796,7 @@ impl Live {
         };
         let senders_set: BTreeSet<u32> = senders.iter().copied().collect();
         let rounds = Rounds::new(aggregator, t, config.total_rounds(), power.len(), senders.clone())
-            .with_lead(config.clip_rounds(), 1);
+            .with_leads(config.lead_lengths(self.d));
         for &s in &silent {
             self.out
                 .insert(s, "this site did not complete the key exchange in time".into());
@@ -826,6 +837,11 @@ impl Live {
         survivors: &[u32],
         effects: &mut Vec<Effect>,
     ) -> bool {
+        // The survivors' pooled public n (replace_one): what a private centre divides by.
+        let survivors_n = survivors
+            .iter()
+            .map(|s| self.joined.get(s).and_then(|j| j.n_samples))
+            .sum::<Option<u64>>();
         let Stage::Running(running) = &mut self.stage else {
             return false;
         };
@@ -849,7 +865,8 @@ impl Live {
         if round == 1 {
             running.inboxes.clear();
         }
-        let absorbed = summed.and_then(|sum| running.power.absorb(&sum).map_err(|e| e.to_string()));
+        let absorbed =
+            summed.and_then(|sum| running.power.absorb(&sum, survivors_n).map_err(|e| e.to_string()));
         if let Err(e) = absorbed {
             let report = running.report();
             self.fail(format!("round {round}: {e}"), Some(report), effects);

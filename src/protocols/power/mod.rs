@@ -12,12 +12,14 @@ pub mod state;
 use self::state::SiteComputation;
 use super::{
     Checked, Kept, PlanError, Planned, RecordRules, SiteFuture, SiteRun, StudyPlan, StudyProtocol,
-    StudyTerms, parse_params, take_clip,
+    StudyTerms, parse_params, take_center, take_clip,
 };
 use crate::algorithms::AlgorithmInfo;
 use crate::algorithms::federated_power::{self, FederatedPowerParams};
+use crate::algorithms::study_center::StudyCenter;
 use crate::dataset::Relation;
 use crate::federation::messages::SiteStudyView;
+use crate::privacy::Cost;
 use crate::site::Failure;
 use crate::site::args::SiteArgs;
 use crate::site::prepare::check_threshold;
@@ -101,20 +103,22 @@ impl StudyProtocol for Power {
 /// the power rounds ([`crate::algorithms::power_clip`]).
 pub(crate) fn plan(mut params: serde_json::Value, terms: &StudyTerms<'_>) -> Result<StudyPlan, PlanError> {
     let clip = take_clip(&mut params, terms.context)?;
+    let center = take_center(&mut params, terms.context)?;
     let parsed: FederatedPowerParams = parse_params(params)?;
     let mut config = federated_power::configure_study(
         &parsed,
         terms.context,
         terms.target,
-        terms.sites,
-        terms.threshold,
+        (terms.sites, terms.threshold),
         clip,
+        center,
     )?;
     // SecAgg+ (live): k and t are derived again from the roster that joins; these are for the
     // sites invited.
     config.secagg_plus = federated_power::choose_secagg(&parsed, terms.sites, 0)?;
-    let clip_rho = config.clip.as_ref().map_or(0.0, |c| c.cost().rho);
-    let rho = clip_rho + crate::algorithms::noisy_power::cost_of(config.iterations, config.multiplier);
+    let before = config.center.as_ref().map_or(Cost::ZERO, StudyCenter::cost);
+    let before = before.then(config.clip.as_ref().map_or(Cost::ZERO, |c| c.cost()));
+    let rho = before.rho + crate::algorithms::noisy_power::cost_of(config.iterations, config.multiplier);
     Ok(StudyPlan {
         config: serde_json::to_value(&config)?,
         rounds: config.total_rounds(),

@@ -232,7 +232,8 @@ pub fn run<'a>(
             rounds.submit_unmask(site, round, answer).map_err(failed)?;
         }
         let sum = rounds.finish_round().map_err(failed)?;
-        power.absorb(&sum)?;
+        // Jobs centre centrally, before the run: no centre's round here.
+        power.absorb(&sum, None)?;
         if let Some(y) = power.last_release() {
             releases.push(y.clone());
         }

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::consistency::OwnRound;
 use super::state::{SiteComputation, clip_rows};
+use crate::algorithms::federated_power::RoundKind;
 use crate::federation::messages::{
     ConfirmRequest, ContributionRequest, Participant, SeedReveal, SeedRevealRequest, ShareBox, SharesRequest,
     SiteSignature, SiteStudyView, SiteTask, UnmaskRequest,
@@ -132,6 +133,8 @@ struct RoundTask {
     iterate: String,
     shape: (usize, usize),
     clip_norm: Option<f64>,
+    /// μ̂ (base64), after the centre's round of a study with one.
+    center: Option<String>,
 }
 
 /// The protocol loop after joining.
@@ -151,9 +154,11 @@ struct Protocol<'a> {
     /// Every round of the study: the clip's steps, then the power rounds.
     rounds: u32,
     roster: RosterGuard,
-    /// The rows' norms (the clip's steps count over them).
+    /// The rows mapped by the study's centre μ̂ (clip(x − μ̂)), and that μ̂.
+    centred: Option<(Vec<f64>, Matrix)>,
+    /// The (centred) rows' norms (the clip's steps count over them).
     norms: Option<Vec<f64>>,
-    /// The rows clipped at the last power round's c.
+    /// The (centred) rows clipped at the last power round's c.
     clipped: Option<(f64, Matrix)>,
     /// Its round signatures' key (from the kept seed), and the fixed roster's verifying keys.
     signer: SiteSigner,
@@ -237,6 +242,7 @@ impl Protocol<'_> {
                 cols,
                 inbox,
                 clip_norm,
+                center,
             } => {
                 let task = RoundTask {
                     round,
@@ -245,6 +251,7 @@ impl Protocol<'_> {
                     iterate,
                     shape: (rows, cols),
                     clip_norm,
+                    center,
                 };
                 self.contribute(task, &inbox).await?;
             }
@@ -435,7 +442,7 @@ impl Protocol<'_> {
 
     /// A round's task against the study: it fits the study's rounds, comes after the keys were
     /// shared, lists this site in a roster of known indices, carries an iterate of the round's
-    /// shape, and no clip norm with a step of the clip.
+    /// shape, and a clip norm only with a power round.
     fn check_round(
         &self,
         round: u32,
@@ -469,9 +476,9 @@ impl Protocol<'_> {
                 self.computation.shape_of(round)
             )));
         }
-        if self.computation.is_clip_round(round) && clip_norm.is_some() {
+        if self.computation.kind_of(round) != RoundKind::Power && clip_norm.is_some() {
             return Err(violation(format!(
-                "round {round} is a step of the clip and came with a clip norm"
+                "round {round} is not a power round and came with a clip norm"
             )));
         }
         Ok(())
@@ -528,6 +535,7 @@ impl Protocol<'_> {
             iterate,
             shape: (rows, cols),
             clip_norm,
+            center,
         } = task;
         let path = format!("/v1/site/rounds/{round}/contribution");
         if let Some((last, request)) = &self.sent.contribution {
@@ -544,18 +552,25 @@ impl Protocol<'_> {
             }
         }
         self.check_round(round, rounds, &roster, (rows, cols), clip_norm)?;
+        let center = center
+            .map(|text| b64_to_f64s(&text, self.prepared.view.n_features))
+            .transpose()
+            .map_err(|e| violation(format!("round {round}'s centre: {e}")))?;
+        self.computation
+            .check_round_center(round, center.as_deref())
+            .map_err(violation)?;
         self.receive_inbox_once(round, inbox).await?;
         let values = b64_to_f64s(&iterate, rows * cols)
             .map_err(|e| violation(format!("round {round}'s iterate: {e}")))?;
         let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-        let signed = transcript::round_bytes(&bytes, clip_norm);
+        let signed = transcript::round_bytes(&bytes, clip_norm, center.as_deref());
         let iterate_hash = transcript::iterate_hash(self.prepared.view.study_id, round, rows, cols, &signed);
         if !self.sent.charged {
             self.charge().await?;
         }
         let masked = {
             let encoded = self
-                .compute(round, values, clip_norm)
+                .compute(round, values, clip_norm, center.as_deref())
                 .map_err(|e| Failure::Refused(format!("cannot compute round {round}: {e}")))?;
             self.session
                 .mask(round, &roster, &encoded)
@@ -595,22 +610,47 @@ impl Protocol<'_> {
         Ok(())
     }
 
-    /// The round's encoded release: a clip step's noisy count over the rows' norms, or a power
-    /// round's product on the rows (clipped at the round's c in a study with a clip; the
-    /// clipped copy is kept while c stays the same).
-    fn compute(&mut self, round: u32, values: Vec<f64>, clip_norm: Option<f64>) -> Result<Vec<u64>, String> {
-        let xt = &self.prepared.records.xt;
-        if self.computation.is_clip_round(round) {
+    /// The round's encoded release: the centre's noisy sum of the rows, a clip step's noisy
+    /// count over the (centred) rows' norms, or a power round's product on the (centred) rows,
+    /// clipped at the round's c in a study with a clip. The centred and clipped copies are kept
+    /// while μ̂ and c stay the same.
+    fn compute(
+        &mut self,
+        round: u32,
+        values: Vec<f64>,
+        clip_norm: Option<f64>,
+        center: Option<&[f64]>,
+    ) -> Result<Vec<u64>, String> {
+        let computation = self.computation;
+        let raw = &self.prepared.records.xt;
+        if computation.kind_of(round) == RoundKind::Center {
+            return computation.center_release(raw, &mut self.rng);
+        }
+        if let Some(mu) = center
+            && self
+                .centred
+                .as_ref()
+                .is_none_or(|(kept, _)| kept.as_slice() != mu)
+        {
+            self.centred = Some((mu.to_vec(), computation.centred_rows(raw, mu)));
+            self.norms = None;
+            self.clipped = None;
+        }
+        let xt = match (&self.centred, center) {
+            (Some((_, centred)), Some(_)) => centred,
+            _ => raw,
+        };
+        if computation.is_clip_round(round) {
             let norms = self
                 .norms
                 .get_or_insert_with(|| xt.column_iter().map(|x| x.norm()).collect());
-            return self.computation.clip_count(norms, &values, &mut self.rng);
+            return computation.clip_count(norms, &values, &mut self.rng);
         }
-        let (rows, cols) = self.computation.shape_of(round);
+        let (rows, cols) = computation.shape_of(round);
         let iterate = Matrix::from_vec(rows, cols, values);
         let records = match clip_norm {
             Some(c) => {
-                self.computation.round_bounds(Some(c))?;
+                computation.round_bounds(Some(c))?;
                 if self.clipped.as_ref().is_none_or(|(kept, _)| *kept != c) {
                     self.clipped = Some((c, clip_rows(xt, c)));
                 }
@@ -618,8 +658,7 @@ impl Protocol<'_> {
             }
             None => xt,
         };
-        self.computation
-            .contribution(records, &iterate, clip_norm, &mut self.rng)
+        computation.contribution(records, &iterate, clip_norm, &mut self.rng)
     }
 
     /// Charges the study to the local ledger, before the first noise is drawn.
@@ -731,6 +770,7 @@ pub(crate) async fn follow(run: SiteRun<'_>) -> Result<(), Failure> {
         deal_rng,
         rounds,
         roster: RosterGuard::new(prepared.expected_roster),
+        centred: None,
         norms: None,
         clipped: None,
         signer,
@@ -790,12 +830,7 @@ impl Protocol<'_> {
             self.sent.inbox_received = true;
         }
         for (round, text) in contributions {
-            let (rows, cols) = self.computation.shape_of(round);
-            let len = if self.computation.is_clip_round(round) {
-                1
-            } else {
-                rows * cols
-            };
+            let len = self.computation.round_len(round);
             let kept: KeptContribution = parse_kept(&text)?;
             if let Some(hash) = kept.iterate_hash.as_deref().and_then(|h| hex::decode(h).ok()) {
                 let hash = <[u8; 32]>::try_from(hash.as_slice())

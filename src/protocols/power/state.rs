@@ -6,16 +6,18 @@
 use rand::RngCore;
 use serde::Serialize;
 
+use crate::algorithms::centering::recentre;
 use crate::algorithms::clipping::clipped_neighbours;
-use crate::algorithms::federated_power::{FederatedPowerConfig, site_contribution};
+use crate::algorithms::federated_power::{FederatedPowerConfig, RoundKind, site_contribution};
 use crate::algorithms::noisy_power::{cost_of, initial_iterate};
+use crate::algorithms::study_center::check_center;
 pub use crate::algorithms::study_clip::{ClipProgress, ClipReport};
 use crate::algorithms::{Cancelled, Output, RunEnv, RunError};
 use crate::dataset::{Neighbours, Relation};
 use crate::federation::fixed_point::FixedPoint;
 use crate::federation::messages::SiteStudyView;
 use crate::federation::rounds::RoundRecord;
-use crate::linalg::{Matrix, fix_signs, gram_t_times, thin_qr_q, try_thin_svd};
+use crate::linalg::{Matrix, Vector, fix_signs, gram_t_times, thin_qr_q, try_thin_svd};
 use crate::privacy::Cost;
 use crate::privacy::units::RhoUnits;
 
@@ -108,7 +110,17 @@ impl SiteComputation {
             )?,
             None => Cost::ZERO,
         };
-        check_noise_covers(&config, clip_cost, view.cost_rho)?;
+        let center_cost = match &config.center {
+            Some(center) => center.check(
+                &neighbours,
+                view.n_features,
+                config.sites,
+                config.threshold,
+                config.max_site_samples,
+            )?,
+            None => Cost::ZERO,
+        };
+        check_noise_covers(&config, center_cost.then(clip_cost), view.cost_rho)?;
         FixedPoint::new(config.fraction_bits).map_err(|e| e.to_string())?;
         if !crate::federation::fixed_point::fits(config.total_bound(&neighbours), config.fraction_bits) {
             return Err("the study's fixed-point encoding could wrap; refusing to take part".into());
@@ -136,18 +148,92 @@ impl SiteComputation {
         })
     }
 
-    /// The iterate's shape in `round`: (1, 2) for a clip step ([c, q]), (d, p) otherwise.
+    /// The iterate's shape in `round`: (0, 0) for the centre's round (it needs no input),
+    /// (1, 2) for a clip step ([c, q]), (d, p) for a power round.
     pub fn shape_of(&self, round: u32) -> (usize, usize) {
-        if self.is_clip_round(round) {
-            (1, 2)
-        } else {
-            (self.d, self.config.p)
+        match self.config.round_kind(round) {
+            RoundKind::Center => (0, 0),
+            RoundKind::ClipStep => (1, 2),
+            RoundKind::Power => (self.d, self.config.p),
         }
+    }
+
+    /// Values in `round`'s contribution: the centre's d (or d + 1), 1 for a clip step, d·p.
+    pub fn round_len(&self, round: u32) -> usize {
+        match self.config.round_kind(round) {
+            RoundKind::Center => self.config.center.as_ref().map_or(0, |c| c.len(self.d)),
+            RoundKind::ClipStep => 1,
+            RoundKind::Power => self.d * self.config.p,
+        }
+    }
+
+    /// What `round` computes.
+    pub fn kind_of(&self, round: u32) -> RoundKind {
+        self.config.round_kind(round)
     }
 
     /// Whether `round` is a step of the study's clip.
     pub fn is_clip_round(&self, round: u32) -> bool {
-        round <= self.config.clip_rounds()
+        self.kind_of(round) == RoundKind::ClipStep
+    }
+
+    /// Checks the centre a round came with ([`check_center`]): none in a study without one or in
+    /// the centre's own round, the study's vector where it is given, d finite numbers after a
+    /// private mean's round (any such μ̂ is a fixed row map; see [`crate::algorithms::study_center`]).
+    pub fn check_round_center(&self, round: u32, center: Option<&[f64]>) -> Result<(), String> {
+        let expected = self
+            .config
+            .center
+            .as_ref()
+            .filter(|_| self.kind_of(round) != RoundKind::Center);
+        match (expected, center) {
+            (None, None) => Ok(()),
+            (None, Some(_)) => Err(format!("round {round} came with a centre; it should carry none")),
+            (Some(_), None) => Err(format!("round {round} came without the study's centre")),
+            (Some(study), Some(mu)) => match study.given() {
+                Some(given) if given != mu => Err(format!(
+                    "round {round} came with another centre than the study's given one"
+                )),
+                _ => check_center(mu, self.d),
+            },
+        }
+    }
+
+    /// The centre's round: this site's noisy, encoded sum of its rows `xt` (d×n, each of norm
+    /// ≤ β) and, under `add_remove`, its count
+    /// ([`crate::algorithms::study_center::StudyCenter::site_release`]).
+    pub fn center_release(&self, xt: &Matrix, rng: &mut dyn RngCore) -> Result<Vec<u64>, String> {
+        let center = self.config.center.as_ref().ok_or("this study has no centre")?;
+        let beta = match self.neighbours {
+            Neighbours::ReplaceOne { beta, .. } | Neighbours::AddRemove { beta, .. } => beta,
+            Neighbours::Entry { .. } => return Err("a centre needs records".into()),
+        };
+        if xt.nrows() != self.d && xt.ncols() > 0 {
+            return Err("the rows have the wrong dimension".into());
+        }
+        if xt.column_iter().any(|x| !(x.norm() <= beta)) {
+            return Err("the site's rows are not clipped to the study's β".into());
+        }
+        let mut progress = |_: u32, _: u32| -> Result<(), Cancelled> { Ok(()) };
+        let mut env = RunEnv::new(rng, &mut progress);
+        let empty;
+        let xt = if xt.ncols() == 0 {
+            empty = Matrix::zeros(self.d, 0);
+            &empty
+        } else {
+            xt
+        };
+        center.site_release(xt, beta, self.config.max_site_samples, &mut env)
+    }
+
+    /// The site's rows mapped by the released centre: clip(x − μ̂) to β and α for every row
+    /// ([`recentre`]).
+    pub fn centred_rows(&self, xt: &Matrix, mu: &[f64]) -> Matrix {
+        let (beta, alpha) = match self.neighbours {
+            Neighbours::ReplaceOne { beta, alpha } | Neighbours::AddRemove { beta, alpha } => (beta, alpha),
+            Neighbours::Entry { u } => (u, f64::INFINITY),
+        };
+        recentre(xt, &Vector::from_column_slice(mu), beta, alpha)
     }
 
     pub fn config(&self) -> &FederatedPowerConfig {
@@ -273,6 +359,9 @@ pub struct FederationReport {
     /// The study's private clip, if it has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub clip: Option<ClipReport>,
+    /// The centre μ̂ the rows were mapped by (a DP release, or the given centre), once known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub center: Option<Vec<f64>>,
 }
 
 impl FederationReport {
@@ -301,24 +390,42 @@ impl FederationReport {
             },
             rounds,
             clip: None,
+            center: None,
         }
     }
 
-    /// The report with the study's clip.
-    pub fn with_clip(mut self, clip: Option<ClipReport>) -> FederationReport {
+    /// The report with the study's clip and centre.
+    pub fn with_row_map(mut self, clip: Option<ClipReport>, center: Option<&[f64]>) -> FederationReport {
         self.clip = clip;
+        self.center = center.map(<[f64]>::to_vec);
         self
     }
 }
 
+/// What the open round's task carries.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RoundInput {
+    /// The shape of `values`: (0, 0) in the centre's round, (1, 2) in a clip step, (d, p).
+    pub rows: usize,
+    pub cols: usize,
+    /// Nothing, [c, q], or X (column-major).
+    pub values: Vec<f64>,
+    /// The clip norm of a power round in a study with a clip.
+    pub clip_norm: Option<f64>,
+    /// The centre μ̂ of every round after the centre's, in a study with one.
+    pub center: Option<Vec<f64>>,
+}
+
 /// The coordinator's numerics: the public iterate, updated from each unmasked sum, after the
-/// study's clip steps if it has them.
+/// study's centre and clip steps if it has them.
 pub struct PowerState {
     config: FederatedPowerConfig,
     d: usize,
     x: Matrix,
     last: Option<Matrix>,
     clip: Option<ClipProgress>,
+    /// μ̂: given from the start, or released by the centre's round.
+    center: Option<Vec<f64>>,
 }
 
 impl PowerState {
@@ -336,24 +443,31 @@ impl PowerState {
             .clip
             .as_ref()
             .map(|clip| ClipProgress::new(clip.search.upper, clip.quantile_for(pooled_n, config.k)));
+        let center = config
+            .center
+            .as_ref()
+            .and_then(|c| c.given())
+            .map(<[f64]>::to_vec);
         Ok(PowerState {
             config,
             d,
             x,
             last: None,
             clip,
+            center,
         })
     }
 
     /// The state again from a kept iterate (public), last release (the last unmasked,
-    /// noisy sum: a DP release) and clip progress, as [`PowerState::iterate`],
-    /// [`PowerState::last_release`] and [`PowerState::clip_progress`] gave them.
+    /// noisy sum: a DP release), clip progress and centre, as [`PowerState::iterate`],
+    /// [`PowerState::last_release`], [`PowerState::clip_progress`] and [`PowerState::center`]
+    /// gave them.
     pub fn restore(
         config: FederatedPowerConfig,
         d: usize,
         x: Matrix,
         last: Option<Matrix>,
-        clip: Option<ClipProgress>,
+        (clip, center): (Option<ClipProgress>, Option<Vec<f64>>),
     ) -> Result<PowerState, RunError> {
         FixedPoint::new(config.fraction_bits).map_err(|e| RunError::Failed(e.to_string()))?;
         let shape_ok = |m: &Matrix| m.shape() == (d, config.p);
@@ -363,12 +477,26 @@ impl PowerState {
         if config.clip.is_some() != clip.is_some() || clip.as_ref().is_some_and(|c| !c.valid()) {
             return Err(RunError::Failed("the kept clip does not match the study".into()));
         }
+        let center_ok = match (&config.center, &center) {
+            (None, None) => true,
+            (Some(study), Some(mu)) => {
+                check_center(mu, d).is_ok() && study.given().is_none_or(|given| given == mu.as_slice())
+            }
+            (Some(study), None) => study.is_private(),
+            (None, Some(_)) => false,
+        };
+        if !center_ok {
+            return Err(RunError::Failed(
+                "the kept centre does not match the study".into(),
+            ));
+        }
         Ok(PowerState {
             config,
             d,
             x,
             last,
             clip,
+            center,
         })
     }
 
@@ -377,15 +505,25 @@ impl PowerState {
         self.clip.as_ref()
     }
 
+    /// The centre μ̂, once known (given, or released by the centre's round).
+    pub fn center(&self) -> Option<&[f64]> {
+        self.center.as_deref()
+    }
+
     /// The clip as the report shows it.
     pub fn clip_report(&self) -> Option<ClipReport> {
         let upper = self.config.clip.as_ref()?.search.upper;
         Some(self.clip.as_ref()?.report(upper))
     }
 
+    /// Whether the open round is the private centre's.
+    pub fn in_center(&self) -> bool {
+        self.config.center_rounds() > 0 && self.center.is_none()
+    }
+
     /// Whether the open round is a step of the clip.
     pub fn in_clip(&self) -> bool {
-        self.clip.as_ref().is_some_and(ClipProgress::searching)
+        !self.in_center() && self.clip.as_ref().is_some_and(ClipProgress::searching)
     }
 
     /// The released clip norm, once the search is over (`None` without a clip).
@@ -393,17 +531,31 @@ impl PowerState {
         self.clip.as_ref().and_then(ClipProgress::clip_norm)
     }
 
-    /// What the open round's task carries: its shape and values ([c, q] in a clip step, X
-    /// otherwise), and the clip norm of a power round.
-    pub fn task(&self) -> (usize, usize, Vec<f64>, Option<f64>) {
+    /// What the open round's task carries ([`RoundInput`]).
+    pub fn task(&self) -> RoundInput {
+        let center = self.center.clone();
         match &self.clip {
-            Some(clip) if self.in_clip() => (1, 2, clip.step().to_vec(), None),
-            _ => (
-                self.d,
-                self.config.p,
-                self.x.as_slice().to_vec(),
-                self.clip_norm(),
-            ),
+            _ if self.in_center() => RoundInput {
+                rows: 0,
+                cols: 0,
+                values: Vec::new(),
+                clip_norm: None,
+                center: None,
+            },
+            Some(clip) if self.in_clip() => RoundInput {
+                rows: 1,
+                cols: 2,
+                values: clip.step().to_vec(),
+                clip_norm: None,
+                center,
+            },
+            _ => RoundInput {
+                rows: self.d,
+                cols: self.config.p,
+                values: self.x.as_slice().to_vec(),
+                clip_norm: self.clip_norm(),
+                center,
+            },
         }
     }
 
@@ -421,9 +573,22 @@ impl PowerState {
         self.len() == 0
     }
 
-    /// A clip step: the noisy S(c) moves the bracket. A power round: Y_l = decode(sum);
-    /// X_l = Q(Y_l) (Alg. 2 lines 7–8).
-    pub fn absorb(&mut self, sum: &[u64]) -> Result<(), RunError> {
+    /// The centre's round: μ̂ from the noisy sum, over `survivors_n` (the round's survivors'
+    /// pooled public n, under `replace_one`). A clip step: the noisy S(c) moves the bracket. A
+    /// power round: Y_l = decode(sum); X_l = Q(Y_l) (Alg. 2 lines 7–8).
+    pub fn absorb(&mut self, sum: &[u64], survivors_n: Option<u64>) -> Result<(), RunError> {
+        if self.in_center() {
+            let center = self
+                .config
+                .center
+                .as_ref()
+                .ok_or_else(|| RunError::Failed("no centre".into()))?;
+            let mu = center
+                .decode(sum, self.d, survivors_n)
+                .map_err(RunError::Failed)?;
+            self.center = Some(mu);
+            return Ok(());
+        }
         if self.in_clip() {
             let clip = self
                 .config

@@ -16,6 +16,7 @@ fn config(multiplier: f64, iterations: u32) -> FederatedPowerConfig {
         secagg_plus: None,
         clip: None,
         clip_declined: None,
+        center: None,
     }
 }
 
@@ -64,6 +65,14 @@ fn invalid_multipliers_are_refused() {
 
 /// A 3-site `replace_one` study of d = 6 (β = 1) with the default clip, as a site sees it.
 fn clip_study(rho: f64) -> (SiteStudyView, FederatedPowerConfig) {
+    study_with(rho, None)
+}
+
+/// [`clip_study`] with a centre.
+fn study_with(
+    rho: f64,
+    center: Option<crate::algorithms::centering::CenterRequest>,
+) -> (SiteStudyView, FederatedPowerConfig) {
     use crate::algorithms::federated_power::{FederatedPowerParams, configure_study, study_context};
     use crate::algorithms::power_clip::ClipAsk;
     let neighbours = Neighbours::ReplaceOne {
@@ -78,11 +87,14 @@ fn clip_study(rho: f64) -> (SiteStudyView, FederatedPowerConfig) {
         epsilon: None,
     };
     let params: FederatedPowerParams = serde_json::from_value(serde_json::json!({"k": 2})).unwrap();
-    let config = configure_study(&params, &ctx, &target, 3, 2, Some(ClipAsk::Auto)).unwrap();
+    let config = configure_study(&params, &ctx, &target, (3, 2), Some(ClipAsk::Auto), center).unwrap();
     let clip = config.clip.as_ref().expect("the default clip");
-    let charged = RhoUnits::checked_charge(clip.cost().rho + cost_of(config.iterations, config.multiplier))
-        .unwrap()
-        .to_real();
+    let center_rho = config.center.as_ref().map_or(0.0, |c| c.cost().rho);
+    let charged = RhoUnits::checked_charge(
+        center_rho + clip.cost().rho + cost_of(config.iterations, config.multiplier),
+    )
+    .unwrap()
+    .to_real();
     let view = SiteStudyView {
         study_id: uuid::Uuid::nil(),
         study_name: "s".into(),
@@ -190,18 +202,24 @@ fn the_coordinator_runs_the_search_then_the_power_rounds_at_its_c() {
     let fixed = FixedPoint::new(clip.fraction_bits).unwrap();
     for step in 0..8 {
         assert!(state.in_clip());
-        let (rows, cols, values, c) = state.task();
+        let RoundInput {
+            rows,
+            cols,
+            values,
+            clip_norm: c,
+            ..
+        } = state.task();
         assert_eq!((rows, cols, c), (1, 2, None));
         assert_eq!(values[1], q);
         // Every count positive: the bracket moves down each step.
         let _ = step;
-        state.absorb(&[fixed.encode(10.0, 1e6).unwrap()]).unwrap();
+        state.absorb(&[fixed.encode(10.0, 1e6).unwrap()], None).unwrap();
     }
     assert!(!state.in_clip());
     let c = state.clip_norm().unwrap();
     assert_eq!(c, 2f64.powf(-8.0 + 8.0 / 256.0));
-    let (rows, cols, _, sent) = state.task();
-    assert_eq!((rows, cols, sent), (6, config.p, Some(c)));
+    let task = state.task();
+    assert_eq!((task.rows, task.cols, task.clip_norm), (6, config.p, Some(c)));
     let report = state.clip_report().unwrap();
     assert_eq!(report.steps.len(), 8);
     assert_eq!(report.clip_norm, Some(c));
@@ -209,15 +227,16 @@ fn the_coordinator_runs_the_search_then_the_power_rounds_at_its_c() {
     let y = Matrix::from_fn(6, config.p, |i, j| if i == j { 1e-3 } else { 0.0 });
     let bits = FixedPoint::new(config.fraction_bits_at(Some(c))).unwrap();
     let words = bits.encode_all(y.as_slice(), 1.0).unwrap();
-    state.absorb(&words).unwrap();
+    state.absorb(&words, None).unwrap();
     assert!((state.last_release().unwrap() - &y).norm() < 1e-9);
     // Kept and restored mid-search, the state goes on from the same bracket.
     let mut fresh = PowerState::new(config.clone(), 6, Some(3_000), &mut rng).unwrap();
-    fresh.absorb(&[fixed.encode(-3.0, 1e6).unwrap()]).unwrap();
+    fresh.absorb(&[fixed.encode(-3.0, 1e6).unwrap()], None).unwrap();
     let kept = fresh.clip_progress().cloned();
-    let restored = PowerState::restore(config.clone(), 6, fresh.iterate().clone(), None, kept).unwrap();
+    let restored =
+        PowerState::restore(config.clone(), 6, fresh.iterate().clone(), None, (kept, None)).unwrap();
     assert_eq!(restored.task(), fresh.task());
-    assert!(PowerState::restore(config, 6, fresh.iterate().clone(), None, None).is_err());
+    assert!(PowerState::restore(config, 6, fresh.iterate().clone(), None, (None, None)).is_err());
 }
 
 #[test]
@@ -262,9 +281,9 @@ fn an_auto_clip_that_cannot_be_encoded_is_declined_with_a_reason() {
         &ask(serde_json::json!({"k": 2})),
         &ctx,
         &target,
-        64,
-        43,
+        (64, 43),
         Some(ClipAsk::Auto),
+        None,
     )
     .unwrap();
     assert!(declined.clip.is_none());
@@ -277,6 +296,136 @@ fn an_auto_clip_that_cannot_be_encoded_is_declined_with_a_reason() {
     );
     // Sized to the sites' real n, the same study clips.
     let params = ask(serde_json::json!({"k": 2, "max_site_samples": 1000}));
-    let clipped = configure_study(&params, &ctx, &target, 64, 43, Some(ClipAsk::Auto)).unwrap();
+    let clipped = configure_study(&params, &ctx, &target, (64, 43), Some(ClipAsk::Auto), None).unwrap();
     assert!(clipped.clip.is_some() && clipped.clip_declined.is_none());
+}
+
+fn private_centre() -> Option<crate::algorithms::centering::CenterRequest> {
+    Some(crate::algorithms::centering::CenterRequest::Private { share: 0.1 })
+}
+
+#[test]
+fn a_centred_study_runs_the_centre_then_the_clip_then_the_power_rounds() {
+    let (view, config) = study_with(0.01, private_centre());
+    // Shares of the whole ρ: the centre's and the clip's 10 % each, the power rounds the rest.
+    let center_rho = config.center.as_ref().unwrap().cost().rho;
+    assert!((center_rho - 0.001).abs() < 1e-12, "{center_rho}");
+    let power_rho = cost_of(config.iterations, config.multiplier);
+    assert!(center_rho + config.clip.as_ref().unwrap().cost().rho + power_rho <= 0.01);
+    assert!(power_rho > 0.0079, "{power_rho}");
+    let comp = SiteComputation::from_view(&view).unwrap();
+    assert_eq!(config.total_rounds(), 1 + 8 + config.iterations);
+    assert_eq!(comp.kind_of(1), RoundKind::Center);
+    assert_eq!((comp.shape_of(1), comp.round_len(1)), ((0, 0), 6));
+    assert!(comp.is_clip_round(2) && comp.is_clip_round(9) && !comp.is_clip_round(10));
+    assert_eq!((comp.shape_of(2), comp.round_len(2)), ((1, 2), 1));
+    assert_eq!(comp.shape_of(10), (6, config.p));
+    assert_eq!(config.lead_lengths(6), [vec![6], vec![1; 8]].concat());
+    // The centre's round carries no centre; every later one carries d finite numbers.
+    let mu = [0.1; 6];
+    assert!(comp.check_round_center(1, None).is_ok());
+    assert!(comp.check_round_center(1, Some(&mu)).is_err());
+    assert!(comp.check_round_center(2, None).is_err());
+    assert!(comp.check_round_center(2, Some(&mu)).is_ok());
+    assert!(comp.check_round_center(10, Some(&mu[..5])).is_err());
+    assert!(comp.check_round_center(10, Some(&[f64::NAN; 6])).is_err());
+    // The site's release: d noisy values, from rows within β only.
+    let mut rng = crate::algorithms::testing::seeded(3);
+    assert_eq!(comp.center_release(&site_rows(30), &mut rng).unwrap().len(), 6);
+    let outside = Matrix::from_element(6, 3, 1.0);
+    assert!(comp.center_release(&outside, &mut rng).is_err());
+    // A study without a centre refuses one.
+    let (plain, _) = clip_study(0.01);
+    let plain = SiteComputation::from_view(&plain).unwrap();
+    assert!(plain.check_round_center(1, Some(&mu)).is_err());
+    assert_eq!(plain.kind_of(1), RoundKind::ClipStep);
+}
+
+#[test]
+fn a_study_that_hides_its_centre_cost_or_noise_is_refused() {
+    let (mut view, config) = study_with(0.01, private_centre());
+    // Charged for the clip and the power rounds only.
+    view.cost_rho = RhoUnits::checked_charge(
+        config.clip.as_ref().unwrap().cost().rho + cost_of(config.iterations, config.multiplier),
+    )
+    .unwrap()
+    .to_real();
+    let err = SiteComputation::from_view(&view).unwrap_err();
+    assert!(err.contains("more than the ρ"), "{err}");
+    // Less noise on the sum than the relation's sensitivity needs for the stated cost.
+    let (mut view, mut config) = study_with(0.01, private_centre());
+    if let crate::algorithms::centering::CenterConfig::Private { sum_sensitivity, .. } =
+        &mut config.center.as_mut().unwrap().center
+    {
+        *sum_sensitivity = 1.0;
+    }
+    view.config = serde_json::to_value(&config).unwrap();
+    assert!(SiteComputation::from_view(&view).is_err());
+    // A given centre must match the one every round carries.
+    let given = crate::algorithms::centering::CenterRequest::Given(vec![0.5; 6]);
+    let (view, config) = study_with(0.01, Some(given));
+    assert_eq!(config.center_rounds(), 0);
+    let comp = SiteComputation::from_view(&view).unwrap();
+    assert!(comp.check_round_center(1, Some(&[0.5; 6])).is_ok());
+    assert!(comp.check_round_center(1, Some(&[0.4; 6])).is_err());
+    assert!(comp.check_round_center(1, None).is_err());
+}
+
+#[test]
+fn the_coordinator_releases_the_centre_first_and_carries_it_after() {
+    let (_, config) = study_with(0.01, private_centre());
+    let center = config.center.clone().unwrap();
+    let mut rng = crate::algorithms::testing::seeded(2);
+    let mut state = PowerState::new(config.clone(), 6, Some(3_000), &mut rng).unwrap();
+    assert!(state.in_center() && !state.in_clip());
+    let task = state.task();
+    assert_eq!((task.rows, task.cols, task.center), (0, 0, None));
+    // The unmasked sum over survivors holding 300 records: μ̂ = S̃/300.
+    let fixed = FixedPoint::new(center.fraction_bits).unwrap();
+    let sum: Vec<u64> = (0..6)
+        .map(|i| fixed.encode(30.0 * i as f64, 1e6).unwrap())
+        .collect();
+    // replace_one divides by the survivors' public n: without it there is no centre.
+    let mut other = PowerState::new(config.clone(), 6, Some(3_000), &mut rng).unwrap();
+    assert!(other.absorb(&sum, None).is_err());
+    state.absorb(&sum, Some(300)).unwrap();
+    let mu: Vec<f64> = (0..6).map(|i| 0.1 * i as f64).collect();
+    assert!(
+        state
+            .center()
+            .unwrap()
+            .iter()
+            .zip(&mu)
+            .all(|(a, b)| (a - b).abs() < 1e-9)
+    );
+    assert!(state.in_clip());
+    let task = state.task();
+    assert_eq!((task.rows, task.cols), (1, 2));
+    assert_eq!(task.center.as_deref(), state.center());
+    // Kept and restored, the state carries the same centre; a kept centre must fit the study.
+    let kept = state.center().map(<[f64]>::to_vec);
+    let restored = PowerState::restore(
+        config.clone(),
+        6,
+        state.iterate().clone(),
+        None,
+        (state.clip_progress().cloned(), kept),
+    )
+    .unwrap();
+    assert_eq!(restored.task(), state.task());
+    let bad = Some(vec![f64::NAN; 6]);
+    let clip = state.clip_progress().cloned();
+    assert!(
+        PowerState::restore(
+            config.clone(),
+            6,
+            state.iterate().clone(),
+            None,
+            (clip.clone(), bad)
+        )
+        .is_err()
+    );
+    // Before the centre's round ends nothing is kept, and the state starts with it again.
+    let fresh = PowerState::restore(config, 6, state.iterate().clone(), None, (clip, None)).unwrap();
+    assert!(fresh.in_center());
 }
