@@ -77,7 +77,8 @@ pub struct CreateStudy {
     #[schema(exclusive_minimum = 0.0)]
     pub row_l1_bound: Option<f64>,
     /// Algorithm parameters, as for jobs (`k`, `p`, `iterations`, `sensitivity`,
-    /// `fraction_bits`, `max_site_samples`).
+    /// `fraction_bits`, `max_site_samples`, `clip`; `center` and `center_share` in
+    /// `federated_power` studies).
     #[serde(default)]
     #[schema(value_type = Object)]
     pub params: serde_json::Value,

@@ -536,6 +536,21 @@ async fn bad_studies_are_refused_with_clear_problems() {
             "params.secure_aggregation",
         ),
         (json!({"params": {"k": 9}}), "params.k"),
+        // Private centring: a study's centre is checked as a job's; CAPE does not centre yet.
+        (json!({"params": {"k": 2, "center": [0.0, 1.0]}}), "params.center"),
+        (json!({"params": {"k": 2, "center": "mean"}}), "params.center"),
+        (
+            json!({"params": {"k": 2, "center_share": 0.2}}),
+            "params.center_share",
+        ),
+        (
+            json!({"params": {"k": 2, "center": "private", "center_share": 1.0}}),
+            "params.center_share",
+        ),
+        (
+            json!({"algorithm": "cape_pca", "params": {"k": 2, "center": "private"}}),
+            "params.center",
+        ),
         (json!({"privacy": {"rho": -1.0}}), "privacy.rho"),
         (json!({"round_timeout_seconds": 0}), "round_timeout_seconds"),
     ];

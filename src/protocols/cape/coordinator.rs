@@ -21,7 +21,7 @@ use crate::federation::crypto::Seed;
 use crate::federation::messages::{CapePeer, SiteSignature, SiteTask};
 use crate::federation::transcript;
 use crate::federation::wire;
-use crate::protocols::{PlanError, StudyPlan, StudyTerms, parse_params, take_clip};
+use crate::protocols::{PlanError, StudyPlan, StudyTerms, parse_params, refuse_center, take_clip};
 use crate::store::StudyStatus;
 use crate::studies::live::{Effect, Live, LiveError, Protocol, Stage, report_value};
 
@@ -99,6 +99,7 @@ pub(crate) fn plan_pca(
     terms: &StudyTerms<'_>,
 ) -> Result<StudyPlan, PlanError> {
     let ask = take_clip(&mut params, terms.context)?;
+    refuse_center(&mut params, terms.context, "cape_pca")?;
     let parsed: CapePcaParams = parse_params(params)?;
     let mut config = cape_pca::configure_for(
         parsed.k,
@@ -175,6 +176,7 @@ pub(crate) fn plan_agn(
         )
         .into());
     }
+    refuse_center(&mut params, terms.context, "cape_agn")?;
     let mut parsed: CapeAgnParams = parse_params(params)?;
     parsed.sites = Some(terms.sites);
     let pair_ratio = parsed.pair_ratio.unwrap_or(cape::DEFAULT_PAIR_RATIO);

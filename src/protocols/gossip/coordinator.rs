@@ -19,7 +19,7 @@ use crate::federation::transcript;
 use crate::federation::wire;
 use crate::linalg::Matrix;
 use crate::privacy::PrivacyTarget;
-use crate::protocols::{PlanError, StudyPlan, StudyTerms, parse_params};
+use crate::protocols::{PlanError, StudyPlan, StudyTerms, parse_params, refuse_center};
 use crate::store::StudyStatus;
 use crate::studies::live::{Effect, Live, LiveError, Protocol, Stage};
 
@@ -85,7 +85,11 @@ impl GossipPlan {
 }
 
 /// Plans a `gossip_power` study: every site states its block (`sites[i].n_features`).
-pub(crate) fn plan_gossip(params: serde_json::Value, terms: &StudyTerms<'_>) -> Result<StudyPlan, PlanError> {
+pub(crate) fn plan_gossip(
+    mut params: serde_json::Value,
+    terms: &StudyTerms<'_>,
+) -> Result<StudyPlan, PlanError> {
+    refuse_center(&mut params, terms.context, "gossip_power")?;
     let mut blocks = Vec::with_capacity(terms.site_features.len());
     for (i, features) in terms.site_features.iter().enumerate() {
         blocks.push(features.ok_or_else(|| {
