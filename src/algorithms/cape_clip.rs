@@ -111,10 +111,20 @@ impl CapeClip {
     /// (each step's share, the Gram stage's share) of the charged ρ: f·ρ/T each, and the rest,
     /// nudged down until the T + 1 shares sum to at most ρ as evaluated.
     pub fn shares(&self, charged: f64) -> (f64, f64) {
+        self.shares_after(charged, 0.0)
+    }
+
+    /// [`CapeClip::shares`] after `spent` of the charged ρ went to earlier stages (a private
+    /// centre's): f·ρ/T each step (a share of the whole ρ, as a central job's options are),
+    /// and the rest, nudged down until `spent` and the T + 1 shares, summed in stage order,
+    /// are at most ρ as evaluated.
+    pub fn shares_after(&self, charged: f64, spent: f64) -> (f64, f64) {
         let steps = f64::from(STEPS);
         let step = charged * self.share / steps;
-        let mut rest = charged - steps * step;
-        while steps * step + rest > charged {
+        // The shares summed in stage order, as the stages compose.
+        let before = (0..STEPS).fold(spent, |total, _| total + step);
+        let mut rest = charged - spent - steps * step;
+        while before + rest > charged {
             rest = rest.next_down();
         }
         (step, rest)

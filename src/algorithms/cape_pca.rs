@@ -85,6 +85,9 @@ pub struct CapePcaConfig {
     /// A live study's private clip ([`super::cape_clip`]); jobs clip centrally.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clip: Option<super::cape_clip::CapeClip>,
+    /// A live study's centre ([`super::cape_center`]); jobs centre centrally.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub center: Option<super::cape_center::CapeCenter>,
 }
 
 /// Validates k, S and κ and calibrates (shared by jobs and studies).
@@ -132,6 +135,7 @@ pub fn configure_for(
         pair_ratio,
         noise,
         clip: None,
+        center: None,
     })
 }
 

@@ -13,6 +13,7 @@ pub mod auto;
 pub mod bingham;
 pub(crate) mod calibration;
 pub mod cape_agn;
+pub mod cape_center;
 pub mod cape_clip;
 pub mod cape_noise;
 pub mod cape_pca;

@@ -548,8 +548,12 @@ async fn bad_studies_are_refused_with_clear_problems() {
             "params.center_share",
         ),
         (
-            json!({"algorithm": "cape_pca", "params": {"k": 2, "center": "private"}}),
+            json!({"algorithm": "cape_agn", "params": {"k": 2, "center": "private"}}),
             "params.center",
+        ),
+        (
+            json!({"algorithm": "cape_pca", "params": {"k": 2, "center": "private", "center_share": 0.95}}),
+            "params.center_share",
         ),
         (json!({"privacy": {"rho": -1.0}}), "privacy.rho"),
         (json!({"round_timeout_seconds": 0}), "round_timeout_seconds"),

@@ -11,17 +11,21 @@ use rand_chacha::ChaCha20Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::algorithms::cape_agn::{self, CapeAgnConfig, CapeAgnParams, Whitening};
+use crate::algorithms::cape_center::CapeCenter;
 use crate::algorithms::cape_clip::{CapeClip, count_sensitivity, gram_sensitivity_at};
 use crate::algorithms::cape_noise::{self as cape, CapeNoise, CapeReport, StageTerms};
 use crate::algorithms::cape_pca::{self, CapePcaParams};
 use crate::algorithms::study_clip::ClipProgress;
 use crate::algorithms::tensor_power::{self, PowerSettings};
 use crate::algorithms::{ConfigError, Output};
+use crate::dataset::Neighbours;
 use crate::federation::crypto::Seed;
 use crate::federation::messages::{CapePeer, SiteSignature, SiteTask};
 use crate::federation::transcript;
 use crate::federation::wire;
-use crate::protocols::{PlanError, StudyPlan, StudyTerms, parse_params, refuse_center, take_clip};
+use crate::protocols::{
+    PlanError, StudyPlan, StudyTerms, parse_params, refuse_center, take_center, take_clip,
+};
 use crate::store::StudyStatus;
 use crate::studies::live::{Effect, Live, LiveError, Protocol, Stage, report_value};
 
@@ -44,19 +48,43 @@ pub struct CapePlan {
     /// Δ of one site's statistic in each stage.
     pub stages: Vec<f64>,
     /// The ρ every site is charged, as the ledger holds it (the amount a site's view states);
-    /// each stage is calibrated to an equal share of it, or with a clip to
-    /// [`CapeClip::shares`].
+    /// each stage is calibrated to an equal share of it, or with a centre or a clip to
+    /// [`stage_share`].
     pub rho: f64,
     /// `cape_pca`'s private clip: 8 count stages before the Gram stage (`stages` holds their
     /// Δ, then the Gram stage's Δ at β).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clip: Option<CapeClip>,
+    /// `cape_pca`'s private centre: one stage before the clip's ([`CapeCenter`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub center: Option<PlanCenter>,
+}
+
+/// A private centre's share of the charge, and the study's bounds its sum is decoded with.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PlanCenter {
+    pub share: f64,
+    pub neighbours: Neighbours,
 }
 
 impl CapePlan {
     /// The share of the charge stage `stage` is calibrated to (as a site computes it).
     pub fn stage_share(&self, stage: u32) -> Option<f64> {
-        stage_share(self.rho, self.stages.len(), self.clip.as_ref(), stage)
+        let center = self.center.map(|c| c.share);
+        stage_share(self.rho, self.stages.len(), (center, self.clip.as_ref()), stage)
+    }
+
+    /// Stages before the clip's: 1 with a private centre, else 0.
+    pub fn center_stages(&self) -> u32 {
+        u32::from(self.center.is_some())
+    }
+
+    /// Whether `stage` is the Gram stage of a `cape_pca` study with a clip (calibrated at the
+    /// released c).
+    fn is_clipped_gram(&self, stage: u32) -> bool {
+        self.clip
+            .as_ref()
+            .is_some_and(|clip| stage > self.center_stages() + clip.steps())
     }
 
     /// The stage's noise for a roster of `sites`, from the same public terms a site derives it
@@ -65,8 +93,8 @@ impl CapePlan {
     pub fn stage_noise(&self, stage: u32, sites: u32, clip_norm: Option<f64>) -> Option<CapeNoise> {
         let base = *self.stages.get((stage as usize).checked_sub(1)?)?;
         let sensitivity = match (&self.clip, clip_norm) {
-            (Some(clip), Some(c)) if stage > clip.steps() => gram_sensitivity_at(base, clip.upper, c),
-            (Some(clip), None) if stage > clip.steps() => return None,
+            (Some(clip), Some(c)) if self.is_clipped_gram(stage) => gram_sensitivity_at(base, clip.upper, c),
+            (Some(_), None) if self.is_clipped_gram(stage) => return None,
             _ => base,
         };
         StageTerms {
@@ -80,26 +108,46 @@ impl CapePlan {
 }
 
 /// Stage `stage`'s share of the `charged` ρ in a study of `stages` stages: an equal share, or
-/// with a clip a step's or the Gram stage's ([`CapeClip::shares`]). Shared by the coordinator
-/// and the site.
-pub fn stage_share(charged: f64, stages: usize, clip: Option<&CapeClip>, stage: u32) -> Option<f64> {
+/// with a private centre (its share f_c of ρ, stage 1) or a clip (its steps next,
+/// [`CapeClip::shares_after`]) the centre's f_c·ρ, a step's, or the Gram stage's rest, nudged
+/// down until every share together is at most ρ as evaluated. Shared by the coordinator and
+/// the site.
+pub fn stage_share(
+    charged: f64,
+    stages: usize,
+    (center, clip): (Option<f64>, Option<&CapeClip>),
+    stage: u32,
+) -> Option<f64> {
+    let spent = center.map_or(0.0, |f| charged * f);
+    let after = stage.checked_sub(u32::from(center.is_some()))?;
+    if after == 0 {
+        return Some(spent);
+    }
     match clip {
         Some(clip) => {
-            let (step, rest) = clip.shares(charged);
-            Some(if stage <= clip.steps() { step } else { rest })
+            let (step, rest) = clip.shares_after(charged, spent);
+            Some(if after <= clip.steps() { step } else { rest })
+        }
+        None if center.is_some() => {
+            let mut rest = charged - spent;
+            while spent + rest > charged {
+                rest = rest.next_down();
+            }
+            Some(rest)
         }
         None => Some(charged / f64::from(u32::try_from(stages).ok().filter(|s| (1..=2).contains(s))?)),
     }
 }
 
-/// Plans a `cape_pca` study: one stage, Δ of the packed Gram matrix; with `clip` (`"auto"` by
-/// default, as a central job on records) the search's 8 count stages first.
+/// Plans a `cape_pca` study: one stage, Δ of the packed Gram matrix; with `center: "private"`
+/// the centre's stage first, and with `clip` (`"auto"` by default, as a central job on records)
+/// the search's 8 count stages before the Gram stage.
 pub(crate) fn plan_pca(
     mut params: serde_json::Value,
     terms: &StudyTerms<'_>,
 ) -> Result<StudyPlan, PlanError> {
     let ask = take_clip(&mut params, terms.context)?;
-    refuse_center(&mut params, terms.context, "cape_pca")?;
+    let center = take_center(&mut params, terms.context)?.map(CapeCenter::from_request);
     let parsed: CapePcaParams = parse_params(params)?;
     let mut config = cape_pca::configure_for(
         parsed.k,
@@ -109,7 +157,10 @@ pub(crate) fn plan_pca(
         terms.sites,
         "sites",
     )?;
-    let Some(ask) = ask else {
+    let neighbours = terms.context.neighbours;
+    let private = center.as_ref().and_then(CapeCenter::share);
+    config.center = center;
+    if ask.is_none() && private.is_none() {
         let rho = config.noise.cost();
         let plan = CapePlan {
             kind: CapeKind::Pca { k: config.k },
@@ -117,6 +168,7 @@ pub(crate) fn plan_pca(
             stages: vec![config.noise.sensitivity],
             rho,
             clip: None,
+            center: None,
         };
         return Ok(StudyPlan {
             config: serde_json::to_value(&config)?,
@@ -124,21 +176,40 @@ pub(crate) fn plan_pca(
             rounds: 1,
             rho,
         });
-    };
+    }
     let rho = terms.target.rho;
-    let clip = CapeClip::configure(ask, rho, &terms.context.neighbours, terms.context.d)?;
-    let count = count_sensitivity(&terms.context.neighbours, clip.quantile);
-    let mut stages = vec![count; clip.steps() as usize];
+    let clip = ask
+        .map(|ask| CapeClip::configure(ask, rho, &neighbours, terms.context.d))
+        .transpose()?;
+    let mut stages = Vec::new();
+    if private.is_some() {
+        stages.push(
+            CapeCenter::sensitivity(&neighbours).map_err(|e| ConfigError::invalid("params.center", e))?,
+        );
+    }
+    if let Some(clip) = &clip {
+        let count = count_sensitivity(&neighbours, clip.quantile);
+        stages.extend(vec![count; clip.steps() as usize]);
+    }
     stages.push(config.noise.sensitivity);
     let plan = CapePlan {
         kind: CapeKind::Pca { k: config.k },
         pair_ratio: config.pair_ratio,
         stages,
         rho,
-        clip: Some(clip.clone()),
+        clip: clip.clone(),
+        center: private.map(|share| PlanCenter { share, neighbours }),
     };
     // What the configuration shows: the Gram stage's noise at β for the invited sites.
-    let (_, gram_share) = clip.shares(rho);
+    let gram_share = plan
+        .stage_share(plan.stages.len() as u32)
+        .filter(|share| *share > 0.0)
+        .ok_or_else(|| {
+            ConfigError::invalid(
+                "params.center_share",
+                "the centre's and the clip's shares must leave part of ρ to the Gram stage",
+            )
+        })?;
     config.noise = CapeNoise::calibrate(
         config.noise.sensitivity,
         gram_share,
@@ -151,7 +222,7 @@ pub(crate) fn plan_pca(
             "is too small or too large to calibrate noise in floating point",
         )
     })?;
-    config.clip = Some(clip);
+    config.clip = clip;
     Ok(StudyPlan {
         config: serde_json::to_value(&config)?,
         rounds: plan.stages.len() as u32,
@@ -189,6 +260,7 @@ pub(crate) fn plan_agn(
     })?;
     let rho = config.stage1.cost() + config.stage2.cost();
     let plan = CapePlan {
+        center: None,
         kind: CapeKind::Agn(Box::new(config.clone())),
         pair_ratio,
         stages: vec![config.stage1.sensitivity, config.stage2.sensitivity],
@@ -224,8 +296,10 @@ pub struct CapeRunning {
     pub(crate) confirmations: BTreeMap<u32, String>,
     /// The open stage's consistency round is over: releases are collected.
     pub(crate) confirmed: bool,
-    /// `cape_pca` with a clip: the search so far (its steps are stages 1..=8).
+    /// `cape_pca` with a clip: the search so far (its steps follow the centre's stage).
     pub(crate) clip: Option<ClipProgress>,
+    /// `cape_pca` with a private centre: μ̂, once the centre's stage is summed.
+    pub(crate) center: Option<Vec<f64>>,
 }
 
 impl CapeRunning {
@@ -273,29 +347,68 @@ impl CapeRunning {
         self.confirmed = false;
     }
 
-    /// A step of the clip is summed: its noisy count moves the bracket, and the next stage
-    /// opens: the next step ([c, q], one value), or after the last step the Gram stage on rows
-    /// clipped at the released c ([c]), calibrated at Δ(c).
-    fn next_clip_stage(&mut self, sum: &[f64], d: usize) -> Result<(), String> {
-        let progress = self.clip.as_mut().ok_or("no clip")?;
-        let [count] = sum else {
-            return Err("a clip step's sum is not one value".into());
+    /// Whether the open stage is the private centre's.
+    pub(crate) fn in_center(&self) -> bool {
+        self.plan.center.is_some() && self.center.is_none()
+    }
+
+    /// The open stage's public input, from the state: `cape_agn`'s W in its stage 2; nothing in
+    /// the centre's own stage; otherwise a clip step's [c, q] or the Gram stage's [c] (with a
+    /// clip), followed by μ̂ (with a private centre), as one row; nothing when both are absent.
+    pub(crate) fn input_now(&self) -> Option<(String, usize, usize)> {
+        if let Some(w) = &self.whitening {
+            return Some((wire::f64s_to_b64(w.w.as_slice()), w.w.nrows(), w.w.ncols()));
+        }
+        if self.in_center() {
+            return None;
+        }
+        let mut values = match &self.clip {
+            Some(progress) => match progress.clip_norm() {
+                None => progress.step().to_vec(),
+                Some(c) => vec![c],
+            },
+            None => Vec::new(),
         };
-        progress.absorb(*count);
-        let (len, input, clip_norm) = match progress.clip_norm() {
-            None => (1, (wire::f64s_to_b64(&progress.step()), 1, 2), None),
-            Some(c) => (d * (d + 1) / 2, (wire::f64s_to_b64(&[c]), 1, 1), Some(c)),
-        };
+        values.extend(self.center.iter().flatten());
+        (!values.is_empty()).then(|| (wire::f64s_to_b64(&values), 1, values.len()))
+    }
+
+    /// Opens stage `stage` + 1 of `cape_pca` with `len` values, calibrated at `clip_norm`.
+    fn open_next(&mut self, len: usize, clip_norm: Option<f64>) -> Result<(), String> {
         let stage = self.stage + 1;
         self.noise = self
             .plan
             .stage_noise(stage, self.roster.len() as u32, clip_norm)
             .ok_or_else(|| format!("stage {stage}'s noise could not be calibrated"))?;
         self.len = len;
-        self.input = Some(input);
         self.stage = stage;
+        self.input = self.input_now();
         self.fresh_seeds();
         Ok(())
+    }
+
+    /// The centre's stage is summed: μ̂ from the noisy sum over the survivors (their pooled n
+    /// `survivors_n` under `replace_one`), and the next stage opens: the clip's first step, or
+    /// the Gram stage; every later input carries μ̂.
+    fn next_after_center(&mut self, sum: &[f64], d: usize, survivors_n: Option<u64>) -> Result<(), String> {
+        let center = self.plan.center.ok_or("no centre")?;
+        self.center = Some(CapeCenter::decode(sum, d, &center.neighbours, survivors_n)?);
+        let searching = self.clip.as_ref().is_some_and(ClipProgress::searching);
+        self.open_next(if searching { 1 } else { d * (d + 1) / 2 }, None)
+    }
+
+    /// A step of the clip is summed: its noisy count moves the bracket, and the next stage
+    /// opens: the next step ([c, q], one value), or after the last step the Gram stage on rows
+    /// clipped at the released c ([c]), calibrated at Δ(c); μ̂ follows in both inputs where the
+    /// study has a private centre.
+    fn next_clip_stage(&mut self, sum: &[f64], d: usize) -> Result<(), String> {
+        let progress = self.clip.as_mut().ok_or("no clip")?;
+        let [count] = sum else {
+            return Err("a clip step's sum is not one value".into());
+        };
+        progress.absorb(*count);
+        let clip_norm = progress.clip_norm();
+        self.open_next(if clip_norm.is_some() { d * (d + 1) / 2 } else { 1 }, clip_norm)
     }
 
     /// `cape_pca`'s report: the Gram stage's noise, and the clip if the study had one.
@@ -359,14 +472,18 @@ impl CapeRunning {
 
     fn pca_report(&self) -> serde_json::Value {
         let mut report = report_value(self.reports.last());
-        if let (Some(progress), Some(clip), Some(object)) =
-            (&self.clip, &self.plan.clip, report.as_object_mut())
-        {
+        let first = self.plan.center_stages() as usize;
+        let Some(object) = report.as_object_mut() else {
+            return report;
+        };
+        if let (Some(progress), Some(clip)) = (&self.clip, &self.plan.clip) {
             object.insert("clip".into(), report_value(progress.report(clip.upper)));
-            object.insert(
-                "clip_stages".into(),
-                report_value(&self.reports[..self.reports.len() - 1]),
-            );
+            let steps = self.reports.get(first..self.reports.len().saturating_sub(1));
+            object.insert("clip_stages".into(), report_value(steps));
+        }
+        if let Some(mu) = &self.center {
+            object.insert("center".into(), report_value(mu));
+            object.insert("center_stage".into(), report_value(self.reports.first()));
         }
         report
     }
@@ -419,9 +536,10 @@ impl Live {
             roster: roster.clone(),
             dropped: Vec::new(),
         });
-        let (len, input) = match &clip {
-            Some(progress) => (1, Some((wire::f64s_to_b64(&progress.step()), 1, 2))),
-            None => (self.d * (self.d + 1) / 2, None),
+        let len = match (&plan.center, &clip) {
+            (Some(center), _) => CapeCenter::len(&center.neighbours, self.d),
+            (None, Some(_)) => 1,
+            (None, None) => self.d * (self.d + 1) / 2,
         };
         let mut running = CapeRunning {
             plan,
@@ -432,13 +550,15 @@ impl Live {
             aggregator_seeds: BTreeMap::new(),
             releases: BTreeMap::new(),
             len,
-            input,
+            input: None,
             whitening: None,
             reports: Vec::new(),
             confirmations: BTreeMap::new(),
             confirmed: false,
             clip,
+            center: None,
         };
+        running.input = running.input_now();
         running.fresh_seeds();
         self.stage = Stage::Cape(Box::new(running));
     }
@@ -587,7 +707,14 @@ impl Live {
             cape.stage_sum()
         };
         let searching = cape.clip.as_ref().is_some_and(ClipProgress::searching);
+        let centring = cape.in_center();
+        // The survivors' pooled public n (replace_one): what a private centre divides by.
+        let survivors_n = survivors
+            .iter()
+            .map(|s| self.joined.get(s).and_then(|j| j.n_samples))
+            .sum::<Option<u64>>();
         let outcome = sum.and_then(|sum| match (&cape.plan.kind, last) {
+            _ if centring => cape.next_after_center(&sum, d, survivors_n).map(|()| None),
             _ if searching => cape.next_clip_stage(&sum, d).map(|()| None),
             (CapeKind::Pca { k }, _) => crate::algorithms::cape_pca::finish(&sum, d, *k)
                 .map(|output| Some((output, cape.pca_report())))

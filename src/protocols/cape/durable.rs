@@ -54,6 +54,9 @@ pub struct CapeKept {
     /// `cape_pca`'s clip search so far (studies with a clip only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     clip: Option<ClipProgress>,
+    /// μ̂ once a private centre's stage is summed (public: a DP release).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    center: Option<Vec<f64>>,
 }
 
 /// `cape_agn`'s whitening after stage 1 (D×K matrices, base64 f64, column-major).
@@ -101,6 +104,7 @@ impl CapeRunning {
             confirmations: self.confirmations.clone(),
             confirmed: self.confirmed,
             clip: self.clip.clone(),
+            center: self.center.clone(),
         }
     }
 
@@ -151,15 +155,15 @@ impl CapeRunning {
                 })
             })
             .transpose()?;
-        let input = match (&whitening, &clip) {
-            (Some(w), _) => Some((wire::f64s_to_b64(w.w.as_slice()), w.w.nrows(), w.w.ncols())),
-            (None, Some(progress)) => Some(match progress.clip_norm() {
-                None => (wire::f64s_to_b64(&progress.step()), 1, 2),
-                Some(c) => (wire::f64s_to_b64(&[c]), 1, 1),
-            }),
-            (None, None) => None,
-        };
-        Ok(CapeRunning {
+        let center = kept.center;
+        // A private centre is released by stage 1: kept from stage 2 on, never before.
+        if center.is_some() != (plan.center.is_some() && stage > 1) {
+            return Err("the kept centre does not match the plan's stage".into());
+        }
+        if let Some(mu) = &center {
+            crate::algorithms::study_center::check_center(mu, mu.len())?;
+        }
+        let mut running = CapeRunning {
             plan,
             stage,
             noise,
@@ -168,13 +172,16 @@ impl CapeRunning {
             aggregator_seeds,
             releases,
             len,
-            input,
+            input: None,
             whitening,
             reports: kept.reports,
             confirmations: kept.confirmations,
             confirmed,
             clip,
-        })
+            center,
+        };
+        running.input = running.input_now();
+        Ok(running)
     }
 }
 

@@ -29,6 +29,7 @@ fn pca_plan() -> CapePlan {
         stages: vec![1.0],
         rho: 0.5,
         clip: None,
+        center: None,
     }
 }
 
@@ -39,6 +40,7 @@ fn agn_plan() -> CapePlan {
         stages: vec![1.0, 1.0],
         rho: 0.5,
         clip: None,
+        center: None,
     };
     let stage1 = plan.stage_noise(1, 3, None).expect("stage 1");
     let stage2 = plan.stage_noise(2, 3, None).expect("stage 2");
@@ -300,4 +302,82 @@ fn a_damaged_kept_stage_is_refused() {
             "refused"
         );
     }
+}
+
+/// `cape_pca` with a private centre (under add_remove, so the noisy count divides) and no clip:
+/// the centre's stage (d + 1 values), then the Gram stage, whose input is μ̂.
+fn centred_plan() -> CapePlan {
+    let neighbours = crate::dataset::Neighbours::AddRemove {
+        beta: 1.0,
+        alpha: 3f64.sqrt(),
+    };
+    CapePlan {
+        kind: CapeKind::Pca { k: 1 },
+        pair_ratio: 1.0,
+        stages: vec![2f64.sqrt(), 1.0],
+        rho: 0.5,
+        clip: None,
+        center: Some(super::super::coordinator::PlanCenter {
+            share: 0.1,
+            neighbours,
+        }),
+    }
+}
+
+#[test]
+fn a_centred_cape_pca_study_keeps_its_centre_across_a_restart() {
+    let mut live = started(centred_plan());
+    let SiteTask::CapeRelease { len, input, .. } = live.task(1) else {
+        panic!("stage 1 is open");
+    };
+    assert_eq!(
+        (len, input),
+        (D + 1, None),
+        "the centre's stage: the sum and β·n, no input"
+    );
+    confirm_stage(&mut live, 1);
+    let values = wire::f64s_to_b64(&[30.0, 0.0, -15.0, 300.0]);
+    for site in 1..=3 {
+        live.cape_release(site, 1, &values).expect("release");
+    }
+    let effects = live.advance(Instant::now());
+    assert!(
+        matches!(effects.as_slice(), [Effect::Progress { done: 1 }]),
+        "{effects:?}"
+    );
+    let (mut resumed, _) = reload(&live, &effects);
+    let SiteTask::CapeRelease {
+        stage,
+        len,
+        input: Some(input),
+        input_rows,
+        input_cols,
+        ..
+    } = resumed.task(2)
+    else {
+        panic!("stage 2 carries μ̂");
+    };
+    assert_eq!((stage, len, input_rows, input_cols), (2, D * (D + 1) / 2, 1, D));
+    let mu = wire::b64_to_f64s(&input, D).unwrap();
+    assert!(mu.iter().all(|v| v.is_finite()), "{mu:?}");
+    for site in 1..=3 {
+        assert_eq!(
+            resumed.task(site),
+            live.task(site),
+            "the same μ̂ after the restart"
+        );
+    }
+    confirm_stage(&mut resumed, 2);
+    let mut m = Matrix::identity(D, D) * 1e6;
+    m[(0, 0)] = 3e6;
+    let gram = wire::f64s_to_b64(&cape::pack_upper(&m));
+    for site in 1..=3 {
+        resumed.cape_release(site, 2, &gram).expect("release");
+    }
+    let effects = resumed.advance(Instant::now());
+    let Some(Effect::Succeeded { report, .. }) = effects.last() else {
+        panic!("the study succeeds: {effects:?}");
+    };
+    let reported: Vec<f64> = serde_json::from_value(report["center"].clone()).unwrap();
+    assert_eq!(reported, mu, "the result reports the centre the sites used");
 }

@@ -24,10 +24,13 @@ use serde::{Deserialize, Serialize};
 use crate::algorithms::RunEnv;
 use crate::algorithms::analyze_gauss::sensitivity;
 use crate::algorithms::cape_agn::{self, CapeAgnConfig, Model};
+use crate::algorithms::cape_center::CapeCenter;
 use crate::algorithms::cape_clip::{CapeClip, count_sensitivity, gram_sensitivity_at};
 use crate::algorithms::cape_noise::{self as cape, CapeNoise, StageTerms};
 use crate::algorithms::cape_pca::{CapePcaConfig, site_statistic};
+use crate::algorithms::centering::recentre;
 use crate::algorithms::clipping::{clip_rows, score};
+use crate::algorithms::study_center::check_center;
 use crate::algorithms::tensor_power;
 use crate::dataset::{Neighbours, Relation};
 use crate::federation::crypto::{self, KeyPair, Seed};
@@ -36,7 +39,7 @@ use crate::federation::messages::{
 };
 use crate::federation::transcript::{self, SiteSigner};
 use crate::federation::wire;
-use crate::linalg::Matrix;
+use crate::linalg::{Matrix, Vector};
 use crate::protocols::SiteRun;
 use crate::protocols::power::state::study_neighbours;
 use crate::site::ledger::{charge_ledger, keep, ledger_failure, parse_kept, signer_of, start_session};
@@ -86,6 +89,8 @@ enum Plan {
         pair_ratio: f64,
         /// The study's private clip: 8 count stages before the Gram stage.
         clip: Option<CapeClip>,
+        /// The study's centre: a private mean's stage first, or a given vector.
+        center: Option<CapeCenter>,
     },
     Agn {
         model: Model,
@@ -104,6 +109,7 @@ impl Plan {
                 Ok(Plan::Pca {
                     pair_ratio: config.pair_ratio,
                     clip: config.clip,
+                    center: config.center,
                 })
             }
             "cape_agn" => {
@@ -128,7 +134,7 @@ impl Plan {
 
     fn stages(&self) -> u32 {
         match self {
-            Plan::Pca { clip, .. } => 1 + clip.as_ref().map_or(0, CapeClip::steps),
+            Plan::Pca { clip, .. } => 1 + self.center_stages() + clip.as_ref().map_or(0, CapeClip::steps),
             Plan::Agn { .. } => 2,
         }
     }
@@ -140,12 +146,28 @@ impl Plan {
         }
     }
 
+    fn center(&self) -> Option<&CapeCenter> {
+        match self {
+            Plan::Pca { center, .. } => center.as_ref(),
+            Plan::Agn { .. } => None,
+        }
+    }
+
+    /// Stages before the clip's: 1 with a private centre, else 0.
+    fn center_stages(&self) -> u32 {
+        self.center().map_or(0, CapeCenter::stages)
+    }
+
     /// Δ of this site's statistic in `stage`, from the study's public bounds (at the clip
     /// norm of the stage's input for the Gram stage of a study with a clip).
     fn sensitivity(&self, neighbours: &Neighbours, d: usize, stage: u32, input: &StageInput) -> f64 {
         match (self, stage, input) {
+            (Plan::Pca { .. }, _, StageInput::CenterSum { .. }) => {
+                // The plan was checked to be on records: a relation without β has no centre.
+                CapeCenter::sensitivity(neighbours).unwrap_or(f64::NAN)
+            }
             (Plan::Pca { .. }, _, StageInput::Step { q, .. }) => count_sensitivity(neighbours, *q),
-            (Plan::Pca { .. }, _, StageInput::Clipped { c }) => {
+            (Plan::Pca { .. }, _, StageInput::Clipped { c, .. }) => {
                 let beta = self.clip().map_or(*c, |clip| clip.upper);
                 gram_sensitivity_at(sensitivity(neighbours), beta, *c)
             }
@@ -209,20 +231,43 @@ enum StageInput {
     Plain,
     /// `cape_agn` stage 2: the whitening W (D×K).
     Whitening(Matrix),
-    /// A step of `cape_pca`'s clip: count at c with quantile q.
-    Step { c: f64, q: f64 },
-    /// The Gram stage after a clip: the rows clipped at c.
-    Clipped { c: f64 },
+    /// A step of `cape_pca`'s clip: count at c with quantile q (over the rows centred at μ̂
+    /// with a private centre).
+    Step {
+        c: f64,
+        q: f64,
+        center: Option<Vec<f64>>,
+    },
+    /// The Gram stage after a clip: the rows (centred at μ̂) clipped at c.
+    Clipped { c: f64, center: Option<Vec<f64>> },
+    /// The Gram stage of a study with a private centre and no clip: the rows centred at μ̂.
+    Centred { center: Vec<f64> },
+    /// A private centre's own stage: the rows' sum (`len` values).
+    CenterSum { len: usize },
 }
 
 impl StageInput {
     /// The input as the transcript hashes it (base64 f64).
     fn text(&self) -> Option<String> {
+        let with = |head: &[f64], center: &Option<Vec<f64>>| {
+            let values: Vec<f64> = head.iter().chain(center.iter().flatten()).copied().collect();
+            Some(wire::f64s_to_b64(&values))
+        };
         match self {
-            StageInput::Plain => None,
+            StageInput::Plain | StageInput::CenterSum { .. } => None,
             StageInput::Whitening(w) => Some(wire::f64s_to_b64(w.as_slice())),
-            StageInput::Step { c, q } => Some(wire::f64s_to_b64(&[*c, *q])),
-            StageInput::Clipped { c } => Some(wire::f64s_to_b64(&[*c])),
+            StageInput::Step { c, q, center } => with(&[*c, *q], center),
+            StageInput::Clipped { c, center } => with(&[*c], center),
+            StageInput::Centred { center } => Some(wire::f64s_to_b64(center)),
+        }
+    }
+
+    /// The centre μ̂ the stage maps the rows by, after a private centre's stage.
+    fn center(&self) -> Option<&[f64]> {
+        match self {
+            StageInput::Step { center, .. } | StageInput::Clipped { center, .. } => center.as_deref(),
+            StageInput::Centred { center } => Some(center),
+            _ => None,
         }
     }
 
@@ -232,26 +277,48 @@ impl StageInput {
         match self {
             StageInput::Whitening(_) => tensor_power::packed_len(d),
             StageInput::Step { .. } => 1,
-            StageInput::Plain | StageInput::Clipped { .. } => d * (d + 1) / 2,
+            StageInput::CenterSum { len } => *len,
+            StageInput::Plain | StageInput::Clipped { .. } | StageInput::Centred { .. } => d * (d + 1) / 2,
         }
     }
 }
 
+/// A stage input's own values, and the centre μ̂ that follows them after a private centre's stage.
+type Row = (Vec<f64>, Option<Vec<f64>>);
+
 /// Checks `stage`'s task against the study's public shape: its `len` values and its `input`
 /// (base64 f64 with its rows and columns) — cape_agn stage 2's W after a stage 1 this site
-/// sent (`charged`), a clip step's [c, q] and the Gram stage's [c] within the clip's bounds,
-/// nothing otherwise.
+/// sent (`charged`); a private centre's stage with no input and d (d + 1 under `add_remove`)
+/// values; a clip step's [c, q] and the Gram stage's [c] within the clip's bounds, each followed
+/// by μ̂ (d finite numbers) after a private centre's stage; μ̂ alone for the Gram stage of a
+/// study with a private centre and no clip; nothing otherwise.
 fn stage_input(
     plan: &Plan,
-    stage: u32,
-    d: usize,
-    len: usize,
-    charged: bool,
+    (stage, d): (u32, usize),
+    (len, charged): (usize, bool),
+    neighbours: &Neighbours,
     input: Option<(String, usize, usize)>,
 ) -> Result<StageInput, String> {
     let packed_matrix = d * (d + 1) / 2;
     let values = |(text, rows, cols): &(String, usize, usize)| {
         wire::b64_to_f64s(text, rows * cols).map_err(|e| e.to_string())
+    };
+    let centred = plan.center_stages();
+    // One row of `head` values, then μ̂ after a private centre's stage.
+    let row = |head: usize| -> Result<Option<Row>, String> {
+        let width = head + if centred > 0 { d } else { 0 };
+        match &input {
+            Some(given) if (given.1, given.2) == (1, width) => {
+                let mut all = values(given)?;
+                let center = all.split_off(head);
+                if centred == 0 {
+                    return Ok(Some((all, None)));
+                }
+                check_center(&center, d)?;
+                Ok(Some((all, Some(center))))
+            }
+            _ => Ok(None),
+        }
     };
     match (plan, plan.clip()) {
         (Plan::Agn { k, .. }, _) if stage == 2 => {
@@ -267,29 +334,43 @@ fn stage_input(
             }
             Ok(StageInput::Whitening(w))
         }
-        (Plan::Pca { .. }, Some(clip)) if stage <= clip.steps() => match &input {
-            Some(given) if (given.1, given.2) == (1, 2) && len == 1 => {
-                let [c, q] = values(given)?[..] else {
+        (Plan::Pca { .. }, _) if stage <= centred => {
+            let expected = CapeCenter::len(neighbours, d);
+            if input.is_some() || len != expected {
+                return Err(format!(
+                    "stage {stage} is the centre's and must carry no input and {expected} values"
+                ));
+            }
+            Ok(StageInput::CenterSum { len })
+        }
+        (Plan::Pca { .. }, Some(clip)) if stage <= centred + clip.steps() => match row(2)? {
+            Some((head, center)) if len == 1 => {
+                let [c, q] = head[..] else {
                     return Err("a clip step's input is not [c, q]".into());
                 };
                 clip.bounds().check_c(c)?;
                 clip.bounds().check_quantile(q)?;
-                Ok(StageInput::Step { c, q })
+                Ok(StageInput::Step { c, q, center })
             }
             _ => Err(format!(
-                "stage {stage} is a step of the study's clip and came without its [c, q]"
+                "stage {stage} is a step of the study's clip and came without its [c, q]{}",
+                if centred > 0 { " and centre" } else { "" }
             )),
         },
-        (Plan::Pca { .. }, Some(_)) if len != packed_matrix => {
+        (Plan::Pca { .. }, _) if len != packed_matrix => {
             Err(format!("stage {stage} with {len} values does not fit the study"))
         }
-        (Plan::Pca { .. }, Some(clip)) => match &input {
-            Some(given) if (given.1, given.2) == (1, 1) => {
-                let c = values(given)?[0];
+        (Plan::Pca { .. }, Some(clip)) => match row(1)? {
+            Some((head, center)) => {
+                let c = head[0];
                 clip.bounds().check_c(c)?;
-                Ok(StageInput::Clipped { c })
+                Ok(StageInput::Clipped { c, center })
             }
             _ => Err(format!("stage {stage} came without the study's clip norm")),
+        },
+        (Plan::Pca { .. }, None) if centred > 0 => match row(0)? {
+            Some((_, Some(center))) => Ok(StageInput::Centred { center }),
+            _ => Err(format!("stage {stage} came without the study's centre")),
         },
         _ if len == packed_matrix && input.is_none() => Ok(StageInput::Plain),
         _ => Err(format!("stage {stage} with {len} values does not fit the study")),
@@ -355,6 +436,7 @@ fn pair_seeds(
 /// input.
 struct StageData<'a> {
     plan: &'a Plan,
+    neighbours: &'a Neighbours,
     d: usize,
     xt: &'a Matrix,
     domain: Option<&'a Matrix>,
@@ -385,16 +467,27 @@ fn stage_release(
         aggregator_seed,
         noise,
     } = *masks;
-    let xt = data.xt;
     let release = |statistic: &[f64], env: &mut RunEnv<'_>| {
         cape::site_release(statistic, me, seeds, aggregator_seed, noise, env)
     };
+    // Every stage after a private centre's maps the rows to clip(x − μ̂); a given centre maps
+    // every stage's.
+    let center = data
+        .input
+        .center()
+        .or_else(|| data.plan.center().and_then(CapeCenter::given));
+    let centred = center.map(|mu| centred_rows(data.xt, mu, data.neighbours));
+    let xt = centred.as_ref().unwrap_or(data.xt);
     match (data.plan, data.domain, data.input) {
-        (Plan::Pca { .. }, _, StageInput::Step { c, q }) => {
+        (Plan::Pca { .. }, _, StageInput::CenterSum { .. }) => {
+            let statistic = CapeCenter::statistic(data.xt, data.d, data.neighbours).map_err(violation)?;
+            release(&statistic, &mut env)
+        }
+        (Plan::Pca { .. }, _, StageInput::Step { c, q, .. }) => {
             let norms: Vec<f64> = xt.column_iter().map(|x| x.norm()).collect();
             release(&[score(&norms, *c, *q, data.d)], &mut env)
         }
-        (Plan::Pca { .. }, _, StageInput::Clipped { c }) => {
+        (Plan::Pca { .. }, _, StageInput::Clipped { c, .. }) => {
             release(&site_statistic(&clip_rows(xt, *c)), &mut env)
         }
         (Plan::Pca { .. }, _, _) => release(&site_statistic(xt), &mut env),
@@ -408,6 +501,15 @@ fn stage_release(
         _ => return Err(violation("no data for this stage")),
     }
     .map_err(violation)
+}
+
+/// The rows mapped by the centre μ̂: clip(x − μ̂) to β and α for every row.
+fn centred_rows(xt: &Matrix, mu: &[f64], neighbours: &Neighbours) -> Matrix {
+    let (beta, alpha) = match *neighbours {
+        Neighbours::ReplaceOne { beta, alpha } | Neighbours::AddRemove { beta, alpha } => (beta, alpha),
+        Neighbours::Entry { u } => (u, f64::INFINITY),
+    };
+    recentre(xt, &Vector::from_column_slice(mu), beta, alpha)
 }
 
 /// What the ledger kept of this study (the site restarted): every release sent, each checked
@@ -488,6 +590,10 @@ pub(crate) async fn follow(run: SiteRun<'_>) -> Result<(), Failure> {
     if let Some(clip) = plan.clip() {
         clip.check(&neighbours, view.n_features)
             .map_err(Failure::Refused)?;
+    }
+    if let Some(center) = plan.center() {
+        center.check(view.n_features).map_err(Failure::Refused)?;
+        CapeCenter::sensitivity(&neighbours).map_err(Failure::Refused)?;
     }
     // The pair-noise keys derive from the session seed kept in the ledger (the same keys after
     // a restart); the noise is drawn from the operating system.
@@ -652,13 +758,20 @@ impl CapeSite<'_> {
         // What this stage releases, from the study's public shape: the packed statistic's
         // length, and its public input (cape_agn's W in stage 2; a clip step's [c, q]; the clip
         // norm of the Gram stage after a clip).
-        let input = stage_input(&self.plan, stage, d, task.len, self.charged, task.input.clone())
-            .map_err(violation)?;
+        let input = stage_input(
+            &self.plan,
+            (stage, d),
+            (task.len, self.charged),
+            &self.neighbours,
+            task.input.clone(),
+        )
+        .map_err(violation)?;
         let delta = self.plan.sensitivity(&self.neighbours, d, stage, &input);
+        let center_share = self.plan.center().and_then(CapeCenter::share);
         let share = stage_share(
             view.cost_rho,
             self.plan.stages() as usize,
-            self.plan.clip(),
+            (center_share, self.plan.clip()),
             stage,
         )
         .ok_or_else(|| violation(format!("stage {stage} does not fit the study")))?;
@@ -705,6 +818,7 @@ impl CapeSite<'_> {
         }
         let data = StageData {
             plan: &self.plan,
+            neighbours: &self.neighbours,
             d: view.n_features,
             xt: &prepared.records.xt,
             domain: self.domain.as_ref(),

@@ -33,6 +33,7 @@ fn study() -> (SiteStudyView, CapePlan) {
         stages: vec![config.noise.sensitivity],
         rho: charged,
         clip: None,
+        center: None,
     };
     let view = SiteStudyView {
         study_id: uuid::Uuid::nil(),
@@ -191,4 +192,90 @@ fn a_stage_confirmed_for_another_roster_is_refused() {
             .is_err(),
         "site 2 alone confirmed its transcript"
     );
+}
+
+/// A `cape_pca` plan with a private centre and a clip, as a site reads it.
+fn centred_plan(neighbours: &Neighbours) -> Plan {
+    let clip =
+        CapeClip::configure(crate::algorithms::power_clip::ClipAsk::Auto, 0.01, neighbours, 4).unwrap();
+    Plan::Pca {
+        pair_ratio: 1.0,
+        clip: Some(clip),
+        center: Some(CapeCenter::Private { share: 0.1 }),
+    }
+}
+
+#[test]
+fn a_centred_studys_stages_carry_what_the_plan_says() {
+    let d = 4;
+    let neighbours = Neighbours::ReplaceOne {
+        beta: 1.0,
+        alpha: 2.0,
+    };
+    let plan = centred_plan(&neighbours);
+    assert_eq!(plan.stages(), 1 + 8 + 1);
+    let b64 = |v: &[f64]| Some((wire::f64s_to_b64(v), 1, v.len()));
+    let input = |stage, len, given| stage_input(&plan, (stage, d), (len, true), &neighbours, given);
+    // Stage 1: the centre's, d values and no input.
+    assert!(matches!(input(1, d, None), Ok(StageInput::CenterSum { len: 4 })));
+    assert!(input(1, d + 1, None).is_err());
+    assert!(input(1, d, b64(&[0.5, 0.5])).is_err());
+    // A clip step: [c, q] then μ̂; without μ̂, or with a non-finite one, refused.
+    let mu = [0.1, -0.2, 0.0, 0.3];
+    let step = [[0.5, 0.5].as_slice(), &mu].concat();
+    match input(2, 1, b64(&step)) {
+        Ok(StageInput::Step { c, q, center }) => {
+            assert_eq!((c, q, center.as_deref()), (0.5, 0.5, Some(mu.as_slice())));
+        }
+        other => panic!("a step: {}", other.is_ok()),
+    }
+    assert!(input(2, 1, b64(&[0.5, 0.5])).is_err());
+    let bad = [[0.5, 0.5].as_slice(), &[f64::NAN, 0.0, 0.0, 0.0]].concat();
+    assert!(input(2, 1, b64(&bad)).is_err());
+    // The Gram stage: [c] then μ̂; its text (what the transcript hashes) covers μ̂.
+    let gram = [[0.5].as_slice(), &mu].concat();
+    let clipped = input(10, d * (d + 1) / 2, b64(&gram)).unwrap();
+    assert_eq!(clipped.center(), Some(mu.as_slice()));
+    let other = [[0.5].as_slice(), &[0.1, -0.2, 0.0, 0.4]].concat();
+    let shifted = input(10, d * (d + 1) / 2, b64(&other)).unwrap();
+    assert_ne!(clipped.text(), shifted.text());
+    // Its sensitivities: 2β for the centre's sum, the Gram's at c.
+    let sum = input(1, d, None).unwrap();
+    assert_eq!(plan.sensitivity(&neighbours, d, 1, &sum), 2.0);
+    // Under add_remove the centre's stage carries d + 1 values (the sum and β·n).
+    let add_remove = Neighbours::AddRemove {
+        beta: 1.0,
+        alpha: 2.0,
+    };
+    let plan = centred_plan(&add_remove);
+    assert!(matches!(
+        stage_input(&plan, (1, d), (d + 1, true), &add_remove, None),
+        Ok(StageInput::CenterSum { len: 5 })
+    ));
+}
+
+#[test]
+fn the_centres_share_comes_first_and_the_gram_stage_takes_the_rest() {
+    let neighbours = Neighbours::ReplaceOne {
+        beta: 1.0,
+        alpha: 2.0,
+    };
+    let Plan::Pca { clip, .. } = centred_plan(&neighbours) else {
+        panic!("a cape_pca plan")
+    };
+    let clip = clip.unwrap();
+    let charged = 0.01;
+    let shares: Vec<f64> = (1..=10)
+        .map(|stage| stage_share(charged, 10, (Some(0.1), Some(&clip)), stage).unwrap())
+        .collect();
+    assert_eq!(shares[0], 0.001);
+    assert!(shares[1..9].iter().all(|s| (s - 0.001 / 8.0).abs() < 1e-15));
+    assert!(shares.iter().sum::<f64>() <= charged);
+    assert!(shares[9] > 0.0079);
+    // No clip: the centre's share, then the rest.
+    let two: Vec<f64> = (1..=2)
+        .map(|stage| stage_share(charged, 2, (Some(0.1), None), stage).unwrap())
+        .collect();
+    assert_eq!(two[0], 0.001);
+    assert!(two[0] + two[1] <= charged && two[1] > 0.0089);
 }
