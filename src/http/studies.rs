@@ -78,7 +78,7 @@ pub struct CreateStudy {
     pub row_l1_bound: Option<f64>,
     /// Algorithm parameters, as for jobs (`k`, `p`, `iterations`, `sensitivity`,
     /// `fraction_bits`, `max_site_samples`, `clip`; `center` and `center_share` in
-    /// `federated_power` and `cape_pca` studies).
+    /// `federated_power`, `cape_pca` and `gossip_power` studies).
     #[serde(default)]
     #[schema(value_type = Object)]
     pub params: serde_json::Value,

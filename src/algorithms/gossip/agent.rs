@@ -30,6 +30,7 @@ use super::power::{
     GossipPowerConfig, GossipPowerParams, MESSAGE_RELEASE, UPDATE_RELEASE, message_sensitivity,
     update_sensitivity,
 };
+use crate::algorithms::centering::CenterConfig;
 use crate::algorithms::{Algorithm, ConfigError, Output, RunEnv, RunError};
 use crate::dataset::DataContext;
 use crate::linalg::clip::clip_rows_l2;
@@ -199,6 +200,22 @@ impl Agent {
             local_max: 0.0,
             iterations_done: 0,
         })
+    }
+
+    /// Before the first exchange: maps the block's rows by the study's centre
+    /// ([`super::center`]): the given vector's entries, or the private mean of the block drawn
+    /// through `env`, then clip(x_i − μ̂_i) at β_i = β·√(d_i/d).
+    pub fn centre(&mut self, center: &CenterConfig, env: &mut RunEnv<'_>) -> Result<(), RunError> {
+        if self.step != 0 {
+            return Err(RunError::Failed(
+                "the block is centred before the first exchange only".into(),
+            ));
+        }
+        let features = &self.config.partition[self.index];
+        let beta_i = self.beta * (features.len() as f64 / self.d as f64).sqrt();
+        let mu = super::center::block_centre(center, features, &self.block, beta_i, env)?;
+        self.block = super::center::centre_block(&self.block, &mu, beta_i);
+        Ok(())
     }
 
     /// The agents whose values this agent mixes (W_ij > 0, j ≠ i), ascending.

@@ -3,5 +3,6 @@
 //! agents' network, mixing matrices and average consensus ([`graph`]).
 
 pub mod agent;
+pub mod center;
 pub mod graph;
 pub mod power;

@@ -11,6 +11,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use crate::algorithms::ConfigError;
+use crate::algorithms::centering::{self, CenterConfig};
 use crate::algorithms::gossip::agent::{Exchange, assemble, configure_blocks, schedule};
 use crate::algorithms::gossip::power::{GossipPowerConfig, GossipPowerParams, cost_of};
 use crate::dataset::DataContext;
@@ -19,7 +20,7 @@ use crate::federation::transcript;
 use crate::federation::wire;
 use crate::linalg::Matrix;
 use crate::privacy::PrivacyTarget;
-use crate::protocols::{PlanError, StudyPlan, StudyTerms, parse_params, refuse_center};
+use crate::protocols::{PlanError, StudyPlan, StudyTerms, parse_params, take_center};
 use crate::store::StudyStatus;
 use crate::studies::live::{Effect, Live, LiveError, Protocol, Stage};
 
@@ -34,23 +35,58 @@ pub struct GossipStudyConfig {
     /// n_features of each site, in site order (blocks of contiguous features).
     pub blocks: Vec<usize>,
     pub gossip: GossipPowerConfig,
+    /// The study's centre (`params.center`): each agent's block is centred before its first
+    /// exchange ([`crate::algorithms::gossip::center`]); `None`: rows as they are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub center: Option<CenterConfig>,
 }
 
 impl GossipStudyConfig {
-    /// The configuration for these parameters and blocks on the study's public terms.
+    /// The configuration for these parameters and blocks on the study's public terms: a
+    /// private centre takes its share of ρ first (as a central job's), the exchanges the rest.
     pub fn derive(
         params: serde_json::Value,
         blocks: Vec<usize>,
         context: &DataContext,
         target: &PrivacyTarget,
     ) -> Result<GossipStudyConfig, ConfigError> {
-        let parsed: GossipPowerParams = parse_params(params.clone())?;
-        let gossip = configure_blocks(parsed, &blocks, context, target)?;
+        let mut rest = params.clone();
+        let center = take_center(&mut rest, context)
+            .map_err(|e| match e {
+                PlanError::Config(e) => e,
+                other => ConfigError::invalid("params.center", other.to_string()),
+            })?
+            .map(|request| centering::configure(request, context, target.rho))
+            .transpose()?;
+        let spent = center.as_ref().map_or(0.0, |c| c.cost().rho);
+        let mut after = *target;
+        if spent > 0.0 {
+            after.rho = target.rho - spent;
+            while spent + after.rho > target.rho {
+                after.rho = after.rho.next_down();
+            }
+            if !(after.rho > 0.0) {
+                return Err(ConfigError::invalid(
+                    "params.center_share",
+                    "must leave part of ρ to the exchanges",
+                ));
+            }
+        }
+        let parsed: GossipPowerParams = parse_params(rest)?;
+        let gossip = configure_blocks(parsed, &blocks, context, &after)?;
         Ok(GossipStudyConfig {
             params,
             blocks,
             gossip,
+            center,
         })
+    }
+
+    /// What every agent is charged: the centre's ρ_c and the exchanges' cost.
+    pub fn cost(&self) -> f64 {
+        let job = &self.gossip;
+        let exchanges = cost_of(job.iterations, job.message_multiplier, job.update_multiplier);
+        self.center.as_ref().map_or(0.0, |c| c.cost().rho) + exchanges
     }
 }
 
@@ -85,11 +121,7 @@ impl GossipPlan {
 }
 
 /// Plans a `gossip_power` study: every site states its block (`sites[i].n_features`).
-pub(crate) fn plan_gossip(
-    mut params: serde_json::Value,
-    terms: &StudyTerms<'_>,
-) -> Result<StudyPlan, PlanError> {
-    refuse_center(&mut params, terms.context, "gossip_power")?;
+pub(crate) fn plan_gossip(params: serde_json::Value, terms: &StudyTerms<'_>) -> Result<StudyPlan, PlanError> {
     let mut blocks = Vec::with_capacity(terms.site_features.len());
     for (i, features) in terms.site_features.iter().enumerate() {
         blocks.push(features.ok_or_else(|| {
@@ -101,7 +133,7 @@ pub(crate) fn plan_gossip(
     }
     let config = GossipStudyConfig::derive(params, blocks, terms.context, terms.target)?;
     let job = &config.gossip;
-    let rho = cost_of(job.iterations, job.message_multiplier, job.update_multiplier);
+    let rho = config.cost();
     Ok(StudyPlan {
         config: serde_json::to_value(&config)?,
         rounds: job.iterations,

@@ -14,6 +14,7 @@ use crate::algorithms::gossip::power::simulate;
 use crate::algorithms::testing::{RO, ctx, spiked_records, target, with_audited_env};
 use crate::algorithms::{DataInput, RunEnv};
 use crate::federation::messages::JoinRequest;
+use crate::linalg::Matrix;
 use crate::protocols::{StudyAlgorithm, StudyTerms};
 
 const SIZES: [usize; 3] = [2, 3, 3];
@@ -231,4 +232,49 @@ fn a_silent_agent_fails_the_study_at_the_deadline_and_a_wrong_length_is_refused(
         "{effects:?}"
     );
     assert!(live.is_finished());
+}
+
+#[test]
+fn a_centred_gossip_study_spends_its_centre_share_first() {
+    let c = ctx(8, None, RO);
+    let blocks = SIZES.to_vec();
+    let params = json!({"k": 1, "graph": "path", "iterations": 2, "center": "private"});
+    let config = GossipStudyConfig::derive(params.clone(), blocks.clone(), &c, &target(5.0)).unwrap();
+    let center = config.center.as_ref().expect("a private centre");
+    assert!((center.cost().rho - 0.5).abs() < 1e-12, "10 % of ρ = 5");
+    let total = config.cost();
+    assert!(total <= 5.0 && total > 4.999, "{total}");
+    // The parameters are kept as given: a site derives the same configuration from them.
+    assert_eq!(config.params, params);
+    let again = GossipStudyConfig::derive(params, blocks.clone(), &c, &target(5.0)).unwrap();
+    assert_eq!(again, config);
+    // Without a centre nothing changes from before; a share that leaves nothing is refused.
+    let plain = GossipStudyConfig::derive(
+        json!({"k": 1, "graph": "path", "iterations": 2}),
+        blocks.clone(),
+        &c,
+        &target(5.0),
+    )
+    .unwrap();
+    assert!(plain.center.is_none());
+    let bad = json!({"k": 1, "center": "private", "center_share": 1.5});
+    let err = GossipStudyConfig::derive(bad, blocks, &c, &target(5.0)).unwrap_err();
+    assert!(err.to_string().contains("center_share"), "{err}");
+}
+
+#[test]
+fn a_centred_agent_draws_its_block_mean_once() {
+    let c = ctx(8, None, RO);
+    let params = json!({"k": 1, "graph": "path", "iterations": 2, "center": "private"});
+    let config = GossipStudyConfig::derive(params, SIZES.to_vec(), &c, &target(5.0)).unwrap();
+    let block = Matrix::from_fn(2, N, |i, j| 0.2 + 0.01 * ((i + j) % 7) as f64);
+    let mut agent = Agent::new(&config.gossip, 0, block, 1.0, 8).unwrap();
+    let center = config.center.clone().unwrap();
+    let (done, audit) = with_audited_env(3, |env| agent.centre(&center, env));
+    assert!(done.is_ok(), "{done:?}");
+    assert_eq!(audit.draws.len(), 1, "one draw: the block's noisy sum");
+    assert_eq!(
+        audit.draws[0].label,
+        crate::algorithms::gossip::center::SUM_RELEASE
+    );
 }

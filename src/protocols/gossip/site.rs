@@ -26,9 +26,10 @@ use rand_chacha::ChaCha20Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::algorithms::RunEnv;
+use crate::algorithms::centering::CenterConfig;
 use crate::algorithms::federated_power::study_context;
 use crate::algorithms::gossip::agent::{Agent, schedule};
-use crate::algorithms::gossip::power::{GossipPowerConfig, cost_of};
+use crate::algorithms::gossip::power::GossipPowerConfig;
 use crate::federation::messages::{ConfirmRequest, GossipPostRequest, GossipValue, SiteStudyView, SiteTask};
 use crate::federation::wire;
 use crate::linalg::Matrix;
@@ -83,8 +84,7 @@ pub(crate) fn checked_config(view: &SiteStudyView) -> Result<(GossipStudyConfig,
                 .into(),
         );
     }
-    let job = &own.gossip;
-    let cost = cost_of(job.iterations, job.message_multiplier, job.update_multiplier);
+    let cost = own.cost();
     if !(cost <= view.cost_rho) {
         return Err(format!(
             "the noise costs ρ = {cost:e}, more than the ρ = {:e} charged",
@@ -139,6 +139,23 @@ pub(crate) fn exchange_rng(seed: [u8; 32], step: u32) -> ChaCha20Rng {
     let mut rng = ChaCha20Rng::from_seed(seed);
     rng.set_stream(EXCHANGE_STREAMS + u64::from(step));
     rng
+}
+
+/// The ChaCha20 stream of a private centre's draw: one below the exchanges', so that a
+/// restarted agent centres its block as it did before (the draw is the same, not a fresh one).
+const CENTER_STREAM: u64 = EXCHANGE_STREAMS - 1;
+
+/// Centres the agent's block by the study's centre ([`Agent::centre`]), a private mean drawn
+/// from the session seed's centre stream. Called once, before the first exchange, after the
+/// ledger is charged.
+fn centre(agent: &mut Agent, center: &CenterConfig, seed: [u8; 32]) -> Result<(), Failure> {
+    let mut rng = ChaCha20Rng::from_seed(seed);
+    rng.set_stream(CENTER_STREAM);
+    let mut never = |_: u32, _: u32| Ok(());
+    let mut env = RunEnv::new(&mut rng, &mut never);
+    agent
+        .centre(center, &mut env)
+        .map_err(|e| Failure::Refused(format!("cannot centre this agent's block: {e}")))
 }
 
 /// One exchange of this agent: the relayed values decoded and mixed ([`Agent::advance`] checks
@@ -228,7 +245,7 @@ pub(crate) async fn follow(run: SiteRun<'_>) -> Result<(), Failure> {
     }
     let mut roster = RosterGuard::new(prepared.expected_roster);
     let mut confirmed = consistency::restore(store, view, &mut roster, &signer).await?;
-    let mut exchanges = Exchanges::resume(run, job, agent, seed).await?;
+    let mut exchanges = Exchanges::resume(run, (job, config.center.clone()), agent, seed).await?;
     let wait = Duration::from_secs(args.wait_seconds);
     let path = format!("/v1/site/task?wait_ms={}", wait.as_millis());
     let mut witness = StudyWitness::open(&args.ledger, view.study_id, args.ledger_key.as_deref())?;
@@ -294,6 +311,8 @@ struct Exchanges<'a> {
     run: SiteRun<'a>,
     iterations: u32,
     agent: Agent,
+    /// The study's centre, until the block is centred (before the first exchange).
+    center: Option<CenterConfig>,
     seed: [u8; 32],
     steps: u32,
     charged: bool,
@@ -306,7 +325,7 @@ impl<'a> Exchanges<'a> {
     /// every exchange sent, computed again from its kept inputs.
     async fn resume(
         run: SiteRun<'a>,
-        job: &GossipPowerConfig,
+        (job, mut center): (&GossipPowerConfig, Option<CenterConfig>),
         mut agent: Agent,
         seed: [u8; 32],
     ) -> Result<Exchanges<'a>, Failure> {
@@ -321,6 +340,16 @@ impl<'a> Exchanges<'a> {
             .site_messages(study, SiteMessageKind::Contribution)
             .await
             .map_err(ledger_failure)?;
+        // Exchanges were sent: the ledger was charged before the first, and the block was
+        // centred then; it is centred again alike (the same draw) before they are replayed.
+        if !kept.is_empty()
+            && let Some(center) = center.take()
+        {
+            if !charged {
+                return Err(ledger_failure("it keeps exchanges but no charge"));
+            }
+            centre(&mut agent, &center, seed)?;
+        }
         let sent = replay(&mut agent, seed, &kept)?;
         if let Some((step, _)) = &sent {
             progress(&format!(
@@ -331,6 +360,7 @@ impl<'a> Exchanges<'a> {
             run,
             iterations: job.iterations,
             agent,
+            center,
             seed,
             steps,
             charged,
@@ -387,6 +417,9 @@ impl<'a> Exchanges<'a> {
         if !self.charged {
             charge_ledger(args, store, budget, prepared).await?;
             self.charged = true;
+        }
+        if let Some(center) = self.center.take() {
+            centre(agent, &center, self.seed)?;
         }
         let before = agent.iterations_done();
         let value = exchange(agent, self.seed, step, &inputs)?;
