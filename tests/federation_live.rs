@@ -589,7 +589,7 @@ async fn centred_study_matches_the_central_job(
     let mean: Vec<f64> = (0..d)
         .map(|j| rows.iter().map(|r| r[j]).sum::<f64>() / rows.len() as f64)
         .collect();
-    let body = |run: usize, center: &str| {
+    let body = |run: usize, center: Value| {
         json!({
             "name": format!("centre {run}"),
             "algorithm": algorithm,
@@ -609,7 +609,7 @@ async fn centred_study_matches_the_central_job(
             &server,
             &key,
             dir.path(),
-            body(run, "private"),
+            body(run, json!("private")),
             &shards,
             "centre",
             &format!("centre-{run}"),
@@ -637,20 +637,24 @@ async fn centred_study_matches_the_central_job(
         assert!(clip.is_some(), "{result}");
         live.push(energy(&shifted, &result["basis"]));
     }
-    let (id, _) = run_study(
-        &server,
-        &key,
-        dir.path(),
-        body(runs, "none"),
-        &shards,
-        "centre",
-        "uncentred",
-        100.0,
-    )
-    .await;
-    let (_, result) = succeeded_study(&server, &key, &id).await;
+    let other = |run: usize, center: Value, log: &'static str| {
+        let body = body(run, center);
+        let (server, key, dir, shards) = (&server, &key, dir.path(), &shards);
+        async move {
+            let (id, _) = run_study(server, key, dir, body, shards, "centre", log, 100.0).await;
+            succeeded_study(server, key, &id).await.1
+        }
+    };
+    let result = other(runs, json!("none"), "uncentred").await;
     assert!(result.get("center").is_none(), "{result}");
     let uncentred = energy(&shifted, &result["basis"]);
+    // A given (public) centre: no centre's round or stage; the sites map their rows by it.
+    let result = other(runs + 1, json!(mean), "given").await;
+    let given = energy(&shifted, &result["basis"]);
+    assert!(
+        given > uncentred + 0.1,
+        "given centre {given:.4} vs uncentred {uncentred:.4}"
+    );
 
     let dataset_id = pooled(&server, &key, &rows, 1.0).await;
     let mut central = Vec::new();
@@ -668,7 +672,7 @@ async fn centred_study_matches_the_central_job(
     let (live_mean, central_mean) = (mean_of(&live), mean_of(&central));
     eprintln!(
         "ρ = {rho}: live {algorithm}, centre private {live_mean:.4} ({live:.3?}); central {central_algorithm}, \
-         centre private {central_mean:.4} ({central:.3?}); live uncentred {uncentred:.4}"
+         centre private {central_mean:.4} ({central:.3?}); live uncentred {uncentred:.4}, given centre {given:.4}"
     );
     assert!(
         live_mean >= central_mean - 0.03,

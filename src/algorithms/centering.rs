@@ -289,7 +289,8 @@ impl CenterConfig {
         }
     }
 
-    /// Centres the records (d×n, one per column) and clips them again to β and α.
+    /// Centres the records (d×n, one per column) and clips them again to β and α; a private
+    /// mean is recorded as the release `center`.
     pub fn apply<'a>(
         &self,
         xt: impl Into<Records<'a>>,
@@ -299,6 +300,11 @@ impl CenterConfig {
         let xt = xt.into();
         let (beta, alpha) = bounds(ctx).map_err(|e| RunError::Failed(e.to_string()))?;
         let mu = self.centre(xt, ctx, env)?;
+        // The private mean is a DP release: the job's `released.center` shows it, so that new
+        // rows can be centred as the basis was computed.
+        if matches!(self, CenterConfig::Private { .. }) {
+            env.record_release("center", mu.iter().copied().collect::<Vec<f64>>());
+        }
         Ok(recentre(xt, &mu, beta, alpha))
     }
 }

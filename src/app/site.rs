@@ -29,6 +29,11 @@ impl From<HubError> for AppError {
             HubError::NotLive => AppError::conflict(
                 "the study is not running in this coordinator (it has finished, or the coordinator restarted)",
             ),
+            HubError::Reloading => AppError::new(
+                ErrorKind::Unavailable,
+                "the study's state is being taken up again from the database after a failed write; retry shortly",
+            )
+            .retry_after(1),
             HubError::HeldElsewhere => AppError::new(
                 ErrorKind::Unavailable,
                 "the study is driven by another replica; retry (behind a gateway the retry may reach it)",

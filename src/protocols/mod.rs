@@ -307,23 +307,6 @@ pub(crate) fn take_center(params: &mut Value, ctx: &DataContext) -> Result<Optio
     Ok(centering::request(center, share, ctx)?)
 }
 
-/// Removes `center` and `center_share` from the parameters of a study whose protocol has no
-/// private centre yet: `"none"` passes, anything else is refused with a 400 that says where it
-/// is taken (docs/design/federation.md, "Private centring in studies").
-pub(crate) fn refuse_center(params: &mut Value, ctx: &DataContext, algorithm: &str) -> Result<(), PlanError> {
-    if take_center(params, ctx)?.is_some() {
-        return Err(ConfigError::invalid(
-            "params.center",
-            format!(
-                "{algorithm} studies do not centre yet: use \"none\" or leave it out (federated_power \
-                 studies and central jobs take \"private\" or a given centre)"
-            ),
-        )
-        .into());
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 #[path = "tests.rs"]
 mod tests;

@@ -97,3 +97,55 @@ async fn a_replica_that_loses_its_lease_stops_driving_at_once() {
         .expect("c drives the study");
     assert_eq!(hub_c.renew_leases().await, 0);
 }
+
+/// A write of the study's state fails (here: a restarted process under the same replica name
+/// claimed the study, so the old claim's write is fenced): the entry in memory stops, a long
+/// poll waiting on it is told to retry (`Reloading`, a 503 over HTTP) rather than that the
+/// study is gone, and the next request takes the study up again from the database.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_write_makes_waiting_polls_retry_and_the_next_request_takes_the_study_up() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let url = testing::fresh_database_url(dir.path()).await;
+    let a = testing::replica_store(&url, dir.path(), "replica-a").await;
+    let id = testing::small_study(&a, 3).await;
+    let (record, sites) = a.get_study_any(id).await.expect("read").expect("study");
+    let hub = StudyHub::new(a.clone());
+    hub.open(&record, &sites, Protocol::Power(super::durable::tests::config()));
+    let kept = async {
+        while a.load_study_state(id).await.expect("read").is_none() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), kept)
+        .await
+        .expect("the first snapshot is kept");
+    let mut rng = ChaCha20Rng::seed_from_u64(5);
+    hub.join(id, 1, Some(5), join_request(id, 1, &mut rng))
+        .await
+        .expect("the hub drives the study");
+    // Site 2 waits for a task: none comes before enrolment ends.
+    let waiting = {
+        let hub = hub.clone();
+        tokio::spawn(async move { hub.task(id, 3, Duration::from_secs(20)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let restarted = testing::replica_store(&url, dir.path(), "replica-a").await;
+    assert!(restarted.claim_study(id).await.expect("claim").is_some());
+    let refused = hub.join(id, 2, Some(5), join_request(id, 2, &mut rng)).await;
+    assert!(
+        matches!(refused, Err(HubError::Store(StoreError::StudyLeaseLost(_)))),
+        "{refused:?}"
+    );
+    let polled = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("the poll ends at once")
+        .expect("the poll's task");
+    assert!(matches!(polled, Err(HubError::Reloading)), "{polled:?}");
+    // The retry: the study is taken up again from what the database kept (site 1's join).
+    hub.join(id, 2, Some(5), join_request(id, 2, &mut rng))
+        .await
+        .expect("taken up again and joined");
+    let (_, sites) = a.get_study_any(id).await.expect("read").expect("study");
+    assert_eq!(sites[0].status, SiteStatus::Joined);
+    assert_eq!(sites[1].status, SiteStatus::Joined);
+}

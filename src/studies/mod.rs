@@ -118,6 +118,12 @@ pub enum HubError {
     Live(#[from] LiveError),
     #[error("the study is not live in this coordinator")]
     NotLive,
+    /// A write of the study's state failed (a transient store error, or its lease was taken
+    /// over): the entry in memory is dropped, and the next request takes the study up again
+    /// from what the database kept. Messages it held but never kept were never acknowledged,
+    /// so the request is worth retrying.
+    #[error("the study's state is being taken up again from the database")]
+    Reloading,
     /// Another replica drives the study under a live lease: this one may serve it once that
     /// lease runs out (or never, if the other keeps it), so the request is worth retrying,
     /// possibly at another replica.
@@ -327,7 +333,7 @@ impl StudyHub {
         if entry.is_dead() {
             // A journal write before this one failed: the live state holds messages that were
             // never kept, so it must not be kept either.
-            return Err(HubError::NotLive);
+            return Err(HubError::Reloading);
         }
         let (pending, accepted) = entry.take_pending();
         let kept = StudySnapshot {
@@ -357,7 +363,7 @@ impl StudyHub {
         let text = serde_json::to_string(&step).map_err(StoreError::from)?;
         let _writing = entry.writer.lock().await;
         if entry.is_dead() {
-            return Err(HubError::NotLive);
+            return Err(HubError::Reloading);
         }
         let (mut pending, accepted) = entry.take_pending();
         pending.push(text);
@@ -729,7 +735,7 @@ impl StudyHub {
         }
         if entry.is_dead() {
             // The write that held this entry failed: it was never kept.
-            return Err(HubError::NotLive);
+            return Err(HubError::Reloading);
         }
         let (pending, accepted) = entry.take_pending();
         match self.store.append_study_journal(entry.lease, &pending).await {
@@ -787,7 +793,7 @@ impl StudyHub {
         let until = tokio::time::Instant::now() + wait;
         loop {
             if entry.is_dead() {
-                return Err(HubError::NotLive);
+                return Err(HubError::Reloading);
             }
             let task = entry.live.lock().await.task(site);
             if !matches!(task, SiteTask::Wait { .. }) {

@@ -24,7 +24,14 @@ async fn private_centering_is_charged_within_the_requested_rho() {
         (budget["spent"]["rho"].as_f64().unwrap() - 0.5).abs() < 1e-9,
         "{budget}"
     );
-    assert_eq!(t.result(&done).await["n_components"], 2);
+    let result = t.result(&done).await;
+    assert_eq!(result["n_components"], 2);
+    // The private mean it centred by is returned: d finite numbers.
+    let released = result["released"]["center"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no released centre in {result}"));
+    assert_eq!(released.len(), 4, "{result}");
+    assert!(released.iter().all(|v| v.as_f64().is_some_and(f64::is_finite)));
 }
 
 #[tokio::test]

@@ -189,6 +189,33 @@ async fn seed_commitments_reveals_and_share_boxes_are_checked() {
         doc["detail"].as_str().unwrap().contains("graph neighbour"),
         "{doc}"
     );
+    // Once the rounds run the reveals are no longer kept: a repeat that opens the site's
+    // commitment is the share that arrived; other bytes are another share, a conflict.
+    for site in &mut sites {
+        site.step(&app).await;
+    }
+    assert_eq!(next_task(&app, &tokens[0]).await["task"], "contribute");
+    let doc = app
+        .post("/v1/site/seed", &tokens[0], json!({ "reveal": own }))
+        .await
+        .problem(409);
+    assert!(
+        doc["type"].as_str().unwrap().ends_with("already-received"),
+        "{doc}"
+    );
+    let doc = app
+        .post(
+            "/v1/site/seed",
+            &tokens[0],
+            json!({"reveal": wire::encode(&[7u8; 32])}),
+        )
+        .await
+        .problem(409);
+    assert!(
+        !doc["type"].as_str().unwrap().ends_with("already-received"),
+        "{doc}"
+    );
+    assert!(doc["detail"].as_str().unwrap().contains("another share"), "{doc}");
     let finals = run_sites(&app, &mut sites).await;
     assert!(
         finals

@@ -548,7 +548,7 @@ async fn bad_studies_are_refused_with_clear_problems() {
             "params.center_share",
         ),
         (
-            json!({"algorithm": "cape_agn", "params": {"k": 2, "center": "private"}}),
+            json!({"algorithm": "cape_agn", "params": {"k": 2, "model": "mog", "sigma2": 0.05, "center": "private"}}),
             "params.center",
         ),
         (

@@ -23,9 +23,7 @@ use crate::federation::crypto::Seed;
 use crate::federation::messages::{CapePeer, SiteSignature, SiteTask};
 use crate::federation::transcript;
 use crate::federation::wire;
-use crate::protocols::{
-    PlanError, StudyPlan, StudyTerms, parse_params, refuse_center, take_center, take_clip,
-};
+use crate::protocols::{PlanError, StudyPlan, StudyTerms, parse_params, take_center, take_clip};
 use crate::store::StudyStatus;
 use crate::studies::live::{Effect, Live, LiveError, Protocol, Stage, report_value};
 
@@ -247,7 +245,8 @@ pub(crate) fn plan_agn(
         )
         .into());
     }
-    refuse_center(&mut params, terms.context, "cape_agn")?;
+    // Like a central cape_agn job, a study takes `center: "none"` only: its parameters carry
+    // `center`, and `configure` refuses any other value (the moment models are about raw moments).
     let mut parsed: CapeAgnParams = parse_params(params)?;
     parsed.sites = Some(terms.sites);
     let pair_ratio = parsed.pair_ratio.unwrap_or(cape::DEFAULT_PAIR_RATIO);

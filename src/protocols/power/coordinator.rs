@@ -446,9 +446,18 @@ impl Live {
         let sharing = match &mut self.stage {
             Stage::Sharing(sharing) => sharing,
             Stage::Running(running) if running.graph.is_some() && running.senders.contains(&site) => {
-                return Err(LiveError::AlreadyReceived(
-                    "this site's share of the graph seed already arrived".into(),
-                ));
+                // The reveals are not kept past the key exchange; the commitment binds the
+                // site to one share, so a repeat that opens it is the share that arrived.
+                let opens = running
+                    .participants
+                    .iter()
+                    .find(|p| p.index == site)
+                    .is_some_and(|p| seed::open(study, p, reveal).is_ok());
+                return Err(if opens {
+                    LiveError::AlreadyReceived("this site's share of the graph seed already arrived".into())
+                } else {
+                    LiveError::Conflict("this site already revealed another share of the graph seed".into())
+                });
             }
             _ => {
                 return Err(LiveError::Conflict(
