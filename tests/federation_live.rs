@@ -53,6 +53,21 @@ fn write_shards(dir: &Path, prefix: &str, rows: &[Vec<f64>], per: usize) -> Vec<
         .collect()
 }
 
+/// Consecutive shards of `rows` of the given `sizes`, written as `<dir>/<prefix>-i.csv`.
+fn unequal_shards(dir: &Path, prefix: &str, rows: &[Vec<f64>], sizes: &[usize]) -> Vec<PathBuf> {
+    let mut start = 0;
+    sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &size)| {
+            let path = dir.join(format!("{prefix}-{i}.csv"));
+            std::fs::write(&path, to_csv(&rows[start..start + size])).unwrap();
+            start += size;
+            path
+        })
+        .collect()
+}
+
 /// Waits for every site to exit 0 within `limit` (each), or fails with every log.
 fn wait_all_ok(children: &mut [Child], limit: Duration, logs_paths: &[PathBuf], what: &str) {
     for child in children {
@@ -434,14 +449,7 @@ async fn cape_pca_at_its_defaults_over_three_unequal_sites_matches_central_auto(
     let dir = tempfile::tempdir().unwrap();
     let (server, key) = start_server(dir.path()).await;
     let rows = spread_rows(7000, 20, 11);
-    let mut shards = Vec::new();
-    let mut start = 0;
-    for (i, size) in [1000, 2000, 4000].into_iter().enumerate() {
-        let path = dir.path().join(format!("cape-shard-{i}.csv"));
-        std::fs::write(&path, to_csv(&rows[start..start + size])).unwrap();
-        shards.push(path);
-        start += size;
-    }
+    let shards = unequal_shards(dir.path(), "cape-shard", &rows, &[1000, 2000, 4000]);
     let runs = 8;
     let mut live = Vec::new();
     let mut clips = Vec::new();
@@ -578,14 +586,7 @@ async fn centred_study_matches_the_central_job(
     let d = 20;
     let rows = offset_rows(3000, d, 23);
     let shifted = centred(&rows);
-    let mut shards = Vec::new();
-    let mut start = 0;
-    for (i, size) in [1800, 900, 300].into_iter().enumerate() {
-        let path = dir.path().join(format!("centre-shard-{i}.csv"));
-        std::fs::write(&path, to_csv(&rows[start..start + size])).unwrap();
-        shards.push(path);
-        start += size;
-    }
+    let shards = unequal_shards(dir.path(), "centre-shard", &rows, &[1800, 900, 300]);
     let mean: Vec<f64> = (0..d)
         .map(|j| rows.iter().map(|r| r[j]).sum::<f64>() / rows.len() as f64)
         .collect();

@@ -30,8 +30,8 @@ use crate::dataset::Neighbours;
 use crate::federation::fixed_point::{self, FixedPoint};
 use crate::privacy::Cost;
 
-/// Noise draws of a count are range-checked at this many sds (as the power rounds').
-const TAIL_SDS: f64 = 40.0;
+/// Noise draws are range-checked at this many sds, as the power rounds' are.
+use super::federated_power::NOISE_TAIL_SDS as TAIL_SDS;
 /// Largest fraction-bit count the counts' encoding takes (it needs far fewer: σ ≥ ~1).
 const MAX_COUNT_FRACTION_BITS: u32 = 30;
 

@@ -37,8 +37,8 @@ use crate::federation::fixed_point::{self, FixedPoint};
 use crate::linalg::Matrix;
 use crate::privacy::Cost;
 
-/// Noise draws are range-checked at this many sds (as the power rounds').
-const TAIL_SDS: f64 = 40.0;
+/// Noise draws are range-checked at this many sds, as the power rounds' are.
+use super::federated_power::NOISE_TAIL_SDS as TAIL_SDS;
 /// Largest fraction-bit count the centre's encoding takes.
 const MAX_CENTER_FRACTION_BITS: u32 = 40;
 

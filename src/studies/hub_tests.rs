@@ -28,6 +28,25 @@ fn join_request(study: Uuid, site: u32, rng: &mut ChaCha20Rng) -> JoinRequest {
     }
 }
 
+/// A small 3-site study in `store`, opened by a hub on it, once its first snapshot is kept.
+/// `open` keeps it from a spawned task: under load that task could otherwise run only after
+/// another claim, be fenced, and stop the driver before what a test is about.
+async fn opened(store: &crate::store::Store) -> (Uuid, StudyHub) {
+    let id = testing::small_study(store, 3).await;
+    let (record, sites) = store.get_study_any(id).await.expect("read").expect("study");
+    let hub = StudyHub::new(store.clone());
+    hub.open(&record, &sites, Protocol::Power(super::durable::tests::config()));
+    let kept = async {
+        while store.load_study_state(id).await.expect("read").is_none() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), kept)
+        .await
+        .expect("the first snapshot is kept");
+    (id, hub)
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_replica_that_loses_its_lease_stops_driving_at_once() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -35,21 +54,7 @@ async fn a_replica_that_loses_its_lease_stops_driving_at_once() {
     let a = testing::replica_store(&url, dir.path(), "replica-a").await;
     let b = testing::replica_store(&url, dir.path(), "replica-b").await;
     let c = testing::replica_store(&url, dir.path(), "replica-c").await;
-    let id = testing::small_study(&a, 3).await;
-    let (record, sites) = a.get_study_any(id).await.expect("read").expect("study");
-    let hub_a = StudyHub::new(a.clone());
-    hub_a.open(&record, &sites, Protocol::Power(super::durable::tests::config()));
-    // `open` keeps the first snapshot from a spawned task. Wait for it: under load that task
-    // could otherwise run only after b's claim below, be fenced, and stop a's driver before
-    // the heartbeat this test is about.
-    let kept = async {
-        while a.load_study_state(id).await.expect("read").is_none() {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(30), kept)
-        .await
-        .expect("the first snapshot is kept");
+    let (id, hub_a) = opened(&a).await;
     let mut rng = ChaCha20Rng::seed_from_u64(3);
     hub_a
         .join(id, 1, Some(5), join_request(id, 1, &mut rng))
@@ -107,18 +112,7 @@ async fn a_failed_write_makes_waiting_polls_retry_and_the_next_request_takes_the
     let dir = tempfile::tempdir().expect("tempdir");
     let url = testing::fresh_database_url(dir.path()).await;
     let a = testing::replica_store(&url, dir.path(), "replica-a").await;
-    let id = testing::small_study(&a, 3).await;
-    let (record, sites) = a.get_study_any(id).await.expect("read").expect("study");
-    let hub = StudyHub::new(a.clone());
-    hub.open(&record, &sites, Protocol::Power(super::durable::tests::config()));
-    let kept = async {
-        while a.load_study_state(id).await.expect("read").is_none() {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(30), kept)
-        .await
-        .expect("the first snapshot is kept");
+    let (id, hub) = opened(&a).await;
     let mut rng = ChaCha20Rng::seed_from_u64(5);
     hub.join(id, 1, Some(5), join_request(id, 1, &mut rng))
         .await

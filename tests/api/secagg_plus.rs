@@ -19,6 +19,11 @@ fn sparse_body(iterations: u32) -> Value {
     body
 }
 
+/// A `POST /v1/site/seed` that must be refused with `status`: its problem document.
+async fn refused_reveal(app: &TestApp, token: &str, body: Value, status: u16) -> Value {
+    app.post("/v1/site/seed", token, body).await.problem(status)
+}
+
 async fn task_of(app: &TestApp, token: &str) -> Value {
     app.get("/v1/site/task?wait_ms=0", token).await.json()
 }
@@ -107,14 +112,13 @@ async fn seed_commitments_reveals_and_share_boxes_are_checked() {
         doc["detail"].as_str().unwrap().contains("seed_commitment"),
         "{doc}"
     );
-    let doc = app
-        .post(
-            "/v1/site/seed",
-            &complete_tokens[0],
-            json!({"reveal": wire::encode(&[1u8; 32])}),
-        )
-        .await
-        .problem(409);
+    let doc = refused_reveal(
+        &app,
+        &complete_tokens[0],
+        json!({"reveal": wire::encode(&[1u8; 32])}),
+        409,
+    )
+    .await;
     assert!(doc["detail"].as_str().unwrap().contains("graph"), "{doc}");
     let _ = complete_sites.pop();
 
@@ -139,14 +143,7 @@ async fn seed_commitments_reveals_and_share_boxes_are_checked() {
     let participants: Vec<privpca::federation::messages::Participant> =
         serde_json::from_value(reveal_task["participants"].clone()).unwrap();
     // A reveal that does not open the site's commitment is refused and changes nothing.
-    let doc = app
-        .post(
-            "/v1/site/seed",
-            &tokens[0],
-            json!({"reveal": wire::encode(&[7u8; 32])}),
-        )
-        .await
-        .problem(422);
+    let doc = refused_reveal(&app, &tokens[0], json!({"reveal": wire::encode(&[7u8; 32])}), 422).await;
     assert!(doc["detail"].as_str().unwrap().contains("does not open"), "{doc}");
     assert_eq!(task_of(&app, &tokens[0]).await["task"], "reveal_seed");
     for site in &mut sites {
@@ -158,10 +155,7 @@ async fn seed_commitments_reveals_and_share_boxes_are_checked() {
         .as_array()
         .unwrap_or_else(|| panic!("{task}"));
     let own = reveals[0]["reveal"].clone();
-    let doc = app
-        .post("/v1/site/seed", &tokens[0], json!({ "reveal": own }))
-        .await
-        .problem(409);
+    let doc = refused_reveal(&app, &tokens[0], json!({ "reveal": own }), 409).await;
     assert!(
         doc["type"].as_str().unwrap().ends_with("already-received"),
         "{doc}"
@@ -195,22 +189,12 @@ async fn seed_commitments_reveals_and_share_boxes_are_checked() {
         site.step(&app).await;
     }
     assert_eq!(next_task(&app, &tokens[0]).await["task"], "contribute");
-    let doc = app
-        .post("/v1/site/seed", &tokens[0], json!({ "reveal": own }))
-        .await
-        .problem(409);
+    let doc = refused_reveal(&app, &tokens[0], json!({ "reveal": own }), 409).await;
     assert!(
         doc["type"].as_str().unwrap().ends_with("already-received"),
         "{doc}"
     );
-    let doc = app
-        .post(
-            "/v1/site/seed",
-            &tokens[0],
-            json!({"reveal": wire::encode(&[7u8; 32])}),
-        )
-        .await
-        .problem(409);
+    let doc = refused_reveal(&app, &tokens[0], json!({"reveal": wire::encode(&[7u8; 32])}), 409).await;
     assert!(
         !doc["type"].as_str().unwrap().ends_with("already-received"),
         "{doc}"

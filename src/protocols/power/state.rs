@@ -100,24 +100,19 @@ impl SiteComputation {
         if config.threshold != view.threshold {
             return Err("the study's threshold is inconsistent".into());
         }
+        let terms = (
+            view.n_features,
+            config.sites,
+            config.threshold,
+            config.max_site_samples,
+        );
+        let (d, sites, threshold, n_max) = terms;
         let clip_cost = match &config.clip {
-            Some(clip) => clip.check(
-                &neighbours,
-                view.n_features,
-                config.sites,
-                config.threshold,
-                config.max_site_samples,
-            )?,
+            Some(clip) => clip.check(&neighbours, d, sites, threshold, n_max)?,
             None => Cost::ZERO,
         };
         let center_cost = match &config.center {
-            Some(center) => center.check(
-                &neighbours,
-                view.n_features,
-                config.sites,
-                config.threshold,
-                config.max_site_samples,
-            )?,
+            Some(center) => center.check(&neighbours, d, sites, threshold, n_max)?,
             None => Cost::ZERO,
         };
         check_noise_covers(&config, center_cost.then(clip_cost), view.cost_rho)?;
