@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The independent receipt verifier (scripts/receipt_verifier.py) against the committed fixtures
-# of src/transparency (tests/fixtures/transparency/): its own known answers, every valid
+# of crates/core/src/transparency (tests/fixtures/transparency/): its own known answers, every valid
 # fixture accepted, and copies with one byte changed in the leaf, the proof, the signature or
 # the note text refused. Needs python3 only, no build.
 set -euo pipefail

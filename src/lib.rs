@@ -2,18 +2,19 @@
 //!
 //! Layout, from the bottom up (a module imports only from its own layer or below):
 //!
-//! - **Numerical core**, no I/O: [`linalg`] (kernels), [`privacy`] (zCDP arithmetic, noise,
-//!   admission), [`algorithms`] (the mechanisms), [`forecast`] (the utility forecast: the real
-//!   algorithms on synthetic records), with [`dataset`] and [`context`] (the public facts of a
-//!   dataset). It never names the web, the database or the async runtime
-//!   (tests/layering.rs checks the source). It still reaches [`federation`] and [`protocols`]
-//!   for the simulated protocols (issue 37 untangles that). Beside it, [`transparency`] (the
-//!   ledger's Merkle logs, signed checkpoints and receipts) is pure and checked the same way.
-//! - **Protocols**: [`federation`] (what every distributed protocol shares: wire encodings,
-//!   secure aggregation, signed transcripts, site messages) and [`protocols`] (one folder per
-//!   protocol: its coordinator, site and simulation).
-//! - **Storage and execution**: [`ingest`] (upload parsers), [`store`] (datasets, the ledger,
-//!   jobs, studies; SQLite or PostgreSQL), [`objects`] (datasets in an S3-compatible object
+//! - **Numerical core**: the crate `privpca-core` (crates/core), re-exported here under the same
+//!   names: [`linalg`] (kernels), [`privacy`] (zCDP arithmetic, noise, admission),
+//!   [`algorithms`] (the mechanisms, with `federated_power`'s round mathematics), [`forecast`]
+//!   (the utility forecast), [`dataset`] (the public facts of a dataset), [`federation`] (what
+//!   every distributed protocol shares: fixed-point encodings, secure aggregation, Shamir
+//!   shares, signed transcripts, the site messages), [`ingest`] (the upload parsers and stored
+//!   file formats) and [`transparency`] (the ledger's Merkle logs, signed checkpoints and
+//!   receipts). Cargo keeps the web, the database and the async runtime out of it: it does not
+//!   depend on them (tests/layering.rs checks `cargo tree`).
+//! - **Protocols**: [`protocols`] (one folder per protocol: its coordinator, site steps and
+//!   durable state) over the core's [`federation`].
+//! - **Storage and execution**: [`store`] (datasets, the ledger, jobs, studies; SQLite or
+//!   PostgreSQL), [`context`] (a stored dataset's public facts for an algorithm), [`objects`] (datasets in an S3-compatible object
 //!   store, read through a checked local cache), [`stats_builds`], [`runner`] and [`job_control`]
 //!   (running jobs across replicas), [`studies`] (the coordinator of live studies).
 //! - **Application**: [`mod@app`] (the use cases: submit a job, create a study, upload a dataset),
@@ -22,20 +23,17 @@
 //!   client), [`verify`] (`privpca verify`: receipts and witnesses), [`serve`], [`metrics`],
 //!   [`telemetry`].
 
-pub mod algorithms;
+// The numerical core (crates/core), re-exported under the same names: `crate::linalg` here is
+// `privpca_core::linalg`.
+pub use privpca_core::{algorithms, dataset, federation, forecast, ingest, linalg, privacy, transparency};
+
 pub mod app;
 pub mod config;
 pub mod context;
-pub mod dataset;
-pub mod federation;
-pub mod forecast;
 pub mod http;
-pub mod ingest;
 pub mod job_control;
-pub mod linalg;
 pub mod metrics;
 pub mod objects;
-pub mod privacy;
 pub mod protocols;
 pub mod rate_limits;
 pub mod runner;
@@ -46,7 +44,6 @@ pub mod stats_builds;
 pub mod store;
 pub mod studies;
 pub mod telemetry;
-pub mod transparency;
 pub mod verify;
 
 /// The whole application as a router (tests call `app(state).oneshot(request)`).

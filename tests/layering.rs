@@ -1,8 +1,9 @@
-//! The numerical core (`linalg`, `privacy`, `algorithms`) and the pure `transparency` log never
-//! import the web, the database, the async runtime or the service's layers above them (src/lib.rs,
-//! "Layout"). Checked on the source text, so a new import of that kind fails here rather than in
-//! a review. (The core still reaches `federation` and `protocols` for the simulated protocols:
-//! issue 37 untangles that; until then those two are allowed.)
+//! The numerical core is its own crate, `privpca-core` (crates/core), and depends on no web,
+//! database, async runtime or logging package: checked on `cargo tree`, so the rule is Cargo's
+//! (issue 37). It cannot name the service's layers at all (the service depends on it, not the
+//! other way). The source-text check below stays for what Cargo allows the crate as a whole
+//! but not its inner layers: `linalg`, `privacy`, `algorithms`, `transparency` and `forecast`
+//! name neither `utoipa` (the site messages' schemas, in `federation`) nor the service.
 
 use std::path::{Path, PathBuf};
 
@@ -75,7 +76,7 @@ fn offences(line: &str) -> Vec<String> {
 
 #[test]
 fn the_numerical_core_imports_no_io_and_no_service_layer() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/core/src");
     let mut files = Vec::new();
     for core in ["linalg", "privacy", "algorithms", "transparency", "forecast"] {
         rust_files(&root.join(core), &mut files);
@@ -97,6 +98,70 @@ fn the_numerical_core_imports_no_io_and_no_service_layer() {
     );
 }
 
+/// Packages the numerical core crate must not depend on, directly or through another crate:
+/// the web (axum, hyper, tower, reqwest), the database (sqlx), the async runtime (tokio), the
+/// object store, and logging (tracing: a log line is a channel out of the service, and the core
+/// holds the data).
+const FORBIDDEN_PACKAGES: [&str; 9] = [
+    "tokio",
+    "axum",
+    "hyper",
+    "tower",
+    "sqlx",
+    "reqwest",
+    "object_store",
+    "tracing",
+    "utoipa-axum",
+];
+
+/// The names in `cargo tree --prefix none` output that are forbidden packages.
+fn forbidden_in_tree(tree: &str) -> Vec<String> {
+    let mut found: Vec<String> = tree
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .filter(|package| {
+            FORBIDDEN_PACKAGES
+                .iter()
+                .any(|f| package == f || package.strip_prefix(f).is_some_and(|rest| rest.starts_with('-')))
+        })
+        .map(str::to_string)
+        .collect();
+    found.sort();
+    found.dedup();
+    found
+}
+
+/// Issue 37: the rule is Cargo's, not a grep's. `cargo tree -p privpca-core` (every edge kind:
+/// normal, build and dev) lists no web, database, runtime or logging package.
+#[test]
+fn the_core_crate_depends_on_no_web_database_or_runtime() {
+    let output = std::process::Command::new(env!("CARGO"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args([
+            "tree",
+            "-p",
+            "privpca-core",
+            "--prefix",
+            "none",
+            "--edges",
+            "normal,build,dev",
+            "--offline",
+        ])
+        .output()
+        .expect("run cargo tree");
+    let tree = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "cargo tree failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        tree.lines().any(|l| l.starts_with("faer ")),
+        "not the core's tree:\n{tree}"
+    );
+    assert_eq!(forbidden_in_tree(&tree), Vec::<String>::new(), "{tree}");
+}
+
 #[test]
 fn the_check_sees_what_it_forbids() {
     assert_eq!(offences("use sqlx::Row;"), ["sqlx::"]);
@@ -107,4 +172,31 @@ fn the_check_sees_what_it_forbids() {
     assert!(offences("use crate::linalg::Matrix;").is_empty());
     assert!(offences("let a = my_tokio::x;").is_empty());
     assert!(offences("use crate::statistics;").is_empty());
+    let tree = "privpca-core v0.2.0 (/x)\nfaer v0.22.6\ntokio v1.54.1\ntower-http v0.6.0\ntokio-util v0.7.0\ntracing-core v0.1.0\ntoken v1.0.0\ntowerish v1.0.0\n";
+    assert_eq!(
+        forbidden_in_tree(tree),
+        ["tokio", "tokio-util", "tower-http", "tracing-core"]
+    );
+    // The service crate's own tree does hold them: the check would see a regression.
+    let output = std::process::Command::new(env!("CARGO"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args([
+            "tree",
+            "-p",
+            "privpca",
+            "--prefix",
+            "none",
+            "--edges",
+            "normal",
+            "--offline",
+        ])
+        .output()
+        .expect("run cargo tree");
+    let service = String::from_utf8_lossy(&output.stdout);
+    for package in ["tokio", "axum", "sqlx", "tracing"] {
+        assert!(
+            forbidden_in_tree(&service).iter().any(|p| p == package),
+            "{package} in the service's tree"
+        );
+    }
 }

@@ -1,4 +1,10 @@
-use super::*;
+use utoipa::PartialSchema;
+use utoipa::openapi::RefOr;
+use utoipa::openapi::schema::Schema;
+
+use crate::dataset::{Kind, Relation};
+use crate::privacy::admission::Rule;
+use crate::store::{DatasetStatus, JobStatus, LedgerEntryKind, SiteStatus, StudyStatus};
 
 fn published<T: PartialSchema>() -> Vec<String> {
     let RefOr::T(Schema::Object(object)) = T::schema() else {

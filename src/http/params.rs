@@ -8,8 +8,8 @@ use serde_json::Value;
 use utoipa::openapi::RefOr;
 use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Schema, Type};
 
-use super::names::enum_schema;
 use crate::algorithms;
+use privpca_core::names::enum_schema;
 
 /// Names a job may ask for: every registered algorithm, and `auto`.
 pub fn job_algorithms() -> Vec<&'static str> {

@@ -27,7 +27,7 @@ fn replace_one() -> Relation {
 
 /// The relations a study (records held at the sites) can have.
 fn study_relation_schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
-    super::names::enum_schema(
+    privpca_core::names::enum_schema(
         "`replace_one` (n is public; sites report their n) or `add_remove` (n stays private).",
         &[Relation::ReplaceOne.as_str(), Relation::AddRemove.as_str()],
     )

@@ -259,7 +259,7 @@ async fn privacy_plan_converts_and_prices_without_spending() {
         .plan(
             &key,
             // `clip: "none"`: the plan prices noisy_power's own calibration (the default clip
-            // would take a tenth of ρ; checked in src/algorithms/clipping_tests.rs).
+            // would take a tenth of ρ; checked in crates/core/src/algorithms/clipping_tests.rs).
             json!({ "privacy": { "rho": 0.25 }, "dataset_id": ds, "algorithm": "noisy_power",
                     "params": { "k": 1, "iterations": 4, "clip": "none" } }),
         )

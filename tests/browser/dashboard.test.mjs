@@ -372,7 +372,7 @@ async function main() {
     assert.ok(kept.rows.every((r, i) => i === 0 || r > kept.rows[i - 1]));
 
     // The log checks in this browser's WebCrypto against the committed fixtures of
-    // src/transparency (also checked by scripts/receipt_verifier.py): the consistency proof
+    // crates/core/src/transparency (also checked by scripts/receipt_verifier.py): the consistency proof
     // from size 3 to 7 verifies; one changed byte in it, or in a signature, is refused.
     const fixtures = {
       key: readFileSync(join(FIXTURES, "verifier_key.txt"), "utf8").trim(),

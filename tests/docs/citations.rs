@@ -78,6 +78,7 @@ pub(crate) const EXTERNAL: &[&str] = &[
 /// Directories a root-relative path may start with.
 pub(crate) const ROOTS: &[&str] = &[
     "src/",
+    "crates/",
     "tests/",
     "benches/",
     "scripts/",

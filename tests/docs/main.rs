@@ -1,7 +1,7 @@
 //! Docs that cannot go stale silently: every repository path, code item and bench a document
 //! cites must exist. The conventions checked (docs/design/README.md, "Citing code"):
 //!
-//! - a path from the repository root (`src/privacy/target.rs`, `tests/api/`, `scripts/…`,
+//! - a path from the repository root (`crates/core/src/privacy/target.rs`, `tests/api/`, `scripts/…`,
 //!   `benches/…`, `migrations/…`, `examples/…`, `docs/…`), backticked or not, names an existing
 //!   file or directory; a backticked file name (`cost.rs`, `algorithms/auto.rs`) names a file
 //!   somewhere in the repository;
@@ -136,10 +136,10 @@ fn the_design_readme_lists_every_design_page() {
 fn the_checker_reports_made_up_citations() {
     let repo = Repo::load(root());
     let fake = "\
-Real: `src/privacy/target.rs`, `src/privacy/target.rs::within`, `privacy::target::within`,
+Real: `crates/core/src/privacy/target.rs`, `crates/core/src/privacy/target.rs::within`, `privacy::target::within`,
 `plan::describe`, `Cost::gaussian`, `PrivacyTarget`, `SeedNotAllowed`, `cost.rs`, `cargo bench --bench noise`, tests/readme.rs,
 [noise](design/noise.md), `tokio::task::block_in_place`.
-Made up: `src/privacy/made_up.rs`, `src/privacy/target.rs::no_such_fn`,
+Made up: `crates/core/src/privacy/made_up.rs`, `crates/core/src/privacy/target.rs::no_such_fn`,
 `privacy::target::no_such_fn`, `no_such_module::f`, `Cost::no_such_method`, `NoSuchType::f`, `NoSuchType`,
 `made_up.rs`, `cargo bench --bench no_such_bench`, scripts/no-such.sh,
 [gone](design/gone.md). Not ours, not checked: `diffprivlib/mechanisms/bingham.py`.
@@ -149,8 +149,8 @@ Made up: `src/privacy/made_up.rs`, `src/privacy/target.rs::no_such_fn`,
     assert_eq!(
         cited,
         [
-            (4, "src/privacy/made_up.rs"),
-            (4, "src/privacy/target.rs::no_such_fn"),
+            (4, "crates/core/src/privacy/made_up.rs"),
+            (4, "crates/core/src/privacy/target.rs::no_such_fn"),
             (5, "privacy::target::no_such_fn"),
             (5, "no_such_module::f"),
             (5, "Cost::no_such_method"),
@@ -163,5 +163,5 @@ Made up: `src/privacy/made_up.rs`, `src/privacy/target.rs::no_such_fn`,
         ],
         "{problems:#?}"
     );
-    assert!(problems[0].missing.contains("src/privacy/made_up.rs"));
+    assert!(problems[0].missing.contains("crates/core/src/privacy/made_up.rs"));
 }

@@ -34,6 +34,7 @@ impl Repo {
         };
         for top in [
             "src",
+            "crates",
             "tests",
             "benches",
             "scripts",

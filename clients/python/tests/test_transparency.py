@@ -1,5 +1,5 @@
 """Receipts, checkpoints and the witness without a service: the committed fixtures of
-src/transparency (tests/fixtures/transparency, also checked by scripts/receipt_verifier.py),
+crates/core/src/transparency (tests/fixtures/transparency, also checked by scripts/receipt_verifier.py),
 and logs built and signed here with a test key, served through a fake wire."""
 
 from __future__ import annotations

@@ -6,7 +6,7 @@
 //! beside this in the snapshot), n (public under replace_one, the only relation gossip runs
 //! under), the roster (public), the open exchange's number, and the values posted in the open
 //! and in the previous exchange. Every value an agent posts is a Gaussian release of the
-//! derivation in `src/algorithms/gossip/power.rs` or a post-processing of releases and public
+//! derivation in `crates/core/src/algorithms/gossip/power.rs` or a post-processing of releases and public
 //! randomness (the module doc of `crate::algorithms::gossip::agent`); the coordinator relays
 //! them to the agents' neighbours, so it holds them in memory in any case, and the snapshot row
 //! is overwritten at every step and deleted when the study ends. Nothing un-noised that

@@ -5,9 +5,10 @@
 
 mod consistency;
 pub mod coordinator;
-pub mod simulate;
 pub(crate) mod site;
-pub mod state;
+
+// The round mathematics both sides run, in the numerical core (crates/core).
+pub use privpca_core::protocols::power::{simulate, state};
 
 use self::state::SiteComputation;
 use super::{

@@ -16,12 +16,12 @@
 //! - at most `max_nnz` stored entries (both triangles), counted while reading.
 //!
 //! The entry lines are read in chunks while a second thread parses the chunk before
-//! (`src/ingest/mtx/chunks.rs`), each chunk split into pieces parsed in parallel; the checks
+//! (`crates/core/src/ingest/mtx/chunks.rs`), each chunk split into pieces parsed in parallel; the checks
 //! still run in line order, so the errors are those of a sequential parse. A `general` file's
 //! symmetry is checked by pairing each entry with its mirror through a counting sort of the
 //! lower triangle by column, then one merge per row in parallel blocks of rows
-//! (`src/ingest/mtx/symmetrise.rs`). The order check, the search for a repeated position and
-//! the row pointers are one parallel pass (`src/ingest/mtx/order.rs`).
+//! (`crates/core/src/ingest/mtx/symmetrise.rs`). The order check, the search for a repeated position and
+//! the row pointers are one parallel pass (`crates/core/src/ingest/mtx/order.rs`).
 //!
 //! Memory: 24 bytes per stored entry while sorting (positions, value, line), then the CSR
 //! arrays, 12 bytes per entry plus 8 per row; a `general` file's symmetry check adds 20 bytes

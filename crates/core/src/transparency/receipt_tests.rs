@@ -336,31 +336,31 @@ fn fixture_files() -> Vec<(&'static str, String)> {
 const COMMITTED: [(&str, &str); 7] = [
     (
         "verifier_key.txt",
-        include_str!("../../tests/fixtures/transparency/verifier_key.txt"),
+        include_str!("../../../../tests/fixtures/transparency/verifier_key.txt"),
     ),
     (
         "checkpoint_3.txt",
-        include_str!("../../tests/fixtures/transparency/checkpoint_3.txt"),
+        include_str!("../../../../tests/fixtures/transparency/checkpoint_3.txt"),
     ),
     (
         "checkpoint_7.txt",
-        include_str!("../../tests/fixtures/transparency/checkpoint_7.txt"),
+        include_str!("../../../../tests/fixtures/transparency/checkpoint_7.txt"),
     ),
     (
         "consistency_3_7.json",
-        include_str!("../../tests/fixtures/transparency/consistency_3_7.json"),
+        include_str!("../../../../tests/fixtures/transparency/consistency_3_7.json"),
     ),
     (
         "receipt_0_at_3.json",
-        include_str!("../../tests/fixtures/transparency/receipt_0_at_3.json"),
+        include_str!("../../../../tests/fixtures/transparency/receipt_0_at_3.json"),
     ),
     (
         "receipt_1.json",
-        include_str!("../../tests/fixtures/transparency/receipt_1.json"),
+        include_str!("../../../../tests/fixtures/transparency/receipt_1.json"),
     ),
     (
         "receipt_6.json",
-        include_str!("../../tests/fixtures/transparency/receipt_6.json"),
+        include_str!("../../../../tests/fixtures/transparency/receipt_6.json"),
     ),
 ];
 

@@ -16,7 +16,7 @@
 //! dataset's jobs).
 //!
 //! **Amounts: integer units, and reals beside them.** The ledger decides in integer units (ρ in
-//! 10⁻¹², δ in 10⁻¹⁸; `src/privacy/units.rs`, docs/design/privacy.md §2.7), so an event states
+//! 10⁻¹², δ in 10⁻¹⁸; `crates/core/src/privacy/units.rs`, docs/design/privacy.md §2.7), so an event states
 //! them: they are exact, they are what admission compared, and `spent_after` is their sum.
 //! RFC 8785 takes I-JSON input (§3.1) and writes every number as an IEEE 754 double
 //! (§3.2.2.3), which holds integers exactly only up to 2⁵³, while a ρ of 10⁶ is 10¹⁸ units; so

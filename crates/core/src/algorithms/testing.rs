@@ -19,24 +19,24 @@ use crate::privacy::noise::RecordingAudit;
 // ---- Contexts, targets and inputs. ----
 
 /// replace_one record neighbours with clipping bound β and α.
-pub(crate) const fn ro(beta: f64, alpha: f64) -> Neighbours {
+pub const fn ro(beta: f64, alpha: f64) -> Neighbours {
     Neighbours::ReplaceOne { beta, alpha }
 }
 
 /// add_remove record neighbours with clipping bound β and α.
-pub(crate) const fn ar(beta: f64, alpha: f64) -> Neighbours {
+pub const fn ar(beta: f64, alpha: f64) -> Neighbours {
     Neighbours::AddRemove { beta, alpha }
 }
 
 /// add_remove records with β = 2, α = 6.
-pub(crate) const AR: Neighbours = ar(2.0, 6.0);
+pub const AR: Neighbours = ar(2.0, 6.0);
 /// replace_one records with β = 2, α = 6.
-pub(crate) const RO: Neighbours = ro(2.0, 6.0);
+pub const RO: Neighbours = ro(2.0, 6.0);
 /// A matrix dataset with entry-level neighbours, u = 1.
-pub(crate) const EN: Neighbours = Neighbours::Entry { u: 1.0 };
+pub const EN: Neighbours = Neighbours::Entry { u: 1.0 };
 
 /// The public context of a private (not `public: true`) dataset.
-pub(crate) fn ctx(d: usize, n: Option<usize>, neighbours: Neighbours) -> DataContext {
+pub fn ctx(d: usize, n: Option<usize>, neighbours: Neighbours) -> DataContext {
     DataContext {
         d,
         n,
@@ -47,7 +47,7 @@ pub(crate) fn ctx(d: usize, n: Option<usize>, neighbours: Neighbours) -> DataCon
 }
 
 /// A pure zCDP target: ρ and no δ.
-pub(crate) fn target(rho: f64) -> PrivacyTarget {
+pub fn target(rho: f64) -> PrivacyTarget {
     PrivacyTarget {
         public_default: false,
         rho,
@@ -58,7 +58,7 @@ pub(crate) fn target(rho: f64) -> PrivacyTarget {
 
 /// The context of a public records dataset under replace_one with row-norm bound β and the
 /// default α = √d·β: what the registry-wide tests run every algorithm on.
-pub(crate) fn public_records_ctx(d: usize, n: usize, beta: f64) -> DataContext {
+pub fn public_records_ctx(d: usize, n: usize, beta: f64) -> DataContext {
     DataContext {
         d,
         n: Some(n),
@@ -74,7 +74,7 @@ pub(crate) fn public_records_ctx(d: usize, n: usize, beta: f64) -> DataContext {
 /// The target the registry-wide tests give algorithm `name`: ρ = `rho` with δ = 1e-5, except
 /// `k_dp_pca`, which gets ρ = 200: what "ε 20" meant when k_dp_pca ran at ρ = ε²/2
 /// (docs/k_dp_pca.md).
-pub(crate) fn registry_target(name: &str, rho: f64) -> PrivacyTarget {
+pub fn registry_target(name: &str, rho: f64) -> PrivacyTarget {
     let rho = if name == "k_dp_pca" { 200.0 } else { rho };
     PrivacyTarget {
         public_default: false,
@@ -86,7 +86,7 @@ pub(crate) fn registry_target(name: &str, rho: f64) -> PrivacyTarget {
 
 /// The least parameters algorithm `name` accepts for rank k: `k` alone, except `cape_agn`,
 /// whose model has no neutral default (`mog` with σ² = 0, moments of the raw data).
-pub(crate) fn least_params(name: &str, k: usize) -> Value {
+pub fn least_params(name: &str, k: usize) -> Value {
     if name == "cape_agn" {
         json!({ "k": k, "model": "mog", "sigma2": 0.0 })
     } else {
@@ -96,7 +96,7 @@ pub(crate) fn least_params(name: &str, k: usize) -> Value {
 
 /// The input of a dataset under `neighbours`: the matrix for entry-level neighbours, records Xᵀ
 /// otherwise.
-pub(crate) fn input_for<'a>(neighbours: &Neighbours, data: &'a Matrix) -> DataInput<'a> {
+pub fn input_for<'a>(neighbours: &Neighbours, data: &'a Matrix) -> DataInput<'a> {
     match neighbours {
         Neighbours::Entry { .. } => DataInput::Matrix { a: data },
         _ => DataInput::Records { xt: data.into() },
@@ -105,7 +105,7 @@ pub(crate) fn input_for<'a>(neighbours: &Neighbours, data: &'a Matrix) -> DataIn
 
 /// The input under `neighbours` (`a` for entry-level neighbours, the records `xt` otherwise) and
 /// the dense matrix it stands for (`a`, or XᵀX).
-pub(crate) fn input_and_dense<'a>(
+pub fn input_and_dense<'a>(
     neighbours: &Neighbours,
     xt: &'a Matrix,
     a: &'a Matrix,
@@ -119,35 +119,28 @@ pub(crate) fn input_and_dense<'a>(
 // ---- Seeded randomness and data with a planted spectrum. ----
 
 /// The tests' random generator, seeded.
-pub(crate) fn seeded(seed: u64) -> ChaCha20Rng {
+pub fn seeded(seed: u64) -> ChaCha20Rng {
     ChaCha20Rng::seed_from_u64(seed)
 }
 
 /// A rows×cols matrix of iid standard normal entries (filled column by column).
-pub(crate) fn gaussian(rng: &mut ChaCha20Rng, rows: usize, cols: usize) -> Matrix {
+pub fn gaussian(rng: &mut ChaCha20Rng, rows: usize, cols: usize) -> Matrix {
     Matrix::from_fn(rows, cols, |_, _| StandardNormal.sample(&mut *rng))
 }
 
 /// A vector of `d` iid standard normal entries.
-pub(crate) fn gaussian_vector(rng: &mut ChaCha20Rng, d: usize) -> Vector {
+pub fn gaussian_vector(rng: &mut ChaCha20Rng, d: usize) -> Vector {
     Vector::from_fn(d, |_, _| StandardNormal.sample(&mut *rng))
 }
 
 /// Records xt (d×n) with a planted spectrum: x = Σ_j sqrt(spikes_j)·z_j·u_j + background·w,
 /// then clipped to ‖x‖₂ ≤ β (docs/design/privacy.md §1; ‖x‖₁ ≤ √d·β, the default α, follows).
-pub(crate) fn spiked_records(
-    seed: u64,
-    d: usize,
-    n: usize,
-    spikes: &[f64],
-    background: f64,
-    beta: f64,
-) -> Matrix {
+pub fn spiked_records(seed: u64, d: usize, n: usize, spikes: &[f64], background: f64, beta: f64) -> Matrix {
     planted_records(seed, (d, n), spikes, background, beta, |z| z)
 }
 
 /// [`spiked_records`] with β = 2, and their context under `neighbours` (n public).
-pub(crate) fn spiked_with_ctx(
+pub fn spiked_with_ctx(
     seed: u64,
     (d, n): (usize, usize),
     spikes: &[f64],
@@ -162,7 +155,7 @@ pub(crate) fn spiked_with_ctx(
 
 /// Records of the App. G.1 spiked model: x = Σ_j s_j·sqrt(λ_j)·v_j + σ·w with random signs s_j
 /// and w ~ N(0, I_d), so E[xxᵀ] = Σ_j λ_j v_j v_jᵀ + σ²·I; clipped to ‖x‖₂ ≤ β.
-pub(crate) fn sign_spiked_records(
+pub fn sign_spiked_records(
     seed: u64,
     (d, n): (usize, usize),
     spikes: &[f64],
@@ -198,7 +191,7 @@ fn planted_records(
 }
 
 /// A symmetric d×d matrix U·diag(spikes)·Uᵀ + a symmetric perturbation of size `background`.
-pub(crate) fn spiked_matrix(seed: u64, d: usize, spikes: &[f64], background: f64) -> Matrix {
+pub fn spiked_matrix(seed: u64, d: usize, spikes: &[f64], background: f64) -> Matrix {
     let mut rng = seeded(seed);
     let u = thin_qr_q(&gaussian(&mut rng, d, spikes.len()));
     let lambda = Matrix::from_diagonal(&Vector::from_column_slice(spikes));
@@ -211,7 +204,7 @@ pub(crate) fn spiked_matrix(seed: u64, d: usize, spikes: &[f64], background: f64
 /// records with spikes 9, 6, 4 (background 0.3, β = 4, drawn from `seeds.0`) and a symmetric
 /// d×d matrix with spikes 50, 30, 20 (perturbation 0.2, from `seeds.1`); `dense` is what the
 /// input stands for (see [`input_and_dense`]).
-pub(crate) fn on_every_relation(
+pub fn on_every_relation(
     seeds: (u64, u64),
     d: usize,
     n: usize,
@@ -228,11 +221,11 @@ pub(crate) fn on_every_relation(
 // ---- Runs. ----
 
 /// What a run returned, and every noise draw it made.
-pub(crate) type Audited = (Result<Output, RunError>, RecordingAudit);
+pub type Audited = (Result<Output, RunError>, RecordingAudit);
 
 /// Calls `f` with an environment on `seeded(seed)` whose progress never cancels, and returns
 /// its result with every noise draw it made.
-pub(crate) fn with_audited_env<T>(seed: u64, f: impl FnOnce(&mut RunEnv<'_>) -> T) -> (T, RecordingAudit) {
+pub fn with_audited_env<T>(seed: u64, f: impl FnOnce(&mut RunEnv<'_>) -> T) -> (T, RecordingAudit) {
     with_env(seed, &mut |_, _| Ok(()), f)
 }
 
@@ -253,7 +246,7 @@ fn with_env<T>(
 }
 
 /// Runs `alg` with a seeded RNG and a recording audit.
-pub(crate) fn run_audited<A: Algorithm>(
+pub fn run_audited<A: Algorithm>(
     alg: &A,
     input: DataInput<'_>,
     config: &A::Config,
@@ -264,7 +257,7 @@ pub(crate) fn run_audited<A: Algorithm>(
 }
 
 /// [`run_audited`] on records xt.
-pub(crate) fn run_on_records<A: Algorithm>(
+pub fn run_on_records<A: Algorithm>(
     alg: &A,
     xt: &Matrix,
     config: &A::Config,
@@ -276,7 +269,7 @@ pub(crate) fn run_on_records<A: Algorithm>(
 
 /// Runs a configuration from `prepare` through the registry, with a seeded RNG and a recording
 /// audit.
-pub(crate) fn run_prepared_audited(
+pub fn run_prepared_audited(
     alg: &dyn DynAlgorithm,
     config: &Value,
     input: DataInput<'_>,
@@ -289,7 +282,7 @@ pub(crate) fn run_prepared_audited(
 /// Runs records xt twice with the same seed: the configuration `prepare` stores for `params`
 /// under `target`, through the registry, and `config`, directly. Both runs must succeed and
 /// release the same basis; both outputs are returned for further checks.
-pub(crate) fn assert_registry_matches_direct<A: Algorithm>(
+pub fn assert_registry_matches_direct<A: Algorithm>(
     alg: &A,
     params: Value,
     target: &PrivacyTarget,
@@ -323,7 +316,7 @@ pub(crate) fn assert_registry_matches_direct<A: Algorithm>(
 
 /// The mean sin θ between `exact` and the bases of runs on records xt with seeds 0..runs, so
 /// that a comparison is about the noise level rather than one draw.
-pub(crate) fn mean_sin_theta<A: Algorithm>(
+pub fn mean_sin_theta<A: Algorithm>(
     alg: &A,
     xt: &Matrix,
     config: &A::Config,
@@ -342,7 +335,7 @@ pub(crate) fn mean_sin_theta<A: Algorithm>(
 
 /// Runs `alg` with a seeded RNG and a recording audit, logging every progress report
 /// (done, total) and cancelling the job at the first report for which `cancel` holds.
-pub(crate) fn run_with_progress<A: Algorithm>(
+pub fn run_with_progress<A: Algorithm>(
     alg: &A,
     input: DataInput<'_>,
     config: &A::Config,
@@ -368,7 +361,7 @@ pub(crate) fn run_with_progress<A: Algorithm>(
 // ---- Checks. ----
 
 /// Orthonormal columns and the sign rule of docs/design/algorithms.md (largest-magnitude entry > 0).
-pub(crate) fn assert_basis_contract(q: &Matrix, d: usize, k: usize) {
+pub fn assert_basis_contract(q: &Matrix, d: usize, k: usize) {
     assert_eq!((q.nrows(), q.ncols()), (d, k));
     let err = orthonormality_error(q);
     assert!(err <= 1e-10, "‖QᵀQ − I‖ = {err:e}");
@@ -386,7 +379,7 @@ pub(crate) fn assert_basis_contract(q: &Matrix, d: usize, k: usize) {
 
 /// Asserts that the basis is within sin θ < `angle` of the top-k eigenvectors of `a`, and each
 /// released eigenvalue within `relative` of the exact one.
-pub(crate) fn assert_matches_exact(
+pub fn assert_matches_exact(
     out: &Output,
     a: &Matrix,
     k: usize,
@@ -408,7 +401,7 @@ pub(crate) fn assert_matches_exact(
 
 /// Runs `config` on records xt (seed `seed`): the output keeps the basis contract for rank k,
 /// releases no eigenvalues, and is within sin θ < `angle` of the exact top-k eigenvectors of XᵀX.
-pub(crate) fn assert_converges_on_records<A: Algorithm>(
+pub fn assert_converges_on_records<A: Algorithm>(
     alg: &A,
     xt: &Matrix,
     config: &A::Config,
@@ -427,18 +420,18 @@ pub(crate) fn assert_converges_on_records<A: Algorithm>(
 
 /// An audit and its under-noised twin: `audit(1.0)`, the noise as calibrated, must pass, and
 /// `audit(under)`, noise scaled as `under` says, must fail.
-pub(crate) fn assert_audit_catches_under_noise<E: Debug>(audit: impl Fn(f64) -> Result<(), E>, under: f64) {
+pub fn assert_audit_catches_under_noise<E: Debug>(audit: impl Fn(f64) -> Result<(), E>, under: f64) {
     assert_audits_catch_under_noise(|factor| [("the audit", audit(factor))], under);
 }
 
 /// Asserts that every draw recorded the specified scale: `excess`, the largest relative excess
 /// over it, is below 1e-6.
-pub(crate) fn assert_recorded_scale(excess: f64, case: impl Debug) {
+pub fn assert_recorded_scale(excess: f64, case: impl Debug) {
     assert!(excess < 1e-6, "{case:?}: recorded scale off by {excess:e}");
 }
 
 /// [`assert_recorded_scale`], and every draw (numbered from 1) passes its own scale check.
-pub(crate) fn assert_draws_calibrated<E: Debug>(excess: f64, per_draw: &[Result<(), E>], case: impl Debug) {
+pub fn assert_draws_calibrated<E: Debug>(excess: f64, per_draw: &[Result<(), E>], case: impl Debug) {
     assert_recorded_scale(excess, &case);
     for (t, r) in per_draw.iter().enumerate() {
         assert!(r.is_ok(), "{case:?} draw {}: {r:?}", t + 1);
@@ -447,7 +440,7 @@ pub(crate) fn assert_draws_calibrated<E: Debug>(excess: f64, per_draw: &[Result<
 
 /// Audits of several releases, each named, and their under-noised twin: every audit must pass at
 /// `audits(1.0)`, the noise as calibrated, and every one must fail at `audits(under)`.
-pub(crate) fn assert_audits_catch_under_noise<E: Debug, const N: usize>(
+pub fn assert_audits_catch_under_noise<E: Debug, const N: usize>(
     audits: impl Fn(f64) -> [(&'static str, Result<(), E>); N],
     under: f64,
 ) {
@@ -464,7 +457,7 @@ pub(crate) fn assert_audits_catch_under_noise<E: Debug, const N: usize>(
 
 /// Asserts that cancelling at the progress report of step 2 ends the run with `Cancelled`, and
 /// that no noise is drawn after it (for algorithms that draw once per reported step).
-pub(crate) fn assert_cancellation_stops_the_noise<A: Algorithm>(
+pub fn assert_cancellation_stops_the_noise<A: Algorithm>(
     alg: &A,
     input: DataInput<'_>,
     config: &A::Config,
@@ -476,7 +469,7 @@ pub(crate) fn assert_cancellation_stops_the_noise<A: Algorithm>(
 }
 
 /// Asserts that a run fails cleanly: `RunError::Failed`, and no noise drawn.
-pub(crate) fn assert_fails_cleanly<A: Algorithm>(
+pub fn assert_fails_cleanly<A: Algorithm>(
     alg: &A,
     input: DataInput<'_>,
     config: &A::Config,
@@ -490,7 +483,7 @@ pub(crate) fn assert_fails_cleanly<A: Algorithm>(
 
 /// Records xt under each of the `mismatched` contexts (ones they do not fit), and a matrix in
 /// place of the records under `ctx`, must all fail cleanly.
-pub(crate) fn assert_mismatched_inputs_fail<A: Algorithm>(
+pub fn assert_mismatched_inputs_fail<A: Algorithm>(
     alg: &A,
     xt: &Matrix,
     config: &A::Config,
@@ -512,7 +505,7 @@ pub(crate) fn assert_mismatched_inputs_fail<A: Algorithm>(
 
 /// [`assert_mismatched_inputs_fail`], and a run of the `broken` configuration on records xt
 /// under `ctx` must fail too (see [`assert_run_fails`]).
-pub(crate) fn assert_bad_inputs_fail<A: Algorithm>(
+pub fn assert_bad_inputs_fail<A: Algorithm>(
     alg: &A,
     xt: &Matrix,
     config: &A::Config,
@@ -526,19 +519,14 @@ pub(crate) fn assert_bad_inputs_fail<A: Algorithm>(
 
 /// A run of `alg` on `input` (seed 1) must fail with [`RunError::Failed`] (whatever it drew
 /// first).
-pub(crate) fn assert_run_fails<A: Algorithm>(
-    alg: &A,
-    input: DataInput<'_>,
-    config: &A::Config,
-    ctx: &DataContext,
-) {
+pub fn assert_run_fails<A: Algorithm>(alg: &A, input: DataInput<'_>, config: &A::Config, ctx: &DataContext) {
     let (out, _) = run_audited(alg, input, config, ctx, 1);
     assert!(matches!(out, Err(RunError::Failed(_))), "{out:?}");
 }
 
 /// The errors of runs at growing budgets must fall strictly, from above `first_above` at the
 /// smallest budget to below `last_below` at the largest.
-pub(crate) fn assert_errors_fall(errors: &[f64], first_above: f64, last_below: f64, case: impl Debug) {
+pub fn assert_errors_fall(errors: &[f64], first_above: f64, last_below: f64, case: impl Debug) {
     assert!(
         errors.windows(2).all(|w| w[1] < w[0]),
         "{case:?}: errors {errors:?}"
@@ -551,17 +539,17 @@ pub(crate) fn assert_errors_fall(errors: &[f64], first_above: f64, last_below: f
 }
 
 /// The exact top-k eigenvectors of `a`.
-pub(crate) fn exact_top(a: &Matrix, k: usize) -> Matrix {
+pub fn exact_top(a: &Matrix, k: usize) -> Matrix {
     sym_eig(a).vectors.columns(0, k).into_owned()
 }
 
 /// The error of a `prepare` that must be rejected at ρ = `rho` (no δ).
-pub(crate) fn rejected(alg: &dyn DynAlgorithm, params: Value, ctx: &DataContext, rho: f64) -> ConfigError {
+pub fn rejected(alg: &dyn DynAlgorithm, params: Value, ctx: &DataContext, rho: f64) -> ConfigError {
     rejected_under(alg, params, ctx, &target(rho))
 }
 
 /// The error of a `prepare` that must be rejected under `target`.
-pub(crate) fn rejected_under(
+pub fn rejected_under(
     alg: &dyn DynAlgorithm,
     params: Value,
     ctx: &DataContext,
@@ -571,7 +559,7 @@ pub(crate) fn rejected_under(
 }
 
 /// The field named by a `prepare` that must be rejected under `target`.
-pub(crate) fn rejected_field(
+pub fn rejected_field(
     alg: &dyn DynAlgorithm,
     params: Value,
     ctx: &DataContext,
@@ -582,10 +570,7 @@ pub(crate) fn rejected_field(
 
 /// Asserts that `prepare` refuses matrices and add_remove records as unsupported (an algorithm
 /// for replace_one records only), and returns those two contexts (d = 10).
-pub(crate) fn assert_replace_one_records_only(
-    alg: &dyn DynAlgorithm,
-    target: &PrivacyTarget,
-) -> [DataContext; 2] {
+pub fn assert_replace_one_records_only(alg: &dyn DynAlgorithm, target: &PrivacyTarget) -> [DataContext; 2] {
     let matrix = ctx(10, None, Neighbours::Entry { u: 1.0 });
     let add_remove = ctx(10, None, ar(1.0, 3.0));
     for c in [matrix, add_remove] {
@@ -599,13 +584,13 @@ pub(crate) fn assert_replace_one_records_only(
 
 /// The invalid numbers of components on d dimensions, each naming `params.k`: none, and one more
 /// than there are dimensions.
-pub(crate) fn k_out_of_range(d: usize) -> [(Value, &'static str); 2] {
+pub fn k_out_of_range(d: usize) -> [(Value, &'static str); 2] {
     [(json!({"k": 0}), "params.k"), (json!({"k": d + 1}), "params.k")]
 }
 
 /// Asserts that `prepare` under `target` rejects each parameter object naming the field paired
 /// with it.
-pub(crate) fn assert_invalid_fields<'a>(
+pub fn assert_invalid_fields<'a>(
     alg: &dyn DynAlgorithm,
     ctx: &DataContext,
     target: &PrivacyTarget,
@@ -618,7 +603,7 @@ pub(crate) fn assert_invalid_fields<'a>(
 }
 
 /// [`assert_invalid_fields`] with the [`k_out_of_range`] of the context's d before `cases`.
-pub(crate) fn assert_invalid_k_and_fields<'a>(
+pub fn assert_invalid_k_and_fields<'a>(
     alg: &dyn DynAlgorithm,
     ctx: &DataContext,
     target: &PrivacyTarget,
@@ -629,7 +614,7 @@ pub(crate) fn assert_invalid_k_and_fields<'a>(
 
 /// Asserts that `prepare` at ρ = 1 rejects each parameter object as a whole (a missing or unknown
 /// field: an error on `params…`) with a message containing the text paired with it.
-pub(crate) fn assert_object_errors<'a>(
+pub fn assert_object_errors<'a>(
     alg: &dyn DynAlgorithm,
     ctx: &DataContext,
     cases: impl IntoIterator<Item = (Value, &'a str)>,
@@ -643,7 +628,7 @@ pub(crate) fn assert_object_errors<'a>(
 
 /// The JSON Schema of the parameters `P`, after asserting that it lists exactly the
 /// properties `names`, in order.
-pub(crate) fn schema_listing<P: schemars::JsonSchema>(names: &[&str]) -> serde_json::Map<String, Value> {
+pub fn schema_listing<P: schemars::JsonSchema>(names: &[&str]) -> serde_json::Map<String, Value> {
     let schema = super::parameters::schema_of::<P>();
     assert_eq!(super::parameters::property_names(&schema), names);
     schema
@@ -652,7 +637,7 @@ pub(crate) fn schema_listing<P: schemars::JsonSchema>(names: &[&str]) -> serde_j
 /// [`assert_object_errors`] for what any parameter object can get wrong: no `k` (an empty
 /// object, or null), an error naming `k`; and the unknown field in `unknown`, an error naming
 /// `field`.
-pub(crate) fn assert_k_required_and_unknown_refused(
+pub fn assert_k_required_and_unknown_refused(
     alg: &dyn DynAlgorithm,
     ctx: &DataContext,
     unknown: Value,
@@ -668,7 +653,7 @@ pub(crate) fn assert_k_required_and_unknown_refused(
 }
 
 /// The field of a `ConfigError::Invalid` (panics on any other error).
-pub(crate) fn invalid_field(e: &ConfigError) -> &str {
+pub fn invalid_field(e: &ConfigError) -> &str {
     match e {
         ConfigError::Invalid { field, .. } => field,
         other => panic!("expected ConfigError::Invalid, got {other:?}"),

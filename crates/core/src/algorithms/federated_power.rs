@@ -270,7 +270,7 @@ impl SecAggPlus {
 
 /// Resolves `secure_aggregation` and its rates for `sites` sites and `dropouts` scripted
 /// dropouts (422 naming the field at fault).
-pub(crate) fn choose_secagg(
+pub fn choose_secagg(
     params: &FederatedPowerParams,
     sites: u32,
     dropouts: usize,

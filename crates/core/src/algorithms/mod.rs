@@ -45,8 +45,9 @@ pub mod storage;
 pub mod study_center;
 pub mod study_clip;
 pub mod tensor_power;
-#[cfg(test)]
-pub(crate) mod testing;
+#[cfg(any(test, feature = "testing"))]
+#[doc(hidden)]
+pub mod testing;
 
 use serde::{Serialize, de::DeserializeOwned};
 

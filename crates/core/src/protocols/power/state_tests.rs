@@ -112,8 +112,8 @@ fn study_with(
         cost_delta: 0.0,
         fraction_bits: config.fraction_bits,
         max_site_samples: config.max_site_samples,
-        status: crate::store::StudyStatus::Running,
-        site_status: crate::store::SiteStatus::Joined,
+        status: crate::federation::status::StudyStatus::Running,
+        site_status: crate::federation::status::SiteStatus::Joined,
     };
     (view, config)
 }

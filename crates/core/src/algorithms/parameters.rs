@@ -286,7 +286,7 @@ pub fn take_generic(
 
 /// Reads a job's or study's `params` into `T`; an error names the field by its path
 /// (`params.k`, or `params` for the whole object).
-pub(crate) fn parse_params<T: serde::de::DeserializeOwned>(params: Value) -> Result<T, ConfigError> {
+pub fn parse_params<T: serde::de::DeserializeOwned>(params: Value) -> Result<T, ConfigError> {
     serde_path_to_error::deserialize(params).map_err(|e| {
         let path = e.path().to_string();
         let field = if path == "." {

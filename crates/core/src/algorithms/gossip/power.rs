@@ -295,7 +295,7 @@ impl GossipPowerConfig {
         self.partition.len()
     }
 
-    pub(crate) fn mixing(&self) -> Result<Mixing, RunError> {
+    pub fn mixing(&self) -> Result<Mixing, RunError> {
         let m = self.agents();
         let w = Matrix::from_fn(m, m, |i, j| self.mixing[i][j]);
         Mixing::new(w).map_err(|e| RunError::Failed(format!("stored mixing matrix: {e}")))

@@ -21,7 +21,7 @@ const RECORD_RELATIONS: &[Relation] = &[Relation::ReplaceOne, Relation::AddRemov
 /// `replace_one` only.
 const REPLACE_ONE: &[Relation] = &[Relation::ReplaceOne];
 
-/// `noisy_power` (`src/algorithms/noisy_power.rs`).
+/// `noisy_power` (`crates/core/src/algorithms/noisy_power.rs`).
 pub const NOISY_POWER: AlgorithmInfo = AlgorithmInfo {
     name: "noisy_power",
     summary: "Private randomized power method: L noisy subspace iterations, then a Rayleigh–Ritz step on the last noisy release.",
@@ -39,7 +39,7 @@ pub const NOISY_POWER: AlgorithmInfo = AlgorithmInfo {
     stats_suffice: true,
 };
 
-/// `analyze_gauss` (`src/algorithms/analyze_gauss.rs`).
+/// `analyze_gauss` (`crates/core/src/algorithms/analyze_gauss.rs`).
 pub const ANALYZE_GAUSS: AlgorithmInfo = AlgorithmInfo {
     name: "analyze_gauss",
     summary: "Input perturbation: add a symmetric Gaussian matrix to A once, return the top-k eigenvectors of the noisy matrix.",
@@ -57,7 +57,7 @@ pub const ANALYZE_GAUSS: AlgorithmInfo = AlgorithmInfo {
     stats_suffice: true,
 };
 
-/// `coherent_power` (`src/algorithms/coherent_power.rs`).
+/// `coherent_power` (`crates/core/src/algorithms/coherent_power.rs`).
 pub const COHERENT_POWER: AlgorithmInfo = AlgorithmInfo {
     name: "coherent_power",
     summary: "Private power iteration one vector at a time under a public coherence bound C, rank k by deflation with private singular-value estimates; the job fails cleanly if an iterate breaks the bound.",
@@ -75,7 +75,7 @@ pub const COHERENT_POWER: AlgorithmInfo = AlgorithmInfo {
     stats_suffice: true,
 };
 
-/// `eigen_sampling` (`src/algorithms/eigen_sampling.rs`).
+/// `eigen_sampling` (`crates/core/src/algorithms/eigen_sampling.rs`).
 pub const EIGEN_SAMPLING: AlgorithmInfo = AlgorithmInfo {
     name: "eigen_sampling",
     summary: "Iterative eigenvector sampling, the PCA of OpenDP and diffprivlib: Laplace eigenvalues, then each eigenvector by the exponential mechanism (a Bingham distribution, sampled exactly) on the complement of the earlier ones.",
@@ -102,7 +102,7 @@ pub const K_DP_PCA_CLIP_NOISE: f64 = 100.0;
 /// The same factor for `dp_oja`.
 pub const DP_OJA_CLIP_NOISE: f64 = 20.0;
 
-/// `k_dp_pca` (`src/algorithms/k_dp_pca.rs`).
+/// `k_dp_pca` (`crates/core/src/algorithms/k_dp_pca.rs`).
 pub const K_DP_PCA: AlgorithmInfo = AlgorithmInfo {
     name: "k_dp_pca",
     summary: "k-DP-PCA: deflation over disjoint parts of the records, each round a private Oja iteration whose noise adapts to the batch's spread (PrivRange, then a truncated PrivMean). Records, replace_one only; needs a δ.",
@@ -122,7 +122,7 @@ pub const K_DP_PCA: AlgorithmInfo = AlgorithmInfo {
     stats_suffice: false,
 };
 
-/// `dp_oja` (`src/algorithms/dp_oja.rs`).
+/// `dp_oja` (`crates/core/src/algorithms/dp_oja.rs`).
 pub const DP_OJA: AlgorithmInfo = AlgorithmInfo {
     name: "dp_oja",
     summary: "k-DP-Ojas: deflation over disjoint parts of the records, each round one pass of Oja's rule on mini-batch means of clipped per-record gradients plus Gaussian noise, with a learning rate set from a private eigengap estimate. Records, replace_one only.",
@@ -142,7 +142,7 @@ pub const DP_OJA: AlgorithmInfo = AlgorithmInfo {
     stats_suffice: false,
 };
 
-/// `federated_power` (`src/algorithms/federated_power.rs`).
+/// `federated_power` (`crates/core/src/algorithms/federated_power.rs`).
 pub const FEDERATED_POWER: AlgorithmInfo = AlgorithmInfo {
     name: "federated_power",
     summary: "Federated private power method with secure aggregation. As a job it simulates S sites in process over a records dataset (records assigned to sites by a keyed hash of their contents); as a study (POST /v1/studies) real sites run `privpca site` and their data never leaves them.",
@@ -160,7 +160,7 @@ pub const FEDERATED_POWER: AlgorithmInfo = AlgorithmInfo {
     stats_suffice: false,
 };
 
-/// `cape_pca` (`src/algorithms/cape_pca.rs`).
+/// `cape_pca` (`crates/core/src/algorithms/cape_pca.rs`).
 pub const CAPE_PCA: AlgorithmInfo = AlgorithmInfo {
     name: "cape_pca",
     summary: "Distributed private PCA with correlated noise (capePCA): each site sends its Gram matrix with zero-sum pairwise noise, aggregator noise and a small own noise, so the aggregate reaches close to the pooled-data noise level. As a job it simulates S sites over a records dataset; as a study (POST /v1/studies) real sites run `privpca site`.",
@@ -178,7 +178,7 @@ pub const CAPE_PCA: AlgorithmInfo = AlgorithmInfo {
     stats_suffice: false,
 };
 
-/// `gossip_power` (`src/algorithms/gossip/power.rs`).
+/// `gossip_power` (`crates/core/src/algorithms/gossip/power.rs`).
 pub const GOSSIP_POWER: AlgorithmInfo = AlgorithmInfo {
     name: "gossip_power",
     summary: "Decentralized DP power method (simulate mode): features split over m agents who gossip noisy messages over a graph; block power iteration, then a Rayleigh–Ritz step on the shared segments.",
@@ -198,7 +198,7 @@ pub const GOSSIP_POWER: AlgorithmInfo = AlgorithmInfo {
     stats_suffice: false,
 };
 
-/// `cape_agn` (`src/algorithms/cape_agn.rs`).
+/// `cape_agn` (`crates/core/src/algorithms/cape_agn.rs`).
 pub const CAPE_AGN: AlgorithmInfo = AlgorithmInfo {
     name: "cape_agn",
     summary: "Distributed private orthogonal tensor decomposition (capeAGN): S simulated sites release their second and third moments with CAPE correlated noise; the aggregator whitens, runs the tensor power method and returns the mixture components (released.components) and an orthonormal basis of their span. Simulate mode over a records dataset.",
@@ -216,7 +216,7 @@ pub const CAPE_AGN: AlgorithmInfo = AlgorithmInfo {
     stats_suffice: false,
 };
 
-/// `exact` (`src/algorithms/exact.rs`).
+/// `exact` (`crates/core/src/algorithms/exact.rs`).
 pub const EXACT: AlgorithmInfo = AlgorithmInfo {
     name: "exact",
     summary: "Exact (non-private) PCA by symmetric eigendecomposition; ground truth for utility metrics.",

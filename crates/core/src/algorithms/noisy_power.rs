@@ -104,7 +104,7 @@ pub struct NoisyPowerConfig {
 }
 
 /// The cost ρ = L/(2s²) (Nicolas et al. eqs. 25–27: L Gaussian mechanisms of cost 1/(2s²)).
-pub(crate) fn cost_of(iterations: u32, multiplier: f64) -> f64 {
+pub fn cost_of(iterations: u32, multiplier: f64) -> f64 {
     // (1/s)² rather than 1/s², so that a huge s cannot overflow s² into a zero cost.
     let inverse = 1.0 / multiplier;
     f64::from(iterations) * inverse * inverse / 2.0

@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use super::status::{SiteStatus, StudyStatus};
 use crate::dataset::Relation;
-use crate::store::{SiteStatus, StudyStatus};
 
 /// What a site learns about its study before joining (`GET /v1/site/study`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]

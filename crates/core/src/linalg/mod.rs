@@ -29,8 +29,9 @@ pub mod tall;
 pub mod threads;
 mod view;
 
-#[cfg(test)]
-pub(crate) mod testing;
+#[cfg(any(test, feature = "testing"))]
+#[doc(hidden)]
+pub mod testing;
 
 pub use clip_blocks::{ClipBlocks, ClipWork};
 pub use error::LinalgError;

@@ -266,7 +266,7 @@ pub(crate) fn cost_of(steps: u32, sensitivity: f64, sd: f64) -> Cost {
 
 /// S(c) before noise (module doc): Σ_i (1[‖x_i‖₂ ≤ t(c)] − q) over the rows' `norms`, with
 /// t(c) = c·(1 − margin(d)), the test of the clip at c. A study's site computes its rows' part.
-pub(crate) fn score(norms: &[f64], c: f64, quantile: f64, d: usize) -> f64 {
+pub fn score(norms: &[f64], c: f64, quantile: f64, d: usize) -> f64 {
     let target = c * (1.0 - margin(d));
     let below = norms.iter().filter(|&&r| r <= target).count() as f64;
     below - quantile * norms.len() as f64
