@@ -33,8 +33,8 @@ REEXPORTS = {
     ("linalg",): ("core", ("linalg",)),
     ("privacy",): ("core", ("privacy",)),
     ("transparency",): ("core", ("transparency",)),
-    ("protocols", "power", "simulate"): ("core", ("protocols", "power", "simulate")),
-    ("protocols", "power", "state"): ("core", ("protocols", "power", "state")),
+    ("protocols", "power", "simulate"): ("core", ("algorithms", "federated_power", "simulate")),
+    ("protocols", "power", "state"): ("core", ("algorithms", "federated_power", "state")),
 }
 
 

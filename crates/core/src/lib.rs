@@ -10,9 +10,9 @@
 //! - [`privacy`]: zCDP arithmetic, the noise, admission and budget units.
 //! - [`federation`]: what every distributed protocol shares (fixed-point encodings, secure
 //!   aggregation, Shamir sharing, signed transcripts, the site messages).
-//! - [`algorithms`]: the mechanisms, each behind the `Algorithm` trait; [`protocols`]: the
-//!   per-round mathematics of `federated_power` that both the in-process simulation and a live
-//!   study run; [`forecast`]: the utility forecast (the real algorithms on synthetic records).
+//! - [`algorithms`]: the mechanisms, each behind the `Algorithm` trait (with the per-round
+//!   mathematics of `federated_power` that both the in-process simulation and a live study
+//!   run); [`forecast`]: the utility forecast (the real algorithms on synthetic records).
 //! - [`ingest`]: the upload parsers and the stored file formats; [`transparency`]: the
 //!   ledger's Merkle logs, signed checkpoints and receipts.
 //!
@@ -27,5 +27,4 @@ pub mod ingest;
 pub mod linalg;
 pub mod names;
 pub mod privacy;
-pub mod protocols;
 pub mod transparency;

@@ -8,7 +8,7 @@ pub mod coordinator;
 pub(crate) mod site;
 
 // The round mathematics both sides run, in the numerical core (crates/core).
-pub use privpca_core::protocols::power::{simulate, state};
+pub use privpca_core::algorithms::federated_power::{simulate, state};
 
 use self::state::SiteComputation;
 use super::{

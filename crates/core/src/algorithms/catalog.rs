@@ -142,7 +142,7 @@ pub const DP_OJA: AlgorithmInfo = AlgorithmInfo {
     stats_suffice: false,
 };
 
-/// `federated_power` (`crates/core/src/algorithms/federated_power.rs`).
+/// `federated_power` (`crates/core/src/algorithms/federated_power/mod.rs`).
 pub const FEDERATED_POWER: AlgorithmInfo = AlgorithmInfo {
     name: "federated_power",
     summary: "Federated private power method with secure aggregation. As a job it simulates S sites in process over a records dataset (records assigned to sites by a keyed hash of their contents); as a study (POST /v1/studies) real sites run `privpca site` and their data never leaves them.",

@@ -31,7 +31,7 @@ use crate::federation::fixed_point::{self, FixedPoint};
 use crate::privacy::Cost;
 
 /// Noise draws are range-checked at this many sds, as the power rounds' are.
-use super::federated_power::NOISE_TAIL_SDS as TAIL_SDS;
+use crate::federation::fixed_point::NOISE_TAIL_SDS as TAIL_SDS;
 /// Largest fraction-bit count the counts' encoding takes (it needs far fewer: σ ≥ ~1).
 const MAX_COUNT_FRACTION_BITS: u32 = 30;
 
@@ -87,7 +87,9 @@ impl PowerClip {
         let search = StudyClip::configure(Method::Search, quantile, share, rho, neighbours, d, threshold)?;
         let total = count_total_bound(&search, sites, max_site_samples);
         let fraction_bits = fixed_point::max_fraction_bits(total, MAX_COUNT_FRACTION_BITS)
-            .filter(|&f| super::federated_power::encoding_is_exact(f, search.site_sd() * (1.0 - 1e-12)))
+            .filter(|&f| {
+                crate::federation::fixed_point::encoding_is_exact(f, search.site_sd() * (1.0 - 1e-12))
+            })
             .ok_or_else(|| {
                 ConfigError::invalid(
                     "params.clip",
@@ -177,7 +179,7 @@ impl PowerClip {
         let total = count_total_bound(s, sites, max_site_samples);
         if !(self.fraction_bits <= MAX_COUNT_FRACTION_BITS
             && fixed_point::fits(total, self.fraction_bits)
-            && super::federated_power::encoding_is_exact(self.fraction_bits, s.site_sd()))
+            && crate::federation::fixed_point::encoding_is_exact(self.fraction_bits, s.site_sd()))
         {
             return Err(
                 "the study's clip counts have an encoding that could wrap or round away noise".into(),

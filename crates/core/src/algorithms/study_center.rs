@@ -26,7 +26,7 @@
 //!
 //! **Encoding.** Fixed point on 2^−f, f chosen as for the clip's counts: the largest f at which
 //! the sum over every invited site cannot wrap (each coordinate at most n_max·β plus 41 of its
-//! noise sds) and that keeps the sites' noise exact ([`super::federated_power::encoding_is_exact`]).
+//! noise sds) and that keeps the sites' noise exact ([`crate::federation::fixed_point::encoding_is_exact`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -38,7 +38,7 @@ use crate::linalg::Matrix;
 use crate::privacy::Cost;
 
 /// Noise draws are range-checked at this many sds, as the power rounds' are.
-use super::federated_power::NOISE_TAIL_SDS as TAIL_SDS;
+use crate::federation::fixed_point::NOISE_TAIL_SDS as TAIL_SDS;
 /// Largest fraction-bit count the centre's encoding takes.
 const MAX_CENTER_FRACTION_BITS: u32 = 40;
 
@@ -298,7 +298,7 @@ fn exact(fraction_bits: u32, private: &Private, threshold: u32) -> bool {
     let smallest = private
         .count_noise_sd
         .map_or(private.noise_sd, |sd| sd.min(private.noise_sd));
-    super::federated_power::encoding_is_exact(fraction_bits, smallest / root_t * (1.0 - 1e-12))
+    crate::federation::fixed_point::encoding_is_exact(fraction_bits, smallest / root_t * (1.0 - 1e-12))
 }
 
 #[cfg(test)]

@@ -126,6 +126,19 @@ pub fn max_fraction_bits(total_bound: f64, cap: u32) -> Option<u32> {
         .find(|&f| fits(total_bound, f))
 }
 
+/// Noise draws are range-checked at this many standard deviations (a Gaussian beyond 40σ has
+/// probability below 1e-340, i.e. never in f64).
+pub const NOISE_TAIL_SDS: f64 = 40.0;
+
+/// Whether encoding a release whose noise has sd `sd` with `fraction_bits` is exact: the noise
+/// is released on the grid h = 2^(⌊log₂ sd⌋ − 30) ([`crate::privacy::lattice::grid_for`]), every released value is an
+/// integer multiple of h, and when 2^-f ≤ h (both powers of two) every such multiple is an
+/// integer multiple of 2^-f, so round(v·2^f) = v·2^f and the encoding removes nothing.
+pub fn encoding_is_exact(fraction_bits: u32, sd: f64) -> bool {
+    let step = 2f64.powi(-(fraction_bits.min(1074) as i32));
+    crate::privacy::lattice::grid_for(sd).is_ok_and(|h| step <= h)
+}
+
 #[cfg(test)]
 #[path = "fixed_point_tests.rs"]
 mod tests;

@@ -1,55 +1,26 @@
-//! `federated_power`: the federated private power method (Nicolas et al. 2024, Alg. 2) with
-//! secure aggregation (docs/design/federation.md).
-//!
-//! Sites s = 1..S hold disjoint clipped records X_s, A = Σ_s X_sᵀX_s. Round l: the coordinator
-//! publishes X_{l−1}; site s releases Y_l^(s) = A^(s)·X_{l−1} + G^(s) with
-//! G^(s) iid N(0, (m·Δ(X_{l−1}))²/t) (Alg. 2 line 6, the noise split over the sites); the
-//! coordinator learns Σ_{s∈U_l} Y_l^(s) only, for a survivor set |U_l| ≥ t, and continues with
-//! X_l = Q(thin QR of the sum). Output: the top-k left singular vectors of Y_L, as in
-//! `noisy_power` (a Rayleigh–Ritz step on the last release).
-//!
-//! Privacy. The released sum carries noise of variance |U_l|·(mΔ)²/t ≥ (mΔ)², so each round is
-//! at least the central Gaussian mechanism of `noisy_power` with multiplier m (Lemma 2.1), and L
-//! rounds cost ρ = L/(2m²) (eqs. 25–27), charged to every site. A record lives at one site, so
-//! its change moves A by the same xxᵀ (or xxᵀ − yyᵀ) as centrally: Δ is
-//! [`super::sensitivity::power_sensitivity`] of the study's relation. Against a coalition of the
-//! server with every other site, one site's release has noise variance (mΔ)²/t only; the
-//! design page says so.
-//!
-//! What a site checks before it releases anything (docs/design/federation.md, "What a site
-//! checks"): the iterate it received has the study's shape, finite entries and orthonormal
-//! columns, and the sensitivity is computed from that iterate ([`received_sensitivity`]); each
-//! entry of A_s·X is clamped to the public signal bound ([`FederatedPowerConfig::signal_bound`]),
-//! so no site ever refuses because of how many records it holds; and the fixed-point step 2^-f
-//! is no coarser than the grid its noise is released on, so the encoding is exact
-//! ([`encoding_is_exact`]).
-//!
-//! This module holds the parameters, the calibration, the cost and the per-site computation.
-//! The job form (`simulate` mode: the service holds every shard) runs the real protocol
-//! in-process ([`crate::protocols::power::simulate`]); the live form is a study
-//! ([`crate::protocols::power`]).
+//! `federated_power`'s terms: the parameters, the calibration, the cost and what a site
+//! computes each round. The derivation is on the module page ([`super`]); the round state both
+//! sides keep is [`super::state`], the in-process run of a job [`super::simulate`].
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::calibration::{check_calibrated, check_opening, choose_iterations, choose_p};
-use super::centering::CenterRequest;
-use super::noisy_power::{calibrate, cost_of};
-use super::power_clip::{ClipAsk, PowerClip};
-use super::sensitivity::{SensitivityMode, change_l1_bound, hardt_price, rank_one, row_norm};
-use super::study_center::StudyCenter;
-use super::{
-    Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, Run, RunEnv, RunError, catalog,
-};
+use crate::algorithms::calibration::{check_calibrated, check_opening, choose_iterations, choose_p};
+use crate::algorithms::centering::CenterRequest;
+use crate::algorithms::noisy_power::calibrate;
+use crate::algorithms::power_clip::{ClipAsk, PowerClip};
+use crate::algorithms::sensitivity::{SensitivityMode, change_l1_bound, hardt_price, rank_one, row_norm};
+use crate::algorithms::study_center::StudyCenter;
+use crate::algorithms::{ConfigError, RunEnv, RunError};
 use crate::dataset::{DataContext, Kind, Neighbours};
-use crate::federation::fixed_point::{self, FixedPoint};
+use crate::federation::fixed_point::{self, FixedPoint, NOISE_TAIL_SDS, encoding_is_exact};
 use crate::federation::secagg::graph::choose_parameters;
 use crate::linalg::Matrix;
-use crate::privacy::lattice::grid_for;
-use crate::privacy::{Cost, PrivacyTarget};
+
+use crate::privacy::PrivacyTarget;
 
 /// Default number of rounds, as `noisy_power`.
-pub const DEFAULT_ITERATIONS: u32 = super::noisy_power::DEFAULT_ITERATIONS;
+pub const DEFAULT_ITERATIONS: u32 = crate::algorithms::noisy_power::DEFAULT_ITERATIONS;
 /// Most rounds of a federated run: every round is a network round trip, and every site shares
 /// L masking secrets with every other site at setup.
 pub const MAX_ITERATIONS: u32 = 200;
@@ -78,9 +49,6 @@ pub const MAX_DEFAULT_FRACTION_BITS: u32 = 40;
 /// other bounds hold for any X. Beyond the tolerance the coordinator is broken or lying (2·Q
 /// would quadruple the loss of a `rank_one` study), and the site refuses.
 pub const ORTHONORMAL_TOLERANCE: f64 = 1e-9;
-/// Noise draws are range-checked at this many standard deviations (a Gaussian beyond 40σ has
-/// probability below 1e-340, i.e. never in f64).
-pub const NOISE_TAIL_SDS: f64 = 40.0;
 /// Audit label of a site's per-round noise.
 pub const RELEASE: &str = "site_power_iteration";
 
@@ -352,15 +320,6 @@ pub fn min_sensitivity(mode: SensitivityMode, neighbours: &Neighbours, d: usize,
     }
 }
 
-/// Whether encoding a release whose noise has sd `sd` with `fraction_bits` is exact: the noise
-/// is released on the grid h = 2^(⌊log₂ sd⌋ − 30) ([`grid_for`]), every released value is an
-/// integer multiple of h, and when 2^-f ≤ h (both powers of two) every such multiple is an
-/// integer multiple of 2^-f, so round(v·2^f) = v·2^f and the encoding removes nothing.
-pub fn encoding_is_exact(fraction_bits: u32, sd: f64) -> bool {
-    let step = 2f64.powi(-(fraction_bits.min(1074) as i32));
-    grid_for(sd).is_ok_and(|h| step <= h)
-}
-
 /// Why a site refuses the iterate it was sent. Messages name only public facts.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum IterateError {
@@ -504,7 +463,7 @@ impl FederatedPowerConfig {
         };
         (1..=256u32).all(|j| {
             let c = clip.search.upper * ((f64::from(j) - 256.0) / 32.0).exp2();
-            let at = super::clipping::clipped_neighbours(neighbours, d, c);
+            let at = crate::algorithms::clipping::clipped_neighbours(neighbours, d, c);
             let f = self.fraction_bits_at(Some(c));
             f <= fixed_point::MAX_FRACTION_BITS
                 && fixed_point::fits(self.total_bound(&at), f)
@@ -918,90 +877,3 @@ pub fn study_context(d: usize, neighbours: Neighbours) -> DataContext {
         sparse: false,
     }
 }
-
-/// The federated private power method.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct FederatedPower;
-
-impl Algorithm for FederatedPower {
-    const INFO: &'static AlgorithmInfo = &catalog::FEDERATED_POWER;
-    type Params = FederatedPowerParams;
-    type Config = FederatedPowerConfig;
-
-    fn configure(
-        &self,
-        params: FederatedPowerParams,
-        ctx: &DataContext,
-        target: &PrivacyTarget,
-    ) -> Result<FederatedPowerConfig, ConfigError> {
-        let sites = params.sites.unwrap_or(DEFAULT_SITES);
-        if !(2..=MAX_SITES).contains(&sites) {
-            return Err(ConfigError::invalid(
-                "params.sites",
-                format!("must satisfy 2 ≤ sites ≤ {MAX_SITES} (got {sites})"),
-            ));
-        }
-        let threshold = params.threshold.unwrap_or_else(|| default_threshold(sites));
-        if !(threshold >= 2 && threshold <= sites) {
-            return Err(ConfigError::invalid(
-                "params.threshold",
-                format!("must satisfy 2 ≤ t ≤ sites = {sites} (got {threshold})"),
-            ));
-        }
-        let mut config = configure_for(&params, ctx, target, sites, threshold)?;
-        for (i, drop) in params.dropouts.iter().enumerate() {
-            if !(drop.site >= 1 && drop.site <= sites && drop.round >= 1 && drop.round <= config.iterations) {
-                return Err(ConfigError::invalid(
-                    format!("params.dropouts[{i}]"),
-                    format!(
-                        "site must lie in 1..={sites} and round in 1..={}",
-                        config.iterations
-                    ),
-                ));
-            }
-        }
-        let mut dropouts = params.dropouts.clone();
-        dropouts.sort_by_key(|d| (d.site, d.round));
-        dropouts.dedup_by_key(|d| d.site);
-        config.secagg_plus = choose_secagg(&params, sites, dropouts.len())?;
-        config.dropouts = dropouts;
-        Ok(config)
-    }
-
-    /// ρ = L/(2m²), as `noisy_power` (Nicolas et al. eqs. 25–27).
-    fn cost(&self, config: &FederatedPowerConfig, _ctx: &DataContext) -> Cost {
-        Cost::gaussian_zcdp(cost_of(config.iterations, config.multiplier))
-    }
-
-    fn noise_scales(&self, config: &FederatedPowerConfig, ctx: &DataContext) -> Vec<NoiseScale> {
-        let fixed = config.sensitivity.fixed(&ctx.neighbours);
-        vec![NoiseScale {
-            release: RELEASE.into(),
-            distribution: "gaussian".into(),
-            multiplier: config.multiplier / f64::from(config.threshold).sqrt(),
-            sensitivity: fixed,
-            count: config.iterations as usize * config.sites as usize,
-            description: format!(
-                "Each of {} sites adds Gaussian noise of sd m·Δ(X)/√t (m = {:.4}, t = {}) to its A_s·X in each of {} rounds; any t survivors together reach sd m·Δ(X).",
-                config.sites, config.multiplier, config.threshold, config.iterations
-            ),
-        }]
-    }
-
-    fn run(&self, config: &FederatedPowerConfig, run: Run<'_, '_>) -> Result<Output, RunError> {
-        let Run { input, ctx, env } = run;
-        let DataInput::Records { xt } = input else {
-            return Err(RunError::Failed("federated_power runs on records".into()));
-        };
-        if xt.nrows() != ctx.d {
-            return Err(RunError::Failed(
-                "the data does not match the dataset's dimension".into(),
-            ));
-        }
-        crate::protocols::power::simulate::run(xt, config, &ctx.neighbours, env).map(|run| run.output)
-    }
-}
-
-#[cfg(test)]
-#[path = "federated_power_tests.rs"]
-mod tests;

@@ -9,13 +9,14 @@ use crate::algorithms::testing::{
     AR, RO, ar, assert_audits_catch_under_noise, assert_basis_contract, ctx, exact_top, gaussian,
     run_on_records, seeded, spiked_records, spiked_with_ctx, target, with_audited_env,
 };
-use crate::federation::fixed_point::FixedPoint;
+use crate::dataset::Neighbours;
+use crate::federation::fixed_point::{self, FixedPoint};
+use crate::linalg::Matrix;
 use crate::linalg::subspace::sin_theta;
 use crate::linalg::thin_qr_q;
 use crate::linalg::{gram_t, gram_t_times};
 use crate::privacy::lattice::grid_for;
 use crate::privacy::testing::check_gaussian_scale;
-use crate::protocols::power::simulate;
 
 fn configured(value: serde_json::Value, c: &DataContext, rho: f64) -> FederatedPowerConfig {
     let p: FederatedPowerParams = serde_json::from_value(value).expect("valid params");
