@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use super::*;
 use crate::algorithms::gossip::agent::Agent;
-use crate::algorithms::gossip::power::simulate;
+use crate::algorithms::gossip::simulate::simulate;
 use crate::algorithms::testing::{RO, ctx, spiked_records, target, with_audited_env};
 use crate::algorithms::{DataInput, RunEnv};
 use crate::federation::messages::JoinRequest;

@@ -96,7 +96,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::calibration::{check_opening, choose_iterations};
-use super::noisy_power::Operator;
+use super::operator::Operator;
 use super::sensitivity::change_l1_bound;
 use super::{
     Algorithm, AlgorithmInfo, Cancelled, ConfigError, DataInput, NoiseScale, Output, Run, RunEnv, RunError,

@@ -34,7 +34,7 @@
 //! [`super::noisy_power::ITERATIONS_RUN`].
 
 use super::RunError;
-use super::noisy_power::Operator;
+use super::operator::Operator;
 use crate::linalg::sparse::Step;
 use crate::linalg::{Matrix, SymEig, matmul, tall, try_sym_eig};
 

@@ -35,6 +35,7 @@ pub mod k_dp_pca;
 #[cfg(test)]
 mod mapped_input_tests;
 pub mod noisy_power;
+mod operator;
 mod options;
 pub mod parameters;
 pub mod power_clip;

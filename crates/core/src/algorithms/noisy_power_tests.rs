@@ -3,7 +3,9 @@
 //! independent replay of Alg. 1.
 
 use super::*;
+use crate::algorithms::DataInput;
 use crate::algorithms::DynAlgorithm;
+use crate::algorithms::operator::gram_is_cheaper;
 use crate::algorithms::testing::{
     AR, EN, RO, ar, assert_basis_contract, assert_cancellation_stops_the_noise, assert_draws_calibrated,
     assert_errors_fall, assert_fails_cleanly, assert_invalid_fields, assert_k_required_and_unknown_refused,
@@ -13,6 +15,7 @@ use crate::algorithms::testing::{
 };
 use crate::dataset::Neighbours;
 use crate::linalg::subspace::{orthonormality_error, sin_theta};
+use crate::linalg::{CsrView, gram_t, matmul};
 use crate::linalg::{matmul_tn, thin_svd};
 use crate::privacy::testing::check_gaussian_scale;
 

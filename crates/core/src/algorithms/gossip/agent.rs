@@ -31,7 +31,7 @@ use super::power::{
     update_sensitivity,
 };
 use crate::algorithms::centering::CenterConfig;
-use crate::algorithms::{Algorithm, ConfigError, Output, RunEnv, RunError};
+use crate::algorithms::{ConfigError, Output, RunEnv, RunError};
 use crate::dataset::DataContext;
 use crate::linalg::clip::clip_rows_l2;
 use crate::linalg::{Matrix, fix_signs, matmul, matmul_tn, try_sym_eig, try_thin_svd};
@@ -134,7 +134,7 @@ pub fn configure_blocks(
     }
     params.agents = Some(m);
     params.partition = Some(blocks_partition(sizes));
-    super::power::GossipPower.configure(params, ctx, target)
+    super::power::configure(params, ctx, target)
 }
 
 /// One agent: its block of the records and its side of the protocol.

@@ -7,7 +7,7 @@ use serde_json::json;
 
 use super::*;
 use crate::algorithms::DataInput;
-use crate::algorithms::gossip::power::simulate;
+use crate::algorithms::gossip::simulate::simulate;
 use crate::algorithms::testing::{RO, ctx, spiked_records, target, with_audited_env};
 use crate::federation::wire;
 

@@ -6,3 +6,4 @@ pub mod agent;
 pub mod center;
 pub mod graph;
 pub mod power;
+pub mod simulate;

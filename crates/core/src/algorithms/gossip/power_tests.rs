@@ -6,12 +6,14 @@ use serde_json::json;
 
 use super::*;
 use crate::algorithms::RunError;
+use crate::algorithms::gossip::simulate::{Simulation, simulate};
 use crate::algorithms::registry::DynAlgorithm;
 use crate::algorithms::testing::{
     RO, assert_audits_catch_under_noise, assert_basis_contract, assert_invalid_fields, assert_object_errors,
     assert_replace_one_records_only, ctx, ro, run_prepared_audited, run_with_progress, spiked_records,
     target, with_audited_env,
 };
+use crate::algorithms::{Algorithm, DataInput, Run};
 use crate::linalg::gram_t;
 use crate::linalg::subspace::captured_energy;
 use crate::privacy::noise::RecordingAudit;
