@@ -1,4 +1,6 @@
 use super::*;
+use crate::linalg::clip::{l2_norm, margin};
+use crate::linalg::records::Records;
 use crate::linalg::testing::{clipped_directly as direct, spread};
 
 /// Asserts the shortcut's statistics at c equal the direct pass's (relative 1e-10) and

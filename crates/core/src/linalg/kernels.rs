@@ -17,7 +17,6 @@ use super::view::{view, view_mut};
 
 pub use super::eigen::{SymEig, sym_eig, try_sym_eig, try_sym_eigenvalues};
 pub use super::qr::thin_qr_q;
-pub use super::stream::{centred_gram_t, column_sums, gram_t, gram_t_times, projected_energy};
 pub use super::svd::{ThinSvd, thin_svd, try_thin_svd};
 
 /// `a · b`.

@@ -11,6 +11,7 @@
 
 pub mod clip;
 pub mod clip_blocks;
+mod clip_stats;
 pub mod clip_tail;
 pub mod eigen;
 pub mod error;
@@ -36,13 +37,15 @@ pub mod testing;
 pub use clip_blocks::{ClipBlocks, ClipWork};
 pub use error::LinalgError;
 pub use kernels::{
-    SymEig, ThinSvd, centred_gram_t, column_sums, fix_signs, gram_t, gram_t_times, matmul, matmul_tn,
-    projected_energy, sym_eig, thin_qr_q, thin_svd, try_sym_eig, try_sym_eigenvalues, try_thin_svd,
+    SymEig, ThinSvd, fix_signs, matmul, matmul_tn, sym_eig, thin_qr_q, thin_svd, try_sym_eig,
+    try_sym_eigenvalues, try_thin_svd,
 };
 pub use record_stats::RecordStats;
 pub use records::{Records, Residency};
 pub use sparse::CsrView;
-pub use stream::{StatsAccumulator, stats_block_len};
+pub use stream::{
+    StatsAccumulator, centred_gram_t, column_sums, gram_t, gram_t_times, projected_energy, stats_block_len,
+};
 pub use threads::{init_threads, par, par_for};
 
 /// Dense column-major matrix of f64.
