@@ -1,7 +1,7 @@
 //! The per-record moments of the two models and their sensitivities (module docs of
 //! `cape_agn.rs`: the models, the table of Δ and why).
 
-use super::Model;
+use super::config::Model;
 use crate::algorithms::tensor_power::{self, packed_index, packed_len};
 use crate::dataset::Neighbours;
 use crate::linalg::{Matrix, Records, gram_t};

@@ -4,9 +4,10 @@
 use std::collections::BTreeMap;
 use std::ops::Range;
 
+use super::config::{CapeAgnConfig, Model};
 use super::moments::{second_moment, third_moment};
+use super::whitening::Decomposition;
 use super::whitening::{noise_floor, unwhiten, whiten};
-use super::{CapeAgnConfig, Decomposition, Model};
 use crate::algorithms::cape_noise::Seed;
 use crate::algorithms::cape_noise::{
     self as cape, CapeLattice, CapeNoise, CapeReport, fresh_seed, pack_upper, site_release, unpack_symmetric,

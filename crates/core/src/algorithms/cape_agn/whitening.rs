@@ -1,7 +1,7 @@
 //! The aggregator's side of capeAGN after stage 1: whitening (Alg. 3 step 8), the tensor power
 //! method on the whitened third moment and the back-map to mixture components (App. B-C).
 
-use super::Model;
+use super::config::Model;
 use crate::algorithms::RunError;
 use crate::algorithms::tensor_power::{self, Eigenpair, PowerSettings};
 use crate::linalg::{Matrix, fix_signs, thin_qr_q, try_sym_eig};
