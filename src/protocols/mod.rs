@@ -32,7 +32,7 @@ use crate::privacy::PrivacyTarget;
 use crate::site::Failure;
 use crate::site::args::SiteArgs;
 use crate::site::http::SiteClient;
-use crate::site::prepare::Prepared;
+use crate::site::prepared::Prepared;
 use crate::store::{LocalBudget, Store};
 use crate::studies::live::Protocol;
 use power::state::SiteComputation;

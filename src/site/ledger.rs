@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::args::SiteArgs;
 use super::data::Records;
-use super::prepare::{Prepared, relation};
+use super::prepared::{Cost, Prepared, relation};
 use super::{Failure, progress};
 use crate::federation::messages::SiteStudyView;
 use crate::privacy::units::{DeltaUnits, RhoUnits};
@@ -20,13 +20,6 @@ use crate::store::{
 /// ρ and δ in ledger units, for the operator.
 pub(crate) fn amounts(rho_units: RhoUnits, delta_units: DeltaUnits) -> String {
     format!("rho = {}, delta = {}", rho_units.to_real(), delta_units.to_real())
-}
-
-/// The study's cost in ledger units (charges round up).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Cost {
-    pub(crate) rho_units: RhoUnits,
-    pub(crate) delta_units: DeltaUnits,
 }
 
 /// The budget stated on the command line, in ledger units (budgets round down).

@@ -34,6 +34,7 @@ mod data;
 pub(crate) mod http;
 pub(crate) mod ledger;
 pub(crate) mod prepare;
+pub(crate) mod prepared;
 pub(crate) mod roster;
 pub(crate) mod run;
 pub(crate) mod witness;

@@ -7,15 +7,15 @@ use std::time::Duration;
 use reqwest::StatusCode;
 
 use super::args::{DataFormat, SiteArgs};
-use super::data::{Records, load_records};
+use super::data::load_records;
 use super::http::{HttpError, SiteClient};
-use super::ledger::{Cost, stated_budget};
+use super::ledger::stated_budget;
+use super::prepared::{Cost, Prepared, relation};
 use super::roster::parse_expected;
 use super::{Failure, progress};
 use crate::dataset::Relation;
 use crate::federation::messages::{JoinRequest, SiteStudyView};
 use crate::privacy::units::{DeltaUnits, RhoUnits};
-use crate::protocols::power::state::SiteComputation;
 use crate::protocols::{StudyAlgorithm, StudyProtocol};
 use crate::store::{SiteStatus, StudyStatus};
 
@@ -32,16 +32,6 @@ fn check_study(view: &SiteStudyView) -> Result<(), Failure> {
         ))),
         other => Err(Failure::Refused(format!(
             "the study is {}: it no longer takes sites in; nothing was sent",
-            other.as_str()
-        ))),
-    }
-}
-
-pub(crate) fn relation(view: &SiteStudyView) -> Result<Relation, Failure> {
-    match view.relation {
-        Relation::ReplaceOne | Relation::AddRemove => Ok(view.relation),
-        other => Err(Failure::Refused(format!(
-            "the study's relation `{}` is not supported",
             other.as_str()
         ))),
     }
@@ -71,19 +61,6 @@ fn same_terms(joined: &SiteStudyView, checked: &SiteStudyView) -> bool {
         ..joined.clone()
     };
     joined == *checked
-}
-
-/// Everything before joining. Returns the study, the loaded data and the checked ledger.
-pub(crate) struct Prepared {
-    pub(crate) view: SiteStudyView,
-    /// The protocol the study runs by.
-    pub(crate) protocol: &'static dyn StudyProtocol,
-    /// `federated_power` only; CAPE studies compute their one statistic directly.
-    pub(crate) computation: Option<SiteComputation>,
-    pub(crate) records: Records,
-    pub(crate) cost: Cost,
-    /// `--expect-roster-hash`, parsed.
-    pub(crate) expected_roster: Option<[u8; 32]>,
 }
 
 /// Refuses a `federated_power` threshold t ≤ S/2 unless the operator allowed it: a lying
@@ -127,7 +104,12 @@ pub(crate) fn check_threshold(
     )))
 }
 
-pub(crate) async fn prepare(args: &SiteArgs, client: &SiteClient) -> Result<Prepared, Failure> {
+/// Everything before joining: the study's view checked, its protocol, the loaded data and the
+/// study's cost in ledger units.
+pub(crate) async fn prepare(
+    args: &SiteArgs,
+    client: &SiteClient,
+) -> Result<(&'static dyn StudyProtocol, Prepared), Failure> {
     let format = DataFormat::resolve(args.format, &args.data).map_err(Failure::Refused)?;
     stated_budget(args)?;
     if !args.data.is_file() {
@@ -197,14 +179,16 @@ pub(crate) async fn prepare(args: &SiteArgs, client: &SiteClient) -> Result<Prep
         beta,
         alpha
     ));
-    Ok(Prepared {
-        view,
+    Ok((
         protocol,
-        computation,
-        records,
-        cost,
-        expected_roster,
-    })
+        Prepared {
+            view,
+            computation,
+            records,
+            cost,
+            expected_roster,
+        },
+    ))
 }
 
 /// The public keys a site joins with (base64).

@@ -137,7 +137,7 @@ pub(crate) async fn run(args: &SiteArgs) -> (Result<(), Failure>, Traffic) {
 }
 
 async fn follow_study(args: &SiteArgs, client: &SiteClient) -> Result<(), Failure> {
-    let prepared = prepare(args, client).await?;
+    let (protocol, prepared) = prepare(args, client).await?;
     let (store, budget) = check_ledger(args, &prepared.view, &prepared.records, prepared.cost).await?;
     let run = SiteRun {
         args,
@@ -146,7 +146,7 @@ async fn follow_study(args: &SiteArgs, client: &SiteClient) -> Result<(), Failur
         budget: &budget,
         prepared: &prepared,
     };
-    let outcome = prepared.protocol.follow(run).await;
+    let outcome = protocol.follow(run).await;
     store.close().await;
     outcome
 }
