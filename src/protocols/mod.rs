@@ -18,23 +18,28 @@ pub mod cape;
 pub mod gossip;
 pub mod power;
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
+use std::time::Instant;
 
 use crate::algorithms::centering::{self, CenterParam, CenterRequest};
 use crate::algorithms::clipping::{self, ClipMode, ClipParam, ClipRequest};
+use crate::algorithms::federated_power::FederatedPowerConfig;
 pub(crate) use crate::algorithms::parameters::parse_params;
 use crate::algorithms::power_clip::ClipAsk;
 use crate::algorithms::{AlgorithmInfo, ConfigError, StudyKind};
 use crate::dataset::{DataContext, Relation};
-use crate::federation::messages::SiteStudyView;
+use crate::federation::messages::{JoinRequest, ShareBox, SiteStudyView, SiteTask, UnmaskRequest};
+use crate::federation::status::StudyStatus;
+use crate::federation::wire;
 use crate::privacy::PrivacyTarget;
 use crate::site::Failure;
 use crate::site::args::SiteArgs;
 use crate::site::http::SiteClient;
 use crate::site::prepared::Prepared;
 use crate::store::{LocalBudget, Store};
-use crate::studies::live::Protocol;
+use crate::studies::study::{Effect, LiveError, Study};
 use power::state::SiteComputation;
 use serde_json::Value;
 
@@ -255,6 +260,317 @@ pub enum PlanError {
     /// The configuration could not be written as JSON (a bug).
     #[error("the study configuration could not be encoded: {0}")]
     Encode(#[from] serde_json::Error),
+}
+
+/// Which protocol a study runs: its plan, fixed when the study is created.
+#[derive(Debug, Clone)]
+pub enum Protocol {
+    /// `federated_power`: key exchange, then L masked rounds (docs/design/federation.md).
+    Power(FederatedPowerConfig),
+    /// `cape_pca`: one CAPE release per site (docs/design/cape.md).
+    Cape(cape::coordinator::CapePlan),
+    /// `gossip_power`: every site an agent; the coordinator relays (docs/design/federation.md,
+    /// "Live gossip").
+    Gossip(Box<gossip::coordinator::GossipPlan>),
+}
+
+impl Protocol {
+    /// Public keys a site sends at join: one per round (power) or per stage (CAPE).
+    fn keys_per_site(&self) -> usize {
+        match self {
+            Protocol::Power(config) => config.total_rounds() as usize,
+            Protocol::Cape(plan) => plan.stages.len(),
+            Protocol::Gossip(_) => 0,
+        }
+    }
+
+    /// The keys and commitments a join must carry for this protocol.
+    pub(crate) fn check_join(&self, request: &JoinRequest) -> Result<(), LiveError> {
+        let want = self.keys_per_site();
+        if matches!(self, Protocol::Gossip(_))
+            && (!request.mask_public_keys.is_empty() || request.encryption_public_key.is_some())
+        {
+            return Err(LiveError::Invalid(
+                "a gossip_power agent joins with its signing key only: mask_public_keys must be empty and encryption_public_key absent".into(),
+            ));
+        }
+        if request.mask_public_keys.len() != want {
+            return Err(LiveError::Invalid(format!(
+                "mask_public_keys must hold one key per {} ({want}); got {}",
+                if matches!(self, Protocol::Power(_)) {
+                    "round"
+                } else {
+                    "stage"
+                },
+                request.mask_public_keys.len()
+            )));
+        }
+        match (self, &request.encryption_public_key) {
+            (Protocol::Power(_), None) => {
+                return Err(LiveError::Invalid(
+                    "encryption_public_key is required for federated_power".into(),
+                ));
+            }
+            (Protocol::Cape(_), Some(_)) => {
+                return Err(LiveError::Invalid(
+                    "encryption_public_key must be absent for CAPE (no share boxes are relayed)".into(),
+                ));
+            }
+            _ => {}
+        }
+        let Some(key) = &request.signing_public_key else {
+            return Err(LiveError::Invalid(
+                "signing_public_key is required: every site signs the transcripts of its study's rounds"
+                    .into(),
+            ));
+        };
+        crate::federation::transcript::verifying_key(key)
+            .map_err(|e| LiveError::Invalid(format!("signing_public_key: {e}")))?;
+        let sparse = matches!(self, Protocol::Power(config) if config.secagg_plus.is_some());
+        match (&request.seed_commitment, sparse) {
+            (None, true) => {
+                return Err(LiveError::Invalid(
+                    "seed_commitment is required: this study runs SecAgg+, whose graph seed every site commits to at join".into(),
+                ));
+            }
+            (Some(_), false) => {
+                return Err(LiveError::Invalid(
+                    "seed_commitment must be absent: this study does not run SecAgg+".into(),
+                ));
+            }
+            (Some(commitment), true) => {
+                wire::decode_key(commitment)
+                    .map_err(|e| LiveError::Invalid(format!("seed_commitment: {e}")))?;
+            }
+            (None, false) => {}
+        }
+        for key in request
+            .encryption_public_key
+            .iter()
+            .chain(&request.mask_public_keys)
+        {
+            wire::decode_key(key)
+                .map_err(|e| LiveError::Invalid(format!("a public key is malformed: {e}")))?;
+        }
+        Ok(())
+    }
+
+    /// A joining site's n against the sites already joined: every agent of a `gossip_power`
+    /// study holds the same records; the other protocols take any n.
+    pub(crate) fn check_n_samples(
+        &self,
+        joined: &BTreeMap<u32, JoinRequest>,
+        n_samples: Option<i64>,
+    ) -> Result<(), LiveError> {
+        match self {
+            Protocol::Gossip(_) => gossip::coordinator::GossipRunning::check_n(joined, n_samples),
+            Protocol::Power(_) | Protocol::Cape(_) => Ok(()),
+        }
+    }
+
+    /// Enrolment is over: the protocol's first stage for `roster` (None when it failed the
+    /// study at once).
+    pub(crate) fn start(
+        &self,
+        study: &mut Study,
+        roster: Vec<u32>,
+        effects: &mut Vec<Effect>,
+    ) -> Option<Stage> {
+        match self.clone() {
+            Protocol::Power(config) => {
+                power::coordinator::Sharing::open(study, config, &roster, effects).map(Stage::Sharing)
+            }
+            Protocol::Cape(plan) => {
+                cape::coordinator::CapeRunning::open(study, plan, roster, effects).map(Stage::Cape)
+            }
+            Protocol::Gossip(plan) => {
+                gossip::coordinator::GossipRunning::open(study, *plan, roster, effects).map(Stage::Gossip)
+            }
+        }
+    }
+}
+
+/// Where a study stands: enrolling, one of its protocol's own states, or finished. The one
+/// dispatch over the protocols' coordinator states ([`Stage::task`], [`Stage::advance`],
+/// [`Stage::deliver`], [`Stage::replay`]); each protocol's transitions are methods of its own
+/// state in `<protocol>/coordinator.rs`, over the study's [`Study`].
+pub(crate) enum Stage {
+    Enrolling,
+    Sharing(Box<power::coordinator::Sharing>),
+    Running(Box<power::coordinator::Running>),
+    Cape(Box<cape::coordinator::CapeRunning>),
+    Gossip(Box<gossip::coordinator::GossipRunning>),
+    Finished {
+        status: StudyStatus,
+        reason: Option<String>,
+    },
+}
+
+/// A site's message to its study's coordinator (`/v1/site/*`), as the hub hands it on.
+#[derive(Debug)]
+pub enum SiteMessage<'a> {
+    /// A SecAgg+ site's share of the graph seed.
+    RevealSeed { reveal: &'a str },
+    /// A `federated_power` site's share boxes in the key exchange.
+    Shares { boxes: Vec<ShareBox> },
+    /// A masked contribution for `round`, with the site's signature of what it masked.
+    Contribute {
+        round: u32,
+        masked: &'a str,
+        signature: &'a str,
+    },
+    /// A survivor's confirmation of `round`'s transcript.
+    Confirm { round: u32, signature: &'a str },
+    /// A survivor's unmasking shares for `round`.
+    Unmask { round: u32, answer: UnmaskRequest },
+    /// A CAPE site's release for `stage`.
+    CapeRelease { stage: u32, values: &'a str },
+    /// A CAPE site's confirmation of a stage's transcript, or a gossip agent's of the study's
+    /// (stage 0).
+    StageConfirm { stage: u32, signature: &'a str },
+    /// A gossip agent's value of exchange `step`.
+    GossipPost { step: u32, values: &'a str },
+}
+
+/// A `federated_power` step given back from the study's journal on a restore (whose snapshot
+/// may be of a later phase of the same round than the one that accepted it).
+#[derive(Debug)]
+pub enum Replay<'a> {
+    Contribution {
+        site: u32,
+        round: u32,
+        masked: &'a str,
+        signature: &'a str,
+    },
+    Confirm {
+        site: u32,
+        round: u32,
+        signature: &'a str,
+    },
+    /// The close of `round`'s collection with every vector in.
+    Collected { round: u32 },
+    /// The close of `round`'s consistency round.
+    Unmasking { round: u32 },
+}
+
+impl Stage {
+    /// The protocol's task for `site`; None to wait.
+    pub(crate) fn task(&self, site: u32) -> Option<SiteTask> {
+        match self {
+            Stage::Sharing(sharing) => sharing.task(site),
+            Stage::Running(running) => running.task(site),
+            Stage::Cape(cape) => cape.task(site),
+            Stage::Gossip(gossip) => gossip.task(site),
+            Stage::Enrolling | Stage::Finished { .. } => None,
+        }
+    }
+
+    /// Whether the protocol hands out its tasks (a SecAgg+ key exchange waits for its graph).
+    pub(crate) fn tasks_ready(&self) -> bool {
+        match self {
+            Stage::Sharing(sharing) => sharing.tasks_ready(),
+            _ => true,
+        }
+    }
+
+    /// Moves the protocol on as far as its messages and the clock allow; whether it moved.
+    pub(crate) fn advance(&mut self, study: &mut Study, now: Instant, effects: &mut Vec<Effect>) -> bool {
+        match self {
+            Stage::Sharing(sharing) => {
+                let (moved, rounds) = sharing.advance(study, now, effects);
+                if let Some(rounds) = rounds {
+                    *self = Stage::Running(rounds);
+                }
+                moved
+            }
+            Stage::Running(running) => running.advance(study, now, effects),
+            Stage::Cape(cape) => cape.advance(study, now, effects),
+            Stage::Gossip(gossip) => gossip.advance(study, now, effects),
+            Stage::Enrolling | Stage::Finished { .. } => false,
+        }
+    }
+
+    /// Hands `site`'s message to the protocol state that takes it; a message for another
+    /// protocol or phase is a conflict.
+    pub(crate) fn deliver(
+        &mut self,
+        study: &mut Study,
+        site: u32,
+        message: SiteMessage<'_>,
+    ) -> Result<(), LiveError> {
+        let conflict = |what: &str| Err(LiveError::Conflict(format!("the study is not {what} now")));
+        match (self, message) {
+            (Stage::Sharing(sharing), SiteMessage::RevealSeed { reveal }) => {
+                sharing.reveal_seed(study, site, reveal)
+            }
+            (Stage::Running(running), SiteMessage::RevealSeed { reveal })
+                if running.graph.is_some() && running.senders.contains(&site) =>
+            {
+                Err(running.repeated_reveal(study.study, site, reveal))
+            }
+            (_, SiteMessage::RevealSeed { .. }) => conflict("fixing its graph"),
+            (Stage::Running(running), SiteMessage::Shares { .. }) if running.senders.contains(&site) => Err(
+                LiveError::AlreadyReceived("this site's share boxes already arrived".into()),
+            ),
+            (Stage::Sharing(sharing), SiteMessage::Shares { boxes }) => sharing.shares(site, boxes),
+            (_, SiteMessage::Shares { .. }) => conflict("exchanging keys"),
+            (
+                Stage::Running(running),
+                SiteMessage::Contribute {
+                    round,
+                    masked,
+                    signature,
+                },
+            ) => running.contribute(site, round, masked, signature),
+            (Stage::Running(running), SiteMessage::Confirm { round, signature }) => {
+                running.confirm(site, round, signature)
+            }
+            (Stage::Running(running), SiteMessage::Unmask { round, answer }) => {
+                running.unmask(site, round, answer)
+            }
+            (
+                _,
+                SiteMessage::Contribute { .. } | SiteMessage::Confirm { .. } | SiteMessage::Unmask { .. },
+            ) => conflict("running rounds"),
+            (Stage::Cape(cape), SiteMessage::CapeRelease { stage, values }) => {
+                cape.release(study, site, stage, values)
+            }
+            (_, SiteMessage::CapeRelease { .. }) => conflict("collecting CAPE releases"),
+            (Stage::Gossip(gossip), SiteMessage::StageConfirm { stage, signature }) => {
+                gossip.confirm(site, stage, signature)
+            }
+            (Stage::Cape(cape), SiteMessage::StageConfirm { stage, signature }) => {
+                cape.confirm(study, site, stage, signature)
+            }
+            (_, SiteMessage::StageConfirm { .. }) => conflict("running CAPE stages"),
+            (Stage::Gossip(gossip), SiteMessage::GossipPost { step, values }) => {
+                gossip.post(site, step, values)
+            }
+            (_, SiteMessage::GossipPost { .. }) => conflict("running gossip exchanges"),
+        }
+    }
+
+    /// Gives a journaled `federated_power` step back to a restored study.
+    pub(crate) fn replay(&mut self, step: Replay<'_>) -> Result<(), LiveError> {
+        let Stage::Running(running) = self else {
+            return Err(LiveError::Conflict("the study is not running rounds now".into()));
+        };
+        match step {
+            Replay::Contribution {
+                site,
+                round,
+                masked,
+                signature,
+            } => running.replay_contribution(site, round, masked, signature),
+            Replay::Confirm {
+                site,
+                round,
+                signature,
+            } => running.replay_confirm(site, round, signature),
+            Replay::Collected { round } => running.replay_collected(round),
+            Replay::Unmasking { round } => running.replay_unmasking(round),
+        }
+    }
 }
 
 /// The parameters as `T`, or the path of the first bad one (`params.<path>`).

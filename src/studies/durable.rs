@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::live::{Effect, Live, LiveError, Protocol, Stage};
+use super::live::{Effect, Live, LiveError, Protocol, Replay, SiteMessage, Stage};
 use crate::algorithms::Output;
 use crate::algorithms::federated_power::FederatedPowerConfig;
 use crate::federation::messages::{JoinRequest, Participant, ShareBox, UnmaskRequest};
@@ -103,17 +103,38 @@ impl Journaled {
                 round,
                 masked,
                 signature,
-            } => live.contribute(*site, *round, masked, signature),
+            } => live.deliver(
+                *site,
+                SiteMessage::Contribute {
+                    round: *round,
+                    masked,
+                    signature,
+                },
+            ),
             Journaled::Confirm {
                 site,
                 round,
                 signature,
-            } => live.confirm(*site, *round, signature),
-            Journaled::Unmask { site, round, answer } => live.unmask(*site, *round, answer.clone()),
-            Journaled::Collected { round } => live.replay_collected(*round),
-            Journaled::Unmasking { round } => live.replay_unmasking(*round),
-            Journaled::Shares { site, boxes } => live.shares(*site, boxes.clone()),
-            Journaled::Reveal { site, reveal } => live.reveal_seed(*site, reveal),
+            } => live.deliver(
+                *site,
+                SiteMessage::Confirm {
+                    round: *round,
+                    signature,
+                },
+            ),
+            Journaled::Unmask { site, round, answer } => live.deliver(
+                *site,
+                SiteMessage::Unmask {
+                    round: *round,
+                    answer: answer.clone(),
+                },
+            ),
+            Journaled::Collected { round } => live.replay(Replay::Collected { round: *round }),
+            Journaled::Unmasking { round } => live.replay(Replay::Unmasking { round: *round }),
+            Journaled::Shares { site, boxes } => {
+                live.deliver(*site, SiteMessage::Shares { boxes: boxes.clone() })
+            }
+            Journaled::Reveal { site, reveal } => live.deliver(*site, SiteMessage::RevealSeed { reveal }),
         }
     }
 
@@ -126,12 +147,21 @@ impl Journaled {
                 round,
                 masked,
                 signature,
-            } => live.replay_contribution(*site, *round, masked, signature),
+            } => live.replay(Replay::Contribution {
+                site: *site,
+                round: *round,
+                masked,
+                signature,
+            }),
             Journaled::Confirm {
                 site,
                 round,
                 signature,
-            } => live.replay_confirm(*site, *round, signature),
+            } => live.replay(Replay::Confirm {
+                site: *site,
+                round: *round,
+                signature,
+            }),
             Journaled::Unmask { .. }
             | Journaled::Collected { .. }
             | Journaled::Unmasking { .. }

@@ -13,6 +13,7 @@
 
 pub mod durable;
 pub mod live;
+pub mod study;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -27,7 +28,7 @@ use crate::store::{
     StudyWrite,
 };
 use durable::Journaled;
-use live::{Effect, Live, LiveError, Protocol};
+use live::{Effect, Live, LiveError, Protocol, SiteMessage};
 
 /// How often a driver looks at its study even without news (deadlines are also woken exactly).
 const TICK: Duration = Duration::from_millis(250);
@@ -591,7 +592,7 @@ impl StudyHub {
             let mut probe = request.clone();
             probe.n_samples = None;
             live.check_join(site, &probe)?;
-            live.check_gossip_n(n_samples)?;
+            live.check_n_samples(n_samples)?;
             if live.is_kept() {
                 live.join(site, request)?;
                 let join = [StudyWrite::Join { site, n_samples }];
@@ -758,8 +759,16 @@ impl StudyHub {
         stage: u32,
         values: String,
     ) -> Result<(), HubError> {
-        self.with_live(study, |live| live.cape_release(site, stage, &values))
-            .await
+        self.with_live(study, |live| {
+            live.deliver(
+                site,
+                SiteMessage::CapeRelease {
+                    stage,
+                    values: &values,
+                },
+            )
+        })
+        .await
     }
 
     /// A CAPE site's confirmation of a stage's transcript, or a gossip agent's of the study's
@@ -771,8 +780,16 @@ impl StudyHub {
         stage: u32,
         signature: String,
     ) -> Result<(), HubError> {
-        self.with_live(study, |live| live.stage_confirm(site, stage, &signature))
-            .await
+        self.with_live(study, |live| {
+            live.deliver(
+                site,
+                SiteMessage::StageConfirm {
+                    stage,
+                    signature: &signature,
+                },
+            )
+        })
+        .await
     }
 
     pub async fn gossip_post(
@@ -782,8 +799,16 @@ impl StudyHub {
         step: u32,
         values: String,
     ) -> Result<(), HubError> {
-        self.with_live(study, |live| live.gossip_post(site, step, &values))
-            .await
+        self.with_live(study, |live| {
+            live.deliver(
+                site,
+                SiteMessage::GossipPost {
+                    step,
+                    values: &values,
+                },
+            )
+        })
+        .await
     }
 
     /// The site's next task, waiting up to `wait` for one that is not `wait`.

@@ -23,9 +23,9 @@ use crate::federation::crypto::Seed;
 use crate::federation::messages::{CapePeer, SiteSignature, SiteTask};
 use crate::federation::transcript;
 use crate::federation::wire;
+use crate::protocols::Protocol;
 use crate::protocols::{PlanError, StudyPlan, StudyTerms, parse_params, take_center, take_clip};
-use crate::store::StudyStatus;
-use crate::studies::live::{Effect, Live, LiveError, Protocol, Stage, report_value};
+use crate::studies::study::{Effect, LiveError, Study, report_value};
 
 /// Which CAPE algorithm a study runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -499,14 +499,19 @@ impl CapeRunning {
     }
 }
 
-impl Live {
+impl CapeRunning {
     /// The roster is fixed: calibrate stage 1 for its size, draw the aggregator seeds, charge,
-    /// and ask every site for its release.
-    pub(crate) fn start_cape(&mut self, plan: CapePlan, roster: Vec<u32>, effects: &mut Vec<Effect>) {
+    /// and ask every site for its release (None: the study failed).
+    pub(crate) fn open(
+        live: &mut Study,
+        plan: CapePlan,
+        roster: Vec<u32>,
+        effects: &mut Vec<Effect>,
+    ) -> Option<Box<CapeRunning>> {
         // The records the roster reported at join (public under replace_one): the clip's q.
         let pooled_n = roster
             .iter()
-            .map(|s| self.joined.get(s).and_then(|j| j.n_samples))
+            .map(|s| live.joined.get(s).and_then(|j| j.n_samples))
             .sum::<Option<u64>>();
         let clip = match (&plan.clip, &plan.kind) {
             (Some(clip), CapeKind::Pca { k }) => {
@@ -515,20 +520,20 @@ impl Live {
             _ => None,
         };
         let Some(noise) = plan.stage_noise(1, roster.len() as u32, None) else {
-            self.fail(
+            live.fail(
                 "the noise could not be calibrated for this roster; nothing was charged".into(),
                 None,
                 effects,
             );
-            return;
+            return None;
         };
         let peers = roster
             .iter()
             .map(|&i| CapePeer {
                 index: i,
-                name: self.names.get(&i).cloned().unwrap_or_default(),
-                noise_public_keys: self.joined[&i].mask_public_keys.clone(),
-                signing_public_key: self.joined[&i].signing_public_key.clone().unwrap_or_default(),
+                name: live.names.get(&i).cloned().unwrap_or_default(),
+                noise_public_keys: live.joined[&i].mask_public_keys.clone(),
+                signing_public_key: live.joined[&i].signing_public_key.clone().unwrap_or_default(),
             })
             .collect();
         effects.push(Effect::Charge {
@@ -536,9 +541,9 @@ impl Live {
             dropped: Vec::new(),
         });
         let len = match (&plan.center, &clip) {
-            (Some(center), _) => CapeCenter::len(&center.neighbours, self.d),
+            (Some(center), _) => CapeCenter::len(&center.neighbours, live.d),
             (None, Some(_)) => 1,
-            (None, None) => self.d * (self.d + 1) / 2,
+            (None, None) => live.d * (live.d + 1) / 2,
         };
         let mut running = CapeRunning {
             plan,
@@ -559,16 +564,18 @@ impl Live {
         };
         running.input = running.input_now();
         running.fresh_seeds();
-        self.stage = Stage::Cape(Box::new(running));
+        Some(Box::new(running))
     }
 
     /// A CAPE site's release for `stage`.
-    pub fn cape_release(&mut self, site: u32, stage: u32, values: &str) -> Result<(), LiveError> {
-        let Stage::Cape(cape) = &mut self.stage else {
-            return Err(LiveError::Conflict(
-                "the study is not collecting CAPE releases now".into(),
-            ));
-        };
+    pub(crate) fn release(
+        &mut self,
+        live: &Study,
+        site: u32,
+        stage: u32,
+        values: &str,
+    ) -> Result<(), LiveError> {
+        let cape = self;
         if stage < cape.stage && cape.roster.contains(&site) {
             return Err(LiveError::AlreadyReceived(format!(
                 "stage {stage} is over; this site's release for it already arrived or came too late"
@@ -580,7 +587,7 @@ impl Live {
                 cape.stage
             )));
         }
-        if !cape.roster.contains(&site) || self.out.contains_key(&site) {
+        if !cape.roster.contains(&site) || live.out.contains_key(&site) {
             return Err(LiveError::Conflict("this site is not in the roster".into()));
         }
         if cape.releases.contains_key(&site) {
@@ -602,12 +609,14 @@ impl Live {
     }
 
     /// A CAPE site's confirmation of `stage`'s transcript (the consistency round).
-    pub fn cape_confirm(&mut self, site: u32, stage: u32, signature: &str) -> Result<(), LiveError> {
-        let Stage::Cape(cape) = &mut self.stage else {
-            return Err(LiveError::Conflict(
-                "the study is not running CAPE stages now".into(),
-            ));
-        };
+    pub(crate) fn confirm(
+        &mut self,
+        live: &Study,
+        site: u32,
+        stage: u32,
+        signature: &str,
+    ) -> Result<(), LiveError> {
+        let cape = self;
         let member = cape.roster.contains(&site);
         if (stage < cape.stage && member) || (stage == cape.stage && cape.confirmations.contains_key(&site)) {
             return Err(LiveError::AlreadyReceived(format!(
@@ -620,7 +629,7 @@ impl Live {
                 cape.stage
             )));
         }
-        if !member || self.out.contains_key(&site) {
+        if !member || live.out.contains_key(&site) {
             return Err(LiveError::Conflict("this site is not in the roster".into()));
         }
         if cape.confirmed {
@@ -636,21 +645,25 @@ impl Live {
     /// The stage's consistency round closes when every site still in confirmed, or at the
     /// deadline with at least the study's threshold (each site checks its own quorum before it
     /// releases); fewer fail the study (charges stand).
-    fn advance_cape_confirm(&mut self, now: Instant, expected: &[u32], effects: &mut Vec<Effect>) -> bool {
-        let Stage::Cape(cape) = &mut self.stage else {
-            return false;
-        };
+    fn advance_confirm(
+        &mut self,
+        live: &mut Study,
+        now: Instant,
+        expected: &[u32],
+        effects: &mut Vec<Effect>,
+    ) -> bool {
+        let cape = self;
         let all = expected.iter().all(|s| cape.confirmations.contains_key(s));
-        if !(all || now >= self.deadline) {
+        if !(all || now >= live.deadline) {
             return false;
         }
         let (stage, have) = (cape.stage, cape.confirmations.len());
-        if (have as u32) < self.threshold.max(2) {
+        if (have as u32) < live.threshold.max(2) {
             let report = report_value(&cape.reports);
-            self.fail(
+            live.fail(
                 format!(
                     "only {have} sites confirmed stage {stage}'s transcript; {} are needed; the study stops (charges stand)",
-                    self.threshold.max(2)
+                    live.threshold.max(2)
                 ),
                 Some(report),
                 effects,
@@ -658,29 +671,27 @@ impl Live {
             return true;
         }
         cape.confirmed = true;
-        self.deadline = now + self.round_timeout;
+        live.next_phase(now);
         true
     }
 
     /// Closes the open stage when every site still in has sent, or at the deadline; silent
     /// sites are dropouts (their pair terms stay in the sum, reported). After the last stage,
     /// the result; with no release at all, the study fails (charges stand).
-    pub(crate) fn advance_cape(&mut self, now: Instant, effects: &mut Vec<Effect>) -> bool {
-        let d = self.d;
-        let Stage::Cape(cape) = &mut self.stage else {
-            return false;
-        };
-        let expected: Vec<u32> = cape
+    pub(crate) fn advance(&mut self, live: &mut Study, now: Instant, effects: &mut Vec<Effect>) -> bool {
+        let d = live.d;
+        let expected: Vec<u32> = self
             .roster
             .iter()
             .copied()
-            .filter(|s| !self.out.contains_key(s))
+            .filter(|s| !live.out.contains_key(s))
             .collect();
-        if !cape.confirmed {
-            return self.advance_cape_confirm(now, &expected, effects);
+        if !self.confirmed {
+            return self.advance_confirm(live, now, &expected, effects);
         }
+        let cape = self;
         let all = expected.iter().all(|s| cape.releases.contains_key(s));
-        if !(all || now >= self.deadline) {
+        if !(all || now >= live.deadline) {
             return false;
         }
         let stage = cape.stage;
@@ -694,7 +705,7 @@ impl Live {
         let newly_out: Vec<u32> = dropped
             .iter()
             .copied()
-            .filter(|s| !self.out.contains_key(s))
+            .filter(|s| !live.out.contains_key(s))
             .collect();
         cape.reports.push(cape.noise.report(survivors.clone(), dropped));
         let last = stage as usize == cape.plan.stages.len();
@@ -710,7 +721,7 @@ impl Live {
         // The survivors' pooled public n (replace_one): what a private centre divides by.
         let survivors_n = survivors
             .iter()
-            .map(|s| self.joined.get(s).and_then(|j| j.n_samples))
+            .map(|s| live.joined.get(s).and_then(|j| j.n_samples))
             .sum::<Option<u64>>();
         let outcome = sum.and_then(|sum| match (&cape.plan.kind, last) {
             _ if centring => cape.next_after_center(&sum, d, survivors_n).map(|()| None),
@@ -728,7 +739,7 @@ impl Live {
             [only] => report_value(only),
             several => report_value(several),
         };
-        self.mark_out(
+        live.mark_out(
             &newly_out,
             stage,
             "this site sent nothing before the deadline",
@@ -736,15 +747,9 @@ impl Live {
         );
         effects.push(Effect::Progress { done: stage });
         match outcome {
-            Ok(Some((output, report))) => {
-                self.stage = Stage::Finished {
-                    status: StudyStatus::Succeeded,
-                    reason: None,
-                };
-                effects.push(Effect::Succeeded { output, report });
-            }
-            Ok(None) => self.deadline = now + self.round_timeout,
-            Err(e) => self.fail(e, Some(failure_report), effects),
+            Ok(Some((output, report))) => live.succeed(output, report, effects),
+            Ok(None) => live.next_phase(now),
+            Err(e) => live.fail(e, Some(failure_report), effects),
         }
         true
     }

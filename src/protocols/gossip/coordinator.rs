@@ -15,14 +15,15 @@ use crate::algorithms::centering::{self, CenterConfig};
 use crate::algorithms::gossip::agent::{Exchange, assemble, configure_blocks, schedule};
 use crate::algorithms::gossip::power::{GossipPowerConfig, GossipPowerParams, cost_of};
 use crate::dataset::DataContext;
+use crate::federation::messages::JoinRequest;
 use crate::federation::messages::{GossipAgent, GossipValue, SiteSignature, SiteTask};
 use crate::federation::transcript;
 use crate::federation::wire;
 use crate::linalg::Matrix;
 use crate::privacy::PrivacyTarget;
+use crate::protocols::Protocol;
 use crate::protocols::{PlanError, StudyPlan, StudyTerms, parse_params, take_center};
-use crate::store::StudyStatus;
-use crate::studies::live::{Effect, Live, LiveError, Protocol, Stage};
+use crate::studies::study::{Effect, LiveError, Study};
 
 /// A `gossip_power` study's configuration as stored and shown to every site: the parameters
 /// as given, each site's block size, and the job's configuration for those blocks (calibrated
@@ -263,22 +264,27 @@ impl GossipRunning {
     }
 }
 
-impl Live {
-    /// Every agent joined: charge them all and open exchange 1.
-    pub(crate) fn start_gossip(&mut self, plan: GossipPlan, roster: Vec<u32>, effects: &mut Vec<Effect>) {
-        let n = self
+impl GossipRunning {
+    /// Every agent joined: charge them all and open exchange 1 (None: the study failed).
+    pub(crate) fn open(
+        live: &mut Study,
+        plan: GossipPlan,
+        roster: Vec<u32>,
+        effects: &mut Vec<Effect>,
+    ) -> Option<Box<GossipRunning>> {
+        let n = live
             .joined
             .values()
             .next()
             .and_then(|j| j.n_samples)
             .and_then(|n| usize::try_from(n).ok());
         let Some(n) = n.filter(|_| roster.len() == plan.config.blocks.len()) else {
-            self.fail(
+            live.fail(
                 "gossip_power needs every agent and its n; nothing was charged".into(),
                 None,
                 effects,
             );
-            return;
+            return None;
         };
         effects.push(Effect::Charge {
             roster: roster.clone(),
@@ -288,11 +294,11 @@ impl Live {
             .iter()
             .map(|&i| GossipAgent {
                 index: i,
-                name: self.names.get(&i).cloned().unwrap_or_default(),
-                signing_public_key: self.joined[&i].signing_public_key.clone().unwrap_or_default(),
+                name: live.names.get(&i).cloned().unwrap_or_default(),
+                signing_public_key: live.joined[&i].signing_public_key.clone().unwrap_or_default(),
             })
             .collect();
-        self.stage = Stage::Gossip(Box::new(GossipRunning {
+        Some(Box::new(GossipRunning {
             schedule: schedule(&plan.config.gossip),
             config: plan.config,
             n,
@@ -303,16 +309,16 @@ impl Live {
             agents,
             confirmations: BTreeMap::new(),
             confirmed: false,
-        }));
+        }))
     }
 
     /// A joining agent's n must equal that of the agents already joined (n is public and the
     /// same rows are held by every agent).
-    pub fn check_gossip_n(&self, n_samples: Option<i64>) -> Result<(), LiveError> {
-        if !matches!(self.protocol, Protocol::Gossip(_)) {
-            return Ok(());
-        }
-        let Some(first) = self.joined.values().find_map(|j| j.n_samples) else {
+    pub(crate) fn check_n(
+        joined: &BTreeMap<u32, JoinRequest>,
+        n_samples: Option<i64>,
+    ) -> Result<(), LiveError> {
+        let Some(first) = joined.values().find_map(|j| j.n_samples) else {
             return Ok(());
         };
         match n_samples {
@@ -325,12 +331,8 @@ impl Live {
     }
 
     /// An agent's confirmation of the study's transcript (stage 0, before exchange 1).
-    pub fn gossip_confirm(&mut self, site: u32, stage: u32, signature: &str) -> Result<(), LiveError> {
-        let Stage::Gossip(gossip) = &mut self.stage else {
-            return Err(LiveError::Conflict(
-                "the study is not running gossip exchanges now".into(),
-            ));
-        };
+    pub(crate) fn confirm(&mut self, site: u32, stage: u32, signature: &str) -> Result<(), LiveError> {
+        let gossip = self;
         if gossip.agent(site).is_none() {
             return Err(LiveError::Conflict(
                 "this site is not an agent of the study".into(),
@@ -352,12 +354,8 @@ impl Live {
     }
 
     /// An agent's value of exchange `step` (1-based).
-    pub fn gossip_post(&mut self, site: u32, step: u32, values: &str) -> Result<(), LiveError> {
-        let Stage::Gossip(gossip) = &mut self.stage else {
-            return Err(LiveError::Conflict(
-                "the study is not running gossip exchanges now".into(),
-            ));
-        };
+    pub(crate) fn post(&mut self, site: u32, step: u32, values: &str) -> Result<(), LiveError> {
+        let gossip = self;
         let Some(agent) = gossip.agent(site) else {
             return Err(LiveError::Conflict(
                 "this site is not an agent of the study".into(),
@@ -383,10 +381,8 @@ impl Live {
 
     /// Closes the open exchange when every agent has posted; after the last, the result. An
     /// agent silent at the deadline fails the study (gossip needs every agent; charges stand).
-    pub(crate) fn advance_gossip(&mut self, now: Instant, effects: &mut Vec<Effect>) -> bool {
-        let Stage::Gossip(gossip) = &mut self.stage else {
-            return false;
-        };
+    pub(crate) fn advance(&mut self, live: &mut Study, now: Instant, effects: &mut Vec<Effect>) -> bool {
+        let gossip = self;
         let waiting_for = if gossip.confirmed {
             &gossip.posts
         } else {
@@ -399,7 +395,7 @@ impl Live {
             .filter(|s| !waiting_for.contains_key(s))
             .collect();
         if !missing.is_empty() {
-            if now < self.deadline {
+            if now < live.deadline {
                 return false;
             }
             let step = gossip.step + 1;
@@ -410,19 +406,19 @@ impl Live {
                 gossip.schedule.len()
             );
             let iteration = gossip.config.gossip.iterations;
-            self.mark_out(
+            live.mark_out(
                 &missing,
                 iteration,
                 "this site sent nothing before the deadline",
                 effects,
             );
-            self.fail(reason, Some(report), effects);
+            live.fail(reason, Some(report), effects);
             return true;
         }
         if !gossip.confirmed {
             // Every agent confirmed the one transcript: exchange 1 opens.
             gossip.confirmed = true;
-            self.deadline = now + self.round_timeout;
+            live.next_phase(now);
             return true;
         }
         let kind = gossip.schedule[gossip.step];
@@ -433,13 +429,9 @@ impl Live {
                     effects.push(Effect::Progress {
                         done: gossip.config.gossip.iterations,
                     });
-                    self.stage = Stage::Finished {
-                        status: StudyStatus::Succeeded,
-                        reason: None,
-                    };
-                    effects.push(Effect::Succeeded { output, report });
+                    live.succeed(output, report, effects);
                 }
-                Err(e) => self.fail(format!("the final segments: {e}"), Some(report), effects),
+                Err(e) => live.fail(format!("the final segments: {e}"), Some(report), effects),
             }
             return true;
         }
@@ -454,7 +446,7 @@ impl Live {
         }
         gossip.previous = std::mem::take(&mut gossip.posts);
         gossip.step += 1;
-        self.deadline = now + self.round_timeout;
+        live.next_phase(now);
         true
     }
 }

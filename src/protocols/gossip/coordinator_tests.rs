@@ -16,6 +16,7 @@ use crate::algorithms::{DataInput, RunEnv};
 use crate::federation::messages::JoinRequest;
 use crate::linalg::Matrix;
 use crate::protocols::{StudyAlgorithm, StudyTerms};
+use crate::studies::live::Live;
 
 const SIZES: [usize; 3] = [2, 3, 3];
 pub(crate) const N: usize = 60;

@@ -23,8 +23,7 @@ use crate::federation::secagg::graph::choose_parameters;
 use crate::federation::secagg::{Aggregator, GraphSpec, Neighbourhoods, SecAggError, seed};
 use crate::federation::transcript::{self, RoundView};
 use crate::federation::wire::{self, f64s_to_b64};
-use crate::store::StudyStatus;
-use crate::studies::live::{Effect, Live, LiveError, Stage, report_value};
+use crate::studies::study::{Effect, LiveError, Study, report_value};
 
 pub(crate) struct Sharing {
     pub(crate) config: FederatedPowerConfig,
@@ -385,14 +384,14 @@ impl Running {
     }
 }
 
-impl Live {
-    /// Enrolment is over: the key exchange opens for `roster`.
-    pub(crate) fn start_power(
-        &mut self,
+impl Sharing {
+    /// Enrolment is over: the key exchange opens for `roster` (None: the study failed).
+    pub(crate) fn open(
+        study: &mut Study,
         config: FederatedPowerConfig,
         roster: &[u32],
         effects: &mut Vec<Effect>,
-    ) {
+    ) -> Option<Box<Sharing>> {
         // A SecAgg+ roster must have a graph (k and t for its S) before anyone reveals anything.
         if let Some(plus) = config.secagg_plus {
             let sites = roster.len() as u32;
@@ -403,17 +402,17 @@ impl Live {
                      (the stated rate of the {} invited) and dropout rate {}: {e}. Nothing was charged.",
                     config.sites, plus.dropout_rate
                 );
-                self.fail(reason, None, effects);
-                return;
+                study.fail(reason, None, effects);
+                return None;
             }
         }
         let participants = roster
             .iter()
             .map(|&i| {
-                let j = &self.joined[&i];
+                let j = &study.joined[&i];
                 Participant {
                     index: i,
-                    name: self.names.get(&i).cloned().unwrap_or_default(),
+                    name: study.names.get(&i).cloned().unwrap_or_default(),
                     encryption_public_key: j.encryption_public_key.clone().unwrap_or_default(),
                     mask_public_keys: j.mask_public_keys.clone(),
                     signing_public_key: j.signing_public_key.clone().unwrap_or_default(),
@@ -421,50 +420,26 @@ impl Live {
                 }
             })
             .collect();
-        self.stage = Stage::Sharing(Box::new(Sharing {
+        Some(Box::new(Sharing {
             config,
             participants,
             boxes: BTreeMap::new(),
             reveals: BTreeMap::new(),
             graph: None,
-        }));
+        }))
     }
 
     /// Whether the key exchange hands out its share tasks (a SecAgg+ study's graph is fixed):
     /// a change of this without a phase change still gives sites new tasks.
-    pub fn tasks_ready(&self) -> bool {
-        match &self.stage {
-            Stage::Sharing(sharing) => sharing.config.secagg_plus.is_none() || sharing.graph.is_some(),
-            _ => true,
-        }
+    pub(crate) fn tasks_ready(&self) -> bool {
+        self.config.secagg_plus.is_none() || self.graph.is_some()
     }
 
     /// A SecAgg+ site's share of the graph seed, checked against the commitment the roster
     /// lists for it.
-    pub fn reveal_seed(&mut self, site: u32, reveal: &str) -> Result<(), LiveError> {
-        let study = self.study;
-        let sharing = match &mut self.stage {
-            Stage::Sharing(sharing) => sharing,
-            Stage::Running(running) if running.graph.is_some() && running.senders.contains(&site) => {
-                // The reveals are not kept past the key exchange; the commitment binds the
-                // site to one share, so a repeat that opens it is the share that arrived.
-                let opens = running
-                    .participants
-                    .iter()
-                    .find(|p| p.index == site)
-                    .is_some_and(|p| seed::open(study, p, reveal).is_ok());
-                return Err(if opens {
-                    LiveError::AlreadyReceived("this site's share of the graph seed already arrived".into())
-                } else {
-                    LiveError::Conflict("this site already revealed another share of the graph seed".into())
-                });
-            }
-            _ => {
-                return Err(LiveError::Conflict(
-                    "the study is not fixing its graph now".into(),
-                ));
-            }
-        };
+    pub(crate) fn reveal_seed(&mut self, live: &mut Study, site: u32, reveal: &str) -> Result<(), LiveError> {
+        let study = live.study;
+        let sharing = self;
         if sharing.config.secagg_plus.is_none() {
             return Err(LiveError::Conflict(
                 "this study runs on the complete graph: there is no graph seed to reveal".into(),
@@ -489,24 +464,15 @@ impl Live {
             let reveals = relayed_reveals(&sharing.reveals);
             if let Ok(graph) = SparseGraph::derive(study, &sharing.config, &sharing.participants, &reveals) {
                 sharing.graph = Some(graph);
-                self.deadline = Instant::now() + self.round_timeout;
+                live.next_phase(Instant::now());
             }
         }
         Ok(())
     }
 
     /// A site's share boxes.
-    pub fn shares(&mut self, site: u32, boxes: Vec<ShareBox>) -> Result<(), LiveError> {
-        if let Stage::Running(running) = &self.stage
-            && running.senders.contains(&site)
-        {
-            return Err(LiveError::AlreadyReceived(
-                "this site's share boxes already arrived".into(),
-            ));
-        }
-        let Stage::Sharing(sharing) = &mut self.stage else {
-            return Err(LiveError::Conflict("the study is not exchanging keys now".into()));
-        };
+    pub(crate) fn shares(&mut self, site: u32, boxes: Vec<ShareBox>) -> Result<(), LiveError> {
+        let sharing = self;
         if !sharing.is_participant(site) {
             return Err(LiveError::Conflict("this site is not a participant".into()));
         }
@@ -545,20 +511,146 @@ impl Live {
         Ok(())
     }
 
+    /// A SecAgg+ study's graph: fixed once every participant revealed its share of the seed;
+    /// a missing reveal at the deadline fails the study before anything is charged. Returns
+    /// whether the study moved; `None` when the graph is fixed (or the study is complete-graph).
+    fn advance_reveals(&mut self, live: &mut Study, now: Instant, effects: &mut Vec<Effect>) -> Option<bool> {
+        let sharing = self;
+        if sharing.config.secagg_plus.is_none() || sharing.graph.is_some() {
+            return None;
+        }
+        if sharing.reveals.len() < sharing.participants.len() {
+            if now < live.deadline {
+                return Some(false);
+            }
+            let missing: Vec<u32> = sharing
+                .participants
+                .iter()
+                .map(|p| p.index)
+                .filter(|i| !sharing.reveals.contains_key(i))
+                .collect();
+            let reason = format!(
+                "sites {missing:?} did not reveal their share of the graph seed in time; SecAgg+ needs \
+                 every participant's. Nothing was charged."
+            );
+            live.fail(reason, None, effects);
+            return Some(true);
+        }
+        let reveals = relayed_reveals(&sharing.reveals);
+        match SparseGraph::derive(live.study, &sharing.config, &sharing.participants, &reveals) {
+            Ok(graph) => {
+                sharing.graph = Some(graph);
+                live.next_phase(now);
+            }
+            Err(e) => live.fail(
+                format!("the SecAgg+ graph could not be fixed: {e}. Nothing was charged."),
+                None,
+                effects,
+            ),
+        }
+        Some(true)
+    }
+
+    /// The key exchange: closed once every participant sent its boxes or the deadline passed;
+    /// returns whether the study moved, and round 1's state when the rounds open.
+    pub(crate) fn advance(
+        &mut self,
+        live: &mut Study,
+        now: Instant,
+        effects: &mut Vec<Effect>,
+    ) -> (bool, Option<Box<Running>>) {
+        if let Some(moved) = self.advance_reveals(live, now, effects) {
+            return (moved, None);
+        }
+        let sharing = &*self;
+        let all = sharing.boxes.len() == sharing.participants.len();
+        if !(all || now >= live.deadline) {
+            return (false, None);
+        }
+        let config = sharing.config.clone();
+        let t = config.threshold;
+        let senders: Vec<u32> = sharing.boxes.keys().copied().collect();
+        let silent: Vec<u32> = sharing
+            .participants
+            .iter()
+            .map(|p| p.index)
+            .filter(|i| !sharing.boxes.contains_key(i))
+            .collect();
+        if (senders.len() as u32) < t {
+            let reason = format!(
+                "only {} sites completed the key exchange; t = {t} are needed. Nothing was charged.",
+                senders.len()
+            );
+            live.fail(reason, None, effects);
+            return (true, None);
+        }
+        let participants = sharing.participants.clone();
+        let inboxes = sharing.inboxes();
+        // The records the key exchange's sites reported at join (public under replace_one).
+        let pooled_n = senders
+            .iter()
+            .map(|s| live.joined.get(s).and_then(|j| j.n_samples))
+            .sum::<Option<u64>>();
+        let graph = sharing.graph.clone();
+        let (aggregator, power) = match sharing.setup(live.study, live.d, pooled_n) {
+            Ok(parts) => parts,
+            Err(e) => {
+                live.fail(
+                    format!("the key exchange could not be completed: {e}"),
+                    None,
+                    effects,
+                );
+                return (true, None);
+            }
+        };
+        let senders_set: BTreeSet<u32> = senders.iter().copied().collect();
+        let rounds = Rounds::new(aggregator, t, config.total_rounds(), power.len(), senders.clone())
+            .with_leads(config.lead_lengths(live.d));
+        for &s in &silent {
+            live.out
+                .insert(s, "this site did not complete the key exchange in time".into());
+        }
+        effects.push(Effect::Charge {
+            roster: senders,
+            dropped: silent,
+        });
+        let mut running = Running::new(live.study, config, participants, rounds, power, inboxes);
+        running.senders = senders_set;
+        running.graph = graph;
+        live.next_phase(now);
+        (true, Some(Box::new(running)))
+    }
+}
+
+impl Running {
+    /// A repeated reveal of the graph seed once the key exchange is over: the reveals are not
+    /// kept past it, and the commitment binds the site to one share, so a repeat that opens it
+    /// is the share that arrived.
+    pub(crate) fn repeated_reveal(&self, study: Uuid, site: u32, reveal: &str) -> LiveError {
+        let opens = self
+            .participants
+            .iter()
+            .find(|p| p.index == site)
+            .is_some_and(|p| seed::open(study, p, reveal).is_ok());
+        if opens {
+            LiveError::AlreadyReceived("this site's share of the graph seed already arrived".into())
+        } else {
+            LiveError::Conflict("this site already revealed another share of the graph seed".into())
+        }
+    }
+
     /// A masked contribution for `round`, with the site's signature of what it masked: the
     /// study, the round, the iterate it was sent and the roster (checked here, so a site that
     /// saw another iterate or roster is told at once, and checked again by every survivor
     /// before it reveals a share).
-    pub fn contribute(
+    pub(crate) fn contribute(
         &mut self,
         site: u32,
         round: u32,
         masked: &str,
         signature: &str,
     ) -> Result<(), LiveError> {
-        let Stage::Running(running) = &mut self.stage else {
-            return Err(LiveError::Conflict("the study is not running rounds now".into()));
-        };
+        let running = self;
         if running.already_contributed(site, round) {
             return Err(LiveError::AlreadyReceived(format!(
                 "this site's contribution to round {round} already arrived"
@@ -580,10 +672,8 @@ impl Live {
     }
 
     /// A survivor's confirmation of `round`'s transcript (the consistency round).
-    pub fn confirm(&mut self, site: u32, round: u32, signature: &str) -> Result<(), LiveError> {
-        let Stage::Running(running) = &mut self.stage else {
-            return Err(LiveError::Conflict("the study is not running rounds now".into()));
-        };
+    pub(crate) fn confirm(&mut self, site: u32, round: u32, signature: &str) -> Result<(), LiveError> {
+        let running = self;
         if running.already_confirmed(site, round) {
             return Err(LiveError::AlreadyReceived(format!(
                 "this site's confirmation of round {round} already arrived"
@@ -604,10 +694,8 @@ impl Live {
 
     /// A confirmation given back from the study's journal on a restore (also once the round
     /// unmasks: the snapshot of an unmasking round omits them).
-    pub fn replay_confirm(&mut self, site: u32, round: u32, signature: &str) -> Result<(), LiveError> {
-        let Stage::Running(running) = &mut self.stage else {
-            return Err(LiveError::Conflict("the study is not running rounds now".into()));
-        };
+    pub(crate) fn replay_confirm(&mut self, site: u32, round: u32, signature: &str) -> Result<(), LiveError> {
+        let running = self;
         running
             .rounds
             .resubmit_confirm(site, round, signature.to_owned())
@@ -618,10 +706,8 @@ impl Live {
     /// (`Journaled::Collected`, written only when nobody dropped): the consistency round opens
     /// with the vectors replayed before it as survivors, as it did live. Nothing to do when the
     /// restored snapshot is already past that point of the round.
-    pub fn replay_collected(&mut self, round: u32) -> Result<(), LiveError> {
-        let Stage::Running(running) = &mut self.stage else {
-            return Err(LiveError::Conflict("the study is not running rounds now".into()));
-        };
+    pub(crate) fn replay_collected(&mut self, round: u32) -> Result<(), LiveError> {
+        let running = self;
         match running.rounds.phase() {
             Phase::Collect if running.rounds.round() == round => {
                 running.rounds.close_collect().map_err(round_error)?;
@@ -644,10 +730,8 @@ impl Live {
     /// (`Journaled::Unmasking`): unmasking opens with the confirmations replayed before it, as
     /// it did live. Nothing to do when the restored snapshot is already of that round's
     /// unmasking.
-    pub fn replay_unmasking(&mut self, round: u32) -> Result<(), LiveError> {
-        let Stage::Running(running) = &mut self.stage else {
-            return Err(LiveError::Conflict("the study is not running rounds now".into()));
-        };
+    pub(crate) fn replay_unmasking(&mut self, round: u32) -> Result<(), LiveError> {
+        let running = self;
         match running.rounds.phase() {
             Phase::Confirm { .. } if running.rounds.round() == round => {
                 running.rounds.close_confirm().map_err(round_error)
@@ -663,16 +747,14 @@ impl Live {
     /// A masked contribution for `round` given back from the study's journal on a restore: as
     /// [`Live::contribute`], and also once collection has closed (the snapshot of an
     /// unmasking round omits the survivors' vectors).
-    pub fn replay_contribution(
+    pub(crate) fn replay_contribution(
         &mut self,
         site: u32,
         round: u32,
         masked: &str,
         signature: &str,
     ) -> Result<(), LiveError> {
-        let Stage::Running(running) = &mut self.stage else {
-            return Err(LiveError::Conflict("the study is not running rounds now".into()));
-        };
+        let running = self;
         let len = running.rounds.len_of(round);
         let words = wire::b64_to_words(masked, len).map_err(|e| LiveError::Invalid(e.to_string()))?;
         running
@@ -682,10 +764,8 @@ impl Live {
     }
 
     /// A survivor's unmasking shares for `round`.
-    pub fn unmask(&mut self, site: u32, round: u32, answer: UnmaskRequest) -> Result<(), LiveError> {
-        let Stage::Running(running) = &mut self.stage else {
-            return Err(LiveError::Conflict("the study is not running rounds now".into()));
-        };
+    pub(crate) fn unmask(&mut self, site: u32, round: u32, answer: UnmaskRequest) -> Result<(), LiveError> {
+        let running = self;
         if running.already_unmasked(site, round) {
             return Err(LiveError::AlreadyReceived(format!(
                 "this site's unmasking shares for round {round} already arrived"
@@ -714,123 +794,13 @@ impl Live {
             .map_err(round_error)
     }
 
-    /// A SecAgg+ study's graph: fixed once every participant revealed its share of the seed;
-    /// a missing reveal at the deadline fails the study before anything is charged. Returns
-    /// whether the study moved; `None` when the graph is fixed (or the study is complete-graph).
-    fn advance_reveals(&mut self, now: Instant, effects: &mut Vec<Effect>) -> Option<bool> {
-        let Stage::Sharing(sharing) = &mut self.stage else {
-            return Some(false);
-        };
-        if sharing.config.secagg_plus.is_none() || sharing.graph.is_some() {
-            return None;
-        }
-        if sharing.reveals.len() < sharing.participants.len() {
-            if now < self.deadline {
-                return Some(false);
-            }
-            let missing: Vec<u32> = sharing
-                .participants
-                .iter()
-                .map(|p| p.index)
-                .filter(|i| !sharing.reveals.contains_key(i))
-                .collect();
-            let reason = format!(
-                "sites {missing:?} did not reveal their share of the graph seed in time; SecAgg+ needs \
-                 every participant's. Nothing was charged."
-            );
-            self.fail(reason, None, effects);
-            return Some(true);
-        }
-        let reveals = relayed_reveals(&sharing.reveals);
-        match SparseGraph::derive(self.study, &sharing.config, &sharing.participants, &reveals) {
-            Ok(graph) => {
-                sharing.graph = Some(graph);
-                self.deadline = now + self.round_timeout;
-            }
-            Err(e) => self.fail(
-                format!("the SecAgg+ graph could not be fixed: {e}. Nothing was charged."),
-                None,
-                effects,
-            ),
-        }
-        Some(true)
-    }
-
-    pub(crate) fn advance_sharing(&mut self, now: Instant, effects: &mut Vec<Effect>) -> bool {
-        if let Some(moved) = self.advance_reveals(now, effects) {
-            return moved;
-        }
-        let Stage::Sharing(sharing) = &self.stage else {
-            return false;
-        };
-        let all = sharing.boxes.len() == sharing.participants.len();
-        if !(all || now >= self.deadline) {
-            return false;
-        }
-        let config = sharing.config.clone();
-        let t = config.threshold;
-        let senders: Vec<u32> = sharing.boxes.keys().copied().collect();
-        let silent: Vec<u32> = sharing
-            .participants
-            .iter()
-            .map(|p| p.index)
-            .filter(|i| !sharing.boxes.contains_key(i))
-            .collect();
-        if (senders.len() as u32) < t {
-            let reason = format!(
-                "only {} sites completed the key exchange; t = {t} are needed. Nothing was charged.",
-                senders.len()
-            );
-            self.fail(reason, None, effects);
-            return true;
-        }
-        let participants = sharing.participants.clone();
-        let inboxes = sharing.inboxes();
-        // The records the key exchange's sites reported at join (public under replace_one).
-        let pooled_n = senders
-            .iter()
-            .map(|s| self.joined.get(s).and_then(|j| j.n_samples))
-            .sum::<Option<u64>>();
-        let graph = sharing.graph.clone();
-        let (aggregator, power) = match sharing.setup(self.study, self.d, pooled_n) {
-            Ok(parts) => parts,
-            Err(e) => {
-                self.fail(
-                    format!("the key exchange could not be completed: {e}"),
-                    None,
-                    effects,
-                );
-                return true;
-            }
-        };
-        let senders_set: BTreeSet<u32> = senders.iter().copied().collect();
-        let rounds = Rounds::new(aggregator, t, config.total_rounds(), power.len(), senders.clone())
-            .with_leads(config.lead_lengths(self.d));
-        for &s in &silent {
-            self.out
-                .insert(s, "this site did not complete the key exchange in time".into());
-        }
-        effects.push(Effect::Charge {
-            roster: senders,
-            dropped: silent,
-        });
-        let mut running = Running::new(self.study, config, participants, rounds, power, inboxes);
-        running.senders = senders_set;
-        running.graph = graph;
-        self.stage = Stage::Running(Box::new(running));
-        self.deadline = now + self.round_timeout;
-        true
-    }
-
-    pub(crate) fn advance_rounds(&mut self, now: Instant, effects: &mut Vec<Effect>) -> bool {
-        let Stage::Running(running) = &mut self.stage else {
-            return false;
-        };
-        let expired = now >= self.deadline;
-        match running.rounds.phase().clone() {
-            Phase::Collect => self.advance_collect(now, expired, effects),
-            Phase::Confirm { .. } => self.advance_confirm(now, expired, effects),
-            Phase::Unmask { survivors, .. } => self.advance_unmask(now, expired, &survivors, effects),
+    /// The rounds: each phase closes when complete or at its deadline.
+    pub(crate) fn advance(&mut self, live: &mut Study, now: Instant, effects: &mut Vec<Effect>) -> bool {
+        let expired = now >= live.deadline;
+        match self.rounds.phase().clone() {
+            Phase::Collect => self.advance_collect(live, now, expired, effects),
+            Phase::Confirm { .. } => self.advance_confirm(live, now, expired, effects),
+            Phase::Unmask { survivors, .. } => self.advance_unmask(live, now, expired, &survivors, effects),
             Phase::Done => false,
         }
     }
@@ -841,6 +811,7 @@ impl Live {
     /// succeeds after its last round or goes on while t sites remain.
     fn advance_unmask(
         &mut self,
+        live: &mut Study,
         now: Instant,
         expired: bool,
         survivors: &[u32],
@@ -849,11 +820,9 @@ impl Live {
         // The survivors' pooled public n (replace_one): what a private centre divides by.
         let survivors_n = survivors
             .iter()
-            .map(|s| self.joined.get(s).and_then(|j| j.n_samples))
+            .map(|s| live.joined.get(s).and_then(|j| j.n_samples))
             .sum::<Option<u64>>();
-        let Stage::Running(running) = &mut self.stage else {
-            return false;
-        };
+        let running = self;
         let round = running.rounds.round();
         let threshold = running.config.threshold;
         let ready = running.rounds.unmask_complete() || (expired && running.rounds.unmask_sufficient());
@@ -863,7 +832,7 @@ impl Live {
                 let reason = format!(
                     "round {round}: fewer than t = {threshold} survivors answered the unmask request in time; the study stops (charges stand)"
                 );
-                self.fail(reason, Some(report), effects);
+                live.fail(reason, Some(report), effects);
                 return true;
             }
             return false;
@@ -878,7 +847,7 @@ impl Live {
             summed.and_then(|sum| running.power.absorb(&sum, survivors_n).map_err(|e| e.to_string()));
         if let Err(e) = absorbed {
             let report = running.report();
-            self.fail(format!("round {round}: {e}"), Some(report), effects);
+            live.fail(format!("round {round}: {e}"), Some(report), effects);
             return true;
         }
         let silent: Vec<u32> = survivors
@@ -892,36 +861,32 @@ impl Live {
         let output = matches!(running.rounds.phase(), Phase::Done).then(|| running.power.finish());
         running.refresh_iterate();
         let why = "this site did not answer the unmask request in time";
-        self.mark_out(&silent, round, why, effects);
+        live.mark_out(&silent, round, why, effects);
         match output {
-            Some(Ok(output)) => {
-                self.stage = Stage::Finished {
-                    status: StudyStatus::Succeeded,
-                    reason: None,
-                };
-                effects.push(Effect::Succeeded { output, report });
-            }
-            Some(Err(e)) => self.fail(e.to_string(), Some(report), effects),
+            Some(Ok(output)) => live.succeed(output, report, effects),
+            Some(Err(e)) => live.fail(e.to_string(), Some(report), effects),
             None if remaining < threshold => {
                 let reason = format!(
                     "after round {round} only {remaining} sites remain; t = {threshold} are needed; the study stops (charges stand)"
                 );
-                self.fail(reason, Some(report), effects);
+                live.fail(reason, Some(report), effects);
             }
-            None => self.deadline = now + self.round_timeout,
+            None => live.next_phase(now),
         }
         true
     }
-}
 
-impl Live {
     /// The collect phase of a round: closed once every site of the roster sent its
     /// contribution or the deadline passed; the sites that sent nothing are marked out, and
     /// too few contributions fail the study (charges stand).
-    fn advance_collect(&mut self, now: Instant, expired: bool, effects: &mut Vec<Effect>) -> bool {
-        let Stage::Running(running) = &mut self.stage else {
-            return false;
-        };
+    fn advance_collect(
+        &mut self,
+        live: &mut Study,
+        now: Instant,
+        expired: bool,
+        effects: &mut Vec<Effect>,
+    ) -> bool {
+        let running = self;
         let round = running.rounds.round();
         if !(running.rounds.collect_complete() || expired) {
             return false;
@@ -929,13 +894,13 @@ impl Live {
         if let Err(e) = running.rounds.close_collect() {
             let report = running.report();
             let missing = running.rounds.awaiting();
-            self.mark_out(
+            live.mark_out(
                 &missing,
                 round,
                 "this site sent nothing before the round deadline",
                 effects,
             );
-            self.fail(
+            live.fail(
                 format!("{e}; the study stops (charges stand)"),
                 Some(report),
                 effects,
@@ -949,7 +914,7 @@ impl Live {
                 (out > plus.max_out(fixed)).then(|| (out, fixed, plus.max_out(fixed)))
             });
             let report = running.report();
-            self.mark_out(
+            live.mark_out(
                 &dropped,
                 round,
                 "this site sent nothing before the round deadline",
@@ -961,34 +926,38 @@ impl Live {
                     "round {round}: {out} of the {fixed} sites are out, more than SecAgg+'s dropout rate allows \
                      ({allowed}); the study stops (charges stand)"
                 );
-                self.fail(reason, Some(report), effects);
+                live.fail(reason, Some(report), effects);
                 return true;
             }
         }
-        self.deadline = now + self.round_timeout;
+        live.next_phase(now);
         true
     }
 
     /// The consistency round closes when every survivor confirmed, or at its deadline with at
     /// least t confirmations (each site checks its own quorum of them before it reveals
     /// anything); fewer fail the study.
-    fn advance_confirm(&mut self, now: Instant, expired: bool, effects: &mut Vec<Effect>) -> bool {
-        let Stage::Running(running) = &mut self.stage else {
-            return false;
-        };
+    fn advance_confirm(
+        &mut self,
+        live: &mut Study,
+        now: Instant,
+        expired: bool,
+        effects: &mut Vec<Effect>,
+    ) -> bool {
+        let running = self;
         if !(running.rounds.confirm_complete() || expired) {
             return false;
         }
         if let Err(e) = running.rounds.close_confirm() {
             let report = running.report();
-            self.fail(
+            live.fail(
                 format!("{e}; the study stops (charges stand)"),
                 Some(report),
                 effects,
             );
             return true;
         }
-        self.deadline = now + self.round_timeout;
+        live.next_phase(now);
         true
     }
 }
