@@ -36,12 +36,14 @@ mod key_cache;
 mod ledger;
 pub mod ledger_log;
 mod local_ledger;
+mod log_backfill;
 mod lookup;
 mod models;
 mod queue;
 mod rows;
 mod studies;
 pub mod study_log;
+mod study_rows;
 mod study_state;
 mod tenants;
 pub mod testing;
@@ -74,9 +76,9 @@ pub use models::{
 };
 pub use queue::{CANCELLED_REASON, INTERRUPTED_REASON, LEASE_EXPIRED_REASON, Lease};
 pub use studies::{
-    NewStudy, NewStudySite, SITE_TOKEN_PREFIX, SiteStatus, StudyCancel, StudyRecord, StudyResult,
-    StudySiteRecord, StudyStatus,
+    NewStudy, NewStudySite, SITE_TOKEN_PREFIX, SiteStatus, StudyCancel, StudyResult, StudyStatus,
 };
+pub use study_rows::{StudyRecord, StudySiteRecord};
 pub use study_state::{SiteMessageKind, SiteSession, StudyLease, StudySnapshot, StudyWrite};
 pub use tenants::API_KEY_PREFIX;
 pub use uploads::{HeldUpload, UploadClaim, UploadClaimOutcome};

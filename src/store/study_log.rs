@@ -17,7 +17,7 @@ use sqlx::AnyConnection;
 use uuid::Uuid;
 
 use super::ledger_log::{StoredLeaf, VerifiedLog, achieved_at, amounts, append, check_leaves, load_leaves};
-use super::studies::{StudyRecord, StudySiteRecord, sites_of, study_by_id};
+use super::study_rows::{StudyRecord, StudySiteRecord, sites_of, study_by_id};
 use super::{Store, StoreError};
 use crate::privacy::admission::Spending;
 use crate::transparency::event::PublicBounds;
