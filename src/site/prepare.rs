@@ -104,6 +104,24 @@ pub(crate) fn check_threshold(
     )))
 }
 
+/// Prints what the site learned of the study before anything is checked.
+fn announce(view: &SiteStudyView) {
+    progress(&format!(
+        "study {:?} ({}): {}, {} sites, threshold {}, {} features, {}; status {}, this site ({:?}, index {}) {}",
+        view.study_name,
+        view.study_id,
+        view.algorithm,
+        view.n_sites,
+        view.threshold,
+        view.n_features,
+        view.relation.as_str(),
+        view.status.as_str(),
+        view.site_name,
+        view.site_index,
+        view.site_status.as_str(),
+    ));
+}
+
 /// Everything before joining: the study's view checked, its protocol, the loaded data and the
 /// study's cost in ledger units.
 pub(crate) async fn prepare(
@@ -119,20 +137,7 @@ pub(crate) async fn prepare(
         )));
     }
     let view: SiteStudyView = client.get("/v1/site/study", Duration::ZERO).await?;
-    progress(&format!(
-        "study {:?} ({}): {}, {} sites, threshold {}, {} features, {}; status {}, this site ({:?}, index {}) {}",
-        view.study_name,
-        view.study_id,
-        view.algorithm,
-        view.n_sites,
-        view.threshold,
-        view.n_features,
-        view.relation.as_str(),
-        view.status.as_str(),
-        view.site_name,
-        view.site_index,
-        view.site_status.as_str(),
-    ));
+    announce(&view);
     check_study(&view)?;
     let expected_roster = args
         .expect_roster_hash

@@ -14,7 +14,7 @@ use crate::algorithms::cape_agn::{self, CapeAgnConfig, CapeAgnParams, Whitening}
 use crate::algorithms::cape_center::CapeCenter;
 use crate::algorithms::cape_clip::{CapeClip, count_sensitivity, gram_sensitivity_at};
 use crate::algorithms::cape_noise::{self as cape, CapeNoise, CapeReport, StageTerms};
-use crate::algorithms::cape_pca::{self, CapePcaParams};
+use crate::algorithms::cape_pca::{self, CapePcaConfig, CapePcaParams};
 use crate::algorithms::study_clip::ClipProgress;
 use crate::algorithms::tensor_power::{self, PowerSettings};
 use crate::algorithms::{ConfigError, Output};
@@ -137,6 +137,48 @@ pub fn stage_share(
     }
 }
 
+/// What the configuration shows: the Gram stage's noise at β for the invited sites, with the
+/// share of ρ the centre's and the clip's stages leave it.
+fn gram_noise(plan: &CapePlan, config: &CapePcaConfig, sites: u32) -> Result<CapeNoise, PlanError> {
+    let gram_share = plan
+        .stage_share(plan.stages.len() as u32)
+        .filter(|share| *share > 0.0)
+        .ok_or_else(|| {
+            ConfigError::invalid(
+                "params.center_share",
+                "the centre's and the clip's shares must leave part of ρ to the Gram stage",
+            )
+        })?;
+    let noise = CapeNoise::calibrate(config.noise.sensitivity, gram_share, sites, config.pair_ratio);
+    Ok(noise.ok_or_else(|| {
+        ConfigError::invalid(
+            "rho",
+            "is too small or too large to calibrate noise in floating point",
+        )
+    })?)
+}
+
+/// A `cape_pca` study's stages' sensitivities, in order: the private centre's (when asked),
+/// the clip's count stages, then the Gram stage's (`gram`).
+fn stage_sensitivities(
+    private_center: bool,
+    clip: Option<&CapeClip>,
+    neighbours: &Neighbours,
+    gram: f64,
+) -> Result<Vec<f64>, PlanError> {
+    let mut stages = Vec::new();
+    if private_center {
+        stages
+            .push(CapeCenter::sensitivity(neighbours).map_err(|e| ConfigError::invalid("params.center", e))?);
+    }
+    if let Some(clip) = clip {
+        let count = count_sensitivity(neighbours, clip.quantile);
+        stages.extend(vec![count; clip.steps() as usize]);
+    }
+    stages.push(gram);
+    Ok(stages)
+}
+
 /// Plans a `cape_pca` study: one stage, Δ of the packed Gram matrix; with `center: "private"`
 /// the centre's stage first, and with `clip` (`"auto"` by default, as a central job on records)
 /// the search's 8 count stages before the Gram stage.
@@ -179,17 +221,12 @@ pub(crate) fn plan_pca(
     let clip = ask
         .map(|ask| CapeClip::configure(ask, rho, &neighbours, terms.context.d))
         .transpose()?;
-    let mut stages = Vec::new();
-    if private.is_some() {
-        stages.push(
-            CapeCenter::sensitivity(&neighbours).map_err(|e| ConfigError::invalid("params.center", e))?,
-        );
-    }
-    if let Some(clip) = &clip {
-        let count = count_sensitivity(&neighbours, clip.quantile);
-        stages.extend(vec![count; clip.steps() as usize]);
-    }
-    stages.push(config.noise.sensitivity);
+    let stages = stage_sensitivities(
+        private.is_some(),
+        clip.as_ref(),
+        &neighbours,
+        config.noise.sensitivity,
+    )?;
     let plan = CapePlan {
         kind: CapeKind::Pca { k: config.k },
         pair_ratio: config.pair_ratio,
@@ -198,28 +235,7 @@ pub(crate) fn plan_pca(
         clip: clip.clone(),
         center: private.map(|share| PlanCenter { share, neighbours }),
     };
-    // What the configuration shows: the Gram stage's noise at β for the invited sites.
-    let gram_share = plan
-        .stage_share(plan.stages.len() as u32)
-        .filter(|share| *share > 0.0)
-        .ok_or_else(|| {
-            ConfigError::invalid(
-                "params.center_share",
-                "the centre's and the clip's shares must leave part of ρ to the Gram stage",
-            )
-        })?;
-    config.noise = CapeNoise::calibrate(
-        config.noise.sensitivity,
-        gram_share,
-        terms.sites,
-        config.pair_ratio,
-    )
-    .ok_or_else(|| {
-        ConfigError::invalid(
-            "rho",
-            "is too small or too large to calibrate noise in floating point",
-        )
-    })?;
+    config.noise = gram_noise(&plan, &config, terms.sites)?;
     config.clip = clip;
     Ok(StudyPlan {
         config: serde_json::to_value(&config)?,

@@ -286,6 +286,28 @@ impl StageInput {
 /// A stage input's own values, and the centre μ̂ that follows them after a private centre's stage.
 type Row = (Vec<f64>, Option<Vec<f64>>);
 
+/// A `cape_agn` site's stage-2 input: the d×k whitening W the coordinator sent, finite, after
+/// a stage 1 this site sent (`charged`) with the packed k-tensor's `len` values.
+fn whitening_input(
+    input: Option<&(String, usize, usize)>,
+    (d, k): (usize, usize),
+    (len, charged): (usize, bool),
+) -> Result<StageInput, String> {
+    let w = match input {
+        Some((text, rows, cols)) if (*rows, *cols) == (d, k) => {
+            Matrix::from_vec(d, k, wire::b64_to_f64s(text, d * k).map_err(|e| e.to_string())?)
+        }
+        _ => return Err(format!("stage 2 came without a {d}×{k} whitening W")),
+    };
+    if !w.iter().all(|v| v.is_finite()) {
+        return Err("the whitening W has non-finite entries".into());
+    }
+    if len != tensor_power::packed_len(k) || !charged {
+        return Err("stage 2 does not follow a stage 1 this site sent".into());
+    }
+    Ok(StageInput::Whitening(w))
+}
+
 /// Checks `stage`'s task against the study's public shape: its `len` values and its `input`
 /// (base64 f64 with its rows and columns) — cape_agn stage 2's W after a stage 1 this site
 /// sent (`charged`); a private centre's stage with no input and d (d + 1 under `add_remove`)
@@ -321,19 +343,7 @@ fn stage_input(
         }
     };
     match (plan, plan.clip()) {
-        (Plan::Agn { k, .. }, _) if stage == 2 => {
-            let w = match &input {
-                Some(given) if given.1 == d && given.2 == *k => Matrix::from_vec(d, *k, values(given)?),
-                _ => return Err(format!("stage 2 came without a {d}×{k} whitening W")),
-            };
-            if !w.iter().all(|v| v.is_finite()) {
-                return Err("the whitening W has non-finite entries".into());
-            }
-            if len != tensor_power::packed_len(*k) || !charged {
-                return Err("stage 2 does not follow a stage 1 this site sent".into());
-            }
-            Ok(StageInput::Whitening(w))
-        }
+        (Plan::Agn { k, .. }, _) if stage == 2 => whitening_input(input.as_ref(), (d, *k), (len, charged)),
         (Plan::Pca { .. }, _) if stage <= centred => {
             let expected = CapeCenter::len(neighbours, d);
             if input.is_some() || len != expected {

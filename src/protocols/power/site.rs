@@ -553,13 +553,7 @@ impl Protocol<'_> {
             }
         }
         self.check_round(round, rounds, &roster, (rows, cols), clip_norm)?;
-        let center = center
-            .map(|text| b64_to_f64s(&text, self.prepared.view.n_features))
-            .transpose()
-            .map_err(|e| violation(format!("round {round}'s centre: {e}")))?;
-        self.computation
-            .check_round_center(round, center.as_deref())
-            .map_err(violation)?;
+        let center = self.round_center(round, center)?;
         self.receive_inbox_once(round, inbox).await?;
         let values = b64_to_f64s(&iterate, rows * cols)
             .map_err(|e| violation(format!("round {round}'s iterate: {e}")))?;
@@ -609,6 +603,19 @@ impl Protocol<'_> {
             "round {round}/{rounds} contributed ({roster_len} sites in the roster)"
         ));
         Ok(())
+    }
+
+    /// The centre `round`'s task carries, decoded and checked against the study's (a given or
+    /// released μ̂, or none).
+    fn round_center(&self, round: u32, center: Option<String>) -> Result<Option<Vec<f64>>, Failure> {
+        let center = center
+            .map(|text| b64_to_f64s(&text, self.prepared.view.n_features))
+            .transpose()
+            .map_err(|e| violation(format!("round {round}'s centre: {e}")))?;
+        self.computation
+            .check_round_center(round, center.as_deref())
+            .map_err(violation)?;
+        Ok(center)
     }
 
     /// The round's encoded release: the centre's noisy sum of the rows, a clip step's noisy
