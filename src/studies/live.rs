@@ -4,7 +4,7 @@
 //! must make.
 //!
 //! Everything a protocol does after enrolment is its own state machine, reached through
-//! [`crate::protocols::Stage`]: this file never names a protocol's state. What every study has
+//! `crate::protocols::Stage`: this file never names a protocol's state. What every study has
 //! whatever its protocol (who joined, deadlines, who is out) is [`Study`].
 
 use std::collections::BTreeMap;

@@ -162,14 +162,14 @@ pub struct FederatedPowerConfig {
     /// SecAgg+ (`None`: the complete graph).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secagg_plus: Option<SecAggPlus>,
-    /// A live study's private clip, run as the first rounds ([`super::power_clip`]); `None`:
+    /// A live study's private clip, run as the first rounds ([`crate::algorithms::power_clip`]); `None`:
     /// calibrated to the declared β (jobs clip centrally, before the run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clip: Option<PowerClip>,
     /// Why `clip: "auto"` ran no clip (shown with the study's configuration).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clip_declined: Option<String>,
-    /// A live study's centre ([`super::study_center`]): a private mean released by the first
+    /// A live study's centre ([`crate::algorithms::study_center`]): a private mean released by the first
     /// round, before the clip's, or a given public centre; `None`: rows as they are (jobs
     /// centre centrally, before the run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -179,9 +179,9 @@ pub struct FederatedPowerConfig {
 /// What one secure-sum round of a study computes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RoundKind {
-    /// The private centre's sum ([`super::study_center`]).
+    /// The private centre's sum ([`crate::algorithms::study_center`]).
     Center,
-    /// A step of the private clip's search ([`super::power_clip`]).
+    /// A step of the private clip's search ([`crate::algorithms::power_clip`]).
     ClipStep,
     /// A power round.
     Power,

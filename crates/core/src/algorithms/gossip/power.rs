@@ -300,7 +300,7 @@ impl GossipPowerConfig {
 }
 
 /// `gossip_power`'s configuration of `params` for `ctx` at `target` (what
-/// [`Algorithm::configure`] returns; a study's agents call it directly).
+/// [`crate::algorithms::Algorithm::configure`] returns; a study's agents call it directly).
 pub fn configure(
     params: GossipPowerParams,
     ctx: &DataContext,
