@@ -1,8 +1,9 @@
 //! The snapshot of a study that the coordinator keeps in the database (docs/design/federation.md,
-//! "Durable studies"), and the study rebuilt from it. A CAPE study's running stage is kept by
+//! "Durable studies"), and the study rebuilt from it. Each protocol's stage is kept by its own
+//! folder: a `federated_power` study's key exchange, rounds and journal by
+//! `src/protocols/power/durable.rs`, a CAPE study's running stage by
 //! `src/protocols/cape/durable.rs`, a gossip study's exchanges by
-//! `src/protocols/gossip/durable.rs` (what each keeps, and why that may be kept, is written
-//! there).
+//! `src/protocols/gossip/durable.rs`; this file wraps them with what every study keeps.
 //!
 //! What a snapshot holds, and why each part may be kept: the study's configuration, the
 //! roster's names and public keys (public); the share boxes relayed between sites (sealed:
@@ -22,152 +23,44 @@
 //! again under its own claim. Each is idempotent (a charge is made once, progress never goes
 //! back, a finished study is not finished again), so this repeats nothing.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::live::{Effect, Live, LiveError, Protocol, Replay, SiteMessage, Stage};
+use super::live::{Effect, Live, LiveError, Protocol, Stage};
 use crate::algorithms::Output;
 use crate::algorithms::federated_power::FederatedPowerConfig;
-use crate::federation::messages::{JoinRequest, Participant, ShareBox, UnmaskRequest};
-use crate::federation::rounds::{Rounds, RoundsState};
-use crate::federation::secagg::Aggregator;
-use crate::federation::wire;
+use crate::federation::messages::JoinRequest;
 use crate::linalg::Matrix;
 use crate::protocols::cape::coordinator::{CapePlan, CapeRunning};
 use crate::protocols::cape::durable::CapeKept;
 use crate::protocols::gossip::coordinator::{GossipPlan, GossipRunning};
 use crate::protocols::gossip::durable::GossipKept;
-use crate::protocols::power::coordinator::{Running, Sharing, SparseGraph};
-use crate::protocols::power::state::{ClipProgress, PowerState};
+use crate::protocols::power::coordinator::{Running, Sharing};
+pub use crate::protocols::power::durable::{JournalStep, Journaled};
+use crate::protocols::power::durable::{RunningKept, SharingKept};
 use crate::store::StudyStatus;
-
-/// A message a running `federated_power` study accepted in its open round, as kept in
-/// `study_journal` (`Store::append_study_journal`). The journal holds the open round's masked
-/// vectors and unmasking answers; the snapshots omit them ([`Live::snapshot`]), and the
-/// snapshot written when the round ends (which holds none) empties the journal. Accepting a
-/// message never changes the phase (the driver does, and writes a snapshot when it does), so
-/// replaying the journal onto the last snapshot, in order, rebuilds exactly the state that
-/// acknowledged them: a masked vector is given back also when the snapshot is of the round's
-/// unmasking phase ([`Journaled::replay`]). An entry holds what no snapshot does: a masked
-/// vector, or a survivor's unmasking shares.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Journaled {
-    Contribution {
-        site: u32,
-        round: u32,
-        masked: String,
-        /// Its contribution signature (absent in rows kept before signatures existed).
-        #[serde(default)]
-        signature: String,
-    },
-    /// A survivor's confirmation of the round's transcript.
-    Confirm {
-        site: u32,
-        round: u32,
-        signature: String,
-    },
-    Unmask {
-        site: u32,
-        round: u32,
-        answer: UnmaskRequest,
-    },
-    /// The driver closed `round`'s collection with every roster member's vector in (nobody
-    /// dropped): the consistency round opened with the survivors journaled before this row.
-    /// Like [`Journaled::Unmasking`], a step the journal keeps instead of a snapshot.
-    Collected { round: u32 },
-    /// The driver closed `round`'s consistency round: unmasking opened with the confirmations
-    /// journaled before this row. The steps the journal keeps instead of a snapshot change
-    /// nothing but the phase, and every message they close on is kept before them (the rows
-    /// are written in the order they were accepted, and such a row is written with every row
-    /// accepted before it, before any site is shown the next task:
-    /// `StudyHub::keep_in_journal`). docs/design/federation.md, "The journal".
-    Unmasking { round: u32 },
-    /// A site's share boxes in the key exchange. The exchange's snapshots hold neither boxes
-    /// nor reveals (every accepted message rewrote the whole snapshot before: O(S²·k) bytes for
-    /// the exchange); the snapshot that opens round 1 holds them all and empties the journal.
-    Shares { site: u32, boxes: Vec<ShareBox> },
-    /// A SecAgg+ site's share of the graph seed.
-    Reveal { site: u32, reveal: String },
-}
 
 impl Journaled {
     /// Accepts the message on `live` (the live request, or its replay on a resume).
     pub fn apply(&self, live: &mut Live) -> Result<(), LiveError> {
-        match self {
-            Journaled::Contribution {
-                site,
-                round,
-                masked,
-                signature,
-            } => live.deliver(
-                *site,
-                SiteMessage::Contribute {
-                    round: *round,
-                    masked,
-                    signature,
-                },
-            ),
-            Journaled::Confirm {
-                site,
-                round,
-                signature,
-            } => live.deliver(
-                *site,
-                SiteMessage::Confirm {
-                    round: *round,
-                    signature,
-                },
-            ),
-            Journaled::Unmask { site, round, answer } => live.deliver(
-                *site,
-                SiteMessage::Unmask {
-                    round: *round,
-                    answer: answer.clone(),
-                },
-            ),
-            Journaled::Collected { round } => live.replay(Replay::Collected { round: *round }),
-            Journaled::Unmasking { round } => live.replay(Replay::Unmasking { round: *round }),
-            Journaled::Shares { site, boxes } => {
-                live.deliver(*site, SiteMessage::Shares { boxes: boxes.clone() })
-            }
-            Journaled::Reveal { site, reveal } => live.deliver(*site, SiteMessage::RevealSeed { reveal }),
-        }
+        take(live, self.accepted())
     }
 
     /// Gives the message back to a restored study (whose snapshot may be of a later phase of
     /// the same round than the one that accepted it).
     pub fn replay(&self, live: &mut Live) -> Result<(), LiveError> {
-        match self {
-            Journaled::Contribution {
-                site,
-                round,
-                masked,
-                signature,
-            } => live.replay(Replay::Contribution {
-                site: *site,
-                round: *round,
-                masked,
-                signature,
-            }),
-            Journaled::Confirm {
-                site,
-                round,
-                signature,
-            } => live.replay(Replay::Confirm {
-                site: *site,
-                round: *round,
-                signature,
-            }),
-            Journaled::Unmask { .. }
-            | Journaled::Collected { .. }
-            | Journaled::Unmasking { .. }
-            | Journaled::Shares { .. }
-            | Journaled::Reveal { .. } => self.apply(live),
-        }
+        take(live, self.replayed())
+    }
+}
+
+/// Hands a journal entry's step to the study.
+fn take(live: &mut Live, step: JournalStep<'_>) -> Result<(), LiveError> {
+    match step {
+        JournalStep::Deliver(site, message) => live.deliver(site, message),
+        JournalStep::Replay(replay) => live.replay(replay),
     }
 }
 
@@ -222,63 +115,16 @@ pub struct Snapshot {
 #[serde(rename_all = "snake_case")]
 enum StageSnapshot {
     Enrolling,
-    Sharing {
-        participants: Vec<Participant>,
-        /// Read from snapshots written before the journal kept the key exchange; written empty.
-        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-        boxes: BTreeMap<u32, Vec<ShareBox>>,
-    },
-    Running {
-        participants: Vec<Participant>,
-        senders: BTreeSet<u32>,
-        rounds: Box<RoundsState>,
-        /// X_{l−1}, column-major (public).
-        iterate: KeptValues,
-        /// The last unmasked sum Y_l, column-major (a DP release), as snapshots kept it before
-        /// 2026-11-29 (read, never written now): only the final output needs Y_L, and it is
-        /// computed in the step that absorbs round L, so no resumed study ever uses a kept one.
-        /// Leaving it out takes 213 kB off each round's snapshot at d = 1000, p = 20.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        last: Option<KeptValues>,
-        inboxes: BTreeMap<u32, Vec<ShareBox>>,
-        /// The private clip's search so far (studies with a clip only).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        clip: Option<ClipProgress>,
-        /// SecAgg+: the graph's seed (base64); absent on the complete graph.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        graph_seed: Option<String>,
-        /// The centre μ̂ (d f64, base64), once known (studies with a centre only).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        center: Option<String>,
-    },
+    Sharing(Box<SharingKept>),
+
+    Running(Box<RunningKept>),
+
     Cape(Box<CapeKept>),
     Gossip(Box<GossipKept>),
     Finished {
         status: StudyStatus,
         reason: Option<String>,
     },
-}
-
-/// A kept matrix's values, column-major. Written as base64 of their little-endian bytes
-/// ([`wire::f64s_to_b64`]): exact, and about half the bytes of JSON numbers, which matters
-/// because a `federated_power` snapshot is written twice per round on the round's critical
-/// path (docs/performance-federation.md). Snapshots written before that hold JSON numbers and
-/// are still read.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(untagged)]
-enum KeptValues {
-    Base64(String),
-    Numbers(Vec<f64>),
-}
-
-impl KeptValues {
-    /// Exactly `len` finite values.
-    fn into_values(self, len: usize) -> Result<Vec<f64>, String> {
-        match self {
-            KeptValues::Base64(text) => wire::b64_to_f64s(&text, len).map_err(|e| e.to_string()),
-            KeptValues::Numbers(values) => Ok(values),
-        }
-    }
 }
 
 /// An [`Effect`] as kept.
@@ -364,17 +210,6 @@ impl From<KeptEffect> for Effect {
             },
             KeptEffect::Failed { reason, report } => Effect::Failed { reason, report },
         }
-    }
-}
-
-fn matrix(d: usize, p: usize, values: Vec<f64>) -> Result<Matrix, String> {
-    if values.len() == d * p {
-        Ok(Matrix::from_vec(d, p, values))
-    } else {
-        Err(format!(
-            "a kept matrix holds {} values, not {d}×{p}",
-            values.len()
-        ))
     }
 }
 
@@ -488,21 +323,10 @@ impl Live {
         let stage = match &self.stage {
             Stage::Enrolling => StageSnapshot::Enrolling,
             // Boxes and reveals are in the journal ([`Journaled::Shares`], [`Journaled::Reveal`]).
-            Stage::Sharing(sharing) => StageSnapshot::Sharing {
-                participants: sharing.participants.clone(),
-                boxes: BTreeMap::new(),
-            },
-            Stage::Running(running) => StageSnapshot::Running {
-                participants: running.participants.clone(),
-                senders: running.senders.clone(),
-                rounds: Box::new(running.rounds.kept_state(!self.journal_keeps_round())),
-                iterate: KeptValues::Base64(kept_iterate(running.power.iterate())),
-                last: None,
-                inboxes: running.inboxes.clone(),
-                clip: running.power.clip_progress().cloned(),
-                graph_seed: running.graph.as_ref().map(|g| wire::encode(&g.spec.seed)),
-                center: running.power.center().map(wire::f64s_to_b64),
-            },
+            Stage::Sharing(sharing) => StageSnapshot::Sharing(Box::new(sharing.kept())),
+            Stage::Running(running) => {
+                StageSnapshot::Running(Box::new(running.kept(!self.journal_keeps_round())))
+            }
             Stage::Finished { status, reason } => StageSnapshot::Finished {
                 status: *status,
                 reason: reason.clone(),
@@ -561,14 +385,12 @@ impl Live {
         let stage = match stage {
             StageSnapshot::Enrolling => Stage::Enrolling,
             // SecAgg+ reveals come back from the journal; the last one fixes the graph again.
-            StageSnapshot::Sharing { participants, boxes } => Stage::Sharing(Box::new(Sharing {
-                config: power_config()?,
-                participants,
-                boxes,
-                reveals: BTreeMap::new(),
-                graph: None,
-            })),
-            running @ StageSnapshot::Running { .. } => restore_running(study, power_config()?, d, running)?,
+            StageSnapshot::Sharing(kept) => {
+                Stage::Sharing(Box::new(Sharing::restore(power_config()?, *kept)))
+            }
+            StageSnapshot::Running(kept) => {
+                Stage::Running(Box::new(Running::restore(study, power_config()?, d, *kept)?))
+            }
             StageSnapshot::Cape(kept) => match &protocol {
                 Protocol::Cape(plan) => Stage::Cape(Box::new(CapeRunning::restore(plan.clone(), *kept)?)),
                 Protocol::Power(_) | Protocol::Gossip(_) => {
@@ -592,73 +414,6 @@ impl Live {
         live.stage = stage;
         Ok((live, effects.into_iter().map(Effect::from).collect()))
     }
-}
-
-/// A `federated_power` study's running stage from its snapshot (`kept`, a
-/// [`StageSnapshot::Running`]): its secure-aggregation rounds, power state and inboxes.
-fn restore_running(
-    study: Uuid,
-    config: FederatedPowerConfig,
-    d: usize,
-    kept: StageSnapshot,
-) -> Result<Stage, String> {
-    let StageSnapshot::Running {
-        participants,
-        senders,
-        rounds,
-        iterate,
-        last,
-        inboxes,
-        clip,
-        graph_seed,
-        center,
-    } = kept
-    else {
-        return Err("a kept stage that is not a running federated_power stage".into());
-    };
-    let graph_seed = graph_seed
-        .map(|text| wire::decode_key(&text).map_err(|e| format!("the kept graph seed: {e}")))
-        .transpose()?;
-    // A snapshot written before the journal kept the open round's messages.
-    let snapshot_holds_round =
-        (!rounds.masked.is_empty() || !rounds.confirmations.is_empty() || !rounds.answers.is_empty())
-            .then_some(rounds.round);
-    let graph = graph_seed
-        .map(|seed| SparseGraph::from_seed(&config, &participants, seed))
-        .transpose()
-        .map_err(|e| e.to_string())?;
-    let aggregator = match &graph {
-        Some(graph) => Aggregator::new_sparse(
-            study,
-            config.threshold,
-            &participants,
-            config.total_rounds(),
-            &graph.spec,
-        ),
-        None => Aggregator::new(study, config.threshold, &participants, config.total_rounds()),
-    }
-    .map_err(|e| e.to_string())?;
-    let rounds = Rounds::restore(aggregator, *rounds).map_err(|e| e.to_string())?;
-    let x = matrix(d, config.p, iterate.into_values(d * config.p)?)?;
-    let last = last
-        .map(|v| matrix(d, config.p, v.into_values(d * config.p)?))
-        .transpose()?;
-    let center = center
-        .map(|text| wire::b64_to_f64s(&text, d).map_err(|e| format!("the kept centre: {e}")))
-        .transpose()?;
-    let power = PowerState::restore(config.clone(), d, x, last, (clip, center)).map_err(|e| e.to_string())?;
-    let mut running = Running::new(study, config.clone(), participants, rounds, power, inboxes);
-    running.senders = senders;
-    running.snapshot_holds_round = snapshot_holds_round;
-    running.graph = graph;
-    Ok(Stage::Running(Box::new(running)))
-}
-
-/// X as a snapshot keeps it: f64 little-endian, column-major, base64 (what the open round's
-/// task carried before studies had clip steps, whose tasks carry [c, q] instead).
-fn kept_iterate(x: &Matrix) -> String {
-    let bytes: Vec<u8> = x.as_slice().iter().flat_map(|v| v.to_le_bytes()).collect();
-    wire::encode(&bytes)
 }
 
 #[cfg(test)]

@@ -8,13 +8,14 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use uuid::Uuid;
 
-use super::{Journaled, KeptValues, Snapshot, StageSnapshot, replay};
+use super::{Journaled, Snapshot, StageSnapshot, replay};
 use crate::algorithms::federated_power::FederatedPowerConfig;
 use crate::algorithms::sensitivity::SensitivityMode;
 use crate::federation::messages::{JoinRequest, SiteTask, UnmaskRequest};
 use crate::federation::secagg::SiteSession;
 use crate::federation::transcript::{RoundView, SiteSigner, confirmation_message};
 use crate::federation::wire;
+use crate::protocols::power::durable::KeptValues;
 use crate::studies::live::{Effect, Live, LiveError, Protocol, Stage};
 
 const D: usize = 3;
@@ -327,9 +328,10 @@ fn a_journaled_contribution_replays_onto_the_snapshot() {
 fn an_unmasking_snapshot_leaves_the_round_to_the_journal() {
     let (mut live, mut sessions, mut journal, roster) = unmasking();
     let kept = live.snapshot(&[]).expect("kept");
-    let StageSnapshot::Running { rounds, .. } = &kept.stage else {
+    let StageSnapshot::Running(kept_round) = &kept.stage else {
         panic!("running");
     };
+    let rounds = &kept_round.rounds;
     assert!(rounds.masked.is_empty() && rounds.answers.is_empty());
     assert!(!live.snapshot_supersedes_journal());
 
@@ -446,9 +448,10 @@ fn an_old_snapshot_holding_the_round_still_restores() {
         panic!("running");
     };
     let mut old = live.snapshot(&[]).expect("kept");
-    let StageSnapshot::Running { rounds, .. } = &mut old.stage else {
+    let StageSnapshot::Running(kept_round) = &mut old.stage else {
         panic!("running");
     };
+    let rounds = &mut kept_round.rounds;
     **rounds = running.rounds.state();
     assert_eq!(rounds.masked.len(), 3);
     let mut resumed = restore(live.study, &old);
@@ -456,9 +459,10 @@ fn an_old_snapshot_holding_the_round_still_restores() {
     let rounds_of = |l: &Live| whole(l).rsplit('\n').next().map(str::to_owned);
     assert_eq!(rounds_of(&resumed), rounds_of(&live));
     assert!(resumed.snapshot_supersedes_journal());
-    let StageSnapshot::Running { rounds, .. } = resumed.snapshot(&[]).expect("kept").stage else {
+    let StageSnapshot::Running(kept_round) = resumed.snapshot(&[]).expect("kept").stage else {
         panic!("running");
     };
+    let rounds = kept_round.rounds;
     assert_eq!(rounds.masked.len(), 3, "the round stays in the snapshot");
 }
 
@@ -469,9 +473,10 @@ fn an_old_snapshot_holding_the_round_still_restores() {
 fn kept_matrices_are_base64_and_old_json_numbers_still_restore() {
     let (live, _, journal, _) = unmasking();
     let kept = live.snapshot(&[]).expect("kept");
-    let StageSnapshot::Running { iterate, .. } = &kept.stage else {
+    let StageSnapshot::Running(kept_round) = &kept.stage else {
         panic!("running");
     };
+    let iterate = &kept_round.iterate;
     assert!(matches!(iterate, KeptValues::Base64(_)), "{iterate:?}");
     let mut old = serde_json::to_value(&kept).expect("serialise");
     let running = &mut old["stage"]["running"];
@@ -486,9 +491,10 @@ fn kept_matrices_are_base64_and_old_json_numbers_still_restore() {
     assert!(!numbers.is_empty());
     running["iterate"] = serde_json::json!(numbers);
     let old: Snapshot = serde_json::from_value(old).expect("an old snapshot parses");
-    let StageSnapshot::Running { iterate, .. } = &old.stage else {
+    let StageSnapshot::Running(kept_round) = &old.stage else {
         panic!("running");
     };
+    let iterate = &kept_round.iterate;
     assert!(matches!(iterate, KeptValues::Numbers(_)));
     let mut resumed = restore(live.study, &old);
     replay(&mut resumed, &journal).expect("the journal replays");

@@ -5,6 +5,7 @@
 
 mod consistency;
 pub mod coordinator;
+pub mod durable;
 pub(crate) mod site;
 
 // The round mathematics both sides run, in the numerical core (crates/core).
