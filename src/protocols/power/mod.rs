@@ -120,7 +120,7 @@ pub(crate) fn plan(mut params: serde_json::Value, terms: &StudyTerms<'_>) -> Res
     config.secagg_plus = federated_power::choose_secagg(&parsed, terms.sites, 0)?;
     let before = config.center.as_ref().map_or(Cost::ZERO, StudyCenter::cost);
     let before = before.then(config.clip.as_ref().map_or(Cost::ZERO, |c| c.cost()));
-    let rho = before.rho + crate::algorithms::noisy_power::cost_of(config.iterations, config.multiplier);
+    let rho = before.rho + crate::algorithms::power_noise::cost_of(config.iterations, config.multiplier);
     Ok(StudyPlan {
         config: serde_json::to_value(&config)?,
         rounds: config.total_rounds(),

@@ -39,6 +39,7 @@ mod operator;
 mod options;
 pub mod parameters;
 pub mod power_clip;
+pub mod power_noise;
 pub mod registry;
 pub mod sensitivity;
 pub mod spectrum;

@@ -15,19 +15,17 @@
 //! X₀ and earlier releases, so adaptive composition (Lemma 2.2) gives ρ = L/(2s²) (eqs. 25–27).
 //! Given a job budget ρ_job: s = sqrt(L/(2ρ_job)), nudged up so the cost never exceeds ρ_job.
 
-use rand::RngCore;
-use rand_distr::{Distribution, StandardNormal};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::calibration::{check_calibrated, check_opening, choose_iterations, choose_p};
 use super::filtered_power;
 use super::operator::Operator;
+use super::power_noise::{calibrate, cost_of, initial_iterate};
 use super::sensitivity::{SensitivityMode, power_sensitivity};
 use super::{Algorithm, AlgorithmInfo, ConfigError, NoiseScale, Output, Run, RunError, catalog, ensure_fits};
 use crate::dataset::DataContext;
-use crate::linalg::{Matrix, thin_qr_q, try_thin_svd};
-use crate::privacy::cost::round_up_while;
+use crate::linalg::{Matrix, try_thin_svd};
 use crate::privacy::{Cost, PrivacyTarget};
 
 /// Default number of iterations. Nicolas et al. (§5) note that L is usually 1–5. At a fixed
@@ -99,27 +97,6 @@ pub struct NoisyPowerConfig {
     /// noise runs exactly `iterations` power iterations.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub until_converged: bool,
-}
-
-/// The cost ρ = L/(2s²) (Nicolas et al. eqs. 25–27: L Gaussian mechanisms of cost 1/(2s²)).
-pub fn cost_of(iterations: u32, multiplier: f64) -> f64 {
-    // (1/s)² rather than 1/s², so that a huge s cannot overflow s² into a zero cost.
-    let inverse = 1.0 / multiplier;
-    f64::from(iterations) * inverse * inverse / 2.0
-}
-
-/// s = sqrt(L/(2ρ)), the inverse of [`cost_of`], rounded up (never down) so that
-/// `cost_of(L, s) ≤ ρ` holds in floating point too.
-pub(crate) fn calibrate(iterations: u32, rho: f64) -> f64 {
-    round_up_while((f64::from(iterations) / (2.0 * rho)).sqrt(), |s| {
-        cost_of(iterations, s) > rho
-    })
-}
-
-/// X₀ = Q(Ω), Ω a d×p standard Gaussian (Nicolas et al. Alg. 1 line 3).
-pub(crate) fn initial_iterate(rng: &mut dyn RngCore, d: usize, p: usize) -> Matrix {
-    let omega = Matrix::from_fn(d, p, |_, _| StandardNormal.sample(&mut *rng));
-    thin_qr_q(&omega)
 }
 
 impl Algorithm for NoisyPower {

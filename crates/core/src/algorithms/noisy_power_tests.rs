@@ -15,7 +15,7 @@ use crate::algorithms::testing::{
 };
 use crate::dataset::Neighbours;
 use crate::linalg::subspace::{orthonormality_error, sin_theta};
-use crate::linalg::{CsrView, gram_t, matmul};
+use crate::linalg::{CsrView, gram_t, matmul, thin_qr_q};
 use crate::linalg::{matmul_tn, thin_svd};
 use crate::privacy::testing::check_gaussian_scale;
 

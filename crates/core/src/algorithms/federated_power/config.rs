@@ -7,8 +7,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::algorithms::calibration::{check_calibrated, check_opening, choose_iterations, choose_p};
 use crate::algorithms::centering::CenterRequest;
-use crate::algorithms::noisy_power::calibrate;
 use crate::algorithms::power_clip::{ClipAsk, PowerClip};
+use crate::algorithms::power_noise::calibrate;
 use crate::algorithms::sensitivity::{SensitivityMode, change_l1_bound, hardt_price, rank_one, row_norm};
 use crate::algorithms::study_center::StudyCenter;
 use crate::algorithms::{ConfigError, RunEnv, RunError};

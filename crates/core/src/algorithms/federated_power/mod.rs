@@ -36,7 +36,7 @@ pub mod state;
 pub use self::config::*;
 pub use crate::federation::fixed_point::{NOISE_TAIL_SDS, encoding_is_exact};
 
-use crate::algorithms::noisy_power::cost_of;
+use crate::algorithms::power_noise::cost_of;
 use crate::algorithms::{
     Algorithm, AlgorithmInfo, ConfigError, DataInput, NoiseScale, Output, Run, RunError, catalog,
 };

@@ -9,7 +9,7 @@ use serde::Serialize;
 use crate::algorithms::centering::recentre;
 use crate::algorithms::clipping::clipped_neighbours;
 use crate::algorithms::federated_power::{FederatedPowerConfig, RoundKind, site_contribution};
-use crate::algorithms::noisy_power::{cost_of, initial_iterate};
+use crate::algorithms::power_noise::{cost_of, initial_iterate};
 use crate::algorithms::study_center::check_center;
 pub use crate::algorithms::study_clip::{ClipProgress, ClipReport};
 use crate::algorithms::{Cancelled, Output, RunEnv, RunError};
@@ -36,7 +36,7 @@ pub fn study_neighbours(relation: Relation, beta: f64, alpha: f64) -> Result<Nei
 /// Refuses a study whose noise costs more than the ρ it states (and the site will charge).
 ///
 /// The site draws noise of sd m·Δ/√t per round, so that any t sites' sum carries m·Δ; over L
-/// rounds that is the Gaussian mechanism's ρ = L/(2m²) (`noisy_power`'s [`cost_of`]). The
+/// rounds that is the Gaussian mechanism's ρ = L/(2m²) ([`cost_of`]). The
 /// multiplier and L come from the coordinator's configuration, the stated cost from the study:
 /// a coordinator that asked for less noise than it charges for would have the site spend more
 /// privacy than its ledger records. Both sides are compared in ledger units, rounded up as a

@@ -171,7 +171,7 @@ fn a_site_refuses_clip_steps_and_power_rounds_outside_the_clip() {
     }
     assert!(comp.clip_count(&norms, &[0.5], &mut rng).is_err());
     // A power round needs the clip norm, in range, and rows clipped at it.
-    let x = crate::algorithms::noisy_power::initial_iterate(&mut rng, 6, config.p);
+    let x = crate::algorithms::power_noise::initial_iterate(&mut rng, 6, config.p);
     let rows = site_rows(40);
     assert!(comp.contribution(&rows, &x, None, &mut rng).is_err());
     assert!(comp.contribution(&rows, &x, Some(1.5), &mut rng).is_err());
