@@ -16,3 +16,4 @@ pub mod site;
 pub mod spectrum;
 pub mod studies;
 pub mod targets;
+pub mod tenants;

@@ -12,6 +12,7 @@ use uuid::Uuid;
 
 use super::auth::AdminAuth;
 use super::error::{ApiError, Json, Path, ProblemDocument};
+use crate::app;
 use crate::state::AppState;
 
 /// A tenant's new API key, shown once: only its hash is stored. The tenant's previous key no
@@ -47,8 +48,7 @@ pub async fn rotate(
     State(state): State<AppState>,
     KeyHolder(tenant_id): KeyHolder,
 ) -> Result<Json<ApiKeyIssued>, ApiError> {
-    let (api_key, issued_at) =
-        ApiError::found(state.store.rotate_api_key(tenant_id).await?, "tenant", tenant_id)?;
+    let (api_key, issued_at) = app::tenants::rotate_key(&state, tenant_id).await?;
     Ok(Json(ApiKeyIssued {
         tenant_id,
         api_key,
@@ -67,9 +67,6 @@ pub async fn revoke(
     State(state): State<AppState>,
     KeyHolder(tenant_id): KeyHolder,
 ) -> Result<StatusCode, ApiError> {
-    if state.store.revoke_api_key(tenant_id).await? {
-        Ok(StatusCode::NO_CONTENT)
-    } else {
-        Err(ApiError::not_found("tenant", tenant_id))
-    }
+    app::tenants::revoke_key(&state, tenant_id).await?;
+    Ok(StatusCode::NO_CONTENT)
 }

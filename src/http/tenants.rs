@@ -10,6 +10,7 @@ use uuid::Uuid;
 
 use super::auth::AdminAuth;
 use super::error::{ApiError, Json, ProblemDocument};
+use crate::app;
 use crate::state::AppState;
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -39,11 +40,7 @@ pub async fn create(
     _admin: AdminAuth,
     Json(body): Json<CreateTenant>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let name = body.name.trim();
-    if name.is_empty() || body.name.chars().count() > 200 {
-        return Err(ApiError::validation("name", "name must have 1 to 200 characters"));
-    }
-    let (tenant, api_key) = state.store.create_tenant(name).await?;
+    let (tenant, api_key) = app::tenants::create(&state, &body.name).await?;
     Ok((
         StatusCode::CREATED,
         Json(TenantCreated {
