@@ -550,6 +550,49 @@ impl Stage {
         }
     }
 
+    /// Where the study stands, coarsely (`Live::marker`): (stage, round, phase).
+    pub(crate) fn marker(&self) -> (u8, u32, u8) {
+        use crate::federation::rounds::Phase;
+        match self {
+            Stage::Enrolling => (0, 0, 0),
+            Stage::Sharing(_) => (1, 0, 0),
+            Stage::Running(running) => {
+                let phase = match running.rounds.phase() {
+                    Phase::Collect => 0,
+                    Phase::Confirm { .. } => 1,
+                    Phase::Unmask { .. } => 2,
+                    Phase::Done => 3,
+                };
+                (2, running.rounds.round(), phase)
+            }
+            Stage::Cape(cape) => (3, cape.stage, u8::from(cape.confirmed)),
+            Stage::Gossip(gossip) => (5, gossip.marker(), u8::from(gossip.confirmed)),
+            Stage::Finished { .. } => (4, 0, 0),
+        }
+    }
+
+    /// The protocol point a snapshot keeps, by name (`Live::phase_label`); `joined_empty`:
+    /// nobody has joined yet.
+    pub(crate) fn phase_label(&self, joined_empty: bool) -> Option<String> {
+        let (_, round, phase) = self.marker();
+        Some(match self {
+            Stage::Enrolling if joined_empty => return None,
+            Stage::Enrolling => "join".to_owned(),
+            Stage::Sharing(sharing) if sharing.config.secagg_plus.is_some() && sharing.graph.is_none() => {
+                "seeds".to_owned()
+            }
+            Stage::Sharing(sharing) if sharing.boxes.is_empty() => "keys".to_owned(),
+            Stage::Sharing(_) => "shares".to_owned(),
+            Stage::Running(_) if phase == 0 => format!("round-{round}"),
+            Stage::Running(_) if phase == 1 => format!("confirm-{round}"),
+            Stage::Running(_) if phase == 2 => format!("unmask-{round}"),
+            Stage::Running(_) => "done".to_owned(),
+            Stage::Gossip(_) => format!("exchange-{}", round + 1),
+            Stage::Finished { .. } => "finished".to_owned(),
+            Stage::Cape(_) => return None,
+        })
+    }
+
     /// Gives a journaled `federated_power` step back to a restored study.
     pub(crate) fn replay(&mut self, step: Replay<'_>) -> Result<(), LiveError> {
         let Stage::Running(running) = self else {

@@ -217,23 +217,7 @@ impl Live {
     /// Where the study stands, coarsely: a step that changes it (a phase closed, even without
     /// any store write) must be kept before any site learns of it.
     pub fn marker(&self) -> (u8, u32, u8) {
-        use crate::federation::rounds::Phase;
-        match &self.stage {
-            Stage::Enrolling => (0, 0, 0),
-            Stage::Sharing(_) => (1, 0, 0),
-            Stage::Running(running) => {
-                let phase = match running.rounds.phase() {
-                    Phase::Collect => 0,
-                    Phase::Confirm { .. } => 1,
-                    Phase::Unmask { .. } => 2,
-                    Phase::Done => 3,
-                };
-                (2, running.rounds.round(), phase)
-            }
-            Stage::Cape(cape) => (3, cape.stage, u8::from(cape.confirmed)),
-            Stage::Gossip(gossip) => (5, gossip.marker(), u8::from(gossip.confirmed)),
-            Stage::Finished { .. } => (4, 0, 0),
-        }
+        self.stage.marker()
     }
 
     /// The journal row that keeps the step from the phase `before` ([`Live::marker`]) to now,
@@ -272,23 +256,7 @@ impl Live {
     /// CAPE. The coordinator's test hook
     /// (`PRIVPCA_TEST_COORDINATOR_ABORT_AT`) names one of these.
     pub fn phase_label(&self) -> Option<String> {
-        let (_, round, phase) = self.marker();
-        Some(match &self.stage {
-            Stage::Enrolling if self.joined.is_empty() => return None,
-            Stage::Enrolling => "join".to_owned(),
-            Stage::Sharing(sharing) if sharing.config.secagg_plus.is_some() && sharing.graph.is_none() => {
-                "seeds".to_owned()
-            }
-            Stage::Sharing(sharing) if sharing.boxes.is_empty() => "keys".to_owned(),
-            Stage::Sharing(_) => "shares".to_owned(),
-            Stage::Running(_) if phase == 0 => format!("round-{round}"),
-            Stage::Running(_) if phase == 1 => format!("confirm-{round}"),
-            Stage::Running(_) if phase == 2 => format!("unmask-{round}"),
-            Stage::Running(_) => "done".to_owned(),
-            Stage::Gossip(_) => format!("exchange-{}", round + 1),
-            Stage::Finished { .. } => "finished".to_owned(),
-            Stage::Cape(_) => return None,
-        })
+        self.stage.phase_label(self.joined.is_empty())
     }
 
     /// Whether the open round's masked vectors and answers are kept in the journal rather
