@@ -115,10 +115,10 @@ pub struct Snapshot {
 #[serde(rename_all = "snake_case")]
 enum StageSnapshot {
     Enrolling,
+    /// The key exchange (`protocols/power/durable.rs`).
     Sharing(Box<SharingKept>),
-
+    /// A `federated_power` study's rounds (`protocols/power/durable.rs`).
     Running(Box<RunningKept>),
-
     Cape(Box<CapeKept>),
     Gossip(Box<GossipKept>),
     Finished {

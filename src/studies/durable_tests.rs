@@ -49,6 +49,45 @@ fn reload(live: &Live, effects: &[Effect]) -> (Live, Vec<Effect>) {
     Live::restore(live.study, snapshot, Instant::now(), Duration::from_secs(30)).expect("restore")
 }
 
+/// Issue 37 moved `federated_power`'s kept stages into `protocols/power/durable.rs` as structs
+/// wrapped by newtype variants; stored snapshots were written by the inline struct variants, so
+/// the JSON must keep their layout: the stage's fields directly under its name.
+#[test]
+fn the_kept_stages_keep_the_json_layout_of_stored_snapshots() {
+    let names: BTreeMap<u32, String> = (1..=3).map(|i| (i, format!("s{i}"))).collect();
+    let study = Uuid::new_v4();
+    let mut rng = ChaCha20Rng::seed_from_u64(8);
+    let mut live = Live::new(
+        study,
+        Protocol::Power(config()),
+        2,
+        D,
+        names,
+        Instant::now() + Duration::from_secs(60),
+        Duration::from_secs(30),
+    );
+    for i in 1..=3 {
+        let session = SiteSession::new(study, i, 2, &mut rng);
+        let request = JoinRequest {
+            n_samples: None,
+            encryption_public_key: Some(session.encryption_public_key()),
+            mask_public_keys: session.mask_public_keys(),
+            signing_public_key: Some(signer(i).public_key()),
+            seed_commitment: None,
+        };
+        live.join(i, request).expect("join");
+    }
+    live.advance(Instant::now());
+    let sharing = serde_json::to_value(live.snapshot(&[]).expect("kept")).expect("json");
+    let participants = &sharing["stage"]["sharing"]["participants"];
+    assert_eq!(participants.as_array().map(Vec::len), Some(3), "{sharing}");
+    let (live, _, _) = restored_at_round_one();
+    let running = serde_json::to_value(live.snapshot(&[]).expect("kept")).expect("json");
+    for field in ["participants", "senders", "rounds", "iterate", "inboxes"] {
+        assert!(running["stage"]["running"].get(field).is_some(), "{field}: {running}");
+    }
+}
+
 /// A 3-site study restored from its snapshot at the key exchange and again at the opening of
 /// round 1 (checking what comes back each time); its sites' sessions and RNG.
 fn restored_at_round_one() -> (Live, BTreeMap<u32, SiteSession>, ChaCha20Rng) {
