@@ -84,7 +84,10 @@ fn the_kept_stages_keep_the_json_layout_of_stored_snapshots() {
     let (live, _, _) = restored_at_round_one();
     let running = serde_json::to_value(live.snapshot(&[]).expect("kept")).expect("json");
     for field in ["participants", "senders", "rounds", "iterate", "inboxes"] {
-        assert!(running["stage"]["running"].get(field).is_some(), "{field}: {running}");
+        assert!(
+            running["stage"]["running"].get(field).is_some(),
+            "{field}: {running}"
+        );
     }
 }
 
