@@ -18,6 +18,7 @@ use crate::federation::messages::{
 };
 use crate::state::AppState;
 use crate::store::{StudyRecord, StudySiteRecord};
+use crate::studies::{Delivery, Journaled};
 
 fn unauthorized(why: &str) -> ApiError {
     ApiError::new(ProblemKind::Unauthorized, why.to_string())
@@ -129,9 +130,13 @@ pub async fn shares(
     auth: SiteAuth,
     Json(body): Json<SharesRequest>,
 ) -> Result<StatusCode, ApiError> {
+    let entry = Journaled::Shares {
+        site: auth.site.index,
+        boxes: body.boxes,
+    };
     state
         .studies
-        .shares(auth.study.id, auth.site.index, body.boxes)
+        .deliver(auth.study.id, Delivery::Journaled(entry))
         .await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -146,9 +151,13 @@ pub async fn seed(
     auth: SiteAuth,
     Json(body): Json<SeedRevealRequest>,
 ) -> Result<StatusCode, ApiError> {
+    let entry = Journaled::Reveal {
+        site: auth.site.index,
+        reveal: body.reveal,
+    };
     state
         .studies
-        .reveal_seed(auth.study.id, auth.site.index, body.reveal)
+        .deliver(auth.study.id, Delivery::Journaled(entry))
         .await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -164,9 +173,15 @@ pub async fn contribution(
     Path(round): Path<u32>,
     Json(body): Json<ContributionRequest>,
 ) -> Result<StatusCode, ApiError> {
+    let entry = Journaled::Contribution {
+        site: auth.index,
+        round,
+        masked: body.masked,
+        signature: body.signature,
+    };
     state
         .studies
-        .contribute(auth.study, auth.index, round, body.masked, body.signature)
+        .deliver(auth.study, Delivery::Journaled(entry))
         .await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -182,9 +197,14 @@ pub async fn confirm(
     Path(round): Path<u32>,
     Json(body): Json<ConfirmRequest>,
 ) -> Result<StatusCode, ApiError> {
+    let entry = Journaled::Confirm {
+        site: auth.index,
+        round,
+        signature: body.signature,
+    };
     state
         .studies
-        .confirm(auth.study, auth.index, round, body.signature)
+        .deliver(auth.study, Delivery::Journaled(entry))
         .await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -200,7 +220,15 @@ pub async fn unmask(
     Path(round): Path<u32>,
     Json(body): Json<UnmaskRequest>,
 ) -> Result<StatusCode, ApiError> {
-    state.studies.unmask(auth.study, auth.index, round, body).await?;
+    let entry = Journaled::Unmask {
+        site: auth.index,
+        round,
+        answer: body,
+    };
+    state
+        .studies
+        .deliver(auth.study, Delivery::Journaled(entry))
+        .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -216,10 +244,12 @@ pub async fn stage_confirm(
     Path(stage): Path<u32>,
     Json(body): Json<ConfirmRequest>,
 ) -> Result<StatusCode, ApiError> {
-    state
-        .studies
-        .stage_confirm(auth.study, auth.index, stage, body.signature)
-        .await?;
+    let delivery = Delivery::StageConfirm {
+        site: auth.index,
+        stage,
+        signature: body.signature,
+    };
+    state.studies.deliver(auth.study, delivery).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -234,10 +264,12 @@ pub async fn cape_release(
     Path(stage): Path<u32>,
     Json(body): Json<CapeReleaseRequest>,
 ) -> Result<StatusCode, ApiError> {
-    state
-        .studies
-        .cape_release(auth.study.id, auth.site.index, stage, body.values)
-        .await?;
+    let delivery = Delivery::CapeRelease {
+        site: auth.site.index,
+        stage,
+        values: body.values,
+    };
+    state.studies.deliver(auth.study.id, delivery).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -253,10 +285,12 @@ pub async fn gossip_value(
     Path(step): Path<u32>,
     Json(body): Json<GossipPostRequest>,
 ) -> Result<StatusCode, ApiError> {
-    state
-        .studies
-        .gossip_post(auth.study.id, auth.site.index, step, body.values)
-        .await?;
+    let delivery = Delivery::GossipPost {
+        site: auth.site.index,
+        step,
+        values: body.values,
+    };
+    state.studies.deliver(auth.study.id, delivery).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

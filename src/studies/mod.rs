@@ -22,12 +22,12 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use uuid::Uuid;
 
-use crate::federation::messages::{JoinRequest, ShareBox, SiteTask, UnmaskRequest};
+use crate::federation::messages::{JoinRequest, SiteTask};
 use crate::store::{
     SiteStatus, Store, StoreError, StudyLease, StudyRecord, StudySiteRecord, StudySnapshot, StudyStatus,
     StudyWrite,
 };
-use durable::Journaled;
+pub use durable::Journaled;
 use live::{Effect, Live, LiveError, Protocol, SiteMessage};
 
 /// How often a driver looks at its study even without news (deadlines are also woken exactly).
@@ -612,66 +612,53 @@ impl StudyHub {
         Ok(())
     }
 
-    /// A site's share boxes: kept in the study's journal before they are acknowledged.
-    pub async fn shares(&self, study: Uuid, site: u32, boxes: Vec<ShareBox>) -> Result<(), HubError> {
-        self.journaled(study, Journaled::Shares { site, boxes }).await
-    }
-
-    /// A SecAgg+ site's share of the graph seed: kept in the study's journal before it is
-    /// acknowledged.
-    pub async fn reveal_seed(&self, study: Uuid, site: u32, reveal: String) -> Result<(), HubError> {
-        self.journaled(study, Journaled::Reveal { site, reveal }).await
-    }
-
-    pub async fn contribute(
-        &self,
-        study: Uuid,
-        site: u32,
-        round: u32,
-        masked: String,
-        signature: String,
-    ) -> Result<(), HubError> {
-        self.journaled(
-            study,
-            Journaled::Contribution {
+    /// A site's message to its study: a `federated_power` message is kept in the study's
+    /// journal before it is acknowledged (`StudyHub::journaled`), the others with the
+    /// study's snapshot (`StudyHub::with_live`). The one way a site message reaches a study.
+    pub async fn deliver(&self, study: Uuid, delivery: Delivery) -> Result<(), HubError> {
+        match delivery {
+            Delivery::Journaled(entry) => self.journaled(study, entry).await,
+            Delivery::CapeRelease { site, stage, values } => {
+                self.with_live(study, |live| {
+                    live.deliver(
+                        site,
+                        SiteMessage::CapeRelease {
+                            stage,
+                            values: &values,
+                        },
+                    )
+                })
+                .await
+            }
+            Delivery::StageConfirm {
                 site,
-                round,
-                masked,
+                stage,
                 signature,
-            },
-        )
-        .await
-    }
-
-    /// A survivor's confirmation of a round's transcript: kept in the journal like the round's
-    /// other messages.
-    pub async fn confirm(
-        &self,
-        study: Uuid,
-        site: u32,
-        round: u32,
-        signature: String,
-    ) -> Result<(), HubError> {
-        self.journaled(
-            study,
-            Journaled::Confirm {
-                site,
-                round,
-                signature,
-            },
-        )
-        .await
-    }
-
-    pub async fn unmask(
-        &self,
-        study: Uuid,
-        site: u32,
-        round: u32,
-        answer: UnmaskRequest,
-    ) -> Result<(), HubError> {
-        self.journaled(study, Journaled::Unmask { site, round, answer })
-            .await
+            } => {
+                self.with_live(study, |live| {
+                    live.deliver(
+                        site,
+                        SiteMessage::StageConfirm {
+                            stage,
+                            signature: &signature,
+                        },
+                    )
+                })
+                .await
+            }
+            Delivery::GossipPost { site, step, values } => {
+                self.with_live(study, |live| {
+                    live.deliver(
+                        site,
+                        SiteMessage::GossipPost {
+                            step,
+                            values: &values,
+                        },
+                    )
+                })
+                .await
+            }
+        }
     }
 
     /// Accepts a round's message and keeps it before acknowledging it, as [`StudyHub::with_live`]
@@ -752,65 +739,6 @@ impl StudyHub {
         }
     }
 
-    pub async fn cape_release(
-        &self,
-        study: Uuid,
-        site: u32,
-        stage: u32,
-        values: String,
-    ) -> Result<(), HubError> {
-        self.with_live(study, |live| {
-            live.deliver(
-                site,
-                SiteMessage::CapeRelease {
-                    stage,
-                    values: &values,
-                },
-            )
-        })
-        .await
-    }
-
-    /// A CAPE site's confirmation of a stage's transcript, or a gossip agent's of the study's
-    /// (stage 0).
-    pub async fn stage_confirm(
-        &self,
-        study: Uuid,
-        site: u32,
-        stage: u32,
-        signature: String,
-    ) -> Result<(), HubError> {
-        self.with_live(study, |live| {
-            live.deliver(
-                site,
-                SiteMessage::StageConfirm {
-                    stage,
-                    signature: &signature,
-                },
-            )
-        })
-        .await
-    }
-
-    pub async fn gossip_post(
-        &self,
-        study: Uuid,
-        site: u32,
-        step: u32,
-        values: String,
-    ) -> Result<(), HubError> {
-        self.with_live(study, |live| {
-            live.deliver(
-                site,
-                SiteMessage::GossipPost {
-                    step,
-                    values: &values,
-                },
-            )
-        })
-        .await
-    }
-
     /// The site's next task, waiting up to `wait` for one that is not `wait`.
     pub async fn task(&self, study: Uuid, site: u32, wait: Duration) -> Result<SiteTask, HubError> {
         let entry = self.live_entry(study).await?;
@@ -870,6 +798,23 @@ fn log_effect(study: Uuid, effect: &Effect) {
         Effect::Failed { reason, .. } => tracing::warn!(%study, %reason, "study failed"),
         _ => {}
     }
+}
+
+/// A site's message to its study, as the HTTP layer hands it to [`StudyHub::deliver`].
+#[derive(Debug)]
+pub enum Delivery {
+    /// A `federated_power` message (key exchange or round), kept in the study's journal.
+    Journaled(Journaled),
+    /// A CAPE site's release for `stage`.
+    CapeRelease { site: u32, stage: u32, values: String },
+    /// A CAPE site's confirmation of `stage`'s transcript, or a gossip agent's (stage 0).
+    StageConfirm {
+        site: u32,
+        stage: u32,
+        signature: String,
+    },
+    /// A gossip agent's value of exchange `step`.
+    GossipPost { site: u32, step: u32, values: String },
 }
 
 #[cfg(test)]
