@@ -57,11 +57,12 @@ use serde_json::Value;
 ///   it joins and how it follows the coordinator's tasks. Asked again for an answer it already
 ///   sent, a site sends the same bytes: every protocol keeps every answer in the site's ledger
 ///   before sending it, so a restarted site resends it too.
-/// - **coordinator step**: not a method here. A study's coordinator state is one
-///   `studies::live::Stage` value, which the durable snapshot (`studies::durable`) writes and
-///   reads back; the generic driver dispatches on it, and each protocol's transitions are its
-///   `impl Live` block in `<protocol>/coordinator.rs`. A trait object could not be restored
-///   from a snapshot without the same match.
+/// - **coordinator step**: not a method here. A study's coordinator state is one [`Stage`]
+///   value (this file), which the durable snapshot (`studies::durable`) writes and reads back;
+///   its dispatch ([`Stage::advance`], [`Stage::deliver`]) reaches each protocol's own state
+///   machine in `<protocol>/coordinator.rs`, which takes the study's common part
+///   (`studies::study::Study`). A trait object could not be restored from a snapshot without
+///   the same match.
 /// - **simulate**: not a method here either. The job-mode run is each algorithm's
 ///   `Algorithm::run`, listed in `algorithms::registry` with the other jobs (`federated_power`
 ///   runs [`power::simulate::run`]; CAPE and gossip simulate with the numerical core's own code).

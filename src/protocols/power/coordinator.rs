@@ -745,7 +745,7 @@ impl Running {
     }
 
     /// A masked contribution for `round` given back from the study's journal on a restore: as
-    /// [`Live::contribute`], and also once collection has closed (the snapshot of an
+    /// [`Running::contribute`], and also once collection has closed (the snapshot of an
     /// unmasking round omits the survivors' vectors).
     pub(crate) fn replay_contribution(
         &mut self,
