@@ -16,6 +16,7 @@
 
 pub mod cape;
 pub mod gossip;
+mod options;
 pub mod power;
 
 use std::collections::BTreeMap;
@@ -23,11 +24,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Instant;
 
-use crate::algorithms::centering::{self, CenterParam, CenterRequest};
-use crate::algorithms::clipping::{self, ClipMode, ClipParam, ClipRequest};
 use crate::algorithms::federated_power::FederatedPowerConfig;
 pub(crate) use crate::algorithms::parameters::parse_params;
-use crate::algorithms::power_clip::ClipAsk;
 use crate::algorithms::{AlgorithmInfo, ConfigError, StudyKind};
 use crate::dataset::{DataContext, Relation};
 use crate::federation::messages::{JoinRequest, ShareBox, SiteStudyView, SiteTask, UnmaskRequest};
@@ -40,7 +38,9 @@ use crate::site::http::SiteClient;
 use crate::site::prepared::Prepared;
 use crate::store::{LocalBudget, Store};
 use crate::studies::study::{Effect, LiveError, Study};
+pub(crate) use options::{take_center, take_clip};
 use power::state::SiteComputation;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// One distributed protocol, as the layers that drive it see it. Implemented once per folder
@@ -276,6 +276,15 @@ pub enum Protocol {
 }
 
 impl Protocol {
+    /// The protocol's name, for messages.
+    fn name(&self) -> &'static str {
+        match self {
+            Protocol::Power(_) => "federated_power",
+            Protocol::Cape(_) => "CAPE",
+            Protocol::Gossip(_) => "gossip_power",
+        }
+    }
+
     /// Public keys a site sends at join: one per round (power) or per stage (CAPE).
     fn keys_per_site(&self) -> usize {
         match self {
@@ -617,54 +626,179 @@ impl Stage {
     }
 }
 
-/// The parameters as `T`, or the path of the first bad one (`params.<path>`).
-/// Removes `clip` from a study's parameters: `"auto"` (the default, as for a central job on
-/// records), `"none"`, or `{"quantile": q, "share": f}`.
-pub(crate) fn take_clip(params: &mut Value, ctx: &DataContext) -> Result<Option<ClipAsk>, PlanError> {
-    let raw = match params {
-        Value::Object(map) => map.remove("clip"),
-        _ => None,
-    };
-    let param: ClipParam = match raw {
-        None => ClipParam::Named(ClipMode::Auto),
-        Some(v) => serde_json::from_value(v).map_err(|e| {
-            ConfigError::invalid(
-                "params.clip",
-                format!("must be \"auto\", \"none\" or {{\"quantile\", \"share\"}}: {e}"),
-            )
-        })?,
-    };
-    Ok(clipping::request(Some(param), ctx)?.map(|request| match request {
-        ClipRequest::Auto => ClipAsk::Auto,
-        ClipRequest::Quantile { quantile, share } => ClipAsk::Quantile { quantile, share },
-    }))
+/// What a study's snapshot keeps of its plan (`studies::durable::Snapshot`, where it is
+/// flattened: the JSON holds `config`, `cape` or `gossip` at its top level, as snapshots always
+/// have). Exactly one field is present.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub(crate) struct PlanKept {
+    /// `federated_power`'s configuration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    config: Option<FederatedPowerConfig>,
+    /// A CAPE study's plan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    cape: Option<cape::coordinator::CapePlan>,
+    /// A `gossip_power` study's plan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    gossip: Option<Box<gossip::coordinator::GossipPlan>>,
 }
 
-/// Removes `center` and `center_share` from a study's parameters: `"none"` (the default, as
-/// for a central job), `"private"` with its share, or a public centre of d numbers
-/// ([`centering::request`]).
-pub(crate) fn take_center(params: &mut Value, ctx: &DataContext) -> Result<Option<CenterRequest>, PlanError> {
-    let (center, share) = match params {
-        Value::Object(map) => (map.remove("center"), map.remove("center_share")),
-        _ => (None, None),
-    };
-    let center: Option<CenterParam> = center
-        .map(|v| {
-            serde_json::from_value(v).map_err(|e| {
-                ConfigError::invalid(
-                    "params.center",
-                    format!("must be \"none\", \"private\" or an array of d numbers: {e}"),
-                )
-            })
+impl Protocol {
+    /// The plan as a snapshot keeps it.
+    pub(crate) fn kept(&self) -> PlanKept {
+        match self {
+            Protocol::Power(config) => PlanKept {
+                config: Some(config.clone()),
+                ..PlanKept::default()
+            },
+            Protocol::Cape(plan) => PlanKept {
+                cape: Some(plan.clone()),
+                ..PlanKept::default()
+            },
+            Protocol::Gossip(plan) => PlanKept {
+                gossip: Some(plan.clone()),
+                ..PlanKept::default()
+            },
+        }
+    }
+
+    /// The plan again from a snapshot.
+    pub(crate) fn restore(kept: PlanKept) -> Result<Protocol, String> {
+        match (kept.config, kept.cape, kept.gossip) {
+            (Some(config), None, None) => Ok(Protocol::Power(config)),
+            (None, Some(plan), None) => Ok(Protocol::Cape(plan)),
+            (None, None, Some(plan)) => Ok(Protocol::Gossip(plan)),
+            _ => Err("a kept study does not name exactly one protocol".into()),
+        }
+    }
+}
+
+/// A [`Stage`] as a snapshot keeps it: each protocol's state by its own `durable.rs`.
+// Externally tagged, not `tag = "stage"`: an internally tagged enum is buffered before it is
+// read, and a buffered map loses the ability to read its JSON string keys as the u32 site
+// indices (serde's `Content` keeps them as strings), so a kept study could not be read back.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum StageSnapshot {
+    Enrolling,
+    /// The key exchange (`power/durable.rs`).
+    Sharing(Box<power::durable::SharingKept>),
+    /// A `federated_power` study's rounds (`power/durable.rs`).
+    Running(Box<power::durable::RunningKept>),
+    Cape(Box<cape::durable::CapeKept>),
+    Gossip(Box<gossip::durable::GossipKept>),
+    Finished {
+        status: StudyStatus,
+        reason: Option<String>,
+    },
+}
+
+impl Stage {
+    /// The stage as a snapshot keeps it. The key exchange's boxes and reveals, and the open
+    /// `federated_power` round's messages, are in the journal instead
+    /// ([`power::durable::Journaled`]), but for the round of a restored snapshot that held them.
+    pub(crate) fn kept(&self) -> StageSnapshot {
+        match self {
+            Stage::Enrolling => StageSnapshot::Enrolling,
+            Stage::Sharing(sharing) => StageSnapshot::Sharing(Box::new(sharing.kept())),
+            Stage::Running(running) => {
+                StageSnapshot::Running(Box::new(running.kept(!running.journal_keeps_round())))
+            }
+            Stage::Cape(running) => StageSnapshot::Cape(Box::new(running.kept())),
+            Stage::Gossip(running) => StageSnapshot::Gossip(Box::new(running.kept())),
+            Stage::Finished { status, reason } => StageSnapshot::Finished {
+                status: *status,
+                reason: reason.clone(),
+            },
+        }
+    }
+
+    /// Whether [`Stage::kept`] holds all the journal does, so that writing it empties the
+    /// journal: false while the key exchange runs, and while the open round's messages are
+    /// kept only in the journal.
+    pub(crate) fn snapshot_supersedes_journal(&self) -> bool {
+        match self {
+            Stage::Running(running) => !(running.journal_keeps_round() && running.rounds.holds_messages()),
+            Stage::Sharing(_) => false,
+            _ => true,
+        }
+    }
+
+    /// The journal row that keeps the step from the point `before` ([`Stage::marker`]) to now,
+    /// when the journal keeps it instead of a snapshot: a step with no store write (the caller
+    /// checks there is none) that only moves one `federated_power` round one phase on, from
+    /// collection to its consistency round ([`power::durable::Journaled::Collected`]) or from
+    /// there to unmasking ([`power::durable::Journaled::Unmasking`]). Writing a whole snapshot
+    /// (the iterate, the last release and the roster's keys, about half a megabyte at d = 1000,
+    /// p = 20) to keep that one fact cost more than the consistency round itself
+    /// (docs/performance-federation.md).
+    pub(crate) fn journal_step(&self, before: (u8, u32, u8)) -> Option<power::durable::Journaled> {
+        let Stage::Running(running) = self else {
+            return None;
+        };
+        let (stage, round, phase) = self.marker();
+        if before.0 != stage || before.1 != round || !running.journal_keeps_round() {
+            return None;
+        }
+        match (before.2, phase) {
+            (0, 1) => Some(power::durable::Journaled::Collected { round }),
+            (1, 2) => Some(power::durable::Journaled::Unmasking { round }),
+            _ => None,
+        }
+    }
+
+    /// After a journal's replay: refused when the restored round still lacks a survivor's
+    /// masked vector.
+    pub(crate) fn check_replayed(&self) -> Result<(), String> {
+        let Stage::Running(running) = self else {
+            return Ok(());
+        };
+        let missing = running.rounds.missing_masked();
+        if missing.is_empty() {
+            Ok(())
+        } else {
+            Err(format!(
+                "the kept round {} lacks the masked vectors of survivors {missing:?}",
+                running.rounds.round()
+            ))
+        }
+    }
+}
+
+impl StageSnapshot {
+    /// The stage again, for a study of `protocol` with `d` features; a stage of another
+    /// protocol than the plan's is refused.
+    pub(crate) fn restore(self, study: uuid::Uuid, protocol: &Protocol, d: usize) -> Result<Stage, String> {
+        let mismatch = || {
+            Err(format!(
+                "a study of {} kept in another protocol's stage",
+                protocol.name()
+            ))
+        };
+        Ok(match (self, protocol) {
+            (StageSnapshot::Enrolling, _) => Stage::Enrolling,
+            // SecAgg+ reveals come back from the journal; the last one fixes the graph again.
+            (StageSnapshot::Sharing(kept), Protocol::Power(config)) => Stage::Sharing(Box::new(
+                power::coordinator::Sharing::restore(config.clone(), *kept),
+            )),
+            (StageSnapshot::Running(kept), Protocol::Power(config)) => Stage::Running(Box::new(
+                power::coordinator::Running::restore(study, config.clone(), d, *kept)?,
+            )),
+            (StageSnapshot::Cape(kept), Protocol::Cape(plan)) => Stage::Cape(Box::new(
+                cape::coordinator::CapeRunning::restore(plan.clone(), *kept)?,
+            )),
+            (StageSnapshot::Gossip(kept), Protocol::Gossip(plan)) => Stage::Gossip(Box::new(
+                gossip::coordinator::GossipRunning::restore(plan, *kept)?,
+            )),
+            (StageSnapshot::Finished { status, reason }, _) => Stage::Finished { status, reason },
+            (
+                StageSnapshot::Sharing(_)
+                | StageSnapshot::Running(_)
+                | StageSnapshot::Cape(_)
+                | StageSnapshot::Gossip(_),
+                _,
+            ) => return mismatch(),
         })
-        .transpose()?;
-    let share = share
-        .map(|v| {
-            v.as_f64()
-                .ok_or_else(|| ConfigError::invalid("params.center_share", "must be a number"))
-        })
-        .transpose()?;
-    Ok(centering::request(center, share, ctx)?)
+    }
 }
 
 #[cfg(test)]

@@ -237,18 +237,6 @@ impl Store {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Marks an invited site of an enrolling study as joined. Returns false if the site was not
-    /// invited or the study is no longer enrolling (nothing changes then).
-    pub async fn join_study_site(
-        &self,
-        study: Uuid,
-        index: u32,
-        n_samples: Option<i64>,
-    ) -> Result<bool, StoreError> {
-        let mut conn = self.pool.acquire().await?;
-        join_in(&mut conn, study, index, n_samples).await
-    }
-
     /// Enrolment is over: the study runs with `roster`; every other site is dropped (round 0).
     pub async fn start_study(&self, study: Uuid, roster: &[u32]) -> Result<bool, StoreError> {
         let mut tx = self.write_tx().await?;
@@ -394,8 +382,9 @@ impl Store {
     }
 }
 
-/// [`Store::join_study_site`] on `conn`: changes nothing unless the site is still invited and
-/// the study enrolling.
+/// Marks an invited site of an enrolling study as joined (a [`super::StudyWrite::Join`], kept with
+/// the study's snapshot): false, and nothing changes, unless the site is still invited and the
+/// study enrolling.
 pub(super) async fn join_in(
     conn: &mut AnyConnection,
     study: Uuid,

@@ -3,7 +3,9 @@
 //! folder: a `federated_power` study's key exchange, rounds and journal by
 //! `src/protocols/power/durable.rs`, a CAPE study's running stage by
 //! `src/protocols/cape/durable.rs`, a gossip study's exchanges by
-//! `src/protocols/gossip/durable.rs`; this file wraps them with what every study keeps.
+//! `src/protocols/gossip/durable.rs`, and the one dispatch over them (`PlanKept`, `StageSnapshot`)
+//! is in `src/protocols/mod.rs`; this file wraps them with what every study keeps, and names no
+//! protocol's state (only `federated_power`'s journal, [`Journaled`], which the hub keeps).
 //!
 //! What a snapshot holds, and why each part may be kept: the study's configuration, the
 //! roster's names and public keys (public); the share boxes relayed between sites (sealed:
@@ -31,17 +33,11 @@ use uuid::Uuid;
 
 use super::live::{Effect, Live, LiveError, Protocol, Stage};
 use crate::algorithms::Output;
-use crate::algorithms::federated_power::FederatedPowerConfig;
 use crate::federation::messages::JoinRequest;
 use crate::linalg::Matrix;
-use crate::protocols::cape::coordinator::{CapePlan, CapeRunning};
-use crate::protocols::cape::durable::CapeKept;
-use crate::protocols::gossip::coordinator::{GossipPlan, GossipRunning};
-use crate::protocols::gossip::durable::GossipKept;
-use crate::protocols::power::coordinator::{Running, Sharing};
+use crate::protocols::PlanKept;
+pub(crate) use crate::protocols::StageSnapshot;
 pub use crate::protocols::power::durable::{JournalStep, Journaled};
-use crate::protocols::power::durable::{RunningKept, SharingKept};
-use crate::store::StudyStatus;
 
 impl Journaled {
     /// Accepts the message on `live` (the live request, or its replay on a resume).
@@ -74,57 +70,26 @@ pub fn replay(live: &mut Live, journal: &[String]) -> Result<(), String> {
             .replay(live)
             .map_err(|e| format!("journal entry {} does not replay: {e}", i + 1))?;
     }
-    if let Stage::Running(running) = &live.stage {
-        let missing = running.rounds.missing_masked();
-        if !missing.is_empty() {
-            return Err(format!(
-                "the kept round {} lacks the masked vectors of survivors {missing:?}",
-                running.rounds.round()
-            ));
-        }
-    }
-    Ok(())
+    live.stage.check_replayed()
 }
 
 /// A study's protocol state as kept in `study_states`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Snapshot {
-    /// `federated_power`'s configuration (absent for CAPE).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    config: Option<FederatedPowerConfig>,
-    /// A CAPE study's plan (absent for `federated_power`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    cape: Option<CapePlan>,
-    /// A `gossip_power` study's plan (absent for the others).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    gossip: Option<Box<GossipPlan>>,
+    /// The protocol's plan (`config`, `cape` or `gossip` in the JSON: [`PlanKept`]). Flattened,
+    /// so only these fields are buffered while reading, and none of them holds a map keyed by
+    /// site index (a buffered map cannot read its string keys as u32, see [`StageSnapshot`]).
+    #[serde(flatten)]
+    plan: PlanKept,
     threshold: u32,
     d: usize,
     names: BTreeMap<u32, String>,
     joined: BTreeMap<u32, JoinRequest>,
     out: BTreeMap<u32, String>,
+    /// The protocol's stage, kept by its own folder (`src/protocols/<name>/durable.rs`).
     stage: StageSnapshot,
     /// The store writes of the step that wrote this snapshot (applied again on resume).
     effects: Vec<KeptEffect>,
-}
-
-// Externally tagged, not `tag = "stage"`: an internally tagged enum is buffered before it is
-// read, and a buffered map loses the ability to read its JSON string keys as the u32 site
-// indices (serde's `Content` keeps them as strings), so a kept study could not be read back.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-enum StageSnapshot {
-    Enrolling,
-    /// The key exchange (`protocols/power/durable.rs`).
-    Sharing(Box<SharingKept>),
-    /// A `federated_power` study's rounds (`protocols/power/durable.rs`).
-    Running(Box<RunningKept>),
-    Cape(Box<CapeKept>),
-    Gossip(Box<GossipKept>),
-    Finished {
-        status: StudyStatus,
-        reason: Option<String>,
-    },
 }
 
 /// An [`Effect`] as kept.
@@ -228,24 +193,7 @@ impl Live {
     /// the roster's keys, about half a megabyte at d = 1000, p = 20) to keep that one fact cost
     /// more than the consistency round itself (docs/performance-federation.md).
     pub fn journal_step(&self, before: (u8, u32, u8)) -> Option<Journaled> {
-        let (stage, round, phase) = self.marker();
-        if stage != 2 || before.0 != 2 || before.1 != round || !self.journal_keeps_round() {
-            return None;
-        }
-        match (before.2, phase) {
-            (0, 1) => Some(Journaled::Collected { round }),
-            (1, 2) => Some(Journaled::Unmasking { round }),
-            _ => None,
-        }
-    }
-
-    /// Whether the study is kept in the database (every protocol: `federated_power`, CAPE and
-    /// `gossip_power`).
-    pub fn is_kept(&self) -> bool {
-        matches!(
-            self.protocol,
-            Protocol::Power(_) | Protocol::Cape(_) | Protocol::Gossip(_)
-        )
+        self.stage.journal_step(before)
     }
 
     /// The protocol point a snapshot of this study keeps, by name: `join` (a site has joined),
@@ -259,59 +207,24 @@ impl Live {
         self.stage.phase_label(self.joined.is_empty())
     }
 
-    /// Whether the open round's masked vectors and answers are kept in the journal rather
-    /// than in the snapshot (always, but for the round of a restored snapshot that held them).
-    fn journal_keeps_round(&self) -> bool {
-        match &self.stage {
-            Stage::Running(running) => running.snapshot_holds_round != Some(running.rounds.round()),
-            _ => false,
-        }
-    }
-
     /// Whether [`Live::snapshot`] holds all the journal does, so that writing it empties the
     /// journal: false while the open round's messages are kept only in the journal.
     pub fn snapshot_supersedes_journal(&self) -> bool {
-        match &self.stage {
-            Stage::Running(running) => !(self.journal_keeps_round() && running.rounds.holds_messages()),
-            // The key exchange's boxes and reveals are kept in the journal only.
-            Stage::Sharing(_) => false,
-            _ => true,
-        }
+        self.stage.snapshot_supersedes_journal()
     }
 
     /// The snapshot to keep after a step with `effects` (every protocol is kept; None is
     /// left for a protocol that is not). The open round's masked vectors and unmasking answers
     /// are not in it: the journal keeps them ([`Journaled`]).
     pub fn snapshot(&self, effects: &[Effect]) -> Option<Snapshot> {
-        let (config, cape, gossip) = match &self.protocol {
-            Protocol::Power(config) => (Some(config.clone()), None, None),
-            Protocol::Cape(plan) => (None, Some(plan.clone()), None),
-            Protocol::Gossip(plan) => (None, None, Some(plan.clone())),
-        };
-        let stage = match &self.stage {
-            Stage::Enrolling => StageSnapshot::Enrolling,
-            // Boxes and reveals are in the journal ([`Journaled::Shares`], [`Journaled::Reveal`]).
-            Stage::Sharing(sharing) => StageSnapshot::Sharing(Box::new(sharing.kept())),
-            Stage::Running(running) => {
-                StageSnapshot::Running(Box::new(running.kept(!self.journal_keeps_round())))
-            }
-            Stage::Finished { status, reason } => StageSnapshot::Finished {
-                status: *status,
-                reason: reason.clone(),
-            },
-            Stage::Cape(running) => StageSnapshot::Cape(Box::new(running.kept())),
-            Stage::Gossip(running) => StageSnapshot::Gossip(Box::new(running.kept())),
-        };
         Some(Snapshot {
-            config,
-            cape,
-            gossip,
+            plan: self.protocol.kept(),
             threshold: self.threshold,
             d: self.d,
             names: self.names.clone(),
             joined: self.joined.clone(),
             out: self.out.clone(),
-            stage,
+            stage: self.stage.kept(),
             effects: effects.iter().map(KeptEffect::from).collect(),
         })
     }
@@ -327,9 +240,7 @@ impl Live {
         round_timeout: Duration,
     ) -> Result<(Live, Vec<Effect>), String> {
         let Snapshot {
-            config,
-            cape,
-            gossip,
+            plan,
             threshold,
             d,
             names,
@@ -338,41 +249,8 @@ impl Live {
             stage,
             effects,
         } = snapshot;
-        let protocol = match (config, cape, gossip) {
-            (Some(config), None, None) => Protocol::Power(config),
-            (None, Some(plan), None) => Protocol::Cape(plan),
-            (None, None, Some(plan)) => Protocol::Gossip(plan),
-            _ => return Err("a kept study does not name exactly one protocol".into()),
-        };
-        let power_config = || match &protocol {
-            Protocol::Power(config) => Ok(config.clone()),
-            Protocol::Cape(_) | Protocol::Gossip(_) => {
-                Err("a CAPE or gossip study kept in a federated_power stage".to_string())
-            }
-        };
-        let stage = match stage {
-            StageSnapshot::Enrolling => Stage::Enrolling,
-            // SecAgg+ reveals come back from the journal; the last one fixes the graph again.
-            StageSnapshot::Sharing(kept) => {
-                Stage::Sharing(Box::new(Sharing::restore(power_config()?, *kept)))
-            }
-            StageSnapshot::Running(kept) => {
-                Stage::Running(Box::new(Running::restore(study, power_config()?, d, *kept)?))
-            }
-            StageSnapshot::Cape(kept) => match &protocol {
-                Protocol::Cape(plan) => Stage::Cape(Box::new(CapeRunning::restore(plan.clone(), *kept)?)),
-                Protocol::Power(_) | Protocol::Gossip(_) => {
-                    return Err("a federated_power or gossip study kept in a CAPE stage".into());
-                }
-            },
-            StageSnapshot::Gossip(kept) => match &protocol {
-                Protocol::Gossip(plan) => Stage::Gossip(Box::new(GossipRunning::restore(plan, *kept)?)),
-                Protocol::Power(_) | Protocol::Cape(_) => {
-                    return Err("a federated_power or CAPE study kept in a gossip stage".into());
-                }
-            },
-            StageSnapshot::Finished { status, reason } => Stage::Finished { status, reason },
-        };
+        let protocol = Protocol::restore(plan)?;
+        let stage = stage.restore(study, &protocol, d)?;
         let mut live = Live::new(study, protocol, threshold, d, names, join_deadline, round_timeout);
         live.joined = joined;
         live.out = out;

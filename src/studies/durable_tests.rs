@@ -91,6 +91,35 @@ fn the_kept_stages_keep_the_json_layout_of_stored_snapshots() {
     }
 }
 
+/// A snapshot stored by an earlier version (`src/studies/fixtures/<name>.json`) is read,
+/// restored, and kept again as the very same JSON: the format did not change. With
+/// `PRIVPCA_WRITE_SNAPSHOT_FIXTURES` set, `live`'s snapshot is written there first (run that
+/// on the version whose format is to be kept, then commit the file).
+pub(crate) fn a_stored_snapshot_is_kept_again_unchanged(name: &str, live: &Live) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("src/studies/fixtures")
+        .join(format!("{name}.json"));
+    if std::env::var_os("PRIVPCA_WRITE_SNAPSHOT_FIXTURES").is_some() {
+        let value = serde_json::to_value(live.snapshot(&[]).expect("kept")).expect("json");
+        std::fs::create_dir_all(path.parent().expect("a folder")).expect("fixtures folder");
+        std::fs::write(&path, serde_json::to_string_pretty(&value).expect("json") + "\n").expect("write");
+    }
+    let text = std::fs::read_to_string(&path).expect("the stored snapshot");
+    let stored: serde_json::Value = serde_json::from_str(&text).expect("json");
+    let snapshot: Snapshot = serde_json::from_str(&text).expect("a stored snapshot reads");
+    let (restored, effects) = Live::restore(live.study, snapshot, Instant::now(), Duration::from_secs(30))
+        .expect("a stored snapshot restores");
+    assert!(effects.is_empty());
+    let again = serde_json::to_value(restored.snapshot(&[]).expect("kept")).expect("json");
+    assert_eq!(again, stored, "{name}: kept again as stored");
+}
+
+#[test]
+fn stored_federated_power_snapshots_are_kept_again_unchanged() {
+    let (live, _, _) = restored_at_round_one();
+    a_stored_snapshot_is_kept_again_unchanged("power-round-1", &live);
+}
+
 /// A 3-site study restored from its snapshot at the key exchange and again at the opening of
 /// round 1 (checking what comes back each time); its sites' sessions and RNG.
 fn restored_at_round_one() -> (Live, BTreeMap<u32, SiteSession>, ChaCha20Rng) {

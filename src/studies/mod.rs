@@ -593,20 +593,9 @@ impl StudyHub {
             probe.n_samples = None;
             live.check_join(site, &probe)?;
             live.check_n_samples(n_samples)?;
-            if live.is_kept() {
-                live.join(site, request)?;
-                let join = [StudyWrite::Join { site, n_samples }];
-                self.persist_with(&entry, &live, Vec::new(), &join).await?;
-            } else {
-                if !self.store.join_study_site(study, site, n_samples).await? {
-                    return Err(LiveError::Conflict(
-                        "this site has already joined, or the study is no longer enrolling".into(),
-                    )
-                    .into());
-                }
-                live.join(site, request)?;
-                self.persist(&entry, &live, Vec::new()).await?;
-            }
+            live.join(site, request)?;
+            let join = [StudyWrite::Join { site, n_samples }];
+            self.persist_with(&entry, &live, Vec::new(), &join).await?;
         }
         entry.changed.send_modify(|v| *v += 1);
         Ok(())
@@ -680,7 +669,7 @@ impl StudyHub {
             // A message that hands out new tasks without a phase change (the last SecAgg+
             // reveal fixes the graph: every site's `share_keys`) wakes the sites once it is kept.
             let wake = live.tasks_ready() != tasks_before;
-            if live.is_kept() && live.marker() == before {
+            if live.marker() == before {
                 let text = serde_json::to_string(&message).map_err(StoreError::from)?;
                 let key_exchange = matches!(message, Journaled::Shares { .. } | Journaled::Reveal { .. });
                 (

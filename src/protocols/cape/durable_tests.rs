@@ -381,3 +381,12 @@ fn a_centred_cape_pca_study_keeps_its_centre_across_a_restart() {
     let reported: Vec<f64> = serde_json::from_value(report["center"].clone()).unwrap();
     assert_eq!(reported, mu, "the result reports the centre the sites used");
 }
+
+#[test]
+fn a_stored_cape_snapshot_is_kept_again_unchanged() {
+    let mut live = started(pca_plan());
+    confirm_stage(&mut live, 1);
+    let values = release(&live.task(1));
+    live.cape_release(1, 1, &values).expect("release");
+    crate::studies::durable::tests::a_stored_snapshot_is_kept_again_unchanged("cape-pca-stage-1", &live);
+}

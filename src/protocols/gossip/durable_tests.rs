@@ -26,7 +26,6 @@ fn a_study_reloaded_at_every_step_relays_the_same_values_to_the_simulated_basis(
     let plan = plan();
     let xt = records();
     let mut live = reload(&started(&plan));
-    assert!(live.is_kept());
     assert_eq!(live.phase_label().as_deref(), Some("exchange-1"));
     let mut reloads = 0;
     let basis = relay(&mut live, &xt, |live| {
@@ -94,4 +93,10 @@ fn a_damaged_kept_exchange_is_refused() {
     for (what, damage) in damages {
         assert!(restores_after(damage).is_err(), "{what} was restored");
     }
+}
+
+#[test]
+fn a_stored_gossip_snapshot_is_kept_again_unchanged() {
+    let live = reload(&started(&plan()));
+    crate::studies::durable::tests::a_stored_snapshot_is_kept_again_unchanged("gossip-exchange-1", &live);
 }

@@ -240,6 +240,12 @@ impl Sharing {
 }
 
 impl Running {
+    /// Whether the open round's masked vectors and answers are kept in the journal rather
+    /// than in the snapshot (always, but for the round of a restored snapshot that held them).
+    pub(crate) fn journal_keeps_round(&self) -> bool {
+        self.snapshot_holds_round != Some(self.rounds.round())
+    }
+
     /// What a snapshot keeps; the open round's messages only `with_round` (they are otherwise
     /// in the journal).
     pub(crate) fn kept(&self, with_round: bool) -> RunningKept {
