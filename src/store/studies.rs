@@ -237,58 +237,6 @@ impl Store {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Enrolment is over: the study runs with `roster`; every other site is dropped (round 0).
-    pub async fn start_study(&self, study: Uuid, roster: &[u32]) -> Result<bool, StoreError> {
-        let mut tx = self.write_tx().await?;
-        let started = start_in(&mut tx, study, roster).await?;
-        tx.commit().await?;
-        Ok(started)
-    }
-
-    /// Round 1 opens: every site of `roster` is charged the study's cost (the coordinator's
-    /// record) and becomes `contributing`, in one transaction. A site's stated budget is
-    /// enforced by the schema. Charges stand from here on.
-    pub async fn charge_study_sites(&self, study: Uuid, roster: &[u32]) -> Result<(), StoreError> {
-        let mut tx = self.write_tx().await?;
-        charge_in(&mut tx, study, roster).await?;
-        tx.commit().await?;
-        Ok(())
-    }
-
-    /// Sets one site's status (and the round it dropped in).
-    pub async fn set_study_site_status(
-        &self,
-        study: Uuid,
-        index: u32,
-        status: SiteStatus,
-        dropped_round: Option<u32>,
-    ) -> Result<(), StoreError> {
-        let mut conn = self.pool.acquire().await?;
-        set_site(&mut conn, study, index, status, dropped_round.map(i64::from)).await
-    }
-
-    /// Rounds done so far.
-    pub async fn set_study_progress(&self, study: Uuid, done: u32) -> Result<(), StoreError> {
-        let mut conn = self.pool.acquire().await?;
-        progress_in(&mut conn, study, done).await
-    }
-
-    /// Stores the result; the study succeeds and its contributing sites are done.
-    pub async fn finish_study(
-        &self,
-        study: Uuid,
-        d: usize,
-        k: usize,
-        basis: &[f64],
-        eigenvalues: Option<&[f64]>,
-        report: &serde_json::Value,
-    ) -> Result<(), StoreError> {
-        let mut tx = self.write_tx().await?;
-        finish_in(&mut tx, study, (d, k, basis), eigenvalues, report).await?;
-        tx.commit().await?;
-        Ok(())
-    }
-
     /// Ends an unfinished study as failed (or cancelled) with `error`; charges stand.
     pub async fn end_study(
         &self,
@@ -406,7 +354,8 @@ pub(super) async fn join_in(
     Ok(done.rows_affected() == 1)
 }
 
-/// [`Store::start_study`] on `conn` (inside the caller's transaction).
+/// Enrolment is over: the study runs with `roster`; every other site is dropped (round 0).
+/// On `conn`, inside the caller's transaction.
 pub(super) async fn start_in(
     conn: &mut AnyConnection,
     study: Uuid,
@@ -430,7 +379,9 @@ pub(super) async fn start_in(
     Ok(true)
 }
 
-/// [`Store::charge_study_sites`] on `conn` (inside the caller's transaction): a site is charged
+/// Round 1 opens: every site of `roster` is charged the study's cost (the coordinator's record)
+/// and becomes `contributing`; a site's stated budget is enforced by the schema, and charges
+/// stand from here on. On `conn`, inside the caller's transaction: a site is charged
 /// only while `charged_at` is NULL, so a repeated charge changes nothing.
 pub(super) async fn charge_in(
     conn: &mut AnyConnection,
@@ -462,7 +413,7 @@ pub(super) async fn charge_in(
     Ok(())
 }
 
-/// [`Store::set_study_progress`] on `conn`. Progress never goes back: a repeated (older)
+/// Rounds done so far, on `conn`. Progress never goes back: a repeated (older)
 /// progress write changes nothing.
 pub(super) async fn progress_in(conn: &mut AnyConnection, study: Uuid, done: u32) -> Result<(), StoreError> {
     sqlx::query(
@@ -475,7 +426,8 @@ pub(super) async fn progress_in(conn: &mut AnyConnection, study: Uuid, done: u32
     Ok(())
 }
 
-/// [`Store::finish_study`] on `conn` (inside the caller's transaction): the basis is d×k.
+/// Stores the result; the study succeeds and its contributing sites are done. On `conn`, inside
+/// the caller's transaction: the basis is d×k.
 pub(super) async fn finish_in(
     conn: &mut AnyConnection,
     study: Uuid,
@@ -532,6 +484,7 @@ pub(super) async fn end_in(
     Ok(done.rows_affected() == 1)
 }
 
+/// Sets one site's status (and the round it dropped in), on `conn`.
 pub(super) async fn set_site(
     conn: &mut AnyConnection,
     study: Uuid,

@@ -213,11 +213,10 @@ impl Live {
         self.stage.snapshot_supersedes_journal()
     }
 
-    /// The snapshot to keep after a step with `effects` (every protocol is kept; None is
-    /// left for a protocol that is not). The open round's masked vectors and unmasking answers
+    /// The snapshot to keep after a step with `effects`. The open round's masked vectors and unmasking answers
     /// are not in it: the journal keeps them ([`Journaled`]).
-    pub fn snapshot(&self, effects: &[Effect]) -> Option<Snapshot> {
-        Some(Snapshot {
+    pub fn snapshot(&self, effects: &[Effect]) -> Snapshot {
+        Snapshot {
             plan: self.protocol.kept(),
             threshold: self.threshold,
             d: self.d,
@@ -226,7 +225,7 @@ impl Live {
             out: self.out.clone(),
             stage: self.stage.kept(),
             effects: effects.iter().map(KeptEffect::from).collect(),
-        })
+        }
     }
 
     /// The study again from its snapshot, with the store writes of its last step (to apply

@@ -43,7 +43,7 @@ pub(crate) fn config() -> FederatedPowerConfig {
 
 /// Through the snapshot's JSON, as the database keeps it.
 fn reload(live: &Live, effects: &[Effect]) -> (Live, Vec<Effect>) {
-    let snapshot = live.snapshot(effects).expect("a power study is kept");
+    let snapshot = live.snapshot(effects);
     let text = serde_json::to_string(&snapshot).expect("serialise");
     let snapshot: Snapshot = serde_json::from_str(&text).expect("parse");
     Live::restore(live.study, snapshot, Instant::now(), Duration::from_secs(30)).expect("restore")
@@ -78,11 +78,11 @@ fn the_kept_stages_keep_the_json_layout_of_stored_snapshots() {
         live.join(i, request).expect("join");
     }
     live.advance(Instant::now());
-    let sharing = serde_json::to_value(live.snapshot(&[]).expect("kept")).expect("json");
+    let sharing = serde_json::to_value(live.snapshot(&[])).expect("json");
     let participants = &sharing["stage"]["sharing"]["participants"];
     assert_eq!(participants.as_array().map(Vec::len), Some(3), "{sharing}");
     let (live, _, _) = restored_at_round_one();
-    let running = serde_json::to_value(live.snapshot(&[]).expect("kept")).expect("json");
+    let running = serde_json::to_value(live.snapshot(&[])).expect("json");
     for field in ["participants", "senders", "rounds", "iterate", "inboxes"] {
         assert!(
             running["stage"]["running"].get(field).is_some(),
@@ -100,7 +100,7 @@ pub(crate) fn a_stored_snapshot_is_kept_again_unchanged(name: &str, live: &Live)
         .join("src/studies/fixtures")
         .join(format!("{name}.json"));
     if std::env::var_os("PRIVPCA_WRITE_SNAPSHOT_FIXTURES").is_some() {
-        let value = serde_json::to_value(live.snapshot(&[]).expect("kept")).expect("json");
+        let value = serde_json::to_value(live.snapshot(&[])).expect("json");
         std::fs::create_dir_all(path.parent().expect("a folder")).expect("fixtures folder");
         std::fs::write(&path, serde_json::to_string_pretty(&value).expect("json") + "\n").expect("write");
     }
@@ -110,7 +110,7 @@ pub(crate) fn a_stored_snapshot_is_kept_again_unchanged(name: &str, live: &Live)
     let (restored, effects) = Live::restore(live.study, snapshot, Instant::now(), Duration::from_secs(30))
         .expect("a stored snapshot restores");
     assert!(effects.is_empty());
-    let again = serde_json::to_value(restored.snapshot(&[]).expect("kept")).expect("json");
+    let again = serde_json::to_value(restored.snapshot(&[])).expect("json");
     assert_eq!(again, stored, "{name}: kept again as stored");
 }
 
@@ -245,7 +245,7 @@ fn whole(live: &Live) -> String {
     let Stage::Running(running) = &live.stage else {
         panic!("running rounds");
     };
-    let snapshot = serde_json::to_string(&live.snapshot(&[]).expect("kept")).expect("serialise");
+    let snapshot = serde_json::to_string(&live.snapshot(&[])).expect("serialise");
     let rounds = serde_json::to_string(&running.rounds.state()).expect("serialise");
     format!("{snapshot}\n{rounds}")
 }
@@ -362,7 +362,7 @@ fn a_restored_study_continues_and_refuses_repeats_and_wrong_phases() {
 #[test]
 fn a_journaled_contribution_replays_onto_the_snapshot() {
     let (mut live, mut sessions, _) = restored_at_round_one();
-    let before = live.snapshot(&[]).expect("kept");
+    let before = live.snapshot(&[]);
     let message = masked_by_site_one(&live, &mut sessions);
     let Journaled::Contribution {
         masked, signature, ..
@@ -398,7 +398,7 @@ fn a_journaled_contribution_replays_onto_the_snapshot() {
 #[test]
 fn an_unmasking_snapshot_leaves_the_round_to_the_journal() {
     let (mut live, mut sessions, mut journal, roster) = unmasking();
-    let kept = live.snapshot(&[]).expect("kept");
+    let kept = live.snapshot(&[]);
     let StageSnapshot::Running(kept_round) = &kept.stage else {
         panic!("running");
     };
@@ -461,7 +461,7 @@ fn the_closes_of_a_round_s_phases_are_journal_rows() {
         journal.push(serde_json::to_string(&message).expect("serialise"));
         (roster, hash) = (masked_with, masked_over);
     }
-    let at_collect = live.snapshot(&[]).expect("kept");
+    let at_collect = live.snapshot(&[]);
     let before = live.marker();
     assert!(live.advance(Instant::now()).is_empty());
     let step = live
@@ -469,7 +469,7 @@ fn the_closes_of_a_round_s_phases_are_journal_rows() {
         .expect("closing collection is journaled");
     assert_eq!(step, Journaled::Collected { round: 1 });
     journal.push(serde_json::to_string(&step).expect("serialise"));
-    let at_confirm = live.snapshot(&[]).expect("kept");
+    let at_confirm = live.snapshot(&[]);
     for site in 1..=3 {
         let message = confirmation_of(&live, site, &roster, &hash);
         message.apply(&mut live).expect("confirm");
@@ -501,7 +501,7 @@ fn the_closes_of_a_round_s_phases_are_journal_rows() {
         .collect();
     assert!(replay(&mut short, &without_two).is_err());
 
-    let mut again = restore(live.study, &live.snapshot(&[]).expect("kept"));
+    let mut again = restore(live.study, &live.snapshot(&[]));
     replay(&mut again, &journal).expect("the close replays onto an unmasking snapshot");
     assert_eq!(whole(&again), whole(&live));
     let mut wrong = restore(live.study, &at_confirm);
@@ -518,7 +518,7 @@ fn an_old_snapshot_holding_the_round_still_restores() {
     let Stage::Running(running) = &live.stage else {
         panic!("running");
     };
-    let mut old = live.snapshot(&[]).expect("kept");
+    let mut old = live.snapshot(&[]);
     let StageSnapshot::Running(kept_round) = &mut old.stage else {
         panic!("running");
     };
@@ -530,7 +530,7 @@ fn an_old_snapshot_holding_the_round_still_restores() {
     let rounds_of = |l: &Live| whole(l).rsplit('\n').next().map(str::to_owned);
     assert_eq!(rounds_of(&resumed), rounds_of(&live));
     assert!(resumed.snapshot_supersedes_journal());
-    let StageSnapshot::Running(kept_round) = resumed.snapshot(&[]).expect("kept").stage else {
+    let StageSnapshot::Running(kept_round) = resumed.snapshot(&[]).stage else {
         panic!("running");
     };
     let rounds = kept_round.rounds;
@@ -543,7 +543,7 @@ fn an_old_snapshot_holding_the_round_still_restores() {
 #[test]
 fn kept_matrices_are_base64_and_old_json_numbers_still_restore() {
     let (live, _, journal, _) = unmasking();
-    let kept = live.snapshot(&[]).expect("kept");
+    let kept = live.snapshot(&[]);
     let StageSnapshot::Running(kept_round) = &kept.stage else {
         panic!("running");
     };

@@ -23,10 +23,7 @@ use tokio::sync::watch;
 use uuid::Uuid;
 
 use crate::federation::messages::{JoinRequest, SiteTask};
-use crate::store::{
-    SiteStatus, Store, StoreError, StudyLease, StudyRecord, StudySiteRecord, StudySnapshot, StudyStatus,
-    StudyWrite,
-};
+use crate::store::{Store, StoreError, StudyLease, StudyRecord, StudySiteRecord, StudySnapshot, StudyWrite};
 pub use durable::Journaled;
 use live::{Effect, Live, LiveError, Protocol, SiteMessage};
 
@@ -306,13 +303,13 @@ impl StudyHub {
 
     /// Keeps a step: the study's snapshot and the step's store writes in one fenced
     /// transaction ([`Store::save_study_step`]), so a replica that lost its lease changes
-    /// nothing. A failed write drops the entry: nothing of the step is shown to anyone. Studies
-    /// that are not kept (none now: every protocol is) only get the step's store writes.
+    /// nothing. A failed write drops the entry: nothing of the step is shown to anyone. Every
+    /// protocol's study is kept this way (there is no unfenced write of a step).
     async fn persist(&self, entry: &Entry, live: &Live, effects: Vec<Effect>) -> Result<(), HubError> {
         self.persist_with(entry, live, effects, &[]).await
     }
 
-    /// [`StudyHub::persist`] with `extra` store writes of the step (a kept study only).
+    /// [`StudyHub::persist`] with `extra` store writes of the step.
     async fn persist_with(
         &self,
         entry: &Entry,
@@ -321,10 +318,7 @@ impl StudyHub {
         extra: &[StudyWrite<'_>],
     ) -> Result<(), HubError> {
         let study = live.study;
-        let Some(snapshot) = live.snapshot(&effects) else {
-            self.apply(study, effects).await;
-            return Ok(());
-        };
+        let snapshot = live.snapshot(&effects);
         let text = serde_json::to_string(&snapshot).map_err(StoreError::from)?;
         let mut writes: Vec<StudyWrite<'_>> = extra.to_vec();
         writes.extend(effects.iter().map(write_of));
@@ -484,70 +478,6 @@ impl StudyHub {
         }
     }
 
-    /// Writes a transition's effects. A store failure here fails the study (it cannot go on
-    /// with an unrecorded charge); it is logged, never shown to sites.
-    async fn apply(&self, study: Uuid, effects: Vec<Effect>) {
-        for effect in effects {
-            let result = self.apply_one(study, effect).await;
-            if let Err(e) = result {
-                tracing::error!(%study, error = %e, "recording a study transition failed");
-                let _ = self
-                    .store
-                    .end_study(
-                        study,
-                        StudyStatus::Failed,
-                        "internal error while recording the study",
-                        None,
-                    )
-                    .await;
-            }
-        }
-    }
-
-    async fn apply_one(&self, study: Uuid, effect: Effect) -> Result<(), crate::store::StoreError> {
-        log_effect(study, &effect);
-        match effect {
-            Effect::Start { roster } => {
-                self.store.start_study(study, &roster).await?;
-            }
-            Effect::Charge { roster, dropped } => {
-                for site in dropped {
-                    self.store
-                        .set_study_site_status(study, site, SiteStatus::Dropped, Some(0))
-                        .await?;
-                }
-                self.store.charge_study_sites(study, &roster).await?;
-            }
-            Effect::Dropped { sites, round } => {
-                for site in sites {
-                    self.store
-                        .set_study_site_status(study, site, SiteStatus::Dropped, Some(round))
-                        .await?;
-                }
-            }
-            Effect::Progress { done } => self.store.set_study_progress(study, done).await?,
-            Effect::Succeeded { output, report } => {
-                let (d, k) = output.basis.shape();
-                self.store
-                    .finish_study(
-                        study,
-                        d,
-                        k,
-                        output.basis.as_slice(),
-                        output.eigenvalues.as_deref(),
-                        &report,
-                    )
-                    .await?;
-            }
-            Effect::Failed { reason, report } => {
-                self.store
-                    .end_study(study, StudyStatus::Failed, &reason, report.as_ref())
-                    .await?;
-            }
-        }
-        Ok(())
-    }
-
     /// The owner cancelled the study (the store already says so).
     pub async fn cancel(&self, study: Uuid) {
         if let Some(entry) = self.entry(study) {
@@ -574,8 +504,8 @@ impl StudyHub {
         Ok(out)
     }
 
-    /// A site joins: recorded in the store (once) and in the live state. For a kept study the
-    /// store's record is written with the snapshot, in its fenced transaction, so the two never
+    /// A site joins: recorded in the store (once) and in the live state. The store's record is
+    /// written with the snapshot, in its fenced transaction, so the two never
     /// disagree (a stop between them would leave the site joined in one and not the other, and
     /// its retried join refused as a repeat).
     pub async fn join(
