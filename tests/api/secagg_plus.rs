@@ -287,6 +287,37 @@ async fn a_thousand_site_secagg_plus_study_is_created_and_a_complete_one_of_65_i
     assert_eq!(doc["field"], "sites", "{doc}");
 }
 
+/// A sparse study whose terms could leave fewer honest releases in a round's sum than its
+/// threshold t (S less ⌈δS⌉ sites out less ⌈γS⌉ corrupt) is refused naming `threshold`: every
+/// site's noise is calibrated for t of them, so the charge would not hold. At t = that number it
+/// is created.
+#[tokio::test]
+async fn a_secagg_plus_study_with_fewer_honest_survivors_than_its_threshold_is_refused() {
+    let (app, key) = TestApp::start_with_tenant("owner").await;
+    let mut body = sparse_body(3);
+    body["sites"] = json!(
+        (0..100)
+            .map(|i| json!({"name": format!("site-{i}")}))
+            .collect::<Vec<_>>()
+    );
+    body.as_object_mut().unwrap().remove("threshold");
+    body["params"]["max_site_samples"] = json!(1000);
+    body["params"]["corruption_rate"] = json!(0.2);
+    body["params"]["dropout_rate"] = json!(0.2);
+    let doc = app.post("/v1/studies", &key, body.clone()).await.problem(422);
+    assert_eq!(doc["field"], "threshold", "{doc}");
+    assert!(
+        doc["detail"]
+            .as_str()
+            .unwrap()
+            .contains("leave 60 honest survivors"),
+        "{doc}"
+    );
+    body["threshold"] = json!(60);
+    let created = create(&app, &key, body).await;
+    assert_eq!(created["study"]["threshold"], 60, "{created}");
+}
+
 /// The last reveal fixes the graph without a phase change: a site already long-polling for its
 /// next task is woken with `share_keys` at once, not at the end of its poll (which could be
 /// after the key exchange's deadline).

@@ -324,3 +324,88 @@ fn under_secagg_plus_a_site_checks_its_neighbours_signatures_only() {
     let e = complete.check_transcript(&all, &[], &every, 4).unwrap_err();
     assert!(e.contains("survivor 4"), "{e}");
 }
+
+/// Under SecAgg+ the study's assumed corrupt sites count as colluders in the quorum (found in
+/// the review of session 34). With c = 0, a coordinator that showed two halves of the 180
+/// honest sites of a 200-site study (γ = 0.1: 20 corrupt) two transcripts, the same roster and
+/// iterate but different dropped sets within the ⌈δS⌉ cap, completed each half's 90
+/// confirmations with the 20 corrupt sites' to 110 ≥ q = 101, and both halves revealed. With
+/// the corrupt sites counted, q = 111 and neither does.
+#[test]
+fn a_secagg_plus_quorum_counts_the_study_s_corrupt_sites() {
+    use crate::algorithms::federated_power::SecAggPlus;
+    let study = Uuid::from_u128(38);
+    let sites = 200u32;
+    let keys: BTreeMap<u32, VerifyingKey> = (1..=sites)
+        .map(|i| (i, transcript::verifying_key(&signer(i).public_key()).unwrap()))
+        .collect();
+    let roster: Vec<u32> = (1..=sites).collect();
+    let iterate = [7u8; 32];
+    let mut config = crate::studies::durable::tests::config();
+    config.sites = sites;
+    config.secagg_plus = Some(SecAggPlus {
+        corruption_rate: 0.1,
+        dropout_rate: 0.1,
+        degree: 56,
+        threshold: 39,
+    });
+    let counted = super::super::colluding(0, &config, sites);
+    assert_eq!(counted, 20);
+    let halves: [(Vec<u32>, Vec<u32>); 2] = [
+        ((1..=90).collect(), (161..=180).collect()),
+        ((91..=180).collect(), (1..=20).collect()),
+    ];
+    let mut counts = Vec::new();
+    for (half, dropped) in &halves {
+        let survivors: Vec<u32> = roster.iter().copied().filter(|s| !dropped.contains(s)).collect();
+        let own = OwnRound {
+            me: half[0],
+            view: RoundView {
+                study,
+                round: 1,
+                iterate: &iterate,
+                roster: &roster,
+            },
+            keys: &keys,
+            neighbours: None,
+        };
+        let message = transcript::confirmation_message(&own.view, &survivors, dropped);
+        let relayed: Vec<SiteSignature> = half
+            .iter()
+            .copied()
+            .chain(181..=sites)
+            .map(|site| SiteSignature {
+                site,
+                signature: signer(site).sign(&message),
+            })
+            .collect();
+        counts.push(own.confirmed_by(&survivors, dropped, &relayed, sites as usize));
+    }
+    assert_eq!(counts, [110, 110]);
+    let old = quorum(sites, 0) as usize;
+    assert!(counts.iter().all(|&c| c >= old), "c = 0 let both halves reveal");
+    let need = quorum(sites, counted) as usize;
+    assert!(counts.iter().all(|&c| c < need), "{counts:?} against q = {need}");
+}
+
+/// Under SecAgg+ a site refuses terms that could leave fewer honest releases in a round's sum
+/// than t: S less ⌈δS⌉ out less ⌈γ·S_invited⌉ corrupt (the whole ⌈γ·S_invited⌉ is assumed in a
+/// roster that shrank); the complete graph states no corrupt sites and is not checked here.
+#[test]
+fn a_site_refuses_secagg_plus_terms_with_fewer_honest_survivors_than_t() {
+    use crate::algorithms::federated_power::SecAggPlus;
+    let mut config = crate::studies::durable::tests::config();
+    assert!(super::super::check_honest_survivors(&config, 100, 100, 100).is_ok());
+    config.secagg_plus = Some(SecAggPlus {
+        corruption_rate: 0.2,
+        dropout_rate: 0.2,
+        degree: 40,
+        threshold: 28,
+    });
+    // 100 − 20 out − 20 corrupt = 60.
+    assert!(super::super::check_honest_survivors(&config, 100, 100, 60).is_ok());
+    assert!(super::super::check_honest_survivors(&config, 100, 100, 61).is_err());
+    // A roster of 90 of the 100 invited: 90 − 18 out − 20 corrupt = 52.
+    assert!(super::super::check_honest_survivors(&config, 100, 90, 52).is_ok());
+    assert!(super::super::check_honest_survivors(&config, 100, 90, 53).is_err());
+}

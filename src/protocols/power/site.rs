@@ -899,17 +899,29 @@ impl Protocol<'_> {
                 .map_err(|e| violation(format!("refusing {what}: site {}'s {e}", p.index)))?;
             self.signing_keys.insert(p.index, key);
         }
+        let roster = participants.len() as u32;
         check_threshold(
             view.threshold,
-            participants.len() as u32,
-            self.args.colluding_sites,
+            roster,
+            self.colluding(),
             self.args.allow_minority_threshold,
+        )?;
+        super::check_honest_survivors(self.computation.config(), view.n_sites, roster, view.threshold)
+    }
+
+    /// The colluders this site's checks tolerate: `--colluding-sites`, and under SecAgg+ at
+    /// least the study's assumed corrupt sites ([`super::colluding`]).
+    fn colluding(&self) -> u32 {
+        super::colluding(
+            self.args.colluding_sites,
+            self.computation.config(),
+            self.prepared.view.n_sites,
         )
     }
 
     /// The quorum of confirmations this site needs in every round.
     fn quorum(&self) -> u32 {
-        transcript::quorum(self.signing_keys.len() as u32, self.args.colluding_sites)
+        transcript::quorum(self.signing_keys.len() as u32, self.colluding())
     }
 
     /// This site's view of `round`: the iterate it multiplied and the roster it masked with.

@@ -224,6 +224,27 @@ impl SecAggPlus {
         (self.dropout_rate * roster as f64 - 1e-12).ceil().max(0.0) as usize
     }
 
+    /// The corrupt sites the study assumes among its `invited` sites, ⌈γ·invited⌉, all of them
+    /// in any roster that joins ([`SecAggPlus::corruption_rate_for`]). A site's consistency
+    /// checks count them as colluders: the one-transcript argument needs every colluder
+    /// counted (docs/design/federation.md, "Live SecAgg+").
+    pub fn corrupt_sites(&self, invited: u32) -> u32 {
+        (self.corruption_rate * f64::from(invited) - 1e-12)
+            .ceil()
+            .max(0.0) as u32
+    }
+
+    /// The fewest honest sites whose releases a round's sum can hold, on a roster of `roster`
+    /// of the `invited`: the roster less ⌈δ·roster⌉ sites out ([`SecAggPlus::max_out`]) and
+    /// less every assumed corrupt site. The coordinator and the corrupt sites see that sum with
+    /// the corrupt releases taken out, so its noise is h·σ²/t for h honest survivors: a site's
+    /// loss is ρ·t/h, at most its charge only when h ≥ t.
+    pub fn least_honest_survivors(&self, invited: u32, roster: u32) -> u32 {
+        roster
+            .saturating_sub(self.max_out(roster as usize) as u32)
+            .saturating_sub(self.corrupt_sites(invited))
+    }
+
     /// The corruption rate a live roster of `roster` sites is assumed to have when `invited`
     /// were invited: the stated γ is of the invited sites, and a coordinator that turned honest
     /// joins away must not thin the corrupt fraction's bound, so all ⌈γ·invited⌉ corrupt sites

@@ -100,6 +100,14 @@ impl SiteComputation {
         if config.threshold != view.threshold {
             return Err("the study's threshold is inconsistent".into());
         }
+        // The configuration's S sizes the wrap bound and, under SecAgg+, the corrupt sites the
+        // graph assumes (⌈γ·S⌉ of the S invited): it must be the S the study invited.
+        if config.sites != view.n_sites {
+            return Err(format!(
+                "the study's configuration names {} sites, its description {}: inconsistent",
+                config.sites, view.n_sites
+            ));
+        }
         let terms = (
             view.n_features,
             config.sites,

@@ -153,6 +153,23 @@ fn a_clip_study_that_hides_its_clip_cost_is_refused() {
     assert!(SiteComputation::from_view(&view).is_err());
 }
 
+/// The configuration's S sizes the wrap bound and SecAgg+'s assumed corrupt sites, so a
+/// configuration naming fewer sites than the study invited (a coordinator thinning the corrupt
+/// fraction's bound) is refused.
+#[test]
+fn a_configuration_naming_other_sites_than_the_study_is_refused() {
+    let (view, config) = clip_study(0.01);
+    assert_eq!(config.sites, view.n_sites);
+    for sites in [view.n_sites - 1, view.n_sites + 1] {
+        let mut lying = config.clone();
+        lying.sites = sites;
+        let mut view = view.clone();
+        view.config = serde_json::to_value(&lying).unwrap();
+        let err = SiteComputation::from_view(&view).unwrap_err();
+        assert!(err.contains("sites"), "{err}");
+    }
+}
+
 #[test]
 fn a_site_refuses_clip_steps_and_power_rounds_outside_the_clip() {
     let (view, config) = clip_study(0.01);
