@@ -14,22 +14,65 @@ use crate::federation::messages::{CapePeer, SiteSignature, SiteStudyView};
 use crate::federation::transcript::{self, SiteSigner};
 use crate::federation::wire;
 use crate::site::Failure;
-use crate::site::ledger::keep;
+use crate::site::ledger::{keep, ledger_failure};
 use crate::store::{SiteMessageKind, Store};
 
 /// One stage's transcript as this site sees it.
 pub(crate) struct StageTranscript {
     roster: Vec<u32>,
+    /// The roster's members as shown, with their keys: kept with the transcript, so that a
+    /// restarted site fixes the same roster again ([`kept_rosters`]).
+    peers: Vec<CapePeer>,
     calibration: [u8; 32],
     pub(super) message: Vec<u8>,
 }
 
 /// The transcript kept in the ledger: a site confirms one per stage, also across restarts.
-#[derive(Serialize, Deserialize, PartialEq)]
+#[derive(Serialize, Deserialize)]
 struct KeptStage {
     roster: Vec<u32>,
     calibration: String,
     signature: String,
+    /// The other members with their keys, as the site saw them when it confirmed (absent in a
+    /// transcript kept before session 34). The transcript signs indices only, so without them
+    /// a site restarted between its confirmation and its first release had no fixed roster,
+    /// and the coordinator could show it the same indices with keys of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    peers: Option<Vec<CapePeer>>,
+}
+
+impl KeptStage {
+    /// The same transcript: the same roster, calibration and signature (the kept members, if
+    /// any, are what fixed the roster and are checked by the roster guard).
+    fn same(&self, other: &KeptStage) -> bool {
+        (&self.roster, &self.calibration, &self.signature)
+            == (&other.roster, &other.calibration, &other.signature)
+    }
+}
+
+/// The rosters (other members with their keys) this site kept with its stage confirmations,
+/// by stage: what a restarted site observes again before anything else, so that the roster it
+/// fixed before the restart stays fixed.
+pub(crate) async fn kept_rosters(
+    store: &Store,
+    view: &SiteStudyView,
+) -> Result<Vec<(u32, Vec<CapePeer>)>, Failure> {
+    let kept = store
+        .site_messages(view.study_id, SiteMessageKind::Confirm)
+        .await
+        .map_err(ledger_failure)?;
+    let mut out = Vec::new();
+    for (stage, text) in kept {
+        let stage_kept: KeptStage = serde_json::from_str(&text).map_err(|e| {
+            violation(format!(
+                "the ledger's stage-{stage} confirmation is unreadable: {e}"
+            ))
+        })?;
+        if let Some(peers) = stage_kept.peers {
+            out.push((stage, peers));
+        }
+    }
+    Ok(out)
 }
 
 fn violation(what: impl std::fmt::Display) -> Failure {
@@ -58,6 +101,7 @@ impl StageTranscript {
         let message = transcript::stage_message(view.study_id, &view.algorithm, stage, &roster, &calibration);
         Ok(StageTranscript {
             roster,
+            peers: peers.to_vec(),
             calibration,
             message,
         })
@@ -76,9 +120,10 @@ impl StageTranscript {
             roster: self.roster.clone(),
             calibration: hex::encode(self.calibration),
             signature: signer.sign(&self.message),
+            peers: Some(self.peers.clone()),
         };
         let kept = keep(store, view.study_id, SiteMessageKind::Confirm, stage, &mine).await?;
-        if kept != mine {
+        if !kept.same(&mine) {
             return Err(violation(format!(
                 "stage {stage} was confirmed with another roster or calibration before; refusing"
             )));

@@ -137,6 +137,31 @@ pub fn stage_share(
     }
 }
 
+/// Every stage's share of the `charged` ρ ([`stage_share`]): each positive, and all of them
+/// summed in stage order at most `charged`. A site checks this before its first release: a
+/// configuration whose centre and clip shares together reach ρ leaves the Gram stage a share
+/// of at most 0, which that stage refuses, but only after the centre and clip stages were
+/// released at shares summing past ρ.
+pub fn check_stage_shares(
+    charged: f64,
+    stages: usize,
+    shares: (Option<f64>, Option<&CapeClip>),
+) -> Result<(), String> {
+    let mut total = 0.0;
+    for stage in 1..=u32::try_from(stages).map_err(|_| "too many stages".to_string())? {
+        let share = stage_share(charged, stages, shares, stage)
+            .filter(|share| share.is_finite() && *share > 0.0)
+            .ok_or_else(|| format!("stage {stage} of {stages} gets no positive share of the study's ρ"))?;
+        total += share;
+    }
+    if total > charged {
+        return Err(format!(
+            "the stages' shares add up to ρ = {total}, more than the {charged} this site is charged"
+        ));
+    }
+    Ok(())
+}
+
 /// What the configuration shows: the Gram stage's noise at β for the invited sites, with the
 /// share of ρ the centre's and the clip's stages leave it.
 fn gram_noise(plan: &CapePlan, config: &CapePcaConfig, sites: u32) -> Result<CapeNoise, PlanError> {

@@ -51,7 +51,7 @@ use crate::site::{Failure, progress};
 use crate::store::{SiteMessageKind, SiteStatus};
 
 use super::consistency::StageTranscript;
-use super::coordinator::stage_share;
+use super::coordinator::{check_stage_shares, stage_share};
 
 /// A stage's release as kept in the ledger: the roster it was drawn for and what was sent.
 #[derive(Serialize, Deserialize)]
@@ -115,6 +115,14 @@ impl Plan {
             "cape_agn" => {
                 let config: CapeAgnConfig = serde_json::from_value(view.config.clone())
                     .map_err(|e| format!("the study's cape_agn configuration is not readable: {e}"))?;
+                // σ² enters the third moment's Δ (2β³ + 2βσ²√(3D + 6)): a negative σ² would
+                // lower Δ below what one record moves the statistic by (≥ β³).
+                if !(config.sigma2.is_finite() && config.sigma2 >= 0.0) {
+                    return Err(format!(
+                        "the study's sigma2 = {} is not a finite number ≥ 0",
+                        config.sigma2
+                    ));
+                }
                 Ok(Plan::Agn {
                     model: config.model,
                     sigma2: config.sigma2,
@@ -531,6 +539,11 @@ async fn resume(
     me: &Member,
 ) -> Result<Option<(u32, CapeReleaseRequest)>, Failure> {
     let mut sent = None;
+    // The roster first fixed (kept with the first stage's confirmation, before any release),
+    // then every release's.
+    for (stage, peers) in super::consistency::kept_rosters(store, view).await? {
+        observe_roster(roster, view, &peers, me, stage)?;
+    }
     for (stage, text) in store
         .site_messages(view.study_id, SiteMessageKind::Contribution)
         .await
@@ -605,6 +618,12 @@ pub(crate) async fn follow(run: SiteRun<'_>) -> Result<(), Failure> {
         center.check(view.n_features).map_err(Failure::Refused)?;
         CapeCenter::sensitivity(&neighbours).map_err(Failure::Refused)?;
     }
+    check_stage_shares(
+        view.cost_rho,
+        plan.stages() as usize,
+        (plan.center().and_then(CapeCenter::share), plan.clip()),
+    )
+    .map_err(|e| Failure::Refused(format!("{e}; nothing was sent")))?;
     // The pair-noise keys derive from the session seed kept in the ledger (the same keys after
     // a restart); the noise is drawn from the operating system.
     let (rng, secret_seed) = start_session(args, view, store).await?;

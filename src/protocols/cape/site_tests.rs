@@ -279,3 +279,112 @@ fn the_centres_share_comes_first_and_the_gram_stage_takes_the_rest() {
     assert_eq!(two[0], 0.001);
     assert!(two[0] + two[1] <= charged && two[1] > 0.0089);
 }
+
+/// A configuration whose centre and clip shares together reach ρ is refused before anything
+/// is released (found in the review of session 34: the centre and the eight steps went out at
+/// shares summing to 1.98ρ, and only the Gram stage refused its share of at most 0).
+#[test]
+fn stage_shares_past_the_charge_are_refused_before_any_release() {
+    let neighbours = Neighbours::ReplaceOne {
+        beta: 1.0,
+        alpha: 2.0,
+    };
+    let Plan::Pca { clip, .. } = centred_plan(&neighbours) else {
+        panic!("a cape_pca plan")
+    };
+    let mut clip = clip.unwrap();
+    let charged = 0.01;
+    assert!(check_stage_shares(charged, 10, (Some(0.1), Some(&clip))).is_ok());
+    assert!(check_stage_shares(charged, 2, (Some(0.1), None)).is_ok());
+    assert!(check_stage_shares(charged, 1, (None, None)).is_ok());
+    clip.share = 0.99;
+    let err = check_stage_shares(charged, 10, (Some(0.99), Some(&clip))).unwrap_err();
+    assert!(err.contains("stage 10"), "{err}");
+    clip.share = 0.9;
+    assert!(check_stage_shares(charged, 10, (Some(0.5), Some(&clip))).is_err());
+    assert!(check_stage_shares(charged, 2, (Some(1.0), None)).is_err());
+}
+
+/// A `cape_agn` study's σ² below 0 would lower the third moment's Δ (2β³ + 2βσ²√(3D + 6))
+/// below what one record moves it by (found in the review of session 34: at σ² = −0.1, D = 20,
+/// add_remove, Δ fell from ≥ 1 to 0.188, stage 2 then cost 28× its share): the site refuses
+/// it, and the sensitivity counts a σ² below 0 as 0.
+#[test]
+fn a_negative_sigma2_is_refused_and_never_lowers_the_third_moment_sensitivity() {
+    use crate::algorithms::cape_agn::{Model, third_moment_sensitivity};
+    let neighbours = Neighbours::AddRemove {
+        beta: 1.0,
+        alpha: 20f64.sqrt(),
+    };
+    assert!(third_moment_sensitivity(Model::Mog, -0.1, 20, &neighbours) >= 1.0);
+    assert!(third_moment_sensitivity(Model::Mog, f64::NAN, 20, &neighbours) >= 1.0);
+    let (mut view, plan) = study();
+    let noise = plan.stage_noise(1, 3, None).expect("a stage's noise");
+    let mut config = crate::algorithms::cape_agn::CapeAgnConfig {
+        k: 2,
+        model: Model::Mog,
+        sigma2: 0.0,
+        sites: 3,
+        shares: vec![1.0 / 3.0; 3],
+        dropouts: Vec::new(),
+        starts: 4,
+        power_iterations: 20,
+        pair_ratio: 1.0,
+        stage1: noise,
+        stage2: noise,
+    };
+    view.algorithm = "cape_agn".into();
+    view.config = serde_json::to_value(&config).unwrap();
+    assert!(Plan::of(&view).is_ok(), "σ² = 0 is accepted");
+    config.sigma2 = -0.1;
+    view.config = serde_json::to_value(&config).unwrap();
+    let err = Plan::of(&view).err().unwrap_or_default();
+    assert!(err.contains("sigma2"), "{err}");
+}
+
+/// A site restarted after confirming stage 1 and before its first release keeps the roster it
+/// had fixed (found in the review of session 34: a restart rebuilt the roster from kept
+/// releases only, and the transcript signs indices only, so the coordinator could then show
+/// the same indices with pair-noise and signing keys of its own and count its own
+/// confirmations).
+#[tokio::test]
+async fn a_site_restarted_after_its_confirmation_keeps_its_fixed_roster() {
+    use super::super::consistency::StageTranscript;
+    let dir = tempfile::tempdir().unwrap();
+    let store = crate::store::Store::open_ledger(&dir.path().join("ledger.db"))
+        .await
+        .unwrap();
+    let (view, plan) = study();
+    let session = crate::store::SiteSession {
+        secret_seed: [3; 32],
+        fingerprint: "f".into(),
+    };
+    store.start_site_session(view.study_id, &session).await.unwrap();
+    let mut rng = ChaCha20Rng::seed_from_u64(21);
+    let peer = |index: u32, rng: &mut ChaCha20Rng| CapePeer {
+        index,
+        name: format!("s{index}"),
+        noise_public_keys: vec![wire::encode(&KeyPair::generate(rng).public())],
+        signing_public_key: SiteSigner::from_seed([index as u8 + 40; 32]).public_key(),
+    };
+    let peers = vec![peer(2, &mut rng), peer(3, &mut rng)];
+    let signer = SiteSigner::from_seed([1; 32]);
+    let me = Member {
+        index: view.site_index,
+        name: view.site_name.clone(),
+        keys: vec![
+            wire::encode(&KeyPair::generate(&mut rng).public()),
+            signer.public_key(),
+        ],
+    };
+    let own = plan.stage_noise(1, 3, None).expect("the stage's noise");
+    let transcript = StageTranscript::of(&view, 1, &peers, &own, None).unwrap();
+    transcript.accept(&store, &view, 1, &signer).await.unwrap();
+    // The restart: a fresh guard, rebuilt from the ledger.
+    let mut guard = RosterGuard::new(None);
+    assert!(resume(&store, &view, &mut guard, &me).await.unwrap().is_none());
+    let forged = vec![peer(2, &mut rng), peer(3, &mut rng)];
+    let err = observe_roster(&mut guard, &view, &forged, &me, 1).unwrap_err();
+    assert!(format!("{err:?}").contains("roster"), "{err:?}");
+    observe_roster(&mut guard, &view, &peers, &me, 1).expect("the roster it fixed");
+}

@@ -22,9 +22,11 @@ pub fn second_moment_sensitivity(model: Model, sigma2: f64, d: usize, neighbours
     }
 }
 
-/// Δ of the packed M₃^s (module docs' table).
+/// Δ of the packed M₃^s (module docs' table). A σ² ≤ 0 counts as 0, as in the statistic
+/// itself ([`third_moment`] drops the correction then): a negative σ² must not lower Δ below
+/// the β³ (add_remove) or 2β³ (replace_one) one record moves the uncorrected moment by.
 pub fn third_moment_sensitivity(model: Model, sigma2: f64, d: usize, neighbours: &Neighbours) -> f64 {
-    let corr = sigma2 * (3.0 * d as f64 + 6.0).sqrt();
+    let corr = sigma2.max(0.0) * (3.0 * d as f64 + 6.0).sqrt();
     match (model, *neighbours) {
         (Model::Stm, Neighbours::ReplaceOne { .. }) => std::f64::consts::SQRT_2,
         (Model::Stm, _) => 1.0,
