@@ -153,3 +153,25 @@ fn the_sites_blocks_fix_the_partition() {
         "params.graph"
     );
 }
+
+/// After the spectral clip the segment's spectral norm is at most ν even as computed again
+/// (the margin covers the rounding of the computed norm and of the scaling).
+#[test]
+fn the_spectral_clip_leaves_no_rounding_excess() {
+    let mut rng = crate::algorithms::testing::seeded(34);
+    let mut worst: f64 = 0.0;
+    for trial in 0..3000 {
+        let (rows, cols) = (3 + trial % 7, 1 + trial % 4);
+        let nu = 0.3 + (trial % 11) as f64 / 7.0;
+        let mut v = Matrix::from_fn(rows, cols, |_, _| {
+            rand_distr::Distribution::<f64>::sample(&rand_distr::StandardNormal, &mut rng)
+        });
+        v *= 3.0 * nu;
+        super::clip_spectral(&mut v, nu).unwrap();
+        let top = crate::linalg::try_sym_eig(&crate::linalg::matmul_tn(&v, &v))
+            .unwrap()
+            .values[0];
+        worst = worst.max(top.sqrt() / nu);
+    }
+    assert!(worst <= 1.0, "spectral norm {worst}·ν after the clip");
+}
