@@ -187,4 +187,4 @@ impl CapeRunning {
 
 #[cfg(test)]
 #[path = "durable_tests.rs"]
-mod tests;
+pub(crate) mod tests;

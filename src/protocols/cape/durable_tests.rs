@@ -44,7 +44,13 @@ fn agn_plan() -> CapePlan {
     };
     let stage1 = plan.stage_noise(1, 3, None).expect("stage 1");
     let stage2 = plan.stage_noise(2, 3, None).expect("stage 2");
-    plan.kind = CapeKind::Agn(Box::new(CapeAgnConfig {
+    plan.kind = CapeKind::Agn(Box::new(agn_config(stage1, stage2)));
+    plan
+}
+
+/// A 3-site `cape_agn` configuration (k 2, MOG with σ² = 0) with these stages' noise.
+pub(crate) fn agn_config(stage1: cape::CapeNoise, stage2: cape::CapeNoise) -> CapeAgnConfig {
+    CapeAgnConfig {
         k: 2,
         model: Model::Mog,
         sigma2: 0.0,
@@ -56,8 +62,7 @@ fn agn_plan() -> CapePlan {
         pair_ratio: 1.0,
         stage1,
         stage2,
-    }));
-    plan
+    }
 }
 
 /// Through the snapshot's JSON, as the database keeps it.

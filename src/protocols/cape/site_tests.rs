@@ -320,19 +320,7 @@ fn a_negative_sigma2_is_refused_and_never_lowers_the_third_moment_sensitivity() 
     assert!(third_moment_sensitivity(Model::Mog, f64::NAN, 20, &neighbours) >= 1.0);
     let (mut view, plan) = study();
     let noise = plan.stage_noise(1, 3, None).expect("a stage's noise");
-    let mut config = crate::algorithms::cape_agn::CapeAgnConfig {
-        k: 2,
-        model: Model::Mog,
-        sigma2: 0.0,
-        sites: 3,
-        shares: vec![1.0 / 3.0; 3],
-        dropouts: Vec::new(),
-        starts: 4,
-        power_iterations: 20,
-        pair_ratio: 1.0,
-        stage1: noise,
-        stage2: noise,
-    };
+    let mut config = super::super::durable::tests::agn_config(noise, noise);
     view.algorithm = "cape_agn".into();
     view.config = serde_json::to_value(&config).unwrap();
     assert!(Plan::of(&view).is_ok(), "σ² = 0 is accepted");
