@@ -571,3 +571,58 @@ fn kept_matrices_are_base64_and_old_json_numbers_still_restore() {
     replay(&mut resumed, &journal).expect("the journal replays");
     assert_eq!(whole(&resumed), whole(&live), "the same state");
 }
+
+/// A SecAgg+ roster whose sum could hold fewer honest releases than t (⌈δ·S⌉ out and all the
+/// ⌈γ·S_invited⌉ corrupt sites in it) fails when enrolment ends, before any reveal or charge,
+/// as every site would refuse it; one more site and the key exchange opens.
+#[test]
+fn a_secagg_plus_roster_with_too_few_honest_survivors_fails_at_enrolment_end() {
+    use crate::algorithms::federated_power::SecAggPlus;
+    use crate::federation::status::StudyStatus;
+    let mut config = config();
+    config.sites = 10;
+    config.threshold = 7;
+    config.secagg_plus = Some(SecAggPlus {
+        corruption_rate: 0.1,
+        dropout_rate: 0.1,
+        degree: 4,
+        threshold: 3,
+    });
+    let outcome = |joined: u32| {
+        let study = Uuid::new_v4();
+        let mut rng = ChaCha20Rng::seed_from_u64(9);
+        let names: BTreeMap<u32, String> = (1..=10).map(|i| (i, format!("s{i}"))).collect();
+        let mut live = Live::new(
+            study,
+            Protocol::Power(config.clone()),
+            7,
+            D,
+            names,
+            Instant::now(),
+            Duration::from_secs(30),
+        );
+        for i in 1..=joined {
+            let session = SiteSession::new(study, i, config.total_rounds(), &mut rng);
+            let request = JoinRequest {
+                n_samples: None,
+                encryption_public_key: Some(session.encryption_public_key()),
+                mask_public_keys: session.mask_public_keys(),
+                signing_public_key: Some(signer(i).public_key()),
+                seed_commitment: Some(wire::encode(&[i as u8; 32])),
+            };
+            live.join(i, request).expect("join");
+        }
+        live.advance(Instant::now());
+        live
+    };
+    // 8 of 10: 8 − ⌈0.8⌉ out − ⌈1.0⌉ corrupt = 6 < 7.
+    let failed = outcome(8);
+    let Stage::Finished { status, reason } = &failed.stage else {
+        panic!("the study should have ended")
+    };
+    assert_eq!(*status, StudyStatus::Failed);
+    let reason = reason.as_deref().unwrap_or_default();
+    assert!(reason.contains("as few as 6 honest releases"), "{reason}");
+    // 9 of 10: 9 − 1 − 1 = 7.
+    assert!(matches!(outcome(9).stage, Stage::Sharing(_)));
+}

@@ -405,6 +405,23 @@ impl Sharing {
                 study.fail(reason, None, effects);
                 return None;
             }
+            // Every site refuses a roster whose sum could hold fewer honest releases than t
+            // (`power::check_honest_survivors`): say so once, before anyone reveals anything.
+            let honest = plus.least_honest_survivors(config.sites, sites);
+            if honest < config.threshold {
+                let reason = format!(
+                    "{sites} sites joined: less ⌈dropout_rate·S⌉ = {} out and the {} corrupt sites assumed of the \
+                     {} invited, as few as {honest} honest releases could be summed, below the threshold {}; every \
+                     site's noise is calibrated for {} of them. Nothing was charged.",
+                    plus.max_out(sites as usize),
+                    plus.corrupt_sites(config.sites),
+                    config.sites,
+                    config.threshold,
+                    config.threshold
+                );
+                study.fail(reason, None, effects);
+                return None;
+            }
         }
         let participants = roster
             .iter()
